@@ -1,0 +1,140 @@
+"""What a worker can do (``WorkerCapabilities``) and who it is (``WorkerMetadata``).
+
+Both are frozen dataclasses validated on construction, with a JSON round-trip
+(``to_dict``/``from_dict``) so a daemon or GUI can exchange them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+PARADIGMS = frozenset({"sequential", "parallel", "self_play", "population", "hierarchical"})
+ACTION_SPACES = frozenset({"discrete", "continuous", "multi_discrete", "multi_binary", "hybrid"})
+OBSERVATION_SPACES = frozenset({"vector", "image", "dict", "text", "graph"})
+_NAME = re.compile(r"^[a-z][a-z0-9_\-]*$")
+
+
+def _tuple_of_str(owner: str, name: str, value: Any, allowed: frozenset[str] | None = None) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"{owner}.{name} must be a list of strings, got {value!r}")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise ValueError(f"{owner}.{name} must hold non-empty strings, got {item!r}")
+        if allowed is not None and item not in allowed:
+            raise ValueError(f"{owner}.{name}: {item!r} is not one of {', '.join(sorted(allowed))}")
+    if not items:
+        raise ValueError(f"{owner}.{name} must not be empty")
+    return items
+
+
+def _check_int(owner: str, name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{owner}.{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_bool(owner: str, name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{owner}.{name} must be true or false, got {value!r}")
+
+
+def _from_dict(cls: type, data: Any) -> Any:
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown field(s) {', '.join(unknown)}")
+    return cls(**data)
+
+
+@dataclass(frozen=True)
+class WorkerCapabilities:
+    """The contract a worker declares; the host and daemon schedule runs against it."""
+
+    worker_type: str
+    supported_paradigms: tuple[str, ...]
+    env_families: tuple[str, ...]
+    action_spaces: tuple[str, ...]
+    observation_spaces: tuple[str, ...]
+    max_agents: int = 1
+    supports_self_play: bool = False
+    supports_population: bool = False
+    supports_checkpointing: bool = False
+    supports_pause_resume: bool = False
+    requires_gpu: bool = False
+    gpu_memory_mb: int = 0
+    cpu_cores: int = 1
+    estimated_memory_mb: int = 512
+
+    def __post_init__(self) -> None:
+        owner = "WorkerCapabilities"
+        if not isinstance(self.worker_type, str) or not _NAME.match(self.worker_type):
+            raise ValueError(f"{owner}.worker_type must be a lower-case identifier, got {self.worker_type!r}")
+        set_ = object.__setattr__
+        set_(self, "supported_paradigms", _tuple_of_str(owner, "supported_paradigms", self.supported_paradigms, PARADIGMS))
+        set_(self, "env_families", _tuple_of_str(owner, "env_families", self.env_families))
+        set_(self, "action_spaces", _tuple_of_str(owner, "action_spaces", self.action_spaces, ACTION_SPACES))
+        set_(self, "observation_spaces", _tuple_of_str(owner, "observation_spaces", self.observation_spaces, OBSERVATION_SPACES))
+        _check_int(owner, "max_agents", self.max_agents, 1)
+        _check_int(owner, "gpu_memory_mb", self.gpu_memory_mb, 0)
+        _check_int(owner, "cpu_cores", self.cpu_cores, 1)
+        _check_int(owner, "estimated_memory_mb", self.estimated_memory_mb, 0)
+        for name in ("supports_self_play", "supports_population", "supports_checkpointing", "supports_pause_resume", "requires_gpu"):
+            _check_bool(owner, name, getattr(self, name))
+        if self.gpu_memory_mb and not self.requires_gpu:
+            raise ValueError(f"{owner}.gpu_memory_mb is set but requires_gpu is false")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "WorkerCapabilities":
+        return _from_dict(cls, data)
+
+
+@dataclass(frozen=True)
+class WorkerMetadata:
+    """Who a worker is, what it wraps, and how the host runs it.
+
+    ``runner`` is a ``module:function`` the host imports only when it runs the worker; the
+    function takes the remaining argv and returns an exit code.
+    """
+
+    name: str
+    version: str
+    description: str
+    capabilities: WorkerCapabilities
+    runner: str
+    upstream_library: str | None = None
+    upstream_version: str | None = None
+
+    def __post_init__(self) -> None:
+        owner = "WorkerMetadata"
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ValueError(f"{owner}.name must be a lower-case identifier, got {self.name!r}")
+        for name in ("version", "description"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ValueError(f"{owner}.{name} must be a non-empty string")
+        if not isinstance(self.capabilities, WorkerCapabilities):
+            raise ValueError(f"{owner}.capabilities must be WorkerCapabilities, got {type(self.capabilities).__name__}")
+        if not isinstance(self.runner, str) or not re.match(r"^[\w.]+:[\w.]+$", self.runner):
+            raise ValueError(f"{owner}.runner must look like 'package.module:function', got {self.runner!r}")
+        for name in ("upstream_library", "upstream_version"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{owner}.{name} must be a string or null")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["capabilities"] = self.capabilities.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "WorkerMetadata":
+        if isinstance(data, dict) and isinstance(data.get("capabilities"), dict):
+            data = {**data, "capabilities": WorkerCapabilities.from_dict(data["capabilities"])}
+        return _from_dict(cls, data)

@@ -1,0 +1,117 @@
+"""The side channel from a run's training processes to its host.
+
+A Linux abstract-namespace Unix datagram socket: no file on disk, no path-length limit,
+reachable from every process of the run (the training process and its env workers, forked
+or spawned), message boundaries kept. Each datagram is one JSON object
+``{"kind": str, "payload": {...}}``. Senders never block on the hot path: when the host is
+slow, best-effort messages are dropped and counted; reliable ones wait up to a second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from typing import Any, Callable
+
+MAX_DATAGRAM = 60_000
+ENV_VAR = "MOSAIC_CHANNEL"
+
+
+def new_address(run_id: str) -> str:
+    """A unique abstract address for one run of this host process."""
+    return f"mosaic/{run_id}/{os.getpid()}/{os.urandom(4).hex()}"
+
+
+def _abstract(address: str) -> bytes:
+    return b"\0" + address.encode()
+
+
+class ChannelReceiver:
+    """Host end: binds the address and hands every message to ``handler`` on one thread."""
+
+    def __init__(self, address: str, handler: Callable[[str, dict[str, Any]], None]):
+        self.address = address
+        self._handler = handler
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        self._sock.bind(_abstract(address))
+        self._sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="mosaic-channel", daemon=True)
+        self.malformed = 0
+
+    def start(self) -> "ChannelReceiver":
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._sock.recv(MAX_DATAGRAM + 1024)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._dispatch(data)
+
+    def _dispatch(self, data: bytes) -> None:
+        try:
+            message = json.loads(data)
+            kind, payload = message["kind"], message.get("payload") or {}
+            if not isinstance(kind, str) or not isinstance(payload, dict):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            self.malformed += 1
+            return
+        self._handler(kind, payload)
+
+    def close(self) -> None:
+        """Stop the thread, deliver whatever is still queued, release the address."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        self._sock.setblocking(False)
+        while True:
+            try:
+                data = self._sock.recv(MAX_DATAGRAM + 1024)
+            except (BlockingIOError, OSError):
+                break
+            self._dispatch(data)
+        self._sock.close()
+
+
+class ChannelSender:
+    """Training-process end. Safe to use after ``fork`` (the socket is re-made per pid)."""
+
+    def __init__(self, address: str | None):
+        self.address = address
+        self.dropped = 0
+        self._sock: socket.socket | None = None
+        self._pid = -1
+
+    def _socket(self) -> socket.socket:
+        if self._sock is None or self._pid != os.getpid():
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._pid = os.getpid()
+        return self._sock
+
+    def send(self, kind: str, payload: dict[str, Any], reliable: bool = False) -> bool:
+        """Send one message; returns False when it was dropped (or there is no host)."""
+        if not self.address:
+            return False
+        data = json.dumps({"kind": kind, "payload": payload}, default=str).encode()
+        if len(data) > MAX_DATAGRAM:
+            raise ValueError(f"side-channel message {kind!r} is {len(data)} bytes (max {MAX_DATAGRAM})")
+        sock = self._socket()
+        try:
+            if reliable:
+                sock.settimeout(1.0)
+                sock.sendto(data, _abstract(self.address))
+            else:
+                sock.sendto(data, socket.MSG_DONTWAIT, _abstract(self.address))
+            return True
+        except OSError:  # host gone, queue full, or timed out: never break training
+            self.dropped += 1
+            return False

@@ -1,0 +1,158 @@
+"""Worker configs: load (flat or nested under ``metadata.worker.config``), override, validate,
+redact. Every error names the field and the file, and is a :class:`ConfigError` (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from mosaic_core.errors import ConfigError
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,127}$")
+SECRET_MARKERS = ("api_key", "apikey", "token", "password", "secret")
+REDACTED = "***"
+REQUIRED = ("run_id", "algo", "env_id", "total_timesteps")
+
+
+def is_secret_key(key: str) -> bool:
+    lowered = key.lower()
+    return any(marker in lowered for marker in SECRET_MARKERS)
+
+
+def redact(value: Any) -> Any:
+    """A copy of ``value`` with every secret-named key's value replaced by ``***``."""
+    if isinstance(value, dict):
+        return {k: REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "") else redact(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
+def new_run_id() -> str:
+    from ulid import ULID
+
+    return str(ULID())
+
+
+def check_run_id(run_id: Any, source: str | None = None) -> str:
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise ConfigError(
+            f"run_id must be 1-128 letters, digits, '-' or '_' (it becomes a directory name), got {run_id!r}",
+            field="run_id", source=source)
+    return run_id
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """A validated worker config. ``source`` names the file it came from (for messages)."""
+
+    run_id: str
+    algo: str
+    env_id: str
+    total_timesteps: int
+    seed: int | None = None
+    worker_id: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    source: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        src = self.source
+        check_run_id(self.run_id, src)
+        for name in ("algo", "env_id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{name} must be a non-empty string, got {value!r}", field=name, source=src)
+        total = self.total_timesteps
+        if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
+            raise ConfigError(f"total_timesteps must be an integer > 0, got {total!r}", field="total_timesteps", source=src)
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise ConfigError(f"seed must be an integer or null, got {self.seed!r}", field="seed", source=src)
+        if self.worker_id is not None and not isinstance(self.worker_id, str):
+            raise ConfigError(f"worker_id must be a string or null, got {self.worker_id!r}", field="worker_id", source=src)
+        if not isinstance(self.extras, dict):
+            raise ConfigError(f"extras must be an object, got {type(self.extras).__name__}", field="extras", source=src)
+
+    def with_overrides(self, **overrides: Any) -> "WorkerConfig":
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def to_dict(self, redacted: bool = True) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("source")
+        return redact(data) if redacted else data
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The worker-config object from a flat or nested (trainer payload) JSON file."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("config file not found", source=source) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file: {exc.strerror}", source=source) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
+    return unwrap_config(data, source)
+
+
+def unwrap_config(data: Any, source: str | None = None) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ConfigError(f"a worker config must be a JSON object, got {type(data).__name__}", source=source)
+    nested = data.get("metadata")
+    if isinstance(nested, dict) and "worker" in nested:
+        worker = nested["worker"]
+        config = worker.get("config") if isinstance(worker, dict) else None
+        if not isinstance(config, dict):
+            raise ConfigError("metadata.worker.config must be an object", field="metadata.worker.config", source=source)
+        return dict(config)
+    return dict(data)
+
+
+def build_config(
+    data: dict[str, Any] | None = None,
+    *,
+    source: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    extras: dict[str, Any] | None = None,
+    generate_run_id: bool = False,
+) -> WorkerConfig:
+    """Merge file data, CLI overrides (win) and ``--extras`` (merged per key), then validate."""
+    merged = dict(data or {})
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            merged[key] = value
+    file_extras = merged.get("extras", {})
+    if file_extras is None:
+        file_extras = {}
+    if not isinstance(file_extras, dict):
+        raise ConfigError(f"extras must be an object, got {type(file_extras).__name__}", field="extras", source=source)
+    merged["extras"] = {**file_extras, **(extras or {})}
+    if generate_run_id and not merged.get("run_id"):
+        merged["run_id"] = new_run_id()
+    known = {"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "extras"}
+    unknown = sorted(set(merged) - known)
+    if unknown:
+        raise ConfigError(f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}",
+                          field=unknown[0], source=source)
+    missing = [name for name in REQUIRED if merged.get(name) in (None, "")]
+    if missing:
+        raise ConfigError(f"missing required field(s) {', '.join(missing)}", field=missing[0], source=source)
+    return WorkerConfig(**merged, source=source)
+
+
+def parse_extras_json(text: str) -> dict[str, Any]:
+    """Parse ``--extras``: a JSON object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--extras is not valid JSON: {exc.msg} at column {exc.colno}", field="extras") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--extras must be a JSON object, got {type(value).__name__}", field="extras")
+    return value

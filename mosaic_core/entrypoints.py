@@ -1,0 +1,116 @@
+"""Our own entry-point loop: each load isolated, every failure reported, names unique.
+
+``MOSAIC_LOAD_PLUGINS`` (unset = all, empty = none, ``a,b`` = only those) and
+``MOSAIC_DISABLE_PLUGINS`` (``a,b``) select what is loaded from ``mosaic.plugins``;
+``MOSAIC_STRICT_PLUGINS=1`` turns any load failure into an error (for CI).
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Callable
+
+from mosaic_core.errors import PluginError
+
+LOAD_VAR = "MOSAIC_LOAD_PLUGINS"
+DISABLE_VAR = "MOSAIC_DISABLE_PLUGINS"
+STRICT_VAR = "MOSAIC_STRICT_PLUGINS"
+
+
+@dataclass
+class LoadedEntryPoint:
+    """One entry point and what became of it: ``active``, ``blocked`` or ``failed``."""
+
+    name: str
+    group: str
+    value: str
+    distribution: str
+    version: str
+    status: str = "active"
+    error: str | None = None
+    detail: str | None = field(default=None, repr=False)  # traceback of a failure
+    obj: Any = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        return f"entry point {self.name!r} ({self.value}) from {self.distribution} {self.version}"
+
+
+def _names(var: str) -> set[str] | None:
+    raw = os.environ.get(var)
+    if raw is None:
+        return None
+    return {part.strip() for part in raw.split(",") if part.strip()}
+
+
+def strict() -> bool:
+    return os.environ.get(STRICT_VAR, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def is_blocked(name: str) -> str | None:
+    """Why a plugin name is blocked by the environment, or None."""
+    allowed, disabled = _names(LOAD_VAR), _names(DISABLE_VAR) or set()
+    if allowed is not None and name not in allowed:
+        return f"not listed in {LOAD_VAR}"
+    if name in disabled:
+        return f"listed in {DISABLE_VAR}"
+    return None
+
+
+def load_group(
+    group: str,
+    check: Callable[[Any], Any] | None = None,
+    select: Callable[[str], str | None] = lambda name: None,
+) -> list[LoadedEntryPoint]:
+    """Load every entry point of ``group``, sorted by name.
+
+    ``check`` turns the loaded object into what is kept, raising TypeError/ValueError when it
+    is the wrong kind; ``select`` returns a reason to block a name. Two entry points with one
+    name are rejected, naming both distributions. In strict mode the first failure raises.
+    """
+    found: dict[str, LoadedEntryPoint] = {}
+    results: list[LoadedEntryPoint] = []
+    eps = sorted(metadata.entry_points(group=group), key=lambda ep: (ep.name, ep.value))
+    for ep in eps:
+        dist = getattr(ep, "dist", None)
+        item = LoadedEntryPoint(
+            name=ep.name,
+            group=group,
+            value=ep.value,
+            distribution=dist.metadata["Name"] if dist else "?",
+            version=dist.version if dist else "?",
+        )
+        results.append(item)
+        if ep.name in found:
+            first = found[ep.name]
+            if (first.distribution, first.value) == (item.distribution, item.value):
+                results.pop()  # the same distribution seen twice on sys.path
+                continue
+            item.status = "failed"
+            item.error = (
+                f"duplicate name {ep.name!r}: provided by {first.distribution} ({first.value}) "
+                f"and by {item.distribution} ({item.value})"
+            )
+            _fail(item)
+            continue
+        found[ep.name] = item
+        reason = select(ep.name)
+        if reason:
+            item.status, item.error = "blocked", reason
+            continue
+        try:
+            obj = ep.load()
+            item.obj = check(obj) if check else obj
+        except Exception as exc:  # any plugin error is isolated and reported
+            item.status = "failed"
+            item.error = f"{type(exc).__name__}: {exc}"
+            item.detail = traceback.format_exc()
+            _fail(item)
+    return results
+
+
+def _fail(item: LoadedEntryPoint) -> None:
+    if strict():
+        raise PluginError(f"{item.describe()} failed to load ({STRICT_VAR}=1): {item.error}")

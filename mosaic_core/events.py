@@ -1,0 +1,82 @@
+"""Lifecycle events: one JSON object per line on stdout and in ``events.jsonl``.
+
+``{"event", "run_id", "seq", "timestamp", "payload"}``; ``seq`` increases by one per event
+of a run. Exactly one terminal event (see :data:`TERMINAL`) ends every run: the emitter
+refuses a second one, and refuses anything after it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any, Callable
+
+from mosaic_core.config import redact
+
+TERMINAL = ("run_completed", "run_failed", "run_cancelled")
+STATUS_OF = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
+
+
+class EventEmitter:
+    """Thread-safe writer of a run's lifecycle stream; payloads are redacted on the way."""
+
+    def __init__(self, run_id: str, log_path: Path | None = None, stream: IO[str] | None = None,
+                 sinks: list[Callable[[dict[str, Any]], None]] | None = None):
+        self.run_id = run_id
+        self._stream = sys.stdout if stream is None else stream
+        self._log = open(log_path, "a", encoding="utf-8") if log_path else None
+        self._lock = threading.Lock()
+        self._seq = 0
+        self.sinks = list(sinks or [])
+        self.terminal: dict[str, Any] | None = None
+
+    def emit(self, event: str, payload: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Write one event; returns it, or None when the run already ended."""
+        with self._lock:
+            if self.terminal is not None:
+                return None
+            self._seq += 1
+            record = {"event": event, "run_id": self.run_id, "seq": self._seq,
+                      "timestamp": time.time(), "payload": redact(payload or {})}
+            line = json.dumps(record, default=str)
+            if event in TERMINAL:
+                self.terminal = record
+            for out in (self._stream, self._log):
+                if out is not None:
+                    try:
+                        out.write(line + "\n")
+                        out.flush()
+                    except (OSError, ValueError):  # a closed pipe must not lose the run's end
+                        pass
+        for sink in self.sinks:
+            sink(record)
+        return record
+
+    @property
+    def status(self) -> str | None:
+        return STATUS_OF[self.terminal["event"]] if self.terminal else None
+
+    def close(self) -> None:
+        if self._log:
+            self._log.close()
+            self._log = None
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """The events of a run's ``events.jsonl``; a truncated last line is skipped."""
+    events = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "event" in record:
+            events.append(record)
+    return events

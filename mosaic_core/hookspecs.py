@@ -1,0 +1,209 @@
+"""Every hook a MOSAIC plugin can implement, grouped by where and when it runs.
+
+A plugin is a module (registered through the ``mosaic.plugins`` entry-point group) whose
+functions carry the :data:`hookimpl` marker and a name below. An implementation may take
+any subset of a hook's arguments, so hooks can grow arguments without breaking plugins.
+
+Order: plugins are registered sorted by entry-point name, and implementations run in
+pluggy's order (last registered first, ``tryfirst``/``trylast`` honoured). Application code
+never calls ``pm.hook.*`` directly: :class:`mosaic_core.plugins.PluginHost` has one typed
+accessor per hook that combines the results as each docstring says, and names the plugin
+whenever a result is invalid or two plugins conflict.
+
+Host hooks receive a :class:`mosaic_core.runs.RunContext` (``run``): run id, run directory,
+validated config, worker name and an ``emit(event, payload)`` for lifecycle events.
+Training-process hooks receive a :class:`mosaic_core.child.ChildContext` (``child``): run
+id, run directory, extras and a ``publish(kind, payload)`` side channel back to the host.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-light
+    import numpy as np
+
+    from mosaic_core.child import ChildContext, FrameInfo
+    from mosaic_core.cli.commands import CliCommand
+    from mosaic_core.config import WorkerConfig
+    from mosaic_core.runs import RunContext
+
+PROJECT = "mosaic"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# --------------------------------------------------------------------------------------
+# Host: command line
+# --------------------------------------------------------------------------------------
+@hookspec
+def mosaic_cli_commands() -> list[CliCommand]:
+    """Contribute subcommands to the ``mosaic`` CLI (``mosaic plot``, ``mosaic fastlane``…).
+
+    Called once when the CLI builds its parser. Return a list of
+    :class:`mosaic_core.cli.commands.CliCommand` descriptors. Results are concatenated; two
+    commands with the same name are an error naming both plugins. Keep imports inside the
+    command's ``run`` so ``mosaic --help`` stays fast.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Host: before a run
+# --------------------------------------------------------------------------------------
+@hookspec
+def mosaic_validate_config(config: WorkerConfig) -> list[str] | None:
+    """Check the parts of a worker config this plugin owns (usually its ``extras`` keys).
+
+    Called on every run and dry run, before anything is started. Return a list of problems,
+    each a sentence naming the key (``"extras.fastlane_video_mode: 'movie' is not one of
+    single, grid, off"``), or None. All problems from all plugins are reported together and
+    the run stops with exit code 2.
+    """
+
+
+@hookspec
+def mosaic_build_args(config: WorkerConfig) -> list[str] | None:
+    """Contribute command-line arguments for the algorithm subprocess.
+
+    Called once per run after validation, with the merged config. Return the extra argv
+    items (e.g. ``["--track", "--wandb-project-name", "demo"]``) or None. Results are
+    concatenated in plugin order and appended after the worker's own flags.
+    """
+
+
+@hookspec
+def mosaic_child_env(run: RunContext) -> dict[str, str] | None:
+    """Contribute environment variables for the training process.
+
+    Called once per run after the run directory exists and before the child starts. Return
+    a mapping of names to string values, or None. Mappings are merged; the same name from
+    two plugins is an error naming both. Secrets passed here reach the child only through
+    its environment: the host redacts any name containing api_key/token/password/secret
+    when it prints or writes the environment.
+    """
+
+
+@hookspec
+def mosaic_run_started(run: RunContext) -> None:
+    """A run is about to start its training process (``run_started`` has been emitted).
+
+    Called once per run. Use it to create resources whose lifetime the host owns; free them
+    in :func:`mosaic_run_finished`. Return value ignored.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Host: while a run trains
+# --------------------------------------------------------------------------------------
+@hookspec
+def mosaic_on_event(run: RunContext, event: dict[str, Any]) -> None:
+    """A lifecycle event was emitted (already written to stdout and ``events.jsonl``).
+
+    Called for every event of the run, in order, from the host's supervising thread; the
+    event is the full JSON object (``event``, ``run_id``, ``seq``, ``timestamp``,
+    ``payload``). For sinks: progress bars, notifications. Must not block. Return ignored.
+    """
+
+
+@hookspec
+def mosaic_on_child_message(run: RunContext, kind: str, payload: dict[str, Any]) -> None:
+    """A message arrived from the training process over the side channel.
+
+    Called on the host for every ``ChildContext.publish(kind, payload)`` made in the
+    training process (or its env worker processes), in arrival order. A plugin handles the
+    kinds it publishes and ignores the rest. Return value ignored.
+    """
+
+
+@hookspec
+def mosaic_on_heartbeat(run: RunContext) -> dict[str, Any] | None:
+    """Contribute fields to a heartbeat payload.
+
+    Called each time the host emits a ``heartbeat`` event (every 30 s by default). Return
+    a mapping merged into the payload, or None. The same key from two plugins is an error
+    naming both; keys the host sets itself (``elapsed_s``, ``pid``) cannot be overridden.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Host: after a run
+# --------------------------------------------------------------------------------------
+@hookspec
+def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None:
+    """Contribute sections to the run's ``analytics.json``.
+
+    Called once at the end of every run, after its terminal event, whatever ``status``
+    (``completed``, ``failed``, ``cancelled``). Return ``{section_name: data}`` or None.
+    Sections are merged; the same section name from two plugins is an error naming both.
+    Paths must be relative to the run directory, and secrets must never appear.
+    """
+
+
+@hookspec
+def mosaic_run_finished(run: RunContext, status: str) -> None:
+    """The run has ended by any path and its manifest is written.
+
+    Called exactly once per started run, even after a crash or cancel: free what
+    :func:`mosaic_run_started` created. Return value ignored.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Training process
+# --------------------------------------------------------------------------------------
+@hookspec
+def mosaic_child_setup(child: ChildContext) -> None:
+    """The training process is starting, before the algorithm script is imported.
+
+    Called once in every process of the run that imports the patch points: the training
+    process itself and vector-env worker processes started with ``spawn``. Install
+    process-wide state here (e.g. a FastLane writer). Return value ignored.
+    """
+
+
+@hookspec
+def mosaic_env_make_kwargs(
+    child: ChildContext, env_id: str, env_index: int | None, kwargs: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Contribute keyword arguments to a ``gym.make`` call made by the script.
+
+    Called for each ``gym.make`` in the training process and its env workers; ``env_index``
+    is the env's index in its vector env when known (None otherwise), ``kwargs`` what the
+    script passed. Return extra kwargs (e.g. ``{"render_mode": "rgb_array"}``) or None.
+    The script's own kwargs win; the same key from two plugins is an error naming both.
+    """
+
+
+@hookspec
+def mosaic_wrap_env(
+    child: ChildContext, env: Any, env_id: str, env_index: int | None
+) -> Callable[[Any], Any] | None:
+    """Offer a wrapper for an environment just created by ``gym.make``.
+
+    Called after each ``gym.make``. Return a callable ``wrap(env) -> env`` or None. The
+    callables are applied in plugin order, each to the previous result, so wrappers nest
+    predictably; a plugin must not wrap an env it has already wrapped.
+    """
+
+
+@hookspec
+def mosaic_on_frame(child: ChildContext, frame: np.ndarray, info: FrameInfo) -> None:
+    """A rendered frame and its step metrics are available in the training process.
+
+    Called by the plugin that renders (FastLane) each time it renders, with an ``HxWxC``
+    uint8 array (C = 3 RGB, 4 RGBA, 1 grayscale) and a :class:`mosaic_core.child.FrameInfo`
+    (global step, env index, last reward, rolling return, step rate, episode count). The
+    frame is only valid during the call: copy it to keep it. Return value ignored.
+    """
+
+
+@hookspec
+def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | None) -> None:
+    """The script wrote a scalar (``SummaryWriter.add_scalar``) in the training process.
+
+    Called for every ``add_scalar`` of ``torch.utils.tensorboard`` and ``tensorboardX``
+    writers, before the write itself, so it must be cheap (buffer, never block). Return
+    value ignored.
+    """

@@ -1,0 +1,1 @@
+"""gRPC trainer protocol: daemon, worker handshake, client."""

@@ -1,0 +1,56 @@
+"""Worker discovery from the ``mosaic.workers`` entry-point group.
+
+Each entry point names a function returning :class:`WorkerMetadata`. Discovery imports only
+the module holding that function, so workers keep heavy imports out of it; a broken one is
+reported with its entry point name, distribution and error, and never stops the host.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from mosaic_core.capabilities import WorkerMetadata
+from mosaic_core.entrypoints import LoadedEntryPoint, load_group
+from mosaic_core.errors import UsageError
+
+WORKER_GROUP = "mosaic.workers"
+
+
+def _check_worker(obj: Any) -> WorkerMetadata:
+    if not callable(obj):
+        raise TypeError(f"a mosaic.workers entry point must name a function, got {type(obj).__name__}")
+    metadata = obj()
+    if not isinstance(metadata, WorkerMetadata):
+        raise TypeError(f"{getattr(obj, '__qualname__', obj)}() returned {type(metadata).__name__}, expected WorkerMetadata")
+    return metadata
+
+
+def discover_workers() -> list[LoadedEntryPoint]:
+    """Every worker entry point, loaded (``obj`` is the WorkerMetadata) or failed."""
+    items = load_group(WORKER_GROUP, check=_check_worker)
+    for item in items:
+        if item.status == "active" and item.obj.name != item.name:
+            item.status = "failed"
+            item.error = f"entry point name {item.name!r} differs from the worker's name {item.obj.name!r}"
+    return items
+
+
+def find_worker(name: str) -> WorkerMetadata:
+    """The installed worker called ``name``; a UsageError lists the installed ones."""
+    items = discover_workers()
+    for item in items:
+        if item.name == name:
+            if item.status != "active":
+                raise UsageError(f"worker {name!r} is installed but failed to load: {item.error} ({item.describe()})")
+            return item.obj
+    installed = ", ".join(i.name for i in items if i.status == "active") or "none"
+    raise UsageError(f"unknown worker {name!r}; installed workers: {installed}")
+
+
+def load_runner(metadata: WorkerMetadata) -> Callable[[list[str]], int]:
+    module_name, _, attr = metadata.runner.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    return target

@@ -1,0 +1,1 @@
+"""Bundled CleanRL-compatible algorithms: one file each, runnable as scripts."""

@@ -1,0 +1,1 @@
+"""MOSAIC curriculum plugin."""

@@ -1,0 +1,3 @@
+"""Hook implementations of the curriculum plugin."""
+
+from mosaic_core.hookspecs import hookimpl  # noqa: F401

@@ -1,0 +1,60 @@
+"""Shared fixtures: run the real CLIs in subprocesses, in a temporary runs root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def events(self) -> list[dict]:
+        """The JSONL lifecycle events printed on stdout (every line must be JSON)."""
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+
+def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
+            input: str | None = None) -> Result:
+    """Run ``mosaic ...`` (or another console script when args[0] names one) for real."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env.pop("MOSAIC_CHILD", None)
+    exe = args[0] if (BIN / args[0]).exists() else "mosaic"
+    rest = args[1:] if exe == args[0] else args
+    proc = subprocess.run([str(BIN / exe), *rest], cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=timeout, input=input)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A scratch current directory; runs land in ``workdir/var/trainer/runs``."""
+    return tmp_path
+
+
+@pytest.fixture
+def mosaic(workdir: Path):
+    """``mosaic(*args, env=..., timeout=...)`` runs the real CLI with cwd = workdir."""
+
+    def call(*args: str, env: dict[str, str] | None = None, timeout: float = 300, input: str | None = None) -> Result:
+        return run_cli(list(args), cwd=workdir, env=env, timeout=timeout, input=input)
+
+    return call
+
+
+@pytest.fixture
+def runs_root(workdir: Path) -> Path:
+    return workdir / "var" / "trainer" / "runs"
