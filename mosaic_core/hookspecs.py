@@ -134,8 +134,9 @@ def mosaic_on_heartbeat(run: RunContext) -> dict[str, Any] | None:
 def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None:
     """Contribute sections to the run's ``analytics.json``.
 
-    Called once at the end of every run, after its terminal event, whatever ``status``
-    (``completed``, ``failed``, ``cancelled``). Return ``{section_name: data}`` or None.
+    Called once at the end of every run, whatever ``status`` (``completed``, ``failed``,
+    ``cancelled``), after the training process is gone and just before the terminal event
+    is emitted, so the manifest exists when a reader sees the run end. Return ``{section_name: data}`` or None.
     Sections are merged; the same section name from two plugins is an error naming both.
     Paths must be relative to the run directory, and secrets must never appear.
     """
@@ -145,8 +146,9 @@ def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None
 def mosaic_run_finished(run: RunContext, status: str) -> None:
     """The run has ended by any path and its manifest is written.
 
-    Called exactly once per started run, even after a crash or cancel: free what
-    :func:`mosaic_run_started` created. Return value ignored.
+    Called exactly once per started run, even after a crash or cancel, just before the
+    terminal event: free what :func:`mosaic_run_started` created. Every implementation is
+    called even if one raises. Return value ignored.
     """
 
 
