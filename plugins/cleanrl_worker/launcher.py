@@ -1,0 +1,105 @@
+"""Plan a CleanRL launch: resolve the algorithm, build and validate its argv, the child's
+environment and command line. Pure planning: nothing runs and nothing is written here, so the
+dry run and the real run take exactly the same decisions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mosaic_core.config import WorkerConfig, redact
+from mosaic_core.errors import ConfigError
+from mosaic_core.plugins import PluginHost
+from mosaic_core.runs import RunContext
+
+MODES = ("train", "resume_training", "policy_eval")
+CLEANRL_HOME_VAR = "MOSAIC_CLEANRL_HOME"
+
+
+@dataclass
+class LaunchPlan:
+    config: WorkerConfig
+    algorithm: Any  # cleanrl_worker.registry.ResolvedAlgorithm
+    script_argv: list[str]
+    command: list[str]
+    env: dict[str, str]
+    cwd: Path
+    mode: str
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        from cleanrl_worker.registry import RESOLUTION_ORDER
+
+        algo = self.algorithm
+        return {
+            "run_id": self.config.run_id,
+            "mode": self.mode,
+            "algorithm": {"name": algo.name, "source": algo.source, "script": str(algo.script),
+                          "checkout_root": str(algo.checkout_root) if algo.checkout_root else None,
+                          "detail": algo.detail, "resolution_order": list(RESOLUTION_ORDER)},
+            "argv": self.script_argv,
+            "command": self.command,
+            "cwd": str(self.cwd),
+            "env": redact(self.env),
+            "config": self.config.to_dict(),
+            "notes": self.notes,
+        }
+
+
+def _mode(config: WorkerConfig) -> str:
+    mode = config.extras.get("mode", "train") or "train"
+    if mode not in MODES:
+        raise ConfigError(f"extras.mode {mode!r} is not one of {', '.join(MODES)}", field="extras.mode",
+                          source=config.source)
+    return mode
+
+
+def _existing_file(config: WorkerConfig, key: str) -> Path:
+    value = config.extras.get(key)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"extras.{key} is required for mode {config.extras.get('mode')!r}",
+                          field=f"extras.{key}", source=config.source)
+    path = Path(value).expanduser().resolve()
+    if not path.is_file():
+        raise ConfigError(f"extras.{key}: no such file {path}", field=f"extras.{key}", source=config.source)
+    return path
+
+
+def base_flags(config: WorkerConfig) -> list[str]:
+    flags = ["--env-id", config.env_id, "--total-timesteps", str(config.total_timesteps)]
+    if config.seed is not None:
+        flags += ["--seed", str(config.seed)]
+    return flags
+
+
+def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interactive: bool = False) -> LaunchPlan:
+    """Every decision of a launch, or a ConfigError/UsageError listing what is wrong."""
+    from cleanrl_worker.flags import extras_to_flags
+    from cleanrl_worker.registry import resolve
+    from cleanrl_worker.script_args import check_script_argv
+
+    problems = host.validate_config(config)
+    if problems:
+        where = f" in {config.source}" if config.source else ""
+        raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
+    mode = "interactive" if interactive else _mode(config)
+    home = config.extras.get("cleanrl_home") or os.environ.get(CLEANRL_HOME_VAR) or None
+    algorithm = resolve(config.algo, cleanrl_home=home, cwd=Path.cwd())
+    script_argv = base_flags(config) + extras_to_flags(config.extras) + host.build_args(config)
+    notes: list[str] = []
+    if mode == "resume_training":
+        script_argv += ["--resume-from", str(_existing_file(config, "checkpoint_path"))]
+    check_script_argv(algorithm.script, script_argv)
+    command = [sys.executable, "-m", "cleanrl_worker.launch", str(algorithm.script)]
+    if algorithm.checkout_root:
+        command += ["--root", str(algorithm.checkout_root)]
+    command += ["--", *script_argv]
+    if mode in ("policy_eval", "interactive"):
+        raise ConfigError(f"mode {mode!r} is not available yet in this version of the CleanRL worker",
+                          field="extras.mode", source=config.source)
+    return LaunchPlan(config=config, algorithm=algorithm, script_argv=script_argv, command=command,
+                      env=host.child_env(run), cwd=run.run_dir, mode=mode, notes=notes)
