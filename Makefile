@@ -5,13 +5,12 @@ BIN    := $(VENV)/bin
 # The local CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 
-.PHONY: venv train test bench clean
+.PHONY: venv train test test-gym1 clean
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml examples/*/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(PINS)
 	$(BIN)/pip install -q -e '.[test,minigrid]' $(PINS)
 	for ex in examples/*/; do $(BIN)/pip install -q -e "$$ex" $(PINS) || exit 1; done
@@ -23,5 +22,17 @@ train: venv
 test: venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# A second, smaller lane: our code on gymnasium 1.x.
+GYM1 := .venv-gym1
+GYM1_TESTS ?= tests/algorithms tests/core
+$(GYM1)/.installed: pyproject.toml
+	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)
+	$(GYM1)/bin/pip install -q torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
+	$(GYM1)/bin/pip install -q -e '.[test]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
+	touch $@
+
+test-gym1: $(GYM1)/.installed
+	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider -m "not slow" $(GYM1_TESTS)
+
 clean:
-	rm -rf $(VENV) var runs wandb
+	rm -rf $(VENV) $(GYM1) var runs wandb
