@@ -103,6 +103,11 @@ def current() -> ChildContext | None:
     return _state.get("child")
 
 
+def plugins() -> "PluginHost | None":
+    """The plugin host of this training process (None before :func:`install`)."""
+    return _state.get("host")
+
+
 def publish(kind: str, payload: dict[str, Any], reliable: bool = False) -> bool:
     """Send a message to the host when run by one; a no-op (False) otherwise.
 

@@ -1,0 +1,290 @@
+"""Every hook: its docstring, its accessor's combination rule, and a real run that calls it."""
+
+import inspect
+import json
+import types
+
+import pytest
+
+from mosaic_core import hookspecs
+from mosaic_core.cli.commands import CliCommand
+from mosaic_core.config import build_config
+from mosaic_core.errors import PluginError
+from mosaic_core.plugins import HOOK_NAMES, PluginHost
+from mosaic_core.runs import RunContext, RunDirectory
+from tests.core.distributions import make_distribution
+
+
+def test_every_hook_is_documented_and_tested():
+    source = open(__file__).read()
+    for name in HOOK_NAMES:
+        doc = inspect.getdoc(getattr(hookspecs, name)) or ""
+        assert "Called" in doc and "Return" in doc, f"{name} must say when it is called and what it returns"
+        assert source.count(name) >= 2, f"{name} has no test here"
+
+
+def module(name, **functions):
+    mod = types.ModuleType(name)
+    for hook, fn in functions.items():
+        setattr(mod, hook, hookspecs.hookimpl(fn))
+    return mod
+
+
+def host_with(*modules):
+    host = PluginHost(trace=False)
+    for i, mod in enumerate(modules):
+        host.register_module(mod, mod.__name__)
+    return host
+
+
+@pytest.fixture
+def run(tmp_path):
+    config = build_config({"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10})
+    return RunContext(config, RunDirectory(tmp_path, "r1"), "cleanrl")
+
+
+def test_mosaic_on_heartbeat_merges_and_names_both_on_conflict(run):
+    a = module("a", mosaic_on_heartbeat=lambda run: {"x": 1})
+    b = module("b", mosaic_on_heartbeat=lambda: {"y": 2})  # a subset of the arguments is fine
+    assert host_with(a, b).heartbeat_fields(run) == {"x": 1, "y": 2}
+    c = module("c", mosaic_on_heartbeat=lambda run: {"x": 3})
+    with pytest.raises(PluginError, match="'x' is contributed by both"):
+        host_with(a, c).heartbeat_fields(run)
+    with pytest.raises(PluginError, match="reserved"):
+        host_with(module("d", mosaic_on_heartbeat=lambda: {"pid": 0})).heartbeat_fields(run, reserved={"pid"})
+
+
+def test_mosaic_build_manifest_sections_must_not_clash(run):
+    a = module("a", mosaic_build_manifest=lambda run, status: {"tensorboard": {"status": status}})
+    assert host_with(a).build_manifest(run, "completed") == {"tensorboard": {"status": "completed"}}
+    with pytest.raises(PluginError, match="expected a dict"):
+        host_with(module("b", mosaic_build_manifest=lambda: ["oops"])).build_manifest(run, "failed")
+
+
+def test_mosaic_child_env_values_are_strings(run):
+    assert host_with(module("a", mosaic_child_env=lambda: {"A": "1"})).child_env(run) == {"A": "1"}
+    with pytest.raises(PluginError, match="must be strings"):
+        host_with(module("b", mosaic_child_env=lambda: {"B": 2})).child_env(run)
+
+
+def test_mosaic_build_args_and_mosaic_validate_config_concatenate(run):
+    a = module("a", mosaic_build_args=lambda config: ["--track"], mosaic_validate_config=lambda: ["bad a"])
+    b = module("b", mosaic_build_args=lambda: ["--x", "1"], mosaic_validate_config=lambda config: None)
+    host = host_with(a, b)
+    assert sorted(host.build_args(run.config)) == ["--track", "--x", "1"]
+    assert host.validate_config(run.config) == ["bad a"]
+    with pytest.raises(PluginError, match="list of strings"):
+        host_with(module("c", mosaic_build_args=lambda: "--oops")).build_args(run.config)
+
+
+def test_mosaic_cli_commands_reject_duplicates():
+    command = CliCommand("hello", "say hello", lambda p: None, lambda ns: 0)
+    a = module("a", mosaic_cli_commands=lambda: [command])
+    assert host_with(a).cli_commands() == [command]
+    with pytest.raises(PluginError, match="contributed by both"):
+        host_with(a, module("b", mosaic_cli_commands=lambda: [command])).cli_commands()
+
+
+def test_mosaic_env_make_kwargs_and_mosaic_wrap_env_compose(run):
+    a = module("a", mosaic_env_make_kwargs=lambda env_id: {"render_mode": "rgb_array"},
+               mosaic_wrap_env=lambda env: (lambda e: ("A", e)))
+    b = module("b", mosaic_wrap_env=lambda env_index: (lambda e: ("B", e)) if env_index == 0 else None)
+    host = host_with(a, b)
+    assert host.env_make_kwargs(None, "CartPole-v1", 0, {}) == {"render_mode": "rgb_array"}
+    wrapped = host.wrap_env(None, "env", "CartPole-v1", 0)
+    assert sorted([wrapped[0], wrapped[1][0]]) == ["A", "B"] and wrapped[1][1] == "env"
+    assert host.wrap_env(None, "env", "CartPole-v1", 1) == ("A", "env")
+
+
+def test_lifecycle_hooks_are_called_and_run_finished_survives_failures(run):
+    calls = []
+    a = module("a", mosaic_run_started=lambda run: calls.append("started"),
+               mosaic_on_event=lambda event: calls.append(event["event"]),
+               mosaic_on_child_message=lambda kind, payload: calls.append((kind, payload)),
+               mosaic_run_finished=lambda status: 1 / 0)
+    b = module("b", mosaic_run_finished=lambda status: calls.append(("finished", status)))
+    host = host_with(a, b)
+    host.run_started(run)
+    host.on_event(run, {"event": "heartbeat"})
+    host.on_child_message(run, "metrics", {"x": 1})
+    errors = host.run_finished(run, "failed")
+    assert calls == ["started", "heartbeat", ("metrics", {"x": 1}), ("finished", "failed")]
+    assert len(errors) == 1 and "'a'" in errors[0] and "ZeroDivisionError" in errors[0]
+
+
+def test_training_process_hooks_in_process():
+    seen = []
+    a = module("a", mosaic_child_setup=lambda child: seen.append(("setup", child)),
+               mosaic_on_frame=lambda frame, info: seen.append(("frame", frame, info)),
+               mosaic_on_scalar=lambda tag, value, step: seen.append(("scalar", tag, value, step)))
+    host = host_with(a)
+    host.child_setup("ctx")
+    host.on_frame("ctx", "pixels", "info")
+    host.on_scalar("ctx", "charts/SPS", 3.0, 7)
+    assert seen == [("setup", "ctx"), ("frame", "pixels", "info"), ("scalar", "charts/SPS", 3.0, 7)]
+
+
+def test_a_failing_hook_names_its_plugin(run):
+    host = host_with(module("grumpy", mosaic_on_heartbeat=lambda: {}["missing"]))
+    with pytest.raises(PluginError, match="plugin 'grumpy' failed in mosaic_on_heartbeat: KeyError"):
+        host.heartbeat_fields(run)
+
+
+def test_trace_prints_each_call(run, capsys):
+    host = PluginHost(trace=True)
+    host.register_module(module("traced", mosaic_on_heartbeat=lambda: {"z": 1}), "traced")
+    host.heartbeat_fields(run)
+    err = capsys.readouterr().err
+    assert "mosaic-trace: mosaic_on_heartbeat -> traced" in err and "{'z': 1}" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# The real path: a third-party plugin distribution on PYTHONPATH, a real `mosaic run`.
+RECORDER = '''
+import json, os
+from pathlib import Path
+from mosaic_core.hookspecs import hookimpl
+from mosaic_core.cli.commands import CliCommand
+
+def _log(run_dir, *item):
+    with open(Path(run_dir) / "hooklog.jsonl", "a") as fh:
+        fh.write(json.dumps([os.getpid(), *item], default=str) + "\\n")
+
+@hookimpl
+def mosaic_cli_commands():
+    return [CliCommand("recorder-hello", "print hello", lambda p: p.add_argument("--who", default="world"),
+                       lambda ns: print("hello " + ns.who) or 0)]
+
+@hookimpl
+def mosaic_validate_config(config):
+    if config.extras.get("recorder_reject"):
+        return ["extras.recorder_reject: rejected by the recorder plugin"]
+
+@hookimpl
+def mosaic_build_args(config):
+    return ["--from-plugin", "7"]
+
+@hookimpl
+def mosaic_child_env(run):
+    return {"RECORDER_SEES": run.run_id}
+
+@hookimpl
+def mosaic_run_started(run):
+    _log(run.run_dir, "run_started")
+
+@hookimpl
+def mosaic_on_event(run, event):
+    _log(run.run_dir, "on_event", event["event"], event["seq"])
+
+@hookimpl
+def mosaic_on_child_message(run, kind, payload):
+    _log(run.run_dir, "on_child_message", kind, payload)
+
+@hookimpl
+def mosaic_on_heartbeat(run):
+    return {"recorder": "alive"}
+
+@hookimpl
+def mosaic_build_manifest(run, status):
+    return {"recorder": {"status": status}}
+
+@hookimpl
+def mosaic_run_finished(run, status):
+    _log(run.run_dir, "run_finished", status)
+
+@hookimpl
+def mosaic_child_setup(child):
+    _log(child.run_dir, "child_setup")
+
+@hookimpl
+def mosaic_env_make_kwargs(env_id, env_index):
+    return {"max_episode_steps": 5}
+
+@hookimpl
+def mosaic_wrap_env(child, env, env_id, env_index):
+    import gymnasium as gym
+    class Tagged(gym.Wrapper):
+        pass
+    _log(child.run_dir, "wrap_env", env_id, env_index)
+    return Tagged
+
+@hookimpl
+def mosaic_on_scalar(child, tag, value, step):
+    _log(child.run_dir, "on_scalar", tag, value, step)
+    child.publish("recorder", {"tag": tag})
+
+@hookimpl
+def mosaic_on_frame(child, frame, info):
+    _log(child.run_dir, "on_frame", list(frame.shape), info.global_step)
+'''
+
+SCRIPT = '''
+import os, sys
+from dataclasses import dataclass
+import gymnasium as gym
+import numpy as np
+import tyro
+from mosaic_core import child
+from mosaic_core.child import FrameInfo
+
+@dataclass
+class Args:
+    env_id: str = "CartPole-v1"
+    total_timesteps: int = 10
+    from_plugin: int = 0
+    seed: int = 1
+
+args = tyro.cli(Args)
+assert os.environ["RECORDER_SEES"] and args.from_plugin == 7
+env = gym.make(args.env_id)
+assert type(env).__name__ == "Tagged", type(env)
+env.reset(seed=0)
+steps = 0
+while True:
+    steps += 1
+    *_, terminated, truncated, _ = env.step(env.action_space.sample())
+    if terminated or truncated:
+        break
+assert steps <= 5  # max_episode_steps came from mosaic_env_make_kwargs
+from tensorboardX import SummaryWriter
+SummaryWriter("runs/x").add_scalar("charts/episodic_return", 12.5, 3)
+child.plugins().on_frame(child.current(), np.zeros((4, 6, 3), np.uint8), FrameInfo(3, 0, 1.0, None, 10.0, 1))
+child.emit_event("checkpoint_saved", {"path": "runs/x/model.cleanrl_model", "global_step": 3})
+import time; time.sleep(0.6)
+'''
+
+
+def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
+    site = make_distribution(tmp_path / "site", "mosaic-recorder", {"mosaic.plugins": {"recorder": "recorder_plugin"}},
+                             {"recorder_plugin": RECORDER})
+    (workdir / "algo.py").write_text(SCRIPT)
+    env = {"PYTHONPATH": str(site)}
+    hello = mosaic("recorder-hello", "--who", "mosaic", env=env)
+    assert hello.returncode == 0 and hello.stdout.strip() == "hello mosaic"
+    rejected = mosaic("run", "--worker", "cleanrl", "--algo", "algo.py", "--env-id", "CartPole-v1",
+                      "--total-timesteps", "10", "--extras", '{"recorder_reject": true}', env=env)
+    assert rejected.returncode == 2 and "rejected by the recorder plugin" in rejected.stderr
+    result = mosaic("run", "--worker", "cleanrl", "--algo", "algo.py", "--env-id", "CartPole-v1",
+                    "--total-timesteps", "10", "--run-id", "hooks", "--heartbeat-interval", "0.2", env=env)
+    assert result.returncode == 0, result.stderr + (runs_root / "hooks/logs/cleanrl.stderr.log").read_text()
+    events = result.events
+    assert events[0]["event"] == "run_started" and events[-1]["event"] == "run_completed"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    beats = [e for e in events if e["event"] == "heartbeat"]
+    assert beats and all(b["payload"]["recorder"] == "alive" for b in beats)
+    assert any(e["event"] == "checkpoint_saved" and e["payload"]["global_step"] == 3 for e in events)
+    run_dir = runs_root / "hooks"
+    manifest = json.loads((run_dir / "analytics.json").read_text())
+    assert manifest["recorder"] == {"status": "completed"} and manifest["status"] == "completed"
+    log = [json.loads(line) for line in (run_dir / "hooklog.jsonl").read_text().splitlines()]
+    names = [entry[1] for entry in log]
+    for hook in ("run_started", "on_event", "on_child_message", "run_finished", "child_setup", "wrap_env",
+                 "on_scalar", "on_frame"):
+        assert hook in names, f"{hook} was never called"
+    host_pid = next(e[0] for e in log if e[1] == "run_started")
+    child_pid = next(e[0] for e in log if e[1] == "child_setup")
+    assert host_pid != child_pid  # host hooks on the host, training hooks in the training process
+    assert ["on_scalar", "charts/episodic_return", 12.5, 3] in [e[1:] for e in log]
+    assert ["on_child_message", "recorder", {"tag": "charts/episodic_return"}] in [e[1:] for e in log]
+    assert ["on_frame", [4, 6, 3], 3] in [e[1:] for e in log]
+    assert names.index("run_finished") < len(names) - 1 and log[-1][1:3] == ["on_event", "run_completed"]
