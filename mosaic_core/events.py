@@ -24,9 +24,9 @@ class EventEmitter:
     """Thread-safe writer of a run's lifecycle stream; payloads are redacted on the way."""
 
     def __init__(self, run_id: str, log_path: Path | None = None, stream: IO[str] | None = None,
-                 sinks: list[Callable[[dict[str, Any]], None]] | None = None):
+                 sinks: list[Callable[[dict[str, Any]], None]] | None = None, to_stream: bool = True):
         self.run_id = run_id
-        self._stream = sys.stdout if stream is None else stream
+        self._stream = (sys.stdout if stream is None else stream) if to_stream else None
         self._log = open(log_path, "a", encoding="utf-8") if log_path else None
         self._lock = threading.Lock()
         self._seq = 0

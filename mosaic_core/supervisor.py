@@ -40,6 +40,9 @@ class SupervisorOptions:
     stream: Any = None  # where JSONL goes; stdout by default
     heartbeat_extra: Callable[[], dict[str, Any]] | None = None  # e.g. a gRPC heartbeat
     started_payload: dict[str, Any] = field(default_factory=dict)
+    # Interactive runs: the child talks to the user over the host's stdin/stdout, so the
+    # lifecycle stream goes to events.jsonl only.
+    passthrough_stdio: bool = False
 
 
 class Supervisor:
@@ -89,9 +92,11 @@ class Supervisor:
         worker = self.run.worker
         out = open(directory.log(worker, "stdout"), "ab")
         err = open(directory.log(worker, "stderr"), "ab")
+        passthrough = self.options.passthrough_stdio
         try:
-            return subprocess.Popen(self.argv, cwd=self.run.run_dir, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=err, start_new_session=True)
+            return subprocess.Popen(self.argv, cwd=self.run.run_dir, env=env,
+                                    stdin=None if passthrough else subprocess.DEVNULL,
+                                    stdout=None if passthrough else out, stderr=err, start_new_session=True)
         finally:
             out.close()
             err.close()
@@ -124,7 +129,8 @@ class Supervisor:
     def execute(self) -> int:
         run = self.run
         run.directory.create()
-        emitter = EventEmitter(run.run_id, run.directory.events, stream=self.options.stream, sinks=[self._sink])
+        emitter = EventEmitter(run.run_id, run.directory.events, stream=self.options.stream, sinks=[self._sink],
+                               to_stream=not self.options.passthrough_stdio)
         run.emitter = emitter
         receiver = channel.ChannelReceiver(channel.new_address(run.run_id), self._on_child_message)
         previous = _install_signal_handlers(self)

@@ -76,6 +76,26 @@ def base_flags(config: WorkerConfig) -> list[str]:
     return flags
 
 
+EVAL_FLAGS = {"eval_episodes": int, "eval_batch_size": int, "eval_gamma": float, "eval_repeat": int,
+              "eval_max_episode_steps": int}
+
+
+def eval_flags(config: WorkerConfig) -> list[str]:
+    """``policy_eval`` flags from ``extras.policy_path`` and the ``eval_*`` extras."""
+    flags = ["--policy-path", str(_existing_file(config, "policy_path"))]
+    for key, kind in EVAL_FLAGS.items():
+        value = config.extras.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+            raise ConfigError(f"extras.{key} must be a number ({kind.__name__}), got {value!r}",
+                              field=f"extras.{key}", source=config.source)
+        flags += [f"--{key.replace('_', '-')}", str(value)]
+    if config.extras.get("eval_capture_video"):
+        flags.append("--eval-capture-video")
+    return flags
+
+
 def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interactive: bool = False) -> LaunchPlan:
     """Every decision of a launch, or a ConfigError/UsageError listing what is wrong."""
     from cleanrl_worker.flags import extras_to_flags
@@ -91,15 +111,25 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
     algorithm = resolve(config.algo, cleanrl_home=home, cwd=Path.cwd())
     script_argv = base_flags(config) + extras_to_flags(config.extras) + host.build_args(config)
     notes: list[str] = []
-    if mode == "resume_training":
-        script_argv += ["--resume-from", str(_existing_file(config, "checkpoint_path"))]
-    check_script_argv(algorithm.script, script_argv)
-    command = [sys.executable, "-m", "cleanrl_worker.launch", str(algorithm.script)]
-    if algorithm.checkout_root:
-        command += ["--root", str(algorithm.checkout_root)]
-    command += ["--", *script_argv]
-    if mode in ("policy_eval", "interactive"):
-        raise ConfigError(f"mode {mode!r} is not available yet in this version of the CleanRL worker",
-                          field="extras.mode", source=config.source)
+    if mode == "policy_eval":
+        script_argv = base_flags(config)[:2] + base_flags(config)[4:] + eval_flags(config)
+        command = [sys.executable, "-m", "cleanrl_worker.policy_eval", *script_argv]
+    elif mode == "interactive":
+        script_argv = ["--env-id", config.env_id]
+        if config.seed is not None:
+            script_argv += ["--seed", str(config.seed)]
+        if config.extras.get("policy_path"):
+            script_argv += ["--policy-path", str(_existing_file(config, "policy_path"))]
+        if config.extras.get("interactive_render", True):
+            script_argv += ["--render"]
+        command = [sys.executable, "-m", "cleanrl_worker.interactive", *script_argv]
+    else:
+        if mode == "resume_training":
+            script_argv += ["--resume-from", str(_existing_file(config, "checkpoint_path"))]
+        check_script_argv(algorithm.script, script_argv)
+        command = [sys.executable, "-m", "cleanrl_worker.launch", str(algorithm.script)]
+        if algorithm.checkout_root:
+            command += ["--root", str(algorithm.checkout_root)]
+        command += ["--", *script_argv]
     return LaunchPlan(config=config, algorithm=algorithm, script_argv=script_argv, command=command,
                       env=host.child_env(run), cwd=run.run_dir, mode=mode, notes=notes)
