@@ -69,8 +69,10 @@ def _existing_file(config: WorkerConfig, key: str) -> Path:
     return path
 
 
-def base_flags(config: WorkerConfig) -> list[str]:
-    flags = ["--env-id", config.env_id, "--total-timesteps", str(config.total_timesteps)]
+def base_flags(config: WorkerConfig, with_budget: bool = True) -> list[str]:
+    flags = ["--env-id", config.env_id]
+    if with_budget:
+        flags += ["--total-timesteps", str(config.total_timesteps)]
     if config.seed is not None:
         flags += ["--seed", str(config.seed)]
     return flags
@@ -112,12 +114,10 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
     script_argv = base_flags(config) + extras_to_flags(config.extras) + host.build_args(config)
     notes: list[str] = []
     if mode == "policy_eval":
-        script_argv = base_flags(config)[:2] + base_flags(config)[4:] + eval_flags(config)
+        script_argv = base_flags(config, with_budget=False) + eval_flags(config)
         command = [sys.executable, "-m", "cleanrl_worker.policy_eval", *script_argv]
     elif mode == "interactive":
-        script_argv = ["--env-id", config.env_id]
-        if config.seed is not None:
-            script_argv += ["--seed", str(config.seed)]
+        script_argv = base_flags(config, with_budget=False)
         if config.extras.get("policy_path"):
             script_argv += ["--policy-path", str(_existing_file(config, "policy_path"))]
         if config.extras.get("interactive_render", True):
