@@ -1,0 +1,194 @@
+"""Talking to a trainer daemon: the worker's handshake (:class:`WorkerSession`) and the calls
+behind ``mosaic submit / cancel / runs --target``.
+
+Every call has a deadline; channels use 64 MiB message limits. The session token travels as
+gRPC metadata ``x-mosaic-session-token``. Errors become :class:`MosaicError` with one clear
+line (a :class:`UsageError`, exit 2, when the daemon says the request itself is invalid).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, Iterable, Iterator
+
+import grpc
+
+from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core.trainer import trainer_pb2 as pb
+from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
+from mosaic_core.trainer.protocol import CHANNEL_OPTIONS, PROTO_VERSION, TOKEN_METADATA, check_target, status_name
+
+RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+BACKOFF_S = 0.2  # doubled after each failed try
+
+
+def open_channel(target: str, what: str = "--target") -> grpc.Channel:
+    check_target(target, what)
+    return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+
+
+def _details(error: grpc.RpcError) -> str:
+    return f"{error.code().name}: {error.details()}"
+
+
+def rpc_error(target: str, what: str, error: grpc.RpcError) -> MosaicError:
+    """One clear line for a failed call."""
+    code = error.code()
+    if code in RETRYABLE:
+        return MosaicError(f"no trainer daemon answered at {target} ({what}): {_details(error)}")
+    cls = UsageError if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS) else MosaicError
+    return cls(f"trainer daemon at {target} refused {what}: {_details(error)}")
+
+
+class WorkerSession:
+    """A worker's registration with a daemon: ``session_token`` and ``accepted_version``."""
+
+    def __init__(self, target: str, channel: grpc.Channel, run_id: str, session_token: str,
+                 accepted_version: str, timeout: float):
+        self.target, self.run_id, self.timeout = target, run_id, timeout
+        self.session_token, self.accepted_version = session_token, accepted_version
+        self._channel = channel
+        self._stub = pb_grpc.TrainerServiceStub(channel)
+
+    @classmethod
+    def register(cls, target: str, *, run_id: str, worker_id: str = "", worker_kind: str = "cleanrl",
+                 schema_id: str = "", schema_version: int = 1, supports_pause: bool = False,
+                 supports_checkpoint: bool = False, timeout: float = 5.0, retries: int = 3,
+                 session_token: str | None = None) -> "WorkerSession":
+        """Send RegisterWorker (proto_version MOSAIC/1.0), retrying an unreachable daemon
+        ``retries`` times with backoff. ``session_token``: the run's current token, to replace
+        its registered worker."""
+        channel = open_channel(target, "--grpc-target")
+        stub = pb_grpc.TrainerServiceStub(channel)
+        request = pb.RegisterWorkerRequest(run_id=run_id, worker_id=worker_id, worker_kind=worker_kind,
+                                           proto_version=PROTO_VERSION, schema_id=schema_id,
+                                           schema_version=schema_version, supports_pause=supports_pause,
+                                           supports_checkpoint=supports_checkpoint)
+        metadata = [(TOKEN_METADATA, session_token)] if session_token else None
+        tries, last = max(1, retries), None
+        for attempt in range(tries):
+            try:
+                reply = stub.RegisterWorker(request, timeout=timeout, metadata=metadata)
+                return cls(target, channel, run_id, reply.session_token, reply.accepted_version, timeout)
+            except grpc.RpcError as exc:
+                last = exc
+                if exc.code() not in RETRYABLE:
+                    channel.close()
+                    raise rpc_error(target, f"RegisterWorker for run {run_id!r}", exc) from None
+            if attempt + 1 < tries:
+                time.sleep(BACKOFF_S * 2 ** attempt)
+        channel.close()
+        raise MosaicError(f"no trainer daemon answered at {target} after {tries} tries: {_details(last)}")
+
+    @property
+    def metadata(self) -> list[tuple[str, str]]:
+        return [(TOKEN_METADATA, self.session_token)]
+
+    def heartbeat(self) -> dict[str, Any]:
+        """One Heartbeat; never raises (a daemon hiccup must not stop training)."""
+        try:
+            self._stub.Heartbeat(pb.HeartbeatRequest(run_id=self.run_id), timeout=self.timeout, metadata=self.metadata)
+            return {"ok": True}
+        except grpc.RpcError as exc:
+            return {"ok": False, "error": _details(exc)}
+
+    def publish_steps(self, steps: Iterable[pb.RunStep]) -> pb.PublishTelemetryResponse:
+        return self._publish(self._stub.PublishRunSteps, steps, "PublishRunSteps")
+
+    def publish_episodes(self, episodes: Iterable[pb.RunEpisode]) -> pb.PublishTelemetryResponse:
+        return self._publish(self._stub.PublishRunEpisodes, episodes, "PublishRunEpisodes")
+
+    def _publish(self, method: Any, items: Iterable[Any], what: str) -> pb.PublishTelemetryResponse:
+        try:
+            return method(iter(items), timeout=max(self.timeout, 30.0), metadata=self.metadata)
+        except grpc.RpcError as exc:
+            raise rpc_error(self.target, what, exc) from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "WorkerSession":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------- CLI side
+def _call(target: str, method: str, request: Any, timeout: float, what: str | None = None) -> Any:
+    with open_channel(target) as channel:
+        stub = pb_grpc.TrainerServiceStub(channel)
+        try:
+            return getattr(stub, method)(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise rpc_error(target, what or method, exc) from None
+
+
+def submit(target: str, config_json: str, run_id: str = "", timeout: float = 10.0) -> pb.SubmitRunResponse:
+    return _call(target, "SubmitRun", pb.SubmitRunRequest(run_id=run_id, config_json=config_json), timeout)
+
+
+def cancel(target: str, run_id: str, timeout: float = 30.0) -> None:
+    _call(target, "CancelRun", pb.CancelRunRequest(run_id=run_id), timeout, f"CancelRun for run {run_id!r}")
+
+
+def list_runs(target: str, statuses: Iterable[int] = (), timeout: float = 10.0) -> list[pb.RunRecord]:
+    return list(_call(target, "ListRuns", pb.ListRunsRequest(status_filter=list(statuses)), timeout).runs)
+
+
+def health(target: str, timeout: float = 5.0) -> pb.HealthCheckResponse:
+    return _call(target, "GetHealth", pb.HealthCheckRequest(), timeout)
+
+
+def list_workers(target: str, refresh: bool = False, timeout: float = 30.0) -> list[pb.WorkerInfo]:
+    return list(_call(target, "ListWorkers", pb.ListWorkersRequest(refresh=refresh), timeout).workers)
+
+
+def watch_runs(target: str, statuses: Iterable[int] = (), since_seq: int = 0,
+               timeout: float | None = None) -> Iterator[pb.RunRecord]:
+    """RunRecord updates as they happen (``timeout``: end the stream after that many seconds)."""
+    with open_channel(target) as channel:
+        stream = pb_grpc.TrainerServiceStub(channel).WatchRuns(
+            pb.WatchRunsRequest(status_filter=list(statuses), since_seq=since_seq), timeout=timeout)
+        try:
+            yield from stream
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED or timeout is None:
+                raise rpc_error(target, "WatchRuns", exc) from None
+        finally:
+            stream.cancel()
+
+
+def record_to_dict(record: pb.RunRecord) -> dict[str, Any]:
+    def seconds(ts: Any) -> float | None:
+        return ts.ToNanoseconds() / 1e9 if ts.seconds or ts.nanos else None
+
+    return {"run_id": record.run_id, "status": status_name(record.status), "worker": record.worker,
+            "digest": record.digest, "created_at": seconds(record.created_at),
+            "updated_at": seconds(record.updated_at), "last_heartbeat": seconds(record.last_heartbeat),
+            "failure_reason": record.failure_reason if record.HasField("failure_reason") else None,
+            "terminal_event": record.terminal_event or None,
+            "exit_code": record.exit_code if record.HasField("exit_code") else None,
+            "run_dir": record.run_dir or None, "seq_id": record.seq_id}
+
+
+def print_runs(target: str, as_json: bool) -> int:
+    """Print the daemon's runs (a table, or a JSON list); returns the exit code."""
+    runs = [record_to_dict(r) for r in list_runs(target)]
+    if as_json:
+        print(json.dumps(runs, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"runs at {target}")
+    for column in ("run", "worker", "status", "ended with", "updated", "reason"):
+        table.add_column(column)
+    for run in runs:
+        updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run["updated_at"])) if run["updated_at"] else ""
+        table.add_row(run["run_id"], run["worker"], run["status"], run["terminal_event"] or "", updated,
+                      run["failure_reason"] or "")
+    Console(width=160, file=sys.stdout).print(table)
+    return 0

@@ -1,0 +1,96 @@
+"""``mosaic daemon``, ``mosaic submit``, ``mosaic cancel``: the trainer daemon's commands.
+
+Import-light on purpose: grpc and the daemon are imported inside ``run`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mosaic_core.cli.commands import CliCommand
+from mosaic_core.errors import ConfigError
+
+DEFAULT_LISTEN = "127.0.0.1:50055"  # mosaic_core.trainer.protocol.DEFAULT_LISTEN (kept import-free)
+
+
+def _target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default=DEFAULT_LISTEN, help=f"daemon address HOST:PORT (default {DEFAULT_LISTEN})")
+
+
+# ---------------------------------------------------------------------- daemon
+def _configure_daemon(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--listen", default=DEFAULT_LISTEN,
+                        help=f"HOST:PORT to serve on (default {DEFAULT_LISTEN}, loopback only; port 0 picks one)")
+    parser.add_argument("--state-dir", default="var/trainer", help="runs, configs, logs and the state database")
+    parser.add_argument("--max-concurrent", type=int, default=4, help="runs executing at once; more wait in a queue")
+    parser.add_argument("--heartbeat-timeout", type=float, default=90.0,
+                        help="seconds of silence after which a run is failed and stopped")
+    parser.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
+    parser.add_argument("--on-shutdown", choices=("cancel", "wait"), default="cancel",
+                        help="on SIGTERM/SIGINT: cancel running runs (default) or wait for them")
+    parser.add_argument("--gpus", type=int, default=None, help="GPUs this host offers (default: detected)")
+
+
+def _run_daemon(ns: argparse.Namespace) -> int:
+    from mosaic_core.trainer.daemon import DaemonOptions, serve
+
+    options = DaemonOptions(state_dir=Path(ns.state_dir), listen=ns.listen, max_concurrent=ns.max_concurrent,
+                            heartbeat_timeout=ns.heartbeat_timeout, grace_period=ns.grace_period,
+                            on_shutdown=ns.on_shutdown, gpus=ns.gpus)
+
+    def ready(daemon) -> None:
+        print(json.dumps({"event": "daemon_ready", "listen_address": daemon.address, "pid": daemon.pid,
+                          "state_dir": str(daemon.state_dir)}), flush=True)
+        print(f"mosaic daemon: listening on {daemon.address} (state dir {daemon.state_dir}, "
+              f"{options.max_concurrent} concurrent runs, {daemon.gpus} GPU(s)); Ctrl-C stops it",
+              file=sys.stderr, flush=True)
+
+    return serve(options, on_ready=ready)
+
+
+# ---------------------------------------------------------------------- submit / cancel
+def _configure_submit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="worker config JSON (flat, or nested at metadata.worker.config); "
+                                       "an optional \"worker\" key picks the worker (default cleanrl)")
+    parser.add_argument("--run-id", default="", help="run id (wins over the file's)")
+    _target(parser)
+
+
+def _run_submit(ns: argparse.Namespace) -> int:
+    from mosaic_core.trainer.client import submit
+
+    try:
+        text = Path(ns.config).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config: {exc.strerror}", source=ns.config) from None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=ns.config) from None
+    reply = submit(ns.target, text, run_id=ns.run_id)
+    print(json.dumps({"run_id": reply.run_id, "digest": reply.digest}))
+    return 0
+
+
+def _configure_cancel(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", help="the run to stop")
+    _target(parser)
+
+
+def _run_cancel(ns: argparse.Namespace) -> int:
+    from mosaic_core.trainer.client import cancel, list_runs, record_to_dict
+
+    cancel(ns.target, ns.run_id)
+    record = next((r for r in list_runs(ns.target) if r.run_id == ns.run_id), None)
+    print(json.dumps(record_to_dict(record) if record is not None else {"run_id": ns.run_id}))
+    return 0
+
+
+COMMANDS = [
+    CliCommand("daemon", "serve the gRPC trainer daemon (runs submitted jobs)", _configure_daemon, _run_daemon),
+    CliCommand("submit", "submit a worker config to a trainer daemon", _configure_submit, _run_submit),
+    CliCommand("cancel", "cancel a run on a trainer daemon", _configure_cancel, _run_cancel),
+]

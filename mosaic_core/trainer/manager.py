@@ -1,0 +1,332 @@
+"""The daemon's runs: a queue, at most ``max_concurrent`` processes, their JSONL stdout read
+into the store, cancellation, the heartbeat watchdog, shutdown and restart recovery.
+
+Each run is started as ``mosaic run --worker W --config <state>/configs/<id>.json --runs-dir
+<state>/runs --grpc --grpc-target <daemon> --quiet`` (see :func:`mosaic_run_command`) in a
+process group of its own, cwd = the state dir, stderr in ``<state>/logs/<id>.stderr.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable
+
+from mosaic_core.config import WorkerConfig, redact
+from mosaic_core.events import TERMINAL
+from mosaic_core.trainer import processes
+from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore
+from mosaic_core.trainer.submission import Submission
+
+KILL_MARGIN_S = 5.0  # the daemon waits this much longer than `mosaic run` itself before SIGKILL
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What a worker command needs to know about one run."""
+
+    run_id: str
+    worker: str
+    config_path: Path
+    runs_dir: Path
+    target: str
+    heartbeat_interval: float
+    grace_period: float
+
+
+def mosaic_run_command(spec: LaunchSpec) -> list[str]:
+    mosaic = Path(sys.executable).with_name("mosaic")
+    prefix = [str(mosaic)] if mosaic.exists() else [sys.executable, "-m", "mosaic_core.cli.main"]
+    return [*prefix, "run", "--worker", spec.worker, "--config", str(spec.config_path),
+            "--runs-dir", str(spec.runs_dir), "--grpc", "--grpc-target", spec.target, "--quiet",
+            "--heartbeat-interval", f"{spec.heartbeat_interval:g}", "--grace-period", f"{spec.grace_period:g}"]
+
+
+@dataclass
+class ManagerOptions:
+    state_dir: Path
+    target: str = ""  # the daemon's own address, given to workers
+    max_concurrent: int = 4
+    heartbeat_timeout: float = 90.0
+    grace_period: float = 10.0
+    worker_command: Callable[[LaunchSpec], list[str]] = mosaic_run_command
+
+
+@dataclass
+class RunProcess:
+    run_id: str
+    popen: Any
+    run_dir: Path
+    stderr_path: Path
+    stop_reason: str | None = None  # set when the daemon stops the run
+    stop_status: int = TERM
+    terminal: dict[str, Any] | None = None
+    stopper: threading.Thread | None = field(default=None, repr=False)
+
+
+class RunManager:
+    def __init__(self, store: RunStore, options: ManagerOptions):
+        self.store, self.options = store, options
+        self.state_dir = Path(options.state_dir).absolute()
+        self.runs_dir = self.state_dir / "runs"
+        self.configs_dir = self.state_dir / "configs"
+        self.logs_dir = self.state_dir / "logs"
+        for folder in (self.runs_dir, self.configs_dir, self.logs_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._queue: deque[str] = deque()
+        self._procs: dict[str, RunProcess] = {}
+        self._threads: list[threading.Thread] = []
+        self.accepting = True
+        self._closed = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch_heartbeats, name="mosaic-watchdog", daemon=True)
+
+    # ------------------------------------------------------------------ public
+    def start(self) -> None:
+        self._recover()
+        self._watchdog.start()
+        self._schedule()
+
+    @property
+    def running(self) -> int:
+        return len(self._procs)
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def submit(self, submission: Submission) -> RunRow:
+        """Record a run (INIT), queue it, start it when a slot is free. DuplicateRun if it exists."""
+        config = submission.config
+        path = self.configs_dir / f"{config.run_id}.json"
+        with self._lock:
+            row = self.store.insert(run_id=config.run_id, worker=submission.worker, status=INIT,
+                                    digest=submission.digest, config_json=json.dumps(config.to_dict()),
+                                    config_path=str(path), run_dir=str(self.runs_dir / config.run_id))
+            _write_private(path, config)
+            self._queue.append(config.run_id)
+        self._schedule()
+        return row
+
+    def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRow:
+        """Stop a queued or running run; returns its record (final for a queued one)."""
+        with self._lock:
+            row = self.store.get(run_id)
+            if row is None or row.final:
+                return row
+            if run_id in self._queue:
+                self._queue.remove(run_id)
+                return self.store.update(run_id, status=TERM, terminal_event="run_cancelled",
+                                         failure_reason=f"{reason} before it started")
+            proc = self._procs.get(run_id)
+            if proc is not None:
+                self._stop(proc, reason, TERM)
+            return row
+
+    def heartbeat(self, run_id: str) -> RunRow | None:
+        return self.store.update(run_id, check=lambda r: not r.final, last_heartbeat=time.time())
+
+    def wait_final(self, run_id: str, timeout: float) -> RunRow | None:
+        deadline = time.monotonic() + timeout
+        with self.store.changed:
+            while True:
+                row = self.store.get(run_id)
+                if row is None or (row.final and run_id not in self._procs):
+                    return row
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return row
+                self.store.changed.wait(min(left, 0.5))
+
+    def shutdown(self, mode: str = "cancel", timeout: float | None = None) -> None:
+        """Stop starting runs; cancel the running ones (``cancel``) or let them finish (``wait``).
+        Queued runs stay queued in the store and start with the next daemon."""
+        with self._lock:
+            self.accepting = False
+            if mode == "cancel":
+                for proc in list(self._procs.values()):
+                    self._stop(proc, "daemon shutting down", TERM)
+        limit = timeout if timeout is not None else (None if mode == "wait" else self.options.grace_period + 2 * KILL_MARGIN_S)
+        deadline = None if limit is None else time.monotonic() + limit
+        while self._procs and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.05)
+        self._closed.set()
+        for thread in list(self._threads):
+            thread.join(timeout=5)
+
+    # ------------------------------------------------------------------ scheduling
+    def _schedule(self) -> None:
+        with self._lock:
+            while self.accepting and self._queue and len(self._procs) < self.options.max_concurrent:
+                self._spawn(self._queue.popleft())
+
+    def _spawn(self, run_id: str) -> None:
+        row = self.store.get(run_id)
+        if row is None or row.status != INIT:
+            return
+        opts = self.options
+        spec = LaunchSpec(run_id=run_id, worker=row.worker, config_path=Path(row.config_path), runs_dir=self.runs_dir,
+                          target=opts.target, heartbeat_interval=max(0.1, opts.heartbeat_timeout / 3),
+                          grace_period=opts.grace_period)
+        stderr_path = self.logs_dir / f"{run_id}.stderr.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("MOSAIC_CHILD", None)
+        import subprocess
+
+        try:
+            argv = opts.worker_command(spec)
+            with open(stderr_path, "ab") as err:
+                popen = subprocess.Popen(argv, cwd=self.state_dir, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+        except (OSError, ValueError) as exc:
+            self.store.update(run_id, status=FAULT, terminal_event="run_failed",
+                              failure_reason=f"could not start the worker process: {exc}")
+            return
+        proc = RunProcess(run_id, popen, Path(row.run_dir), stderr_path)
+        self._procs[run_id] = proc
+        self.store.update(run_id, status=HSHK, pid=popen.pid, pgid=popen.pid, last_heartbeat=time.time())
+        self._thread(self._read_stdout, proc, name=f"mosaic-run-{run_id}")
+
+    def _thread(self, target: Callable[..., None], *args: Any, name: str) -> threading.Thread:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+        return thread
+
+    # ------------------------------------------------------------------ a run's stdout
+    def _read_stdout(self, proc: RunProcess) -> None:
+        stream: IO[bytes] = proc.popen.stdout
+        try:
+            for line in stream:
+                try:
+                    record = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue  # not an event (a worker must print only JSONL; ignore the rest)
+                if isinstance(record, dict) and isinstance(record.get("event"), str):
+                    self._on_event(proc, record)
+        finally:
+            stream.close()
+            proc.popen.wait()
+            self._finished(proc)
+
+    def _on_event(self, proc: RunProcess, record: dict[str, Any]) -> None:
+        event, payload = record["event"], record.get("payload")
+        payload = payload if isinstance(payload, dict) else {}
+        not_final = lambda row: not row.final  # noqa: E731
+        now = time.time()
+        if event == "run_started":
+            values: dict[str, Any] = {"status": EXEC, "last_heartbeat": now}
+            if isinstance(payload.get("run_dir"), str):
+                values["run_dir"] = proc.run_dir = payload["run_dir"]
+            self.store.update(proc.run_id, check=lambda r: r.status in ACTIVE, **values)
+        elif event == "heartbeat":
+            self.store.update(proc.run_id, check=not_final, last_heartbeat=now)
+        elif event in TERMINAL:
+            proc.terminal = record
+            self._settle(proc, event, payload)
+
+    def _settle(self, proc: RunProcess, event: str | None, payload: dict[str, Any]) -> None:
+        """Record how a run ended, unless the daemon already decided (timeout, restart)."""
+        if proc.stop_reason is not None and proc.stop_status == FAULT:
+            event = "run_failed"
+        elif proc.stop_reason is not None and event in (None, "run_failed"):
+            event = "run_cancelled"  # the daemon stopped it; a kill is not the run's failure
+        code = proc.popen.poll()
+        values: dict[str, Any] = {"terminal_payload": json.dumps(redact(payload), default=str)}
+        if code is not None:
+            values["exit_code"] = code
+        if event == "run_completed":
+            values.update(status=TERM, terminal_event=event)
+        elif event == "run_cancelled":
+            values.update(status=TERM, terminal_event=event, failure_reason=proc.stop_reason or payload.get("reason"))
+        else:
+            reason = payload.get("error") or self._exit_reason(proc, code)
+            values.update(status=FAULT, terminal_event="run_failed", failure_reason=str(reason))
+        row = self.store.update(proc.run_id, check=lambda r: not r.final, **values)
+        if row is None and code is not None:  # already final: keep the verdict, add the exit code
+            self.store.update(proc.run_id, exit_code=code)
+
+    def _exit_reason(self, proc: RunProcess, code: int | None) -> str:
+        last = _last_line(proc.stderr_path)
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        return f"worker process {how} without a terminal event" + (f": {last}" if last else "")
+
+    def _finished(self, proc: RunProcess) -> None:
+        pgid = proc.popen.pid
+        if processes.group_alive(pgid):
+            processes.stop_group(pgid, 0.5, proc.popen)
+        processes.sweep_cwd(proc.run_dir)
+        if proc.terminal is None:
+            self._settle(proc, None, {})
+        elif proc.popen.returncode is not None:
+            self.store.update(proc.run_id, exit_code=proc.popen.returncode)
+        with self._lock:
+            self._procs.pop(proc.run_id, None)
+        with self.store.changed:
+            self.store.changed.notify_all()
+        self._schedule()
+
+    # ------------------------------------------------------------------ stopping
+    def _stop(self, proc: RunProcess, reason: str, status: int) -> None:
+        if proc.stop_reason is not None:
+            return
+        proc.stop_reason, proc.stop_status = reason, status
+        if status == FAULT:
+            self.store.update(proc.run_id, check=lambda r: not r.final, status=FAULT,
+                              terminal_event="run_failed", failure_reason=reason)
+        grace = self.options.grace_period + KILL_MARGIN_S
+        proc.stopper = self._thread(processes.stop_group, proc.popen.pid, grace, proc.popen,
+                                    name=f"mosaic-stop-{proc.run_id}")
+
+    def _watch_heartbeats(self) -> None:
+        timeout = self.options.heartbeat_timeout
+        while not self._closed.wait(min(1.0, timeout / 4)):
+            now = time.time()
+            with self._lock:
+                for proc in list(self._procs.values()):
+                    row = self.store.get(proc.run_id)
+                    if row is None or row.status not in ACTIVE or proc.stop_reason is not None:
+                        continue
+                    silent = now - (row.last_heartbeat or row.updated_at)
+                    if silent > timeout:
+                        self._stop(proc, f"no heartbeat for {silent:.1f} s (heartbeat timeout {timeout:g} s)", FAULT)
+
+    # ------------------------------------------------------------------ restart
+    def _recover(self) -> None:
+        """Runs that had a process when the last daemon died are failed; their leftovers are
+        stopped; queued runs are queued again."""
+        for row in self.store.recover():
+            self._thread(self._stop_leftover, row, name=f"mosaic-leftover-{row.run_id}")
+        with self._lock:
+            self._queue.extend(r.run_id for r in self.store.list([INIT]))
+
+    def _stop_leftover(self, row: RunRow) -> None:
+        if row.pgid and processes.group_runs(row.pgid, row.config_path):
+            processes.stop_group(row.pgid, self.options.grace_period + KILL_MARGIN_S)
+        processes.sweep_cwd(row.run_dir)
+
+
+def _write_private(path: Path, config: WorkerConfig) -> None:
+    """The unredacted config the worker reads (it may hold credentials): owner-only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(config.to_dict(redacted=False), handle, indent=2, sort_keys=True)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 8192))
+            lines = [ln.strip() for ln in fh.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+

@@ -1,0 +1,239 @@
+"""The ``TrainerService`` methods (gRPC servicer). Lifecycle and state live in
+:mod:`mosaic_core.trainer.daemon`, runs in :mod:`mosaic_core.trainer.manager`.
+
+Status codes: malformed request → INVALID_ARGUMENT naming the field; well formed but not
+possible here (GPU asked on a CPU host, wrong protocol major, run already ended) →
+FAILED_PRECONDITION; unknown run → NOT_FOUND; missing/wrong session token →
+UNAUTHENTICATED; a second worker for a run without its token → ALREADY_EXISTS; the daemon
+shutting down → UNAVAILABLE; ControlStream → UNIMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import TYPE_CHECKING, Any, Iterator
+
+import grpc
+
+from mosaic_core.errors import ConfigError
+from mosaic_core.trainer import trainer_pb2 as pb
+from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
+from mosaic_core.trainer.protocol import TOKEN_METADATA, VersionError, negotiate
+from mosaic_core.trainer.store import HSHK, RDY, DuplicateRun, RunRow, hash_token, token_matches
+from mosaic_core.trainer.submission import PreconditionError, parse_submission
+
+if TYPE_CHECKING:
+    from mosaic_core.trainer.daemon import TrainerDaemon
+
+TELEMETRY_BATCH = 500
+WAIT_SLICE_S = 0.5
+Code = grpc.StatusCode
+
+
+def _timestamp(target: Any, seconds: float | None) -> None:
+    if seconds is not None:
+        target.FromNanoseconds(int(seconds * 1e9))
+
+
+def to_record(row: RunRow) -> pb.RunRecord:
+    record = pb.RunRecord(run_id=row.run_id, status=row.status, digest=row.digest, seq_id=row.seq_id,
+                          terminal_event=row.terminal_event or "", worker=row.worker, run_dir=row.run_dir)
+    _timestamp(record.created_at, row.created_at)
+    _timestamp(record.updated_at, row.updated_at)
+    _timestamp(record.last_heartbeat, row.last_heartbeat)
+    if row.failure_reason:
+        record.failure_reason = row.failure_reason
+    if row.exit_code is not None:
+        record.exit_code = row.exit_code
+    return record
+
+
+def _token(context: grpc.ServicerContext) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == TOKEN_METADATA:
+            return value
+    return None
+
+
+class TrainerServicer(pb_grpc.TrainerServiceServicer):
+    def __init__(self, daemon: TrainerDaemon):
+        self.daemon = daemon
+        self.store = daemon.store
+        self.manager = daemon.manager
+
+    # ------------------------------------------------------------------ helpers
+    def _run(self, run_id: str, context: grpc.ServicerContext) -> RunRow:
+        if not run_id:
+            context.abort(Code.INVALID_ARGUMENT, "run_id is required")
+        row = self.store.get(run_id)
+        if row is None:
+            context.abort(Code.NOT_FOUND, f"run {run_id!r} was not submitted to this daemon")
+        return row
+
+    def _authorised(self, run_id: str, context: grpc.ServicerContext) -> RunRow:
+        token = _token(context)
+        if not token:
+            context.abort(Code.UNAUTHENTICATED, f"a session token is required: send the one RegisterWorker "
+                                                f"returned as metadata {TOKEN_METADATA!r}")
+        row = self._run(run_id, context)
+        if not token_matches(row, token):
+            context.abort(Code.UNAUTHENTICATED, f"the session token does not belong to run {run_id!r}'s current worker")
+        return row
+
+    def _wait(self, seq: int) -> None:
+        with self.store.changed:
+            if self.store.seq == seq and not self.daemon.closing:
+                self.store.changed.wait(WAIT_SLICE_S)
+
+    # ------------------------------------------------------------------ runs
+    def SubmitRun(self, request, context):
+        if not self.manager.accepting:
+            context.abort(Code.UNAVAILABLE, "the trainer daemon is shutting down and accepts no new runs")
+        try:
+            submission = parse_submission(request.config_json, request.run_id, self.daemon.workers(),
+                                          self.daemon.gpus)
+        except ConfigError as exc:
+            context.abort(Code.INVALID_ARGUMENT, str(exc))
+        except PreconditionError as exc:
+            context.abort(Code.FAILED_PRECONDITION, str(exc))
+        try:
+            row = self.manager.submit(submission)
+        except DuplicateRun:
+            context.abort(Code.ALREADY_EXISTS, f"run {submission.run_id!r} exists already; choose another run_id")
+        return pb.SubmitRunResponse(run_id=row.run_id, digest=row.digest)
+
+    def CancelRun(self, request, context):
+        row = self._run(request.run_id, context)
+        if row.final:
+            context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended ({row.terminal_event})")
+        self.manager.cancel(row.run_id)
+        remaining = context.time_remaining()
+        limit = self.daemon.options.grace_period + 10.0
+        self.manager.wait_final(row.run_id, min(limit, remaining - 0.5) if remaining is not None else limit)
+        return pb.CancelRunResponse()
+
+    def ListRuns(self, request, context):
+        return pb.ListRunsResponse(runs=[to_record(r) for r in self.store.list(request.status_filter)])
+
+    def WatchRuns(self, request, context) -> Iterator[pb.RunRecord]:
+        wanted, seq = set(request.status_filter), request.since_seq
+        while context.is_active() and not self.daemon.closing:
+            rows = self.store.changed_since(seq)
+            for row in rows:
+                seq = row.seq_id
+                if not wanted or row.status in wanted:
+                    yield to_record(row)
+            if not rows:
+                self._wait(seq)
+
+    # ------------------------------------------------------------------ workers
+    def RegisterWorker(self, request, context):
+        if not request.run_id:
+            context.abort(Code.INVALID_ARGUMENT, "run_id is required")
+        try:
+            accepted = negotiate(request.proto_version)
+        except VersionError as exc:
+            context.abort(Code.FAILED_PRECONDITION, str(exc))
+        presented = _token(context)
+        token = secrets.token_urlsafe(32)
+        registration = json.dumps({"worker_kind": request.worker_kind, "schema_id": request.schema_id,
+                                   "schema_version": request.schema_version, "proto_version": request.proto_version,
+                                   "supports_pause": request.supports_pause,
+                                   "supports_checkpoint": request.supports_checkpoint})
+        with self.store.changed:  # the store's lock: check and replace as one step
+            row = self._run(request.run_id, context)
+            if row.final:
+                context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended ({row.terminal_event})")
+            if request.worker_kind and request.worker_kind != row.worker:
+                context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} was submitted for worker "
+                                                        f"{row.worker!r}, not {request.worker_kind!r}")
+            if row.token_hash and not presented:
+                context.abort(Code.ALREADY_EXISTS, f"run {row.run_id!r} already has a registered worker; to replace "
+                                                   f"it, present its session token as metadata {TOKEN_METADATA!r}")
+            if row.token_hash and not token_matches(row, presented):
+                context.abort(Code.UNAUTHENTICATED, f"the session token does not belong to run {row.run_id!r}'s "
+                                                    "current worker")
+            self.store.update(row.run_id, token_hash=hash_token(token), worker_id=request.worker_id or None,
+                              registration=registration, last_heartbeat=time.time(),
+                              status=RDY if row.status == HSHK else row.status)
+        return pb.RegisterWorkerResponse(accepted_version=accepted, session_token=token)
+
+    def Heartbeat(self, request, context):
+        row = self._authorised(request.run_id, context)
+        if row.final or self.manager.heartbeat(row.run_id) is None:
+            context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended")
+        return pb.HeartbeatResponse()
+
+    def ControlStream(self, request_iterator, context):
+        context.abort(Code.UNIMPLEMENTED, "ControlStream (pause, resume, grant_steps, max_rate_hz) is not "
+                                          "supported by this daemon; cancel a run with CancelRun")
+
+    def GetHealth(self, request, context):
+        daemon = self.daemon
+        response = pb.HealthCheckResponse(pid=daemon.pid, listen_address=daemon.address,
+                                          healthy=not daemon.closing, running=self.manager.running,
+                                          queued=self.manager.queued,
+                                          max_concurrent=daemon.options.max_concurrent,
+                                          accepting=self.manager.accepting)
+        _timestamp(response.started_at, daemon.started_at)
+        return response
+
+    def ListWorkers(self, request, context):
+        items = self.daemon.workers(refresh=request.refresh)
+        return pb.ListWorkersResponse(workers=[
+            pb.WorkerInfo(name=i.name, status=i.status, error=i.error or "", distribution=i.distribution,
+                          metadata_json=json.dumps(i.obj.to_dict()) if i.obj is not None else "")
+            for i in items])
+
+    # ------------------------------------------------------------------ telemetry
+    def PublishRunSteps(self, request_iterator, context):
+        return self._publish(request_iterator, context, "steps")
+
+    def PublishRunEpisodes(self, request_iterator, context):
+        return self._publish(request_iterator, context, "episodes")
+
+    def _publish(self, messages, context, kind: str) -> pb.PublishTelemetryResponse:
+        if not _token(context):
+            context.abort(Code.UNAUTHENTICATED, f"a session token is required: send the one RegisterWorker "
+                                                f"returned as metadata {TOKEN_METADATA!r}")
+        checked: dict[str, RunRow] = {}
+        batch: dict[str, list[Any]] = {}
+        accepted = dropped = 0
+        for message in messages:
+            row = checked.get(message.run_id) or self._authorised(message.run_id, context)
+            checked[message.run_id] = row
+            if row.final:
+                dropped += 1  # the run has ended: nothing more is recorded for it
+                continue
+            batch.setdefault(row.run_id, []).append(message)
+            accepted += 1
+            if len(batch[row.run_id]) >= TELEMETRY_BATCH:
+                self.store.append_telemetry(row.run_id, kind, batch.pop(row.run_id))
+        for run_id, items in batch.items():
+            self.store.append_telemetry(run_id, kind, items)
+        return pb.PublishTelemetryResponse(accepted=accepted, dropped=dropped)
+
+    def StreamRunSteps(self, request, context):
+        return self._stream(request, context, "steps", pb.RunStep)
+
+    def StreamRunEpisodes(self, request, context):
+        return self._stream(request, context, "episodes", pb.RunEpisode)
+
+    def _stream(self, request, context, kind: str, message_type: Any) -> Iterator[Any]:
+        """Stored telemetry after ``since_seq``, then new items until the run has ended."""
+        self._run(request.run_id, context)
+        since = request.since_seq
+        while context.is_active() and not self.daemon.closing:
+            seen = self.store.seq
+            ended = self.store.get(request.run_id).final
+            items = self.store.read_telemetry(request.run_id, kind, since)
+            for data in items:
+                message = message_type.FromString(data)
+                since = message.seq_id
+                yield message
+            if not items:
+                if ended:
+                    return
+                self._wait(seen)

@@ -1,0 +1,215 @@
+"""The daemon's state: one SQLite file under the state dir (``trainer.sqlite3``).
+
+Every run's record lives in table ``runs``; every change of a record gives it the next
+``seq_id`` (one counter for the whole store), which is what WatchRuns' ``since_seq`` refers
+to. Telemetry published by workers (steps, episodes) lives in table ``telemetry`` as
+serialized protobuf messages, numbered per run and kind. WAL journaling: a daemon killed with
+SIGKILL loses nothing it had committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+INIT, HSHK, RDY, EXEC, PAUSE, FAULT, TERM = range(1, 8)
+ACTIVE = (HSHK, RDY, EXEC, PAUSE)  # a process exists for the run
+FINAL = (FAULT, TERM)
+RESTART_REASON = "daemon restarted while the run was executing"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    worker TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    digest TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    last_heartbeat REAL,
+    failure_reason TEXT,
+    terminal_event TEXT,
+    terminal_payload TEXT,
+    config_json TEXT NOT NULL,
+    config_path TEXT NOT NULL,
+    run_dir TEXT NOT NULL,
+    pid INTEGER,
+    pgid INTEGER,
+    exit_code INTEGER,
+    token_hash TEXT,
+    worker_id TEXT,
+    registration TEXT,
+    seq_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_seq ON runs (seq_id);
+CREATE TABLE IF NOT EXISTS telemetry (
+    run_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run_id, kind, seq)
+);
+"""
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run as stored. Times are Unix seconds; ``config_json`` is redacted."""
+
+    run_id: str
+    worker: str
+    status: int
+    digest: str
+    created_at: float
+    updated_at: float
+    last_heartbeat: float | None
+    failure_reason: str | None
+    terminal_event: str | None
+    terminal_payload: str | None
+    config_json: str
+    config_path: str
+    run_dir: str
+    pid: int | None
+    pgid: int | None
+    exit_code: int | None
+    token_hash: str | None
+    worker_id: str | None
+    registration: str | None
+    seq_id: int
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL
+
+
+COLUMNS = tuple(f.name for f in fields(RunRow))
+
+
+class DuplicateRun(Exception):
+    """A run with this id exists already."""
+
+
+class UnknownRun(KeyError):
+    """No run with this id."""
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_matches(row: RunRow, token: str | None) -> bool:
+    return bool(token and row.token_hash and hmac.compare_digest(row.token_hash, hash_token(token)))
+
+
+class RunStore:
+    """Thread-safe access to the state database; ``changed`` wakes WatchRuns streams."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.RLock()
+        self.changed = threading.Condition(self._lock)
+        self._seq = self._db.execute("SELECT COALESCE(MAX(seq_id), 0) FROM runs").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    # ------------------------------------------------------------------ runs
+    def insert(self, **values: Any) -> RunRow:
+        now = time.time()
+        with self._lock:
+            self._seq += 1
+            row = {c: None for c in COLUMNS} | {"created_at": now, "updated_at": now} | values | {"seq_id": self._seq}
+            try:
+                self._db.execute(f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                                 [row[c] for c in COLUMNS])
+            except sqlite3.IntegrityError:
+                self._seq -= 1
+                raise DuplicateRun(values.get("run_id")) from None
+            self.changed.notify_all()
+            return RunRow(**row)
+
+    def get(self, run_id: str) -> RunRow | None:
+        with self._lock:
+            cur = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs WHERE run_id = ?", (run_id,))
+            found = cur.fetchone()
+        return RunRow(*found) if found else None
+
+    def update(self, run_id: str, check: Callable[[RunRow], bool] | None = None, **values: Any) -> RunRow | None:
+        """Change a run atomically. ``check(current)`` may veto (return False: nothing is
+        written, None is returned) or raise; UnknownRun when there is no such run."""
+        unknown = set(values) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown run column(s): {', '.join(sorted(unknown))}")
+        with self._lock:
+            current = self.get(run_id)
+            if current is None:
+                raise UnknownRun(run_id)
+            if check is not None and not check(current):
+                return None
+            self._seq += 1
+            values = {**values, "updated_at": time.time(), "seq_id": self._seq}
+            assignments = ", ".join(f"{k} = ?" for k in values)
+            self._db.execute(f"UPDATE runs SET {assignments} WHERE run_id = ?", [*values.values(), run_id])
+            self.changed.notify_all()
+            return RunRow(**{**current.__dict__, **values})
+
+    def list(self, statuses: Iterable[int] = ()) -> list[RunRow]:
+        return self._select("1 = 1", (), statuses, order="created_at, run_id")
+
+    def changed_since(self, seq: int, statuses: Iterable[int] = ()) -> list[RunRow]:
+        return self._select("seq_id > ?", (seq,), statuses, order="seq_id")
+
+    def _select(self, where: str, args: tuple, statuses: Iterable[int], order: str) -> list[RunRow]:
+        wanted = sorted(set(statuses))
+        if wanted:
+            where += f" AND status IN ({', '.join('?' * len(wanted))})"
+            args = (*args, *wanted)
+        with self._lock:
+            cur = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs WHERE {where} ORDER BY {order}", args)
+            return [RunRow(*r) for r in cur.fetchall()]
+
+    def recover(self) -> list[RunRow]:
+        """After a restart: every run that had a process is marked failed; returns them as
+        they were (their pid/pgid tell the daemon what to clean up)."""
+        interrupted = self.list(ACTIVE)
+        for row in interrupted:
+            self.update(row.run_id, status=FAULT, failure_reason=RESTART_REASON, terminal_event="run_failed")
+        return interrupted
+
+    # ------------------------------------------------------------------ telemetry
+    def append_telemetry(self, run_id: str, kind: str, messages: list[Any]) -> int:
+        """Store protobuf messages (with a ``seq_id`` field, set here) for a run; returns the last seq."""
+        with self._lock:
+            last = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM telemetry WHERE run_id = ? AND kind = ?",
+                                    (run_id, kind)).fetchone()[0]
+            rows = []
+            for message in messages:
+                last += 1
+                message.seq_id = last
+                rows.append((run_id, kind, last, message.SerializeToString()))
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT INTO telemetry (run_id, kind, seq, data) VALUES (?, ?, ?, ?)", rows)
+            self._db.execute("COMMIT")
+            self.changed.notify_all()
+            return last
+
+    def read_telemetry(self, run_id: str, kind: str, since_seq: int, limit: int = 1000) -> list[bytes]:
+        with self._lock:
+            cur = self._db.execute("SELECT data FROM telemetry WHERE run_id = ? AND kind = ? AND seq > ? "
+                                   "ORDER BY seq LIMIT ?", (run_id, kind, since_seq, limit))
+            return [r[0] for r in cur.fetchall()]
