@@ -1,3 +1,172 @@
-"""Hook implementations of the analytics plugin."""
+"""Hook implementations of the analytics plugin.
 
-from mosaic_core.hookspecs import hookimpl  # noqa: F401
+Training process: every ``add_scalar`` goes into a :class:`~mosaic_analytics.bridge.ScalarBuffer`
+that sends batches to the host; ``wandb.init`` is wrapped to carry the requested run name.
+Host: batches feed a :class:`~mosaic_analytics.board.MetricBoard`, which is emitted as
+``metrics`` events (at most every ``extras.metrics_interval_s``, default 1 s) and put in every
+heartbeat; a progress bar follows the events at a terminal; at the end, the manifest sections
+``tensorboard``, ``checkpoints``, ``videos``, ``metrics`` and, when relevant, ``wandb``,
+``optuna`` and ``notes``. CLI: ``mosaic runs``, ``mosaic plot``, ``mosaic tensorboard``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from mosaic_core.config import is_secret_key
+from mosaic_core.hookspecs import hookimpl
+
+from mosaic_analytics import bridge, extras, tracking
+from mosaic_analytics.board import MetricBoard
+
+STATE_KEY = "analytics"
+MAX_SEEN_CHECKPOINTS = 1000
+
+
+@dataclass
+class RunAnalytics:
+    """What the plugin keeps about one run on the host (``run.state["analytics"]``)."""
+
+    board: MetricBoard
+    interval: float
+    progress: Any = None
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    wandb: dict[str, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def state(run: Any) -> RunAnalytics:
+    current = run.state.get(STATE_KEY)
+    if current is None:
+        current = run.state.setdefault(STATE_KEY, RunAnalytics(
+            board=MetricBoard(run.config.total_timesteps), interval=extras.metrics_interval(run.config.extras)))
+    return current
+
+
+# ------------------------------------------------------------------ command line
+@hookimpl
+def mosaic_cli_commands():
+    from mosaic_analytics.cli import COMMANDS
+
+    return list(COMMANDS)
+
+
+# ------------------------------------------------------------------ before a run
+@hookimpl
+def mosaic_validate_config(config):
+    return extras.validate(config.extras) or None
+
+
+@hookimpl
+def mosaic_build_args(config):
+    return tracking.build_args(config.extras) or None
+
+
+@hookimpl
+def mosaic_child_env(run):
+    return tracking.child_env(run.run_dir, run.config.extras)
+
+
+@hookimpl
+def mosaic_run_started(run):
+    from mosaic_analytics import progress
+
+    current = state(run)
+    if progress.wanted(run.quiet):
+        current.progress = progress.ProgressView(run.run_id, run.config.total_timesteps)
+
+
+# ------------------------------------------------------------------ while it trains
+@hookimpl
+def mosaic_on_child_message(run, kind, payload):
+    if kind == bridge.MESSAGE_KIND:
+        current = state(run)
+        if current.board.update(payload) and run.emitter is not None:
+            snapshot = current.board.take_due(current.interval)
+            if snapshot is not None:
+                run.emit("metrics", snapshot)
+    elif kind == tracking.INFO_KIND:
+        current = state(run)
+        current.wandb = {k: v for k, v in payload.items() if isinstance(v, (str, bool)) and not is_secret_key(k)}
+
+
+@hookimpl
+def mosaic_on_event(run, event):
+    name, payload = event.get("event"), event.get("payload") or {}
+    current = state(run)
+    if name == "checkpoint_saved" and isinstance(payload.get("path"), str):
+        step = payload.get("global_step", payload.get("step"))
+        with current.lock:
+            if len(current.checkpoints) < MAX_SEEN_CHECKPOINTS:
+                current.checkpoints.append({"path": payload["path"], "step": step if isinstance(step, int) else None})
+    view = current.progress
+    if view is None:
+        return
+    if name == "metrics":
+        view.update(payload)
+    elif name == "heartbeat" and isinstance(payload.get("metrics"), dict):
+        view.update(payload["metrics"])
+    elif name in ("run_completed", "run_failed", "run_cancelled"):
+        view.finish(name.removeprefix("run_"))
+
+
+@hookimpl
+def mosaic_on_heartbeat(run):
+    return {"metrics": state(run).board.snapshot()}
+
+
+# ------------------------------------------------------------------ after the run
+def _secrets(run: Any) -> list[str]:
+    found = [v for k, v in run.config.extras.items() if is_secret_key(k) and isinstance(v, str) and len(v) >= 4]
+    key = os.environ.get("WANDB_API_KEY")
+    return found + ([key] if key and len(key) >= 4 else [])
+
+
+@hookimpl
+def mosaic_build_manifest(run, status):
+    from mosaic_analytics import manifest
+
+    current = state(run)
+    final = current.board.take_pending()
+    if final is not None and run.emitter is not None:
+        run.emit("metrics", final)  # the last values, before the terminal event
+    config_extras = run.config.extras
+    with current.lock:
+        seen = list(current.checkpoints)
+    sections = manifest.scan(run.directory, seen)
+    for key, section in (("tensorboard_dir", "tensorboard"), ("checkpoints_dir", "checkpoints")):
+        if isinstance(config_extras.get(key), str):
+            sections[section]["dir"] = manifest.inside(run.directory, config_extras[key])
+    metrics = current.board.snapshot()
+    metrics["source"] = "live" if current.board.has_data else "none"
+    sections["metrics"] = metrics
+    wandb = tracking.manifest_section(run.run_dir, config_extras, current.wandb)
+    if wandb is not None:
+        sections["wandb"] = wandb
+    optuna = manifest.optuna_section(run.directory, config_extras)
+    if optuna is not None:
+        sections["optuna"] = optuna
+    if isinstance(config_extras.get("notes"), str):
+        sections["notes"] = config_extras["notes"]
+    return manifest.scrub(sections, _secrets(run))
+
+
+@hookimpl
+def mosaic_run_finished(run, status):
+    view = state(run).progress
+    if view is not None:
+        view.finish(status)
+
+
+# ------------------------------------------------------------------ training process
+@hookimpl
+def mosaic_child_setup(child):
+    tracking.install_init_wrapper(child)
+
+
+@hookimpl
+def mosaic_on_scalar(child, tag, value, step):
+    (bridge._buffer or bridge.buffer_for(child)).add(tag, value, step)

@@ -1,0 +1,230 @@
+"""``mosaic runs``, ``mosaic plot`` and ``mosaic tensorboard``.
+
+Only argparse is imported here; each command imports what it needs when it runs.
+Errors a user can fix are :class:`~mosaic_core.errors.UsageError` (exit 2, one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mosaic_core.cli.commands import CliCommand
+from mosaic_core.errors import MosaicError, UsageError
+
+RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
+
+
+def _runs_root(value: str | None, must_exist: bool = True) -> Path:
+    from mosaic_core.runs import default_runs_root
+
+    root = Path(value) if value else default_runs_root()
+    if must_exist and not root.is_dir():
+        where = "--runs-dir" if value else "the default runs root"
+        raise UsageError(f"no runs directory at {root} ({where}); pass --runs-dir DIR")
+    return root
+
+
+def find_run(root: Path, run_id: str) -> Path:
+    """The directory of ``run_id`` under ``root``; a UsageError suggests close ids."""
+    from mosaic_core.config import check_run_id
+
+    check_run_id(run_id)
+    path = root / run_id
+    if path.is_dir():
+        return path
+    known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    close = difflib.get_close_matches(run_id, known, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else (f"; see `mosaic runs --runs-dir {root}`" if known else "")
+    raise UsageError(f"no run {run_id!r} under {root}{hint}")
+
+
+# ------------------------------------------------------------------ mosaic runs
+def _configure_runs(parser: argparse.ArgumentParser) -> None:
+    parser.usage = "mosaic runs [--runs-dir DIR] [--json] [--target HOST:PORT]\n       mosaic runs show RUN_ID [--json]"
+    parser.add_argument("words", nargs="*", metavar="show RUN_ID", help="show one run in detail")
+    parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--target", metavar="HOST:PORT", help="list the runs of a trainer daemon instead")
+
+
+def _run_runs(ns: argparse.Namespace) -> int:
+    if ns.target:
+        if ns.words:
+            raise UsageError("mosaic runs --target lists a daemon's runs; `show` reads a local runs directory")
+        return _print_daemon_runs(ns.target, ns.json)
+    if not ns.words:
+        return _list(ns)
+    if ns.words[0] == "show" and len(ns.words) == 2:
+        return _show(ns, ns.words[1])
+    raise UsageError(f"unexpected arguments {' '.join(ns.words)!r}; use `mosaic runs` or `mosaic runs show RUN_ID`")
+
+
+def _print_daemon_runs(target: str, as_json: bool) -> int:
+    try:
+        from mosaic_core.trainer.client import print_runs
+    except ImportError:
+        raise MosaicError("daemon client not available (mosaic_core.trainer.client.print_runs is missing "
+                          "in this installation)") from None
+    return int(print_runs(target, as_json) or 0)
+
+
+def _list(ns: argparse.Namespace) -> int:
+    from mosaic_analytics.runs_index import format_age, list_runs
+
+    root = _runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
+    runs = list_runs(root)
+    if ns.json:
+        print(json.dumps([r.to_dict() for r in runs], indent=2))
+        return 0
+    if not runs:
+        print(f"no runs under {root}", file=sys.stderr)
+        return 0
+    header = ("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "AGE")
+    rows = [header]
+    for r in runs:
+        steps = "-" if r.global_step is None else f"{r.global_step:,}"
+        if r.global_step is not None and r.total_timesteps:
+            steps += f"/{r.total_timesteps:,}"
+        ret = "-" if r.last_return is None else f"{r.last_return:.2f}"
+        algo = r.algo or "-"
+        if os.sep in algo:
+            algo = os.path.basename(algo)
+        rows.append((r.run_id, r.worker or "-", algo, r.env_id or "-", r.status, steps, ret,
+                     format_age(r.started_at)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 0
+
+
+def _show(ns: argparse.Namespace, run_id: str) -> int:
+    from mosaic_analytics.runs_index import format_age, summarize
+
+    root = _runs_root(ns.runs_dir)
+    run_dir = find_run(root, run_id)
+    summary = summarize(run_dir)
+    manifest = _load(run_dir / "analytics.json")
+    config = _load(run_dir / "config.json")
+    if ns.json:
+        print(json.dumps({"summary": summary.to_dict(), "config": config, "manifest": manifest}, indent=2))
+        return 0
+    lines = [("run", summary.run_id), ("path", summary.path), ("status", summary.status),
+             ("worker", summary.worker), ("algo", summary.algo), ("env", summary.env_id),
+             ("steps", f"{summary.global_step} / {summary.total_timesteps}"),
+             ("last return", summary.last_return), ("age", format_age(summary.started_at))]
+    if isinstance(manifest, dict):
+        metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
+        lines.append(("smoothed return", metrics.get("episodic_return_smoothed")))
+        tb = manifest.get("tensorboard") if isinstance(manifest.get("tensorboard"), dict) else {}
+        lines.append(("tensorboard", ", ".join(map(str, tb.get("event_dirs") or [])) or "-"))
+        lines.append(("checkpoints", _files(manifest.get("checkpoints"))))
+        lines.append(("videos", _files(manifest.get("videos"))))
+        wandb = manifest.get("wandb")
+        if isinstance(wandb, dict):
+            lines.append(("wandb", f"{wandb.get('mode')} {wandb.get('run_path') or ''} {wandb.get('dir') or ''}".strip()))
+        if manifest.get("notes"):
+            lines.append(("notes", manifest["notes"]))
+    else:
+        lines.append(("manifest", "none yet" if manifest is None else "unreadable"))
+    for problem in summary.problems:
+        lines.append(("problem", problem))
+    for key, value in lines:
+        print(f"{key + ':':<17}{'-' if value is None else value}")
+    return 0
+
+
+def _files(section: Any) -> str:
+    files = section.get("files") if isinstance(section, dict) else section  # older manifests: a list
+    if not isinstance(files, list) or not files:
+        return "-"
+    names = [str(f.get("path")) if isinstance(f, dict) else str(f) for f in files]
+    return ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
+
+
+def _load(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return "unreadable"
+
+
+# ------------------------------------------------------------------ mosaic plot
+def _configure_plot(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="one or more runs to overlay")
+    parser.add_argument("-o", "--output", default="curves.png", help="PNG file to write (default curves.png)")
+    parser.add_argument("--smooth", type=int, default=10, metavar="K", help="moving-average window (default 10; 1 = raw)")
+    parser.add_argument("--tag", default=None, help="scalar tag to draw (default charts/episodic_return)")
+    parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
+
+
+def _run_plot(ns: argparse.Namespace) -> int:
+    from mosaic_analytics import curves
+
+    if ns.smooth < 1:
+        raise UsageError(f"--smooth must be >= 1, got {ns.smooth}")
+    output = Path(ns.output)
+    if output.suffix.lower() != ".png":
+        raise UsageError(f"-o {ns.output}: the output must be a .png file")
+    if not output.parent.is_dir():
+        raise UsageError(f"-o {ns.output}: directory {output.parent} does not exist")
+    tag = ns.tag or curves.DEFAULT_TAG
+    root = _runs_root(ns.runs_dir)
+    dirs = [find_run(root, run_id) for run_id in dict.fromkeys(ns.run_ids)]
+    drawn = []
+    for run_dir in dirs:
+        curve = curves.read_scalars(run_dir, tag)
+        for rel in curve.damaged:
+            print(f"mosaic plot: warning: {run_dir.name}/{rel} is truncated or corrupt; "
+                  f"using the {len(curve.steps)} points read before the damage", file=sys.stderr)
+        if not curve.steps:
+            files = curves.event_files(run_dir)
+            if not files:
+                why = "has no TensorBoard event files"
+            elif curve.damaged and len(curve.damaged) == len(files):
+                why = f"has only damaged TensorBoard event files ({', '.join(curve.damaged)})"
+            else:
+                why = f"has no {tag!r} scalars in its {len(files)} TensorBoard event file(s)"
+            raise UsageError(f"run {run_dir.name!r} {why}; nothing to plot")
+        drawn.append(curve)
+    curves.plot(drawn, output, ns.smooth, tag)
+    print(f"wrote {output} ({', '.join(f'{c.label}: {len(c.steps)} points' for c in drawn)})", file=sys.stderr)
+    return 0
+
+
+# ------------------------------------------------------------------ mosaic tensorboard
+def _configure_tensorboard(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("--port", type=int, default=6006, help="port on 127.0.0.1 (0 = any free port; default 6006)")
+    parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
+
+
+def _run_tensorboard(ns: argparse.Namespace) -> int:
+    from mosaic_analytics import curves
+
+    if not 0 <= ns.port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535, got {ns.port}")
+    run_dir = find_run(_runs_root(ns.runs_dir), ns.run_id)
+    if not curves.event_files(run_dir):
+        raise UsageError(f"run {ns.run_id!r} has no TensorBoard event files under {run_dir}")
+    from tensorboard import program
+
+    board = program.TensorBoard()
+    board.configure(argv=[None, "--logdir", str(run_dir), "--host", "127.0.0.1", "--port", str(ns.port)])
+    return int(board.main() or 0)
+
+
+COMMANDS = [
+    CliCommand("runs", "list runs (id, worker, algo, env, status, steps, last return, age); `runs show RUN_ID`",
+               _configure_runs, _run_runs),
+    CliCommand("plot", "plot episodic return vs step of one or more runs into a PNG", _configure_plot, _run_plot),
+    CliCommand("tensorboard", "start TensorBoard on a run's directory, bound to 127.0.0.1",
+               _configure_tensorboard, _run_tensorboard),
+]

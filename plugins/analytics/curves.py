@@ -1,0 +1,118 @@
+"""Learning curves: scalars read back from a run's TensorBoard event files, drawn with matplotlib.
+
+Reading uses TensorBoard's own ``EventAccumulator``. It silently stops at a damaged record, so
+its log is listened to for the records it had to skip: a truncated or corrupt file is reported
+by name (and what could be read before the damage is kept). tensorboard and matplotlib are
+imported only here, inside the functions.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mosaic_core.errors import UsageError
+
+from mosaic_analytics.manifest import EVENT_FILE, walk_files
+
+DEFAULT_TAG = "charts/episodic_return"
+
+
+@dataclass
+class Curve:
+    label: str
+    steps: list[int] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)  # relative event files with a bad record
+
+
+class _DamageListener(logging.Handler):
+    """Collects the files tensorboard's record reader gave up on."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.files: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = str(record.msg)
+        if message.startswith("Truncated record in") and record.args:
+            self.files.add(str(record.args[0]))
+
+
+def event_files(run_dir: Path) -> list[str]:
+    """Relative paths of the TensorBoard event files of a run (the wandb/ copies left out)."""
+    return [rel for rel, _info in walk_files(run_dir) if os.path.basename(rel).startswith(EVENT_FILE)]
+
+
+def read_scalars(run_dir: Path, tag: str, label: str | None = None) -> Curve:
+    """Every ``tag`` scalar of a run, sorted by step, across all its event files."""
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.util import tb_logging
+
+    curve = Curve(label or run_dir.name)
+    logger = tb_logging.get_logger()
+    listener, level = _DamageListener(), logger.level
+    logger.addHandler(listener)
+    logger.setLevel(logging.DEBUG)
+    points: list[tuple[int, float]] = []
+    try:
+        for rel in event_files(run_dir):
+            accumulator = event_accumulator.EventAccumulator(str(run_dir / rel),
+                                                             size_guidance={event_accumulator.SCALARS: 0})
+            try:
+                accumulator.Reload()
+            except Exception:  # an unreadable file: reported like a damaged one
+                listener.files.add(str(run_dir / rel))
+                continue
+            if tag in accumulator.Tags().get("scalars", []):
+                points += [(e.step, e.value) for e in accumulator.Scalars(tag) if math.isfinite(e.value)]
+    finally:
+        logger.removeHandler(listener)
+        logger.setLevel(level)
+    points.sort(key=lambda p: p[0])
+    curve.steps = [p[0] for p in points]
+    curve.values = [p[1] for p in points]
+    curve.damaged = sorted(os.path.relpath(f, run_dir) for f in listener.files)
+    return curve
+
+
+def smooth(values: list[float], window: int) -> list[float]:
+    """Trailing moving average over ``window`` points (the first points average what exists)."""
+    if window <= 1:
+        return list(values)
+    out, total = [], 0.0
+    for index, value in enumerate(values):
+        total += value
+        if index >= window:
+            total -= values[index - window]
+        out.append(total / min(index + 1, window))
+    return out
+
+
+def plot(curves: list[Curve], output: Path, window: int, tag: str) -> None:
+    """Draw ``curves`` overlaid (raw faint, smoothed solid) into the PNG ``output``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(9, 5.5), dpi=100)
+    try:
+        for index, curve in enumerate(curves):
+            color = f"C{index % 10}"
+            axes.plot(curve.steps, curve.values, color=color, alpha=0.25, linewidth=0.8)
+            axes.plot(curve.steps, smooth(curve.values, window), color=color, linewidth=2, label=curve.label)
+        axes.set_xlabel("global step")
+        axes.set_ylabel(tag + (f" (moving average of {window})" if window > 1 else ""))
+        axes.grid(True, alpha=0.3)
+        axes.legend(loc="best", fontsize="small")
+        figure.tight_layout()
+        try:
+            figure.savefig(output, format="png")
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(figure)

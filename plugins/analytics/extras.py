@@ -1,0 +1,94 @@
+"""The worker-config ``extras`` keys the analytics plugin consumes, and their validation.
+
+All of them are reserved by the CleanRL worker (never forwarded as script flags):
+``track_wandb``, ``wandb_project_name``, ``wandb_entity``, ``wandb_run_name``,
+``wandb_api_key``, ``wandb_mode``, ``tensorboard_dir``, ``checkpoints_dir``, ``optuna_db``,
+``notes``, ``metrics_interval_s``.
+
+Paths are checked before the run directory exists, with the semantics of
+:meth:`mosaic_core.runs.RunDirectory.inside`: relative to the run directory and never
+escaping it (``../x``, ``/etc`` are refused). The manifest checks them again, resolved.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from typing import Any
+
+DEFAULT_METRICS_INTERVAL_S = 1.0
+MIN_METRICS_INTERVAL_S = 0.05
+PATH_KEYS = ("tensorboard_dir", "checkpoints_dir")
+STRING_KEYS = ("wandb_project_name", "wandb_entity", "wandb_run_name", "wandb_api_key")
+WANDB_MODES = ("online", "offline", "disabled")
+SQLITE_PREFIX = "sqlite:///"
+
+
+def escapes(path: str) -> bool:
+    """True when ``path`` is absolute or climbs out of the directory it is relative to."""
+    if path.startswith(("/", "\\", "~")):
+        return True
+    normal = posixpath.normpath(path.replace("\\", "/"))
+    return normal == ".." or normal.startswith("../")
+
+
+def optuna_db_path(value: str) -> str:
+    """The file of an ``optuna_db`` given as a path or a ``sqlite:///relative.db`` URL."""
+    return value[len(SQLITE_PREFIX):] if value.startswith(SQLITE_PREFIX) else value
+
+
+def tracking_enabled(extras: dict[str, Any]) -> bool:
+    return extras.get("track_wandb") is True
+
+
+def metrics_interval(extras: dict[str, Any]) -> float:
+    value = extras.get("metrics_interval_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return max(float(value), MIN_METRICS_INTERVAL_S)
+    return DEFAULT_METRICS_INTERVAL_S
+
+
+def _path_problem(key: str, value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return f"extras.{key}: must be a non-empty relative path, got {value!r}"
+    if "\x00" in value:
+        return f"extras.{key}: contains a NUL character"
+    if escapes(value):
+        return (f"extras.{key}: {value!r} points outside the run directory; "
+                "give a path relative to the run directory, without '..'")
+    return None
+
+
+def validate(extras: dict[str, Any]) -> list[str]:
+    """Problems with the analytics keys of ``extras``, each naming its key."""
+    problems: list[str] = []
+    track = extras.get("track_wandb")
+    if track is not None and not isinstance(track, bool):
+        problems.append(f"extras.track_wandb: must be true or false, got {track!r}")
+    for key in STRING_KEYS:
+        value = extras.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            problems.append(f"extras.{key}: must be a non-empty string, got {type(value).__name__}")
+        elif isinstance(value, str) and any(c in value for c in "\x00\n\r"):
+            problems.append(f"extras.{key}: must be one line without NUL characters")
+    mode = extras.get("wandb_mode")
+    if mode is not None and mode not in WANDB_MODES:
+        problems.append(f"extras.wandb_mode: {mode!r} is not one of {', '.join(WANDB_MODES)}")
+    for key in PATH_KEYS:
+        if extras.get(key) is not None:
+            problem = _path_problem(key, extras[key])
+            if problem:
+                problems.append(problem)
+    db = extras.get("optuna_db")
+    if db is not None:
+        problem = _path_problem("optuna_db", optuna_db_path(db) if isinstance(db, str) else db)
+        if problem:
+            problems.append(problem + " (a file path or sqlite:///relative/path.db)")
+    interval = extras.get("metrics_interval_s")
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, (int, float))
+                                 or not math.isfinite(interval) or interval <= 0):
+        problems.append(f"extras.metrics_interval_s: must be a number of seconds > 0, got {interval!r}")
+    notes = extras.get("notes")
+    if notes is not None and not isinstance(notes, str):
+        problems.append(f"extras.notes: must be a string, got {type(notes).__name__}")
+    return problems

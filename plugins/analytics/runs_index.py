@@ -1,0 +1,194 @@
+"""What the runs under a runs root are: read from their config, events and manifest.
+
+A run is any directory holding ``config.json`` or ``events.jsonl``. Its status comes from the
+terminal event, else the manifest, else ``running`` (``lost`` when the process that ran it is
+known and gone). Every file is optional and read defensively: a run still starting, a
+truncated event log, a manifest from an older schema or an unreadable one all still list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
+TAIL_BYTES = 256 * 1024
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    path: str
+    worker: str | None = None
+    algo: str | None = None
+    env_id: str | None = None
+    status: str = "unknown"
+    global_step: int | None = None
+    total_timesteps: int | None = None
+    last_return: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    manifest_schema: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        problems.append(f"{path.name}: {exc.strerror}")
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problems.append(f"{path.name}: not valid JSON (line {exc.lineno})")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{path.name}: not a JSON object")
+        return None
+    return data
+
+
+def _events(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The first event and the events in the last ``TAIL_BYTES`` of the log (bad lines skipped)."""
+    try:
+        with open(path, "rb") as handle:
+            first_line = handle.readline()
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - TAIL_BYTES))
+            tail = handle.read().decode("utf-8", "replace").splitlines()
+            if size > TAIL_BYTES:
+                tail = tail[1:]  # the first line of the tail may be cut
+    except OSError:
+        return None, []
+
+    def parse(line: str | bytes) -> dict[str, Any] | None:
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        return record if isinstance(record, dict) and isinstance(record.get("event"), str) else None
+
+    return parse(first_line), [r for r in map(parse, tail) if r is not None]
+
+
+def _alive(pid: Any) -> bool | None:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _metrics_of(payload: Any) -> dict[str, Any] | None:
+    if not isinstance(payload, dict):
+        return None
+    if isinstance(payload.get("metrics"), dict):  # a heartbeat carries them nested
+        return payload["metrics"]
+    return payload if "global_step" in payload else None
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    """One run's summary; never raises for a damaged run directory."""
+    summary = RunSummary(run_id=run_dir.name, path=str(run_dir))
+    problems = summary.problems
+    config = _read_json(run_dir / "config.json", problems) or {}
+    manifest = _read_json(run_dir / "analytics.json", problems) or {}
+    first, tail = _events(run_dir / "events.jsonl")
+    summary.worker = _text(config.get("worker")) or _text(manifest.get("worker"))
+    summary.algo = _text(config.get("algo")) or _text(manifest.get("algo"))
+    summary.env_id = _text(config.get("env_id")) or _text(manifest.get("env_id"))
+    total = config.get("total_timesteps")
+    summary.total_timesteps = total if isinstance(total, int) and not isinstance(total, bool) else None
+    summary.manifest_schema = _text(manifest.get("schema")) if manifest else None
+    if first is not None and first.get("event") == "run_started":
+        started = first.get("payload") or {}
+        summary.started_at = _number(first.get("timestamp"))
+        summary.worker = summary.worker or _text(started.get("worker"))
+        summary.algo = summary.algo or _text(started.get("algo"))
+        summary.env_id = summary.env_id or _text(started.get("env_id"))
+    if summary.started_at is None:
+        try:
+            summary.started_at = (run_dir / "config.json").stat().st_mtime
+        except OSError:
+            summary.started_at = None
+    pids: list[Any] = []
+    for record in tail:
+        payload = record.get("payload") or {}
+        metrics = _metrics_of(payload) if record["event"] in ("metrics", "heartbeat") else None
+        if metrics:
+            step = metrics.get("global_step")
+            if isinstance(step, int) and not isinstance(step, bool):
+                summary.global_step = max(summary.global_step or 0, step)
+            ret = _number(metrics.get("episodic_return"))
+            summary.last_return = ret if ret is not None else summary.last_return
+        if record["event"] == "heartbeat" and isinstance(payload, dict):
+            pids.append(payload.get("pid"))
+        if record["event"] in TERMINAL:
+            summary.status = TERMINAL[record["event"]]
+            summary.ended_at = _number(record.get("timestamp"))
+    final = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
+    if summary.global_step is None and isinstance(final.get("global_step"), int):
+        summary.global_step = final["global_step"]
+    if summary.last_return is None:
+        summary.last_return = _number(final.get("episodic_return"))
+    if summary.status == "unknown":
+        status = _text(manifest.get("status"))
+        if status:
+            summary.status = status
+        elif first is not None or config:
+            alive = [a for a in map(_alive, pids) if a is not None]
+            summary.status = "lost" if alive and not any(alive) else "running"
+    return summary
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def list_runs(root: Path) -> list[RunSummary]:
+    """Every run under ``root``, newest first."""
+    runs = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False) and (
+                os.path.exists(os.path.join(entry.path, "config.json"))
+                or os.path.exists(os.path.join(entry.path, "events.jsonl"))):
+            runs.append(summarize(Path(entry.path)))
+    runs.sort(key=lambda r: (r.started_at or 0.0, r.run_id), reverse=True)
+    return runs
+
+
+def format_age(started_at: float | None, now: float | None = None) -> str:
+    if started_at is None:
+        return "-"
+    seconds = max(0, int((now or time.time()) - started_at))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
