@@ -8,7 +8,10 @@ stage's env with the same ``gym.make`` keyword arguments and swaps it in. The tr
 and the algorithm script never notice: spaces are checked to match before the run starts.
 
 ``step`` only counts (steps, episode return); every :data:`REPORT_EVERY` steps or at an
-episode's end it sends the counts to the host, which adds up all envs and decides.
+episode's end it sends the counts to the host, which adds up all envs and decides. At those
+same points (never on every step) it looks at the stage word: an episode still running on
+the old stage is truncated there, so every env switches within ``REPORT_EVERY`` steps of
+the decision even when episodes are long (DoorKey-16x16 allows 2560 steps).
 Determinism: a stage env is first reset with ``seed + SEED_STRIDE * stage`` when the script
 seeded this env (CleanRL does, at its first reset), unseeded otherwise.
 """
@@ -79,7 +82,7 @@ class CurriculumEnv(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         if seed is not None and self._seed is None:
             self._seed = int(seed)
-        target = min(self._read_stage(), len(self._schedule.stages) - 1)
+        target = self._target_stage()
         if target != self.stage:
             self._report()  # what was counted belongs to the stage being left
             self._switch(target)
@@ -102,6 +105,8 @@ class CurriculumEnv(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
         self._episode_return += float(reward)
+        if not (terminated or truncated) and self._steps >= REPORT_EVERY and self._target_stage() != self.stage:
+            truncated = True  # end the old stage's episode now: the reset that follows switches
         if terminated or truncated:
             self._episodes += 1
             self._returns.append(self._episode_return)
@@ -110,6 +115,9 @@ class CurriculumEnv(gym.Wrapper):
         elif self._steps >= REPORT_EVERY:
             self._report()
         return obs, reward, terminated, truncated, info
+
+    def _target_stage(self) -> int:
+        return min(self._read_stage(), len(self._schedule.stages) - 1)
 
     def _report(self, reliable: bool = False) -> None:
         """Send the counts since the last delivered report; keep them if this one is dropped."""
