@@ -1,3 +1,232 @@
-"""Hook implementations of the fastlane plugin."""
+"""Hook implementations of the FastLane plugin (live frames over shared memory).
 
-from mosaic_core.hookspecs import hookimpl  # noqa: F401
+Host side: check the config, create the run's segment when the run starts, hand the
+settings to the training process, report status in heartbeats and the manifest, remove the
+segment when the run ends (whatever way it ends). Training side: ask ``gym.make`` for
+``render_mode="rgb_array"`` on envs that publish, wrap them, and be one consumer of
+``on_frame`` (the shared-memory writer); the PNG recorder is a second, independent one.
+Heavy modules (numpy, gymnasium) are imported only inside training-side hooks.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from mosaic_core.hookspecs import hookimpl
+
+from mosaic_fastlane import layout, settings
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from mosaic_core.child import ChildContext, FrameInfo
+    from mosaic_core.config import WorkerConfig
+    from mosaic_core.runs import RunContext
+
+    from mosaic_fastlane.segment import SegmentOwner
+
+STATE_KEY = "fastlane"
+
+
+# ------------------------------------------------------------------------------ host side
+@dataclass
+class HostState:
+    """What the host keeps about a run's FastLane between hooks (in ``run.state``)."""
+
+    settings: settings.Settings
+    owner: "SegmentOwner | None" = None
+    errors: list[str] = field(default_factory=list)
+
+
+def _host_state(run: "RunContext") -> HostState | None:
+    """Create the segment on first use (run_started or child_env, whichever comes first)."""
+    if STATE_KEY in run.state:
+        return run.state[STATE_KEY]
+    extras = run.config.extras
+    if not settings.is_enabled(extras):
+        return None
+    from mosaic_fastlane.segment import SegmentOwner, SharedMemoryUnavailable
+
+    directory = layout.shm_dir()
+    resolved = settings.resolve(extras, layout.NAME_PREFIX + run.run_id, str(directory))
+    state = run.state[STATE_KEY] = HostState(resolved)
+    try:
+        state.owner = SegmentOwner(run.run_id, mode=layout.Mode.GRID if resolved.mode == "grid" else layout.Mode.SINGLE,
+                                   slot_count=resolved.slots, max_dim=resolved.max_dim,
+                                   interval_ms=resolved.interval_ms, directory=directory)
+    except SharedMemoryUnavailable as exc:
+        message = f"{exc}; FastLane is disabled for run {run.run_id} (training goes on)"
+        state.errors.append(message)
+        print(f"mosaic fastlane: {message}", file=sys.stderr, flush=True)
+    return state
+
+
+def _status(state: HostState) -> dict[str, Any]:
+    from mosaic_fastlane.segment import FastLaneError, open_segment, slot_status
+
+    owner = state.owner
+    section: dict[str, Any] = {"enabled": owner is not None, "mode": state.settings.mode,
+                               "segment": owner.name if owner else None, "frames_published": 0}
+    if owner is None or owner.removed:
+        return section
+    try:
+        mapping = open_segment(name=owner.name, directory=owner.directory)
+    except FastLaneError as exc:
+        section["error"] = str(exc)
+        return section
+    try:
+        slots = slot_status(mapping)
+    finally:
+        mapping.close()
+    section["frames_published"] = sum(s["published"] for s in slots)
+    for key in ("global_step", "step_rate_hz", "episode_count"):
+        if key in slots[0]:
+            section[key] = slots[0][key]
+    section["slots"] = slots
+    return section
+
+
+@hookimpl
+def mosaic_validate_config(config: "WorkerConfig") -> list[str] | None:
+    return settings.problems(config.extras) or None
+
+
+@hookimpl
+def mosaic_run_started(run: "RunContext") -> None:
+    _host_state(run)
+
+
+@hookimpl
+def mosaic_child_env(run: "RunContext") -> dict[str, str] | None:
+    state = _host_state(run)
+    if state is None or state.owner is None:
+        return None
+    return {settings.CHILD_VAR: state.settings.to_env()}
+
+
+@hookimpl
+def mosaic_on_child_message(run: "RunContext", kind: str, payload: dict[str, Any]) -> None:
+    state = run.state.get(STATE_KEY)
+    if kind == "fastlane" and state is not None and isinstance(payload.get("error"), str):
+        if payload["error"] not in state.errors:
+            state.errors.append(payload["error"])
+
+
+@hookimpl
+def mosaic_on_heartbeat(run: "RunContext") -> dict[str, Any] | None:
+    state = run.state.get(STATE_KEY)
+    if state is None:
+        return None
+    status = _status(state)
+    status.pop("slots", None)
+    return {"fastlane": status}
+
+
+@hookimpl
+def mosaic_build_manifest(run: "RunContext", status: str) -> dict[str, Any] | None:
+    state = run.state.get(STATE_KEY)
+    if state is None:
+        return None
+    section = _status(state)
+    owner = state.owner
+    section.update(interval_ms=state.settings.interval_ms, max_dim=state.settings.max_dim,
+                   errors=list(state.errors), replaced_stale=owner.replaced_stale if owner else None)
+    if state.settings.record_every:
+        section["recorded_dir"] = "videos/fastlane"
+    return {"fastlane": section}
+
+
+@hookimpl
+def mosaic_run_finished(run: "RunContext", status: str) -> None:
+    state = run.state.get(STATE_KEY)
+    if state is not None and state.owner is not None:
+        state.owner.remove()
+
+
+@hookimpl
+def mosaic_cli_commands() -> list:
+    from mosaic_fastlane.cli import command
+
+    return [command()]
+
+
+# ------------------------------------------------------------------------------ training side
+def _child_settings(env_index: int | None) -> settings.Settings | None:
+    resolved = settings.Settings.from_env()
+    return resolved if resolved is not None and resolved.publishes(env_index) else None
+
+
+def _supports_rgb_array(env_id: str) -> bool:
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    try:
+        spec = gymnasium.spec(env_id)
+        creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
+        return "rgb_array" in (getattr(creator, "metadata", {}).get("render_modes") or ())
+    except Exception:  # an unknown env: gym.make reports it itself
+        return False
+
+
+def _frame_host() -> Any:
+    """The plugin host of this training process, to call ``on_frame`` through."""
+    from mosaic_core import child as child_module
+
+    host = child_module._state.get("host")  # the host install() set up (no public accessor yet)
+    if host is None:
+        from mosaic_core.plugins import plugin_host
+
+        host = plugin_host()
+    return host
+
+
+@hookimpl
+def mosaic_env_make_kwargs(child: "ChildContext", env_id: str, env_index: int | None,
+                           kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    if "render_mode" in kwargs or _child_settings(env_index) is None or not _supports_rgb_array(env_id):
+        return None  # the script's own render_mode always wins
+    return {"render_mode": "rgb_array"}
+
+
+@hookimpl
+def mosaic_wrap_env(child: "ChildContext", env: Any, env_id: str, env_index: int | None) -> Callable[[Any], Any] | None:
+    resolved = _child_settings(env_index)
+    if resolved is None:
+        return None
+    from mosaic_fastlane.wrapper import EnvPublisher, FastLaneWrapper, active, is_wrapped, warn_once
+
+    if is_wrapped(env) or env_index in active:
+        return None
+    if getattr(env, "render_mode", None) != "rgb_array":
+        warn_once(child, "render-mode", f"env {env_index} ({env_id}) has render_mode={env.render_mode!r}, "
+                                        "not 'rgb_array'; it publishes no frames")
+        return None
+    host = _frame_host()
+
+    def wrap(inner: Any) -> Any:
+        publisher = EnvPublisher(child, resolved, env_index, inner.render,
+                                 lambda frame, info: host.on_frame(child, frame, info))
+        return FastLaneWrapper(inner, publisher)
+
+    return wrap
+
+
+@hookimpl
+def mosaic_on_frame(child: "ChildContext", frame: "np.ndarray", info: "FrameInfo") -> None:
+    from mosaic_fastlane.wrapper import active
+
+    publisher = active.get(info.env_index)
+    if publisher is not None:
+        publisher.write(frame, info)
+
+
+@hookimpl(specname="mosaic_on_frame")
+def record_frame(child: "ChildContext", frame: "np.ndarray", info: "FrameInfo") -> None:
+    """Second consumer of the same hook: the PNG recorder (``extras.fastlane_record``)."""
+    resolved = settings.Settings.from_env()
+    if resolved is not None and resolved.record_every:
+        from mosaic_fastlane.recorder import record
+
+        record(child, frame, info, resolved.record_every)

@@ -1,0 +1,171 @@
+"""``mosaic fastlane``: snapshot, watch, list and clean up FastLane segments.
+
+    mosaic fastlane snapshot RUN_ID [-o frame.png] [--runs-dir D] [--timeout S] [--slot N]
+    mosaic fastlane watch RUN_ID [--port P] [--terminal] [--frames N] [--runs-dir D]
+    mosaic fastlane list
+    mosaic fastlane clean        # remove segments whose host process is gone
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mosaic_core.cli.commands import CliCommand
+from mosaic_core.errors import MosaicError, UsageError
+
+if TYPE_CHECKING:
+    from mosaic_fastlane.reader import FastLaneReader
+
+
+def command() -> CliCommand:
+    return CliCommand(name="fastlane", help="live frames of a run: snapshot, watch, list, clean",
+                      configure=configure, run=run)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="fastlane_command", metavar="{snapshot,watch,list,clean}")
+    snapshot = sub.add_parser("snapshot", help="save the current frame of a run as PNG")
+    snapshot.add_argument("run_id", metavar="RUN_ID")
+    snapshot.add_argument("-o", "--output", default="frame.png", help="PNG file to write (default frame.png)")
+    snapshot.add_argument("--slot", type=int, default=None, help="grid mode: one tile instead of the whole grid")
+    watch = sub.add_parser("watch", help="show a run's frames live (a page on 127.0.0.1, or --terminal)")
+    watch.add_argument("run_id", metavar="RUN_ID")
+    watch.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)")
+    watch.add_argument("--terminal", action="store_true", help="draw frames in this terminal instead")
+    watch.add_argument("--frames", type=int, default=0, help="--terminal: stop after N frames (0 = until the run ends)")
+    watch.add_argument("--columns", type=int, default=80, help="--terminal: width in characters")
+    for command_parser in (snapshot, watch):
+        command_parser.add_argument("--runs-dir", default=None, help="runs root (default var/trainer/runs)")
+        command_parser.add_argument("--timeout", type=float, default=10.0,
+                                    help="seconds to wait for the first frame (default 10)")
+    sub.add_parser("list", help="FastLane segments on this machine and whose they are")
+    sub.add_parser("clean", help="remove segments left behind by hosts that died")
+
+
+def run(args: argparse.Namespace) -> int:
+    command_name = getattr(args, "fastlane_command", None)
+    if command_name == "snapshot":
+        return snapshot(args)
+    if command_name == "watch":
+        from mosaic_fastlane.watch import watch
+
+        return watch(args, open_reader(args.run_id, args.runs_dir))
+    if command_name == "list":
+        return list_segments()
+    if command_name == "clean":
+        return clean()
+    raise UsageError("mosaic fastlane needs a subcommand: snapshot, watch, list or clean")
+
+
+def open_reader(run_id: str, runs_dir: str | None) -> "FastLaneReader":
+    """A reader of the run's segment, or an error that says why there is none."""
+    from mosaic_core.config import check_run_id
+    from mosaic_fastlane.reader import FastLaneReader
+    from mosaic_fastlane.segment import FastLaneError
+
+    check_run_id(run_id)
+    try:
+        return FastLaneReader(run_id)
+    except FastLaneError as exc:
+        if "no FastLane segment" not in str(exc):
+            raise
+        raise MosaicError(explain_missing(run_id, runs_dir)) from None
+
+
+def explain_missing(run_id: str, runs_dir: str | None) -> str:
+    from mosaic_core.events import STATUS_OF, read_events
+    from mosaic_core.runs import RunDirectory
+
+    from mosaic_fastlane.settings import is_enabled
+
+    directory = RunDirectory.for_run(runs_dir, run_id)
+    if not directory.path.is_dir():
+        return f"no FastLane segment for run {run_id}, and no run {run_id} under {directory.root}"
+    ended = [e for e in read_events(directory.events) if e.get("event") in STATUS_OF]
+    if ended:
+        return f"run {run_id} has ended ({STATUS_OF[ended[-1]['event']]}); its FastLane segment went with it"
+    try:
+        extras = json.loads(directory.config.read_text(encoding="utf-8")).get("extras") or {}
+    except (OSError, ValueError):
+        extras = {}
+    if not is_enabled(extras):
+        return (f"run {run_id} runs without FastLane; start runs with --extras '{{\"fastlane\": true}}' "
+                "(or a fastlane_video_mode)")
+    return f"run {run_id} has no FastLane segment (still starting, or shared memory failed: see {directory.logs})"
+
+
+def snapshot(args: argparse.Namespace) -> int:
+    from mosaic_fastlane.frames import encode_png
+
+    with open_reader(args.run_id, args.runs_dir) as reader:
+        if args.slot is not None and not 0 <= args.slot < reader.header.slot_count:
+            raise UsageError(f"--slot {args.slot}: run {args.run_id} has slots 0..{reader.header.slot_count - 1}")
+        frame = reader.wait(timeout=args.timeout)
+        if frame is not None and args.slot is not None:
+            frame = reader.read_slot(args.slot)
+        if frame is None:
+            raise MosaicError(f"run {args.run_id} published no frame within {args.timeout:g} s")
+    output = Path(args.output)
+    if output.is_dir():
+        raise UsageError(f"-o {output}: is a directory; give a file name such as frame.png")
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(encode_png(frame.pixels))
+        tmp.replace(output)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"-o {output}: cannot write: {exc.strerror}") from None
+    print(json.dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
+    return 0
+
+
+def _segments() -> list[Path]:
+    from mosaic_fastlane import layout
+
+    try:
+        return sorted(p for p in layout.shm_dir().iterdir() if p.name.startswith(layout.NAME_PREFIX))
+    except OSError:
+        return []
+
+
+def list_segments() -> int:
+    from mosaic_fastlane.segment import FastLaneError, open_segment, slot_status
+
+    for path in _segments():
+        try:
+            mapping = open_segment(name=path.name, directory=path.parent)
+        except FastLaneError as exc:
+            print(json.dumps({"segment": path.name, "error": str(exc)}))
+            continue
+        header = mapping.header
+        slots = slot_status(mapping)
+        mapping.close()
+        print(json.dumps({"segment": path.name, "run_id": header.run_id, "mode": header.mode.name.lower(),
+                          "host_pid": header.owner_pid, "host_alive": header.owner_alive,
+                          "frames_published": sum(s["published"] for s in slots), "slots": len(slots)}))
+    return 0
+
+
+def clean() -> int:
+    """Remove segments whose host died (SIGKILL of the host itself); live runs are untouched."""
+    from mosaic_fastlane.segment import FastLaneError, open_segment
+
+    removed = 0
+    for path in _segments():
+        try:
+            mapping = open_segment(name=path.name, directory=path.parent)
+        except FastLaneError:
+            continue  # not ours to judge
+        alive = mapping.header.owner_alive
+        mapping.close()
+        if not alive:
+            path.unlink(missing_ok=True)
+            removed += 1
+            print(f"removed {path}", file=sys.stderr)
+    print(json.dumps({"removed": removed}))
+    return 0

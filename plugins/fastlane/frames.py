@@ -1,0 +1,112 @@
+"""Pixel helpers: normalise, downscale, tile a grid, encode PNG, draw in a terminal."""
+
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+
+import numpy as np
+
+
+def as_frame(image: np.ndarray) -> np.ndarray:
+    """An HxWxC uint8 view/copy of a rendered image (HxW grayscale becomes HxWx1)."""
+    if image.ndim == 2:
+        image = image[:, :, None]
+    if image.ndim != 3 or image.shape[2] not in (1, 3, 4):
+        raise ValueError(f"a frame must be HxW or HxWxC with C in 1, 3, 4; got shape {image.shape}")
+    if image.dtype != np.uint8:
+        if np.issubdtype(image.dtype, np.floating) and image.size and float(image.max()) <= 1.0:
+            image = image * 255.0
+        image = np.clip(image, 0, 255).astype(np.uint8)
+    return image
+
+
+def downscale(image: np.ndarray, max_dim: int) -> np.ndarray:
+    """Nearest-neighbour downscale so that max(H, W) <= max_dim (a view when no copy is needed)."""
+    height, width = image.shape[:2]
+    longest = max(height, width)
+    if longest <= max_dim:
+        return image
+    factor = math.ceil(longest / max_dim)
+    if longest // factor <= max_dim and longest / factor == longest // factor:
+        return image[::factor, ::factor]  # exact integer factor: a strided view
+    scale = max_dim / longest
+    rows = (np.arange(max(1, round(height * scale))) / scale).astype(np.intp)
+    cols = (np.arange(max(1, round(width * scale))) / scale).astype(np.intp)
+    return image[rows[:, None], cols[None, :]]
+
+
+def to_rgb(image: np.ndarray) -> np.ndarray:
+    if image.shape[2] == 3:
+        return image
+    if image.shape[2] == 1:
+        return np.repeat(image, 3, axis=2)
+    return image[:, :, :3]
+
+
+def compose_grid(tiles: list[np.ndarray], gap: int = 2) -> np.ndarray:
+    """Tile frames (any sizes, any of GRAY/RGB/RGBA) into one RGB image, row-major."""
+    if not tiles:
+        raise ValueError("no tiles to compose")
+    cols = math.ceil(math.sqrt(len(tiles)))
+    rows = math.ceil(len(tiles) / cols)
+    cell_h = max(t.shape[0] for t in tiles)
+    cell_w = max(t.shape[1] for t in tiles)
+    out = np.zeros((rows * cell_h + (rows - 1) * gap, cols * cell_w + (cols - 1) * gap, 3), np.uint8)
+    for index, tile in enumerate(tiles):
+        top, left = (index // cols) * (cell_h + gap), (index % cols) * (cell_w + gap)
+        out[top:top + tile.shape[0], left:left + tile.shape[1]] = to_rgb(tile)
+    return out
+
+
+def encode_png(image: np.ndarray, level: int = 3) -> bytes:
+    """A PNG file of an HxWxC uint8 image (GRAY, RGB or RGBA), with no imaging library."""
+    image = as_frame(np.asarray(image))
+    height, width, channels = image.shape
+    colour_type = {1: 0, 3: 2, 4: 6}[channels]
+    rows = np.empty((height, 1 + width * channels), np.uint8)
+    rows[:, 0] = 0  # filter type None for every row
+    rows[:, 1:] = image.reshape(height, width * channels)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), level))
+            + chunk(b"IEND", b""))
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """Read back a PNG written by :func:`encode_png` (8-bit, filter None only)."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG file")
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, _depth, colour_type = struct.unpack(">IIBB", body[:10])
+            channels = {0: 1, 2: 3, 6: 4}[colour_type]
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(height, 1 + width * channels)
+    if rows[:, 0].any():
+        raise ValueError("only PNGs with filter type None are supported")
+    return rows[:, 1:].reshape(height, width, channels)
+
+
+def terminal_image(image: np.ndarray, columns: int = 80) -> str:
+    """The image as 24-bit-colour half blocks, ``columns`` characters wide."""
+    rgb = to_rgb(as_frame(image))
+    height, width = rgb.shape[:2]
+    columns = max(1, min(columns, width))
+    scale = columns / width
+    rows = max(2, int(height * scale) // 2 * 2)
+    small = rgb[(np.arange(rows) * height // rows)[:, None], (np.arange(columns) * width // columns)[None, :]]
+    lines = []
+    for top, bottom in zip(small[0::2], small[1::2]):
+        cells = [f"\x1b[38;2;{a[0]};{a[1]};{a[2]}m\x1b[48;2;{b[0]};{b[1]};{b[2]}m\u2580" for a, b in zip(top, bottom)]
+        lines.append("".join(cells) + "\x1b[0m")
+    return "\n".join(lines)

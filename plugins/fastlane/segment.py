@@ -1,0 +1,224 @@
+"""Opening, checking, creating and removing FastLane segments (layout in :mod:`.layout`).
+
+Segments are plain files under /dev/shm mapped with :mod:`mmap`. We deliberately do not use
+``multiprocessing.shared_memory``: its resource tracker unlinks a segment when any process
+that opened it exits, and a reader must never remove a run's segment. Only the host
+(:class:`SegmentOwner`) creates and unlinks; writers and readers only map.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mosaic_core.errors import MosaicError
+
+from mosaic_fastlane import layout
+from mosaic_fastlane.layout import HEADER, MAGIC, LAYOUT_VERSION, Mode
+
+
+class FastLaneError(MosaicError):
+    """A FastLane segment is missing, foreign, from another version, or already written."""
+
+
+class SharedMemoryUnavailable(FastLaneError):
+    """Shared memory could not be created (no space, permission, name too long…)."""
+
+
+@dataclass(frozen=True)
+class Header:
+    """The segment header, as read from a mapping."""
+
+    version: int
+    slot_count: int
+    mode: Mode
+    slot_size: int
+    page_capacity: int
+    owner_pid: int
+    max_dim: int
+    owner_start: int
+    created: float
+    interval_ms: float
+    run_id: str
+
+    @property
+    def owner_alive(self) -> bool:
+        return layout.process_alive(self.owner_pid, self.owner_start)
+
+
+def parse_header(buf, name: str, size: int) -> Header:
+    """Check magic, version and geometry; raise FastLaneError naming what is wrong."""
+    if size < layout.HEADER_SIZE:
+        raise FastLaneError(f"segment {name} is {size} bytes, too small for a FastLane header")
+    (magic, version, header_size, slot_count, mode, slot_bytes, capacity, owner_pid, max_dim,
+     owner_start, created, interval_ms, _render_at, run_id) = HEADER.unpack_from(buf, 0)
+    if magic != MAGIC:
+        raise FastLaneError(f"segment {name} is not a FastLane segment (magic {magic!r})")
+    if version != LAYOUT_VERSION:
+        raise FastLaneError(f"segment {name} has layout version {version}; this reader knows {LAYOUT_VERSION}")
+    if mode not in (Mode.SINGLE, Mode.GRID):
+        raise FastLaneError(f"segment {name} has unknown mode {mode}")
+    if (header_size != layout.HEADER_SIZE or slot_count < 1 or slot_bytes != layout.slot_size(capacity)
+            or size < layout.segment_size(slot_count, capacity)):
+        raise FastLaneError(f"segment {name} has inconsistent geometry ({slot_count} slots of {slot_bytes} bytes in {size})")
+    return Header(version, slot_count, Mode(mode), slot_bytes, capacity, owner_pid, max_dim, owner_start,
+                  created, interval_ms, run_id.rstrip(b"\0").decode("utf-8", "replace"))
+
+
+class Mapping:
+    """A mapped segment. ``writable`` mappings are for writers; readers map read-only."""
+
+    def __init__(self, path: Path, writable: bool):
+        self.path = path
+        self.name = path.name
+        try:
+            fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        except FileNotFoundError:
+            raise FastLaneError(f"no FastLane segment {self.name} in {path.parent}") from None
+        except OSError as exc:
+            raise FastLaneError(f"cannot open FastLane segment {path}: {exc.strerror}") from None
+        try:
+            stat = os.fstat(fd)
+            self.inode = stat.st_ino
+            if stat.st_size < layout.HEADER_SIZE:
+                raise FastLaneError(f"segment {self.name} is {stat.st_size} bytes, too small for a FastLane header")
+            self.mm = mmap.mmap(fd, stat.st_size, mmap.MAP_SHARED,
+                                mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0))
+        finally:
+            os.close(fd)
+        self.buf = memoryview(self.mm)
+        try:
+            self.header = parse_header(self.buf, self.name, stat.st_size)
+        except FastLaneError:
+            self.close()
+            raise
+
+    def still_linked(self) -> bool:
+        """Whether the segment is still the file at its path (False once the host removed it)."""
+        try:
+            return os.stat(self.path).st_ino == self.inode
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        if getattr(self, "buf", None) is not None:
+            self.buf.release()
+            self.buf = None
+            try:
+                self.mm.close()
+            except BufferError:  # an exported numpy view still alive; the GC unmaps later
+                pass
+
+
+def open_segment(run_id: str | None = None, *, name: str | None = None, directory: Path | None = None,
+                 writable: bool = False) -> Mapping:
+    """Map the segment of ``run_id`` (or the one called ``name``) and check its header."""
+    name = name or layout.segment_name(run_id or "")
+    return Mapping((directory or layout.shm_dir()) / name, writable)
+
+
+class SegmentOwner:
+    """The host's handle on a run's segment: creates it, and unlinks it exactly once."""
+
+    def __init__(self, run_id: str, *, mode: Mode, slot_count: int, max_dim: int, interval_ms: float,
+                 directory: Path | None = None):
+        self.run_id = run_id
+        self.directory = directory or layout.shm_dir()
+        self.replaced_stale: str | None = None
+        try:
+            self.name = layout.segment_name(run_id)
+        except ValueError as exc:
+            raise SharedMemoryUnavailable(str(exc)) from None
+        self.path = self.directory / self.name
+        self.capacity = max_dim * max_dim * layout.BYTES_PER_PIXEL_MAX
+        self.size = layout.segment_size(slot_count, self.capacity)
+        fd = self._create_exclusive()
+        try:
+            try:
+                os.posix_fallocate(fd, 0, self.size)  # reserve the pages now: no SIGBUS later
+            except OSError as exc:
+                os.unlink(self.path)
+                raise SharedMemoryUnavailable(
+                    f"cannot reserve {self.size} bytes for {self.path}: {exc.strerror}") from None
+            pid = os.getpid()
+            header = HEADER.pack(MAGIC, LAYOUT_VERSION, layout.HEADER_SIZE, slot_count, int(mode),
+                                 layout.slot_size(self.capacity), self.capacity, pid, max_dim,
+                                 layout.process_start(pid), time.time(), float(interval_ms), 0,
+                                 run_id.encode()[:128])
+            empty_slot = layout.SLOT_HEADER.pack(0, -1, 0, 0)
+            for slot in range(slot_count):
+                os.pwrite(fd, empty_slot, layout.slot_offset(slot, layout.slot_size(self.capacity)))
+            os.pwrite(fd, header, 0)  # the magic goes in last: a half-made segment is never valid
+        finally:
+            os.close(fd)
+        self.removed = False
+
+    def _create_exclusive(self) -> int:
+        for _attempt in range(2):
+            try:
+                return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                self._replace_if_stale()
+            except OSError as exc:
+                detail = {errno.ENOENT: "the directory does not exist", errno.ENAMETOOLONG: "name too long"}.get(
+                    exc.errno, exc.strerror)
+                raise SharedMemoryUnavailable(f"cannot create {self.path}: {detail}") from None
+        raise SharedMemoryUnavailable(f"cannot create {self.path}: it keeps reappearing")
+
+    def _replace_if_stale(self) -> None:
+        """A segment with our name exists: remove it if its owner is gone, else refuse."""
+        try:
+            mapping = Mapping(self.path, writable=False)
+        except FastLaneError as exc:
+            reason = str(exc)  # not a FastLane segment we can read: a leftover, replace it
+        else:
+            header = mapping.header
+            mapping.close()
+            if header.owner_alive:
+                raise SharedMemoryUnavailable(
+                    f"{self.path} belongs to a live run (host pid {header.owner_pid}); is run {self.run_id} running twice?")
+            reason = f"its owner (pid {header.owner_pid}) is gone"
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self.replaced_stale = reason
+
+    def remove(self) -> bool:
+        """Unlink the segment (idempotent). Mappings stay valid until their holders unmap."""
+        if self.removed:
+            return False
+        self.removed = True
+        try:
+            mapping = Mapping(self.path, writable=False)
+        except FastLaneError:
+            return False
+        mine = mapping.header.owner_pid == os.getpid()
+        mapping.close()
+        if mine:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                return False
+        return mine
+
+
+def slot_status(mapping: Mapping) -> list[dict]:
+    """Per slot: writer, frames published and the newest frame's metrics (no pixels copied)."""
+    header, buf, status = mapping.header, mapping.buf, []
+    for slot in range(header.slot_count):
+        pid, env_index, start, published = layout.SLOT_HEADER.unpack_from(buf, layout.slot_offset(slot, header.slot_size))
+        entry = {"slot": slot, "env_index": env_index, "published": published, "writer_pid": pid,
+                 "writer_alive": layout.process_alive(pid, start)}
+        if published:
+            offset = layout.page_offset(slot, (published - 1) % layout.PAGES_PER_SLOT, header.slot_size,
+                                        header.page_capacity)
+            fields = layout.PAGE_HEADER.unpack_from(buf, offset)
+            if fields[0] % 2 == 0 and layout.PAGE_SEQ.unpack_from(buf, offset)[0] == fields[0]:
+                entry.update(global_step=fields[2], episode_count=fields[3], step_rate_hz=round(fields[10], 2))
+        status.append(entry)
+    return status
