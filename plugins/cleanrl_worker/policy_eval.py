@@ -1,0 +1,385 @@
+"""Policy evaluation mode: batched evaluation of a checkpoint of any bundled algorithm.
+
+``python -m cleanrl_worker.policy_eval --policy-path P --env-id E [--seed S]
+[--eval-episodes N] [--eval-batch-size B] [--eval-gamma G] [--eval-repeat R]
+[--eval-max-episode-steps M] [--eval-capture-video] [--eval-deterministic]``
+
+Run by the host for ``extras.mode = "policy_eval"`` with the run directory as cwd. The agent
+is rebuilt from what the checkpoint records (:func:`cleanrl_worker.checkpoint.load_policy`)
+and run by :func:`cleanrl_worker.evaluation.evaluate` on the env ``E``, made the way its
+algorithm makes evaluation envs; ``E`` may differ from the training env only if its
+observation and action spaces match the checkpoint's.
+
+Episodes: R rounds of N episodes, played B at a time (one vector env of B envs per batch,
+each env one episode). Episode ``k`` (counted over all rounds) starts from env seed
+``S + k`` and the policy samples from a generator seeded with ``S``: the same flags give the
+same results, and with ``--eval-deterministic`` (greedy actions) the same for any B.
+``G`` (default: the checkpoint's training gamma) only discounts the reported discounted
+returns; ``M`` is the episode step limit.
+
+Writes, in the cwd: ``eval_summary.json`` (atomically, after each batch with status
+``running``, then ``completed``), TensorBoard scalars ``eval/*`` under ``runs/<name>/``, and
+with ``--eval-capture-video`` the first episode of each batch under ``videos/<name>/`` (MP4
+when moviepy is installed, else an animated GIF). Each batch asks the host to emit an
+``eval_batch`` event. Bad input: one ``error:`` line on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from mosaic_core.child import emit_event
+from mosaic_core.runs import write_json_atomic
+
+SUMMARY_FILE = "eval_summary.json"
+SUMMARY_SCHEMA = "mosaic.eval_summary/1"
+
+
+class BadInput(Exception):
+    """Input that cannot be evaluated: reported as one line, exit code 2."""
+
+
+# Loading -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EvalPolicy:
+    act: Callable[[np.ndarray], np.ndarray]  # observation batch -> action batch
+    make_env: Callable[..., Any]  # make_env(render_mode=None) -> one env of the requested id
+    gamma: float  # the checkpoint's training gamma
+    info: dict[str, Any]  # what the summary says about the checkpoint
+
+    def single(self, obs: Any) -> Any:
+        """The action for one observation."""
+        return self.act(np.asarray(obs)[None])[0]
+
+
+def make_plain_env(env_id: str, render_mode: str | None = None) -> Any:
+    """``gymnasium.make(env_id)`` (MiniGrid/BabyAI ids registered first), or :class:`BadInput`."""
+    import gymnasium as gym
+
+    if env_id.startswith(("MiniGrid", "BabyAI")):
+        import minigrid  # noqa: F401  (registers its envs)
+    try:
+        return gym.make(env_id, render_mode=render_mode)
+    except gym.error.Error as exc:
+        raise BadInput(f"env {env_id!r}: {exc}") from None
+
+
+def _space_key(description: dict[str, Any]) -> tuple:
+    if description.get("type") == "Discrete":
+        return ("Discrete", description.get("n"), description.get("start", 0))
+    return (description.get("type"), tuple(description.get("shape") or ()), description.get("dtype"))
+
+
+def _space_text(description: dict[str, Any]) -> str:
+    key = _space_key(description)
+    return f"Discrete({key[1]})" if key[0] == "Discrete" else f"{key[0]}(shape {list(key[1])}, {key[2]})"
+
+
+def quiet_rendering() -> None:
+    """Headless rendering without SDL's complaints on stderr (pygame-based envs)."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
+def load_policy(path: str, env_id: str, seed: int = 0, deterministic: bool = False) -> EvalPolicy:
+    """The checkpoint's policy and a factory of ``env_id`` envs it can act in, or :class:`BadInput`."""
+    import gymnasium as gym
+
+    from cleanrl_worker import checkpoint
+
+    try:
+        loaded = checkpoint.load_policy(path, seed=seed, deterministic=deterministic)
+        module = checkpoint.algorithm_module(loaded.algo)
+    except checkpoint.CheckpointError as exc:
+        raise BadInput(str(exc)) from None
+    make_env = functools.partial(module.make_eval_env, env_id)
+    try:
+        probe = make_env()
+    except gym.error.Error as exc:
+        raise BadInput(f"env {env_id!r}: {exc}") from None
+    try:
+        for name, space in (("observation", probe.observation_space), ("action", probe.action_space)):
+            recorded, actual = loaded.checkpoint[f"{name}_space"], checkpoint.describe_space(space)
+            if _space_key(recorded) != _space_key(actual):
+                raise BadInput(f"checkpoint {path} ({loaded.algo} on {loaded.env_id}) does not fit env {env_id}: "
+                               f"its {name} space is {_space_text(actual)}, the checkpoint's {_space_text(recorded)}")
+    finally:
+        probe.close()
+    if env_id != loaded.env_id:
+        print(f"warning: evaluating a policy trained on {loaded.env_id} on {env_id} (same spaces)", file=sys.stderr)
+    ckpt = loaded.checkpoint
+    info = {"path": str(Path(path).resolve()), "algo": loaded.algo, "env_id": loaded.env_id,
+            "global_step": loaded.global_step, "iteration": ckpt.get("iteration"),
+            "format_version": ckpt.get("format_version"), "versions": ckpt.get("versions"),
+            "observation_space": ckpt.get("observation_space"), "action_space": ckpt.get("action_space"),
+            "normalized_observations": bool((ckpt.get("normalization") or {}).get("observation")),
+            "size_bytes": Path(path).stat().st_size, "sha256": _sha256(path)}
+    return EvalPolicy(act=loaded.act, make_env=make_env, gamma=loaded.gamma, info=info)
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# Video -----------------------------------------------------------------------------------
+
+def _has_moviepy() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("moviepy") is not None
+
+
+class _GifRecorder:
+    """Wraps the first env made: records its first episode as ``<folder>/episode.gif`` (Pillow)."""
+
+    MAX_DIM, MAX_FRAMES = 320, 2000
+
+    def __init__(self, make_env: Callable[..., Any], folder: Path):
+        self.make_env, self.folder, self.made = make_env, folder, 0
+
+    def __call__(self, render_mode: str | None = None) -> Any:
+        import gymnasium as gym
+
+        self.made += 1
+        if self.made > 1:
+            return self.make_env(render_mode=render_mode)
+        folder, limits = self.folder, (self.MAX_DIM, self.MAX_FRAMES)
+
+        class Recorder(gym.Wrapper):
+            def __init__(self, env: Any):
+                super().__init__(env)
+                self.frames: list[Any] = []
+                self.saved = False
+
+            def reset(self, **kwargs: Any) -> Any:
+                result = self.env.reset(**kwargs)
+                self._capture()
+                return result
+
+            def step(self, action: Any) -> Any:
+                result = self.env.step(action)
+                self._capture()
+                if result[2] or result[3]:
+                    self._save()
+                return result
+
+            def close(self) -> None:
+                self._save()  # an episode cut by an outer TimeLimit ends here
+                super().close()
+
+            def _capture(self) -> None:
+                from PIL import Image
+
+                if self.saved or len(self.frames) >= limits[1]:
+                    return
+                frame = self.env.render()
+                if frame is None:
+                    return
+                image = Image.fromarray(np.asarray(frame, dtype=np.uint8))
+                image.thumbnail((limits[0], limits[0]))
+                self.frames.append(image.convert("P", palette=Image.Palette.ADAPTIVE))
+
+            def _save(self) -> None:
+                if self.saved or not self.frames:
+                    return
+                self.saved = True
+                folder.mkdir(parents=True, exist_ok=True)
+                fps = self.env.metadata.get("render_fps") or 30
+                self.frames[0].save(folder / "episode.gif", save_all=True, append_images=self.frames[1:],
+                                    duration=max(20, int(1000 / fps)), loop=0)
+                self.frames = []
+
+        return Recorder(self.make_env(render_mode="rgb_array"))
+
+
+# Evaluation --------------------------------------------------------------------------------
+
+def stats(values: list[float]) -> dict[str, float]:
+    array = np.asarray(values, dtype=np.float64)
+    return {"mean": float(array.mean()), "std": float(array.std()), "min": float(array.min()),
+            "max": float(array.max()), "median": float(np.median(array))}
+
+
+@dataclass
+class EvalOptions:
+    env_id: str
+    seed: int = 1
+    episodes: int = 10
+    batch_size: int = 1
+    gamma: float | None = None
+    repeat: int = 1
+    max_episode_steps: int | None = None
+    capture_video: bool = False
+    deterministic: bool = False
+
+
+def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Path("."),
+                   progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Evaluate ``policy`` as ``options`` say; writes the summary, scalars and videos under ``out_dir``."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from cleanrl_worker.evaluation import evaluate
+
+    gamma = policy.gamma if options.gamma is None else options.gamma
+    run_name = f"{options.env_id}__policy_eval__{options.seed}__{int(time.time())}"
+    writer = SummaryWriter(str(out_dir / "runs" / run_name))
+    video_root = out_dir / "videos" / run_name
+    use_moviepy = options.capture_video and _has_moviepy()
+    returns: list[float] = []
+    lengths: list[int] = []
+    discounted: list[float] = []
+    rounds: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {
+        "schema": SUMMARY_SCHEMA, "status": "running", "env_id": options.env_id, "seed": options.seed,
+        "eval_episodes": options.episodes, "batch_size": options.batch_size, "repeat": options.repeat,
+        "episodes_total": options.episodes * options.repeat, "gamma": gamma,
+        "gamma_source": "checkpoint" if options.gamma is None else "flag",
+        "max_episode_steps": options.max_episode_steps, "deterministic": options.deterministic,
+        "checkpoint": policy.info, "tensorboard_dir": str(Path("runs") / run_name),
+        "returns": returns, "lengths": lengths, "discounted_returns": discounted, "rounds": rounds,
+        "videos": [],
+    }
+    started = time.monotonic()
+    batches = -(-options.episodes // options.batch_size)
+    try:
+        for round_index in range(options.repeat):
+            round_start = len(returns)
+            for batch in range(batches):
+                first = round_index * options.episodes + batch * options.batch_size
+                count = min(options.batch_size, options.episodes - batch * options.batch_size)
+                make_env, video_dir = policy.make_env, video_root / f"episode_{first:05d}"
+                if options.capture_video and not use_moviepy:
+                    make_env = _GifRecorder(policy.make_env, video_dir)
+                result = evaluate(policy.act, make_env, episodes=count, num_envs=count, seed=options.seed + first,
+                                  gamma=gamma, max_episode_steps=options.max_episode_steps,
+                                  capture_video=use_moviepy, video_dir=video_dir if use_moviepy else None)
+                for offset, (raw, length, disc) in enumerate(
+                        zip(result.returns, result.lengths, result.discounted_returns)):
+                    writer.add_scalar("eval/episodic_return", raw, first + offset)
+                    writer.add_scalar("eval/episodic_length", length, first + offset)
+                    writer.add_scalar("eval/discounted_return", disc, first + offset)
+                returns += result.returns
+                lengths += result.lengths
+                discounted += result.discounted_returns
+                event = {"round": round_index, "batch": batch, "batches": batches, "episodes_done": len(returns),
+                         "episodes_total": summary["episodes_total"], "batch_returns": result.returns,
+                         "batch_mean_return": float(np.mean(result.returns)), "mean_return": float(np.mean(returns))}
+                if progress:
+                    progress(event)
+                write_json_atomic(out_dir / SUMMARY_FILE, _finish(summary, started, "running", out_dir))
+            round_returns = returns[round_start:]
+            rounds.append({"round": round_index, "first_seed": options.seed + round_start, **stats(round_returns)})
+            writer.add_scalar("eval/mean_return", rounds[-1]["mean"], round_index)
+        summary = _finish(summary, started, "completed", out_dir)
+        write_json_atomic(out_dir / SUMMARY_FILE, summary)
+        return summary
+    finally:
+        writer.close()
+
+
+def _finish(summary: dict[str, Any], started: float, status: str, out_dir: Path) -> dict[str, Any]:
+    done = {**summary, "status": status, "episodes": len(summary["returns"]),
+            "episode_seeds": [summary["seed"] + k for k in range(len(summary["returns"]))]}
+    if summary["returns"]:
+        done.update({"return": stats(summary["returns"]), "length": stats(summary["lengths"]),
+                     "discounted_return": stats(summary["discounted_returns"])})
+    videos = out_dir / "videos"
+    if videos.is_dir():
+        done["videos"] = sorted(str(p.relative_to(out_dir)) for p in videos.rglob("*") if p.suffix in (".mp4", ".gif"))
+    elapsed = time.monotonic() - started
+    done["timing"] = {"seconds": round(elapsed, 3),
+                      "episodes_per_second": round(len(summary["returns"]) / elapsed, 3) if elapsed > 0 else None}
+    return done
+
+
+# Command line ------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m cleanrl_worker.policy_eval",
+                     description="Evaluate a .cleanrl_model checkpoint in batches; writes eval_summary.json.")
+    parser.add_argument("--policy-path", required=True, help="the .cleanrl_model checkpoint")
+    parser.add_argument("--env-id", required=True, help="env to evaluate on (spaces must match the checkpoint's)")
+    parser.add_argument("--seed", type=int, default=1, help="episode k starts from env seed SEED + k")
+    parser.add_argument("--eval-episodes", type=int, default=10, help="episodes per round")
+    parser.add_argument("--eval-batch-size", type=int, default=1, help="episodes played in parallel (vector env size)")
+    parser.add_argument("--eval-gamma", type=float, default=None,
+                        help="discount of the reported discounted return (default: the checkpoint's gamma)")
+    parser.add_argument("--eval-repeat", type=int, default=1, help="rounds of --eval-episodes episodes")
+    parser.add_argument("--eval-max-episode-steps", type=int, default=None, help="step limit of each episode")
+    parser.add_argument("--eval-capture-video", action="store_true", help="record each batch's first episode")
+    parser.add_argument("--eval-deterministic", action="store_true", help="greedy/mean actions instead of sampling")
+    return parser
+
+
+def options_from(ns: argparse.Namespace) -> EvalOptions:
+    checks = [("--eval-episodes", ns.eval_episodes, ns.eval_episodes >= 1, "an integer >= 1"),
+              ("--eval-batch-size", ns.eval_batch_size, ns.eval_batch_size >= 1, "an integer >= 1"),
+              ("--eval-repeat", ns.eval_repeat, ns.eval_repeat >= 1, "an integer >= 1"),
+              ("--eval-gamma", ns.eval_gamma, ns.eval_gamma is None or 0.0 <= ns.eval_gamma <= 1.0,
+               "a discount factor in [0, 1] (the episode step limit is --eval-max-episode-steps)"),
+              ("--eval-max-episode-steps", ns.eval_max_episode_steps,
+               ns.eval_max_episode_steps is None or ns.eval_max_episode_steps >= 1, "an integer >= 1"),
+              ("--seed", ns.seed, ns.seed >= 0, "an integer >= 0")]
+    for flag, value, ok, expected in checks:
+        if not ok:
+            raise BadInput(f"{flag} must be {expected}, got {value}")
+    return EvalOptions(env_id=ns.env_id, seed=ns.seed, episodes=ns.eval_episodes,
+                       batch_size=min(ns.eval_batch_size, ns.eval_episodes), gamma=ns.eval_gamma,
+                       repeat=ns.eval_repeat, max_episode_steps=ns.eval_max_episode_steps,
+                       capture_video=ns.eval_capture_video, deterministic=ns.eval_deterministic)
+
+
+def _report(event: dict[str, Any]) -> None:
+    emit_event("eval_batch", event)
+    print(f"eval: {event['episodes_done']}/{event['episodes_total']} episodes, "
+          f"mean return {event['mean_return']:.2f}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    from mosaic_core import child
+
+    child.install()  # a no-op outside a MOSAIC run
+    quiet_rendering()
+    try:
+        options = options_from(ns)
+        import torch
+
+        torch.set_num_threads(1)  # small batches: one thread is fastest and leaves cores to the envs
+        torch.manual_seed(options.seed)
+        np.random.seed(options.seed)
+        policy = load_policy(ns.policy_path, options.env_id, seed=options.seed, deterministic=options.deterministic)
+    except BadInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary = run_evaluation(policy, options, progress=_report)
+    ret = summary["return"]
+    print(f"eval: {summary['episodes']} episodes of {options.env_id}: return {ret['mean']:.2f} ± {ret['std']:.2f} "
+          f"(min {ret['min']:.2f}, max {ret['max']:.2f}); discounted (gamma {summary['gamma']}) "
+          f"{summary['discounted_return']['mean']:.3f}; summary in {SUMMARY_FILE}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
