@@ -72,5 +72,5 @@ class ProgressView:
             if self.finished:
                 return
             self.finished = True
-            self._progress.update(self._task, description=f"{self._progress.tasks[0].description} [{status}]")
+            self._progress.update(self._task, description=f"{self._progress.tasks[0].description} ({status})")
             self._progress.stop()
