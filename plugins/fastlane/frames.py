@@ -28,9 +28,9 @@ def downscale(image: np.ndarray, max_dim: int) -> np.ndarray:
     longest = max(height, width)
     if longest <= max_dim:
         return image
-    factor = math.ceil(longest / max_dim)
-    if longest // factor <= max_dim and longest / factor == longest // factor:
-        return image[::factor, ::factor]  # exact integer factor: a strided view
+    if longest % max_dim == 0:
+        factor = longest // max_dim
+        return image[::factor, ::factor]  # an exact integer factor: a strided view, no copy
     scale = max_dim / longest
     rows = (np.arange(max(1, round(height * scale))) / scale).astype(np.intp)
     cols = (np.arange(max(1, round(width * scale))) / scale).astype(np.intp)

@@ -137,6 +137,7 @@ class SegmentOwner:
         self.capacity = max_dim * max_dim * layout.BYTES_PER_PIXEL_MAX
         self.size = layout.segment_size(slot_count, self.capacity)
         fd = self._create_exclusive()
+        self.inode = os.fstat(fd).st_ino
         try:
             try:
                 os.posix_fallocate(fd, 0, self.size)  # reserve the pages now: no SIGBUS later
@@ -189,23 +190,20 @@ class SegmentOwner:
         self.replaced_stale = reason
 
     def remove(self) -> bool:
-        """Unlink the segment (idempotent). Mappings stay valid until their holders unmap."""
+        """Unlink the segment we created (idempotent; never a newer one with the same name).
+
+        Mappings held by writers and readers stay valid until they unmap.
+        """
         if self.removed:
             return False
         self.removed = True
         try:
-            mapping = Mapping(self.path, writable=False)
-        except FastLaneError:
-            return False
-        mine = mapping.header.owner_pid == os.getpid()
-        mapping.close()
-        if mine:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
+            if os.stat(self.path).st_ino != self.inode:
                 return False
-        return mine
-
+            os.unlink(self.path)
+        except FileNotFoundError:
+            return False
+        return True
 
 def slot_status(mapping: Mapping) -> list[dict]:
     """Per slot: writer, frames published and the newest frame's metrics (no pixels copied)."""

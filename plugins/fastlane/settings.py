@@ -156,6 +156,10 @@ def resolve(extras: Mapping[str, Any], segment: str, shm_dir: str, num_envs: int
     slots = 1 if mode != "grid" else min(grid_limit, num_envs or grid_limit)
     interval = environ.get(INTERVAL_VAR, "").strip()
     max_dim = environ.get(MAX_DIM_VAR, "").strip()
+    if mode == "off" or _interval_problem(interval):
+        interval = ""  # off runs ignore the variables; problems() reports bad ones of live runs
+    if mode == "off" or _max_dim_problem(max_dim):
+        max_dim = ""
     return Settings(mode=mode, segment=segment, shm_dir=shm_dir, slot=extras.get("fastlane_slot", 0),
                     grid_limit=grid_limit, slots=slots,
                     interval_ms=float(interval) if interval else DEFAULT_INTERVAL_MS,
