@@ -1,6 +1,6 @@
 """The training process: install MOSAIC's patch points, then run a CleanRL script as ``__main__``.
 
-``python -m cleanrl_worker.launch SCRIPT [--root DIR] -- ARGS...`` sets ``sys.argv`` and
+``python -m cleanrl_worker.launch [--root DIR] SCRIPT -- ARGS...`` sets ``sys.argv`` and
 ``__file__`` as if the script were run directly (CleanRL scripts have no ``main()``), puts the
 CleanRL checkout root on ``sys.path`` (for ``cleanrl_utils``) and never swallows an exception:
 a crash prints its traceback to the run's stderr log and exits non-zero.

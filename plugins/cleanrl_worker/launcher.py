@@ -5,7 +5,6 @@ dry run and the real run take exactly the same decisions.
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,6 @@ from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import RunContext
 
 MODES = ("train", "resume_training", "policy_eval")
-CLEANRL_HOME_VAR = "MOSAIC_CLEANRL_HOME"
 
 
 @dataclass
@@ -109,8 +107,7 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
     mode = "interactive" if interactive else _mode(config)
-    home = config.extras.get("cleanrl_home") or os.environ.get(CLEANRL_HOME_VAR) or None
-    algorithm = resolve(config.algo, cleanrl_home=home, cwd=Path.cwd())
+    algorithm = resolve(config.algo, cleanrl_home=config.extras.get("cleanrl_home"), cwd=Path.cwd())
     script_argv = base_flags(config) + extras_to_flags(config.extras) + host.build_args(config)
     notes: list[str] = []
     if mode == "policy_eval":
@@ -126,10 +123,10 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
     else:
         if mode == "resume_training":
             script_argv += ["--resume-from", str(_existing_file(config, "checkpoint_path"))]
-        check_script_argv(algorithm.script, script_argv)
-        command = [sys.executable, "-m", "cleanrl_worker.launch", str(algorithm.script)]
+        notes += check_script_argv(algorithm.script, script_argv)
+        command = [sys.executable, "-m", "cleanrl_worker.launch"]
         if algorithm.checkout_root:
             command += ["--root", str(algorithm.checkout_root)]
-        command += ["--", *script_argv]
+        command += [str(algorithm.script), "--", *script_argv]
     return LaunchPlan(config=config, algorithm=algorithm, script_argv=script_argv, command=command,
                       env=host.child_env(run), cwd=run.run_dir, mode=mode, notes=notes)
