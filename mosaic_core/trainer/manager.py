@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import stat
 import sys
 import threading
@@ -17,7 +18,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import Any, Callable
 
 from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.events import TERMINAL
@@ -26,6 +27,7 @@ from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, Run
 from mosaic_core.trainer.submission import Submission
 
 KILL_MARGIN_S = 5.0  # the daemon waits this much longer than `mosaic run` itself before SIGKILL
+PIPE_LINGER_S = 2.0  # after the worker exited, how long its stdout may stay open
 
 
 @dataclass(frozen=True)
@@ -202,19 +204,39 @@ class RunManager:
 
     # ------------------------------------------------------------------ a run's stdout
     def _read_stdout(self, proc: RunProcess) -> None:
-        stream: IO[bytes] = proc.popen.stdout
+        """Read JSONL events until EOF. Once the worker has exited, its leftovers are stopped
+        (one may hold the pipe open); reading then ends at EOF or after PIPE_LINGER_S."""
+        fd = proc.popen.stdout.fileno()
+        pending, exited_at = b"", None
         try:
-            for line in stream:
-                try:
-                    record = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue  # not an event (a worker must print only JSONL; ignore the rest)
-                if isinstance(record, dict) and isinstance(record.get("event"), str):
-                    self._on_event(proc, record)
+            while True:
+                if select.select([fd], [], [], 0.25)[0]:
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        self._on_line(proc, line)
+                elif proc.popen.poll() is not None:
+                    if exited_at is None:
+                        exited_at = time.monotonic()
+                        self._stop_leftovers(proc)
+                    elif time.monotonic() - exited_at > PIPE_LINGER_S:
+                        break
         finally:
-            stream.close()
+            if pending:
+                self._on_line(proc, pending)
+            proc.popen.stdout.close()
             proc.popen.wait()
             self._finished(proc)
+
+    def _on_line(self, proc: RunProcess, line: bytes) -> None:
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return  # not an event (a worker prints only JSONL on stdout; anything else is ignored)
+        if isinstance(record, dict) and isinstance(record.get("event"), str):
+            self._on_event(proc, record)
 
     def _on_event(self, proc: RunProcess, record: dict[str, Any]) -> None:
         event, payload = record["event"], record.get("payload")
@@ -229,11 +251,13 @@ class RunManager:
         elif event == "heartbeat":
             self.store.update(proc.run_id, check=not_final, last_heartbeat=now)
         elif event in TERMINAL:
-            proc.terminal = record
-            self._settle(proc, event, payload)
+            proc.terminal = record  # recorded once the process has exited (see _finished)
 
-    def _settle(self, proc: RunProcess, event: str | None, payload: dict[str, Any]) -> None:
-        """Record how a run ended, unless the daemon already decided (timeout, restart)."""
+    def _settle(self, proc: RunProcess) -> None:
+        """Record how a run ended, unless the daemon already decided (heartbeat timeout)."""
+        event = proc.terminal["event"] if proc.terminal else None
+        payload = proc.terminal.get("payload") if proc.terminal else None
+        payload = payload if isinstance(payload, dict) else {}
         if proc.stop_reason is not None and proc.stop_status == FAULT:
             event = "run_failed"
         elif proc.stop_reason is not None and event in (None, "run_failed"):
@@ -258,15 +282,15 @@ class RunManager:
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         return f"worker process {how} without a terminal event" + (f": {last}" if last else "")
 
-    def _finished(self, proc: RunProcess) -> None:
+    def _stop_leftovers(self, proc: RunProcess) -> None:
         pgid = proc.popen.pid
         if processes.group_alive(pgid):
             processes.stop_group(pgid, 0.5, proc.popen)
         processes.sweep_cwd(proc.run_dir)
-        if proc.terminal is None:
-            self._settle(proc, None, {})
-        elif proc.popen.returncode is not None:
-            self.store.update(proc.run_id, exit_code=proc.popen.returncode)
+
+    def _finished(self, proc: RunProcess) -> None:
+        self._stop_leftovers(proc)
+        self._settle(proc)
         with self._lock:
             self._procs.pop(proc.run_id, None)
         with self.store.changed:

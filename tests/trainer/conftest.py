@@ -1,0 +1,127 @@
+"""Daemon fixtures: a real daemon on a free loopback port, in this process or in its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from mosaic_core.trainer import client
+from mosaic_core.trainer.daemon import DaemonOptions, TrainerDaemon
+
+from .fake_worker import command as fake_command
+
+HERE = Path(__file__).parent
+CONFIG = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 100}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    """Poll until ``predicate()`` is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def record(target: str, run_id: str):
+    return next((r for r in client.list_runs(target) if r.run_id == run_id), None)
+
+
+def wait_final(target: str, run_id: str, timeout: float = 60.0):
+    from mosaic_core.trainer.protocol import FINAL_STATUSES
+
+    return wait_for(lambda: (r := record(target, run_id)) is not None and r.status in FINAL_STATUSES and r,
+                    timeout, f"run {run_id} to end")
+
+
+def fake_config(fake: dict | None = None, extras: dict | None = None, **fields: Any) -> str:
+    """A worker config JSON whose ``extras.fake`` drives the fake worker."""
+    return json.dumps({**CONFIG, **fields, "extras": {"fake": fake or {}, **(extras or {})}})
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def start_daemon(state_dir: Path):
+    """``start_daemon(**DaemonOptions overrides)`` → a started TrainerDaemon (fake worker runs)."""
+    daemons: list[TrainerDaemon] = []
+
+    def start(**overrides: Any) -> TrainerDaemon:
+        options = {"state_dir": state_dir, "listen": "127.0.0.1:0", "gpus": 0, "grace_period": 1.0,
+                   "heartbeat_timeout": 30.0, "worker_command": fake_command, **overrides}
+        daemon = TrainerDaemon(DaemonOptions(**options))
+        daemon.start()
+        daemons.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in daemons:
+        daemon.stop()
+
+
+@pytest.fixture
+def daemon(start_daemon) -> TrainerDaemon:
+    return start_daemon()
+
+
+class DaemonProcess:
+    """A daemon in its own process (``daemon_main.py``, fake worker runs, or ``mosaic daemon``)."""
+
+    def __init__(self, argv: list[str], cwd: Path):
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("MOSAIC_CHILD", None)
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"daemon did not start: {self.proc.stderr.read()}")
+        ready = json.loads(line)
+        self.target, self.pid = ready["listen_address"], ready["pid"]
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+
+
+@pytest.fixture
+def daemon_process(tmp_path: Path):
+    """``daemon_process(*args, mosaic=False)`` starts a daemon process; stopped after the test."""
+    started: list[DaemonProcess] = []
+
+    def start(*args: str, mosaic: bool = False) -> DaemonProcess:
+        if mosaic:
+            argv = [str(Path(sys.executable).with_name("mosaic")), "daemon", "--listen", "127.0.0.1:0", *args]
+        else:
+            argv = [sys.executable, str(HERE / "daemon_main.py"), *args]
+        process = DaemonProcess(argv, tmp_path)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
