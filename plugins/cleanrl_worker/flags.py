@@ -151,15 +151,16 @@ def flag_problems(extras: Any) -> list[str]:
     return _flags_and_problems(extras)[1]
 
 
-def extras_to_flags(extras: dict[str, Any]) -> list[str]:
+def extras_to_flags(extras: dict[str, Any], *, source: str | None = None) -> list[str]:
     """The argv items for ``extras``: top-level keys in order, then ``algo_params``.
 
-    Raises :class:`ConfigError` naming the first bad key (and how many more there are).
+    Raises :class:`ConfigError` naming the first bad key (and how many more there are);
+    ``source`` is the config file, named in the message when given.
     """
     argv, problems = _flags_and_problems(extras)
     if problems:
         more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})" if len(problems) > 1 else ""
-        error = ConfigError(problems[0] + more)
+        error = ConfigError(problems[0] + more, source=source)
         error.field = problems[0].split(":", 1)[0]
         raise error
     return argv

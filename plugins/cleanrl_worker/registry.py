@@ -7,7 +7,8 @@ wins; explicit choices beat defaults):
 1. ``script``      -- ``--algo path/to/x.py`` (anything with a ``/`` or ending in ``.py``),
                       resolved against the current directory; the file must exist.
 2. ``entry_point`` -- a ``mosaic.cleanrl.algorithms`` entry point of an installed package:
-                      ``pkg.module`` (that module's file, found without importing it) or
+                      ``pkg.module`` (that module's file, found with find_spec: the module
+                      itself is never imported, only its parent package) or
                       ``pkg.module:func`` (a function returning the script's path).
 3. ``checkout``    -- an upstream CleanRL git checkout named by ``extras.cleanrl_home`` or,
                       failing that, ``MOSAIC_CLEANRL_HOME``: ``<home>/cleanrl/<name>.py``

@@ -273,6 +273,9 @@ def validate_argv(argv: list[str], fields: Mapping[str, ArgField] | ScriptArgs) 
             values.append(argv[i])
             i += 1
         if flag not in table:
+            nested = table.get(flag.split(".", 1)[0])
+            if "." in flag and nested and nested[0].kind == "other":
+                continue  # a field of a nested dataclass (``--outer.inner``): tyro checks those
             close = difflib.get_close_matches(flag.replace("_", "-"), canonical, n=1, cutoff=0.6)
             problems.append(f"unknown flag {flag}" + (f" (did you mean {close[0]}?)" if close else ""))
             continue

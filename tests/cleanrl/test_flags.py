@@ -121,6 +121,8 @@ def test_objects_and_bad_keys_and_values_are_errors_naming_the_key():
     assert "NUL" in str(problem_of({"exp_name": "a\x00b"}))
     assert "cannot be passed" in str(problem_of({"exp_name": object()}))
     assert "extras: must be an object" in str(problem_of([1]))
+    with pytest.raises(ConfigError, match=r"extras.policy: .* \(file run.json\)$"):
+        extras_to_flags({"policy": {}}, source="run.json")
 
 
 @pytest.mark.parametrize("key", sorted(CONFIG_FIELDS))

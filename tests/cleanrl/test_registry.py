@@ -273,3 +273,19 @@ def test_mosaic_algos_bad_home_is_one_line_exit_2(mosaic, tmp_path):
     result = mosaic("algos", "--cleanrl-home", str(tmp_path / "nope"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0 and "--cleanrl-home=" in result.stderr
+
+
+def test_the_worker_modules_stay_import_light():
+    """What the host imports to plan a run never pulls in torch, gymnasium, tyro or the like."""
+    code = f"""
+import sys
+from cleanrl_worker import plugin, registry, flags, script_args
+registry.list_algorithms({str(CHECKOUT)!r})
+registry.resolve('example_random')
+flags.extras_to_flags({{'learning_rate': 0.1, 'algo_params': {{'track': True}}}})
+script_args.check_script_argv({str(CHECKOUT / 'cleanrl' / 'dqn.py')!r}, ['--seed', '1'])
+heavy = ('torch', 'gymnasium', 'tyro', 'tensorboard', 'wandb', 'matplotlib', 'numpy', 'rich')
+print(sorted(m for m in heavy if m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
