@@ -131,17 +131,27 @@ def _describe(ep: metadata.EntryPoint) -> str:
 
 
 # ------------------------------------------------------------------------------------ sources
+def _shown(text: object) -> str:
+    """A path or value as it can be printed on one line."""
+    text = str(text)
+    return text if text.isprintable() else repr(text)
+
+
 def _from_script(algo: str, cwd: Path) -> ResolvedAlgorithm:
-    path = (cwd / Path(algo).expanduser()).resolve()
-    if not path.exists():
+    try:
+        path = (cwd / Path(algo).expanduser()).resolve()
+        exists, is_file = path.exists(), path.is_file()
+        root = next((p for p in list(path.parents)[:3] if (p / "cleanrl_utils").is_dir()), None)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise UsageError(f"--algo {_shown(algo)}: not a usable script path ({exc})") from exc
+    if not exists:
         hint = ""
         stem = Path(algo).stem
         if "/" not in algo and stem in set(CLEANRL_ALGORITHMS) | set(bundled_names()) | set(_EntryPoints.scan().by_name):
             hint = f"; to run the registered algorithm, use --algo {stem}"
-        raise UsageError(f"--algo {algo}: script {path} does not exist{hint}")
-    if not path.is_file() or path.suffix != ".py":
-        raise UsageError(f"--algo {algo}: {path} is not a Python script (a .py file)")
-    root = next((p for p in list(path.parents)[:3] if (p / "cleanrl_utils").is_dir()), None)
+        raise UsageError(f"--algo {_shown(algo)}: script {_shown(path)} does not exist{hint}")
+    if not is_file or path.suffix != ".py":
+        raise UsageError(f"--algo {_shown(algo)}: {_shown(path)} is not a Python script (a .py file)")
     detail = f"script path {algo}" + (f"; CleanRL checkout root {root} goes on sys.path" if root else "")
     return ResolvedAlgorithm(path.stem, path, "script", root, detail)
 
@@ -171,6 +181,8 @@ def checkout_home(cleanrl_home: str | os.PathLike | None, cwd: Path,
                   origin: str = "extras.cleanrl_home") -> tuple[Path, str] | None:
     """The CleanRL checkout to use and where it was named, or None; bad paths are an error."""
     if cleanrl_home not in (None, ""):
+        if not isinstance(cleanrl_home, (str, os.PathLike)):
+            raise UsageError(f"{origin} must be the path of a CleanRL checkout, got {cleanrl_home!r}")
         raw = os.fspath(cleanrl_home)
         origin = HOME_VAR if raw == os.environ.get(HOME_VAR) else origin
     elif os.environ.get(HOME_VAR):
@@ -244,7 +256,7 @@ def resolve(algo: str, *, cleanrl_home: str | os.PathLike | None = None, cwd: st
     if is_script_path(algo):
         return _from_script(algo, cwd)
     if not NAME.match(algo):
-        raise UsageError(f"--algo {algo!r} is neither an algorithm name (letters, digits, _) nor a path to a .py script")
+        raise UsageError(f"--algo {_shown(algo)} is neither an algorithm name (letters, digits, _) nor a path to a .py script")
     eps = _EntryPoints.scan().by_name.get(algo)
     if eps:
         return _from_entry_point(algo, eps)

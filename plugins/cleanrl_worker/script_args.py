@@ -176,9 +176,11 @@ def read_script_args(script: str | Path, class_name: str = "Args") -> ScriptArgs
     """Parse ``script`` (never run it) and return its ``Args`` fields in definition order."""
     path = Path(script)
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except OSError as exc:
-        raise UsageError(f"cannot read script {path}: {exc.strerror or exc}") from exc
+        source = path.read_bytes()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read script {path!s:.200}: {getattr(exc, 'strerror', None) or exc}") from exc
+    try:
+        tree = ast.parse(source, filename=str(path))
     except (SyntaxError, ValueError) as exc:
         line = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
         raise UsageError(f"script {path} is not valid Python{line}: {getattr(exc, 'msg', exc)}") from exc

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cleanrl_worker import registry
 from cleanrl_worker.registry import RESOLUTION_ORDER, list_algorithms, resolve
@@ -188,6 +190,7 @@ def test_checkout_without_the_name_falls_through_and_says_so(tmp_path):
 
 def test_bad_checkout_paths(tmp_path, monkeypatch):
     assert "is not a directory" in error_of("dqn", cleanrl_home=tmp_path / "missing", cwd=tmp_path)
+    assert "extras.cleanrl_home must be the path" in error_of("dqn", cleanrl_home=5, cwd=tmp_path)
     (tmp_path / "empty").mkdir()
     assert "no cleanrl/ folder" in error_of("dqn", cleanrl_home=tmp_path / "empty", cwd=tmp_path)
     home = make_checkout(tmp_path / "repo", "dqn")
@@ -289,3 +292,14 @@ print(sorted(m for m in heavy if m in sys.modules))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.sampled_from("ab./_~\x00\n") | st.characters(), max_size=30) | st.just("a" * 300 + ".py"))
+def test_any_algo_string_resolves_or_gives_a_one_line_usage_error(algo):
+    try:
+        found = resolve(algo, cwd=CHECKOUT)
+    except UsageError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert found.source in RESOLUTION_ORDER and found.script.is_file()
