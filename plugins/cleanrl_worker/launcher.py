@@ -108,7 +108,7 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
     mode = "interactive" if interactive else _mode(config)
     algorithm = resolve(config.algo, cleanrl_home=config.extras.get("cleanrl_home"), cwd=Path.cwd())
-    script_argv = base_flags(config) + extras_to_flags(config.extras) + host.build_args(config)
+    script_argv = base_flags(config) + extras_to_flags(config.extras, source=config.source) + host.build_args(config)
     notes: list[str] = []
     if mode == "policy_eval":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
