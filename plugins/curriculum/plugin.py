@@ -58,7 +58,7 @@ def mosaic_validate_config(config: WorkerConfig) -> list[str] | None:
     first = schedule.stages[0].env_id
     if config.env_id != first:
         problems.append(f"env_id {config.env_id!r} differs from the first stage of extras.{SCHEDULE_KEY} "
-                        f"({first!r}); the script's --env-id must be the first stage (or leave --env-id out)")
+                        f"({first!r}): the script starts on the first stage, so use --env-id {first}")
     from mosaic_curriculum.spaces import check_stage_spaces
 
     return problems + check_stage_spaces(schedule)

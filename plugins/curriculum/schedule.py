@@ -80,6 +80,8 @@ def parse_condition(text: Any) -> Condition:
         raise ConditionError(f"must be a string like 'steps>=100000', got {type(text).__name__}")
     if not text.strip():
         raise ConditionError("is empty; write e.g. 'steps>=100000'")
+    if "&" in text:
+        raise ConditionError("'&' (AND) is not supported: a condition is clauses joined by '|' (OR)")
     clauses = []
     for part in text.split("|"):
         match = _CLAUSE.match(part)

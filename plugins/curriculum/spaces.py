@@ -101,6 +101,8 @@ def _one_line(exc: BaseException) -> str:
 
 def check_stage_spaces(schedule: Schedule) -> list[str]:
     """Make every stage's env once and compare its spaces with stage 0's; returns problems."""
+    import gymnasium  # noqa: F401  (first, so its own warning filters cannot undo ours)
+
     problems: list[str] = []
     made: dict[str, tuple[Any, Any]] = {}
     with warnings.catch_warnings():
