@@ -66,14 +66,12 @@ def open_reader(run_id: str, runs_dir: str | None) -> "FastLaneReader":
     """A reader of the run's segment, or an error that says why there is none."""
     from mosaic_core.config import check_run_id
     from mosaic_fastlane.reader import FastLaneReader
-    from mosaic_fastlane.segment import FastLaneError
+    from mosaic_fastlane.segment import SegmentMissing
 
     check_run_id(run_id)
     try:
         return FastLaneReader(run_id)
-    except FastLaneError as exc:
-        if "no FastLane segment" not in str(exc):
-            raise
+    except SegmentMissing:
         raise MosaicError(explain_missing(run_id, runs_dir)) from None
 
 

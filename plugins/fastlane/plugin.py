@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mosaic_core.hookspecs import hookimpl
@@ -37,30 +38,35 @@ class HostState:
 
     settings: settings.Settings
     owner: "SegmentOwner | None" = None
+    create_failed: bool = False
     errors: list[str] = field(default_factory=list)
 
 
 def _host_state(run: "RunContext") -> HostState | None:
-    """Create the segment on first use (run_started or child_env, whichever comes first)."""
-    if STATE_KEY in run.state:
-        return run.state[STATE_KEY]
-    extras = run.config.extras
-    if not settings.is_enabled(extras):
-        return None
+    """The run's resolved settings (None when FastLane is off). Creates nothing: a dry run
+    asks for the child's environment too, and must leave no segment behind."""
+    if STATE_KEY not in run.state:
+        extras = run.config.extras
+        if not settings.is_enabled(extras):
+            return None
+        resolved = settings.resolve(extras, layout.segment_name(run.run_id), str(layout.shm_dir()))
+        run.state[STATE_KEY] = HostState(resolved)
+    return run.state[STATE_KEY]
+
+
+def _create_segment(state: HostState, run: "RunContext") -> None:
     from mosaic_fastlane.segment import SegmentOwner, SharedMemoryUnavailable
 
-    directory = layout.shm_dir()
-    resolved = settings.resolve(extras, layout.NAME_PREFIX + run.run_id, str(directory))
-    state = run.state[STATE_KEY] = HostState(resolved)
+    resolved = state.settings
     try:
         state.owner = SegmentOwner(run.run_id, mode=layout.Mode.GRID if resolved.mode == "grid" else layout.Mode.SINGLE,
                                    slot_count=resolved.slots, max_dim=resolved.max_dim,
-                                   interval_ms=resolved.interval_ms, directory=directory)
+                                   interval_ms=resolved.interval_ms, directory=Path(resolved.shm_dir))
     except SharedMemoryUnavailable as exc:
+        state.create_failed = True
         message = f"{exc}; FastLane is disabled for run {run.run_id} (training goes on)"
         state.errors.append(message)
         print(f"mosaic fastlane: {message}", file=sys.stderr, flush=True)
-    return state
 
 
 def _status(state: HostState) -> dict[str, Any]:
@@ -95,13 +101,17 @@ def mosaic_validate_config(config: "WorkerConfig") -> list[str] | None:
 
 @hookimpl
 def mosaic_run_started(run: "RunContext") -> None:
-    _host_state(run)
+    state = _host_state(run)
+    if state is not None and state.owner is None and not state.create_failed:
+        _create_segment(state, run)
 
 
 @hookimpl
 def mosaic_child_env(run: "RunContext") -> dict[str, str] | None:
+    # Usually called before run_started creates the segment; if creating it fails, the
+    # training process finds no segment and stays quiet (the host has warned already).
     state = _host_state(run)
-    if state is None or state.owner is None:
+    if state is None or state.create_failed:
         return None
     return {settings.CHILD_VAR: state.settings.to_env()}
 
@@ -109,7 +119,9 @@ def mosaic_child_env(run: "RunContext") -> dict[str, str] | None:
 @hookimpl
 def mosaic_on_child_message(run: "RunContext", kind: str, payload: dict[str, Any]) -> None:
     state = run.state.get(STATE_KEY)
-    if kind == "fastlane" and state is not None and isinstance(payload.get("error"), str):
+    if state is None or state.create_failed:
+        return  # the host's own error already explains why the training process has no segment
+    if kind == "fastlane" and isinstance(payload.get("error"), str):
         if payload["error"] not in state.errors:
             state.errors.append(payload["error"])
 
@@ -185,9 +197,11 @@ def _frame_host() -> Any:
 @hookimpl
 def mosaic_env_make_kwargs(child: "ChildContext", env_id: str, env_index: int | None,
                            kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    if "render_mode" in kwargs or _child_settings(env_index) is None or not _supports_rgb_array(env_id):
-        return None  # the script's own render_mode always wins
-    return {"render_mode": "rgb_array"}
+    # A render_mode the script chose always wins; an explicit None is gym.make's default, not a
+    # choice, so FastLane still offers rgb_array (the host decides whether None may be filled in).
+    if kwargs.get("render_mode") is not None or _child_settings(env_index) is None:
+        return None
+    return {"render_mode": "rgb_array"} if _supports_rgb_array(env_id) else None
 
 
 @hookimpl

@@ -25,6 +25,10 @@ class FastLaneError(MosaicError):
     """A FastLane segment is missing, foreign, from another version, or already written."""
 
 
+class SegmentMissing(FastLaneError):
+    """There is no segment with that name (the run has none, or it ended)."""
+
+
 class SharedMemoryUnavailable(FastLaneError):
     """Shared memory could not be created (no space, permission, name too long…)."""
 
@@ -78,7 +82,7 @@ class Mapping:
         try:
             fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
         except FileNotFoundError:
-            raise FastLaneError(f"no FastLane segment {self.name} in {path.parent}") from None
+            raise SegmentMissing(f"no FastLane segment {self.name} in {path.parent}") from None
         except OSError as exc:
             raise FastLaneError(f"cannot open FastLane segment {path}: {exc.strerror}") from None
         try:
@@ -121,6 +125,11 @@ def open_segment(run_id: str | None = None, *, name: str | None = None, director
     return Mapping((directory or layout.shm_dir()) / name, writable)
 
 
+def _reason(exc: OSError) -> str:
+    return {errno.ENOENT: "the directory does not exist", errno.ENAMETOOLONG: "name too long"}.get(
+        exc.errno, exc.strerror or str(exc))
+
+
 class SegmentOwner:
     """The host's handle on a run's segment: creates it, and unlinks it exactly once."""
 
@@ -136,38 +145,46 @@ class SegmentOwner:
         self.path = self.directory / self.name
         self.capacity = max_dim * max_dim * layout.BYTES_PER_PIXEL_MAX
         self.size = layout.segment_size(slot_count, self.capacity)
-        fd = self._create_exclusive()
-        self.inode = os.fstat(fd).st_ino
+        # Build the segment under a private name, then link it into place: a reader never sees
+        # a half-made segment, and an existing one is never overwritten by accident.
+        tmp = self.directory / f".{self.name}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError as exc:
+            raise SharedMemoryUnavailable(f"cannot create {self.path}: {_reason(exc)}") from None
         try:
             try:
                 os.posix_fallocate(fd, 0, self.size)  # reserve the pages now: no SIGBUS later
             except OSError as exc:
-                os.unlink(self.path)
                 raise SharedMemoryUnavailable(
                     f"cannot reserve {self.size} bytes for {self.path}: {exc.strerror}") from None
             pid = os.getpid()
-            header = HEADER.pack(MAGIC, LAYOUT_VERSION, layout.HEADER_SIZE, slot_count, int(mode),
-                                 layout.slot_size(self.capacity), self.capacity, pid, max_dim,
-                                 layout.process_start(pid), time.time(), float(interval_ms), 0,
-                                 run_id.encode()[:128])
             empty_slot = layout.SLOT_HEADER.pack(0, -1, 0, 0)
             for slot in range(slot_count):
                 os.pwrite(fd, empty_slot, layout.slot_offset(slot, layout.slot_size(self.capacity)))
-            os.pwrite(fd, header, 0)  # the magic goes in last: a half-made segment is never valid
+            os.pwrite(fd, HEADER.pack(MAGIC, LAYOUT_VERSION, layout.HEADER_SIZE, slot_count, int(mode),
+                                      layout.slot_size(self.capacity), self.capacity, pid, max_dim,
+                                      layout.process_start(pid), time.time(), float(interval_ms), 0,
+                                      run_id.encode()[:128]), 0)
+            self.inode = os.fstat(fd).st_ino
+            self._link_into_place(tmp)
         finally:
             os.close(fd)
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
         self.removed = False
 
-    def _create_exclusive(self) -> int:
+    def _link_into_place(self, tmp: Path) -> None:
         for _attempt in range(2):
             try:
-                return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                os.link(tmp, self.path)
+                return
             except FileExistsError:
                 self._replace_if_stale()
             except OSError as exc:
-                detail = {errno.ENOENT: "the directory does not exist", errno.ENAMETOOLONG: "name too long"}.get(
-                    exc.errno, exc.strerror)
-                raise SharedMemoryUnavailable(f"cannot create {self.path}: {detail}") from None
+                raise SharedMemoryUnavailable(f"cannot create {self.path}: {_reason(exc)}") from None
         raise SharedMemoryUnavailable(f"cannot create {self.path}: it keeps reappearing")
 
     def _replace_if_stale(self) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 from mosaic_core.child import FrameInfo
 
 from mosaic_fastlane.frames import as_frame, downscale
-from mosaic_fastlane.segment import FastLaneError, open_segment
+from mosaic_fastlane.segment import FastLaneError, SegmentMissing, open_segment
 from mosaic_fastlane.writer import SlotWriter
 
 if TYPE_CHECKING:
@@ -163,6 +163,11 @@ class EnvPublisher:
             except BaseException:
                 mapping.close()
                 raise
+        except SegmentMissing as exc:
+            # The host creates the segment before starting us and warns itself when it cannot.
+            self.disabled = True
+            self.child.publish("fastlane", {"error": f"{exc}; no frames from env {self.env_index}"})
+            return None
         except (FastLaneError, OSError) as exc:
             self.disable("attach", f"{exc}; FastLane is off for this process (training goes on)")
             return None

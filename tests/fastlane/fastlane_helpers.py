@@ -69,3 +69,54 @@ def shm_leftovers(run_id: str) -> list[str]:
 
 def manifest(run: RunContext, host: PluginHost, status: str = "completed") -> dict:
     return json.loads(json.dumps(host.build_manifest(run, status)))
+
+
+# ------------------------------------------------------------------------------ real runs
+MOSAIC = Path(sys.executable).parent / "mosaic"
+CLEANRL_SCRIPT = SCRIPTS / "fastlane_cleanrl.py"
+
+
+def run_command(run_id: str, extras: dict, *, algo: str | None = None, env_id: str = "CartPole-v1",
+                total: int = 400, more: tuple[str, ...] = ()) -> list[str]:
+    return [str(MOSAIC), "run", "--worker", "cleanrl", "--algo", algo or str(CLEANRL_SCRIPT), "--env-id", env_id,
+            "--total-timesteps", str(total), "--run-id", run_id, "--extras", json.dumps(extras), *more]
+
+
+def clean_environ(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "CLEANRL_FASTLANE_"))}
+    env.pop(CHILD_ENV_VAR, None)
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def start_run(workdir: Path, run_id: str, extras: dict, *, env: dict[str, str] | None = None,
+              **kwargs) -> subprocess.Popen:
+    """``mosaic run`` in the background (its own session, so tests can signal it alone)."""
+    return subprocess.Popen(run_command(run_id, extras, **kwargs), cwd=workdir, env=clean_environ(**(env or {})),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for_frames(run_id: str, proc: subprocess.Popen, frames: int = 1, timeout: float = 60):
+    """A reader of the run once it has published ``frames`` frames."""
+    import time
+
+    from mosaic_fastlane.reader import FastLaneReader
+    from mosaic_fastlane.segment import SegmentMissing
+
+    deadline = time.monotonic() + timeout
+    reader = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended before {frames} frame(s): {proc.communicate()}")
+        try:
+            reader = reader or FastLaneReader(run_id)
+            if reader.frames_published() >= frames:
+                return reader
+        except SegmentMissing:
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"no {frames} frame(s) from run {run_id} within {timeout} s")
+
+
+def finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[list[dict], str]:
+    out, err = proc.communicate(timeout=timeout)
+    return [json.loads(line) for line in out.splitlines() if line.strip()], err

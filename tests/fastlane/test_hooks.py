@@ -74,6 +74,14 @@ def test_mosaic_run_started_and_mosaic_child_env_create_one_segment(started):
         assert reader.header.run_id == run.run_id and reader.header.owner_alive
 
 
+def test_mosaic_child_env_alone_creates_nothing_as_in_a_dry_run(tmp_path):
+    host = plugin_host()
+    run = run_context(tmp_path, "dry1", {"fastlane_video_mode": "grid", "num_envs": 3})
+    resolved = settings.Settings.from_env(host.child_env(run))
+    assert (resolved.mode, resolved.slots, resolved.num_envs) == ("grid", 3, 3)
+    assert shm_leftovers("dry1") == []
+
+
 def test_runs_without_fastlane_get_nothing(tmp_path):
     host = plugin_host()
     run = run_context(tmp_path, "off1", {"fastlane_video_mode": "off"})
@@ -88,7 +96,7 @@ def test_mosaic_env_make_kwargs_only_for_publishing_envs_and_never_over_the_scri
     assert host.env_make_kwargs(child, "CartPole-v1", 0, {}) == {}
     assert host.env_make_kwargs(child, "CartPole-v1", None, {}) == {}
     assert host.env_make_kwargs(child, "CartPole-v1", 1, {"render_mode": "human"}) == {}
-    assert host.env_make_kwargs(child, "CartPole-v1", 1, {"render_mode": None}) == {}
+    assert host.env_make_kwargs(child, "CartPole-v1", 1, {"render_mode": None}) == {"render_mode": "rgb_array"}
     assert host.env_make_kwargs(child, "FastLaneNoRender-v0", 1, {}) == {}
 
 
@@ -138,7 +146,9 @@ def test_frames_are_throttled_before_rendering(started, monkeypatch):
     env.reset(seed=0)
     env.fastlane._next_due = float("inf")  # nothing due: no render at all
     for _ in range(20):
-        env.step(env.action_space.sample())
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
     assert renders == [] and env.fastlane.steps == 20
     env.close()
 
