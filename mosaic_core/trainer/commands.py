@@ -12,8 +12,7 @@ from pathlib import Path
 
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.errors import ConfigError
-
-DEFAULT_LISTEN = "127.0.0.1:50055"  # mosaic_core.trainer.protocol.DEFAULT_LISTEN (kept import-free)
+from mosaic_core.trainer.protocol import DEFAULT_LISTEN, is_loopback  # no grpc there
 
 
 def _target(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +46,10 @@ def _run_daemon(ns: argparse.Namespace) -> int:
         print(f"mosaic daemon: listening on {daemon.address} (state dir {daemon.state_dir}, "
               f"{options.max_concurrent} concurrent runs, {daemon.gpus} GPU(s)); Ctrl-C stops it",
               file=sys.stderr, flush=True)
+        host = daemon.address.rsplit(":", 1)[0]
+        if not is_loopback(host):
+            print(f"mosaic daemon: warning: {host} is reachable beyond this machine; the protocol has no TLS "
+                  "and SubmitRun/CancelRun need no token", file=sys.stderr, flush=True)
 
     return serve(options, on_ready=ready)
 

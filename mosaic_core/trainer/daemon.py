@@ -82,8 +82,11 @@ class TrainerDaemon:
         return self._workers
 
     def start(self) -> str:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_state_dir()
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            self._lock_state_dir()
+        except OSError as exc:
+            raise MosaicError(f"cannot use the state dir {self.state_dir}: {exc.strerror or exc}") from None
         try:
             return self._start()
         except BaseException:

@@ -21,7 +21,7 @@ from mosaic_core.errors import ConfigError
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
 from mosaic_core.trainer.protocol import TOKEN_METADATA, VersionError, negotiate
-from mosaic_core.trainer.store import HSHK, RDY, DuplicateRun, RunRow, hash_token, token_matches
+from mosaic_core.trainer.store import HSHK, INIT, RDY, DuplicateRun, RunRow, hash_token, token_matches
 from mosaic_core.trainer.submission import PreconditionError, parse_submission
 
 if TYPE_CHECKING:
@@ -146,6 +146,9 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             row = self._run(request.run_id, context)
             if row.final:
                 context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended ({row.terminal_event})")
+            if row.status == INIT:
+                context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} is queued and has not started; "
+                                                        "its worker registers once the daemon starts it")
             if request.worker_kind and request.worker_kind != row.worker:
                 context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} was submitted for worker "
                                                         f"{row.worker!r}, not {request.worker_kind!r}")

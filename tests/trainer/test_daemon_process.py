@@ -84,6 +84,8 @@ def test_one_daemon_per_state_dir(daemon_process, mosaic, tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1].startswith("mosaic: error: another trainer daemon (pid ")
     assert "Traceback" not in result.stderr
+    result = mosaic("daemon", "--listen", "127.0.0.1:0", "--state-dir", "/proc/no-such-dir", timeout=60)
+    assert result.returncode == 1 and "cannot use the state dir /proc/no-such-dir" in result.stderr
 
 
 @pytest.mark.parametrize("args, message", [
