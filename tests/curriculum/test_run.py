@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gymnasium
 import pytest
 
 TINY = Path(__file__).with_name("tiny_rollout.py")
 CARTPOLES = [{"env_id": "CartPole-v1", "steps": 1000}, {"env_id": "CartPole-v0", "until": "episodes>=30"},
              {"env_id": "CartPole-v1"}]
+GYMNASIUM_1 = int(gymnasium.__version__.split(".")[0]) >= 1
 PRESET_FIRST = {"doorkey": "MiniGrid-DoorKey-5x5-v0", "babyai_goto": "BabyAI-GoToRedBallNoDists-v0"}
 
 
@@ -46,7 +48,11 @@ def check_switches(result, run_dir, total, conditions):
     manifest = json.loads((run_dir / "analytics.json").read_text())["curriculum"]
     assert manifest["stage"] == len(conditions) - 1
     assert manifest["transitions"] == events[1:]
-    assert sum(p["steps"] for p in manifest["progress"]) == total  # every env step counted once
+    steps, episodes = (sum(p[k] for p in manifest["progress"]) for k in ("steps", "episodes"))
+    if GYMNASIUM_1:  # a vector step that autoresets an env is no env.step: at most one per episode
+        assert total - episodes <= steps <= total
+    else:
+        assert steps == total  # every env step counted once
     assert manifest["progress"][-1]["steps"] > 0  # the last stage was really played
     curve = stage_curve(run_dir)
     assert [stage for _, stage in curve] == [e["stage"] for e in events]
@@ -63,6 +69,8 @@ def check_switches(result, run_dir, total, conditions):
     {"async_envs": True, "spawn": True},  # spawned workers re-install MOSAIC through sitecustomize
 ], ids=["sync", "async-fork", "async-spawn"])
 def test_a_tiny_script_switches_stages_in_every_sub_env(mosaic, runs_root, params):
+    if params.get("tensorboardx"):
+        pytest.importorskip("tensorboardX")
     result = run_curriculum(mosaic, TINY, CARTPOLES, 4096, "tiny", "--heartbeat-interval", "0.3",
                             algo_params=params)
     run_dir = runs_root / "tiny"
@@ -94,7 +102,8 @@ def test_a_preset_runs_with_the_bundled_ppo(mosaic, runs_root):
     assert stage_events(result) == [{"stage": 0, "env_id": "BabyAI-GoToRedBallNoDists-v0", "condition": "start",
                                      "stages": 4, "until": "episode_return>=0.8|steps>=200000"}]
     manifest = json.loads((runs_root / "preset" / "analytics.json").read_text())["curriculum"]
-    assert manifest["preset"] == "babyai_goto" and manifest["progress"][0]["steps"] == 512
+    assert manifest["preset"] == "babyai_goto"
+    assert manifest["progress"][0]["steps"] + (manifest["progress"][0]["episodes"] if GYMNASIUM_1 else 0) >= 512
 
 
 @pytest.mark.parametrize("preset", sorted(PRESET_FIRST))
