@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from functools import lru_cache
 
 import numpy as np
 
@@ -24,17 +25,25 @@ def as_frame(image: np.ndarray) -> np.ndarray:
 
 def downscale(image: np.ndarray, max_dim: int) -> np.ndarray:
     """Nearest-neighbour downscale so that max(H, W) <= max_dim (a view when no copy is needed)."""
-    height, width = image.shape[:2]
+    height, width, channels = image.shape
     longest = max(height, width)
     if longest <= max_dim:
         return image
     if longest % max_dim == 0:
         factor = longest // max_dim
         return image[::factor, ::factor]  # an exact integer factor: a strided view, no copy
-    scale = max_dim / longest
+    rows, cols = _sample_indices(height, width, max_dim)
+    # Taking whole pixels (one opaque item of C bytes each) is ~5x faster than fancy indexing.
+    pixels = np.ascontiguousarray(image).view(np.dtype((np.void, channels))).reshape(height, width)
+    return pixels.take(rows, axis=0).take(cols, axis=1).view(np.uint8).reshape(len(rows), len(cols), channels)
+
+
+@lru_cache(maxsize=32)
+def _sample_indices(height: int, width: int, max_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    scale = max_dim / max(height, width)
     rows = (np.arange(max(1, round(height * scale))) / scale).astype(np.intp)
     cols = (np.arange(max(1, round(width * scale))) / scale).astype(np.intp)
-    return image[rows[:, None], cols[None, :]]
+    return np.minimum(rows, height - 1), np.minimum(cols, width - 1)
 
 
 def to_rgb(image: np.ndarray) -> np.ndarray:

@@ -11,8 +11,10 @@ mode ``off``) turns it off whatever else is set. Keys:
 - ``fastlane_record`` (int >= 1): also save every Nth published frame as PNG under
   ``videos/fastlane/`` in the run directory.
 
-Environment: ``CLEANRL_FASTLANE_INTERVAL_MS`` (ms between frames, > 0, default 100) and
-``CLEANRL_FASTLANE_MAX_DIM`` (longest side in pixels, 16-4096, default 512).
+Environment: ``CLEANRL_FASTLANE_INTERVAL_MS`` (ms between frames, > 0, default 100),
+``CLEANRL_FASTLANE_MAX_DIM`` (longest side in pixels, 16-4096, default 512) and
+``CLEANRL_FASTLANE_RENDER_BUDGET`` (0 < share <= 1, default 0.05): the most of a training
+process's time rendering may take; when frames cost more, the interval stretches (1 = never).
 The host hands the resolved settings to the training process in ``MOSAIC_FASTLANE`` (JSON).
 """
 
@@ -29,9 +31,11 @@ MODES = ("single", "grid", "off")
 KEYS = ("fastlane", "fastlane_video_mode", "fastlane_slot", "fastlane_grid_limit", "fastlane_record")
 INTERVAL_VAR = "CLEANRL_FASTLANE_INTERVAL_MS"
 MAX_DIM_VAR = "CLEANRL_FASTLANE_MAX_DIM"
+BUDGET_VAR = "CLEANRL_FASTLANE_RENDER_BUDGET"
 CHILD_VAR = "MOSAIC_FASTLANE"
 DEFAULT_INTERVAL_MS = 100.0
 DEFAULT_MAX_DIM = 512
+DEFAULT_RENDER_BUDGET = 0.05
 DEFAULT_GRID_LIMIT = 16
 MAX_DIM_RANGE = (16, 4096)
 
@@ -80,7 +84,8 @@ def problems(extras: Mapping[str, Any], environ: Mapping[str, str] | None = None
         if key in extras and (not _is_int(extras[key]) or extras[key] < 1):
             found.append(f"extras.{key}: must be an integer >= 1, got {extras[key]!r}")
     if is_enabled(extras):
-        for name, check in ((INTERVAL_VAR, _interval_problem), (MAX_DIM_VAR, _max_dim_problem)):
+        for name, check in ((INTERVAL_VAR, _interval_problem), (MAX_DIM_VAR, _max_dim_problem),
+                            (BUDGET_VAR, _budget_problem)):
             raw = environ.get(name)
             if raw is not None and raw.strip() != "":
                 problem = check(raw)
@@ -95,6 +100,14 @@ def _interval_problem(raw: str) -> str | None:
     except ValueError:
         return "is not a number of milliseconds"
     return None if math.isfinite(value) and value > 0 else "must be a number of milliseconds > 0"
+
+
+def _budget_problem(raw: str) -> str | None:
+    try:
+        value = float(raw)
+    except ValueError:
+        return "is not a number"
+    return None if 0 < value <= 1 else "must be a share of time, > 0 and <= 1"
 
 
 def _max_dim_problem(raw: str) -> str | None:
@@ -120,6 +133,7 @@ class Settings:
     max_dim: int = DEFAULT_MAX_DIM
     record_every: int = 0
     num_envs: int | None = None
+    render_budget: float = DEFAULT_RENDER_BUDGET
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -160,8 +174,12 @@ def resolve(extras: Mapping[str, Any], segment: str, shm_dir: str, num_envs: int
         interval = ""  # off runs ignore the variables; problems() reports bad ones of live runs
     if mode == "off" or _max_dim_problem(max_dim):
         max_dim = ""
+    budget = environ.get(BUDGET_VAR, "").strip()
+    if mode == "off" or _budget_problem(budget):
+        budget = ""
     return Settings(mode=mode, segment=segment, shm_dir=shm_dir, slot=extras.get("fastlane_slot", 0),
                     grid_limit=grid_limit, slots=slots,
                     interval_ms=float(interval) if interval else DEFAULT_INTERVAL_MS,
                     max_dim=int(max_dim) if max_dim else DEFAULT_MAX_DIM,
-                    record_every=extras.get("fastlane_record", 0), num_envs=num_envs)
+                    record_every=extras.get("fastlane_record", 0), num_envs=num_envs,
+                    render_budget=float(budget) if budget else DEFAULT_RENDER_BUDGET)

@@ -5,6 +5,10 @@ frames a step costs a clock read and a few additions.
 
 Single mode: the probe env renders when ``interval_ms`` has passed since its last frame.
 
+Render budget: rendering may take at most ``render_budget`` (default 5 %) of the process's
+time. The cost of the last frame (single) or of the last tick's tiles rendered in this
+process (grid; all of them with SyncVectorEnv) stretches the next interval when needed.
+
 Grid mode: tiles must show one moment. Every env counts its *clock*: one tick per vector
 step it takes part in (a ``step`` call, plus an autoreset ``reset`` that gymnasium 1.x makes
 in place of a step). Envs of a vector env are stepped in lockstep, so clocks agree across
@@ -43,6 +47,7 @@ RATE_SMOOTHING = 0.3
 
 _warned: set[str] = set()
 active: dict[int, "EnvPublisher"] = {}  # env index -> publisher, in this process
+_render_seconds = [0.0]  # time spent rendering and publishing in this process, all envs
 
 
 def warn_once(child: "ChildContext | None", key: str, message: str) -> None:
@@ -75,6 +80,7 @@ class EnvPublisher:
         self._next_due = 0.0
         self._rate, self._rate_mark = 0.0, (time.monotonic(), 0)
         self.pending_tick = 0
+        self._spent_mark = _render_seconds[0]
         active[env_index] = self
 
     # ------------------------------------------------------------------ env calls
@@ -103,8 +109,8 @@ class EnvPublisher:
         if not self.grid:
             now = time.monotonic()
             if now >= self._next_due:
-                self._next_due = now + self.interval
                 self._render_frame(self.clock)
+                self._next_due = now + self._gap()
             return
         writer = self.writer or self._attach()
         if writer is None:
@@ -114,11 +120,24 @@ class EnvPublisher:
         if self.leader:
             now = time.monotonic()
             if now >= self._next_due:
-                self._next_due = now + self.interval
+                self._next_due = now + self._gap()
                 writer.request_render_at(self.clock + 1)
+
+    def _gap(self) -> float:
+        """Seconds until the next frame: the interval, stretched to keep within the render budget."""
+        spent = _render_seconds[0] - self._spent_mark
+        self._spent_mark = _render_seconds[0]
+        return max(self.interval, spent / self.settings.render_budget)
 
     # ------------------------------------------------------------------ frames
     def _render_frame(self, tick: int) -> None:
+        started = time.perf_counter()
+        try:
+            self._render_and_emit(tick)
+        finally:
+            _render_seconds[0] += time.perf_counter() - started
+
+    def _render_and_emit(self, tick: int) -> None:
         image = self._render()
         if not isinstance(image, np.ndarray):
             self.disable("render-none", f"env {self.env_index} rendered {type(image).__name__}, not an RGB array; "

@@ -16,6 +16,22 @@ from fastlane_helpers import (MOSAIC, SCRIPTS, finish, run_command, shm_leftover
 from mosaic_fastlane import layout
 
 
+@pytest.fixture
+def launched():
+    """Start runs through this; any still running when the test ends are cancelled."""
+    procs = []
+
+    def start(*args, **kwargs):
+        procs.append(start_run(*args, **kwargs))
+        return procs[-1]
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            finish(proc)
+
+
 def manifest_of(workdir, run_id):
     return json.loads((workdir / "var/trainer/runs" / run_id / "analytics.json").read_text())
 
@@ -26,9 +42,9 @@ def terminal(events):
     return ends[0]
 
 
-def test_a_ppo_run_is_read_live_by_another_process(workdir):
+def test_a_ppo_run_is_read_live_by_another_process(workdir, launched):
     run_id = f"e2e-ppo-{os.getpid()}"
-    proc = start_run(workdir, run_id, {"fastlane": True}, algo="ppo", total=6144)
+    proc = launched(workdir, run_id, {"fastlane": True}, algo="ppo", total=6144)
     reader = subprocess.run([sys.executable, str(SCRIPTS / "read_frames.py"), run_id, "4"], capture_output=True,
                             text=True, timeout=120)
     events, err = finish(proc)
@@ -162,12 +178,12 @@ def test_cancelling_the_grid_run_removes_its_segment(grid_run):
 
 
 @pytest.mark.parametrize("ending", ["completed", "crash", "sigkill"])
-def test_no_segment_is_left_however_the_run_ends(workdir, ending):
+def test_no_segment_is_left_however_the_run_ends(workdir, launched, ending):
     run_id = f"e2e-{ending}-{os.getpid()}"
     extras = {"fastlane": True, "num_envs": 1, "step_delay": 0.002}
     if ending == "crash":
         extras["crash_at"] = 150
-    proc = start_run(workdir, run_id, extras, total=300 if ending != "sigkill" else 10**7)
+    proc = launched(workdir, run_id, extras, total=300 if ending != "sigkill" else 10**7)
     if ending == "sigkill":
         reader = wait_for_frames(run_id, proc, frames=2)
         os.kill(reader.slots()[0].writer_pid, signal.SIGKILL)  # the training process itself
@@ -182,10 +198,10 @@ def test_no_segment_is_left_however_the_run_ends(workdir, ending):
     assert manifest_of(workdir, run_id)["fastlane"]["frames_published"] >= 1
 
 
-def test_recorder_consumer_writes_every_nth_frame(workdir):
+def test_recorder_consumer_writes_every_nth_frame(workdir, launched):
     run_id = f"e2e-record-{os.getpid()}"
-    proc = start_run(workdir, run_id, {"fastlane_record": 2, "num_envs": 1, "step_delay": 0.002}, total=300,
-                     env={"CLEANRL_FASTLANE_INTERVAL_MS": "20"})
+    proc = launched(workdir, run_id, {"fastlane_record": 2, "num_envs": 1, "step_delay": 0.002}, total=300,
+                     env={"CLEANRL_FASTLANE_INTERVAL_MS": "20", "CLEANRL_FASTLANE_RENDER_BUDGET": "1"})
     events, err = finish(proc)
     assert terminal(events)["event"] == "run_completed", err
     section = manifest_of(workdir, run_id)["fastlane"]

@@ -1,5 +1,6 @@
 """Each FastLane hook through a real PluginHost (the end-to-end tests run them in real runs)."""
 
+import time
 import types
 
 import gymnasium as gym
@@ -150,6 +151,20 @@ def test_frames_are_throttled_before_rendering(started, monkeypatch):
         if terminated or truncated:
             env.reset()
     assert renders == [] and env.fastlane.steps == 20
+    env.close()
+
+
+def test_slow_frames_stretch_the_interval_to_the_render_budget(started, monkeypatch):
+    host, run, child = started({"fastlane": True})
+    monkeypatch.setitem(child_module._state, "host", host)
+    env = host.wrap_env(child, gym.make("CartPole-v1", render_mode="rgb_array"), "CartPole-v1", 0)
+    render = env.fastlane._render
+    env.fastlane._render = lambda: time.sleep(0.02) or render()  # a frame costs >= 20 ms
+    env.reset(seed=0)
+    before = time.monotonic()
+    env.step(0)
+    gap = env.fastlane._next_due - before
+    assert gap >= 0.02 / settings.DEFAULT_RENDER_BUDGET  # not the 0.1 s interval: rendering stays <= 5 %
     env.close()
 
 

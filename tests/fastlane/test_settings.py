@@ -37,6 +37,8 @@ def test_how_fastlane_is_enabled(extras, enabled):
     ({"fastlane": True}, {"CLEANRL_FASTLANE_INTERVAL_MS": "nan"}, "must be a number of milliseconds > 0"),
     ({"fastlane": True}, {"CLEANRL_FASTLANE_MAX_DIM": "big"}, "CLEANRL_FASTLANE_MAX_DIM: 'big' is not a whole number"),
     ({"fastlane": True}, {"CLEANRL_FASTLANE_MAX_DIM": "8"}, "CLEANRL_FASTLANE_MAX_DIM: '8' must be between 16 and 4096"),
+    ({"fastlane": True}, {"CLEANRL_FASTLANE_RENDER_BUDGET": "0"}, "CLEANRL_FASTLANE_RENDER_BUDGET: '0' must be a share of time"),
+    ({"fastlane": True}, {"CLEANRL_FASTLANE_RENDER_BUDGET": "half"}, "CLEANRL_FASTLANE_RENDER_BUDGET: 'half' is not a number"),
 ])
 def test_each_problem_names_its_key(extras, environ, expected):
     found = problems(extras, environ)
@@ -68,10 +70,12 @@ values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | 
 
 
 @given(st.dictionaries(st.sampled_from(settings.KEYS + ("fastlane_x", "num_envs", "algo_params")), values),
-       st.dictionaries(st.sampled_from([settings.INTERVAL_VAR, settings.MAX_DIM_VAR]), st.text(max_size=6)))
+       st.dictionaries(st.sampled_from([settings.INTERVAL_VAR, settings.MAX_DIM_VAR, settings.BUDGET_VAR]),
+                       st.text(max_size=6)))
 def test_any_input_gives_problems_or_resolves_never_a_crash(extras, environ):
     found = problems(extras, environ)
     assert all(isinstance(p, str) and (p.startswith("extras.fastlane") or p.startswith("CLEANRL_")) for p in found)
     if not found:
         resolved = resolve(extras, "seg", "/dev/shm", environ=environ)
         assert resolved.mode in settings.MODES and resolved.interval_ms > 0 and resolved.slots >= 1
+        assert 0 < resolved.render_budget <= 1 and 16 <= resolved.max_dim <= 4096
