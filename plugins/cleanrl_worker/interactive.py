@@ -231,6 +231,11 @@ class Session:
         self.step_index += 1
         self.episode_return += float(reward)
         self.done = bool(terminated or truncated)
+        if self.done:  # for events.jsonl when run by a MOSAIC host (a no-op otherwise)
+            from mosaic_core.child import emit_event
+
+            emit_event("note", {"interactive": "episode_end", "episode": self.episode,
+                                "episode_return": self.episode_return, "length": self.step_index})
         return self._response("step", info, action=json_safe(action), action_source=source,
                               reward=json_safe(reward), terminated=bool(terminated), truncated=bool(truncated))
 

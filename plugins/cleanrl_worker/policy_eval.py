@@ -67,10 +67,21 @@ def make_plain_env(env_id: str, render_mode: str | None = None) -> Any:
     """``gymnasium.make(env_id)`` (MiniGrid/BabyAI ids registered first), or :class:`BadInput`."""
     import gymnasium as gym
 
-    if env_id.startswith(("MiniGrid", "BabyAI")):
-        import minigrid  # noqa: F401  (registers its envs)
+    check_env_id(env_id)
     try:
         return gym.make(env_id, render_mode=render_mode)
+    except gym.error.Error as exc:
+        raise BadInput(f"env {env_id!r}: {exc}") from None
+
+
+def check_env_id(env_id: str) -> None:
+    """:class:`BadInput` unless ``env_id`` is registered (MiniGrid/BabyAI ids registered first)."""
+    import gymnasium as gym
+
+    if env_id.startswith(("MiniGrid", "BabyAI")):
+        import minigrid  # noqa: F401
+    try:
+        gym.spec(env_id)
     except gym.error.Error as exc:
         raise BadInput(f"env {env_id!r}: {exc}") from None
 
@@ -96,6 +107,9 @@ def load_policy(path: str, env_id: str, seed: int = 0, deterministic: bool = Fal
     """The checkpoint's policy and a factory of ``env_id`` envs it can act in, or :class:`BadInput`."""
     import gymnasium as gym
 
+    if not Path(path).is_file():  # before importing torch: fast answers to simple mistakes
+        raise BadInput(f"checkpoint {path}: no such file")
+    check_env_id(env_id)
     from cleanrl_worker import checkpoint
 
     try:
@@ -364,15 +378,15 @@ def main(argv: list[str] | None = None) -> int:
     quiet_rendering()
     try:
         options = options_from(ns)
-        import torch
-
-        torch.set_num_threads(1)  # small batches: one thread is fastest and leaves cores to the envs
-        torch.manual_seed(options.seed)
-        np.random.seed(options.seed)
         policy = load_policy(ns.policy_path, options.env_id, seed=options.seed, deterministic=options.deterministic)
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    import torch
+
+    torch.set_num_threads(1)  # small batches: one thread is fastest and leaves the other cores to envs
+    torch.manual_seed(options.seed)
+    np.random.seed(options.seed)
     summary = run_evaluation(policy, options, progress=_report)
     ret = summary["return"]
     print(f"eval: {summary['episodes']} episodes of {options.env_id}: return {ret['mean']:.2f} ± {ret['std']:.2f} "
