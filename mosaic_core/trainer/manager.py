@@ -12,6 +12,7 @@ import json
 import os
 import select
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -180,8 +181,6 @@ class RunManager:
         stderr_path = self.logs_dir / f"{run_id}.stderr.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("MOSAIC_CHILD", None)
-        import subprocess
-
         try:
             argv = opts.worker_command(spec)
             with open(stderr_path, "ab") as err:
@@ -245,8 +244,10 @@ class RunManager:
         now = time.time()
         if event == "run_started":
             values: dict[str, Any] = {"status": EXEC, "last_heartbeat": now}
-            if isinstance(payload.get("run_dir"), str):
-                values["run_dir"] = proc.run_dir = payload["run_dir"]
+            reported = payload.get("run_dir")
+            if isinstance(reported, str) and self._owns(reported):
+                values["run_dir"] = reported
+                proc.run_dir = Path(reported)
             self.store.update(proc.run_id, check=lambda r: r.status in ACTIVE, **values)
         elif event == "heartbeat":
             self.store.update(proc.run_id, check=not_final, last_heartbeat=now)
@@ -282,11 +283,20 @@ class RunManager:
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         return f"worker process {how} without a terminal event" + (f": {last}" if last else "")
 
+    def _owns(self, path: str | Path) -> bool:
+        """Whether ``path`` is a run directory under this daemon's runs dir (safe to sweep)."""
+        resolved, root = Path(path).resolve(), self.runs_dir.resolve()
+        return root in resolved.parents
+
+    def _sweep(self, run_dir: str | Path) -> None:
+        if self._owns(run_dir):
+            processes.sweep_cwd(run_dir)
+
     def _stop_leftovers(self, proc: RunProcess) -> None:
         pgid = proc.popen.pid
         if processes.group_alive(pgid):
             processes.stop_group(pgid, 0.5, proc.popen)
-        processes.sweep_cwd(proc.run_dir)
+        self._sweep(proc.run_dir)
 
     def _finished(self, proc: RunProcess) -> None:
         self._stop_leftovers(proc)
@@ -334,7 +344,7 @@ class RunManager:
     def _stop_leftover(self, row: RunRow) -> None:
         if row.pgid and processes.group_runs(row.pgid, row.config_path):
             processes.stop_group(row.pgid, self.options.grace_period + KILL_MARGIN_S)
-        processes.sweep_cwd(row.run_dir)
+        self._sweep(row.run_dir)
 
 
 def _write_private(path: Path, config: WorkerConfig) -> None:

@@ -3,7 +3,7 @@
 Behaviour comes from the config's ``extras.fake`` object:
 ``duration`` (s, default 0.3), ``register`` (default true), ``heartbeats`` (default true),
 ``exit_code`` (default 0), ``terminal`` (print a terminal event, default true),
-``grandchild`` (start a sleeping process in its own session with cwd = the run dir, as the
+``report_run_dir`` (the run_dir it claims), ``grandchild`` (start a sleeping process in its own session with cwd = the run dir, as the
 real supervisor does with the training process), ``ignore_sigterm``, ``publish_steps`` (n).
 The run dir gets ``pids.json`` with this process's and the grandchild's pids.
 """
@@ -68,7 +68,7 @@ def main() -> int:
                                       start_new_session=True)
         pids["grandchild"] = grandchild.pid
     (run_dir / "pids.json").write_text(json.dumps(pids))
-    emit(run_id, "run_started", {"run_dir": str(run_dir), "pids": pids})
+    emit(run_id, "run_started", {"run_dir": fake.get("report_run_dir", str(run_dir)), "pids": pids})
     if fake.get("publish_steps") and session is not None:
         from mosaic_core.trainer import trainer_pb2 as pb
 

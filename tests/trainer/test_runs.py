@@ -43,6 +43,12 @@ def test_submit_complete_listed_with_terminal_event(daemon):
         client.submit(daemon.address, fake_config(), run_id="run-ok")
 
 
+def test_run_dir_outside_the_state_dir_is_ignored(daemon, tmp_path):
+    run_id = client.submit(daemon.address, fake_config({"report_run_dir": str(tmp_path)})).run_id
+    final = wait_final(daemon.address, run_id)
+    assert final.run_dir == str(daemon.state_dir / "runs" / run_id)  # never swept: it is not the daemon's
+
+
 def test_failed_run_records_reason(daemon):
     run_id = client.submit(daemon.address, fake_config({"exit_code": 3})).run_id
     final = wait_final(daemon.address, run_id)
