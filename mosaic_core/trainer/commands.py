@@ -38,7 +38,8 @@ def _run_daemon(ns: argparse.Namespace) -> int:
 
     options = DaemonOptions(state_dir=Path(ns.state_dir), listen=ns.listen, max_concurrent=ns.max_concurrent,
                             heartbeat_timeout=ns.heartbeat_timeout, grace_period=ns.grace_period,
-                            on_shutdown=ns.on_shutdown, gpus=ns.gpus)
+                            on_shutdown=ns.on_shutdown, gpus=ns.gpus,
+                            log=lambda message: print(f"mosaic daemon: {message}", file=sys.stderr, flush=True))
 
     def ready(daemon) -> None:
         print(json.dumps({"event": "daemon_ready", "listen_address": daemon.address, "pid": daemon.pid,

@@ -41,6 +41,7 @@ class DaemonOptions:
     gpus: int | None = None  # None: detect
     rpc_threads: int = 64
     worker_command: Callable[[LaunchSpec], list[str]] = mosaic_run_command
+    log: Callable[[str], None] = lambda message: None
 
     def check(self) -> None:
         check_target(self.listen, "--listen")
@@ -111,7 +112,7 @@ class TrainerDaemon:
         self.manager = RunManager(self.store, ManagerOptions(
             state_dir=self.state_dir, target=f"{worker_host}:{port}", max_concurrent=opts.max_concurrent,
             heartbeat_timeout=opts.heartbeat_timeout, grace_period=opts.grace_period,
-            worker_command=opts.worker_command))
+            worker_command=opts.worker_command, log=opts.log))
         from mosaic_core.trainer.server import TrainerServicer
 
         pb_grpc.add_TrainerServiceServicer_to_server(TrainerServicer(self), server)

@@ -60,6 +60,7 @@ class ManagerOptions:
     heartbeat_timeout: float = 90.0
     grace_period: float = 10.0
     worker_command: Callable[[LaunchSpec], list[str]] = mosaic_run_command
+    log: Callable[[str], None] = lambda message: None  # one line per run transition (the CLI: stderr)
 
 
 @dataclass
@@ -115,6 +116,7 @@ class RunManager:
                                     config_path=str(path), run_dir=str(self.runs_dir / config.run_id))
             _write_private(path, config)
             self._queue.append(config.run_id)
+        self.options.log(f"run {config.run_id}: submitted ({submission.worker} {config.algo} {config.env_id})")
         self._schedule()
         return row
 
@@ -189,10 +191,12 @@ class RunManager:
         except (OSError, ValueError) as exc:
             self.store.update(run_id, status=FAULT, terminal_event="run_failed",
                               failure_reason=f"could not start the worker process: {exc}")
+            opts.log(f"run {run_id}: could not start the worker process: {exc}")
             return
         proc = RunProcess(run_id, popen, Path(row.run_dir), stderr_path)
         self._procs[run_id] = proc
         self.store.update(run_id, status=HSHK, pid=popen.pid, pgid=popen.pid, last_heartbeat=time.time())
+        opts.log(f"run {run_id}: started ({row.worker}, pid {popen.pid})")
         self._thread(self._read_stdout, proc, name=f"mosaic-run-{run_id}")
 
     def _thread(self, target: Callable[..., None], *args: Any, name: str) -> threading.Thread:
@@ -276,7 +280,9 @@ class RunManager:
             values.update(status=FAULT, terminal_event="run_failed", failure_reason=str(reason))
         row = self.store.update(proc.run_id, check=lambda r: not r.final, **values)
         if row is None and code is not None:  # already final: keep the verdict, add the exit code
-            self.store.update(proc.run_id, exit_code=code)
+            row = self.store.update(proc.run_id, exit_code=code)
+        why = f": {row.failure_reason}" if row.failure_reason else ""
+        self.options.log(f"run {proc.run_id}: {row.terminal_event} (exit code {code}){why}")
 
     def _exit_reason(self, proc: RunProcess, code: int | None) -> str:
         last = _last_line(proc.stderr_path)

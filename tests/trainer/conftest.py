@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -91,12 +92,20 @@ class DaemonProcess:
     def __init__(self, argv: list[str], cwd: Path):
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("MOSAIC_CHILD", None)
-        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: the daemon never blocks on it
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         line = self.proc.stdout.readline()
         if not line:
-            raise AssertionError(f"daemon did not start: {self.proc.stderr.read()}")
+            self.proc.wait()
+            self.stderr.seek(0)
+            raise AssertionError(f"daemon did not start: {self.stderr.read()}")
         ready = json.loads(line)
         self.target, self.pid = ready["listen_address"], ready["pid"]
+
+    def log(self) -> str:
+        """What the daemon wrote on stderr so far."""
+        self.stderr.seek(0)
+        return self.stderr.read()
 
     def stop(self, timeout: float = 60.0) -> int:
         if self.proc.poll() is None:
@@ -105,7 +114,7 @@ class DaemonProcess:
             return self.proc.wait(timeout)
         finally:
             self.proc.stdout.close()
-            self.proc.stderr.close()
+            self.stderr.close()
 
 
 @pytest.fixture
