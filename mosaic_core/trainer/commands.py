@@ -23,7 +23,8 @@ def _target(parser: argparse.ArgumentParser) -> None:
 def _configure_daemon(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", default=DEFAULT_LISTEN,
                         help=f"HOST:PORT to serve on (default {DEFAULT_LISTEN}, loopback only; port 0 picks one)")
-    parser.add_argument("--state-dir", default="var/trainer", help="runs, configs, logs and the state database")
+    parser.add_argument("--state-dir", default="var/trainer",
+                        help="runs, configs, logs and the state database (default var/trainer)")
     parser.add_argument("--max-concurrent", type=int, default=4, help="runs executing at once; more wait in a queue")
     parser.add_argument("--heartbeat-timeout", type=float, default=90.0,
                         help="seconds of silence after which a run is failed and stopped")
