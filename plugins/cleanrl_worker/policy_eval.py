@@ -75,14 +75,23 @@ def make_plain_env(env_id: str, render_mode: str | None = None) -> Any:
 
 
 def check_env_id(env_id: str) -> None:
-    """:class:`BadInput` unless ``env_id`` is registered (MiniGrid/BabyAI ids registered first)."""
+    """:class:`BadInput` unless ``env_id`` is registered.
+
+    MiniGrid/BabyAI ids are registered first; ``module:EnvId`` imports ``module`` first, as
+    ``gymnasium.make`` does.
+    """
+    import importlib
+
     import gymnasium as gym
 
-    if env_id.startswith(("MiniGrid", "BabyAI")):
-        import minigrid  # noqa: F401
+    module, _, name = env_id.rpartition(":")
     try:
-        gym.spec(env_id)
-    except gym.error.Error as exc:
+        if module:
+            importlib.import_module(module)
+        if name.startswith(("MiniGrid", "BabyAI")):
+            import minigrid  # noqa: F401
+        gym.spec(name)
+    except (gym.error.Error, ImportError) as exc:
         raise BadInput(f"env {env_id!r}: {exc}") from None
 
 
