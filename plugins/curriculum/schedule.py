@@ -18,7 +18,10 @@ A condition is one or more clauses joined by ``|`` (any clause fires it)::
                         so a few lucky episodes cannot end a stage
 
 The syntax is the ``>=``/``|`` subset of Syllabus-RL's ``SequentialCurriculum`` conditions,
-so schedules carry over. Counting starts afresh in each stage. The last stage has no end:
+so schedules carry over. Counting starts afresh in each stage. Steps are ``env.step`` calls,
+as CleanRL's ``global_step`` counts them (under gymnasium 1.x a vector step that only resets
+an ended env is not one). The envs report every 64 of their steps, so a condition is seen
+at most ``64 * num_envs`` steps late. The last stage has no end:
 it runs until ``total_timesteps`` (a condition given to it never fires).
 
 This module is pure (no gymnasium, no numpy) so the host CLI can import it cheaply.
