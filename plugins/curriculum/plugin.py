@@ -1,7 +1,8 @@
 """Hook implementations of the curriculum plugin: envs switch stage by stage while training runs.
 
 Curriculum mode is on when ``extras.curriculum_schedule`` is present (a preset name or a list
-of stages; see :mod:`mosaic_curriculum.schedule`). How one run makes one decision, although
+of stages; see :mod:`mosaic_curriculum.schedule`), unless ``extras.mode`` is ``policy_eval``:
+an evaluation plays ``env_id`` and ignores the schedule. How one run makes one decision, although
 its envs may live in several processes:
 
 1. host, before the run: the schedule is parsed and every stage's env is built once to check
@@ -45,12 +46,17 @@ if TYPE_CHECKING:
 STATE_KEY = "curriculum"
 
 
+def enabled(extras: dict[str, Any]) -> bool:
+    """Curriculum mode: a schedule is given and the run trains (an evaluation plays env_id)."""
+    return SCHEDULE_KEY in extras and extras.get("mode") != "policy_eval"
+
+
 # --------------------------------------------------------------------------------------
 # Host
 # --------------------------------------------------------------------------------------
 @hookimpl
 def mosaic_validate_config(config: WorkerConfig) -> list[str] | None:
-    if SCHEDULE_KEY not in config.extras:
+    if not enabled(config.extras):
         return None
     schedule, problems = parse_schedule(config.extras[SCHEDULE_KEY])
     if schedule is None:
@@ -66,7 +72,7 @@ def mosaic_validate_config(config: WorkerConfig) -> list[str] | None:
 
 @hookimpl
 def mosaic_run_started(run: RunContext) -> None:
-    if SCHEDULE_KEY not in run.config.extras:
+    if not enabled(run.config.extras):
         return
     schedule = load_schedule(run.config.extras[SCHEDULE_KEY])
     controller = CurriculumController(schedule, StageFile.create(stage_path(run.run_dir)), run.emit)
@@ -128,7 +134,7 @@ _child: dict[str, Any] = {}
 
 def _child_state(child: ChildContext) -> dict[str, Any] | None:
     """This process's curriculum state for ``child``'s run, or None when the mode is off."""
-    if SCHEDULE_KEY not in child.extras:
+    if not enabled(child.extras):
         return None
     if _child.get("run_dir") != child.run_dir:
         _child.clear()

@@ -161,3 +161,20 @@ def test_stage_file_checks_its_header_and_mode(tmp_path):
     with pytest.raises(PermissionError):
         reader.write(1)
     reader.close()
+
+
+def test_an_evaluation_ignores_the_schedule(tmp_path):
+    extras = {"curriculum_schedule": [], "mode": "policy_eval"}  # not even validated
+    config = WorkerConfig(run_id="r3", algo="ppo", env_id="CartPole-v1", total_timesteps=10, extras=extras)
+    assert plugin.mosaic_validate_config(config) is None
+    ctx = RunContext(config=config, directory=RunDirectory.for_run(tmp_path, "r3").create(), worker="cleanrl")
+    plugin.mosaic_run_started(ctx)
+    assert plugin.mosaic_build_manifest(ctx, "completed") is None
+    assert not stage_path(ctx.run_dir).exists()
+
+
+def test_importing_the_plugin_stays_light():
+    code = ("import sys, mosaic_curriculum.plugin, mosaic_curriculum.schedule, mosaic_curriculum.control;"
+            "print([m for m in ('gymnasium', 'numpy', 'torch', 'tensorboard', 'tensorboardX') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
