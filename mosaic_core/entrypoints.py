@@ -93,7 +93,7 @@ def load_group(
                 f"duplicate name {ep.name!r}: provided by {first.distribution} ({first.value}) "
                 f"and by {item.distribution} ({item.value})"
             )
-            _fail(item)
+            report_failure(item)
             continue
         found[ep.name] = item
         reason = select(ep.name)
@@ -107,10 +107,11 @@ def load_group(
             item.status = "failed"
             item.error = f"{type(exc).__name__}: {exc}"
             item.detail = traceback.format_exc()
-            _fail(item)
+            report_failure(item)
     return results
 
 
-def _fail(item: LoadedEntryPoint) -> None:
+def report_failure(item: LoadedEntryPoint) -> None:
+    """In strict mode a load failure is an error; otherwise it is only recorded on ``item``."""
     if strict():
         raise PluginError(f"{item.describe()} failed to load ({STRICT_VAR}=1): {item.error}")

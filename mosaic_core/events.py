@@ -18,6 +18,7 @@ from mosaic_core.config import redact
 
 TERMINAL = ("run_completed", "run_failed", "run_cancelled")
 STATUS_OF = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
+EVENT_OF = {status: event for event, status in STATUS_OF.items()}
 
 
 class EventEmitter:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pluggy
 
 from mosaic_core import hookspecs
-from mosaic_core.entrypoints import LoadedEntryPoint, is_blocked, load_group
+from mosaic_core.entrypoints import LoadedEntryPoint, is_blocked, load_group, report_failure
 from mosaic_core.errors import PluginError
 
 if TYPE_CHECKING:
@@ -64,9 +64,7 @@ class PluginHost:
             if self.pm.is_registered(item.obj):
                 self.pm.unregister(item.obj)
             item.status, item.error, item.obj = "failed", f"{type(exc).__name__}: {exc}", None
-            from mosaic_core.entrypoints import _fail
-
-            _fail(item)
+            report_failure(item)
         self._impls.clear()
 
     def register_module(self, module: types.ModuleType, name: str) -> None:

@@ -23,7 +23,7 @@ from mosaic_core import channel
 from mosaic_core.child import ENV_VAR as CHILD_VAR
 from mosaic_core.child import LIFECYCLE_KIND, ChildContext
 from mosaic_core.config import redact
-from mosaic_core.events import TERMINAL, EventEmitter
+from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import RunContext, write_json_atomic
 
@@ -221,8 +221,7 @@ class Supervisor:
         if started_hooks:
             for error in self.host.run_finished(run, status):
                 print(f"mosaic: {error}", file=sys.stderr)
-        event = {"completed": "run_completed", "failed": "run_failed", "cancelled": "run_cancelled"}[status]
-        run.emit(event, payload)
+        run.emit(EVENT_OF[status], payload)
 
 
 def _group_alive(pgid: int) -> bool:

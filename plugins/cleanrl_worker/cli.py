@@ -14,6 +14,7 @@ from typing import Any
 
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import build_config, parse_extras_json, read_config_file
+from mosaic_core.errors import UsageError
 from mosaic_core.plugins import plugin_host
 from mosaic_core.runs import RunContext, RunDirectory
 
@@ -94,6 +95,9 @@ def _execute(ns: argparse.Namespace, plan: Any, run_ctx: RunContext, host: Any) 
             supports_checkpoint=bool(extras.get("supports_checkpoint", True)))
         options.heartbeat_extra = lambda: {"grpc_heartbeat": session.heartbeat()}
         options.started_payload["grpc"] = {"target": ns.grpc_target, "accepted_version": session.accepted_version}
+    if run_ctx.directory.events.exists():
+        raise UsageError(f"run {run_ctx.run_id!r} already exists in {run_ctx.directory.root}; "
+                         "choose another --run-id (or leave it out to get a new one)")
     directory = run_ctx.directory.create()
     directory.write_config(run_ctx.config, {"worker": WORKER, "argv": plan.script_argv,
                                             "algo_source": plan.algorithm.source})

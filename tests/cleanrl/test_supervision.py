@@ -131,3 +131,12 @@ def test_heartbeats_are_periodic(workdir, runs_root):
     beats = [json.loads(l) for l in out.splitlines() if '"heartbeat"' in l]
     assert len(beats) >= 3
     assert all(b["payload"]["pid"] for b in beats)
+
+
+def test_a_run_id_is_never_reused(mosaic, workdir, runs_root):
+    algo = write(workdir, "ok.py", "pass\n")
+    assert mosaic(*run_args(algo, "twice")).returncode == 0
+    before = (runs_root / "twice" / "events.jsonl").read_text()
+    again = mosaic(*run_args(algo, "twice"))
+    assert again.returncode == 2 and "already exists" in again.stderr and again.stdout == ""
+    assert (runs_root / "twice" / "events.jsonl").read_text() == before
