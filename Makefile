@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The local CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 
-.PHONY: venv train test test-gym1 clean
+.PHONY: venv train test test-gym1 proto clean
 
 venv: $(VENV)/.installed
 
@@ -33,6 +33,10 @@ $(GYM1)/.installed: pyproject.toml
 
 test-gym1: $(GYM1)/.installed
 	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider -m "not slow" $(GYM1_TESTS)
+
+# Regenerate the gRPC code from mosaic_core/trainer/trainer.proto (generated files are committed).
+proto: venv
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. mosaic_core/trainer/trainer.proto
 
 clean:
 	rm -rf $(VENV) $(GYM1) var runs wandb

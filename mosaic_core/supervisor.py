@@ -114,7 +114,7 @@ class Supervisor:
                 break
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
-                if proc.poll() is not None and not _group_alive(pgid):
+                if proc.poll() is not None and not group_alive(pgid):
                     return
                 time.sleep(0.05)
         proc.wait()
@@ -177,7 +177,7 @@ class Supervisor:
             self._wake.wait(min(0.2, max(0.0, next_beat - now)))
             self._wake.clear()
         # The child is gone; make sure nothing of its group survives it.
-        if _group_alive(proc.pid):
+        if group_alive(proc.pid):
             self.stop_group()
 
     def _heartbeat(self, elapsed: float) -> None:
@@ -224,7 +224,8 @@ class Supervisor:
         run.emit(EVENT_OF[status], payload)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is left in process group ``pgid``."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

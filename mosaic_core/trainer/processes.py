@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from mosaic_core.supervisor import _group_alive as group_alive
+from mosaic_core.supervisor import group_alive
 
 __all__ = ["group_alive", "stop_group", "sweep_cwd", "group_runs", "wait_group_gone"]
 
