@@ -31,6 +31,8 @@ reset: a few hundred lines here, built on the side channel the host already has.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mosaic_core.hookspecs import hookimpl
@@ -112,7 +114,7 @@ def mosaic_run_finished(run: RunContext, status: str) -> None:
 class _StageReader:
     """Reads the stage word; maps the file on first use (once per process, shared by envs)."""
 
-    def __init__(self, run_dir: Any):
+    def __init__(self, run_dir: Path):
         self.path = stage_path(run_dir)
         self._file: StageFile | None = None
         self._warned = False
@@ -129,25 +131,32 @@ class _StageReader:
         return self._file.read()
 
 
-_child: dict[str, Any] = {}
+@dataclass
+class _ChildState:
+    """One process's curriculum state for one run: shared by every env it wraps."""
+
+    run_dir: Path
+    schedule: Schedule
+    read_stage: _StageReader
+    scalars: Any = None  # mosaic_curriculum.scalars.StageScalars once the script writes a scalar
 
 
-def _child_state(child: ChildContext) -> dict[str, Any] | None:
-    """This process's curriculum state for ``child``'s run, or None when the mode is off."""
+_child: list[_ChildState] = []  # at most one: a process belongs to one run
+
+
+def _child_state(child: ChildContext) -> _ChildState | None:
+    """This process's state for ``child``'s run, or None when curriculum mode is off."""
     if not enabled(child.extras):
         return None
-    if _child.get("run_dir") != child.run_dir:
-        _child.clear()
-        _child.update(run_dir=child.run_dir, schedule=load_schedule(child.extras[SCHEDULE_KEY]),
-                      read_stage=_StageReader(child.run_dir), scalars=None)
-    return _child
+    if not _child or _child[0].run_dir != child.run_dir:
+        _child[:] = [_ChildState(child.run_dir, load_schedule(child.extras[SCHEDULE_KEY]), _StageReader(child.run_dir))]
+    return _child[0]
 
 
 @hookimpl(tryfirst=True)  # innermost: the swap happens beneath every other wrapper
 def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str) -> Callable[[Any], Any] | None:
     state = _child_state(child)
-    schedule: Schedule | None = state and state["schedule"]
-    if schedule is None or env_id != schedule.stages[0].env_id:
+    if state is None or env_id != state.schedule.stages[0].env_id:
         return None
     from mosaic_curriculum.wrapper import CurriculumEnv, passed_kwargs
 
@@ -155,7 +164,7 @@ def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str) -> Callable[[Any
         return child.publish(REPORT_KIND, payload, reliable)
 
     kwargs = passed_kwargs(env, env_id)
-    return lambda inner: CurriculumEnv(inner, schedule, state["read_stage"], publish, kwargs)
+    return lambda inner: CurriculumEnv(inner, state.schedule, state.read_stage, publish, kwargs)
 
 
 @hookimpl
@@ -165,8 +174,8 @@ def mosaic_on_scalar(child: ChildContext, tag: str, step: int | None) -> None:
     state = _child_state(child)
     if state is None:
         return
-    if state["scalars"] is None:
+    if state.scalars is None:
         from mosaic_curriculum.scalars import StageScalars, log_dir
 
-        state["scalars"] = StageScalars(log_dir(child.run_dir, child.extras), state["read_stage"])
-    state["scalars"].observe(step)
+        state.scalars = StageScalars(log_dir(child.run_dir, child.extras), state.read_stage)
+    state.scalars.observe(step)

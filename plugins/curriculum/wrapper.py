@@ -8,7 +8,7 @@ stage's env with the same ``gym.make`` keyword arguments and swaps it in. The tr
 and the algorithm script never notice: spaces are checked to match before the run starts.
 
 ``step`` only counts (steps, episodes, their returns); every :data:`REPORT_EVERY` steps it
-sends the counts to the host (one datagram, ~20 us, so well under a microsecond per step),
+sends the counts to the host (one datagram of ~20 us, a fraction of a microsecond per step),
 which adds up all envs and decides. At those same points (never on every step) it looks at
 the stage word: an episode still running on the old stage is truncated there, so every env
 switches within ``REPORT_EVERY`` steps of the decision even when episodes are long
