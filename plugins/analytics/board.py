@@ -2,7 +2,8 @@
 
 :class:`MetricBoard` keeps the latest value of every tag (at most ``MAX_TAGS``), the global
 step, and a window of about ``RETURN_WINDOW`` episodes for the smoothed return. Its memory is
-bounded whatever the training process sends; malformed entries are ignored.
+bounded whatever the training process sends (the same tag budget as the training process's
+buffer); malformed entries are ignored.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from collections import deque
 from typing import Any
 
-from mosaic_analytics.bridge import MAX_TAG_LENGTH, MAX_TAGS, RETURN_WINDOW
+from mosaic_analytics.bridge import MAX_TAGS, RETURN_WINDOW, USUAL_PREFIXES, admit
 
 RETURN_TAG = "charts/episodic_return"
 LENGTH_TAG = "charts/episodic_length"
@@ -54,6 +55,7 @@ class MetricBoard:
         self._lock = threading.Lock()
         self._latest: dict[str, tuple[float | None, int | None]] = {}
         self._kinds: dict[str, str | None] = {}
+        self._others = 0
         self._returns: deque[tuple[int, float]] = deque()  # (episodes, sum of their returns) per batch
         self._returns_n = 0
         self.global_step = 0
@@ -75,12 +77,14 @@ class MetricBoard:
             for tag, entry in scalars.items():
                 if not isinstance(tag, str) or not isinstance(entry, (list, tuple)) or len(entry) != 4:
                     continue
-                if tag not in self._latest and (len(self._latest) >= self._max_tags or len(tag) > MAX_TAG_LENGTH):
-                    self.dropped_tags += 1
-                    continue
+                if tag not in self._latest:
+                    if not admit(tag, len(self._latest), self._others, self._max_tags):
+                        self.dropped_tags += 1
+                        continue
+                    self._others += not tag.startswith(USUAL_PREFIXES)
                 value, step, count, total = _number(entry[0]), _step(entry[1]), _step(entry[2]), _number(entry[3])
                 self._latest[tag] = (value, step)
-                kind = self._kinds.get(tag) if tag in self._kinds else self._kinds.setdefault(tag, classify(tag))
+                kind = self._kinds[tag] if tag in self._kinds else self._kinds.setdefault(tag, classify(tag))
                 if kind == "return" and count and total is not None:
                     self._add_returns(count, total)
                 if step is not None and step > self.global_step:

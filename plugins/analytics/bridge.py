@@ -8,7 +8,8 @@ scalar. The last values are sent reliably when the process exits.
 
 Host: :class:`MetricBoard` folds those messages into the run's latest values (global step,
 latest and smoothed episodic return, episode length, SPS, losses). Both ends are bounded:
-at most ``MAX_TAGS`` tags, a return window of about ``RETURN_WINDOW`` episodes.
+at most ``MAX_TAGS`` tags (room is kept for CleanRL's ``charts/``, ``losses/`` and
+``eval/`` tags, so a flood of other tags cannot crowd them out), a return window of about ``RETURN_WINDOW`` episodes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any, Callable
 
 MESSAGE_KIND = "analytics.metrics"
 SEND_INTERVAL_S = 0.25
-MAX_TAGS = 200
+MAX_TAGS = 200  # at most this many tags per run (MAX_OTHER_TAGS outside the usual prefixes)
+MAX_OTHER_TAGS = 150
+USUAL_PREFIXES = ("charts/", "losses/", "eval/")
 MAX_TAG_LENGTH = 128
 RETURN_WINDOW = 100
 
@@ -35,6 +38,7 @@ class ScalarBuffer:
         self._send, self._interval, self._clock, self._max_tags = send, interval, clock, max_tags
         # tag -> [latest value, its step, updates, finite updates, sum of finite values] since the last send
         self._tags: dict[str, list[Any]] = {}
+        self._others = 0
         self._due = clock() + interval
         self._pid = os.getpid()
         self.global_step = -1
@@ -46,9 +50,10 @@ class ScalarBuffer:
         """Record one scalar; sends a batch when one is due."""
         entry = self._tags.get(tag)
         if entry is None:
-            if len(self._tags) >= self._max_tags or len(tag) > MAX_TAG_LENGTH:
+            if not admit(tag, len(self._tags), self._others, self._max_tags):
                 self.dropped_tags += 1
                 return
+            self._others += not tag.startswith(USUAL_PREFIXES)
             entry = self._tags[tag] = [value, step, 0, 0, 0.0]
         entry[0] = value
         entry[1] = step
@@ -83,6 +88,13 @@ class ScalarBuffer:
             entry[2] = entry[3] = 0
             entry[4] = 0.0
         return True
+
+
+def admit(tag: str, count: int, others: int, max_tags: int = MAX_TAGS) -> bool:
+    """Whether a new tag fits: bounded length and count, with room kept for the usual prefixes."""
+    if len(tag) > MAX_TAG_LENGTH or count >= max_tags:
+        return False
+    return tag.startswith(USUAL_PREFIXES) or others < max_tags * MAX_OTHER_TAGS // MAX_TAGS
 
 
 def _finite(value: float) -> float | None:

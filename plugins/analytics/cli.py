@@ -167,6 +167,7 @@ def _configure_plot(parser: argparse.ArgumentParser) -> None:
 
 def _run_plot(ns: argparse.Namespace) -> int:
     from mosaic_analytics import curves
+    from mosaic_analytics.runs_index import summarize
 
     if ns.smooth < 1:
         raise UsageError(f"--smooth must be >= 1, got {ns.smooth}")
@@ -180,7 +181,7 @@ def _run_plot(ns: argparse.Namespace) -> int:
     dirs = [find_run(root, run_id) for run_id in dict.fromkeys(ns.run_ids)]
     drawn = []
     for run_dir in dirs:
-        curve = curves.read_scalars(run_dir, tag)
+        curve = curves.read_scalars(run_dir, tag, label=_label(summarize(run_dir)))
         for rel in curve.damaged:
             print(f"mosaic plot: warning: {run_dir.name}/{rel} is truncated or corrupt; "
                   f"using the {len(curve.steps)} points read before the damage", file=sys.stderr)
@@ -195,8 +196,15 @@ def _run_plot(ns: argparse.Namespace) -> int:
             raise UsageError(f"run {run_dir.name!r} {why}; nothing to plot")
         drawn.append(curve)
     curves.plot(drawn, output, ns.smooth, tag)
-    print(f"wrote {output} ({', '.join(f'{c.label}: {len(c.steps)} points' for c in drawn)})", file=sys.stderr)
+    counts = ", ".join(f"{d.name}: {len(c.steps)} points" for d, c in zip(dirs, drawn))
+    print(f"wrote {output} ({counts})", file=sys.stderr)
     return 0
+
+
+def _label(summary: Any) -> str:
+    details = [os.path.basename(summary.algo) if summary.algo else None, summary.env_id]
+    details = [d for d in details if d]
+    return f"{summary.run_id} ({', '.join(details)})" if details else summary.run_id
 
 
 # ------------------------------------------------------------------ mosaic tensorboard

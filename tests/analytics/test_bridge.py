@@ -13,7 +13,7 @@ from mosaic_core.runs import RunContext, RunDirectory
 
 from mosaic_analytics import plugin
 from mosaic_analytics.board import MetricBoard, classify
-from mosaic_analytics.bridge import MAX_TAGS, MESSAGE_KIND, RETURN_WINDOW, ScalarBuffer
+from mosaic_analytics.bridge import MAX_OTHER_TAGS, MAX_TAGS, MESSAGE_KIND, RETURN_WINDOW, ScalarBuffer
 
 
 class Clock:
@@ -95,9 +95,13 @@ def test_a_burst_of_100k_scalars_stays_bounded_in_the_training_process():
         buffer.add(f"debug/tag_{i}", float(i), i)
         if i % 10_000 == 0:
             clock.now += 1.0
-    assert len(buffer._tags) == MAX_TAGS and buffer.dropped_tags == 100_000 - MAX_TAGS
+    assert len(buffer._tags) == MAX_OTHER_TAGS and buffer.dropped_tags == 100_000 - MAX_OTHER_TAGS
     buffer.add("x" * 500, 1.0, 1)  # an absurd tag is dropped, never sent
-    assert buffer.dropped_tags == 100_000 - MAX_TAGS + 1
+    assert buffer.dropped_tags == 100_000 - MAX_OTHER_TAGS + 1
+    for i in range(1000):  # the flood never crowds out CleanRL's own tags, which stay bounded too
+        buffer.add(f"charts/tag_{i}", 1.0, i)
+    assert len(buffer._tags) == MAX_TAGS and "charts/tag_0" in buffer._tags
+    buffer.flush()
     for _, payload in channel.close():
         assert len(json.dumps(payload)) < 60_000 and len(payload["scalars"]) <= MAX_TAGS
 
@@ -125,11 +129,14 @@ def test_board_stays_bounded_and_ignores_malformed_batches():
     board = MetricBoard(total_timesteps=100)
     for i in range(100_000):
         board.update({"global_step": i, "scalars": {f"debug/{i}": [1.0, i, 1, 1.0]}})
-    assert len(board._latest) == MAX_TAGS and len(board._kinds) == MAX_TAGS
+    assert len(board._latest) == MAX_OTHER_TAGS and len(board._kinds) == MAX_OTHER_TAGS
     for bad in ({}, {"scalars": []}, {"scalars": {"a": [1, 2]}}, {"scalars": {"a": "x"}}, {"scalars": {3: [1, 1, 1, 1]}}):
         assert board.update(bad) is False
     board.update({"scalars": {"charts/episodic_return": ["NaN", -5, True, float("inf")]}})
     assert board.snapshot()["episodic_return"] is None and board.episodes == 0
+    for i in range(1000):
+        board.update({"scalars": {f"losses/{i}": [1.0, i, 1, 1.0], "charts/episodic_return": [5.0, i, 1, 5.0]}})
+    assert len(board._latest) == MAX_TAGS and board.snapshot()["episodic_return"] == 5.0
 
 
 def test_tags_are_classified_like_cleanrl_writes_them():
