@@ -6,8 +6,9 @@
    1024x1024x3);
 2. reader latency, publish -> visible in another process (median, p99);
 3. training SPS with FastLane off / single / grid at the default interval, side by side:
-   a CleanRL-shaped random-action loop (SyncVectorEnv, 4 CartPole envs) run as a training
-   process through the real patch point (``mosaic_core.child.install``), modes interleaved;
+   a CleanRL-shaped random-action loop (SyncVectorEnv, 4 CartPole envs; the worst case, as
+   no learning dilutes FastLane's cost) run as a training process through the real patch
+   point (``mosaic_core.child.install``), modes interleaved, per wall and per CPU second;
    with ``--ppo`` also the bundled PPO through ``mosaic run`` (its ``charts/SPS``);
 4. how grid mode's cost grows with num_envs (1, 4, 16).
 """
@@ -111,27 +112,34 @@ def bench_latency(frames: int) -> None:
 
 # ------------------------------------------------------------------------------ 3/4. training SPS
 SPS_CHILD = """
-import sys, time
+import json, sys, time
 from mosaic_core.child import install
 install()
 import gymnasium as gym
-num_envs, steps, vector = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-cls = gym.vector.AsyncVectorEnv if vector == "async" else gym.vector.SyncVectorEnv
-envs = cls([lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1")) for _ in range(num_envs)])
+num_envs, steps = int(sys.argv[1]), int(sys.argv[2])
+envs = gym.vector.SyncVectorEnv([lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+                                 for _ in range(num_envs)])
 envs.reset(seed=0); envs.action_space.seed(0)
 actions = [envs.action_space.sample() for _ in range(64)]
-for i in range(200):
+for i in range(300):
     envs.step(actions[i % 64])  # warm-up: first frames, imports
-start = time.perf_counter()
+spent = 0.0
+if "mosaic_fastlane.wrapper" in sys.modules:
+    from mosaic_fastlane.wrapper import _render_seconds
+    spent = _render_seconds[0]
+wall, cpu = time.perf_counter(), time.process_time()
 for i in range(steps):
     envs.step(actions[i % 64])
-print(steps * num_envs / (time.perf_counter() - start))
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+if spent or "mosaic_fastlane.wrapper" in sys.modules:
+    spent = _render_seconds[0] - spent
+print(json.dumps({"wall": steps * num_envs / wall, "cpu": steps * num_envs / cpu, "share": spent / wall}))
 envs.close()
 """
 
 
-def _sps(mode: str, num_envs: int, steps: int, vector: str = "sync") -> tuple[float, int]:
-    """Env steps per second of one training process; returns (sps, frames published)."""
+def _sps(mode: str, num_envs: int, steps: int) -> dict:
+    """Env steps per wall second and per CPU second of one training process, and frames published."""
     from mosaic_core.child import ChildContext
     from mosaic_core.channel import ChannelSender
 
@@ -150,74 +158,97 @@ def _sps(mode: str, num_envs: int, steps: int, vector: str = "sync") -> tuple[fl
         env["MOSAIC_CHILD"] = ChildContext(run_id, Path(run_dir), {}, ChannelSender(None), num_envs=num_envs).describe()
         env["PYTHONPATH"] = str(REPO / "mosaic_core" / "_boot")
         try:
-            out = subprocess.run([sys.executable, "-c", SPS_CHILD, str(num_envs), str(steps), vector], env=env,
+            out = subprocess.run([sys.executable, "-c", SPS_CHILD, str(num_envs), str(steps)], env=env,
                                  cwd=run_dir, capture_output=True, text=True, timeout=600)
             if out.returncode:
                 raise RuntimeError(out.stderr[-2000:])
-            frames = 0
+            result = json.loads(out.stdout.splitlines()[-1])
+            result["frames"] = 0
             if owner is not None:
                 with FastLaneReader(name=owner.name) as reader:
-                    frames = reader.frames_published()
-            return float(out.stdout.split()[-1]), frames
+                    result["frames"] = reader.frames_published()
+            return result
         finally:
             if owner is not None:
                 owner.remove()
 
 
+def _median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
 def bench_training(steps: int, repeats: int) -> None:
-    print("\n3. training SPS, random-action loop, SyncVectorEnv of 4 CartPole-v1, default interval (100 ms);")
-    print(f"   modes interleaved, {repeats} repeats of {steps} vector steps, median (frames published)")
-    results: dict[str, list[tuple[float, int]]] = {"off": [], "single": [], "grid": []}
+    print("\n3. training SPS: CleanRL-shaped random-action loop, SyncVectorEnv of 4 CartPole-v1, run as a")
+    print("   training process through mosaic_core.child.install(); default interval (100 ms) and budget;")
+    print(f"   modes interleaved, median of {repeats} x {steps} vector steps. Per CPU second is the cost that")
+    print("   FastLane adds (wall SPS on this shared 2-core machine moves with other people's load).")
+    print("   'in FastLane' = share of the loop's wall time spent rendering + downscaling + publishing.")
+    print(f"   {'mode':>7} {'SPS (wall)':>11} {'SPS (CPU)':>10} {'cost (CPU)':>11} {'in FastLane':>12} {'frames':>7}")
+    results: dict[str, list[dict]] = {"off": [], "single": [], "grid": []}
     for _ in range(repeats):
         for mode in results:
             results[mode].append(_sps(mode, 4, steps))
-    base = statistics.median(s for s, _ in results["off"])
+    base = _median(results["off"], "cpu")
     for mode, runs in results.items():
-        sps = statistics.median(s for s, _ in runs)
-        frames = statistics.median(f for _, f in runs)
-        print(f"   {mode:>7}: {sps:9.0f} SPS  {100 * (sps / base - 1):+6.1f}%  ({frames:.0f} frames)")
+        cpu = _median(runs, "cpu")
+        print(f"   {mode:>7} {_median(runs, 'wall'):>11.0f} {cpu:>10.0f} {100 * (1 - cpu / base):>10.1f}% "
+              f"{100 * _median(runs, 'share'):>11.1f}% {_median(runs, 'frames'):>7.0f}")
 
 
 def bench_grid_scaling(steps: int, repeats: int) -> None:
-    print("\n4. grid mode vs num_envs (SyncVectorEnv, one tile per env, default interval)")
-    print(f"   {'num_envs':>8} {'off SPS':>9} {'grid SPS':>9} {'cost':>7} {'frames':>7}")
+    print("\n4. grid mode vs num_envs (SyncVectorEnv: every tile rendered in the training process)")
+    print(f"   {'num_envs':>8} {'off SPS (CPU)':>14} {'grid SPS (CPU)':>15} {'cost':>7} {'in FastLane':>12} {'frames':>7}")
     for num_envs in (1, 4, 16):
-        n_steps = max(200, steps * 4 // num_envs)
-        off = [_sps("off", num_envs, n_steps)[0] for _ in range(repeats)]
-        grid = [_sps("grid", num_envs, n_steps) for _ in range(repeats)]
-        o, g = statistics.median(off), statistics.median(s for s, _ in grid)
-        print(f"   {num_envs:>8} {o:>9.0f} {g:>9.0f} {100 * (g / o - 1):>+6.1f}% {grid[0][1]:>7}")
+        n_steps = max(500, steps * 4 // num_envs)
+        runs = {"off": [], "grid": []}
+        for _ in range(repeats):
+            for mode in runs:
+                runs[mode].append(_sps(mode, num_envs, n_steps))
+        off, grid = _median(runs["off"], "cpu"), _median(runs["grid"], "cpu")
+        print(f"   {num_envs:>8} {off:>14.0f} {grid:>15.0f} {100 * (1 - grid / off):>6.1f}% "
+              f"{100 * _median(runs['grid'], 'share'):>11.1f}% {_median(runs['grid'], 'frames'):>7.0f}")
 
 
-def bench_ppo(total: int) -> None:
-    print(f"\n3b. bundled PPO through `mosaic run` ({total} steps, CartPole-v1, 4 envs): charts/SPS of the last update")
-    for mode in ("off", "single", "grid"):
-        extras = {} if mode == "off" else {"fastlane_video_mode": mode}
-        with tempfile.TemporaryDirectory() as workdir:
-            out = subprocess.run([str(Path(sys.executable).parent / "mosaic"), "run", "--worker", "cleanrl", "--algo",
-                                  "ppo", "--env-id", "CartPole-v1", "--total-timesteps", str(total), "--run-id",
-                                  f"bench-ppo-{mode}", "--extras", json.dumps(extras)], cwd=workdir,
-                                 capture_output=True, text=True, timeout=900)
-            events = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-            sps = [e["payload"].get("sps") for e in events if e["event"] == "metrics" and e["payload"].get("sps")]
-            manifest = json.loads((Path(workdir) / "var/trainer/runs" / f"bench-ppo-{mode}" / "analytics.json").read_text())
-            frames = manifest.get("fastlane", {}).get("frames_published", 0)
-        print(f"   {mode:>7}: {sps[-1] if sps else float('nan'):8.0f} SPS  ({frames} frames)")
+def bench_ppo(total: int, algo: str, repeats: int) -> None:
+    print(f"\n3b. PPO ({algo}) through `mosaic run`, {total} steps of CartPole-v1, 4 envs: mean charts/SPS,")
+    print(f"    modes interleaved, median of {repeats}")
+    results: dict[str, list[tuple[float, int]]] = {"off": [], "single": [], "grid": []}
+    for _ in range(repeats):
+        for mode in results:
+            results[mode].append(_ppo_sps(mode, total, algo))
+    base = statistics.median(s for s, _ in results["off"])
+    for mode, runs in results.items():
+        sps = statistics.median(s for s, _ in runs)
+        print(f"   {mode:>7}: {sps:8.0f} SPS {100 * (sps / base - 1):+6.1f}%  ({statistics.median(f for _, f in runs):.0f} frames)")
+
+
+def _ppo_sps(mode: str, total: int, algo: str) -> tuple[float, int]:
+    extras = {} if mode == "off" else {"fastlane_video_mode": mode, "num_envs": 4}
+    with tempfile.TemporaryDirectory() as workdir:
+        subprocess.run([str(Path(sys.executable).parent / "mosaic"), "run", "--worker", "cleanrl", "--algo", algo,
+                        "--env-id", "CartPole-v1", "--total-timesteps", str(total), "--run-id", f"bench-ppo-{mode}",
+                        "--extras", json.dumps(extras), "--quiet"], cwd=workdir, capture_output=True, timeout=900)
+        run_dir = Path(workdir) / "var/trainer/runs" / f"bench-ppo-{mode}"
+        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+        sps = [e["payload"]["sps"] for e in events if e["event"] == "metrics" and e["payload"].get("sps")]
+        frames = json.loads((run_dir / "analytics.json").read_text()).get("fastlane", {}).get("frames_published", 0)
+    return (statistics.mean(sps) if sps else float("nan")), frames
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a rough look)")
-    parser.add_argument("--ppo", action="store_true", help="also run the bundled PPO through `mosaic run`")
+    parser.add_argument("--ppo", action="store_true", help="also train PPO through `mosaic run`")
+    parser.add_argument("--algo", default="ppo", help="--ppo: the algorithm or script to run (default ppo)")
     args = parser.parse_args()
     quick = args.quick
     print(f"FastLane benchmark; python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs")
     bench_publish(200 if quick else 1000)
     bench_latency(300 if quick else 1000)
-    bench_training(1500 if quick else 5000, 1 if quick else 3)
-    bench_grid_scaling(1500 if quick else 4000, 1 if quick else 3)
+    bench_training(3000 if quick else 10000, 1 if quick else 5)
+    bench_grid_scaling(3000 if quick else 10000, 1 if quick else 3)
     if args.ppo:
-        bench_ppo(20000 if quick else 50000)
+        bench_ppo(20000 if quick else 40000, args.algo, 1 if quick else 3)
 
 
 if __name__ == "__main__":

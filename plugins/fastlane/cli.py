@@ -165,5 +165,25 @@ def clean() -> int:
             path.unlink(missing_ok=True)
             removed += 1
             print(f"removed {path}", file=sys.stderr)
+    for path in _half_made():
+        path.unlink(missing_ok=True)
+        removed += 1
+        print(f"removed {path}", file=sys.stderr)
     print(json.dumps({"removed": removed}))
+
+
+def _half_made() -> list[Path]:
+    """Segments a host was still building when it died (``.mosaic-fl-<run>.<pid>.tmp``)."""
+    from mosaic_fastlane import layout
+
+    found = []
+    try:
+        candidates = list(layout.shm_dir().glob(f".{layout.NAME_PREFIX}*.tmp"))
+    except OSError:
+        return []
+    for path in candidates:
+        pid = path.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not layout.process_alive(int(pid)):
+            found.append(path)
+    return found
     return 0

@@ -62,7 +62,7 @@ def _create_segment(state: HostState, run: "RunContext") -> None:
         state.owner = SegmentOwner(run.run_id, mode=layout.Mode.GRID if resolved.mode == "grid" else layout.Mode.SINGLE,
                                    slot_count=resolved.slots, max_dim=resolved.max_dim,
                                    interval_ms=resolved.interval_ms, directory=Path(resolved.shm_dir))
-    except SharedMemoryUnavailable as exc:
+    except (SharedMemoryUnavailable, OSError) as exc:
         state.create_failed = True
         message = f"{exc}; FastLane is disabled for run {run.run_id} (training goes on)"
         state.errors.append(message)

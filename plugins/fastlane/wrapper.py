@@ -74,7 +74,7 @@ class EnvPublisher:
         self._render, self._emit = render, emit_frame
         self.writer: SlotWriter | None = None
         self.disabled = False
-        self.clock = self.steps = self.episode_count = 0
+        self.clock = self.steps = self.episode_count = self.frames_rendered = 0
         self.last_reward, self._episode_return, self._ended = 0.0, 0.0, False
         self._returns: deque[float] = deque(maxlen=ROLLING_EPISODES)
         self._next_due = 0.0
@@ -85,6 +85,8 @@ class EnvPublisher:
 
     # ------------------------------------------------------------------ env calls
     def after_step(self, reward: Any, done: bool) -> None:
+        if not self.steps:
+            self._rate_mark = (time.monotonic(), 0)  # rates count from the first step, not from creation
         self.steps += 1
         self.clock += 1
         self.last_reward = float(reward)
@@ -135,7 +137,9 @@ class EnvPublisher:
         try:
             self._render_and_emit(tick)
         finally:
-            _render_seconds[0] += time.perf_counter() - started
+            if self.frames_rendered:  # the first render pays one-time set-up (e.g. pygame): not counted
+                _render_seconds[0] += time.perf_counter() - started
+            self.frames_rendered += 1
 
     def _render_and_emit(self, tick: int) -> None:
         image = self._render()

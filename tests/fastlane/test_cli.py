@@ -22,12 +22,13 @@ def test_list_shows_segments_and_clean_removes_only_dead_hosts(tmp_path):
     try:
         assert live.stdout.readline().strip() == "ready"
         (tmp_path / "mosaic-fl-junk").write_bytes(b"junk")
+        (tmp_path / ".mosaic-fl-halfmade.999999999.tmp").write_bytes(b"")  # a host died while building it
         listed = subprocess.run([str(MOSAIC), "fastlane", "list"], env=env, capture_output=True, text=True)
         rows = {row["segment"]: row for row in map(json.loads, listed.stdout.splitlines())}
         assert rows["mosaic-fl-deadhost"]["host_alive"] is False and rows["mosaic-fl-deadhost"]["mode"] == "grid"
         assert rows["mosaic-fl-livehost"]["host_alive"] is True and "too small" in rows["mosaic-fl-junk"]["error"]
         cleaned = subprocess.run([str(MOSAIC), "fastlane", "clean"], env=env, capture_output=True, text=True)
-        assert json.loads(cleaned.stdout) == {"removed": 1}
+        assert json.loads(cleaned.stdout) == {"removed": 2}
         assert sorted(p.name for p in tmp_path.iterdir()) == ["mosaic-fl-junk", "mosaic-fl-livehost"]
     finally:
         live.communicate("\n")

@@ -21,7 +21,7 @@ while True:
 seen, last = [], 0
 with reader:
     while len(seen) < count:
-        frame = reader.wait(after=last, timeout=30)
+        frame = reader.wait(after=last, timeout=60)
         if frame is None:
             break
         last = frame.frame_number
