@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mosaic_core.errors import UsageError
+from mosaic_core.errors import MosaicError, UsageError
 
 from mosaic_analytics.manifest import EVENT_FILE, walk_files
 
@@ -42,6 +42,16 @@ class _DamageListener(logging.Handler):
             self.files.add(str(record.args[0]))
 
 
+def _require(module: str, package: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MosaicError(f"this command needs {package}, which is not installed ({exc}); "
+                          f"pip install {package}") from None
+
+
 def event_files(run_dir: Path) -> list[str]:
     """Relative paths of the TensorBoard event files of a run (the wandb/ copies left out)."""
     return [rel for rel, _info in walk_files(run_dir) if os.path.basename(rel).startswith(EVENT_FILE)]
@@ -49,9 +59,8 @@ def event_files(run_dir: Path) -> list[str]:
 
 def read_scalars(run_dir: Path, tag: str, label: str | None = None) -> Curve:
     """Every ``tag`` scalar of a run, sorted by step, across all its event files."""
-    from tensorboard.backend.event_processing import event_accumulator
-    from tensorboard.util import tb_logging
-
+    event_accumulator = _require("tensorboard.backend.event_processing.event_accumulator", "tensorboard")
+    tb_logging = _require("tensorboard.util.tb_logging", "tensorboard")
     curve = Curve(label or run_dir.name)
     logger = tb_logging.get_logger()
     listener, level = _DamageListener(), logger.level
@@ -94,8 +103,7 @@ def smooth(values: list[float], window: int) -> list[float]:
 
 def plot(curves: list[Curve], output: Path, window: int, tag: str) -> None:
     """Draw ``curves`` overlaid (raw faint, smoothed solid) into the PNG ``output``."""
-    import matplotlib
-
+    matplotlib = _require("matplotlib", "matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
