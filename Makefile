@@ -24,7 +24,7 @@ test: venv
 
 # A second, smaller lane: our code on gymnasium 1.x.
 GYM1 := .venv-gym1
-GYM1_TESTS ?= tests/algorithms tests/core
+GYM1_TESTS ?= tests/algorithms tests/core tests/curriculum
 $(GYM1)/.installed: pyproject.toml
 	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)
 	$(GYM1)/bin/pip install -q torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4

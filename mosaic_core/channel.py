@@ -5,6 +5,8 @@ reachable from every process of the run (the training process and its env worker
 or spawned), message boundaries kept. Each datagram is one JSON object
 ``{"kind": str, "payload": {...}}``. Senders never block on the hot path: when the host is
 slow, best-effort messages are dropped and counted; reliable ones wait up to a second.
+Linux queues only ``net.unix.max_dgram_qlen`` datagrams per socket (10 by default), so
+senders coalesce: send the latest state at a bounded rate, never one message per step.
 """
 
 from __future__ import annotations
@@ -68,7 +70,9 @@ class ChannelReceiver:
         self._handler(kind, payload)
 
     def close(self) -> None:
-        """Stop the thread, deliver whatever is still queued, release the address."""
+        """Stop the thread, deliver whatever is still queued, release the address (idempotent)."""
+        if self._sock.fileno() < 0:
+            return
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2)

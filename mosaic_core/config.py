@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mosaic_core.errors import ConfigError
 
@@ -122,8 +122,11 @@ def build_config(
     overrides: dict[str, Any] | None = None,
     extras: dict[str, Any] | None = None,
     generate_run_id: bool = False,
+    defaults: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> WorkerConfig:
-    """Merge file data, CLI overrides (win) and ``--extras`` (merged per key), then validate."""
+    """Merge file data, CLI overrides (win) and ``--extras`` (merged per key), then validate.
+
+    ``defaults`` (e.g. :meth:`PluginHost.config_defaults`) fills fields still missing."""
     merged = dict(data or {})
     for key, value in (overrides or {}).items():
         if value is not None:
@@ -134,6 +137,8 @@ def build_config(
     if not isinstance(file_extras, dict):
         raise ConfigError(f"extras must be an object, got {type(file_extras).__name__}", field="extras", source=source)
     merged["extras"] = {**file_extras, **(extras or {})}
+    if defaults is not None:
+        merged.update({k: v for k, v in defaults(merged).items() if merged.get(k) in (None, "")})
     if generate_run_id and not merged.get("run_id"):
         merged["run_id"] = new_run_id()
     known = {"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "extras"}

@@ -53,6 +53,18 @@ def mosaic_cli_commands() -> list[CliCommand]:
 # Host: before a run
 # --------------------------------------------------------------------------------------
 @hookspec
+def mosaic_config_defaults(data: dict[str, Any]) -> dict[str, Any] | None:
+    """Fill in worker-config fields the user left out.
+
+    Called once while a config is built, after the file, CLI overrides and ``--extras``
+    are merged and before validation, with that raw merged mapping. Return values for
+    missing fields only (e.g. ``{"env_id": <first curriculum stage>}``), or None. Fields
+    already present are never replaced; the same field from two plugins is an error naming
+    both.
+    """
+
+
+@hookspec
 def mosaic_validate_config(config: WorkerConfig) -> list[str] | None:
     """Check the parts of a worker config this plugin owns (usually its ``extras`` keys).
 

@@ -135,6 +135,10 @@ class PluginHost:
                 commands[command.name] = (plugin, command)
         return [commands[name][1] for name in sorted(commands)]
 
+    def config_defaults(self, data: dict[str, Any]) -> dict[str, Any]:
+        defaults = self._merge("mosaic_config_defaults", "config default", self._call("mosaic_config_defaults", data=data))
+        return {key: value for key, value in defaults.items() if data.get(key) in (None, "")}
+
     def validate_config(self, config: WorkerConfig) -> list[str]:
         problems: list[str] = []
         for plugin, result in self._call("mosaic_validate_config", config=config):

@@ -47,21 +47,22 @@ def build_parser(prog: str = "cleanrl-worker") -> argparse.ArgumentParser:
     return parser
 
 
-def load_config(ns: argparse.Namespace):
+def load_config(ns: argparse.Namespace, host: Any):
     data, source = None, None
     if ns.config:
         data, source = read_config_file(ns.config), ns.config
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
                  "worker_id": ns.worker_id, "run_id": ns.run_id}
     extras = parse_extras_json(ns.extras) if ns.extras else None
-    return build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True)
+    return build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
+                        defaults=host.config_defaults)
 
 
 def run(ns: argparse.Namespace) -> int:
     from cleanrl_worker.launcher import plan_launch
 
-    config = load_config(ns)
     host = plugin_host()
+    config = load_config(ns, host)
     directory = RunDirectory.for_run(ns.runs_dir, config.run_id)
     run_ctx = RunContext(config=config, directory=directory, worker=WORKER, quiet=ns.quiet)
     plan = plan_launch(config, run_ctx, host, interactive=ns.interactive)

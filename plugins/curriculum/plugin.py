@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mosaic_core.hookspecs import hookimpl
 from mosaic_curriculum.control import REPORT_KIND, CurriculumController
-from mosaic_curriculum.schedule import SCHEDULE_KEY, Schedule, load_schedule, parse_schedule
+from mosaic_curriculum.schedule import SCHEDULE_KEY, Schedule, first_env_id, load_schedule, parse_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 
 if TYPE_CHECKING:

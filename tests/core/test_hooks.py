@@ -77,6 +77,16 @@ def test_mosaic_build_args_and_mosaic_validate_config_concatenate(run):
         host_with(module("c", mosaic_build_args=lambda: "--oops")).build_args(run.config)
 
 
+def test_mosaic_config_defaults_fill_only_missing_fields():
+    a = module("a", mosaic_config_defaults=lambda data: {"env_id": "Stage0-v0", "algo": "never"})
+    host = host_with(a)
+    assert host.config_defaults({"algo": "ppo"}) == {"env_id": "Stage0-v0"}
+    config = build_config({"algo": "ppo", "total_timesteps": 5}, generate_run_id=True, defaults=host.config_defaults)
+    assert config.env_id == "Stage0-v0" and config.algo == "ppo"
+    with pytest.raises(PluginError, match="'env_id' is contributed by both"):
+        host_with(a, module("b", mosaic_config_defaults=lambda: {"env_id": "x"})).config_defaults({})
+
+
 def test_mosaic_cli_commands_reject_duplicates():
     command = CliCommand("hello", "say hello", lambda p: None, lambda ns: 0)
     a = module("a", mosaic_cli_commands=lambda: [command])
@@ -159,6 +169,10 @@ def mosaic_cli_commands():
 def mosaic_validate_config(config):
     if config.extras.get("recorder_reject"):
         return ["extras.recorder_reject: rejected by the recorder plugin"]
+
+@hookimpl
+def mosaic_config_defaults(data):
+    return {"seed": 11} if data.get("extras", {}).get("mosaic_recorder_seed") else None
 
 @hookimpl
 def mosaic_build_args(config):
@@ -265,7 +279,8 @@ def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
                       "--total-timesteps", "10", "--extras", '{"recorder_reject": true}', env=env)
     assert rejected.returncode == 2 and "rejected by the recorder plugin" in rejected.stderr
     result = mosaic("run", "--worker", "cleanrl", "--algo", "algo.py", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "10", "--run-id", "hooks", "--heartbeat-interval", "0.2", env=env)
+                    "--total-timesteps", "10", "--run-id", "hooks", "--heartbeat-interval", "0.2",
+                    "--extras", '{"mosaic_recorder_seed": true}', env=env)
     assert result.returncode == 0, result.stderr + (runs_root / "hooks/logs/cleanrl.stderr.log").read_text()
     events = result.events
     assert events[0]["event"] == "run_started" and events[-1]["event"] == "run_completed"
@@ -274,6 +289,7 @@ def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
     assert beats and all(b["payload"]["recorder"] == "alive" for b in beats)
     assert any(e["event"] == "checkpoint_saved" and e["payload"]["global_step"] == 3 for e in events)
     run_dir = runs_root / "hooks"
+    assert json.loads((run_dir / "config.json").read_text())["seed"] == 11  # from mosaic_config_defaults
     manifest = json.loads((run_dir / "analytics.json").read_text())
     assert manifest["recorder"] == {"status": "completed"} and manifest["status"] == "completed"
     log = [json.loads(line) for line in (run_dir / "hooklog.jsonl").read_text().splitlines()]
