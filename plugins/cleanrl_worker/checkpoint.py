@@ -140,6 +140,11 @@ def save_checkpoint(path: str | Path, *, algo: str, args: Any, envs: Any, models
 
 # Load ----------------------------------------------------------------------------------------
 
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def load_checkpoint(path: str | Path, *, map_location: Any = "cpu") -> dict[str, Any]:
     """Read and check a checkpoint's format; raises :class:`CheckpointError` naming the problem."""
     path = Path(path)
@@ -218,8 +223,7 @@ def restore_training(ckpt: dict[str, Any], path: str, *, envs: Any, models: dict
     except CheckpointError as exc:
         fail(f"--resume-from: {exc}")
     except (RuntimeError, KeyError, ValueError) as exc:
-        reason = str(exc).strip().splitlines()[0]
-        fail(f"--resume-from: checkpoint {path} does not fit this model (changed sizes?): {reason[:200]}")
+        fail(f"--resume-from: checkpoint {path} does not fit this model (changed sizes?): {_one_line(exc)}")
 
 
 # Acting from a checkpoint alone ---------------------------------------------------------------
@@ -264,8 +268,7 @@ def load_policy(path: str | Path, *, device: str | torch.device = "cpu", seed: i
             model.load_state_dict(ckpt["models"][name])
             model.to(device).eval()
     except (RuntimeError, KeyError) as exc:
-        raise CheckpointError(f"checkpoint {path}: models do not fit {ckpt['algo']}'s agent: "
-                              f"{str(exc).strip().splitlines()[0][:200]}") from None
+        raise CheckpointError(f"checkpoint {path}: models do not fit {ckpt['algo']}'s agent: {_one_line(exc)}") from None
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     act = module.policy(models, ckpt.get("args", {}), device, generator, deterministic)

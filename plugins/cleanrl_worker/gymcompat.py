@@ -35,7 +35,8 @@ def episodes(infos: dict[str, Any]) -> Iterator[tuple[int, float, int]]:
     if "final_info" in infos:  # 0.29
         for index, info in enumerate(infos["final_info"]):
             if info and "episode" in info:
-                yield index, float(info["episode"]["r"]), int(info["episode"]["l"])
+                episode = info["episode"]  # 0.29 keeps "r" and "l" as 1-element arrays
+                yield index, float(np.ravel(episode["r"])[0]), int(np.ravel(episode["l"])[0])
     elif "episode" in infos:  # 1.x
         stats, mask = infos["episode"], infos["_episode"]
         for index in np.flatnonzero(mask):

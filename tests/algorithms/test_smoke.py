@@ -1,0 +1,60 @@
+"""Every bundled algorithm trains for a few hundred steps, logs CleanRL's tags, saves and evaluates."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+
+import pytest
+
+from cleanrl_worker.checkpoint import load_checkpoint
+
+from .conftest import CHECKPOINT_EVERY, TINY, scalars
+
+LOSS_TAG = {
+    "ppo": "losses/value_loss",
+    "ppo_continuous_action": "losses/explained_variance",
+    "dqn": "losses/td_loss",
+    "c51": "losses/loss",
+    "sac_continuous_action": "losses/alpha",
+    "td3_continuous_action": "losses/qf2_loss",
+    "ddpg_continuous_action": "losses/qf1_loss",
+}
+
+@pytest.mark.parametrize("algo", sorted(TINY))
+def test_algorithm_trains_logs_saves_and_evaluates(algo, smoke_runs):
+    every = CHECKPOINT_EVERY.get(algo, 200)
+    run = smoke_runs[algo]
+    assert run.returncode == 0, run.stderr[-3000:]
+    run_dir = run.run_dir
+    assert run_dir.name.startswith(f"{TINY[algo][1]}__{algo}__1__")  # CleanRL's run_name
+
+    tags = scalars(run_dir)
+    assert tags["charts/episodic_return"], "no episode was logged"
+    assert {"charts/episodic_length", "charts/SPS", LOSS_TAG[algo]} <= set(tags)
+    assert [step for step, _ in tags["eval/episodic_return"]] == list(range(10))
+    assert len(tags["eval/discounted_return"]) == 10
+
+    final = load_checkpoint(run_dir / f"{algo}.cleanrl_model")
+    assert final["algo"] == algo and final["env_id"] == TINY[algo][1]
+    total = int(TINY[algo][3])
+    assert final["global_step"] == total and final["args"]["total_timesteps"] == total
+    saved = sorted(run_dir.glob("checkpoints/step_*.cleanrl_model"))
+    assert saved, "--checkpoint-frequency saved nothing"
+    for path in saved:
+        step = int(path.stem.removeprefix("step_"))
+        assert step % every == 0 and load_checkpoint(path)["global_step"] == step
+
+
+@pytest.mark.parametrize("algo", sorted(TINY))
+def test_module_imports_without_side_effects(algo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    module = importlib.import_module(f"cleanrl_worker.algorithms.{algo}")
+    assert os.listdir(tmp_path) == []
+    fields = {f.name: f.default for f in dataclasses.fields(module.Args)}
+    assert fields["exp_name"] == algo and fields["seed"] == 1 and fields["cuda"] is True
+    assert fields["wandb_project_name"] == "cleanRL" and fields["checkpoint_frequency"] == 0
+    assert fields["resume_from"] is None
+    for name in ("policy_models", "policy", "make_eval_env"):
+        assert callable(getattr(module, name))
