@@ -48,6 +48,7 @@ class PluginHost:
         self.loaded: list[LoadedEntryPoint] = []
         self._trace = os.environ.get(TRACE_VAR, "") not in ("", "0") if trace is None else trace
         self._impls: dict[str, list[tuple[str, Callable[..., Any], tuple[str, ...]]]] = {}
+        self._scalar_calls: list[tuple[Callable[..., Any], tuple[int, ...]]] | None = None
         for item in loaded or []:
             self.add(item)
 
@@ -66,6 +67,7 @@ class PluginHost:
             item.status, item.error, item.obj = "failed", f"{type(exc).__name__}: {exc}", None
             report_failure(item)
         self._impls.clear()
+        self._scalar_calls = None
 
     def register_module(self, module: types.ModuleType, name: str) -> None:
         """Register an in-process plugin module (used by tests and embedding programs)."""
@@ -207,9 +209,15 @@ class PluginHost:
         self._call("mosaic_on_frame", child=child, frame=frame, info=info)
 
     def on_scalar(self, child: ChildContext, tag: str, value: float, step: int | None) -> None:
-        for _plugin, function, argnames in self._implementations("mosaic_on_scalar"):
-            kwargs = {"child": child, "tag": tag, "value": value, "step": step}
-            function(*[kwargs[a] for a in argnames])
+        # The hottest hook (every add_scalar): argument positions are worked out once.
+        calls = self._scalar_calls
+        if calls is None:
+            order = ("child", "tag", "value", "step")
+            calls = self._scalar_calls = [(function, tuple(order.index(a) for a in argnames))
+                                          for _p, function, argnames in self._implementations("mosaic_on_scalar")]
+        args = (child, tag, value, step)
+        for function, positions in calls:
+            function(*[args[i] for i in positions])
 
 
 def load_plugin_host() -> PluginHost:

@@ -78,7 +78,8 @@ class Supervisor:
     # ------------------------------------------------------------------ child
     def child_environment(self, address: str) -> dict[str, str]:
         cfg = self.run.config
-        child = ChildContext(run_id=cfg.run_id, run_dir=self.run.run_dir, extras=cfg.extras,
+        # Secrets reach the child only through the env plugins give it, never a second copy here.
+        child = ChildContext(run_id=cfg.run_id, run_dir=self.run.run_dir, extras=redact(cfg.extras),
                              channel=channel.ChannelSender(address), algo=cfg.algo, env_id=cfg.env_id)
         env = dict(os.environ)
         env.update(self.env_additions)
@@ -211,7 +212,7 @@ class Supervisor:
         try:
             sections = self.host.build_manifest(run, status)
         except Exception as exc:
-            sections = {"notes": {"manifest_error": str(exc)}}
+            sections = {"manifest_error": str(exc)}
         manifest = {"schema": MANIFEST_SCHEMA, "run_id": run.run_id, "worker": run.worker, "status": status,
                     "algo": run.config.algo, "env_id": run.config.env_id, "written_at": time.time(), **sections}
         try:
