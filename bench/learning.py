@@ -1,0 +1,161 @@
+"""Do the bundled algorithms learn? Train algo/env pairs over several seeds, in parallel processes.
+
+Run by hand (it trains for real; use `nice`):
+    nice .venv/bin/python bench/learning.py                       # ppo and dqn on CartPole-v1, 500k, 2 seeds
+    nice .venv/bin/python bench/learning.py --pair ppo:CartPole-v1:100000 --seeds 3 --workers 2
+    nice .venv/bin/python bench/learning.py --pair "sac_continuous_action:Pendulum-v1:15000:--learning-starts 1000"
+    nice .venv/bin/python bench/learning.py --via mosaic ...      # through `mosaic run` instead of the script
+
+A pair is ALGO:ENV_ID[:STEPS[:EXTRA FLAGS]]. Each run's score is the mean return of its last
+`--last` (10) training episodes, read from its TensorBoard file; the table shows mean ± std of
+that score over seeds, the mean SPS (the script's last charts/SPS), the mean wall time per
+run, and CleanRL's published figure where there is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "cleanrl_worker" / "algorithms"
+PUBLISHED = {("ppo", "CartPole-v1"): "≈490 (500k)", ("dqn", "CartPole-v1"): "≈489 (500k)",
+             ("ppo", "Acrobot-v1"): "≈-86 (500k)"}
+DEFAULT_PAIRS = ["ppo:CartPole-v1:500000", "dqn:CartPole-v1:500000"]
+
+
+@dataclass
+class Pair:
+    algo: str
+    env_id: str
+    steps: int
+    flags: list[str]
+
+    @classmethod
+    def parse(cls, text: str) -> "Pair":
+        parts = text.split(":", 3)
+        if len(parts) < 2:
+            raise SystemExit(f"error: --pair {text!r}: expected ALGO:ENV_ID[:STEPS[:FLAGS]]")
+        steps = int(parts[2]) if len(parts) > 2 and parts[2] else 100000
+        return cls(parts[0], parts[1], steps, shlex.split(parts[3]) if len(parts) > 3 else [])
+
+
+@dataclass
+class Outcome:
+    pair: Pair
+    seed: int
+    score: float
+    episodes: int
+    sps: float
+    wall: float
+    error: str = ""
+
+
+def flags_to_extras(flags: list[str]) -> dict:
+    """``--learning-starts 1000 --no-anneal-lr`` → ``{"learning_starts": 1000, "anneal_lr": false}``."""
+    extras, i = {}, 0
+    while i < len(flags):
+        name = flags[i].removeprefix("--").replace("-", "_")
+        if i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+            try:
+                extras[name] = json.loads(flags[i + 1])
+            except json.JSONDecodeError:
+                extras[name] = flags[i + 1]
+            i += 2
+        else:
+            extras[name.removeprefix("no_")] = not name.startswith("no_")
+            i += 1
+    return extras
+
+
+def command(pair: Pair, seed: int, via: str, workdir: Path) -> list[str]:
+    base = ["--env-id", pair.env_id, "--total-timesteps", str(pair.steps), "--seed", str(seed)]
+    if via == "direct":
+        return [sys.executable, str(ALGORITHMS / f"{pair.algo}.py"), *base, "--no-cuda", *pair.flags]
+    extras = {"cuda": False, **flags_to_extras(pair.flags)}
+    return [str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", pair.algo, *base, "--quiet",
+            "--runs-dir", str(workdir / "runs-root"), "--extras", json.dumps(extras)]
+
+
+def read_scalars(root: Path) -> dict[str, list[float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events,) = list(root.rglob("events.out.tfevents.*"))
+    acc = EventAccumulator(str(events.parent), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def train(pair: Pair, seed: int, via: str, last: int, keep: Path | None) -> Outcome:
+    if keep is not None:
+        return run_in(Path(tempfile.mkdtemp(prefix=f"{pair.algo}-{pair.env_id}-s{seed}-", dir=keep)), pair, seed, via, last)
+    with tempfile.TemporaryDirectory() as tmp:
+        return run_in(Path(tmp), pair, seed, via, last)
+
+
+def run_in(workdir: Path, pair: Pair, seed: int, via: str, last: int) -> Outcome:
+    started = time.perf_counter()
+    proc = subprocess.run(command(pair, seed, via, workdir), cwd=workdir, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
+        return Outcome(pair, seed, float("nan"), 0, float("nan"), wall, error=tail[0])
+    tags = read_scalars(workdir)
+    returns = tags.get("charts/episodic_return", [])
+    score = statistics.fmean(returns[-last:]) if returns else float("nan")
+    return Outcome(pair, seed, score, len(returns), (tags.get("charts/SPS") or [float("nan")])[-1], wall)
+
+
+def print_table(outcomes: list[Outcome], last: int) -> None:
+    header = (f"{'algo':<24}{'env':<16}{'steps':>9}{'seeds':>6}  {f'return (last {last} eps)':<24}"
+              f"{'SPS':>8}{'wall s':>9}  CleanRL")
+    print(header)
+    print("-" * len(header))
+    groups: dict[tuple, list[Outcome]] = {}
+    for outcome in outcomes:
+        groups.setdefault((outcome.pair.algo, outcome.pair.env_id, outcome.pair.steps), []).append(outcome)
+    for (algo, env_id, steps), group in groups.items():
+        ok = [o for o in group if not o.error]
+        scores = [o.score for o in ok]
+        score = (f"{statistics.fmean(scores):.1f} ± {statistics.pstdev(scores):.1f}" if scores else "failed")
+        sps = statistics.fmean(o.sps for o in ok) if ok else float("nan")
+        wall = statistics.fmean(o.wall for o in group)
+        print(f"{algo:<24}{env_id:<16}{steps:>9}{len(ok):>6}  {score:<24}{sps:>8.0f}{wall:>9.0f}  "
+              f"{PUBLISHED.get((algo, env_id), '-')}")
+    for outcome in outcomes:
+        detail = outcome.error or f"score {outcome.score:.1f} over {outcome.episodes} episodes"
+        print(f"  {outcome.pair.algo} {outcome.pair.env_id} seed {outcome.seed}: {detail}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pair", action="append", help="ALGO:ENV_ID[:STEPS[:FLAGS]] (repeatable)")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds 1..K per pair")
+    parser.add_argument("--workers", type=int, default=2, help="training processes at a time")
+    parser.add_argument("--via", choices=("direct", "mosaic"), default="direct",
+                        help="run the scripts directly or through `mosaic run`")
+    parser.add_argument("--last", type=int, default=10, help="episodes averaged for a run's score")
+    parser.add_argument("--keep", type=Path, default=None, help="keep run directories under this folder")
+    args = parser.parse_args()
+    pairs = [Pair.parse(text) for text in (args.pair or DEFAULT_PAIRS)]
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    jobs = [(pair, seed) for pair in pairs for seed in range(1, args.seeds + 1)]
+    print(f"training {len(jobs)} runs, {args.workers} at a time, via {args.via} ...", file=sys.stderr)
+    with ThreadPoolExecutor(args.workers) as pool:
+        outcomes = list(pool.map(lambda job: train(*job, args.via, args.last, args.keep), jobs))
+    print_table(outcomes, args.last)
+
+
+if __name__ == "__main__":
+    main()
