@@ -49,6 +49,14 @@ class BadInput(Exception):
     """Input that cannot be evaluated: reported as one line, exit code 2."""
 
 
+class Cancelled(Exception):
+    """SIGTERM/SIGINT arrived: raised between two policy steps, where nothing is half done."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"cancelled by signal {signum}")
+        self.signum = signum
+
+
 # Loading -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -252,8 +260,13 @@ class EvalOptions:
 
 
 def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Path("."),
-                   progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Evaluate ``policy`` as ``options`` say; writes the summary, scalars and videos under ``out_dir``."""
+                   progress: Callable[[dict[str, Any]], None] | None = None,
+                   signals: dict[str, int] | None = None) -> dict[str, Any]:
+    """Evaluate ``policy`` as ``options`` say; writes the summary, scalars and videos under ``out_dir``.
+
+    A signal number put in ``signals["received"]`` (by a handler) stops it before the next
+    policy step with :class:`Cancelled`; the summary then says ``cancelled``.
+    """
     from torch.utils.tensorboard import SummaryWriter
 
     from cleanrl_worker.evaluation import evaluate
@@ -279,6 +292,12 @@ def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Pat
     }
     started = time.monotonic()
     batches = -(-options.episodes // options.batch_size)
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        if signals and signals.get("received"):
+            raise Cancelled(signals["received"])
+        return policy.act(obs)
+
     try:
         for round_index in range(options.repeat):
             round_start = len(returns)
@@ -288,7 +307,7 @@ def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Pat
                 make_env, video_dir = policy.make_env, video_root / f"episode_{first:05d}"
                 if options.capture_video and not use_moviepy:
                     make_env = _GifRecorder(policy.make_env, video_dir)
-                result = evaluate(policy.act, make_env, episodes=count, num_envs=count, seed=options.seed + first,
+                result = evaluate(act, make_env, episodes=count, num_envs=count, seed=options.seed + first,
                                   gamma=gamma, max_episode_steps=options.max_episode_steps,
                                   capture_video=use_moviepy, video_dir=video_dir if use_moviepy else None)
                 for offset, (raw, length, disc) in enumerate(
@@ -311,6 +330,10 @@ def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Pat
         summary = _finish(summary, started, "completed", out_dir)
         write_json_atomic(out_dir / SUMMARY_FILE, summary)
         return summary
+    except BaseException as exc:  # the summary says how it ended, with the episodes done so far
+        status = "cancelled" if isinstance(exc, (Cancelled, KeyboardInterrupt)) else "failed"
+        write_json_atomic(out_dir / SUMMARY_FILE, {**_finish(summary, started, status, out_dir), "error": repr(exc)})
+        raise
     finally:
         writer.close()
 
@@ -391,12 +414,21 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    import signal
+
     import torch
 
+    signals: dict[str, int] = {}  # the host cancels with SIGTERM: finish the step, then end with a summary
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda received, _frame: signals.setdefault("received", received))
     torch.set_num_threads(1)  # small batches: one thread is fastest and leaves the other cores to envs
     torch.manual_seed(options.seed)
     np.random.seed(options.seed)
-    summary = run_evaluation(policy, options, progress=_report)
+    try:
+        summary = run_evaluation(policy, options, progress=_report, signals=signals)
+    except Cancelled as exc:
+        print(f"eval: {exc}; partial results in {SUMMARY_FILE}", file=sys.stderr)
+        return 128 + exc.signum
     ret = summary["return"]
     print(f"eval: {summary['episodes']} episodes of {options.env_id}: return {ret['mean']:.2f} ± {ret['std']:.2f} "
           f"(min {ret['min']:.2f}, max {ret['max']:.2f}); discounted (gamma {summary['gamma']}) "

@@ -184,3 +184,25 @@ def test_corrupt_checkpoint_through_mosaic_run_fails_clearly(mosaic, workdir, ru
     assert failed["event"] == "run_failed"
     assert "not a readable .cleanrl_model file" in json.dumps(failed["payload"])
     assert not (runs_root / "bad1" / "eval_summary.json").exists()
+
+
+def test_sigterm_leaves_a_cancelled_summary(tmp_path, ppo_checkpoint):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "cleanrl_worker.policy_eval", "--policy-path", str(ppo_checkpoint),
+                             "--env-id", "CartPole-v1", "--eval-episodes", "100000"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    summary_file = tmp_path / "eval_summary.json"
+    try:
+        while not summary_file.exists() and proc.poll() is None:  # the first batch is done
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in stderr, stderr[-3000:]
+    summary = json.loads(summary_file.read_text())
+    assert summary["status"] == "cancelled" and summary["episodes"] == len(summary["returns"]) >= 1
