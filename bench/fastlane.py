@@ -116,29 +116,32 @@ import json, sys, time
 from mosaic_core.child import install
 install()
 import gymnasium as gym
-num_envs, steps = int(sys.argv[1]), int(sys.argv[2])
+num_envs, seconds = int(sys.argv[1]), float(sys.argv[2])
 envs = gym.vector.SyncVectorEnv([lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
                                  for _ in range(num_envs)])
 envs.reset(seed=0); envs.action_space.seed(0)
 actions = [envs.action_space.sample() for _ in range(64)]
 for i in range(300):
     envs.step(actions[i % 64])  # warm-up: first frames, imports
-spent = 0.0
-if "mosaic_fastlane.wrapper" in sys.modules:
-    from mosaic_fastlane.wrapper import _render_seconds
-    spent = _render_seconds[0]
-wall, cpu = time.perf_counter(), time.process_time()
-for i in range(steps):
-    envs.step(actions[i % 64])
+def fastlane_counters():
+    wrapper = sys.modules.get("mosaic_fastlane.wrapper")
+    if wrapper is None:
+        return 0.0, 0
+    return wrapper._render_seconds[0], sum(p.frames_rendered for p in wrapper.active.values())
+spent, rendered = fastlane_counters()
+wall, cpu, steps = time.perf_counter(), time.process_time(), 0
+while steps % 256 or time.perf_counter() - wall < seconds:
+    envs.step(actions[steps % 64])
+    steps += 1
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-if spent or "mosaic_fastlane.wrapper" in sys.modules:
-    spent = _render_seconds[0] - spent
-print(json.dumps({"wall": steps * num_envs / wall, "cpu": steps * num_envs / cpu, "share": spent / wall}))
+spent_after, rendered_after = fastlane_counters()
+print(json.dumps({"wall": steps * num_envs / wall, "cpu": steps * num_envs / cpu,
+                  "share": (spent_after - spent) / wall, "fps": (rendered_after - rendered) / wall}))
 envs.close()
 """
 
 
-def _sps(mode: str, num_envs: int, steps: int) -> dict:
+def _sps(mode: str, num_envs: int, seconds: float) -> dict:
     """Env steps per wall second and per CPU second of one training process, and frames published."""
     from mosaic_core.child import ChildContext
     from mosaic_core.channel import ChannelSender
@@ -158,7 +161,7 @@ def _sps(mode: str, num_envs: int, steps: int) -> dict:
         env["MOSAIC_CHILD"] = ChildContext(run_id, Path(run_dir), {}, ChannelSender(None), num_envs=num_envs).describe()
         env["PYTHONPATH"] = str(REPO / "mosaic_core" / "_boot")
         try:
-            out = subprocess.run([sys.executable, "-c", SPS_CHILD, str(num_envs), str(steps)], env=env,
+            out = subprocess.run([sys.executable, "-c", SPS_CHILD, str(num_envs), str(seconds)], env=env,
                                  cwd=run_dir, capture_output=True, text=True, timeout=600)
             if out.returncode:
                 raise RuntimeError(out.stderr[-2000:])
@@ -177,52 +180,57 @@ def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def bench_training(steps: int, repeats: int) -> None:
+def bench_training(seconds: float, repeats: int) -> None:
     print("\n3. training SPS: CleanRL-shaped random-action loop, SyncVectorEnv of 4 CartPole-v1, run as a")
     print("   training process through mosaic_core.child.install(); default interval (100 ms) and budget;")
-    print(f"   modes interleaved, median of {repeats} x {steps} vector steps. Per CPU second is the cost that")
+    print(f"   modes interleaved, median of {repeats} windows of {seconds:g} s. Per CPU second is the cost that")
     print("   FastLane adds (wall SPS on this shared 2-core machine moves with other people's load).")
     print("   'in FastLane' = share of the loop's wall time spent rendering + downscaling + publishing.")
-    print(f"   {'mode':>7} {'SPS (wall)':>11} {'SPS (CPU)':>10} {'cost (CPU)':>11} {'in FastLane':>12} {'frames':>7}")
+    print(f"   {'mode':>7} {'SPS (wall)':>11} {'SPS (CPU)':>10} {'cost (CPU)':>11} {'in FastLane':>12} {'frames/s':>9}")
     results: dict[str, list[dict]] = {"off": [], "single": [], "grid": []}
     for _ in range(repeats):
         for mode in results:
-            results[mode].append(_sps(mode, 4, steps))
+            results[mode].append(_sps(mode, 4, seconds))
     base = _median(results["off"], "cpu")
     for mode, runs in results.items():
         cpu = _median(runs, "cpu")
         print(f"   {mode:>7} {_median(runs, 'wall'):>11.0f} {cpu:>10.0f} {100 * (1 - cpu / base):>10.1f}% "
-              f"{100 * _median(runs, 'share'):>11.1f}% {_median(runs, 'frames'):>7.0f}")
+              f"{100 * _median(runs, 'share'):>11.1f}% {_median(runs, 'fps'):>9.1f}")
 
 
-def bench_grid_scaling(steps: int, repeats: int) -> None:
+def bench_grid_scaling(seconds: float, repeats: int) -> None:
     print("\n4. grid mode vs num_envs (SyncVectorEnv: every tile rendered in the training process)")
-    print(f"   {'num_envs':>8} {'off SPS (CPU)':>14} {'grid SPS (CPU)':>15} {'cost':>7} {'in FastLane':>12} {'frames':>7}")
+    print("   the render budget (5 %) stretches the interval when a tick's tiles cost more; 'fps' = ticks per second")
+    print(f"   {'num_envs':>8} {'off SPS (CPU)':>14} {'grid SPS (CPU)':>15} {'cost':>7} {'in FastLane':>12} {'fps':>5}")
     for num_envs in (1, 4, 16):
-        n_steps = max(500, steps * 4 // num_envs)
         runs = {"off": [], "grid": []}
         for _ in range(repeats):
             for mode in runs:
-                runs[mode].append(_sps(mode, num_envs, n_steps))
+                runs[mode].append(_sps(mode, num_envs, seconds))
         off, grid = _median(runs["off"], "cpu"), _median(runs["grid"], "cpu")
+        fps = _median(runs["grid"], "fps") / num_envs
         print(f"   {num_envs:>8} {off:>14.0f} {grid:>15.0f} {100 * (1 - grid / off):>6.1f}% "
-              f"{100 * _median(runs['grid'], 'share'):>11.1f}% {_median(runs['grid'], 'frames'):>7.0f}")
+              f"{100 * _median(runs['grid'], 'share'):>11.1f}% {fps:>5.1f}")
 
 
 def bench_ppo(total: int, algo: str, repeats: int) -> None:
-    print(f"\n3b. PPO ({algo}) through `mosaic run`, {total} steps of CartPole-v1, 4 envs: mean charts/SPS,")
-    print(f"    modes interleaved, median of {repeats}")
-    results: dict[str, list[tuple[float, int]]] = {"off": [], "single": [], "grid": []}
+    print(f"\n3b. PPO ({algo}) through `mosaic run`, {total} steps of CartPole-v1, 4 envs (SyncVectorEnv):")
+    print(f"    charts/SPS at the end and the manifest's render_seconds; modes interleaved, median of {repeats}")
+    results: dict[str, list[dict]] = {"off": [], "single": [], "grid": []}
     for _ in range(repeats):
         for mode in results:
-            results[mode].append(_ppo_sps(mode, total, algo))
-    base = statistics.median(s for s, _ in results["off"])
+            results[mode].append(_ppo_run(mode, total, algo))
+    base = _median(results["off"], "sps")
+    print(f"   {'mode':>7} {'SPS':>7} {'change':>7} {'in FastLane':>12} {'frames':>7}")
     for mode, runs in results.items():
-        sps = statistics.median(s for s, _ in runs)
-        print(f"   {mode:>7}: {sps:8.0f} SPS {100 * (sps / base - 1):+6.1f}%  ({statistics.median(f for _, f in runs):.0f} frames)")
+        sps = _median(runs, "sps")
+        print(f"   {mode:>7} {sps:>7.0f} {100 * (sps / base - 1):>+6.1f}% {100 * _median(runs, 'share'):>11.1f}% "
+              f"{_median(runs, 'frames'):>7.0f}")
+    if not _median(results["single"], "frames"):
+        print("   (no frames: the script's gym.make passed render_mode=None, which the host keeps; see the README)")
 
 
-def _ppo_sps(mode: str, total: int, algo: str) -> tuple[float, int]:
+def _ppo_run(mode: str, total: int, algo: str) -> dict:
     extras = {} if mode == "off" else {"fastlane_video_mode": mode, "num_envs": 4}
     with tempfile.TemporaryDirectory() as workdir:
         subprocess.run([str(Path(sys.executable).parent / "mosaic"), "run", "--worker", "cleanrl", "--algo", algo,
@@ -231,8 +239,10 @@ def _ppo_sps(mode: str, total: int, algo: str) -> tuple[float, int]:
         run_dir = Path(workdir) / "var/trainer/runs" / f"bench-ppo-{mode}"
         events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
         sps = [e["payload"]["sps"] for e in events if e["event"] == "metrics" and e["payload"].get("sps")]
-        frames = json.loads((run_dir / "analytics.json").read_text()).get("fastlane", {}).get("frames_published", 0)
-    return (statistics.mean(sps) if sps else float("nan")), frames
+        wall = events[-1]["timestamp"] - events[0]["timestamp"]
+        section = json.loads((run_dir / "analytics.json").read_text()).get("fastlane", {})
+    return {"sps": sps[-1] if sps else float("nan"), "frames": section.get("frames_published", 0),
+            "share": section.get("render_seconds", 0.0) / wall}
 
 
 def main() -> None:
@@ -240,13 +250,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a rough look)")
     parser.add_argument("--ppo", action="store_true", help="also train PPO through `mosaic run`")
     parser.add_argument("--algo", default="ppo", help="--ppo: the algorithm or script to run (default ppo)")
+    parser.add_argument("--sections", default="1234", help="which numbered sections to run (default 1234)")
     args = parser.parse_args()
     quick = args.quick
     print(f"FastLane benchmark; python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs")
-    bench_publish(200 if quick else 1000)
-    bench_latency(300 if quick else 1000)
-    bench_training(3000 if quick else 10000, 1 if quick else 5)
-    bench_grid_scaling(3000 if quick else 10000, 1 if quick else 3)
+    if "1" in args.sections:
+        bench_publish(200 if quick else 1000)
+    if "2" in args.sections:
+        bench_latency(300 if quick else 1000)
+    if "3" in args.sections:
+        bench_training(1.0 if quick else 3.0, 1 if quick else 5)
+    if "4" in args.sections:
+        bench_grid_scaling(1.0 if quick else 3.0, 1 if quick else 3)
     if args.ppo:
         bench_ppo(20000 if quick else 40000, args.algo, 1 if quick else 3)
 

@@ -24,6 +24,7 @@ starts and removed by the host when it ends. Little-endian, every field naturall
         env_index    i32  the env it publishes (-1 = none yet)
         writer_start u64  the writer's start time, against pid reuse
         published    u64  frames published so far; the newest is in page (published - 1) % 2
+        busy_seconds f64  time the writer's process spent rendering and publishing this env's frames
       page 0, page 1 (page_size bytes each; page_size = 128 + page_capacity, 64-aligned)
         page header (128 bytes)
           seq          u64  sequence lock: odd while the writer is inside the page
@@ -59,7 +60,7 @@ NAME_MAX = 255
 
 HEADER = struct.Struct("<8sIIIIQQIIQddQ128s")
 HEADER_SIZE = 256
-SLOT_HEADER = struct.Struct("<IiQQ")
+SLOT_HEADER = struct.Struct("<IiQQd")
 SLOT_HEADER_SIZE = 64
 PAGE_HEADER = struct.Struct("<QQQQIIIIddddi")
 PAGE_HEADER_SIZE = 128
@@ -69,6 +70,7 @@ BYTES_PER_PIXEL_MAX = 4
 # Offsets of the fields written after creation.
 RENDER_AT_OFFSET = HEADER.size - 128 - 8
 SLOT_PUBLISHED_OFFSET = 16
+SLOT_BUSY_OFFSET = 24
 PAGE_SEQ = struct.Struct("<Q")
 
 assert HEADER.size <= HEADER_SIZE and SLOT_HEADER.size <= SLOT_HEADER_SIZE and PAGE_HEADER.size <= PAGE_HEADER_SIZE

@@ -87,6 +87,7 @@ def _status(state: HostState) -> dict[str, Any]:
     finally:
         mapping.close()
     section["frames_published"] = sum(s["published"] for s in slots)
+    section["render_seconds"] = round(sum(s["render_seconds"] for s in slots), 3)
     for key in ("global_step", "step_rate_hz", "episode_count"):
         if key in slots[0]:
             section[key] = slots[0][key]

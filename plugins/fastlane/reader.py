@@ -59,6 +59,7 @@ class SlotState:
     writer_alive: bool
     env_index: int
     published: int
+    render_seconds: float  # time the writer spent rendering and publishing this slot's frames
 
 
 class FastLaneReader:
@@ -90,9 +91,9 @@ class FastLaneReader:
     def slots(self) -> list[SlotState]:
         states = []
         for slot in range(self.header.slot_count):
-            pid, env_index, start, published = SLOT_HEADER.unpack_from(
+            pid, env_index, start, published, busy = SLOT_HEADER.unpack_from(
                 self._buf, layout.slot_offset(slot, self.header.slot_size))
-            states.append(SlotState(slot, pid, layout.process_alive(pid, start), env_index, published))
+            states.append(SlotState(slot, pid, layout.process_alive(pid, start), env_index, published, busy))
         return states
 
     def frames_published(self) -> int:

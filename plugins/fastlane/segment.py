@@ -159,7 +159,7 @@ class SegmentOwner:
                 raise SharedMemoryUnavailable(
                     f"cannot reserve {self.size} bytes for {self.path}: {exc.strerror}") from None
             pid = os.getpid()
-            empty_slot = layout.SLOT_HEADER.pack(0, -1, 0, 0)
+            empty_slot = layout.SLOT_HEADER.pack(0, -1, 0, 0, 0.0)
             for slot in range(slot_count):
                 os.pwrite(fd, empty_slot, layout.slot_offset(slot, layout.slot_size(self.capacity)))
             os.pwrite(fd, HEADER.pack(MAGIC, LAYOUT_VERSION, layout.HEADER_SIZE, slot_count, int(mode),
@@ -226,9 +226,10 @@ def slot_status(mapping: Mapping) -> list[dict]:
     """Per slot: writer, frames published and the newest frame's metrics (no pixels copied)."""
     header, buf, status = mapping.header, mapping.buf, []
     for slot in range(header.slot_count):
-        pid, env_index, start, published = layout.SLOT_HEADER.unpack_from(buf, layout.slot_offset(slot, header.slot_size))
+        pid, env_index, start, published, busy = layout.SLOT_HEADER.unpack_from(
+            buf, layout.slot_offset(slot, header.slot_size))
         entry = {"slot": slot, "env_index": env_index, "published": published, "writer_pid": pid,
-                 "writer_alive": layout.process_alive(pid, start)}
+                 "writer_alive": layout.process_alive(pid, start), "render_seconds": round(busy, 4)}
         if published:
             offset = layout.page_offset(slot, (published - 1) % layout.PAGES_PER_SLOT, header.slot_size,
                                         header.page_capacity)

@@ -137,9 +137,12 @@ class EnvPublisher:
         try:
             self._render_and_emit(tick)
         finally:
-            if self.frames_rendered:  # the first render pays one-time set-up (e.g. pygame): not counted
-                _render_seconds[0] += time.perf_counter() - started
+            spent = time.perf_counter() - started
+            if self.frames_rendered:  # the first render pays one-time set-up (e.g. pygame): no budget
+                _render_seconds[0] += spent
             self.frames_rendered += 1
+            if self.writer is not None:
+                self.writer.add_busy(spent)
 
     def _render_and_emit(self, tick: int) -> None:
         image = self._render()

@@ -40,6 +40,7 @@ class SlotWriter:
         self._claim()
         buf = mapping.buf
         self.published = struct.unpack_from("<Q", buf, self._slot_offset + layout.SLOT_PUBLISHED_OFFSET)[0]
+        self.busy_seconds = struct.unpack_from("<d", buf, self._slot_offset + layout.SLOT_BUSY_OFFSET)[0]
         self._seqs = [PAGE_SEQ.unpack_from(buf, offset)[0] for offset in self._page_offsets]
         self._pixels = [np.frombuffer(buf, np.uint8, count=self.capacity, offset=offset + layout.PAGE_HEADER_SIZE)
                         for offset in self._page_offsets]
@@ -58,7 +59,7 @@ class SlotWriter:
         key = (self.mapping.name, self.slot)
 
         def claim() -> None:
-            pid, _index, start, _published = SLOT_HEADER.unpack_from(self.mapping.buf, self._slot_offset)
+            pid, _index, start, _published, _busy = SLOT_HEADER.unpack_from(self.mapping.buf, self._slot_offset)
             taken_here = pid == self._pid and key in _claimed_here
             if pid and (taken_here or (pid != self._pid and layout.process_alive(pid, start))):
                 raise FastLaneError(
@@ -121,6 +122,12 @@ class SlotWriter:
         self.published += 1
         struct.pack_into("<Q", buf, self._slot_offset + layout.SLOT_PUBLISHED_OFFSET, self.published)
         return True
+
+    def add_busy(self, seconds: float) -> None:
+        """Account time spent rendering and publishing (readers and the manifest show it)."""
+        if not self.closed and os.getpid() == self._pid:
+            self.busy_seconds += seconds
+            struct.pack_into("<d", self.mapping.buf, self._slot_offset + layout.SLOT_BUSY_OFFSET, self.busy_seconds)
 
     # ------------------------------------------------------------------ grid coordination
     def render_at(self) -> int:
