@@ -176,7 +176,8 @@ def _patch_gym_make(child: ChildContext, host: "PluginHost") -> None:
             index = _state["make_calls"]
             _state["make_calls"] += 1
         for key, value in host.env_make_kwargs(child, name, index, dict(kwargs)).items():
-            kwargs.setdefault(key, value)
+            if kwargs.get(key) is None:  # the script's own values win; None means "not given"
+                kwargs[key] = value
         env = original(env_id, *args, **kwargs)
         return host.wrap_env(child, env, name, index)
 

@@ -186,7 +186,9 @@ def mosaic_env_make_kwargs(
     Called for each ``gym.make`` in the training process and its env workers; ``env_index``
     is the env's index in its vector env when known (None otherwise), ``kwargs`` what the
     script passed. Return extra kwargs (e.g. ``{"render_mode": "rgb_array"}``) or None.
-    The script's own kwargs win; the same key from two plugins is an error naming both.
+    The script's own kwargs win (an explicit None counts as not given, as in
+    ``gym.make(env_id, render_mode=None)``); the same key from two plugins is an error
+    naming both.
     """
 
 

@@ -250,7 +250,7 @@ class Args:
 
 args = tyro.cli(Args)
 assert os.environ["RECORDER_SEES"] and args.from_plugin == 7
-env = gym.make(args.env_id)
+env = gym.make(args.env_id, max_episode_steps=None)  # an explicit None is "not given"
 assert type(env).__name__ == "Tagged", type(env)
 env.reset(seed=0)
 steps = 0
