@@ -59,12 +59,13 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)):
-        number = float(value)
+        # float32 0.1 as 0.1, not 0.10000000149011612
+        number = float(str(value)) if isinstance(value, np.floating) and value.itemsize < 8 else float(value)
         return number if math.isfinite(number) else str(number)
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, np.ndarray):
-        return json_safe(value.tolist()) if value.size <= SMALL else summarize(value)
+        return _values(value) if value.size <= SMALL else summarize(value)
     if isinstance(value, dict):
         return {str(key): json_safe(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -85,19 +86,18 @@ def summarize(obs: Any) -> dict[str, Any]:
     array = np.asarray(obs)
     summary: dict[str, Any] = {"shape": list(array.shape), "dtype": str(array.dtype)}
     if array.size and array.dtype.kind in "biuf":
-        low, high = (array.min(), array.max()) if array.dtype.kind != "f" else (
-            float(str(array.min())), float(str(array.max())))
-        summary.update(min=json_safe(low), max=json_safe(high),
+        summary.update(min=json_safe(array.min()), max=json_safe(array.max()),
                        mean=json_safe(array.astype(np.float64).mean()))
     if array.size <= SMALL:
-        summary["values"] = _short_floats(array) if array.dtype.kind == "f" else json_safe(array.tolist())
+        summary["values"] = _values(array)
     return summary
 
 
-def _short_floats(array: np.ndarray) -> Any:
-    """Values at their own precision (float32 0.1 as 0.1, not 0.10000000149011612)."""
-    values = [json_safe(float(str(value))) for value in array.ravel()]
-    return np.array(values, dtype=object).reshape(array.shape).tolist()
+def _values(array: np.ndarray) -> Any:
+    """An array's values as (nested) JSON lists, each at its own precision."""
+    if array.ndim == 0:
+        return json_safe(array[()])
+    return [_values(row) if row.ndim else json_safe(row[()]) for row in array]
 
 
 def describe_space(space: Any) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def describe_space(space: Any) -> dict[str, Any]:
     if isinstance(space, gym.spaces.Box):
         described = {"type": kind, "shape": list(space.shape), "dtype": str(space.dtype)}
         if space.low.size <= SMALL:
-            described.update(low=_short_floats(space.low), high=_short_floats(space.high))
+            described.update(low=_values(space.low), high=_values(space.high))
         return described
     if isinstance(space, gym.spaces.MultiDiscrete):
         return {"type": kind, "nvec": json_safe(space.nvec)}

@@ -221,3 +221,30 @@ def test_through_mosaic_run(mosaic, runs_root):
     assert events[0]["event"] == "run_started" and events[-1]["event"] == "run_completed"
     notes = [e["payload"] for e in events if e["event"] == "note"]
     assert notes and notes[0]["interactive"] == "episode_end" and notes[0]["episode"] == 1
+
+
+def test_summaries_are_always_strict_json():
+    """Any numeric observation (NaN and infinities included) and any info become strict JSON."""
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from hypothesis.extra.numpy import array_shapes, arrays
+
+    from cleanrl_worker.interactive import SMALL, json_safe, summarize
+
+    dtypes = st.sampled_from([np.float32, np.float64, np.int64, np.uint8, np.bool_])
+
+    @settings(max_examples=150, deadline=None)
+    @given(arrays(dtypes, array_shapes(min_dims=0, max_dims=3, max_side=6)))
+    def check(obs):
+        summary = summarize(obs)
+        json.dumps(summary, allow_nan=False)
+        json.dumps(json_safe({"obs": obs, "tuple": (obs, 1), "x": np.float32(0.1)}), allow_nan=False)
+        assert summary["shape"] == list(obs.shape) and summary["dtype"] == str(obs.dtype)
+        assert ("values" in summary) == (obs.size <= SMALL)
+        if "values" in summary:
+            assert np.array(summary["values"], dtype=object).shape == obs.shape
+
+    check()
+    assert json_safe(np.float32(0.1)) == 0.1 and json_safe(float("nan")) == "nan"
+    assert summarize({"image": np.zeros((7, 7, 3), np.uint8), "mission": "go"})["items"]["mission"]["values"] == "go"
