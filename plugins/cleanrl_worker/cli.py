@@ -54,8 +54,13 @@ def load_config(ns: argparse.Namespace, host: Any):
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
                  "worker_id": ns.worker_id, "run_id": ns.run_id}
     extras = parse_extras_json(ns.extras) if ns.extras else None
+    from cleanrl_worker.launcher import mode_defaults
+
+    def defaults(merged: dict[str, Any]) -> dict[str, Any]:
+        return {**mode_defaults(merged, ns.interactive), **host.config_defaults(merged)}
+
     return build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
-                        defaults=host.config_defaults)
+                        defaults=defaults)
 
 
 def run(ns: argparse.Namespace) -> int:

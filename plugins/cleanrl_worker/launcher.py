@@ -48,6 +48,28 @@ class LaunchPlan:
         }
 
 
+# Modes that run a program of the worker's own instead of an algorithm script.
+MODE_PROGRAMS = {"policy_eval": "cleanrl_worker.policy_eval", "interactive": "cleanrl_worker.interactive"}
+
+
+def mode_program(mode: str) -> Any:
+    """The worker's own program for ``mode``, described like a resolved algorithm."""
+    import importlib.util
+
+    from cleanrl_worker.registry import ResolvedAlgorithm
+
+    module = MODE_PROGRAMS[mode]
+    return ResolvedAlgorithm(name=mode, script=Path(importlib.util.find_spec(module).origin), source="mode",
+                             checkout_root=None, detail=f"the worker's {mode} program ({module})")
+
+
+def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
+    """In policy_eval and interactive modes no algorithm or budget is needed from the user."""
+    extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+    mode = "interactive" if interactive else extras.get("mode")
+    return {"algo": mode, "total_timesteps": 1} if mode in MODE_PROGRAMS else {}
+
+
 def _mode(config: WorkerConfig) -> str:
     mode = config.extras.get("mode", "train") or "train"
     if mode not in MODES:
@@ -91,8 +113,9 @@ def eval_flags(config: WorkerConfig) -> list[str]:
             raise ConfigError(f"extras.{key} must be a number ({kind.__name__}), got {value!r}",
                               field=f"extras.{key}", source=config.source)
         flags += [f"--{key.replace('_', '-')}", str(value)]
-    if config.extras.get("eval_capture_video"):
-        flags.append("--eval-capture-video")
+    for key in ("eval_capture_video", "eval_deterministic"):
+        if config.extras.get(key):
+            flags.append(f"--{key.replace('_', '-')}")
     return flags
 
 
@@ -107,19 +130,22 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
     mode = "interactive" if interactive else _mode(config)
-    algorithm = resolve(config.algo, cleanrl_home=config.extras.get("cleanrl_home"), cwd=Path.cwd())
+    if mode in MODE_PROGRAMS:
+        algorithm = mode_program(mode)
+    else:
+        algorithm = resolve(config.algo, cleanrl_home=config.extras.get("cleanrl_home"), cwd=Path.cwd())
     script_argv = base_flags(config) + extras_to_flags(config.extras, source=config.source) + host.build_args(config)
     notes: list[str] = []
     if mode == "policy_eval":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
-        command = [sys.executable, "-m", "cleanrl_worker.policy_eval", *script_argv]
+        command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
     elif mode == "interactive":
         script_argv = base_flags(config, with_budget=False)
         if config.extras.get("policy_path"):
             script_argv += ["--policy-path", str(_existing_file(config, "policy_path"))]
         if config.extras.get("interactive_render", True):
             script_argv += ["--render"]
-        command = [sys.executable, "-m", "cleanrl_worker.interactive", *script_argv]
+        command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
     else:
         if mode == "resume_training":
             script_argv += ["--resume-from", str(_existing_file(config, "checkpoint_path"))]

@@ -58,3 +58,19 @@ def _run_algos(ns: argparse.Namespace) -> int:
 def mosaic_cli_commands() -> list[CliCommand]:
     return [CliCommand("algos", "list the CleanRL worker's algorithms, where each comes from and which one wins",
                        _configure_algos, _run_algos)]
+
+
+@hookimpl
+def mosaic_build_manifest(run, status):
+    """An ``evaluation`` section when the run wrote ``eval_summary.json`` (policy_eval mode)."""
+    path = run.run_dir / "eval_summary.json"
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    stats = summary.get("return") if isinstance(summary.get("return"), dict) else {}
+    discounted = summary.get("discounted_return") if isinstance(summary.get("discounted_return"), dict) else {}
+    return {"evaluation": {"summary": "eval_summary.json", "status": summary.get("status"),
+                           "episodes": summary.get("episodes"), "mean_return": stats.get("mean"),
+                           "std_return": stats.get("std"), "mean_discounted_return": discounted.get("mean"),
+                           "gamma": summary.get("gamma")}}
