@@ -13,6 +13,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+# Variables that change what the host does: a test sets them itself when it means to.
+HOST_VARS = {"MOSAIC_CHILD", "MOSAIC_CHANNEL", "MOSAIC_LOAD_PLUGINS", "MOSAIC_DISABLE_PLUGINS",
+             "MOSAIC_STRICT_PLUGINS", "MOSAIC_TRACE_HOOKS", "MOSAIC_RUNS_DIR", "MOSAIC_CLEANRL_HOME"}
 
 
 @dataclass
@@ -30,8 +33,8 @@ class Result:
 def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
             input: str | None = None) -> Result:
     """Run ``mosaic ...`` (or another console script when args[0] names one) for real."""
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    full_env.pop("MOSAIC_CHILD", None)
+    full_env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
+    full_env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
     exe = args[0] if (BIN / args[0]).exists() else "mosaic"
     rest = args[1:] if exe == args[0] else args
     proc = subprocess.run([str(BIN / exe), *rest], cwd=cwd, env=full_env, capture_output=True, text=True,

@@ -109,3 +109,9 @@ def test_broken_and_wrong_type_workers(mosaic, site):
 def test_unknown_worker_lists_installed(mosaic):
     result = mosaic("run", "--worker", "sb3", "--algo", "ppo")
     assert result.returncode == 2 and "unknown worker 'sb3'" in result.stderr and "cleanrl" in result.stderr
+
+
+def test_every_installed_plugin_loads_in_strict_mode(mosaic):
+    result = mosaic("plugins", "--json", env={"MOSAIC_STRICT_PLUGINS": "1"})
+    assert result.returncode == 0, result.stderr
+    assert all(p["status"] == "active" for p in json.loads(result.stdout))
