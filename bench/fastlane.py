@@ -227,7 +227,7 @@ def bench_ppo(total: int, algo: str, repeats: int) -> None:
         print(f"   {mode:>7} {sps:>7.0f} {100 * (sps / base - 1):>+6.1f}% {100 * _median(runs, 'share'):>11.1f}% "
               f"{_median(runs, 'frames'):>7.0f}")
     if not _median(results["single"], "frames"):
-        print("   (no frames: the script's gym.make passed render_mode=None, which the host keeps; see the README)")
+        print("   (no frames published: does the script choose a render_mode other than rgb_array?)")
 
 
 def _ppo_run(mode: str, total: int, algo: str) -> dict:
