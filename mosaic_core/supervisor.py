@@ -43,6 +43,7 @@ class SupervisorOptions:
     # Interactive runs: the child talks to the user over the host's stdin/stdout, so the
     # lifecycle stream goes to events.jsonl only.
     passthrough_stdio: bool = False
+    num_envs: int | None = None  # told to training-process hooks (ChildContext.num_envs)
 
 
 class Supervisor:
@@ -80,7 +81,8 @@ class Supervisor:
         cfg = self.run.config
         # Secrets reach the child only through the env plugins give it, never a second copy here.
         child = ChildContext(run_id=cfg.run_id, run_dir=self.run.run_dir, extras=redact(cfg.extras),
-                             channel=channel.ChannelSender(address), algo=cfg.algo, env_id=cfg.env_id)
+                             channel=channel.ChannelSender(address), algo=cfg.algo, env_id=cfg.env_id,
+                             num_envs=self.options.num_envs)
         env = dict(os.environ)
         env.update(self.env_additions)
         env[CHILD_VAR] = child.describe()

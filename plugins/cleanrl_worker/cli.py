@@ -85,7 +85,7 @@ def _execute(ns: argparse.Namespace, plan: Any, run_ctx: RunContext, host: Any) 
     from mosaic_core.supervisor import Supervisor, SupervisorOptions
 
     options = SupervisorOptions(heartbeat_interval=ns.heartbeat_interval, grace_period=ns.grace_period,
-                                passthrough_stdio=plan.mode == "interactive",
+                                passthrough_stdio=plan.mode == "interactive", num_envs=plan.num_envs,
                                 started_payload={"algo_source": plan.algorithm.source,
                                                  "script": str(plan.algorithm.script)})
     session = None

@@ -27,6 +27,7 @@ class LaunchPlan:
     env: dict[str, str]
     cwd: Path
     mode: str
+    num_envs: int | None = None  # the script's vector-env width, when known (for plugins' step counts)
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -40,6 +41,7 @@ class LaunchPlan:
                           "checkout_root": str(algo.checkout_root) if algo.checkout_root else None,
                           "detail": algo.detail, "resolution_order": list(RESOLUTION_ORDER)},
             "argv": self.script_argv,
+            "num_envs": self.num_envs,
             "command": self.command,
             "cwd": str(self.cwd),
             "env": redact(self.env),
@@ -119,11 +121,19 @@ def eval_flags(config: WorkerConfig) -> list[str]:
     return flags
 
 
+def _positive_int(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
 def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interactive: bool = False) -> LaunchPlan:
     """Every decision of a launch, or a ConfigError/UsageError listing what is wrong."""
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import resolve
-    from cleanrl_worker.script_args import check_script_argv
+    from cleanrl_worker.script_args import check_script_argv, resolved_value
 
     problems = host.validate_config(config)
     if problems:
@@ -136,6 +146,7 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
         algorithm = resolve(config.algo, cleanrl_home=config.extras.get("cleanrl_home"), cwd=Path.cwd())
     script_argv = base_flags(config) + extras_to_flags(config.extras, source=config.source) + host.build_args(config)
     notes: list[str] = []
+    num_envs = None
     if mode == "policy_eval":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
         command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
@@ -150,9 +161,10 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
         if mode == "resume_training":
             script_argv += ["--resume-from", str(_existing_file(config, "checkpoint_path"))]
         notes += check_script_argv(algorithm.script, script_argv)
+        num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
         command = [sys.executable, "-m", "cleanrl_worker.launch"]
         if algorithm.checkout_root:
             command += ["--root", str(algorithm.checkout_root)]
         command += [str(algorithm.script), "--", *script_argv]
-    return LaunchPlan(config=config, algorithm=algorithm, script_argv=script_argv, command=command,
+    return LaunchPlan(config=config, algorithm=algorithm, script_argv=script_argv, command=command, num_envs=num_envs,
                       env=host.child_env(run), cwd=run.run_dir, mode=mode, notes=notes)

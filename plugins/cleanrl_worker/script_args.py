@@ -299,3 +299,19 @@ def check_script_argv(script: str | Path, argv: list[str]) -> list[str]:
     if problems:
         raise UsageError(f"flags rejected by {Path(script).name}'s Args: " + "; ".join(problems))
     return []
+
+
+def resolved_value(script: str | Path, argv: list[str], name: str) -> Any:
+    """The value ``name`` will take in the script: from ``argv`` when given, else its literal
+    default (None when neither is known, e.g. a computed default or no ``Args``)."""
+    flag = flag_name(name)
+    for i, item in enumerate(argv):
+        if item == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if item.startswith(flag + "="):
+            return item.split("=", 1)[1]
+    try:
+        field = read_script_args(script).fields.get(name)
+    except (UsageError, OSError, SyntaxError):
+        return None
+    return None if field is None or field.default in (COMPUTED, REQUIRED) else field.default

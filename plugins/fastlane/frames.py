@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import struct
-import zlib
 from functools import lru_cache
 
 import numpy as np
@@ -70,40 +68,28 @@ def compose_grid(tiles: list[np.ndarray], gap: int = 2) -> np.ndarray:
 
 
 def encode_png(image: np.ndarray, level: int = 3) -> bytes:
-    """A PNG file of an HxWxC uint8 image (GRAY, RGB or RGBA), with no imaging library."""
+    """A PNG file of an HxWxC uint8 image (GRAY, RGB or RGBA), encoded by Pillow."""
+    import io
+
+    from PIL import Image
+
     image = as_frame(np.asarray(image))
-    height, width, channels = image.shape
-    colour_type = {1: 0, 3: 2, 4: 6}[channels]
-    rows = np.empty((height, 1 + width * channels), np.uint8)
-    rows[:, 0] = 0  # filter type None for every row
-    rows[:, 1:] = image.reshape(height, width * channels)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), level))
-            + chunk(b"IEND", b""))
+    buffer = io.BytesIO()
+    Image.fromarray(image[:, :, 0] if image.shape[2] == 1 else image).save(buffer, format="PNG", compress_level=level)
+    return buffer.getvalue()
 
 
 def decode_png(data: bytes) -> np.ndarray:
-    """Read back a PNG written by :func:`encode_png` (8-bit, filter None only)."""
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError("not a PNG file")
-    pos, idat, width = 8, b"", 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, _depth, colour_type = struct.unpack(">IIBB", body[:10])
-            channels = {0: 1, 2: 3, 6: 4}[colour_type]
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    rows = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(height, 1 + width * channels)
-    if rows[:, 0].any():
-        raise ValueError("only PNGs with filter type None are supported")
-    return rows[:, 1:].reshape(height, width, channels)
+    """An HxWxC uint8 array from PNG bytes (C = 1, 3 or 4)."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        array = np.asarray(Image.open(io.BytesIO(data)))
+    except UnidentifiedImageError:
+        raise ValueError("not a PNG file") from None
+    return array[:, :, None] if array.ndim == 2 else array
 
 
 def terminal_image(image: np.ndarray, columns: int = 80) -> str:

@@ -187,7 +187,7 @@ def _frame_host() -> Any:
     """The plugin host of this training process, to call ``on_frame`` through."""
     from mosaic_core import child as child_module
 
-    host = child_module._state.get("host")  # the host install() set up (no public accessor yet)
+    host = child_module.plugins()  # the host install() set up in this process
     if host is None:
         from mosaic_core.plugins import plugin_host
 
