@@ -220,10 +220,37 @@ class _PatchingLoader(importlib.abc.Loader):
         _patch_writer_module(module, self._child, self._host)
 
 
+def relocate_logdir(logdir: Any, tensorboard_dir: str | None) -> Any:
+    """Where a writer's relative log dir goes when ``extras.tensorboard_dir`` is set.
+
+    CleanRL has no flag for it and writes ``runs/<run_name>``: that becomes
+    ``<tensorboard_dir>/<run_name>`` (any other relative path goes below it too).
+    Absolute paths and unset directories are left alone. The host has already checked
+    that ``tensorboard_dir`` stays inside the run directory.
+    """
+    if not tensorboard_dir or not isinstance(logdir, (str, os.PathLike)) or os.path.isabs(logdir):
+        return logdir
+    parts = Path(logdir).parts
+    return str(Path(tensorboard_dir, *(parts[1:] if parts[:1] == ("runs",) else parts)))
+
+
 def _patch_writer_module(module: Any, child: ChildContext, host: "PluginHost") -> None:
     writer = getattr(module, "SummaryWriter", None)
     if writer is None or getattr(writer.add_scalar, "__mosaic_patched__", False):
         return
+    tensorboard_dir = child.extras.get("tensorboard_dir")
+    if isinstance(tensorboard_dir, str) and tensorboard_dir:
+        original_init = writer.__init__
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            if args:
+                args = (relocate_logdir(args[0], tensorboard_dir), *args[1:])
+            for key in ("log_dir", "logdir"):
+                if key in kwargs:
+                    kwargs[key] = relocate_logdir(kwargs[key], tensorboard_dir)
+            original_init(self, *args, **kwargs)
+
+        writer.__init__ = __init__
     original = writer.add_scalar
     on_scalar = host.on_scalar
 

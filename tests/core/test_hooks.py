@@ -304,3 +304,25 @@ def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
     assert ["on_child_message", "recorder", {"tag": "charts/episodic_return"}] in [e[1:] for e in log]
     assert ["on_frame", [4, 6, 3], 3] in [e[1:] for e in log]
     assert names.index("run_finished") < len(names) - 1 and log[-1][1:3] == ["on_event", "run_completed"]
+
+
+TB_SCRIPT = '''
+from torch.utils.tensorboard import SummaryWriter
+from tensorboardX import SummaryWriter as XWriter
+SummaryWriter("runs/CartPole-v1__x__1__1").add_scalar("charts/SPS", 1.0, 1)
+XWriter(logdir="runs/tbx").add_scalar("charts/SPS", 2.0, 1)
+'''
+
+
+def test_tensorboard_dir_relocates_the_scripts_writers(mosaic, workdir, runs_root):
+    (workdir / "tb.py").write_text(TB_SCRIPT)
+    result = mosaic("run", "--worker", "cleanrl", "--algo", "tb.py", "--env-id", "CartPole-v1", "--total-timesteps",
+                    "1", "--run-id", "tbdir", "--extras", '{"tensorboard_dir": "board"}')
+    assert result.returncode == 0, result.stderr
+    run_dir = runs_root / "tbdir"
+    assert list((run_dir / "board" / "CartPole-v1__x__1__1").glob("events.out.tfevents.*"))
+    assert list((run_dir / "board" / "tbx").glob("events.out.tfevents.*"))
+    assert not (run_dir / "runs").exists()
+    outside = mosaic("run", "--worker", "cleanrl", "--algo", "tb.py", "--env-id", "CartPole-v1", "--total-timesteps",
+                     "1", "--extras", '{"tensorboard_dir": "../../etc"}')
+    assert outside.returncode == 2 and "tensorboard_dir" in outside.stderr
