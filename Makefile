@@ -24,11 +24,11 @@ test: venv
 
 # A second, smaller lane: our code on gymnasium 1.x.
 GYM1 := .venv-gym1
-GYM1_TESTS ?= tests/algorithms tests/core tests/curriculum
+GYM1_TESTS ?= tests
 $(GYM1)/.installed: pyproject.toml
 	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)
 	$(GYM1)/bin/pip install -q torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
-	$(GYM1)/bin/pip install -q -e '.[test]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
+	$(GYM1)/bin/pip install -q -e '.[test,minigrid]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
 	touch $@
 
 test-gym1: $(GYM1)/.installed
