@@ -57,6 +57,14 @@ def enabled(extras: dict[str, Any]) -> bool:
 # Host
 # --------------------------------------------------------------------------------------
 @hookimpl
+def mosaic_config_defaults(data: dict[str, Any]) -> dict[str, Any] | None:
+    """With a schedule and no ``--env-id``, the run starts in the first stage's env."""
+    extras = data.get("extras")
+    env_id = first_env_id(extras) if isinstance(extras, dict) else None
+    return {"env_id": env_id} if env_id else None
+
+
+@hookimpl
 def mosaic_validate_config(config: WorkerConfig) -> list[str] | None:
     if not enabled(config.extras):
         return None

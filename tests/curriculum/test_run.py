@@ -137,3 +137,14 @@ def test_bad_schedules_are_rejected_at_dry_run(mosaic, runs_root, schedule, env_
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert result.stdout == ""
     assert not runs_root.exists()
+
+
+def test_a_schedule_alone_sets_the_env_id(mosaic):
+    """Without --env-id, a curriculum run starts in its first stage's env (mosaic_config_defaults)."""
+    import json as _json
+
+    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--total-timesteps", "1000", "--dry-run",
+                    "--emit-summary", "--extras", _json.dumps({"curriculum_schedule": [
+                        {"env_id": "CartPole-v1", "steps": 500}, {"env_id": "CartPole-v0"}]}))
+    assert result.returncode == 0, result.stderr
+    assert _json.loads(result.stdout)["argv"][:2] == ["--env-id", "CartPole-v1"]
