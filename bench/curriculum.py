@@ -1,6 +1,6 @@
 """Benchmark: what the curriculum wrapper adds to env.step and reset (prints figures).
 
-    .venv/bin/python tests/curriculum/bench_wrapper.py [--steps N]
+    .venv/bin/python bench/curriculum.py [--steps N]
 
 Runs CartPole-v1 bare and wrapped (real stage file, real side channel to a host process
 whose receiver thread feeds a real controller), alone and in a SyncVectorEnv of 4, and
