@@ -24,7 +24,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from mosaic_core.channel import ChannelSender
 
@@ -141,10 +141,7 @@ def install(host: "PluginHost | None" = None) -> ChildContext | None:
     _state.update(child=child, host=host, make_calls=0)
     host.child_setup(child)
     _patch_gym_make(child, host)
-    sys.meta_path.insert(0, _WriterPatcher(child, host))
-    for name in _WRITER_MODULES:  # already imported (e.g. by a plugin): patch now
-        if name in sys.modules:
-            _patch_writer_module(sys.modules[name], child, host)
+    after_import(_WRITER_MODULES, lambda module: _patch_writer_module(module, child, host))
     return child
 
 
@@ -189,35 +186,53 @@ def _patch_gym_make(child: ChildContext, host: "PluginHost") -> None:
     registration.make = make
 
 
-class _WriterPatcher(importlib.abc.MetaPathFinder):
-    """Patches ``add_scalar`` of TensorBoard writers the moment their module is imported."""
+def after_import(module_names: tuple[str, ...] | str, callback: Callable[[Any], None]) -> None:
+    """Call ``callback(module)`` once each named module is imported in this process.
 
-    def __init__(self, child: ChildContext, host: "PluginHost"):
-        self._child, self._host = child, host
+    Modules already imported are handled now; the others through an import hook, so
+    nothing heavy is imported here. Plugins use it to patch libraries the script imports
+    (e.g. ``wandb.init``).
+    """
+    names = (module_names,) if isinstance(module_names, str) else tuple(module_names)
+    pending = []
+    for name in names:
+        if name in sys.modules:
+            callback(sys.modules[name])
+        else:
+            pending.append(name)
+    if pending:
+        sys.meta_path.insert(0, _AfterImport(frozenset(pending), callback))
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: wraps the real loader of the named modules to run a callback."""
+
+    def __init__(self, names: frozenset[str], callback: Callable[[Any], None]):
+        self._names, self._callback = names, callback
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in _WRITER_MODULES:
+        if fullname not in self._names:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None and spec.loader is not None:
-                spec.loader = _PatchingLoader(spec.loader, self._child, self._host)
+                spec.loader = _CallbackLoader(spec.loader, self._callback)
                 return spec
         return None
 
 
-class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, child: ChildContext, host: "PluginHost"):
-        self._loader, self._child, self._host = loader, child, host
+class _CallbackLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, callback: Callable[[Any], None]):
+        self._loader, self._callback = loader, callback
 
     def create_module(self, spec: Any) -> Any:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
         self._loader.exec_module(module)
-        _patch_writer_module(module, self._child, self._host)
+        self._callback(module)
 
 
 def relocate_logdir(logdir: Any, tensorboard_dir: str | None) -> Any:

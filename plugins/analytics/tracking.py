@@ -17,10 +17,8 @@
 
 from __future__ import annotations
 
-import importlib.abc
 import netrc
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,40 +101,9 @@ def child_env(run_dir: Path, extras: dict[str, Any], environ: dict[str, str] | N
 # ------------------------------------------------------------------ training process
 def install_init_wrapper(child: Any) -> None:
     """Wrap ``wandb.init`` in this process when the script imports wandb (nothing imported now)."""
-    module = sys.modules.get("wandb")
-    if module is not None:
-        _wrap_init(module, child)
-    elif not any(isinstance(f, _WandbFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _WandbFinder(child))
+    from mosaic_core.child import after_import
 
-
-class _WandbFinder(importlib.abc.MetaPathFinder):
-    def __init__(self, child: Any):
-        self._child = child
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != "wandb":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _WrappingLoader(spec.loader, self._child)
-                return spec
-        return None
-
-
-class _WrappingLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, child: Any):
-        self._loader, self._child = loader, child
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self._loader.exec_module(module)
-        _wrap_init(module, self._child)
+    after_import("wandb", lambda module: _wrap_init(module, child))
 
 
 def _wrap_init(module: Any, child: Any) -> None:
