@@ -100,15 +100,16 @@ class WorkerCapabilities:
 class WorkerMetadata:
     """Who a worker is, what it wraps, and how the host runs it.
 
-    ``runner`` is a ``module:function`` the host imports only when it runs the worker; the
-    function takes the remaining argv and returns an exit code.
+    ``worker`` is a ``module:attribute`` naming the worker interface (a class with a no-argument
+    constructor, or an object; see :class:`mosaic_core.worker.Worker`). The host imports it
+    only when it runs or checks a job, so discovery stays import-light.
     """
 
     name: str
     version: str
     description: str
     capabilities: WorkerCapabilities
-    runner: str
+    worker: str
     upstream_library: str | None = None
     upstream_version: str | None = None
 
@@ -121,8 +122,8 @@ class WorkerMetadata:
                 raise ValueError(f"{owner}.{name} must be a non-empty string")
         if not isinstance(self.capabilities, WorkerCapabilities):
             raise ValueError(f"{owner}.capabilities must be WorkerCapabilities, got {type(self.capabilities).__name__}")
-        if not isinstance(self.runner, str) or not re.match(r"^[\w.]+:[\w.]+$", self.runner):
-            raise ValueError(f"{owner}.runner must look like 'package.module:function', got {self.runner!r}")
+        if not isinstance(self.worker, str) or not re.match(r"^[\w.]+:[\w.]+$", self.worker):
+            raise ValueError(f"{owner}.worker must look like 'package.module:Worker', got {self.worker!r}")
         for name in ("upstream_library", "upstream_version"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):

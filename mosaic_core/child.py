@@ -1,99 +1,44 @@
-"""The training-process side of the host: patch points and the context hooks receive.
+"""The training-process side of the host: patch points, and what plugins call from there.
 
-A worker's launcher calls :func:`install` in the child before it runs the algorithm. The
-host describes the run in the ``MOSAIC_CHILD`` environment variable (JSON), so every
-process of the run finds it: env workers that are forked inherit the installed patches,
-and those that are spawned re-install them through ``mosaic_core/_boot/sitecustomize.py``,
-which the host puts on the child's ``PYTHONPATH``.
+The host describes the run in the ``MOSAIC_CHILD`` environment variable
+(:mod:`mosaic_core.childenv`), so every process of the run finds it, and puts
+``mosaic_core/_boot`` on the child's ``PYTHONPATH``: its ``sitecustomize`` calls
+:func:`install_lazily`, which installs the patch points the first time the process imports
+``gymnasium`` or a TensorBoard writer. A process of the run that never imports them (a
+W&B service, a compiler, a shell tool) pays nothing. A launcher may also call
+:func:`install` itself before it runs an algorithm.
+
+Order of :func:`install`: the patch points first, then every plugin's
+:func:`~mosaic_core.hookspecs.mosaic_child_setup`, so one plugin's failing setup costs only
+that plugin (its failure is reported to the host and listed in ``analytics.json``).
 
 Patch points:
 - ``gymnasium.make``: plugins add kwargs (:func:`~mosaic_core.hookspecs.mosaic_env_make_kwargs`)
   and wrap the new env (:func:`~mosaic_core.hookspecs.mosaic_wrap_env`);
 - ``SummaryWriter.add_scalar`` of ``torch.utils.tensorboard`` and ``tensorboardX``:
-  patched when the script imports them (an import hook; nothing heavy is imported here)
-  and reported through :func:`~mosaic_core.hookspecs.mosaic_on_scalar`.
+  reported through :func:`~mosaic_core.hookspecs.mosaic_on_scalar` (as is
+  :func:`report_scalar`, for programs without a SummaryWriter).
 """
 
 from __future__ import annotations
 
 import importlib.abc
-import json
 import multiprocessing
-import os
 import re
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from mosaic_core.channel import ChannelSender
+from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, child_from_environ
+from mosaic_core.types import ChildContext, FrameInfo, HookFailure
 
 if TYPE_CHECKING:
     from mosaic_core.plugins import PluginHost
 
-ENV_VAR = "MOSAIC_CHILD"
-LIFECYCLE_KIND = "lifecycle"  # side-channel messages the host turns into lifecycle events
+__all__ = ["ChildContext", "FrameInfo", "current", "plugins", "publish", "emit_event", "report_scalar",
+           "install", "install_lazily", "after_import", "env_index_hint"]
 _WRITER_MODULES = ("torch.utils.tensorboard.writer", "tensorboardX.writer")
-
-
-@dataclass(frozen=True)
-class FrameInfo:
-    """What is known about the moment a frame was rendered."""
-
-    global_step: int
-    env_index: int
-    last_reward: float
-    rolling_return: float | None
-    step_rate_hz: float
-    episode_count: int
-
-
-@dataclass
-class ChildContext:
-    """What training-process hooks receive about the run they are part of."""
-
-    run_id: str
-    run_dir: Path
-    extras: dict[str, Any]
-    channel: ChannelSender = field(repr=False)
-    algo: str = ""
-    env_id: str = ""
-    num_envs: int | None = None
-
-    def publish(self, kind: str, payload: dict[str, Any], reliable: bool = False) -> bool:
-        """Send a message to the host (see :mod:`mosaic_core.channel`)."""
-        return self.channel.send(kind, payload, reliable=reliable)
-
-    def describe(self) -> str:
-        """The JSON a host puts in ``MOSAIC_CHILD`` for this context."""
-        return json.dumps(
-            {
-                "run_id": self.run_id,
-                "run_dir": str(self.run_dir),
-                "extras": self.extras,
-                "channel": self.channel.address,
-                "algo": self.algo,
-                "env_id": self.env_id,
-                "num_envs": self.num_envs,
-            }
-        )
-
-    @classmethod
-    def from_environ(cls, environ: dict[str, str] | None = None) -> "ChildContext | None":
-        raw = (environ if environ is not None else os.environ).get(ENV_VAR)
-        if not raw:
-            return None
-        spec = json.loads(raw)
-        return cls(
-            run_id=spec["run_id"],
-            run_dir=Path(spec["run_dir"]),
-            extras=spec.get("extras") or {},
-            channel=ChannelSender(spec.get("channel")),
-            algo=spec.get("algo", ""),
-            env_id=spec.get("env_id", ""),
-            num_envs=spec.get("num_envs"),
-        )
-
+_TRIGGERS = ("gymnasium", *_WRITER_MODULES)
+ENV_VAR = CHILD_VAR
 
 _state: dict[str, Any] = {}
 
@@ -127,22 +72,56 @@ def emit_event(event: str, payload: dict[str, Any]) -> bool:
     return publish(LIFECYCLE_KIND, {"event": event, "payload": payload}, reliable=True)
 
 
+def report_scalar(tag: str, value: float, step: int | None = None) -> None:
+    """Report a metric from a training program that has no SummaryWriter (it then reaches the
+    live metric bridge, curriculum and every other ``mosaic_on_scalar`` plugin). A no-op when
+    not run by a host."""
+    child, host = current(), plugins()
+    if child is not None and host is not None:
+        host.on_scalar(child, tag, float(value), None if step is None else int(step))
+
+
 def install(host: "PluginHost | None" = None) -> ChildContext | None:
-    """Install the patch points in this process once; returns the context (or None)."""
+    """Install the patch points in this process once, then run every plugin's
+    ``mosaic_child_setup``; returns the context (None when not run by a host)."""
     if "child" in _state:
         return _state["child"]
-    child = ChildContext.from_environ()
+    child = child_from_environ()
     if child is None:
         return None
     if host is None:
         from mosaic_core.plugins import load_plugin_host
 
         host = load_plugin_host()
+    host.where = "training process"
+    host.on_failure = lambda failure: _report_failure(child, failure)
     _state.update(child=child, host=host, make_calls=0)
-    host.child_setup(child)
-    _patch_gym_make(child, host)
+    after_import("gymnasium", lambda _module: _patch_gym_make(child, host))
     after_import(_WRITER_MODULES, lambda module: _patch_writer_module(module, child, host))
+    host.child_setup(child)
     return child
+
+
+def install_lazily() -> None:
+    """Install on the first import of ``gymnasium`` or a TensorBoard writer in this process
+    (what ``mosaic_core/_boot/sitecustomize.py`` calls); nothing is imported until then."""
+    if "child" in _state or "lazy" in _state:
+        return
+    _state["lazy"] = True
+
+    def trigger(_module: Any) -> None:
+        try:
+            install()
+        except Exception as exc:  # never stop a process of the run from importing
+            print(f"mosaic: could not install patch points: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    after_import(_TRIGGERS, trigger, once=True)
+
+
+def _report_failure(child: ChildContext, failure: HookFailure) -> None:
+    print(f"mosaic: warning: {failure.describe()}; its contribution is dropped", file=sys.stderr)
+    child.publish(FAILURE_KIND, {"plugin": failure.plugin, "hook": failure.hook, "error": failure.error},
+                  reliable=True)
 
 
 def env_index_hint() -> int | None:
@@ -186,33 +165,38 @@ def _patch_gym_make(child: ChildContext, host: "PluginHost") -> None:
     registration.make = make
 
 
-def after_import(module_names: tuple[str, ...] | str, callback: Callable[[Any], None]) -> None:
-    """Call ``callback(module)`` once each named module is imported in this process.
+def after_import(module_names: tuple[str, ...] | str, callback: Callable[[Any], None], once: bool = False) -> None:
+    """Call ``callback(module)`` once each named module is imported in this process
+    (with ``once=True``: only for the first of them).
 
     Modules already imported are handled now; the others through an import hook, so
     nothing heavy is imported here. Plugins use it to patch libraries the script imports
-    (e.g. ``wandb.init``).
+    (e.g. ``wandb.init``, ``SummaryWriter``).
     """
     names = (module_names,) if isinstance(module_names, str) else tuple(module_names)
     pending = []
     for name in names:
         if name in sys.modules:
             callback(sys.modules[name])
+            if once:
+                return
         else:
             pending.append(name)
     if pending:
-        sys.meta_path.insert(0, _AfterImport(frozenset(pending), callback))
+        sys.meta_path.insert(0, _AfterImport(frozenset(pending), callback, once))
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Finds nothing itself: wraps the real loader of the named modules to run a callback."""
 
-    def __init__(self, names: frozenset[str], callback: Callable[[Any], None]):
-        self._names, self._callback = names, callback
+    def __init__(self, names: frozenset[str], callback: Callable[[Any], None], once: bool = False):
+        self._names, self._callback, self._once = names, callback, once
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
         if fullname not in self._names:
             return None
+        if self._once:  # one shot: from now on this finder matches nothing
+            self._names = frozenset()
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
@@ -235,37 +219,10 @@ class _CallbackLoader(importlib.abc.Loader):
         self._callback(module)
 
 
-def relocate_logdir(logdir: Any, tensorboard_dir: str | None) -> Any:
-    """Where a writer's relative log dir goes when ``extras.tensorboard_dir`` is set.
-
-    CleanRL has no flag for it and writes ``runs/<run_name>``: that becomes
-    ``<tensorboard_dir>/<run_name>`` (any other relative path goes below it too).
-    Absolute paths and unset directories are left alone. The host has already checked
-    that ``tensorboard_dir`` stays inside the run directory.
-    """
-    if not tensorboard_dir or not isinstance(logdir, (str, os.PathLike)) or os.path.isabs(logdir):
-        return logdir
-    parts = Path(logdir).parts
-    return str(Path(tensorboard_dir, *(parts[1:] if parts[:1] == ("runs",) else parts)))
-
-
 def _patch_writer_module(module: Any, child: ChildContext, host: "PluginHost") -> None:
     writer = getattr(module, "SummaryWriter", None)
     if writer is None or getattr(writer.add_scalar, "__mosaic_patched__", False):
         return
-    tensorboard_dir = child.extras.get("tensorboard_dir")
-    if isinstance(tensorboard_dir, str) and tensorboard_dir:
-        original_init = writer.__init__
-
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            if args:
-                args = (relocate_logdir(args[0], tensorboard_dir), *args[1:])
-            for key in ("log_dir", "logdir"):
-                if key in kwargs:
-                    kwargs[key] = relocate_logdir(kwargs[key], tensorboard_dir)
-            original_init(self, *args, **kwargs)
-
-        writer.__init__ = __init__
     original = writer.add_scalar
     on_scalar = host.on_scalar
 

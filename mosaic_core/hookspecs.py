@@ -5,14 +5,22 @@ functions carry the :data:`hookimpl` marker and a name below. An implementation 
 any subset of a hook's arguments, so hooks can grow arguments without breaking plugins.
 
 Order: plugins are registered sorted by entry-point name, and implementations run in
-pluggy's order (last registered first, ``tryfirst``/``trylast`` honoured). Application code
-never calls ``pm.hook.*`` directly: :class:`mosaic_core.plugins.PluginHost` has one typed
-accessor per hook that combines the results as each docstring says, and names the plugin
+pluggy's order (last registered first, ``tryfirst``/``trylast`` honoured, ``wrapper=True``
+implementations wrap the others). Application code never calls ``pm.hook.*`` directly:
+:class:`mosaic_core.plugins.PluginHost` has one typed accessor per hook; each accessor calls
+through pluggy and then combines the results as the docstring says, naming the plugin
 whenever a result is invalid or two plugins conflict.
+
+Failure policy (:data:`POLICY`), written per hook and applied by the host:
+- ``stop``: config hooks. A raising implementation, an invalid result or a conflict stops
+  the run before anything starts, exit code 2, naming the plugin and the hook.
+- ``isolate``: contribution and sink hooks. Only the failing plugin's part is dropped; the
+  failure is named once on stderr and recorded in ``analytics.json`` (``plugins`` section);
+  every other plugin's results are kept and the run goes on.
 
 Host hooks receive a :class:`mosaic_core.runs.RunContext` (``run``): run id, run directory,
 validated config, worker name and an ``emit(event, payload)`` for lifecycle events.
-Training-process hooks receive a :class:`mosaic_core.child.ChildContext` (``child``): run
+Training-process hooks receive a :class:`mosaic_core.types.ChildContext` (``child``): run
 id, run directory, extras and a ``publish(kind, payload)`` side channel back to the host.
 """
 
@@ -25,14 +33,36 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-light
     import numpy as np
 
-    from mosaic_core.child import ChildContext, FrameInfo
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
     from mosaic_core.runs import RunContext
+    from mosaic_core.types import ChildContext, ChildEvent, ExtrasKey, FrameInfo
 
 PROJECT = "mosaic"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
+STOP, ISOLATE = "stop", "isolate"
+POLICY = {
+    "mosaic_cli_commands": ISOLATE,  # a broken plugin never breaks the CLI (--help included)
+    "mosaic_extras_keys": STOP,
+    "mosaic_child_events": STOP,
+    "mosaic_config_defaults": STOP,
+    "mosaic_validate_config": STOP,
+    "mosaic_build_args": STOP,
+    "mosaic_child_env": STOP,
+    "mosaic_run_started": ISOLATE,
+    "mosaic_on_event": ISOLATE,
+    "mosaic_on_child_message": ISOLATE,
+    "mosaic_on_heartbeat": ISOLATE,
+    "mosaic_build_manifest": ISOLATE,
+    "mosaic_run_finished": ISOLATE,
+    "mosaic_child_setup": ISOLATE,
+    "mosaic_env_make_kwargs": ISOLATE,
+    "mosaic_wrap_env": ISOLATE,
+    "mosaic_on_frame": ISOLATE,
+    "mosaic_on_scalar": ISOLATE,
+}
 
 
 # --------------------------------------------------------------------------------------
@@ -44,8 +74,35 @@ def mosaic_cli_commands() -> list[CliCommand]:
 
     Called once when the CLI builds its parser. Return a list of
     :class:`mosaic_core.cli.commands.CliCommand` descriptors. Results are concatenated; two
-    commands with the same name are an error naming both plugins. Keep imports inside the
-    command's ``run`` so ``mosaic --help`` stays fast.
+    commands with the same name: the second is dropped and both plugins are named. Keep
+    imports inside the command's ``run`` so ``mosaic --help`` stays fast. Failure: isolate
+    (the plugin's commands are missing; every other command works).
+    """
+
+
+# --------------------------------------------------------------------------------------
+# Host: what a plugin owns
+# --------------------------------------------------------------------------------------
+@hookspec
+def mosaic_extras_keys() -> list[ExtrasKey] | None:
+    """Declare the ``extras`` keys this plugin consumes (:class:`mosaic_core.types.ExtrasKey`,
+    an exact key or a prefix such as ``fastlane_``).
+
+    Called once per run (and by ``mosaic plugins --extras``). Owned keys are never handed to
+    a worker as algorithm flags; keys nobody owns are the worker's. Results are
+    concatenated; one key (or overlapping prefixes) owned by two plugins is an error naming
+    both. Failure: stop.
+    """
+
+
+@hookspec
+def mosaic_child_events() -> list[ChildEvent] | None:
+    """Declare the lifecycle events this plugin's training-process code emits through
+    :func:`mosaic_core.child.emit_event` (:class:`mosaic_core.types.ChildEvent`).
+
+    Called once per run. The host emits a child's event only if some plugin declared it
+    (terminal events never); the same name from two plugins is allowed (one vocabulary).
+    Failure: stop.
     """
 
 
@@ -60,7 +117,7 @@ def mosaic_config_defaults(data: dict[str, Any]) -> dict[str, Any] | None:
     are merged and before validation, with that raw merged mapping. Return values for
     missing fields only (e.g. ``{"env_id": <first curriculum stage>}``), or None. Fields
     already present are never replaced; the same field from two plugins is an error naming
-    both.
+    both. Failure: stop.
     """
 
 
@@ -71,7 +128,7 @@ def mosaic_validate_config(config: WorkerConfig) -> list[str] | None:
     Called on every run and dry run, before anything is started. Return a list of problems,
     each a sentence naming the key (``"extras.fastlane_video_mode: 'movie' is not one of
     single, grid, off"``), or None. All problems from all plugins are reported together and
-    the run stops with exit code 2.
+    the run stops with exit code 2. Failure: stop.
     """
 
 
@@ -81,7 +138,8 @@ def mosaic_build_args(config: WorkerConfig) -> list[str] | None:
 
     Called once per run after validation, with the merged config. Return the extra argv
     items (e.g. ``["--track", "--wandb-project-name", "demo"]``) or None. Results are
-    concatenated in plugin order and appended after the worker's own flags.
+    concatenated in plugin order and handed to the worker's ``plan`` (``run.plugin_args``),
+    which places them on its training program's command line. Failure: stop.
     """
 
 
@@ -93,7 +151,8 @@ def mosaic_child_env(run: RunContext) -> dict[str, str] | None:
     a mapping of names to string values, or None. Mappings are merged; the same name from
     two plugins is an error naming both. Secrets passed here reach the child only through
     its environment: the host redacts any name containing api_key/token/password/secret
-    when it prints or writes the environment.
+    when it prints or writes the environment. A dry run calls it too: create nothing here.
+    Failure: stop.
     """
 
 
@@ -102,7 +161,7 @@ def mosaic_run_started(run: RunContext) -> None:
     """A run is about to start its training process (``run_started`` has been emitted).
 
     Called once per run. Use it to create resources whose lifetime the host owns; free them
-    in :func:`mosaic_run_finished`. Return value ignored.
+    in :func:`mosaic_run_finished`. Return value ignored. Failure: isolate.
     """
 
 
@@ -116,6 +175,7 @@ def mosaic_on_event(run: RunContext, event: dict[str, Any]) -> None:
     Called for every event of the run, in order, from the host's supervising thread; the
     event is the full JSON object (``event``, ``run_id``, ``seq``, ``timestamp``,
     ``payload``). For sinks: progress bars, notifications. Must not block. Return ignored.
+    Failure: isolate.
     """
 
 
@@ -125,7 +185,7 @@ def mosaic_on_child_message(run: RunContext, kind: str, payload: dict[str, Any])
 
     Called on the host for every ``ChildContext.publish(kind, payload)`` made in the
     training process (or its env worker processes), in arrival order. A plugin handles the
-    kinds it publishes and ignores the rest. Return value ignored.
+    kinds it publishes and ignores the rest. Return value ignored. Failure: isolate.
     """
 
 
@@ -134,8 +194,9 @@ def mosaic_on_heartbeat(run: RunContext) -> dict[str, Any] | None:
     """Contribute fields to a heartbeat payload.
 
     Called each time the host emits a ``heartbeat`` event (every 30 s by default). Return
-    a mapping merged into the payload, or None. The same key from two plugins is an error
-    naming both; keys the host sets itself (``elapsed_s``, ``pid``) cannot be overridden.
+    a mapping merged into the payload, or None. Failure: isolate (a raising plugin, a
+    non-dict result, a key another plugin already set or a key the host sets itself —
+    ``elapsed_s``, ``pid`` — drops that plugin's contribution only, naming it).
     """
 
 
@@ -149,8 +210,9 @@ def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None
     Called once at the end of every run, whatever ``status`` (``completed``, ``failed``,
     ``cancelled``), after the training process is gone and just before the terminal event
     is emitted, so the manifest exists when a reader sees the run end. Return ``{section_name: data}`` or None.
-    Sections are merged; the same section name from two plugins is an error naming both.
-    Paths must be relative to the run directory, and secrets must never appear.
+    Sections are merged. Paths must be relative to the run directory, and secrets must
+    never appear. Failure: isolate (a raising plugin, a non-dict result or a section another
+    plugin already wrote drops that plugin's sections only, naming it in the manifest).
     """
 
 
@@ -160,7 +222,7 @@ def mosaic_run_finished(run: RunContext, status: str) -> None:
 
     Called exactly once per started run, even after a crash or cancel, just before the
     terminal event: free what :func:`mosaic_run_started` created. Every implementation is
-    called even if one raises. Return value ignored.
+    called even if one raises. Return value ignored. Failure: isolate.
     """
 
 
@@ -171,9 +233,11 @@ def mosaic_run_finished(run: RunContext, status: str) -> None:
 def mosaic_child_setup(child: ChildContext) -> None:
     """The training process is starting, before the algorithm script is imported.
 
-    Called once in every process of the run that imports the patch points: the training
-    process itself and vector-env worker processes started with ``spawn``. Install
-    process-wide state here (e.g. a FastLane writer). Return value ignored.
+    Called once in every process of the run that imports the patch points (the training
+    process itself and vector-env worker processes started with ``spawn``), after the patch
+    points are installed. Install process-wide state here (e.g. a FastLane writer). Return
+    value ignored. Failure: isolate (only that plugin's setup is missing; the patch points and
+    every other plugin's setup stay).
     """
 
 
@@ -187,8 +251,8 @@ def mosaic_env_make_kwargs(
     is the env's index in its vector env when known (None otherwise), ``kwargs`` what the
     script passed. Return extra kwargs (e.g. ``{"render_mode": "rgb_array"}``) or None.
     The script's own kwargs win (an explicit None counts as not given, as in
-    ``gym.make(env_id, render_mode=None)``); the same key from two plugins is an error
-    naming both.
+    ``gym.make(env_id, render_mode=None)``). Failure: isolate (a raising plugin or a key
+    another plugin already gave drops that plugin's kwargs, naming it).
     """
 
 
@@ -200,7 +264,9 @@ def mosaic_wrap_env(
 
     Called after each ``gym.make``. Return a callable ``wrap(env) -> env`` or None. The
     callables are applied in plugin order, each to the previous result, so wrappers nest
-    predictably; a plugin must not wrap an env it has already wrapped.
+    predictably; a plugin must not wrap an env it has already wrapped. Failure: isolate
+    (a raising hook, a non-callable or a raising ``wrap`` leaves the env unwrapped by that
+    plugin).
     """
 
 
@@ -209,9 +275,10 @@ def mosaic_on_frame(child: ChildContext, frame: np.ndarray, info: FrameInfo) -> 
     """A rendered frame and its step metrics are available in the training process.
 
     Called by the plugin that renders (FastLane) each time it renders, with an ``HxWxC``
-    uint8 array (C = 3 RGB, 4 RGBA, 1 grayscale) and a :class:`mosaic_core.child.FrameInfo`
+    uint8 array (C = 3 RGB, 4 RGBA, 1 grayscale) and a :class:`mosaic_core.types.FrameInfo`
     (global step, env index, last reward, rolling return, step rate, episode count). The
     frame is only valid during the call: copy it to keep it. Return value ignored.
+    Failure: isolate.
     """
 
 
@@ -220,6 +287,7 @@ def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | No
     """The script wrote a scalar (``SummaryWriter.add_scalar``) in the training process.
 
     Called for every ``add_scalar`` of ``torch.utils.tensorboard`` and ``tensorboardX``
-    writers, before the write itself, so it must be cheap (buffer, never block). Return
-    value ignored.
+    writers, and for :func:`mosaic_core.child.report_scalar` (workers without a
+    SummaryWriter), before the write itself, so it must be cheap (buffer, never block).
+    Return value ignored. Failure: isolate.
     """

@@ -2,35 +2,45 @@
 accessor per hook, so application code never touches ``pm.hook`` directly.
 
 Built-in plugins (CleanRL, FastLane, analytics, curriculum) are entry points of this
-distribution and load through exactly the same path as third-party ones. Implementations
-are called in pluggy's order; the accessors combine results as the hook specs say and name
-the plugin whenever something is wrong. ``MOSAIC_TRACE_HOOKS=1`` prints every call to stderr.
+distribution and load through exactly the same path as third-party ones. Every accessor
+calls through pluggy (``pm.hook.<name>(...)``), so ``wrapper=True`` implementations,
+``tryfirst``/``trylast`` and pluggy's call monitoring all work, then combines the results
+as the hook spec says. The failure policy of each hook (:data:`mosaic_core.hookspecs.POLICY`)
+is applied by :class:`_Manager`, which runs every non-wrapper implementation through a guard:
+``stop`` turns an exception into a :class:`PluginError` naming plugin and hook (exit 2);
+``isolate`` drops that plugin's result, records a :class:`HookFailure` (named once on stderr,
+listed in ``analytics.json``) and lets pluggy go on with the others.
+``MOSAIC_TRACE_HOOKS=1`` prints every hook call to stderr through pluggy's monitoring.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import threading
 import time
 import types
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import pluggy
 
 from mosaic_core import hookspecs
 from mosaic_core.entrypoints import LoadedEntryPoint, is_blocked, load_group, report_failure
 from mosaic_core.errors import PluginError
+from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure
 
 if TYPE_CHECKING:
-    from mosaic_core.child import ChildContext, FrameInfo
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
     from mosaic_core.runs import RunContext
+    from mosaic_core.types import ChildContext, FrameInfo
 
 PLUGIN_GROUP = "mosaic.plugins"
 TRACE_VAR = "MOSAIC_TRACE_HOOKS"
 HOOK_NAMES = tuple(name for name in dir(hookspecs) if name.startswith("mosaic_"))
+WRAPPER = "a wrapper implementation"
 
 
 def _check_module(obj: Any) -> Any:
@@ -39,16 +49,78 @@ def _check_module(obj: Any) -> Any:
     return obj
 
 
+class _Manager(pluggy.PluginManager):
+    """pluggy's manager, with each implementation of a hook that has a failure policy run
+    through a guard (a copy of pluggy's ``HookImpl`` with a guarded function, cached)."""
+
+    def __init__(self, host: "PluginHost"):
+        super().__init__(hookspecs.PROJECT)
+        self._host = host
+        self._guarded: dict[int, tuple[Any, Any]] = {}
+
+    def _hookexec(self, hook_name: str, methods: Any, kwargs: Any, firstresult: bool) -> Any:
+        policy = hookspecs.POLICY.get(hook_name)
+        if policy is not None:
+            methods = [self._guard(hook_name, policy, impl) for impl in methods]
+        return super()._hookexec(hook_name, methods, kwargs, firstresult)
+
+    def _guard(self, hook: str, policy: str, impl: Any) -> Any:
+        if impl.wrapper or impl.hookwrapper:
+            return impl  # a wrapper sees the real call; its own failure surfaces in the accessor
+        cached = self._guarded.get(id(impl))
+        if cached is not None and cached[0] is impl:
+            return cached[1]
+        host, plugin, function = self._host, impl.plugin_name, impl.function
+
+        @functools.wraps(function)
+        def guarded(*args: Any) -> Any:
+            try:
+                result = function(*args)
+            except PluginError:
+                raise
+            except Exception as exc:
+                if policy == hookspecs.STOP:
+                    raise PluginError(f"plugin {plugin!r} failed in {hook}: {type(exc).__name__}: {exc}") from exc
+                host.record_failure(plugin, hook, f"{type(exc).__name__}: {exc}")
+                return None
+            if result is not None:
+                host._note_result(plugin, result)
+            return result
+
+        copy = type(impl)(impl.plugin, plugin, guarded, impl.opts)
+        self._guarded[id(impl)] = (impl, copy)
+        return copy
+
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        self._guarded.clear()
+        return super().register(plugin, name)
+
+    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        self._guarded.clear()
+        return super().unregister(plugin, name)
+
+
 class PluginHost:
     """A pluggy manager with the loaded plugins and typed accessors for every hook."""
 
     def __init__(self, loaded: list[LoadedEntryPoint] | None = None, trace: bool | None = None):
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm = _Manager(self)
         self.pm.add_hookspecs(hookspecs)
         self.loaded: list[LoadedEntryPoint] = []
-        self._trace = os.environ.get(TRACE_VAR, "") not in ("", "0") if trace is None else trace
-        self._impls: dict[str, list[tuple[str, Callable[..., Any], tuple[str, ...]]]] = {}
-        self._scalar_calls: list[tuple[Callable[..., Any], tuple[int, ...]]] | None = None
+        self.failures: dict[tuple[str, str], HookFailure] = {}
+        self.failure_counts: dict[tuple[str, str], int] = {}
+        self.where = "host"
+        # How a failure is announced the first time (the training process also tells its host).
+        self.on_failure: Callable[[HookFailure], None] = _print_failure
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._owned: list[tuple[str, ExtrasKey]] | None = None
+        trace = os.environ.get(TRACE_VAR, "") not in ("", "0") if trace is None else trace
+        if trace:
+            _enable_trace(self.pm)
+        from mosaic_core import host_plugin
+
+        self.pm.register(host_plugin, name=host_plugin.NAME)
         for item in loaded or []:
             self.add(item)
 
@@ -56,6 +128,7 @@ class PluginHost:
     def add(self, item: LoadedEntryPoint) -> None:
         """Register a loaded entry point; a module that pluggy rejects is marked failed."""
         self.loaded.append(item)
+        self._owned = None
         if item.status != "active":
             return
         try:
@@ -66,8 +139,6 @@ class PluginHost:
                 self.pm.unregister(item.obj)
             item.status, item.error, item.obj = "failed", f"{type(exc).__name__}: {exc}", None
             report_failure(item)
-        self._impls.clear()
-        self._scalar_calls = None
 
     def register_module(self, module: types.ModuleType, name: str) -> None:
         """Register an in-process plugin module (used by tests and embedding programs)."""
@@ -80,61 +151,129 @@ class PluginHost:
             return []
         return sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or [])
 
+    def load_failures(self) -> list[LoadedEntryPoint]:
+        return [item for item in self.loaded if item.status == "failed"]
+
+    # ----------------------------------------------------------------- failures
+    def record_failure(self, plugin: str, hook: str, error: str, where: str | None = None) -> None:
+        """Note that ``plugin`` failed in ``hook``; announced once per (plugin, hook)."""
+        key = (plugin, hook)
+        with self._lock:
+            first = key not in self.failures
+            self.failure_counts[key] = self.failure_counts.get(key, 0) + 1
+            if first:
+                self.failures[key] = HookFailure(plugin, hook, error, where or self.where)
+        if first:
+            try:
+                self.on_failure(self.failures[key])
+            except Exception:  # announcing must never fail the caller
+                pass
+
+    def failure_records(self) -> list[dict[str, Any]]:
+        return [{"plugin": f.plugin, "hook": f.hook, "error": f.error, "where": f.where,
+                 "count": self.failure_counts.get(key, 1)} for key, f in sorted(self.failures.items())]
+
     # ----------------------------------------------------------------- calling
-    def _implementations(self, hook: str) -> list[tuple[str, Callable[..., Any], tuple[str, ...]]]:
-        impls = self._impls.get(hook)
-        if impls is None:
-            caller = getattr(self.pm.hook, hook)
-            impls = [(i.plugin_name, i.function, tuple(i.argnames)) for i in reversed(caller.get_hookimpls())]
-            self._impls[hook] = impls
-        return impls
+    def _note_result(self, plugin: str, result: Any) -> None:
+        frames = getattr(self._local, "frames", None)
+        if frames:
+            frames[-1].append((plugin, result))
 
     def _call(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
-        """Call every implementation in pluggy's order; returns (plugin, result) pairs."""
-        results = []
-        for plugin, function, argnames in self._implementations(hook):
-            if self._trace:
-                print(f"mosaic-trace: {hook} -> {plugin} ({', '.join(argnames)})", file=sys.stderr)
-                started = time.perf_counter()
-            try:
-                result = function(*[kwargs[a] for a in argnames])
-            except PluginError:
-                raise
-            except Exception as exc:
-                raise PluginError(f"plugin {plugin!r} failed in {hook}: {type(exc).__name__}: {exc}") from exc
-            if self._trace:
-                print(f"mosaic-trace: {hook} <- {plugin} {(time.perf_counter() - started) * 1e3:.2f} ms: {result!r:.200}", file=sys.stderr)
-            if result is not None:
-                results.append((plugin, result))
-        return results
+        """Call ``hook`` through pluggy; returns (plugin, result) pairs in pluggy's order.
+        A result a wrapper put in place of the originals is attributed to :data:`WRAPPER`."""
+        frames = self._local.__dict__.setdefault("frames", [])
+        frame: list[tuple[str, Any]] = []
+        frames.append(frame)
+        try:
+            results = getattr(self.pm.hook, hook)(**kwargs)
+        except PluginError:
+            raise
+        except Exception as exc:  # only a wrapper can get here: guards catch the rest
+            if hookspecs.POLICY.get(hook) == hookspecs.STOP:
+                raise PluginError(f"{WRAPPER} of {hook} failed: {type(exc).__name__}: {exc}") from exc
+            self.record_failure(self._wrapper_names(hook), hook, f"{type(exc).__name__}: {exc}")
+            return []
+        finally:
+            frames.pop()
+        owners = {id(result): plugin for plugin, result in frame}
+        return [(owners.get(id(result), WRAPPER), result) for result in results]
 
-    def _merge(self, hook: str, what: str, results: list[tuple[str, Any]], reserved: set[str] = set()) -> dict[str, Any]:
+    def _wrapper_names(self, hook: str) -> str:
+        impls = getattr(self.pm.hook, hook).get_hookimpls()
+        names = [i.plugin_name for i in impls if i.wrapper or i.hookwrapper]
+        return ", ".join(names) or WRAPPER
+
+    def _invalid(self, hook: str, plugin: str, message: str) -> None:
+        if hookspecs.POLICY.get(hook) == hookspecs.STOP:
+            raise PluginError(f"plugin {plugin!r} {message} ({hook})")
+        self.record_failure(plugin, hook, message)
+
+    def _merge(self, hook: str, what: str, results: list[tuple[str, Any]],
+               reserved: Iterable[str] = ()) -> dict[str, Any]:
         merged: dict[str, Any] = {}
         owners: dict[str, str] = {}
+        reserved = set(reserved)
         for plugin, result in results:
             if not isinstance(result, dict):
-                raise PluginError(f"plugin {plugin!r} returned {type(result).__name__} from {hook}; expected a dict")
+                self._invalid(hook, plugin, f"returned {type(result).__name__}; expected a dict")
+                continue
             for key, value in result.items():
                 if key in reserved:
-                    raise PluginError(f"plugin {plugin!r} tried to set reserved {what} {key!r} in {hook}")
-                if key in owners:
-                    raise PluginError(f"{what} {key!r} is contributed by both {owners[key]!r} and {plugin!r} ({hook})")
-                owners[key] = plugin
-                merged[key] = value
+                    self._invalid(hook, plugin, f"tried to set the host's {what} {key!r}")
+                elif key in owners:
+                    self._invalid(hook, plugin, f"{what} {key!r} is already contributed by {owners[key]!r}")
+                else:
+                    owners[key] = plugin
+                    merged[key] = value
         return merged
+
+    def _lists(self, hook: str, results: list[tuple[str, Any]], kind: type, what: str) -> list[tuple[str, Any]]:
+        items = []
+        for plugin, result in results:
+            if not isinstance(result, (list, tuple)) or not all(isinstance(x, kind) for x in result):
+                self._invalid(hook, plugin, f"returned {result!r:.120}; expected a list of {what}")
+                continue
+            items.extend((plugin, x) for x in result)
+        return items
+
+    # ----------------------------------------------------------------- declarations
+    def extras_keys(self) -> list[tuple[str, ExtrasKey]]:
+        """(plugin, key) for every declared extras key; overlaps between plugins stop the run."""
+        if self._owned is not None:
+            return self._owned
+        owned = self._lists("mosaic_extras_keys", self._call("mosaic_extras_keys"), ExtrasKey, "ExtrasKey")
+        for i, (plugin, key) in enumerate(owned):
+            for other_plugin, other in owned[:i]:
+                if other_plugin != plugin and (key.matches(other.name) or other.matches(key.name)):
+                    raise PluginError(f"extras key {str(key)!r} is owned by both {other_plugin!r} ({other}) "
+                                      f"and {plugin!r}")
+        self._owned = owned
+        return owned
+
+    def extras_owner(self, key: str) -> str | None:
+        """The plugin that consumes extras key ``key``, or None (then it is the worker's)."""
+        for plugin, declared in self.extras_keys():
+            if declared.matches(key):
+                return plugin
+        return None
+
+    def child_events(self) -> frozenset[str]:
+        results = self._lists("mosaic_child_events", self._call("mosaic_child_events"), ChildEvent, "ChildEvent")
+        return frozenset(event.name for _plugin, event in results)
 
     # ----------------------------------------------------------------- host accessors
     def cli_commands(self) -> list[CliCommand]:
         from mosaic_core.cli.commands import CliCommand
 
         commands: dict[str, tuple[str, CliCommand]] = {}
-        for plugin, result in self._call("mosaic_cli_commands"):
-            for command in result:
-                if not isinstance(command, CliCommand):
-                    raise PluginError(f"plugin {plugin!r} returned {type(command).__name__} from mosaic_cli_commands; expected CliCommand")
-                if command.name in commands:
-                    raise PluginError(f"command {command.name!r} is contributed by both {commands[command.name][0]!r} and {plugin!r}")
-                commands[command.name] = (plugin, command)
+        for plugin, command in self._lists("mosaic_cli_commands", self._call("mosaic_cli_commands"),
+                                           CliCommand, "CliCommand"):
+            if command.name in commands:
+                self._invalid("mosaic_cli_commands", plugin,
+                              f"command {command.name!r} is already contributed by {commands[command.name][0]!r}")
+                continue
+            commands[command.name] = (plugin, command)
         return [commands[name][1] for name in sorted(commands)]
 
     def config_defaults(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -142,20 +281,12 @@ class PluginHost:
         return {key: value for key, value in defaults.items() if data.get(key) in (None, "")}
 
     def validate_config(self, config: WorkerConfig) -> list[str]:
-        problems: list[str] = []
-        for plugin, result in self._call("mosaic_validate_config", config=config):
-            if not isinstance(result, (list, tuple)) or not all(isinstance(p, str) for p in result):
-                raise PluginError(f"plugin {plugin!r} returned {result!r} from mosaic_validate_config; expected a list of strings")
-            problems.extend(result)
-        return problems
+        results = self._call("mosaic_validate_config", config=config)
+        return [problem for _plugin, problem in self._lists("mosaic_validate_config", results, str, "strings")]
 
     def build_args(self, config: WorkerConfig) -> list[str]:
-        argv: list[str] = []
-        for plugin, result in self._call("mosaic_build_args", config=config):
-            if not isinstance(result, (list, tuple)) or not all(isinstance(a, str) for a in result):
-                raise PluginError(f"plugin {plugin!r} returned {result!r} from mosaic_build_args; expected a list of strings")
-            argv.extend(result)
-        return argv
+        results = self._call("mosaic_build_args", config=config)
+        return [arg for _plugin, arg in self._lists("mosaic_build_args", results, str, "strings")]
 
     def child_env(self, run: RunContext) -> dict[str, str]:
         env = self._merge("mosaic_child_env", "environment variable", self._call("mosaic_child_env", run=run))
@@ -173,22 +304,15 @@ class PluginHost:
     def on_child_message(self, run: RunContext, kind: str, payload: dict[str, Any]) -> None:
         self._call("mosaic_on_child_message", run=run, kind=kind, payload=payload)
 
-    def heartbeat_fields(self, run: RunContext, reserved: set[str] = frozenset()) -> dict[str, Any]:
-        return self._merge("mosaic_on_heartbeat", "heartbeat field", self._call("mosaic_on_heartbeat", run=run), set(reserved))
+    def heartbeat_fields(self, run: RunContext, reserved: Iterable[str] = ()) -> dict[str, Any]:
+        return self._merge("mosaic_on_heartbeat", "heartbeat field", self._call("mosaic_on_heartbeat", run=run), reserved)
 
-    def build_manifest(self, run: RunContext, status: str) -> dict[str, Any]:
+    def build_manifest(self, run: RunContext, status: str, reserved: Iterable[str] = ()) -> dict[str, Any]:
         return self._merge("mosaic_build_manifest", "manifest section",
-                           self._call("mosaic_build_manifest", run=run, status=status))
+                           self._call("mosaic_build_manifest", run=run, status=status), reserved)
 
-    def run_finished(self, run: RunContext, status: str) -> list[str]:
-        """Call every implementation even if one fails; returns the failures' messages."""
-        errors = []
-        for plugin, function, argnames in self._implementations("mosaic_run_finished"):
-            try:
-                function(*[{"run": run, "status": status}[a] for a in argnames])
-            except Exception as exc:
-                errors.append(f"plugin {plugin!r} failed in mosaic_run_finished: {type(exc).__name__}: {exc}")
-        return errors
+    def run_finished(self, run: RunContext, status: str) -> None:
+        self._call("mosaic_run_finished", run=run, status=status)
 
     # ----------------------------------------------------------------- training-process accessors
     def child_setup(self, child: ChildContext) -> None:
@@ -199,25 +323,44 @@ class PluginHost:
                            self._call("mosaic_env_make_kwargs", child=child, env_id=env_id, env_index=env_index, kwargs=kwargs))
 
     def wrap_env(self, child: ChildContext, env: Any, env_id: str, env_index: int | None) -> Any:
-        for plugin, wrap in self._call("mosaic_wrap_env", child=child, env=env, env_id=env_id, env_index=env_index):
+        hook = "mosaic_wrap_env"
+        for plugin, wrap in self._call(hook, child=child, env=env, env_id=env_id, env_index=env_index):
             if not callable(wrap):
-                raise PluginError(f"plugin {plugin!r} returned {type(wrap).__name__} from mosaic_wrap_env; expected a callable")
-            env = wrap(env)
+                self._invalid(hook, plugin, f"returned {type(wrap).__name__}; expected a callable")
+                continue
+            try:
+                env = wrap(env)
+            except Exception as exc:
+                self.record_failure(plugin, hook, f"its wrapper raised {type(exc).__name__}: {exc}")
         return env
 
     def on_frame(self, child: ChildContext, frame: Any, info: FrameInfo) -> None:
-        self._call("mosaic_on_frame", child=child, frame=frame, info=info)
+        self.pm.hook.mosaic_on_frame(child=child, frame=frame, info=info)
 
     def on_scalar(self, child: ChildContext, tag: str, value: float, step: int | None) -> None:
-        # The hottest hook (every add_scalar): argument positions are worked out once.
-        calls = self._scalar_calls
-        if calls is None:
-            order = ("child", "tag", "value", "step")
-            calls = self._scalar_calls = [(function, tuple(order.index(a) for a in argnames))
-                                          for _p, function, argnames in self._implementations("mosaic_on_scalar")]
-        args = (child, tag, value, step)
-        for function, positions in calls:
-            function(*[args[i] for i in positions])
+        # The hottest hook (every add_scalar): straight through pluggy, results ignored.
+        self.pm.hook.mosaic_on_scalar(child=child, tag=tag, value=value, step=step)
+
+
+def _print_failure(failure: HookFailure) -> None:
+    print(f"mosaic: warning: {failure.describe()}; its contribution is dropped, the run goes on", file=sys.stderr)
+
+
+def _enable_trace(pm: pluggy.PluginManager) -> None:
+    """Print every hook call, its implementations, time and result (pluggy's monitoring)."""
+    started: list[float] = []
+
+    def before(hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+        names = ", ".join(i.plugin_name for i in reversed(impls)) or "no implementation"
+        print(f"mosaic-trace: {hook_name} -> {names}", file=sys.stderr)
+        started.append(time.perf_counter())
+
+    def after(outcome: Any, hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+        elapsed = (time.perf_counter() - started.pop()) * 1e3 if started else 0.0
+        shown = f"raised {outcome.exception!r}" if outcome.exception else f"{outcome.get_result()!r:.200}"
+        print(f"mosaic-trace: {hook_name} <- {elapsed:.2f} ms: {shown}", file=sys.stderr)
+
+    pm.add_hookcall_monitoring(before, after)
 
 
 def load_plugin_host() -> PluginHost:

@@ -8,15 +8,14 @@ resolve inside it: :meth:`RunDirectory.inside` is the one check for that.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mosaic_core.config import WorkerConfig, check_run_id, redact
 from mosaic_core.errors import ConfigError
+from mosaic_core.files import write_json_atomic
 
 DEFAULT_RUNS_ROOT = Path("var/trainer/runs")
 RUNS_ROOT_VAR = "MOSAIC_RUNS_DIR"
@@ -24,21 +23,6 @@ RUNS_ROOT_VAR = "MOSAIC_RUNS_DIR"
 
 def default_runs_root() -> Path:
     return Path(os.environ.get(RUNS_ROOT_VAR) or DEFAULT_RUNS_ROOT)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` through a temporary file and a rename: readers never see half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True, default=str)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass(frozen=True)
@@ -104,6 +88,9 @@ class RunContext:
     state: dict[str, Any] = field(default_factory=dict)
     pid: int | None = None
     quiet: bool = False  # --quiet: no human-facing progress on stderr
+    options: dict[str, Any] = field(default_factory=dict)  # the worker's own flags
+    plugin_args: list[str] = field(default_factory=list)  # from mosaic_build_args
+    worker_extras: dict[str, Any] = field(default_factory=dict)  # extras no plugin owns
 
     @property
     def run_id(self) -> str:

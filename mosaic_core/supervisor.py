@@ -19,18 +19,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mosaic_core import channel
-from mosaic_core.child import ENV_VAR as CHILD_VAR
-from mosaic_core.child import LIFECYCLE_KIND, ChildContext
+from mosaic_core import channel, procs
+from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, describe_child
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
+from mosaic_core.files import tail_lines, write_json_atomic
 from mosaic_core.plugins import PluginHost
-from mosaic_core.runs import RunContext, write_json_atomic
+from mosaic_core.runs import RunContext
+from mosaic_core.types import ChildContext
 
 BOOT_DIR = Path(__file__).parent / "_boot"
 MANIFEST_SCHEMA = "mosaic.analytics/1"
-CHILD_EVENTS = frozenset({"checkpoint_saved", "curriculum_stage", "eval_batch", "note"})
+HOST_SECTIONS = frozenset({"schema", "run_id", "worker", "status", "algo", "env_id", "written_at", "plugins"})
 STDERR_TAIL_LINES = 40
+# SDL (pygame, used by gymnasium's renderers) installs SIGINT/SIGTERM handlers that turn a
+# stop request into a quit event nobody reads: a rendering run would ignore cancel.
+CHILD_DEFAULTS = {"SDL_NO_SIGNAL_HANDLERS": "1", "PYTHONUNBUFFERED": "1"}
 
 
 @dataclass
@@ -50,31 +54,31 @@ class Supervisor:
     """Runs ``argv`` for ``run`` and returns the exit code a CLI should use."""
 
     def __init__(self, run: RunContext, host: PluginHost, argv: list[str], env: dict[str, str],
-                 options: SupervisorOptions | None = None):
+                 options: SupervisorOptions | None = None, cwd: Path | None = None):
         self.run, self.host, self.argv = run, host, argv
         self.env_additions = env
+        self.cwd = cwd or run.run_dir
         self.options = options or SupervisorOptions()
         self.process: subprocess.Popen[bytes] | None = None
         self._cancel_reason: str | None = None
         self._wake = threading.Event()
+        self._child_events = host.child_events()
 
     # ------------------------------------------------------------------ events
     def _on_child_message(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == LIFECYCLE_KIND:
             event = payload.get("event")
-            if isinstance(event, str) and event in CHILD_EVENTS and event not in TERMINAL:
+            if isinstance(event, str) and event in self._child_events and event not in TERMINAL:
                 self.run.emit(event, payload.get("payload") or {})
             return
-        try:
-            self.host.on_child_message(self.run, kind, payload)
-        except Exception as exc:  # a plugin bug must not kill supervision
-            print(f"mosaic: {exc}", file=sys.stderr)
+        if kind == FAILURE_KIND:  # a plugin failed in the training process
+            if all(isinstance(payload.get(k), str) for k in ("plugin", "hook", "error")):
+                self.host.record_failure(payload["plugin"], payload["hook"], payload["error"], "training process")
+            return
+        self.host.on_child_message(self.run, kind, payload)
 
     def _sink(self, record: dict[str, Any]) -> None:
-        try:
-            self.host.on_event(self.run, record)
-        except Exception as exc:
-            print(f"mosaic: {exc}", file=sys.stderr)
+        self.host.on_event(self.run, record)
 
     # ------------------------------------------------------------------ child
     def child_environment(self, address: str) -> dict[str, str]:
@@ -82,12 +86,13 @@ class Supervisor:
         # Secrets reach the child only through the env plugins give it, never a second copy here.
         child = ChildContext(run_id=cfg.run_id, run_dir=self.run.run_dir, extras=redact(cfg.extras),
                              channel=channel.ChannelSender(address), algo=cfg.algo, env_id=cfg.env_id,
-                             num_envs=self.options.num_envs)
+                             num_envs=self.options.num_envs, worker=self.run.worker)
         env = dict(os.environ)
+        for name, value in CHILD_DEFAULTS.items():
+            env.setdefault(name, value)
         env.update(self.env_additions)
-        env[CHILD_VAR] = child.describe()
+        env[CHILD_VAR] = describe_child(child)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if p)
-        env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
     def _start(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -97,7 +102,7 @@ class Supervisor:
         err = open(directory.log(worker, "stderr"), "ab")
         passthrough = self.options.passthrough_stdio
         try:
-            return subprocess.Popen(self.argv, cwd=self.run.run_dir, env=env,
+            return subprocess.Popen(self.argv, cwd=self.cwd, env=env,
                                     stdin=None if passthrough else subprocess.DEVNULL,
                                     stdout=None if passthrough else out, stderr=err, start_new_session=True)
         finally:
@@ -106,21 +111,8 @@ class Supervisor:
 
     def stop_group(self) -> None:
         """SIGTERM the child's process group, then SIGKILL what is left after the grace period."""
-        proc = self.process
-        if proc is None:
-            return
-        pgid = proc.pid
-        for sig, wait in ((signal.SIGTERM, self.options.grace_period), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                if proc.poll() is not None and not group_alive(pgid):
-                    return
-                time.sleep(0.05)
-        proc.wait()
+        if self.process is not None:
+            procs.stop_group(self.process.pid, self.options.grace_period, self.process)
 
     def cancel(self, reason: str) -> None:
         """Ask the run to stop (thread-safe; used by signal handlers and the daemon)."""
@@ -180,17 +172,17 @@ class Supervisor:
             self._wake.wait(min(0.2, max(0.0, next_beat - now)))
             self._wake.clear()
         # The child is gone; make sure nothing of its group survives it.
-        if group_alive(proc.pid):
+        if procs.group_alive(proc.pid):
             self.stop_group()
 
     def _heartbeat(self, elapsed: float) -> None:
         payload: dict[str, Any] = {"elapsed_s": round(elapsed, 3), "pid": self.run.pid}
-        try:
-            payload.update(self.host.heartbeat_fields(self.run, reserved={"elapsed_s", "pid"}))
-            if self.options.heartbeat_extra:
+        payload.update(self.host.heartbeat_fields(self.run, reserved={"elapsed_s", "pid", "grpc_heartbeat"}))
+        if self.options.heartbeat_extra:
+            try:
                 payload.update(self.options.heartbeat_extra() or {})
-        except Exception as exc:
-            payload["plugin_error"] = str(exc)
+            except Exception as exc:  # e.g. the daemon went away: say so, keep supervising
+                payload["heartbeat_error"] = f"{type(exc).__name__}: {exc}"
         self.run.emit("heartbeat", payload)
 
     def _outcome(self) -> tuple[str, dict[str, Any], int]:
@@ -201,7 +193,7 @@ class Supervisor:
             return "cancelled", {"reason": self._cancel_reason, "returncode": code, "logs": logs}, 130
         if code == 0:
             return "completed", {"returncode": 0, "logs": logs}, 0
-        tail = _tail(self.run.directory.log(self.run.worker, "stderr"), STDERR_TAIL_LINES)
+        tail = "\n".join(tail_lines(self.run.directory.log(self.run.worker, "stderr"), STDERR_TAIL_LINES))
         if code is not None and code < 0:
             error = f"training process killed by signal {signal.Signals(-code).name}"
         else:
@@ -211,55 +203,25 @@ class Supervisor:
 
     def _finish(self, status: str, payload: dict[str, Any], started_hooks: bool) -> None:
         run = self.run
-        try:
-            sections = self.host.build_manifest(run, status)
-        except Exception as exc:
-            sections = {"manifest_error": str(exc)}
+        sections = self.host.build_manifest(run, status, reserved=HOST_SECTIONS)
+        if started_hooks:
+            self.host.run_finished(run, status)
         manifest = {"schema": MANIFEST_SCHEMA, "run_id": run.run_id, "worker": run.worker, "status": status,
-                    "algo": run.config.algo, "env_id": run.config.env_id, "written_at": time.time(), **sections}
+                    "algo": run.config.algo, "env_id": run.config.env_id, "written_at": time.time(),
+                    "plugins": self._plugin_report(), **sections}
         try:
             write_json_atomic(run.directory.manifest, redact(manifest))
         except OSError as exc:
             payload.setdefault("manifest_error", str(exc))
-        if started_hooks:
-            for error in self.host.run_finished(run, status):
-                print(f"mosaic: {error}", file=sys.stderr)
         run.emit(EVENT_OF[status], payload)
 
-
-def group_alive(pgid: int) -> bool:
-    """Whether any live (non-zombie) process is left in process group ``pgid``."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A group of zombies still "exists"; count only live members.
-    try:
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat", "rb") as fh:
-                        fields = fh.read().rsplit(b")", 1)[1].split()
-                    if int(fields[2]) == pgid and fields[0] != b"Z":
-                        return True
-                except (OSError, IndexError, ValueError):
-                    continue
-        return False
-    except OSError:
-        return True
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 64 * 1024))
-            data = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(data.splitlines()[-lines:])
+    def _plugin_report(self) -> dict[str, Any]:
+        """Which plugins took part, which failed to load, and every hook failure of the run."""
+        host = self.host
+        return {"active": sorted(i.name for i in host.loaded if i.status == "active"),
+                "failed_to_load": [{"name": i.name, "distribution": i.distribution, "version": i.version,
+                                    "error": i.error} for i in host.load_failures()],
+                "hook_failures": host.failure_records()}
 
 
 def _last_error_line(tail: str) -> str | None:

@@ -7,8 +7,7 @@ reported with its entry point name, distribution and error, and never stops the 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, Callable
+from typing import Any
 
 from mosaic_core.capabilities import WorkerMetadata
 from mosaic_core.entrypoints import LoadedEntryPoint, load_group
@@ -36,21 +35,14 @@ def discover_workers() -> list[LoadedEntryPoint]:
     return items
 
 
-def find_worker(name: str) -> WorkerMetadata:
-    """The installed worker called ``name``; a UsageError lists the installed ones."""
+def find_worker(name: str) -> LoadedEntryPoint:
+    """The installed worker called ``name`` (``obj`` is its WorkerMetadata); a UsageError
+    lists the installed ones."""
     items = discover_workers()
     for item in items:
         if item.name == name:
             if item.status != "active":
                 raise UsageError(f"worker {name!r} is installed but failed to load: {item.error} ({item.describe()})")
-            return item.obj
+            return item
     installed = ", ".join(i.name for i in items if i.status == "active") or "none"
     raise UsageError(f"unknown worker {name!r}; installed workers: {installed}")
-
-
-def load_runner(metadata: WorkerMetadata) -> Callable[[list[str]], int]:
-    module_name, _, attr = metadata.runner.partition(":")
-    target: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        target = getattr(target, part)
-    return target

@@ -1,9 +1,9 @@
 """The worker-config ``extras`` keys the analytics plugin consumes, and their validation.
 
-All of them are reserved by the CleanRL worker (never forwarded as script flags):
-``track_wandb``, ``wandb_project_name``, ``wandb_entity``, ``wandb_run_name``,
-``wandb_api_key``, ``wandb_mode``, ``tensorboard_dir``, ``checkpoints_dir``, ``optuna_db``,
-``notes``, ``metrics_interval_s``.
+The plugin owns them (:data:`OWNED`, declared through ``mosaic_extras_keys``), so no worker
+ever forwards them as script flags: ``track_wandb``, ``wandb_*`` (``wandb_project_name``,
+``wandb_entity``, ``wandb_run_name``, ``wandb_api_key``, ``wandb_mode``), ``tensorboard_dir``,
+``checkpoints_dir``, ``optuna_*`` (``optuna_db``), ``notes``, ``metrics_interval_s``.
 
 Paths are checked before the run directory exists, with the semantics of
 :meth:`mosaic_core.runs.RunDirectory.inside`: relative to the run directory and never
@@ -16,12 +16,25 @@ import math
 import posixpath
 from typing import Any
 
+from mosaic_core.types import ExtrasKey
+
 DEFAULT_METRICS_INTERVAL_S = 1.0
 MIN_METRICS_INTERVAL_S = 0.05
 PATH_KEYS = ("tensorboard_dir", "checkpoints_dir")
 STRING_KEYS = ("wandb_project_name", "wandb_entity", "wandb_run_name", "wandb_api_key")
 WANDB_MODES = ("online", "offline", "disabled")
 SQLITE_PREFIX = "sqlite:///"
+OWNED = [
+    ExtrasKey("track_wandb", "log the run to W&B (the script's --track)"),
+    ExtrasKey("wandb", "reserved for W&B settings"),
+    ExtrasKey("wandb_", "W&B settings: wandb_project_name, wandb_entity, wandb_run_name, wandb_api_key, wandb_mode",
+              prefix=True),
+    ExtrasKey("tensorboard_dir", "where the script's TensorBoard files go, inside the run directory"),
+    ExtrasKey("checkpoints_dir", "where checkpoints are looked for, inside the run directory"),
+    ExtrasKey("optuna_", "the Optuna study this run belongs to (optuna_db, …)", prefix=True),
+    ExtrasKey("notes", "free text kept in the manifest (and W&B notes)"),
+    ExtrasKey("metrics_interval_s", "seconds between metrics events (default 1)"),
+]
 
 
 def escapes(path: str) -> bool:

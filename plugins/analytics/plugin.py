@@ -19,7 +19,7 @@ from typing import Any
 from mosaic_core.config import is_secret_key
 from mosaic_core.hookspecs import hookimpl
 
-from mosaic_analytics import bridge, extras, tracking
+from mosaic_analytics import bridge, extras, logdir, tracking
 from mosaic_analytics.board import MetricBoard
 
 STATE_KEY = "analytics"
@@ -55,6 +55,11 @@ def mosaic_cli_commands():
 
 
 # ------------------------------------------------------------------ before a run
+@hookimpl
+def mosaic_extras_keys():
+    return extras.OWNED
+
+
 @hookimpl
 def mosaic_validate_config(config):
     return extras.validate(config.extras) or None
@@ -165,6 +170,7 @@ def mosaic_run_finished(run, status):
 @hookimpl
 def mosaic_child_setup(child):
     tracking.install_init_wrapper(child)
+    logdir.install(child)
 
 
 @hookimpl

@@ -2,14 +2,11 @@
 
 A pure function of the extras, no import of tyro or the script. The rules:
 
-- Reserved keys are consumed by MOSAIC itself and never forwarded (:data:`RESERVED_KEYS`,
-  plus every key starting with one of :data:`RESERVED_PREFIXES`, e.g. ``fastlane_*``,
-  ``eval_*``, ``wandb_*``): the plugins that own them add their own flags through
-  ``mosaic_build_args`` (``track_wandb`` -> ``--track``, ``wandb_entity`` -> ``--wandb-entity``).
-- ``algo_params`` (an object) holds flags for the script: each key becomes a flag, and so
-  does every other non-reserved top-level key. ``algo_params`` wins on a clash; its keys are
-  never treated as reserved. Config fields (``seed``, ``env_id``, ``total_timesteps``, …)
-  are an error in either place: set them on the config.
+- The extras given here are the ones no plugin owns (each plugin declares its keys through
+  ``mosaic_extras_keys``; the host hands the worker the rest as ``run.worker_extras``), plus
+  ``algo_params`` (an object of flags for the script). Every key becomes a flag, and
+  ``algo_params`` wins on a clash. Config fields (``seed``, ``env_id``, ``total_timesteps``,
+  …) are an error in either place: set them on the config.
 - Keys are identifiers (``^[A-Za-z_][A-Za-z0-9_]*$``); a key becomes ``--`` + the key with
   inner ``_`` turned into ``-`` (tyro's own rule: ``learning_rate`` -> ``--learning-rate``).
 - Values, as tyro parses them:
@@ -32,23 +29,8 @@ from typing import Any
 
 from mosaic_core.errors import ConfigError
 
-RESERVED_KEYS = frozenset({
-    # host / run layout
-    "tensorboard_dir", "checkpoints_dir", "notes", "mode", "interactive", "cleanrl_home",
-    "metrics_interval_s", "policy_path", "checkpoint_path", "algo_params",
-    # plugins (wandb, optuna, curriculum, fastlane, evaluation)
-    "track_wandb", "optuna_db", "curriculum_schedule", "fastlane", "wandb", "eval",
-    # trainer protocol
-    "schema_id", "schema_version", "supports_pause", "supports_checkpoint", "grpc", "grpc_target",
-})
-RESERVED_PREFIXES = ("fastlane_", "eval_", "wandb_", "curriculum_", "optuna_", "mosaic_")
 CONFIG_FIELDS = frozenset({"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id"})
 KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def is_reserved(key: str) -> bool:
-    """True for extras keys MOSAIC consumes itself (never forwarded as flags)."""
-    return key in RESERVED_KEYS or key.startswith(RESERVED_PREFIXES)
 
 
 def flag_name(key: str) -> str:
@@ -135,7 +117,7 @@ def _flags_and_problems(extras: Any) -> tuple[list[str], list[str]]:
     argv: list[str] = []
     for key, value in extras.items():
         where = f"extras.{key}"
-        if isinstance(key, str) and (is_reserved(key) or key in params):
+        if key == "algo_params" or (isinstance(key, str) and key in params):
             continue
         if _check_key(where, key, problems):
             argv += _convert(where, key, value, problems)

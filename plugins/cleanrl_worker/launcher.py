@@ -1,53 +1,20 @@
-"""Plan a CleanRL launch: resolve the algorithm, build and validate its argv, the child's
-environment and command line. Pure planning: nothing runs and nothing is written here, so the
-dry run and the real run take exactly the same decisions.
+"""Plan a CleanRL launch: resolve the algorithm, build and validate its argv and command
+line. Pure planning: nothing runs and nothing is written here, so the dry run and the real
+run take exactly the same decisions.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig, redact
+from mosaic_core.config import WorkerConfig
 from mosaic_core.errors import ConfigError
-from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import RunContext
+from mosaic_core.types import Launch
 
 MODES = ("train", "resume_training", "policy_eval")
-
-
-@dataclass
-class LaunchPlan:
-    config: WorkerConfig
-    algorithm: Any  # cleanrl_worker.registry.ResolvedAlgorithm
-    script_argv: list[str]
-    command: list[str]
-    env: dict[str, str]
-    cwd: Path
-    mode: str
-    num_envs: int | None = None  # the script's vector-env width, when known (for plugins' step counts)
-    notes: list[str] = field(default_factory=list)
-
-    def summary(self) -> dict[str, Any]:
-        from cleanrl_worker.registry import RESOLUTION_ORDER
-
-        algo = self.algorithm
-        return {
-            "run_id": self.config.run_id,
-            "mode": self.mode,
-            "algorithm": {"name": algo.name, "source": algo.source, "script": str(algo.script),
-                          "checkout_root": str(algo.checkout_root) if algo.checkout_root else None,
-                          "detail": algo.detail, "resolution_order": list(RESOLUTION_ORDER)},
-            "argv": self.script_argv,
-            "num_envs": self.num_envs,
-            "command": self.command,
-            "cwd": str(self.cwd),
-            "env": redact(self.env),
-            "config": self.config.to_dict(),
-            "notes": self.notes,
-        }
 
 
 # Modes that run a program of the worker's own instead of an algorithm script.
@@ -129,22 +96,26 @@ def _positive_int(value: Any) -> int | None:
     return number if number > 0 else None
 
 
-def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interactive: bool = False) -> LaunchPlan:
-    """Every decision of a launch, or a ConfigError/UsageError listing what is wrong."""
+def _algorithm_summary(algorithm: Any) -> dict[str, Any]:
+    from cleanrl_worker.registry import RESOLUTION_ORDER
+
+    return {"name": algorithm.name, "source": algorithm.source, "script": str(algorithm.script),
+            "checkout_root": str(algorithm.checkout_root) if algorithm.checkout_root else None,
+            "detail": algorithm.detail, "resolution_order": list(RESOLUTION_ORDER)}
+
+
+def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
+    """Every decision of a launch, or a ConfigError/UsageError naming what is wrong."""
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import resolve
     from cleanrl_worker.script_args import check_script_argv, resolved_value
 
-    problems = host.validate_config(config)
-    if problems:
-        where = f" in {config.source}" if config.source else ""
-        raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
-    mode = "interactive" if interactive else _mode(config)
+    mode = "interactive" if run.options.get("interactive") else _mode(config)
     if mode in MODE_PROGRAMS:
         algorithm = mode_program(mode)
     else:
         algorithm = resolve(config.algo, cleanrl_home=config.extras.get("cleanrl_home"), cwd=Path.cwd())
-    script_argv = base_flags(config) + extras_to_flags(config.extras, source=config.source) + host.build_args(config)
+    script_extras = {**run.worker_extras, "algo_params": config.extras.get("algo_params")}
     notes: list[str] = []
     num_envs = None
     if mode == "policy_eval":
@@ -158,6 +129,7 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
             script_argv += ["--render"]
         command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
     else:
+        script_argv = base_flags(config) + extras_to_flags(script_extras, source=config.source) + run.plugin_args
         if mode == "resume_training":
             script_argv += ["--resume-from", str(_existing_file(config, "checkpoint_path"))]
         notes += check_script_argv(algorithm.script, script_argv)
@@ -166,5 +138,19 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
         if algorithm.checkout_root:
             command += ["--root", str(algorithm.checkout_root)]
         command += [str(algorithm.script), "--", *script_argv]
-    return LaunchPlan(config=config, algorithm=algorithm, script_argv=script_argv, command=command, num_envs=num_envs,
-                      env=host.child_env(run), cwd=run.run_dir, mode=mode, notes=notes)
+    summary = {"mode": mode, "algorithm": _algorithm_summary(algorithm), "argv": script_argv,
+               "headline": f"{algorithm.name} from {algorithm.source} ({algorithm.script})"}
+    started = {"algo_source": algorithm.source, "script": str(algorithm.script), "argv": script_argv}
+    return Launch(command=command, cwd=run.run_dir, num_envs=num_envs, summary=summary, started_payload=started,
+                  passthrough_stdio=mode == "interactive", requires_gpu=wants_gpu(config.extras), notes=notes)
+
+
+def wants_gpu(extras: dict[str, Any]) -> bool:
+    """Whether the config asks for a GPU explicitly (CleanRL's ``cuda`` flag is on by default
+    but falls back to the CPU, so only an explicit request counts)."""
+    params = extras.get("algo_params") if isinstance(extras.get("algo_params"), dict) else {}
+    for values in (extras, params):
+        device = values.get("device")
+        if values.get("cuda") is True or (isinstance(device, str) and device.lower().startswith(("cuda", "gpu"))):
+            return True
+    return False

@@ -27,7 +27,7 @@ def get_worker_metadata() -> WorkerMetadata:
         version=__version__,
         description="Runs CleanRL single-file algorithms (bundled or from a checkout) in a supervised subprocess",
         capabilities=CAPABILITIES,
-        runner="cleanrl_worker.cli:main",
+        worker="cleanrl_worker.worker:CleanRLWorker",
         upstream_library="cleanrl",
         upstream_version="master (single-file scripts)",
     )

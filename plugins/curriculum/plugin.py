@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mosaic_core.hookspecs import hookimpl
+from mosaic_core.types import ChildEvent, ExtrasKey
 from mosaic_curriculum.control import REPORT_KIND, CurriculumController
 from mosaic_curriculum.schedule import SCHEDULE_KEY, Schedule, first_env_id, load_schedule, parse_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 
 if TYPE_CHECKING:
-    from mosaic_core.child import ChildContext
+    from mosaic_core.types import ChildContext
     from mosaic_core.config import WorkerConfig
     from mosaic_core.runs import RunContext
 
@@ -56,6 +57,17 @@ def enabled(extras: dict[str, Any]) -> bool:
 # --------------------------------------------------------------------------------------
 # Host
 # --------------------------------------------------------------------------------------
+@hookimpl
+def mosaic_extras_keys() -> list[ExtrasKey]:
+    return [ExtrasKey(SCHEDULE_KEY, "a list of stages or a preset name (doorkey, babyai_goto)"),
+            ExtrasKey("curriculum_", "reserved for curriculum settings", prefix=True)]
+
+
+@hookimpl
+def mosaic_child_events() -> list[ChildEvent]:
+    return [ChildEvent("curriculum_stage", "the run moved to the next stage of its schedule")]
+
+
 @hookimpl
 def mosaic_config_defaults(data: dict[str, Any]) -> dict[str, Any] | None:
     """With a schedule and no ``--env-id``, the run starts in the first stage's env."""

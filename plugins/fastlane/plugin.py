@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mosaic_core.hookspecs import hookimpl
+from mosaic_core.types import ExtrasKey
 
 from mosaic_fastlane import layout, settings
 
@@ -93,6 +94,13 @@ def _status(state: HostState) -> dict[str, Any]:
             section[key] = slots[0][key]
     section["slots"] = slots
     return section
+
+
+@hookimpl
+def mosaic_extras_keys() -> list[ExtrasKey]:
+    return [ExtrasKey("fastlane", "publish live frames over shared memory (true/false)"),
+            ExtrasKey("fastlane_", "FastLane settings: fastlane_video_mode, fastlane_slot, fastlane_grid_limit, "
+                                   "fastlane_record", prefix=True)]
 
 
 @hookimpl

@@ -1,0 +1,219 @@
+"""The run pipeline, the same for every worker: ``mosaic run --worker NAME``, the worker's own
+console scripts (``cleanrl-worker``) and the daemon's spawned runs all enter here.
+
+    argv / config file -> host flags + WorkerConfig -> defaults (worker, then plugins)
+      -> validation (host, plugins, worker) -> worker.plan(config, run) = Launch
+      -> build_args / child_env -> [dry run: summary, stop]
+      -> run directory -> Supervisor (events, heartbeats, signals, logs)
+      -> optional gRPC session -> build_manifest -> run_finished -> one terminal event
+
+Exit codes: 0 success, the training process's code on failure, 2 usage/config, 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mosaic_core.cli.errors import run_cli_command
+from mosaic_core.config import WorkerConfig, build_config, parse_extras_json, read_config_file, redact
+from mosaic_core.entrypoints import LoadedEntryPoint
+from mosaic_core.errors import ConfigError, PluginError, UsageError
+from mosaic_core.plugins import PluginHost, plugin_host
+from mosaic_core.runs import RunContext, RunDirectory
+from mosaic_core.types import Launch
+from mosaic_core.worker import call_optional, load_worker
+from mosaic_core.workers import find_worker
+
+HOST_DESTS = frozenset({"config", "algo", "env_id", "total_timesteps", "seed", "worker_id", "run_id", "runs_dir",
+                        "extras", "dry_run", "emit_summary", "grpc", "grpc_target", "heartbeat_interval",
+                        "grace_period", "quiet", "verbose"})
+DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
+
+
+def host_parser(prog: str, worker_name: str, description: str) -> argparse.ArgumentParser:
+    """The flags every worker's runs share (DESIGN.md §5); a worker adds its own after them."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
+                                     epilog="Lifecycle events are printed as JSON lines on stdout.")
+    run = parser.add_argument_group("run")
+    run.add_argument("--config", help="worker config JSON (flat, or nested at metadata.worker.config)")
+    run.add_argument("--algo", help="algorithm (the worker says which names it knows)")
+    run.add_argument("--env-id", help="environment id")
+    run.add_argument("--total-timesteps", type=int, help="environment steps to train for")
+    run.add_argument("--seed", type=int)
+    run.add_argument("--worker-id")
+    run.add_argument("--run-id", help="run id (letters, digits, - and _); a ULID is generated when absent")
+    run.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
+    run.add_argument("--extras", help="JSON object merged into the config's extras (wins per key)")
+    host = parser.add_argument_group("host")
+    host.add_argument("--dry-run", action="store_true", help="resolve and validate everything; run nothing")
+    host.add_argument("--emit-summary", action="store_true", help="with --dry-run: print the resolved launch as JSON")
+    host.add_argument("--grpc", action="store_true", help="register with a trainer daemon before running")
+    host.add_argument("--grpc-target", default=DEFAULT_GRPC_TARGET, help="trainer daemon address (HOST:PORT)")
+    host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
+    host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
+    host.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    host.add_argument("--verbose", action="store_true", help="show tracebacks")
+    return parser
+
+
+@dataclass
+class Prepared:
+    """A validated, planned run: everything a dry run shows and a real run executes."""
+
+    worker_item: LoadedEntryPoint
+    run: RunContext
+    launch: Launch
+    env: dict[str, str]  # the launch's env plus the plugins' child env
+
+    @property
+    def config(self) -> WorkerConfig:
+        return self.run.config
+
+    def summary(self) -> dict[str, Any]:
+        launch = self.launch
+        host = {"run_id": self.config.run_id, "worker": self.run.worker, "config": self.config.to_dict(),
+                "command": list(launch.command), "cwd": str(launch.cwd or self.run.run_dir), "env": redact(self.env),
+                "num_envs": launch.num_envs, "plugin_args": self.run.plugin_args, "notes": list(launch.notes),
+                "worker_extras": sorted(self.run.worker_extras)}
+        return {**launch.summary, **host}
+
+
+def _check_host_options(ns: argparse.Namespace) -> None:
+    for flag, value in (("--heartbeat-interval", ns.heartbeat_interval), ("--grace-period", ns.grace_period)):
+        if not value == value or value <= 0 or value == float("inf"):  # NaN, zero, negative, infinite
+            raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+
+
+def load_config(ns: argparse.Namespace, worker: Any, host: PluginHost, options: dict[str, Any]) -> WorkerConfig:
+    data, source = None, None
+    if ns.config:
+        data, source = read_config_file(ns.config), ns.config
+    overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
+                 "worker_id": ns.worker_id, "run_id": ns.run_id}
+    extras = parse_extras_json(ns.extras) if ns.extras else None
+
+    def defaults(merged: dict[str, Any]) -> dict[str, Any]:
+        own = call_optional(worker, "config_defaults", merged, options, default={}) or {}
+        return {**host.config_defaults(merged), **own}
+
+    return build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
+                        defaults=defaults)
+
+
+def prepare(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.Namespace, options: dict[str, Any],
+            host: PluginHost) -> Prepared:
+    """Config, validation and the worker's plan: every decision of a run, nothing started."""
+    _check_host_options(ns)
+    config = load_config(ns, worker, host, options)
+    problems = host.validate_config(config) + list(call_optional(worker, "validate", config, options, default=[]) or [])
+    if problems:
+        where = f" in {config.source}" if config.source else ""
+        raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
+    worker_extras = {k: v for k, v in config.extras.items() if host.extras_owner(k) is None}
+    directory = RunDirectory.for_run(ns.runs_dir, config.run_id)
+    run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=ns.quiet, options=options,
+                     plugin_args=host.build_args(config), worker_extras=worker_extras)
+    try:
+        launch = worker.plan(config, run)
+    except (UsageError, PluginError):
+        raise
+    except Exception as exc:
+        raise UsageError(f"worker {worker_item.name!r} ({worker_item.distribution} {worker_item.version}) failed to "
+                         f"plan the run: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(launch, Launch):
+        raise UsageError(f"worker {worker_item.name!r} ({worker_item.distribution}) returned "
+                         f"{type(launch).__name__} from plan(); expected mosaic_core.types.Launch")
+    plugin_env = host.child_env(run)
+    clash = sorted(set(plugin_env) & set(launch.env))
+    if clash:
+        raise PluginError(f"environment variable(s) {', '.join(clash)} set by both worker {worker_item.name!r} "
+                          "and a plugin's mosaic_child_env")
+    return Prepared(worker_item, run, launch, {**launch.env, **plugin_env})
+
+
+def execute(prepared: Prepared, ns: argparse.Namespace, host: PluginHost) -> int:
+    from mosaic_core.supervisor import Supervisor, SupervisorOptions
+
+    run, launch = prepared.run, prepared.launch
+    for item in host.load_failures():  # named once, when the run starts; recorded in the manifest
+        print(f"mosaic: warning: plugin {item.name!r} ({item.distribution} {item.version}) failed to load and is "
+              f"not part of this run: {item.error}", file=sys.stderr)
+    for note in launch.notes:
+        if not ns.quiet:
+            print(f"mosaic: note: {note}", file=sys.stderr)
+    options = SupervisorOptions(heartbeat_interval=ns.heartbeat_interval, grace_period=ns.grace_period,
+                                passthrough_stdio=launch.passthrough_stdio, num_envs=launch.num_envs,
+                                started_payload=dict(launch.started_payload))
+    session = None
+    if ns.grpc:
+        session = _register(prepared, ns.grpc_target)
+        options.heartbeat_extra = lambda: {"grpc_heartbeat": session.heartbeat()}
+        options.started_payload["grpc"] = {"target": ns.grpc_target, "accepted_version": session.accepted_version}
+    directory = run.directory
+    if directory.path.exists() or directory.path.is_symlink():
+        raise UsageError(f"run {run.run_id!r} already exists in {directory.root}; "
+                         "choose another --run-id (or leave it out to get a new one)")
+    directory.create()
+    directory.write_config(run.config, {"worker": run.worker, **launch.started_payload})
+    try:
+        return Supervisor(run, host, list(launch.command), prepared.env, options, cwd=launch.cwd).execute()
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _register(prepared: Prepared, target: str) -> Any:
+    from mosaic_core.trainer.client import WorkerSession
+
+    config, worker = prepared.config, prepared.run.worker
+    extras = config.extras
+    return WorkerSession.register(
+        target, run_id=config.run_id, worker_id=config.worker_id or f"{worker}-worker-{config.run_id[:8]}",
+        worker_kind=worker, schema_id=str(extras.get("schema_id") or f"{worker}.{config.algo}"),
+        schema_version=int(extras.get("schema_version") or 1),
+        supports_pause=bool(extras.get("supports_pause", False)),
+        supports_checkpoint=bool(extras.get("supports_checkpoint", True)))
+
+
+def dry_run(prepared: Prepared, emit_summary: bool) -> int:
+    if emit_summary:
+        print(json.dumps(prepared.summary(), indent=2, default=str))
+    else:
+        headline = prepared.launch.summary.get("headline") or " ".join(prepared.launch.command)
+        print(f"dry run ok: {prepared.run.worker}: {headline}", file=sys.stderr)
+    return 0
+
+
+def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> int:
+    """Parse ``argv`` for worker ``worker_name`` and run (or dry-run) the job. Raises
+    MosaicError for anything the user can fix; :func:`main` turns that into one line."""
+    item = find_worker(worker_name)
+    worker = load_worker(item)
+    parser = host_parser(prog or f"mosaic run --worker {worker_name}", worker_name, item.obj.description)
+    own = parser.add_argument_group(f"{worker_name} worker")
+    before = {action.dest for action in parser._actions}
+    call_optional(worker, "add_arguments", own)
+    ns = parser.parse_args(argv)
+    if ns.emit_summary and not ns.dry_run:
+        parser.error("--emit-summary needs --dry-run")
+    options = {dest: value for dest, value in vars(ns).items() if dest not in before}
+    host = plugin_host()
+    prepared = prepare(item, worker, ns, options, host)
+    if ns.dry_run:
+        return dry_run(prepared, ns.emit_summary)
+    return execute(prepared, ns, host)
+
+
+def main(worker_name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
+    """A console-script entry: :func:`run_worker` with errors as one line and an exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return run_cli_command(lambda: run_worker(worker_name, argv, prog), verbose="--verbose" in argv)
+
+
+def with_config(prepared: Prepared, config: WorkerConfig) -> Prepared:
+    """A copy of ``prepared`` for another config (tests and embedding programs)."""
+    return replace(prepared, run=replace(prepared.run, config=config))

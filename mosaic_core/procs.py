@@ -1,0 +1,117 @@
+"""The process table (Linux ``/proc``) and stopping process groups: one helper per idea.
+
+Every MOSAIC part that asks "is this process alive, is it the same one, who is in this
+group" or "stop this group" uses these, so a fix (zombies, pid reuse, permissions) lands
+once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of ``/proc/<pid>/stat`` MOSAIC uses."""
+
+    pid: int
+    state: str  # R, S, D, Z (zombie), X (dead), …
+    ppid: int
+    pgid: int
+    start_ticks: int  # start time in clock ticks since boot: with the pid, names a process uniquely
+
+    @property
+    def live(self) -> bool:
+        return self.state not in ("Z", "X")
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """``/proc/<pid>/stat`` parsed (the command name may hold spaces and parentheses), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return ProcStat(pid, fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[19]))
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pids() -> list[int]:
+    try:
+        return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return []
+
+
+def process_start(pid: int) -> int:
+    """The start time of ``pid`` in clock ticks since boot (0 when unknown)."""
+    stat = read_stat(pid)
+    return stat.start_ticks if stat else 0
+
+
+def process_alive(pid: int, start: int = 0) -> bool:
+    """Whether ``pid`` is a live (not zombie) process, the same one that started at ``start``."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    stat = read_stat(pid)
+    if stat is None:
+        return True  # no /proc: trust kill(0)
+    return stat.live and (not start or stat.start_ticks == start)
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (non-zombie) processes of process group ``pgid``."""
+    return [stat.pid for stat in map(read_stat, pids()) if stat and stat.pgid == pgid and stat.live]
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is left in process group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not os.path.isdir("/proc"):
+        return True
+    return bool(group_members(pgid))  # a group of zombies still "exists": count live members
+
+
+def wait_group_gone(pgid: int, timeout: float, proc: subprocess.Popen | None = None) -> bool:
+    """Wait up to ``timeout`` s for the group to empty (reaping ``proc``, its leader, if given)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None:
+            proc.poll()  # reap the leader so it does not linger as a zombie
+        if not group_alive(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None) -> str | None:
+    """SIGTERM the group, SIGKILL whatever is left after ``grace`` seconds.
+
+    Returns the last signal sent ("SIGTERM"/"SIGKILL"), or None when the group was gone."""
+    sent = None
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        sent = sig.name
+        if wait_group_gone(pgid, wait, proc):
+            break
+    if proc is not None and proc.poll() is None:
+        proc.wait()
+    return sent

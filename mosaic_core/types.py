@@ -1,0 +1,138 @@
+"""Types shared by the host, workers and plugins. No behaviour and no MOSAIC imports here:
+hook specs, plugins and workers import their types from this module, never from the code
+that patches processes or supervises runs (so no import cycle can form through a type).
+
+Descriptors a plugin or worker returns are frozen dataclasses validated on construction,
+so a wrong value is reported where it is made, naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EVENT = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ExtrasKey:
+    """An ``extras`` key (or, with ``prefix=True``, every key starting with ``name``) that a
+    plugin or worker consumes itself. Keys nobody owns are the worker's to use (the CleanRL
+    worker turns them into script flags). ``help`` is shown by ``mosaic plugins --extras``."""
+
+    name: str
+    help: str = ""
+    prefix: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not (_KEY.match(self.name) or (self.prefix and _KEY.match(self.name.rstrip("_")))):
+            raise ValueError(f"ExtrasKey.name must be an identifier, got {self.name!r}")
+        if not isinstance(self.help, str) or not isinstance(self.prefix, bool):
+            raise ValueError(f"ExtrasKey {self.name!r}: help must be a string and prefix a bool")
+
+    def matches(self, key: str) -> bool:
+        return key.startswith(self.name) if self.prefix else key == self.name
+
+    def __str__(self) -> str:
+        return f"{self.name}*" if self.prefix else self.name
+
+
+@dataclass(frozen=True)
+class ChildEvent:
+    """A lifecycle event a plugin's training-process code may ask the host to emit
+    (``mosaic_core.child.emit_event``). Events nobody declared are dropped by the host."""
+
+    name: str
+    help: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _EVENT.match(self.name):
+            raise ValueError(f"ChildEvent.name must be a lower-case identifier, got {self.name!r}")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a worker's ``plan`` returns: how to start the run's training process.
+
+    ``command`` runs with ``cwd`` (default: the run directory) and the host's environment
+    plus ``env``; ``num_envs`` (when known) tells training-process plugins the vector-env
+    width; ``summary`` is shown by ``--dry-run --emit-summary`` under ``"worker"``;
+    ``started_payload`` goes into the ``run_started`` event; ``passthrough_stdio`` gives the
+    training process the host's stdin/stdout (interactive programs; lifecycle events then go
+    to ``events.jsonl`` only); ``requires_gpu`` lets the daemon refuse what it cannot run;
+    ``notes`` are one-line remarks for the user (dry-run summary and stderr)."""
+
+    command: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    num_envs: int | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    started_payload: dict[str, Any] = field(default_factory=dict)
+    passthrough_stdio: bool = False
+    requires_gpu: bool = False
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        command = tuple(self.command) if isinstance(self.command, (list, tuple)) else None
+        if not command or not all(isinstance(a, str) and "\0" not in a for a in command):
+            raise ValueError(f"Launch.command must be a non-empty list of strings, got {self.command!r}")
+        object.__setattr__(self, "command", command)
+        if not isinstance(self.env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
+            raise ValueError("Launch.env must map strings to strings")
+        if self.num_envs is not None and (isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs < 1):
+            raise ValueError(f"Launch.num_envs must be a positive integer or None, got {self.num_envs!r}")
+        object.__setattr__(self, "notes", tuple(self.notes))
+
+
+@dataclass(frozen=True)
+class FrameInfo:
+    """What is known about the moment a frame was rendered."""
+
+    global_step: int
+    env_index: int
+    last_reward: float
+    rolling_return: float | None
+    step_rate_hz: float
+    episode_count: int
+
+
+@dataclass
+class ChildContext:
+    """What training-process hooks receive about the run they are part of. ``channel`` is
+    the side channel to the host (:class:`mosaic_core.channel.ChannelSender`)."""
+
+    run_id: str
+    run_dir: Path
+    extras: dict[str, Any]
+    channel: Any = field(repr=False)
+    algo: str = ""
+    env_id: str = ""
+    num_envs: int | None = None
+    worker: str = ""
+
+    def publish(self, kind: str, payload: dict[str, Any], reliable: bool = False) -> bool:
+        """Send a message to the host (see :mod:`mosaic_core.channel`)."""
+        return self.channel.send(kind, payload, reliable=reliable)
+
+    def describe(self) -> str:
+        """The JSON a host puts in ``MOSAIC_CHILD`` (read back by :mod:`mosaic_core.childenv`)."""
+        return json.dumps({"run_id": self.run_id, "run_dir": str(self.run_dir), "extras": self.extras,
+                           "channel": self.channel.address, "algo": self.algo, "env_id": self.env_id,
+                           "num_envs": self.num_envs, "worker": self.worker})
+
+
+@dataclass(frozen=True)
+class HookFailure:
+    """One plugin's implementation of one hook raised or returned something invalid."""
+
+    plugin: str
+    hook: str
+    error: str
+    where: str = "host"  # or "training process"
+
+    def describe(self) -> str:
+        return f"plugin {self.plugin!r} failed in {self.hook} ({self.where}): {self.error}"

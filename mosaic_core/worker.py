@@ -1,0 +1,87 @@
+"""The worker interface: the few typed questions the host asks a worker.
+
+The host owns a run from flags to terminal event (:mod:`mosaic_core.pipeline`); a worker
+only says what to launch. Subclass :class:`Worker` (or write any object with a ``plan``
+method) and name it in your :class:`~mosaic_core.capabilities.WorkerMetadata`::
+
+    class RandomWorker(Worker):
+        def plan(self, config, run):
+            return Launch(command=[sys.executable, "-m", "my_pkg.loop", "--env-id", config.env_id])
+
+Everything else — config files, ``--extras``, validation by plugins, the run directory,
+supervision, signals, heartbeats, FastLane, the metric bridge, the manifest, curriculum,
+gRPC registration and daemon submission — comes from the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from mosaic_core.errors import UsageError
+
+if TYPE_CHECKING:
+    from mosaic_core.config import WorkerConfig
+    from mosaic_core.entrypoints import LoadedEntryPoint
+    from mosaic_core.runs import RunContext
+    from mosaic_core.types import Launch
+
+REQUIRED = ("plan",)
+OPTIONAL = ("add_arguments", "config_defaults", "validate")
+
+
+class Worker:
+    """Base class of a worker; every method but :meth:`plan` is optional."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the worker's own flags to ``mosaic run --worker NAME``. Their parsed values
+        reach :meth:`config_defaults`, :meth:`validate` and :meth:`plan` as ``options``
+        (``run.options`` in ``plan``), keyed by ``dest``."""
+
+    def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+        """Values for config fields the user left out (``data`` is the merged raw config),
+        e.g. a mode that needs no algorithm. Plugins' ``mosaic_config_defaults`` come after."""
+        return {}
+
+    def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
+        """Problems with ``config`` for this worker, each a sentence naming the field."""
+        return []
+
+    def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
+        """How to start the training process (called for dry runs too: start nothing here).
+
+        ``run`` carries the run id, the run directory (not created yet), ``run.options`` (the
+        worker's own flags), ``run.plugin_args`` (argv items plugins contribute: place them on
+        the training program's command line if it understands them) and
+        ``run.worker_extras`` (the extras no plugin owns: this worker's to interpret).
+        Raise :class:`mosaic_core.errors.ConfigError` for a config this worker cannot run."""
+        raise NotImplementedError
+
+
+def load_worker(item: LoadedEntryPoint) -> Any:
+    """The worker object named by an active ``mosaic.workers`` entry point's metadata.
+
+    A wrong target or a missing method is a :class:`UsageError` naming the worker and its
+    distribution (exit 2)."""
+    metadata = item.obj
+    where = f"worker {metadata.name!r} ({item.distribution} {item.version})"
+    module_name, _, attr = metadata.worker.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+        worker = target() if isinstance(target, type) else target
+    except Exception as exc:
+        raise UsageError(f"{where}: cannot load {metadata.worker}: {type(exc).__name__}: {exc}") from exc
+    missing = [name for name in REQUIRED if not callable(getattr(worker, name, None))]
+    if missing:
+        raise UsageError(f"{where}: {metadata.worker} has no {', '.join(missing)}() method "
+                         "(see mosaic_core.worker.Worker)")
+    return worker
+
+
+def call_optional(worker: Any, method: str, *args: Any, default: Any = None) -> Any:
+    """Call one of the worker's optional methods, or return ``default`` when it has none."""
+    function = getattr(worker, method, None)
+    return default if function is None else function(*args)

@@ -1,0 +1,28 @@
+"""The CleanRL worker's interface to the host (:class:`mosaic_core.worker.Worker`): its one
+flag of its own (``--interactive``), the config defaults of its modes, and the launch plan.
+Everything else of a run is the host's (:mod:`mosaic_core.pipeline`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from mosaic_core.config import WorkerConfig
+from mosaic_core.runs import RunContext
+from mosaic_core.types import Launch
+from mosaic_core.worker import Worker
+
+
+class CleanRLWorker(Worker):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--interactive", action="store_true", help="JSON-lines stepping over stdin/stdout")
+
+    def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+        from cleanrl_worker.launcher import mode_defaults
+
+        return mode_defaults(data, bool(options.get("interactive")))
+
+    def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
+        from cleanrl_worker.launcher import plan_launch
+
+        return plan_launch(config, run)
