@@ -197,8 +197,10 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             return None
         if self._once:  # one shot: from now on this finder matches nothing
             self._names = frozenset()
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
+        finders = sys.meta_path
+        later = finders[finders.index(self) + 1:] if self in finders else finders
+        for finder in later:  # only the finders after this one: several hooks chain, never loop
+            if not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None and spec.loader is not None:

@@ -88,10 +88,10 @@ def mosaic_extras_keys() -> list[ExtrasKey] | None:
     """Declare the ``extras`` keys this plugin consumes (:class:`mosaic_core.types.ExtrasKey`,
     an exact key or a prefix such as ``fastlane_``).
 
-    Called once per run (and by ``mosaic plugins --extras``). Owned keys are never handed to
-    a worker as algorithm flags; keys nobody owns are the worker's. Results are
-    concatenated; one key (or overlapping prefixes) owned by two plugins is an error naming
-    both. Failure: stop.
+    Called once per run (and by ``mosaic plugins --extras``). Return a list of descriptors,
+    or None. Owned keys are never handed to a worker as algorithm flags; keys nobody owns are
+    the worker's. Results are concatenated; one key (or overlapping prefixes) owned by two
+    plugins is an error naming both. Failure: stop.
     """
 
 
@@ -100,9 +100,9 @@ def mosaic_child_events() -> list[ChildEvent] | None:
     """Declare the lifecycle events this plugin's training-process code emits through
     :func:`mosaic_core.child.emit_event` (:class:`mosaic_core.types.ChildEvent`).
 
-    Called once per run. The host emits a child's event only if some plugin declared it
-    (terminal events never); the same name from two plugins is allowed (one vocabulary).
-    Failure: stop.
+    Called once per run. Return a list of descriptors, or None. The host emits a child's
+    event only if some plugin declared it (terminal events never); the same name from two
+    plugins is allowed (one vocabulary). Failure: stop.
     """
 
 
@@ -218,10 +218,11 @@ def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None
 
 @hookspec
 def mosaic_run_finished(run: RunContext, status: str) -> None:
-    """The run has ended by any path and its manifest is written.
+    """The run has ended by any path and the manifest sections are collected.
 
-    Called exactly once per started run, even after a crash or cancel, just before the
-    terminal event: free what :func:`mosaic_run_started` created. Every implementation is
+    Called exactly once per started run, even after a crash or cancel, after
+    :func:`mosaic_build_manifest` and before ``analytics.json`` and the terminal event are
+    written (so its failures are in the manifest): free what :func:`mosaic_run_started` created. Every implementation is
     called even if one raises. Return value ignored. Failure: isolate.
     """
 

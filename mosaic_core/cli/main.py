@@ -24,6 +24,115 @@ def _configure_workers(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def _run_workers(ns: argparse.Namespace) -> int:
+    from mosaic_core.workers import discover_workers
+
+    items = discover_workers()
+    if ns.json:
+        print(json.dumps([_worker_record(i) for i in items], indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="MOSAIC workers")
+    for column in ("worker", "version", "distribution", "status", "paradigms", "actions", "observations",
+                   "env families", "ckpt", "gpu", "memory"):
+        table.add_column(column)
+    for item in items:
+        meta = item.obj
+        if meta is None:
+            table.add_row(item.name, "", item.distribution, f"[red]{item.status}[/red]: {item.error}", *[""] * 7)
+            continue
+        caps = meta.capabilities
+        table.add_row(meta.name, meta.version, item.distribution, item.status, ", ".join(caps.supported_paradigms),
+                      ", ".join(caps.action_spaces), ", ".join(caps.observation_spaces), ", ".join(caps.env_families),
+                      "yes" if caps.supports_checkpointing else "no", "required" if caps.requires_gpu else "no",
+                      f"{caps.estimated_memory_mb} MB")
+    Console(width=160).print(table)
+    return 0
+
+
+def _worker_record(item: Any) -> dict[str, Any]:
+    record = {"name": item.name, "entry_point": item.value, "distribution": item.distribution,
+              "distribution_version": item.version, "status": item.status}
+    if item.obj is not None:
+        record.update(item.obj.to_dict())
+    if item.error:
+        record["error"] = item.error
+    return record
+
+
+# ------------------------------------------------------------------------------ plugins
+def _configure_plugins(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _run_plugins(ns: argparse.Namespace) -> int:
+    from mosaic_core.plugins import plugin_host
+
+    host = plugin_host()
+    records = [{"name": i.name, "module": i.value, "distribution": i.distribution, "version": i.version,
+                "status": i.status, "hooks": host.hooks_of(i.name), "error": i.error} for i in host.loaded]
+    if ns.json:
+        print(json.dumps(records, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="MOSAIC plugins")
+    for column in ("plugin", "distribution", "version", "status", "hooks", "error"):
+        table.add_column(column)
+    for r in records:
+        hooks = ", ".join(h.removeprefix("mosaic_") for h in r["hooks"])
+        table.add_row(r["name"], r["distribution"], r["version"], r["status"], hooks, r["error"] or "")
+    Console(width=160).print(table)
+    return 0
+
+
+BUILTIN = [
+    CliCommand("workers", "list installed workers and their capabilities", _configure_workers, _run_workers),
+    CliCommand("plugins", "list plugins: distribution, version, hooks, status", _configure_plugins, _run_plugins),
+]
+
+
+def _commands() -> list[CliCommand]:
+    from mosaic_core.plugins import plugin_host
+
+    try:
+        from mosaic_core.trainer.commands import COMMANDS as TRAINER_COMMANDS
+    except ImportError:  # the daemon's commands are optional in a partial install
+        TRAINER_COMMANDS = []
+    commands = {c.name: c for c in [*BUILTIN, *TRAINER_COMMANDS]}
+    try:
+        plugin_commands = plugin_host().cli_commands()
+    except Exception as exc:  # one broken plugin never breaks the CLI (--help included)
+        print(f"mosaic: warning: plugin commands unavailable: {exc}", file=sys.stderr)
+        plugin_commands = []
+    for command in plugin_commands:
+        if command.name in commands or command.name == "run":
+            print(f"mosaic: warning: plugin command {command.name!r} clashes with a built-in one; ignored",
+                  file=sys.stderr)
+            continue
+        commands[command.name] = command
+    return [commands[name] for name in sorted(commands)]
+
+
+def build_parser(commands: list[CliCommand]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mosaic",
+        description="MOSAIC: run reinforcement-learning training jobs through installed workers and plugins.",
+        epilog="Train: mosaic run --worker cleanrl --algo ppo --env-id CartPole-v1 --total-timesteps 50000\n"
+               "Help for a worker's flags: mosaic run --worker cleanrl --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"mosaic {__version__}")
+    parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("run", help="run a training job: mosaic run --worker NAME [worker flags...]")
+    for command in commands:
+        command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
+    return parser
+
+
 def _run_worker(argv: list[str], verbose: bool) -> int:
     from mosaic_core.pipeline import run_worker
     from mosaic_core.workers import discover_workers

@@ -11,9 +11,15 @@ import tyro
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cleanrl_worker.flags import (CONFIG_FIELDS, RESERVED_KEYS, RESERVED_PREFIXES, extras_to_flags, flag_name,
-                                  flag_problems, is_reserved)
+from cleanrl_worker.flags import CONFIG_FIELDS, extras_to_flags, flag_name, flag_problems
 from mosaic_core.errors import ConfigError
+from mosaic_core.plugins import load_plugin_host
+
+HOST = load_plugin_host()  # the installed plugins, as a run sees them
+
+
+def is_owned(key):
+    return HOST.extras_owner(key) is not None
 
 
 @dataclasses.dataclass
@@ -40,20 +46,20 @@ def problem_of(extras) -> ConfigError:
     return info.value
 
 
-# ---------------------------------------------------------------------------- reserved keys
-@pytest.mark.parametrize("key", sorted(RESERVED_KEYS - {"algo_params"}) + [p + "x" for p in RESERVED_PREFIXES])
-def test_reserved_keys_are_never_forwarded(key):
-    assert is_reserved(key)
-    assert extras_to_flags({key: "anything", "num_envs": 2}) == ["--num-envs", "2"]
+# ---------------------------------------------------------------------------- owned keys
+DESIGN_KEYS = ("tensorboard_dir", "track_wandb", "algo_params", "notes", "mode", "policy_path", "checkpoint_path",
+               "curriculum_schedule", "fastlane_video_mode", "eval_episodes", "wandb_api_key", "wandb_run_path",
+               "schema_id", "schema_version", "supports_pause", "supports_checkpoint", "optuna_db",
+               "checkpoints_dir", "cleanrl_home", "metrics_interval_s", "interactive", "fastlane")
 
 
-def test_the_design_list_of_reserved_keys_is_covered():
-    for key in ("tensorboard_dir", "track_wandb", "algo_params", "notes", "mode", "policy_path", "checkpoint_path",
-                "curriculum_schedule", "fastlane_video_mode", "eval_episodes", "wandb_api_key", "wandb_run_path",
-                "schema_id", "schema_version", "supports_pause", "supports_checkpoint", "optuna_db",
-                "checkpoints_dir", "cleanrl_home", "metrics_interval_s", "interactive", "fastlane"):
-        assert is_reserved(key), key
-    assert not is_reserved("learning_rate") and not is_reserved("track")
+@pytest.mark.parametrize("key", DESIGN_KEYS)
+def test_the_design_list_of_reserved_keys_is_owned_by_installed_plugins(key):
+    assert is_owned(key), key
+
+
+def test_script_flags_are_owned_by_nobody():
+    assert not is_owned("learning_rate") and not is_owned("track") and not is_owned("num_envs")
 
 
 def test_algo_params_become_flags_and_win_on_a_clash():
@@ -64,7 +70,7 @@ def test_algo_params_become_flags_and_win_on_a_clash():
 
 
 def test_the_function_is_pure():
-    extras = {"layers": [1, 2], "algo_params": {"track": False}, "notes": {"a": 1}}
+    extras = {"layers": [1, 2], "algo_params": {"track": False}}
     before = copy.deepcopy(extras)
     assert extras_to_flags(extras) == extras_to_flags(extras)
     assert extras == before
@@ -168,7 +174,7 @@ TYPES = {
 }
 DEFAULTS = {bool: False, int: 0, float: 0.0, str: "", Optional[int]: 7, Optional[str]: "d"}
 FIELD_NAME = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(
-    lambda n: not keyword.iskeyword(n) and not is_reserved(n) and n not in CONFIG_FIELDS and n != "help"
+    lambda n: not keyword.iskeyword(n) and n not in CONFIG_FIELDS and n != "help"
     and not n.startswith("no_"))
 
 
@@ -184,8 +190,6 @@ def args_and_extras(draw):
     extras = {n: v for n, v in values.items() if n not in in_params}
     if in_params:
         extras["algo_params"] = {n: values[n] for n in in_params}
-    if draw(st.booleans()):
-        extras["notes"] = "reserved keys are ignored"
     return cls, extras, values
 
 
@@ -208,7 +212,7 @@ def test_any_json_gives_flags_or_a_config_error(extras):
     except ConfigError as exc:
         assert str(exc).startswith("extras")
         return
-    keys = [k for k in extras if not is_reserved(k)] + list((extras.get("algo_params") or {}))
+    keys = [k for k in extras if k != "algo_params"] + list((extras.get("algo_params") or {}))
     allowed = {flag_name(k) for k in keys} | {"--no-" + flag_name(k)[2:] for k in keys}
     for item in argv:  # anything that looks like an option is one of ours, glued values included
         if item.startswith("-") and not _is_number(item):

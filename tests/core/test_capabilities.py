@@ -63,5 +63,5 @@ def test_metadata_round_trip_and_unknown_fields():
     assert WorkerMetadata.from_dict(json.loads(json.dumps(meta.to_dict()))) == meta
     with pytest.raises(ValueError, match="unknown field"):
         WorkerCapabilities.from_dict({**CAPABILITIES.to_dict(), "colour": "red"})
-    with pytest.raises(ValueError, match="runner"):
-        WorkerMetadata(name="x", version="1", description="d", capabilities=CAPABILITIES, runner="not a path")
+    with pytest.raises(ValueError, match="worker"):
+        WorkerMetadata(name="x", version="1", description="d", capabilities=CAPABILITIES, worker="not a path")

@@ -12,6 +12,7 @@ from mosaic_core.config import build_config
 from mosaic_core.errors import PluginError
 from mosaic_core.plugins import HOOK_NAMES, PluginHost
 from mosaic_core.runs import RunContext, RunDirectory
+from mosaic_core.types import ChildEvent, ExtrasKey
 from tests.core.distributions import make_distribution
 
 
@@ -43,28 +44,38 @@ def run(tmp_path):
     return RunContext(config, RunDirectory(tmp_path, "r1"), "cleanrl")
 
 
-def test_mosaic_on_heartbeat_merges_and_names_both_on_conflict(run):
+def test_mosaic_on_heartbeat_merges_and_isolates_a_conflict(run):
     a = module("a", mosaic_on_heartbeat=lambda run: {"x": 1})
     b = module("b", mosaic_on_heartbeat=lambda: {"y": 2})  # a subset of the arguments is fine
     assert host_with(a, b).heartbeat_fields(run) == {"x": 1, "y": 2}
-    c = module("c", mosaic_on_heartbeat=lambda run: {"x": 3})
-    with pytest.raises(PluginError, match="'x' is contributed by both"):
-        host_with(a, c).heartbeat_fields(run)
-    with pytest.raises(PluginError, match="reserved"):
-        host_with(module("d", mosaic_on_heartbeat=lambda: {"pid": 0})).heartbeat_fields(run, reserved={"pid"})
+    c = module("c", mosaic_on_heartbeat=lambda run: {"x": 3, "z": 4})
+    host = host_with(a, c)
+    assert host.heartbeat_fields(run) in ({"x": 1, "z": 4}, {"x": 3, "z": 4})  # only the clashing key is dropped
+    [failure] = host.failures.values()
+    assert "'x' is already contributed by" in failure.error
+    host = host_with(module("d", mosaic_on_heartbeat=lambda: {"pid": 0, "ok": 1}), b)
+    assert host.heartbeat_fields(run, reserved={"pid"}) == {"ok": 1, "y": 2}
+    assert "host's heartbeat field 'pid'" in next(iter(host.failures.values())).error
 
 
-def test_mosaic_build_manifest_sections_must_not_clash(run):
+def test_mosaic_build_manifest_drops_only_the_broken_plugins_sections(run):
     a = module("a", mosaic_build_manifest=lambda run, status: {"tensorboard": {"status": status}})
     assert host_with(a).build_manifest(run, "completed") == {"tensorboard": {"status": "completed"}}
-    with pytest.raises(PluginError, match="expected a dict"):
-        host_with(module("b", mosaic_build_manifest=lambda: ["oops"])).build_manifest(run, "failed")
+    host = host_with(a, module("b", mosaic_build_manifest=lambda: ["oops"]),
+                     module("c", mosaic_build_manifest=lambda: 1 / 0))
+    assert host.build_manifest(run, "failed") == {"tensorboard": {"status": "failed"}}
+    assert sorted((f.plugin, f.hook) for f in host.failures.values()) == [("b", "mosaic_build_manifest"),
+                                                                         ("c", "mosaic_build_manifest")]
+    assert "expected a dict" in host.failures["b", "mosaic_build_manifest"].error
+    assert "ZeroDivisionError" in host.failures["c", "mosaic_build_manifest"].error
 
 
 def test_mosaic_child_env_values_are_strings(run):
     assert host_with(module("a", mosaic_child_env=lambda: {"A": "1"})).child_env(run) == {"A": "1"}
     with pytest.raises(PluginError, match="must be strings"):
         host_with(module("b", mosaic_child_env=lambda: {"B": 2})).child_env(run)
+    with pytest.raises(PluginError, match="plugin 'c' failed in mosaic_child_env: KeyError"):
+        host_with(module("c", mosaic_child_env=lambda: {}["x"])).child_env(run)
 
 
 def test_mosaic_build_args_and_mosaic_validate_config_concatenate(run):
@@ -73,7 +84,7 @@ def test_mosaic_build_args_and_mosaic_validate_config_concatenate(run):
     host = host_with(a, b)
     assert sorted(host.build_args(run.config)) == ["--track", "--x", "1"]
     assert host.validate_config(run.config) == ["bad a"]
-    with pytest.raises(PluginError, match="list of strings"):
+    with pytest.raises(PluginError, match="plugin 'c' returned '--oops'; expected a list of strings"):
         host_with(module("c", mosaic_build_args=lambda: "--oops")).build_args(run.config)
 
 
@@ -83,16 +94,36 @@ def test_mosaic_config_defaults_fill_only_missing_fields():
     assert host.config_defaults({"algo": "ppo"}) == {"env_id": "Stage0-v0"}
     config = build_config({"algo": "ppo", "total_timesteps": 5}, generate_run_id=True, defaults=host.config_defaults)
     assert config.env_id == "Stage0-v0" and config.algo == "ppo"
-    with pytest.raises(PluginError, match="'env_id' is contributed by both"):
+    with pytest.raises(PluginError, match="config default 'env_id' is already contributed by"):
         host_with(a, module("b", mosaic_config_defaults=lambda: {"env_id": "x"})).config_defaults({})
 
 
-def test_mosaic_cli_commands_reject_duplicates():
+def test_mosaic_extras_keys_declare_ownership_and_overlaps_name_both():
+    a = module("a", mosaic_extras_keys=lambda: [ExtrasKey("thresh_level"), ExtrasKey("a_", prefix=True)])
+    host = host_with(a)
+    assert host.extras_owner("thresh_level") == "a" and host.extras_owner("a_x") == "a"
+    assert host.extras_owner("schema_id") == "host" and host.extras_owner("learning_rate") is None
+    b = module("b", mosaic_extras_keys=lambda: [ExtrasKey("a_b")])
+    with pytest.raises(PluginError, match="is owned by both") as info:
+        host_with(a, b).extras_keys()
+    assert "'a'" in str(info.value) and "'b'" in str(info.value) and "a_b" in str(info.value)
+    with pytest.raises(PluginError, match="expected a list of ExtrasKey"):
+        host_with(module("c", mosaic_extras_keys=lambda: ["thresh_level"])).extras_keys()
+
+
+def test_mosaic_child_events_are_one_vocabulary():
+    a = module("a", mosaic_child_events=lambda: [ChildEvent("stage_done")])
+    b = module("b", mosaic_child_events=lambda: [ChildEvent("stage_done"), ChildEvent("other")])
+    assert host_with(a, b).child_events() == {"stage_done", "other", "note"}
+
+
+def test_mosaic_cli_commands_drop_a_duplicate_and_name_both():
     command = CliCommand("hello", "say hello", lambda p: None, lambda ns: 0)
     a = module("a", mosaic_cli_commands=lambda: [command])
     assert host_with(a).cli_commands() == [command]
-    with pytest.raises(PluginError, match="contributed by both"):
-        host_with(a, module("b", mosaic_cli_commands=lambda: [command])).cli_commands()
+    host = host_with(a, module("b", mosaic_cli_commands=lambda: [command]))
+    assert host.cli_commands() == [command]
+    assert "already contributed by" in next(iter(host.failures.values())).error
 
 
 def test_mosaic_env_make_kwargs_and_mosaic_wrap_env_compose(run):
@@ -104,6 +135,8 @@ def test_mosaic_env_make_kwargs_and_mosaic_wrap_env_compose(run):
     wrapped = host.wrap_env(None, "env", "CartPole-v1", 0)
     assert sorted([wrapped[0], wrapped[1][0]]) == ["A", "B"] and wrapped[1][1] == "env"
     assert host.wrap_env(None, "env", "CartPole-v1", 1) == ("A", "env")
+    broken = module("c", mosaic_wrap_env=lambda env: (lambda e: 1 / 0))
+    assert host_with(a, broken).wrap_env(None, "env", "CartPole-v1", 1) == ("A", "env")
 
 
 def test_lifecycle_hooks_are_called_and_run_finished_survives_failures(run):
@@ -117,9 +150,10 @@ def test_lifecycle_hooks_are_called_and_run_finished_survives_failures(run):
     host.run_started(run)
     host.on_event(run, {"event": "heartbeat"})
     host.on_child_message(run, "metrics", {"x": 1})
-    errors = host.run_finished(run, "failed")
+    host.run_finished(run, "failed")
     assert calls == ["started", "heartbeat", ("metrics", {"x": 1}), ("finished", "failed")]
-    assert len(errors) == 1 and "'a'" in errors[0] and "ZeroDivisionError" in errors[0]
+    [record] = host.failure_records()
+    assert record["plugin"] == "a" and record["hook"] == "mosaic_run_finished" and "ZeroDivisionError" in record["error"]
 
 
 def test_training_process_hooks_in_process():
@@ -134,10 +168,52 @@ def test_training_process_hooks_in_process():
     assert seen == [("setup", "ctx"), ("frame", "pixels", "info"), ("scalar", "charts/SPS", 3.0, 7)]
 
 
-def test_a_failing_hook_names_its_plugin(run):
-    host = host_with(module("grumpy", mosaic_on_heartbeat=lambda: {}["missing"]))
-    with pytest.raises(PluginError, match="plugin 'grumpy' failed in mosaic_on_heartbeat: KeyError"):
-        host.heartbeat_fields(run)
+def test_a_failing_hook_is_named_once_and_costs_only_its_plugin(run, capsys):
+    host = host_with(module("grumpy", mosaic_on_heartbeat=lambda: {}["missing"], mosaic_on_scalar=lambda: 1 / 0),
+                     module("fine", mosaic_on_heartbeat=lambda: {"fine": True}))
+    assert host.heartbeat_fields(run) == host.heartbeat_fields(run) == {"fine": True}
+    host.on_scalar(None, "t", 1.0, 1)
+    err = capsys.readouterr().err
+    assert err.count("plugin 'grumpy' failed in mosaic_on_heartbeat (host): KeyError") == 1
+    assert err.count("mosaic_on_scalar") == 1
+    assert {(r["hook"], r["count"]) for r in host.failure_records()} == {("mosaic_on_heartbeat", 2), ("mosaic_on_scalar", 1)}
+
+
+def test_wrappers_and_ordering_marks_go_through_pluggy(run):
+    def heartbeat_wrapper():
+        results = yield
+        return [*results, {"wrapped": len(results)}]
+
+    wrapper = types.ModuleType("w")
+    wrapper.mosaic_on_heartbeat = hookspecs.hookimpl(wrapper=True)(heartbeat_wrapper)
+    order = []
+    first = types.ModuleType("first")
+    first.mosaic_run_started = hookspecs.hookimpl(tryfirst=True)(lambda: order.append("first"))
+    plain = module("plain", mosaic_on_heartbeat=lambda: {"plain": 1}, mosaic_run_started=lambda: order.append("plain"))
+    host = host_with(first, plain, wrapper)
+    assert host.heartbeat_fields(run) == {"plain": 1, "wrapped": 1}
+    host.run_started(run)
+    assert order == ["first", "plain"]
+
+    def failing_wrapper():
+        yield
+        raise RuntimeError("wrapper broke")
+
+    bad = types.ModuleType("bad")
+    bad.mosaic_on_heartbeat = hookspecs.hookimpl(wrapper=True)(failing_wrapper)
+    host = host_with(plain, bad)
+    assert host.heartbeat_fields(run) == {}
+    assert "wrapper broke" in host.failures["bad", "mosaic_on_heartbeat"].error
+
+
+def test_call_monitoring_sees_every_hook_call(run):
+    host = host_with(module("a", mosaic_on_heartbeat=lambda: {"z": 1}))
+    seen = []
+    host.pm.add_hookcall_monitoring(lambda name, impls, kwargs: seen.append(name), lambda *a: None)
+    host.heartbeat_fields(run)
+    host.on_scalar(None, "t", 1.0, 1)
+    host.extras_keys()
+    assert seen == ["mosaic_on_heartbeat", "mosaic_on_scalar", "mosaic_extras_keys"]
 
 
 def test_trace_prints_each_call(run, capsys):
