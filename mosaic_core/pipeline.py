@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from mosaic_core.cli.errors import run_cli_command
@@ -28,9 +28,6 @@ from mosaic_core.types import Launch
 from mosaic_core.worker import call_optional, load_worker
 from mosaic_core.workers import find_worker
 
-HOST_DESTS = frozenset({"config", "algo", "env_id", "total_timesteps", "seed", "worker_id", "run_id", "runs_dir",
-                        "extras", "dry_run", "emit_summary", "grpc", "grpc_target", "heartbeat_interval",
-                        "grace_period", "quiet", "verbose"})
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
 
 
@@ -88,34 +85,26 @@ def _check_host_options(ns: argparse.Namespace) -> None:
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
 
 
-def load_config(ns: argparse.Namespace, worker: Any, host: PluginHost, options: dict[str, Any]) -> WorkerConfig:
-    data, source = None, None
-    if ns.config:
-        data, source = read_config_file(ns.config), ns.config
-    overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
-                 "worker_id": ns.worker_id, "run_id": ns.run_id}
-    extras = parse_extras_json(ns.extras) if ns.extras else None
+def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, data: dict[str, Any] | None = None,
+            source: str | None = None, overrides: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
+            options: dict[str, Any] | None = None, runs_dir: str | None = None, quiet: bool = False) -> Prepared:
+    """Config, validation and the worker's plan: every decision of a run, nothing started.
+    ``mosaic run`` and the daemon's SubmitRun both come through here."""
+    options = dict(options or {})
 
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
         own = call_optional(worker, "config_defaults", merged, options, default={}) or {}
         return {**host.config_defaults(merged), **own}
 
-    return build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
-                        defaults=defaults)
-
-
-def prepare(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.Namespace, options: dict[str, Any],
-            host: PluginHost) -> Prepared:
-    """Config, validation and the worker's plan: every decision of a run, nothing started."""
-    _check_host_options(ns)
-    config = load_config(ns, worker, host, options)
+    config = build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
+                          defaults=defaults)
     problems = host.validate_config(config) + list(call_optional(worker, "validate", config, options, default=[]) or [])
     if problems:
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
     worker_extras = {k: v for k, v in config.extras.items() if host.extras_owner(k) is None}
-    directory = RunDirectory.for_run(ns.runs_dir, config.run_id)
-    run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=ns.quiet, options=options,
+    directory = RunDirectory.for_run(runs_dir, config.run_id)
+    run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
                      plugin_args=host.build_args(config), worker_extras=worker_extras)
     try:
         launch = worker.plan(config, run)
@@ -133,6 +122,17 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.Namespace, 
         raise PluginError(f"environment variable(s) {', '.join(clash)} set by both worker {worker_item.name!r} "
                           "and a plugin's mosaic_child_env")
     return Prepared(worker_item, run, launch, {**launch.env, **plugin_env})
+
+
+def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.Namespace, options: dict[str, Any],
+                       host: PluginHost) -> Prepared:
+    _check_host_options(ns)
+    data = read_config_file(ns.config) if ns.config else None
+    overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
+                 "worker_id": ns.worker_id, "run_id": ns.run_id}
+    return prepare(worker_item, worker, host, data=data, source=ns.config, overrides=overrides,
+                   extras=parse_extras_json(ns.extras) if ns.extras else None, options=options,
+                   runs_dir=ns.runs_dir, quiet=ns.quiet)
 
 
 def execute(prepared: Prepared, ns: argparse.Namespace, host: PluginHost) -> int:
@@ -188,6 +188,13 @@ def dry_run(prepared: Prepared, emit_summary: bool) -> int:
     return 0
 
 
+def worker_option_defaults(worker: Any) -> dict[str, Any]:
+    """The worker's own flags at their defaults (for runs not started from a command line)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    call_optional(worker, "add_arguments", parser)
+    return vars(parser.parse_args([]))
+
+
 def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> int:
     """Parse ``argv`` for worker ``worker_name`` and run (or dry-run) the job. Raises
     MosaicError for anything the user can fix; :func:`main` turns that into one line."""
@@ -202,7 +209,7 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
         parser.error("--emit-summary needs --dry-run")
     options = {dest: value for dest, value in vars(ns).items() if dest not in before}
     host = plugin_host()
-    prepared = prepare(item, worker, ns, options, host)
+    prepared = prepare_from_flags(item, worker, ns, options, host)
     if ns.dry_run:
         return dry_run(prepared, ns.emit_summary)
     return execute(prepared, ns, host)
@@ -212,8 +219,3 @@ def main(worker_name: str, argv: list[str] | None = None, prog: str | None = Non
     """A console-script entry: :func:`run_worker` with errors as one line and an exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     return run_cli_command(lambda: run_worker(worker_name, argv, prog), verbose="--verbose" in argv)
-
-
-def with_config(prepared: Prepared, config: WorkerConfig) -> Prepared:
-    """A copy of ``prepared`` for another config (tests and embedding programs)."""
-    return replace(prepared, run=replace(prepared.run, config=config))

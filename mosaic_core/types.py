@@ -73,7 +73,6 @@ class Launch:
     summary: dict[str, Any] = field(default_factory=dict)
     started_payload: dict[str, Any] = field(default_factory=dict)
     passthrough_stdio: bool = False
-    requires_gpu: bool = False
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

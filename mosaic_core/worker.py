@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mosaic_core.types import Launch
 
 REQUIRED = ("plan",)
-OPTIONAL = ("add_arguments", "config_defaults", "validate")
+OPTIONAL = ("add_arguments", "config_defaults", "validate", "gpu_request")
 
 
 class Worker:
@@ -47,6 +47,12 @@ class Worker:
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
         """Problems with ``config`` for this worker, each a sentence naming the field."""
         return []
+
+    def gpu_request(self, config: WorkerConfig) -> str | None:
+        """The config field that asks for a GPU (e.g. ``"extras.cuda"``), or None. A daemon on a
+        host without one refuses such a run (a worker whose capabilities say ``requires_gpu``
+        is refused there whatever the config)."""
+        return None
 
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
         """How to start the training process (called for dry runs too: start nothing here).

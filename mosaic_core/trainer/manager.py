@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.events import TERMINAL
+from mosaic_core.files import tail_lines
 from mosaic_core.trainer import processes
 from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore
 from mosaic_core.trainer.submission import Submission
@@ -361,12 +362,5 @@ def _write_private(path: Path, config: WorkerConfig) -> None:
 
 
 def _last_line(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 8192))
-            lines = [ln.strip() for ln in fh.read().decode("utf-8", "replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
+    lines = [line.strip() for line in tail_lines(path, 50, max_bytes=8192) if line.strip()]
     return lines[-1] if lines else ""
-

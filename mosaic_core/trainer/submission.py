@@ -15,7 +15,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from mosaic_core.capabilities import WorkerMetadata
 from mosaic_core.config import WorkerConfig, build_config, unwrap_config
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, MosaicError
@@ -50,22 +49,6 @@ def detect_gpus() -> int:
     return devices
 
 
-def gpu_request(extras: dict[str, Any]) -> str | None:
-    """The extras key that asks for a GPU, or None."""
-    params = extras.get("algo_params") if isinstance(extras.get("algo_params"), dict) else {}
-    for where, values in (("extras", extras), ("extras.algo_params", params)):
-        if values.get("cuda") is True:
-            return f"{where}.cuda"
-        device = values.get("device")
-        if isinstance(device, str) and device.lower().startswith(("cuda", "gpu")):
-            return f"{where}.device"
-        for key in ("gpu", "gpus", "num_gpus", "requires_gpu"):
-            value = values.get(key)
-            if value is True or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-                return f"{where}.{key}"
-    return None
-
-
 def config_digest(worker: str, config: WorkerConfig) -> str:
     canonical = json.dumps({"worker": worker, **config.to_dict(redacted=False)}, sort_keys=True,
                            separators=(",", ":"), default=str)
@@ -86,32 +69,56 @@ def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoi
     worker = DEFAULT_WORKER if worker is None else worker
     if not isinstance(worker, str) or not worker:
         raise ConfigError(f"worker must be a worker name, got {worker!r}", field="worker", source=SOURCE)
-    config = build_config(raw, source=SOURCE, overrides={"run_id": run_id or None}, generate_run_id=True)
-    metadata = _find_worker(worker, workers)
-    check_capabilities(worker, metadata, config, gpus)
+    item = _find_worker(worker, workers)
+    config = checked_config(item, raw, run_id)
+    check_capabilities(item, config, gpus)
     return Submission(worker=worker, config=config, digest=config_digest(worker, config))
 
 
-def _find_worker(name: str, workers: list[LoadedEntryPoint]) -> WorkerMetadata:
+def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str) -> WorkerConfig:
+    """The config with the worker's and plugins' defaults, validated by the host, the plugins
+    and the worker (what ``mosaic run`` checks before it plans)."""
+    from mosaic_core.pipeline import worker_option_defaults
+    from mosaic_core.plugins import plugin_host
+    from mosaic_core.worker import call_optional, load_worker
+
+    worker, host = load_worker(item), plugin_host()
+    options = worker_option_defaults(worker)
+
+    def defaults(merged: dict[str, Any]) -> dict[str, Any]:
+        return {**host.config_defaults(merged), **(call_optional(worker, "config_defaults", merged, options) or {})}
+
+    config = build_config(raw, source=SOURCE, overrides={"run_id": run_id or None}, generate_run_id=True,
+                          defaults=defaults)
+    problems = host.validate_config(config) + list(call_optional(worker, "validate", config, options, default=[]) or [])
+    if problems:
+        raise ConfigError("invalid config: " + "; ".join(problems), source=SOURCE)
+    return config
+
+
+def _find_worker(name: str, workers: list[LoadedEntryPoint]) -> LoadedEntryPoint:
     for item in workers:
         if item.name == name:
             if item.status != "active":
                 raise PreconditionError(f"worker {name!r} is installed but {item.status}: {item.error}")
-            return item.obj
+            return item
     installed = ", ".join(i.name for i in workers if i.status == "active") or "none"
     raise ConfigError(f"unknown worker {name!r}; installed workers: {installed}", field="worker", source=SOURCE)
 
 
-def check_capabilities(name: str, metadata: WorkerMetadata, config: WorkerConfig, gpus: int) -> None:
-    caps, extras = metadata.capabilities, config.extras
+def check_capabilities(item: LoadedEntryPoint, config: WorkerConfig, gpus: int) -> None:
+    """Refuse what this host cannot run, from the worker's declared capabilities (and the
+    worker's ``gpu_request``, when it has one) and the host-owned trainer-protocol keys."""
+    from mosaic_core.worker import call_optional, load_worker
+
+    name, caps, extras = item.name, item.obj.capabilities, config.extras
     if caps.requires_gpu and gpus == 0:
         raise PreconditionError(f"worker {name!r} requires a GPU and this host has none")
-    asked = gpu_request(extras)
+    asked = call_optional(load_worker(item), "gpu_request", config)
     if asked and gpus == 0:
         raise PreconditionError(f"{asked} asks for a GPU and this host has none; set it to false "
                                 "or submit to a daemon on a GPU host")
     if extras.get("supports_pause") is True and not caps.supports_pause_resume:
         raise PreconditionError(f"extras.supports_pause is true but worker {name!r} cannot pause")
-    wants_checkpoint = extras.get("mode") == "resume_training" or extras.get("supports_checkpoint") is True
-    if wants_checkpoint and not caps.supports_checkpointing:
+    if extras.get("supports_checkpoint") is True and not caps.supports_checkpointing:
         raise PreconditionError(f"the config needs checkpoints but worker {name!r} does not support them")

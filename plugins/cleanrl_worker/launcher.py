@@ -142,15 +142,21 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
                "headline": f"{algorithm.name} from {algorithm.source} ({algorithm.script})"}
     started = {"algo_source": algorithm.source, "script": str(algorithm.script), "argv": script_argv}
     return Launch(command=command, cwd=run.run_dir, num_envs=num_envs, summary=summary, started_payload=started,
-                  passthrough_stdio=mode == "interactive", requires_gpu=wants_gpu(config.extras), notes=notes)
+                  passthrough_stdio=mode == "interactive", notes=notes)
 
 
-def wants_gpu(extras: dict[str, Any]) -> bool:
-    """Whether the config asks for a GPU explicitly (CleanRL's ``cuda`` flag is on by default
-    but falls back to the CPU, so only an explicit request counts)."""
+def gpu_request(extras: dict[str, Any]) -> str | None:
+    """The extras key that asks for a GPU explicitly, or None (CleanRL's ``cuda`` flag is on by
+    default but falls back to the CPU, so only an explicit request counts)."""
     params = extras.get("algo_params") if isinstance(extras.get("algo_params"), dict) else {}
-    for values in (extras, params):
+    for where, values in (("extras", extras), ("extras.algo_params", params)):
+        if values.get("cuda") is True:
+            return f"{where}.cuda"
         device = values.get("device")
-        if values.get("cuda") is True or (isinstance(device, str) and device.lower().startswith(("cuda", "gpu"))):
-            return True
-    return False
+        if isinstance(device, str) and device.lower().startswith(("cuda", "gpu")):
+            return f"{where}.device"
+        for key in ("gpu", "gpus", "num_gpus", "requires_gpu"):
+            value = values.get(key)
+            if value is True or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                return f"{where}.{key}"
+    return None

@@ -22,6 +22,11 @@ class CleanRLWorker(Worker):
 
         return mode_defaults(data, bool(options.get("interactive")))
 
+    def gpu_request(self, config: WorkerConfig) -> str | None:
+        from cleanrl_worker.launcher import gpu_request
+
+        return gpu_request(config.extras)
+
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
         from cleanrl_worker.launcher import plan_launch
 

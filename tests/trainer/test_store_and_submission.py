@@ -12,7 +12,8 @@ from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer.protocol import PROTO_VERSION, VersionError, check_target, negotiate, status_value
 from mosaic_core.trainer.store import (EXEC, FAULT, HSHK, INIT, RESTART_REASON, TERM, DuplicateRun, RunStore,
                                        hash_token, token_matches)
-from mosaic_core.trainer.submission import PreconditionError, gpu_request, parse_submission
+from cleanrl_worker.launcher import gpu_request
+from mosaic_core.trainer.submission import PreconditionError, parse_submission
 from mosaic_core.workers import discover_workers
 
 

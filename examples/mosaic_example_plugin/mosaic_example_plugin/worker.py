@@ -1,0 +1,56 @@
+"""A second worker, written the way a third party would: a random policy in a plain gymnasium
+loop as the training process. It is one small class; the host gives it config files, dry
+runs, lifecycle events, heartbeats, signals, run directories, FastLane frames, the live metric
+bridge (through ``mosaic_core.child.report_scalar``), the manifest, curriculum and daemon
+submission."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
+from mosaic_core.errors import ConfigError
+from mosaic_core.types import Launch
+from mosaic_core.worker import Worker
+
+POLICIES = ("random", "first")
+
+
+def get_worker_metadata() -> WorkerMetadata:
+    """The ``mosaic.workers`` entry point: cheap to call (imports nothing heavy)."""
+    return WorkerMetadata(
+        name="example", version="0.2.0", worker="mosaic_example_plugin.worker:ExampleWorker",
+        description="Plays a random (or always-first-action) policy in a gymnasium env; an example worker",
+        capabilities=WorkerCapabilities(worker_type="example", supported_paradigms=("sequential",),
+                                        env_families=("gymnasium",), action_spaces=("discrete", "continuous"),
+                                        observation_spaces=("vector", "image"), estimated_memory_mb=128))
+
+
+class ExampleWorker(Worker):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--log-every", type=int, default=200, help="steps between charts/SPS reports")
+
+    def config_defaults(self, data, options):
+        return {"algo": "random"}  # the one algorithm-like choice this worker has: the policy
+
+    def validate(self, config, options):
+        problems = []
+        if config.algo not in POLICIES:
+            problems.append(f"algo {config.algo!r}: the example worker plays one of {', '.join(POLICIES)}")
+        if options.get("log_every", 1) < 1:
+            problems.append("--log-every must be >= 1")
+        return problems
+
+    def plan(self, config, run) -> Launch:
+        if run.worker_extras:  # keys no plugin owns would be this worker's, and it has none
+            key = sorted(run.worker_extras)[0]
+            raise ConfigError(f"extras.{key}: no installed plugin owns this key and the example worker takes no "
+                              "extras of its own", field=f"extras.{key}", source=config.source)
+        command = [sys.executable, "-m", "mosaic_example_plugin.random_loop", "--env-id", config.env_id,
+                   "--total-timesteps", str(config.total_timesteps), "--policy", config.algo,
+                   "--log-every", str(run.options["log_every"])]
+        if config.seed is not None:
+            command += ["--seed", str(config.seed)]
+        return Launch(command=command, num_envs=1, summary={"headline": f"{config.algo} policy on {config.env_id}"},
+                      started_payload={"policy": config.algo})
