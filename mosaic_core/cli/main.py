@@ -65,12 +65,34 @@ def _worker_record(item: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ plugins
 def _configure_plugins(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--extras", action="store_true",
+                        help="list the extras keys each plugin owns (keys nobody owns go to the worker)")
+
+
+def _run_extras(host: Any, as_json: bool) -> int:
+    rows = [{"key": str(key), "plugin": plugin, "prefix": key.prefix, "help": key.help}
+            for plugin, key in sorted(host.extras_keys(), key=lambda pk: str(pk[1]))]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="extras keys and their owners (any other key is the worker's: CleanRL turns it into a flag)")
+    for column in ("key", "plugin", "what"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row["key"], row["plugin"], row["help"])
+    Console().print(table)
+    return 0
 
 
 def _run_plugins(ns: argparse.Namespace) -> int:
     from mosaic_core.plugins import plugin_host
 
     host = plugin_host()
+    if ns.extras:
+        return _run_extras(host, ns.json)
     records = [{"name": i.name, "module": i.value, "distribution": i.distribution, "version": i.version,
                 "status": i.status, "hooks": host.hooks_of(i.name), "error": i.error} for i in host.loaded]
     if ns.json:
