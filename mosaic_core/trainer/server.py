@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import grpc
 
@@ -24,8 +24,21 @@ from mosaic_core.trainer.protocol import TOKEN_METADATA, VersionError, negotiate
 from mosaic_core.trainer.store import HSHK, INIT, RDY, DuplicateRun, RunRow, hash_token, token_matches
 from mosaic_core.trainer.submission import PreconditionError, parse_submission
 
-if TYPE_CHECKING:
-    from mosaic_core.trainer.daemon import TrainerDaemon
+
+
+class TrainerDaemon(Protocol):
+    """What the servicer needs of its daemon (:class:`mosaic_core.trainer.daemon.TrainerDaemon`)."""
+
+    store: Any
+    manager: Any
+    options: Any
+    gpus: int
+    closing: bool
+    pid: int
+    address: str
+    started_at: float
+
+    def workers(self, refresh: bool = False) -> list[Any]: ...
 
 TELEMETRY_BATCH = 500
 WAIT_SLICE_S = 0.5
