@@ -56,7 +56,8 @@ class ChannelReceiver:
                 continue
             except OSError:
                 return
-            self._dispatch(data)
+            if data:  # an empty datagram only wakes the loop (see close)
+                self._dispatch(data)
 
     def _dispatch(self, data: bytes) -> None:
         try:
@@ -75,6 +76,11 @@ class ChannelReceiver:
             return
         self._stop.set()
         if self._thread.is_alive():
+            try:  # wake the blocked recv now instead of at its next timeout
+                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as waker:
+                    waker.sendto(b"", _abstract(self.address))
+            except OSError:
+                pass
             self._thread.join(timeout=2)
         self._sock.setblocking(False)
         while True:
@@ -82,7 +88,8 @@ class ChannelReceiver:
                 data = self._sock.recv(MAX_DATAGRAM + 1024)
             except (BlockingIOError, OSError):
                 break
-            self._dispatch(data)
+            if data:
+                self._dispatch(data)
         self._sock.close()
 
 

@@ -111,6 +111,14 @@ def load_group(
     return results
 
 
+def unknown_selected(items: list[LoadedEntryPoint]) -> list[str]:
+    """Names in ``MOSAIC_LOAD_PLUGINS`` / ``MOSAIC_DISABLE_PLUGINS`` that no entry point has
+    (a typo there would otherwise block or keep every plugin without a word)."""
+    known = {item.name for item in items}
+    listed = (_names(LOAD_VAR) or set()) | (_names(DISABLE_VAR) or set())
+    return sorted(listed - known)
+
+
 def report_failure(item: LoadedEntryPoint) -> None:
     """In strict mode a load failure is an error; otherwise it is only recorded on ``item``."""
     if strict():

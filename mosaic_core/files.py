@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import Any
 
 
+def is_within(base: Path | str, target: Path | str) -> bool:
+    """Whether ``target`` is ``base`` or below it, symlinks resolved (a sibling sharing the
+    prefix, ``base-x/…``, is not)."""
+    base, target = Path(base).resolve(), Path(target).resolve()
+    return target == base or base in target.parents
+
+
 def write_atomic(path: Path | str, data: bytes, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename:
     readers see the old file or the new one, never half of one."""

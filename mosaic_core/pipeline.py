@@ -102,7 +102,7 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     if problems:
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
-    worker_extras = {k: v for k, v in config.extras.items() if host.extras_owner(k) is None}
+    worker_extras = unclaimed_extras(worker_item.name, worker, host, config.extras)
     directory = RunDirectory.for_run(runs_dir, config.run_id)
     run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
                      plugin_args=host.build_args(config), worker_extras=worker_extras)
@@ -122,6 +122,17 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
         raise PluginError(f"environment variable(s) {', '.join(clash)} set by both worker {worker_item.name!r} "
                           "and a plugin's mosaic_child_env")
     return Prepared(worker_item, run, launch, {**launch.env, **plugin_env})
+
+
+def unclaimed_extras(worker_name: str, worker: Any, host: PluginHost, extras: dict[str, Any]) -> dict[str, Any]:
+    """The extras keys neither a plugin nor the worker itself claims (``run.worker_extras``)."""
+    own = list(call_optional(worker, "extras_keys", default=[]) or [])
+    for key in own:
+        owner = next((plugin for plugin, theirs in host.extras_keys()
+                      if theirs.matches(key.name) or key.matches(theirs.name)), None)
+        if owner is not None:
+            raise PluginError(f"extras key {str(key)!r} is claimed by both worker {worker_name!r} and plugin {owner!r}")
+    return {k: v for k, v in extras.items() if host.extras_owner(k) is None and not any(o.matches(k) for o in own)}
 
 
 def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.Namespace, options: dict[str, Any],

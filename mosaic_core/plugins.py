@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import pluggy
 
 from mosaic_core import hookspecs
-from mosaic_core.entrypoints import LoadedEntryPoint, is_blocked, load_group, report_failure
+from mosaic_core.entrypoints import (DISABLE_VAR, LOAD_VAR, LoadedEntryPoint, is_blocked, load_group, report_failure,
+                                     strict, unknown_selected)
 from mosaic_core.errors import PluginError
 from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure
 
@@ -364,8 +365,17 @@ def _enable_trace(pm: pluggy.PluginManager) -> None:
 
 
 def load_plugin_host() -> PluginHost:
-    """Load every ``mosaic.plugins`` entry point allowed by the environment."""
-    return PluginHost(load_group(PLUGIN_GROUP, check=_check_module, select=is_blocked))
+    """Load every ``mosaic.plugins`` entry point allowed by the environment. A name in the
+    allow or block list that no plugin has is an error in strict mode, a warning otherwise."""
+    items = load_group(PLUGIN_GROUP, check=_check_module, select=is_blocked)
+    unknown = unknown_selected(items)
+    if unknown:
+        message = (f"{LOAD_VAR}/{DISABLE_VAR} name(s) {', '.join(unknown)} that no installed plugin has; "
+                   f"installed: {', '.join(sorted(i.name for i in items)) or 'none'}")
+        if strict():
+            raise PluginError(message)
+        print(f"mosaic: warning: {message}", file=sys.stderr)
+    return PluginHost(items)
 
 
 @lru_cache(maxsize=1)

@@ -15,7 +15,7 @@ from typing import Any
 
 from mosaic_core.config import WorkerConfig, check_run_id, redact
 from mosaic_core.errors import ConfigError
-from mosaic_core.files import write_json_atomic
+from mosaic_core.files import is_within, write_json_atomic
 
 DEFAULT_RUNS_ROOT = Path("var/trainer/runs")
 RUNS_ROOT_VAR = "MOSAIC_RUNS_DIR"
@@ -66,7 +66,7 @@ class RunDirectory:
         """Resolve a path from config against the run dir; refuse anything outside it."""
         base = self.path.resolve()
         target = (base / relative).resolve()
-        if target != base and base not in target.parents:
+        if not is_within(base, target):
             raise ConfigError(f"{relative!s} resolves outside the run directory {base}", field=field_name)
         return target
 

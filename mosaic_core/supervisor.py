@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -159,9 +158,14 @@ class Supervisor:
     def _supervise(self) -> None:
         proc = self.process
         assert proc is not None
+        # Wake the loop the moment the child exits (not at the next poll).
+        threading.Thread(target=lambda: (proc.wait(), self._wake.set()), name="mosaic-child-wait", daemon=True).start()
         started = time.monotonic()
         next_beat = started + self.options.heartbeat_interval
-        while proc.poll() is None:
+        while True:
+            self._wake.clear()  # before the checks: a wake-up after them is never lost
+            if proc.poll() is not None:
+                break
             if self._cancel_reason is not None:
                 self.stop_group()
                 return
@@ -169,8 +173,7 @@ class Supervisor:
             if now >= next_beat:
                 self._heartbeat(now - started)
                 next_beat = now + self.options.heartbeat_interval
-            self._wake.wait(min(0.2, max(0.0, next_beat - now)))
-            self._wake.clear()
+            self._wake.wait(min(1.0, max(0.0, next_beat - now)))
         # The child is gone; make sure nothing of its group survives it.
         if procs.group_alive(proc.pid):
             self.stop_group()

@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from mosaic_core.config import WorkerConfig
     from mosaic_core.entrypoints import LoadedEntryPoint
     from mosaic_core.runs import RunContext
-    from mosaic_core.types import Launch
+    from mosaic_core.types import ExtrasKey, Launch
 
 REQUIRED = ("plan",)
-OPTIONAL = ("add_arguments", "config_defaults", "validate", "gpu_request")
+OPTIONAL = ("add_arguments", "extras_keys", "config_defaults", "validate", "gpu_request")
 
 
 class Worker:
@@ -38,6 +38,13 @@ class Worker:
         """Add the worker's own flags to ``mosaic run --worker NAME``. Their parsed values
         reach :meth:`config_defaults`, :meth:`validate` and :meth:`plan` as ``options``
         (``run.options`` in ``plan``), keyed by ``dest``."""
+
+    def extras_keys(self) -> list[ExtrasKey]:
+        """The ``extras`` keys this worker reads itself (:class:`mosaic_core.types.ExtrasKey`).
+        They and the plugins' keys are kept out of ``run.worker_extras`` (the keys nobody
+        claims, which e.g. the CleanRL worker turns into script flags); a key claimed by the
+        worker and by a plugin is an error naming both."""
+        return []
 
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
         """Values for config fields the user left out (``data`` is the merged raw config),
@@ -60,7 +67,7 @@ class Worker:
         ``run`` carries the run id, the run directory (not created yet), ``run.options`` (the
         worker's own flags), ``run.plugin_args`` (argv items plugins contribute: place them on
         the training program's command line if it understands them) and
-        ``run.worker_extras`` (the extras no plugin owns: this worker's to interpret).
+        ``run.worker_extras`` (the extras nobody claims: this worker's to interpret).
         Raise :class:`mosaic_core.errors.ConfigError` for a config this worker cannot run."""
         raise NotImplementedError
 

@@ -70,16 +70,23 @@ def _configure_plugins(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_extras(host: Any, as_json: bool) -> int:
-    rows = [{"key": str(key), "plugin": plugin, "prefix": key.prefix, "help": key.help}
-            for plugin, key in sorted(host.extras_keys(), key=lambda pk: str(pk[1]))]
+    from mosaic_core.worker import call_optional, load_worker
+    from mosaic_core.workers import discover_workers
+
+    owned = list(host.extras_keys())
+    for item in discover_workers():
+        if item.status == "active":
+            owned += [(f"worker:{item.name}", key) for key in call_optional(load_worker(item), "extras_keys") or []]
+    rows = [{"key": str(key), "plugin": owner, "prefix": key.prefix, "help": key.help}
+            for owner, key in sorted(owned, key=lambda pk: (str(pk[1]), pk[0]))]
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="extras keys and their owners (any other key is the worker's: CleanRL turns it into a flag)")
-    for column in ("key", "plugin", "what"):
+    table = Table(title="extras keys and who reads them (any other key is the worker's: CleanRL makes it a flag)")
+    for column in ("key", "owner", "what"):
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(row["key"], row["plugin"], row["help"])

@@ -18,7 +18,6 @@ import atexit
 import math
 import os
 import time
-from collections import deque
 from typing import Any, Callable
 
 MESSAGE_KIND = "analytics.metrics"

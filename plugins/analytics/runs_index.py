@@ -15,6 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mosaic_core.files import tail_lines
+from mosaic_core.procs import process_alive
+
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
 TAIL_BYTES = 256 * 1024
 
@@ -63,14 +66,9 @@ def _events(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     try:
         with open(path, "rb") as handle:
             first_line = handle.readline()
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - TAIL_BYTES))
-            tail = handle.read().decode("utf-8", "replace").splitlines()
-            if size > TAIL_BYTES:
-                tail = tail[1:]  # the first line of the tail may be cut
     except OSError:
         return None, []
+    tail = tail_lines(path, 10**9, max_bytes=TAIL_BYTES)  # a line cut by the window is dropped
 
     def parse(line: str | bytes) -> dict[str, Any] | None:
         try:
@@ -85,17 +83,7 @@ def _events(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
 def _alive(pid: Any) -> bool | None:
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    return process_alive(pid)
 
 
 def _number(value: Any) -> float | None:

@@ -11,7 +11,7 @@ import json
 
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.hookspecs import hookimpl
-from mosaic_core.types import ChildEvent, ExtrasKey
+from mosaic_core.types import ChildEvent
 
 
 def _configure_algos(parser: argparse.ArgumentParser) -> None:
@@ -53,23 +53,6 @@ def _run_algos(ns: argparse.Namespace) -> int:
         console.print(f"{hidden} more upstream CleanRL names need a checkout: mosaic algos --all lists them")
     console.print(f"resolution order: {ORDER_TEXT}")
     return 0
-
-
-@hookimpl
-def mosaic_extras_keys() -> list[ExtrasKey]:
-    """The CleanRL worker's own keys; every key nobody owns becomes a script flag."""
-    return [
-        ExtrasKey("algo_params", "an object of script flags (wins over top-level keys)"),
-        ExtrasKey("mode", "train (default), resume_training or policy_eval"),
-        ExtrasKey("checkpoint_path", "the checkpoint resume_training continues from"),
-        ExtrasKey("policy_path", "the checkpoint policy_eval (or interactive) plays"),
-        ExtrasKey("cleanrl_home", "a CleanRL checkout to take algorithms from"),
-        ExtrasKey("interactive", "reserved: use --interactive"),
-        ExtrasKey("interactive_render", "interactive mode: send frames (default true)"),
-        ExtrasKey("eval", "reserved for evaluation settings"),
-        ExtrasKey("eval_", "policy_eval settings: eval_episodes, eval_batch_size, eval_gamma, eval_repeat, "
-                           "eval_max_episode_steps, eval_capture_video, eval_deterministic", prefix=True),
-    ]
 
 
 @hookimpl

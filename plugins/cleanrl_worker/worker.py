@@ -9,11 +9,28 @@ from typing import Any
 
 from mosaic_core.config import WorkerConfig
 from mosaic_core.runs import RunContext
-from mosaic_core.types import Launch
+from mosaic_core.types import ExtrasKey, Launch
 from mosaic_core.worker import Worker
+
+# The worker's own extras keys; every key no one owns becomes a script flag.
+OWN_KEYS = [
+    ExtrasKey("algo_params", "an object of script flags (wins over top-level keys)"),
+    ExtrasKey("mode", "train (default), resume_training or policy_eval"),
+    ExtrasKey("checkpoint_path", "the checkpoint resume_training continues from"),
+    ExtrasKey("policy_path", "the checkpoint policy_eval (or interactive) plays"),
+    ExtrasKey("cleanrl_home", "a CleanRL checkout to take algorithms from"),
+    ExtrasKey("interactive", "reserved: use --interactive"),
+    ExtrasKey("interactive_render", "interactive mode: send frames (default true)"),
+    ExtrasKey("eval", "reserved for evaluation settings"),
+    ExtrasKey("eval_", "policy_eval settings: eval_episodes, eval_batch_size, eval_gamma, eval_repeat, "
+                       "eval_max_episode_steps, eval_capture_video, eval_deterministic", prefix=True),
+]
 
 
 class CleanRLWorker(Worker):
+    def extras_keys(self) -> list[ExtrasKey]:
+        return OWN_KEYS
+
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--interactive", action="store_true", help="JSON-lines stepping over stdin/stdout")
 

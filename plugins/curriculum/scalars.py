@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from mosaic_core.files import is_within
+
 TAG = "curriculum/stage"
 SUBDIR = "curriculum"
 _WRITERS = ("torch.utils.tensorboard.writer", "tensorboardX.writer")
@@ -25,7 +27,7 @@ def log_dir(run_dir: Path, extras: dict[str, Any]) -> Path:
     base = run_dir.resolve()
     wanted = extras.get("tensorboard_dir")
     root = (base / wanted).resolve() if isinstance(wanted, str) and wanted else base / "runs"
-    if root != base and base not in root.parents:
+    if not is_within(base, root):
         root = base / "runs"
     return root / SUBDIR
 

@@ -11,9 +11,10 @@ word written with a single store, so a reader sees the old or the new value, nev
 from __future__ import annotations
 
 import mmap
-import os
 import struct
 from pathlib import Path
+
+from mosaic_core.files import write_atomic
 
 FILE_NAME = "curriculum.stage"
 MAGIC = b"MCUR"
@@ -40,9 +41,7 @@ class StageFile:
         data = bytearray(SIZE)
         _HEADER.pack_into(data, 0, MAGIC, VERSION)
         _WORD.pack_into(data, _STAGE_OFFSET, stage)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_bytes(bytes(data))
-        os.replace(tmp, path)
+        write_atomic(path, bytes(data), mode=0o600)
         with open(path, "r+b") as handle:
             return cls(path, mmap.mmap(handle.fileno(), SIZE), writable=True)
 

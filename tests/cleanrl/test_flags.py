@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cleanrl_worker.flags import CONFIG_FIELDS, extras_to_flags, flag_name, flag_problems
+from cleanrl_worker.worker import OWN_KEYS
 from mosaic_core.errors import ConfigError
 from mosaic_core.plugins import load_plugin_host
 
@@ -19,7 +20,7 @@ HOST = load_plugin_host()  # the installed plugins, as a run sees them
 
 
 def is_owned(key):
-    return HOST.extras_owner(key) is not None
+    return HOST.extras_owner(key) is not None or any(own.matches(key) for own in OWN_KEYS)
 
 
 @dataclasses.dataclass
@@ -54,7 +55,7 @@ DESIGN_KEYS = ("tensorboard_dir", "track_wandb", "algo_params", "notes", "mode",
 
 
 @pytest.mark.parametrize("key", DESIGN_KEYS)
-def test_the_design_list_of_reserved_keys_is_owned_by_installed_plugins(key):
+def test_the_design_list_of_reserved_keys_is_claimed_by_plugins_or_the_worker(key):
     assert is_owned(key), key
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 
-import grpc
 import pytest
 
 from mosaic_core.errors import MosaicError, UsageError
