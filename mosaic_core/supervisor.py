@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from mosaic_core import channel, procs
 from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, describe_child
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
+from mosaic_core.failures import failure_reason
 from mosaic_core.files import tail_lines, write_json_atomic
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import RunContext
@@ -200,7 +202,7 @@ class Supervisor:
         if code is not None and code < 0:
             error = f"training process killed by signal {signal.Signals(-code).name}"
         else:
-            error = _last_error_line(tail) or f"training process exited with code {code}"
+            error = failure_reason(tail.splitlines()) or f"training process exited with code {code}"
         exit_code = code if code and code > 0 else 1
         return "failed", {"error": error, "returncode": code, "stderr_tail": tail, "logs": logs}, exit_code
 
@@ -217,6 +219,8 @@ class Supervisor:
         except OSError as exc:
             payload.setdefault("manifest_error", str(exc))
         run.emit(EVENT_OF[status], payload)
+        if status == "failed" and not run.quiet and payload.get("error"):
+            print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
 
     def _plugin_report(self) -> dict[str, Any]:
         """Which plugins took part, which failed to load, and every hook failure of the run."""
@@ -225,13 +229,6 @@ class Supervisor:
                 "failed_to_load": [{"name": i.name, "distribution": i.distribution, "version": i.version,
                                     "error": i.error} for i in host.load_failures()],
                 "hook_failures": host.failure_records()}
-
-
-def _last_error_line(tail: str) -> str | None:
-    for line in reversed(tail.splitlines()):
-        if line.strip():
-            return line.strip()
-    return None
 
 
 def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:
