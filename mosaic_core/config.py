@@ -12,10 +12,13 @@ from typing import Any, Callable
 
 from mosaic_core.errors import ConfigError
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,127}$")
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,127}")
 SECRET_MARKERS = ("api_key", "apikey", "token", "password", "secret")
 REDACTED = "***"
 REQUIRED = ("run_id", "algo", "env_id", "total_timesteps")
+MAX_DEPTH = 32  # nesting a worker config never needs; deeper input is refused, not recursed into
+MAX_SEED = 2**32 - 1  # numpy's seeding range (torch accepts more, gymnasium passes seeds to numpy)
+MAX_STEPS = 2**63 - 1  # int64: what the scripts' counters and TensorBoard steps hold
 
 
 def is_secret_key(key: str) -> bool:
@@ -40,7 +43,7 @@ def new_run_id() -> str:
 
 
 def check_run_id(run_id: Any, source: str | None = None) -> str:
-    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
         raise ConfigError(
             f"run_id must be 1-128 letters, digits, '-' or '_' (it becomes a directory name), got {run_id!r}",
             field="run_id", source=source)
@@ -70,8 +73,13 @@ class WorkerConfig:
         total = self.total_timesteps
         if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
             raise ConfigError(f"total_timesteps must be an integer > 0, got {total!r}", field="total_timesteps", source=src)
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise ConfigError(f"seed must be an integer or null, got {self.seed!r}", field="seed", source=src)
+        if total > MAX_STEPS:
+            raise ConfigError(f"total_timesteps must be at most {MAX_STEPS} (int64), got {total}",
+                              field="total_timesteps", source=src)
+        seed = self.seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
+            raise ConfigError(f"seed must be an integer from 0 to {MAX_SEED} (numpy's seeding range) or null, "
+                              f"got {seed!r}", field="seed", source=src)
         if self.worker_id is not None and not isinstance(self.worker_id, str):
             raise ConfigError(f"worker_id must be a string or null, got {self.worker_id!r}", field="worker_id", source=src)
         if not isinstance(self.extras, dict):
@@ -86,20 +94,65 @@ class WorkerConfig:
         return redact(data) if redacted else data
 
 
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen[key] = value
+    return seen
+
+
+def _depth(value: Any) -> int:
+    depth, level = 0, [value]
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return depth
+        level = [v for item in level for v in (item.values() if isinstance(item, dict) else
+                                               item if isinstance(item, list) else ())]
+    return depth
+
+
+def parse_json(text: str, what: str, source: str | None = None, field: str | None = None) -> Any:
+    """Strict JSON: no NaN/Infinity, no duplicate keys, at most :data:`MAX_DEPTH` levels;
+    every problem is a ConfigError naming ``what`` (and the line and column when known)."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+                          field=field, source=source) from None
+    except ValueError as exc:
+        raise ConfigError(f"{what} is not valid JSON: {exc}", field=field, source=source) from None
+    except RecursionError:
+        raise ConfigError(f"{what} nests deeper than {MAX_DEPTH} levels", field=field, source=source) from None
+    if _depth(value) > MAX_DEPTH:
+        raise ConfigError(f"{what} nests deeper than {MAX_DEPTH} levels", field=field, source=source)
+    return value
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The worker-config object from a flat or nested (trainer payload) JSON file."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError("config file not found", source=source) from None
+    except IsADirectoryError:
+        raise ConfigError("the config path is a directory, not a JSON file", source=source) from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror}", source=source) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=source) from None
-    return unwrap_config(data, source)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file is not UTF-8 text (byte {exc.start} cannot be decoded)", source=source) from None
+    return unwrap_config(parse_json(text, "the config file", source), source)
 
 
 def unwrap_config(data: Any, source: str | None = None) -> dict[str, Any]:
@@ -153,11 +206,8 @@ def build_config(
 
 
 def parse_extras_json(text: str) -> dict[str, Any]:
-    """Parse ``--extras``: a JSON object."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--extras is not valid JSON: {exc.msg} at column {exc.colno}", field="extras") from None
+    """Parse ``--extras``: a JSON object (strict, see :func:`parse_json`)."""
+    value = parse_json(text, "--extras", field="extras")
     if not isinstance(value, dict):
         raise ConfigError(f"--extras must be a JSON object, got {type(value).__name__}", field="extras")
     return value

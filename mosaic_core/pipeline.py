@@ -104,6 +104,7 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
     worker_extras = unclaimed_extras(worker_item.name, worker, host, config.extras)
     directory = RunDirectory.for_run(runs_dir, config.run_id)
+    directory.check_usable()
     run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
                      plugin_args=host.build_args(config), worker_extras=worker_extras)
     try:
@@ -165,9 +166,7 @@ def execute(prepared: Prepared, ns: argparse.Namespace, host: PluginHost) -> int
         options.heartbeat_extra = lambda: {"grpc_heartbeat": session.heartbeat()}
         options.started_payload["grpc"] = {"target": ns.grpc_target, "accepted_version": session.accepted_version}
     directory = run.directory
-    if directory.path.exists() or directory.path.is_symlink():
-        raise UsageError(f"run {run.run_id!r} already exists in {directory.root}; "
-                         "choose another --run-id (or leave it out to get a new one)")
+    directory.check_usable()  # again: time passed since the plan (a daemon slot, a registration)
     directory.create()
     directory.write_config(run.config, {"worker": run.worker, **launch.started_payload})
     try:

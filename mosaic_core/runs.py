@@ -58,6 +58,22 @@ class RunDirectory:
         check_run_id(run_id)
         return cls(Path(runs_root or default_runs_root()).absolute(), run_id)
 
+    def check_usable(self) -> None:
+        """Refuse, before anything starts, a runs root that is not a writable directory (or
+        cannot become one) and a run id that already has a directory (even a dangling link)."""
+        root = self.root
+        probe = root
+        while not probe.exists() and not probe.is_symlink() and probe != probe.parent:
+            probe = probe.parent
+        if not probe.is_dir():
+            what = "is not a directory" if probe == root else f"cannot be created: {probe} is not a directory"
+            raise ConfigError(f"runs directory {root} {what}", field="runs_dir")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise ConfigError(f"runs directory {root} is not writable ({probe} refuses new entries)", field="runs_dir")
+        if self.path.exists() or self.path.is_symlink():
+            raise ConfigError(f"run {self.run_id!r} already exists in {root}; choose another --run-id "
+                              "(or leave it out to get a new one)", field="run_id")
+
     def create(self) -> "RunDirectory":
         self.logs.mkdir(parents=True, exist_ok=True)
         return self

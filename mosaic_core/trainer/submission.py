@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from mosaic_core.config import WorkerConfig, build_config, unwrap_config
+from mosaic_core.config import WorkerConfig, build_config, parse_json, unwrap_config
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, MosaicError
 
@@ -57,11 +57,7 @@ def config_digest(worker: str, config: WorkerConfig) -> str:
 
 def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoint], gpus: int) -> Submission:
     """A validated submission, or ConfigError / PreconditionError naming the field."""
-    try:
-        data = json.loads(config_json)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-                          field="config_json") from None
+    data = parse_json(config_json, "config_json", SOURCE, field="config_json")
     raw = unwrap_config(data, SOURCE)
     worker = raw.pop("worker", None)
     if worker is None and isinstance(data, dict):

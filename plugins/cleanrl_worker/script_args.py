@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 from mosaic_core.errors import UsageError
 
 from cleanrl_worker.flags import flag_name
+from cleanrl_worker.ranges import range_problem
 
 SCALARS = {"bool", "int", "float", "str"}
 SEQUENCES = {"list", "List", "tuple", "Tuple", "Sequence"}
@@ -225,9 +226,11 @@ def _check_value(f: ArgField, kind: str, value: str) -> str | None:
             int(value)
         except ValueError:
             return f"expects an integer, got {value!r}"
+        return range_problem(f.name, kind, value)
     elif kind == "float":
         if not _is_number(value):
             return f"expects a number, got {value!r}"
+        return range_problem(f.name, kind, value)
     elif kind == "bool" and value not in ("True", "False"):
         return f"expects True or False, got {value!r}"
     elif kind == "literal" and value not in [str(c) for c in f.choices or ()]:
