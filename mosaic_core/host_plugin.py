@@ -18,6 +18,7 @@ def mosaic_extras_keys() -> list[ExtrasKey]:
         ExtrasKey("supports_checkpoint", "RegisterWorker: the run writes checkpoints"),
         ExtrasKey("grpc", "reserved for the trainer protocol"),
         ExtrasKey("grpc_", "reserved for the trainer protocol", prefix=True),
+        ExtrasKey("grpc_target", "reserved for the trainer protocol (use --grpc-target)"),
         ExtrasKey("mosaic_", "reserved for the host", prefix=True),
     ]
 

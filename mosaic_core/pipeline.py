@@ -13,6 +13,7 @@ Exit codes: 0 success, the training process's code on failure, 2 usage/config, 1
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, PluginError, UsageError
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory
-from mosaic_core.types import Launch
+from mosaic_core.types import ExtrasKey, Launch
 from mosaic_core.worker import call_optional, load_worker
 from mosaic_core.workers import find_worker
 
@@ -98,11 +99,11 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
 
     config = build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
                           defaults=defaults)
-    problems = host.validate_config(config) + list(call_optional(worker, "validate", config, options, default=[]) or [])
+    worker_extras, problems = split_extras(claimed_keys(worker_item.name, worker, host), config.extras)
+    problems += host.validate_config(config) + list(call_optional(worker, "validate", config, options, default=[]) or [])
     if problems:
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
-    worker_extras = unclaimed_extras(worker_item.name, worker, host, config.extras)
     directory = RunDirectory.for_run(runs_dir, config.run_id)
     directory.check_usable()
     run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
@@ -125,15 +126,38 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     return Prepared(worker_item, run, launch, {**launch.env, **plugin_env})
 
 
-def unclaimed_extras(worker_name: str, worker: Any, host: PluginHost, extras: dict[str, Any]) -> dict[str, Any]:
-    """The extras keys neither a plugin nor the worker itself claims (``run.worker_extras``)."""
-    own = list(call_optional(worker, "extras_keys", default=[]) or [])
-    for key in own:
-        owner = next((plugin for plugin, theirs in host.extras_keys()
-                      if theirs.matches(key.name) or key.matches(theirs.name)), None)
+def claimed_keys(worker_name: str, worker: Any, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
+    """(owner, key) for every extras key a plugin or the worker claims; a key claimed by
+    both is an error naming them."""
+    plugins = list(host.extras_keys())
+    claimed = list(plugins)
+    for key in call_optional(worker, "extras_keys", default=[]) or []:
+        owner = next((plugin for plugin, theirs in plugins if theirs.matches(key.name) or key.matches(theirs.name)), None)
         if owner is not None:
             raise PluginError(f"extras key {str(key)!r} is claimed by both worker {worker_name!r} and plugin {owner!r}")
-    return {k: v for k, v in extras.items() if host.extras_owner(k) is None and not any(o.matches(k) for o in own)}
+        claimed.append((f"worker {worker_name}", key))
+    return claimed
+
+
+def split_extras(claimed: list[tuple[str, ExtrasKey]], extras: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The extras nobody claims (``run.worker_extras``), and a problem for every key inside a
+    claimed prefix (``wandb_*``, ``fastlane_*``…) that its owner does not know, with a
+    suggestion: a misspelt setting must not vanish silently."""
+    exact = {key.name: owner for owner, key in claimed if not key.prefix}
+    unclaimed, problems = {}, []
+    for name, value in extras.items():
+        if name in exact:
+            continue
+        space = next(((owner, key) for owner, key in claimed if key.prefix and key.matches(name)), None)
+        if space is None:
+            unclaimed[name] = value
+            continue
+        owner, prefix = space
+        known = sorted(k for k, o in exact.items() if o == owner and k.startswith(prefix.name))
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]}?" if close else (f"known: {', '.join(known)}" if known else "it reads none")
+        problems.append(f"extras.{name}: unknown key in the {prefix} settings of {owner}; {hint}")
+    return unclaimed, problems
 
 
 def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.Namespace, options: dict[str, Any],

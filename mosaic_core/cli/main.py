@@ -76,7 +76,7 @@ def _run_extras(host: Any, as_json: bool) -> int:
     owned = list(host.extras_keys())
     for item in discover_workers():
         if item.status == "active":
-            owned += [(f"worker:{item.name}", key) for key in call_optional(load_worker(item), "extras_keys") or []]
+            owned += [(f"worker {item.name}", key) for key in call_optional(load_worker(item), "extras_keys") or []]
     rows = [{"key": str(key), "plugin": owner, "prefix": key.prefix, "help": key.help}
             for owner, key in sorted(owned, key=lambda pk: (str(pk[1]), pk[0]))]
     if as_json:

@@ -21,17 +21,24 @@ from mosaic_core.types import ExtrasKey
 DEFAULT_METRICS_INTERVAL_S = 1.0
 MIN_METRICS_INTERVAL_S = 0.05
 PATH_KEYS = ("tensorboard_dir", "checkpoints_dir")
-STRING_KEYS = ("wandb_project_name", "wandb_entity", "wandb_run_name", "wandb_api_key")
+STRING_KEYS = ("wandb_project_name", "wandb_project", "wandb_entity", "wandb_run_name", "wandb_api_key", "wandb_run_path")
 WANDB_MODES = ("online", "offline", "disabled")
 SQLITE_PREFIX = "sqlite:///"
 OWNED = [
     ExtrasKey("track_wandb", "log the run to W&B (the script's --track)"),
     ExtrasKey("wandb", "reserved for W&B settings"),
-    ExtrasKey("wandb_", "W&B settings: wandb_project_name, wandb_entity, wandb_run_name, wandb_api_key, wandb_mode",
-              prefix=True),
+    ExtrasKey("wandb_", "W&B settings (the keys below)", prefix=True),
+    ExtrasKey("wandb_project_name", "W&B project (the script's --wandb-project-name)"),
+    ExtrasKey("wandb_project", "the same as wandb_project_name (MOSAIC's documentation uses both)"),
+    ExtrasKey("wandb_entity", "W&B entity (the script's --wandb-entity)"),
+    ExtrasKey("wandb_run_name", "W&B run name"),
+    ExtrasKey("wandb_api_key", "W&B API key: reaches the script only through its environment"),
+    ExtrasKey("wandb_mode", "online, offline or disabled"),
+    ExtrasKey("wandb_run_path", "an existing W&B run path (recorded in the manifest)"),
     ExtrasKey("tensorboard_dir", "where the script's TensorBoard files go, inside the run directory"),
     ExtrasKey("checkpoints_dir", "where checkpoints are looked for, inside the run directory"),
-    ExtrasKey("optuna_", "the Optuna study this run belongs to (optuna_db, …)", prefix=True),
+    ExtrasKey("optuna_", "the Optuna study this run belongs to (the keys below)", prefix=True),
+    ExtrasKey("optuna_db", "the Optuna storage file (sqlite:///relative.db or a path)"),
     ExtrasKey("notes", "free text kept in the manifest (and W&B notes)"),
     ExtrasKey("metrics_interval_s", "seconds between metrics events (default 1)"),
 ]

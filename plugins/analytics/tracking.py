@@ -29,6 +29,12 @@ FORCED_MODES = ("offline", "disabled", "dryrun")
 WANDB_HOST = "api.wandb.ai"
 
 
+def project_name(extras: dict[str, Any]) -> Any:
+    """``wandb_project_name`` (CleanRL's flag), or ``wandb_project``: MOSAIC's documentation
+    spells it both ways, so both are accepted (the first wins when both are given)."""
+    return extras.get("wandb_project_name") or extras.get("wandb_project")
+
+
 def build_args(extras: dict[str, Any]) -> list[str]:
     """Flags for the script (values glued with ``=`` so none can become a flag)."""
     argv: list[str] = []
@@ -38,7 +44,7 @@ def build_args(extras: dict[str, Any]) -> list[str]:
     elif track is False:
         argv.append("--no-track")
     for key, flag in (("wandb_project_name", "--wandb-project-name"), ("wandb_entity", "--wandb-entity")):
-        value = extras.get(key)
+        value = project_name(extras) if key == "wandb_project_name" else extras.get(key)
         if isinstance(value, str) and value:
             argv.append(f"{flag}={value}")
     return argv
@@ -175,7 +181,7 @@ def manifest_section(run_dir: Path, extras: dict[str, Any], reported: dict[str, 
         match = [p for p in found if run_id and p.name.endswith(f"-{run_id}")] or found
         directory = os.path.relpath(match[-1], run_dir)
         run_id = run_id or match[-1].name.rsplit("-", 1)[-1]
-    project = reported.get("project") or extras.get("wandb_project_name")
+    project = reported.get("project") or project_name(extras)
     entity = reported.get("entity") or extras.get("wandb_entity")
     mode, why = resolve_mode(extras, environ)
     offline = reported.get("offline")

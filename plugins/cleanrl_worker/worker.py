@@ -22,8 +22,14 @@ OWN_KEYS = [
     ExtrasKey("interactive", "reserved: use --interactive"),
     ExtrasKey("interactive_render", "interactive mode: send frames (default true)"),
     ExtrasKey("eval", "reserved for evaluation settings"),
-    ExtrasKey("eval_", "policy_eval settings: eval_episodes, eval_batch_size, eval_gamma, eval_repeat, "
-                       "eval_max_episode_steps, eval_capture_video, eval_deterministic", prefix=True),
+    ExtrasKey("eval_", "evaluation settings (the keys below)", prefix=True),
+    ExtrasKey("eval_episodes", "policy_eval: episodes per round (default 10)"),
+    ExtrasKey("eval_batch_size", "policy_eval: episodes played in parallel (default 1)"),
+    ExtrasKey("eval_gamma", "policy_eval: discount of the reported discounted return"),
+    ExtrasKey("eval_repeat", "policy_eval: rounds of eval_episodes episodes (default 1)"),
+    ExtrasKey("eval_max_episode_steps", "policy_eval: the episode step limit"),
+    ExtrasKey("eval_capture_video", "policy_eval: record the first episode of each batch"),
+    ExtrasKey("eval_deterministic", "policy_eval: greedy / mean actions"),
 ]
 
 
