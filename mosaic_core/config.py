@@ -86,7 +86,17 @@ class WorkerConfig:
             raise ConfigError(f"extras must be an object, got {type(self.extras).__name__}", field="extras", source=src)
 
     def with_overrides(self, **overrides: Any) -> "WorkerConfig":
-        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        """A copy with the given fields replaced (None means "not given"); ``extras`` is merged
+        into the current extras, the override winning per key (MOSAIC's semantics)."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if isinstance(given.get("extras"), dict):
+            given["extras"] = {**self.extras, **given["extras"]}
+        return replace(self, **given)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> "WorkerConfig":
+        """A validated config from a flat mapping or a trainer payload (``metadata.worker.config``)."""
+        return build_config(unwrap_config(data, source), source=source)
 
     def to_dict(self, redacted: bool = True) -> dict[str, Any]:
         data = asdict(self)

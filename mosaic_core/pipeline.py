@@ -58,6 +58,22 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     return parser
 
 
+@dataclass(frozen=True)
+class HostOptions:
+    """The host flags that shape a run's execution (``--grpc``, ``--heartbeat-interval``, …)."""
+
+    grpc: bool = False
+    grpc_target: str = DEFAULT_GRPC_TARGET
+    heartbeat_interval: float = 30.0
+    grace_period: float = 10.0
+    quiet: bool = False
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> "HostOptions":
+        return cls(grpc=ns.grpc, grpc_target=ns.grpc_target, heartbeat_interval=ns.heartbeat_interval,
+                   grace_period=ns.grace_period, quiet=ns.quiet)
+
+
 @dataclass
 class Prepared:
     """A validated, planned run: everything a dry run shows and a real run executes."""
@@ -171,7 +187,7 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
                    runs_dir=ns.runs_dir, quiet=ns.quiet)
 
 
-def execute(prepared: Prepared, ns: argparse.Namespace, host: PluginHost) -> int:
+def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
     from mosaic_core.supervisor import Supervisor, SupervisorOptions
 
     run, launch = prepared.run, prepared.launch
@@ -246,7 +262,7 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
     prepared = prepare_from_flags(item, worker, ns, options, host)
     if ns.dry_run:
         return dry_run(prepared, ns.emit_summary)
-    return execute(prepared, ns, host)
+    return execute(prepared, HostOptions.from_namespace(ns), host)
 
 
 def main(worker_name: str, argv: list[str] | None = None, prog: str | None = None) -> int:

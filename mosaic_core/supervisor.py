@@ -25,13 +25,12 @@ from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
 from mosaic_core.failures import failure_reason
 from mosaic_core.files import tail_lines, write_json_atomic
+from mosaic_core.manifest import HOST_SECTIONS, manifest_document
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import RunContext
 from mosaic_core.types import ChildContext
 
 BOOT_DIR = Path(__file__).parent / "_boot"
-MANIFEST_SCHEMA = "mosaic.analytics/1"
-HOST_SECTIONS = frozenset({"schema", "run_id", "worker", "status", "algo", "env_id", "written_at", "plugins"})
 STDERR_TAIL_LINES = 40
 # SDL (pygame, used by gymnasium's renderers) installs SIGINT/SIGTERM handlers that turn a
 # stop request into a quit event nobody reads: a rendering run would ignore cancel.
@@ -211,24 +210,13 @@ class Supervisor:
         sections = self.host.build_manifest(run, status, reserved=HOST_SECTIONS)
         if started_hooks:
             self.host.run_finished(run, status)
-        manifest = {"schema": MANIFEST_SCHEMA, "run_id": run.run_id, "worker": run.worker, "status": status,
-                    "algo": run.config.algo, "env_id": run.config.env_id, "written_at": time.time(),
-                    "plugins": self._plugin_report(), **sections}
         try:
-            write_json_atomic(run.directory.manifest, redact(manifest))
+            write_json_atomic(run.directory.manifest, manifest_document(run, self.host, status, sections))
         except OSError as exc:
             payload.setdefault("manifest_error", str(exc))
         run.emit(EVENT_OF[status], payload)
         if status == "failed" and not run.quiet and payload.get("error"):
             print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
-
-    def _plugin_report(self) -> dict[str, Any]:
-        """Which plugins took part, which failed to load, and every hook failure of the run."""
-        host = self.host
-        return {"active": sorted(i.name for i in host.loaded if i.status == "active"),
-                "failed_to_load": [{"name": i.name, "distribution": i.distribution, "version": i.version,
-                                    "error": i.error} for i in host.load_failures()],
-                "hook_failures": host.failure_records()}
 
 
 def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:

@@ -11,15 +11,15 @@ A pure function of the extras, no import of tyro or the script. The rules:
   inner ``_`` turned into ``-`` (tyro's own rule: ``learning_rate`` -> ``--learning-rate``).
 - Values, as tyro parses them:
   ``true``/``false`` -> ``--flag`` / ``--no-flag`` (tyro rejects ``--flag=False``; a false
-  never vanishes); numbers -> ``--flag 3`` (floats as ``repr``, so they round-trip exactly);
-  strings -> ``--flag value``; ``null`` -> ``--flag None`` (tyro's spelling of None for an
+  never vanishes); numbers -> ``--flag=3`` (floats as ``repr``, so they round-trip exactly);
+  strings -> ``--flag=value``; ``null`` -> ``--flag=None`` (tyro's spelling of None for an
   Optional field; a non-Optional field rejects it, so a null never silently vanishes either);
   a list -> ``--flag v1 v2 …`` and an empty list -> ``--flag`` alone (tyro reads that as
   ``[]``); an object -> error.
-- No value can inject a flag: each value is its own argv item, and a string value that
-  starts with ``-`` is sent glued to its flag (``--flag=-x``), which tyro reads as the value.
-  A list item cannot be glued, so a string list item starting with ``-`` is an error
-  (negative numbers are fine). NUL characters cannot be passed in argv and are an error.
+- No value can inject a flag: a scalar is one argv item glued to its flag (``--flag=-x``,
+  MOSAIC's own form), which tyro reads as the value. A list item cannot be glued, so a string
+  list item starting with ``-`` is an error (negative numbers are fine). NUL characters cannot
+  be passed in argv and are an error.
 """
 
 from __future__ import annotations
@@ -87,9 +87,7 @@ def _convert(where: str, key: str, value: Any, problems: list[str]) -> list[str]
     if "\x00" in text:
         problems.append(f"{where}: contains a NUL character, which a command line cannot carry")
         return []
-    if text.startswith("-"):
-        return [f"{flag}={text}"]  # one argv item: tyro reads it as the value, never as a flag
-    return [flag, text]
+    return [f"{flag}={text}"]  # one argv item: tyro reads it as the value, never as a flag
 
 
 def _check_key(where: str, key: Any, problems: list[str]) -> bool:

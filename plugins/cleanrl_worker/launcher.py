@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig
+from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.errors import ConfigError
 from mosaic_core.runs import RunContext
 from mosaic_core.types import Launch
@@ -59,11 +59,11 @@ def _existing_file(config: WorkerConfig, key: str) -> Path:
 
 
 def base_flags(config: WorkerConfig, with_budget: bool = True) -> list[str]:
-    flags = ["--env-id", config.env_id]
+    flags = [f"--env-id={config.env_id}"]
     if with_budget:
-        flags += ["--total-timesteps", str(config.total_timesteps)]
+        flags.append(f"--total-timesteps={config.total_timesteps}")
     if config.seed is not None:
-        flags += ["--seed", str(config.seed)]
+        flags.append(f"--seed={config.seed}")
     return flags
 
 
@@ -73,7 +73,7 @@ EVAL_FLAGS = {"eval_episodes": int, "eval_batch_size": int, "eval_gamma": float,
 
 def eval_flags(config: WorkerConfig) -> list[str]:
     """``policy_eval`` flags from ``extras.policy_path`` and the ``eval_*`` extras."""
-    flags = ["--policy-path", str(_existing_file(config, "policy_path"))]
+    flags = [f"--policy-path={_existing_file(config, 'policy_path')}"]
     for key, kind in EVAL_FLAGS.items():
         value = config.extras.get(key)
         if value is None:
@@ -81,7 +81,7 @@ def eval_flags(config: WorkerConfig) -> list[str]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
             raise ConfigError(f"extras.{key} must be a number ({kind.__name__}), got {value!r}",
                               field=f"extras.{key}", source=config.source)
-        flags += [f"--{key.replace('_', '-')}", str(value)]
+        flags.append(f"--{key.replace('_', '-')}={value}")
     for key in ("eval_capture_video", "eval_deterministic"):
         if config.extras.get(key):
             flags.append(f"--{key.replace('_', '-')}")
@@ -107,7 +107,7 @@ def _algorithm_summary(algorithm: Any) -> dict[str, Any]:
 def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     """Every decision of a launch, or a ConfigError/UsageError naming what is wrong."""
     from cleanrl_worker.flags import extras_to_flags
-    from cleanrl_worker.registry import resolve
+    from cleanrl_worker.registry import entrypoint_of, resolve
     from cleanrl_worker.script_args import check_script_argv, resolved_value
 
     mode = "interactive" if run.options.get("interactive") else _mode(config)
@@ -124,22 +124,25 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     elif mode == "interactive":
         script_argv = base_flags(config, with_budget=False)
         if config.extras.get("policy_path"):
-            script_argv += ["--policy-path", str(_existing_file(config, "policy_path"))]
+            script_argv.append(f"--policy-path={_existing_file(config, 'policy_path')}")
         if config.extras.get("interactive_render", True):
             script_argv += ["--render"]
         command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
     else:
         script_argv = base_flags(config) + extras_to_flags(script_extras, source=config.source) + run.plugin_args
         if mode == "resume_training":
-            script_argv += ["--resume-from", str(_existing_file(config, "checkpoint_path"))]
+            script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
         notes += check_script_argv(algorithm.script, script_argv)
         num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
         command = [sys.executable, "-m", "cleanrl_worker.launch"]
         if algorithm.checkout_root:
             command += ["--root", str(algorithm.checkout_root)]
         command += [str(algorithm.script), "--", *script_argv]
+    module, function = entrypoint_of(algorithm)
     summary = {"mode": mode, "algorithm": _algorithm_summary(algorithm), "argv": script_argv,
-               "headline": f"{algorithm.name} from {algorithm.source} ({algorithm.script})"}
+               "headline": f"{algorithm.name} from {algorithm.source} ({algorithm.script})",
+               # MOSAIC's dry-run fields, beside ours
+               "status": "dry-run", "module": module, "callable": function, "extras": redact(config.extras)}
     started = {"algo_source": algorithm.source, "script": str(algorithm.script), "argv": script_argv}
     return Launch(command=command, cwd=run.run_dir, num_envs=num_envs, summary=summary, started_payload=started,
                   passthrough_stdio=mode == "interactive", notes=notes)

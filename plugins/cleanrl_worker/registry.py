@@ -323,3 +323,24 @@ def list_algorithms(cleanrl_home: str | os.PathLike | None = None, *, cwd: str |
                 sources.append(found)
         entries.append(AlgorithmEntry(name, tuple(sources), name in CLEANRL_ALGORITHMS, error))
     return entries
+
+
+def entrypoint_of(found: ResolvedAlgorithm) -> tuple[str, str]:
+    """MOSAIC's ``(module, callable)`` naming of a resolved algorithm: ``cleanrl.<name>`` for a
+    checkout or installed CleanRL, ``cleanrl_worker.algorithms.<name>`` for a bundled copy;
+    the callable is ``<module>.main`` when the script defines ``main()``, else
+    ``<module>:__main__`` (CleanRL scripts run as ``__main__``)."""
+    module = {"bundled": f"cleanrl_worker.algorithms.{found.name}", "installed": f"cleanrl.{found.name}",
+              "checkout": f"cleanrl.{found.name}", "mode": f"cleanrl_worker.{found.name}"}.get(found.source,
+                                                                                        found.script.stem)
+    return module, f"{module}.main" if defines_main(found.script) else f"{module}:__main__"
+
+
+def defines_main(script: Path) -> bool:
+    import ast
+
+    try:
+        tree = ast.parse(Path(script).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return False
+    return any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body)
