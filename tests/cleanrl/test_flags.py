@@ -66,7 +66,7 @@ def test_script_flags_are_owned_by_nobody():
 def test_algo_params_become_flags_and_win_on_a_clash():
     extras = {"num_envs": 2, "learning_rate": 0.1, "algo_params": {"learning_rate": 0.5, "mode": "fast"}}
     argv = extras_to_flags(extras)
-    assert argv == ["--num-envs", "2", "--learning-rate", "0.5", "--mode", "fast"]  # algo_params keys never reserved
+    assert argv == ["--num-envs=2", "--learning-rate=0.5", "--mode=fast"]  # algo_params keys never reserved
     assert extras_to_flags({"algo_params": None}) == [] and extras_to_flags({}) == [] and extras_to_flags(None) == []
 
 
@@ -87,7 +87,7 @@ def test_booleans_are_flag_and_no_flag_and_false_never_vanishes():
 
 def test_null_is_tyros_none_and_empty_list_is_a_bare_flag():
     argv = extras_to_flags({"target_kl": None, "run_tag": None, "layers": []})
-    assert argv == ["--target-kl", "None", "--run-tag", "None", "--layers"]
+    assert argv == ["--target-kl=None", "--run-tag=None", "--layers"]
     args = parse(argv)
     assert args.target_kl is None and args.run_tag is None and args.layers == []
 

@@ -12,7 +12,7 @@ def test_policy_eval_dry_run_needs_no_algo(mosaic, workdir):
     summary = json.loads(result.stdout)
     assert summary["mode"] == "policy_eval" and summary["algorithm"]["source"] == "mode"
     assert summary["command"][1:3] == ["-m", "cleanrl_worker.policy_eval"]
-    assert "--eval-deterministic" in summary["argv"] and summary["argv"][summary["argv"].index("--eval-episodes") + 1] == "3"
+    assert "--eval-deterministic" in summary["argv"] and "--eval-episodes=3" in summary["argv"]
 
 
 def test_policy_eval_without_a_checkpoint_is_a_config_error(mosaic):

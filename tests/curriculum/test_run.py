@@ -147,4 +147,4 @@ def test_a_schedule_alone_sets_the_env_id(mosaic):
                     "--emit-summary", "--extras", _json.dumps({"curriculum_schedule": [
                         {"env_id": "CartPole-v1", "steps": 500}, {"env_id": "CartPole-v0"}]}))
     assert result.returncode == 0, result.stderr
-    assert _json.loads(result.stdout)["argv"][:2] == ["--env-id", "CartPole-v1"]
+    assert _json.loads(result.stdout)["argv"][:1] == ["--env-id=CartPole-v1"]
