@@ -90,9 +90,10 @@ def install(host: "PluginHost | None" = None) -> ChildContext | None:
     if child is None:
         return None
     if host is None:
-        from mosaic_core.plugins import load_plugin_host
+        from mosaic_core.plugins import listed_plugin_host, load_plugin_host
 
-        host = load_plugin_host()
+        # The plugins the host selected for this run; a scan of installed metadata otherwise.
+        host = listed_plugin_host(child.plugins) if child.plugins is not None else load_plugin_host()
     host.where = "training process"
     host.on_failure = lambda failure: _report_failure(child, failure)
     _state.update(child=child, host=host, make_calls=0)

@@ -33,4 +33,5 @@ def child_from_environ(environ: Mapping[str, str] | None = None) -> ChildContext
     spec = json.loads(raw)
     return ChildContext(run_id=spec["run_id"], run_dir=Path(spec["run_dir"]), extras=spec.get("extras") or {},
                         channel=ChannelSender(spec.get("channel")), algo=spec.get("algo", ""),
-                        env_id=spec.get("env_id", ""), num_envs=spec.get("num_envs"), worker=spec.get("worker", ""))
+                        env_id=spec.get("env_id", ""), num_envs=spec.get("num_envs"), worker=spec.get("worker", ""),
+                        plugins=spec.get("plugins"))

@@ -100,15 +100,31 @@ def load_group(
         if reason:
             item.status, item.error = "blocked", reason
             continue
-        try:
-            obj = ep.load()
-            item.obj = check(obj) if check else obj
-        except Exception as exc:  # any plugin error is isolated and reported
-            item.status = "failed"
-            item.error = f"{type(exc).__name__}: {exc}"
-            item.detail = traceback.format_exc()
-            report_failure(item)
+        load_into(item, ep.load, check)
     return results
+
+
+def load_listed(group: str, records: list[list[str]], check: Callable[[Any], Any] | None = None) -> list[LoadedEntryPoint]:
+    """Load entry points a host already selected (``[name, value, distribution, version]``
+    each), without scanning installed metadata again: what a run's training process does."""
+    results = []
+    for name, value, distribution, version in records:
+        item = LoadedEntryPoint(name=name, group=group, value=value, distribution=distribution, version=version)
+        load_into(item, metadata.EntryPoint(name, value, group).load, check)
+        results.append(item)
+    return results
+
+
+def load_into(item: LoadedEntryPoint, load: Callable[[], Any], check: Callable[[Any], Any] | None) -> None:
+    """Load one entry point into ``item``; any error is isolated, recorded and reported."""
+    try:
+        obj = load()
+        item.obj = check(obj) if check else obj
+    except Exception as exc:  # any plugin error is isolated and reported
+        item.status = "failed"
+        item.error = f"{type(exc).__name__}: {exc}"
+        item.detail = traceback.format_exc()
+        report_failure(item)
 
 
 def unknown_selected(items: list[LoadedEntryPoint]) -> list[str]:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import pluggy
 
 from mosaic_core import hookspecs
-from mosaic_core.entrypoints import (DISABLE_VAR, LOAD_VAR, LoadedEntryPoint, is_blocked, load_group, report_failure,
-                                     strict, unknown_selected)
+from mosaic_core.entrypoints import (DISABLE_VAR, LOAD_VAR, LoadedEntryPoint, is_blocked, load_group, load_listed,
+                                     report_failure, strict, unknown_selected)
 from mosaic_core.errors import PluginError
 from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure
 
@@ -376,6 +376,18 @@ def load_plugin_host() -> PluginHost:
             raise PluginError(message)
         print(f"mosaic: warning: {message}", file=sys.stderr)
     return PluginHost(items)
+
+
+def listed_plugin_host(records: list[list[str]]) -> PluginHost:
+    """The plugins a host selected for a run (its training process gets the list in
+    ``MOSAIC_CHILD``), loaded without scanning installed metadata again."""
+    return PluginHost(load_listed(PLUGIN_GROUP, records, check=_check_module))
+
+
+def plugin_records(host: PluginHost) -> list[list[str]]:
+    """``[name, value, distribution, version]`` of every active plugin loaded by entry point."""
+    return [[i.name, i.value, i.distribution, i.version] for i in host.loaded
+            if i.status == "active" and i.group == PLUGIN_GROUP and i.distribution != "(in-process)"]
 
 
 @lru_cache(maxsize=1)

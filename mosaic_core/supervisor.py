@@ -26,7 +26,7 @@ from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
 from mosaic_core.failures import failure_reason
 from mosaic_core.files import tail_lines, write_json_atomic
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
-from mosaic_core.plugins import PluginHost
+from mosaic_core.plugins import PluginHost, plugin_records
 from mosaic_core.runs import RunContext
 from mosaic_core.types import ChildContext
 
@@ -86,7 +86,8 @@ class Supervisor:
         # Secrets reach the child only through the env plugins give it, never a second copy here.
         child = ChildContext(run_id=cfg.run_id, run_dir=self.run.run_dir, extras=redact(cfg.extras),
                              channel=channel.ChannelSender(address), algo=cfg.algo, env_id=cfg.env_id,
-                             num_envs=self.options.num_envs, worker=self.run.worker)
+                             num_envs=self.options.num_envs, worker=self.run.worker,
+                             plugins=plugin_records(self.host))
         env = dict(os.environ)
         for name, value in CHILD_DEFAULTS.items():
             env.setdefault(name, value)

@@ -112,6 +112,7 @@ class ChildContext:
     env_id: str = ""
     num_envs: int | None = None
     worker: str = ""
+    plugins: list[list[str]] | None = None  # [name, module, distribution, version] the host selected
 
     def publish(self, kind: str, payload: dict[str, Any], reliable: bool = False) -> bool:
         """Send a message to the host (see :mod:`mosaic_core.channel`)."""
@@ -121,7 +122,7 @@ class ChildContext:
         """The JSON a host puts in ``MOSAIC_CHILD`` (read back by :mod:`mosaic_core.childenv`)."""
         return json.dumps({"run_id": self.run_id, "run_dir": str(self.run_dir), "extras": self.extras,
                            "channel": self.channel.address, "algo": self.algo, "env_id": self.env_id,
-                           "num_envs": self.num_envs, "worker": self.worker})
+                           "num_envs": self.num_envs, "worker": self.worker, "plugins": self.plugins})
 
 
 @dataclass(frozen=True)
