@@ -53,7 +53,9 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     host.add_argument("--grpc-target", default=DEFAULT_GRPC_TARGET, help="trainer daemon address (HOST:PORT)")
     host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
-    host.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    host.add_argument("--json", action="store_true",
+                      help="print lifecycle events as JSON lines on stdout even at a terminal (always in events.jsonl)")
+    host.add_argument("--quiet", action="store_true", help="no progress or human lines at a terminal")
     host.add_argument("--verbose", action="store_true", help="show tracebacks")
     return parser
 
@@ -67,11 +69,12 @@ class HostOptions:
     heartbeat_interval: float = 30.0
     grace_period: float = 10.0
     quiet: bool = False
+    json: bool = True  # JSON lines on stdout (a terminal gets human lines unless --json)
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace) -> "HostOptions":
         return cls(grpc=ns.grpc, grpc_target=ns.grpc_target, heartbeat_interval=ns.heartbeat_interval,
-                   grace_period=ns.grace_period, quiet=ns.quiet)
+                   grace_period=ns.grace_period, quiet=ns.quiet, json=ns.json or not _isatty(sys.stdout))
 
 
 @dataclass
@@ -197,9 +200,10 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
     for note in launch.notes:
         if not ns.quiet:
             print(f"mosaic: note: {note}", file=sys.stderr)
+    run.human = not ns.json and not launch.passthrough_stdio
     options = SupervisorOptions(heartbeat_interval=ns.heartbeat_interval, grace_period=ns.grace_period,
                                 passthrough_stdio=launch.passthrough_stdio, num_envs=launch.num_envs,
-                                started_payload=dict(launch.started_payload))
+                                started_payload=dict(launch.started_payload), json_stdout=ns.json)
     session = None
     if ns.grpc:
         session = _register(prepared, ns.grpc_target)
@@ -236,6 +240,13 @@ def dry_run(prepared: Prepared, emit_summary: bool) -> int:
         headline = prepared.launch.summary.get("headline") or " ".join(prepared.launch.command)
         print(f"dry run ok: {prepared.run.worker}: {headline}", file=sys.stderr)
     return 0
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def worker_option_defaults(worker: Any) -> dict[str, Any]:

@@ -107,6 +107,7 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)  # the worker's own flags
     plugin_args: list[str] = field(default_factory=list)  # from mosaic_build_args
     worker_extras: dict[str, Any] = field(default_factory=dict)  # extras no plugin owns
+    human: bool = False  # a person watches at a terminal: show lines, not JSON, on stdout
 
     @property
     def run_id(self) -> str:

@@ -47,6 +47,7 @@ class SupervisorOptions:
     # Interactive runs: the child talks to the user over the host's stdin/stdout, so the
     # lifecycle stream goes to events.jsonl only.
     passthrough_stdio: bool = False
+    json_stdout: bool = True  # False: a person watches; plugins render the events (events.jsonl keeps them)
     num_envs: int | None = None  # told to training-process hooks (ChildContext.num_envs)
 
 
@@ -69,13 +70,21 @@ class Supervisor:
         if kind == LIFECYCLE_KIND:
             event = payload.get("event")
             if isinstance(event, str) and event in self._child_events and event not in TERMINAL:
-                self.run.emit(event, payload.get("payload") or {})
+                self.run.emit(event, self._absolute_paths(payload.get("payload") or {}))
             return
         if kind == FAILURE_KIND:  # a plugin failed in the training process
             if all(isinstance(payload.get(k), str) for k in ("plugin", "hook", "error")):
                 self.host.record_failure(payload["plugin"], payload["hook"], payload["error"], "training process")
             return
         self.host.on_child_message(self.run, kind, payload)
+
+    def _absolute_paths(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A child's relative ``path`` is relative to its cwd (the run directory): make it
+        absolute, so any path a run prints can be pasted back from anywhere."""
+        path = payload.get("path")
+        if isinstance(path, str) and path and not os.path.isabs(path):
+            payload = {**payload, "path": os.path.normpath(os.path.join(self.cwd, path))}
+        return payload
 
     def _sink(self, record: dict[str, Any]) -> None:
         self.host.on_event(self.run, record)
@@ -126,7 +135,7 @@ class Supervisor:
         run = self.run
         run.directory.create()
         emitter = EventEmitter(run.run_id, run.directory.events, stream=self.options.stream, sinks=[self._sink],
-                               to_stream=not self.options.passthrough_stdio)
+                               to_stream=self.options.json_stdout and not self.options.passthrough_stdio)
         run.emitter = emitter
         receiver = channel.ChannelReceiver(channel.new_address(run.run_id), self._on_child_message)
         previous = _install_signal_handlers(self)

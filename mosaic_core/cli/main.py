@@ -31,7 +31,7 @@ def _run_workers(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps([_worker_record(i) for i in items], indent=2))
         return 0
-    from rich.console import Console
+    from mosaic_core.cli.console import console
     from rich.table import Table
 
     table = Table(title="MOSAIC workers")
@@ -48,7 +48,7 @@ def _run_workers(ns: argparse.Namespace) -> int:
                       ", ".join(caps.action_spaces), ", ".join(caps.observation_spaces), ", ".join(caps.env_families),
                       "yes" if caps.supports_checkpointing else "no", "required" if caps.requires_gpu else "no",
                       f"{caps.estimated_memory_mb} MB")
-    Console(width=160).print(table)
+    console().print(table)
     return 0
 
 
@@ -82,7 +82,7 @@ def _run_extras(host: Any, as_json: bool) -> int:
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
-    from rich.console import Console
+    from mosaic_core.cli.console import console
     from rich.table import Table
 
     table = Table(title="extras keys and who reads them (any other key is the worker's: CleanRL makes it a flag)")
@@ -90,7 +90,7 @@ def _run_extras(host: Any, as_json: bool) -> int:
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(row["key"], row["plugin"], row["help"])
-    Console().print(table)
+    console().print(table)
     return 0
 
 
@@ -105,7 +105,7 @@ def _run_plugins(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps(records, indent=2))
         return 0
-    from rich.console import Console
+    from mosaic_core.cli.console import console
     from rich.table import Table
 
     table = Table(title="MOSAIC plugins")
@@ -114,7 +114,7 @@ def _run_plugins(ns: argparse.Namespace) -> int:
     for r in records:
         hooks = ", ".join(h.removeprefix("mosaic_") for h in r["hooks"])
         table.add_row(r["name"], r["distribution"], r["version"], r["status"], hooks, r["error"] or "")
-    Console(width=160).print(table)
+    console().print(table)
     return 0
 
 

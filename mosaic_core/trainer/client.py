@@ -180,7 +180,7 @@ def print_runs(target: str, as_json: bool) -> int:
     if as_json:
         print(json.dumps(runs, indent=2))
         return 0
-    from rich.console import Console
+    from mosaic_core.cli.console import console
     from rich.table import Table
 
     table = Table(title=f"runs at {target}")
@@ -190,5 +190,5 @@ def print_runs(target: str, as_json: bool) -> int:
         updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run["updated_at"])) if run["updated_at"] else ""
         table.add_row(run["run_id"], run["worker"], run["status"], run["terminal_event"] or "", updated,
                       run["failure_reason"] or "")
-    Console(width=160, file=sys.stdout).print(table)
+    console(sys.stdout).print(table)
     return 0

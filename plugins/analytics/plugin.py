@@ -33,6 +33,7 @@ class RunAnalytics:
     board: MetricBoard
     interval: float
     progress: Any = None
+    human: Any = None  # terminal.HumanLines when a person watches the run
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     wandb: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -82,6 +83,12 @@ def mosaic_run_started(run):
     current = state(run)
     if progress.wanted(run.quiet):
         current.progress = progress.ProgressView(run.run_id, run.config.total_timesteps)
+    if run.human and not run.quiet:
+        from mosaic_analytics.terminal import HumanLines
+
+        view = current.progress
+        current.human = HumanLines(run, view.print if view is not None else None)
+        current.human.opening()
 
 
 # ------------------------------------------------------------------ while it trains
@@ -107,6 +114,8 @@ def mosaic_on_event(run, event):
         with current.lock:
             if len(current.checkpoints) < MAX_SEEN_CHECKPOINTS:
                 current.checkpoints.append({"path": payload["path"], "step": step if isinstance(step, int) else None})
+    if current.human is not None:
+        current.human.on_event(name, payload, current.board.snapshot())
     view = current.progress
     if view is None:
         return

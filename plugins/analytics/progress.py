@@ -1,4 +1,4 @@
-"""A live progress bar for ``mosaic run`` at a terminal (stderr only; stdout stays JSONL).
+"""A live progress bar for ``mosaic run`` at a terminal (on stderr).
 
 Shown only when stderr is a terminal and the run is not ``--quiet``. It is fed by lifecycle
 events: ``metrics`` and ``heartbeat`` move it, the terminal event stops it. rich is imported
@@ -66,6 +66,10 @@ class ProgressView:
             if not self.finished:
                 self._progress.update(self._task, completed=min(step, self.total), sps=_format_number(sps, 0),
                                       eta=_format_eta(eta), ret=_format_number(ret, 1))
+
+    def print(self, line: str) -> None:
+        """A line above the bar (the bar is redrawn below it)."""
+        self._progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def finish(self, status: str) -> None:
         with self._lock:

@@ -30,7 +30,7 @@ def _run_algos(ns: argparse.Namespace) -> int:
         print(json.dumps({"resolution_order": list(RESOLUTION_ORDER), "algorithms": [e.to_dict() for e in entries]},
                          indent=2))
         return 0
-    from rich.console import Console
+    from mosaic_core.cli.console import console as make_console
     from rich.table import Table
 
     shown = [e for e in entries if e.sources or e.error or ns.all]
@@ -46,7 +46,7 @@ def _run_algos(ns: argparse.Namespace) -> int:
         else:
             script = str(entry.winner.script)
         table.add_row(entry.name, sources, script)
-    console = Console(width=160)
+    console = make_console()
     console.print(table)
     hidden = len(entries) - len(shown)
     if hidden:
