@@ -17,14 +17,15 @@ import difflib
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mosaic_core.cli.errors import run_cli_command
-from mosaic_core.config import WorkerConfig, build_config, parse_extras_json, read_config_file, redact
+from mosaic_core.config import REDACTED, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, PluginError, UsageError
 from mosaic_core.plugins import PluginHost, plugin_host
-from mosaic_core.runs import RunContext, RunDirectory
+from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
 from mosaic_core.types import ExtrasKey, Launch
 from mosaic_core.worker import call_optional, load_worker
 from mosaic_core.workers import find_worker
@@ -37,7 +38,10 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     parser = argparse.ArgumentParser(prog=prog, description=description,
                                      epilog="Lifecycle events are printed as JSON lines on stdout.")
     run = parser.add_argument_group("run")
-    run.add_argument("--config", help="worker config JSON (flat, or nested at metadata.worker.config)")
+    run.add_argument("--config", help="worker config JSON (flat, nested at metadata.worker.config, or a run's "
+                                      "config.json to repeat it)")
+    run.add_argument("--from", dest="from_run", metavar="RUN_ID",
+                     help="repeat a recorded run (its config.json; an id prefix is enough) with a new run id")
     run.add_argument("--algo", help="algorithm (the worker says which names it knows)")
     run.add_argument("--env-id", help="environment id")
     run.add_argument("--total-timesteps", type=int, help="environment steps to train for")
@@ -182,12 +186,38 @@ def split_extras(claimed: list[tuple[str, ExtrasKey]], extras: dict[str, Any]) -
 def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.Namespace, options: dict[str, Any],
                        host: PluginHost) -> Prepared:
     _check_host_options(ns)
-    data = read_config_file(ns.config) if ns.config else None
+    if ns.config and ns.from_run:
+        raise UsageError("give --config or --from, not both")
+    source = ns.config
+    if ns.from_run:
+        source = str(find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(),
+                                  ns.from_run) / "config.json")
+    data = recorded_config(read_config_file(source), worker_item.name, source, ns) if source else None
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
                  "worker_id": ns.worker_id, "run_id": ns.run_id}
-    return prepare(worker_item, worker, host, data=data, source=ns.config, overrides=overrides,
+    return prepare(worker_item, worker, host, data=data, source=source, overrides=overrides,
                    extras=parse_extras_json(ns.extras) if ns.extras else None, options=options,
                    runs_dir=ns.runs_dir, quiet=ns.quiet)
+
+
+def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: argparse.Namespace) -> dict[str, Any]:
+    """A config file as a run records it (``config.json``) made ready to run again: its
+    ``worker`` must be this one, redacted secrets (``***``) come from the environment again,
+    and a run id that is already taken gives way to a new one."""
+    data = dict(data)
+    recorded_worker = data.pop("worker", worker_name)
+    if recorded_worker != worker_name:
+        raise ConfigError(f"the config is for worker {recorded_worker!r}, not {worker_name!r}", field="worker",
+                          source=source)
+    extras = data.get("extras")
+    if isinstance(extras, dict) and REDACTED in extras.values():
+        data["extras"] = {k: v for k, v in extras.items() if v != REDACTED}
+    run_id = data.get("run_id")
+    if not ns.run_id and isinstance(run_id, str) and run_id:
+        root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
+        if (root / run_id).exists():
+            data.pop("run_id")  # repeating a recorded run: it gets an id of its own
+    return data
 
 
 def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
@@ -212,7 +242,8 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
     directory = run.directory
     directory.check_usable()  # again: time passed since the plan (a daemon slot, a registration)
     directory.create()
-    directory.write_config(run.config, {"worker": run.worker, **launch.started_payload})
+    directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
+                                                    "cwd": str(launch.cwd or run.run_dir), **launch.started_payload})
     try:
         return Supervisor(run, host, list(launch.command), prepared.env, options, cwd=launch.cwd).execute()
     finally:

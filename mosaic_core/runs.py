@@ -1,7 +1,7 @@
 """Run directories and the run context host hooks receive.
 
-``<runs root>/<run_id>/`` (root ``var/trainer/runs`` under the current directory unless
-overridden) holds ``config.json`` (redacted), ``logs/``, ``events.jsonl``, TensorBoard
+``<runs root>/<run_id>/`` (root: see :func:`default_runs_root`) holds ``config.json``
+(redacted), ``logs/``, ``events.jsonl``, TensorBoard
 events, ``videos/``, checkpoints and ``analytics.json``. Every path taken from config must
 resolve inside it: :meth:`RunDirectory.inside` is the one check for that.
 """
@@ -14,15 +14,47 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.config import WorkerConfig, check_run_id, redact
-from mosaic_core.errors import ConfigError
+from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.files import is_within, write_json_atomic
 
 DEFAULT_RUNS_ROOT = Path("var/trainer/runs")
 RUNS_ROOT_VAR = "MOSAIC_RUNS_DIR"
 
 
-def default_runs_root() -> Path:
-    return Path(os.environ.get(RUNS_ROOT_VAR) or DEFAULT_RUNS_ROOT)
+def default_runs_root(cwd: Path | None = None) -> Path:
+    """Where runs live when ``--runs-dir`` is not given, found the same way from anywhere:
+    ``$MOSAIC_RUNS_DIR``; else the nearest ``var/trainer/runs`` in the current directory or
+    one of its parents (a project's runs, from any of its subfolders); else
+    ``./var/trainer/runs`` (created by the first run)."""
+    if os.environ.get(RUNS_ROOT_VAR):
+        return Path(os.environ[RUNS_ROOT_VAR]).absolute()
+    here = (cwd or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / DEFAULT_RUNS_ROOT).is_dir():
+            return folder / DEFAULT_RUNS_ROOT
+    return here / DEFAULT_RUNS_ROOT
+
+
+def find_run_dir(root: Path, ref: str) -> Path:
+    """The directory of the run ``ref`` names under ``root``: its id, or a prefix of exactly one
+    id (26-character ids need not be typed whole). A UsageError lists the ambiguous matches or
+    suggests close ids."""
+    if not isinstance(ref, str) or not ref or "/" in ref or ref in (".", "..") or "\0" in ref:
+        raise ConfigError(f"{ref!r} is not a run id", field="run_id")
+    if (root / ref).is_dir():
+        return root / ref
+    known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    matches = [name for name in known if name.startswith(ref)]
+    if len(matches) == 1:
+        return root / matches[0]
+    if matches:
+        shown = ", ".join(matches[:5]) + (f" and {len(matches) - 5} more" if len(matches) > 5 else "")
+        raise UsageError(f"run id prefix {ref!r} matches {len(matches)} runs under {root}: {shown}; type more of it")
+    import difflib
+
+    close = difflib.get_close_matches(ref, known, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else (f"; see `mosaic runs --runs-dir {root}`" if known else "")
+    raise UsageError(f"no run {ref!r} under {root}{hint}")
 
 
 @dataclass(frozen=True)
@@ -56,7 +88,7 @@ class RunDirectory:
     @classmethod
     def for_run(cls, runs_root: Path | str | None, run_id: str) -> "RunDirectory":
         check_run_id(run_id)
-        return cls(Path(runs_root or default_runs_root()).absolute(), run_id)
+        return cls(Path(runs_root).absolute() if runs_root else default_runs_root(), run_id)
 
     def check_usable(self) -> None:
         """Refuse, before anything starts, a runs root that is not a writable directory (or
@@ -89,8 +121,16 @@ class RunDirectory:
     def relative(self, path: Path | str) -> str:
         return os.path.relpath(Path(path).resolve(), self.path.resolve())
 
-    def write_config(self, config: WorkerConfig, extra: dict[str, Any] | None = None) -> None:
-        write_json_atomic(self.config, redact({**config.to_dict(redacted=False), **(extra or {})}))
+    @property
+    def launch(self) -> Path:
+        return self.path / "launch.json"
+
+    def write_config(self, config: WorkerConfig, worker: str, launch: dict[str, Any] | None = None) -> None:
+        """``config.json``: the worker config plus ``"worker"`` (secrets redacted), loadable by
+        ``mosaic run --config`` to repeat the run; ``launch.json``: what was started."""
+        write_json_atomic(self.config, redact({**config.to_dict(redacted=False), "worker": worker}))
+        if launch is not None:
+            write_json_atomic(self.launch, redact(launch))
 
 
 @dataclass

@@ -7,7 +7,6 @@ Errors a user can fix are :class:`~mosaic_core.errors.UsageError` (exit 2, one l
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import sys
@@ -31,17 +30,10 @@ def _runs_root(value: str | None, must_exist: bool = True) -> Path:
 
 
 def find_run(root: Path, run_id: str) -> Path:
-    """The directory of ``run_id`` under ``root``; a UsageError suggests close ids."""
-    from mosaic_core.config import check_run_id
+    """The directory of ``run_id`` (or a unique prefix of it) under ``root``."""
+    from mosaic_core.runs import find_run_dir
 
-    check_run_id(run_id)
-    path = root / run_id
-    if path.is_dir():
-        return path
-    known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    close = difflib.get_close_matches(run_id, known, n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else (f"; see `mosaic runs --runs-dir {root}`" if known else "")
-    raise UsageError(f"no run {run_id!r} under {root}{hint}")
+    return find_run_dir(root, run_id)
 
 
 # ------------------------------------------------------------------ mosaic runs
@@ -235,4 +227,12 @@ COMMANDS = [
     CliCommand("plot", "plot episodic return vs step of one or more runs into a PNG", _configure_plot, _run_plot),
     CliCommand("tensorboard", "start TensorBoard on a run's directory, bound to 127.0.0.1",
                _configure_tensorboard, _run_tensorboard),
+    CliCommand("logs", "a run's events in human form (--follow until it ends; --target for a daemon's run)",
+               lambda parser: _logs().configure(parser), lambda ns: _logs().run(ns)),
 ]
+
+
+def _logs():
+    from mosaic_analytics import logs
+
+    return logs

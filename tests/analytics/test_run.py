@@ -78,7 +78,7 @@ def test_wandb_offline_run_never_writes_the_api_key(workdir, runs_root, tmp_path
     assert section["run_path"] == f"lab/mosaic-tests/{section['run_id']}"
     assert section["dir"].startswith("wandb/offline-run-") and (run_dir / section["dir"]).is_dir()
     assert any(p.name.endswith(".wandb") for p in (run_dir / section["dir"]).iterdir())
-    config = json.loads((run_dir / "config.json").read_text())
+    config = json.loads((run_dir / "launch.json").read_text())
     assert "--track" in config["argv"] and "--wandb-project-name=mosaic-tests" in config["argv"]
     # every byte of every file the run left, and the output streams
     files = [os.path.join(root, name) for root, _dirs, names in os.walk(run_dir) for name in names]

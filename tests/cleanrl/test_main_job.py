@@ -13,7 +13,7 @@ def test_main_job_leaves_a_complete_run_directory(mosaic, runs_root):
     assert events[0]["event"] == "run_started" and events[0]["payload"]["algo_source"] == "bundled"
     assert events[-1]["event"] == "run_completed"
     run_dir = runs_root / "main-job"
-    config = json.loads((run_dir / "config.json").read_text())
+    config = {**json.loads((run_dir / "config.json").read_text()), **json.loads((run_dir / "launch.json").read_text())}
     assert config["algo"] == "ppo" and config["argv"][:2] == ["--env-id=CartPole-v1", "--total-timesteps=3000"]
     assert (run_dir / "logs" / "cleanrl.stdout.log").exists() and (run_dir / "logs" / "cleanrl.stderr.log").exists()
     assert [json.loads(l) for l in (run_dir / "events.jsonl").read_text().splitlines()] == events
