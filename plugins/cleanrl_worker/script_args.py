@@ -218,7 +218,7 @@ def _flag_table(fields: Mapping[str, ArgField]) -> dict[str, tuple[ArgField, boo
     return table
 
 
-def _check_value(f: ArgField, kind: str, value: str) -> str | None:
+def _check_value(f: ArgField, kind: str, value: str, ranges: bool = True) -> str | None:
     if value == "None" and f.optional and kind == f.kind:
         return None
     if kind == "int":
@@ -226,11 +226,11 @@ def _check_value(f: ArgField, kind: str, value: str) -> str | None:
             int(value)
         except ValueError:
             return f"expects an integer, got {value!r}"
-        return range_problem(f.name, kind, value)
+        return range_problem(f.name, kind, value) if ranges else None
     elif kind == "float":
         if not _is_number(value):
             return f"expects a number, got {value!r}"
-        return range_problem(f.name, kind, value)
+        return range_problem(f.name, kind, value) if ranges else None
     elif kind == "bool" and value not in ("True", "False"):
         return f"expects True or False, got {value!r}"
     elif kind == "literal" and value not in [str(c) for c in f.choices or ()]:
@@ -238,7 +238,7 @@ def _check_value(f: ArgField, kind: str, value: str) -> str | None:
     return None
 
 
-def _check_flag(flag: str, f: ArgField, negated: bool, values: list[str], glued: bool) -> list[str]:
+def _check_flag(flag: str, f: ArgField, negated: bool, values: list[str], glued: bool, ranges: bool = True) -> list[str]:
     if f.kind == "bool" and not f.optional:
         if values:
             shown = f"{flag}={values[0]}" if glued else f"{flag} {' '.join(values)}"
@@ -247,18 +247,20 @@ def _check_flag(flag: str, f: ArgField, negated: bool, values: list[str], glued:
     if f.kind == "list":
         if f.optional and values == ["None"]:
             return []
-        problems = [_check_value(f, f.item_kind or "str", v) for v in values]
+        problems = [_check_value(f, f.item_kind or "str", v, ranges) for v in values]
         return [f"{flag} {p}" for p in problems if p]
     if not values:
         return [f"{flag} needs a value"]
     if len(values) > 1:
         return [f"{flag} takes one value, got {len(values)}: {' '.join(values)}"]
-    problem = _check_value(f, f.kind, values[0])
+    problem = _check_value(f, f.kind, values[0], ranges)
     return [f"{flag} {problem}"] if problem else []
 
 
-def validate_argv(argv: list[str], fields: Mapping[str, ArgField] | ScriptArgs) -> list[str]:
-    """Problems of ``argv`` against a script's ``Args`` fields, each naming the flag (empty = fine)."""
+def validate_argv(argv: list[str], fields: Mapping[str, ArgField] | ScriptArgs, ranges: bool = True) -> list[str]:
+    """Problems of ``argv`` against a script's ``Args`` fields, each naming the flag (empty = fine).
+    With ``ranges`` (the default) values are also checked against :mod:`cleanrl_worker.ranges`
+    (finite floats, int64, counts >= 1…), which is stricter than tyro's own parsing."""
     if isinstance(fields, ScriptArgs):
         fields = fields.fields
     table = _flag_table(fields)
@@ -284,7 +286,7 @@ def validate_argv(argv: list[str], fields: Mapping[str, ArgField] | ScriptArgs) 
             close = difflib.get_close_matches(flag.replace("_", "-"), canonical, n=1, cutoff=0.6)
             problems.append(f"unknown flag {flag}" + (f" (did you mean {close[0]}?)" if close else ""))
             continue
-        problems += _check_flag(flag, *table[flag], values, bool(glued))
+        problems += _check_flag(flag, *table[flag], values, bool(glued), ranges)
     return problems
 
 

@@ -164,9 +164,12 @@ def test_problems_name_the_flag():
 
 def test_valid_argv_passes():
     args = read_script_args(CHECKOUT / "cleanrl" / "ppo.py")
-    argv = ["--env-id", "CartPole-v1", "--total-timesteps", "1_000", "--seed=-1", "--no-anneal-lr", "--track",
-            "--target-kl", "None", "--learning-rate", "-1e-3", "--wandb-entity", "None", "--exp_name", "x"]
+    argv = ["--env-id", "CartPole-v1", "--total-timesteps", "1_000", "--seed=1", "--no-anneal-lr", "--track",
+            "--target-kl", "None", "--learning-rate", "1e-3", "--wandb-entity", "None", "--exp_name", "x"]
     assert validate_argv(argv, args) == []
+    assert validate_argv(["--seed=-1", "--learning-rate", "-1e-3"], args, ranges=False) == []  # tyro's own rules
+    assert validate_argv(["--seed=-1", "--learning-rate", "-1e-3"], args) == [
+        "--seed must be from 0 to 4294967295 (numpy's seeding range), got -1", "--learning-rate must be > 0, got -1e-3"]
 
 
 # Each argv is checked by us and by tyro itself against the same Args: the verdicts must agree.
@@ -185,7 +188,7 @@ AGREEMENT = [
 
 @pytest.mark.parametrize("argv", AGREEMENT, ids=[" ".join(a) or "empty" for a in AGREEMENT])
 def test_verdicts_agree_with_tyro(pure, argv):
-    ours = validate_argv(argv, read_script_args(pure))
+    ours = validate_argv(argv, read_script_args(pure), ranges=False)  # ranges are stricter than tyro on purpose
     assert (ours == []) == tyro_accepts(pure, argv), ours
 
 

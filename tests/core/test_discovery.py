@@ -26,7 +26,8 @@ def test_example_package_is_discovered_with_its_hooks(mosaic):
     example = plugins["example"]
     assert example["distribution"] == "mosaic-example-plugin" and example["version"] == "0.2.0"
     assert example["status"] == "active"
-    assert set(example["hooks"]) == {"mosaic_build_manifest", "mosaic_child_env", "mosaic_on_heartbeat"}
+    assert set(example["hooks"]) == {"mosaic_build_manifest", "mosaic_child_env", "mosaic_on_heartbeat", "mosaic_extras_keys",
+                                     "mosaic_validate_config", "mosaic_on_event"}
     for builtin in ("cleanrl", "fastlane", "analytics", "curriculum"):
         assert plugins[builtin]["distribution"] == "mosaic-workers"
 
