@@ -183,7 +183,8 @@ class EnvPublisher:
         if self.disabled:
             return None
         try:
-            mapping = open_segment(name=self.settings.segment, directory=Path(self.settings.shm_dir), writable=True)
+            mapping = open_segment(name=self.settings.segment, directory=Path(self.settings.shm_dir), writable=True,
+                                   host_pid=self.settings.host_pid)
             try:
                 self.writer = SlotWriter(mapping, self.slot, self.env_index)
             except BaseException:
