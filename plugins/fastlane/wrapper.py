@@ -33,7 +33,7 @@ import numpy as np
 from mosaic_core.child import FrameInfo
 
 from mosaic_fastlane.frames import as_frame, downscale
-from mosaic_fastlane.segment import FastLaneError, SegmentMissing, open_segment
+from mosaic_fastlane.segment import FastLaneError, SegmentMissing, UntrustedSegment, open_segment
 from mosaic_fastlane.writer import SlotWriter
 
 if TYPE_CHECKING:
@@ -190,8 +190,9 @@ class EnvPublisher:
             except BaseException:
                 mapping.close()
                 raise
-        except SegmentMissing as exc:
-            # The host creates the segment before starting us and warns itself when it cannot.
+        except (SegmentMissing, UntrustedSegment) as exc:
+            # The host creates the segment before starting us and warns itself when it cannot;
+            # anything else at the name (another user's file, a FIFO…) is what it warned about.
             self.disabled = True
             self.child.publish("fastlane", {"error": f"{exc}; no frames from env {self.env_index}"})
             return None
