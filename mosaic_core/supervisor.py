@@ -88,6 +88,7 @@ class Supervisor:
         env[CHILD_VAR] = child.describe()
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if p)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env.setdefault("SDL_NO_SIGNAL_HANDLERS", "1")  # pygame (gymnasium renderers) would swallow SIGTERM/SIGINT
         return env
 
     def _start(self, env: dict[str, str]) -> subprocess.Popen[bytes]:

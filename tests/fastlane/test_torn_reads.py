@@ -13,10 +13,13 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from fastlane_helpers import SCRIPTS
 from mosaic_fastlane.layout import Mode
 from mosaic_fastlane.segment import SegmentOwner
 
+pytestmark = pytest.mark.slow  # trains (or stresses) for more than a few seconds
 FRAMES = 20000
 READERS = 2
 LOAD = 1  # busy-looping processes: enough to preempt the others at random points, not to starve them
