@@ -113,10 +113,6 @@ class Mapping:
             self.close()
             raise
 
-    @property
-    def inode(self) -> int:
-        return self.identity[1]
-
     def still_linked(self) -> bool:
         """Whether the segment is still the file at its path (False once the host removed it)."""
         try:
@@ -209,10 +205,6 @@ class SegmentOwner:
             os.close(fd)
             os.unlink(tmp)  # ours: made with O_EXCL, and nobody else may remove or rename it (sticky dir)
         self.removed = False
-
-    @property
-    def inode(self) -> int:
-        return self.identity[1]
 
     def _link_into_place(self, tmp: Path) -> None:
         for _attempt in range(2):
