@@ -192,15 +192,17 @@ def test_readers_refuse_links_fifos_and_other_users_files(kind, why, workdir, tm
     assert "Traceback" not in out.stderr and not (tmp_path / "f.png").exists()
 
 
-def test_another_users_segment_is_read_only_when_asked_for_and_only_if_0600(workdir, tmp_path, shm_names):
+def test_another_users_segment_is_read_only_when_asked_for_and_only_if_0600(workdir, tmp_path, shm_names, victim):
     segment = shm_names("mosaic-fl-theirs")
     run_id = segment.name[len(layout.NAME_PREFIX):]
     as_nobody("sh", "-c", 'umask 077; cat > "$1"', "sh", str(segment), data=look_alike(run_id, tmp_path, frame=True))
     with FastLaneReader(run_id, owner_uid=NOBODY) as reader:
         assert reader.latest().global_step == 77
+    (workdir / "f.png").symlink_to(victim)  # the PNG replaces the link; the file it points to is untouched
     out = subprocess.run([str(MOSAIC), "fastlane", "snapshot", run_id, "--owner", "nobody", "-o", "f.png"],
                          cwd=workdir, capture_output=True, text=True, env=clean_environ(), timeout=60)
     assert out.returncode == 0 and json.loads(out.stdout)["global_step"] == 77, out.stderr
+    assert not (workdir / "f.png").is_symlink() and (workdir / "f.png").read_bytes()[:4] == b"\x89PNG"
     as_nobody("chmod", "666", str(segment))
     with pytest.raises(UntrustedSegment, match="has mode 0666; FastLane segments are 0600"):
         FastLaneReader(run_id, owner_uid=NOBODY)
@@ -249,3 +251,25 @@ def test_list_and_clean_skip_what_is_not_ours_and_hang_on_nothing(tmp_path, vict
         assert all(unchanged(shm / name, before) for name, before in planted.items())
     finally:
         shutil.rmtree(shm)
+
+
+def test_the_recorder_never_writes_through_a_link_in_the_run_directory(tmp_path):
+    from mosaic_core.channel import ChannelSender
+    from mosaic_core.child import ChildContext, FrameInfo
+    from mosaic_fastlane.recorder import record
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run_dir = tmp_path / "run"
+    (run_dir / "videos").mkdir(parents=True)
+    (run_dir / "videos" / "fastlane").symlink_to(elsewhere)
+    child = ChildContext(run_id="rec", run_dir=str(run_dir), extras={}, channel=ChannelSender(None),
+                         env_id="CartPole-v1")
+    info = FrameInfo(global_step=4, env_index=9, last_reward=0.0, rolling_return=None, step_rate_hz=0.0,
+                     episode_count=0)
+    with pytest.raises(OSError, match="is not a directory"):
+        record(child, np.zeros((4, 4, 3), np.uint8), info, every=1)
+    assert list(elsewhere.iterdir()) == []
+    (run_dir / "videos" / "fastlane").unlink()
+    written = record(child, np.zeros((4, 4, 3), np.uint8), info, every=1)
+    assert written == run_dir / "videos/fastlane/env9-step000000004.png" and written.read_bytes()[:4] == b"\x89PNG"
