@@ -117,6 +117,7 @@ def explain_missing(run_id: str, runs_dir: str | None) -> str:
 
 def snapshot(args: argparse.Namespace) -> int:
     from mosaic_fastlane.frames import encode_png
+    from mosaic_fastlane.trust import write_file
 
     with open_reader(args.run_id, args.runs_dir, args.owner) as reader:
         if args.slot is not None and not 0 <= args.slot < reader.header.slot_count:
@@ -129,33 +130,12 @@ def snapshot(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if output.is_dir():
         raise UsageError(f"-o {output}: is a directory; give a file name such as frame.png")
-    write_new_file(output, encode_png(frame.pixels))
+    try:
+        write_file(output, encode_png(frame.pixels))
+    except OSError as exc:
+        raise UsageError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     print(json.dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
     return 0
-
-
-def write_new_file(output: Path, data: bytes) -> None:
-    """Write ``output`` through a fresh private file (never a planted name), then rename it."""
-    from mosaic_fastlane.trust import create_private
-
-    try:
-        fd, tmp = create_private(output.parent, output.name)
-    except OSError as exc:
-        raise UsageError(f"-o {output}: cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644 & ~_umask())
-        os.replace(tmp, output)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"-o {output}: cannot write: {exc.strerror}") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _segments() -> list[Path]:

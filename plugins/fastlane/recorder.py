@@ -30,18 +30,11 @@ def record(child: "ChildContext", frame: "np.ndarray", info: "FrameInfo", every:
     if every < 1 or count % every:
         return None
     from mosaic_fastlane.frames import encode_png
-    from mosaic_fastlane.trust import create_private
+    from mosaic_fastlane.trust import write_file
 
     folder = real_directory(Path(child.run_dir), SUBDIR)
     path = folder / f"env{info.env_index}-step{info.global_step:09d}.png"
-    fd, tmp = create_private(folder, path.name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(encode_png(frame, level=1))
-        os.replace(tmp, path)  # a rename replaces a link at ``path``, it never follows it
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_file(path, encode_png(frame, level=1))
     return path
 
 

@@ -23,7 +23,7 @@ from fastlane_helpers import MOSAIC, clean_environ, run_command
 from mosaic_fastlane import layout, trust
 from mosaic_fastlane.layout import Mode
 from mosaic_fastlane.reader import FastLaneReader
-from mosaic_fastlane.segment import SegmentOwner, SharedMemoryUnavailable, UntrustedSegment, open_segment
+from mosaic_fastlane.segment import SegmentOwner, UntrustedSegment, open_segment
 from mosaic_fastlane.writer import SlotWriter
 
 NOBODY = 65534
