@@ -1,9 +1,13 @@
 """``mosaic fastlane``: snapshot, watch, list and clean up FastLane segments.
 
-    mosaic fastlane snapshot RUN_ID [-o frame.png] [--runs-dir D] [--timeout S] [--slot N]
-    mosaic fastlane watch RUN_ID [--port P] [--terminal] [--frames N] [--runs-dir D]
-    mosaic fastlane list
-    mosaic fastlane clean        # remove segments whose host process is gone
+    mosaic fastlane snapshot RUN_ID [-o frame.png] [--runs-dir D] [--timeout S] [--slot N] [--owner USER]
+    mosaic fastlane watch RUN_ID [--port P] [--terminal] [--frames N] [--runs-dir D] [--owner USER]
+    mosaic fastlane list [--owner USER]
+    mosaic fastlane clean        # remove our segments whose host process is gone
+
+Only segments of one user are read (yours unless ``--owner`` names another); links, FIFOs and
+other users' files in the segment directory are reported as skipped, never opened through,
+waited on or deleted.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,8 +48,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         command_parser.add_argument("--runs-dir", default=None, help="runs root (default var/trainer/runs)")
         command_parser.add_argument("--timeout", type=float, default=10.0,
                                     help="seconds to wait for the first frame (default 10)")
-    sub.add_parser("list", help="FastLane segments on this machine and whose they are")
-    sub.add_parser("clean", help="remove segments left behind by hosts that died")
+    listing = sub.add_parser("list", help="FastLane segments on this machine and whose they are")
+    for command_parser in (snapshot, watch, listing):
+        command_parser.add_argument("--owner", default=None, metavar="USER",
+                                    help="read segments of this user (name or uid; default: you)")
+    sub.add_parser("clean", help="remove your segments left behind by hosts that died")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,23 +62,33 @@ def run(args: argparse.Namespace) -> int:
     if command_name == "watch":
         from mosaic_fastlane.watch import watch
 
-        return watch(args, open_reader(args.run_id, args.runs_dir))
+        return watch(args, open_reader(args.run_id, args.runs_dir, args.owner))
     if command_name == "list":
-        return list_segments()
+        return list_segments(args.owner)
     if command_name == "clean":
         return clean()
     raise UsageError("mosaic fastlane needs a subcommand: snapshot, watch, list or clean")
 
 
-def open_reader(run_id: str, runs_dir: str | None) -> "FastLaneReader":
+def owner_uid(owner: str | None) -> int:
+    from mosaic_fastlane.trust import UntrustedFile, resolve_user
+
+    try:
+        return resolve_user(owner)
+    except UntrustedFile as exc:
+        raise UsageError(f"--owner: {exc}") from None
+
+
+def open_reader(run_id: str, runs_dir: str | None, owner: str | None = None) -> "FastLaneReader":
     """A reader of the run's segment, or an error that says why there is none."""
     from mosaic_core.config import check_run_id
     from mosaic_fastlane.reader import FastLaneReader
     from mosaic_fastlane.segment import SegmentMissing
 
     check_run_id(run_id)
+    uid = owner_uid(owner)
     try:
-        return FastLaneReader(run_id)
+        return FastLaneReader(run_id, owner_uid=uid)
     except SegmentMissing:
         raise MosaicError(explain_missing(run_id, runs_dir)) from None
 
@@ -99,8 +117,9 @@ def explain_missing(run_id: str, runs_dir: str | None) -> str:
 
 def snapshot(args: argparse.Namespace) -> int:
     from mosaic_fastlane.frames import encode_png
+    from mosaic_fastlane.trust import write_file
 
-    with open_reader(args.run_id, args.runs_dir) as reader:
+    with open_reader(args.run_id, args.runs_dir, args.owner) as reader:
         if args.slot is not None and not 0 <= args.slot < reader.header.slot_count:
             raise UsageError(f"--slot {args.slot}: run {args.run_id} has slots 0..{reader.header.slot_count - 1}")
         frame = reader.wait(timeout=args.timeout)
@@ -111,13 +130,10 @@ def snapshot(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if output.is_dir():
         raise UsageError(f"-o {output}: is a directory; give a file name such as frame.png")
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_bytes(encode_png(frame.pixels))
-        tmp.replace(output)
+        write_file(output, encode_png(frame.pixels))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"-o {output}: cannot write: {exc.strerror}") from None
+        raise UsageError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     print(json.dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
     return 0
 
@@ -131,12 +147,17 @@ def _segments() -> list[Path]:
         return []
 
 
-def list_segments() -> int:
-    from mosaic_fastlane.segment import FastLaneError, open_segment, slot_status
+def list_segments(owner: str | None = None) -> int:
+    """One JSON line per segment: its run and host, or why it was skipped (never opened through)."""
+    from mosaic_fastlane.segment import FastLaneError, UntrustedSegment, open_segment, slot_status
 
+    uid = owner_uid(owner)
     for path in _segments():
         try:
-            mapping = open_segment(name=path.name, directory=path.parent)
+            mapping = open_segment(name=path.name, directory=path.parent, owner_uid=uid)
+        except UntrustedSegment as exc:
+            print(json.dumps({"segment": path.name, "skipped": str(exc)}))
+            continue
         except FastLaneError as exc:
             print(json.dumps({"segment": path.name, "error": str(exc)}))
             continue
@@ -150,40 +171,62 @@ def list_segments() -> int:
 
 
 def clean() -> int:
-    """Remove segments whose host died (SIGKILL of the host itself); live runs are untouched."""
-    from mosaic_fastlane.segment import FastLaneError, open_segment
+    """Remove our segments whose host died (SIGKILL of the host itself); live runs are untouched.
 
-    removed = 0
+    Only our own regular files are ever removed; anything else (another user's file, a link,
+    a FIFO, a file that is not a segment) is reported on stderr as skipped.
+    """
+    from mosaic_fastlane.segment import FastLaneError, open_segment, unlink_if_same
+
+    removed = skipped = 0
     for path in _segments():
         try:
             mapping = open_segment(name=path.name, directory=path.parent)
-        except FastLaneError:
-            continue  # not ours to judge
-        alive = mapping.header.owner_alive
+        except FastLaneError as exc:
+            skipped += 1
+            print(f"skipped {path}: {exc}", file=sys.stderr)
+            continue
+        alive, identity = mapping.header.owner_alive, mapping.identity
         mapping.close()
-        if not alive:
+        if not alive and unlink_if_same(path, identity):
+            removed += 1
+            print(f"removed {path}", file=sys.stderr)
+    for path, why in _half_made():
+        if why:
+            skipped += 1
+            print(f"skipped {path}: {why}", file=sys.stderr)
+        else:
             path.unlink(missing_ok=True)
             removed += 1
             print(f"removed {path}", file=sys.stderr)
-    for path in _half_made():
-        path.unlink(missing_ok=True)
-        removed += 1
-        print(f"removed {path}", file=sys.stderr)
-    print(json.dumps({"removed": removed}))
+    print(json.dumps({"removed": removed, "skipped": skipped}))
+    return 0
 
 
-def _half_made() -> list[Path]:
-    """Segments a host was still building when it died (``.mosaic-fl-<run>.<pid>.tmp``)."""
+def _half_made() -> list[tuple[Path, str | None]]:
+    """Segments a host was still building when it died (``.mosaic-fl-<run>.<pid>.<random>.tmp``),
+    each with the reason it must be left alone (None: ours, a regular file, its creator is gone)."""
     from mosaic_fastlane import layout
+    from mosaic_fastlane.trust import kind_of, temp_pid, user_name
 
     found = []
     try:
         candidates = list(layout.shm_dir().glob(f".{layout.NAME_PREFIX}*.tmp"))
     except OSError:
         return []
+    me = os.geteuid()
     for path in candidates:
-        pid = path.name.rsplit(".", 2)[-2]
-        if pid.isdigit() and not layout.process_alive(int(pid)):
-            found.append(path)
+        pid = temp_pid(path.name)
+        if pid is None or layout.process_alive(pid):
+            continue
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if info.st_uid != me:
+            found.append((path, f"owned by {user_name(info.st_uid)}, not by {user_name(me)}"))
+        elif not stat.S_ISREG(info.st_mode):
+            found.append((path, f"{kind_of(info.st_mode)}, not a regular file"))
+        else:
+            found.append((path, None))
     return found
-    return 0

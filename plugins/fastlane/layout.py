@@ -33,13 +33,17 @@ starts and removed by the host when it ends. Little-endian, every field naturall
           episode_count u64
           height, width, channels, pixel_format  u32 x4
           last_reward, rolling_return (NaN = none yet), step_rate_hz, timestamp  f64 x4
-          env_index    i32
+          env_index    i32  (then 4 bytes of padding)
+          frame_number u64  this frame's number in its slot (1, 2, …): readers order pages by it
         pixels       height * width * channels bytes, row-major HxWxC uint8
 
-Writes: a writer bumps a page's ``seq`` to odd, writes pixels and metrics, bumps it to even,
-then increments the slot's ``published``. It alternates pages, so a reader copying the newest
-page has a whole frame interval before that page is overwritten. Reads: read ``seq`` (retry
-while odd), copy, read ``seq`` again; a change means the copy may be torn and is retried.
+Writes, in this order (:meth:`SlotWriter.publish_steps`): bump the page's ``seq`` to odd, write
+the pixels, write the metrics and ``frame_number``, bump ``seq`` to even, then increment the
+slot's ``published``. It alternates pages, so a reader copying the newest page has a whole
+frame interval before that page is overwritten. Reads: pick the settled page with the highest
+``frame_number``, read ``seq`` (skip while odd), copy, read ``seq`` again; a change means the
+copy may be torn and is retried. ``published`` may lag a settled page by one frame, which is
+why readers order pages by ``frame_number`` and not by ``published``.
 This relies on stores and loads not being reordered with each other (x86-64 TSO; each field
 write is a separate C call from Python, so the compiler cannot merge them).
 """
@@ -52,7 +56,7 @@ from enum import IntEnum
 from pathlib import Path
 
 MAGIC = b"MOSAICFL"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 NAME_PREFIX = "mosaic-fl-"
 SHM_DIR_VAR = "MOSAIC_FASTLANE_SHM_DIR"
 DEFAULT_SHM_DIR = "/dev/shm"
@@ -62,7 +66,7 @@ HEADER = struct.Struct("<8sIIIIQQIIQddQ128s")
 HEADER_SIZE = 256
 SLOT_HEADER = struct.Struct("<IiQQd")
 SLOT_HEADER_SIZE = 64
-PAGE_HEADER = struct.Struct("<QQQQIIIIddddi")
+PAGE_HEADER = struct.Struct("<QQQQIIIIddddi4xQ")
 PAGE_HEADER_SIZE = 128
 PAGES_PER_SLOT = 2
 BYTES_PER_PIXEL_MAX = 4

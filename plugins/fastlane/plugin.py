@@ -10,6 +10,7 @@ Heavy modules (numpy, gymnasium) are imported only inside training-side hooks.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,8 @@ def _host_state(run: "RunContext") -> HostState | None:
         extras = run.config.extras
         if not settings.is_enabled(extras):
             return None
-        resolved = settings.resolve(extras, layout.segment_name(run.run_id), str(layout.shm_dir()))
+        resolved = settings.resolve(extras, layout.segment_name(run.run_id), str(layout.shm_dir()),
+                                    host_pid=os.getpid())
         run.state[STATE_KEY] = HostState(resolved)
     return run.state[STATE_KEY]
 

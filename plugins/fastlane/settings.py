@@ -134,6 +134,7 @@ class Settings:
     record_every: int = 0
     num_envs: int | None = None
     render_budget: float = DEFAULT_RENDER_BUDGET
+    host_pid: int = 0  # the host that creates the segment; training processes map no other's
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -161,7 +162,7 @@ class Settings:
 
 
 def resolve(extras: Mapping[str, Any], segment: str, shm_dir: str, num_envs: int | None = None,
-            environ: Mapping[str, str] | None = None) -> Settings:
+            environ: Mapping[str, str] | None = None, host_pid: int = 0) -> Settings:
     """Settings for a run whose config passed :func:`problems`."""
     environ = os.environ if environ is None else environ
     mode = extras.get("fastlane_video_mode", "single") if is_enabled(extras) else "off"
@@ -182,4 +183,4 @@ def resolve(extras: Mapping[str, Any], segment: str, shm_dir: str, num_envs: int
                     interval_ms=float(interval) if interval else DEFAULT_INTERVAL_MS,
                     max_dim=int(max_dim) if max_dim else DEFAULT_MAX_DIM,
                     record_every=extras.get("fastlane_record", 0), num_envs=num_envs,
-                    render_budget=float(budget) if budget else DEFAULT_RENDER_BUDGET)
+                    render_budget=float(budget) if budget else DEFAULT_RENDER_BUDGET, host_pid=host_pid)

@@ -33,7 +33,7 @@ import numpy as np
 from mosaic_core.child import FrameInfo
 
 from mosaic_fastlane.frames import as_frame, downscale
-from mosaic_fastlane.segment import FastLaneError, SegmentMissing, open_segment
+from mosaic_fastlane.segment import FastLaneError, SegmentMissing, UntrustedSegment, open_segment
 from mosaic_fastlane.writer import SlotWriter
 
 if TYPE_CHECKING:
@@ -183,14 +183,16 @@ class EnvPublisher:
         if self.disabled:
             return None
         try:
-            mapping = open_segment(name=self.settings.segment, directory=Path(self.settings.shm_dir), writable=True)
+            mapping = open_segment(name=self.settings.segment, directory=Path(self.settings.shm_dir), writable=True,
+                                   host_pid=self.settings.host_pid)
             try:
                 self.writer = SlotWriter(mapping, self.slot, self.env_index)
             except BaseException:
                 mapping.close()
                 raise
-        except SegmentMissing as exc:
-            # The host creates the segment before starting us and warns itself when it cannot.
+        except (SegmentMissing, UntrustedSegment) as exc:
+            # The host creates the segment before starting us and warns itself when it cannot;
+            # anything else at the name (another user's file, a FIFO…) is what it warned about.
             self.disabled = True
             self.child.publish("fastlane", {"error": f"{exc}; no frames from env {self.env_index}"})
             return None

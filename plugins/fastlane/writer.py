@@ -3,6 +3,10 @@
 A slot has exactly one writer. Claiming it is atomic (a POSIX record lock on the slot header
 held only while the claim is checked and written); a slot whose writer is alive refuses a
 second one with a clear error, and a slot whose writer died is taken over.
+
+Publishing is a fixed sequence of stores (the sequence lock of :mod:`.layout`), written as a
+generator, :meth:`SlotWriter.publish_steps`, with one store per step: :meth:`publish` runs it
+to the end, and tests stop the writer between any two stores to read the page there.
 """
 
 from __future__ import annotations
@@ -12,11 +16,11 @@ import math
 import os
 import struct
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
-from mosaic_fastlane import layout
+from mosaic_fastlane import layout, trust
 from mosaic_fastlane.layout import PAGE_HEADER, PAGE_SEQ, SLOT_HEADER, PixelFormat
 from mosaic_fastlane.segment import FastLaneError, Mapping
 
@@ -48,8 +52,13 @@ class SlotWriter:
 
     # ------------------------------------------------------------------ ownership
     def _locked(self, operation: Any) -> Any:
-        fd = os.open(self.mapping.path, os.O_RDWR)
         try:
+            fd, info = trust.open_trusted(self.mapping.path, os.O_RDWR, os.geteuid())
+        except trust.UntrustedFile as exc:
+            raise FastLaneError(f"refusing FastLane segment {exc}") from None
+        try:
+            if (info.st_dev, info.st_ino) != self.mapping.identity:
+                raise FastLaneError(f"FastLane segment {self.mapping.name} was replaced by another file")
             fcntl.lockf(fd, fcntl.LOCK_EX, layout.SLOT_HEADER_SIZE, self._slot_offset)
             return operation()
         finally:
@@ -101,6 +110,22 @@ class SlotWriter:
         """Copy one HxWxC uint8 frame and its metrics into the next page; False when closed."""
         if self.closed or os.getpid() != self._pid:
             return False
+        for _step in self.publish_steps(frame, tick=tick, global_step=global_step, episode_count=episode_count,
+                                        last_reward=last_reward, rolling_return=rolling_return,
+                                        step_rate_hz=step_rate_hz):
+            pass
+        return True
+
+    def publish_steps(self, frame: np.ndarray, *, tick: int = 0, global_step: int = 0, episode_count: int = 0,
+                      last_reward: float = 0.0, rolling_return: float | None = None,
+                      step_rate_hz: float = 0.0) -> Iterator[str]:
+        """The stores of one publish, one per step, in the order readers rely on.
+
+        Yields after each store the name of what was stored: ``busy`` (the page's ``seq`` is
+        odd), ``pixels``, ``metrics`` (the rest of the page header), ``settled`` (``seq`` even),
+        ``announced`` (the slot's ``published``). Pixels and metrics change only while the
+        page is busy; a reader that sees an even ``seq`` before and after its copy has a whole frame.
+        """
         if frame.ndim == 2:
             frame = frame[:, :, None]
         height, width, channels = frame.shape
@@ -111,17 +136,22 @@ class SlotWriter:
         page = self.published % layout.PAGES_PER_SLOT
         offset, seq = self._page_offsets[page], self._seqs[page]
         writing = seq + 1 if seq % 2 == 0 else seq + 2  # odd; a dead writer may have left it odd
+        number = self.published + 1
         buf = self.mapping.buf
         PAGE_SEQ.pack_into(buf, offset, writing)
+        yield "busy"
         np.copyto(self._pixels[page][:nbytes].reshape(height, width, channels), frame, casting="unsafe")
+        yield "pixels"
         PAGE_HEADER.pack_into(buf, offset, writing, tick, global_step, episode_count, height, width, channels,
                               int(pixel_format), last_reward, math.nan if rolling_return is None else rolling_return,
-                              step_rate_hz, time.time(), self.env_index)
+                              step_rate_hz, time.time(), self.env_index, number)
+        yield "metrics"
         PAGE_SEQ.pack_into(buf, offset, writing + 1)
         self._seqs[page] = writing + 1
-        self.published += 1
-        struct.pack_into("<Q", buf, self._slot_offset + layout.SLOT_PUBLISHED_OFFSET, self.published)
-        return True
+        yield "settled"
+        self.published = number
+        struct.pack_into("<Q", buf, self._slot_offset + layout.SLOT_PUBLISHED_OFFSET, number)
+        yield "announced"
 
     def add_busy(self, seconds: float) -> None:
         """Account time spent rendering and publishing (readers and the manifest show it)."""

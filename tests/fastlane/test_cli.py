@@ -26,9 +26,12 @@ def test_list_shows_segments_and_clean_removes_only_dead_hosts(tmp_path):
         listed = subprocess.run([str(MOSAIC), "fastlane", "list"], env=env, capture_output=True, text=True)
         rows = {row["segment"]: row for row in map(json.loads, listed.stdout.splitlines())}
         assert rows["mosaic-fl-deadhost"]["host_alive"] is False and rows["mosaic-fl-deadhost"]["mode"] == "grid"
-        assert rows["mosaic-fl-livehost"]["host_alive"] is True and "too small" in rows["mosaic-fl-junk"]["error"]
+        assert rows["mosaic-fl-livehost"]["host_alive"] is True and "mode 0644" in rows["mosaic-fl-junk"]["skipped"]
+        os.chmod(tmp_path / "mosaic-fl-junk", 0o600)
+        listed = subprocess.run([str(MOSAIC), "fastlane", "list"], env=env, capture_output=True, text=True)
+        assert "too small" in [json.loads(line) for line in listed.stdout.splitlines()][1]["error"]
         cleaned = subprocess.run([str(MOSAIC), "fastlane", "clean"], env=env, capture_output=True, text=True)
-        assert json.loads(cleaned.stdout) == {"removed": 2}
+        assert json.loads(cleaned.stdout) == {"removed": 2, "skipped": 1}
         assert sorted(p.name for p in tmp_path.iterdir()) == ["mosaic-fl-junk", "mosaic-fl-livehost"]
     finally:
         live.communicate("\n")

@@ -78,6 +78,7 @@ def test_readers_check_magic_version_mode_and_geometry(owner, patch, message):
 
 def test_a_truncated_or_missing_segment_is_a_clear_error(tmp_path):
     (tmp_path / "mosaic-fl-short").write_bytes(b"MOSAICFL")
+    os.chmod(tmp_path / "mosaic-fl-short", 0o600)
     with pytest.raises(FastLaneError, match="too small"):
         FastLaneReader(name="mosaic-fl-short", directory=tmp_path)
     with pytest.raises(FastLaneError, match="no FastLane segment mosaic-fl-absent"):
@@ -127,11 +128,11 @@ def test_a_stale_segment_from_a_dead_host_is_replaced(owner):
         assert reader.header.owner_pid == os.getpid() and not reader.ended()
 
 
-def test_a_foreign_file_with_the_name_is_replaced_but_a_live_run_is_not(owner):
+def test_our_own_leftover_with_the_name_is_replaced_but_a_live_run_is_not(owner):
     run_id = f"busy-{os.getpid()}"
     (layout.shm_dir() / layout.segment_name(run_id)).write_bytes(b"junk")
     seg = owner(run_id)
-    assert "too small" in seg.replaced_stale
+    assert "mode 0644" in seg.replaced_stale
     with pytest.raises(SharedMemoryUnavailable, match="belongs to a live run"):
         SegmentOwner(run_id, mode=Mode.SINGLE, slot_count=1, max_dim=16, interval_ms=10)
     assert seg.path.exists()

@@ -1,13 +1,14 @@
 """Torn-read stress: ``stress.py writer NAME FRAMES`` publishes at full speed;
-``stress.py reader NAME FRAMES`` verifies every frame it sees until FRAMES were published.
+``stress.py reader NAME FRAMES`` says ``ready``, then verifies every frame it sees until
+FRAMES were published.
 
 Each frame's CRC-32 travels in ``last_reward`` and its number in ``global_step`` and in its
-first pixels, so a reader notices any mix of two frames (pixels or metrics or geometry).
+first pixels, so a reader notices any mix of two frames (pixels or metrics or geometry), and
+any frame older than one it already got (``latest()`` must never go back).
 """
 
 import json
 import sys
-import time
 import zlib
 
 import numpy as np
@@ -33,7 +34,22 @@ def write(name, frames):
 
 def read(name, frames):
     checked = torn_pages = last = 0
+
+    def check(frame):
+        pixels = frame.pixels
+        number = int.from_bytes(pixels.reshape(-1)[:8].tobytes(), "little")
+        bad = (zlib.crc32(pixels.tobytes()) != frame.last_reward or number != frame.global_step
+               or number != frame.frame_number or pixels.shape != SHAPES[number % len(SHAPES)]
+               or frame.episode_count != pixels.shape[2])
+        if bad:
+            print(json.dumps({"torn": number, "step": frame.global_step}))
+            sys.exit(1)
+        if frame.global_step < last:
+            print(json.dumps({"went_back": frame.global_step, "after": last}))
+            sys.exit(1)
+
     with FastLaneReader(name=name) as reader:
+        print("ready", flush=True)
         while reader.frames_published() < frames:
             published = reader.frames_published()
             if published and reader.read_page(0, (published - 1) % 2) is None:
@@ -41,22 +57,15 @@ def read(name, frames):
             frame = reader.latest()
             if frame is None:
                 continue
-            pixels = frame.pixels
-            number = int.from_bytes(pixels.reshape(-1)[:8].tobytes(), "little")
-            bad = (zlib.crc32(pixels.tobytes()) != frame.last_reward or number != frame.global_step
-                   or pixels.shape != SHAPES[number % len(SHAPES)] or frame.episode_count != pixels.shape[2])
-            if bad:
-                print(json.dumps({"torn": number, "step": frame.global_step}))
-                sys.exit(1)
-            if frame.global_step < last:
-                print(json.dumps({"went_back": frame.global_step, "after": last}))
-                sys.exit(1)
+            check(frame)
+            checked += frame.global_step > last
             last = frame.global_step
-            checked += 1
+        final = reader.latest()  # the writer is done: its last frame, whole
+        check(final)
+        last = final.global_step
     print(json.dumps({"checked": checked, "torn_pages_detected": torn_pages, "last": last}))
 
 
 if __name__ == "__main__":
     role, segment, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    started = time.perf_counter()
     write(segment, count) if role == "writer" else read(segment, count)
