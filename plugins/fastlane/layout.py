@@ -55,6 +55,8 @@ import struct
 from enum import IntEnum
 from pathlib import Path
 
+from mosaic_core import procs
+
 MAGIC = b"MOSAICFL"
 LAYOUT_VERSION = 2
 NAME_PREFIX = "mosaic-fl-"
@@ -134,31 +136,5 @@ def page_offset(slot: int, page: int, slot_bytes: int, page_capacity: int) -> in
 
 
 # ------------------------------------------------------------------------------ processes
-def process_start(pid: int) -> int:
-    """The start time of ``pid`` in clock ticks since boot (0 when unknown)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def process_alive(pid: int, start: int = 0) -> bool:
-    """Whether ``pid`` is a live (not zombie) process, the same one that started at ``start``."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return True  # no /proc: trust kill(0)
-    if fields[0] in (b"Z", b"X"):
-        return False
-    return not start or int(fields[19]) == start
+process_start = procs.process_start  # the one process-table helper of the host
+process_alive = procs.process_alive

@@ -24,7 +24,7 @@ from mosaic_fastlane import layout, settings
 if TYPE_CHECKING:
     import numpy as np
 
-    from mosaic_core.child import ChildContext, FrameInfo
+    from mosaic_core.types import ChildContext, FrameInfo
     from mosaic_core.config import WorkerConfig
     from mosaic_core.runs import RunContext
 

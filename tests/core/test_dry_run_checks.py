@@ -32,6 +32,7 @@ def refused(result, *needles):
     ('{"wandb_projekt_name": "x"}', ("extras.wandb_projekt_name", "did you mean wandb_project_name?")),
     ('{"eval_episods": 3}', ("did you mean eval_episodes?",)),
     ('{"fastlane_slot": -1}', ("fastlane_slot",)),
+    ('{"fastlane_vidoe_mode": "grid"}', ("extras.fastlane_vidoe_mode", "did you mean fastlane_video_mode?")),
     ('{"thresh_level": "high"}', ("extras.thresh_level: must be a finite number",)),
 ])
 def test_bad_values_are_refused_naming_the_key(mosaic, workdir, extras, needles):

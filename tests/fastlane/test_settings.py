@@ -30,7 +30,6 @@ def test_how_fastlane_is_enabled(extras, enabled):
     ({"fastlane_slot": 8, "algo_params": {"num_envs": 2}}, {}, "outside the run's 2 env(s)"),
     ({"fastlane_grid_limit": 0}, {}, "extras.fastlane_grid_limit: must be an integer >= 1, got 0"),
     ({"fastlane_record": True}, {}, "extras.fastlane_record: must be an integer >= 1, got True"),
-    ({"fastlane_vidoe_mode": "grid"}, {}, "extras.fastlane_vidoe_mode: unknown FastLane key; did you mean fastlane_video_mode?"),
     ({"fastlane": True}, {"CLEANRL_FASTLANE_INTERVAL_MS": "0"}, "CLEANRL_FASTLANE_INTERVAL_MS: '0' must be a number of milliseconds > 0"),
     ({"fastlane": True}, {"CLEANRL_FASTLANE_INTERVAL_MS": "-5"}, "CLEANRL_FASTLANE_INTERVAL_MS: '-5' must be"),
     ({"fastlane": True}, {"CLEANRL_FASTLANE_INTERVAL_MS": "soon"}, "CLEANRL_FASTLANE_INTERVAL_MS: 'soon' is not a number"),
