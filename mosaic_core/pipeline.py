@@ -35,8 +35,9 @@ DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
 
 def host_parser(prog: str, worker_name: str, description: str) -> argparse.ArgumentParser:
     """The flags every worker's runs share (DESIGN.md §5); a worker adds its own after them."""
-    parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     epilog="Lifecycle events are printed as JSON lines on stdout.")
+    parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False,
+                                     epilog="Lifecycle events are printed as JSON lines on stdout (at a terminal: "
+                                            "human lines; --json for JSON there too).")
     run = parser.add_argument_group("run")
     run.add_argument("--config", help="worker config JSON (flat, nested at metadata.worker.config, or a run's "
                                       "config.json to repeat it)")
@@ -284,7 +285,10 @@ def worker_option_defaults(worker: Any) -> dict[str, Any]:
     """The worker's own flags at their defaults (for runs not started from a command line)."""
     parser = argparse.ArgumentParser(add_help=False)
     call_optional(worker, "add_arguments", parser)
-    return vars(parser.parse_args([]))
+    options = vars(parser.parse_args([]))
+    if getattr(worker, "accepts_extra_argv", False):
+        options["extra_argv"] = []
+    return options
 
 
 def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> int:
@@ -296,10 +300,14 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
     own = parser.add_argument_group(f"{worker_name} worker")
     before = {action.dest for action in parser._actions}
     call_optional(worker, "add_arguments", own)
-    ns = parser.parse_args(argv)
+    ns, extra = parser.parse_known_args(argv)
+    if extra and not getattr(worker, "accepts_extra_argv", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if ns.emit_summary and not ns.dry_run:
         parser.error("--emit-summary needs --dry-run")
     options = {dest: value for dest, value in vars(ns).items() if dest not in before}
+    if getattr(worker, "accepts_extra_argv", False):
+        options["extra_argv"] = extra
     host = plugin_host()
     prepared = prepare_from_flags(item, worker, ns, options, host)
     if ns.dry_run:

@@ -32,7 +32,14 @@ OPTIONAL = ("add_arguments", "extras_keys", "config_defaults", "validate", "gpu_
 
 
 class Worker:
-    """Base class of a worker; every method but :meth:`plan` is optional."""
+    """Base class of a worker; every method but :meth:`plan` is optional.
+
+    ``accepts_extra_argv``: when true, command-line arguments after the host's and the
+    worker's own flags are not an error; they reach :meth:`plan` as ``run.options["extra_argv"]``
+    (the CleanRL worker passes them to the script, checked against its ``Args``).
+    """
+
+    accepts_extra_argv = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add the worker's own flags to ``mosaic run --worker NAME``. Their parsed values

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.config import WorkerConfig, redact
-from mosaic_core.errors import ConfigError
+from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.runs import RunContext
 from mosaic_core.types import Launch
 
@@ -33,10 +33,47 @@ def mode_program(mode: str) -> Any:
 
 
 def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
-    """In policy_eval and interactive modes no algorithm or budget is needed from the user."""
+    """In policy_eval and interactive modes no algorithm or budget is needed from the user;
+    in training, the budget defaults to the script's own ``total_timesteps`` default."""
     extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
     mode = "interactive" if interactive else extras.get("mode")
-    return {"algo": mode, "total_timesteps": 1} if mode in MODE_PROGRAMS else {}
+    if mode in MODE_PROGRAMS:
+        return {"algo": mode, "total_timesteps": 1}
+    if data.get("total_timesteps") in (None, "") and isinstance(data.get("algo"), str):
+        default = _script_default(data["algo"], extras.get("cleanrl_home"), "total_timesteps")
+        if isinstance(default, int) and not isinstance(default, bool) and default > 0:
+            return {"total_timesteps": default}
+    return {}
+
+
+def _script_default(algo: str, cleanrl_home: Any, name: str) -> Any:
+    """The literal default of ``name`` in the script ``algo`` resolves to (None if unknown)."""
+    from cleanrl_worker.registry import resolve
+    from cleanrl_worker.script_args import resolved_value
+
+    try:
+        return resolved_value(resolve(algo, cleanrl_home=cleanrl_home).script, [], name)
+    except (UsageError, OSError):
+        return None  # the plan reports a bad algorithm itself
+
+
+def command_line_flags(extra_argv: list[str], from_extras: list[str]) -> list[str]:
+    """Script flags typed after the host's (``--learning-rate 1e-3``), refused when the same
+    flag also comes from extras: one value per flag, said once."""
+    def names(argv: list[str]) -> dict[str, str]:
+        found = {}
+        for item in argv:
+            if item.startswith("--") and len(item) > 2:
+                flag = item.split("=", 1)[0]
+                found[flag.replace("--no-", "--", 1).replace("_", "-")] = flag
+        return found
+
+    given, extras = names(extra_argv), names(from_extras)
+    both = sorted(set(given) & set(extras))
+    if both:
+        raise UsageError(f"{given[both[0]]} is given on the command line and in extras; "
+                         "give it once")
+    return list(extra_argv)
 
 
 def _mode(config: WorkerConfig) -> str:
@@ -111,6 +148,8 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     from cleanrl_worker.script_args import check_script_argv, resolved_value
 
     mode = "interactive" if run.options.get("interactive") else _mode(config)
+    if mode in MODE_PROGRAMS and run.options.get("extra_argv"):
+        raise UsageError(f"unrecognized arguments for mode {mode}: {' '.join(run.options['extra_argv'])}")
     if mode in MODE_PROGRAMS:
         algorithm = mode_program(mode)
     else:
@@ -129,7 +168,9 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
             script_argv += ["--render"]
         command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
     else:
-        script_argv = base_flags(config) + extras_to_flags(script_extras, source=config.source) + run.plugin_args
+        from_extras = extras_to_flags(script_extras, source=config.source)
+        script_argv = (base_flags(config) + from_extras
+                       + command_line_flags(run.options.get("extra_argv") or [], from_extras) + run.plugin_args)
         if mode == "resume_training":
             script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
         notes += check_script_argv(algorithm.script, script_argv)

@@ -34,6 +34,8 @@ OWN_KEYS = [
 
 
 class CleanRLWorker(Worker):
+    accepts_extra_argv = True  # `mosaic run --worker cleanrl ... --learning-rate 1e-3`: the script's flags
+
     def extras_keys(self) -> list[ExtrasKey]:
         return OWN_KEYS
 
