@@ -7,6 +7,8 @@ or spawned), message boundaries kept. Each datagram is one JSON object
 slow, best-effort messages are dropped and counted; reliable ones wait up to a second.
 Linux queues only ``net.unix.max_dgram_qlen`` datagrams per socket (10 by default), so
 senders coalesce: send the latest state at a bounded rate, never one message per step.
+Every datagram carries its sender's credentials (``SO_PASSCRED``); the host hears only its own
+user's processes, so another user on the machine cannot inject into a run.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import threading
 from typing import Any, Callable
 
 MAX_DATAGRAM = 60_000
+CREDENTIALS_SPACE = socket.CMSG_SPACE(struct.calcsize("iII"))
 ENV_VAR = "MOSAIC_CHANNEL"
 
 
@@ -38,6 +42,11 @@ class ChannelReceiver:
         self._handler = handler
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        # The address is visible to every user (/proc/net/unix): the kernel tells us who sent
+        # each datagram, and only our own user's processes are heard.
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self._uid = os.geteuid()
+        self.refused = 0  # datagrams from another user
         self._sock.bind(_abstract(address))
         self._sock.settimeout(0.2)
         self._stop = threading.Event()
@@ -51,13 +60,24 @@ class ChannelReceiver:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                data = self._sock.recv(MAX_DATAGRAM + 1024)
+                data = self._receive()
             except TimeoutError:
                 continue
             except OSError:
                 return
             if data:  # an empty datagram only wakes the loop (see close)
                 self._dispatch(data)
+
+    def _receive(self) -> bytes | None:
+        """One datagram, or None when it came from another user (or carried no credentials)."""
+        data, ancillary, _flags, _address = self._sock.recvmsg(MAX_DATAGRAM + 1024, CREDENTIALS_SPACE)
+        for level, kind, value in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(value) >= 12:
+                _pid, uid, _gid = struct.unpack("iII", value[:12])
+                if uid == self._uid:
+                    return data
+        self.refused += 1
+        return None
 
     def _dispatch(self, data: bytes) -> None:
         try:
@@ -85,7 +105,7 @@ class ChannelReceiver:
         self._sock.setblocking(False)
         while True:
             try:
-                data = self._sock.recv(MAX_DATAGRAM + 1024)
+                data = self._receive()
             except (BlockingIOError, OSError):
                 break
             if data:

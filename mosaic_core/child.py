@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.abc
 import multiprocessing
+import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any, Callable
@@ -100,6 +101,10 @@ def install(host: "PluginHost | None" = None) -> ChildContext | None:
     after_import("gymnasium", lambda _module: _patch_gym_make(child, host))
     after_import(_WRITER_MODULES, lambda module: _patch_writer_module(module, child, host))
     host.child_setup(child)
+    if child.host_pid and os.getppid() == child.host_pid:  # the training process itself
+        from mosaic_core.hostwatch import watch_host
+
+        watch_host(child, host)
     return child
 
 

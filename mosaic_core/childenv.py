@@ -34,4 +34,4 @@ def child_from_environ(environ: Mapping[str, str] | None = None) -> ChildContext
     return ChildContext(run_id=spec["run_id"], run_dir=Path(spec["run_dir"]), extras=spec.get("extras") or {},
                         channel=ChannelSender(spec.get("channel")), algo=spec.get("algo", ""),
                         env_id=spec.get("env_id", ""), num_envs=spec.get("num_envs"), worker=spec.get("worker", ""),
-                        plugins=spec.get("plugins"))
+                        plugins=spec.get("plugins"), host_pid=int(spec.get("host_pid") or 0))

@@ -8,6 +8,8 @@ refuses a second one, and refuses anything after it.
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 import threading
 import time
@@ -28,7 +30,7 @@ class EventEmitter:
                  sinks: list[Callable[[dict[str, Any]], None]] | None = None, to_stream: bool = True):
         self.run_id = run_id
         self._stream = (sys.stdout if stream is None else stream) if to_stream else None
-        self._log = open(log_path, "a", encoding="utf-8") if log_path else None
+        self._log = open_append(log_path) if log_path else None
         self._lock = threading.Lock()
         self._seq = 0
         self.sinks = list(sinks or [])
@@ -41,8 +43,8 @@ class EventEmitter:
                 return None
             self._seq += 1
             record = {"event": event, "run_id": self.run_id, "seq": self._seq,
-                      "timestamp": time.time(), "payload": redact(payload or {})}
-            line = json.dumps(record, default=str)
+                      "timestamp": time.time(), "payload": finite(redact(payload or {}))}
+            line = json.dumps(record, default=str, allow_nan=False)
             if event in TERMINAL:
                 self.terminal = record
             for out in (self._stream, self._log):
@@ -64,6 +66,24 @@ class EventEmitter:
         if self._log:
             self._log.close()
             self._log = None
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None: the stream is strict JSON
+    (a NaN loss from a script never reaches ``events.jsonl`` as an invalid token)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def open_append(path: Path) -> Any:
+    """Open a run's event log for appending without following a symlink at its name."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "a", encoding="utf-8")
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

@@ -62,6 +62,7 @@ POLICY = {
     "mosaic_wrap_env": ISOLATE,
     "mosaic_on_frame": ISOLATE,
     "mosaic_on_scalar": ISOLATE,
+    "mosaic_host_lost": ISOLATE,
 }
 
 
@@ -291,4 +292,15 @@ def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | No
     writers, and for :func:`mosaic_core.child.report_scalar` (workers without a
     SummaryWriter), before the write itself, so it must be cheap (buffer, never block).
     Return value ignored. Failure: isolate.
+    """
+
+
+@hookspec
+def mosaic_host_lost(child: ChildContext) -> None:
+    """The run's host died (e.g. ``kill -9``) while the training process was running.
+
+    Called once, in the training process only, from MOSAIC's watchdog thread, just before it
+    records the run as failed and stops the run's processes. Free what the host would have
+    freed in :func:`mosaic_run_finished` and can be freed from here (e.g. a shared-memory
+    segment). Must be quick. Return value ignored. Failure: isolate.
     """

@@ -338,6 +338,9 @@ class PluginHost:
     def on_frame(self, child: ChildContext, frame: Any, info: FrameInfo) -> None:
         self.pm.hook.mosaic_on_frame(child=child, frame=frame, info=info)
 
+    def host_lost(self, child: ChildContext) -> None:
+        self._call("mosaic_host_lost", child=child)
+
     def on_scalar(self, child: ChildContext, tag: str, value: float, step: int | None) -> None:
         # The hottest hook (every add_scalar): straight through pluggy, results ignored.
         self.pm.hook.mosaic_on_scalar(child=child, tag=tag, value=value, step=step)

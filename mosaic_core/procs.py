@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -115,3 +116,23 @@ def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None) ->
     if proc is not None and proc.poll() is None:
         proc.wait()
     return sent
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def parent_death_signal_setter(sig: int) -> Callable[[], None]:
+    """A function that asks the kernel to send ``sig`` to the calling process when its parent
+    dies (Linux ``prctl(PR_SET_PDEATHSIG)``; 0 clears it). Made before a fork so the child
+    (``Popen(preexec_fn=...)``) runs no import; a no-op where prctl is missing."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return lambda: None
+
+    def set_signal() -> None:
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+    return set_signal

@@ -35,6 +35,7 @@ STDERR_TAIL_LINES = 40
 # SDL (pygame, used by gymnasium's renderers) installs SIGINT/SIGTERM handlers that turn a
 # stop request into a quit event nobody reads: a rendering run would ignore cancel.
 CHILD_DEFAULTS = {"SDL_NO_SIGNAL_HANDLERS": "1", "PYTHONUNBUFFERED": "1"}
+_DIE_WITH_HOST = procs.parent_death_signal_setter(signal.SIGTERM)
 
 
 @dataclass
@@ -96,7 +97,7 @@ class Supervisor:
         child = ChildContext(run_id=cfg.run_id, run_dir=self.run.run_dir, extras=redact(cfg.extras),
                              channel=channel.ChannelSender(address), algo=cfg.algo, env_id=cfg.env_id,
                              num_envs=self.options.num_envs, worker=self.run.worker,
-                             plugins=plugin_records(self.host))
+                             plugins=plugin_records(self.host), host_pid=os.getpid())
         env = dict(os.environ)
         for name, value in CHILD_DEFAULTS.items():
             env.setdefault(name, value)
@@ -108,11 +109,13 @@ class Supervisor:
     def _start(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
         directory = self.run.directory
         worker = self.run.worker
-        out = open(directory.log(worker, "stdout"), "ab")
-        err = open(directory.log(worker, "stderr"), "ab")
+        out = _open_log(directory.log(worker, "stdout"))
+        err = _open_log(directory.log(worker, "stderr"))
         passthrough = self.options.passthrough_stdio
         try:
-            return subprocess.Popen(self.argv, cwd=self.cwd, env=env,
+            # The training process dies with its host even if the host is SIGKILLed (a Python
+            # training process trades this for a watchdog that also records why: child.install).
+            return subprocess.Popen(self.argv, cwd=self.cwd, env=env, preexec_fn=_DIE_WITH_HOST,
                                     stdin=None if passthrough else subprocess.DEVNULL,
                                     stdout=None if passthrough else out, stderr=err, start_new_session=True)
         finally:
@@ -227,6 +230,12 @@ class Supervisor:
         run.emit(EVENT_OF[status], payload)
         if status == "failed" and not run.quiet and payload.get("error"):
             print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
+
+
+def _open_log(path: Path) -> Any:
+    """A run's log, appended to without following a symlink at its name."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "ab")
 
 
 def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:

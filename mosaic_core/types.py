@@ -113,6 +113,7 @@ class ChildContext:
     num_envs: int | None = None
     worker: str = ""
     plugins: list[list[str]] | None = None  # [name, module, distribution, version] the host selected
+    host_pid: int = 0  # the supervising host: the training process stops itself if it dies
 
     def publish(self, kind: str, payload: dict[str, Any], reliable: bool = False) -> bool:
         """Send a message to the host (see :mod:`mosaic_core.channel`)."""
@@ -122,7 +123,8 @@ class ChildContext:
         """The JSON a host puts in ``MOSAIC_CHILD`` (read back by :mod:`mosaic_core.childenv`)."""
         return json.dumps({"run_id": self.run_id, "run_dir": str(self.run_dir), "extras": self.extras,
                            "channel": self.channel.address, "algo": self.algo, "env_id": self.env_id,
-                           "num_envs": self.num_envs, "worker": self.worker, "plugins": self.plugins})
+                           "num_envs": self.num_envs, "worker": self.worker, "plugins": self.plugins,
+                           "host_pid": self.host_pid})
 
 
 @dataclass(frozen=True)

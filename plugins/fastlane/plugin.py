@@ -242,6 +242,22 @@ def mosaic_wrap_env(child: "ChildContext", env: Any, env_id: str, env_index: int
 
 
 @hookimpl
+def mosaic_host_lost(child: "ChildContext") -> None:
+    """The host died: remove the run's segment (it can no longer), if it is ours."""
+    from mosaic_fastlane import trust
+
+    resolved = settings.Settings.from_env()
+    if resolved is None:
+        return
+    path = Path(resolved.shm_dir) / resolved.segment
+    try:
+        if trust.problem(os.lstat(path), os.geteuid()) is None:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+@hookimpl
 def mosaic_on_frame(child: "ChildContext", frame: "np.ndarray", info: "FrameInfo") -> None:
     from mosaic_fastlane.wrapper import active
 
