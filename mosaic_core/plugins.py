@@ -29,7 +29,7 @@ import pluggy
 from mosaic_core import hookspecs
 from mosaic_core.entrypoints import (DISABLE_VAR, LOAD_VAR, LoadedEntryPoint, is_blocked, load_group, load_listed,
                                      report_failure, strict, unknown_selected)
-from mosaic_core.errors import PluginError
+from mosaic_core.errors import PluginError, UsageError
 from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure
 
 if TYPE_CHECKING:
@@ -79,6 +79,11 @@ class _Manager(pluggy.PluginManager):
                 result = function(*args)
             except PluginError:
                 raise
+            except UsageError:  # a config hook's own message for the user (exit 2), as it is
+                if policy == hookspecs.STOP:
+                    raise
+                host.record_failure(plugin, hook, "raised a usage error outside a config hook")
+                return None
             except Exception as exc:
                 if policy == hookspecs.STOP:
                     raise PluginError(f"plugin {plugin!r} failed in {hook}: {type(exc).__name__}: {exc}") from exc
@@ -190,6 +195,11 @@ class PluginHost:
             results = getattr(self.pm.hook, hook)(**kwargs)
         except PluginError:
             raise
+        except UsageError:
+            if hookspecs.POLICY.get(hook) == hookspecs.STOP:
+                raise
+            self.record_failure(self._wrapper_names(hook), hook, "raised a usage error outside a config hook")
+            return []
         except Exception as exc:  # only a wrapper can get here: guards catch the rest
             if hookspecs.POLICY.get(hook) == hookspecs.STOP:
                 raise PluginError(f"{WRAPPER} of {hook} failed: {type(exc).__name__}: {exc}") from exc

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.cli.commands import CliCommand
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core.errors import UsageError
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 
@@ -58,12 +58,43 @@ def _run_runs(ns: argparse.Namespace) -> int:
 
 
 def _print_daemon_runs(target: str, as_json: bool) -> int:
-    try:
-        from mosaic_core.trainer.client import print_runs
-    except ImportError:
-        raise MosaicError("daemon client not available (mosaic_core.trainer.client.print_runs is missing "
-                          "in this installation)") from None
-    return int(print_runs(target, as_json) or 0)
+    """The daemon's runs, with steps and return read from their run directories (on this machine)."""
+    from mosaic_core.trainer.client import list_runs, record_to_dict
+
+    from mosaic_analytics.runs_index import summarize
+
+    rows = []
+    for record in list_runs(target):
+        row = record_to_dict(record)
+        summary = summarize(Path(record.run_dir)) if record.run_dir and Path(record.run_dir).is_dir() else None
+        row.update(algo=summary.algo if summary else None, env_id=summary.env_id if summary else None,
+                   global_step=summary.global_step if summary else None,
+                   total_timesteps=summary.total_timesteps if summary else None,
+                   last_return=summary.last_return if summary else None)
+        rows.append(row)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "REASON"),
+                [(r["run_id"], r["worker"] or "-", r["algo"] or "-", r["env_id"] or "-",
+                  f"{r['status']} ({r['terminal_event']})" if r["terminal_event"] else r["status"],
+                  _steps(r["global_step"], r["total_timesteps"]),
+                  "-" if r["last_return"] is None else f"{r['last_return']:.2f}", r["failure_reason"] or "")
+                 for r in rows])
+    return 0
+
+
+def _steps(step: int | None, total: int | None) -> str:
+    if step is None:
+        return "-"
+    return f"{step:,}/{total:,}" if total else f"{step:,}"
+
+
+def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 def _list(ns: argparse.Namespace) -> int:
@@ -77,21 +108,10 @@ def _list(ns: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs under {root}", file=sys.stderr)
         return 0
-    header = ("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "AGE")
-    rows = [header]
-    for r in runs:
-        steps = "-" if r.global_step is None else f"{r.global_step:,}"
-        if r.global_step is not None and r.total_timesteps:
-            steps += f"/{r.total_timesteps:,}"
-        ret = "-" if r.last_return is None else f"{r.last_return:.2f}"
-        algo = r.algo or "-"
-        if os.sep in algo:
-            algo = os.path.basename(algo)
-        rows.append((r.run_id, r.worker or "-", algo, r.env_id or "-", r.status, steps, ret,
-                     format_age(r.started_at)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "AGE"),
+                [(r.run_id, r.worker or "-", os.path.basename(r.algo) if r.algo else "-", r.env_id or "-", r.status,
+                  _steps(r.global_step, r.total_timesteps), "-" if r.last_return is None else f"{r.last_return:.2f}",
+                  format_age(r.started_at)) for r in runs])
     return 0
 
 

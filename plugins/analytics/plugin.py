@@ -12,6 +12,7 @@ heartbeat; a progress bar follows the events at a terminal; at the end, the mani
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,11 @@ def mosaic_run_started(run):
     from mosaic_analytics import progress
 
     current = state(run)
+    if extras.tracking_enabled(run.config.extras):
+        mode, why = tracking.resolve_mode(run.config.extras, dict(os.environ))
+        if mode == "offline" and why.startswith("no W&B credential"):
+            print(f"mosaic: note: W&B runs offline ({why}); its files go to {run.run_dir / 'wandb'}, "
+                  "`wandb sync` uploads them later", file=sys.stderr)
     if progress.wanted(run.quiet):
         current.progress = progress.ProgressView(run.run_id, run.config.total_timesteps)
     if run.human and not run.quiet:
@@ -121,6 +127,8 @@ def mosaic_on_event(run, event):
         return
     if name == "metrics":
         view.update(payload)
+    elif name == "eval_batch":  # an evaluation counts episodes, not steps
+        view.update_episodes(payload.get("episodes_done"), payload.get("episodes_total"))
     elif name == "heartbeat" and isinstance(payload.get("metrics"), dict):
         view.update(payload["metrics"])
     elif name in ("run_completed", "run_failed", "run_cancelled"):

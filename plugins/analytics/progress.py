@@ -67,6 +67,15 @@ class ProgressView:
                 self._progress.update(self._task, completed=min(step, self.total), sps=_format_number(sps, 0),
                                       eta=_format_eta(eta), ret=_format_number(ret, 1))
 
+    def update_episodes(self, done: Any, total: Any) -> None:
+        """Count episodes instead of steps (a policy evaluation)."""
+        if not isinstance(done, int) or not isinstance(total, int) or total <= 0:
+            return
+        with self._lock:
+            if not self.finished:
+                self._progress.update(self._task, completed=min(done, total), total=total, sps="-", eta="-:--:--")
+                self._progress.columns[3].text_format = "episodes"
+
     def print(self, line: str) -> None:
         """A line above the bar (the bar is redrawn below it)."""
         self._progress.console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from mosaic_core.errors import ConfigError
 from mosaic_core.hookspecs import hookimpl
 from mosaic_core.types import ChildEvent, ExtrasKey
 from mosaic_curriculum.control import REPORT_KIND, CurriculumController
-from mosaic_curriculum.schedule import SCHEDULE_KEY, Schedule, first_env_id, load_schedule, parse_schedule
+from mosaic_curriculum.schedule import SCHEDULE_KEY, Schedule, load_schedule, parse_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 
 if TYPE_CHECKING:
@@ -70,10 +71,15 @@ def mosaic_child_events() -> list[ChildEvent]:
 
 @hookimpl
 def mosaic_config_defaults(data: dict[str, Any]) -> dict[str, Any] | None:
-    """With a schedule and no ``--env-id``, the run starts in the first stage's env."""
+    """With a schedule and no ``--env-id``, the run starts in the first stage's env (a schedule
+    that cannot give one is reported as what it is, not as a missing env id)."""
     extras = data.get("extras")
-    env_id = first_env_id(extras) if isinstance(extras, dict) else None
-    return {"env_id": env_id} if env_id else None
+    if not isinstance(extras, dict) or SCHEDULE_KEY not in extras:
+        return None
+    schedule, problems = parse_schedule(extras[SCHEDULE_KEY])
+    if schedule is None and data.get("env_id") in (None, ""):
+        raise ConfigError("; ".join(problems), field=f"extras.{SCHEDULE_KEY}")
+    return {"env_id": schedule.stages[0].env_id} if schedule else None
 
 
 @hookimpl

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from fastlane_helpers import run_command, shm_leftovers, clean_environ, wait_for_frames
-from mosaic_core.supervisor import group_alive
+from mosaic_core.procs import group_alive
 
 pytestmark = pytest.mark.slow  # trains (or stresses) for more than a few seconds
 GRACE_PERIOD = "30"

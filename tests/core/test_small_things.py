@@ -1,0 +1,36 @@
+"""The smaller things a user hits, each through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_an_unknown_curriculum_preset_is_named_as_such(mosaic):
+    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--total-timesteps", "100", "--dry-run",
+                    "--extras", '{"curriculum_schedule": "doorky"}')
+    assert result.returncode == 2
+    assert "extras.curriculum_schedule: unknown preset 'doorky' (presets: babyai_goto, doorkey)" in result.stderr
+    assert "missing" not in result.stderr
+
+
+def test_wandb_going_offline_is_said(mosaic):
+    result = mosaic("run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "50",
+                    "--extras", '{"track_wandb": true}', env={"WANDB_API_KEY": "", "HOME": "/nonexistent"})
+    assert result.returncode == 0, result.stderr
+    assert "W&B runs offline (no W&B credential" in result.stderr and "wandb sync" in result.stderr
+
+
+def test_a_typo_in_the_plugin_allow_list_is_named(mosaic):
+    warned = mosaic("plugins", "--json", env={"MOSAIC_LOAD_PLUGINS": "fastlan"})
+    assert warned.returncode == 0 and "fastlan that no installed plugin has" in warned.stderr
+    strict = mosaic("plugins", env={"MOSAIC_LOAD_PLUGINS": "fastlan", "MOSAIC_STRICT_PLUGINS": "1"})
+    assert strict.returncode == 2 and "fastlan" in strict.stderr
+
+
+def test_the_example_plugin_changes_no_one_elses_run(mosaic, runs_root):
+    result = mosaic("run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "50",
+                    "--run-id", "plain", "--heartbeat-interval", "0.05")
+    assert result.returncode == 0
+    manifest = json.loads((runs_root / "plain" / "analytics.json").read_text())
+    assert "thresh_level" not in manifest and "example" not in manifest
+    assert all("thresh_level" not in e["payload"] for e in result.events if e["event"] == "heartbeat")
