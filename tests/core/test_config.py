@@ -51,7 +51,7 @@ def test_invalid_fields_are_named_with_the_file(data, field):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("{not json", "malformed JSON at line 1"),
+    ("{not json", "not valid JSON: Expecting property name enclosed in double quotes at line 1"),
     ("[1, 2]", "must be a JSON object, got list"),
     ('{"metadata": {"worker": {"config": 3}}}', "metadata.worker.config"),
 ])
@@ -86,7 +86,7 @@ def test_secrets_are_redacted_at_any_depth():
 
 
 @pytest.mark.parametrize("content, expected", [
-    ("{oops", "malformed JSON"),
+    ("{oops", "not valid JSON"),
     ("[]", "must be a JSON object"),
     (json.dumps({**BASE, "total_timesteps": -3}), "total_timesteps"),
     (json.dumps({"algo": "ppo"}), "missing required field"),

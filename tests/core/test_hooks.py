@@ -179,6 +179,14 @@ def test_a_failing_hook_is_named_once_and_costs_only_its_plugin(run, capsys):
     assert {(r["hook"], r["count"]) for r in host.failure_records()} == {("mosaic_on_heartbeat", 2), ("mosaic_on_scalar", 1)}
 
 
+def test_mosaic_host_lost_runs_every_plugin_even_after_a_failure():
+    seen = []
+    host = host_with(module("a", mosaic_host_lost=lambda child: 1 / 0),
+                     module("b", mosaic_host_lost=lambda child: seen.append(child)))
+    host.host_lost("ctx")
+    assert seen == ["ctx"] and host.failures["a", "mosaic_host_lost"].error.startswith("ZeroDivisionError")
+
+
 def test_wrappers_and_ordering_marks_go_through_pluggy(run):
     def heartbeat_wrapper():
         results = yield
@@ -247,8 +255,18 @@ def mosaic_validate_config(config):
         return ["extras.recorder_reject: rejected by the recorder plugin"]
 
 @hookimpl
+def mosaic_extras_keys():
+    from mosaic_core.types import ExtrasKey
+    return [ExtrasKey("recorder_seed"), ExtrasKey("recorder_reject")]
+
+@hookimpl
+def mosaic_child_events():
+    from mosaic_core.types import ChildEvent
+    return [ChildEvent("recorder_said")]
+
+@hookimpl
 def mosaic_config_defaults(data):
-    return {"seed": 11} if data.get("extras", {}).get("mosaic_recorder_seed") else None
+    return {"seed": 11} if data.get("extras", {}).get("recorder_seed") else None
 
 @hookimpl
 def mosaic_build_args(config):
@@ -340,6 +358,8 @@ from tensorboardX import SummaryWriter
 SummaryWriter("runs/x").add_scalar("charts/episodic_return", 12.5, 3)
 child.plugins().on_frame(child.current(), np.zeros((4, 6, 3), np.uint8), FrameInfo(3, 0, 1.0, None, 10.0, 1))
 child.emit_event("checkpoint_saved", {"path": "runs/x/model.cleanrl_model", "global_step": 3})
+child.emit_event("recorder_said", {"hello": 1})
+child.emit_event("undeclared_event", {"hello": 2})
 import time; time.sleep(0.6)
 '''
 
@@ -356,7 +376,7 @@ def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
     assert rejected.returncode == 2 and "rejected by the recorder plugin" in rejected.stderr
     result = mosaic("run", "--worker", "cleanrl", "--algo", "algo.py", "--env-id", "CartPole-v1",
                     "--total-timesteps", "10", "--run-id", "hooks", "--heartbeat-interval", "0.2",
-                    "--extras", '{"mosaic_recorder_seed": true}', env=env)
+                    "--extras", '{"recorder_seed": true}', env=env)
     assert result.returncode == 0, result.stderr + (runs_root / "hooks/logs/cleanrl.stderr.log").read_text()
     events = result.events
     assert events[0]["event"] == "run_started" and events[-1]["event"] == "run_completed"
@@ -364,6 +384,8 @@ def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
     beats = [e for e in events if e["event"] == "heartbeat"]
     assert beats and all(b["payload"]["recorder"] == "alive" for b in beats)
     assert any(e["event"] == "checkpoint_saved" and e["payload"]["global_step"] == 3 for e in events)
+    assert any(e["event"] == "recorder_said" for e in events)  # declared through mosaic_child_events
+    assert not any(e["event"] == "undeclared_event" for e in events)
     run_dir = runs_root / "hooks"
     assert json.loads((run_dir / "config.json").read_text())["seed"] == 11  # from mosaic_config_defaults
     manifest = json.loads((run_dir / "analytics.json").read_text())

@@ -62,7 +62,7 @@ def test_a_plugins_own_key_never_reaches_a_script_and_its_owner_is_listed(mosaic
                  "--dry-run", "--emit-summary", "--extras", '{"thresh_level": 3, "learning_rate": 0.01}')
     assert dry.returncode == 0, dry.stderr
     summary = json.loads(dry.stdout)
-    assert "--learning-rate" in summary["argv"] and not any("thresh" in a for a in summary["argv"])
+    assert "--learning-rate=0.01" in summary["argv"] and not any("thresh" in a for a in summary["argv"])
     assert summary["worker_extras"] == ["learning_rate"]
     listing = mosaic("plugins", "--extras", "--json")
     owners = {row["key"]: row["plugin"] for row in json.loads(listing.stdout)}
