@@ -26,7 +26,11 @@ from mosaic_core.procs import group_alive
 
 pytestmark = pytest.mark.slow  # trains (or stresses) for more than a few seconds
 GRACE_PERIOD = "30"
-MODES = {"single": {"fastlane": True}, "grid": {"fastlane_video_mode": "grid"}, "off": {"fastlane": False}}
+MODES = {"single": {"fastlane": True}, "grid": {"fastlane_video_mode": "grid"}, "off": {"fastlane": False},
+         # with the other plugins at work too: curriculum stage files, analytics' TensorBoard relocation
+         "allplugins": {"fastlane": True, "tensorboard_dir": "tb", "metrics_interval_s": 0.1,
+                                  "curriculum_schedule": [{"env_id": "CartPole-v1", "until": "steps>=100000000"},
+                                                          {"env_id": "CartPole-v1"}]}}
 
 
 def read_events_until(proc: subprocess.Popen, name: str, seen: list[dict], timeout: float = 120) -> None:
@@ -69,7 +73,7 @@ def test_a_signalled_ppo_run_stops_at_once(mode, sig, workdir):
     events: list[dict] = []
     try:
         read_events_until(proc, "metrics", events)  # training for real: the script logged its first scalars
-        if mode != "off":
+        if MODES[mode].get("fastlane") is not False:
             wait_for_frames(run_id, proc, frames=3).close()
         (child,) = children_of(proc.pid)
         started = time.monotonic()
