@@ -124,3 +124,49 @@ def test_console_scripts_are_the_same_pipeline(workdir):
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["worker"] == "cleanrl"
     assert run_cli(["cleanrl-worker", "--total-timesteps", "nope"], cwd=workdir).returncode == 2
+
+
+BAD_WORKERS = '''
+from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
+
+CAPS = WorkerCapabilities(worker_type="bad", supported_paradigms=("sequential",), env_families=("gymnasium",),
+                          action_spaces=("discrete",), observation_spaces=("vector",))
+
+def no_plan():
+    return WorkerMetadata(name="noplan", version="1", description="d", capabilities=CAPS, worker="bad_workers:NoPlan")
+
+def raises():
+    return WorkerMetadata(name="raiser", version="1", description="d", capabilities=CAPS, worker="bad_workers:Raiser")
+
+def wrong_launch():
+    return WorkerMetadata(name="wronglaunch", version="1", description="d", capabilities=CAPS,
+                          worker="bad_workers:WrongLaunch")
+
+class NoPlan:
+    pass
+
+class Raiser:
+    def plan(self, config, run):
+        raise KeyError("boom")
+
+class WrongLaunch:
+    def plan(self, config, run):
+        return ["python", "-c", "pass"]
+'''
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("noplan", "worker 'noplan' (mosaic-bad 1.0): bad_workers:NoPlan has no plan() method (see mosaic_core.worker.Worker)"),
+    ("raiser", "worker 'raiser' (mosaic-bad 1.0) failed to plan the run: KeyError: 'boom'"),
+    ("wronglaunch", "worker 'wronglaunch' (mosaic-bad) returned list from plan(); expected mosaic_core.types.Launch"),
+])
+def test_a_broken_worker_is_one_line_naming_it(mosaic, tmp_path, name, needle):
+    from tests.core.distributions import make_distribution
+
+    site = make_distribution(tmp_path / "site", "mosaic-bad", {"mosaic.workers": {
+        "noplan": "bad_workers:no_plan", "raiser": "bad_workers:raises", "wronglaunch": "bad_workers:wrong_launch"}},
+        {"bad_workers": BAD_WORKERS})
+    result = mosaic("run", "--worker", name, "--algo", "x", "--env-id", "CartPole-v1", "--total-timesteps", "5",
+                    env={"PYTHONPATH": str(site)})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [f"mosaic: error: {needle}"]
