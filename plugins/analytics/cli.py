@@ -127,6 +127,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
         print(json.dumps({"summary": summary.to_dict(), "config": config, "manifest": manifest}, indent=2))
         return 0
     lines = [("run", summary.run_id), ("path", summary.path), ("status", summary.status),
+             *([("reason", summary.reason)] if summary.reason else []),
              ("worker", summary.worker), ("algo", summary.algo), ("env", summary.env_id),
              ("steps", f"{summary.global_step} / {summary.total_timesteps}"),
              ("last return", summary.last_return), ("age", format_age(summary.started_at))]

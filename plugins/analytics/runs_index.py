@@ -35,6 +35,7 @@ class RunSummary:
     last_return: float | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    reason: str | None = None  # why it failed or was cancelled (from its terminal event)
     manifest_schema: str | None = None
     problems: list[str] = field(default_factory=list)
 
@@ -137,6 +138,7 @@ def summarize(run_dir: Path) -> RunSummary:
         if record["event"] in TERMINAL:
             summary.status = TERMINAL[record["event"]]
             summary.ended_at = _number(record.get("timestamp"))
+            summary.reason = _text(payload.get("error") or payload.get("reason"))
     final = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
     if summary.global_step is None and isinstance(final.get("global_step"), int):
         summary.global_step = final["global_step"]

@@ -50,6 +50,8 @@ def test_a_failed_run_prints_its_reason_on_stderr(mosaic, workdir):
     assert result.returncode == 1
     assert result.events[-1]["payload"]["error"] == "ValueError: bad learning rate: -1"
     assert "mosaic: error: run boom failed: ValueError: bad learning rate: -1" in result.stderr
+    shown = mosaic("runs", "show", "boom")
+    assert "reason:          ValueError: bad learning rate: -1" in shown.stdout
     quiet = mosaic("run", "--worker", "cleanrl", "--algo", "boom.py", "--env-id", "CartPole-v1",
                    "--total-timesteps", "10", "--quiet")
     assert "failed:" not in quiet.stderr
