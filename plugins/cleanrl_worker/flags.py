@@ -4,7 +4,7 @@ A pure function of the extras, no import of tyro or the script. The rules:
 
 - Reserved keys are consumed by MOSAIC itself and never forwarded (:data:`RESERVED_KEYS`,
   plus every key starting with one of :data:`RESERVED_PREFIXES`, e.g. ``fastlane_*``,
-  ``eval_*``, ``wandb_*``): the plugins that own them add their own flags through
+  ``eval_*``, ``wandb_*``; :data:`SCRIPT_FLAGS` excepted): the plugins that own them add their own flags through
   ``mosaic_build_args`` (``track_wandb`` -> ``--track``, ``wandb_entity`` -> ``--wandb-entity``).
 - ``algo_params`` (an object) holds flags for the script: each key becomes a flag, and so
   does every other non-reserved top-level key. ``algo_params`` wins on a clash; its keys are
@@ -42,13 +42,16 @@ RESERVED_KEYS = frozenset({
     "schema_id", "schema_version", "supports_pause", "supports_checkpoint", "grpc", "grpc_target",
 })
 RESERVED_PREFIXES = ("fastlane_", "eval_", "wandb_", "curriculum_", "optuna_", "mosaic_")
+# Keys under a reserved prefix that are flags of the bundled algorithms' own Args (evaluation
+# during training); policy_eval mode builds its argv without extras flags, so it still reads them.
+SCRIPT_FLAGS = frozenset({"eval_frequency", "eval_episodes"})
 CONFIG_FIELDS = frozenset({"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id"})
 KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def is_reserved(key: str) -> bool:
     """True for extras keys MOSAIC consumes itself (never forwarded as flags)."""
-    return key in RESERVED_KEYS or key.startswith(RESERVED_PREFIXES)
+    return key not in SCRIPT_FLAGS and (key in RESERVED_KEYS or key.startswith(RESERVED_PREFIXES))
 
 
 def flag_name(key: str) -> str:

@@ -49,11 +49,17 @@ def test_reserved_keys_are_never_forwarded(key):
 
 def test_the_design_list_of_reserved_keys_is_covered():
     for key in ("tensorboard_dir", "track_wandb", "algo_params", "notes", "mode", "policy_path", "checkpoint_path",
-                "curriculum_schedule", "fastlane_video_mode", "eval_episodes", "wandb_api_key", "wandb_run_path",
+                "curriculum_schedule", "fastlane_video_mode", "eval_batch_size", "wandb_api_key", "wandb_run_path",
                 "schema_id", "schema_version", "supports_pause", "supports_checkpoint", "optuna_db",
                 "checkpoints_dir", "cleanrl_home", "metrics_interval_s", "interactive", "fastlane"):
         assert is_reserved(key), key
     assert not is_reserved("learning_rate") and not is_reserved("track")
+
+
+def test_evaluation_during_training_flags_reach_the_script():
+    # eval_frequency / eval_episodes are Args fields of the bundled algorithms (the other eval_* stay reserved)
+    assert extras_to_flags({"eval_frequency": 500, "eval_episodes": 5, "eval_gamma": 0.9}) == [
+        "--eval-frequency", "500", "--eval-episodes", "5"]
 
 
 def test_algo_params_become_flags_and_win_on_a_clash():
