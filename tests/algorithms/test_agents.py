@@ -3,6 +3,7 @@ and the bundled PPO building the right one for a checkpoint (old checkpoints inc
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -14,6 +15,8 @@ import torch.nn as nn
 from cleanrl_worker.agents.minigrid import CompactMinigridAgent, MinigridAgent, MinigridCNN
 from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
 from cleanrl_worker.algorithms import ppo
+from cleanrl_worker.checkpoint import CheckpointError, load_checkpoint, load_policy
+from tests.conftest import run_cli
 
 MINIGRID = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (7, 7, 3), np.uint8),
                            single_action_space=gym.spaces.Discrete(7))
@@ -119,3 +122,52 @@ def test_ppo_defaults_to_the_documented_agents_and_reads_old_checkpoints_as_comp
     assert ppo.Args().agent_arch == "documented"
     assert type(ppo.policy_models(MINIGRID, {"gamma": 0.99})["agent"]) is CompactMinigridAgent
     assert type(ppo.policy_models(VECTOR, None)["agent"]) is SeparateMLPAgent
+
+
+# ------------------------------------------------------------------ through `mosaic run` and policy_eval
+@pytest.fixture(scope="module")
+def minigrid_runs(tmp_path_factory):
+    """PPO on MiniGrid-Empty-5x5-v0 for 512 steps with each --agent-arch, through `mosaic run`."""
+    workdir = tmp_path_factory.mktemp("archs")
+    results = {}
+    for arch in ("documented", "compact"):
+        results[arch] = run_cli(["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "MiniGrid-Empty-5x5-v0",
+                                 "--total-timesteps", "512", "--run-id", f"ppo-{arch}", "--quiet", "--extras",
+                                 json.dumps({"agent_arch": arch, "num_envs": 2, "num_steps": 128, "save_model": True,
+                                             "cuda": False})], cwd=workdir)
+    return workdir, results
+
+
+@pytest.mark.parametrize("arch, expected", [("documented", MinigridAgent), ("compact", CompactMinigridAgent)])
+def test_each_architecture_trains_and_its_checkpoint_evaluates(minigrid_runs, arch, expected):
+    workdir, results = minigrid_runs
+    assert results[arch].returncode == 0, results[arch].stderr[-3000:]
+    runs_root = workdir / "var" / "trainer" / "runs"
+    (path,) = (runs_root / f"ppo-{arch}").glob("runs/*/ppo.cleanrl_model")
+    ckpt = load_checkpoint(path)
+    assert ckpt["args"]["agent_arch"] == arch
+    assert list(ckpt["models"]["agent"]) == list(expected(MINIGRID).state_dict())
+
+    evaluated = run_cli(["run", "--worker", "cleanrl", "--env-id", "MiniGrid-Empty-5x5-v0", "--run-id",
+                         f"eval-{arch}", "--quiet", "--extras",
+                         json.dumps({"mode": "policy_eval", "policy_path": str(path), "eval_episodes": 2})], cwd=workdir)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    summary = json.loads((runs_root / f"eval-{arch}" / "eval_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["episodes"] == 2
+    assert summary["checkpoint"]["agent_arch"] == arch
+
+
+def test_a_checkpoint_from_before_agent_arch_loads_the_compact_network(minigrid_runs, tmp_path):
+    workdir, results = minigrid_runs
+    assert results["compact"].returncode == 0, results["compact"].stderr[-3000:]
+    (path,) = (workdir / "var" / "trainer" / "runs" / "ppo-compact").glob("runs/*/ppo.cleanrl_model")
+    ckpt = load_checkpoint(path)
+    old = tmp_path / "old.cleanrl_model"  # what the bundled PPO wrote before: no agent_arch in its args
+    torch.save({**ckpt, "args": {k: v for k, v in ckpt["args"].items() if k != "agent_arch"}}, old)
+    obs = np.random.default_rng(0).integers(0, 6, (8, 7, 7, 3)).astype(np.float32)
+    then = load_policy(old, deterministic=True).act(obs)
+    assert np.array_equal(then, load_policy(path, deterministic=True).act(obs))
+    wrong = tmp_path / "wrong.cleanrl_model"
+    torch.save({**ckpt, "args": {**ckpt["args"], "agent_arch": "documented"}}, wrong)
+    with pytest.raises(CheckpointError, match="do not fit ppo's agent"):
+        load_policy(wrong)
