@@ -6,7 +6,7 @@ Run by hand (it trains for real; use `nice`):
     nice .venv/bin/python bench/learning.py --pair "sac_continuous_action:Pendulum-v1:15000:--learning-starts 1000"
     nice .venv/bin/python bench/learning.py --via mosaic ...      # through `mosaic run` instead of the script
     nice .venv/bin/python bench/learning.py --agents MiniGrid-DoorKey-5x5-v0:100000 --seeds 3
-                                      # PPO's --agent-arch documented vs compact, same budget and seeds
+                                      # PPO's --agent-arch documented vs original, same budget and seeds
 
 A pair is ALGO:ENV_ID[:STEPS[:EXTRA FLAGS]]. Each run's score is the mean return of its last
 `--last` (10) training episodes, read from its TensorBoard file; the table shows mean ± std of

@@ -113,13 +113,14 @@ def test_earlier_networks_keep_their_parameter_names():
 
 @pytest.mark.parametrize("arch, spaces, expected", [
     ("documented", MINIGRID, MinigridAgent), ("documented", VECTOR, MLPAgent),
-    ("compact", MINIGRID, CompactMinigridAgent), ("compact", VECTOR, SeparateMLPAgent)])
+    ("original", MINIGRID, CompactMinigridAgent), ("original", VECTOR, SeparateMLPAgent),
+    ("auto", MINIGRID, MinigridAgent), ("auto", VECTOR, SeparateMLPAgent)])
 def test_ppo_builds_the_agent_its_args_name(arch, spaces, expected):
     assert type(ppo.policy_models(spaces, {"agent_arch": arch})["agent"]) is expected
 
 
-def test_ppo_defaults_to_the_documented_agents_and_reads_old_checkpoints_as_compact():
-    assert ppo.Args().agent_arch == "documented"
+def test_ppo_defaults_to_auto_and_reads_old_checkpoints_as_original():
+    assert ppo.Args().agent_arch == "auto"
     assert type(ppo.policy_models(MINIGRID, {"gamma": 0.99})["agent"]) is CompactMinigridAgent
     assert type(ppo.policy_models(VECTOR, None)["agent"]) is SeparateMLPAgent
 
@@ -127,18 +128,19 @@ def test_ppo_defaults_to_the_documented_agents_and_reads_old_checkpoints_as_comp
 # ------------------------------------------------------------------ through `mosaic run` and policy_eval
 @pytest.fixture(scope="module")
 def minigrid_runs(tmp_path_factory):
-    """PPO on MiniGrid-Empty-5x5-v0 for 512 steps with each --agent-arch, through `mosaic run`."""
+    """PPO on MiniGrid-Empty-5x5-v0 for 512 steps, with the default --agent-arch and with `original`."""
     workdir = tmp_path_factory.mktemp("archs")
     results = {}
-    for arch in ("documented", "compact"):
+    for arch in ("documented", "original"):
+        chosen = {"agent_arch": arch} if arch == "original" else {}  # the default, auto, picks documented
         results[arch] = run_cli(["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "MiniGrid-Empty-5x5-v0",
                                  "--total-timesteps", "512", "--run-id", f"ppo-{arch}", "--quiet", "--extras",
-                                 json.dumps({"agent_arch": arch, "num_envs": 2, "num_steps": 128, "save_model": True,
+                                 json.dumps({**chosen, "num_envs": 2, "num_steps": 128, "save_model": True,
                                              "cuda": False})], cwd=workdir)
     return workdir, results
 
 
-@pytest.mark.parametrize("arch, expected", [("documented", MinigridAgent), ("compact", CompactMinigridAgent)])
+@pytest.mark.parametrize("arch, expected", [("documented", MinigridAgent), ("original", CompactMinigridAgent)])
 def test_each_architecture_trains_and_its_checkpoint_evaluates(minigrid_runs, arch, expected):
     workdir, results = minigrid_runs
     assert results[arch].returncode == 0, results[arch].stderr[-3000:]
@@ -157,10 +159,10 @@ def test_each_architecture_trains_and_its_checkpoint_evaluates(minigrid_runs, ar
     assert summary["checkpoint"]["agent_arch"] == arch
 
 
-def test_a_checkpoint_from_before_agent_arch_loads_the_compact_network(minigrid_runs, tmp_path):
+def test_a_checkpoint_from_before_agent_arch_loads_the_original_network(minigrid_runs, tmp_path):
     workdir, results = minigrid_runs
-    assert results["compact"].returncode == 0, results["compact"].stderr[-3000:]
-    (path,) = (workdir / "var" / "trainer" / "runs" / "ppo-compact").glob("runs/*/ppo.cleanrl_model")
+    assert results["original"].returncode == 0, results["original"].stderr[-3000:]
+    (path,) = (workdir / "var" / "trainer" / "runs" / "ppo-original").glob("runs/*/ppo.cleanrl_model")
     ckpt = load_checkpoint(path)
     old = tmp_path / "old.cleanrl_model"  # what the bundled PPO wrote before: no agent_arch in its args
     torch.save({**ckpt, "args": {k: v for k, v in ckpt["args"].items() if k != "agent_arch"}}, old)

@@ -11,7 +11,9 @@
 Every agent takes the vector env (only ``single_observation_space`` and
 ``single_action_space`` are read) and offers the interface the bundled PPO calls:
 ``get_value(x)``, ``get_logits(x)`` and ``get_action_and_value(x, action=None)``.
-``ARCHITECTURES`` names the two families the PPO script's ``--agent-arch`` chooses from.
+``ARCHITECTURES`` names the two families the PPO script's ``--agent-arch`` chooses from
+(``original``: the networks the bundled PPO had first; ``auto``: the one that learns better
+for the observation kind).
 """
 
-ARCHITECTURES = ("documented", "compact")
+ARCHITECTURES = ("documented", "original")

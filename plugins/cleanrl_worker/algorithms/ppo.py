@@ -85,8 +85,8 @@ class Args:
     """the target KL divergence threshold"""
 
     # MOSAIC additions
-    agent_arch: Literal["documented", "compact"] = "documented"
-    """the network: `documented` (MOSAIC's MinigridAgent / MLPAgent) or `compact` (smaller CNN / CleanRL's two MLPs)"""
+    agent_arch: Literal["auto", "documented", "original"] = "auto"
+    """the network: `documented` (MOSAIC's MinigridAgent / MLPAgent), `original` (2x2 CNN / CleanRL's two MLPs), `auto`"""
     eval_frequency: int = 0
     """evaluate the greedy policy every N global steps on separately seeded envs, keep the best model (0 = never)"""
     eval_episodes: int = 10
@@ -132,20 +132,25 @@ def make_env(env_id, idx, capture_video, run_name):
 
 
 # ALGO LOGIC: the agents live in cleanrl_worker/agents/ (one short file each, importable on their own):
-# "documented" is MOSAIC's documented MinigridAgent / MLPAgent, "compact" the smaller networks used before.
+# "documented" is MOSAIC's documented MinigridAgent / MLPAgent, "original" the networks this PPO had first.
 AGENTS = {
     ("documented", "image"): MinigridAgent,
     ("documented", "vector"): MLPAgent,
-    ("compact", "image"): CompactMinigridAgent,
-    ("compact", "vector"): SeparateMLPAgent,
+    ("original", "image"): CompactMinigridAgent,
+    ("original", "vector"): SeparateMLPAgent,
 }
+AUTO = {"image": "documented", "vector": "original"}  # what learns better (bench/learning.py --agents)
+
+
+def observation_kind(envs):
+    return "image" if len(envs.single_observation_space.shape) == 3 else "vector"
 
 
 def policy_models(envs, args=None):
     """A fresh agent for this observation space (images: CNN, vectors: MLP) and `agent_arch`."""
-    kind = "image" if len(envs.single_observation_space.shape) == 3 else "vector"
-    arch = (args or {}).get("agent_arch", "compact")  # checkpoints from before --agent-arch: compact
-    return {"agent": AGENTS[arch, kind](envs)}
+    kind = observation_kind(envs)
+    arch = (args or {}).get("agent_arch", "original")  # checkpoints from before --agent-arch: original
+    return {"agent": AGENTS[AUTO[kind] if arch == "auto" else arch, kind](envs)}
 
 
 def policy(models, args, device, generator, deterministic=False):
@@ -188,6 +193,8 @@ if __name__ == "__main__":
     )
     gymcompat.require_action_space(envs, gym.spaces.Discrete, ALGO, args.env_id)
 
+    if args.agent_arch == "auto":  # recorded as chosen, so a checkpoint names the network it holds
+        args.agent_arch = AUTO[observation_kind(envs)]
     agent = policy_models(envs, vars(args))["agent"].to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     global_step, start_iteration = 0, 1
