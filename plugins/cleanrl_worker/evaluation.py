@@ -145,7 +145,8 @@ class PeriodicEvaluation:
         self.history: list[dict[str, Any]] = []
 
     def due(self, global_step: int) -> bool:
-        """True once ``global_step`` reaches the next multiple of the frequency."""
+        """True once ``global_step`` reaches the next multiple of the frequency (a resumed run:
+        at its first check, then at multiples again)."""
         return self.frequency > 0 and global_step >= self.next_step
 
     def run(self, act: Policy, global_step: int, writer: Any) -> bool:

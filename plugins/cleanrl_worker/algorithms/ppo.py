@@ -139,7 +139,8 @@ AGENTS = {
     ("original", "image"): CompactMinigridAgent,
     ("original", "vector"): SeparateMLPAgent,
 }
-AUTO = {"image": "documented", "vector": "original"}  # what learns better (bench/learning.py --agents)
+# What learned better over the same budget and seeds (bench/learning.py --agents; figures in the README).
+AUTO = {"image": "documented", "vector": "original"}
 
 
 def observation_kind(envs):
