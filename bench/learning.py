@@ -5,11 +5,14 @@ Run by hand (it trains for real; use `nice`):
     nice .venv/bin/python bench/learning.py --pair ppo:CartPole-v1:100000 --seeds 3 --workers 2
     nice .venv/bin/python bench/learning.py --pair "sac_continuous_action:Pendulum-v1:15000:--learning-starts 1000"
     nice .venv/bin/python bench/learning.py --via mosaic ...      # through `mosaic run` instead of the script
+    nice .venv/bin/python bench/learning.py --agents MiniGrid-DoorKey-5x5-v0:100000 --seeds 3
+                                      # PPO's --agent-arch documented vs original, same budget and seeds
 
 A pair is ALGO:ENV_ID[:STEPS[:EXTRA FLAGS]]. Each run's score is the mean return of its last
 `--last` (10) training episodes, read from its TensorBoard file; the table shows mean ± std of
 that score over seeds, the mean SPS (the script's last charts/SPS), the mean wall time per
-run, and CleanRL's published figure where there is one.
+run, and CleanRL's published figure where there is one. Rows differ by algo, env, steps and
+extra flags, so `--agents` puts the bundled PPO's agent architectures side by side.
 """
 
 from __future__ import annotations
@@ -58,6 +61,14 @@ class Outcome:
     sps: float
     wall: float
     error: str = ""
+
+
+def agent_pairs(text: str) -> list[Pair]:
+    """``ENV[:STEPS]`` → one PPO pair per ``--agent-arch`` (the same env, budget and seeds)."""
+    from cleanrl_worker.agents import ARCHITECTURES
+
+    env_id, _, steps = text.partition(":")
+    return [Pair("ppo", env_id, int(steps or 100000), ["--agent-arch", arch]) for arch in ARCHITECTURES]
 
 
 def flags_to_extras(flags: list[str]) -> dict:
@@ -117,29 +128,33 @@ def run_in(workdir: Path, pair: Pair, seed: int, via: str, last: int) -> Outcome
 
 
 def print_table(outcomes: list[Outcome], last: int) -> None:
-    header = (f"{'algo':<24}{'env':<16}{'steps':>9}{'seeds':>6}  {f'return (last {last} eps)':<24}"
+    header = (f"{'algo':<24}{'env':<26}{'flags':<26}{'steps':>9}{'seeds':>6}  {f'return (last {last} eps)':<24}"
               f"{'SPS':>8}{'wall s':>9}  CleanRL")
     print(header)
     print("-" * len(header))
     groups: dict[tuple, list[Outcome]] = {}
     for outcome in outcomes:
-        groups.setdefault((outcome.pair.algo, outcome.pair.env_id, outcome.pair.steps), []).append(outcome)
-    for (algo, env_id, steps), group in groups.items():
+        pair = outcome.pair
+        groups.setdefault((pair.algo, pair.env_id, shlex.join(pair.flags), pair.steps), []).append(outcome)
+    for (algo, env_id, flags, steps), group in groups.items():
         ok = [o for o in group if not o.error]
         scores = [o.score for o in ok]
         score = (f"{statistics.fmean(scores):.1f} ± {statistics.pstdev(scores):.1f}" if scores else "failed")
         sps = statistics.fmean(o.sps for o in ok) if ok else float("nan")
         wall = statistics.fmean(o.wall for o in group)
-        print(f"{algo:<24}{env_id:<16}{steps:>9}{len(ok):>6}  {score:<24}{sps:>8.0f}{wall:>9.0f}  "
+        print(f"{algo:<24}{env_id:<26}{flags or '-':<26}{steps:>9}{len(ok):>6}  {score:<24}{sps:>8.0f}{wall:>9.0f}  "
               f"{PUBLISHED.get((algo, env_id), '-')}")
     for outcome in outcomes:
         detail = outcome.error or f"score {outcome.score:.1f} over {outcome.episodes} episodes"
-        print(f"  {outcome.pair.algo} {outcome.pair.env_id} seed {outcome.seed}: {detail}")
+        print(f"  {outcome.pair.algo} {outcome.pair.env_id} {shlex.join(outcome.pair.flags)} seed {outcome.seed}: "
+              f"{detail}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pair", action="append", help="ALGO:ENV_ID[:STEPS[:FLAGS]] (repeatable)")
+    parser.add_argument("--agents", action="append", metavar="ENV[:STEPS]",
+                        help="PPO on ENV once per --agent-arch (repeatable), beside any --pair")
     parser.add_argument("--seeds", type=int, default=2, help="seeds 1..K per pair")
     parser.add_argument("--workers", type=int, default=2, help="training processes at a time")
     parser.add_argument("--via", choices=("direct", "mosaic"), default="direct",
@@ -147,7 +162,8 @@ def main() -> None:
     parser.add_argument("--last", type=int, default=10, help="episodes averaged for a run's score")
     parser.add_argument("--keep", type=Path, default=None, help="keep run directories under this folder")
     args = parser.parse_args()
-    pairs = [Pair.parse(text) for text in (args.pair or DEFAULT_PAIRS)]
+    pairs = [Pair.parse(text) for text in (args.pair or ([] if args.agents else DEFAULT_PAIRS))]
+    pairs += [pair for text in args.agents or [] for pair in agent_pairs(text)]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     jobs = [(pair, seed) for pair in pairs for seed in range(1, args.seeds + 1)]

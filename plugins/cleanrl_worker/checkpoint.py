@@ -19,6 +19,12 @@ with ``torch.load(..., weights_only=True)`` (no code runs when a file is read)::
                     sub-env ({"observation": [{"mean", "var", "count"}], "reward": [...],
                     "observation_clip": 10.0, "epsilon": 1e-8})
     versions        {"torch", "gymnasium", "numpy", "python"} that wrote it
+    evaluation      (best.cleanrl_model only) the periodic evaluation that made it the best:
+                    {"global_step", "mean_return", "std_return", "episodes", "seed", "path"}
+
+The agent's architecture is whatever ``policy_models(envs, args)`` builds from the saved
+``args`` (e.g. PPO's ``agent_arch``; a checkpoint written before a field existed gets the
+network that was used then).
 
 Off-policy replay buffers are not saved. Files are written to a temporary name and renamed,
 so a reader never sees half a checkpoint. After each save the host (when there is one) is
@@ -106,8 +112,12 @@ def _plain(value: Any) -> Any:
 
 def save_checkpoint(path: str | Path, *, algo: str, args: Any, envs: Any, models: dict[str, Any],
                     optimizers: dict[str, torch.optim.Optimizer], global_step: int, iteration: int,
-                    normalization: dict[str, Any] | None = None) -> Path:
-    """Write a checkpoint atomically, then ask the host to emit ``checkpoint_saved``."""
+                    normalization: dict[str, Any] | None = None, evaluation: dict[str, Any] | None = None) -> Path:
+    """Write a checkpoint atomically, then ask the host to emit ``checkpoint_saved``.
+
+    ``evaluation`` (for the best model of periodic evaluation) is stored in the file and sent
+    in the event.
+    """
     path = Path(path)
     payload = {
         "format": FORMAT,
@@ -125,6 +135,8 @@ def save_checkpoint(path: str | Path, *, algo: str, args: Any, envs: Any, models
         "normalization": normalization,
         "versions": library_versions(),
     }
+    if evaluation is not None:
+        payload["evaluation"] = {key: _plain(value) for key, value in evaluation.items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -133,8 +145,10 @@ def save_checkpoint(path: str | Path, *, algo: str, args: Any, envs: Any, models
     finally:
         tmp.unlink(missing_ok=True)
     size = path.stat().st_size
-    emit_event("checkpoint_saved", {"path": os.path.relpath(path), "global_step": int(global_step),
-                                    "algo": algo, "size_bytes": size})
+    event = {"path": os.path.relpath(path), "global_step": int(global_step), "algo": algo, "size_bytes": size}
+    if evaluation is not None:
+        event["evaluation"] = payload["evaluation"]
+    emit_event("checkpoint_saved", event)
     return path
 
 
@@ -274,13 +288,14 @@ def load_policy(path: str | Path, *, device: str | torch.device = "cpu", seed: i
     act = module.policy(models, ckpt.get("args", {}), device, generator, deterministic)
     normalization = (ckpt.get("normalization") or {})
     if normalization.get("observation"):
-        act = _normalizing(act, normalization)
+        act = normalize_observations(act, normalization)
     return LoadedPolicy(act=act, make_env=functools.partial(module.make_eval_env, ckpt["env_id"]),
                         algo=ckpt["algo"], env_id=ckpt["env_id"], global_step=int(ckpt["global_step"]),
                         gamma=float(ckpt.get("args", {}).get("gamma", 0.99)), checkpoint=ckpt)
 
 
-def _normalizing(act: Callable[[np.ndarray], np.ndarray], normalization: dict[str, Any]) -> Callable:
+def normalize_observations(act: Callable[[np.ndarray], np.ndarray], normalization: dict[str, Any]) -> Callable:
+    """``act`` behind the observation normalisation ``normalization`` records (as saved in checkpoints)."""
     from cleanrl_worker.gymcompat import merge_stats
 
     stats = merge_stats(normalization["observation"])

@@ -10,6 +10,16 @@ over-represented, and results come in that episode order. Env ``i`` is seeded wi
 The env factory is called as ``make_env(render_mode=None)`` (``"rgb_array"`` for the env
 that records video) and returns a single env that gives raw rewards: put observation
 normalisation in the policy, not in the env.
+
+:class:`PeriodicEvaluation` is evaluation during training (``--eval-frequency N``,
+``--eval-episodes K``): every N env steps the algorithm hands it its greedy policy, which
+plays K episodes on a separate vector env seeded with ``seed + EVAL_SEED_OFFSET`` (the same
+episodes each time, so evaluations compare like with like, and never the training envs'
+seeds). The mean return goes to TensorBoard as ``eval/mean_return`` (with
+``eval/std_return`` and ``eval/mean_length``) at the global step, every evaluation to
+``runs/<run_name>/eval_history.json`` (rewritten atomically), and when the mean return is the
+best so far the algorithm saves ``runs/<run_name>/best.cleanrl_model``. Evaluation draws no
+random numbers from the training generators, so training goes exactly as without it.
 """
 
 from __future__ import annotations
@@ -22,6 +32,9 @@ import gymnasium as gym
 import numpy as np
 
 from cleanrl_worker.gymcompat import Autoreset
+
+EVAL_SEED_OFFSET = 10_000  # evaluation env i is seeded with seed + EVAL_SEED_OFFSET + i
+HISTORY_SCHEMA = "mosaic.eval_history/1"
 
 Policy = Callable[[np.ndarray], np.ndarray]
 
@@ -105,3 +118,61 @@ def write_scalars(writer: Any, result: EvaluationResult) -> None:
     for index, (raw, discounted) in enumerate(zip(result.returns, result.discounted_returns)):
         writer.add_scalar("eval/episodic_return", raw, index)
         writer.add_scalar("eval/discounted_return", discounted, index)
+
+
+class PeriodicEvaluation:
+    """Evaluation every ``args.eval_frequency`` env steps (0: never) of ``args.eval_episodes`` episodes.
+
+    Made before training starts: bad values end the script with one ``error:`` line and exit
+    code 2 before anything is written. ``make_env(render_mode=None)`` makes one evaluation env.
+    """
+
+    def __init__(self, args: Any, run_name: str, make_env: Callable[..., gym.Env]):
+        from cleanrl_worker.checkpoint import fail
+
+        if args.eval_frequency < 0:
+            fail(f"--eval-frequency must be >= 0 (0 = no evaluation during training), got {args.eval_frequency}")
+        if args.eval_episodes < 1:
+            fail(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
+        self.frequency, self.episodes = args.eval_frequency, args.eval_episodes
+        self.seed = args.seed + EVAL_SEED_OFFSET
+        self.gamma = float(getattr(args, "gamma", 0.99))
+        self.make_env = make_env
+        self.next_step = self.frequency
+        folder = Path("runs") / run_name
+        self.best_path, self.history_path = folder / "best.cleanrl_model", folder / "eval_history.json"
+        self.best: dict[str, Any] | None = None
+        self.history: list[dict[str, Any]] = []
+
+    def due(self, global_step: int) -> bool:
+        """True once ``global_step`` reaches the next multiple of the frequency (a resumed run:
+        at its first check, then at multiples again)."""
+        return self.frequency > 0 and global_step >= self.next_step
+
+    def run(self, act: Policy, global_step: int, writer: Any) -> bool:
+        """Evaluate the greedy policy ``act`` now; True when its mean return is the best so far.
+
+        The caller then saves the model to :attr:`best_path` with ``evaluation=self.best``.
+        """
+        from mosaic_core.runs import write_json_atomic
+
+        result = evaluate(act, self.make_env, episodes=self.episodes, seed=self.seed, gamma=self.gamma)
+        summary = result.summary()
+        entry = {"global_step": int(global_step), **summary, "returns": result.returns}
+        writer.add_scalar("eval/mean_return", summary["mean_return"], global_step)
+        writer.add_scalar("eval/std_return", summary["std_return"], global_step)
+        writer.add_scalar("eval/mean_length", summary["mean_length"], global_step)
+        improved = self.best is None or summary["mean_return"] > self.best["mean_return"]
+        if improved:
+            self.best = {"global_step": int(global_step), "mean_return": summary["mean_return"],
+                         "std_return": summary["std_return"], "episodes": self.episodes, "seed": self.seed,
+                         "path": str(self.best_path)}
+        self.history.append(entry)
+        self.next_step = (global_step // self.frequency + 1) * self.frequency
+        write_json_atomic(self.history_path, {
+            "schema": HISTORY_SCHEMA, "eval_frequency": self.frequency, "eval_episodes": self.episodes,
+            "seed": self.seed, "deterministic": True, "gamma": self.gamma, "best": self.best,
+            "evaluations": self.history})
+        print(f"eval: global_step={global_step}, mean_return={summary['mean_return']:.2f} "
+              f"± {summary['std_return']:.2f}" + (" (best so far)" if improved else ""))
+        return improved

@@ -15,6 +15,8 @@ from mosaic_core.runs import RunContext
 from mosaic_core.types import Launch
 
 MODES = ("train", "resume_training", "policy_eval")
+# eval_* keys the worker owns that are also flags of the bundled scripts (evaluation during training)
+TRAINING_EVAL_KEYS = ("eval_frequency", "eval_episodes")
 
 
 # Modes that run a program of the worker's own instead of an algorithm script.
@@ -155,6 +157,8 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     else:
         algorithm = resolve(config.algo, cleanrl_home=config.extras.get("cleanrl_home"), cwd=Path.cwd())
     script_extras = {**run.worker_extras, "algo_params": config.extras.get("algo_params")}
+    if mode in ("train", "resume_training"):  # evaluation during training: flags of the scripts' own Args
+        script_extras.update({k: config.extras[k] for k in TRAINING_EVAL_KEYS if k in config.extras})
     notes: list[str] = []
     num_envs = None
     if mode == "policy_eval":

@@ -155,6 +155,7 @@ def load_policy(path: str, env_id: str, seed: int = 0, deterministic: bool = Fal
             "format_version": ckpt.get("format_version"), "versions": ckpt.get("versions"),
             "observation_space": ckpt.get("observation_space"), "action_space": ckpt.get("action_space"),
             "normalized_observations": bool((ckpt.get("normalization") or {}).get("observation")),
+            "agent_arch": (ckpt.get("args") or {}).get("agent_arch"), "evaluation": ckpt.get("evaluation"),
             "size_bytes": Path(path).stat().st_size, "sha256": _sha256(path)}
     return EvalPolicy(act=loaded.act, make_env=make_env, gamma=loaded.gamma, info=info)
 

@@ -90,9 +90,11 @@ CHECKPOINT_EVERY = {"ppo": 512, "ppo_continuous_action": 256, "dqn": 500, "c51":
 
 @pytest.fixture(scope="session")
 def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
-    """Every bundled algorithm run once with TINY flags, --save-model and --checkpoint-frequency."""
+    """Every bundled algorithm run once with TINY flags, --save-model, --checkpoint-frequency and
+    --eval-frequency (the same period, 2 episodes per evaluation)."""
     root = tmp_path_factory.mktemp("smoke")
-    jobs = {algo: (algo, [*flags, "--save-model", "--checkpoint-frequency", str(CHECKPOINT_EVERY.get(algo, 200))],
+    jobs = {algo: (algo, [*flags, "--save-model", "--checkpoint-frequency", str(CHECKPOINT_EVERY.get(algo, 200)),
+                          "--eval-frequency", str(CHECKPOINT_EVERY.get(algo, 200)), "--eval-episodes", "2"],
                    root / algo) for algo, flags in TINY.items()}
     return run_parallel(jobs)
 

@@ -1,4 +1,4 @@
-"""Bad checkpoints and wrong action spaces: one clear line, exit code 2, nothing written or changed."""
+"""Bad checkpoints, wrong action spaces and bad evaluation flags: one clear line, exit code 2, nothing written or changed."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ def failures(ppo_checkpoint, dqn_checkpoint, smoke_runs, tmp_path_factory):
                                     str(smoke_runs["c51"].run_dir / "c51.cleanrl_model")]),
         "dqn_on_pendulum": ("dqn", ["--env-id", "Pendulum-v1", "--total-timesteps", "1000"]),
         "sac_on_cartpole": ("sac_continuous_action", ["--env-id", "CartPole-v1", "--total-timesteps", "1000"]),
+        "negative_eval_frequency": ("dqn", [*cartpole, "--eval-frequency", "-5"]),
+        "no_eval_episodes": ("ppo", [*cartpole, "--eval-frequency", "512", "--eval-episodes", "0"]),
     }
     runs = run_parallel({key: (algo, flags, root / key) for key, (algo, flags) in jobs.items()})
     for path, sha in before.items():
@@ -39,6 +41,8 @@ CASES = {
     "changed_network": ("c51.cleanrl_model", "does not fit this model", "size mismatch"),
     "dqn_on_pendulum": ("dqn", "Pendulum-v1", "Box(", "discrete"),
     "sac_on_cartpole": ("sac_continuous_action", "CartPole-v1", "Discrete(2)", "continuous"),
+    "negative_eval_frequency": ("--eval-frequency must be >= 0", "-5"),
+    "no_eval_episodes": ("--eval-episodes must be >= 1", "got 0"),
 }
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 
 import pytest
 
-from cleanrl_worker.checkpoint import load_checkpoint
+from cleanrl_worker.checkpoint import load_checkpoint, load_policy
 
 from .conftest import CHECKPOINT_EVERY, TINY, scalars
 
@@ -48,6 +49,23 @@ def test_algorithm_trains_logs_saves_and_evaluates(algo, smoke_runs):
 
 
 @pytest.mark.parametrize("algo", sorted(TINY))
+def test_algorithm_evaluates_during_training_and_keeps_the_best_model(algo, smoke_runs):
+    every, total = CHECKPOINT_EVERY.get(algo, 200), int(TINY[algo][3])
+    run_dir = smoke_runs[algo].run_dir
+    curve = scalars(run_dir)["eval/mean_return"]
+    assert [step for step, _ in curve] == list(range(every, total + 1, every))
+    history = json.loads((run_dir / "eval_history.json").read_text())
+    assert history["eval_episodes"] == 2 and [len(e["returns"]) for e in history["evaluations"]] == [2] * len(curve)
+    best = load_checkpoint(run_dir / "best.cleanrl_model")
+    assert best["evaluation"]["mean_return"] == pytest.approx(max(value for _, value in curve))
+    policy = load_policy(run_dir / "best.cleanrl_model", deterministic=True)
+    env = policy.make_env()
+    obs, _ = env.reset(seed=0)
+    assert env.action_space.contains(policy.act(obs[None])[0].astype(env.action_space.dtype))
+    env.close()
+
+
+@pytest.mark.parametrize("algo", sorted(TINY))
 def test_module_imports_without_side_effects(algo, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     module = importlib.import_module(f"cleanrl_worker.algorithms.{algo}")
@@ -56,5 +74,6 @@ def test_module_imports_without_side_effects(algo, tmp_path, monkeypatch):
     assert fields["exp_name"] == algo and fields["seed"] == 1 and fields["cuda"] is True
     assert fields["wandb_project_name"] == "cleanRL" and fields["checkpoint_frequency"] == 0
     assert fields["resume_from"] is None
+    assert fields["eval_frequency"] == 0 and fields["eval_episodes"] == 10
     for name in ("policy_models", "policy", "make_eval_env"):
         assert callable(getattr(module, name))

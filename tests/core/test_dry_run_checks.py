@@ -73,3 +73,11 @@ def test_the_documented_wandb_spelling_is_accepted(mosaic):
     assert result.returncode == 0, result.stderr
     argv = json.loads(result.stdout)["argv"]
     assert "--wandb-project-name=mosaic" in argv and "--track" in argv
+
+
+def test_evaluation_during_training_reaches_the_script(mosaic):
+    result = mosaic(*PPO, "--dry-run", "--emit-summary", "--extras",
+                    json.dumps({"eval_frequency": 500, "eval_episodes": 5, "eval_gamma": 0.9}))
+    assert result.returncode == 0, result.stderr
+    argv = json.loads(result.stdout)["argv"]
+    assert "--eval-frequency=500" in argv and "--eval-episodes=5" in argv and not any("gamma" in a for a in argv)

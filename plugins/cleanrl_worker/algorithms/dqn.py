@@ -4,6 +4,7 @@
 # Resume: the replay buffer is not checkpointed. A resumed run refills it with the restored
 # policy (epsilon continues from the schedule at the resumed step), and learning starts again
 # `learning_starts` steps after the resumed step.
+import functools
 import os
 import random
 import sys
@@ -20,7 +21,7 @@ import torch.optim as optim
 import tyro
 
 from cleanrl_worker import checkpoint, gymcompat
-from cleanrl_worker.evaluation import evaluate, write_scalars
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
 from cleanrl_worker.replay import ReplayBuffer
 
 ALGO = "dqn"
@@ -83,6 +84,10 @@ class Args:
     """the frequency of training"""
 
     # MOSAIC additions
+    eval_frequency: int = 0
+    """evaluate the greedy policy every N global steps on separately seeded envs, keep the best model (0 = never)"""
+    eval_episodes: int = 10
+    """episodes per evaluation during training"""
     checkpoint_frequency: int = 0
     """save a checkpoint every N global steps to `runs/{run_name}/checkpoints/` (0 = never)"""
     resume_from: Optional[str] = None
@@ -154,6 +159,7 @@ if __name__ == "__main__":
         checkpoint.fail(f"{ALGO}: --num-envs {args.num_envs} is not supported, only 1 (as in CleanRL's {ALGO}.py)")
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     resumed = checkpoint.open_for_resume(args.resume_from, algo=ALGO, args=args) if args.resume_from else None
+    evaluation = PeriodicEvaluation(args, run_name, functools.partial(make_eval_env, args.env_id))
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -206,11 +212,11 @@ if __name__ == "__main__":
     rb = ReplayBuffer(args.buffer_size, envs.single_observation_space, envs.single_action_space, device, seed=args.seed)
     autoreset = gymcompat.Autoreset(args.num_envs)
 
-    def save(path, steps_done):
+    def save(path, steps_done, best=None):
         return checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs,
                                           models={"q_network": q_network, "target_network": target_network},
                                           optimizers={"optimizer": optimizer}, global_step=steps_done,
-                                          iteration=steps_done)
+                                          iteration=steps_done, evaluation=best)
 
     start_time = time.time()
 
@@ -274,6 +280,11 @@ if __name__ == "__main__":
 
         if args.checkpoint_frequency and (global_step + 1) % args.checkpoint_frequency == 0:
             save(f"runs/{run_name}/checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
+
+        if evaluation.due(global_step + 1):
+            greedy = policy({"q_network": q_network}, vars(args), device, None, deterministic=True)
+            if evaluation.run(greedy, global_step + 1, writer):  # the best mean return so far
+                save(evaluation.best_path, global_step + 1, best=evaluation.best)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"

@@ -1,11 +1,12 @@
 # PPO for discrete actions, CleanRL style: vector observations (MLP) or MiniGrid/BabyAI images (CNN).
 # Docs of the algorithm: https://docs.cleanrl.dev/rl-algorithms/ppo/#ppopy
+import functools
 import os
 import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -13,10 +14,11 @@ import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
-from torch.distributions.categorical import Categorical
 
 from cleanrl_worker import checkpoint, gymcompat
-from cleanrl_worker.evaluation import evaluate, write_scalars
+from cleanrl_worker.agents.minigrid import CompactMinigridAgent, MinigridAgent
+from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
 
 ALGO = "ppo"
 
@@ -83,6 +85,12 @@ class Args:
     """the target KL divergence threshold"""
 
     # MOSAIC additions
+    agent_arch: Literal["auto", "documented", "original"] = "auto"
+    """the network: `documented` (MOSAIC's MinigridAgent / MLPAgent), `original` (2x2 CNN / CleanRL's two MLPs), `auto`"""
+    eval_frequency: int = 0
+    """evaluate the greedy policy every N global steps on separately seeded envs, keep the best model (0 = never)"""
+    eval_episodes: int = 10
+    """episodes per evaluation during training"""
     checkpoint_frequency: int = 0
     """save a checkpoint every N global steps to `runs/{run_name}/checkpoints/` (0 = never)"""
     resume_from: Optional[str] = None
@@ -123,88 +131,27 @@ def make_env(env_id, idx, capture_video, run_name):
     return thunk
 
 
-def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)
-    torch.nn.init.constant_(layer.bias, bias_const)
-    return layer
+# ALGO LOGIC: the agents live in cleanrl_worker/agents/ (one short file each, importable on their own):
+# "documented" is MOSAIC's documented MinigridAgent / MLPAgent, "original" the networks this PPO had first.
+AGENTS = {
+    ("documented", "image"): MinigridAgent,
+    ("documented", "vector"): MLPAgent,
+    ("original", "image"): CompactMinigridAgent,
+    ("original", "vector"): SeparateMLPAgent,
+}
+# What learned better over the same budget and seeds (bench/learning.py --agents; figures in the README).
+AUTO = {"image": "documented", "vector": "original"}
 
 
-class Agent(nn.Module):
-    """The MLP agent for vector observations."""
-
-    def __init__(self, envs):
-        super().__init__()
-        obs_dim = np.array(envs.single_observation_space.shape).prod()
-        self.critic = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 1), std=1.0),
-        )
-        self.actor = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, 64)),
-            nn.Tanh(),
-            layer_init(nn.Linear(64, envs.single_action_space.n), std=0.01),
-        )
-
-    def get_value(self, x):
-        return self.critic(x)
-
-    def get_logits(self, x):
-        return self.actor(x)
-
-    def get_action_and_value(self, x, action=None):
-        probs = Categorical(logits=self.actor(x))
-        if action is None:
-            action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(x)
-
-
-class MiniGridAgent(nn.Module):
-    """The CNN agent for MiniGrid/BabyAI 7x7x3 images (cells are small integer codes: object, colour, state)."""
-
-    def __init__(self, envs):
-        super().__init__()
-        height, width, channels = envs.single_observation_space.shape
-        self.network = nn.Sequential(
-            layer_init(nn.Conv2d(channels, 32, 2)),
-            nn.ReLU(),
-            layer_init(nn.Conv2d(32, 64, 2)),
-            nn.ReLU(),
-            layer_init(nn.Conv2d(64, 64, 2)),
-            nn.ReLU(),
-            nn.Flatten(),
-            layer_init(nn.Linear(64 * (height - 3) * (width - 3), 128)),
-            nn.ReLU(),
-        )
-        self.actor = layer_init(nn.Linear(128, envs.single_action_space.n), std=0.01)
-        self.critic = layer_init(nn.Linear(128, 1), std=1)
-
-    def features(self, x):
-        return self.network(x.permute(0, 3, 1, 2))
-
-    def get_value(self, x):
-        return self.critic(self.features(x))
-
-    def get_logits(self, x):
-        return self.actor(self.features(x))
-
-    def get_action_and_value(self, x, action=None):
-        hidden = self.features(x)
-        probs = Categorical(logits=self.actor(hidden))
-        if action is None:
-            action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+def observation_kind(envs):
+    return "image" if len(envs.single_observation_space.shape) == 3 else "vector"
 
 
 def policy_models(envs, args=None):
-    """A fresh agent for this observation space: CNN for images, MLP otherwise."""
-    if len(envs.single_observation_space.shape) == 3:
-        return {"agent": MiniGridAgent(envs)}
-    return {"agent": Agent(envs)}
+    """A fresh agent for this observation space (images: CNN, vectors: MLP) and `agent_arch`."""
+    kind = observation_kind(envs)
+    arch = (args or {}).get("agent_arch", "original")  # checkpoints from before --agent-arch: original
+    return {"agent": AGENTS[AUTO[kind] if arch == "auto" else arch, kind](envs)}
 
 
 def policy(models, args, device, generator, deterministic=False):
@@ -230,6 +177,7 @@ if __name__ == "__main__":
     if resumed and resumed["iteration"] >= args.num_iterations:
         checkpoint.fail(f"--resume-from: checkpoint {args.resume_from} finished iteration {resumed['iteration']} "
                          f"of the {args.num_iterations} that --total-timesteps {args.total_timesteps} allows")
+    evaluation = PeriodicEvaluation(args, run_name, functools.partial(make_eval_env, args.env_id))
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -246,7 +194,9 @@ if __name__ == "__main__":
     )
     gymcompat.require_action_space(envs, gym.spaces.Discrete, ALGO, args.env_id)
 
-    agent = policy_models(envs)["agent"].to(device)
+    if args.agent_arch == "auto":  # recorded as chosen, so a checkpoint names the network it holds
+        args.agent_arch = AUTO[observation_kind(envs)]
+    agent = policy_models(envs, vars(args))["agent"].to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     global_step, start_iteration = 0, 1
     if resumed:
@@ -284,10 +234,10 @@ if __name__ == "__main__":
     valid = np.ones((args.num_steps, args.num_envs), dtype=bool)  # False: a gymnasium 1.x autoreset step
     autoreset = gymcompat.Autoreset(args.num_envs)
 
-    def save(path, iteration):
+    def save(path, iteration, best=None):
         return checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs, models={"agent": agent},
                                           optimizers={"optimizer": optimizer}, global_step=global_step,
-                                          iteration=iteration)
+                                          iteration=iteration, evaluation=best)
 
     # TRY NOT TO MODIFY: start the game
     start_step = global_step
@@ -423,6 +373,11 @@ if __name__ == "__main__":
         if next_checkpoint is not None and global_step >= next_checkpoint:
             save(f"runs/{run_name}/checkpoints/step_{global_step}{checkpoint.SUFFIX}", iteration)
             next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
+
+        if evaluation.due(global_step):
+            greedy = policy({"agent": agent}, vars(args), device, None, deterministic=True)
+            if evaluation.run(greedy, global_step, writer):  # the best mean return so far
+                save(evaluation.best_path, iteration, best=evaluation.best)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"

@@ -1,5 +1,6 @@
 # PPO for continuous actions, CleanRL style, with observation and reward normalisation (saved in checkpoints).
 # Docs of the algorithm: https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_continuous_actionpy
+import functools
 import os
 import random
 import sys
@@ -16,7 +17,7 @@ import tyro
 from torch.distributions.normal import Normal
 
 from cleanrl_worker import checkpoint, gymcompat
-from cleanrl_worker.evaluation import evaluate, write_scalars
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
 
 ALGO = "ppo_continuous_action"
 
@@ -83,6 +84,10 @@ class Args:
     """the target KL divergence threshold"""
 
     # MOSAIC additions
+    eval_frequency: int = 0
+    """evaluate the greedy policy every N global steps on separately seeded envs, keep the best model (0 = never)"""
+    eval_episodes: int = 10
+    """episodes per evaluation during training"""
     checkpoint_frequency: int = 0
     """save a checkpoint every N global steps to `runs/{run_name}/checkpoints/` (0 = never)"""
     resume_from: Optional[str] = None
@@ -194,6 +199,7 @@ if __name__ == "__main__":
     if resumed and resumed["iteration"] >= args.num_iterations:
         checkpoint.fail(f"--resume-from: checkpoint {args.resume_from} finished iteration {resumed['iteration']} "
                          f"of the {args.num_iterations} that --total-timesteps {args.total_timesteps} allows")
+    evaluation = PeriodicEvaluation(args, run_name, functools.partial(make_eval_env, args.env_id))
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -252,10 +258,11 @@ if __name__ == "__main__":
     def normalization():
         return {**gymcompat.normalization_state(envs), "observation_clip": OBS_CLIP, "epsilon": 1e-8}
 
-    def save(path, iteration):
+    def save(path, iteration, best=None):
         return checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs, models={"agent": agent},
                                           optimizers={"optimizer": optimizer}, global_step=global_step,
-                                          iteration=iteration, normalization=normalization())
+                                          iteration=iteration, normalization=normalization(),
+                                          evaluation=best)
 
     # TRY NOT TO MODIFY: start the game
     start_step = global_step
@@ -391,6 +398,12 @@ if __name__ == "__main__":
         if next_checkpoint is not None and global_step >= next_checkpoint:
             save(f"runs/{run_name}/checkpoints/step_{global_step}{checkpoint.SUFFIX}", iteration)
             next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
+
+        if evaluation.due(global_step):  # the greedy policy sees observations normalised as in training
+            greedy = policy({"agent": agent}, vars(args), device, None, deterministic=True)
+            greedy = checkpoint.normalize_observations(greedy, normalization())
+            if evaluation.run(greedy, global_step, writer):  # the best mean return so far
+                save(evaluation.best_path, iteration, best=evaluation.best)
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
