@@ -71,7 +71,7 @@ function drawChart(box, series, weight) {
 // Which chart each series name goes to: returns, losses, speed, episode length.
 function chartOf(name) {
   if (name.startsWith("episodic_return")) return ["chart-return", "Episodic return"];
-  if (name.startsWith("losses/")) return ["chart-losses", "Losses"];
+  if (name.startsWith("losses/")) return ["chart-loss-" + name.slice(7).replace(/\W/g, "_"), name];
   if (name === "sps") return ["chart-sps", "Steps per second (SPS)"];
   if (name === "episodic_length") return ["chart-length", "Episode length"];
   return ["chart-other", "Other"];
