@@ -89,7 +89,7 @@ const runView = {curves: {}, events: 0, status: null};
 function drawRunCharts() {
   const host = $("#charts"), weight = +$("#smoothing").value;
   const groups = {};
-  Object.keys(runView.curves).sort().forEach((name, i) => {
+  Object.keys(runView.curves).sort(Charts.byImportance).forEach((name, i) => {
     const [id, title] = Charts.chartOf(name);
     (groups[id] = groups[id] || {title, series: []}).series.push(
       {label: name, color: Charts.PALETTE[i % Charts.PALETTE.length], points: runView.curves[name]});
@@ -229,7 +229,7 @@ async function openCompare(ids) {
       catch (e) { notice(e.message); }
     }
     const weight = +$("#compare-smoothing").value, names = new Set(runs.flatMap(r => Object.keys(r.curves)));
-    for (const name of [...names].sort()) {
+    for (const name of [...names].sort(Charts.byImportance)) {
       const series = runs.map((r, i) => ({label: r.id, color: Charts.PALETTE[i % Charts.PALETTE.length], points: r.curves[name] || []}));
       Charts.drawChart(Charts.chartElement($("#compare-charts"), "cmp-" + name.replace(/\W/g, "_"), name), series, weight);
     }

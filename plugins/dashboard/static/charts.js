@@ -77,4 +77,10 @@ function chartOf(name) {
   return ["chart-other", "Other"];
 }
 
-window.Charts = {smooth, drawChart, chartElement, chartOf, PALETTE};
+// Returns first, then speed, episode length, losses; alphabetical within each.
+function byImportance(a, b) {
+  const rank = n => n.startsWith("episodic_return") ? 0 : n === "sps" ? 1 : n === "episodic_length" ? 2 : 3;
+  return rank(a) - rank(b) || a.localeCompare(b);
+}
+
+window.Charts = {smooth, drawChart, chartElement, chartOf, byImportance, PALETTE};
