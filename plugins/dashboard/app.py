@@ -54,6 +54,7 @@ class Dashboard:
         self.daemon = DaemonLink(target)
         self.frames = FrameHub()
         self.streams_open = 0
+        self.stopping = asyncio.Event()
         self._list_lock = asyncio.Lock()
         self._list: tuple[float, list[dict[str, Any]]] = (0.0, [])
         self._daemon_runs: tuple[float, list[dict[str, Any]]] = (0.0, [])
@@ -84,6 +85,21 @@ class Dashboard:
             self._daemon_runs = (time.monotonic(), records)
         return records
 
+    def stop(self) -> None:
+        """The server is shutting down: end every stream now so each response completes."""
+        if not self.stopping.is_set():
+            self.stopping.set()
+            for feed in list(self.frames.feeds.values()):
+                feed.finish()
+
+    async def pause(self, seconds: float) -> bool:
+        """Sleep ``seconds``, or less when the server stops; True when it stops."""
+        try:
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
     def run_dir(self, run_id: str) -> Path:
         return rundata.run_path(self.root, run_id)
 
@@ -105,14 +121,14 @@ def build_app(runs_root: Path, target: str | None = None) -> Starlette:
         return JSONResponse(await dash.run_list())
 
     async def runs_live(request: Request) -> Response:
-        return _sse(dash, streams.runs_stream(dash.run_list))
+        return _sse(dash, streams.runs_stream(dash.run_list, dash.pause))
 
     async def run_live(request: Request) -> Response:
         found = _run_dir_or_404(dash, request)
         if isinstance(found, JSONResponse):
             return found
         config = await asyncio.to_thread(rundata.read_json, found / "config.json")
-        return _sse(dash, streams.run_stream(found, found.name, rundata.fastlane_enabled(config)))
+        return _sse(dash, streams.run_stream(found, found.name, rundata.fastlane_enabled(config), dash.pause))
 
     async def curves(request: Request) -> Response:
         found = _run_dir_or_404(dash, request)
@@ -259,7 +275,20 @@ def _sse(dash: Dashboard, events: Any) -> EventSourceResponse:
         finally:
             dash.streams_open -= 1
 
-    return EventSourceResponse(counted(), ping=SSE_PING_S, headers={"Cache-Control": "no-store"})
+    # On shutdown sse-starlette calls ``shutdown_event.set()`` and waits the grace period for
+    # the stream to end by itself; dash.stop() makes every stream end at once.
+    return EventSourceResponse(counted(), ping=SSE_PING_S, headers={"Cache-Control": "no-store"},
+                               shutdown_event=_StopTrigger(dash), shutdown_grace_period=1.0)
+
+
+class _StopTrigger:
+    """What sse-starlette sets when the server shuts down: stops the dashboard's streams."""
+
+    def __init__(self, dash: Dashboard):
+        self.dash = dash
+
+    def set(self) -> None:
+        self.dash.stop()
 
 
 async def _run_gone(request: Request, exc: Exception) -> Response:

@@ -93,13 +93,22 @@ class FrameFeed:
             if self.viewers == 0:
                 await self._stop()
 
+    def finish(self) -> None:
+        """End every viewer's stream now (the server is shutting down)."""
+        self.ended = True
+        asyncio.get_running_loop().create_task(self._wake())
+
+    async def _wake(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
     async def _produce(self) -> None:
         reader = self._reader
         assert reader is not None
         poll_s = min(MAX_POLL_S, max(MIN_POLL_S, reader.header.interval_ms / 2000.0))
         last_published = 0
         try:
-            while self.viewers > 0:
+            while self.viewers > 0 and not self.ended:
                 published = reader.frames_published()
                 if published > last_published:
                     last_published = published

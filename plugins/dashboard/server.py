@@ -38,17 +38,30 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, ending the dashboard's endless streams first when it shuts down."""
+
+    def __init__(self, config: uvicorn.Config, dashboard: object):
+        super().__init__(config)
+        self.dashboard = dashboard
+
+    async def shutdown(self, sockets=None) -> None:
+        self.dashboard.stop()
+        await super().shutdown(sockets)
+
+
 def serve(host: str, port: int, runs_dir: str | None, target: str | None) -> int:
     root = Path(runs_dir or default_runs_root()).absolute()
     token = None if is_loopback_host(host) else new_token()
     sock = bind(host, port)
     port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
-    app = catch_all(AccessGuard(build_app(root, target), token, bound_host=f"{shown_host}:{port}"))
+    dashboard_app = build_app(root, target)
+    app = catch_all(AccessGuard(dashboard_app, token, bound_host=f"{shown_host}:{port}"))
     url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
                             lifespan="off", server_header=False)
-    server = uvicorn.Server(config)
+    server = _Server(config, dashboard_app.state.dashboard)
     print(json.dumps({"event": "serve_ready", "url": url, "host": host, "port": port, "pid": os.getpid(),
                       "runs_dir": str(root), "target": target, "token_required": token is not None}), flush=True)
     note = " (the token is in that URL and is printed only this once)" if token else ""

@@ -32,8 +32,8 @@ def sse(name: str, data: Any) -> dict[str, str]:
     return {"event": name, "data": json.dumps(data, default=str)}
 
 
-async def runs_stream(listing: Any) -> AsyncIterator[dict[str, str]]:
-    """``listing()`` is an async callable returning the current run list."""
+async def runs_stream(listing: Any, pause: Any) -> AsyncIterator[dict[str, str]]:
+    """``listing()`` returns the current run list; ``pause(s)`` sleeps and says whether to stop."""
     last = None
     while True:
         runs = await listing()
@@ -41,7 +41,8 @@ async def runs_stream(listing: Any) -> AsyncIterator[dict[str, str]]:
         if text != last:
             last = text
             yield {"event": "runs", "data": text}
-        await asyncio.sleep(LIST_POLL_S)
+        if await pause(LIST_POLL_S):
+            return
 
 
 class RunWatch:
@@ -95,7 +96,7 @@ class RunWatch:
             self.reader = None
 
 
-async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool) -> AsyncIterator[dict[str, str]]:
+async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool, pause: Any) -> AsyncIterator[dict[str, str]]:
     watch = RunWatch(run_dir, run_id)
     try:
         try:
@@ -142,6 +143,7 @@ async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool) -> Async
                 if manifest is not None:
                     yield sse("manifest", manifest)
             # A finished run changes no more; look only for its deletion, less often.
-            await asyncio.sleep(EVENTS_POLL_S if not ended else MANIFEST_POLL_S)
+            if await pause(EVENTS_POLL_S if not ended else MANIFEST_POLL_S):
+                return
     finally:
         watch.close()

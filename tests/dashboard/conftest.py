@@ -104,6 +104,7 @@ def processes():
         process.stop()
     for process in started:
         assert "Traceback" not in process.stderr, f"a traceback on stderr:\n{process.stderr[-3000:]}"
+        assert "ERROR:" not in process.stderr, f"an error logged on stderr:\n{process.stderr[-3000:]}"
 
 
 @pytest.fixture

@@ -5,8 +5,10 @@ not configured or gone, malformed forms, and the streams of a real FastLane run.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -159,3 +161,48 @@ def test_streams_of_a_real_fastlane_run(serve, workdir, processes):
     assert status == 200 and len(data["curves"]["episodic_return"]) >= 1
     status, data = http_json(base + "/api/stats")
     assert data["frame_viewers"] == 0 and data["frames_encoded"] >= parts
+
+
+def test_stopping_the_server_with_streams_open_is_clean(serve, workdir):
+    """SIGINT while a run list, a run stream and an MJPEG stream are open: every response
+    completes, exit code 130 (interrupted), nothing on stderr but the start line."""
+    import threading
+
+    import numpy as np
+
+    from mosaic_fastlane.layout import Mode
+    from mosaic_fastlane.segment import SegmentOwner, open_segment
+    from mosaic_fastlane.writer import SlotWriter
+
+    run_id = f"dash-stop-{os.getpid()}"
+    run_dir = workdir / "var/trainer/runs" / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps({"run_id": run_id, "extras": {"fastlane": True}}))
+    owner = SegmentOwner(run_id, mode=Mode.SINGLE, slot_count=1, max_dim=32, interval_ms=20)
+    writer = SlotWriter(open_segment(name=owner.name, writable=True), 0, 0)
+    publishing = threading.Event()
+
+    def publish() -> None:
+        tick = 0
+        while not publishing.is_set():
+            writer.publish(np.full((16, 16, 3), tick % 255, np.uint8), tick=tick, global_step=tick)
+            tick += 1
+            time.sleep(0.02)
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    base, server = serve()
+    try:
+        streams = [urllib.request.urlopen(base + path, timeout=30) for path in
+                   ("/api/runs/stream", f"/api/runs/{run_id}/stream", f"/api/runs/{run_id}/frames.mjpg")]
+        assert b"Content-Type: image/jpeg" in streams[2].read(200)
+        assert server.stop() == 130  # SIGINT, as Ctrl-C: the shell convention
+        for stream in streams:
+            stream.read()  # each ends (no hang, no reset)
+            stream.close()
+    finally:
+        publishing.set()
+        publisher.join()
+        writer.close()
+        owner.remove()
+    assert "ERROR" not in server.stderr and "Traceback" not in server.stderr, server.stderr
