@@ -6,8 +6,9 @@ A real ``mosaic serve`` and real PPO runs (bundled ``ppo``, CartPole-v1, FastLan
 ``mosaic run``, with 0, 1 and 4 viewers connected, interleaved (0, 1, 4, 0, 1, 4, ...). A
 viewer is what a browser on the run page opens: the run's SSE stream and its MJPEG frame
 stream. Printed per setting (median over repeats): the training SPS (the script's own
-``charts/SPS``) and its ratio to no viewer, the frames per second each viewer received, and
-the server's resident memory (peak, from its ``/api/stats``).
+``charts/SPS``) and its ratio to no viewer, the frames per second each viewer received next to
+the frames per second the run published (its native rate), and the server's resident memory
+(peak, from its ``/api/stats``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Viewer:
         self.base, self.run_id = base, run_id
         self.frames = 0
         self.first = self.last = None
+        self.published: list[tuple[float, int]] = []  # (time, frames the run had published)
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._frames, daemon=True),
                         threading.Thread(target=self._events, daemon=True)]
@@ -72,9 +74,25 @@ class Viewer:
         response = self._open("stream")
         if response is None:
             return
+        event = None
         with response:
-            while not self.stop.is_set() and response.readline():
-                pass
+            while not self.stop.is_set():
+                line = response.readline()
+                if not line:
+                    return
+                if line.startswith(b"event:"):
+                    event = line[6:].strip()
+                elif line.startswith(b"data:") and event == b"fastlane":
+                    status = json.loads(line[5:])
+                    if status.get("available") and not status.get("ended") and status["frames_published"]:
+                        self.published.append((time.monotonic(), status["frames_published"]))
+
+    @property
+    def published_fps(self) -> float | None:
+        if len(self.published) < 2:
+            return None
+        (t0, n0), (t1, n1) = self.published[0], self.published[-1]
+        return (n1 - n0) / (t1 - t0)
 
     @property
     def fps(self) -> float | None:
@@ -118,7 +136,9 @@ def one_run(base: str, workdir: Path, viewers: int, steps: int, index: int) -> d
     for viewer in watching:
         viewer.close()
     fps = [v.fps for v in watching if v.fps is not None]
-    return {"viewers": viewers, "sps": sps, "fps": statistics.median(fps) if fps else None, "rss": peak}
+    published = [v.published_fps for v in watching if v.published_fps is not None]
+    return {"viewers": viewers, "sps": sps, "fps": statistics.median(fps) if fps else None,
+            "published_fps": statistics.median(published) if published else None, "rss": peak}
 
 
 def main() -> int:
@@ -139,14 +159,17 @@ def main() -> int:
     print(f"PPO CartPole-v1, FastLane single, {args.total_timesteps} steps, {args.repeats} repeat(s), "
           f"{os.cpu_count()} CPU(s); server idle RSS {idle_rss / 2**20:.1f} MiB")
     base_sps = statistics.median(r["sps"] for r in results if r["viewers"] == 0)
-    print(f"{'viewers':>8} {'train SPS':>10} {'ratio':>7} {'frames/s per viewer':>20} {'server peak RSS':>16}")
+    print(f"{'viewers':>8} {'train SPS':>10} {'ratio':>7} {'frames/s per viewer':>20} {'published/s':>12} "
+          f"{'server peak RSS':>16}")
     for n in (0, 1, 4):
         rows = [r for r in results if r["viewers"] == n]
         sps = statistics.median(r["sps"] for r in rows)
         fps = [r["fps"] for r in rows if r["fps"] is not None]
         fps_text = f"{statistics.median(fps):.1f}" if fps else "-"
+        published = [r["published_fps"] for r in rows if r["published_fps"] is not None]
+        published_text = f"{statistics.median(published):.1f}" if published else "-"
         peak = max(r["rss"] for r in rows) / 2**20
-        print(f"{n:>8} {sps:>10.0f} {sps / base_sps:>7.3f} {fps_text:>20} {peak:>13.1f} MiB")
+        print(f"{n:>8} {sps:>10.0f} {sps / base_sps:>7.3f} {fps_text:>20} {published_text:>12} {peak:>13.1f} MiB")
     print("each run:", json.dumps([{k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()}
                                    for r in results]))
     return 0

@@ -104,11 +104,17 @@ class Dashboard:
         return rundata.run_path(self.root, run_id)
 
 
-def _run_dir_or_404(dash: Dashboard, request: Request) -> Path | JSONResponse:
-    try:
-        return dash.run_dir(request.path_params["run_id"])
-    except rundata.UnknownRun as exc:
-        return error(404, str(exc))
+def with_run_dir(dash: Dashboard, handler: Any) -> Any:
+    """A route handler that receives the run's directory; an unknown run is answered 404."""
+
+    async def route(request: Request) -> Response:
+        try:
+            run_dir = dash.run_dir(request.path_params["run_id"])
+        except rundata.UnknownRun as exc:
+            return error(404, str(exc))
+        return await handler(request, run_dir)
+
+    return route
 
 
 def build_app(runs_root: Path, target: str | None = None) -> Starlette:
@@ -123,40 +129,24 @@ def build_app(runs_root: Path, target: str | None = None) -> Starlette:
     async def runs_live(request: Request) -> Response:
         return _sse(dash, streams.runs_stream(dash.run_list, dash.pause))
 
-    async def run_live(request: Request) -> Response:
-        found = _run_dir_or_404(dash, request)
-        if isinstance(found, JSONResponse):
-            return found
-        config = await asyncio.to_thread(rundata.read_json, found / "config.json")
-        return _sse(dash, streams.run_stream(found, found.name, rundata.fastlane_enabled(config), dash.pause))
+    async def run_live(request: Request, run_dir: Path) -> Response:
+        config = await asyncio.to_thread(rundata.read_json, run_dir / "config.json")
+        return _sse(dash, streams.run_stream(run_dir, run_dir.name, rundata.fastlane_enabled(config), dash.pause))
 
-    async def curves(request: Request) -> Response:
-        found = _run_dir_or_404(dash, request)
-        if isinstance(found, JSONResponse):
-            return found
-        return JSONResponse({"run_id": found.name, "curves": await asyncio.to_thread(_curves_of, found)})
+    async def curves(request: Request, run_dir: Path) -> Response:
+        return JSONResponse({"run_id": run_dir.name, "curves": await asyncio.to_thread(_curves_of, run_dir)})
 
-    async def logs(request: Request) -> Response:
-        found = _run_dir_or_404(dash, request)
-        if isinstance(found, JSONResponse):
-            return found
-        return JSONResponse({"run_id": found.name, "logs": await asyncio.to_thread(rundata.log_tails, found)})
+    async def logs(request: Request, run_dir: Path) -> Response:
+        return JSONResponse({"run_id": run_dir.name, "logs": await asyncio.to_thread(rundata.log_tails, run_dir)})
 
-    async def files(request: Request) -> Response:
-        found = _run_dir_or_404(dash, request)
-        if isinstance(found, JSONResponse):
-            return found
-        return JSONResponse(await asyncio.to_thread(rundata.artifacts, found, found.name))
+    async def files(request: Request, run_dir: Path) -> Response:
+        return JSONResponse(await asyncio.to_thread(rundata.artifacts, run_dir, run_dir.name))
 
-    async def frames(request: Request) -> Response:
+    async def frames(request: Request, run_dir: Path) -> Response:
         from mosaic_fastlane.segment import FastLaneError
 
-        run_id = request.path_params["run_id"]
-        found = _run_dir_or_404(dash, request)
-        if isinstance(found, JSONResponse):
-            return found
-        feed = dash.frames.feed(run_id)
-        stream = feed.stream()
+        run_id = run_dir.name
+        stream = dash.frames.feed(run_id).stream()
         try:
             first = await stream.__anext__()
         except FastLaneError as exc:
@@ -165,26 +155,25 @@ def build_app(runs_root: Path, target: str | None = None) -> Starlette:
             return error(404, f"run {run_id} stopped publishing frames (its FastLane segment is gone)")
 
         async def parts():
-            yield f"--{BOUNDARY}\r\n".encode() + mjpeg_part(first)
-            async for jpeg in stream:
-                yield mjpeg_part(jpeg)
+            try:
+                yield f"--{BOUNDARY}\r\n".encode() + mjpeg_part(first)
+                async for jpeg in stream:
+                    yield mjpeg_part(jpeg)
+            finally:
+                await stream.aclose()  # this viewer leaves now, not when collected
 
         return StreamingResponse(parts(), media_type=f"multipart/x-mixed-replace; boundary={BOUNDARY}",
                                  headers={"Cache-Control": "no-store"})
 
-    async def frame(request: Request) -> Response:
+    async def frame(request: Request, run_dir: Path) -> Response:
         from mosaic_fastlane.segment import FastLaneError
 
-        run_id = request.path_params["run_id"]
-        found = _run_dir_or_404(dash, request)
-        if isinstance(found, JSONResponse):
-            return found
         try:
-            jpeg = await asyncio.to_thread(_one_frame, run_id)
+            jpeg = await asyncio.to_thread(_one_frame, run_dir.name)
         except FastLaneError as exc:
-            return error(404, f"no live frames for run {run_id}: {exc}")
+            return error(404, f"no live frames for run {run_dir.name}: {exc}")
         if jpeg is None:
-            return error(404, f"run {run_id} has published no frame yet")
+            return error(404, f"run {run_dir.name} has published no frame yet")
         return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
 
     async def daemon_state(request: Request) -> Response:
@@ -244,12 +233,12 @@ def build_app(runs_root: Path, target: str | None = None) -> Starlette:
         Route("/", index),
         Route("/api/runs", runs),
         Route("/api/runs/stream", runs_live),
-        Route("/api/runs/{run_id}/stream", run_live),
-        Route("/api/runs/{run_id}/curves", curves),
-        Route("/api/runs/{run_id}/logs", logs),
-        Route("/api/runs/{run_id}/files", files),
-        Route("/api/runs/{run_id}/frames.mjpg", frames),
-        Route("/api/runs/{run_id}/frame.jpg", frame),
+        Route("/api/runs/{run_id}/stream", with_run_dir(dash, run_live)),
+        Route("/api/runs/{run_id}/curves", with_run_dir(dash, curves)),
+        Route("/api/runs/{run_id}/logs", with_run_dir(dash, logs)),
+        Route("/api/runs/{run_id}/files", with_run_dir(dash, files)),
+        Route("/api/runs/{run_id}/frames.mjpg", with_run_dir(dash, frames)),
+        Route("/api/runs/{run_id}/frame.jpg", with_run_dir(dash, frame)),
         Route("/api/runs/{run_id}/cancel", cancel, methods=["POST"]),
         Route("/api/daemon", daemon_state),
         Route("/api/daemon/form", daemon_form),

@@ -4,6 +4,7 @@ not configured or gone, malformed forms, and the streams of a real FastLane run.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -131,19 +132,24 @@ def test_streams_of_a_real_fastlane_run(serve, workdir, processes):
     base, _server = serve()
     run = subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id",
                             "CartPole-v1", "--total-timesteps", "6000", "--run-id", "http-ppo", "--quiet",
-                            "--extras", json.dumps({"fastlane": True, "num_envs": 2})],
+                            "--extras", json.dumps({"fastlane_video_mode": "grid", "num_envs": 2})],
                            cwd=workdir, env=child_env(workdir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         listed = read_sse(base + "/api/runs/stream", "http-ppo", timeout=60)
         assert listed[-1][0] == "runs"
         assert http_json(base + "/api/stats")[1]["frames_encoded"] == 0  # nobody watches: nothing encoded
         # The MJPEG stream: JPEG parts until the run ends and its segment goes.
-        parts = 0
         with urllib.request.urlopen(base + "/api/runs/http-ppo/frames.mjpg", timeout=120) as response:
             assert response.headers["Content-Type"].startswith("multipart/x-mixed-replace")
-            for chunk in iter(lambda: response.read(65536), b""):
-                parts += chunk.count(b"Content-Type: image/jpeg")
-        assert parts >= 2
+            body = response.read()  # until the run ends and its segment goes
+        jpegs = [part.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n", 1)[0]
+                 for part in body.split(b"--mosaicframe\r\n") if part.startswith(b"Content-Type: image/jpeg")]
+        parts = len(jpegs)
+        assert parts >= 2 and len(set(jpegs)) >= 2
+        from PIL import Image
+
+        width, height = Image.open(io.BytesIO(jpegs[-1])).size
+        assert width > 2 * height  # two CartPole tiles side by side: grid mode
         events = read_sse(base + "/api/runs/http-ppo/stream", "run_completed")
         assert events[0][0] == "snapshot"
         snapshot = events[0][1]
