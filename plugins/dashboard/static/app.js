@@ -151,6 +151,7 @@ async function openRun(id) {
   Object.assign(runView, {id, curves: {}, events: 0, status: null});
   $("#run-title").textContent = id;
   for (const sel of ["#charts", "#events", "#heartbeat", "#frame-metrics", "#files", "#logs"]) $(sel).replaceChildren();
+  $("#heartbeat").innerHTML = `<tr><td>none yet (the host sends one every 30 s)</td></tr>`;
   $("#frame-note").textContent = "waiting for FastLane"; $("#frame-mode").textContent = "";
   delete $("#frame").dataset.live;
   $("#manifest").textContent = "written when the run ends"; $("#config").textContent = "";
