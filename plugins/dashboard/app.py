@@ -34,7 +34,7 @@ from mosaic_dashboard import rundata, streams
 from mosaic_dashboard.daemon import DaemonError, DaemonLink
 from mosaic_dashboard.follow import RunGone
 from mosaic_dashboard.form import FormError, form_schema, parse_submission
-from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, mjpeg_part, open_reader
+from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, mjpeg_part, open_reader, why_no_frames
 
 STATIC = Path(__file__).parent / "static"
 DAEMON_CACHE_S = 2.0
@@ -150,7 +150,7 @@ def build_app(runs_root: Path, target: str | None = None) -> Starlette:
         try:
             first = await stream.__anext__()
         except FastLaneError as exc:
-            return error(404, f"no live frames for run {run_id}: {exc}")
+            return error(404, f"no live frames for run {run_id}: {why_no_frames(run_dir, exc)}")
         except StopAsyncIteration:
             return error(404, f"run {run_id} stopped publishing frames (its FastLane segment is gone)")
 
@@ -171,7 +171,7 @@ def build_app(runs_root: Path, target: str | None = None) -> Starlette:
         try:
             jpeg = await asyncio.to_thread(_one_frame, run_dir.name)
         except FastLaneError as exc:
-            return error(404, f"no live frames for run {run_dir.name}: {exc}")
+            return error(404, f"no live frames for run {run_dir.name}: {why_no_frames(run_dir, exc)}")
         if jpeg is None:
             return error(404, f"run {run_dir.name} has published no frame yet")
         return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 import numpy as np
@@ -43,6 +44,16 @@ def mjpeg_part(jpeg: bytes) -> bytes:
 def open_reader(run_id: str) -> FastLaneReader:
     """The run's reader; FastLaneError (SegmentMissing when there is no segment) otherwise."""
     return FastLaneReader(run_id)
+
+
+def why_no_frames(run_dir: Path, error: FastLaneError) -> str:
+    """Why a run has no frames to show, in FastLane's own words (ended, no FastLane, starting)."""
+    from mosaic_fastlane.cli import explain_missing
+    from mosaic_fastlane.segment import SegmentMissing
+
+    if isinstance(error, SegmentMissing):
+        return explain_missing(run_dir.name, str(run_dir.parent))
+    return str(error)
 
 
 def frame_status(reader: FastLaneReader) -> dict[str, Any]:

@@ -72,7 +72,7 @@ class RunWatch:
         """FastLane status, opening the reader on first need; None while there is no segment."""
         from mosaic_fastlane.segment import FastLaneError
 
-        from mosaic_dashboard.frames import frame_status, open_reader
+        from mosaic_dashboard.frames import frame_status, open_reader, why_no_frames
 
         try:
             if self.reader is None:
@@ -80,7 +80,7 @@ class RunWatch:
             status = frame_status(self.reader)
         except FastLaneError as exc:
             self.close()
-            note = str(exc)
+            note = why_no_frames(self.run_dir, exc)
             if note == self.fastlane_note:
                 return None
             self.fastlane_note = note

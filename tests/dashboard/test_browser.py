@@ -33,6 +33,10 @@ def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workd
     page.fill('[data-arg="num_envs"]', "2")
     assert page.is_checked('input[name="fastlane"]')
     page.screenshot(path=str(artifacts / "1-submit-form.png"), full_page=True)
+    page.fill('input[name="total_timesteps"]', "lots")  # malformed: refused with the field named
+    page.click('#submit-form button[type="submit"]')
+    page.wait_for_selector("#submit-result:has-text(\"total_timesteps: 'lots' is not a whole number\")")
+    page.fill('input[name="total_timesteps"]', "2000000")
     page.click('#submit-form button[type="submit"]')
     page.wait_for_selector('#submit-result a[href="#/run/browser-ppo"]')
 
@@ -40,6 +44,7 @@ def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workd
     page.goto(f"{base}/#/")
     page.wait_for_selector('#runs tr[data-run-id="browser-ppo"]', timeout=30000)
     page.wait_for_selector('#runs tr[data-run-id="browser-ppo"][data-status="running"]', timeout=60000)
+    page.wait_for_selector("#queue-state:has-text('running 1')")  # the daemon's queue state
     page.screenshot(path=str(artifacts / "2-run-list.png"), full_page=True)
 
     # The run page: the curve grows, frames change.
@@ -62,6 +67,12 @@ def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workd
     page.wait_for_selector("#events li.run_cancelled", timeout=60000)
     assert page.text_content("#run-status") == "cancelled"
     page.screenshot(path=str(artifacts / "4-cancelled.png"), full_page=True)
+
+    # Its curves in the comparison view.
+    page.goto(f"{base}/#/compare/browser-ppo")
+    page.wait_for_selector('#compare-charts path[data-series="browser-ppo"]')
+    page.goto(f"{base}/#/run/browser-ppo")
+    page.wait_for_selector("#events li.run_cancelled")
 
     # The run directory deleted while viewed: a clear notice, and the server keeps serving.
     shutil.rmtree(workdir / "var/trainer/runs/browser-ppo")

@@ -13,6 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from .conftest import BIN, child_env, http, http_json, post_json
 
 
@@ -128,6 +130,7 @@ def read_sse(url: str, until: str, timeout: float = 120.0) -> list[tuple[str, di
     return events
 
 
+@pytest.mark.slow
 def test_streams_of_a_real_fastlane_run(serve, workdir, processes):
     base, _server = serve()
     run = subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id",
@@ -162,7 +165,7 @@ def test_streams_of_a_real_fastlane_run(serve, workdir, processes):
         run.wait(timeout=120)
     assert run.returncode == 0, run.stderr.read().decode()[-2000:]
     status, data = http_json(base + "/api/runs/http-ppo/frame.jpg")
-    assert status == 404 and "no live frames for run http-ppo" in data["error"]  # the segment is gone
+    assert status == 404 and "no live frames for run http-ppo: run http-ppo has ended (completed)" in data["error"]
     status, data = http_json(base + "/api/runs/http-ppo/curves")
     assert status == 200 and len(data["curves"]["episodic_return"]) >= 1
     status, data = http_json(base + "/api/stats")
@@ -212,3 +215,17 @@ def test_stopping_the_server_with_streams_open_is_clean(serve, workdir):
         writer.close()
         owner.remove()
     assert "ERROR" not in server.stderr and "Traceback" not in server.stderr, server.stderr
+
+
+def test_bad_flags_are_one_line_and_exit_2(serve, workdir):
+    from tests.conftest import run_cli
+
+    _base, server = serve()
+    for args, message in (
+            (["--port", str(server.ready["port"])], f"--port {server.ready['port']}: cannot listen"),
+            (["--port", "70000"], "--port must be 0..65535"),
+            (["--target", "nowhere"], "--target must look like HOST:PORT"),
+            (["--host", "no.such.host.invalid"], "--host no.such.host.invalid: cannot resolve it")):
+        result = run_cli(["serve", *args], cwd=workdir, timeout=60)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr and result.stdout == ""

@@ -127,7 +127,10 @@ function setRunStatus(status) {
   badge.textContent = status; badge.className = "badge " + status;
   const daemonKnows = state.daemon && state.daemon.ok;
   $("#cancel").hidden = !(daemonKnows && (status === "running" || status === "queued"));
-  if (status !== "running") { const img = $("#frame"); if (img.dataset.live) { delete img.dataset.live; } }
+  const img = $("#frame");
+  if (["completed", "failed", "cancelled"].includes(status) && img.getAttribute("src"))
+    $("#frame-note").textContent = `the run has ${status}: this was its last frame`;
+  if (status !== "running") delete img.dataset.live;
 }
 
 function showFrames(status) {
