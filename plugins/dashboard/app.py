@@ -212,11 +212,13 @@ def build_app(runs_root: Path, target: str | None = None) -> Starlette:
             return error(400, str(exc))
         except DaemonError as exc:
             return error(exc.status, str(exc))
-        except Exception as exc:  # e.g. an unknown algo: the registry's UsageError names it
-            return error(400, f"algo: {exc}")
 
     async def cancel(request: Request) -> Response:
         run_id = request.path_params["run_id"]
+        try:
+            rundata.checked_run_id(run_id)  # a queued run has no directory yet: only the id is checked
+        except rundata.UnknownRun as exc:
+            return error(404, str(exc))
         try:
             return JSONResponse(await asyncio.to_thread(dash.daemon.cancel, run_id))
         except DaemonError as exc:

@@ -23,12 +23,15 @@ class FormError(ValueError):
 
 
 def algorithm_fields(algo: str) -> tuple[list[dict[str, Any]], str]:
-    """The form fields of an algorithm's ``Args`` and the script they come from."""
+    """The form fields of an algorithm's ``Args`` and the script they come from; FormError if none."""
     from cleanrl_worker.registry import resolve
     from cleanrl_worker.script_args import read_script_args
 
-    resolved = resolve(algo)
-    fields = read_script_args(resolved.script).fields
+    try:
+        resolved = resolve(algo)
+        fields = read_script_args(resolved.script).fields
+    except MosaicError as exc:  # unknown algo, unreadable script, no Args class: the registry says which
+        raise FormError(f"algo: {exc}") from None
     shown = []
     for field in fields.values():
         if field.name in HOST_FIELDS:
@@ -57,10 +60,7 @@ def form_schema(worker: dict[str, Any], algo: str | None) -> dict[str, Any]:
     schema["algos"] = algorithm_names()
     schema["algo"] = algo or ("ppo" if "ppo" in schema["algos"] else (schema["algos"] or [None])[0])
     if schema["algo"] is not None:
-        try:
-            schema["fields"], schema["script"] = algorithm_fields(schema["algo"])
-        except MosaicError as exc:
-            raise FormError(f"algo: {exc}") from None
+        schema["fields"], schema["script"] = algorithm_fields(schema["algo"])
     return schema
 
 

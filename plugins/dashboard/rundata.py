@@ -25,13 +25,17 @@ class UnknownRun(LookupError):
     """No such run (or a run id that cannot name one); the message says which."""
 
 
-def run_path(root: Path, run_id: str) -> Path:
-    """The run's directory, or UnknownRun naming the id and the root."""
+def checked_run_id(run_id: str) -> str:
+    """``run_id`` if it can name a run (it becomes a path), else UnknownRun."""
     try:
-        check_run_id(run_id)
+        return check_run_id(run_id)
     except ConfigError:
         raise UnknownRun(f"{run_id[:80]!r} is not a run id (letters, digits, '-' and '_')") from None
-    path = root / run_id
+
+
+def run_path(root: Path, run_id: str) -> Path:
+    """The run's directory, or UnknownRun naming the id and the root."""
+    path = root / checked_run_id(run_id)
     if not path.is_dir():
         raise UnknownRun(f"no run {run_id} under {root}")
     return path

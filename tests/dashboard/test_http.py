@@ -68,6 +68,8 @@ def test_bad_requests_get_a_status_and_a_reason(serve):
     assert status == 403 and "X-Mosaic-Dashboard" in data["error"]
     status, data = post_json(base + "/api/runs/x/cancel", {})
     assert status == 409 and "no trainer daemon configured" in data["error"]
+    status, data = post_json(base + "/api/runs/bad$id/cancel", {})
+    assert status == 404 and "is not a run id" in data["error"]
 
 
 def test_malformed_forms_and_a_daemon_that_is_gone(serve):
