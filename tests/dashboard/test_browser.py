@@ -23,6 +23,8 @@ def points_of(page, series: str) -> int:
 def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workdir):
     base, server = serve("--target", daemon.ready["listen_address"])
     page = browser.new_page()
+    script_errors: list[str] = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
     page.goto(f"{base}/#/submit")
 
     # Submit from the form built from the daemon's worker and ppo's Args.
@@ -81,6 +83,7 @@ def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workd
     page.goto(f"{base}/#/run/no-such-run")
     wait_for(lambda: "no run no-such-run" in (page.text_content("#notice") or ""), 15, "the unknown-run notice")
     page.screenshot(path=str(artifacts / "5-unknown-run.png"), full_page=True)
+    assert script_errors == []
     print(f"screenshots: {artifacts}")
 
 

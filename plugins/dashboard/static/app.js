@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = sel => document.querySelector(sel);
-const state = {daemon: null, runsSource: null, runSource: null, runs: [], selected: new Set(), compareTimer: null};
+const state = {daemon: null, runsSource: null, runSource: null, runs: [], selected: new Set(), compareTimer: null, logsTimer: null};
 
 // The token (non-loopback binds) arrives once in ?token=; the server answered with a cookie.
 if (location.search.includes("token=")) history.replaceState(null, "", location.pathname + location.hash);
@@ -36,6 +36,7 @@ const kv = (table, obj) => { table.innerHTML = Object.entries(obj).map(([k, v]) 
 function closeStreams() {
   if (state.runSource) { state.runSource.close(); state.runSource = null; }
   if (state.compareTimer) { clearInterval(state.compareTimer); state.compareTimer = null; }
+  if (state.logsTimer) { clearInterval(state.logsTimer); state.logsTimer = null; }
   const img = $("#frame"); if (img.getAttribute("src")) img.removeAttribute("src");
 }
 
@@ -110,6 +111,7 @@ function addEvent(e) {
   list.scrollTop = list.scrollHeight;
   $("#events-count").textContent = `(${runView.events})`;
   if (e.event === "heartbeat") kv($("#heartbeat"), {at: when(e.timestamp), ...flat(e.payload)});
+  if (e.event === "checkpoint_saved") loadFiles();
   const ends = {run_completed: "completed", run_failed: "failed", run_cancelled: "cancelled"};
   if (ends[e.event]) setRunStatus(ends[e.event]);
   else if (e.event === "run_started" && !runView.status) setRunStatus("running");
@@ -165,6 +167,7 @@ async function openRun(id) {
   const summary = state.runs.find(r => r.run_id === id);
   setRunStatus(summary ? summary.status : "running");
   loadLogs();
+  state.logsTimer = setInterval(() => { if (runView.status === "running") loadLogs(); }, 5000);
   const source = new EventSource(`/api/runs/${encodeURIComponent(id)}/stream`);
   state.runSource = source;
   source.addEventListener("snapshot", e => {
