@@ -5,14 +5,14 @@ BIN    := $(VENV)/bin
 # The local CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 
-.PHONY: venv train test test-gym1 proto clean
+.PHONY: venv train test test-gym1 proto clean browser-deps
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml examples/*/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q $(PINS)
-	$(BIN)/pip install -q -e '.[test,minigrid]' $(PINS)
+	$(BIN)/pip install -q -e '.[test,minigrid,web]' $(PINS)
 	for ex in examples/*/; do $(BIN)/pip install -q -e "$$ex" $(PINS) || exit 1; done
 	touch $@
 
@@ -28,11 +28,17 @@ GYM1_TESTS ?= tests
 $(GYM1)/.installed: pyproject.toml
 	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)
 	$(GYM1)/bin/pip install -q torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
-	$(GYM1)/bin/pip install -q -e '.[test,minigrid]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
+	$(GYM1)/bin/pip install -q -e '.[test,minigrid,web]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
 	touch $@
 
 test-gym1: $(GYM1)/.installed
 	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider -m "not slow" $(GYM1_TESTS)
+
+# What the dashboard's browser tests need: Debian's chromium (never `playwright install`, which
+# downloads a browser) and playwright, which drives /usr/bin/chromium through executable_path.
+browser-deps: venv
+	test -x /usr/bin/chromium || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-liberation)
+	$(BIN)/pip install -q playwright==1.64.1
 
 # Regenerate the gRPC code from mosaic_core/trainer/trainer.proto (generated files are committed).
 proto: venv

@@ -1,0 +1,66 @@
+"""Follow a run's ``events.jsonl`` by reading what was appended since the last look.
+
+No inotify: the caller polls (only while a client watches). Only complete lines are taken;
+a line being written stays for the next poll. A malformed line is skipped and counted. The
+file being replaced (smaller than what was read) restarts from the top; the run directory
+disappearing is reported as :class:`RunGone`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+READ_LIMIT = 4 * 1024 * 1024  # at most this much per poll, so a huge log cannot stall the server
+
+
+class RunGone(Exception):
+    """The run directory was deleted while someone watched it."""
+
+
+class EventFollower:
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.path = run_dir / "events.jsonl"
+        self.offset = 0
+        self.skipped = 0
+        self._partial = b""
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Events appended since the last call (all of them on the first call)."""
+        if not self.run_dir.is_dir():
+            raise RunGone(f"run directory {self.run_dir} was deleted")
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            return []  # the run is still starting
+        if size < self.offset:
+            self.offset, self._partial = 0, b""
+        if size == self.offset:
+            return []
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read(READ_LIMIT)
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        return [event for event in map(self._parse, lines) if event is not None]
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        if not line.strip():
+            return None
+        try:
+            event = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            self.skipped += 1
+            return None
+        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+            self.skipped += 1
+            return None
+        return event

@@ -1,0 +1,141 @@
+"""What the page shows of run directories: the run list, and one run's config, manifest,
+logs and files. Every reader is defensive: a damaged or vanishing run never raises past here.
+
+The list re-reads a run only when one of its files changed (size or mtime), so polling it once
+a second while a page is open costs a few ``stat`` calls per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mosaic_core.config import check_run_id
+from mosaic_core.errors import ConfigError
+
+from mosaic_analytics.runs_index import summarize
+
+LOG_TAIL_BYTES = 32 * 1024
+WATCHED_FILES = ("config.json", "events.jsonl", "analytics.json")
+
+
+class UnknownRun(LookupError):
+    """No such run (or a run id that cannot name one); the message says which."""
+
+
+def checked_run_id(run_id: str) -> str:
+    """``run_id`` if it can name a run (it becomes a path), else UnknownRun."""
+    try:
+        return check_run_id(run_id)
+    except ConfigError:
+        raise UnknownRun(f"{run_id[:80]!r} is not a run id (letters, digits, '-' and '_')") from None
+
+
+def run_path(root: Path, run_id: str) -> Path:
+    """The run's directory, or UnknownRun naming the id and the root."""
+    path = root / checked_run_id(run_id)
+    if not path.is_dir():
+        raise UnknownRun(f"no run {run_id} under {root}")
+    return path
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _fingerprint(run_dir: str) -> tuple:
+    marks = []
+    for name in WATCHED_FILES:
+        try:
+            info = os.stat(os.path.join(run_dir, name))
+            marks.append((info.st_size, info.st_mtime_ns))
+        except OSError:
+            marks.append(None)
+    return tuple(marks)
+
+
+def fastlane_enabled(config: dict[str, Any] | None) -> bool:
+    extras = (config or {}).get("extras") or {}
+    try:
+        from mosaic_fastlane.settings import is_enabled
+
+        return bool(is_enabled(extras))
+    except Exception:  # an extras value FastLane itself would refuse: the run had no segment
+        return False
+
+
+class RunsIndex:
+    """Summaries of every run under ``root``, newest first, re-read only when changed."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._cache: dict[str, tuple[tuple, dict[str, Any]]] = {}
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        try:
+            entries = [e for e in os.scandir(self.root) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            entries = []
+        runs, seen = [], set()
+        for entry in entries:
+            mark = _fingerprint(entry.path)
+            if mark[0] is None and mark[1] is None:
+                continue  # not a run directory
+            seen.add(entry.name)
+            cached = self._cache.get(entry.name)
+            if cached is None or cached[0] != mark:
+                cached = (mark, self._summary(Path(entry.path)))
+                self._cache[entry.name] = cached
+            runs.append(cached[1])
+        for gone in set(self._cache) - seen:
+            del self._cache[gone]
+        runs.sort(key=lambda r: (r.get("started_at") or 0.0, r["run_id"]), reverse=True)
+        return runs
+
+    @staticmethod
+    def _summary(run_dir: Path) -> dict[str, Any]:
+        summary = summarize(run_dir).to_dict()
+        summary["fastlane"] = fastlane_enabled(read_json(run_dir / "config.json"))
+        return summary
+
+
+def log_tails(run_dir: Path, limit: int = LOG_TAIL_BYTES) -> dict[str, str]:
+    """The last ``limit`` bytes of each file under ``logs/`` (decoded leniently)."""
+    tails: dict[str, str] = {}
+    try:
+        names = sorted(p.name for p in (run_dir / "logs").iterdir() if p.is_file())
+    except OSError:
+        return tails
+    for name in names:
+        try:
+            with open(run_dir / "logs" / name, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                size = handle.tell()
+                handle.seek(max(0, size - limit))
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        tails[name] = text if size <= limit else "…" + text.split("\n", 1)[-1]
+    return tails
+
+
+def artifacts(run_dir: Path, run_id: str) -> dict[str, Any]:
+    """Checkpoints, TensorBoard event dirs, videos and W&B dirs, found now (also mid-run)."""
+    from mosaic_analytics.manifest import scan
+    from mosaic_core.runs import RunDirectory
+
+    found = scan(RunDirectory(run_dir.parent, run_id), [])
+    try:
+        wandb = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "wandb").iterdir()
+                       if p.is_dir() and p.name.startswith(("offline-run-", "run-")))
+    except OSError:
+        wandb = []
+    return {"run_dir": str(run_dir), "checkpoints": found["checkpoints"]["files"],
+            "tensorboard": found["tensorboard"]["event_dirs"], "videos": found["videos"]["files"],
+            "wandb": wandb, "tensorboard_command": f"mosaic tensorboard {run_id}"}

@@ -1,0 +1,71 @@
+"""Run the dashboard with uvicorn and say where it is: one JSON line on stdout (the URL, with
+the token when one is required: printed this once, kept only in memory), one human line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from mosaic_core.errors import UsageError
+from mosaic_core.runs import default_runs_root
+
+from mosaic_dashboard.access import AccessGuard, is_loopback_host, new_token
+from mosaic_dashboard.app import build_app, catch_all
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, or a UsageError naming the address."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UsageError(f"--host {host}: cannot resolve it: {exc.strerror}") from None
+    family, _kind, _proto, _name, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"--host {host} --port {port}: cannot listen: {exc.strerror}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, ending the dashboard's endless streams first when it shuts down."""
+
+    def __init__(self, config: uvicorn.Config, dashboard: object):
+        super().__init__(config)
+        self.dashboard = dashboard
+
+    async def shutdown(self, sockets=None) -> None:
+        self.dashboard.stop()
+        await super().shutdown(sockets)
+
+
+def serve(host: str, port: int, runs_dir: str | None, target: str | None) -> int:
+    root = Path(runs_dir or default_runs_root()).absolute()
+    token = None if is_loopback_host(host) else new_token()
+    sock = bind(host, port)
+    port = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    dashboard_app = build_app(root, target)
+    app = catch_all(AccessGuard(dashboard_app, token, bound_host=f"{shown_host}:{port}"))
+    url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+                            lifespan="off", server_header=False)
+    server = _Server(config, dashboard_app.state.dashboard)
+    print(json.dumps({"event": "serve_ready", "url": url, "host": host, "port": port, "pid": os.getpid(),
+                      "runs_dir": str(root), "target": target, "token_required": token is not None}), flush=True)
+    note = " (the token is in that URL and is printed only this once)" if token else ""
+    print(f"mosaic serve: dashboard at the URL above{note}; runs from {root}"
+          f"{f', daemon {target}' if target else ''}; Ctrl-C stops it", file=sys.stderr, flush=True)
+    server.run(sockets=[sock])
+    return 0
