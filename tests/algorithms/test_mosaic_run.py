@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from .conftest import scalars
 
@@ -21,13 +22,13 @@ def test_checkpoints_become_events_and_a_run_resumes_from_one(mosaic, runs_root)
     assert [p["global_step"] for p in saved] == [500, 1000, 1000]
     run_dir = runs_root / "dqn-first"
     for payload in saved:
-        assert payload["algo"] == "dqn" and not payload["path"].startswith("/")  # relative to the run dir
-        assert (run_dir / payload["path"]).stat().st_size == payload["size_bytes"]
+        assert payload["algo"] == "dqn" and payload["path"].startswith(str(run_dir) + "/")  # absolute: paste it back
+        assert Path(payload["path"]).stat().st_size == payload["size_bytes"]
     assert saved[-1]["path"].endswith("/dqn.cleanrl_model")
 
     second = mosaic("run", "--worker", "cleanrl", "--algo", "dqn", "--env-id", "CartPole-v1",
                     "--total-timesteps", "1500", "--run-id", "dqn-resumed", "--quiet", "--extras",
-                    json.dumps({"mode": "resume_training", "checkpoint_path": str(run_dir / saved[0]["path"]),
+                    json.dumps({"mode": "resume_training", "checkpoint_path": saved[0]["path"],
                                 "learning_starts": 100, "cuda": False}))
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.events[-1]["event"] == "run_completed"

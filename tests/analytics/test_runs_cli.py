@@ -85,7 +85,7 @@ def test_runs_show(runs):
 
 @pytest.mark.parametrize("args, message", [
     (["runs", "show", "dnoe"], "no run 'dnoe' under"),
-    (["runs", "show", "../etc"], "run_id must be"),
+    (["runs", "show", "../etc"], "is not a run id"),
     (["runs", "show"], "unexpected arguments 'show'"),
     (["runs", "frobnicate", "x"], "unexpected arguments"),
     (["runs", "--runs-dir", "missing-dir"], "no runs directory at missing-dir"),

@@ -102,7 +102,7 @@ def test_submission_flat_nested_and_worker_key(workers):
 
 @pytest.mark.parametrize("text, field", [
     ('{"algo": "ppo", ', "config_json"),
-    ('{"algo": "ppo", "env_id": "E"}', "total_timesteps"),
+    ('{"algo": "ppo", "total_timesteps": 5}', "env_id"),
     ('{"algo": "ppo", "env_id": "E", "total_timesteps": -1}', "total_timesteps"),
     ('{"algo": "ppo", "env_id": "E", "total_timesteps": 1, "worker": "nope"}', "worker"),
     ('{"algo": "ppo", "env_id": "E", "total_timesteps": 1, "extras": []}', "extras"),
