@@ -10,6 +10,7 @@ no orphan processes).
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -63,8 +64,11 @@ class Supervisor:
         self.options = options or SupervisorOptions()
         self.process: subprocess.Popen[bytes] | None = None
         self._cancel_reason: str | None = None
-        self._wake = threading.Event()
+        # Wake-ups go through a pipe, not a threading.Event: a signal handler runs in the main
+        # thread, possibly while it holds the Event's lock inside wait(); os.write takes no lock.
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._child_events = host.child_events()
+        self._waiter: threading.Thread | None = None
 
     # ------------------------------------------------------------------ events
     def _on_child_message(self, kind: str, payload: dict[str, Any]) -> None:
@@ -131,7 +135,22 @@ class Supervisor:
         """Ask the run to stop (thread-safe; used by signal handlers and the daemon)."""
         if self._cancel_reason is None:
             self._cancel_reason = reason
-        self._wake.set()
+        self._wake_up()
+
+    def _wake_up(self) -> None:
+        try:
+            os.write(self._wake_w, b"!")
+        except (BlockingIOError, OSError):  # already woken (pipe full) or closed at the end
+            pass
+
+    def _sleep(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for a wake-up, then drain the pipe."""
+        select.select([self._wake_r], [], [], timeout)
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
 
     # ------------------------------------------------------------------ main loop
     def execute(self) -> int:
@@ -167,17 +186,25 @@ class Supervisor:
             receiver.close()
             self._finish(status, terminal_payload, started_hooks)
             emitter.close()
+            self._close_wake_pipe()
         return exit_code
+
+    def _close_wake_pipe(self) -> None:
+        if self._waiter is not None:
+            self._waiter.join(timeout=5)  # its last write must not land in a reused descriptor
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
 
     def _supervise(self) -> None:
         proc = self.process
         assert proc is not None
         # Wake the loop the moment the child exits (not at the next poll).
-        threading.Thread(target=lambda: (proc.wait(), self._wake.set()), name="mosaic-child-wait", daemon=True).start()
+        self._waiter = threading.Thread(target=lambda: (proc.wait(), self._wake_up()), name="mosaic-child-wait",
+                                        daemon=True)
+        self._waiter.start()
         started = time.monotonic()
         next_beat = started + self.options.heartbeat_interval
         while True:
-            self._wake.clear()  # before the checks: a wake-up after them is never lost
             if proc.poll() is not None:
                 break
             if self._cancel_reason is not None:
@@ -187,7 +214,7 @@ class Supervisor:
             if now >= next_beat:
                 self._heartbeat(now - started)
                 next_beat = now + self.options.heartbeat_interval
-            self._wake.wait(min(1.0, max(0.0, next_beat - now)))
+            self._sleep(min(1.0, max(0.0, next_beat - now)))  # a wake-up during the checks stays in the pipe
         # The child is gone; make sure nothing of its group survives it.
         if procs.group_alive(proc.pid):
             self.stop_group()
