@@ -66,6 +66,11 @@ class RunDirectory:
     def manifest(self) -> Path:
         return self.path / "analytics.json"
 
+    @property
+    def cancel_note(self) -> Path:
+        """Where whoever signals a run may first write why (one line); see :func:`read_cancel_note`."""
+        return self.path / "cancel_reason.txt"
+
     def log(self, worker: str, stream: str) -> Path:
         return self.logs / f"{worker}.{stream}.log"
 
@@ -91,6 +96,16 @@ class RunDirectory:
 
     def write_config(self, config: WorkerConfig, extra: dict[str, Any] | None = None) -> None:
         write_json_atomic(self.config, redact({**config.to_dict(redacted=False), **(extra or {})}))
+
+
+def read_cancel_note(directory: RunDirectory, limit: int = 500) -> str | None:
+    """The first line of the run's cancel note (e.g. a sweep's pruning decision), or None."""
+    try:
+        with open(directory.cancel_note, encoding="utf-8", errors="replace") as handle:
+            line = handle.readline(limit).strip()
+    except OSError:
+        return None
+    return line or None
 
 
 @dataclass

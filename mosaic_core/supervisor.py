@@ -25,7 +25,7 @@ from mosaic_core.child import LIFECYCLE_KIND, ChildContext
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
 from mosaic_core.plugins import PluginHost
-from mosaic_core.runs import RunContext, write_json_atomic
+from mosaic_core.runs import RunContext, read_cancel_note, write_json_atomic
 
 BOOT_DIR = Path(__file__).parent / "_boot"
 MANIFEST_SCHEMA = "mosaic.analytics/1"
@@ -198,7 +198,9 @@ class Supervisor:
                 "stderr": self.run.directory.relative(self.run.directory.log(self.run.worker, "stderr"))}
         code = self.process.returncode if self.process is not None else None
         if self._cancel_reason is not None:
-            return "cancelled", {"reason": self._cancel_reason, "returncode": code, "logs": logs}, 130
+            note = read_cancel_note(self.run.directory)  # e.g. "pruned by the sweep at step 4096"
+            reason = f"{note} ({self._cancel_reason})" if note else self._cancel_reason
+            return "cancelled", {"reason": reason, "returncode": code, "logs": logs}, 130
         if code == 0:
             return "completed", {"returncode": 0, "logs": logs}, 0
         tail = _tail(self.run.directory.log(self.run.worker, "stderr"), STDERR_TAIL_LINES)
