@@ -271,12 +271,20 @@ def _last_error_line(tail: str) -> str | None:
     return None
 
 
+def _cancel_from_signal(supervisor: Supervisor, signum: int) -> None:
+    """Only an attribute is set here, no lock taken: the handler runs in the main thread, which
+    may be inside ``Event.wait`` holding that event's lock (``cancel()`` would deadlock there).
+    The supervising loop looks at the reason at least every 0.2 s."""
+    if supervisor._cancel_reason is None:
+        supervisor._cancel_reason = f"received {signal.Signals(signum).name}"
+
+
 def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:
     if threading.current_thread() is not threading.main_thread():
         return {}
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        previous[sig] = signal.signal(sig, lambda signum, _frame: supervisor.cancel(f"received {signal.Signals(signum).name}"))
+        previous[sig] = signal.signal(sig, lambda signum, _frame: _cancel_from_signal(supervisor, signum))
     return previous
 
 

@@ -32,7 +32,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--storage", help=STORAGE_HELP)
     run.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default 1)")
     run.add_argument("--runs-dir", help="runs root for the trials' runs (default var/trainer/runs or $MOSAIC_RUNS_DIR)")
-    run.add_argument("--as-worker", action="store_true", help=argparse.SUPPRESS)  # set by --workers N
+    # Set by --workers N for its worker processes: the worker's index (the study exists already).
+    run.add_argument("--as-worker", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
 
     for name, text in (("status", "trials, states, best so far and running workers of a study"),
                        ("best", "the best trial: value, parameters, runs; a ready worker config with --config")):
@@ -83,16 +84,19 @@ def _sweep_run(ns: argparse.Namespace) -> int:
     location = storage.resolve(spec.storage, spec.study_name)
     runs_root = Path(ns.runs_dir) if ns.runs_dir else default_runs_root()
     study.build_sampler(spec), study.build_pruner(spec)  # option errors before anything is written
-    if not ns.as_worker:
+    worker_process = ns.as_worker is not None
+    if worker_process:
+        spec = spec.for_worker(ns.as_worker)
+    else:
         preflight.check(spec, runs_root)
     handle = storage.open_storage(location, spec.heartbeat_s if location.kind != "journal" else None,
                                   spec.max_retries)
-    the_study = study.open_study(spec, handle, create=not ns.as_worker, shown_url=location.shown)
-    if ns.as_worker or ns.workers == 1:
+    the_study = study.open_study(spec, handle, create=not worker_process, shown_url=location.shown)
+    if worker_process or ns.workers == 1:
         code = worker.run_worker(spec, the_study, location, runs_root)
     else:
         code = _spawn_workers(ns)
-    if not ns.as_worker:
+    if not worker_process:
         from mosaic_sweep import report
 
         report.summary(the_study, location.shown)
@@ -104,12 +108,13 @@ def _spawn_workers(ns: argparse.Namespace) -> int:
     process is passed on to all of them (each cancels its running seed and exits)."""
     from mosaic_sweep.seeds import _die_with_parent, mosaic_command
 
-    command = [*mosaic_command(), "sweep", "run", ns.spec, "--as-worker"]
+    command = [*mosaic_command(), "sweep", "run", ns.spec]
     for flag in ("study_name", "max_trials", "total_timesteps", "seeds", "storage", "runs_dir"):
         if getattr(ns, flag) is not None:
             command += [f"--{flag.replace('_', '-')}", str(getattr(ns, flag))]
-    procs = [subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
-             for _ in range(ns.workers)]
+    procs = [subprocess.Popen([*command, "--as-worker", str(index)], stdin=subprocess.DEVNULL,
+                              start_new_session=True, preexec_fn=_die_with_parent)
+             for index in range(ns.workers)]
     print(f"mosaic sweep: {ns.workers} workers: pids {', '.join(str(p.pid) for p in procs)}", file=sys.stderr)
 
     def forward(signum: int, _frame: object) -> None:

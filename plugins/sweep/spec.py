@@ -110,6 +110,14 @@ class SweepSpec:
         data.pop("source")
         return data
 
+    def for_worker(self, index: int) -> "SweepSpec":
+        """Worker ``index`` of ``--workers N``: a fixed sampler seed becomes seed + index, or
+        every worker would draw the same parameters (Optuna's samplers are per process)."""
+        seed = self.sampler.get("seed")
+        if isinstance(seed, int) and not isinstance(seed, bool) and index:
+            return replace(self, sampler={**self.sampler, "seed": seed + index})
+        return self
+
     def with_overrides(self, **values: Any) -> "SweepSpec":
         """``--study-name``, ``--max-trials``, ``--total-timesteps``, ``--seeds``, ``--storage``."""
         changes = {k: v for k, v in values.items() if v is not None}

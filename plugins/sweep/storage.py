@@ -66,7 +66,7 @@ class _Created:
 
     def undo(self) -> None:
         if self.file is not None:
-            for suffix in ("", "-journal", "-wal", "-shm", ".lock"):
+            for suffix in ("", "-journal", "-wal", "-shm", ".sweep-lock"):
                 Path(f"{self.file}{suffix}").unlink(missing_ok=True)
         for directory in reversed(self.dirs):
             try:
@@ -93,7 +93,10 @@ def _prepare_file(location: StorageURL) -> _Created:
     missing = [p for p in [path.parent, *path.parent.parents] if not p.exists()]
     try:
         for directory in reversed(missing):
-            directory.mkdir()
+            try:
+                directory.mkdir()
+            except FileExistsError:  # another worker made it just now
+                continue
             created.dirs.append(directory)
     except OSError as exc:
         created.undo()

@@ -2,9 +2,10 @@
 
 * Budget: ``--max-trials`` (the grid's size in grid mode) counted across every worker of the
   study, as trials complete, pruned, running, or failed by a seed. Before asking Optuna for a
-  trial a worker counts them; with a file storage it holds an ``flock`` on ``<file>.lock``
-  from the count until Optuna has created the trial, so N local workers never overshoot (on
-  PostgreSQL two machines counting at the same instant can overshoot by one each).
+  trial a worker counts them; with a file storage it holds an ``flock`` on
+  ``<file>.sweep-lock`` from the count until Optuna has created the trial, so local workers
+  never overshoot (on PostgreSQL, machines counting at the same instant can overshoot by one
+  each).
 * Dead workers: RDB storages (SQLite, PostgreSQL) get Optuna's heartbeats; a trial whose
   worker stopped beating is failed and re-queued with the same parameters
   (``RetryFailedTrialCallback``) by the next worker that starts a trial. Optuna 5's journal
@@ -57,7 +58,7 @@ class _BudgetLock:
     """An exclusive ``flock`` held from the budget count until the trial exists (file storages)."""
 
     def __init__(self, location: StorageURL):
-        self.path = Path(f"{location.path}.lock") if location.path is not None else None
+        self.path = Path(f"{location.path}.sweep-lock") if location.path is not None else None
         self._handle: Any = None
 
     def acquire(self) -> None:
