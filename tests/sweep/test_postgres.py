@@ -19,6 +19,7 @@ import pytest
 from tests.sweep.conftest import load, optuna, processes_in, sweep, write_spec
 
 pytest.importorskip("psycopg", reason="psycopg (the [sweep] extra) is not installed")
+pytestmark = pytest.mark.slow  # trains (ppo, tiny budgets)
 NOBODY = 65534
 PASSWORD = "s3cret-pw"
 

@@ -13,6 +13,7 @@ from tests.sweep.conftest import (events, load, manifest, optuna, processes_in, 
                                   write_spec)
 
 COMPLETE = optuna.trial.TrialState.COMPLETE
+pytestmark = pytest.mark.slow  # every test here trains (ppo, tiny budgets)
 
 
 @pytest.fixture(scope="module")
