@@ -19,7 +19,7 @@ import secrets
 import socket
 import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,6 @@ class Stopper:
 
     reason: str | None = None
     current: SeedProcess | None = None
-    hooks: list[Any] = field(default_factory=list)
 
     def request(self, reason: str) -> None:
         if self.reason is None:
