@@ -4,7 +4,9 @@ Any worker uses it: give it the command to run and a :class:`RunContext`. The ch
 its own process group with cwd = the run directory and stdout/stderr in ``logs/``. Every run
 ends with exactly one terminal event, also when the child is killed or the host receives
 SIGTERM/SIGINT (the child's whole group then gets SIGTERM, and SIGKILL after a grace period:
-no orphan processes).
+no orphan processes). Whoever signals a run may first write one line saying why into
+``RunDirectory.cancel_note`` (``cancel_reason.txt``, e.g. a sweep's pruning decision):
+``run_cancelled``'s ``reason`` then starts with it.
 """
 
 from __future__ import annotations
