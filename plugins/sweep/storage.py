@@ -11,8 +11,11 @@ fails, so a bad URL leaves nothing behind. Optuna and SQLAlchemy are imported in
 
 from __future__ import annotations
 
+import fcntl
 import os
+import random
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,13 +137,58 @@ def open_storage(location: StorageURL, heartbeat_s: int | None = None, max_retri
             engine = {"connect_args": {"connect_timeout": 5}, "pool_pre_ping": True}
         elif location.kind == "sqlite":
             engine = {"connect_args": {"timeout": 30}}
-        return optuna.storages.RDBStorage(location.url, engine_kwargs=engine, **kwargs)
+        with FileLock(location):  # two workers creating the tables of a fresh SQLite file at once corrupt it
+            return _rdb_storage(location.url, engine, kwargs)
     except UsageError:
         created.undo()
         raise
     except Exception as exc:
         created.undo()
         raise UsageError(f"storage {location.shown}: cannot open: {_first_line(exc)}") from None
+
+
+class FileLock:
+    """An exclusive ``flock`` on ``<storage file>.sweep-lock`` (no-op for PostgreSQL): held while
+    a worker creates the tables of a fresh SQLite file, and from the budget count until Optuna
+    has created a trial (:mod:`mosaic_sweep.worker`). Safe to release twice."""
+
+    def __init__(self, location: StorageURL):
+        self.path = Path(f"{location.path}.sweep-lock") if location.path is not None else None
+        self._handle: Any = None
+
+    def acquire(self) -> None:
+        if self.path is not None and self._handle is None:
+            self._handle = open(self.path, "a+")
+            fcntl.flock(self._handle, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> "FileLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.release()
+
+
+def _rdb_storage(url: str, engine: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+    """``RDBStorage``, retried when another worker is creating the same tables right now
+    (SQLite: ``table studies already exists``; PostgreSQL: a duplicate key in pg_type)."""
+    import optuna
+
+    for attempt in range(6):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=dict(engine), **kwargs)
+        except Exception as exc:
+            text = str(exc)
+            if attempt == 5 or not ("already exists" in text or "duplicate key" in text):
+                raise
+            time.sleep(0.2 + random.random() * 0.5)
+    raise AssertionError("unreachable")
 
 
 def quiet_optuna() -> None:

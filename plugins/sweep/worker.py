@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import socket
@@ -28,7 +27,7 @@ from typing import Any, Iterator
 
 from mosaic_core.errors import MosaicError
 
-from mosaic_sweep.storage import StorageURL, retry_callback
+from mosaic_sweep.storage import FileLock, StorageURL, retry_callback
 from mosaic_sweep.study import grid_size
 from mosaic_sweep.spec import SweepSpec
 from mosaic_sweep.trial import SeedFailed, Stopper, TrialObjective, WorkerStopped, _say
@@ -52,25 +51,6 @@ def counted(study: Any) -> int:
         elif trial.state == TrialState.FAIL and "seed_failure" in trial.user_attrs:
             total += 1
     return total
-
-
-class _BudgetLock:
-    """An exclusive ``flock`` held from the budget count until the trial exists (file storages)."""
-
-    def __init__(self, location: StorageURL):
-        self.path = Path(f"{location.path}.sweep-lock") if location.path is not None else None
-        self._handle: Any = None
-
-    def acquire(self) -> None:
-        if self.path is not None:
-            self._handle = open(self.path, "a+")
-            fcntl.flock(self._handle, fcntl.LOCK_EX)
-
-    def release(self) -> None:
-        if self._handle is not None:
-            fcntl.flock(self._handle, fcntl.LOCK_UN)
-            self._handle.close()
-            self._handle = None
 
 
 def reap_dead_local_trials(study: Any, max_retries: int) -> None:
@@ -122,7 +102,7 @@ def run_worker(spec: SweepSpec, study: Any, location: StorageURL, runs_root: Pat
     """Run trials until the budget is covered; 0 when done, 130 when stopped by a signal."""
     import optuna
 
-    stopper, lock = Stopper(), _BudgetLock(location)
+    stopper, lock = Stopper(), FileLock(location)
     objective = TrialObjective(spec, runs_root, location.shown, stopper, before_trial=lock.release)
     limit, failures = budget(spec), 0
     with _signals(stopper):
