@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml examples/*/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q $(PINS)
 	$(BIN)/pip install -q -e '.[$(EXTRAS)]' $(PINS)
-	for ex in examples/*/; do $(BIN)/pip install -q -e "$$ex" $(PINS) || exit 1; done
+	for ex in examples/*/pyproject.toml; do $(BIN)/pip install -q -e "$$(dirname $$ex)" $(PINS) || exit 1; done
 	touch $@
 
 train: venv
