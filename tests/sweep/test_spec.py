@@ -3,6 +3,8 @@ And the spec parser's own rules, in process."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.sweep.conftest import TINY, sweep, write_spec
@@ -123,3 +125,34 @@ def test_storage_urls():
     assert resolve("runs.journal", "s").kind == "journal"
     shown = resolve("postgres://me:pw@db.local:5432/opt", "s").shown
     assert shown == "postgresql://me:***@db.local:5432/opt"
+
+
+@pytest.mark.slow  # three real runs
+def test_a_worker_stops_after_three_failed_trials_in_a_row(tmp_path):
+    """Runs that crash (a tiny CleanRL-style script asked to raise) fail their trials, which
+    do not use up the budget; the worker gives up after three in a row, naming the last error."""
+    from tests.conftest import REPO
+
+    script = REPO / "tests/analytics/tiny_cleanrl.py"
+    spec = write_spec(tmp_path, text=f"""
+algo = "{script}"
+env_id = "CartPole-v1"
+total_timesteps = 200
+max_trials = 10
+[algo_params]
+writer = "tensorboardx"
+crash_at = 0
+[pruner]
+type = "none"
+[params.step_delay]
+type = "float"
+low = 0.0
+high = 0.001
+""")
+    result = sweep(["run", str(spec)], cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert ("mosaic: error: 3 trials in a row failed; stopping this worker. Last: run tiny-t2-s1 (seed 1) failed: "
+            "RuntimeError: crash requested at step 0") in result.stderr
+    status = sweep(["status", "tiny", "--json"], cwd=tmp_path)
+    trials = json.loads(status.stdout)["trials"]
+    assert [t["state"] for t in trials] == ["fail"] * 3 and all("crash requested" in t["note"] for t in trials)
