@@ -4,6 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # The local CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
+# Optional extras the test suite exercises (sweep: Optuna for `mosaic sweep`).
+EXTRAS ?= test,minigrid,sweep
 
 .PHONY: venv train test test-gym1 proto clean browser-deps
 
@@ -12,8 +14,8 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml examples/*/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q $(PINS)
-	$(BIN)/pip install -q -e '.[test,minigrid,web]' $(PINS)
-	for ex in examples/*/; do $(BIN)/pip install -q -e "$$ex" $(PINS) || exit 1; done
+	$(BIN)/pip install -q -e '.[$(EXTRAS)]' $(PINS)
+	for ex in examples/*/pyproject.toml; do $(BIN)/pip install -q -e "$$(dirname $$ex)" $(PINS) || exit 1; done
 	touch $@
 
 train: venv
@@ -28,7 +30,7 @@ GYM1_TESTS ?= tests
 $(GYM1)/.installed: pyproject.toml
 	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)
 	$(GYM1)/bin/pip install -q torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
-	$(GYM1)/bin/pip install -q -e '.[test,minigrid,web]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
+	$(GYM1)/bin/pip install -q -e '.[$(EXTRAS)]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
 	touch $@
 
 test-gym1: $(GYM1)/.installed

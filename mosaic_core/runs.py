@@ -82,6 +82,11 @@ class RunDirectory:
     def manifest(self) -> Path:
         return self.path / "analytics.json"
 
+    @property
+    def cancel_note(self) -> Path:
+        """Where whoever signals a run may first write why (one line); see :func:`read_cancel_note`."""
+        return self.path / "cancel_reason.txt"
+
     def log(self, worker: str, stream: str) -> Path:
         return self.logs / f"{worker}.{stream}.log"
 
@@ -131,6 +136,16 @@ class RunDirectory:
         write_json_atomic(self.config, redact({**config.to_dict(redacted=False), "worker": worker}))
         if launch is not None:
             write_json_atomic(self.launch, redact(launch))
+
+
+def read_cancel_note(directory: RunDirectory, limit: int = 500) -> str | None:
+    """The first line of the run's cancel note (e.g. a sweep's pruning decision), or None."""
+    try:
+        with open(directory.cancel_note, encoding="utf-8", errors="replace") as handle:
+            line = handle.readline(limit).strip()
+    except OSError:
+        return None
+    return line or None
 
 
 @dataclass

@@ -4,7 +4,9 @@ Any worker uses it: give it the command to run and a :class:`RunContext`. The ch
 its own process group with cwd = the run directory and stdout/stderr in ``logs/``. Every run
 ends with exactly one terminal event, also when the child is killed or the host receives
 SIGTERM/SIGINT (the child's whole group then gets SIGTERM, and SIGKILL after a grace period:
-no orphan processes).
+no orphan processes). Whoever signals a run may first write one line saying why into
+``RunDirectory.cancel_note`` (``cancel_reason.txt``, e.g. a sweep's pruning decision):
+``run_cancelled``'s ``reason`` then starts with it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from mosaic_core.failures import failure_reason
 from mosaic_core.files import tail_lines, write_json_atomic
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
 from mosaic_core.plugins import PluginHost, plugin_records
-from mosaic_core.runs import RunContext
+from mosaic_core.runs import RunContext, read_cancel_note
 from mosaic_core.types import ChildContext
 
 BOOT_DIR = Path(__file__).parent / "_boot"
@@ -132,7 +134,7 @@ class Supervisor:
             procs.stop_group(self.process.pid, self.options.grace_period, self.process)
 
     def cancel(self, reason: str) -> None:
-        """Ask the run to stop (thread-safe; used by signal handlers and the daemon)."""
+        """Ask the run to stop (thread-safe and lock-free: used by signal handlers)."""
         if self._cancel_reason is None:
             self._cancel_reason = reason
         self._wake_up()
@@ -234,7 +236,9 @@ class Supervisor:
                 "stderr": self.run.directory.relative(self.run.directory.log(self.run.worker, "stderr"))}
         code = self.process.returncode if self.process is not None else None
         if self._cancel_reason is not None:
-            return "cancelled", {"reason": self._cancel_reason, "returncode": code, "logs": logs}, 130
+            note = read_cancel_note(self.run.directory)  # e.g. "pruned by the sweep at step 4096"
+            reason = f"{note} ({self._cancel_reason})" if note else self._cancel_reason
+            return "cancelled", {"reason": reason, "returncode": code, "logs": logs}, 130
         if code == 0:
             return "completed", {"returncode": 0, "logs": logs}, 0
         tail = "\n".join(tail_lines(self.run.directory.log(self.run.worker, "stderr"), STDERR_TAIL_LINES))
@@ -270,6 +274,7 @@ def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:
         return {}
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        # cancel() takes no lock (a pipe write), so it is safe in a handler that interrupts anything
         previous[sig] = signal.signal(sig, lambda signum, _frame: supervisor.cancel(f"received {signal.Signals(signum).name}"))
     return previous
 

@@ -170,11 +170,20 @@ def _load(path: Path) -> Any:
 
 
 # ------------------------------------------------------------------ mosaic plot
+GROUPINGS = ("seed", "env", "algo")
+
+
 def _configure_plot(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="one or more runs to overlay")
-    parser.add_argument("-o", "--output", default="curves.png", help="PNG file to write (default curves.png)")
+    parser.add_argument("-o", "--output", default=None, help="PNG file to write (default curves.png; none with --table)")
     parser.add_argument("--smooth", type=int, default=10, metavar="K", help="moving-average window (default 10; 1 = raw)")
     parser.add_argument("--tag", default=None, help="scalar tag to draw (default charts/episodic_return)")
+    parser.add_argument("--group", choices=GROUPINGS, help="aggregate runs into groups: seed = runs whose config "
+                        "differs only in the seed; env / algo = runs of one env id / algorithm")
+    parser.add_argument("--band", choices=("std", "minmax"), default="std",
+                        help="with --group: shade mean ± std (default) or min–max")
+    parser.add_argument("--table", action="store_true",
+                        help="with --group: print each group's final value, mean ± std over its runs")
     parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
 
 
@@ -184,34 +193,74 @@ def _run_plot(ns: argparse.Namespace) -> int:
 
     if ns.smooth < 1:
         raise UsageError(f"--smooth must be >= 1, got {ns.smooth}")
-    output = Path(ns.output)
-    if output.suffix.lower() != ".png":
+    if ns.table and not ns.group:
+        raise UsageError("--table needs --group (e.g. --group seed)")
+    output = Path(ns.output) if ns.output else (None if ns.table else Path("curves.png"))
+    if output is not None and output.suffix.lower() != ".png":
         raise UsageError(f"-o {ns.output}: the output must be a .png file")
-    if not output.parent.is_dir():
+    if output is not None and not output.parent.is_dir():
         raise UsageError(f"-o {ns.output}: directory {output.parent} does not exist")
     tag = ns.tag or curves.DEFAULT_TAG
     root = _runs_root(ns.runs_dir)
     dirs = [find_run(root, run_id) for run_id in dict.fromkeys(ns.run_ids)]
-    drawn = []
-    for run_dir in dirs:
-        curve = curves.read_scalars(run_dir, tag, label=_label(summarize(run_dir)))
-        for rel in curve.damaged:
-            print(f"mosaic plot: warning: {run_dir.name}/{rel} is truncated or corrupt; "
-                  f"using the {len(curve.steps)} points read before the damage", file=sys.stderr)
-        if not curve.steps:
-            files = curves.event_files(run_dir)
-            if not files:
-                why = "has no TensorBoard event files"
-            elif curve.damaged and len(curve.damaged) == len(files):
-                why = f"has only damaged TensorBoard event files ({', '.join(curve.damaged)})"
-            else:
-                why = f"has no {tag!r} scalars in its {len(files)} TensorBoard event file(s)"
-            raise UsageError(f"run {run_dir.name!r} {why}; nothing to plot")
-        drawn.append(curve)
+    drawn = [_curve(run_dir, tag, summarize(run_dir)) for run_dir in dirs]
+    if ns.group:
+        return _plot_groups(ns, dirs, drawn, output, tag)
     curves.plot(drawn, output, ns.smooth, tag)
     counts = ", ".join(f"{d.name}: {len(c.steps)} points" for d, c in zip(dirs, drawn))
     print(f"wrote {output} ({counts})", file=sys.stderr)
     return 0
+
+
+def _curve(run_dir: Path, tag: str, summary: Any) -> Any:
+    from mosaic_analytics import curves
+
+    curve = curves.read_scalars(run_dir, tag, label=_label(summary))
+    for rel in curve.damaged:
+        print(f"mosaic plot: warning: {run_dir.name}/{rel} is truncated or corrupt; "
+              f"using the {len(curve.steps)} points read before the damage", file=sys.stderr)
+    if not curve.steps:
+        files = curves.event_files(run_dir)
+        if not files:
+            why = "has no TensorBoard event files"
+        elif curve.damaged and len(curve.damaged) == len(files):
+            why = f"has only damaged TensorBoard event files ({', '.join(curve.damaged)})"
+        else:
+            why = f"has no {tag!r} scalars in its {len(files)} TensorBoard event file(s)"
+        raise UsageError(f"run {run_dir.name!r} {why}; nothing to plot")
+    return curve
+
+
+def _plot_groups(ns: argparse.Namespace, dirs: list[Path], drawn: list[Any], output: Path | None, tag: str) -> int:
+    from mosaic_analytics import curves
+    from mosaic_analytics.grouping import group_runs
+
+    groups = group_runs(dirs, ns.group)
+    by_label = {label: [drawn[dirs.index(d)] for d in members] for label, members in groups.items()}
+    if output is not None:
+        bands = curves.plot_groups(by_label, output, ns.smooth, tag, ns.band)
+        sizes = ", ".join(f"{b.label}: {b.runs} runs" for b in bands)
+        print(f"wrote {output} ({sizes})", file=sys.stderr)
+    else:
+        bands = [curves.aggregate(label, runs, ns.smooth) for label, runs in by_label.items()]
+    if ns.table:
+        _print_table(bands, tag, ns.smooth)
+    return 0
+
+
+def _print_table(bands: list[Any], tag: str, window: int) -> None:
+    import statistics
+
+    print(f"# final {tag} (mean of each run's last {window} points), mean ± std over the group's runs")
+    rows = [("GROUP", "RUNS", "FINAL MEAN ± STD", "MIN", "MAX")]
+    for band in bands:
+        mean = statistics.fmean(band.finals)
+        std = statistics.pstdev(band.finals) if len(band.finals) > 1 else 0.0
+        rows.append((band.label, str(band.runs), f"{mean:.2f} ± {std:.2f}", f"{min(band.finals):.2f}",
+                     f"{max(band.finals):.2f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
 def _label(summary: Any) -> str:

@@ -124,3 +124,69 @@ def plot(curves: list[Curve], output: Path, window: int, tag: str) -> None:
             raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
     finally:
         plt.close(figure)
+
+
+# ------------------------------------------------------------------ seed aggregation
+GRID_POINTS = 200
+
+
+@dataclass
+class Band:
+    """A group of runs (usually seeds) on one step axis: mean, std, min and max per step."""
+
+    label: str
+    runs: int
+    steps: list[float]
+    mean: list[float]
+    std: list[float]
+    low: list[float]
+    high: list[float]
+    finals: list[float]  # each run's final value: the mean of its last ``window`` points
+
+
+def aggregate(label: str, runs: list[Curve], window: int) -> Band:
+    """Align ``runs`` (smoothed by ``window``) on the steps they all cover, by linear
+    interpolation on ``GRID_POINTS`` evenly spaced steps, and take mean/std/min/max per step."""
+    import numpy as np
+
+    runs = [c for c in runs if c.steps]
+    if not runs:
+        raise ValueError("no run with points to aggregate")
+    start = max(c.steps[0] for c in runs)
+    end = min(c.steps[-1] for c in runs)
+    grid = np.linspace(start, end, GRID_POINTS) if end > start else np.array([float(end)])
+    values = np.stack([np.interp(grid, c.steps, smooth(c.values, window)) for c in runs])
+    finals = [float(np.mean(c.values[-window:])) for c in runs]
+    return Band(label, len(runs), grid.tolist(), values.mean(0).tolist(), values.std(0).tolist(),
+                values.min(0).tolist(), values.max(0).tolist(), finals)
+
+
+def plot_groups(groups: dict[str, list[Curve]], output: Path, window: int, tag: str, band: str = "std") -> list[Band]:
+    """One line (mean) and one shaded band (± std, or min–max) per group, into the PNG ``output``."""
+    matplotlib = _require("matplotlib", "matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    bands = [aggregate(label, runs, window) for label, runs in groups.items()]
+    figure, axes = plt.subplots(figsize=(9, 5.5), dpi=100)
+    try:
+        for index, group in enumerate(bands):
+            color = f"C{index % 10}"
+            mean, std = np.asarray(group.mean), np.asarray(group.std)
+            low, high = (mean - std, mean + std) if band == "std" else (group.low, group.high)
+            axes.fill_between(group.steps, low, high, color=color, alpha=0.2, linewidth=0)
+            axes.plot(group.steps, mean, color=color, linewidth=2, label=f"{group.label} (n={group.runs})")
+        axes.set_xlabel("global step")
+        spread = "mean ± std" if band == "std" else "mean, min–max"
+        axes.set_ylabel(tag + (f" (moving average of {window})" if window > 1 else "") + f", {spread}")
+        axes.grid(True, alpha=0.3)
+        axes.legend(loc="best", fontsize="small")
+        figure.tight_layout()
+        try:
+            figure.savefig(output, format="png")
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(figure)
+    return bands

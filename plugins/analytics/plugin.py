@@ -168,7 +168,7 @@ def mosaic_build_manifest(run, status):
     wandb = tracking.manifest_section(run.run_dir, config_extras, current.wandb)
     if wandb is not None:
         sections["wandb"] = wandb
-    optuna = manifest.optuna_section(run.directory, config_extras)
+    optuna = manifest.optuna_section(run.directory, config_extras, status)
     if optuna is not None:
         sections["optuna"] = optuna
     if isinstance(config_extras.get("notes"), str):

@@ -1,0 +1,1 @@
+"""MOSAIC sweeps: hyperparameter searches and multi-seed benchmarks with Optuna (``mosaic sweep``)."""

@@ -1,0 +1,135 @@
+"""``mosaic sweep run|status|best|dashboard``.
+
+Only argparse is imported at start-up; Optuna and everything else is imported inside the
+action functions, so ``mosaic --help`` is not slowed down (and works without the [sweep] extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from mosaic_core.cli.commands import CliCommand
+from mosaic_core.errors import MosaicError, UsageError
+
+STORAGE_HELP = ("sqlite:///FILE, journal:FILE or postgresql://user:pass@host/db "
+                "(default: sqlite under var/sweeps/, one file per study)")
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="sweep_action", metavar="ACTION", required=True)
+    run = actions.add_parser("run", help="run (or join) a sweep described by a spec file",
+                             description="Run trials of a sweep: each trial trains K seeds, each a `mosaic run`.")
+    run.add_argument("spec", metavar="SPEC", help="sweep spec (.toml or .json; see examples/sweep/)")
+    run.add_argument("--study-name", help="override the spec's study_name")
+    run.add_argument("--max-trials", type=int, help="trials in the whole study, counted across all workers")
+    run.add_argument("--total-timesteps", type=int, help="override the per-seed training budget")
+    run.add_argument("--seeds", type=int, help="seeds per trial (override)")
+    run.add_argument("--storage", help=STORAGE_HELP)
+    run.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default 1)")
+    run.add_argument("--runs-dir", help="runs root for the trials' runs (default var/trainer/runs or $MOSAIC_RUNS_DIR)")
+    # Set by --workers N for its worker processes: the worker's index (the study exists already).
+    run.add_argument("--as-worker", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
+
+    for name, text in (("status", "trials, states, best so far and running workers of a study"),
+                       ("best", "the best trial: value, parameters, runs; a ready worker config with --config")):
+        sub = actions.add_parser(name, help=text, description=text)
+        sub.add_argument("study", metavar="STUDY")
+        sub.add_argument("--storage", help=STORAGE_HELP)
+        sub.add_argument("--json", action="store_true", help="print JSON")
+        if name == "best":
+            sub.add_argument("--config", metavar="OUT.json", help="write the best trial's worker config here")
+            sub.add_argument("--plot", metavar="OUT.png", help="learning curves of its seeds, mean ± std")
+            sub.add_argument("--runs-dir", help="runs root of the trials' runs (for --plot)")
+    dash = actions.add_parser("dashboard", help="optuna-dashboard on 127.0.0.1 (when installed)")
+    dash.add_argument("study", metavar="STUDY")
+    dash.add_argument("--storage", help=STORAGE_HELP)
+    dash.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080)")
+
+
+def _require_optuna() -> None:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise MosaicError("mosaic sweep needs Optuna: pip install 'mosaic-workers[sweep]'") from None
+
+
+def _run(ns: argparse.Namespace) -> int:
+    _require_optuna()
+    if ns.sweep_action == "run":
+        return _sweep_run(ns)
+    from mosaic_sweep import report
+
+    if ns.sweep_action == "dashboard":
+        return report.dashboard(ns.study, ns.storage, ns.port)
+    if ns.sweep_action == "status":
+        return report.status(ns.study, ns.storage, ns.json)
+    return report.best(ns.study, ns.storage, ns.json, ns.config, ns.plot, ns.runs_dir)
+
+
+def _sweep_run(ns: argparse.Namespace) -> int:
+    from mosaic_core.runs import default_runs_root
+
+    from mosaic_sweep import preflight, storage, study, worker
+    from mosaic_sweep.spec import load_spec
+
+    if ns.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {ns.workers}")
+    spec = load_spec(ns.spec).with_overrides(study_name=ns.study_name, max_trials=ns.max_trials,
+                                             total_timesteps=ns.total_timesteps, seeds=ns.seeds, storage=ns.storage)
+    location = storage.resolve(spec.storage, spec.study_name)
+    runs_root = Path(ns.runs_dir) if ns.runs_dir else default_runs_root()
+    study.build_sampler(spec), study.build_pruner(spec)  # option errors before anything is written
+    worker_process = ns.as_worker is not None
+    if worker_process:
+        spec = spec.for_worker(ns.as_worker)
+    else:
+        preflight.check(spec, runs_root)
+    handle = storage.open_storage(location, spec.heartbeat_s if location.kind != "journal" else None,
+                                  spec.max_retries)
+    the_study = study.open_study(spec, handle, create=not worker_process, shown_url=location.shown)
+    if worker_process or ns.workers == 1:
+        code = worker.run_worker(spec, the_study, location, runs_root)
+    else:
+        code = _spawn_workers(ns)
+    if not worker_process:
+        from mosaic_sweep import report
+
+        report.summary(the_study, location.shown)
+    return code
+
+
+def _spawn_workers(ns: argparse.Namespace) -> int:
+    """N worker processes, each this same command with ``--as-worker``; SIGTERM/SIGINT to this
+    process is passed on to all of them (each cancels its running seed and exits)."""
+    from mosaic_sweep.seeds import _die_with_parent, mosaic_command
+
+    command = [*mosaic_command(), "sweep", "run", ns.spec]
+    for flag in ("study_name", "max_trials", "total_timesteps", "seeds", "storage", "runs_dir"):
+        if getattr(ns, flag) is not None:
+            command += [f"--{flag.replace('_', '-')}", str(getattr(ns, flag))]
+    procs = [subprocess.Popen([*command, "--as-worker", str(index)], stdin=subprocess.DEVNULL,
+                              start_new_session=True, preexec_fn=_die_with_parent)
+             for index in range(ns.workers)]
+    print(f"mosaic sweep: {ns.workers} workers: pids {', '.join(str(p.pid) for p in procs)}", file=sys.stderr)
+
+    def forward(signum: int, _frame: object) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        codes = [proc.wait() for proc in procs]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 130 if 130 in codes else max(codes)
+
+
+COMMANDS = [CliCommand("sweep", "hyperparameter sweeps and multi-seed benchmarks with Optuna "
+                                "(run, status, best, dashboard)", _configure, _run)]
