@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The local CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 # Optional extras the test suite exercises (sweep: Optuna for `mosaic sweep`).
-EXTRAS ?= test,minigrid,sweep
+EXTRAS ?= test,minigrid,web,sweep
 
 .PHONY: venv train test test-gym1 proto clean browser-deps
 
