@@ -101,6 +101,16 @@ def smooth(values: list[float], window: int) -> list[float]:
     return out
 
 
+# TensorBoard tags whose step is not the global step: a policy evaluation's per-episode and
+# per-round scalars (training's periodic evaluation logs eval/mean_return at the global step).
+X_LABELS = {"eval/episodic_return": "episode", "eval/episodic_length": "episode",
+            "eval/discounted_return": "episode"}
+
+
+def x_label(tag: str) -> str:
+    return X_LABELS.get(tag, "global step")
+
+
 def plot(curves: list[Curve], output: Path, window: int, tag: str) -> None:
     """Draw ``curves`` overlaid (raw faint, smoothed solid) into the PNG ``output``."""
     matplotlib = _require("matplotlib", "matplotlib")
@@ -113,7 +123,7 @@ def plot(curves: list[Curve], output: Path, window: int, tag: str) -> None:
             color = f"C{index % 10}"
             axes.plot(curve.steps, curve.values, color=color, alpha=0.25, linewidth=0.8)
             axes.plot(curve.steps, smooth(curve.values, window), color=color, linewidth=2, label=curve.label)
-        axes.set_xlabel("global step")
+        axes.set_xlabel(x_label(tag))
         axes.set_ylabel(tag + (f" (moving average of {window})" if window > 1 else ""))
         axes.grid(True, alpha=0.3)
         axes.legend(loc="best", fontsize="small")
@@ -177,7 +187,7 @@ def plot_groups(groups: dict[str, list[Curve]], output: Path, window: int, tag: 
             low, high = (mean - std, mean + std) if band == "std" else (group.low, group.high)
             axes.fill_between(group.steps, low, high, color=color, alpha=0.2, linewidth=0)
             axes.plot(group.steps, mean, color=color, linewidth=2, label=f"{group.label} (n={group.runs})")
-        axes.set_xlabel("global step")
+        axes.set_xlabel(x_label(tag))
         spread = "mean ± std" if band == "std" else "mean, min–max"
         axes.set_ylabel(tag + (f" (moving average of {window})" if window > 1 else "") + f", {spread}")
         axes.grid(True, alpha=0.3)
