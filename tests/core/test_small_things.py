@@ -34,3 +34,20 @@ def test_the_example_plugin_changes_no_one_elses_run(mosaic, runs_root):
     manifest = json.loads((runs_root / "plain" / "analytics.json").read_text())
     assert "thresh_level" not in manifest and "example" not in manifest
     assert all("thresh_level" not in e["payload"] for e in result.events if e["event"] == "heartbeat")
+
+
+def test_an_evaluations_episodes_are_not_called_global_steps(mosaic, tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from mosaic_analytics.curves import x_label
+
+    assert x_label("eval/episodic_return") == "episode" and x_label("charts/episodic_return") == "global step"
+    run = tmp_path / "runs" / "ev1"
+    writer = SummaryWriter(str(run / "runs" / "x"))
+    for episode in range(5):
+        writer.add_scalar("eval/episodic_return", float(episode), episode)
+    writer.close()
+    result = mosaic("plot", "ev1", "--runs-dir", str(tmp_path / "runs"), "--tag", "eval/episodic_return",
+                    "-o", str(tmp_path / "eval.png"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "eval.png").stat().st_size > 1000
