@@ -4,15 +4,20 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # The local CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
+# Optional extras installed in both venvs (Atari and MuJoCo envs: their tests skip without them).
+# `make venv EXTRAS=` leaves them out; `make extras` adds them to venvs built before.
+EXTRAS ?= atari,mujoco
+comma  := ,
+INSTALL_EXTRAS := test,minigrid$(if $(strip $(EXTRAS)),$(comma)$(strip $(EXTRAS)))
 
-.PHONY: venv train test test-gym1 proto clean
+.PHONY: venv extras train test test-gym1 proto clean
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml examples/*/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q $(PINS)
-	$(BIN)/pip install -q -e '.[test,minigrid]' $(PINS)
+	$(BIN)/pip install -q -e '.[$(INSTALL_EXTRAS)]' $(PINS)
 	for ex in examples/*/; do $(BIN)/pip install -q -e "$$ex" $(PINS) || exit 1; done
 	touch $@
 
@@ -28,8 +33,13 @@ GYM1_TESTS ?= tests
 $(GYM1)/.installed: pyproject.toml
 	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)
 	$(GYM1)/bin/pip install -q torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
-	$(GYM1)/bin/pip install -q -e '.[test,minigrid]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
+	$(GYM1)/bin/pip install -q -e '.[$(INSTALL_EXTRAS)]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
 	touch $@
+
+# The optional extras ($(EXTRAS)) into whichever of the two venvs exist.
+extras:
+	for venv in $(VENV) $(GYM1); do test ! -x $$venv/bin/pip || $$venv/bin/pip install -q -e '.[$(INSTALL_EXTRAS)]' \
+	  torch==2.13.0 numpy==1.26.4 "gymnasium$$(test $$venv = $(GYM1) && echo '>=1.0,<2' || echo '==0.29.1')" || exit 1; done
 
 test-gym1: $(GYM1)/.installed
 	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider -m "not slow" $(GYM1_TESTS)

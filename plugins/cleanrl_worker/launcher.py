@@ -131,6 +131,7 @@ def _positive_int(value: Any) -> int | None:
 
 def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interactive: bool = False) -> LaunchPlan:
     """Every decision of a launch, or a ConfigError/UsageError listing what is wrong."""
+    from cleanrl_worker import gym029_compat
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import resolve
     from cleanrl_worker.script_args import check_script_argv, resolved_value
@@ -161,6 +162,7 @@ def plan_launch(config: WorkerConfig, run: RunContext, host: PluginHost, interac
         if mode == "resume_training":
             script_argv += ["--resume-from", str(_existing_file(config, "checkpoint_path"))]
         notes += check_script_argv(algorithm.script, script_argv)
+        notes += filter(None, [gym029_compat.dry_run_note(algorithm.script, config.extras)])
         num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
         command = [sys.executable, "-m", "cleanrl_worker.launch"]
         if algorithm.checkout_root:
