@@ -1,0 +1,86 @@
+"""ppo_atari and dqn_atari on ALE envs through `mosaic run`: returns in TensorBoard, a live FastLane
+frame, checkpoints, resume and policy evaluation (a few thousand steps each)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from .conftest import completed, finish, mosaic_command, needs_atari, scalars, start, wait_for_frame
+
+pytestmark = needs_atari
+
+PPO_FLAGS = {"num_envs": 4, "num_steps": 128, "update_epochs": 1, "checkpoint_frequency": 1024}
+DQN_FLAGS = {"learning_starts": 1800, "buffer_size": 5000, "train_frequency": 4, "target_network_frequency": 500,
+             "checkpoint_frequency": 1000}
+
+
+@pytest.fixture(scope="module")
+def atari_runs(tmp_path_factory):
+    """ppo_atari on Breakout (FastLane on, a frame read while it trains) and dqn_atari on Pong, side by side."""
+    workdir = tmp_path_factory.mktemp("atari")
+    ppo = start(workdir, *mosaic_command("ppo-atari", "ppo_atari", "BreakoutNoFrameskip-v4", 2048,
+                                         {**PPO_FLAGS, "fastlane": True}))
+    dqn = start(workdir, *mosaic_command("dqn-atari", "dqn_atari", "PongNoFrameskip-v4", 2000, DQN_FLAGS))
+    try:
+        frame = wait_for_frame("ppo-atari", ppo)
+        return workdir, workdir / "var/trainer/runs", frame, completed(ppo), completed(dqn)
+    finally:
+        for proc in (ppo, dqn):
+            if proc.poll() is None:
+                proc.kill()
+                finish(proc)
+
+
+def test_ppo_atari_trains_on_breakout_and_logs_cleanrl_tags(atari_runs):
+    _, runs_root, _, _, _ = atari_runs
+    values = scalars(runs_root / "ppo-atari")
+    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate",
+                "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl",
+                "losses/clipfrac", "losses/explained_variance"):
+        assert tag in values, sorted(values)
+    returns = [value for _, value in values["charts/episodic_return"]]
+    assert returns and all(r >= 0 and r == int(r) for r in returns)  # whole Breakout scores, not clipped per life
+    assert max(step for step, _ in values["losses/value_loss"]) == 2048
+
+
+def test_a_fastlane_frame_of_an_atari_run_is_read_while_it_trains(atari_runs):
+    _, _, frame, _, _ = atari_runs
+    assert frame.pixels.shape == (210, 160, 3) and frame.pixel_format.name == "RGB"
+    assert 0 < float(np.mean(frame.pixels)) < 255
+
+
+def test_dqn_atari_trains_on_pong_and_logs_cleanrl_tags(atari_runs):
+    _, runs_root, _, _, dqn_events = atari_runs
+    values = scalars(runs_root / "dqn-atari")
+    assert {"charts/episodic_return", "losses/td_loss", "losses/q_values", "charts/SPS"} <= set(values)
+    assert all(-21 <= r <= 21 for _, r in values["charts/episodic_return"])
+    assert min(step for step, _ in values["losses/td_loss"]) > DQN_FLAGS["learning_starts"]
+    saved = [e["payload"] for e in dqn_events if e["event"] == "checkpoint_saved"]
+    assert [p["global_step"] for p in saved] == [1000, 2000] and saved[0]["algo"] == "dqn_atari"
+
+
+def test_dqn_atari_resumes_from_its_checkpoint(atari_runs):
+    workdir, runs_root, _, _, dqn_events = atari_runs
+    (first,) = [e["payload"]["path"] for e in dqn_events
+                if e["event"] == "checkpoint_saved" and e["payload"]["global_step"] == 1000]
+    resumed = start(workdir, *mosaic_command("dqn-atari-resumed", "dqn_atari", "PongNoFrameskip-v4", 1400,
+                                             {**DQN_FLAGS, "learning_starts": 150, "mode": "resume_training",
+                                              "checkpoint_path": str(runs_root / "dqn-atari" / first)}))
+    completed(resumed)
+    steps = [step for values in scalars(runs_root / "dqn-atari-resumed").values() for step, _ in values]
+    assert min(steps) >= 1000 and max(steps) < 1400
+
+
+def test_policy_eval_rebuilds_the_ppo_atari_agent_from_its_checkpoint(atari_runs):
+    workdir, runs_root, _, ppo_events, _ = atari_runs
+    path = [e["payload"]["path"] for e in ppo_events if e["event"] == "checkpoint_saved"][-1]
+    proc = start(workdir, *mosaic_command("ppo-atari-eval", "ppo_atari", "BreakoutNoFrameskip-v4", 1, {
+        "mode": "policy_eval", "policy_path": str(runs_root / "ppo-atari" / path), "eval_episodes": 2,
+        "eval_batch_size": 2, "eval_max_episode_steps": 300}))
+    completed(proc)
+    summary = json.loads((runs_root / "ppo-atari-eval" / "eval_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["checkpoint"]["algo"] == "ppo_atari"
+    assert len(summary["returns"]) == 2 and all(0 < n <= 300 for n in summary["lengths"])
