@@ -34,7 +34,7 @@ from mosaic_core.errors import ConfigError
 
 RESERVED_KEYS = frozenset({
     # host / run layout
-    "tensorboard_dir", "checkpoints_dir", "notes", "mode", "interactive", "cleanrl_home",
+    "tensorboard_dir", "checkpoints_dir", "notes", "mode", "interactive", "cleanrl_home", "gym_compat",
     "metrics_interval_s", "policy_path", "checkpoint_path", "algo_params",
     # plugins (wandb, optuna, curriculum, fastlane, evaluation)
     "track_wandb", "optuna_db", "curriculum_schedule", "fastlane", "wandb", "eval",

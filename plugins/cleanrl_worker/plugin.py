@@ -115,11 +115,15 @@ def mosaic_cli_commands() -> list[CliCommand]:
 
 @hookimpl
 def mosaic_validate_config(config):
-    """An env whose family is not installed (Atari, MuJoCo, …): one problem naming the extra."""
+    """An env whose family is not installed (Atari, MuJoCo, …): one problem naming the extra; a
+    ``gym_compat`` that is not a bool."""
     from cleanrl_worker.env_families import missing_family_message
 
-    message = missing_family_message(config.env_id) if isinstance(config.env_id, str) else None
-    return [message] if message else None
+    problems = [missing_family_message(config.env_id)] if isinstance(config.env_id, str) else []
+    compat = config.extras.get("gym_compat")
+    if compat is not None and not isinstance(compat, bool):
+        problems.append(f"extras.gym_compat must be true or false (0.29 vector-env semantics), got {compat!r}")
+    return [problem for problem in problems if problem] or None
 
 
 @hookimpl
