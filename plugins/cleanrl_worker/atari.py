@@ -19,12 +19,13 @@ clipping out: evaluation plays whole games and reports raw scores.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from cleanrl_worker.env_families import register_atari
+from cleanrl_worker.env_families import family_of, register_atari
 
 FRAME_STACK = 4
 
@@ -72,30 +73,38 @@ class FireReset(gym.Wrapper):
 
     def reset(self, **kwargs: Any):
         self.env.reset(**kwargs)
-        obs, info, _ = self._fire()
-        if not self._fire_ended:
-            return obs, info
-        return self.env.reset(**kwargs)
-
-    def _fire(self):
-        self._fire_ended, reward = False, 0.0
-        for action in (1, 2):
-            obs, step_reward, terminated, truncated, info = self.env.step(action)
-            reward += float(step_reward)
-            if terminated or truncated:
-                self._fire_ended = True
-                return obs, info, reward
-        self.lives = self.env.unwrapped.ale.lives()
-        return obs, info, reward
+        obs, _, ended, info = self._fire()
+        return self.env.reset(**kwargs) if ended else (obs, info)
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
         lives = self.env.unwrapped.ale.lives()
         if self.after_life_loss and 0 < lives < self.lives and not (terminated or truncated):
-            obs, info, fire_reward = self._fire()
-            reward, terminated = float(reward) + fire_reward, self._fire_ended
+            obs, fire_reward, terminated, info = self._fire()
+            reward = float(reward) + fire_reward
         self.lives = lives
         return obs, reward, terminated, truncated, info
+
+    def _fire(self):
+        """FIRE then UP: ``(obs, reward, ended, info)``; stops early if the game ends."""
+        reward = 0.0
+        for action in (1, 2):
+            obs, step_reward, terminated, truncated, info = self.env.step(action)
+            reward += float(step_reward)
+            if terminated or truncated:
+                return obs, reward, True, info
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, reward, False, info
+
+
+def require_atari(env_id: str, algo: str) -> None:
+    """Exit (code 2, one line on stderr) unless ``env_id`` is an ALE id."""
+    family = family_of(env_id)
+    if family is None or family.key != "atari":
+        kind = f"a {family.title} env" if family else "not an ALE id"
+        print(f"error: {algo} trains on Atari (ALE) envs such as BreakoutNoFrameskip-v4; {env_id} is {kind}",
+              file=sys.stderr)
+        raise SystemExit(2)
 
 
 def needs_fire(env: gym.Env) -> bool:

@@ -100,10 +100,11 @@ def register_atari() -> None:
         gym.register_envs(ale_py)
     from ale_py import registration
 
-    if "PongNoFrameskip-v4" not in gym.registry:
-        getattr(registration, "register_v0_v4_envs", getattr(registration, "register_legacy_gym_envs", None))()
-    if "ALE/Pong-v5" not in gym.registry:
-        getattr(registration, "register_v5_envs", getattr(registration, "register_gym_envs", None))()
+    for probe, names in (("PongNoFrameskip-v4", ("register_v0_v4_envs", "register_legacy_gym_envs")),
+                         ("ALE/Pong-v5", ("register_v5_envs", "register_gym_envs"))):
+        register = next((getattr(registration, name) for name in names if hasattr(registration, name)), None)
+        if probe not in gym.registry and register is not None:
+            register()
 
 
 def prepare_family(env_id: str) -> None:

@@ -4,6 +4,9 @@ frame, checkpoints, resume and policy evaluation (a few thousand steps each)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,6 +65,7 @@ def test_dqn_atari_trains_on_pong_and_logs_cleanrl_tags(atari_runs):
     assert [p["global_step"] for p in saved] == [1000, 2000] and saved[0]["algo"] == "dqn_atari"
 
 
+@pytest.mark.slow  # the gymnasium 1.x lane (-m "not slow") keeps to the training runs above
 def test_dqn_atari_resumes_from_its_checkpoint(atari_runs):
     workdir, runs_root, _, _, dqn_events = atari_runs
     (first,) = [e["payload"]["path"] for e in dqn_events
@@ -74,6 +78,7 @@ def test_dqn_atari_resumes_from_its_checkpoint(atari_runs):
     assert min(steps) >= 1000 and max(steps) < 1200
 
 
+@pytest.mark.slow
 def test_policy_eval_rebuilds_the_ppo_atari_agent_from_its_checkpoint(atari_runs):
     workdir, runs_root, _, ppo_events, _ = atari_runs
     path = [e["payload"]["path"] for e in ppo_events if e["event"] == "checkpoint_saved"][-1]
@@ -84,3 +89,15 @@ def test_policy_eval_rebuilds_the_ppo_atari_agent_from_its_checkpoint(atari_runs
     summary = json.loads((runs_root / "ppo-atari-eval" / "eval_summary.json").read_text())
     assert summary["status"] == "completed" and summary["checkpoint"]["algo"] == "ppo_atari"
     assert len(summary["returns"]) == 2 and all(0 < n <= 300 for n in summary["lengths"])
+
+
+@pytest.mark.parametrize("algo", ["ppo_atari", "dqn_atari"])
+def test_a_non_atari_env_is_refused_with_one_line(tmp_path, algo):
+    script = Path(__file__).resolve().parents[2] / "plugins" / "cleanrl_worker" / "algorithms" / f"{algo}.py"
+    proc = subprocess.run([sys.executable, str(script), "--env-id", "CartPole-v1"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0] == (f"error: {algo} trains on Atari (ALE) envs such as BreakoutNoFrameskip-v4; "
+                        "CartPole-v1 is a Classic control env")
+    assert list(tmp_path.iterdir()) == []

@@ -155,6 +155,7 @@ def policy(models, args, device, generator, deterministic=False):
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
+    atari.require_atari(args.env_id, ALGO)
     if args.num_envs != 1:
         checkpoint.fail(f"{ALGO}: --num-envs {args.num_envs} is not supported, only 1 (as in CleanRL's {ALGO}.py)")
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"

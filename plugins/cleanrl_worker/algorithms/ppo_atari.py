@@ -170,6 +170,7 @@ def policy(models, args, device, generator, deterministic=False):
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
+    atari.require_atari(args.env_id, ALGO)
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
