@@ -16,7 +16,7 @@ from .conftest import completed, finish, mosaic_command, needs_atari, scalars, s
 pytestmark = needs_atari
 
 PPO_FLAGS = {"num_envs": 4, "num_steps": 128, "update_epochs": 1, "checkpoint_frequency": 1024}
-DQN_FLAGS = {"learning_starts": 1900, "buffer_size": 5000, "train_frequency": 4, "target_network_frequency": 500,
+DQN_FLAGS = {"learning_starts": 1850, "buffer_size": 5000, "train_frequency": 4, "target_network_frequency": 500,
              "checkpoint_frequency": 1000}
 
 
