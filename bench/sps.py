@@ -8,7 +8,7 @@ computes it) on its benchmark env with its default hyperparameters (off-policy o
 from step `learning_starts` of the run below, so most steps train), next to the env steps per
 second of a loop that steps the same SyncVectorEnv (same num_envs, RecordEpisodeStatistics)
 with pre-drawn random actions. The ratio is how much of the env's speed the algorithm keeps.
-`--scale` multiplies every step budget (at least 4096 steps). Suites: `classic` (the default),
+`--scale` multiplies every step budget (at least 4096 steps, or the case's own when smaller). Suites: `classic` (the default),
 `atari` (ppo_atari, dqn_atari on Breakout; needs the atari extra), `mujoco` (the continuous
 algorithms on HalfCheetah-v4; the mujoco extra). With `--cleanrl-home DIR` (an upstream CleanRL
 checkout) each algorithm of that name also runs from the checkout, both through `mosaic run`
@@ -42,8 +42,8 @@ CASES = {
 SUITES = {
     "classic": CASES,
     "atari": {
-        "ppo_atari": ("BreakoutNoFrameskip-v4", 8, 4096, []),
-        "dqn_atari": ("BreakoutNoFrameskip-v4", 1, 4096, ["--learning-starts", "2048", "--buffer-size", "100000"]),
+        "ppo_atari": ("BreakoutNoFrameskip-v4", 8, 2048, []),
+        "dqn_atari": ("BreakoutNoFrameskip-v4", 1, 2048, ["--learning-starts", "1024", "--buffer-size", "100000"]),
     },
     "mujoco": {algo: ("HalfCheetah-v4", 1, 8192 if algo.startswith("ppo") else 3000,
                       [] if algo.startswith("ppo") else ["--learning-starts", "1000"])
@@ -123,7 +123,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     for algo, env_id, num_envs, steps, flags in cases.values():
-        steps = max(int(steps * args.scale), 4096)  # at least two PPO rollouts, and past learning_starts
+        steps = max(int(steps * args.scale), min(steps, 4096))  # at least two PPO rollouts, past learning_starts
         trained = algo_sps(algo, env_id, steps, flags, via_mosaic=args.cleanrl_home is not None)
         plain = plain_sps(env_id, num_envs, min(steps, 20000))
         line = f"{algo:<24}{env_id:<24}{num_envs:>5}{steps:>8}{trained:>10.0f}{plain:>11.0f}{trained / plain:>8.3f}"
