@@ -13,6 +13,9 @@ with pre-drawn random actions. The ratio is how much of the env's speed the algo
 algorithms on HalfCheetah-v4; the mujoco extra). With `--cleanrl-home DIR` (an upstream CleanRL
 checkout) each algorithm of that name also runs from the checkout, both through `mosaic run`
 with the same seed, steps and flags, and the table adds the upstream SPS and bundled / upstream.
+Upstream scripts leave torch at one thread per core while the bundled MLP algorithms set one
+thread: on a shared or small CPU compare with `OMP_NUM_THREADS=1` (without it, upstream SAC ran at
+1-2 SPS on this busy 2-core machine, 30x slower than with it).
 """
 
 from __future__ import annotations
