@@ -4,10 +4,11 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # The local CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
-# Optional extras the test suite exercises (sweep: Optuna for `mosaic sweep`).
-EXTRAS ?= test,minigrid,web,sweep
+# Optional extras installed in both venvs: the test suite exercises them (their tests skip without
+# them). `make venv EXTRAS=test` leaves them out; `make extras` adds them to venvs built before.
+EXTRAS ?= test,minigrid,web,sweep,atari,mujoco
 
-.PHONY: venv train test test-gym1 proto clean browser-deps
+.PHONY: venv extras train test test-gym1 proto clean browser-deps
 
 venv: $(VENV)/.installed
 
@@ -32,6 +33,11 @@ $(GYM1)/.installed: pyproject.toml
 	$(GYM1)/bin/pip install -q torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
 	$(GYM1)/bin/pip install -q -e '.[$(EXTRAS)]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
 	touch $@
+
+# The optional extras ($(EXTRAS)) into whichever of the two venvs exist.
+extras:
+	for venv in $(VENV) $(GYM1); do test ! -x $$venv/bin/pip || $$venv/bin/pip install -q -e '.[$(EXTRAS)]' \
+	  torch==2.13.0 numpy==1.26.4 "gymnasium$$(test $$venv = $(GYM1) && echo '>=1.0,<2' || echo '==0.29.1')" || exit 1; done
 
 test-gym1: $(GYM1)/.installed
 	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider -m "not slow" $(GYM1_TESTS)

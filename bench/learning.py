@@ -7,18 +7,24 @@ Run by hand (it trains for real; use `nice`):
     nice .venv/bin/python bench/learning.py --via mosaic ...      # through `mosaic run` instead of the script
     nice .venv/bin/python bench/learning.py --agents MiniGrid-DoorKey-5x5-v0:100000 --seeds 3
                                       # PPO's --agent-arch documented vs original, same budget and seeds
+    nice .venv/bin/python bench/learning.py --pair ppo_atari:BreakoutNoFrameskip-v4:200000 --seeds 1 \
+        --cleanrl-home /tmp/cleanrl    # and the same pair from an upstream CleanRL checkout, side by side
 
 A pair is ALGO:ENV_ID[:STEPS[:EXTRA FLAGS]]. Each run's score is the mean return of its last
 `--last` (10) training episodes, read from its TensorBoard file; the table shows mean ± std of
 that score over seeds, the mean SPS (the script's last charts/SPS), the mean wall time per
 run, and CleanRL's published figure where there is one. Rows differ by algo, env, steps and
-extra flags, so `--agents` puts the bundled PPO's agent architectures side by side.
+extra flags, so `--agents` puts the bundled PPO's agent architectures side by side. With
+`--cleanrl-home DIR` every pair also
+runs from that upstream checkout (through `mosaic run`, MOSAIC_CLEANRL_HOME=DIR, same seeds, steps
+and flags; the bundled runs then go through `mosaic run` too), on a row of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import subprocess
@@ -32,7 +38,9 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "cleanrl_worker" / "algorithms"
 PUBLISHED = {("ppo", "CartPole-v1"): "≈490 (500k)", ("dqn", "CartPole-v1"): "≈489 (500k)",
-             ("ppo", "Acrobot-v1"): "≈-86 (500k)"}
+             ("ppo", "Acrobot-v1"): "≈-86 (500k)",
+             ("ppo_atari", "BreakoutNoFrameskip-v4"): "414.66 ± 28.09 (10M)",
+             ("ppo_atari", "PongNoFrameskip-v4"): "20.36 ± 0.20 (10M)"}
 DEFAULT_PAIRS = ["ppo:CartPole-v1:500000", "dqn:CartPole-v1:500000"]
 
 
@@ -42,6 +50,7 @@ class Pair:
     env_id: str
     steps: int
     flags: list[str]
+    source: str = "bundled"  # or "upstream" (from --cleanrl-home)
 
     @classmethod
     def parse(cls, text: str) -> "Pair":
@@ -89,6 +98,7 @@ def flags_to_extras(flags: list[str]) -> dict:
 
 
 def command(pair: Pair, seed: int, via: str, workdir: Path) -> list[str]:
+    via = "mosaic" if pair.source == "upstream" else via
     base = ["--env-id", pair.env_id, "--total-timesteps", str(pair.steps), "--seed", str(seed)]
     if via == "direct":
         return [sys.executable, str(ALGORITHMS / f"{pair.algo}.py"), *base, "--no-cuda", *pair.flags]
@@ -106,17 +116,21 @@ def read_scalars(root: Path) -> dict[str, list[float]]:
     return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
-def train(pair: Pair, seed: int, via: str, last: int, keep: Path | None) -> Outcome:
+def train(pair: Pair, seed: int, via: str, last: int, keep: Path | None, home: Path | None = None) -> Outcome:
     if keep is not None:
-        return run_in(Path(tempfile.mkdtemp(prefix=f"{pair.algo}-{pair.env_id}-s{seed}-", dir=keep)), pair, seed, via, last)
+        prefix = f"{pair.algo}-{pair.env_id.replace('/', '_')}-{pair.source}-s{seed}-"
+        return run_in(Path(tempfile.mkdtemp(prefix=prefix, dir=keep)), pair, seed, via, last, home)
     with tempfile.TemporaryDirectory() as tmp:
-        return run_in(Path(tmp), pair, seed, via, last)
+        return run_in(Path(tmp), pair, seed, via, last, home)
 
 
-def run_in(workdir: Path, pair: Pair, seed: int, via: str, last: int) -> Outcome:
+def run_in(workdir: Path, pair: Pair, seed: int, via: str, last: int, home: Path | None = None) -> Outcome:
+    env = {k: v for k, v in os.environ.items() if k != "MOSAIC_CLEANRL_HOME"}
+    if pair.source == "upstream":
+        env["MOSAIC_CLEANRL_HOME"] = str(home)
     started = time.perf_counter()
     proc = subprocess.run(command(pair, seed, via, workdir), cwd=workdir, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+                          stderr=subprocess.PIPE, text=True, env=env)
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
@@ -128,26 +142,26 @@ def run_in(workdir: Path, pair: Pair, seed: int, via: str, last: int) -> Outcome
 
 
 def print_table(outcomes: list[Outcome], last: int) -> None:
-    header = (f"{'algo':<24}{'env':<26}{'flags':<26}{'steps':>9}{'seeds':>6}  {f'return (last {last} eps)':<24}"
+    header = (f"{'algo':<24}{'source':<10}{'env':<26}{'flags':<26}{'steps':>9}{'seeds':>6}  {f'return (last {last} eps)':<24}"
               f"{'SPS':>8}{'wall s':>9}  CleanRL")
     print(header)
     print("-" * len(header))
     groups: dict[tuple, list[Outcome]] = {}
     for outcome in outcomes:
         pair = outcome.pair
-        groups.setdefault((pair.algo, pair.env_id, shlex.join(pair.flags), pair.steps), []).append(outcome)
-    for (algo, env_id, flags, steps), group in groups.items():
+        groups.setdefault((pair.algo, pair.source, pair.env_id, shlex.join(pair.flags), pair.steps), []).append(outcome)
+    for (algo, source, env_id, flags, steps), group in groups.items():
         ok = [o for o in group if not o.error]
         scores = [o.score for o in ok]
         score = (f"{statistics.fmean(scores):.1f} ± {statistics.pstdev(scores):.1f}" if scores else "failed")
         sps = statistics.fmean(o.sps for o in ok) if ok else float("nan")
         wall = statistics.fmean(o.wall for o in group)
-        print(f"{algo:<24}{env_id:<26}{flags or '-':<26}{steps:>9}{len(ok):>6}  {score:<24}{sps:>8.0f}{wall:>9.0f}  "
+        print(f"{algo:<24}{source:<10}{env_id:<26}{flags or '-':<26}{steps:>9}{len(ok):>6}  {score:<24}{sps:>8.0f}{wall:>9.0f}  "
               f"{PUBLISHED.get((algo, env_id), '-')}")
     for outcome in outcomes:
         detail = outcome.error or f"score {outcome.score:.1f} over {outcome.episodes} episodes"
-        print(f"  {outcome.pair.algo} {outcome.pair.env_id} {shlex.join(outcome.pair.flags)} seed {outcome.seed}: "
-              f"{detail}")
+        print(f"  {outcome.pair.algo} ({outcome.pair.source}) {outcome.pair.env_id} {shlex.join(outcome.pair.flags)} "
+              f"seed {outcome.seed}: {detail}")
 
 
 def main() -> None:
@@ -161,15 +175,20 @@ def main() -> None:
                         help="run the scripts directly or through `mosaic run`")
     parser.add_argument("--last", type=int, default=10, help="episodes averaged for a run's score")
     parser.add_argument("--keep", type=Path, default=None, help="keep run directories under this folder")
+    parser.add_argument("--cleanrl-home", type=Path, default=None,
+                        help="an upstream CleanRL checkout: run every pair from it too, side by side")
     args = parser.parse_args()
     pairs = [Pair.parse(text) for text in (args.pair or ([] if args.agents else DEFAULT_PAIRS))]
     pairs += [pair for text in args.agents or [] for pair in agent_pairs(text)]
+    if args.cleanrl_home is not None:
+        args.via = "mosaic"
+        pairs = [p for pair in pairs for p in (pair, Pair(pair.algo, pair.env_id, pair.steps, pair.flags, "upstream"))]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     jobs = [(pair, seed) for pair in pairs for seed in range(1, args.seeds + 1)]
     print(f"training {len(jobs)} runs, {args.workers} at a time, via {args.via} ...", file=sys.stderr)
     with ThreadPoolExecutor(args.workers) as pool:
-        outcomes = list(pool.map(lambda job: train(*job, args.via, args.last, args.keep), jobs))
+        outcomes = list(pool.map(lambda job: train(*job, args.via, args.last, args.keep, args.cleanrl_home), jobs))
     print_table(outcomes, args.last)
 
 

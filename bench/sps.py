@@ -1,18 +1,28 @@
 """Training speed of each bundled algorithm next to a plain loop that only steps the same envs.
 
 Run by hand: .venv/bin/python bench/sps.py [--algo ppo --algo dqn ...] [--scale 1.0]
+             .venv/bin/python bench/sps.py --suite atari --suite mujoco [--cleanrl-home /path/to/cleanrl]
 
 For each algorithm: the script's own last charts/SPS (env steps per second, as CleanRL
 computes it) on its benchmark env with its default hyperparameters (off-policy ones learn
 from step `learning_starts` of the run below, so most steps train), next to the env steps per
 second of a loop that steps the same SyncVectorEnv (same num_envs, RecordEpisodeStatistics)
 with pre-drawn random actions. The ratio is how much of the env's speed the algorithm keeps.
-`--scale` multiplies every step budget (at least 4096 steps).
+`--scale` multiplies every step budget (at least 4096 steps, or the case's own when smaller). Suites: `classic` (the default),
+`atari` (ppo_atari, dqn_atari on Breakout; needs the atari extra), `mujoco` (the continuous
+algorithms on HalfCheetah-v4; the mujoco extra). With `--cleanrl-home DIR` (an upstream CleanRL
+checkout) each algorithm of that name also runs from the checkout, both through `mosaic run`
+with the same seed, steps and flags, and the table adds the upstream SPS and bundled / upstream.
+Upstream scripts leave torch at one thread per core while the bundled MLP algorithms set one
+thread: on a shared or small CPU compare with `OMP_NUM_THREADS=1` (without it, upstream SAC ran at
+1-2 SPS on this busy 2-core machine, 30x slower than with it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -20,6 +30,7 @@ import time
 from pathlib import Path
 
 ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "cleanrl_worker" / "algorithms"
+MOSAIC = Path(sys.executable).parent / "mosaic"
 
 # algo: (env_id, num_envs, steps, extra flags)
 CASES = {
@@ -31,6 +42,27 @@ CASES = {
     "td3_continuous_action": ("Pendulum-v1", 1, 3000, ["--learning-starts", "500"]),
     "ddpg_continuous_action": ("Pendulum-v1", 1, 3000, ["--learning-starts", "500"]),
 }
+SUITES = {
+    "classic": CASES,
+    "atari": {
+        "ppo_atari": ("BreakoutNoFrameskip-v4", 8, 2048, []),
+        "dqn_atari": ("BreakoutNoFrameskip-v4", 1, 2048, ["--learning-starts", "1024", "--buffer-size", "100000"]),
+    },
+    "mujoco": {algo: ("HalfCheetah-v4", 1, 8192 if algo.startswith("ppo") else 3000,
+                      [] if algo.startswith("ppo") else ["--learning-starts", "1000"])
+               for algo in ("ppo_continuous_action", "sac_continuous_action", "td3_continuous_action",
+                            "ddpg_continuous_action")},
+}
+
+
+def make_plain_env(env_id: str):
+    import gymnasium as gym
+
+    if env_id.endswith("NoFrameskip-v4"):  # the Atari algorithms' own preprocessing
+        from cleanrl_worker.atari import make_training_env
+
+        return make_training_env(env_id)
+    return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
 
 
 def plain_sps(env_id: str, num_envs: int, steps: int) -> float:
@@ -38,8 +70,7 @@ def plain_sps(env_id: str, num_envs: int, steps: int) -> float:
     import gymnasium as gym
     import numpy as np
 
-    envs = gym.vector.SyncVectorEnv(
-        [lambda: gym.wrappers.RecordEpisodeStatistics(gym.make(env_id)) for _ in range(num_envs)])
+    envs = gym.vector.SyncVectorEnv([lambda: make_plain_env(env_id) for _ in range(num_envs)])
     envs.action_space.seed(0)
     vector_steps = max(1, steps // num_envs)
     actions = np.stack([envs.action_space.sample() for _ in range(vector_steps)])
@@ -52,12 +83,29 @@ def plain_sps(env_id: str, num_envs: int, steps: int) -> float:
     return vector_steps * num_envs / elapsed
 
 
-def algo_sps(algo: str, env_id: str, steps: int, flags: list[str]) -> float:
+def flags_to_extras(flags: list[str]) -> dict:
+    """``["--learning-starts", "1000"]`` → ``{"learning_starts": 1000}`` (values only, no bare switches)."""
+    return {name.removeprefix("--").replace("-", "_"): json.loads(value) for name, value in zip(flags[::2], flags[1::2])}
+
+
+def algo_sps(algo: str, env_id: str, steps: int, flags: list[str], cleanrl_home: Path | None = None,
+             via_mosaic: bool = False) -> float:
+    """The run's last charts/SPS: the bundled script run directly, or through `mosaic run` (from the
+    checkout ``cleanrl_home`` when given, else the bundled one), seed 1."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, str(ALGORITHMS / f"{algo}.py"), "--env-id", env_id, "--total-timesteps",
-                        str(steps), "--no-cuda", *flags], cwd=tmp, check=True, stdout=subprocess.DEVNULL)
+        if via_mosaic or cleanrl_home:
+            env = {k: v for k, v in os.environ.items() if k != "MOSAIC_CLEANRL_HOME"}
+            if cleanrl_home:
+                env["MOSAIC_CLEANRL_HOME"] = str(cleanrl_home)
+            command = [str(MOSAIC), "run", "--worker", "cleanrl", "--algo", algo, "--env-id", env_id, "--seed", "1",
+                       "--total-timesteps", str(steps), "--quiet", "--runs-dir", str(Path(tmp) / "runs-root"),
+                       "--extras", json.dumps({"cuda": False, **flags_to_extras(flags)})]
+            subprocess.run(command, cwd=tmp, env=env, check=True, stdout=subprocess.DEVNULL)
+        else:
+            subprocess.run([sys.executable, str(ALGORITHMS / f"{algo}.py"), "--env-id", env_id, "--total-timesteps",
+                            str(steps), "--no-cuda", *flags], cwd=tmp, check=True, stdout=subprocess.DEVNULL)
         (events,) = list(Path(tmp).rglob("events.out.tfevents.*"))
         acc = EventAccumulator(str(events.parent), size_guidance={"scalars": 0})
         acc.Reload()
@@ -66,19 +114,26 @@ def algo_sps(algo: str, env_id: str, steps: int, flags: list[str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algo", action="append", choices=sorted(CASES), help="algorithms to measure (default all)")
+    parser.add_argument("--algo", action="append", help="algorithms to measure (default all of the suites)")
+    parser.add_argument("--suite", action="append", choices=sorted(SUITES), help="case suites (default classic)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every step budget")
+    parser.add_argument("--cleanrl-home", type=Path, help="an upstream CleanRL checkout to compare with")
     args = parser.parse_args()
-    header = f"{'algo':<24}{'env':<14}{'envs':>5}{'steps':>8}{'algo SPS':>10}{'plain SPS':>11}{'ratio':>8}"
+    cases = {f"{algo}@{case[0]}": (algo, *case) for suite in args.suite or ["classic"]
+             for algo, case in SUITES[suite].items() if not args.algo or algo in args.algo}
+    upstream = "" if args.cleanrl_home is None else f"{'upstream':>10}{'ratio':>8}"
+    header = f"{'algo':<24}{'env':<24}{'envs':>5}{'steps':>8}{'algo SPS':>10}{'plain SPS':>11}{'ratio':>8}{upstream}"
     print(header)
     print("-" * len(header))
-    for algo in args.algo or CASES:
-        env_id, num_envs, steps, flags = CASES[algo]
-        steps = max(int(steps * args.scale), 4096)  # at least two PPO rollouts, and past learning_starts
-        trained = algo_sps(algo, env_id, steps, flags)
+    for algo, env_id, num_envs, steps, flags in cases.values():
+        steps = max(int(steps * args.scale), min(steps, 4096))  # at least two PPO rollouts, past learning_starts
+        trained = algo_sps(algo, env_id, steps, flags, via_mosaic=args.cleanrl_home is not None)
         plain = plain_sps(env_id, num_envs, min(steps, 20000))
-        print(f"{algo:<24}{env_id:<14}{num_envs:>5}{steps:>8}{trained:>10.0f}{plain:>11.0f}{trained / plain:>8.3f}",
-              flush=True)
+        line = f"{algo:<24}{env_id:<24}{num_envs:>5}{steps:>8}{trained:>10.0f}{plain:>11.0f}{trained / plain:>8.3f}"
+        if args.cleanrl_home is not None:
+            theirs = algo_sps(algo, env_id, steps, flags, cleanrl_home=args.cleanrl_home)
+            line += f"{theirs:>10.0f}{trained / theirs:>8.3f}"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

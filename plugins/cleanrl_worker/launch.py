@@ -13,6 +13,7 @@ import runpy
 import sys
 from pathlib import Path
 
+from cleanrl_worker.gym029_compat import install_for as install_gym029_compat
 from mosaic_core import child
 
 
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     for root in reversed([script.parent, *ns.root]):
         sys.path.insert(0, str(root.resolve()))
     child.install()
+    install_gym029_compat(script, getattr(child.current(), "extras", {}))  # 0.29-era scripts on gymnasium 1.x
     sys.argv = [str(script), *script_args]
     runpy.run_path(str(script), run_name="__main__")
 

@@ -145,6 +145,7 @@ def _algorithm_summary(algorithm: Any) -> dict[str, Any]:
 
 def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     """Every decision of a launch, or a ConfigError/UsageError naming what is wrong."""
+    from cleanrl_worker import gym029_compat
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import entrypoint_of, resolve
     from cleanrl_worker.script_args import check_script_argv, resolved_value
@@ -178,6 +179,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         if mode == "resume_training":
             script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
         notes += check_script_argv(algorithm.script, script_argv)
+        notes += filter(None, [gym029_compat.dry_run_note(algorithm.script, config.extras)])
         num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
         command = [sys.executable, "-m", "cleanrl_worker.launch"]
         if algorithm.checkout_root:

@@ -92,12 +92,15 @@ def check_env_id(env_id: str) -> None:
 
     import gymnasium as gym
 
+    from cleanrl_worker.env_families import prepare_family
+
     module, _, name = env_id.rpartition(":")
     try:
         if module:
             importlib.import_module(module)
         if name.startswith(("MiniGrid", "BabyAI")):
             import minigrid  # noqa: F401
+        prepare_family(name)  # ALE ids are registered explicitly
         gym.spec(name)
     except (gym.error.Error, ImportError) as exc:
         raise BadInput(f"env {env_id!r}: {exc}") from None

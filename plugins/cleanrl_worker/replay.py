@@ -10,6 +10,13 @@ Timeouts: store ``terminations`` as ``dones`` (not truncations), and the real la
 observation as ``next_obs`` (:func:`cleanrl_worker.gymcompat.real_next_obs`), so an episode
 cut by a time limit still bootstraps. Pass ``valid`` to skip transitions that are not real
 (gymnasium 1.x autoreset steps, :class:`cleanrl_worker.gymcompat.Autoreset`).
+
+``optimize_memory_usage`` (for image observations, as stable-baselines3's option of that name
+that CleanRL's Atari scripts use): no separate next-observation store; a transition's next
+observation is the next slot's observation, so once the buffer is full the oldest slot cannot be sampled. Only for one
+sub-env; at an episode's end the next slot holds the next episode's first observation, which
+matters only for truncated episodes (terminated ones do not bootstrap). Storage is allocated
+uninitialised, so the memory of a large buffer is taken as it fills.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ class ReplayBuffer:
     """A circular buffer of ``buffer_size`` transitions; the oldest are overwritten first."""
 
     def __init__(self, buffer_size: int, observation_space: gym.Space, action_space: gym.Space,
-                 device: torch.device | str = "cpu", seed: int | None = None):
+                 device: torch.device | str = "cpu", seed: int | None = None, optimize_memory_usage: bool = False):
         if buffer_size <= 0:
             raise ValueError(f"buffer_size must be > 0, got {buffer_size}")
         self.buffer_size, self.device = buffer_size, torch.device(device)
@@ -49,10 +56,11 @@ class ReplayBuffer:
         obs_dtype = _torch_dtype(observation_space)
 
         def storage(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
-            return torch.zeros((buffer_size, *shape), dtype=dtype, device=self.device)
+            return torch.empty((buffer_size, *shape), dtype=dtype, device=self.device)  # only filled slots are read
 
+        self.optimize_memory_usage = optimize_memory_usage
         self.observations = storage(obs_shape, obs_dtype)
-        self.next_observations = storage(obs_shape, obs_dtype)
+        self.next_observations = None if optimize_memory_usage else storage(obs_shape, obs_dtype)
         self.actions = storage(self._action_shape, _torch_dtype(action_space))
         self.rewards = storage((), torch.float32)
         self.dones = storage((), torch.float32)
@@ -76,9 +84,18 @@ class ReplayBuffer:
         index = (torch.arange(count) + self.pos) % self.buffer_size
         if self.device.type != "cpu":
             index = index.to(self.device)
-        for store, values in ((self.observations, obs), (self.next_observations, next_obs), (self.actions, actions),
-                              (self.rewards, rewards), (self.dones, dones)):
-            store[index] = torch.as_tensor(np.asarray(values), dtype=store.dtype).to(self.device, non_blocking=True)
+        if self.optimize_memory_usage:
+            if count != 1:
+                raise ValueError("optimize_memory_usage stores one sub-env's transitions, got a step of several")
+            stores = ((self.observations, obs), (self.observations, next_obs), (self.actions, actions),
+                      (self.rewards, rewards), (self.dones, dones))
+            indices = (index, (index + 1) % self.buffer_size, index, index, index)
+        else:
+            stores = ((self.observations, obs), (self.next_observations, next_obs), (self.actions, actions),
+                      (self.rewards, rewards), (self.dones, dones))
+            indices = (index,) * 5
+        for (store, values), where in zip(stores, indices):
+            store[where] = torch.as_tensor(np.asarray(values), dtype=store.dtype).to(self.device, non_blocking=True)
         self.pos = (self.pos + count) % self.buffer_size
         self.size = min(self.size + count, self.buffer_size)
 
@@ -86,11 +103,20 @@ class ReplayBuffer:
         """``batch_size`` transitions drawn uniformly, with replacement."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
-        index = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self._generator)
+        if self.optimize_memory_usage and self.size == self.buffer_size:
+            # the slot about to be overwritten lost its observation to the newest next observation
+            index = (torch.randint(1, self.buffer_size, (batch_size,), device=self.device, generator=self._generator)
+                     + self.pos) % self.buffer_size
+        else:
+            index = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self._generator)
+        if self.optimize_memory_usage:
+            next_observations = self.observations[(index + 1) % self.buffer_size]
+        else:
+            next_observations = self.next_observations[index]
         return ReplayBufferSamples(
             observations=self.observations[index],
             actions=self.actions[index],
-            next_observations=self.next_observations[index],
+            next_observations=next_observations,
             dones=self.dones[index].unsqueeze(1),
             rewards=self.rewards[index].unsqueeze(1),
         )

@@ -19,6 +19,7 @@ OWN_KEYS = [
     ExtrasKey("checkpoint_path", "the checkpoint resume_training continues from"),
     ExtrasKey("policy_path", "the checkpoint policy_eval (or interactive) plays"),
     ExtrasKey("cleanrl_home", "a CleanRL checkout to take algorithms from"),
+    ExtrasKey("gym_compat", "gymnasium 1.x: true/false forces 0.29 vector-env semantics on or off for the script"),
     ExtrasKey("interactive", "reserved: use --interactive"),
     ExtrasKey("interactive_render", "interactive mode: send frames (default true)"),
     ExtrasKey("eval", "reserved for evaluation settings"),
