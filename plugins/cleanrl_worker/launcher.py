@@ -146,6 +146,7 @@ def _algorithm_summary(algorithm: Any) -> dict[str, Any]:
 def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     """Every decision of a launch, or a ConfigError/UsageError naming what is wrong."""
     from cleanrl_worker import gym029_compat
+    from cleanrl_worker.envcheck import check_env
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import entrypoint_of, resolve
     from cleanrl_worker.script_args import check_script_argv, resolved_value
@@ -162,6 +163,8 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         script_extras.update({k: config.extras[k] for k in TRAINING_EVAL_KEYS if k in config.extras})
     notes: list[str] = []
     num_envs = None
+    if mode in MODE_PROGRAMS:
+        check_env(config.env_id, None, mode)  # the id exists; the checkpoint's spaces are checked when it loads
     if mode == "policy_eval":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
         command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
@@ -179,6 +182,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         if mode == "resume_training":
             script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
         notes += check_script_argv(algorithm.script, script_argv)
+        notes += check_env(config.env_id, algorithm.name, algorithm.source)
         notes += filter(None, [gym029_compat.dry_run_note(algorithm.script, config.extras)])
         num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
         command = [sys.executable, "-m", "cleanrl_worker.launch"]

@@ -1,0 +1,89 @@
+"""A dry run's environment checks: the env id exists (ids registered by installed packages
+included, with a close-match suggestion, or the extra that provides its family), and the
+algorithm can act and see in its spaces, read without stepping the env.
+
+Bundled algorithms declare their spaces (:data:`cleanrl_worker.catalog.ALGORITHM_SPACES`). An
+upstream script with one of those names is held to the action space only (its observation
+handling is its own); any other script is not checked, and the dry run says so. gymnasium is
+imported here (resolving an env needs it); torch, TensorBoard and W&B are not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import importlib
+import io
+import warnings
+from typing import Any
+
+from mosaic_core.errors import ConfigError
+
+from cleanrl_worker.catalog import ALGORITHM_SPACES, classify, fit_problem
+from cleanrl_worker.env_families import family_of, missing_family_message, prepare_family
+
+
+def _spec(env_id: str) -> Any:
+    """gymnasium's spec of ``env_id`` (``module:Env-v0`` imports the module first)."""
+    import gymnasium as gym
+
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"env_id {env_id!r}: cannot import {module}: {exc}", field="env_id") from None
+    family = family_of(name)
+    if family is not None and family.key == "minigrid":
+        with contextlib.suppress(ImportError):
+            import minigrid  # noqa: F401  (registers MiniGrid and BabyAI)
+    prepare_family(name)
+    try:
+        return gym.spec(name)
+    except gym.error.Error:
+        close = difflib.get_close_matches(name, list(gym.registry), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else "; `mosaic envs` lists the known ids"
+        raise ConfigError(f"env_id {env_id!r} is not a registered environment{hint}", field="env_id") from None
+
+
+def _kinds(spec: Any) -> tuple[str, str, str | None]:
+    """(observation kind, action kind, family key) of a registered env, made but never stepped."""
+    import gymnasium as gym
+
+    family = family_of(spec.id)
+    if family is not None and family.key == "atari":  # from the registration: making ALE envs is slow
+        return ("vector" if spec.kwargs.get("obs_type") == "ram" else "image"), "discrete", "atari"
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            env = gym.make(spec.id, disable_env_checker=True)
+    except Exception as exc:
+        raise ConfigError(f"env_id {spec.id!r} cannot be made: {' '.join(str(exc).split())[:200]}",
+                          field="env_id") from None
+    try:
+        observation, _shape, action, _size = classify(env.observation_space, env.action_space)
+    finally:
+        env.close()
+    return observation, action, family.key if family else None
+
+
+def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
+    """Raise a ConfigError naming what a run of ``algo`` (from ``source``) on ``env_id`` would
+    fail on; return notes for what could not be checked. ``algo=None``: the id only."""
+    missing = missing_family_message(env_id)
+    if missing:
+        raise ConfigError(missing, field="env_id")
+    spec = _spec(env_id)
+    if algo is None:
+        return []
+    if algo not in ALGORITHM_SPACES:
+        return [f"spaces not checked: {algo} ({source}) declares none; the env {env_id} exists"]
+    observation, action, family = _kinds(spec)
+    if source == "bundled":
+        problem = fit_problem(algo, action=action, observation=observation, family=family)
+    else:  # an upstream script of a bundled name: its action space is known, its network is its own
+        wanted = ALGORITHM_SPACES[algo].actions
+        problem = None if action in wanted else f"{algo} needs a {' or '.join(wanted)} action space, not {action}"
+    if problem:
+        raise ConfigError(f"{problem} (env {env_id})", field="env_id")
+    return []
