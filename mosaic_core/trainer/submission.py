@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from mosaic_core.config import WorkerConfig, parse_json, unwrap_config
+from mosaic_core.config import WorkerConfig, build_config, parse_json, unwrap_config
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, MosaicError, PluginError
 
@@ -116,6 +116,11 @@ def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoi
     wanted = run_id or raw.get("run_id")
     if isinstance(wanted, str) and wanted and taken(wanted):
         raise DuplicateRun(wanted)
+    try:  # what this host cannot offer is said first (before the dry run's own complaints)
+        check_capabilities(item, build_config(raw, source=SOURCE, overrides={"run_id": run_id or None},
+                                              generate_run_id=True), gpus)
+    except ConfigError:
+        pass  # incomplete before the worker's defaults: the dry run below says what is wrong
     config = checked_config(item, raw, run_id, runs_dir, scripts)
     check_capabilities(item, config, gpus)
     return Submission(worker=worker, config=config, digest=config_digest(worker, config))

@@ -38,14 +38,14 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
         time.sleep(0.05)
 
 
-def record(target: str, run_id: str):
-    return next((r for r in client.list_runs(target) if r.run_id == run_id), None)
+def record(target: str, run_id: str, token: str | None = None):
+    return next((r for r in client.list_runs(target, token=token) if r.run_id == run_id), None)
 
 
-def wait_final(target: str, run_id: str, timeout: float = 60.0):
+def wait_final(target: str, run_id: str, timeout: float = 60.0, token: str | None = None):
     from mosaic_core.trainer.protocol import FINAL_STATUSES
 
-    return wait_for(lambda: (r := record(target, run_id)) is not None and r.status in FINAL_STATUSES and r,
+    return wait_for(lambda: (r := record(target, run_id, token)) is not None and r.status in FINAL_STATUSES and r,
                     timeout, f"run {run_id} to end")
 
 
