@@ -101,6 +101,7 @@ def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoi
         raise ConfigError(f"config_json is {size} bytes; at most {MAX_CONFIG_BYTES} are accepted",
                           field="config_json", source=SOURCE)
     data = parse_json(config_json, "config_json", SOURCE, field="config_json")
+    _refuse_nul(data, "")
     raw = unwrap_config(data, SOURCE)
     worker = raw.pop("worker", None)
     if worker is None and isinstance(data, dict):
@@ -145,6 +146,19 @@ def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str, run
     if isinstance(algorithm, dict) and algorithm.get("source") == "script" and algorithm.get("script"):
         scripts.check_resolved("algo", str(algorithm["script"]))
     return prepared.config
+
+
+def _refuse_nul(value: Any, where: str) -> None:
+    """No string in a config may hold NUL: it cannot reach a command line or a file name."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if "\x00" in str(key):
+            raise ConfigError(f"{where or 'the config'} has a key holding a NUL character", field=where or None,
+                              source=SOURCE)
+        field = f"{where}.{key}" if where else str(key)
+        if isinstance(item, str) and "\x00" in item:
+            raise ConfigError(f"{field} holds a NUL character", field=field, source=SOURCE)
+        _refuse_nul(item, field)
 
 
 def _lookup(raw: dict[str, Any], path: tuple[str, ...]) -> Any:
