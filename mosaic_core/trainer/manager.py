@@ -10,8 +10,7 @@ command line: the run's registration secret and its secret extras (the config fi
 them redacted; see SECURITY.md).
 
 After a restart, a run the last daemon left behind is recorded as its own ``events.jsonl``
-says it ended (completed, cancelled, failed); only a run without a terminal event is failed
-with :data:`RESTART_REASON`.
+says it ended (:mod:`mosaic_core.trainer.recovery`).
 """
 
 from __future__ import annotations
@@ -31,15 +30,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mosaic_core.config import WorkerConfig, redact
-from mosaic_core.events import TERMINAL, read_events
-from mosaic_core.files import is_within, tail_lines
+from mosaic_core.events import TERMINAL
+from mosaic_core.files import tail_lines
 from mosaic_core.pipeline import REGISTRATION_ENV, SECRET_EXTRAS_ENV
 from mosaic_core.trainer import processes
 from mosaic_core.trainer.auth import new_secret, secrets_match
+from mosaic_core.trainer.recovery import settle_interrupted
 from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore
 from mosaic_core.trainer.submission import Submission
-
-RESTART_REASON = "daemon restarted while the run was executing"
 
 KILL_MARGIN_S = 5.0  # the daemon waits this much longer than `mosaic run` itself before SIGKILL
 PIPE_LINGER_S = 2.0  # after the worker exited, how long its stdout may stay open
@@ -151,6 +149,7 @@ class RunManager:
                 return row
             if run_id in self._queue:
                 self._queue.remove(run_id)
+                self._secret_extras.pop(run_id, None)
                 return self.store.update(run_id, status=TERM, terminal_event="run_cancelled",
                                          failure_reason=f"{reason} before it started")
             proc = self._procs.get(run_id)
@@ -409,31 +408,9 @@ class RunManager:
         self._settle_interrupted(row)
 
     def _settle_interrupted(self, row: RunRow) -> None:
-        terminal = self._own_terminal_event(row)
-        event = terminal["event"] if terminal else None
-        payload = terminal.get("payload") if terminal else None
-        payload = payload if isinstance(payload, dict) else {}
-        values: dict[str, Any] = {"terminal_payload": json.dumps(redact(payload), default=str)}
-        if event == "run_completed":
-            values.update(status=TERM, terminal_event=event)
-        elif event == "run_cancelled":
-            values.update(status=TERM, terminal_event=event, failure_reason=f"{RESTART_REASON}; the run was "
-                          f"cancelled: {payload.get('reason') or 'no reason given'}")
-        elif event == "run_failed":
-            values.update(status=FAULT, terminal_event=event, failure_reason=str(payload.get("error") or RESTART_REASON))
-        else:
-            values.update(status=FAULT, terminal_event="run_failed", failure_reason=RESTART_REASON)
-        row = self.store.update(row.run_id, check=lambda r: not r.final, **values)
+        row = settle_interrupted(self.store, self.runs_dir, row)
         if row is not None:
             self.options.log(f"run {row.run_id}: {row.terminal_event} (found after a restart)")
-
-    def _own_terminal_event(self, row: RunRow) -> dict[str, Any] | None:
-        """The terminal event in the run's own ``events.jsonl`` (its run dir, under ours)."""
-        path = Path(row.run_dir) / "events.jsonl"
-        if not is_within(self.runs_dir, path) or path.is_symlink():
-            return None
-        found = [e for e in read_events(path) if e.get("event") in TERMINAL and e.get("run_id") == row.run_id]
-        return found[-1] if found else None
 
 
 def _write_private(path: Path, config: WorkerConfig) -> None:

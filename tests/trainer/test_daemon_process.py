@@ -14,7 +14,7 @@ import pytest
 from mosaic_core.trainer import client
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer.processes import group_alive
-from mosaic_core.trainer.manager import RESTART_REASON
+from mosaic_core.trainer.recovery import RESTART_REASON
 
 from .conftest import fake_config, pid_alive, record, wait_final, wait_for
 
