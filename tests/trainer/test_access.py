@@ -149,8 +149,12 @@ def test_the_cli_finds_the_token(mosaic, workdir, daemon_process):
         assert result.returncode == 0, result.stderr
     result = mosaic("submit", "w.json", *target, "--run-id", "by-env", env={TOKEN_ENV: daemon.token}, timeout=60)
     assert result.returncode == 0, result.stderr
-    listed = mosaic("runs", *target, "--json", env={TOKEN_ENV: daemon.token}, timeout=60)
-    assert sorted(r["run_id"] for r in json.loads(listed.stdout)) == ["by-env", "by-state-dir", "by-token-file"]
+    for how, env in (([], {TOKEN_ENV: daemon.token}), (["--state-dir", str(state)], without),
+                     (["--token-file", str(state / "client.token")], without)):
+        listed = mosaic("runs", *target, "--json", *how, env=env, timeout=60)
+        assert sorted(r["run_id"] for r in json.loads(listed.stdout)) == ["by-env", "by-state-dir", "by-token-file"]
+    refused = mosaic("runs", *target, env=without, timeout=60)
+    assert refused.returncode == 1 and "refused ListRuns: UNAUTHENTICATED" in refused.stderr
     for run_id in ("by-env", "by-state-dir", "by-token-file"):
         result = mosaic("cancel", run_id, *target, "--state-dir", str(state), env=without, timeout=60)
         assert result.returncode == 0, result.stderr
