@@ -127,7 +127,10 @@ class TrainerDaemon:
         opts = self.options
         self.workers()
         self.store = RunStore(self.state_dir / "trainer.sqlite3")
-        self.token = None if opts.insecure else write_token(self.state_dir)
+        try:
+            self.token = None if opts.insecure else write_token(self.state_dir)
+        except OSError as exc:
+            raise MosaicError(f"cannot write the client token in {self.state_dir}: {exc.strerror or exc}") from None
         gate = RpcGate(self.token, max_streams=opts.rpc_threads - UNARY_RESERVE)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=opts.rpc_threads, thread_name_prefix="mosaic-rpc"),
                              options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)], interceptors=[gate])

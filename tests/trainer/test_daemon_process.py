@@ -107,6 +107,7 @@ def test_one_daemon_per_state_dir(daemon_process, mosaic, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["daemon", "--listen", "localhost"], "--listen must look like HOST:PORT"),
     (["daemon", "--max-concurrent", "0"], "--max-concurrent must be at least 1"),
+    (["daemon", "--allow-scripts", "scripts"], "--allow-scripts scripts: not an absolute path to a directory"),
     (["submit", "missing.json"], "cannot read the config"),
     (["cancel", "r1", "--target", "nowhere"], "--target must look like HOST:PORT"),
 ])
