@@ -57,10 +57,11 @@ def test_a_run_that_completed_while_its_daemon_was_dead_is_recorded_completed(da
     state = str(tmp_path / "state")
     first = daemon_process("--state-dir", state)
     run_id, pids = _running(first.target, {"duration": 3, "ignore_sigterm": True})
-    silent, _ = _running(first.target, {"duration": 3, "ignore_sigterm": True, "terminal": False})
+    silent, silent_pids = _running(first.target, {"duration": 3, "ignore_sigterm": True, "terminal": False})
     os.kill(first.pid, signal.SIGKILL)
     first.proc.wait()
-    wait_for(lambda: not pid_alive(pids["worker"]), what="the run to finish on its own")
+    wait_for(lambda: not pid_alive(pids["worker"]) and not pid_alive(silent_pids["worker"]),
+             what="the runs to finish on their own")
     second = daemon_process("--state-dir", state)
     completed, unknown = record(second.target, run_id), record(second.target, silent)
     assert (completed.status, completed.terminal_event) == (pb.RUN_STATUS_TERM, "run_completed")
