@@ -65,7 +65,7 @@ def test_registration_needs_the_secret_the_run_was_given(daemon_process, tmp_pat
     daemon = daemon_process("--state-dir", str(tmp_path / "state"))
     seen: list[bytes] = []
     watcher = threading.Thread(target=lambda: seen.extend(
-        r.SerializeToString() for r in client.watch_runs(daemon.target, timeout=20)), daemon=True)
+        r.SerializeToString() for r in client.watch_runs(daemon.target, timeout=6)), daemon=True)
     watcher.start()
     run_id, secret = _waiting_run(daemon.target)
     # Holding the client token is not enough to register as a run's worker.
