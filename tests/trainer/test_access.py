@@ -104,7 +104,7 @@ def test_state_files_are_private(daemon_process, tmp_path):
     token = state / "client.token"
     assert token.read_text().strip() == daemon.token and len(daemon.token) >= 40
     files = [token, state / "daemon.json", state / "daemon.lock", state / "trainer.sqlite3",
-             state / "trainer.sqlite3-wal", state / "configs" / f"{run_id}.json", state / "logs" / f"{run_id}.stderr.log"]
+             state / "trainer.sqlite3-wal", state / "trainer.sqlite3-shm", state / "configs" / f"{run_id}.json", state / "logs" / f"{run_id}.stderr.log"]
     assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in files} == {path.name: 0o600 for path in files}
     for folder in (state, state / "configs", state / "logs", state / "runs"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
