@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS runs (
     seq_id INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_seq ON runs (seq_id);
+CREATE INDEX IF NOT EXISTS runs_token ON runs (token_hash);
 CREATE TABLE IF NOT EXISTS telemetry (
     run_id TEXT NOT NULL,
     kind TEXT NOT NULL,
