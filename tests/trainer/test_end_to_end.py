@@ -97,6 +97,7 @@ def test_a_killed_daemon_takes_its_real_run_down_and_the_restart_records_how(dae
                        timeout=120, what="the run to start")
     training = wait_for(lambda: _processes_in(run_dir), what="the training process")
     host = _host_of(str(state / "configs" / f"{run_id}.json"))
+    assert host is not None
     os.kill(first.pid, signal.SIGKILL)
     first.proc.wait()
     # The parent-death signal: `mosaic run` cancels its training process and ends the run itself.
@@ -104,6 +105,6 @@ def test_a_killed_daemon_takes_its_real_run_down_and_the_restart_records_how(dae
              what="the orphaned run to stop")
     assert read_events(Path(run_dir) / "events.jsonl")[-1]["event"] == "run_cancelled"
     second = daemon_process("--state-dir", str(state), mosaic=True)
-    final = record(second.target, run_id)
+    final = wait_final(second.target, run_id)
     assert (final.status, final.terminal_event) == (pb.RUN_STATUS_TERM, "run_cancelled")
     assert final.failure_reason.startswith(f"{RESTART_REASON}; the run was cancelled: ")
