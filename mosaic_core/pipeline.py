@@ -203,8 +203,7 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if os.environ.get(SECRET_EXTRAS_ENV):
         extras = {**(extras or {}), **parse_extras_json(os.environ.pop(SECRET_EXTRAS_ENV))}
     return prepare(worker_item, worker, host, data=data, source=source, overrides=overrides, extras=extras,
-                   options=options,
-                   runs_dir=ns.runs_dir, quiet=ns.quiet)
+                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet)
 
 
 def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: argparse.Namespace) -> dict[str, Any]:
