@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ from mosaic_core.worker import call_optional, load_worker
 from mosaic_core.workers import find_worker
 
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
+SECRET_EXTRAS_ENV = "MOSAIC_SECRET_EXTRAS"  # a JSON object merged into extras, read once (never on a command line)
+REGISTRATION_ENV = "MOSAIC_REGISTRATION_SECRET"  # a daemon-spawned run's proof for RegisterWorker, read once
 
 
 def host_parser(prog: str, worker_name: str, description: str) -> argparse.ArgumentParser:
@@ -196,9 +199,11 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     data = recorded_config(read_config_file(source), worker_item.name, source, ns) if source else None
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
                  "worker_id": ns.worker_id, "run_id": ns.run_id}
-    return prepare(worker_item, worker, host, data=data, source=source, overrides=overrides,
-                   extras=parse_extras_json(ns.extras) if ns.extras else None, options=options,
-                   runs_dir=ns.runs_dir, quiet=ns.quiet)
+    extras = parse_extras_json(ns.extras) if ns.extras else None
+    if os.environ.get(SECRET_EXTRAS_ENV):
+        extras = {**(extras or {}), **parse_extras_json(os.environ.pop(SECRET_EXTRAS_ENV))}
+    return prepare(worker_item, worker, host, data=data, source=source, overrides=overrides, extras=extras,
+                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet)
 
 
 def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: argparse.Namespace) -> dict[str, Any]:
@@ -262,7 +267,8 @@ def _register(prepared: Prepared, target: str) -> Any:
         worker_kind=worker, schema_id=str(extras.get("schema_id") or f"{worker}.{config.algo}"),
         schema_version=int(extras.get("schema_version") or 1),
         supports_pause=bool(extras.get("supports_pause", False)),
-        supports_checkpoint=bool(extras.get("supports_checkpoint", True)))
+        supports_checkpoint=bool(extras.get("supports_checkpoint", True)),
+        registration_secret=os.environ.pop(REGISTRATION_ENV, None))
 
 
 def dry_run(prepared: Prepared, emit_summary: bool) -> int:

@@ -1,8 +1,10 @@
 """Talking to a trainer daemon: the worker's handshake (:class:`WorkerSession`) and the calls
 behind ``mosaic submit / cancel / runs --target``.
 
-Every call has a deadline; channels use 64 MiB message limits. The session token travels as
-gRPC metadata ``x-mosaic-session-token``. Errors become :class:`MosaicError` with one clear
+Every call has a deadline; channels use 64 MiB message limits. The CLI's calls send the
+daemon's client token (``authorization: Bearer``; ``token=None`` finds it as
+:func:`mosaic_core.trainer.auth.find_token` does); a worker's calls send its registration
+secret, then its session token (``x-mosaic-session-token``). Errors become :class:`MosaicError` with one clear
 line (a :class:`UsageError`, exit 2, when the daemon says the request itself is invalid).
 """
 
@@ -18,6 +20,7 @@ import grpc
 from mosaic_core.errors import MosaicError, UsageError
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
+from mosaic_core.trainer.auth import REGISTRATION_METADATA, bearer, find_token
 from mosaic_core.trainer.protocol import CHANNEL_OPTIONS, PROTO_VERSION, TOKEN_METADATA, check_target, status_name
 
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -56,17 +59,20 @@ class WorkerSession:
     def register(cls, target: str, *, run_id: str, worker_id: str = "", worker_kind: str = "cleanrl",
                  schema_id: str = "", schema_version: int = 1, supports_pause: bool = False,
                  supports_checkpoint: bool = False, timeout: float = 5.0, retries: int = 3,
-                 session_token: str | None = None) -> "WorkerSession":
+                 session_token: str | None = None, registration_secret: str | None = None) -> "WorkerSession":
         """Send RegisterWorker (proto_version MOSAIC/1.0), retrying an unreachable daemon
-        ``retries`` times with backoff. ``session_token``: the run's current token, to replace
-        its registered worker."""
+        ``retries`` times with backoff. ``registration_secret``: the one the daemon gave the
+        run in its environment (a first registration needs it); ``session_token``: the run's
+        current token, to replace its registered worker."""
         channel = open_channel(target, "--grpc-target")
         stub = pb_grpc.TrainerServiceStub(channel)
         request = pb.RegisterWorkerRequest(run_id=run_id, worker_id=worker_id, worker_kind=worker_kind,
                                            proto_version=PROTO_VERSION, schema_id=schema_id,
                                            schema_version=schema_version, supports_pause=supports_pause,
                                            supports_checkpoint=supports_checkpoint)
-        metadata = [(TOKEN_METADATA, session_token)] if session_token else None
+        metadata = [(TOKEN_METADATA, session_token)] if session_token else []
+        if registration_secret:
+            metadata.append((REGISTRATION_METADATA, registration_secret))
         tries, last = max(1, retries), None
         for attempt in range(tries):
             try:
@@ -117,41 +123,56 @@ class WorkerSession:
 
 
 # ---------------------------------------------------------------------- CLI side
-def _call(target: str, method: str, request: Any, timeout: float, what: str | None = None) -> Any:
+def _credential(token: str | None) -> list[tuple[str, str]]:
+    return bearer(token if token is not None else find_token())
+
+
+def _call(target: str, method: str, request: Any, timeout: float, what: str | None = None,
+          token: str | None = None) -> Any:
+    metadata = _credential(token)
     with open_channel(target) as channel:
         stub = pb_grpc.TrainerServiceStub(channel)
         try:
-            return getattr(stub, method)(request, timeout=timeout)
+            return getattr(stub, method)(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as exc:
             raise rpc_error(target, what or method, exc) from None
 
 
-def submit(target: str, config_json: str, run_id: str = "", timeout: float = 10.0) -> pb.SubmitRunResponse:
-    return _call(target, "SubmitRun", pb.SubmitRunRequest(run_id=run_id, config_json=config_json), timeout)
+def submit(target: str, config_json: str, run_id: str = "", timeout: float = 10.0,
+           token: str | None = None) -> pb.SubmitRunResponse:
+    return _call(target, "SubmitRun", pb.SubmitRunRequest(run_id=run_id, config_json=config_json), timeout,
+                 token=token)
 
 
-def cancel(target: str, run_id: str, timeout: float = 30.0) -> None:
-    _call(target, "CancelRun", pb.CancelRunRequest(run_id=run_id), timeout, f"CancelRun for run {run_id!r}")
+def cancel(target: str, run_id: str, timeout: float = 30.0, token: str | None = None) -> None:
+    _call(target, "CancelRun", pb.CancelRunRequest(run_id=run_id), timeout, f"CancelRun for run {run_id!r}",
+          token=token)
 
 
-def list_runs(target: str, statuses: Iterable[int] = (), timeout: float = 10.0) -> list[pb.RunRecord]:
-    return list(_call(target, "ListRuns", pb.ListRunsRequest(status_filter=list(statuses)), timeout).runs)
+def list_runs(target: str, statuses: Iterable[int] = (), timeout: float = 10.0,
+              token: str | None = None) -> list[pb.RunRecord]:
+    return list(_call(target, "ListRuns", pb.ListRunsRequest(status_filter=list(statuses)), timeout,
+                      token=token).runs)
 
 
 def health(target: str, timeout: float = 5.0) -> pb.HealthCheckResponse:
-    return _call(target, "GetHealth", pb.HealthCheckRequest(), timeout)
+    """GetHealth needs no credential."""
+    return _call(target, "GetHealth", pb.HealthCheckRequest(), timeout, token="")
 
 
-def list_workers(target: str, refresh: bool = False, timeout: float = 30.0) -> list[pb.WorkerInfo]:
-    return list(_call(target, "ListWorkers", pb.ListWorkersRequest(refresh=refresh), timeout).workers)
+def list_workers(target: str, refresh: bool = False, timeout: float = 30.0,
+                 token: str | None = None) -> list[pb.WorkerInfo]:
+    return list(_call(target, "ListWorkers", pb.ListWorkersRequest(refresh=refresh), timeout, token=token).workers)
 
 
 def watch_runs(target: str, statuses: Iterable[int] = (), since_seq: int = 0,
-               timeout: float | None = None) -> Iterator[pb.RunRecord]:
+               timeout: float | None = None, token: str | None = None) -> Iterator[pb.RunRecord]:
     """RunRecord updates as they happen (``timeout``: end the stream after that many seconds)."""
+    metadata = _credential(token)
     with open_channel(target) as channel:
         stream = pb_grpc.TrainerServiceStub(channel).WatchRuns(
-            pb.WatchRunsRequest(status_filter=list(statuses), since_seq=since_seq), timeout=timeout)
+            pb.WatchRunsRequest(status_filter=list(statuses), since_seq=since_seq), timeout=timeout,
+            metadata=metadata)
         try:
             yield from stream
         except grpc.RpcError as exc:
@@ -174,9 +195,9 @@ def record_to_dict(record: pb.RunRecord) -> dict[str, Any]:
             "run_dir": record.run_dir or None, "seq_id": record.seq_id}
 
 
-def print_runs(target: str, as_json: bool) -> int:
+def print_runs(target: str, as_json: bool, token: str | None = None) -> int:
     """Print the daemon's runs (a table, or a JSON list); returns the exit code."""
-    runs = [record_to_dict(r) for r in list_runs(target)]
+    runs = [record_to_dict(r) for r in list_runs(target, token=token)]
     if as_json:
         print(json.dumps(runs, indent=2))
         return 0

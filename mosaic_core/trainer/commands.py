@@ -17,6 +17,14 @@ from mosaic_core.trainer.protocol import DEFAULT_LISTEN, is_loopback  # no grpc 
 
 def _target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default=DEFAULT_LISTEN, help=f"daemon address HOST:PORT (default {DEFAULT_LISTEN})")
+    parser.add_argument("--state-dir", help="the daemon's state dir: its client.token is sent (default var/trainer)")
+    parser.add_argument("--token-file", help="a file holding the daemon's client token (wins over $MOSAIC_TOKEN)")
+
+
+def _token(ns: argparse.Namespace) -> str | None:
+    from mosaic_core.trainer.auth import find_token
+
+    return find_token(ns.token_file, ns.state_dir)
 
 
 # ---------------------------------------------------------------------- daemon
@@ -25,13 +33,21 @@ def _configure_daemon(parser: argparse.ArgumentParser) -> None:
                         help=f"HOST:PORT to serve on (default {DEFAULT_LISTEN}, loopback only; port 0 picks one)")
     parser.add_argument("--state-dir", default="var/trainer",
                         help="runs, configs, logs and the state database (default var/trainer)")
-    parser.add_argument("--max-concurrent", type=int, default=4, help="runs executing at once; more wait in a queue")
+    parser.add_argument("--max-concurrent", type=int, default=None,
+                        help="runs executing at once; more wait in a queue (default: one per usable CPU)")
     parser.add_argument("--heartbeat-timeout", type=float, default=90.0,
                         help="seconds of silence after which a run is failed and stopped")
     parser.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
     parser.add_argument("--on-shutdown", choices=("cancel", "wait"), default="cancel",
                         help="on SIGTERM/SIGINT: cancel running runs (default) or wait for them")
     parser.add_argument("--gpus", type=int, default=None, help="GPUs this host offers (default: detected)")
+    parser.add_argument("--allow-scripts", action="append", default=[], metavar="DIR",
+                        help="a submitted algo may be a .py script inside DIR (absolute; repeatable); "
+                             "by default only installed algorithms run")
+    parser.add_argument("--allow-any-script", action="store_true",
+                        help="a submitted algo may be any .py script this user can read (trusted clients only)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="no client token: anyone who can reach the port may submit and cancel (loopback only)")
 
 
 def _run_daemon(ns: argparse.Namespace) -> int:
@@ -39,19 +55,29 @@ def _run_daemon(ns: argparse.Namespace) -> int:
 
     options = DaemonOptions(state_dir=Path(ns.state_dir), listen=ns.listen, max_concurrent=ns.max_concurrent,
                             heartbeat_timeout=ns.heartbeat_timeout, grace_period=ns.grace_period,
-                            on_shutdown=ns.on_shutdown, gpus=ns.gpus,
+                            on_shutdown=ns.on_shutdown, gpus=ns.gpus, insecure=ns.insecure,
+                            allow_scripts=tuple(Path(d) for d in ns.allow_scripts),
+                            allow_any_script=ns.allow_any_script,
                             log=lambda message: print(f"mosaic daemon: {message}", file=sys.stderr, flush=True))
 
     def ready(daemon) -> None:
+        token_file = str(daemon.state_dir / "client.token") if daemon.token else None
         print(json.dumps({"event": "daemon_ready", "listen_address": daemon.address, "pid": daemon.pid,
-                          "state_dir": str(daemon.state_dir)}), flush=True)
+                          "state_dir": str(daemon.state_dir), "token_file": token_file}), flush=True)
         print(f"mosaic daemon: listening on {daemon.address} (state dir {daemon.state_dir}, "
               f"{options.max_concurrent} concurrent runs, {daemon.gpus} GPU(s)); Ctrl-C stops it",
               file=sys.stderr, flush=True)
+        say = lambda text: print(f"mosaic daemon: {text}", file=sys.stderr, flush=True)  # noqa: E731
+        if token_file:
+            say(f"clients need the token in {token_file} (mosaic submit --state-dir {daemon.state_dir}, "
+                "or $MOSAIC_TOKEN, sent as 'authorization: Bearer <token>')")
+        else:
+            say("warning: --insecure: anyone on this machine can submit code to run as this user, cancel and "
+                "watch runs")
         host = daemon.address.rsplit(":", 1)[0]
         if not is_loopback(host):
-            print(f"mosaic daemon: warning: {host} is reachable beyond this machine; the protocol has no TLS "
-                  "and SubmitRun/CancelRun need no token", file=sys.stderr, flush=True)
+            say(f"warning: {host} is reachable beyond this machine and the protocol has no TLS: the token "
+                "crosses the network in clear")
 
     return serve(options, on_ready=ready)
 
@@ -75,7 +101,7 @@ def _run_submit(ns: argparse.Namespace) -> int:
         json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=ns.config) from None
-    reply = submit(ns.target, text, run_id=ns.run_id)
+    reply = submit(ns.target, text, run_id=ns.run_id, token=_token(ns))
     print(json.dumps({"run_id": reply.run_id, "digest": reply.digest}))
     return 0
 
@@ -88,8 +114,9 @@ def _configure_cancel(parser: argparse.ArgumentParser) -> None:
 def _run_cancel(ns: argparse.Namespace) -> int:
     from mosaic_core.trainer.client import cancel, list_runs, record_to_dict
 
-    cancel(ns.target, ns.run_id)
-    record = next((r for r in list_runs(ns.target) if r.run_id == ns.run_id), None)
+    token = _token(ns)
+    cancel(ns.target, ns.run_id, token=token)
+    record = next((r for r in list_runs(ns.target, token=token) if r.run_id == ns.run_id), None)
     print(json.dumps(record_to_dict(record) if record is not None else {"run_id": ns.run_id}))
     return 0
 

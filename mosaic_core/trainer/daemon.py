@@ -1,8 +1,10 @@
 """The trainer daemon: state dir, gRPC server, run manager, shutdown.
 
-State dir layout (nothing is written outside it): ``trainer.sqlite3`` (runs, telemetry),
-``daemon.lock`` (one daemon per state dir), ``daemon.json`` (pid and address while it
-runs), ``configs/<run>.json`` (owner-only), ``logs/<run>.stderr.log``, ``runs/<run>/``.
+State dir layout (nothing is written outside it; the dir is 0700, every file in it 0600):
+``trainer.sqlite3`` (runs, telemetry), ``daemon.lock`` (one daemon per state dir),
+``daemon.json`` (pid and address while it runs), ``client.token`` (the client credential,
+new at every start), ``configs/<run>.json`` (redacted: secrets travel in the run's
+environment), ``logs/<run>.stderr.log``, ``runs/<run>/``. See SECURITY.md.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import stat
 import threading
 import time
 from concurrent import futures
@@ -20,31 +23,51 @@ from typing import Callable
 import grpc
 
 from mosaic_core.errors import MosaicError, UsageError
-from mosaic_core.runs import write_json_atomic
+from mosaic_core.files import write_json_atomic
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
+from mosaic_core.trainer.auth import UNARY_RESERVE, RpcGate, write_token
 from mosaic_core.trainer.manager import LaunchSpec, ManagerOptions, RunManager, mosaic_run_command
 from mosaic_core.trainer.protocol import CHANNEL_OPTIONS, DEFAULT_LISTEN, check_target, is_loopback
 from mosaic_core.trainer.store import RunStore
 from mosaic_core.trainer.submission import detect_gpus
 
 SHUTDOWN_MODES = ("cancel", "wait")
+PRIVATE_DIR = 0o700
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (the default number of concurrent runs)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 @dataclass
 class DaemonOptions:
     state_dir: Path = Path("var/trainer")
     listen: str = DEFAULT_LISTEN
-    max_concurrent: int = 4
+    max_concurrent: int | None = None  # None: one run per usable CPU
     heartbeat_timeout: float = 90.0  # a run silent for longer is failed and stopped
     grace_period: float = 10.0  # a run's own SIGTERM → SIGKILL grace (the daemon adds a margin)
     on_shutdown: str = "cancel"  # or "wait": let running runs finish
     gpus: int | None = None  # None: detect
-    rpc_threads: int = 64
+    rpc_threads: int = 64  # streams may hold all but UNARY_RESERVE of them
+    insecure: bool = False  # no client token (today's behaviour); loopback only
+    allow_scripts: tuple[Path, ...] = ()  # directories whose .py scripts a submitted `algo` may name
+    allow_any_script: bool = False
+    telemetry_items_per_run: int = 200_000  # steps and episodes together; more are dropped (counted)
+    telemetry_bytes_per_run: int = 256 * 1024 * 1024
     worker_command: Callable[[LaunchSpec], list[str]] = mosaic_run_command
     log: Callable[[str], None] = lambda message: None
 
     def check(self) -> None:
-        check_target(self.listen, "--listen")
+        host, _ = check_target(self.listen, "--listen")
+        if self.insecure and not is_loopback(host):
+            raise UsageError(f"--listen {self.listen} is reachable beyond this machine: refusing to serve it without the "
+                             "client token (--insecure); TLS is not built, so prefer loopback or an SSH tunnel")
+        if self.max_concurrent is None:
+            self.max_concurrent = usable_cpus()
         if self.max_concurrent < 1:
             raise UsageError(f"--max-concurrent must be at least 1, got {self.max_concurrent}")
         if not self.heartbeat_timeout > 0:
@@ -55,6 +78,11 @@ class DaemonOptions:
             raise UsageError(f"--on-shutdown must be one of {', '.join(SHUTDOWN_MODES)}, got {self.on_shutdown!r}")
         if self.gpus is not None and self.gpus < 0:
             raise UsageError(f"--gpus must be >= 0, got {self.gpus}")
+        if self.rpc_threads <= UNARY_RESERVE:
+            raise UsageError(f"rpc_threads must be more than {UNARY_RESERVE}, got {self.rpc_threads}")
+        for folder in self.allow_scripts:
+            if not Path(folder).is_absolute() or not Path(folder).is_dir():
+                raise UsageError(f"--allow-scripts {folder}: not an absolute path to a directory")
 
 
 class TrainerDaemon:
@@ -68,6 +96,7 @@ class TrainerDaemon:
         self.started_at = time.time()
         self.gpus = detect_gpus() if options.gpus is None else options.gpus
         self.address = ""
+        self.token: str | None = None
         self.closing = False
         self._lock_file = None
         self._workers = None
@@ -84,7 +113,7 @@ class TrainerDaemon:
 
     def start(self) -> str:
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
+            self._private_state_dir()
             self._lock_state_dir()
         except OSError as exc:
             raise MosaicError(f"cannot use the state dir {self.state_dir}: {exc.strerror or exc}") from None
@@ -98,8 +127,13 @@ class TrainerDaemon:
         opts = self.options
         self.workers()
         self.store = RunStore(self.state_dir / "trainer.sqlite3")
+        try:
+            self.token = None if opts.insecure else write_token(self.state_dir)
+        except OSError as exc:
+            raise MosaicError(f"cannot write the client token in {self.state_dir}: {exc.strerror or exc}") from None
+        gate = RpcGate(self.token, max_streams=opts.rpc_threads - UNARY_RESERVE)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=opts.rpc_threads, thread_name_prefix="mosaic-rpc"),
-                             options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)])
+                             options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)], interceptors=[gate])
         try:
             port = server.add_insecure_port(opts.listen)
         except RuntimeError as exc:
@@ -121,7 +155,8 @@ class TrainerDaemon:
         self.manager.start()
         write_json_atomic(self.state_dir / "daemon.json", {
             "pid": self.pid, "listen_address": self.address, "started_at": self.started_at,
-            "state_dir": str(self.state_dir), "loopback_only": is_loopback(host)})
+            "state_dir": str(self.state_dir), "loopback_only": is_loopback(host),
+            "token_required": self.token is not None}, mode=0o600)
         return self.address
 
     def stop(self) -> None:
@@ -140,16 +175,30 @@ class TrainerDaemon:
         if self.store is not None:
             self.store.close()
             self.store = None
-        try:
-            (self.state_dir / "daemon.json").unlink()
-        except FileNotFoundError:
-            pass
+        for name in ("daemon.json", "client.token"):  # the token dies with the daemon that made it
+            try:
+                (self.state_dir / name).unlink()
+            except FileNotFoundError:
+                pass
         self._release()
 
-    # ------------------------------------------------------------------ state dir lock
+    # ------------------------------------------------------------------ state dir
+    def _private_state_dir(self) -> None:
+        """The state dir exists, is ours and is 0700 (made so if it was looser)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+        info = os.stat(self.state_dir, follow_symlinks=False)
+        if not stat.S_ISDIR(info.st_mode):
+            raise MosaicError(f"the state dir {self.state_dir} is not a directory")
+        if info.st_uid != os.geteuid():
+            raise MosaicError(f"the state dir {self.state_dir} belongs to uid {info.st_uid}, not to this user "
+                              f"(uid {os.geteuid()}); a daemon keeps its state in a directory of its own")
+        if stat.S_IMODE(info.st_mode) != PRIVATE_DIR:
+            os.chmod(self.state_dir, PRIVATE_DIR)
+
     def _lock_state_dir(self) -> None:
         path = self.state_dir / "daemon.lock"
-        handle = open(path, "a+", encoding="utf-8")
+        handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
+                           "a+", encoding="utf-8")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

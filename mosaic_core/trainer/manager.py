@@ -3,7 +3,14 @@ into the store, cancellation, the heartbeat watchdog, shutdown and restart recov
 
 Each run is started as ``mosaic run --worker W --config <state>/configs/<id>.json --runs-dir
 <state>/runs --grpc --grpc-target <daemon> --quiet`` (see :func:`mosaic_run_command`) in a
-process group of its own, cwd = the state dir, stderr in ``<state>/logs/<id>.stderr.log``.
+process group of its own, cwd = the state dir, stderr in ``<state>/logs/<id>.stderr.log``
+(0600), from one long-lived spawner thread with a parent-death signal (SIGTERM: a killed
+daemon's runs cancel themselves). Its environment carries what must not be in a file or on a
+command line: the run's registration secret and its secret extras (the config file holds
+them redacted; see SECURITY.md).
+
+After a restart, a run the last daemon left behind is recorded as its own ``events.jsonl``
+says it ended (:mod:`mosaic_core.trainer.recovery`).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import sys
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +32,10 @@ from typing import Any, Callable
 from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.events import TERMINAL
 from mosaic_core.files import tail_lines
+from mosaic_core.pipeline import REGISTRATION_ENV, SECRET_EXTRAS_ENV
 from mosaic_core.trainer import processes
+from mosaic_core.trainer.auth import new_secret, secrets_match
+from mosaic_core.trainer.recovery import settle_interrupted
 from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore
 from mosaic_core.trainer.submission import Submission
 
@@ -74,6 +85,7 @@ class RunProcess:
     stop_status: int = TERM
     terminal: dict[str, Any] | None = None
     stopper: threading.Thread | None = field(default=None, repr=False)
+    tracked: processes.Tracked = field(default_factory=processes.Tracked)
 
 
 class RunManager:
@@ -84,8 +96,13 @@ class RunManager:
         self.configs_dir = self.state_dir / "configs"
         self.logs_dir = self.state_dir / "logs"
         for folder in (self.runs_dir, self.configs_dir, self.logs_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.RLock()
+        self._secret_extras: dict[str, dict[str, Any]] = {}  # queued runs' secrets: in memory only
+        self._registration: dict[str, str] = {}  # run -> the secret its first RegisterWorker must show
+        self._registration_lock = threading.Lock()  # not self._lock: RegisterWorker holds the store's lock
+        # One thread starts every run: the parent-death signal fires when *that thread* ends.
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mosaic-spawner")
         self._queue: deque[str] = deque()
         self._procs: dict[str, RunProcess] = {}
         self._threads: list[threading.Thread] = []
@@ -116,6 +133,9 @@ class RunManager:
                                     digest=submission.digest, config_json=json.dumps(config.to_dict()),
                                     config_path=str(path), run_dir=str(self.runs_dir / config.run_id))
             _write_private(path, config)
+            secret = {key: value for key, value in config.extras.items() if redact({key: value}) != {key: value}}
+            if secret:
+                self._secret_extras[config.run_id] = secret
             self._queue.append(config.run_id)
         self.options.log(f"run {config.run_id}: submitted ({submission.worker} {config.algo} {config.env_id})")
         self._schedule()
@@ -129,12 +149,22 @@ class RunManager:
                 return row
             if run_id in self._queue:
                 self._queue.remove(run_id)
+                self._secret_extras.pop(run_id, None)
                 return self.store.update(run_id, status=TERM, terminal_event="run_cancelled",
                                          failure_reason=f"{reason} before it started")
             proc = self._procs.get(run_id)
             if proc is not None:
                 self._stop(proc, reason, TERM)
             return row
+
+    def take_registration(self, run_id: str, presented: str | None) -> bool:
+        """Whether ``presented`` is the registration secret of ``run_id``'s process; a secret
+        opens one registration only."""
+        with self._registration_lock:
+            if secrets_match(self._registration.get(run_id), presented):
+                del self._registration[run_id]
+                return True
+            return False
 
     def heartbeat(self, run_id: str) -> RunRow | None:
         return self.store.update(run_id, check=lambda r: not r.final, last_heartbeat=time.time())
@@ -166,6 +196,7 @@ class RunManager:
         self._closed.set()
         for thread in list(self._threads):
             thread.join(timeout=5)
+        self._spawner.shutdown(wait=True)
 
     # ------------------------------------------------------------------ scheduling
     def _schedule(self) -> None:
@@ -174,6 +205,9 @@ class RunManager:
                 self._spawn(self._queue.popleft())
 
     def _spawn(self, run_id: str) -> None:
+        self._spawner.submit(self._spawn_here, run_id).result()
+
+    def _spawn_here(self, run_id: str) -> None:
         row = self.store.get(run_id)
         if row is None or row.status != INIT:
             return
@@ -182,14 +216,27 @@ class RunManager:
                           target=opts.target, heartbeat_interval=max(0.1, opts.heartbeat_timeout / 3),
                           grace_period=opts.grace_period)
         stderr_path = self.logs_dir / f"{run_id}.stderr.log"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        secret = new_secret()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", REGISTRATION_ENV: secret}
         env.pop("MOSAIC_CHILD", None)
+        extras = self._secret_extras.pop(run_id, None)
+        if extras:
+            env[SECRET_EXTRAS_ENV] = json.dumps(extras)
+        elif any(v == "***" for v in json.loads(row.config_json).get("extras", {}).values()):
+            opts.log(f"run {run_id}: its secret extras were not kept across a daemon restart; it runs without them")
+        with self._registration_lock:
+            self._registration[run_id] = secret
         try:
-            argv = opts.worker_command(spec)
-            with open(stderr_path, "ab") as err:
+            argv = processes.die_with_parent(opts.worker_command(spec))
+            err = os.open(stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
                 popen = subprocess.Popen(argv, cwd=self.state_dir, env=env, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=err, start_new_session=True)
-        except (OSError, ValueError) as exc:
+            finally:
+                os.close(err)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            with self._registration_lock:
+                self._registration.pop(run_id, None)
             self.store.update(run_id, status=FAULT, terminal_event="run_failed",
                               failure_reason=f"could not start the worker process: {exc}")
             opts.log(f"run {run_id}: could not start the worker process: {exc}")
@@ -247,6 +294,8 @@ class RunManager:
         payload = payload if isinstance(payload, dict) else {}
         not_final = lambda row: not row.final  # noqa: E731
         now = time.time()
+        if event in ("run_started", "heartbeat"):
+            proc.tracked.scan(proc.popen.pid)  # the training process and its workers, while they are ours
         if event == "run_started":
             values: dict[str, Any] = {"status": EXEC, "last_heartbeat": now}
             reported = payload.get("run_dir")
@@ -291,25 +340,25 @@ class RunManager:
         return f"worker process {how} without a terminal event" + (f": {last}" if last else "")
 
     def _owns(self, path: str | Path) -> bool:
-        """Whether ``path`` is a run directory under this daemon's runs dir (safe to sweep)."""
+        """Whether ``path`` is a run directory under this daemon's runs dir."""
         resolved, root = Path(path).resolve(), self.runs_dir.resolve()
         return root in resolved.parents
 
-    def _sweep(self, run_dir: str | Path) -> None:
-        if self._owns(run_dir):
-            processes.sweep_cwd(run_dir)
-
     def _stop_leftovers(self, proc: RunProcess) -> None:
+        """Stop what is left of a run: its ``mosaic run`` group, then the processes seen below it."""
         pgid = proc.popen.pid
         if processes.group_alive(pgid):
+            proc.tracked.scan(pgid)
             processes.stop_group(pgid, 0.5, proc.popen)
-        self._sweep(proc.run_dir)
+        proc.tracked.stop()
 
     def _finished(self, proc: RunProcess) -> None:
         self._stop_leftovers(proc)
         self._settle(proc)
         with self._lock:
             self._procs.pop(proc.run_id, None)
+        with self._registration_lock:
+            self._registration.pop(proc.run_id, None)
         with self.store.changed:
             self.store.changed.notify_all()
         self._schedule()
@@ -323,6 +372,7 @@ class RunManager:
             self.store.update(proc.run_id, check=lambda r: not r.final, status=FAULT,
                               terminal_event="run_failed", failure_reason=reason)
         grace = self.options.grace_period + KILL_MARGIN_S
+        proc.tracked.scan(proc.popen.pid)
         proc.stopper = self._thread(processes.stop_group, proc.popen.pid, grace, proc.popen,
                                     name=f"mosaic-stop-{proc.run_id}")
 
@@ -341,24 +391,33 @@ class RunManager:
 
     # ------------------------------------------------------------------ restart
     def _recover(self) -> None:
-        """Runs that had a process when the last daemon died are failed; their leftovers are
-        stopped; queued runs are queued again."""
-        for row in self.store.recover():
-            self._thread(self._stop_leftover, row, name=f"mosaic-leftover-{row.run_id}")
+        """Runs that had a process when the last daemon died: a ``mosaic run`` still going is
+        stopped first; then each is recorded as its ``events.jsonl`` says it ended. Queued
+        runs are queued again."""
+        for row in self.store.list(ACTIVE):
+            if row.pgid and processes.group_runs(row.pgid, row.config_path):
+                self._thread(self._stop_leftover, row, name=f"mosaic-leftover-{row.run_id}")
+            else:
+                self._settle_interrupted(row)
         with self._lock:
             self._queue.extend(r.run_id for r in self.store.list([INIT]))
 
     def _stop_leftover(self, row: RunRow) -> None:
-        if row.pgid and processes.group_runs(row.pgid, row.config_path):
+        if processes.group_runs(row.pgid, row.config_path):
             processes.stop_group(row.pgid, self.options.grace_period + KILL_MARGIN_S)
-        self._sweep(row.run_dir)
+        self._settle_interrupted(row)
+
+    def _settle_interrupted(self, row: RunRow) -> None:
+        row = settle_interrupted(self.store, self.runs_dir, row)
+        if row is not None:
+            self.options.log(f"run {row.run_id}: {row.terminal_event} (found after a restart)")
 
 
 def _write_private(path: Path, config: WorkerConfig) -> None:
-    """The unredacted config the worker reads (it may hold credentials): owner-only."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
+    """The config the worker reads, redacted (its secrets reach it in its environment), owner-only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, stat.S_IRUSR | stat.S_IWUSR)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(config.to_dict(redacted=False), handle, indent=2, sort_keys=True)
+        json.dump(config.to_dict(redacted=True), handle, indent=2, sort_keys=True)
 
 
 def _last_line(path: Path) -> str:

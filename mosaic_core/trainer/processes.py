@@ -1,21 +1,30 @@
-"""Stopping a run's processes for good (Linux ``/proc``).
+"""The processes a daemon started, and only those (Linux ``/proc``).
 
 A run is ``mosaic run`` (leader of its own process group, started by the daemon) plus the
-training process it supervises, which has a process group of its own, plus whatever that one
-starts (vector-env workers). Stopping the daemon's group with SIGTERM lets ``mosaic run``
-stop its child cleanly; if it must be killed, :func:`sweep_cwd` finds what is left by the
-working directory every process of the run shares: the run directory.
+training process it supervises, which leads a process group of its own, plus whatever that
+one starts (vector-env workers). The daemon stops a run's ``mosaic run`` group (which stops
+its child cleanly on SIGTERM), then what it has seen descend from it: :class:`Tracked` holds
+those processes by pid *and* start time, so a reused pid is never hit, and a process that
+merely works in the run directory is never touched.
+
+``mosaic run`` is started with a parent-death signal (:func:`die_with_parent`): a daemon
+killed with SIGKILL takes its runs down cleanly (each ends with ``run_cancelled``) instead
+of leaving them unsupervised.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
 
-from mosaic_core.procs import group_alive, group_members, pids, stop_group, wait_group_gone
+from mosaic_core.procs import group_alive, group_members, pids, read_stat, stop_group, wait_group_gone
 
-__all__ = ["group_alive", "stop_group", "sweep_cwd", "group_runs", "wait_group_gone"]
+__all__ = ["Tracked", "descendants", "die_with_parent", "group_alive", "group_runs", "stop_group", "wait_group_gone"]
+
+PR_SET_PDEATHSIG = 1
 
 
 def group_runs(pgid: int, marker: str) -> bool:
@@ -31,23 +40,64 @@ def group_runs(pgid: int, marker: str) -> bool:
     return False
 
 
-def sweep_cwd(directory: str | Path) -> list[int]:
-    """SIGKILL every process whose working directory is ``directory`` or below; returns their pids."""
-    if not directory or not os.path.isabs(directory) or os.path.realpath(directory) == "/":
-        return []  # never sweep a relative, empty or root path (that would be the daemon's own)
-    base = os.path.realpath(directory)
-    killed = []
-    for pid in pids():
-        if pid == os.getpid():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            continue
-        if cwd == base or cwd.startswith(base + os.sep):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except OSError:
-                continue
-    return killed
+def descendants(root: int) -> dict[int, tuple[int, int]]:
+    """Live descendants of ``root``: pid -> (start ticks, process group)."""
+    stats = [s for s in map(read_stat, pids()) if s is not None and s.live]
+    children: dict[int, list] = {}
+    for stat in stats:
+        children.setdefault(stat.ppid, []).append(stat)
+    found, todo = {}, [root]
+    while todo:
+        for stat in children.get(todo.pop(), ()):
+            if stat.pid not in found:
+                found[stat.pid] = (stat.start_ticks, stat.pgid)
+                todo.append(stat.pid)
+    return found
+
+
+@dataclass
+class Tracked:
+    """The processes seen below one run's ``mosaic run``: pid -> (start ticks, group)."""
+
+    processes: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def scan(self, root: int) -> None:
+        self.processes.update(descendants(root))
+
+    def same(self, pid: int) -> bool:
+        stat = read_stat(pid)
+        return stat is not None and stat.live and stat.start_ticks == self.processes[pid][0]
+
+    def stop(self) -> list[int]:
+        """SIGKILL what is left of them: first the groups whose leader is still the same
+        process, then each tracked process itself; returns the pids signalled."""
+        hit = []
+        for pid, (_, pgid) in list(self.processes.items()):
+            if pid == pgid and self.same(pid):
+                _signal(lambda: os.killpg(pgid, signal.SIGKILL))
+                hit.append(pid)
+        for pid in list(self.processes):
+            if self.same(pid) and _signal(lambda: os.kill(pid, signal.SIGKILL)):
+                hit.append(pid)
+        return sorted(set(hit))
+
+
+def _signal(send: Callable[[], None]) -> bool:
+    try:
+        send()
+        return True
+    except OSError:
+        return False
+
+
+# Runs in a fresh interpreter between fork and the real program: set the parent-death signal,
+# give up if the parent is already gone, exec. (A preexec_fn would run Python in a child forked
+# from a process full of gRPC threads: a lock held at fork time hangs it.)
+_PDEATHSIG = ("import ctypes, os, sys; ctypes.CDLL(None).prctl(1, int(sys.argv[1]), 0, 0, 0); "
+              "os.getppid() == int(sys.argv[2]) or os._exit(1); os.execvp(sys.argv[3], sys.argv[3:])")
+
+
+def die_with_parent(argv: list[str], sig: int = signal.SIGTERM) -> list[str]:
+    """``argv`` started so that it gets ``sig`` when the thread that started it ends (start
+    children from a thread that lives as long as the daemon); the program itself is ``argv``."""
+    return [sys.executable, "-S", "-c", _PDEATHSIG, str(int(sig)), str(os.getpid()), *argv]

@@ -6,7 +6,8 @@ regenerate them from the repository root with::
     python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. \\
         mosaic_core/trainer/trainer.proto
 
-Session tokens travel as gRPC metadata under :data:`TOKEN_METADATA` (see trainer.proto).
+Session tokens travel as gRPC metadata under :data:`TOKEN_METADATA` (see trainer.proto); the
+client token and registration secrets are :mod:`mosaic_core.trainer.auth`'s.
 """
 
 from __future__ import annotations

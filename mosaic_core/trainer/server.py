@@ -2,10 +2,16 @@
 :mod:`mosaic_core.trainer.daemon`, runs in :mod:`mosaic_core.trainer.manager`.
 
 Status codes: malformed request → INVALID_ARGUMENT naming the field; well formed but not
-possible here (GPU asked on a CPU host, wrong protocol major, run already ended) →
-FAILED_PRECONDITION; unknown run → NOT_FOUND; missing/wrong session token →
-UNAUTHENTICATED; a second worker for a run without its token → ALREADY_EXISTS; the daemon
-shutting down → UNAVAILABLE; ControlStream → UNIMPLEMENTED.
+possible here (GPU asked on a CPU host, a script path the owner did not allow, wrong
+protocol major, run already ended) → FAILED_PRECONDITION; unknown run → NOT_FOUND;
+missing/wrong client token (checked in :mod:`mosaic_core.trainer.auth`), registration
+secret or session token → UNAUTHENTICATED; a second worker for a run without its token →
+ALREADY_EXISTS; too many open streams → RESOURCE_EXHAUSTED; the daemon shutting down →
+UNAVAILABLE; ControlStream → UNIMPLEMENTED.
+
+Telemetry (Publish*) is bound to the run whose session token it carries, each item capped in
+size with its ``*_json`` fields strict JSON, capped per run (more is dropped and counted),
+and refused once the run has ended.
 """
 
 from __future__ import annotations
@@ -17,12 +23,14 @@ from typing import Any, Iterator, Protocol
 
 import grpc
 
-from mosaic_core.errors import ConfigError
+from mosaic_core.config import parse_json
+from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
+from mosaic_core.trainer.auth import REGISTRATION_ENV, REGISTRATION_METADATA
 from mosaic_core.trainer.protocol import TOKEN_METADATA, VersionError, negotiate
-from mosaic_core.trainer.store import HSHK, INIT, RDY, DuplicateRun, RunRow, hash_token, token_matches
-from mosaic_core.trainer.submission import PreconditionError, parse_submission
+from mosaic_core.trainer.store import HSHK, INIT, RDY, DuplicateRun, RunEnded, RunRow, hash_token, token_matches
+from mosaic_core.trainer.submission import PreconditionError, ScriptPolicy, parse_submission
 
 
 
@@ -41,6 +49,9 @@ class TrainerDaemon(Protocol):
     def workers(self, refresh: bool = False) -> list[Any]: ...
 
 TELEMETRY_BATCH = 500
+MAX_TELEMETRY_ITEM_BYTES = 256 * 1024  # one step or episode; frames travel by FastLane, not here
+JSON_FIELDS = {"steps": ("action_json", "observation_json", "render_hint_json", "render_payload_json"),
+               "episodes": ("metadata_json",)}
 WAIT_SLICE_S = 0.5
 Code = grpc.StatusCode
 
@@ -63,10 +74,29 @@ def to_record(row: RunRow) -> pb.RunRecord:
     return record
 
 
-def _token(context: grpc.ServicerContext) -> str | None:
+def _metadata(context: grpc.ServicerContext, name: str) -> str | None:
     for key, value in context.invocation_metadata() or ():
-        if key == TOKEN_METADATA:
+        if key == name:
             return value
+    return None
+
+
+def _token(context: grpc.ServicerContext) -> str | None:
+    return _metadata(context, TOKEN_METADATA)
+
+
+def check_item(message: Any, kind: str, index: int) -> str | None:
+    """Why a telemetry item is refused (size, non-strict JSON), or None."""
+    size = message.ByteSize()
+    if size > MAX_TELEMETRY_ITEM_BYTES:
+        return f"item {index} is {size} bytes; at most {MAX_TELEMETRY_ITEM_BYTES} per item"
+    for name in JSON_FIELDS[kind]:
+        text = getattr(message, name)
+        if text:
+            try:
+                parse_json(text, name)
+            except ConfigError as exc:
+                return f"item {index}: {exc}"
     return None
 
 
@@ -104,17 +134,19 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
     def SubmitRun(self, request, context):
         if not self.manager.accepting:
             context.abort(Code.UNAVAILABLE, "the trainer daemon is shutting down and accepts no new runs")
+        options = self.daemon.options
         try:
             submission = parse_submission(request.config_json, request.run_id, self.daemon.workers(),
-                                          self.daemon.gpus)
-        except ConfigError as exc:
+                                          self.daemon.gpus, runs_dir=self.manager.runs_dir,
+                                          scripts=ScriptPolicy(tuple(options.allow_scripts), options.allow_any_script),
+                                          taken=lambda run_id: self.store.get(run_id) is not None)
+            row = self.manager.submit(submission)
+        except UsageError as exc:
             context.abort(Code.INVALID_ARGUMENT, str(exc))
         except PreconditionError as exc:
             context.abort(Code.FAILED_PRECONDITION, str(exc))
-        try:
-            row = self.manager.submit(submission)
-        except DuplicateRun:
-            context.abort(Code.ALREADY_EXISTS, f"run {submission.run_id!r} exists already; choose another run_id")
+        except DuplicateRun as exc:
+            context.abort(Code.ALREADY_EXISTS, f"run {exc.args[0]!r} exists already; choose another run_id")
         return pb.SubmitRunResponse(run_id=row.run_id, digest=row.digest)
 
     def CancelRun(self, request, context):
@@ -165,6 +197,11 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             if request.worker_kind and request.worker_kind != row.worker:
                 context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} was submitted for worker "
                                                         f"{row.worker!r}, not {request.worker_kind!r}")
+            if not row.token_hash and not self.manager.take_registration(row.run_id,
+                                                                         _metadata(context, REGISTRATION_METADATA)):
+                context.abort(Code.UNAUTHENTICATED, f"run {row.run_id!r}: a first RegisterWorker needs the registration "
+                                                    f"secret the daemon gave the run's process (${REGISTRATION_ENV}), "
+                                                    f"as metadata {REGISTRATION_METADATA!r}")
             if row.token_hash and not presented:
                 context.abort(Code.ALREADY_EXISTS, f"run {row.run_id!r} already has a registered worker; to replace "
                                                    f"it, present its session token as metadata {TOKEN_METADATA!r}")
@@ -211,24 +248,41 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         return self._publish(request_iterator, context, "episodes")
 
     def _publish(self, messages, context, kind: str) -> pb.PublishTelemetryResponse:
-        if not _token(context):
+        token = _token(context)
+        row = self.store.get_by_token(hash_token(token)) if token else None
+        if row is None:
             context.abort(Code.UNAUTHENTICATED, f"a session token is required: send the one RegisterWorker "
                                                 f"returned as metadata {TOKEN_METADATA!r}")
-        checked: dict[str, RunRow] = {}
-        batch: dict[str, list[Any]] = {}
+        if row.final:
+            context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended ({row.terminal_event}); "
+                                                    "its telemetry is no longer recorded")
+        options, batch = self.daemon.options, []
         accepted = dropped = 0
-        for message in messages:
-            row = checked.get(message.run_id) or self._authorised(message.run_id, context)
-            checked[message.run_id] = row
-            if row.final:
-                dropped += 1  # the run has ended: nothing more is recorded for it
-                continue
-            batch.setdefault(row.run_id, []).append(message)
-            accepted += 1
-            if len(batch[row.run_id]) >= TELEMETRY_BATCH:
-                self.store.append_telemetry(row.run_id, kind, batch.pop(row.run_id))
-        for run_id, items in batch.items():
-            self.store.append_telemetry(run_id, kind, items)
+
+        def flush() -> None:
+            nonlocal accepted, dropped
+            try:
+                stored = self.store.append_telemetry(row.run_id, kind, batch, max_items=options.telemetry_items_per_run,
+                                                     max_bytes=options.telemetry_bytes_per_run)
+            except RunEnded:
+                context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} ended; its telemetry is no longer "
+                                                        f"recorded ({accepted} items were)")
+            accepted, dropped = accepted + stored, dropped + len(batch) - stored
+            batch.clear()
+
+        for index, message in enumerate(messages):
+            if message.run_id and message.run_id != row.run_id:
+                context.abort(Code.UNAUTHENTICATED, f"the session token does not belong to run {message.run_id!r}")
+            problem = check_item(message, kind, index)
+            if problem:
+                context.abort(Code.INVALID_ARGUMENT, f"Publish{'RunSteps' if kind == 'steps' else 'RunEpisodes'}: "
+                                                     f"{problem}")
+            message.run_id = row.run_id
+            batch.append(message)
+            if len(batch) >= TELEMETRY_BATCH:
+                flush()
+        if batch:
+            flush()
         return pb.PublishTelemetryResponse(accepted=accepted, dropped=dropped)
 
     def StreamRunSteps(self, request, context):

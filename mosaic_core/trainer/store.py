@@ -4,13 +4,14 @@ Every run's record lives in table ``runs``; every change of a record gives it th
 ``seq_id`` (one counter for the whole store), which is what WatchRuns' ``since_seq`` refers
 to. Telemetry published by workers (steps, episodes) lives in table ``telemetry`` as
 serialized protobuf messages, numbered per run and kind. WAL journaling: a daemon killed with
-SIGKILL loses nothing it had committed.
+SIGKILL loses nothing it had committed. The file (and its WAL) is 0600.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import sqlite3
 import threading
 import time
@@ -21,7 +22,6 @@ from typing import Any, Callable, Iterable
 INIT, HSHK, RDY, EXEC, PAUSE, FAULT, TERM = range(1, 8)
 ACTIVE = (HSHK, RDY, EXEC, PAUSE)  # a process exists for the run
 FINAL = (FAULT, TERM)
-RESTART_REASON = "daemon restarted while the run was executing"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS runs (
     seq_id INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_seq ON runs (seq_id);
+CREATE INDEX IF NOT EXISTS runs_token ON runs (token_hash);
 CREATE TABLE IF NOT EXISTS telemetry (
     run_id TEXT NOT NULL,
     kind TEXT NOT NULL,
@@ -98,6 +99,10 @@ class UnknownRun(KeyError):
     """No run with this id."""
 
 
+class RunEnded(Exception):
+    """Telemetry for a run that has ended."""
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -112,6 +117,7 @@ class RunStore:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600))  # SQLite's WAL takes its mode
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -119,6 +125,7 @@ class RunStore:
         self._lock = threading.RLock()
         self.changed = threading.Condition(self._lock)
         self._seq = self._db.execute("SELECT COALESCE(MAX(seq_id), 0) FROM runs").fetchone()[0]
+        self._usage: dict[str, list[int]] = {}  # run -> [items, bytes] of telemetry stored
 
     def close(self) -> None:
         with self._lock:
@@ -147,6 +154,13 @@ class RunStore:
         with self._lock:
             cur = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs WHERE run_id = ?", (run_id,))
             found = cur.fetchone()
+        return RunRow(*found) if found else None
+
+    def get_by_token(self, token_hash: str) -> RunRow | None:
+        """The run whose current worker holds the session token with this hash."""
+        with self._lock:
+            found = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs WHERE token_hash = ?",
+                                     (token_hash,)).fetchone()
         return RunRow(*found) if found else None
 
     def update(self, run_id: str, check: Callable[[RunRow], bool] | None = None, **values: Any) -> RunRow | None:
@@ -183,30 +197,40 @@ class RunStore:
             cur = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs WHERE {where} ORDER BY {order}", args)
             return [RunRow(*r) for r in cur.fetchall()]
 
-    def recover(self) -> list[RunRow]:
-        """After a restart: every run that had a process is marked failed; returns them as
-        they were (their pid/pgid tell the daemon what to clean up)."""
-        interrupted = self.list(ACTIVE)
-        for row in interrupted:
-            self.update(row.run_id, status=FAULT, failure_reason=RESTART_REASON, terminal_event="run_failed")
-        return interrupted
-
     # ------------------------------------------------------------------ telemetry
-    def append_telemetry(self, run_id: str, kind: str, messages: list[Any]) -> int:
-        """Store protobuf messages (with a ``seq_id`` field, set here) for a run; returns the last seq."""
+    def append_telemetry(self, run_id: str, kind: str, messages: list[Any], max_items: int | None = None,
+                         max_bytes: int | None = None) -> int:
+        """Store protobuf messages (with a ``seq_id`` field, set here) for a run that has not
+        ended (:class:`RunEnded` otherwise), at most ``max_items`` and ``max_bytes`` per run
+        (both kinds together); returns how many were stored (the rest is dropped)."""
         with self._lock:
+            row = self.get(run_id)
+            if row is None or row.final:
+                raise RunEnded(run_id)
+            usage = self._usage.get(run_id)
+            if usage is None:
+                usage = self._usage[run_id] = list(self._db.execute(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM telemetry WHERE run_id = ?",
+                    (run_id,)).fetchone())
             last = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM telemetry WHERE run_id = ? AND kind = ?",
                                     (run_id, kind)).fetchone()[0]
             rows = []
             for message in messages:
+                message.seq_id = last + 1
+                data = message.SerializeToString()
+                if (max_items is not None and usage[0] >= max_items) or \
+                        (max_bytes is not None and usage[1] + len(data) > max_bytes):
+                    break
                 last += 1
-                message.seq_id = last
-                rows.append((run_id, kind, last, message.SerializeToString()))
+                usage[0], usage[1] = usage[0] + 1, usage[1] + len(data)
+                rows.append((run_id, kind, last, data))
+            if not rows:
+                return 0
             self._db.execute("BEGIN")
             self._db.executemany("INSERT INTO telemetry (run_id, kind, seq, data) VALUES (?, ?, ?, ?)", rows)
             self._db.execute("COMMIT")
             self.changed.notify_all()
-            return last
+            return len(rows)
 
     def read_telemetry(self, run_id: str, kind: str, since_seq: int, limit: int = 1000) -> list[bytes]:
         with self._lock:

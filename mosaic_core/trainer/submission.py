@@ -1,9 +1,10 @@
-"""SubmitRun's config: parse, pick the worker, validate against its capabilities and the host.
+"""SubmitRun's config: size caps, pick the worker, gate code paths, validate as a dry run would.
 
 The config is a worker config (flat, or nested at ``metadata.worker.config``) with one more
 optional key, ``worker`` (default ``cleanrl``). :class:`ConfigError` means the request is
 malformed (INVALID_ARGUMENT); :class:`PreconditionError` means it is well formed but cannot
-run here (FAILED_PRECONDITION), e.g. it asks for a GPU on a host without one.
+run here (FAILED_PRECONDITION), e.g. it asks for a GPU on a host without one or names a
+script the daemon's owner did not allow. Nothing is stored before all of this has passed.
 """
 
 from __future__ import annotations
@@ -13,14 +14,47 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from mosaic_core.config import WorkerConfig, build_config, parse_json, unwrap_config
 from mosaic_core.entrypoints import LoadedEntryPoint
-from mosaic_core.errors import ConfigError, MosaicError
+from mosaic_core.errors import ConfigError, MosaicError, PluginError
 
 DEFAULT_WORKER = "cleanrl"
 SOURCE = "config_json"
+MAX_CONFIG_BYTES = 256 * 1024  # a worker config is a few hundred bytes; this leaves room, not 63 MiB
+# Config fields that name code to run from a path: the CleanRL worker's ``algo`` script path and
+# its checkout (``extras.cleanrl_home``, see cleanrl_worker/registry.py).
+CODE_PATHS = (("algo",), ("extras", "cleanrl_home"))
+
+
+@dataclass(frozen=True)
+class ScriptPolicy:
+    """Which submitted code paths the daemon's owner allows (``--allow-scripts``, ``--allow-any-script``)."""
+
+    allowed_dirs: tuple[Path, ...] = ()
+    allow_any: bool = False
+
+    def check(self, field: str, value: str) -> None:
+        """Refuse a path outside the allowed dirs, lexically: before anything looks at the file
+        (a refusal must not tell the submitter whether the file exists)."""
+        if self.allow_any:
+            return
+        path = Path(os.path.normpath(value)) if os.path.isabs(value) else None
+        if path is None or not any(path == d or Path(d) in path.parents for d in self.allowed_dirs):
+            allowed = ", ".join(map(str, self.allowed_dirs)) or "none"
+            raise PreconditionError(f"{field} names code by path; this daemon runs only installed algorithms and "
+                                    f"absolute paths inside the directories its owner allowed (--allow-scripts: "
+                                    f"{allowed})")
+
+    def check_resolved(self, field: str, script: str) -> None:
+        """The resolved script (symlinks followed) must be inside an allowed dir too."""
+        if self.allow_any:
+            return
+        real = Path(os.path.realpath(script))
+        if not any(Path(os.path.realpath(d)) in real.parents for d in self.allowed_dirs):
+            raise PreconditionError(f"{field} resolves to {real}, outside the directories this daemon's owner allowed")
 
 
 class PreconditionError(MosaicError):
@@ -55,9 +89,19 @@ def config_digest(worker: str, config: WorkerConfig) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoint], gpus: int) -> Submission:
-    """A validated submission, or ConfigError / PreconditionError naming the field."""
+def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoint], gpus: int, *,
+                     runs_dir: Path | str | None = None, scripts: ScriptPolicy = ScriptPolicy(),
+                     taken: Callable[[str], bool] = lambda run_id: False) -> Submission:
+    """A validated submission, or ConfigError / PreconditionError naming the field (DuplicateRun,
+    from :mod:`mosaic_core.trainer.store`, when ``taken(run_id)``)."""
+    from mosaic_core.trainer.store import DuplicateRun
+
+    size = len(config_json.encode("utf-8", "surrogatepass"))
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config_json is {size} bytes; at most {MAX_CONFIG_BYTES} are accepted",
+                          field="config_json", source=SOURCE)
     data = parse_json(config_json, "config_json", SOURCE, field="config_json")
+    _refuse_nul(data, "")
     raw = unwrap_config(data, SOURCE)
     worker = raw.pop("worker", None)
     if worker is None and isinstance(data, dict):
@@ -66,30 +110,66 @@ def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoi
     if not isinstance(worker, str) or not worker:
         raise ConfigError(f"worker must be a worker name, got {worker!r}", field="worker", source=SOURCE)
     item = _find_worker(worker, workers)
-    config = checked_config(item, raw, run_id)
+    for path in CODE_PATHS:
+        value = _lookup(raw, path)
+        if isinstance(value, str) and (path != ("algo",) or _names_a_path(value)):
+            scripts.check(".".join(path), value)
+    wanted = run_id or raw.get("run_id")
+    if isinstance(wanted, str) and wanted and taken(wanted):
+        raise DuplicateRun(wanted)
+    try:  # what this host cannot offer is said first (before the dry run's own complaints)
+        check_capabilities(item, build_config(raw, source=SOURCE, overrides={"run_id": run_id or None},
+                                              generate_run_id=True), gpus)
+    except ConfigError:
+        pass  # incomplete before the worker's defaults: the dry run below says what is wrong
+    config = checked_config(item, raw, run_id, runs_dir, scripts)
     check_capabilities(item, config, gpus)
     return Submission(worker=worker, config=config, digest=config_digest(worker, config))
 
 
-def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str) -> WorkerConfig:
-    """The config with the worker's and plugins' defaults, validated by the host, the plugins
-    and the worker (what ``mosaic run`` checks before it plans)."""
-    from mosaic_core.pipeline import worker_option_defaults
+def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str, runs_dir: Path | str | None = None,
+                   scripts: ScriptPolicy = ScriptPolicy()) -> WorkerConfig:
+    """The config as ``mosaic run --dry-run`` would accept it: defaults, validation by the
+    host, the plugins and the worker, the run directory, and the worker's plan."""
+    from mosaic_core.pipeline import prepare, worker_option_defaults
     from mosaic_core.plugins import plugin_host
-    from mosaic_core.worker import call_optional, load_worker
+    from mosaic_core.worker import load_worker
 
     worker, host = load_worker(item), plugin_host()
-    options = worker_option_defaults(worker)
+    try:
+        prepared = prepare(item, worker, host, data=raw, source=SOURCE, overrides={"run_id": run_id or None},
+                           options=worker_option_defaults(worker), runs_dir=str(runs_dir) if runs_dir else None,
+                           quiet=True)
+    except PluginError as exc:  # a broken plugin or worker on this host: not the submitter's fault
+        raise PreconditionError(str(exc)) from None
+    algorithm = prepared.launch.summary.get("algorithm")
+    if isinstance(algorithm, dict) and algorithm.get("source") == "script" and algorithm.get("script"):
+        scripts.check_resolved("algo", str(algorithm["script"]))
+    return prepared.config
 
-    def defaults(merged: dict[str, Any]) -> dict[str, Any]:
-        return {**host.config_defaults(merged), **(call_optional(worker, "config_defaults", merged, options) or {})}
 
-    config = build_config(raw, source=SOURCE, overrides={"run_id": run_id or None}, generate_run_id=True,
-                          defaults=defaults)
-    problems = host.validate_config(config) + list(call_optional(worker, "validate", config, options, default=[]) or [])
-    if problems:
-        raise ConfigError("invalid config: " + "; ".join(problems), source=SOURCE)
-    return config
+def _refuse_nul(value: Any, where: str) -> None:
+    """No string in a config may hold NUL: it cannot reach a command line or a file name."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if "\x00" in str(key):
+            raise ConfigError(f"{where or 'the config'} has a key holding a NUL character", field=where or None,
+                              source=SOURCE)
+        field = f"{where}.{key}" if where else str(key)
+        if isinstance(item, str) and "\x00" in item:
+            raise ConfigError(f"{field} holds a NUL character", field=field, source=SOURCE)
+        _refuse_nul(item, field)
+
+
+def _lookup(raw: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = raw
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _names_a_path(algo: str) -> bool:
+    return "/" in algo or os.sep in algo or algo.endswith(".py") or algo.startswith("~")
 
 
 def _find_worker(name: str, workers: list[LoadedEntryPoint]) -> LoadedEntryPoint:

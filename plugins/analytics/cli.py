@@ -43,13 +43,15 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--target", metavar="HOST:PORT", help="list the runs of a trainer daemon instead")
+    parser.add_argument("--state-dir", help="with --target: the daemon's state dir, whose client.token is sent")
+    parser.add_argument("--token-file", help="with --target: a file holding the daemon's client token")
 
 
 def _run_runs(ns: argparse.Namespace) -> int:
     if ns.target:
         if ns.words:
             raise UsageError("mosaic runs --target lists a daemon's runs; `show` reads a local runs directory")
-        return _print_daemon_runs(ns.target, ns.json)
+        return _print_daemon_runs(ns.target, ns.json, ns.token_file, ns.state_dir)
     if not ns.words:
         return _list(ns)
     if ns.words[0] == "show" and len(ns.words) == 2:
@@ -57,14 +59,15 @@ def _run_runs(ns: argparse.Namespace) -> int:
     raise UsageError(f"unexpected arguments {' '.join(ns.words)!r}; use `mosaic runs` or `mosaic runs show RUN_ID`")
 
 
-def _print_daemon_runs(target: str, as_json: bool) -> int:
+def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None, state_dir: str | None = None) -> int:
     """The daemon's runs, with steps and return read from their run directories (on this machine)."""
+    from mosaic_core.trainer.auth import find_token
     from mosaic_core.trainer.client import list_runs, record_to_dict
 
     from mosaic_analytics.runs_index import summarize
 
     rows = []
-    for record in list_runs(target):
+    for record in list_runs(target, token=find_token(token_file, state_dir)):
         row = record_to_dict(record)
         summary = summarize(Path(record.run_dir)) if record.run_dir and Path(record.run_dir).is_dir() else None
         row.update(algo=summary.algo if summary else None, env_id=summary.env_id if summary else None,

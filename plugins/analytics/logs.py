@@ -88,13 +88,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON lines as they are")
     parser.add_argument("--runs-dir", help="runs root (default: see `mosaic run --help`)")
     parser.add_argument("--target", metavar="HOST:PORT", help="a trainer daemon: follow one of its runs")
+    parser.add_argument("--state-dir", help="with --target: the daemon's state dir (its client.token)")
+    parser.add_argument("--token-file", help="with --target: the daemon's client token file (or $MOSAIC_TOKEN)")
 
 
 def run(ns: argparse.Namespace) -> int:
     if ns.target:
         from mosaic_core.trainer import client
+        from mosaic_core.trainer.auth import find_token
 
-        records = [r for r in client.list_runs(ns.target) if r.run_id.startswith(ns.run_id)]
+        token = find_token(ns.token_file, ns.state_dir)
+        records = [r for r in client.list_runs(ns.target, token=token) if r.run_id.startswith(ns.run_id)]
         if len(records) != 1:
             found = ", ".join(r.run_id for r in records[:5]) or "none"
             raise UsageError(f"run id {ns.run_id!r} matches {len(records)} runs of the daemon at {ns.target} ({found})")

@@ -48,10 +48,10 @@ def error(status: int, message: str) -> JSONResponse:
 class Dashboard:
     """Everything the routes share: the runs root, the run list cache, frames, the daemon."""
 
-    def __init__(self, runs_root: Path, target: str | None):
+    def __init__(self, runs_root: Path, target: str | None, daemon_token: str | None = None):
         self.root = runs_root
         self.index = rundata.RunsIndex(runs_root)
-        self.daemon = DaemonLink(target)
+        self.daemon = DaemonLink(target, daemon_token)
         self.frames = FrameHub()
         self.streams_open = 0
         self.stopping = asyncio.Event()
@@ -117,8 +117,8 @@ def with_run_dir(dash: Dashboard, handler: Any) -> Any:
     return route
 
 
-def build_app(runs_root: Path, target: str | None = None) -> Starlette:
-    dash = Dashboard(runs_root, target)
+def build_app(runs_root: Path, target: str | None = None, daemon_token: str | None = None) -> Starlette:
+    dash = Dashboard(runs_root, target, daemon_token)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})

@@ -30,6 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", default=None, help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
     parser.add_argument("--target", default=None,
                         help="a trainer daemon HOST:PORT to submit, cancel and show its queue (default: none)")
+    parser.add_argument("--state-dir", default=None, help="the daemon's state dir (its client.token is read there)")
+    parser.add_argument("--token-file", default=None, help="the daemon's client token file (or $MOSAIC_TOKEN)")
 
 
 def missing_web_modules() -> list[str]:
@@ -44,10 +46,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"mosaic serve needs {', '.join(missing)}: pip install 'mosaic-workers[web]'")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
+    token = None
     if args.target is not None:
+        from mosaic_core.trainer.auth import find_token
         from mosaic_core.trainer.protocol import check_target
 
         check_target(args.target, "--target")
+        token = find_token(args.token_file, args.state_dir)
     from mosaic_dashboard.server import serve
 
-    return serve(host=args.host, port=args.port, runs_dir=args.runs_dir, target=args.target)
+    return serve(host=args.host, port=args.port, runs_dir=args.runs_dir, target=args.target, daemon_token=token)

@@ -23,8 +23,8 @@ class DaemonError(Exception):
 
 
 class DaemonLink:
-    def __init__(self, target: str | None):
-        self.target = target
+    def __init__(self, target: str | None, token: str | None = None):
+        self.target, self.token = target, token  # the daemon's client token (mosaic_core.trainer.auth)
 
     def _require(self) -> str:
         if not self.target:
@@ -34,6 +34,10 @@ class DaemonLink:
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         target = self._require()
+        from mosaic_core.trainer import client
+
+        if function is not client.health:  # every other RPC carries the daemon's client token
+            kwargs.setdefault("token", self.token)
         try:
             return function(target, *args, **kwargs)
         except UsageError as exc:

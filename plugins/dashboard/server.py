@@ -50,13 +50,13 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def serve(host: str, port: int, runs_dir: str | None, target: str | None) -> int:
+def serve(host: str, port: int, runs_dir: str | None, target: str | None, daemon_token: str | None = None) -> int:
     root = Path(runs_dir or default_runs_root()).absolute()
     token = None if is_loopback_host(host) else new_token()
     sock = bind(host, port)
     port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
-    dashboard_app = build_app(root, target)
+    dashboard_app = build_app(root, target, daemon_token)
     app = catch_all(AccessGuard(dashboard_app, token, bound_host=f"{shown_host}:{port}"))
     url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,

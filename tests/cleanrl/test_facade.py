@@ -127,8 +127,8 @@ def test_register_worker_defaults_against_a_real_daemon(tmp_path):
     try:
         config = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 128,
                   "extras": {"num_envs": 1, "num_steps": 64, "schema_version": 3}}
-        run_id = client.submit(daemon.target, json.dumps(config)).run_id
-        final = wait_final(daemon.target, run_id, timeout=180)
+        run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
+        final = wait_final(daemon.target, run_id, timeout=180, token=daemon.token)
         assert final.terminal_event == "run_completed", final.failure_reason
         time.sleep(0.1)
     finally:

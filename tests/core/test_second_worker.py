@@ -86,18 +86,18 @@ def test_the_daemon_runs_the_example_worker(daemon_process, tmp_path):
     from tests.trainer.conftest import wait_final
 
     daemon = daemon_process("--state-dir", str(tmp_path / "state"), mosaic=True)
-    workers = {w.name for w in client.list_workers(daemon.target)}
+    workers = {w.name for w in client.list_workers(daemon.target, token=daemon.token)}
     assert {"cleanrl", "example"} <= workers
     config = {"worker": "example", "env_id": "CartPole-v1", "total_timesteps": 3000, "extras": {"thresh_level": 1}}
-    run_id = client.submit(daemon.target, json.dumps(config)).run_id
-    final = wait_final(daemon.target, run_id, timeout=120)
+    run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
+    final = wait_final(daemon.target, run_id, timeout=120, token=daemon.token)
     assert (final.status, final.terminal_event) == (pb.RUN_STATUS_TERM, "run_completed"), final.failure_reason
     events = read_events(Path(final.run_dir) / "events.jsonl")
     assert events[0]["payload"]["worker"] == "example" and events[0]["payload"]["grpc"]["accepted_version"]
     manifest = json.loads((Path(final.run_dir) / "analytics.json").read_text())
     assert manifest["worker"] == "example" and "thresh_level" in manifest
     with pytest.raises(Exception, match="no installed plugin owns|plays one of"):
-        client.submit(daemon.target, json.dumps({**config, "algo": "ppo"}))
+        client.submit(daemon.target, json.dumps({**config, "algo": "ppo"}), token=daemon.token)
 
 
 @pytest.fixture

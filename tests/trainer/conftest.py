@@ -1,4 +1,7 @@
-"""Daemon fixtures: a real daemon on a free loopback port, in this process or in its own."""
+"""Daemon fixtures: a real daemon on a free loopback port, in this process or in its own.
+
+The fixtures put the daemon's client token in ``$MOSAIC_TOKEN`` (the newest daemon's), which
+the client functions and the CLI send when given no token of their own."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from mosaic_core.trainer import client
+from mosaic_core.trainer.auth import TOKEN_ENV
 from mosaic_core.trainer.daemon import DaemonOptions, TrainerDaemon
 
 from .fake_worker import command as fake_command
@@ -34,20 +38,21 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
         time.sleep(0.05)
 
 
-def record(target: str, run_id: str):
-    return next((r for r in client.list_runs(target) if r.run_id == run_id), None)
+def record(target: str, run_id: str, token: str | None = None):
+    return next((r for r in client.list_runs(target, token=token) if r.run_id == run_id), None)
 
 
-def wait_final(target: str, run_id: str, timeout: float = 60.0):
+def wait_final(target: str, run_id: str, timeout: float = 60.0, token: str | None = None):
     from mosaic_core.trainer.protocol import FINAL_STATUSES
 
-    return wait_for(lambda: (r := record(target, run_id)) is not None and r.status in FINAL_STATUSES and r,
+    return wait_for(lambda: (r := record(target, run_id, token)) is not None and r.status in FINAL_STATUSES and r,
                     timeout, f"run {run_id} to end")
 
 
 def fake_config(fake: dict | None = None, extras: dict | None = None, **fields: Any) -> str:
-    """A worker config JSON whose ``extras.fake`` drives the fake worker."""
-    return json.dumps({**CONFIG, **fields, "extras": {"fake": fake or {}, **(extras or {})}})
+    """A worker config JSON (one the CleanRL worker accepts: the daemon validates it as a dry
+    run would) whose ``worker_id``, ``fake:<JSON>``, drives the fake worker."""
+    return json.dumps({**CONFIG, **fields, "worker_id": "fake:" + json.dumps(fake or {}), "extras": extras or {}})
 
 
 def pid_alive(pid: int) -> bool:
@@ -64,16 +69,18 @@ def state_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def start_daemon(state_dir: Path):
+def start_daemon(state_dir: Path, monkeypatch):
     """``start_daemon(**DaemonOptions overrides)`` → a started TrainerDaemon (fake worker runs)."""
     daemons: list[TrainerDaemon] = []
 
     def start(**overrides: Any) -> TrainerDaemon:
         options = {"state_dir": state_dir, "listen": "127.0.0.1:0", "gpus": 0, "grace_period": 1.0,
-                   "heartbeat_timeout": 30.0, "worker_command": fake_command, **overrides}
+                   "heartbeat_timeout": 30.0, "worker_command": fake_command, "max_concurrent": 4, **overrides}
         daemon = TrainerDaemon(DaemonOptions(**options))
         daemon.start()
         daemons.append(daemon)
+        if daemon.token:
+            monkeypatch.setenv(TOKEN_ENV, daemon.token)
         return daemon
 
     yield start
@@ -101,6 +108,9 @@ class DaemonProcess:
             raise AssertionError(f"daemon did not start: {self.stderr.read()}")
         ready = json.loads(line)
         self.target, self.pid = ready["listen_address"], ready["pid"]
+        self.state_dir = Path(ready["state_dir"]) if ready.get("state_dir") else None
+        token_file = ready.get("token_file")
+        self.token = Path(token_file).read_text().strip() if token_file else None
 
     def log(self) -> str:
         """What the daemon wrote on stderr so far."""
@@ -118,7 +128,7 @@ class DaemonProcess:
 
 
 @pytest.fixture
-def daemon_process(tmp_path: Path):
+def daemon_process(tmp_path: Path, monkeypatch):
     """``daemon_process(*args, mosaic=False)`` starts a daemon process; stopped after the test."""
     started: list[DaemonProcess] = []
 
@@ -129,6 +139,8 @@ def daemon_process(tmp_path: Path):
             argv = [sys.executable, str(HERE / "daemon_main.py"), *args]
         process = DaemonProcess(argv, tmp_path)
         started.append(process)
+        if process.token:
+            monkeypatch.setenv(TOKEN_ENV, process.token)
         return process
 
     yield start

@@ -1,11 +1,13 @@
 """A tiny real worker process for daemon tests: registers over gRPC, prints lifecycle JSONL.
 
-Behaviour comes from the config's ``extras.fake`` object:
+Behaviour comes from the config's ``worker_id``, ``fake:<JSON object>``:
 ``duration`` (s, default 0.3), ``register`` (default true), ``heartbeats`` (default true),
 ``exit_code`` (default 0), ``terminal`` (print a terminal event, default true),
 ``report_run_dir`` (the run_dir it claims), ``grandchild`` (start a sleeping process in its own session with cwd = the run dir, as the
 real supervisor does with the training process), ``ignore_sigterm``, ``publish_steps`` (n).
-The run dir gets ``pids.json`` with this process's and the grandchild's pids.
+The run dir gets ``pids.json`` with this process's and the grandchild's pids, and (when it does not
+register itself) ``registration.secret``, the secret the daemon gave it, for a test to play its worker.
+Events go to stdout and to the run dir's ``events.jsonl``, as ``mosaic run``'s do.
 """
 
 from __future__ import annotations
@@ -29,11 +31,21 @@ def command(spec) -> list[str]:
             "--grpc-target", spec.target, "--heartbeat-interval", f"{spec.heartbeat_interval:g}"]
 
 
+EVENTS: list[Path] = []
+
+
 def emit(run_id: str, event: str, payload: dict | None = None) -> None:
     global seq
     seq += 1
-    print(json.dumps({"event": event, "run_id": run_id, "seq": seq, "timestamp": time.time(),
-                      "payload": payload or {}}), flush=True)
+    line = json.dumps({"event": event, "run_id": run_id, "seq": seq, "timestamp": time.time(),
+                       "payload": payload or {}})
+    for path in EVENTS:
+        with open(path, "a") as fh:
+            fh.write(line + "\n")
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:  # the daemon is gone; events.jsonl still says how the run ended
+        pass
 
 
 def main() -> int:
@@ -44,10 +56,11 @@ def main() -> int:
     parser.add_argument("--heartbeat-interval", type=float, default=1.0)
     ns = parser.parse_args()
     config = json.loads(Path(ns.config).read_text())
-    fake = config.get("extras", {}).get("fake", {})
+    fake = json.loads(config["worker_id"].removeprefix("fake:")) if config.get("worker_id") else {}
     run_id = config["run_id"]
     run_dir = Path(ns.runs_dir) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
+    EVENTS.append(run_dir / "events.jsonl")
 
     stopping = []
     if fake.get("ignore_sigterm"):
@@ -56,11 +69,14 @@ def main() -> int:
         signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
 
     session = None
+    secret = os.environ.pop("MOSAIC_REGISTRATION_SECRET", None)
     if fake.get("register", True):
         from mosaic_core.trainer.client import WorkerSession
 
         session = WorkerSession.register(ns.grpc_target, run_id=run_id, worker_id="fake-1", worker_kind="cleanrl",
-                                         schema_id="fake.test", schema_version=1)
+                                         schema_id="fake.test", schema_version=1, registration_secret=secret)
+    elif secret:
+        (run_dir / "registration.secret").write_text(secret)
     pids = {"worker": os.getpid()}
     grandchild = None
     if fake.get("grandchild"):

@@ -14,7 +14,7 @@ import pytest
 from mosaic_core.trainer import client
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer.processes import group_alive
-from mosaic_core.trainer.store import RESTART_REASON
+from mosaic_core.trainer.recovery import RESTART_REASON
 
 from .conftest import fake_config, pid_alive, record, wait_final, wait_for
 
@@ -39,17 +39,34 @@ def test_daemon_killed_and_restarted_keeps_state(daemon_process, tmp_path):
 
     os.kill(first.pid, signal.SIGKILL)
     first.proc.wait()
-    assert pid_alive(pids["worker"])  # its run outlived it
+    # Its run is not left unsupervised: the parent-death signal makes it cancel itself.
+    wait_for(lambda: not pid_alive(pids["worker"]) and not pid_alive(pids["grandchild"]), timeout=30,
+             what="the orphaned run to stop itself")
 
     second = daemon_process("--state-dir", state, "--max-concurrent", "1")
     runs = {r.run_id: r for r in client.list_runs(second.target)}
     assert runs[done].terminal_event == "run_completed"
-    assert (runs[interrupted].status, runs[interrupted].failure_reason) == (pb.RUN_STATUS_FAULT, RESTART_REASON)
-    assert runs[interrupted].terminal_event == "run_failed"
-    # The interrupted run's processes are stopped; the queued run starts under the new daemon.
-    wait_for(lambda: not pid_alive(pids["worker"]) and not pid_alive(pids["grandchild"]), what="leftovers to go")
+    # Its own events.jsonl says how it ended.
+    assert (runs[interrupted].status, runs[interrupted].terminal_event) == (pb.RUN_STATUS_TERM, "run_cancelled")
+    assert runs[interrupted].failure_reason == f"{RESTART_REASON}; the run was cancelled: received SIGTERM"
     assert wait_final(second.target, queued).terminal_event == "run_completed"
     assert second.stop() == 0
+
+
+def test_a_run_that_completed_while_its_daemon_was_dead_is_recorded_completed(daemon_process, tmp_path):
+    state = str(tmp_path / "state")
+    first = daemon_process("--state-dir", state)
+    run_id, pids = _running(first.target, {"duration": 3, "ignore_sigterm": True})
+    silent, silent_pids = _running(first.target, {"duration": 3, "ignore_sigterm": True, "terminal": False})
+    os.kill(first.pid, signal.SIGKILL)
+    first.proc.wait()
+    wait_for(lambda: not pid_alive(pids["worker"]) and not pid_alive(silent_pids["worker"]),
+             what="the runs to finish on their own")
+    second = daemon_process("--state-dir", state)
+    completed, unknown = record(second.target, run_id), record(second.target, silent)
+    assert (completed.status, completed.terminal_event) == (pb.RUN_STATUS_TERM, "run_completed")
+    assert not completed.HasField("failure_reason")
+    assert (unknown.status, unknown.failure_reason) == (pb.RUN_STATUS_FAULT, RESTART_REASON)
 
 
 def test_sigterm_cancels_runs_and_exits_cleanly(daemon_process, tmp_path):
@@ -91,6 +108,7 @@ def test_one_daemon_per_state_dir(daemon_process, mosaic, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["daemon", "--listen", "localhost"], "--listen must look like HOST:PORT"),
     (["daemon", "--max-concurrent", "0"], "--max-concurrent must be at least 1"),
+    (["daemon", "--allow-scripts", "scripts"], "--allow-scripts scripts: not an absolute path to a directory"),
     (["submit", "missing.json"], "cannot read the config"),
     (["cancel", "r1", "--target", "nowhere"], "--target must look like HOST:PORT"),
 ])

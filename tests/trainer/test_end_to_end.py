@@ -83,3 +83,28 @@ def test_cancel_a_real_run_leaves_no_process(daemon_process, tmp_path):
     assert not any(pid_alive(p) for p in training) and _processes_in(run_dir) == []
     assert read_events(events_path)[-1]["event"] == "run_cancelled"
     assert not group_alive(host)
+
+
+def test_a_killed_daemon_takes_its_real_run_down_and_the_restart_records_how(daemon_process, tmp_path):
+    import signal
+
+    from mosaic_core.trainer.recovery import RESTART_REASON
+
+    state = tmp_path / "state"
+    first = daemon_process("--state-dir", str(state), "--grace-period", "5", mosaic=True)
+    run_id = client.submit(first.target, json.dumps({**PPO, "total_timesteps": 50_000_000})).run_id
+    run_dir = wait_for(lambda: (r := record(first.target, run_id)).status == pb.RUN_STATUS_EXEC and r.run_dir,
+                       timeout=120, what="the run to start")
+    training = wait_for(lambda: _processes_in(run_dir), what="the training process")
+    host = _host_of(str(state / "configs" / f"{run_id}.json"))
+    assert host is not None
+    os.kill(first.pid, signal.SIGKILL)
+    first.proc.wait()
+    # The parent-death signal: `mosaic run` cancels its training process and ends the run itself.
+    wait_for(lambda: not pid_alive(host) and not any(pid_alive(p) for p in training), timeout=60,
+             what="the orphaned run to stop")
+    assert read_events(Path(run_dir) / "events.jsonl")[-1]["event"] == "run_cancelled"
+    second = daemon_process("--state-dir", str(state), mosaic=True)
+    final = wait_final(second.target, run_id)
+    assert (final.status, final.terminal_event) == (pb.RUN_STATUS_TERM, "run_cancelled")
+    assert final.failure_reason.startswith(f"{RESTART_REASON}; the run was cancelled: ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from pathlib import Path
 
 import grpc
 import pytest
@@ -12,6 +13,7 @@ from mosaic_core.errors import MosaicError
 from mosaic_core.trainer import client
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
+from mosaic_core.trainer.auth import REGISTRATION_METADATA, bearer
 from mosaic_core.trainer.protocol import PROTO_VERSION, TOKEN_METADATA
 
 from .conftest import fake_config, record, wait_final, wait_for
@@ -19,15 +21,27 @@ from .conftest import fake_config, record, wait_final, wait_for
 LONG = {"register": False, "duration": 120}  # a run that waits for the test to register for it
 
 
-@pytest.fixture
-def waiting_run(daemon):
-    """A run whose process is up and has not registered; the test plays its worker."""
-    run_id = client.submit(daemon.address, fake_config(LONG)).run_id
-    wait_for(lambda: record(daemon.address, run_id).status == pb.RUN_STATUS_EXEC, what="the run to start")
+SECRETS: dict[str, str] = {}  # run -> the registration secret its process got from the daemon
+
+
+def _waiting(target: str) -> str:
+    """Submit a run whose process is up and does not register; returns its id once its
+    registration secret (from the process's environment) is known."""
+    run_id = client.submit(target, fake_config(LONG)).run_id
+    wait_for(lambda: record(target, run_id).status == pb.RUN_STATUS_EXEC, what="the run to start")
+    path = Path(record(target, run_id).run_dir) / "registration.secret"
+    SECRETS[run_id] = wait_for(lambda: path.exists() and path.read_text(), what="the registration secret")
     return run_id
 
 
+@pytest.fixture
+def waiting_run(daemon):
+    """A run whose process is up and has not registered; the test plays its worker."""
+    return _waiting(daemon.address)
+
+
 def _register(target: str, run_id: str, **kwargs) -> client.WorkerSession:
+    kwargs.setdefault("registration_secret", SECRETS.get(run_id))
     return client.WorkerSession.register(target, run_id=run_id, schema_id="fake.test", **kwargs)
 
 
@@ -49,7 +63,8 @@ def test_minor_versions_accepted_other_majors_refused(daemon, waiting_run):
     channel, stub = _stub(daemon.address)
     with channel:
         reply = stub.RegisterWorker(pb.RegisterWorkerRequest(run_id=waiting_run, proto_version="MOSAIC/1.3",
-                                                             worker_kind="cleanrl"), timeout=5)
+                                                             worker_kind="cleanrl"), timeout=5,
+                                    metadata=[(REGISTRATION_METADATA, SECRETS[waiting_run])])
         assert reply.accepted_version == "MOSAIC/1.0"
         with pytest.raises(grpc.RpcError) as info:
             stub.RegisterWorker(pb.RegisterWorkerRequest(run_id=waiting_run, proto_version="MOSAIC/2.0"), timeout=5)
@@ -97,7 +112,7 @@ def test_concurrent_registrations_one_wins(daemon, waiting_run):
 
 
 def test_concurrent_registrations_for_many_runs(daemon):
-    run_ids = [client.submit(daemon.address, fake_config(LONG)).run_id for _ in range(4)]
+    run_ids = [_waiting(daemon.address) for _ in range(4)]
     sessions: dict[str, client.WorkerSession] = {}
 
     def attempt(run_id: str) -> None:
@@ -130,7 +145,7 @@ def test_token_required_for_heartbeat_and_telemetry(daemon, waiting_run):
                 stub.PublishRunEpisodes(iter([pb.RunEpisode(run_id=waiting_run)]), timeout=5, metadata=metadata)
             assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
         # A valid token for one run does not write another run's data.
-        other = client.submit(daemon.address, fake_config(LONG)).run_id
+        other = _waiting(daemon.address)
         with pytest.raises(grpc.RpcError) as info:
             stub.PublishRunSteps(iter([pb.RunStep(run_id=other)]), timeout=5, metadata=session.metadata)
         assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
@@ -140,15 +155,20 @@ def test_token_required_for_heartbeat_and_telemetry(daemon, waiting_run):
         reply = session.publish_episodes([pb.RunEpisode(run_id=waiting_run, episode_index=0, total_reward=3.0)])
         assert reply.accepted == 1
         client.cancel(daemon.address, waiting_run)
-        steps = list(stub.StreamRunSteps(pb.StreamStepsRequest(run_id=waiting_run, since_seq=1000), timeout=10))
+        auth = bearer(daemon.token)
+        steps = list(stub.StreamRunSteps(pb.StreamStepsRequest(run_id=waiting_run, since_seq=1000), timeout=10,
+                                         metadata=auth))
         assert [s.step_index for s in steps] == list(range(1000, 1200))
         assert [s.seq_id for s in steps] == list(range(1001, 1201))
-        episodes = list(stub.StreamRunEpisodes(pb.StreamEpisodesRequest(run_id=waiting_run), timeout=10))
+        episodes = list(stub.StreamRunEpisodes(pb.StreamEpisodesRequest(run_id=waiting_run), timeout=10,
+                                               metadata=auth))
         assert [e.total_reward for e in episodes] == [3.0]
-        # After the run ended its telemetry is dropped, not recorded.
+        # After the run ended nothing more is recorded for it.
         with pytest.raises(grpc.RpcError) as info:
             stub.Heartbeat(pb.HeartbeatRequest(run_id=waiting_run), timeout=5, metadata=session.metadata)
         assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        with pytest.raises(MosaicError, match="FAILED_PRECONDITION: run .* already ended"):
+            session.publish_steps([pb.RunStep(run_id=waiting_run, step_index=5000)])
 
 
 def test_no_daemon_gives_a_clear_error():

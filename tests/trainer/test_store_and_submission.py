@@ -10,8 +10,7 @@ from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer.protocol import PROTO_VERSION, VersionError, check_target, negotiate, status_value
-from mosaic_core.trainer.store import (EXEC, FAULT, HSHK, INIT, RESTART_REASON, TERM, DuplicateRun, RunStore,
-                                       hash_token, token_matches)
+from mosaic_core.trainer.store import EXEC, HSHK, INIT, TERM, DuplicateRun, RunStore, hash_token, token_matches
 from cleanrl_worker.launcher import gpu_request
 from mosaic_core.trainer.submission import PreconditionError, parse_submission
 from mosaic_core.workers import discover_workers
@@ -57,11 +56,7 @@ def test_store_sequences_changes_and_survives_reopen(tmp_path):
 
     reopened = RunStore(tmp_path / "s.sqlite3")
     assert reopened.get("a").pid == 123 and reopened.seq == updated.seq_id
-    interrupted = reopened.recover()
-    assert [r.run_id for r in interrupted] == ["a"]
-    row = reopened.get("a")
-    assert (row.status, row.failure_reason, row.terminal_event) == (FAULT, RESTART_REASON, "run_failed")
-    assert reopened.get("b").status == INIT  # never started: still queued
+    assert reopened.get("b").status == INIT
     reopened.close()
 
 
@@ -76,6 +71,8 @@ def test_tokens_are_stored_hashed(tmp_path):
 
 def test_telemetry_numbered_per_run(tmp_path):
     store = RunStore(tmp_path / "s.sqlite3")
+    _insert(store, "a", status=EXEC)
+    _insert(store, "b", status=EXEC)
     assert store.append_telemetry("a", "steps", [pb.RunStep(run_id="a", step_index=i) for i in range(3)]) == 3
     assert store.append_telemetry("b", "steps", [pb.RunStep(run_id="b")]) == 1
     read = [pb.RunStep.FromString(d) for d in store.read_telemetry("a", "steps", 1)]
@@ -102,7 +99,6 @@ def test_submission_flat_nested_and_worker_key(workers):
 
 @pytest.mark.parametrize("text, field", [
     ('{"algo": "ppo", ', "config_json"),
-    ('{"algo": "ppo", "total_timesteps": 5}', "env_id"),
     ('{"algo": "ppo", "env_id": "E", "total_timesteps": -1}', "total_timesteps"),
     ('{"algo": "ppo", "env_id": "E", "total_timesteps": 1, "worker": "nope"}', "worker"),
     ('{"algo": "ppo", "env_id": "E", "total_timesteps": 1, "extras": []}', "extras"),
@@ -120,5 +116,6 @@ def test_gpu_requests_refused_without_a_gpu(workers):
         text = json.dumps({"algo": "ppo", "env_id": "E", "total_timesteps": 1, "extras": extras})
         with pytest.raises(PreconditionError, match=f"{key} asks for a GPU"):
             parse_submission(text, "", workers, gpus=0)
-        assert parse_submission(text, "", workers, gpus=1).config.extras == extras
+        if key == "extras.cuda":  # the others are not flags of ppo.py: refused as a dry run refuses them
+            assert parse_submission(text, "", workers, gpus=1).config.extras == extras
     assert gpu_request({"cuda": False, "device": "cpu"}) is None

@@ -1,0 +1,166 @@
+"""Who may call the trainer daemon, and how many long calls it serves at once.
+
+Three credentials, each for one kind of caller (see SECURITY.md):
+
+- the **client token**: ``authorization: Bearer <token>`` metadata on the control and
+  read calls (submit, cancel, list, watch, telemetry streams, workers). The daemon makes a
+  new one at every start and writes it to ``STATE_DIR/client.token`` (0600, in the 0700
+  state dir), as Jupyter does; whoever can read that file may use the daemon.
+- the **registration secret**: one per spawned run, handed to it in its environment
+  (:data:`REGISTRATION_ENV`) and sent back as :data:`REGISTRATION_METADATA` by its first
+  RegisterWorker, so no one else can register as the run's worker.
+- the **session token** RegisterWorker returns (``x-mosaic-session-token``): Heartbeat and
+  Publish* for that run.
+
+``GetHealth`` needs none: it says whether a daemon answers (pid, address, counts) and lets a
+client tell "no daemon" from "no credential". :class:`RpcGate` (a server interceptor) checks
+the client token before a method runs and caps the streaming calls, so idle streams can never
+take the threads unary calls need.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import grpc
+
+TOKEN_FILE = "client.token"
+TOKEN_ENV = "MOSAIC_TOKEN"
+AUTH_METADATA = "authorization"
+REGISTRATION_METADATA = "x-mosaic-registration-secret"
+REGISTRATION_ENV = "MOSAIC_REGISTRATION_SECRET"
+SERVICE = "/gymgui.trainer.TrainerService/"
+OPEN_METHODS = frozenset({"GetHealth"})
+WORKER_METHODS = frozenset({"RegisterWorker", "Heartbeat", "PublishRunSteps", "PublishRunEpisodes", "ControlStream"})
+STREAMING_METHODS = frozenset({"WatchRuns", "StreamRunSteps", "StreamRunEpisodes", "PublishRunSteps",
+                               "PublishRunEpisodes", "ControlStream"})
+UNARY_RESERVE = 16  # RPC threads kept free of streams for health, list, submit, register, heartbeat
+
+
+def new_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def secrets_match(expected: str | None, presented: str | None) -> bool:
+    return bool(expected and presented) and hmac.compare_digest(expected.encode(), presented.encode())
+
+
+def write_token(state_dir: Path) -> str:
+    """A fresh client token in ``state_dir/client.token`` (0600, replaced atomically)."""
+    from mosaic_core.files import write_atomic
+
+    token = new_secret()
+    write_atomic(Path(state_dir) / TOKEN_FILE, (token + "\n").encode(), mode=0o600)
+    return token
+
+
+def read_token(path: Path | str) -> str:
+    """The token in a token file; :class:`UsageError` naming the file otherwise."""
+    from mosaic_core.errors import UsageError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UsageError(f"cannot read the daemon's client token from {path}: {exc.strerror or exc}; "
+                         f"give --token-file, --state-dir or ${TOKEN_ENV}") from None
+    if not text:
+        raise UsageError(f"the token file {path} is empty")
+    return text
+
+
+def find_token(token_file: str | None = None, state_dir: str | None = None) -> str | None:
+    """The client token a CLI call sends: ``--token-file``, else ``$MOSAIC_TOKEN``, else
+    ``--state-dir``'s ``client.token``, else ``var/trainer/client.token`` when readable."""
+    if token_file:
+        return read_token(token_file)
+    if os.environ.get(TOKEN_ENV):
+        return os.environ[TOKEN_ENV].strip()
+    if state_dir:
+        return read_token(Path(state_dir) / TOKEN_FILE)
+    default = Path("var/trainer") / TOKEN_FILE
+    return read_token(default) if os.access(default, os.R_OK) else None
+
+
+def bearer(token: str | None) -> list[tuple[str, str]]:
+    return [(AUTH_METADATA, f"Bearer {token}")] if token else []
+
+
+def presented_token(metadata: Any) -> str | None:
+    for key, value in metadata or ():
+        if key == AUTH_METADATA and isinstance(value, str) and value.startswith("Bearer "):
+            return value[len("Bearer "):].strip()
+    return None
+
+
+class RpcGate(grpc.ServerInterceptor):
+    """A ``grpc.ServerInterceptor``: client token on every method but :data:`OPEN_METHODS`
+    and the worker's (which carry their own credentials), and at most ``max_streams``
+    streaming calls at once (beyond: RESOURCE_EXHAUSTED at once, no thread held)."""
+
+    def __init__(self, token: str | None, max_streams: int):
+        self.token = token
+        self.max_streams = max_streams
+        self._streams = threading.BoundedSemaphore(max_streams)
+
+    def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
+        handler = continuation(details)
+        method = details.method.removeprefix(SERVICE)
+        if handler is None:
+            return None
+        if self.token is not None and method not in OPEN_METHODS | WORKER_METHODS:
+            if not secrets_match(self.token, presented_token(details.invocation_metadata)):
+                return self._replace(handler, self._refusal(method))
+        if method in STREAMING_METHODS:
+            return self._replace(handler, self._bounded(_behaviour(handler), handler.response_streaming))
+        return handler
+
+    def _refusal(self, method: str) -> Callable[..., Any]:
+        code = grpc.StatusCode.UNAUTHENTICATED
+
+        def refuse(request: Any, context: Any) -> Any:
+            context.abort(code, f"{method} needs the daemon's client token as metadata "
+                                f"'{AUTH_METADATA}: Bearer <token>' (the owner finds it in STATE_DIR/{TOKEN_FILE})")
+        return refuse
+
+    def _bounded(self, behaviour: Callable[..., Any], streaming_response: bool) -> Callable[..., Any]:
+        code, limit, slots = grpc.StatusCode.RESOURCE_EXHAUSTED, self.max_streams, self._streams
+
+        def too_many(context: Any) -> None:
+            context.abort(code, f"this daemon serves at most {limit} open streams at once; close one or retry later")
+
+        if streaming_response:
+            def stream(request: Any, context: Any) -> Any:
+                if not slots.acquire(blocking=False):
+                    too_many(context)
+                try:
+                    yield from behaviour(request, context)
+                finally:
+                    slots.release()
+            return stream
+
+        def unary(request: Any, context: Any) -> Any:
+            if not slots.acquire(blocking=False):
+                too_many(context)
+            try:
+                return behaviour(request, context)
+            finally:
+                slots.release()
+        return unary
+
+    @staticmethod
+    def _replace(handler: Any, behaviour: Callable[..., Any]) -> Any:
+        """``handler`` with another behaviour (same kind, same (de)serializers)."""
+        make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+                (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+        kind = (handler.request_streaming, handler.response_streaming)
+        return make[kind](behaviour, request_deserializer=handler.request_deserializer,
+                          response_serializer=handler.response_serializer)
+
+
+def _behaviour(handler: Any) -> Callable[..., Any]:
+    return (handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream)
