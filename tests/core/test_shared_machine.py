@@ -111,3 +111,18 @@ def test_the_small_things_a_regression_would_slip_past(tmp_path):
 
     with pytest.raises(ConfigError, match="would be read as a flag"):
         extras_to_flags({"names": ["-h"]})
+
+
+def test_the_training_process_context_carries_redacted_extras(tmp_path):
+    from mosaic_core.config import build_config
+    from mosaic_core.plugins import PluginHost
+    from mosaic_core.runs import RunContext
+    from mosaic_core.supervisor import Supervisor
+
+    config = build_config({"run_id": "r2", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 5,
+                           "extras": {"wandb_api_key": "sk-secret-value", "learning_rate": 0.1}})
+    run = RunContext(config, RunDirectory(tmp_path, "r2"), "cleanrl")
+    env = Supervisor(run, PluginHost(trace=False), ["true"], {}).child_environment("mosaic/r2/x")
+    context = json.loads(env["MOSAIC_CHILD"])
+    assert context["extras"] == {"wandb_api_key": "***", "learning_rate": 0.1}
+    assert "sk-secret-value" not in env["MOSAIC_CHILD"]
