@@ -5,6 +5,8 @@ Run by hand (it trains for real; use `nice`):
     nice .venv/bin/python bench/learning.py --pair ppo:CartPole-v1:100000 --seeds 3 --workers 2
     nice .venv/bin/python bench/learning.py --pair "sac_continuous_action:Pendulum-v1:15000:--learning-starts 1000"
     nice .venv/bin/python bench/learning.py --via mosaic ...      # through `mosaic run` instead of the script
+    nice .venv/bin/python bench/learning.py --pair ppo_continuous_action:Pendulum-v1:100000 --preset tuned
+                                                                  # each pair without and with a preset, side by side
 
 A pair is ALGO:ENV_ID[:STEPS[:EXTRA FLAGS]]. Each run's score is the mean return of its last
 `--last` (10) training episodes, read from its TensorBoard file; the table shows mean ± std of
@@ -23,7 +25,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -39,6 +41,7 @@ class Pair:
     env_id: str
     steps: int
     flags: list[str]
+    preset: str | None = None  # --preset: the pair also runs with this preset (mosaic algos presets)
 
     @classmethod
     def parse(cls, text: str) -> "Pair":
@@ -77,13 +80,24 @@ def flags_to_extras(flags: list[str]) -> dict:
     return extras
 
 
+def preset_flags(pair: Pair) -> list[str]:
+    """The preset's values as script flags, less those the pair's own flags set (the package's files)."""
+    from cleanrl_worker.flags import extras_to_flags
+    from cleanrl_worker.presets import apply_preset, find_preset, given_fields
+
+    preset = find_preset(pair.preset, pair.algo, pair.env_id)
+    return extras_to_flags(apply_preset(preset, given_fields(pair.flags)).flags)
+
+
 def command(pair: Pair, seed: int, via: str, workdir: Path) -> list[str]:
     base = ["--env-id", pair.env_id, "--total-timesteps", str(pair.steps), "--seed", str(seed)]
     if via == "direct":
-        return [sys.executable, str(ALGORITHMS / f"{pair.algo}.py"), *base, "--no-cuda", *pair.flags]
+        preset = preset_flags(pair) if pair.preset else []
+        return [sys.executable, str(ALGORITHMS / f"{pair.algo}.py"), *base, "--no-cuda", *preset, *pair.flags]
     extras = {"cuda": False, **flags_to_extras(pair.flags)}
     return [str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", pair.algo, *base, "--quiet",
-            "--runs-dir", str(workdir / "runs-root"), "--extras", json.dumps(extras)]
+            "--runs-dir", str(workdir / "runs-root"), "--extras", json.dumps(extras),
+            *(["--preset", pair.preset] if pair.preset else [])]
 
 
 def read_scalars(root: Path) -> dict[str, list[float]]:
@@ -117,24 +131,26 @@ def run_in(workdir: Path, pair: Pair, seed: int, via: str, last: int) -> Outcome
 
 
 def print_table(outcomes: list[Outcome], last: int) -> None:
-    header = (f"{'algo':<24}{'env':<16}{'steps':>9}{'seeds':>6}  {f'return (last {last} eps)':<24}"
+    header = (f"{'algo':<24}{'env':<16}{'preset':<8}{'steps':>9}{'seeds':>6}  {f'return (last {last} eps)':<24}"
               f"{'SPS':>8}{'wall s':>9}  CleanRL")
     print(header)
     print("-" * len(header))
     groups: dict[tuple, list[Outcome]] = {}
     for outcome in outcomes:
-        groups.setdefault((outcome.pair.algo, outcome.pair.env_id, outcome.pair.steps), []).append(outcome)
-    for (algo, env_id, steps), group in groups.items():
+        pair = outcome.pair
+        groups.setdefault((pair.algo, pair.env_id, pair.preset or "-", pair.steps), []).append(outcome)
+    for (algo, env_id, preset, steps), group in groups.items():
         ok = [o for o in group if not o.error]
         scores = [o.score for o in ok]
         score = (f"{statistics.fmean(scores):.1f} ± {statistics.pstdev(scores):.1f}" if scores else "failed")
         sps = statistics.fmean(o.sps for o in ok) if ok else float("nan")
         wall = statistics.fmean(o.wall for o in group)
-        print(f"{algo:<24}{env_id:<16}{steps:>9}{len(ok):>6}  {score:<24}{sps:>8.0f}{wall:>9.0f}  "
+        print(f"{algo:<24}{env_id:<16}{preset:<8}{steps:>9}{len(ok):>6}  {score:<24}{sps:>8.0f}{wall:>9.0f}  "
               f"{PUBLISHED.get((algo, env_id), '-')}")
     for outcome in outcomes:
         detail = outcome.error or f"score {outcome.score:.1f} over {outcome.episodes} episodes"
-        print(f"  {outcome.pair.algo} {outcome.pair.env_id} seed {outcome.seed}: {detail}")
+        print(f"  {outcome.pair.algo} {outcome.pair.env_id} preset {outcome.pair.preset or '-'} "
+              f"seed {outcome.seed}: {detail}")
 
 
 def main() -> None:
@@ -146,8 +162,11 @@ def main() -> None:
                         help="run the scripts directly or through `mosaic run`")
     parser.add_argument("--last", type=int, default=10, help="episodes averaged for a run's score")
     parser.add_argument("--keep", type=Path, default=None, help="keep run directories under this folder")
+    parser.add_argument("--preset", help="also run each pair with this preset (e.g. tuned): a row without, a row with")
     args = parser.parse_args()
     pairs = [Pair.parse(text) for text in (args.pair or DEFAULT_PAIRS)]
+    if args.preset:
+        pairs = [replace(pair, preset=preset) for pair in pairs for preset in (None, args.preset)]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     jobs = [(pair, seed) for pair in pairs for seed in range(1, args.seeds + 1)]

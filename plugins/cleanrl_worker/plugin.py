@@ -1,58 +1,13 @@
-"""Hook implementations of the cleanrl_worker plugin.
-
-``mosaic algos [--json] [--cleanrl-home DIR]``: every algorithm the CleanRL worker knows,
-each source it is available from, the one that wins, and the resolution order.
-"""
+"""Hook implementations of the cleanrl_worker plugin, and its commands: ``mosaic algos``
+(:mod:`cleanrl_worker.algos_cli`) and ``mosaic enjoy`` (:mod:`cleanrl_worker.enjoy_cli`)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.hookspecs import hookimpl
 from mosaic_core.types import ChildEvent
-
-
-def _configure_algos(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--cleanrl-home", metavar="DIR",
-                        help="a CleanRL checkout to include (default: $MOSAIC_CLEANRL_HOME)")
-    parser.add_argument("--all", action="store_true",
-                        help="also list upstream CleanRL names that are not available here")
-
-
-def _run_algos(ns: argparse.Namespace) -> int:
-    from cleanrl_worker.registry import ORDER_TEXT, RESOLUTION_ORDER, list_algorithms
-
-    entries = list_algorithms(ns.cleanrl_home, origin="--cleanrl-home")
-    if ns.json:
-        print(json.dumps({"resolution_order": list(RESOLUTION_ORDER), "algorithms": [e.to_dict() for e in entries]},
-                         indent=2))
-        return 0
-    from mosaic_core.cli.console import console as make_console
-    from rich.table import Table
-
-    shown = [e for e in entries if e.sources or e.error or ns.all]
-    table = Table(title="CleanRL worker algorithms (* = used for --algo NAME)")
-    for column in ("algorithm", "sources", "script"):
-        table.add_column(column, overflow="fold")
-    for entry in shown:
-        sources = ", ".join(("*" if entry.winner is s else "") + s.source for s in entry.sources)
-        if entry.error:
-            sources, script = f"[red]error[/red] {sources}".strip(), entry.error
-        elif not entry.sources:
-            sources, script = "-", "upstream CleanRL: needs a checkout (MOSAIC_CLEANRL_HOME)"
-        else:
-            script = str(entry.winner.script)
-        table.add_row(entry.name, sources, script)
-    console = make_console()
-    console.print(table)
-    hidden = len(entries) - len(shown)
-    if hidden:
-        console.print(f"{hidden} more upstream CleanRL names need a checkout: mosaic algos --all lists them")
-    console.print(f"resolution order: {ORDER_TEXT}")
-    return 0
 
 
 @hookimpl
@@ -63,8 +18,12 @@ def mosaic_child_events() -> list[ChildEvent]:
 
 @hookimpl
 def mosaic_cli_commands() -> list[CliCommand]:
-    return [CliCommand("algos", "list the CleanRL worker's algorithms, where each comes from and which one wins",
-                       _configure_algos, _run_algos)]
+    from cleanrl_worker import algos_cli, enjoy_cli
+
+    return [CliCommand("algos", "the CleanRL worker's algorithms (list, presets, show ALGO: its flags)",
+                       algos_cli.configure, algos_cli.run),
+            CliCommand("enjoy", "play a trained policy: per-episode returns, a video, or live FastLane frames",
+                       enjoy_cli.configure, enjoy_cli.run)]
 
 
 @hookimpl
