@@ -133,7 +133,7 @@ def run_argv(ns: argparse.Namespace, checkpoint: Path, env_id: str, fmt: str | N
 
 
 def run(ns: argparse.Namespace) -> int:
-    from mosaic_core.pipeline import HostOptions, execute, host_parser, prepare_from_flags
+    from mosaic_core.pipeline import HostOptions, execute, host_parser, prepare_from_flags, worker_option_defaults
     from mosaic_core.plugins import plugin_host
     from mosaic_core.worker import load_worker
     from mosaic_core.workers import find_worker
@@ -144,7 +144,7 @@ def run(ns: argparse.Namespace) -> int:
     worker = load_worker(item)
     run_ns = host_parser("mosaic enjoy", "cleanrl", "").parse_args(run_argv(ns, checkpoint, env_id, fmt))
     host = plugin_host()
-    prepared = prepare_from_flags(item, worker, run_ns, {"interactive": False, "extra_argv": []}, host)
+    prepared = prepare_from_flags(item, worker, run_ns, worker_option_defaults(worker), host)
     run_dir = prepared.run.run_dir
     print(f"enjoy: run {prepared.config.run_id}: {checkpoint} on {env_id}"
           + (f"; watch it: mosaic fastlane watch {prepared.config.run_id}" if ns.live else ""), file=sys.stderr)

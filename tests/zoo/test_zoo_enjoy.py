@@ -60,5 +60,4 @@ def test_enjoy_refuses_bad_input_in_one_line(trained):
         result = enjoy(trained, *args)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
-    assert sorted(p.name for p in trained.parent.iterdir()) == sorted({"trained01", "play01", "live01"}
-                                                                       & {p.name for p in trained.parent.iterdir()})
+    assert {p.name for p in trained.parent.iterdir()} <= {"trained01", "play01", "live01"}  # no run was left behind
