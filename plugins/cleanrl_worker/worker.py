@@ -44,6 +44,9 @@ class CleanRLWorker(Worker):
         return OWN_KEYS
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        if getattr(parser, "description", None) is None:  # the host's group for this worker's flags
+            parser.description = ("The script's own flags go after these (--learning-rate 1e-3 --num-envs 8); "
+                                  "mosaic algos show ALGO lists them with types, defaults and help.")
         parser.add_argument("--interactive", action="store_true", help="JSON-lines stepping over stdin/stdout")
         parser.add_argument("--preset", metavar="NAME",
                             help="tuned hyperparameters for this algo and env (e.g. tuned; `mosaic algos presets`); "
