@@ -79,3 +79,11 @@ def test_algos_show_prints_the_scripts_flags_without_torch(mosaic):
     assert quiet.returncode == 0, quiet.stderr
     missing = mosaic("algos", "show")
     assert missing.returncode == 2 and "mosaic algos show needs ALGO" in missing.stderr
+
+
+def test_config_defaults_may_fill_extras_keys_the_user_left_out():
+    from mosaic_core.config import build_config
+
+    config = build_config({"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10},
+                          extras={"preset": "mine"}, defaults=lambda merged: {"extras": {"preset": "tuned", "x": 1}})
+    assert config.extras == {"preset": "mine", "x": 1}  # the user's keys win
