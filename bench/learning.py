@@ -9,6 +9,8 @@ Run by hand (it trains for real; use `nice`):
                                       # PPO's --agent-arch documented vs original, same budget and seeds
     nice .venv/bin/python bench/learning.py --pair ppo_atari:BreakoutNoFrameskip-v4:200000 --seeds 1 \
         --cleanrl-home /tmp/cleanrl    # and the same pair from an upstream CleanRL checkout, side by side
+    nice .venv/bin/python bench/learning.py --pair ppo_continuous_action:Pendulum-v1:100000 --preset tuned
+                                                                  # each pair without and with a preset, side by side
 
 A pair is ALGO:ENV_ID[:STEPS[:EXTRA FLAGS]]. Each run's score is the mean return of its last
 `--last` (10) training episodes, read from its TensorBoard file; the table shows mean ± std of
@@ -32,7 +34,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -51,6 +53,7 @@ class Pair:
     steps: int
     flags: list[str]
     source: str = "bundled"  # or "upstream" (from --cleanrl-home)
+    preset: str | None = None  # --preset: the pair also runs with this preset (mosaic algos presets)
 
     @classmethod
     def parse(cls, text: str) -> "Pair":
@@ -97,14 +100,25 @@ def flags_to_extras(flags: list[str]) -> dict:
     return extras
 
 
+def preset_flags(pair: Pair) -> list[str]:
+    """The preset's values as script flags, less those the pair's own flags set (the package's files)."""
+    from cleanrl_worker.flags import extras_to_flags
+    from cleanrl_worker.presets import apply_preset, find_preset, given_fields
+
+    preset = find_preset(pair.preset, pair.algo, pair.env_id)
+    return extras_to_flags(apply_preset(preset, given_fields(pair.flags)).flags)
+
+
 def command(pair: Pair, seed: int, via: str, workdir: Path) -> list[str]:
     via = "mosaic" if pair.source == "upstream" else via
     base = ["--env-id", pair.env_id, "--total-timesteps", str(pair.steps), "--seed", str(seed)]
     if via == "direct":
-        return [sys.executable, str(ALGORITHMS / f"{pair.algo}.py"), *base, "--no-cuda", *pair.flags]
+        preset = preset_flags(pair) if pair.preset else []
+        return [sys.executable, str(ALGORITHMS / f"{pair.algo}.py"), *base, "--no-cuda", *preset, *pair.flags]
     extras = {"cuda": False, **flags_to_extras(pair.flags)}
     return [str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", pair.algo, *base, "--quiet",
-            "--runs-dir", str(workdir / "runs-root"), "--extras", json.dumps(extras)]
+            "--runs-dir", str(workdir / "runs-root"), "--extras", json.dumps(extras),
+            *(["--preset", pair.preset] if pair.preset else [])]
 
 
 def read_scalars(root: Path) -> dict[str, list[float]]:
@@ -142,25 +156,28 @@ def run_in(workdir: Path, pair: Pair, seed: int, via: str, last: int, home: Path
 
 
 def print_table(outcomes: list[Outcome], last: int) -> None:
-    header = (f"{'algo':<24}{'source':<10}{'env':<26}{'flags':<26}{'steps':>9}{'seeds':>6}  {f'return (last {last} eps)':<24}"
+    header = (f"{'algo':<24}{'source':<10}{'env':<26}{'preset':<8}{'flags':<26}{'steps':>9}{'seeds':>6}  "
+              f"{f'return (last {last} eps)':<24}"
               f"{'SPS':>8}{'wall s':>9}  CleanRL")
     print(header)
     print("-" * len(header))
     groups: dict[tuple, list[Outcome]] = {}
     for outcome in outcomes:
         pair = outcome.pair
-        groups.setdefault((pair.algo, pair.source, pair.env_id, shlex.join(pair.flags), pair.steps), []).append(outcome)
-    for (algo, source, env_id, flags, steps), group in groups.items():
+        groups.setdefault((pair.algo, pair.source, pair.env_id, pair.preset or "-", shlex.join(pair.flags), pair.steps),
+                          []).append(outcome)
+    for (algo, source, env_id, preset, flags, steps), group in groups.items():
         ok = [o for o in group if not o.error]
         scores = [o.score for o in ok]
         score = (f"{statistics.fmean(scores):.1f} ± {statistics.pstdev(scores):.1f}" if scores else "failed")
         sps = statistics.fmean(o.sps for o in ok) if ok else float("nan")
         wall = statistics.fmean(o.wall for o in group)
-        print(f"{algo:<24}{source:<10}{env_id:<26}{flags or '-':<26}{steps:>9}{len(ok):>6}  {score:<24}{sps:>8.0f}{wall:>9.0f}  "
-              f"{PUBLISHED.get((algo, env_id), '-')}")
+        print(f"{algo:<24}{source:<10}{env_id:<26}{preset:<8}{flags or '-':<26}{steps:>9}{len(ok):>6}  {score:<24}"
+              f"{sps:>8.0f}{wall:>9.0f}  {PUBLISHED.get((algo, env_id), '-')}")
     for outcome in outcomes:
         detail = outcome.error or f"score {outcome.score:.1f} over {outcome.episodes} episodes"
-        print(f"  {outcome.pair.algo} ({outcome.pair.source}) {outcome.pair.env_id} {shlex.join(outcome.pair.flags)} "
+        print(f"  {outcome.pair.algo} ({outcome.pair.source}) {outcome.pair.env_id} preset {outcome.pair.preset or '-'} "
+              f"{shlex.join(outcome.pair.flags)} "
               f"seed {outcome.seed}: {detail}")
 
 
@@ -177,12 +194,15 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="keep run directories under this folder")
     parser.add_argument("--cleanrl-home", type=Path, default=None,
                         help="an upstream CleanRL checkout: run every pair from it too, side by side")
+    parser.add_argument("--preset", help="also run each pair with this preset (e.g. tuned): a row without, a row with")
     args = parser.parse_args()
     pairs = [Pair.parse(text) for text in (args.pair or ([] if args.agents else DEFAULT_PAIRS))]
     pairs += [pair for text in args.agents or [] for pair in agent_pairs(text)]
     if args.cleanrl_home is not None:
         args.via = "mosaic"
         pairs = [p for pair in pairs for p in (pair, Pair(pair.algo, pair.env_id, pair.steps, pair.flags, "upstream"))]
+    if args.preset:
+        pairs = [replace(pair, preset=preset) for pair in pairs for preset in (None, args.preset)]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     jobs = [(pair, seed) for pair in pairs for seed in range(1, args.seeds + 1)]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from mosaic_core.plugins import PluginHost
 
 __all__ = ["ChildContext", "FrameInfo", "current", "plugins", "publish", "emit_event", "report_scalar",
-           "install", "install_lazily", "after_import", "env_index_hint"]
+           "install", "install_lazily", "after_import", "env_index_hint", "restart_env_indices"]
 _WRITER_MODULES = ("torch.utils.tensorboard.writer", "tensorboardX.writer")
 _TRIGGERS = ("gymnasium", *_WRITER_MODULES)
 ENV_VAR = CHILD_VAR
@@ -142,6 +142,14 @@ def env_index_hint() -> int | None:
     if match:
         return int(match.group(1))
     return None
+
+
+def restart_env_indices() -> None:
+    """Count ``gym.make`` calls from 0 again: for a program that closes its envs and makes a
+    fresh set (policy evaluation, batch after batch), so the first env of each set is env 0 to
+    plugins (FastLane's single mode publishes env 0). A no-op outside a MOSAIC run."""
+    if "make_calls" in _state:
+        _state["make_calls"] = 0
 
 
 def _patch_gym_make(child: ChildContext, host: "PluginHost") -> None:

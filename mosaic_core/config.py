@@ -189,7 +189,8 @@ def build_config(
 ) -> WorkerConfig:
     """Merge file data, CLI overrides (win) and ``--extras`` (merged per key), then validate.
 
-    ``defaults`` (e.g. :meth:`PluginHost.config_defaults`) fills fields still missing."""
+    ``defaults`` (e.g. :meth:`PluginHost.config_defaults`) fills fields still missing; an
+    ``"extras"`` object among them fills extras keys still missing."""
     merged = dict(data or {})
     for key, value in (overrides or {}).items():
         if value is not None:
@@ -201,7 +202,11 @@ def build_config(
         raise ConfigError(f"extras must be an object, got {type(file_extras).__name__}", field="extras", source=source)
     merged["extras"] = {**file_extras, **(extras or {})}
     if defaults is not None:
-        merged.update({k: v for k, v in defaults(merged).items() if merged.get(k) in (None, "")})
+        found = dict(defaults(merged))
+        extras_defaults = found.pop("extras", None)
+        if isinstance(extras_defaults, dict):  # extras keys the user left out; the user's win
+            merged["extras"] = {**extras_defaults, **merged["extras"]}
+        merged.update({k: v for k, v in found.items() if merged.get(k) in (None, "")})
     if generate_run_id and not merged.get("run_id"):
         merged["run_id"] = new_run_id()
     known = {"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "extras"}

@@ -55,7 +55,8 @@ class Worker:
 
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
         """Values for config fields the user left out (``data`` is the merged raw config),
-        e.g. a mode that needs no algorithm. Plugins' ``mosaic_config_defaults`` come after."""
+        e.g. a mode that needs no algorithm; an ``"extras"`` object fills extras keys the user
+        left out (e.g. a worker flag recorded in the config). Plugins' defaults come after."""
         return {}
 
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:

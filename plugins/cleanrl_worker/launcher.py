@@ -34,13 +34,39 @@ def mode_program(mode: str) -> Any:
                              checkout_root=None, detail=f"the worker's {mode} program ({module})")
 
 
+# The worker flags a run's config records (as extras), so `--from RUN` and later lookups see them.
+RECORDED_FLAGS = {"preset": "--preset", "experiment_name": "--name"}
+
+
+def recorded_options(data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """``--preset``/``--name`` as the extras keys that record them; a different value in the
+    config's extras is an error naming both."""
+    extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+    recorded = {}
+    for key, flag in RECORDED_FLAGS.items():
+        value = options.get(flag.removeprefix("--"))
+        if value is None:
+            continue
+        if extras.get(key) not in (None, value):
+            raise UsageError(f"{flag} {value} and extras.{key} {extras[key]!r} disagree; give it once")
+        recorded[key] = value
+    return recorded
+
+
 def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
     """In policy_eval and interactive modes no algorithm or budget is needed from the user;
-    in training, the budget defaults to the script's own ``total_timesteps`` default."""
+    in training, the budget defaults to the preset's (``extras.preset``), else the script's
+    own ``total_timesteps`` default."""
     extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
     mode = "interactive" if interactive else extras.get("mode")
     if mode in MODE_PROGRAMS:
         return {"algo": mode, "total_timesteps": 1}
+    if data.get("total_timesteps") in (None, "") and extras.get("preset") and data.get("algo") and data.get("env_id"):
+        from cleanrl_worker.presets import find_preset
+
+        budget = find_preset(str(extras["preset"]), str(data["algo"]), str(data["env_id"])).total_timesteps
+        if budget:
+            return {"total_timesteps": budget}
     if data.get("total_timesteps") in (None, "") and isinstance(data.get("algo"), str):
         default = _script_default(data["algo"], extras.get("cleanrl_home"), "total_timesteps")
         if isinstance(default, int) and not isinstance(default, bool) and default > 0:
@@ -121,9 +147,15 @@ def eval_flags(config: WorkerConfig) -> list[str]:
             raise ConfigError(f"extras.{key} must be a number ({kind.__name__}), got {value!r}",
                               field=f"extras.{key}", source=config.source)
         flags.append(f"--{key.replace('_', '-')}={value}")
-    for key in ("eval_capture_video", "eval_deterministic"):
+    for key in ("eval_capture_video", "eval_deterministic", "eval_realtime"):
         if config.extras.get(key):
             flags.append(f"--{key.replace('_', '-')}")
+    video_format = config.extras.get("eval_video_format")
+    if video_format is not None:
+        if video_format not in ("gif", "mp4"):
+            raise ConfigError(f"extras.eval_video_format must be gif or mp4, got {video_format!r}",
+                              field="extras.eval_video_format", source=config.source)
+        flags.append(f"--eval-video-format={video_format}")
     return flags
 
 
@@ -162,7 +194,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     if mode in ("train", "resume_training"):  # evaluation during training: flags of the scripts' own Args
         script_extras.update({k: config.extras[k] for k in TRAINING_EVAL_KEYS if k in config.extras})
     notes: list[str] = []
-    num_envs = None
+    num_envs = applied = experiment = None
     if mode in MODE_PROGRAMS:
         check_env(config.env_id, None, mode)  # the id exists; the checkpoint's spaces are checked when it loads
     if mode == "policy_eval":
@@ -177,10 +209,15 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
     else:
         from_extras = extras_to_flags(script_extras, source=config.source)
-        script_argv = (base_flags(config) + from_extras
-                       + command_line_flags(run.options.get("extra_argv") or [], from_extras) + run.plugin_args)
+        typed = command_line_flags(run.options.get("extra_argv") or [], from_extras)
+        applied = preset_for(config, from_extras + typed)
+        from_preset = extras_to_flags(applied.flags, source=str(applied.preset.file)) if applied else []
+        script_argv = base_flags(config) + from_preset + from_extras + typed + run.plugin_args
+        experiment = plan_experiment(config, run, mode)
         if mode == "resume_training":
             script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
+        elif experiment and experiment.get("checkpoint"):
+            script_argv.append(f"--resume-from={experiment['checkpoint']}")
         notes += check_script_argv(algorithm.script, script_argv)
         notes += check_env(config.env_id, algorithm.name, algorithm.source)
         notes += filter(None, [gym029_compat.dry_run_note(algorithm.script, config.extras)])
@@ -190,13 +227,46 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
             command += ["--root", str(algorithm.checkout_root)]
         command += [str(algorithm.script), "--", *script_argv]
     module, function = entrypoint_of(algorithm)
-    summary = {"mode": mode, "algorithm": _algorithm_summary(algorithm), "argv": script_argv,
-               "headline": f"{algorithm.name} from {algorithm.source} ({algorithm.script})",
+    headline = f"{algorithm.name} from {algorithm.source} ({algorithm.script})"
+    summary = {"mode": mode, "algorithm": _algorithm_summary(algorithm), "argv": script_argv, "headline": headline,
                # MOSAIC's dry-run fields, beside ours
                "status": "dry-run", "module": module, "callable": function, "extras": redact(config.extras)}
     started = {"algo_source": algorithm.source, "script": str(algorithm.script), "argv": script_argv}
+    if mode not in MODE_PROGRAMS and applied:
+        summary["preset"] = started["preset"] = applied.summary()
+        summary["headline"] += f"; {applied.headline()}"
+    if mode not in MODE_PROGRAMS and experiment:
+        summary["experiment"] = started["experiment"] = experiment
+        summary["headline"] += f"; {experiment['decision']}"
+        notes.append(experiment["decision"])
     return Launch(command=command, cwd=run.run_dir, num_envs=num_envs, summary=summary, started_payload=started,
                   passthrough_stdio=mode == "interactive", notes=notes)
+
+
+def preset_for(config: WorkerConfig, given_argv: list[str]) -> Any:
+    """The preset ``extras.preset`` names for this algo and env, less the fields extras or the
+    command line set (:class:`cleanrl_worker.presets.Applied`), or None without a preset."""
+    name = config.extras.get("preset")
+    if name is None:
+        return None
+    from cleanrl_worker.presets import apply_preset, find_preset, given_fields
+
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"extras.preset must be a preset name, got {name!r}", field="extras.preset",
+                          source=config.source)
+    return apply_preset(find_preset(name, config.algo, config.env_id), given_fields(given_argv))
+
+
+def plan_experiment(config: WorkerConfig, run: RunContext, mode: str) -> dict[str, Any] | None:
+    """What ``extras.experiment_name`` (``--name``) decides for this run (None without a name)."""
+    name = config.extras.get("experiment_name")
+    if name is None:
+        if run.options.get("restart"):
+            raise UsageError("--restart needs --name EXP (the experiment to start afresh)")
+        return None
+    from cleanrl_worker.experiments import decide
+
+    return decide(config, run.directory.root, restart=bool(run.options.get("restart")), explicit=mode != "train")
 
 
 def gpu_request(extras: dict[str, Any]) -> str | None:

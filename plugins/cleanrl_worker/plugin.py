@@ -1,8 +1,8 @@
 """Hook implementations of the cleanrl_worker plugin.
 
-``mosaic algos [--json] [--cleanrl-home DIR]``: every algorithm the CleanRL worker knows,
-each source it is available from, the one that wins, and the resolution order.
-``mosaic envs [--json] [--family F] [--all]``: the env catalog (:mod:`cleanrl_worker.catalog`).
+Commands: ``mosaic algos`` (:mod:`cleanrl_worker.algos_cli`: list, presets, ``show ALGO``),
+``mosaic enjoy`` (:mod:`cleanrl_worker.enjoy_cli`) and ``mosaic envs [--json] [--family F]
+[--all]``: the env catalog (:mod:`cleanrl_worker.catalog`).
 
 Env families (:mod:`cleanrl_worker.env_families`): a run on an env whose family is not
 installed stops at validation with one line naming the extra; the training process gets
@@ -17,47 +17,6 @@ import json
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.hookspecs import hookimpl
 from mosaic_core.types import ChildEvent
-
-
-def _configure_algos(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--cleanrl-home", metavar="DIR",
-                        help="a CleanRL checkout to include (default: $MOSAIC_CLEANRL_HOME)")
-    parser.add_argument("--all", action="store_true",
-                        help="also list upstream CleanRL names that are not available here")
-
-
-def _run_algos(ns: argparse.Namespace) -> int:
-    from cleanrl_worker.registry import ORDER_TEXT, RESOLUTION_ORDER, list_algorithms
-
-    entries = list_algorithms(ns.cleanrl_home, origin="--cleanrl-home")
-    if ns.json:
-        print(json.dumps({"resolution_order": list(RESOLUTION_ORDER), "algorithms": [e.to_dict() for e in entries]},
-                         indent=2))
-        return 0
-    from mosaic_core.cli.console import console as make_console
-    from rich.table import Table
-
-    shown = [e for e in entries if e.sources or e.error or ns.all]
-    table = Table(title="CleanRL worker algorithms (* = used for --algo NAME)")
-    for column in ("algorithm", "sources", "script"):
-        table.add_column(column, overflow="fold")
-    for entry in shown:
-        sources = ", ".join(("*" if entry.winner is s else "") + s.source for s in entry.sources)
-        if entry.error:
-            sources, script = f"[red]error[/red] {sources}".strip(), entry.error
-        elif not entry.sources:
-            sources, script = "-", "upstream CleanRL: needs a checkout (MOSAIC_CLEANRL_HOME)"
-        else:
-            script = str(entry.winner.script)
-        table.add_row(entry.name, sources, script)
-    console = make_console()
-    console.print(table)
-    hidden = len(entries) - len(shown)
-    if hidden:
-        console.print(f"{hidden} more upstream CleanRL names need a checkout: mosaic algos --all lists them")
-    console.print(f"resolution order: {ORDER_TEXT}")
-    return 0
 
 
 def _configure_envs(parser: argparse.ArgumentParser) -> None:
@@ -77,11 +36,11 @@ def _run_envs(ns: argparse.Namespace) -> int:
                           "algorithms": {algo: fit.describe() for algo, fit in ALGORITHM_SPACES.items()},
                           "envs": [e.to_dict() for e in entries]}, indent=2))
         return 0
-    from rich.console import Console
+    from mosaic_core.cli.console import console as make_console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(width=160)
+    console = make_console()
     shown = [e for e in entries if ns.all or is_main_variant(e)]
     for family in family_summary():
         rows = [e for e in shown if e.family == family["family"]]
@@ -114,8 +73,12 @@ def mosaic_child_events() -> list[ChildEvent]:
 
 @hookimpl
 def mosaic_cli_commands() -> list[CliCommand]:
-    return [CliCommand("algos", "list the CleanRL worker's algorithms, where each comes from and which one wins",
-                       _configure_algos, _run_algos),
+    from cleanrl_worker import algos_cli, enjoy_cli
+
+    return [CliCommand("algos", "the CleanRL worker's algorithms (list, presets, show ALGO: its flags)",
+                       algos_cli.configure, algos_cli.run),
+            CliCommand("enjoy", "play a trained policy: per-episode returns, a video, or live FastLane frames",
+                       enjoy_cli.configure, enjoy_cli.run),
             CliCommand("envs", "list environments by family: installed or not, spaces, which bundled algorithms fit",
                        _configure_envs, _run_envs)]
 

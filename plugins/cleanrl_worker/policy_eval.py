@@ -2,7 +2,8 @@
 
 ``python -m cleanrl_worker.policy_eval --policy-path P --env-id E [--seed S]
 [--eval-episodes N] [--eval-batch-size B] [--eval-gamma G] [--eval-repeat R]
-[--eval-max-episode-steps M] [--eval-capture-video] [--eval-deterministic]``
+[--eval-max-episode-steps M] [--eval-capture-video] [--eval-video-format gif|mp4]
+[--eval-deterministic] [--eval-realtime]``
 
 Run by the host for ``extras.mode = "policy_eval"`` with the run directory as cwd. The agent
 is rebuilt from what the checkpoint records (:func:`cleanrl_worker.checkpoint.load_policy`)
@@ -20,7 +21,9 @@ returns; ``M`` is the episode step limit.
 Writes, in the cwd: ``eval_summary.json`` (atomically, after each batch with status
 ``running``, then ``completed``), TensorBoard scalars ``eval/*`` under ``runs/<name>/``, and
 with ``--eval-capture-video`` the first episode of each batch under ``videos/<name>/`` (MP4
-when moviepy is installed, else an animated GIF). Each batch asks the host to emit an
+when moviepy is installed, else an animated GIF; ``--eval-video-format`` chooses).
+``--eval-realtime`` plays at the env's ``render_fps`` (for watching live frames, e.g. through
+FastLane with ``mosaic enjoy --live``). Each batch asks the host to emit an
 ``eval_batch`` event. Bad input: one ``error:`` line on stderr, exit code 2.
 """
 
@@ -38,7 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from mosaic_core.child import emit_event
+from mosaic_core.child import emit_event, restart_env_indices
 from mosaic_core.runs import write_json_atomic
 
 SUMMARY_FILE = "eval_summary.json"
@@ -242,6 +245,21 @@ class _GifRecorder:
         return Recorder(self.make_env(render_mode="rgb_array"))
 
 
+def _realtime(make_env: Callable[..., Any]) -> Callable[..., Any]:
+    """``make_env`` whose envs take at least 1/render_fps seconds a step (30 fps when unknown)."""
+    import gymnasium as gym
+
+    class Paced(gym.Wrapper):
+        def step(self, action: Any) -> Any:
+            last = getattr(self, "_last", None)
+            if last is not None:
+                time.sleep(max(0.0, last + 1.0 / (self.env.metadata.get("render_fps") or 30) - time.monotonic()))
+            self._last = time.monotonic()
+            return self.env.step(action)
+
+    return lambda render_mode=None: Paced(make_env(render_mode=render_mode))
+
+
 # Evaluation --------------------------------------------------------------------------------
 
 def stats(values: list[float]) -> dict[str, float]:
@@ -261,6 +279,8 @@ class EvalOptions:
     max_episode_steps: int | None = None
     capture_video: bool = False
     deterministic: bool = False
+    video_format: str | None = None  # gif or mp4; None: mp4 when moviepy is installed
+    realtime: bool = False
 
 
 def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Path("."),
@@ -279,7 +299,7 @@ def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Pat
     run_name = f"{options.env_id}__policy_eval__{options.seed}__{int(time.time())}"
     writer = SummaryWriter(str(out_dir / "runs" / run_name))
     video_root = out_dir / "videos" / run_name
-    use_moviepy = options.capture_video and _has_moviepy()
+    use_moviepy = options.capture_video and options.video_format != "gif" and _has_moviepy()
     returns: list[float] = []
     lengths: list[int] = []
     discounted: list[float] = []
@@ -309,8 +329,11 @@ def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Pat
                 first = round_index * options.episodes + batch * options.batch_size
                 count = min(options.batch_size, options.episodes - batch * options.batch_size)
                 make_env, video_dir = policy.make_env, video_root / f"episode_{first:05d}"
+                if options.realtime:
+                    make_env = _realtime(make_env)
                 if options.capture_video and not use_moviepy:
-                    make_env = _GifRecorder(policy.make_env, video_dir)
+                    make_env = _GifRecorder(make_env, video_dir)
+                restart_env_indices()  # each batch's first env is env 0 (FastLane publishes it)
                 result = evaluate(act, make_env, episodes=count, num_envs=count, seed=options.seed + first,
                                   gamma=gamma, max_episode_steps=options.max_episode_steps,
                                   capture_video=use_moviepy, video_dir=video_dir if use_moviepy else None)
@@ -378,7 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval-repeat", type=int, default=1, help="rounds of --eval-episodes episodes")
     parser.add_argument("--eval-max-episode-steps", type=int, default=None, help="step limit of each episode")
     parser.add_argument("--eval-capture-video", action="store_true", help="record each batch's first episode")
+    parser.add_argument("--eval-video-format", choices=("gif", "mp4"), default=None,
+                        help="video format (default: mp4 when moviepy is installed, else gif)")
     parser.add_argument("--eval-deterministic", action="store_true", help="greedy/mean actions instead of sampling")
+    parser.add_argument("--eval-realtime", action="store_true", help="play at the env's render_fps (to watch)")
     return parser
 
 
@@ -394,10 +420,13 @@ def options_from(ns: argparse.Namespace) -> EvalOptions:
     for flag, value, ok, expected in checks:
         if not ok:
             raise BadInput(f"{flag} must be {expected}, got {value}")
+    if ns.eval_video_format == "mp4" and ns.eval_capture_video and not _has_moviepy():
+        raise BadInput("--eval-video-format mp4 needs moviepy (pip install -e '.[video]'); or choose gif")
     return EvalOptions(env_id=ns.env_id, seed=ns.seed, episodes=ns.eval_episodes,
                        batch_size=min(ns.eval_batch_size, ns.eval_episodes), gamma=ns.eval_gamma,
                        repeat=ns.eval_repeat, max_episode_steps=ns.eval_max_episode_steps,
-                       capture_video=ns.eval_capture_video, deterministic=ns.eval_deterministic)
+                       capture_video=ns.eval_capture_video, deterministic=ns.eval_deterministic,
+                       video_format=ns.eval_video_format, realtime=ns.eval_realtime)
 
 
 def _report(event: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
-"""The CleanRL worker's interface to the host (:class:`mosaic_core.worker.Worker`): its one
-flag of its own (``--interactive``), the config defaults of its modes, and the launch plan.
-Everything else of a run is the host's (:mod:`mosaic_core.pipeline`)."""
+"""The CleanRL worker's interface to the host (:class:`mosaic_core.worker.Worker`): its own
+flags (``--interactive``, ``--preset``, ``--name``, ``--restart``), the config defaults of its
+modes, and the launch plan. Everything else of a run is the host's (:mod:`mosaic_core.pipeline`)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ OWN_KEYS = [
     ExtrasKey("eval_max_episode_steps", "policy_eval: the episode step limit"),
     ExtrasKey("eval_capture_video", "policy_eval: record the first episode of each batch"),
     ExtrasKey("eval_deterministic", "policy_eval: greedy / mean actions"),
+    ExtrasKey("eval_realtime", "policy_eval: play at the env's render_fps (to watch live frames)"),
+    ExtrasKey("eval_video_format", "policy_eval: gif or mp4 (default: mp4 when moviepy is installed)"),
+    ExtrasKey("preset", "hyperparameter preset (--preset): e.g. tuned; see mosaic algos presets"),
+    ExtrasKey("experiment_name", "experiment name (--name): resume its latest interrupted run"),
 ]
 
 
@@ -42,12 +46,25 @@ class CleanRLWorker(Worker):
         return OWN_KEYS
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        if getattr(parser, "description", None) is None:  # the host's group for this worker's flags
+            parser.description = ("The script's own flags go after these (--learning-rate 1e-3 --num-envs 8); "
+                                  "mosaic algos show ALGO lists them with types, defaults and help.")
         parser.add_argument("--interactive", action="store_true", help="JSON-lines stepping over stdin/stdout")
+        parser.add_argument("--preset", metavar="NAME",
+                            help="tuned hyperparameters for this algo and env (e.g. tuned; `mosaic algos presets`); "
+                                 "extras and script flags win over it")
+        parser.add_argument("--name", metavar="EXP",
+                            help="experiment name: resume the latest checkpoint of the latest run named EXP if it "
+                                 "was interrupted; else start a new run under that name")
+        parser.add_argument("--restart", action="store_true", help="with --name: start fresh, never resume")
 
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-        from cleanrl_worker.launcher import mode_defaults
+        from cleanrl_worker.launcher import mode_defaults, recorded_options
 
-        return mode_defaults(data, bool(options.get("interactive")))
+        recorded = recorded_options(data, options)
+        defaults = mode_defaults({**data, "extras": {**recorded, **data.get("extras", {})}},
+                                 bool(options.get("interactive")))
+        return {**defaults, "extras": recorded} if recorded else defaults
 
     def gpu_request(self, config: WorkerConfig) -> str | None:
         from cleanrl_worker.launcher import gpu_request

@@ -1,0 +1,144 @@
+"""``mosaic algos``: what the CleanRL worker can run.
+
+    mosaic algos [--all] [--json] [--cleanrl-home DIR]    every algorithm, its sources, the winner
+    mosaic algos presets [ALGO] [--json]                   the tuned hyperparameter presets
+    mosaic algos show ALGO [--json]                        the script's flags: type, default, help
+
+``show`` reads the script's ``Args`` with the same AST reading the dry run uses
+(:mod:`cleanrl_worker.script_args`): no torch, nothing of the script runs. Only light
+imports at module level: ``mosaic --help`` loads this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from mosaic_core.errors import UsageError
+
+VIEWS = ("list", "presets", "show")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("view", nargs="?", choices=VIEWS, default="list",
+                        help="list (default), presets [ALGO], or show ALGO")
+    parser.add_argument("algo", nargs="?", metavar="ALGO", help="the algorithm for presets and show")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--cleanrl-home", metavar="DIR",
+                        help="a CleanRL checkout to include (default: $MOSAIC_CLEANRL_HOME)")
+    parser.add_argument("--all", action="store_true",
+                        help="also list upstream CleanRL names that are not available here")
+
+
+def run(ns: argparse.Namespace) -> int:
+    if ns.view == "show":
+        if not ns.algo:
+            raise UsageError("mosaic algos show needs ALGO (e.g. mosaic algos show ppo)")
+        return _show(ns)
+    if ns.algo and ns.view == "list":
+        raise UsageError(f"unexpected {ns.algo!r}: mosaic algos [presets [ALGO] | show ALGO]")
+    return _presets(ns) if ns.view == "presets" else _list(ns)
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], footer: list[str] = ()) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from mosaic_core.cli.console import console as make_console
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    console = make_console()
+    console.print(table)
+    for line in footer:
+        console.print(escape(line))
+
+
+def _list(ns: argparse.Namespace) -> int:
+    from cleanrl_worker.registry import ORDER_TEXT, RESOLUTION_ORDER, list_algorithms
+
+    entries = list_algorithms(ns.cleanrl_home, origin="--cleanrl-home")
+    if ns.json:
+        print(json.dumps({"resolution_order": list(RESOLUTION_ORDER), "algorithms": [e.to_dict() for e in entries]},
+                         indent=2))
+        return 0
+    from mosaic_core.cli.console import console as make_console
+    from rich.table import Table
+
+    shown = [e for e in entries if e.sources or e.error or ns.all]
+    table = Table(title="CleanRL worker algorithms (* = used for --algo NAME)")
+    for column in ("algorithm", "sources", "script"):
+        table.add_column(column, overflow="fold")
+    for entry in shown:
+        sources = ", ".join(("*" if entry.winner is s else "") + s.source for s in entry.sources)
+        if entry.error:
+            sources, script = f"[red]error[/red] {sources}".strip(), entry.error
+        elif not entry.sources:
+            sources, script = "-", "upstream CleanRL: needs a checkout (MOSAIC_CLEANRL_HOME)"
+        else:
+            script = str(entry.winner.script)
+        table.add_row(entry.name, sources, script)
+    console = make_console()
+    console.print(table)
+    hidden = len(entries) - len(shown)
+    if hidden:
+        console.print(f"{hidden} more upstream CleanRL names need a checkout: mosaic algos --all lists them")
+    console.print(f"resolution order: {ORDER_TEXT}")
+    console.print("flags of one algorithm: mosaic algos show ALGO; tuned presets: mosaic algos presets")
+    return 0
+
+
+def _presets(ns: argparse.Namespace) -> int:
+    from cleanrl_worker.presets import all_presets
+
+    presets = [p for p in all_presets() if ns.algo in (None, p.algo)]
+    if ns.algo and not presets:
+        known = ", ".join(sorted({p.algo for p in all_presets()}))
+        raise UsageError(f"no presets for algo {ns.algo!r}; presets exist for {known}")
+    if ns.json:
+        print(json.dumps([p.to_dict() for p in presets], indent=2))
+        return 0
+    rows = [(p.algo, p.name, p.env_id, str(p.total_timesteps or "-"),
+             " ".join(f"{k}={_text(v)}" for k, v in p.flags.items()), p.source + (f" ({p.notes})" if p.notes else ""))
+            for p in presets]
+    _table("hyperparameter presets (mosaic run --worker cleanrl --algo ALGO --env-id ENV --preset NAME)",
+           ("algo", "preset", "env", "budget", "flags", "source"), rows,
+           ["precedence: script defaults < preset < extras < script flags on the command line; "
+            "the budget applies when --total-timesteps is not given"])
+    return 0
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, (bool, str)) else str(value)
+
+
+def _show(ns: argparse.Namespace) -> int:
+    from cleanrl_worker.presets import all_presets
+    from cleanrl_worker.registry import resolve
+    from cleanrl_worker.script_args import read_script_args
+
+    algorithm = resolve(ns.algo, cleanrl_home=ns.cleanrl_home)
+    fields = read_script_args(algorithm.script).fields
+    presets = [p for p in all_presets() if p.algo == algorithm.name]
+    if ns.json:
+        print(json.dumps({"algorithm": algorithm.name, "source": algorithm.source, "script": str(algorithm.script),
+                          "flags": [f.to_dict() for f in fields.values()],
+                          "presets": [p.to_dict() for p in presets]}, indent=2, default=str))
+        return 0
+    rows = []
+    for f in fields.values():
+        flag = f"{f.flag} / --no-{f.flag[2:]}" if f.kind == "bool" else f.flag
+        default = f.default_text if f.default_text is not None else repr(f.default)
+        rows.append((flag, f.annotation, default, f.help))
+    footer = [f"script: {algorithm.script} ({algorithm.source})",
+              f"give them after the host's flags: mosaic run --worker cleanrl --algo {algorithm.name} "
+              "--env-id ENV --learning-rate 1e-3, or as extras"]
+    if presets:
+        footer.append(f"presets: {', '.join(sorted({p.name for p in presets}))} for "
+                      f"{', '.join(p.env_id for p in presets)} (mosaic algos presets {algorithm.name})")
+    _table(f"{algorithm.name}: the script's flags", ("flag", "type", "default", "help"), rows, footer)
+    return 0
