@@ -124,7 +124,7 @@ def test_cli_submit_errors(mosaic, workdir, daemon_process):
     result = mosaic("submit", "bad.json", timeout=60)
     assert result.returncode == 2 and "malformed JSON at line 1 column 2: " in result.stderr
     assert result.stderr.rstrip().endswith("(file bad.json)")
-    (workdir / "w.json").write_text(json.dumps({"algo": "ppo", "env_id": "E", "total_timesteps": 0}))
+    (workdir / "w.json").write_text(json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 0}))
     daemon = daemon_process("--state-dir", str(workdir / "state"))
     result = mosaic("submit", "w.json", "--target", daemon.target, timeout=60)
     assert result.returncode == 2

@@ -92,17 +92,17 @@ def test_submission_flat_nested_and_worker_key(workers):
     nested = parse_submission(json.dumps({"metadata": {"worker": {"config": {
         "run_id": "r2", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10}}}}), "", workers, gpus=0)
     assert nested.run_id == "r2" and nested.worker == "cleanrl"
-    generated = parse_submission(json.dumps({"algo": "ppo", "env_id": "E", "total_timesteps": 1}), "", workers, 0)
+    generated = parse_submission(json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1}), "", workers, 0)
     assert len(generated.run_id) == 26  # a ULID
     assert flat.digest != generated.digest and len(flat.digest) == 64
 
 
 @pytest.mark.parametrize("text, field", [
     ('{"algo": "ppo", ', "config_json"),
-    ('{"algo": "ppo", "env_id": "E", "total_timesteps": -1}', "total_timesteps"),
-    ('{"algo": "ppo", "env_id": "E", "total_timesteps": 1, "worker": "nope"}', "worker"),
-    ('{"algo": "ppo", "env_id": "E", "total_timesteps": 1, "extras": []}', "extras"),
-    ('{"algo": "ppo", "env_id": "E", "total_timesteps": 1, "run_id": "../x"}', "run_id"),
+    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": -1}', "total_timesteps"),
+    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "worker": "nope"}', "worker"),
+    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "extras": []}', "extras"),
+    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "run_id": "../x"}', "run_id"),
 ])
 def test_malformed_submissions_name_the_field(workers, text, field):
     with pytest.raises(ConfigError, match=f"field '{field}'"):
@@ -113,7 +113,7 @@ def test_gpu_requests_refused_without_a_gpu(workers):
     for extras, key in (({"cuda": True}, "extras.cuda"), ({"algo_params": {"cuda": True}}, "extras.algo_params.cuda"),
                         ({"device": "cuda:0"}, "extras.device"), ({"num_gpus": 2}, "extras.num_gpus")):
         assert gpu_request(extras) == key
-        text = json.dumps({"algo": "ppo", "env_id": "E", "total_timesteps": 1, "extras": extras})
+        text = json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "extras": extras})
         with pytest.raises(PreconditionError, match=f"{key} asks for a GPU"):
             parse_submission(text, "", workers, gpus=0)
         if key == "extras.cuda":  # the others are not flags of ppo.py: refused as a dry run refuses them
