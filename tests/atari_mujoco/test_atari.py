@@ -40,7 +40,9 @@ def atari_runs(tmp_path_factory):
 
 
 def test_ppo_atari_trains_on_breakout_and_logs_cleanrl_tags(atari_runs):
-    _, runs_root, _, _, _ = atari_runs
+    _, runs_root, _, ppo_events, _ = atari_runs
+    bridged = [e["payload"] for e in ppo_events if e["event"] == "metrics"]  # the live metric bridge
+    assert bridged and max(p["global_step"] for p in bridged) <= 1024 and max(p["episodes"] for p in bridged) >= 1
     values = scalars(runs_root / "ppo-atari")
     for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate",
                 "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl",

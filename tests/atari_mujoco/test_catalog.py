@@ -91,3 +91,16 @@ def test_an_env_whose_family_is_missing_stops_with_one_line_naming_the_install(t
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "LunarLander-v2 is a Box2D env" in lines[0] and "gymnasium[box2d]" in lines[0], lines
     assert not (tmp_path / "var").exists()
+
+
+@pytest.mark.parametrize("algo, env_id, message", [
+    ("sac_continuous_action", "PongNoFrameskip-v4", "sac_continuous_action needs a continuous action space, not discrete"),
+    ("ppo_atari", "HalfCheetah-v4", "ppo_atari needs a discrete action space, not continuous"),
+    ("ppo", "BreakoutNoFrameskip-v4", "ppo takes vector or image (minigrid) observations, not image (atari)"),
+])
+def test_a_dry_run_refuses_a_bundled_algorithm_on_spaces_it_cannot_take(tmp_path, algo, env_id, message):
+    proc = subprocess.run(mosaic_command("misfit", algo, env_id, 1000, {}, "--dry-run"), cwd=tmp_path,
+                          env=clean_environ(), capture_output=True, text=True, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert "`mosaic envs` lists what fits" in lines[0] and not (tmp_path / "var").exists()
