@@ -66,17 +66,6 @@ def fit_problem(algo: str, *, action: str, observation: str, family: str | None)
     return f"{algo} takes {' or '.join(wanted)} observations, not {what}"
 
 
-def static_fit_problem(algo: str, env_id: str) -> str | None:
-    """:func:`fit_problem` for an env known from its id alone (Atari, MuJoCo, MiniGrid: their spaces
-    are the family's), without making it; None when the family does not tell or the algo fits."""
-    family = family_of(env_id)
-    if family is None or family.key not in STATIC_SPACES:
-        return None
-    observation, action = STATIC_SPACES[family.key]
-    problem = fit_problem(algo, action=action, observation=observation, family=family.key)
-    return f"{problem} ({env_id}: {family.title}; `mosaic envs` lists what fits)" if problem else None
-
-
 @dataclass
 class EnvEntry:
     env_id: str

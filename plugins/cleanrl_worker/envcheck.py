@@ -85,5 +85,5 @@ def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
         wanted = ALGORITHM_SPACES[algo].actions
         problem = None if action in wanted else f"{algo} needs a {' or '.join(wanted)} action space, not {action}"
     if problem:
-        raise ConfigError(f"{problem} (env {env_id})", field="env_id")
+        raise ConfigError(f"{problem} (env {env_id}); `mosaic envs` lists what fits", field="env_id")
     return []

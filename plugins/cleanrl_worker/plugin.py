@@ -83,31 +83,14 @@ def mosaic_cli_commands() -> list[CliCommand]:
                        _configure_envs, _run_envs)]
 
 
-def _bundled_fit_problem(config) -> str | None:
-    """A bundled algorithm on an env family whose spaces it cannot take (e.g. sac on Atari)."""
-    from pathlib import Path
-
-    from cleanrl_worker.catalog import static_fit_problem
-    from cleanrl_worker.registry import resolve
-    from mosaic_core.errors import UsageError
-
-    if not isinstance(config.algo, str) or not config.algo.isidentifier():
-        return None
-    try:
-        algorithm = resolve(config.algo, cleanrl_home=config.extras.get("cleanrl_home"), cwd=Path.cwd())
-    except UsageError:
-        return None  # an unknown name is reported where the algorithm is resolved
-    return static_fit_problem(config.algo, config.env_id) if algorithm.source == "bundled" else None
-
-
 @hookimpl
 def mosaic_validate_config(config):
-    """An env whose family is not installed (Atari, MuJoCo, …): one problem naming the extra; a
-    bundled algorithm on a family whose spaces it cannot take; a ``gym_compat`` that is not a bool."""
+    """An env whose family is not installed (Atari, MuJoCo, …): one problem naming the extra, for
+    any worker; a ``gym_compat`` that is not a bool. (Whether the CleanRL worker's algorithm fits
+    the env's spaces is checked by its plan: :mod:`cleanrl_worker.envcheck`.)"""
     from cleanrl_worker.env_families import missing_family_message
 
-    problems = [missing_family_message(config.env_id), _bundled_fit_problem(config)] \
-        if isinstance(config.env_id, str) else []
+    problems = [missing_family_message(config.env_id)] if isinstance(config.env_id, str) else []
     compat = config.extras.get("gym_compat")
     if compat is not None and not isinstance(compat, bool):
         problems.append(f"extras.gym_compat must be true or false (0.29 vector-env semantics), got {compat!r}")
