@@ -19,7 +19,7 @@ from typing import Any
 
 from mosaic_core.errors import ConfigError
 
-from cleanrl_worker.catalog import ALGORITHM_SPACES, classify, fit_problem
+from cleanrl_worker.catalog import ALGORITHM_SPACES, STATIC_SPACES, classify, fit_problem
 from cleanrl_worker.env_families import family_of, missing_family_message, prepare_family
 
 
@@ -47,12 +47,15 @@ def _spec(env_id: str) -> Any:
 
 
 def _kinds(spec: Any) -> tuple[str, str, str | None]:
-    """(observation kind, action kind, family key) of a registered env, made but never stepped."""
+    """(observation kind, action kind, family key) of a registered env, made but never stepped
+    (a family whose spaces are known is not made: ALE is slow to make, MuJoCo may start GL)."""
     import gymnasium as gym
 
     family = family_of(spec.id)
-    if family is not None and family.key == "atari":  # from the registration: making ALE envs is slow
+    if family is not None and family.key == "atari":
         return ("vector" if spec.kwargs.get("obs_type") == "ram" else "image"), "discrete", "atari"
+    if family is not None and family.key in STATIC_SPACES:
+        return (*STATIC_SPACES[family.key], family.key)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
@@ -69,11 +72,17 @@ def _kinds(spec: Any) -> tuple[str, str, str | None]:
 
 def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
     """Raise a ConfigError naming what a run of ``algo`` (from ``source``) on ``env_id`` would
-    fail on; return notes for what could not be checked. ``algo=None``: the id only."""
+    fail on; return notes for what could not be checked. ``algo=None``: the id only. A script
+    that is not bundled may register its own env ids when it runs: an unknown id is a note then."""
     missing = missing_family_message(env_id)
     if missing:
         raise ConfigError(missing, field="env_id")
-    spec = _spec(env_id)
+    try:
+        spec = _spec(env_id)
+    except ConfigError as exc:
+        if source in ("bundled", "mode"):
+            raise
+        return [f"{exc} (not refused: the {source} script may register it itself)"]
     if algo is None:
         return []
     if algo not in ALGORITHM_SPACES:

@@ -195,8 +195,9 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         script_extras.update({k: config.extras[k] for k in TRAINING_EVAL_KEYS if k in config.extras})
     notes: list[str] = []
     num_envs = applied = experiment = None
+    env_notes: list[str] = []
     if mode in MODE_PROGRAMS:
-        check_env(config.env_id, None, mode)  # the id exists; the checkpoint's spaces are checked when it loads
+        check_env(config.env_id, None, "mode")  # the id exists; the checkpoint's spaces are checked when it loads
     if mode == "policy_eval":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
         command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
@@ -219,7 +220,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         elif experiment and experiment.get("checkpoint"):
             script_argv.append(f"--resume-from={experiment['checkpoint']}")
         notes += check_script_argv(algorithm.script, script_argv)
-        notes += check_env(config.env_id, algorithm.name, algorithm.source)
+        env_notes = check_env(config.env_id, algorithm.name, algorithm.source)  # dry-run summary only
         notes += filter(None, [gym029_compat.dry_run_note(algorithm.script, config.extras)])
         num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
         command = [sys.executable, "-m", "cleanrl_worker.launch"]
@@ -227,10 +228,12 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
             command += ["--root", str(algorithm.checkout_root)]
         command += [str(algorithm.script), "--", *script_argv]
     module, function = entrypoint_of(algorithm)
+    env_check = "; ".join(env_notes) or f"env {config.env_id} and its spaces checked"
     headline = f"{algorithm.name} from {algorithm.source} ({algorithm.script})"
     summary = {"mode": mode, "algorithm": _algorithm_summary(algorithm), "argv": script_argv, "headline": headline,
                # MOSAIC's dry-run fields, beside ours
-               "status": "dry-run", "module": module, "callable": function, "extras": redact(config.extras)}
+               "status": "dry-run", "module": module, "callable": function, "extras": redact(config.extras),
+               "env_check": env_check}
     started = {"algo_source": algorithm.source, "script": str(algorithm.script), "argv": script_argv}
     if mode not in MODE_PROGRAMS and applied:
         summary["preset"] = started["preset"] = applied.summary()

@@ -4,6 +4,7 @@ bundled algorithm fits its spaces, read without stepping the env; one line when 
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 
@@ -47,7 +48,10 @@ def test_a_script_without_declared_spaces_says_they_were_not_checked(mosaic, wor
     result = mosaic("run", "--worker", "cleanrl", "--algo", "mine.py", "--env-id", "Pendulum-v1", "--dry-run",
                     "--emit-summary")
     assert result.returncode == 0, result.stderr
-    assert "spaces not checked: mine" in result.stdout
+    assert "spaces not checked: mine" in json.loads(result.stdout)["env_check"]
+    own = mosaic("run", "--worker", "cleanrl", "--algo", "mine.py", "--env-id", "MyOwn-v0", "--dry-run",
+                 "--emit-summary")  # a script may register its own env ids when it runs
+    assert own.returncode == 0 and "may register it itself" in json.loads(own.stdout)["env_check"]
 
 
 def test_a_dry_run_imports_no_torch_tensorboard_or_wandb(workdir):
