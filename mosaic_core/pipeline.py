@@ -115,9 +115,11 @@ def _check_host_options(ns: argparse.Namespace) -> None:
 
 def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, data: dict[str, Any] | None = None,
             source: str | None = None, overrides: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
-            options: dict[str, Any] | None = None, runs_dir: str | None = None, quiet: bool = False) -> Prepared:
+            options: dict[str, Any] | None = None, runs_dir: str | None = None, quiet: bool = False,
+            dry_run: bool = True) -> Prepared:
     """Config, validation and the worker's plan: every decision of a run, nothing started.
-    ``mosaic run`` and the daemon's SubmitRun both come through here."""
+    ``mosaic run`` and the daemon's SubmitRun both come through here. ``dry_run`` (a dry run,
+    a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``)."""
     options = dict(options or {})
 
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +136,7 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     directory = RunDirectory.for_run(runs_dir, config.run_id)
     directory.check_usable()
     run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
-                     plugin_args=host.build_args(config), worker_extras=worker_extras)
+                     plugin_args=host.build_args(config), worker_extras=worker_extras, dry_run=dry_run)
     try:
         launch = worker.plan(config, run)
     except (UsageError, PluginError):
@@ -203,7 +205,7 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if os.environ.get(SECRET_EXTRAS_ENV):
         extras = {**(extras or {}), **parse_extras_json(os.environ.pop(SECRET_EXTRAS_ENV))}
     return prepare(worker_item, worker, host, data=data, source=source, overrides=overrides, extras=extras,
-                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet)
+                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet, dry_run=ns.dry_run)
 
 
 def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: argparse.Namespace) -> dict[str, Any]:

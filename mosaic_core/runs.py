@@ -163,6 +163,9 @@ class RunContext:
     plugin_args: list[str] = field(default_factory=list)  # from mosaic_build_args
     worker_extras: dict[str, Any] = field(default_factory=dict)  # extras no plugin owns
     human: bool = False  # a person watches at a terminal: show lines, not JSON, on stdout
+    # A dry run or a daemon's submission: the worker runs its thorough checks too (e.g. making the
+    # env to read its spaces); a real run leaves those to the training process, to start fast.
+    dry_run: bool = True
 
     @property
     def run_id(self) -> str:

@@ -196,7 +196,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     notes: list[str] = []
     num_envs = applied = experiment = None
     env_notes: list[str] = []
-    if mode in MODE_PROGRAMS:
+    if mode in MODE_PROGRAMS and run.dry_run:
         check_env(config.env_id, None, "mode")  # the id exists; the checkpoint's spaces are checked when it loads
     if mode == "policy_eval":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
@@ -220,7 +220,8 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         elif experiment and experiment.get("checkpoint"):
             script_argv.append(f"--resume-from={experiment['checkpoint']}")
         notes += check_script_argv(algorithm.script, script_argv)
-        env_notes = check_env(config.env_id, algorithm.name, algorithm.source)  # dry-run summary only
+        if run.dry_run:  # imports gymnasium: a real run's training process reports a bad env itself
+            env_notes = check_env(config.env_id, algorithm.name, algorithm.source)
         notes += filter(None, [gym029_compat.dry_run_note(algorithm.script, config.extras)])
         num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
         command = [sys.executable, "-m", "cleanrl_worker.launch"]
@@ -228,7 +229,8 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
             command += ["--root", str(algorithm.checkout_root)]
         command += [str(algorithm.script), "--", *script_argv]
     module, function = entrypoint_of(algorithm)
-    env_check = "; ".join(env_notes) or f"env {config.env_id} and its spaces checked"
+    env_check = ("; ".join(env_notes) or f"env {config.env_id} and its spaces checked") if run.dry_run else \
+        "left to the training process (a real run starts without importing gymnasium)"
     headline = f"{algorithm.name} from {algorithm.source} ({algorithm.script})"
     summary = {"mode": mode, "algorithm": _algorithm_summary(algorithm), "argv": script_argv, "headline": headline,
                # MOSAIC's dry-run fields, beside ours

@@ -85,7 +85,8 @@ class CleanRLWorkerRuntime:
             if script is not None:
                 data["algo"] = str(script)
             self._prepared = prepare(item, worker, plugin_host(), data=data, source=self.config.source,
-                                     options=worker_option_defaults(worker), runs_dir=self.runs_dir, quiet=self.quiet)
+                                     options=worker_option_defaults(worker), runs_dir=self.runs_dir, quiet=self.quiet,
+                                     dry_run=self.dry_run)
         return self._prepared
 
     def build_cleanrl_args(self) -> list[str]:
