@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from typing import Any
 
@@ -190,6 +191,10 @@ def _run_worker(argv: list[str], verbose: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Ctrl-C (SIGINT) stops every command, also when a non-interactive shell started this one in
+    # the background with SIGINT ignored (a long-running server would otherwise be deaf to it).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
     if argv[:1] == ["run"] or (argv[:1] == ["--verbose"] and argv[1:2] == ["run"]):
