@@ -24,6 +24,7 @@ from typing import Any
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import REDACTED, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
 from mosaic_core.entrypoints import LoadedEntryPoint
+from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, PluginError, UsageError
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
@@ -103,7 +104,7 @@ class Prepared:
         host = {"run_id": self.config.run_id, "worker": self.run.worker, "config": self.config.to_dict(),
                 "command": list(launch.command), "cwd": str(launch.cwd or self.run.run_dir), "env": redact(self.env),
                 "num_envs": launch.num_envs, "plugin_args": self.run.plugin_args, "notes": list(launch.notes),
-                "worker_extras": sorted(self.run.worker_extras)}
+                "worker_extras": sorted(self.run.worker_extras), "python": self.run.python}
         return {**launch.summary, **host}
 
 
@@ -135,8 +136,10 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
     directory = RunDirectory.for_run(runs_dir, config.run_id)
     directory.check_usable()
+    environment = preflight(worker_item.obj, worker_item.distribution)
     run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
-                     plugin_args=host.build_args(config), worker_extras=worker_extras, dry_run=dry_run)
+                     plugin_args=host.build_args(config), worker_extras=worker_extras, dry_run=dry_run,
+                     python=environment.python)
     try:
         launch = worker.plan(config, run)
     except (UsageError, PluginError):

@@ -2,6 +2,7 @@
 two calls to ``mosaic_core.child.report_scalar`` (no-ops when not run by a host)."""
 
 import argparse
+import sys
 import time
 
 import gymnasium as gym
@@ -17,6 +18,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=200)
     args = parser.parse_args()
+    print(f"example worker: gymnasium {gym.__version__} in {sys.prefix}", file=sys.stderr, flush=True)
     env = gym.make(args.env_id)
     env.action_space.seed(args.seed)
     env.reset(seed=args.seed)
