@@ -6,10 +6,13 @@ distribution and load through exactly the same path as third-party ones. Every a
 calls through pluggy (``pm.hook.<name>(...)``), so ``wrapper=True`` implementations,
 ``tryfirst``/``trylast`` and pluggy's call monitoring all work, then combines the results
 as the hook spec says. The failure policy of each hook (:data:`mosaic_core.hookspecs.POLICY`)
-is applied by :class:`_Manager`, which runs every non-wrapper implementation through a guard:
-``stop`` turns an exception into a :class:`PluginError` naming plugin and hook (exit 2);
-``isolate`` drops that plugin's result, records a :class:`HookFailure` (named once on stderr,
-listed in ``analytics.json``) and lets pluggy go on with the others.
+is carried by each spec and applied by :class:`_Manager`, which runs every implementation
+(``wrapper=True`` ones and training-process hooks included) through a guard: ``stop`` turns
+an exception into a :class:`PluginError` naming plugin and hook (exit 2); ``isolate`` drops
+that plugin's part, records a :class:`HookFailure` (named once on stderr, listed in
+``analytics.json``) and lets pluggy go on with the others (a failed wrapper as if absent).
+Each result is tagged with its plugin as it is produced (:class:`Tagged`), never matched
+back by identity.
 ``MOSAIC_TRACE_HOOKS=1`` prints every hook call to stderr through pluggy's monitoring.
 """
 
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 
 PLUGIN_GROUP = "mosaic.plugins"
 TRACE_VAR = "MOSAIC_TRACE_HOOKS"
-HOOK_NAMES = tuple(name for name in dir(hookspecs) if name.startswith("mosaic_"))
+HOOK_NAMES = hookspecs.HOOK_NAMES
 WRAPPER = "a wrapper implementation"
 
 
@@ -50,52 +53,167 @@ def _check_module(obj: Any) -> Any:
     return obj
 
 
+class Tagged:
+    """One implementation's result as pluggy carries it through an accessor's call: the value
+    and the plugin that produced it (a ``wrapper=True`` implementation sees plain values)."""
+
+    __slots__ = ("plugin", "value")
+
+    def __init__(self, plugin: str, value: Any):
+        self.plugin, self.value = plugin, value
+
+    def __repr__(self) -> str:
+        return f"{self.plugin}: {self.value!r}"
+
+
+def _retag(out: Any, tagged: list[Tagged], plugin: str) -> Any:
+    """Tag what a wrapper returned: the results it passed on keep their producer (matched in
+    order, so two plugins returning one object stay two), anything it added is its own."""
+    if not isinstance(out, list):
+        return out
+    retagged, j = [], 0
+    for item in out:
+        k = next((k for k in range(j, len(tagged)) if tagged[k].value is item), None)
+        if k is None:
+            retagged.append(Tagged(plugin, item))
+        else:
+            retagged.append(tagged[k])
+            j = k + 1
+    return retagged
+
+
 class _Manager(pluggy.PluginManager):
-    """pluggy's manager, with each implementation of a hook that has a failure policy run
-    through a guard (a copy of pluggy's ``HookImpl`` with a guarded function, cached)."""
+    """pluggy's manager, with every implementation of a hook (wrappers included) run through a
+    guard applying the hook's failure policy; during an accessor's call each result is also
+    tagged with its plugin (conda's ``_hookexec`` wrapping). Guarded copies of pluggy's
+    ``HookImpl`` are cached until the next (un)registration."""
 
     def __init__(self, host: "PluginHost"):
         super().__init__(hookspecs.PROJECT)
         self._host = host
-        self._guarded: dict[int, tuple[Any, Any]] = {}
+        self._guarded: dict[tuple[int, bool], tuple[Any, Any]] = {}
 
     def _hookexec(self, hook_name: str, methods: Any, kwargs: Any, firstresult: bool) -> Any:
+        local = self._host._local
+        tag, local.tag = getattr(local, "tag", False), False  # only the accessor's own call is tagged
         policy = hookspecs.POLICY.get(hook_name)
         if policy is not None:
-            methods = [self._guard(hook_name, policy, impl) for impl in methods]
+            methods = [self._guard(hook_name, policy, impl, tag) for impl in methods]
         return super()._hookexec(hook_name, methods, kwargs, firstresult)
 
-    def _guard(self, hook: str, policy: str, impl: Any) -> Any:
-        if impl.wrapper or impl.hookwrapper:
-            return impl  # a wrapper sees the real call; its own failure surfaces in the accessor
-        cached = self._guarded.get(id(impl))
+    def _guard(self, hook: str, policy: str, impl: Any, tag: bool) -> Any:
+        cached = self._guarded.get((id(impl), tag))
         if cached is not None and cached[0] is impl:
             return cached[1]
-        host, plugin, function = self._host, impl.plugin_name, impl.function
+        if impl.wrapper:
+            guarded = self._guard_wrapper(hook, policy, impl, tag)
+        elif impl.hookwrapper:
+            guarded = self._guard_old_wrapper(hook, policy, impl, tag)
+        else:
+            guarded = self._guard_call(hook, policy, impl, tag)
+        copy = type(impl)(impl.plugin, impl.plugin_name, functools.wraps(impl.function)(guarded), impl.opts)
+        self._guarded[(id(impl), tag)] = (impl, copy)
+        return copy
 
-        @functools.wraps(function)
+    def _failed(self, hook: str, policy: str, plugin: str, exc: BaseException) -> None:
+        """Apply the policy to ``plugin``'s exception: raise (stop) or record it (isolate)."""
+        if isinstance(exc, PluginError) or not isinstance(exc, Exception):
+            raise exc
+        if isinstance(exc, UsageError):  # a config hook's own message for the user (exit 2), as it is
+            if policy == hookspecs.STOP:
+                raise exc
+            self._host.record_failure(plugin, hook, "raised a usage error outside a config hook")
+            return
+        if policy == hookspecs.STOP:
+            raise PluginError(f"plugin {plugin!r} failed in {hook}: {type(exc).__name__}: {exc}") from exc
+        self._host.record_failure(plugin, hook, f"{type(exc).__name__}: {exc}")
+
+    def _guard_call(self, hook: str, policy: str, impl: Any, tag: bool) -> Callable[..., Any]:
+        plugin, function = impl.plugin_name, impl.function
+
         def guarded(*args: Any) -> Any:
             try:
                 result = function(*args)
-            except PluginError:
-                raise
-            except UsageError:  # a config hook's own message for the user (exit 2), as it is
-                if policy == hookspecs.STOP:
-                    raise
-                host.record_failure(plugin, hook, "raised a usage error outside a config hook")
-                return None
             except Exception as exc:
-                if policy == hookspecs.STOP:
-                    raise PluginError(f"plugin {plugin!r} failed in {hook}: {type(exc).__name__}: {exc}") from exc
-                host.record_failure(plugin, hook, f"{type(exc).__name__}: {exc}")
+                self._failed(hook, policy, plugin, exc)
                 return None
-            if result is not None:
-                host._note_result(plugin, result)
-            return result
+            return Tagged(plugin, result) if tag and result is not None else result
 
-        copy = type(impl)(impl.plugin, plugin, guarded, impl.opts)
-        self._guarded[id(impl)] = (impl, copy)
-        return copy
+        return guarded
+
+    def _start(self, hook: str, policy: str, plugin: str, function: Callable[..., Any], args: Any) -> Any:
+        """A wrapper's generator, run to its ``yield``; None when it failed (then it is skipped)."""
+        try:
+            gen = function(*args)
+            next(gen)
+            return gen
+        except StopIteration:
+            self._failed(hook, policy, plugin, RuntimeError("the wrapper did not yield"))
+        except Exception as exc:
+            self._failed(hook, policy, plugin, exc)
+        return None
+
+    def _guard_wrapper(self, hook: str, policy: str, impl: Any, tag: bool) -> Callable[..., Any]:
+        plugin, function = impl.plugin_name, impl.function
+
+        def guarded(*args: Any) -> Any:
+            gen = self._start(hook, policy, plugin, function, args)
+            if gen is None:
+                return (yield)  # as if the wrapper were absent
+            try:
+                results = yield
+            except BaseException as inner:  # what the wrapped call raised: the wrapper may handle it
+                try:
+                    gen.throw(inner)
+                except StopIteration as stop:
+                    return stop.value
+                except BaseException as exc:
+                    if exc is not inner:
+                        self._failed(hook, policy, plugin, exc)
+                    raise inner from None
+                self._failed(hook, policy, plugin, RuntimeError("the wrapper yielded twice"))
+                raise inner from None
+            plain = [r.value if isinstance(r, Tagged) else r for r in results] if tag else results
+            try:
+                gen.send(plain)
+            except StopIteration as stop:
+                return _retag(stop.value, results, plugin) if tag else stop.value
+            except Exception as exc:
+                self._failed(hook, policy, plugin, exc)
+                return results
+            self._failed(hook, policy, plugin, RuntimeError("the wrapper yielded twice"))
+            return results
+
+        return guarded
+
+    def _guard_old_wrapper(self, hook: str, policy: str, impl: Any, tag: bool) -> Callable[..., Any]:
+        plugin, function = impl.plugin_name, impl.function
+
+        def guarded(*args: Any) -> Any:
+            gen = self._start(hook, policy, plugin, function, args)
+            outcome = yield
+            if gen is None:
+                return
+            results = None if outcome.exception else outcome.get_result()
+            plain = [r.value if isinstance(r, Tagged) else r for r in results] if tag and results else results
+            seen = pluggy.Result(plain, outcome.exception)
+            try:
+                gen.send(seen)
+            except StopIteration:
+                pass
+            except Exception as exc:
+                self._failed(hook, policy, plugin, exc)
+                return
+            else:
+                self._failed(hook, policy, plugin, RuntimeError("the wrapper yielded twice"))
+                return
+            if seen.exception is not outcome.exception and seen.exception is not None:
+                outcome.force_exception(seen.exception)
+            elif seen.exception is None and (outcome.exception is not None or seen.get_result() is not plain):
+                out = seen.get_result()
+                outcome.force_result(_retag(out, results or [], plugin) if tag else out)
+
+        return guarded
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:
         self._guarded.clear()
@@ -180,35 +298,28 @@ class PluginHost:
                  "count": self.failure_counts.get(key, 1)} for key, f in sorted(self.failures.items())]
 
     # ----------------------------------------------------------------- calling
-    def _note_result(self, plugin: str, result: Any) -> None:
-        frames = getattr(self._local, "frames", None)
-        if frames:
-            frames[-1].append((plugin, result))
-
-    def _call(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
-        """Call ``hook`` through pluggy; returns (plugin, result) pairs in pluggy's order.
-        A result a wrapper put in place of the originals is attributed to :data:`WRAPPER`."""
-        frames = self._local.__dict__.setdefault("frames", [])
-        frame: list[tuple[str, Any]] = []
-        frames.append(frame)
+    def _call(self, hook: str, _tagged: bool = True, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call ``hook`` through pluggy; returns (plugin, result) pairs in pluggy's order, each
+        tagged as it was produced (``_tagged=False``: results ignored, the hot training-process
+        hooks). A result that is not a producer's own is credited to the wrappers."""
+        self._local.tag = _tagged
         try:
             results = getattr(self.pm.hook, hook)(**kwargs)
-        except PluginError:
+        except (PluginError, UsageError):
             raise
-        except UsageError:
-            if hookspecs.POLICY.get(hook) == hookspecs.STOP:
-                raise
-            self.record_failure(self._wrapper_names(hook), hook, "raised a usage error outside a config hook")
-            return []
-        except Exception as exc:  # only a wrapper can get here: guards catch the rest
+        except Exception as exc:  # pluggy's own protocol errors: guards catch every plugin's
             if hookspecs.POLICY.get(hook) == hookspecs.STOP:
                 raise PluginError(f"{WRAPPER} of {hook} failed: {type(exc).__name__}: {exc}") from exc
             self.record_failure(self._wrapper_names(hook), hook, f"{type(exc).__name__}: {exc}")
             return []
         finally:
-            frames.pop()
-        owners = {id(result): plugin for plugin, result in frame}
-        return [(owners.get(id(result), WRAPPER), result) for result in results]
+            self._local.tag = False
+        if not _tagged:
+            return []
+        if not isinstance(results, list):
+            self._invalid(hook, self._wrapper_names(hook), f"returned {type(results).__name__}; expected a list")
+            return []
+        return [(r.plugin, r.value) if isinstance(r, Tagged) else (self._wrapper_names(hook), r) for r in results]
 
     def _wrapper_names(self, hook: str) -> str:
         impls = getattr(self.pm.hook, hook).get_hookimpls()
@@ -346,14 +457,14 @@ class PluginHost:
         return env
 
     def on_frame(self, child: ChildContext, frame: Any, info: FrameInfo) -> None:
-        self.pm.hook.mosaic_on_frame(child=child, frame=frame, info=info)
+        self._call("mosaic_on_frame", False, child=child, frame=frame, info=info)
 
     def host_lost(self, child: ChildContext) -> None:
         self._call("mosaic_host_lost", child=child)
 
     def on_scalar(self, child: ChildContext, tag: str, value: float, step: int | None) -> None:
-        # The hottest hook (every add_scalar): straight through pluggy, results ignored.
-        self.pm.hook.mosaic_on_scalar(child=child, tag=tag, value=value, step=step)
+        # The hottest hook (every add_scalar): guarded like every hook, results not tagged.
+        self._call("mosaic_on_scalar", False, child=child, tag=tag, value=value, step=step)
 
 
 def _print_failure(failure: HookFailure) -> None:

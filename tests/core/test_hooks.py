@@ -21,6 +21,7 @@ def test_every_hook_is_documented_and_tested():
     for name in HOOK_NAMES:
         doc = inspect.getdoc(getattr(hookspecs, name)) or ""
         assert "Called" in doc and "Return" in doc, f"{name} must say when it is called and what it returns"
+        assert "**Example:**" in doc and "@hookimpl" in doc.split("**Example:**")[-1], f"{name} needs an example"
         assert source.count(name) >= 2, f"{name} has no test here"
 
 
@@ -210,8 +211,75 @@ def test_wrappers_and_ordering_marks_go_through_pluggy(run):
     bad = types.ModuleType("bad")
     bad.mosaic_on_heartbeat = hookspecs.hookimpl(wrapper=True)(failing_wrapper)
     host = host_with(plain, bad)
-    assert host.heartbeat_fields(run) == {}
+    assert host.heartbeat_fields(run) == {"plain": 1}  # a broken wrapper costs only itself
     assert "wrapper broke" in host.failures["bad", "mosaic_on_heartbeat"].error
+
+
+def wrapper_module(name, hook, function, **options):
+    mod = types.ModuleType(name)
+    setattr(mod, hook, hookspecs.hookimpl(wrapper=True, **options)(function))
+    return mod
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_raising_wrapper_of_mosaic_on_scalar_and_mosaic_on_frame_costs_only_its_plugin(when, capsys):
+    seen = []
+
+    def broken(child):
+        if when == "before":
+            raise RuntimeError("broken before yield")
+        yield
+        raise RuntimeError("broken after yield")
+
+    fine = module("fine", mosaic_on_scalar=lambda tag, value: seen.append((tag, value)),
+                  mosaic_on_frame=lambda frame: seen.append(("frame", frame)))
+    host = host_with(fine, wrapper_module("ws", "mosaic_on_scalar", broken),
+                     wrapper_module("wf", "mosaic_on_frame", broken))
+    assert not host.load_failures()
+    for step in range(3):
+        host.on_scalar(None, "charts/SPS", float(step), step)  # the run does not die
+    host.on_frame(None, "pixels", None)
+    assert seen == [("charts/SPS", 0.0), ("charts/SPS", 1.0), ("charts/SPS", 2.0), ("frame", "pixels")]
+    assert host.failure_counts["ws", "mosaic_on_scalar"] == 3 and ("wf", "mosaic_on_frame") in host.failures
+    assert capsys.readouterr().err.count("plugin 'ws' failed in mosaic_on_scalar") == 1
+
+
+def test_a_raising_wrapper_of_a_stop_hook_names_its_plugin():
+    def broken():
+        yield
+        raise RuntimeError("no")
+
+    host = host_with(module("a", mosaic_build_args=lambda: ["--x"]),
+                     wrapper_module("w", "mosaic_build_args", broken))
+    with pytest.raises(PluginError, match="plugin 'w' failed in mosaic_build_args: RuntimeError: no"):
+        host.build_args(build_config({"run_id": "r", "algo": "a", "env_id": "e", "total_timesteps": 1}))
+
+
+def test_results_are_credited_to_the_plugin_that_made_them_even_when_equal_or_identical(run):
+    shared = {"same": 1}
+    host = host_with(module("first", mosaic_on_heartbeat=lambda: shared),
+                     module("second", mosaic_on_heartbeat=lambda: shared))
+    assert host.heartbeat_fields(run) == {"same": 1}
+    [failure] = host.failures.values()  # the one that came second (pluggy: last registered first)
+    assert failure.plugin == "first" and "already contributed by 'second'" in failure.error
+
+    def adds_a_section():
+        results = yield
+        return [{"from_wrapper": True}, *results]
+
+    host = host_with(module("p", mosaic_build_manifest=lambda: shared),
+                     wrapper_module("w", "mosaic_build_manifest", adds_a_section))
+    assert host._call("mosaic_build_manifest", run=run, status="completed") == [("w", {"from_wrapper": True}),
+                                                                                 ("p", shared)]
+
+
+def test_every_spec_carries_its_failure_policy():
+    assert set(hookspecs.POLICY) == set(HOOK_NAMES) and set(hookspecs.POLICY.values()) == {"stop", "isolate"}
+    for name in HOOK_NAMES:
+        assert getattr(hookspecs, name).mosaic_policy == hookspecs.POLICY[name]
+        assert f"Failure: {hookspecs.POLICY[name]}" in inspect.getdoc(getattr(hookspecs, name))
+    with pytest.raises(ValueError, match="failure policy"):
+        hookspecs.spec("maybe")
 
 
 def test_call_monitoring_sees_every_hook_call(run):
