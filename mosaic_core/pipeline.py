@@ -19,7 +19,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import REDACTED, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
@@ -28,8 +28,8 @@ from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, PluginError, UsageError
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
-from mosaic_core.types import ExtrasKey, Launch
-from mosaic_core.worker import call_optional, load_worker
+from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch
+from mosaic_core.worker import Worker, declare, declared, load_worker
 from mosaic_core.workers import find_worker
 
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
@@ -114,23 +114,32 @@ def _check_host_options(ns: argparse.Namespace) -> None:
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
 
 
-def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, data: dict[str, Any] | None = None,
+def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, data: dict[str, Any] | None = None,
             source: str | None = None, overrides: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
             options: dict[str, Any] | None = None, runs_dir: str | None = None, quiet: bool = False,
-            dry_run: bool = True) -> Prepared:
+            dry_run: bool = True, check_code: Callable[[list[CodePath]], None] | None = None) -> Prepared:
     """Config, validation and the worker's plan: every decision of a run, nothing started.
     ``mosaic run`` and the daemon's SubmitRun both come through here. ``dry_run`` (a dry run,
-    a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``)."""
+    a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``).
+    ``check_code`` (a daemon's script policy) sees the worker's ``code_paths`` before anything
+    reads those files, and the plan's ``Launch.code_paths`` after."""
     options = dict(options or {})
 
+    def code(mapping: dict[str, Any]) -> None:
+        if check_code is not None:
+            check_code(declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath))
+
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
-        own = call_optional(worker, "config_defaults", merged, options, default={}) or {}
+        code(merged)  # before any default is computed: defaults may read the files
+        own = worker.config_defaults(merged, options) or {}
         return {**host.config_defaults(merged), **own}
 
     config = build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
                           defaults=defaults)
+    code(config.to_dict(redacted=False))
+    events = declare(worker_item, "child_events()", worker.child_events, ChildEvent)
     worker_extras, problems = split_extras(claimed_keys(worker_item.name, worker, host), config.extras)
-    problems += host.validate_config(config) + list(call_optional(worker, "validate", config, options, default=[]) or [])
+    problems += host.validate_config(config) + list(worker.validate(config, options) or [])
     if problems:
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
@@ -139,7 +148,8 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     environment = preflight(worker_item.obj, worker_item.distribution)
     run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
                      plugin_args=host.build_args(config), worker_extras=worker_extras, dry_run=dry_run,
-                     python=environment.python)
+                     python=environment.python, settings=honoured_settings(worker_item, worker, host, config),
+                     worker_events=frozenset(event.name for event in events))
     try:
         launch = worker.plan(config, run)
     except (UsageError, PluginError):
@@ -150,6 +160,8 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     if not isinstance(launch, Launch):
         raise UsageError(f"worker {worker_item.name!r} ({worker_item.distribution}) returned "
                          f"{type(launch).__name__} from plan(); expected mosaic_core.types.Launch")
+    if check_code is not None:
+        check_code(declared(worker_item, "plan(): Launch.code_paths", list(launch.code_paths), CodePath))
     plugin_env = host.child_env(run)
     clash = sorted(set(plugin_env) & set(launch.env))
     if clash:
@@ -158,12 +170,27 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     return Prepared(worker_item, run, launch, {**launch.env, **plugin_env})
 
 
-def claimed_keys(worker_name: str, worker: Any, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
+def honoured_settings(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost,
+                      config: WorkerConfig) -> tuple[Any, ...]:
+    """The settings plugins published for this run; one the worker does not honour refuses
+    the run in one line naming the setting, its plugin and the worker (exit 2)."""
+    honoured = tuple(worker.honoured_settings() or ())
+    settings = host.run_settings(config)
+    for plugin, setting in settings:
+        if not isinstance(setting, honoured):
+            asked = getattr(setting, "requested_by", None) or f"plugin {plugin!r}"
+            raise ConfigError(f"{asked}: worker {worker_item.name!r} cannot honour {type(setting).__name__} "
+                              f"(published by plugin {plugin!r}); leave it out for this worker",
+                              field=asked if asked.startswith("extras.") else None, source=config.source)
+    return tuple(setting for _plugin, setting in settings)
+
+
+def claimed_keys(worker_name: str, worker: Worker, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
     """(owner, key) for every extras key a plugin or the worker claims; a key claimed by
     both is an error naming them."""
     plugins = list(host.extras_keys())
     claimed = list(plugins)
-    for key in call_optional(worker, "extras_keys", default=[]) or []:
+    for key in worker.extras_keys() or []:
         owner = next((plugin for plugin, theirs in plugins if theirs.matches(key.name) or key.matches(theirs.name)), None)
         if owner is not None:
             raise PluginError(f"extras key {str(key)!r} is claimed by both worker {worker_name!r} and plugin {owner!r}")
@@ -295,9 +322,9 @@ def _isatty(stream: Any) -> bool:
 def worker_option_defaults(worker: Any) -> dict[str, Any]:
     """The worker's own flags at their defaults (for runs not started from a command line)."""
     parser = argparse.ArgumentParser(add_help=False)
-    call_optional(worker, "add_arguments", parser)
+    worker.add_arguments(parser)
     options = vars(parser.parse_args([]))
-    if getattr(worker, "accepts_extra_argv", False):
+    if worker.accepts_extra_argv:
         options["extra_argv"] = []
     return options
 
@@ -310,14 +337,14 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
     parser = host_parser(prog or f"mosaic run --worker {worker_name}", worker_name, item.obj.description)
     own = parser.add_argument_group(f"{worker_name} worker")
     before = {action.dest for action in parser._actions}
-    call_optional(worker, "add_arguments", own)
+    worker.add_arguments(own)
     ns, extra = parser.parse_known_args(argv)
-    if extra and not getattr(worker, "accepts_extra_argv", False):
+    if extra and not worker.accepts_extra_argv:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if ns.emit_summary and not ns.dry_run:
         parser.error("--emit-summary needs --dry-run")
     options = {dest: value for dest, value in vars(ns).items() if dest not in before}
-    if getattr(worker, "accepts_extra_argv", False):
+    if worker.accepts_extra_argv:
         options["extra_argv"] = extra
     host = plugin_host()
     prepared = prepare_from_flags(item, worker, ns, options, host)

@@ -18,6 +18,7 @@ back by identity.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -405,6 +406,23 @@ class PluginHost:
     def validate_config(self, config: WorkerConfig) -> list[str]:
         results = self._call("mosaic_validate_config", config=config)
         return [problem for _plugin, problem in self._lists("mosaic_validate_config", results, str, "strings")]
+
+    def run_settings(self, config: WorkerConfig) -> list[tuple[str, Any]]:
+        """(plugin, setting) for every typed setting published for the run (frozen dataclass
+        instances); one type from two plugins is an error naming both."""
+        hook, owners, settings = "mosaic_run_settings", {}, []
+        for plugin, setting in self._lists(hook, self._call(hook, config=config), object, "settings"):
+            if not dataclasses.is_dataclass(setting) or isinstance(setting, type) \
+                    or not type(setting).__dataclass_params__.frozen:
+                self._invalid(hook, plugin, f"published {setting!r:.80}; expected a frozen dataclass instance")
+                continue
+            kind = type(setting)
+            if kind in owners:
+                self._invalid(hook, plugin, f"setting {kind.__name__} is already published by {owners[kind]!r}")
+                continue
+            owners[kind] = plugin
+            settings.append((plugin, setting))
+        return settings
 
     def build_args(self, config: WorkerConfig) -> list[str]:
         results = self._call("mosaic_build_args", config=config)

@@ -170,6 +170,14 @@ class RunContext:
     # The interpreter of the worker's environment (mosaic_core.environments); the host's own
     # for a worker without one. A worker's plan starts its Python training program with it.
     python: str = field(default_factory=lambda: sys.executable)
+    # Typed settings plugins published for the worker (mosaic_run_settings): see setting().
+    settings: tuple[Any, ...] = ()
+    # The child events the worker declared (Worker.child_events), besides the host's and plugins'.
+    worker_events: frozenset[str] = frozenset()
+
+    def setting(self, kind: type) -> Any:
+        """The published setting of type ``kind`` (e.g. ``TrackingSettings``), or None."""
+        return next((s for s in self.settings if isinstance(s, kind)), None)
 
     @property
     def run_id(self) -> str:

@@ -69,7 +69,8 @@ class Supervisor:
         # Wake-ups go through a pipe, not a threading.Event: a signal handler runs in the main
         # thread, possibly while it holds the Event's lock inside wait(); os.write takes no lock.
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._child_events = host.child_events()
+        self._child_events = host.child_events() | run.worker_events
+        self._undeclared: set[str] = set()
         self._waiter: threading.Thread | None = None
 
     # ------------------------------------------------------------------ events
@@ -78,6 +79,12 @@ class Supervisor:
             event = payload.get("event")
             if isinstance(event, str) and event in self._child_events and event not in TERMINAL:
                 self.run.emit(event, self._absolute_paths(payload.get("payload") or {}))
+            elif isinstance(event, str) and event not in self._undeclared:
+                self._undeclared.add(event)  # dropped, never silently: once per run and event
+                why = ("terminal events are the host's" if event in TERMINAL else "neither the host, a plugin "
+                       "(mosaic_child_events) nor the worker (Worker.child_events) declared it")
+                print(f"mosaic: warning: worker {self.run.worker!r} emitted child event {event[:80]!r}: {why}; "
+                      "it is dropped", file=sys.stderr)
             return
         if kind == FAILURE_KIND:  # a plugin failed in the training process
             if all(isinstance(payload.get(k), str) for k in ("plugin", "hook", "error")):

@@ -68,8 +68,11 @@ def mosaic_validate_config(config):
 
 
 @hookimpl
-def mosaic_build_args(config):
-    return tracking.build_args(config.extras) or None
+def mosaic_run_settings(config):
+    """``extras.track_wandb: true`` -> :class:`TrackingSettings` for the worker to honour (the
+    CleanRL worker's ``--track``); a worker that cannot track refuses the run."""
+    settings = tracking.settings(config.extras)
+    return [settings] if settings else None
 
 
 @hookimpl

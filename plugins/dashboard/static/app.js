@@ -256,7 +256,7 @@ async function openSubmit() {
   if (!d || !d.ok) { form.hidden = true; info.textContent = d ? d.error : "no daemon"; return; }
   info.textContent = `daemon ${d.target}: running ${d.health.running}, queued ${d.health.queued}`;
   form.hidden = false;
-  await loadForm($("#submit-worker").value || "cleanrl", $("#submit-algo").value);
+  await loadForm($("#submit-worker").value || "", $("#submit-algo").value);
 }
 
 async function loadForm(worker, algo) {
