@@ -29,7 +29,7 @@ from mosaic_core.errors import ConfigError, PluginError, UsageError
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
 from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch
-from mosaic_core.worker import Worker, declare, declared, load_worker
+from mosaic_core.worker import Worker, declare, load_worker
 from mosaic_core.workers import find_worker
 
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
@@ -125,9 +125,10 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
     reads those files, and the plan's ``Launch.code_paths`` after."""
     options = dict(options or {})
 
-    def code(mapping: dict[str, Any]) -> None:
+    def code(mapping: dict[str, Any]) -> None:  # declared well by every run; held to a daemon's policy
+        paths = declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath)
         if check_code is not None:
-            check_code(declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath))
+            check_code(paths)
 
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
         code(merged)  # before any default is computed: defaults may read the files
@@ -161,7 +162,7 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
         raise UsageError(f"worker {worker_item.name!r} ({worker_item.distribution}) returned "
                          f"{type(launch).__name__} from plan(); expected mosaic_core.types.Launch")
     if check_code is not None:
-        check_code(declared(worker_item, "plan(): Launch.code_paths", list(launch.code_paths), CodePath))
+        check_code(list(launch.code_paths))  # Launch checks its own code_paths are CodePaths
     plugin_env = host.child_env(run)
     clash = sorted(set(plugin_env) & set(launch.env))
     if clash:

@@ -59,6 +59,7 @@ def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
     own ``total_timesteps`` default."""
     extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
     mode = "interactive" if interactive else extras.get("mode")
+    mode = mode if isinstance(mode, str) else None  # a malformed mode is reported by validation
     if mode in MODE_PROGRAMS:
         return {"algo": mode, "total_timesteps": 1}
     if data.get("total_timesteps") in (None, "") and extras.get("preset") and data.get("algo") and data.get("env_id"):

@@ -89,6 +89,18 @@ def test_mosaic_build_args_and_mosaic_validate_config_concatenate(run):
         host_with(module("c", mosaic_build_args=lambda: "--oops")).build_args(run.config)
 
 
+def test_mosaic_run_settings_are_typed_descriptors_one_per_type(run):
+    from mosaic_core.types import TrackingSettings
+
+    a = module("a", mosaic_run_settings=lambda config: [TrackingSettings(project=config.env_id)])
+    assert host_with(a).run_settings(run.config) == [("a", TrackingSettings(project="CartPole-v1"))]
+    b = module("b", mosaic_run_settings=lambda: [TrackingSettings()])
+    with pytest.raises(PluginError, match="setting TrackingSettings is already published by 'b'"):
+        host_with(a, b).run_settings(run.config)
+    with pytest.raises(PluginError, match="expected a frozen dataclass instance"):
+        host_with(module("c", mosaic_run_settings=lambda: [{"track": True}])).run_settings(run.config)
+
+
 def test_mosaic_config_defaults_fill_only_missing_fields():
     a = module("a", mosaic_config_defaults=lambda data: {"env_id": "Stage0-v0", "algo": "never"})
     host = host_with(a)
@@ -115,7 +127,7 @@ def test_mosaic_extras_keys_declare_ownership_and_overlaps_name_both():
 def test_mosaic_child_events_are_one_vocabulary():
     a = module("a", mosaic_child_events=lambda: [ChildEvent("stage_done")])
     b = module("b", mosaic_child_events=lambda: [ChildEvent("stage_done"), ChildEvent("other")])
-    assert host_with(a, b).child_events() == {"stage_done", "other", "note"}
+    assert host_with(a, b).child_events() == {"stage_done", "other", "note", "checkpoint_saved"}  # + the host's
 
 
 def test_mosaic_cli_commands_drop_a_duplicate_and_name_both():
