@@ -74,7 +74,8 @@ def test_bad_requests_get_a_status_and_a_reason(serve):
 
 def test_malformed_forms_and_a_daemon_that_is_gone(serve):
     base, _server = serve("--target", f"127.0.0.1:{free_port()}")  # nothing listens there
-    good = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": "1000", "args": {"learning_rate": "0.001"}}
+    good = {"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": "1000",
+            "args": {"learning_rate": "0.001"}}
     bad = [
         ({**good, "total_timesteps": "lots"}, "total_timesteps: 'lots' is not a whole number"),
         ({**good, "total_timesteps": "0"}, "total_timesteps: must be > 0"),
@@ -82,7 +83,7 @@ def test_malformed_forms_and_a_daemon_that_is_gone(serve):
         ({**good, "run_id": "a/b"}, "run_id:"),
         ({**good, "args": {"learning_rate": "fast"}}, "args.learning_rate: 'fast' is not a number"),
         ({**good, "args": {"anneal_lr": "maybe"}}, "args.anneal_lr: 'maybe' is not true or false"),
-        ({**good, "args": {"no_such_field": "1"}}, "args.no_such_field: not a field of ppo's Args"),
+        ({**good, "args": {"no_such_field": "1"}}, "args.no_such_field: not an option of ppo"),
         ({**good, "algo": "no_such_algo"}, "algo:"),
         ([1, 2], "the form must be sent as a JSON object"),
     ]
@@ -108,6 +109,9 @@ def test_the_form_comes_from_the_workers_capabilities_and_the_args(serve, daemon
     fields = {f["name"]: f for f in schema["fields"]}
     assert fields["learning_rate"]["kind"] == "float" and fields["buffer_size"]["kind"] == "int"
     assert "env_id" not in fields and "total_timesteps" not in fields  # the form's own fields
+    status, schema = http_json(base + "/api/daemon/form?worker=example")  # any worker, from its own options
+    assert status == 200 and schema["algos"] == ["random", "first"] and schema["fields"] == []
+    assert schema["capabilities"]["worker_type"] == "example" and "cleanrl" in schema["workers"]
     status, data = http_json(base + "/api/daemon/form?worker=nope")
     assert status == 404 and "no active worker 'nope'" in data["error"]
     daemon.stop()  # the daemon goes away: answers say so, the server keeps serving
