@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_analytics.extras import redact_url
+from mosaic_sweep.extras import redact_url
 from mosaic_core.errors import UsageError
 
 DEFAULT_DIR = Path("var/sweeps")
