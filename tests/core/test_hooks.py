@@ -285,6 +285,28 @@ def test_results_are_credited_to_the_plugin_that_made_them_even_when_equal_or_id
                                                                                  ("p", shared)]
 
 
+def test_old_style_hookwrappers_are_guarded_and_see_plain_results(run):
+    seen = []
+
+    def replacing():
+        outcome = yield
+        seen.append(outcome.get_result())
+        outcome.force_result([*outcome.get_result(), {"old": True}])
+
+    def broken():
+        yield
+        raise RuntimeError("old wrapper broke")
+
+    old = types.ModuleType("old")
+    old.mosaic_on_heartbeat = hookspecs.hookimpl(hookwrapper=True)(replacing)
+    bad = types.ModuleType("bad")
+    bad.mosaic_on_heartbeat = hookspecs.hookimpl(hookwrapper=True)(broken)
+    host = host_with(module("p", mosaic_on_heartbeat=lambda: {"p": 1}), old, bad)
+    assert host.heartbeat_fields(run) == {"p": 1, "old": True} and seen == [[{"p": 1}]]
+    assert host._call("mosaic_on_heartbeat", run=run) == [("p", {"p": 1}), ("old", {"old": True})]
+    assert "old wrapper broke" in host.failures["bad", "mosaic_on_heartbeat"].error
+
+
 def test_every_spec_carries_its_failure_policy():
     assert set(hookspecs.POLICY) == set(HOOK_NAMES) and set(hookspecs.POLICY.values()) == {"stop", "isolate"}
     for name in HOOK_NAMES:
