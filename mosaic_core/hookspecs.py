@@ -292,8 +292,8 @@ def mosaic_frame_wanted(child: ChildContext, env_index: int) -> bool | None:
     PettingZoo, EnvPool, a Ray env runner). The program renders only when some consumer says
     True, so rendering costs nothing between frames.
 
-    Results combine as "any": True from one implementation is enough. Must be cheap (a clock
-    read). Failure: isolate.
+    Return True to ask for a frame, False or None otherwise; results combine as "any": True from
+    one implementation is enough. Must be cheap (a clock read). Failure: isolate.
     """
 
 
