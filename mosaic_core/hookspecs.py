@@ -287,10 +287,12 @@ def mosaic_on_frame(child: ChildContext, frame: np.ndarray, info: FrameInfo) -> 
 
 @hookspec
 def mosaic_frame_wanted(child: ChildContext, env_index: int) -> bool | None:
-    """Whether a frame of env ``env_index`` is wanted now, asked by a training program that
-    renders itself (:func:`mosaic_core.child.frame_wanted`, for envs that bypass ``gym.make``:
-    PettingZoo, EnvPool, a Ray env runner). The program renders only when some consumer says
-    True, so rendering costs nothing between frames.
+    """Whether a frame of env ``env_index`` is wanted now.
+
+    Called in the training process by a program that renders itself
+    (:func:`mosaic_core.child.frame_wanted`, for envs that bypass ``gym.make``: PettingZoo,
+    EnvPool, a Ray env runner), before it renders. The program renders only when some consumer
+    says True, so rendering costs nothing between frames.
 
     Return True to ask for a frame, False or None otherwise; results combine as "any": True from
     one implementation is enough. Must be cheap (a clock read). Failure: isolate.
