@@ -458,22 +458,46 @@ def mosaic_on_frame(child: ChildContext, frame: np.ndarray, info: FrameInfo) -> 
 
 
 @spec(ISOLATE)
-def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | None) -> None:
-    """The script wrote a scalar (``SummaryWriter.add_scalar``) in the training process.
+def mosaic_frame_wanted(child: ChildContext, env_index: int) -> bool | None:
+    """Whether a frame of env ``env_index`` is wanted now.
 
-    Called for every ``add_scalar`` of ``torch.utils.tensorboard`` and ``tensorboardX``
-    writers, and for :func:`mosaic_core.child.report_scalar` (workers without a
-    SummaryWriter), before the write itself, so it must be cheap (buffer, never block).
-    Return value ignored. Failure: isolate (a raising implementation, ``wrapper=True`` ones
-    included, costs only its plugin; the run and every other plugin go on).
+    Called in the training process by a program that renders itself
+    (:func:`mosaic_core.child.frame_wanted`, for envs that bypass ``gym.make``: PettingZoo,
+    EnvPool, a Ray env runner), before it renders. The program renders only when some consumer
+    says True, so rendering costs nothing between frames.
+
+    Return True to ask for a frame, False or None otherwise; results combine as "any": True from
+    one implementation is enough. Must be cheap (a clock read). Failure: isolate.
 
     **Example:**
 
     .. code-block:: python
 
         @hookimpl
-        def mosaic_on_scalar(child, tag, value, step):
-            if tag == "charts/episodic_return":
+        def mosaic_frame_wanted(child, env_index):
+            return env_index == 0 and time.monotonic() >= NEXT_FRAME[0]
+    """
+
+
+@spec(ISOLATE)
+def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | None, agent: str | None) -> None:
+    """The script wrote a scalar (``SummaryWriter.add_scalar``) in the training process.
+
+    Called for every ``add_scalar`` of ``torch.utils.tensorboard`` and ``tensorboardX``
+    writers, and for :func:`mosaic_core.child.report_scalar` (workers without a
+    SummaryWriter), before the write itself, so it must be cheap (buffer, never block).
+    ``agent`` is the agent id for a per-agent value of a multi-agent run (None for the
+    run's own or the team's values). Return value ignored. Failure: isolate (a raising
+    implementation, ``wrapper=True`` ones included, costs only its plugin; the run and every
+    other plugin go on).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_on_scalar(child, tag, value, step, agent):
+            if tag == "charts/episodic_return" and agent is None:
                 BEST[0] = max(BEST[0], value)
     """
 
