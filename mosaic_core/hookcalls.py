@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import pluggy
 
 from mosaic_core import hookspecs
 from mosaic_core.errors import PluginError, UsageError
 
-if TYPE_CHECKING:
-    from mosaic_core.plugins import PluginHost
+
+
+class FailureRecorder(Protocol):
+    """Where a guarded implementation's failure is recorded (:class:`mosaic_core.plugins.PluginHost`)."""
+
+    def record_failure(self, plugin: str, hook: str, error: str) -> None: ...
 
 
 class Tagged:
@@ -54,7 +58,7 @@ class GuardedManager(pluggy.PluginManager):
     tagged with its plugin (conda's ``_hookexec`` wrapping). Guarded copies of pluggy's
     ``HookImpl`` are cached until the next (un)registration."""
 
-    def __init__(self, host: PluginHost):
+    def __init__(self, host: FailureRecorder):
         super().__init__(hookspecs.PROJECT)
         self._host = host
         self.tagging = threading.local()  # .on: the next hook call (an accessor's) tags its results
