@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.files import tail_lines
+from mosaic_core.files import open_private, read_private_text, tail_lines
 from mosaic_core.procs import process_alive
 
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
@@ -45,7 +45,7 @@ class RunSummary:
 
 def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_private_text(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -65,7 +65,7 @@ def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
 def _events(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The first event and the events in the last ``TAIL_BYTES`` of the log (bad lines skipped)."""
     try:
-        with open(path, "rb") as handle:
+        with open_private(path) as handle:
             first_line = handle.readline()
     except OSError:
         return None, []

@@ -8,8 +8,9 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
+from mosaic_core import webtoken
 from mosaic_core.errors import MosaicError, UsageError
 
 from mosaic_fastlane.frames import encode_png, terminal_image
@@ -70,10 +71,16 @@ class FrameSource:
         return {"run_id": self.reader.header.run_id, "ended": self.ended, **(frame.metrics() if frame else {})}
 
 
-def _handler(source: FrameSource, page: bytes) -> type[BaseHTTPRequestHandler]:
+def _handler(source: FrameSource, page: bytes, gate: Callable[[str, dict[str, str]], tuple[int, str, bool]],
+             cookie: str) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
+            status, reason, from_query = gate(query, {k.lower(): v for k, v in self.headers.items()})
+            if status:
+                self._send(status, "text/plain; charset=utf-8", (reason + "\n").encode())
+                return
+            self._cookie = cookie if from_query else None
             if path == "/":
                 self._send(200, "text/html; charset=utf-8", page)
             elif path == "/metrics.json":
@@ -89,6 +96,8 @@ def _handler(source: FrameSource, page: bytes) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
+            if getattr(self, "_cookie", None):
+                self.send_header("Set-Cookie", self._cookie)
             self.end_headers()
             self.wfile.write(body)
 
@@ -108,15 +117,27 @@ def watch(args: argparse.Namespace, reader: FastLaneReader) -> int:
 def _serve(args: argparse.Namespace, reader: FastLaneReader) -> int:
     source = FrameSource(reader)
     page = (PAGE % {"run_id": reader.header.run_id, "interval_ms": max(50, int(reader.header.interval_ms))}).encode()
+    holder: dict[str, Any] = {}
+
+    def gate(query: str, headers: dict[str, str]) -> tuple[int, str, bool]:
+        token, cookie = holder["token"], holder["cookie"]
+        return webtoken.check(token.value, query, headers, cookie, "mosaic fastlane watch")
+
     try:
-        server = ThreadingHTTPServer(("127.0.0.1", args.port), _handler(source, page))
+        server = ThreadingHTTPServer(("127.0.0.1", args.port), _handler(source, page, gate, ""))
     except OSError as exc:
         raise UsageError(f"--port {args.port}: cannot listen on 127.0.0.1: {exc.strerror}") from None
+    port = server.server_address[1]
+    # Any local user can reach a loopback port: every request needs this token (the frames and
+    # metrics of a run are its owner's).
+    token = webtoken.issue("fastlane-watch", port)
+    holder.update(token=token, cookie=webtoken.cookie_name(port))
+    server.RequestHandlerClass = _handler(source, page, gate, webtoken.set_cookie(token.value, holder["cookie"]))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="fastlane-watch", daemon=True)
     thread.start()
-    print(f"FastLane: watching run {reader.header.run_id} at http://127.0.0.1:{server.server_address[1]}/ "
-          "(Ctrl-C to stop)", file=sys.stderr, flush=True)
+    print(f"FastLane: watching run {reader.header.run_id} at {token.url(f'http://127.0.0.1:{port}/')} "
+          f"(the token is also in {token.file} while this runs; Ctrl-C to stop)", file=sys.stderr, flush=True)
     try:
         while not source.ended:
             source.poll()
@@ -127,6 +148,7 @@ def _serve(args: argparse.Namespace, reader: FastLaneReader) -> int:
     finally:
         server.shutdown()
         server.server_close()
+        token.remove()
     return 0
 
 

@@ -165,6 +165,13 @@ def dashboard(study_name: str, storage_value: str | None, port: int) -> int:
     except ImportError:
         raise MosaicError("optuna-dashboard is not installed (pip install optuna-dashboard); "
                           f"study {study_name!r} is in {shown}") from None
-    print(f"mosaic sweep: optuna-dashboard on http://127.0.0.1:{port}/ for {shown}", file=sys.stderr)
-    optuna_dashboard.run_server(study._storage, host="127.0.0.1", port=port)
-    return 0
+    from mosaic_core.webtoken import serve_wsgi
+
+    # optuna-dashboard can edit studies: its WSGI application is served behind our token, in
+    # this process, instead of its own open server (see mosaic_core.webtoken.TokenWSGI).
+    def announce(url: str, token: Any) -> None:
+        print(f"mosaic sweep: optuna-dashboard at {url} for {shown} (the token is also in {token.file} "
+              "while it runs; Ctrl-C stops it)", file=sys.stderr, flush=True)
+
+    return serve_wsgi(optuna_dashboard.wsgi(study._storage), port, "sweep-dashboard", "mosaic sweep dashboard",
+                      announce)
