@@ -23,10 +23,16 @@ RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 def _runs_root(value: str | None, must_exist: bool = True) -> Path:
     from mosaic_core.runs import default_runs_root
 
+    from mosaic_core.runs import check_runs_root
+
     root = Path(value) if value else default_runs_root()
     if must_exist and not root.is_dir():
         where = "--runs-dir" if value else "the default runs root"
         raise UsageError(f"no runs directory at {root} ({where}); pass --runs-dir DIR")
+    try:
+        check_runs_root(root.absolute())  # another user's root, or one others can write: never read
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
     return root
 
 

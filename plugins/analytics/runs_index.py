@@ -166,12 +166,19 @@ def list_runs(root: Path) -> list[RunSummary]:
     except OSError:
         return []
     for entry in entries:
-        if entry.is_dir(follow_symlinks=False) and (
+        if entry.is_dir(follow_symlinks=False) and _ours(entry) and (
                 os.path.exists(os.path.join(entry.path, "config.json"))
                 or os.path.exists(os.path.join(entry.path, "events.jsonl"))):
             runs.append(summarize(Path(entry.path)))
     runs.sort(key=lambda r: (r.started_at or 0.0, r.run_id), reverse=True)
     return runs
+
+
+def _ours(entry: os.DirEntry) -> bool:
+    try:
+        return entry.stat(follow_symlinks=False).st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 def format_age(started_at: float | None, now: float | None = None) -> str:

@@ -84,7 +84,8 @@ class RunsIndex:
 
     def snapshot(self) -> list[dict[str, Any]]:
         try:
-            entries = [e for e in os.scandir(self.root) if e.is_dir(follow_symlinks=False)]
+            entries = [e for e in os.scandir(self.root)
+                       if e.is_dir(follow_symlinks=False) and e.stat(follow_symlinks=False).st_uid == os.geteuid()]
         except OSError:
             entries = []
         runs, seen = [], set()
