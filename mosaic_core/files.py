@@ -97,6 +97,28 @@ def check_own_dir(path: Path | str, what: str = "directory") -> None:
                             f"(mode {stat.S_IMODE(info.st_mode):o}); refused")
 
 
+def check_ancestors(path: Path | str, what: str = "folder") -> None:
+    """Refuse ``path``'s existing folders, itself and up to ``/``, when another user could
+    rename or replace what lies in them: each must be ours or root's, and one that others can
+    write must be sticky (like ``/tmp``: nobody else can move our entries). Links are resolved
+    first, so their targets' folders are what is checked."""
+    chains = []
+    for start in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
+        while not os.path.lexists(start) and start != start.parent:
+            start = start.parent
+        chains.append((start, *start.parents))
+    for current in dict.fromkeys(chains[0] + chains[1]):  # the path as written, and as resolved
+        info = os.lstat(current)
+        if info.st_uid not in (os.geteuid(), 0):
+            raise UntrustedPath(f"{what} {path} lies in {current}, which belongs to {owner_name(info.st_uid)}; "
+                                "refused (they could replace what is in it)")
+        if stat.S_ISLNK(info.st_mode):
+            continue  # a link's own mode means nothing; its owner was checked
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+            raise UntrustedPath(f"{what} {path} lies in {current} (owner {owner_name(info.st_uid)}), which others "
+                                f"can write (mode {stat.S_IMODE(info.st_mode):o}, not sticky); refused")
+
+
 def open_private(path: Path | str, *, owner: int | None = None, any_owner: bool = False) -> BinaryIO:
     """Open a run file for reading without following a link and without blocking on a FIFO;
     only a regular file owned by ``owner`` (default: us) is returned, anything else raises

@@ -16,7 +16,7 @@ from typing import Any
 
 from mosaic_core.config import WorkerConfig, check_run_id, redact
 from mosaic_core.errors import ConfigError, UsageError
-from mosaic_core.files import check_own_dir, is_within, run_umask, write_json_atomic
+from mosaic_core.files import check_ancestors, check_own_dir, is_within, run_umask, write_json_atomic
 
 DEFAULT_RUNS_ROOT = Path("var/trainer/runs")
 RUNS_ROOT_VAR = "MOSAIC_RUNS_DIR"
@@ -53,14 +53,17 @@ def _private_folder(folder: Path) -> bool:
 def check_runs_root(root: Path) -> None:
     """Refuse a runs root (and the ``var/trainer`` folders above a default one) that is not a
     directory we own and only we can write: another user could swap a run directory in it for
-    a link to theirs. UntrustedPath names the path and the owner. A root that does not exist
-    yet is checked on its nearest existing folder only for being writable (we make the rest)."""
+    a link to theirs; and one inside a folder another user could rename it out of
+    (:func:`~mosaic_core.files.check_ancestors`). UntrustedPath names the path and the owner. A
+    root that does not exist yet is checked on the folders it will be made in."""
     if not (root.exists() or root.is_symlink()):
+        check_ancestors(root, "runs root")  # where it will be made
         return
-    check_own_dir(root, "runs root")
+    check_own_dir(os.path.realpath(root), "runs root")  # a link to a root of ours is fine
+    check_ancestors(root, "runs root")
     if root.name == DEFAULT_RUNS_ROOT.name and root.parent.name == "trainer" and root.parent.parent.name == "var":
         for folder in (root.parent, root.parent.parent):
-            check_own_dir(folder, "runs root folder")
+            check_own_dir(os.path.realpath(folder), "runs root folder")
 
 
 def find_run_dir(root: Path, ref: str) -> Path:
