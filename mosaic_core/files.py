@@ -149,13 +149,13 @@ def read_private_text(path: Path | str, limit: int | None = None) -> str:
 
 
 # Run files: private unless the owner opts into group sharing (``MOSAIC_SHARE_RUNS=group``).
-SHARE_VAR = "MOSAIC_SHARE_RUNS"
+SHARE_RUNS_VAR = "MOSAIC_SHARE_RUNS"
 
 
 def run_umask() -> int:
     """The umask runs are written under: 0o077 (0700/0600), or 0o027 (group may read) when
     ``$MOSAIC_SHARE_RUNS`` is ``group``."""
-    return 0o027 if os.environ.get(SHARE_VAR, "").strip().lower() == "group" else 0o077
+    return 0o027 if os.environ.get(SHARE_RUNS_VAR, "").strip().lower() == "group" else 0o077
 
 
 def current_umask() -> int:

@@ -220,6 +220,9 @@ class RunContext:
     # A dry run or a daemon's submission: the worker runs its thorough checks too (e.g. making the
     # env to read its spaces); a real run leaves those to the training process, to start fast.
     dry_run: bool = True
+    # The interpreter of the worker's environment (mosaic_core.environments); the host's own
+    # for a worker without one. A worker's plan starts its Python training program with it.
+    python: str = field(default_factory=lambda: sys.executable)
 
     @property
     def run_id(self) -> str:
