@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 from mosaic_core import webtoken
 from mosaic_core.errors import MosaicError, UsageError
@@ -71,16 +71,23 @@ class FrameSource:
         return {"run_id": self.reader.header.run_id, "ended": self.ended, **(frame.metrics() if frame else {})}
 
 
-def _handler(source: FrameSource, page: bytes, gate: Callable[[str, dict[str, str]], tuple[int, str, bool]],
-             cookie: str) -> type[BaseHTTPRequestHandler]:
+class _Gate:
+    """The server's token and cookie name, set once it listens (until then: 503 for all)."""
+
+    token = ""
+    cookie = ""
+
+
+def _handler(source: FrameSource, page: bytes, gate: _Gate) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             path, _, query = self.path.partition("?")
-            status, reason, from_query = gate(query, {k.lower(): v for k, v in self.headers.items()})
+            status, reason, from_query = webtoken.check(gate.token, query, {k.lower(): v for k, v in self.headers.items()},
+                                                        gate.cookie, "mosaic fastlane watch")
             if status:
                 self._send(status, "text/plain; charset=utf-8", (reason + "\n").encode())
                 return
-            self._cookie = cookie if from_query else None
+            self._cookie = webtoken.set_cookie(gate.token, gate.cookie) if from_query else None
             if path == "/":
                 self._send(200, "text/html; charset=utf-8", page)
             elif path == "/metrics.json":
@@ -117,22 +124,16 @@ def watch(args: argparse.Namespace, reader: FastLaneReader) -> int:
 def _serve(args: argparse.Namespace, reader: FastLaneReader) -> int:
     source = FrameSource(reader)
     page = (PAGE % {"run_id": reader.header.run_id, "interval_ms": max(50, int(reader.header.interval_ms))}).encode()
-    holder: dict[str, Any] = {}
-
-    def gate(query: str, headers: dict[str, str]) -> tuple[int, str, bool]:
-        token, cookie = holder["token"], holder["cookie"]
-        return webtoken.check(token.value, query, headers, cookie, "mosaic fastlane watch")
-
+    gate = _Gate()
     try:
-        server = ThreadingHTTPServer(("127.0.0.1", args.port), _handler(source, page, gate, ""))
+        server = ThreadingHTTPServer(("127.0.0.1", args.port), _handler(source, page, gate))
     except OSError as exc:
         raise UsageError(f"--port {args.port}: cannot listen on 127.0.0.1: {exc.strerror}") from None
     port = server.server_address[1]
     # Any local user can reach a loopback port: every request needs this token (the frames and
     # metrics of a run are its owner's).
     token = webtoken.issue("fastlane-watch", port)
-    holder.update(token=token, cookie=webtoken.cookie_name(port))
-    server.RequestHandlerClass = _handler(source, page, gate, webtoken.set_cookie(token.value, holder["cookie"]))
+    gate.token, gate.cookie = token.value, webtoken.cookie_name(port)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="fastlane-watch", daemon=True)
     thread.start()
