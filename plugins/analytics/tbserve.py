@@ -13,9 +13,9 @@ from typing import Any
 from mosaic_core import webtoken
 
 
-def serve_tensorboard(logdir: str, port: int) -> int:
+def serve_tensorboard(logdir: str, port: int, logdir_flag: str = "--logdir") -> int:
     """Serve ``logdir`` on 127.0.0.1:``port`` (0: any free one) until Ctrl-C; prints the URL
-    with its token on stderr."""
+    with its token on stderr. ``logdir_flag="--logdir_spec"`` takes ``name:dir,name:dir``."""
     from tensorboard import program
 
     def server_class(app: Any, flags: Any) -> Any:
@@ -33,5 +33,5 @@ def serve_tensorboard(logdir: str, port: int) -> int:
         return server
 
     board = program.TensorBoard(server_class=server_class)
-    board.configure(argv=[None, "--logdir", logdir, "--host", "127.0.0.1", "--port", str(port)])
+    board.configure(argv=[None, logdir_flag, logdir, "--host", "127.0.0.1", "--port", str(port)])
     return int(board.main() or 0)
