@@ -26,6 +26,7 @@ from mosaic_core.config import REDACTED, WorkerConfig, build_config, parse_extra
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, PluginError, UsageError
+from mosaic_core.files import run_umask
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
 from mosaic_core.threads import ThreadBudget
@@ -241,7 +242,8 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if ns.from_run:
         source = str(find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(),
                                   ns.from_run) / "config.json")
-    data = recorded_config(read_config_file(source), worker_item.name, source, ns) if source else None
+    data = recorded_config(read_config_file(source, run_file=bool(ns.from_run)), worker_item.name, source,
+                           ns) if source else None
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
                  "worker_id": ns.worker_id, "run_id": ns.run_id}
     extras = parse_extras_json(ns.extras) if ns.extras else None
@@ -292,13 +294,17 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
         options.started_payload["grpc"] = {"target": ns.grpc_target, "accepted_version": session.accepted_version}
     directory = run.directory
     directory.check_usable()  # again: time passed since the plan (a daemon slot, a registration)
-    directory.create()
-    directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
-                                                    "cwd": str(launch.cwd or run.run_dir), **launch.started_payload,
-                                                    "threads": prepared.threads.record() if prepared.threads else None})
+    # Everything the run writes, the training process included, is private to its user (0700/
+    # 0600) unless $MOSAIC_SHARE_RUNS=group lets the group read it.
+    previous_umask = os.umask(run_umask())
     try:
+        directory.create()
+        directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
+                                                        "cwd": str(launch.cwd or run.run_dir), **launch.started_payload,
+                                                        "threads": prepared.threads.record() if prepared.threads else None})
         return Supervisor(run, host, list(launch.command), prepared.env, options, cwd=launch.cwd).execute()
     finally:
+        os.umask(previous_umask)
         if session is not None:
             session.close()
 

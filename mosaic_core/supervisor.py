@@ -116,6 +116,9 @@ class Supervisor:
         env.update(self.env_additions)
         env[CHILD_VAR] = describe_child(child)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if p)
+        # The run directory is the training process's cwd: keep it (and any script's folder) off
+        # sys.path, so nothing in it can shadow a module (`python -m pkg.mod` would put it first).
+        env["PYTHONSAFEPATH"] = "1"
         return env
 
     def _start(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -271,7 +274,7 @@ class Supervisor:
 
 def _open_log(path: Path) -> Any:
     """A run's log, appended to without following a symlink at its name."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)  # less the run's umask
     return os.fdopen(fd, "ab")
 
 

@@ -5,7 +5,7 @@
 const $ = sel => document.querySelector(sel);
 const state = {daemon: null, runsSource: null, runSource: null, runs: [], selected: new Set(), compareTimer: null, logsTimer: null};
 
-// The token (non-loopback binds) arrives once in ?token=; the server answered with a cookie.
+// The token arrives once in ?token=; the server answered with a cookie.
 if (location.search.includes("token=")) history.replaceState(null, "", location.pathname + location.hash);
 
 function notice(text, kind) {
