@@ -138,8 +138,19 @@ def _plan(meta: WorkerMetadata, distribution: str, extras: tuple[str, ...]) -> t
         args += _distribution_requirement(host, host_extras)
     else:
         args += _distribution_requirement(host, host_extras) + _distribution_requirement(distribution, set())
-    identity = json.dumps({"args": args, "python": sys.version_info[:2], "extras": sorted(extras)})
+    # A source tree's pyproject.toml (dependencies, entry points) is part of what a build installed.
+    sources = [a.split("[")[0] for a in args if a.startswith("/")]
+    projects = {path: _digest(Path(path) / "pyproject.toml") for path in sources}
+    identity = json.dumps({"args": args, "python": sys.version_info[:2], "extras": sorted(extras),
+                           "projects": projects})
     return args, hashlib.sha256(identity.encode()).hexdigest()[:12]
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
 
 
 def _pointer(root: Path, worker: str) -> dict[str, Any] | None:
