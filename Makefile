@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 # Optional extras installed in both venvs: the test suite exercises them (their tests skip without
 # them). `make venv EXTRAS=test` leaves them out; `make extras` adds them to venvs built before.
-EXTRAS ?= test,minigrid,web,sweep,atari,mujoco
+EXTRAS ?= test,minigrid,web,sweep,atari,mujoco,ray
 
 .PHONY: venv extras train test test-gym1 proto clean browser-deps
 
