@@ -36,6 +36,7 @@ from mosaic_ray.remote import RemoteRun
 POLL_S = 0.25
 CANCEL_EXTRA_S = 20.0  # after the grace period: the node's host needs a moment to record the end
 SECRET_EXTRAS_ENV = "MOSAIC_SECRET_EXTRAS"
+NODE_GONE_WAIT_S = 60.0
 
 
 class NodeLost(Exception):
@@ -76,6 +77,9 @@ class RayRun:
                         break
                     if self.started:
                         run.emit("run_retried", {"reason": str(lost), "attempt": attempt + 1})
+                    lost_node = (run.state.get("ray") or {}).get("node_id")
+                    if lost_node:  # until Ray knows, it may place the next attempt on the same dead node
+                        cluster.wait_node_gone(lost_node, NODE_GONE_WAIT_S)
         except Exception as exc:  # a broken cluster mid-run: the run still ends with one terminal event
             status, payload, code = "failed", {"error": f"{type(exc).__name__}: {exc}"}, 1
         finally:

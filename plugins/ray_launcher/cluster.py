@@ -15,8 +15,10 @@ import math
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -119,6 +121,11 @@ def connect(address: str) -> Iterator[None]:
                          "(a GCS address is what `ray start --head` prints)")
     if failure is not None:
         raise UsageError(f"cannot join the Ray cluster at {address}: {failure}")
+    # The driver prints the cluster's error messages ("Raylet is terminated…") on stdout, which
+    # carries our JSON events: the run reports a lost node itself (run_retried, run_failed).
+    import ray._private.worker as ray_worker
+
+    ray_worker._worker_logs_enabled = False
     try:
         yield
     finally:
@@ -140,15 +147,28 @@ def _init_within(ray: Any, address: str, timeout: float) -> str | None:
 
     thread = threading.Thread(target=join, name="mosaic-ray-join", daemon=True)
     saved = os.dup(2)  # Ray's C++ core logs each retry straight to fd 2: keep that out of the user's way
-    with tempfile.TemporaryFile() as chatter:
-        os.dup2(chatter.fileno(), 2)
-        try:
-            thread.start()
-            thread.join(timeout)
-        finally:
+    chatter = tempfile.TemporaryFile()
+    os.dup2(chatter.fileno(), 2)
+    try:
+        thread.start()
+        deadline = time.monotonic() + timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(0.5)
+            if b"InvalidAuthToken" in os.pread(chatter.fileno(), 1 << 20, 0):
+                break  # Ray would retry a refused token for minutes
+    finally:
+        if "error" in outcome:  # joined or refused: stderr as it was
             os.dup2(saved, 2)
             os.close(saved)
+        else:  # Ray goes on retrying until we exit: its lines stay out, ours reach the real stderr
+            sys.stderr = os.fdopen(saved, "w", buffering=1)
+    chatter.seek(0)
+    said = chatter.read().decode("utf-8", "replace")
+    chatter.close()
     if "error" not in outcome:
+        if "InvalidAuthToken" in said or "Unauthenticated" in said:
+            return ("the cluster refused our token (token auth: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN, "
+                    "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token must hold the cluster's token)")
         return "timeout"
     exc = outcome["error"]
     if exc is None:
@@ -168,6 +188,13 @@ def alive_nodes() -> list[dict[str, Any]]:
     import ray
 
     return [node for node in ray.nodes() if node.get("Alive")]
+
+
+def wait_node_gone(node_id: str, timeout: float) -> None:
+    """Until Ray marks ``node_id`` dead (or ``timeout`` s): a retry must not land on it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(n["NodeID"] == node_id for n in alive_nodes()):
+        time.sleep(1.0)
 
 
 def check_resources(settings: Settings) -> None:

@@ -90,12 +90,12 @@ class LoopbackCluster:
             ports += ["--ray-client-server-port", str(free_port()), "--dashboard-port", str(free_port())]
         return ports
 
-    def start_node(self, name: str) -> None:
+    def start_node(self, name: str, extra: dict[str, float] | None = None) -> None:
         head = not self.nodes
         where = ["--head", "--port", str(self.port), "--include-dashboard=false"] if head else ["--address", self.address]
         log = open(self.base / f"{name}.log", "ab")
         command = [str(BIN / "ray"), "start", "--block", *where, "--node-ip-address", "127.0.0.1",
-                   "--num-cpus", str(self.cpus), "--resources", json.dumps({name: 1}), "--temp-dir",
+                   "--num-cpus", str(self.cpus), "--resources", json.dumps({name: 1, **(extra or {})}), "--temp-dir",
                    str(self.base / name), "--disable-usage-stats", *self._ports(head)]
         self.nodes[name] = subprocess.Popen(command, env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                             start_new_session=True)
@@ -103,12 +103,12 @@ class LoopbackCluster:
 
     def start(self, timeout: float = 180.0) -> "LoopbackCluster":
         self.start_node("nodeA")
-        self._wait_nodes(1, timeout)
+        self.wait_nodes(1, timeout)
         self.start_node("nodeB")
-        self._wait_nodes(2, timeout)
+        self.wait_nodes(2, timeout)
         return self
 
-    def _wait_nodes(self, count: int, timeout: float) -> None:
+    def wait_nodes(self, count: int, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
         script = ("import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
                   "print(json.dumps({k: n['NodeID'] for n in ray.nodes() if n['Alive'] "
