@@ -20,7 +20,8 @@ they were given into the environment of the ``mosaic run`` processes they spawn
 A new launcher (Slurm: ``srun`` with ``--slurm-partition``; Kubernetes: a Job per run) is one
 small module: ``get_launcher_info()`` plus an ``execute(job)`` that runs the job where it
 belongs, relays its events to ``job.run.emit`` and brings its run directory back to
-``job.run.run_dir``. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
+``job.run.run_dir``; its ``run_started`` payload carries ``node`` (a short "where", shown by
+``mosaic runs --target``). ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
 run anywhere this distribution is installed ("a normal supervised ``mosaic run`` there").
 """
 

@@ -92,6 +92,8 @@ class RayRun:
         import ray
 
         settings, run = self.settings, self.run
+        if attempt > 1:  # what fitted before may be gone with the node: say so rather than wait forever
+            cluster.check_resources(settings)
         actor_class = ray.remote(RemoteRun)
         actor = actor_class.options(num_cpus=settings.num_cpus, num_gpus=settings.num_gpus,
                                     resources=settings.resources or None, max_concurrency=4, max_restarts=0).remote()
@@ -136,7 +138,8 @@ class RayRun:
     def _relay_one(self, actor: Any, record: dict[str, Any], node: dict[str, Any]) -> None:
         event, payload = record["event"], self._local_paths(record.get("payload") or {})
         if event == "run_started":
-            payload = {**payload, "run_dir": str(self.run.run_dir), "ray": node}
+            where = f"{node['hostname']} {node['address']} ({node['node_id'][:12]})"
+            payload = {**payload, "run_dir": str(self.run.run_dir), "ray": node, "node": where}
             if self.started:
                 return  # a retry's second start: run_retried said so
             self.run.emit(event, payload)

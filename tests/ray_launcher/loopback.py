@@ -104,7 +104,7 @@ class LoopbackCluster:
     def start(self, timeout: float = 180.0) -> "LoopbackCluster":
         self.start_node("nodeA")
         self.wait_nodes(1, timeout)
-        self.start_node("nodeB")
+        self.start_node("nodeB", extra={"pool": 1})  # "pool": offered by more than one node (node loss tests)
         self.wait_nodes(2, timeout)
         return self
 

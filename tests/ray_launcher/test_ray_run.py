@@ -102,12 +102,12 @@ def test_bad_input_is_one_line_at_submit(cluster, tmp_path):
 
 
 def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_path):
-    """Last in the module: it takes a node away. Two nodes offer "pool"; the one the run lands
-    on is killed (its whole process tree, as a machine going away); the run starts again on
+    """Last in the module: it takes a node away. Two nodes offer "pool" (nodeB, and nodeC started
+    here); the one the run lands on is killed (its whole process tree, as a machine going away); the run starts again on
     the other and completes."""
     cluster.start_node("nodeC", extra={"pool": 1})
     cluster.wait_nodes(3)
-    proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "400000", "--json", "--ray-address",
+    proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "150000", "--json", "--ray-address",
                              cluster.address, "--ray-resources", '{"pool": 1}', "--log-every", "5000"],
                             cwd=tmp_path, env=caller_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
