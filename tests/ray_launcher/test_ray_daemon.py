@@ -35,12 +35,12 @@ def test_the_daemon_dispatches_a_submission_to_the_cluster(cluster, tmp_path):
             if rows and rows[0]["terminal_event"]:
                 break
             time.sleep(2)
-        assert rows and rows[0]["status"] == "completed", (rows, open_log(err))
+        assert rows and rows[0]["terminal_event"] == "run_completed", (rows, open_log(err))
         assert rows[0]["node"] and cluster.node_ids["nodeB"][:12] in rows[0]["node"]
         table = subprocess.run([str(BIN / "mosaic"), "runs", "--target", target, "--state-dir", str(state)],
                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60).stdout
         assert "NODE" in table.splitlines()[0] and cluster.node_ids["nodeB"][:12] in table
-        assert not processes_of(rows[0]["run_id"].removeprefix("run-"))
+        assert not processes_of(rows[0]["run_id"])
     finally:
         daemon.terminate()
         daemon.wait(timeout=60)
