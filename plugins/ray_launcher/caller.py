@@ -99,8 +99,8 @@ class RayRun:
                                     resources=settings.resources or None, max_concurrency=4, max_restarts=0).remote()
         try:
             runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
-            start = actor.start.remote(self._argv(), self._config_text(), self._env(), runs_dir, run.run_id,
-                                       settings.num_cpus)
+            start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
+                                       run.run_id, settings.num_cpus)
             node = self._wait(start, actor, "start")
             if node is None:  # cancelled while waiting for a node
                 return "cancelled", {"reason": self.cancel_reason}, 130
@@ -205,9 +205,6 @@ class RayRun:
             print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
 
     # ------------------------------------------------------------------ what the node gets
-    def _argv(self) -> list[str]:
-        return list(self.job.rerun_argv)
-
     def _config_text(self) -> str:
         return self.run.directory.config.read_text(encoding="utf-8")
 
@@ -243,7 +240,7 @@ class RayRun:
         import ray
 
         try:
-            ray.get(actor.close.remote(self.settings.shared_runs), timeout=15)
+            ray.get(actor.close.remote(), timeout=15)
         except Exception:  # dead already, or stuck: the kill below ends it (and its run, PDEATHSIG)
             pass
         ray.kill(actor)

@@ -101,11 +101,10 @@ class RemoteRun:
                 tar.add(path, arcname=str(rel), recursive=False)
         return buffer.getvalue()
 
-    def close(self, keep_run_dir: bool) -> None:
-        """Stop what is left of the run and remove this node's private copy."""
+    def close(self) -> None:
+        """Stop what is left of the run and remove this node's private copy (a run directory on
+        shared storage is not in it: the caller moves that one into place)."""
         if self.proc is not None and self.proc.poll() is None:
             procs.stop_group(self.proc.pid, 5.0, self.proc)
         if self.work is not None:
-            if keep_run_dir and self.run_dir is not None and not self.run_dir.is_relative_to(self.work):
-                pass  # shared storage: the run directory is the caller's
             shutil.rmtree(self.work, ignore_errors=True)

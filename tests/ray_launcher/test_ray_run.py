@@ -48,6 +48,20 @@ def test_a_run_lands_on_the_chosen_node_and_comes_back(cluster, tmp_path):
     assert not processes_of(events[0]["run_id"])
 
 
+def test_shared_runs_storage_is_written_by_the_node_and_moved_into_place(cluster, tmp_path):
+    """On loopback every node sees the same disk: the node writes under the runs root's
+    staging folder, and the run directory is complete where a local run would be."""
+    runs = tmp_path / "shared-runs"
+    done = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "2000", "--json", "--runs-dir", str(runs),
+                  "--ray-address", cluster.address, "--ray-shared-runs", "--ray-resources", '{"nodeA": 1}')
+    assert done.returncode == 0, done.stderr
+    events = events_of(done.stdout)
+    run_dir = runs / events[0]["run_id"]
+    assert json.loads((run_dir / "analytics.json").read_text())["ray"]["node_id"] == cluster.node_ids["nodeA"]
+    assert (run_dir / "logs" / "example.stdout.log").exists()
+    assert sorted(p.name for p in runs.iterdir()) == [run_dir.name]  # the staging folder is gone
+
+
 def test_ctrl_c_cancels_the_run_on_its_node(cluster, tmp_path):
     proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "50000000", "--json", "--ray-address",
                              cluster.address, "--ray-resources", '{"nodeA": 1}', "--grace-period", "5"],
