@@ -7,7 +7,7 @@ Both are frozen dataclasses validated on construction, with a JSON round-trip
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 PARADIGMS = frozenset({"sequential", "parallel", "self_play", "population", "hierarchical"})
@@ -50,11 +50,12 @@ def _from_dict(cls: type, data: Any) -> Any:
     return cls(**data)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkerCapabilities:
-    """The contract a worker declares; the host and daemon schedule runs against it."""
+    """The contract a worker declares; the host and daemon schedule runs against it.
+    ``worker_type`` defaults to the worker's name (several workers may share one type)."""
 
-    worker_type: str
+    worker_type: str = ""
     supported_paradigms: tuple[str, ...]
     env_families: tuple[str, ...]
     action_spaces: tuple[str, ...]
@@ -71,7 +72,7 @@ class WorkerCapabilities:
 
     def __post_init__(self) -> None:
         owner = "WorkerCapabilities"
-        if not isinstance(self.worker_type, str) or not _NAME.match(self.worker_type):
+        if not isinstance(self.worker_type, str) or (self.worker_type and not _NAME.match(self.worker_type)):
             raise ValueError(f"{owner}.worker_type must be a lower-case identifier, got {self.worker_type!r}")
         set_ = object.__setattr__
         set_(self, "supported_paradigms", _tuple_of_str(owner, "supported_paradigms", self.supported_paradigms, PARADIGMS))
@@ -96,32 +97,95 @@ class WorkerCapabilities:
         return _from_dict(cls, data)
 
 
+_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*(\[[A-Za-z0-9_,\-]+\])?\s*([<>=!~;@ ].*)?$")
+
+
+def _requirements(owner: str, name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"{owner}.{name} must be a list of pip requirement strings, got {value!r}")
+    for item in value:
+        if not isinstance(item, str) or not _REQUIREMENT.match(item) or item.startswith("-") or "\n" in item:
+            raise ValueError(f"{owner}.{name}: {item!r} is not a pip requirement (name[extras] and a version spec)")
+    return tuple(value)
+
+
 @dataclass(frozen=True)
+class WorkerEnvironment:
+    """A worker's own Python environment (MOSAIC's "dependency bundle"): for a worker whose
+    dependencies conflict with the host's or another worker's (RLlib pins gymnasium 1.2.2,
+    XuanCe brings ``opencv-python``). ``mosaic workers install NAME`` builds it from package
+    registries; its runs' training processes execute there, the host stays in its own venv.
+
+    ``requirements`` are pip requirement strings, pinned where it matters (pre-flight checks
+    every ``==`` pin before a run starts); ``host_extras`` are extras of the host's distribution
+    (``mosaic-workers``) to install with it (the host's core and the plugins are always there,
+    so the training process imports ``mosaic_core`` and the plugins as in the host);
+    ``optional`` maps names to more requirements ``mosaic workers install NAME --extras a,b``
+    adds (e.g. env families)."""
+
+    requirements: tuple[str, ...]
+    host_extras: tuple[str, ...] = ()
+    optional: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        owner = "WorkerEnvironment"
+        object.__setattr__(self, "requirements", _requirements(owner, "requirements", self.requirements))
+        extras = self.host_extras
+        if isinstance(extras, str) or not isinstance(extras, (list, tuple)) or not all(
+                isinstance(e, str) and _NAME.match(e) for e in extras):
+            raise ValueError(f"{owner}.host_extras must be a list of extra names, got {extras!r}")
+        object.__setattr__(self, "host_extras", tuple(extras))
+        if not isinstance(self.optional, dict) or not all(isinstance(k, str) and _NAME.match(k) for k in self.optional):
+            raise ValueError(f"{owner}.optional must map extra names to requirement lists, got {self.optional!r}")
+        object.__setattr__(self, "optional", {k: _requirements(owner, f"optional[{k!r}]", v)
+                                              for k, v in sorted(self.optional.items())})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"requirements": list(self.requirements), "host_extras": list(self.host_extras),
+                "optional": {k: list(v) for k, v in self.optional.items()}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "WorkerEnvironment":
+        return _from_dict(cls, data)
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkerMetadata:
-    """Who a worker is, what it wraps, and how the host runs it.
+    """Who a worker is, what it wraps, and how the host runs it: the one descriptor a
+    distribution's ``mosaic.workers`` entry point names (the descriptor itself, or a function
+    returning it). The worker's name is given once, as the entry point's name: ``name`` may be
+    left out (discovery fills it in; given, it must be the same), and so may
+    ``capabilities.worker_type`` (then the name).
 
     ``worker`` is a ``module:attribute`` naming the worker interface (a class with a no-argument
     constructor, or an object; see :class:`mosaic_core.worker.Worker`). The host imports it
-    only when it runs or checks a job, so discovery stays import-light.
+    only when it runs or checks a job, so discovery stays import-light. ``environment``
+    (optional) gives the worker its own Python environment (:class:`WorkerEnvironment`).
     """
 
-    name: str
     version: str
     description: str
     capabilities: WorkerCapabilities
     worker: str
+    name: str = ""
     upstream_library: str | None = None
     upstream_version: str | None = None
+    environment: WorkerEnvironment | None = None
 
     def __post_init__(self) -> None:
         owner = "WorkerMetadata"
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
+        if self.environment is not None and not isinstance(self.environment, WorkerEnvironment):
+            raise ValueError(f"{owner}.environment must be WorkerEnvironment or None, "
+                             f"got {type(self.environment).__name__}")
+        if not isinstance(self.name, str) or (self.name and not _NAME.match(self.name)):
             raise ValueError(f"{owner}.name must be a lower-case identifier, got {self.name!r}")
         for name in ("version", "description"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"{owner}.{name} must be a non-empty string")
         if not isinstance(self.capabilities, WorkerCapabilities):
             raise ValueError(f"{owner}.capabilities must be WorkerCapabilities, got {type(self.capabilities).__name__}")
+        if self.name and not self.capabilities.worker_type:
+            object.__setattr__(self, "capabilities", replace(self.capabilities, worker_type=self.name))
         if not isinstance(self.worker, str) or not re.match(r"^[\w.]+:[\w.]+$", self.worker):
             raise ValueError(f"{owner}.worker must look like 'package.module:Worker', got {self.worker!r}")
         for name in ("upstream_library", "upstream_version"):
@@ -129,13 +193,20 @@ class WorkerMetadata:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{owner}.{name} must be a string or null")
 
+    def named(self, name: str) -> "WorkerMetadata":
+        """This descriptor with the worker's name (its entry point's) filled in."""
+        return self if self.name == name else replace(self, name=name)
+
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["capabilities"] = self.capabilities.to_dict()
+        data["environment"] = self.environment.to_dict() if self.environment else None
         return data
 
     @classmethod
     def from_dict(cls, data: Any) -> "WorkerMetadata":
         if isinstance(data, dict) and isinstance(data.get("capabilities"), dict):
             data = {**data, "capabilities": WorkerCapabilities.from_dict(data["capabilities"])}
+        if isinstance(data, dict) and isinstance(data.get("environment"), dict):
+            data = {**data, "environment": WorkerEnvironment.from_dict(data["environment"])}
         return _from_dict(cls, data)

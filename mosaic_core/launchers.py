@@ -110,6 +110,7 @@ class Job:
     options: SupervisorOptions
     settings: dict[str, Any]  # every launcher option's value, by dest (``ray_address``…)
     rerun_argv: list[str] = field(default_factory=list)  # `mosaic` arguments that repeat this run elsewhere
+    num_cpus: int | None = None  # the run's --num-cpus (its thread budget), for launchers that place it
 
     def supervise_here(self) -> int:
         """The local launcher: the Supervisor runs the training process as our subprocess."""

@@ -20,17 +20,21 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mosaic_core import launchers
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import REDACTED, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
 from mosaic_core.entrypoints import LoadedEntryPoint
+from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
+from mosaic_core.files import run_umask
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
-from mosaic_core.types import ExtrasKey, Launch
-from mosaic_core.worker import call_optional, load_worker
+from mosaic_core.threads import ThreadBudget
+from mosaic_core.threads import budget as thread_budget
+from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch
+from mosaic_core.worker import Worker, declare, load_worker
 from mosaic_core.workers import find_worker
 
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
@@ -63,6 +67,9 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     host.add_argument("--grpc-target", default=DEFAULT_GRPC_TARGET, help="trainer daemon address (HOST:PORT)")
     host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
+    host.add_argument("--num-cpus", type=int, metavar="N",
+                      help="CPUs the run may use: its thread budget (OMP_NUM_THREADS and the like; default: the "
+                           "launcher's share, or every usable CPU; your own OMP_NUM_THREADS wins)")
     host.add_argument("--json", action="store_true",
                       help="print lifecycle events as JSON lines on stdout even at a terminal (always in events.jsonl)")
     host.add_argument("--quiet", action="store_true", help="no progress or human lines at a terminal")
@@ -94,10 +101,12 @@ class Prepared:
     worker_item: LoadedEntryPoint
     run: RunContext
     launch: Launch
-    env: dict[str, str]  # the launch's env plus the plugins' child env
+    env: dict[str, str]  # the launch's env plus the plugins' child env plus the thread budget's
+    threads: ThreadBudget | None = None
     worker_argv: list[str] = field(default_factory=list)  # the worker's own flags from the command line
     launcher_settings: dict[str, Any] = field(default_factory=dict)  # launcher options (mosaic_core.launchers)
     launchers: list[Any] = field(default_factory=list)  # the LauncherInfo of every installed launcher
+    num_cpus: int | None = None  # --num-cpus: the CPUs the run may use (its thread budget; a launcher asks for them)
 
     @property
     def config(self) -> WorkerConfig:
@@ -108,40 +117,57 @@ class Prepared:
         host = {"run_id": self.config.run_id, "worker": self.run.worker, "config": self.config.to_dict(),
                 "command": list(launch.command), "cwd": str(launch.cwd or self.run.run_dir), "env": redact(self.env),
                 "num_envs": launch.num_envs, "plugin_args": self.run.plugin_args, "notes": list(launch.notes),
-                "worker_extras": sorted(self.run.worker_extras)}
+                "worker_extras": sorted(self.run.worker_extras), "python": self.run.python,
+                "threads": self.threads.record() if self.threads else None}
         return {**launch.summary, **host}
 
 
 def _check_host_options(ns: argparse.Namespace) -> None:
+    if ns.num_cpus is not None and ns.num_cpus < 1:
+        raise UsageError(f"--num-cpus must be at least 1, got {ns.num_cpus}")
     for flag, value in (("--heartbeat-interval", ns.heartbeat_interval), ("--grace-period", ns.grace_period)):
         if not value == value or value <= 0 or value == float("inf"):  # NaN, zero, negative, infinite
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
 
 
-def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, data: dict[str, Any] | None = None,
+def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, data: dict[str, Any] | None = None,
             source: str | None = None, overrides: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
             options: dict[str, Any] | None = None, runs_dir: str | None = None, quiet: bool = False,
-            dry_run: bool = True) -> Prepared:
+            dry_run: bool = True, num_cpus: int | None = None,
+            check_code: Callable[[list[CodePath]], None] | None = None) -> Prepared:
     """Config, validation and the worker's plan: every decision of a run, nothing started.
     ``mosaic run`` and the daemon's SubmitRun both come through here. ``dry_run`` (a dry run,
-    a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``)."""
+    a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``).
+    ``check_code`` (a daemon's script policy) sees the worker's ``code_paths`` before anything
+    reads those files, and the plan's ``Launch.code_paths`` after."""
     options = dict(options or {})
 
+    def code(mapping: dict[str, Any]) -> None:  # declared well by every run; held to a daemon's policy
+        paths = declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath)
+        if check_code is not None:
+            check_code(paths)
+
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
-        own = call_optional(worker, "config_defaults", merged, options, default={}) or {}
+        code(merged)  # before any default is computed: defaults may read the files
+        own = worker.config_defaults(merged, options) or {}
         return {**host.config_defaults(merged), **own}
 
     config = build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
                           defaults=defaults)
+    code(config.to_dict(redacted=False))
+    events = declare(worker_item, "child_events()", worker.child_events, ChildEvent)
     worker_extras, problems = split_extras(claimed_keys(worker_item.name, worker, host), config.extras)
-    problems += host.validate_config(config) + list(call_optional(worker, "validate", config, options, default=[]) or [])
+    problems += host.validate_config(config) + list(worker.validate(config, options) or [])
     if problems:
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
     directory = RunDirectory.for_run(runs_dir, config.run_id)
     directory.check_usable()
+    environment = preflight(worker_item.obj, worker_item.distribution)
     run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
-                     plugin_args=host.build_args(config), worker_extras=worker_extras, dry_run=dry_run)
+                     plugin_args=host.build_args(config), worker_extras=worker_extras, dry_run=dry_run,
+                     python=environment.python, settings=honoured_settings(worker_item, worker, host, config),
+                     worker_events=frozenset(event.name for event in events))
     try:
         launch = worker.plan(config, run)
     except (UsageError, PluginError):
@@ -152,20 +178,39 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     if not isinstance(launch, Launch):
         raise UsageError(f"worker {worker_item.name!r} ({worker_item.distribution}) returned "
                          f"{type(launch).__name__} from plan(); expected mosaic_core.types.Launch")
+    if check_code is not None:
+        check_code(list(launch.code_paths))  # Launch checks its own code_paths are CodePaths
     plugin_env = host.child_env(run)
     clash = sorted(set(plugin_env) & set(launch.env))
     if clash:
         raise PluginError(f"environment variable(s) {', '.join(clash)} set by both worker {worker_item.name!r} "
                           "and a plugin's mosaic_child_env")
-    return Prepared(worker_item, run, launch, {**launch.env, **plugin_env})
+    threads = thread_budget(num_cpus)
+    return Prepared(worker_item, run, launch, {**threads.environment(os.environ, launch.env), **launch.env,
+                                               **plugin_env}, threads)
 
 
-def claimed_keys(worker_name: str, worker: Any, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
+def honoured_settings(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost,
+                      config: WorkerConfig) -> tuple[Any, ...]:
+    """The settings plugins published for this run; one the worker does not honour refuses
+    the run in one line naming the setting, its plugin and the worker (exit 2)."""
+    honoured = tuple(worker.honoured_settings() or ())
+    settings = host.run_settings(config)
+    for plugin, setting in settings:
+        if not isinstance(setting, honoured):
+            asked = getattr(setting, "requested_by", None) or f"plugin {plugin!r}"
+            raise ConfigError(f"{asked}: worker {worker_item.name!r} cannot honour {type(setting).__name__} "
+                              f"(published by plugin {plugin!r}); leave it out for this worker",
+                              field=asked if asked.startswith("extras.") else None, source=config.source)
+    return tuple(setting for _plugin, setting in settings)
+
+
+def claimed_keys(worker_name: str, worker: Worker, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
     """(owner, key) for every extras key a plugin or the worker claims; a key claimed by
     both is an error naming them."""
     plugins = list(host.extras_keys())
     claimed = list(plugins)
-    for key in call_optional(worker, "extras_keys", default=[]) or []:
+    for key in worker.extras_keys() or []:
         owner = next((plugin for plugin, theirs in plugins if theirs.matches(key.name) or key.matches(theirs.name)), None)
         if owner is not None:
             raise PluginError(f"extras key {str(key)!r} is claimed by both worker {worker_name!r} and plugin {owner!r}")
@@ -203,14 +248,15 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if ns.from_run:
         source = str(find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(),
                                   ns.from_run) / "config.json")
-    data = recorded_config(read_config_file(source), worker_item.name, source, ns) if source else None
+    data = recorded_config(read_config_file(source, run_file=bool(ns.from_run)), worker_item.name, source,
+                           ns) if source else None
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
                  "worker_id": ns.worker_id, "run_id": ns.run_id}
     extras = parse_extras_json(ns.extras) if ns.extras else None
     if os.environ.get(SECRET_EXTRAS_ENV):
         extras = {**(extras or {}), **parse_extras_json(os.environ.pop(SECRET_EXTRAS_ENV))}
     return prepare(worker_item, worker, host, data=data, source=source, overrides=overrides, extras=extras,
-                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet, dry_run=ns.dry_run)
+                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet, dry_run=ns.dry_run, num_cpus=ns.num_cpus)
 
 
 def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: argparse.Namespace) -> dict[str, Any]:
@@ -256,18 +302,24 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
         options.started_payload["grpc"] = {"target": ns.grpc_target, "accepted_version": session.accepted_version}
     directory = run.directory
     directory.check_usable()  # again: time passed since the plan (a daemon slot, a registration)
-    directory.create()
-    directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
-                                                    "cwd": str(launch.cwd or run.run_dir), **launch.started_payload})
-    job = launchers.Job(run, host, list(launch.command), prepared.env, launch.cwd, options,
-                        dict(prepared.launcher_settings), rerun_argv=rerun_argv(prepared, ns))
+    # Everything the run writes, the training process included, is private to its user (0700/
+    # 0600) unless $MOSAIC_SHARE_RUNS=group lets the group read it.
+    previous_umask = os.umask(run_umask())
     try:
+        directory.create()
+        directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
+                                                        "cwd": str(launch.cwd or run.run_dir), **launch.started_payload,
+                                                        "threads": prepared.threads.record() if prepared.threads else None})
+        job = launchers.Job(run, host, list(launch.command), prepared.env, launch.cwd, options,
+                            dict(prepared.launcher_settings), rerun_argv=rerun_argv(prepared, ns),
+                            num_cpus=prepared.num_cpus)
         return launchers.run_job(job, prepared.launchers)
     except MosaicError:
         if run.emitter is None:  # refused before it started (a cluster that does not answer): leave nothing
             shutil.rmtree(directory.path, ignore_errors=True)
         raise
     finally:
+        os.umask(previous_umask)
         if session is not None:
             session.close()
 
@@ -278,7 +330,7 @@ def rerun_argv(prepared: Prepared, ns: HostOptions) -> list[str]:
     same worker flags, JSON events; secrets travel in the environment (``MOSAIC_SECRET_EXTRAS``)."""
     return ["run", "--worker", prepared.run.worker, "--run-id", prepared.config.run_id, "--json", "--quiet",
             "--heartbeat-interval", str(ns.heartbeat_interval), "--grace-period", str(ns.grace_period),
-            *prepared.worker_argv]
+            *(["--num-cpus", str(prepared.num_cpus)] if prepared.num_cpus else []), *prepared.worker_argv]
 
 
 def _register(prepared: Prepared, target: str) -> Any:
@@ -314,9 +366,9 @@ def _isatty(stream: Any) -> bool:
 def worker_option_defaults(worker: Any) -> dict[str, Any]:
     """The worker's own flags at their defaults (for runs not started from a command line)."""
     parser = argparse.ArgumentParser(add_help=False)
-    call_optional(worker, "add_arguments", parser)
+    worker.add_arguments(parser)
     options = vars(parser.parse_args([]))
-    if getattr(worker, "accepts_extra_argv", False):
+    if worker.accepts_extra_argv:
         options["extra_argv"] = []
     return options
 
@@ -331,18 +383,19 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
     installed = launchers.active()
     launchers.add_arguments(parser, installed)
     before = {action.dest for action in parser._actions}
-    call_optional(worker, "add_arguments", own)
+    worker.add_arguments(own)
     ns, extra = parser.parse_known_args(argv)
-    if extra and not getattr(worker, "accepts_extra_argv", False):
+    if extra and not worker.accepts_extra_argv:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if ns.emit_summary and not ns.dry_run:
         parser.error("--emit-summary needs --dry-run")
     options = {dest: value for dest, value in vars(ns).items() if dest not in before}
-    if getattr(worker, "accepts_extra_argv", False):
+    if worker.accepts_extra_argv:
         options["extra_argv"] = extra
     host = plugin_host()
     prepared = prepare_from_flags(item, worker, ns, options, host)
     prepared.launchers = installed
+    prepared.num_cpus = ns.num_cpus
     prepared.launcher_settings = launchers.settings_of(ns, installed)
     launcher_dests = set(prepared.launcher_settings)
     prepared.worker_argv = launchers.strip_options(argv, parser, (before | launcher_dests) - {"help"})

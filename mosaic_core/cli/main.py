@@ -23,11 +23,20 @@ from mosaic_core.errors import UsageError
 # ------------------------------------------------------------------------------ workers
 def _configure_workers(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sub = parser.add_subparsers(dest="workers_action", metavar="ACTION")
+    install = sub.add_parser("install", help="build a worker's own environment (its dependency bundle); idempotent",
+                             description="Build the worker's own Python environment from package registries under "
+                                         "$MOSAIC_VENVS (default ~/.local/share/mosaic/venvs); its runs execute there.")
+    install.add_argument("name", help="the worker (see `mosaic workers`)")
+    install.add_argument("--extras", default="", help="optional requirement groups the worker declares, e.g. atari,mujoco")
+    install.add_argument("--force", action="store_true", help="rebuild even when the environment is ready")
 
 
 def _run_workers(ns: argparse.Namespace) -> int:
     from mosaic_core.workers import discover_workers
 
+    if ns.workers_action == "install":
+        return _install_worker(ns)
     items = discover_workers()
     if ns.json:
         print(json.dumps([_worker_record(i) for i in items], indent=2))
@@ -36,16 +45,19 @@ def _run_workers(ns: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title="MOSAIC workers")
-    for column in ("worker", "version", "distribution", "status", "paradigms", "actions", "observations",
-                   "env families", "ckpt", "gpu", "memory"):
+    for column in ("worker", "version", "distribution", "status", "environment", "paradigms", "actions",
+                   "observations", "env families", "ckpt", "gpu", "memory"):
         table.add_column(column)
     for item in items:
         meta = item.obj
         if meta is None:
-            table.add_row(item.name, "", item.distribution, f"[red]{item.status}[/red]: {item.error}", *[""] * 7)
+            table.add_row(item.name, "", item.distribution, f"[red]{item.status}[/red]: {item.error}", *[""] * 8)
             continue
         caps = meta.capabilities
-        table.add_row(meta.name, meta.version, item.distribution, item.status, ", ".join(caps.supported_paradigms),
+        found = _environment(item)
+        table.add_row(meta.name, meta.version, item.distribution, item.status,
+                      found["state"] if found["state"] in ("host", "ready") else f"[yellow]{found['detail']}[/yellow]",
+                      ", ".join(caps.supported_paradigms),
                       ", ".join(caps.action_spaces), ", ".join(caps.observation_spaces), ", ".join(caps.env_families),
                       "yes" if caps.supports_checkpointing else "no", "required" if caps.requires_gpu else "no",
                       f"{caps.estimated_memory_mb} MB")
@@ -58,9 +70,34 @@ def _worker_record(item: Any) -> dict[str, Any]:
               "distribution_version": item.version, "status": item.status}
     if item.obj is not None:
         record.update(item.obj.to_dict())
+        record["environment_status"] = _environment(item)
     if item.error:
         record["error"] = item.error
     return record
+
+
+def _environment(item: Any) -> dict[str, Any]:
+    """Whether the worker's runs can execute now (its own environment built, or the host's)."""
+    from mosaic_core.environments import status
+
+    try:
+        found = status(item.obj, item.distribution)
+    except Exception as exc:  # a broken environment root never breaks the listing
+        return {"state": "broken", "python": "", "path": None, "detail": str(exc)}
+    return {"state": found.state, "python": found.python, "path": str(found.path) if found.path else None,
+            "detail": found.detail or found.describe(), "extras": list(found.extras)}
+
+
+def _install_worker(ns: argparse.Namespace) -> int:
+    from mosaic_core.environments import install
+    from mosaic_core.workers import find_worker
+
+    item = find_worker(ns.name)
+    extras = tuple(e.strip() for e in ns.extras.split(",") if e.strip())
+    found = install(item.obj, item.distribution, extras, force=ns.force)
+    if found.state == "host":
+        print(f"worker {item.name!r} has no environment of its own: its runs execute in the host's venv", file=sys.stderr)
+    return 0
 
 
 # ------------------------------------------------------------------------------ plugins
@@ -71,13 +108,13 @@ def _configure_plugins(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_extras(host: Any, as_json: bool) -> int:
-    from mosaic_core.worker import call_optional, load_worker
+    from mosaic_core.worker import load_worker
     from mosaic_core.workers import discover_workers
 
     owned = list(host.extras_keys())
     for item in discover_workers():
         if item.status == "active":
-            owned += [(f"worker {item.name}", key) for key in call_optional(load_worker(item), "extras_keys") or []]
+            owned += [(f"worker {item.name}", key) for key in load_worker(item).extras_keys() or []]
     rows = [{"key": str(key), "plugin": owner, "prefix": key.prefix, "help": key.help}
             for owner, key in sorted(owned, key=lambda pk: (str(pk[1]), pk[0]))]
     if as_json:

@@ -19,10 +19,14 @@ from mosaic_analytics.bridge import MAX_TAGS, RETURN_WINDOW, USUAL_PREFIXES, adm
 RETURN_TAG = "charts/episodic_return"
 LENGTH_TAG = "charts/episodic_length"
 SPS_TAG = "charts/SPS"
+AGENT_PREFIX = "agents/"
 
 
 def classify(tag: str) -> str | None:
-    """What a tag means to the board: ``return``, ``length``, ``sps``, ``loss`` or None."""
+    """What a tag means to the board: ``return``, ``length``, ``sps``, ``loss``, ``agent`` (a
+    per-agent value of a multi-agent run: ``agents/<id>/<tag>``) or None."""
+    if tag.startswith(AGENT_PREFIX):
+        return "agent"
     if tag.startswith("eval/"):
         return None
     if tag == RETURN_TAG or tag.endswith("/episodic_return") or tag == "episodic_return":
@@ -128,6 +132,11 @@ class MetricBoard:
             losses = {tag.removeprefix("losses/"): value for tag, (value, _s) in self._latest.items()
                       if self._kinds.get(tag) == "loss"}
             others = {tag: value for tag, (value, _s) in self._latest.items() if self._kinds.get(tag) is None}
+            agents: dict[str, dict[str, Any]] = {}
+            for tag, (value, _s) in self._latest.items():
+                if self._kinds.get(tag) == "agent":
+                    agent, _, name = tag.removeprefix(AGENT_PREFIX).partition("/")
+                    agents.setdefault(agent, {})[name] = value
             return {
                 "global_step": self.global_step,
                 "total_timesteps": total,
@@ -139,6 +148,7 @@ class MetricBoard:
                 "sps": self._value("sps"),
                 "losses": losses,
                 "scalars": others,
+                **({"agents": agents} if agents else {}),
                 "dropped_tags": self.dropped_tags,
             }
 

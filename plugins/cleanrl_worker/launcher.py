@@ -12,7 +12,7 @@ from typing import Any
 from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.runs import RunContext
-from mosaic_core.types import Launch
+from mosaic_core.types import CodePath, Launch, TrackingSettings
 
 MODES = ("train", "resume_training", "policy_eval")
 # eval_* keys the worker owns that are also flags of the bundled scripts (evaluation during training)
@@ -59,6 +59,7 @@ def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
     own ``total_timesteps`` default."""
     extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
     mode = "interactive" if interactive else extras.get("mode")
+    mode = mode if isinstance(mode, str) else None  # a malformed mode is reported by validation
     if mode in MODE_PROGRAMS:
         return {"algo": mode, "total_timesteps": 1}
     if data.get("total_timesteps") in (None, "") and extras.get("preset") and data.get("algo") and data.get("env_id"):
@@ -178,7 +179,7 @@ def _algorithm_summary(algorithm: Any) -> dict[str, Any]:
 def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     """Every decision of a launch, or a ConfigError/UsageError naming what is wrong."""
     from cleanrl_worker import gym029_compat
-    from cleanrl_worker.envcheck import check_env
+    from cleanrl_worker.envcheck import check_env, check_env_cached
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import entrypoint_of, resolve
     from cleanrl_worker.script_args import check_script_argv, resolved_value
@@ -196,8 +197,10 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     notes: list[str] = []
     num_envs = applied = experiment = None
     env_notes: list[str] = []
-    if mode in MODE_PROGRAMS and run.dry_run:
-        check_env(config.env_id, None, "mode")  # the id exists; the checkpoint's spaces are checked when it loads
+    # A dry run checks afresh; a real run asks the cache first (no gymnasium import once it knows).
+    check = check_env if run.dry_run else check_env_cached
+    if mode in MODE_PROGRAMS:
+        check(config.env_id, None, "mode")  # the id exists; the checkpoint's spaces are checked when it loads
     if mode == "policy_eval":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
         command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
@@ -213,15 +216,14 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         typed = command_line_flags(run.options.get("extra_argv") or [], from_extras)
         applied = preset_for(config, from_extras + typed)
         from_preset = extras_to_flags(applied.flags, source=str(applied.preset.file)) if applied else []
-        script_argv = base_flags(config) + from_preset + from_extras + typed + run.plugin_args
+        script_argv = base_flags(config) + from_preset + from_extras + typed + tracking_flags(run) + run.plugin_args
         experiment = plan_experiment(config, run, mode)
         if mode == "resume_training":
             script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
         elif experiment and experiment.get("checkpoint"):
             script_argv.append(f"--resume-from={experiment['checkpoint']}")
         notes += check_script_argv(algorithm.script, script_argv)
-        if run.dry_run:  # imports gymnasium: a real run's training process reports a bad env itself
-            env_notes = check_env(config.env_id, algorithm.name, algorithm.source)
+        env_notes = check(config.env_id, algorithm.name, algorithm.source)
         notes += filter(None, [gym029_compat.dry_run_note(algorithm.script, config.extras)])
         num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
         command = [sys.executable, "-m", "cleanrl_worker.launch"]
@@ -229,8 +231,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
             command += ["--root", str(algorithm.checkout_root)]
         command += [str(algorithm.script), "--", *script_argv]
     module, function = entrypoint_of(algorithm)
-    env_check = ("; ".join(env_notes) or f"env {config.env_id} and its spaces checked") if run.dry_run else \
-        "left to the training process (a real run starts without importing gymnasium)"
+    env_check = "; ".join(env_notes) or f"env {config.env_id} and its spaces checked"
     headline = f"{algorithm.name} from {algorithm.source} ({algorithm.script})"
     summary = {"mode": mode, "algorithm": _algorithm_summary(algorithm), "argv": script_argv, "headline": headline,
                # MOSAIC's dry-run fields, beside ours
@@ -244,8 +245,23 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         summary["experiment"] = started["experiment"] = experiment
         summary["headline"] += f"; {experiment['decision']}"
         notes.append(experiment["decision"])
+    code = (CodePath("algo", str(algorithm.script)),) if algorithm.source in ("script", "checkout") else ()
     return Launch(command=command, cwd=run.run_dir, num_envs=num_envs, summary=summary, started_payload=started,
-                  passthrough_stdio=mode == "interactive", notes=notes)
+                  passthrough_stdio=mode == "interactive", notes=notes, code_paths=code)
+
+
+def tracking_flags(run: RunContext) -> list[str]:
+    """The published tracking settings as CleanRL's flags (values glued with ``=``, so none can
+    become a flag); W&B's directory, key, mode and run name reach the script through the
+    analytics plugin's environment and ``wandb.init`` wrapper."""
+    settings = run.setting(TrackingSettings)
+    if settings is None:
+        return []
+    argv = ["--track"]
+    for value, flag in ((settings.project, "--wandb-project-name"), (settings.entity, "--wandb-entity")):
+        if value:
+            argv.append(f"{flag}={value}")
+    return argv
 
 
 def preset_for(config: WorkerConfig, given_argv: list[str]) -> Any:

@@ -44,7 +44,7 @@ class NodeLost(Exception):
 
 
 def execute(job: Job) -> int:
-    settings = cluster.Settings.parse(job.settings)
+    settings = cluster.Settings.parse(job.settings, job.num_cpus)
     with cluster.connect(settings.address):
         cluster.check_resources(settings)
         return RayRun(job, settings).execute()

@@ -43,7 +43,7 @@ class Settings:
     retries: int = 1
 
     @classmethod
-    def parse(cls, raw: dict[str, Any]) -> "Settings":
+    def parse(cls, raw: dict[str, Any], run_cpus: int | None = None) -> "Settings":
         address = str(raw.get("ray_address") or "").strip()
         if not address.startswith("ray://"):
             host, _, port = address.rpartition(":")
@@ -57,7 +57,7 @@ class Settings:
             if not isinstance(amount, (int, float)) or isinstance(amount, bool) or not amount > 0:
                 raise UsageError(f"--ray-resources: {name!r} must be a positive number, got {amount!r}")
         names = tuple(n.strip() for n in str(raw.get("ray_env") or "").split(",") if n.strip())
-        return cls(address=address, num_cpus=_number("--num-cpus", raw.get("num_cpus"), 1.0, minimum=0.0),
+        return cls(address=address, num_cpus=_number("--ray-num-cpus", raw.get("ray_num_cpus"), float(run_cpus or 1), minimum=0.0),
                    num_gpus=_number("--num-gpus", raw.get("num_gpus"), 0.0, minimum=0.0),
                    resources={k: float(v) for k, v in resources.items()}, env_names=names,
                    shared_runs=bool(raw.get("ray_shared_runs")),

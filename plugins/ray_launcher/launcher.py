@@ -8,8 +8,8 @@ ADDRESS = LauncherOption("--ray-address", "MOSAIC_RAY_ADDRESS", metavar="HOST:PO
                          help="run on this Ray cluster (its GCS address, as `ray start --head` prints it; or ray://HOST:PORT)")
 OPTIONS = (
     ADDRESS,
-    LauncherOption("--num-cpus", "MOSAIC_RAY_NUM_CPUS", metavar="N",
-                   help="CPUs the run asks of the cluster (default 1); its OMP/torch threads follow"),
+    LauncherOption("--ray-num-cpus", "MOSAIC_RAY_NUM_CPUS", metavar="N",
+                   help="CPUs the run asks of the cluster (default: the run's --num-cpus, else 1); its threads follow"),
     LauncherOption("--num-gpus", "MOSAIC_RAY_NUM_GPUS", metavar="N", help="GPUs the run asks of the cluster (default 0)"),
     LauncherOption("--ray-resources", "MOSAIC_RAY_RESOURCES", metavar="JSON",
                    help='custom resources the run asks for, e.g. \'{"nodeB": 1}\' to pick a node'),

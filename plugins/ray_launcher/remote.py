@@ -57,8 +57,8 @@ class RemoteRun:
                 "hostname": socket.gethostname()}
         threads = str(max(1, int(num_cpus)))
         child_env = {k: v for k, v in os.environ.items() if k not in _KEEP_OUT}
-        child_env.update({name: threads for name in THREAD_VARS})
         child_env.update(env)
+        child_env.update({name: threads for name in THREAD_VARS})  # this node's share, not the caller's
         child_env[NODE_ENV] = json.dumps(node)
         command = [sys.executable, "-m", "mosaic_core.cli.main", *argv, "--config", str(config), "--runs-dir", str(runs)]
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

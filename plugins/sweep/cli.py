@@ -48,6 +48,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
             sub.add_argument("--config", metavar="OUT.json", help="write the best trial's worker config here")
             sub.add_argument("--plot", metavar="OUT.png", help="learning curves of its seeds, mean ± std")
             sub.add_argument("--runs-dir", help="runs root of the trials' runs (for --plot)")
+            sub.add_argument("--spec", metavar="SPEC", help="the sweep's spec file: --config is its fixed config with "
+                                                            "the best parameters (default: the spec stored with the study)")
     dash = actions.add_parser("dashboard", help="optuna-dashboard on 127.0.0.1 (when installed)")
     dash.add_argument("study", metavar="STUDY")
     dash.add_argument("--storage", help=STORAGE_HELP)
@@ -71,7 +73,7 @@ def _run(ns: argparse.Namespace) -> int:
         return report.dashboard(ns.study, ns.storage, ns.port)
     if ns.sweep_action == "status":
         return report.status(ns.study, ns.storage, ns.json)
-    return report.best(ns.study, ns.storage, ns.json, ns.config, ns.plot, ns.runs_dir)
+    return report.best(ns.study, ns.storage, ns.json, ns.config, ns.plot, ns.runs_dir, ns.spec)
 
 
 def _sweep_run(ns: argparse.Namespace) -> int:
@@ -116,8 +118,12 @@ def _spawn_workers(ns: argparse.Namespace) -> int:
     for flag in ("study_name", "max_trials", "total_timesteps", "seeds", "storage", "runs_dir"):
         if getattr(ns, flag) is not None:
             command += [f"--{flag.replace('_', '-')}", str(getattr(ns, flag))]
-    procs = [subprocess.Popen([*command, "--as-worker", str(index)], stdin=subprocess.DEVNULL,
-                              start_new_session=True, preexec_fn=_die_with_parent)
+    from mosaic_core.threads import SHARE_VAR, share
+
+    env = {**os.environ}
+    env.setdefault(SHARE_VAR, str(share(ns.workers)))  # each worker's runs: a thread budget of its share
+    procs = [subprocess.Popen(_die_with_parent([*command, "--as-worker", str(index)]), stdin=subprocess.DEVNULL,
+                              start_new_session=True, env=env)
              for index in range(ns.workers)]
     print(f"mosaic sweep: {ns.workers} workers: pids {', '.join(str(p.pid) for p in procs)}", file=sys.stderr)
 

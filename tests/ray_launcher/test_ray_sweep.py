@@ -47,7 +47,7 @@ def test_a_four_trial_sweep_lands_on_both_nodes(cluster, tmp_path):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     runs = tmp_path / "runs"
     done = subprocess.run([str(BIN / "mosaic"), "sweep", "run", str(spec), "--storage", storage, "--workers", "2",
-                           "--runs-dir", str(runs), "--ray-address", cluster.address, "--num-cpus", "2"],
+                           "--runs-dir", str(runs), "--ray-address", cluster.address, "--ray-num-cpus", "2"],
                           cwd=tmp_path, env=caller_env(cluster), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     study = optuna.load_study(study_name="ray-sweep", storage=storage)
