@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -95,6 +96,7 @@ def main() -> None:
               f"(ratio {rates['ray'] / rates['here']:.2f})")
     finally:
         left = cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
         if left:
             print(f"warning: Ray processes left: {left}", file=sys.stderr)
 
