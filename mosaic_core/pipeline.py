@@ -16,16 +16,18 @@ import argparse
 import difflib
 import json
 import os
+import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mosaic_core import launchers
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import REDACTED, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
-from mosaic_core.errors import ConfigError, PluginError, UsageError
+from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
 from mosaic_core.files import run_umask
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
@@ -101,6 +103,10 @@ class Prepared:
     launch: Launch
     env: dict[str, str]  # the launch's env plus the plugins' child env plus the thread budget's
     threads: ThreadBudget | None = None
+    worker_argv: list[str] = field(default_factory=list)  # the worker's own flags from the command line
+    launcher_settings: dict[str, Any] = field(default_factory=dict)  # launcher options (mosaic_core.launchers)
+    launchers: list[Any] = field(default_factory=list)  # the LauncherInfo of every installed launcher
+    num_cpus: int | None = None  # --num-cpus: the CPUs the run may use (its thread budget; a launcher asks for them)
 
     @property
     def config(self) -> WorkerConfig:
@@ -274,7 +280,9 @@ def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: arg
 
 
 def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
-    from mosaic_core.supervisor import Supervisor, SupervisorOptions
+    """Start a prepared run: its directory and ``config.json``, an optional gRPC session, then
+    the launcher its settings choose (the local Supervisor by default; ``mosaic_core.launchers``)."""
+    from mosaic_core.supervisor import SupervisorOptions
 
     run, launch = prepared.run, prepared.launch
     for item in host.load_failures():  # named once, when the run starts; recorded in the manifest
@@ -302,11 +310,27 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
         directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
                                                         "cwd": str(launch.cwd or run.run_dir), **launch.started_payload,
                                                         "threads": prepared.threads.record() if prepared.threads else None})
-        return Supervisor(run, host, list(launch.command), prepared.env, options, cwd=launch.cwd).execute()
+        job = launchers.Job(run, host, list(launch.command), prepared.env, launch.cwd, options,
+                            dict(prepared.launcher_settings), rerun_argv=rerun_argv(prepared, ns),
+                            num_cpus=prepared.num_cpus)
+        return launchers.run_job(job, prepared.launchers)
+    except MosaicError:
+        if run.emitter is None:  # refused before it started (a cluster that does not answer): leave nothing
+            shutil.rmtree(directory.path, ignore_errors=True)
+        raise
     finally:
         os.umask(previous_umask)
         if session is not None:
             session.close()
+
+
+def rerun_argv(prepared: Prepared, ns: HostOptions) -> list[str]:
+    """The ``mosaic`` arguments that repeat this run elsewhere from its ``config.json`` (a
+    launcher puts the file there and appends ``--config PATH --runs-dir DIR``): same run id,
+    same worker flags, JSON events; secrets travel in the environment (``MOSAIC_SECRET_EXTRAS``)."""
+    return ["run", "--worker", prepared.run.worker, "--run-id", prepared.config.run_id, "--json", "--quiet",
+            "--heartbeat-interval", str(ns.heartbeat_interval), "--grace-period", str(ns.grace_period),
+            *(["--num-cpus", str(prepared.num_cpus)] if prepared.num_cpus else []), *prepared.worker_argv]
 
 
 def _register(prepared: Prepared, target: str) -> Any:
@@ -356,6 +380,8 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
     worker = load_worker(item)
     parser = host_parser(prog or f"mosaic run --worker {worker_name}", worker_name, item.obj.description)
     own = parser.add_argument_group(f"{worker_name} worker")
+    installed = launchers.active()
+    launchers.add_arguments(parser, installed)
     before = {action.dest for action in parser._actions}
     worker.add_arguments(own)
     ns, extra = parser.parse_known_args(argv)
@@ -368,6 +394,12 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
         options["extra_argv"] = extra
     host = plugin_host()
     prepared = prepare_from_flags(item, worker, ns, options, host)
+    prepared.launchers = installed
+    prepared.num_cpus = ns.num_cpus
+    prepared.launcher_settings = launchers.settings_of(ns, installed)
+    launcher_dests = set(prepared.launcher_settings)
+    prepared.worker_argv = launchers.strip_options(argv, parser, (before | launcher_dests) - {"help"})
+    launchers.choose(prepared.launcher_settings, installed)  # two launchers selected: say so before anything
     if ns.dry_run:
         return dry_run(prepared, ns.emit_summary)
     return execute(prepared, HostOptions.from_namespace(ns), host)

@@ -80,18 +80,33 @@ def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None
         row.update(algo=summary.algo if summary else None, env_id=summary.env_id if summary else None,
                    global_step=summary.global_step if summary else None,
                    total_timesteps=summary.total_timesteps if summary else None,
-                   last_return=summary.last_return if summary else None)
+                   last_return=summary.last_return if summary else None,
+                   node=_node_of(Path(record.run_dir)) if record.run_dir else None)
         rows.append(row)
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
-    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "REASON"),
+    nodes = any(r["node"] for r in rows)  # runs a launcher placed elsewhere (mosaic_core.launchers)
+    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", *(("NODE",) if nodes else ()),
+                 "REASON"),
                 [(r["run_id"], r["worker"] or "-", r["algo"] or "-", r["env_id"] or "-",
                   f"{r['status']} ({r['terminal_event']})" if r["terminal_event"] else r["status"],
                   _steps(r["global_step"], r["total_timesteps"]),
-                  "-" if r["last_return"] is None else f"{r['last_return']:.2f}", r["failure_reason"] or "")
+                  "-" if r["last_return"] is None else f"{r['last_return']:.2f}",
+                  *((r["node"] or "-",) if nodes else ()), r["failure_reason"] or "")
                  for r in rows])
     return 0
+
+
+def _node_of(run_dir: Path) -> str | None:
+    """Where a launcher ran the run: ``node`` in its ``run_started`` payload (first event)."""
+    try:
+        with open(run_dir / "events.jsonl", encoding="utf-8") as handle:
+            first = json.loads(handle.readline() or "null")
+    except (OSError, json.JSONDecodeError):
+        return None
+    node = ((first or {}).get("payload") or {}).get("node") if isinstance(first, dict) else None
+    return node if isinstance(node, str) else None
 
 
 def _steps(step: int | None, total: int | None) -> str:

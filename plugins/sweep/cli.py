@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mosaic_core import launchers
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.errors import MosaicError, UsageError
 
@@ -34,6 +35,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--runs-dir", help="runs root for the trials' runs (default var/trainer/runs or $MOSAIC_RUNS_DIR)")
     # Set by --workers N for its worker processes: the worker's index (the study exists already).
     run.add_argument("--as-worker", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
+    # Where each seed's `mosaic run` executes (--ray-address…): passed on to them in their environment.
+    launchers.add_arguments(run)
 
     for name, text in (("status", "trials, states, best so far and running workers of a study"),
                        ("best", "the best trial: value, parameters, runs; a ready worker config with --config")):
@@ -81,6 +84,7 @@ def _sweep_run(ns: argparse.Namespace) -> int:
 
     if ns.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {ns.workers}")
+    launchers.export_settings(ns)  # the seeds' `mosaic run` (and --workers' processes) inherit them
     spec = load_spec(ns.spec).with_overrides(study_name=ns.study_name, max_trials=ns.max_trials,
                                              total_timesteps=ns.total_timesteps, seeds=ns.seeds, storage=ns.storage)
     location = storage.resolve(spec.storage, spec.study_name)

@@ -1,0 +1,271 @@
+"""The caller's side of a Ray run: connect, check, place, relay, bring the run directory back.
+
+``execute(job)`` is the launcher (``mosaic_core.launchers``). Its steps:
+1. settings checked and the cluster reached (:mod:`mosaic_ray.cluster`): a bad value, an
+   address that does not answer, a refused token, resources no alive node has: one line, exit 2;
+2. a :class:`~mosaic_ray.remote.RemoteRun` actor with the run's resources starts ``mosaic run``
+   on the node; its JSON events are emitted here as they come (the same events, in order, on
+   stdout and in this run directory's ``events.jsonl``; plugins see them as for a local run);
+3. the node's run directory comes back into ``job.run.run_dir`` at each ``checkpoint_saved`` and at
+   the end (with ``--ray-shared-runs`` the node writes to the shared runs root and the directory
+   is moved into place at the end);
+4. Ctrl-C (SIGINT/SIGTERM/SIGHUP) cancels the run on the node; a node that dies has its run
+   started again on another (``--ray-retries``), else the run fails naming the node.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
+from mosaic_core.files import is_within, write_json_atomic
+from mosaic_core.launchers import Job
+from mosaic_core.manifest import HOST_SECTIONS, manifest_document
+from mosaic_ray import cluster
+from mosaic_ray.remote import RemoteRun
+
+POLL_S = 0.25
+CANCEL_EXTRA_S = 20.0  # after the grace period: the node's host needs a moment to record the end
+SECRET_EXTRAS_ENV = "MOSAIC_SECRET_EXTRAS"
+NODE_GONE_WAIT_S = 60.0
+
+
+class NodeLost(Exception):
+    """The actor (its node, or its process) died."""
+
+
+def execute(job: Job) -> int:
+    settings = cluster.Settings.parse(job.settings, job.num_cpus)
+    with cluster.connect(settings.address):
+        cluster.check_resources(settings)
+        return RayRun(job, settings).execute()
+
+
+class RayRun:
+    def __init__(self, job: Job, settings: cluster.Settings):
+        self.job, self.settings = job, settings
+        self.run = job.run
+        self.cancel_reason: str | None = None
+        self.remote_dir: str | None = None
+        self.started = False
+
+    # ------------------------------------------------------------------ main
+    def execute(self) -> int:
+        run, options = self.run, self.job.options
+        emitter = EventEmitter(run.run_id, run.directory.events, stream=options.stream,
+                               sinks=[lambda record: self.job.host.on_event(run, record)], to_stream=options.json_stdout)
+        run.emitter = emitter
+        previous = self._install_signal_handlers()
+        status, payload, code = "failed", {}, 1
+        try:
+            for attempt in range(1, self.settings.retries + 2):
+                try:
+                    status, payload, code = self._attempt(attempt)
+                    break
+                except NodeLost as lost:
+                    if attempt > self.settings.retries or self.cancel_reason is not None:
+                        status, payload, code = "failed", {"error": str(lost)}, 1
+                        break
+                    if self.started:
+                        run.emit("run_retried", {"reason": str(lost), "attempt": attempt + 1})
+                    lost_node = (run.state.get("ray") or {}).get("node_id")
+                    if lost_node:  # until Ray knows, it may place the next attempt on the same dead node
+                        cluster.wait_node_gone(lost_node, NODE_GONE_WAIT_S)
+        except Exception as exc:  # a broken cluster mid-run: the run still ends with one terminal event
+            status, payload, code = "failed", {"error": f"{type(exc).__name__}: {exc}"}, 1
+        finally:
+            self._restore_signal_handlers(previous)
+            self._finish(status, payload)
+            emitter.close()
+        return code
+
+    def _attempt(self, attempt: int) -> tuple[str, dict[str, Any], int]:
+        import ray
+
+        settings, run = self.settings, self.run
+        if attempt > 1:  # what fitted before may be gone with the node: say so rather than wait forever
+            cluster.check_resources(settings)
+        actor_class = ray.remote(RemoteRun)
+        actor = actor_class.options(num_cpus=settings.num_cpus, num_gpus=settings.num_gpus,
+                                    resources=settings.resources or None, max_concurrency=4, max_restarts=0).remote()
+        try:
+            runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
+            start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
+                                       run.run_id, settings.num_cpus)
+            node = self._wait(start, actor, "start")
+            if node is None:  # cancelled while waiting for a node
+                return "cancelled", {"reason": self.cancel_reason}, 130
+            self.remote_dir = node.pop("run_dir")
+            node.pop("pid", None)
+            node["attempt"] = attempt
+            run.state["ray"] = node
+            return self._relay(actor, node)
+        finally:
+            self._close(actor)
+
+    def _relay(self, actor: Any, node: dict[str, Any]) -> tuple[str, dict[str, Any], int]:
+        seen, terminal, cancel_sent, deadline = 0, None, False, None
+        while True:
+            if self.cancel_reason is not None and not cancel_sent:
+                actor.cancel.remote(self.cancel_reason)
+                cancel_sent, deadline = True, time.monotonic() + self.job.options.grace_period + CANCEL_EXTRA_S
+            reply = self._wait(actor.read.remote(seen), actor, "read", cancellable=False)
+            seen += len(reply["lines"])
+            for line in reply["lines"]:
+                record = _parse(line)
+                if record is None:
+                    continue
+                if record["event"] in TERMINAL:
+                    terminal = record
+                else:
+                    self._relay_one(actor, record, node)
+            if reply["returncode"] is not None:
+                self._bring_back(actor)
+                return self._outcome(terminal, reply)
+            if deadline is not None and time.monotonic() > deadline:
+                return "cancelled", {"reason": f"{self.cancel_reason} (the node did not confirm in time)"}, 130
+            time.sleep(POLL_S)  # a signal only sets cancel_reason (no lock taken in a handler)
+
+    def _relay_one(self, actor: Any, record: dict[str, Any], node: dict[str, Any]) -> None:
+        event, payload = record["event"], self._local_paths(record.get("payload") or {})
+        if event == "run_started":
+            where = f"{node['hostname']} {node['address']} ({node['node_id'][:12]})"
+            payload = {**payload, "run_dir": str(self.run.run_dir), "ray": node, "node": where}
+            if self.started:
+                return  # a retry's second start: run_retried said so
+            self.run.emit(event, payload)
+            self.started = True
+            self.job.host.run_started(self.run)
+            return
+        if event == "heartbeat" and self.job.options.heartbeat_extra:
+            try:
+                payload = {**payload, **(self.job.options.heartbeat_extra() or {})}
+            except Exception as exc:  # e.g. the daemon went away: say so, keep relaying
+                payload = {**payload, "heartbeat_error": f"{type(exc).__name__}: {exc}"}
+        self.run.emit(event, payload)
+        if event == "checkpoint_saved" and not self.settings.shared_runs:
+            self._bring_back(actor)
+
+    def _outcome(self, terminal: dict[str, Any] | None, reply: dict[str, Any]) -> tuple[str, dict[str, Any], int]:
+        code = reply["returncode"]
+        if terminal is None:
+            tail = "\n".join(reply.get("stderr_tail") or [])
+            return "failed", {"error": f"mosaic run on the node exited with code {code} without an end event",
+                              "stderr_tail": tail}, code or 1
+        status = STATUS_OF[terminal["event"]]
+        return status, self._local_paths(terminal.get("payload") or {}), code if code is not None else 1
+
+    # ------------------------------------------------------------------ the run directory
+    def _bring_back(self, actor: Any) -> None:
+        """The node's run directory into ours (files only; ``events.jsonl`` is ours)."""
+        if self.settings.shared_runs:
+            cluster.move_from_staging(self.run)
+            return
+        data = self._wait(actor.snapshot.remote(), actor, "snapshot", cancellable=False)
+        if not data:
+            return
+        target = self.run.run_dir
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            tar.extractall(target, filter="data")  # no links, nothing outside the run directory
+
+    def _local_paths(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A path on the node inside its run directory, made the same path inside ours."""
+        if not self.remote_dir:
+            return payload
+        out = {}
+        for key, value in payload.items():
+            if isinstance(value, str) and value.startswith(self.remote_dir) and is_within(self.remote_dir, value):
+                value = str(self.run.run_dir / os.path.relpath(value, self.remote_dir))
+            elif isinstance(value, dict):
+                value = self._local_paths(value)
+            out[key] = value
+        return out
+
+    def _finish(self, status: str, payload: dict[str, Any]) -> None:
+        run, host = self.run, self.job.host
+        if not run.directory.manifest.exists():  # the node's analytics.json did not come back: write ours
+            sections = host.build_manifest(run, status, reserved=HOST_SECTIONS)
+            try:
+                write_json_atomic(run.directory.manifest, manifest_document(run, host, status, sections))
+            except OSError as exc:
+                payload.setdefault("manifest_error", str(exc))
+        if self.started:
+            host.run_finished(run, status)
+        run.emit(EVENT_OF[status], payload)
+        if status == "failed" and not run.quiet and payload.get("error"):
+            print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
+
+    # ------------------------------------------------------------------ what the node gets
+    def _config_text(self) -> str:
+        return self.run.directory.config.read_text(encoding="utf-8")
+
+    def _env(self) -> dict[str, str]:
+        """The run's environment on the node: the plan's and plugins' variables, the caller's
+        variables named by ``--ray-env``, and the secret extras. Never written anywhere."""
+        env = {k: v for k, v in self.job.env.items()}
+        for name in self.settings.env_names:
+            if name in os.environ:
+                env[name] = os.environ[name]
+        secrets = cluster.secret_extras(self.run.config.extras)
+        if secrets:
+            env[SECRET_EXTRAS_ENV] = json.dumps(secrets)
+        return env
+
+    # ------------------------------------------------------------------ Ray plumbing
+    def _wait(self, ref: Any, actor: Any, what: str, cancellable: bool = True) -> Any:
+        """``ray.get(ref)`` in short slices so a signal is noticed; a dead actor is NodeLost."""
+        import ray
+
+        while True:
+            if cancellable and self.cancel_reason is not None:
+                return None
+            ready, _ = ray.wait([ref], timeout=POLL_S)
+            if ready:
+                try:
+                    return ray.get(ref)
+                except (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.ObjectLostError) as exc:
+                    raise NodeLost(cluster.describe_loss(self.run.state.get("ray"), exc)) from exc
+
+    def _close(self, actor: Any) -> None:
+        import ray
+
+        try:
+            ray.get(actor.close.remote(), timeout=15)
+        except Exception:  # dead already, or stuck: the kill below ends it (and its run, PDEATHSIG)
+            pass
+        ray.kill(actor)
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous = {}
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, self._on_signal)
+        return previous
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = f"received {signal.Signals(signum).name}"
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _parse(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("event"), str) else None

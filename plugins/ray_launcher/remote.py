@@ -1,0 +1,110 @@
+"""On a cluster node: one run as a normal supervised ``mosaic run`` subprocess (a Ray actor).
+
+The caller (:mod:`mosaic_ray.caller`) makes one :class:`RemoteRun` actor per attempt with the
+run's resources, calls :meth:`start`, then :meth:`read` in a loop for the run's JSON event
+lines, :meth:`snapshot` for its run directory (at checkpoints and at the end), :meth:`cancel`
+on Ctrl-C and :meth:`close` at the end. The ``mosaic run`` here dies with the actor
+(``PR_SET_PDEATHSIG``), so a killed actor or a lost caller leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from mosaic_core import procs
+
+NODE_ENV = "MOSAIC_RAY_NODE"
+# Never handed to the run: the cluster's credentials and the actor's own Ray wiring.
+_KEEP_OUT = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS", "RAY_JOB_ID", "RAY_RAYLET_PID")
+# Thread pools that size themselves from the machine's cores unless told: from --num-cpus instead.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "TORCH_NUM_THREADS")
+STDERR_TAIL = 40
+
+
+class RemoteRun:
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self.stderr: list[str] = []
+        self.lock = threading.Lock()
+        self.work: Path | None = None
+        self.run_dir: Path | None = None
+
+    def start(self, argv: list[str], config_text: str, env: dict[str, str], runs_dir: str | None,
+              run_id: str, num_cpus: float) -> dict[str, Any]:
+        """Start ``mosaic <argv> --config C --runs-dir R``; ``env`` (secrets included) only in
+        its environment. ``runs_dir``: shared storage, else a private temp dir on this node."""
+        import ray
+
+        self.work = Path(tempfile.mkdtemp(prefix="mosaic-ray-"))  # 0700: the config holds no secret, still private
+        config = self.work / "config.json"
+        config.write_text(config_text, encoding="utf-8")
+        runs = Path(runs_dir) if runs_dir else self.work / "runs"
+        self.run_dir = runs / run_id
+        node = {"node_id": ray.get_runtime_context().get_node_id(), "address": ray.util.get_node_ip_address(),
+                "hostname": socket.gethostname()}
+        threads = str(max(1, int(num_cpus)))
+        child_env = {k: v for k, v in os.environ.items() if k not in _KEEP_OUT}
+        child_env.update(env)
+        child_env.update({name: threads for name in THREAD_VARS})  # this node's share, not the caller's
+        child_env[NODE_ENV] = json.dumps(node)
+        command = [sys.executable, "-m", "mosaic_core.cli.main", *argv, "--config", str(config), "--runs-dir", str(runs)]
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=child_env, cwd=self.work, start_new_session=True,
+                                     preexec_fn=procs.parent_death_signal_setter(signal.SIGTERM))
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr), daemon=True).start()
+        return {**node, "run_dir": str(self.run_dir), "pid": self.proc.pid}
+
+    def _pump(self, stream: Any, into: list[str]) -> None:
+        for line in stream:
+            with self.lock:
+                into.append(line.rstrip("\n"))
+
+    def read(self, since: int) -> dict[str, Any]:
+        """Event lines from index ``since``; ``returncode`` once the run has ended (all lines read)."""
+        assert self.proc is not None
+        code = self.proc.poll()
+        with self.lock:
+            lines = self.lines[since:]
+            tail = self.stderr[-STDERR_TAIL:] if code is not None else []
+        return {"lines": lines, "returncode": code, "stderr_tail": tail}
+
+    def cancel(self, reason: str) -> None:
+        """Ask the run to stop as Ctrl-C does locally: SIGINT to its ``mosaic run`` host, which
+        ends the training process and records ``run_cancelled``."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGINT)
+
+    def snapshot(self) -> bytes:
+        """The run directory as a gzip tar (``events.jsonl`` left out: the caller writes its own)."""
+        buffer = io.BytesIO()
+        if self.run_dir is None or not self.run_dir.is_dir():
+            return b""
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for path in sorted(self.run_dir.rglob("*")):
+                rel = path.relative_to(self.run_dir)
+                if str(rel) == "events.jsonl" or path.is_symlink() or not (path.is_file() or path.is_dir()):
+                    continue
+                tar.add(path, arcname=str(rel), recursive=False)
+        return buffer.getvalue()
+
+    def close(self) -> None:
+        """Stop what is left of the run and remove this node's private copy (a run directory on
+        shared storage is not in it: the caller moves that one into place)."""
+        if self.proc is not None and self.proc.poll() is None:
+            procs.stop_group(self.proc.pid, 5.0, self.proc)
+        if self.work is not None:
+            shutil.rmtree(self.work, ignore_errors=True)

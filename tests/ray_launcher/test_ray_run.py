@@ -1,0 +1,149 @@
+"""`mosaic run --ray-address` on a real two-node loopback cluster: placement, events, the run
+directory back here, Ctrl-C, bad input, a node lost mid-run. The job is the example worker."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.conftest import BIN
+from tests.ray_launcher.conftest import caller_env, processes_of
+
+RUN = ["run", "--worker", "example", "--env-id", "CartPole-v1"]
+
+
+def mosaic(cluster, workdir: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "mosaic"), *args], cwd=workdir, env=caller_env(cluster, **env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def events_of(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_a_run_lands_on_the_chosen_node_and_comes_back(cluster, tmp_path):
+    done = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "3000", "--json", "--ray-address", cluster.address,
+                  "--ray-resources", '{"nodeB": 1}', "--num-cpus", "1")
+    assert done.returncode == 0, done.stderr
+    events = events_of(done.stdout)
+    names = [e["event"] for e in events]
+    assert names[0] == "run_started" and names[-1] == "run_completed" and "metrics" in names
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    ray_info = events[0]["payload"]["ray"]
+    assert ray_info["node_id"] == cluster.node_ids["nodeB"]
+    run_dir = Path(events[0]["payload"]["run_dir"])
+    assert run_dir.parent == tmp_path / "var" / "trainer" / "runs"
+    manifest = json.loads((run_dir / "analytics.json").read_text())
+    assert manifest["status"] == "completed"
+    assert manifest["ray"]["node_id"] == cluster.node_ids["nodeB"] and manifest["ray"]["address"]
+    assert (run_dir / "logs" / "example.stderr.log").exists()
+    recorded = [json.loads(line)["event"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert recorded == names
+    for path in run_dir.rglob("*"):  # the cluster's token is nowhere in the run
+        assert path.is_dir() or cluster.token.encode() not in path.read_bytes(), path
+    assert cluster.token not in done.stdout + done.stderr
+    assert not processes_of(events[0]["run_id"])
+
+
+def test_shared_runs_storage_is_written_by_the_node_and_moved_into_place(cluster, tmp_path):
+    """On loopback every node sees the same disk: the node writes under the runs root's
+    staging folder, and the run directory is complete where a local run would be."""
+    runs = tmp_path / "shared-runs"
+    done = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "2000", "--json", "--runs-dir", str(runs),
+                  "--ray-address", cluster.address, "--ray-shared-runs", "--ray-resources", '{"nodeA": 1}')
+    assert done.returncode == 0, done.stderr
+    events = events_of(done.stdout)
+    run_dir = runs / events[0]["run_id"]
+    assert json.loads((run_dir / "analytics.json").read_text())["ray"]["node_id"] == cluster.node_ids["nodeA"]
+    assert (run_dir / "logs" / "example.stdout.log").exists()
+    assert sorted(p.name for p in runs.iterdir()) == [run_dir.name]  # the staging folder is gone
+
+
+def test_ctrl_c_cancels_the_run_on_its_node(cluster, tmp_path):
+    proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "50000000", "--json", "--ray-address",
+                             cluster.address, "--ray-resources", '{"nodeA": 1}', "--grace-period", "5"],
+                            cwd=tmp_path, env=caller_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if json.loads(line)["event"] == "metrics":
+                break
+        run_id = json.loads(lines[0])["run_id"]
+        assert processes_of(run_id), "the run should be running on the node"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    events = events_of("".join(lines) + out)
+    assert proc.returncode == 130, err
+    assert events[-1]["event"] == "run_cancelled"
+    assert "SIGINT" in events[-1]["payload"]["reason"]
+    assert events[0]["payload"]["ray"]["node_id"] == cluster.node_ids["nodeA"]
+    deadline = time.monotonic() + 20
+    while processes_of(run_id) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not processes_of(run_id), "the run's processes on the node outlived the cancel"
+    manifest = json.loads((Path(events[0]["payload"]["run_dir"]) / "analytics.json").read_text())
+    assert manifest["status"] == "cancelled"
+
+
+def test_bad_input_is_one_line_at_submit(cluster, tmp_path):
+    runs = tmp_path / "var" / "trainer" / "runs"
+    cases = [
+        (["--ray-resources", '{"nodeC": 1}'], {}, "no node of the Ray cluster"),
+        (["--num-gpus", "1"], {}, "GPU=1"),
+        ([], {"RAY_AUTH_TOKEN": "0" * 64}, "token"),
+        (["--ray-resources", "[1]"], {}, "JSON object"),
+    ]
+    for flags, env, words in cases:
+        started = time.monotonic()
+        done = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "1000", "--ray-address", cluster.address, *flags,
+                      **env)
+        assert done.returncode == 2, (flags, done.stderr)
+        lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")]
+        assert len(lines) == 1 and words in lines[0], (flags, done.stderr)
+        assert "Traceback" not in done.stderr and done.stdout == ""
+        assert time.monotonic() - started < 60
+        assert not runs.exists() or not any(runs.iterdir()), f"{flags}: a refused run left a directory"
+    refused = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "1000", "--ray-address", "127.0.0.1:1")
+    assert refused.returncode == 2 and "does not answer" in refused.stderr
+
+
+def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_path):
+    """Last in the module: it takes a node away. Two nodes offer "pool" (nodeB, and nodeC started
+    here); the one the run lands on is killed (its whole process tree, as a machine going away); the run starts again on
+    the other and completes."""
+    cluster.start_node("nodeC", extra={"pool": 1})
+    cluster.wait_nodes(3)
+    proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "150000", "--json", "--ray-address",
+                             cluster.address, "--ray-resources", '{"pool": 1}', "--log-every", "5000"],
+                            cwd=tmp_path, env=caller_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if json.loads(line)["event"] == "metrics":
+                break
+        first = json.loads(lines[0])["payload"]["ray"]["node_id"]
+        victim = next(name for name, node_id in cluster.node_ids.items() if node_id == first)
+        assert victim in ("nodeB", "nodeC")
+        cluster.stop_node(victim)
+        out, err = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    events = events_of("".join(lines) + out)
+    names = [e["event"] for e in events]
+    assert proc.returncode == 0, err
+    assert "run_retried" in names and names[-1] == "run_completed"
+    retried = events[names.index("run_retried")]["payload"]
+    assert first[:12] in retried["reason"] and retried["attempt"] == 2
+    manifest = json.loads((Path(events[0]["payload"]["run_dir"]) / "analytics.json").read_text())
+    assert manifest["ray"]["node_id"] != first and manifest["ray"]["node_id"] in cluster.node_ids.values()
