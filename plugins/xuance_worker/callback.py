@@ -1,0 +1,111 @@
+"""The XuanCe callback of a MOSAIC run (training process): per-agent metrics and frames.
+
+XuanCe calls :class:`MosaicCallback` from its training loop (``on_train_step`` after every vector
+step, ``on_train_episode_info`` when an env's episode ends) and from evaluation
+(``on_test_step``). From there:
+
+- episode scores: the team return (sum over agents) as ``charts/episodic_return`` and each
+  agent's as the same tag with ``agent=`` (:func:`mosaic_core.child.report_scalar`), plus
+  ``charts/episodic_length``; XuanCe logs its own episode rewards through ``add_scalars``, which
+  the host's ``add_scalar`` patch does not see. The same values go to the run's TensorBoard
+  files (per agent as ``TAG/AGENT``), written past the patch so nothing is reported twice.
+  Losses need nothing here: XuanCe writes them with ``add_scalar``, which the host already sees.
+- frames: only when a frame consumer wants one (:func:`mosaic_core.child.frame_wanted`, per env
+  index), rendered from that env alone (``rgb_array``) and published with each agent's reward.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+from xuance.common import MultiAgentBaseCallback
+
+from mosaic_core import child as mosaic_child
+
+_AGENT_ARG = "agent" in inspect.signature(mosaic_child.report_scalar).parameters
+
+
+def report(tag: str, value: float, step: int, agent: str | None = None) -> None:
+    """One scalar to the host's plugins (per agent when ``agent`` is given)."""
+    if agent is None:
+        mosaic_child.report_scalar(tag, value, step)
+    elif _AGENT_ARG:
+        mosaic_child.report_scalar(tag, value, step, agent=agent)
+    else:  # a host from before per-agent scalars: the agent goes into the tag
+        mosaic_child.report_scalar(f"{tag}/{agent}", value, step)
+
+
+def _raw_add_scalar(writer: Any) -> Any:
+    """``writer.add_scalar`` without the host's patch (the callback reports its values itself)."""
+    method = type(writer).add_scalar
+    return getattr(method, "__wrapped__", method).__get__(writer)
+
+
+class MosaicCallback(MultiAgentBaseCallback):
+    """Reports XuanCe's per-agent episode results and publishes frames. ``writer``: the agent's
+    SummaryWriter (set once the agent exists); ``step_offset``: steps trained before a resume."""
+
+    def __init__(self, step_offset: int = 0):
+        super().__init__()
+        self.writer: Any = None
+        self.step_offset = step_offset
+        self.episodes = 0
+        self.eval_scores: list[dict[str, float]] = []
+        self._wanted = getattr(mosaic_child, "frame_wanted", None)
+        self._publish = getattr(mosaic_child, "publish_frame", None)
+
+    def attach(self, writer: Any) -> None:
+        self.writer = writer
+        self._add_scalar = _raw_add_scalar(writer) if writer is not None else None
+
+    # -- metrics -----------------------------------------------------------------------------
+    def _episode(self, info: dict[str, Any], step: int) -> dict[str, float]:
+        scores = {str(k): float(v) for k, v in info["episode_score"].items()}
+        team = float(sum(scores.values()))
+        length = int(info.get("episode_step", 0))
+        report("charts/episodic_return", team, step)
+        report("charts/episodic_length", length, step)
+        for agent, score in scores.items():
+            report("charts/episodic_return", score, step, agent=agent)
+        if self._add_scalar is not None:
+            self._add_scalar("charts/episodic_return", team, step)
+            self._add_scalar("charts/episodic_length", length, step)
+            for agent, score in scores.items():
+                self._add_scalar(f"charts/episodic_return/{agent}", score, step)
+        self.episodes += 1
+        return scores
+
+    def on_train_episode_info(self, **kwargs: Any) -> None:
+        env_index = kwargs["env_id"]
+        self._episode(kwargs["infos"][env_index], self.step_offset + int(kwargs["current_step"]))
+
+    # -- frames ------------------------------------------------------------------------------
+    def _frames(self, envs: Any, rewards: list[dict[str, Any]], step: int) -> None:
+        if self._wanted is None:
+            return
+        wanted = [i for i in range(envs.num_envs) if self._wanted(i)]
+        if not wanted:
+            return
+        singles = getattr(envs, "envs", None)  # DummyVecMultiAgentEnv: render only the wanted envs
+        images = [singles[i].render("rgb_array") for i in wanted] if singles is not None else \
+            [envs.render("rgb_array")[i] for i in wanted]
+        for index, image in zip(wanted, images):
+            if image is None:
+                continue
+            agent_rewards = {str(k): float(np.sum(v)) for k, v in rewards[index].items()}
+            self._publish(np.ascontiguousarray(image, dtype=np.uint8), env_index=index, global_step=step,
+                          reward=float(sum(agent_rewards.values())), agent_rewards=agent_rewards,
+                          episode_count=self.episodes)
+
+    def on_train_step(self, current_step: int, **kwargs: Any) -> None:
+        self._frames(kwargs["envs"], kwargs["rewards"], self.step_offset + int(current_step))
+
+    def on_test_step(self, *args: Any, **kwargs: Any) -> None:
+        envs, step = kwargs["envs"], int(kwargs.get("current_step") or 0)
+        self._frames(envs, kwargs["rewards"], step)
+        terminals, truncations, infos = kwargs["terminals"], kwargs["truncations"], kwargs["infos"]
+        for i in range(envs.num_envs):
+            if all(terminals[i].values()) or truncations[i]:
+                self.eval_scores.append(self._episode(infos[i], len(self.eval_scores)))
