@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mosaic_core.types import ExtrasKey, Launch
 
 REQUIRED = ("plan",)
-OPTIONAL = ("add_arguments", "extras_keys", "config_defaults", "validate", "gpu_request")
+OPTIONAL = ("add_arguments", "extras_keys", "config_defaults", "validate", "gpu_request", "algorithms")
 
 
 class Worker:
@@ -68,6 +68,12 @@ class Worker:
         host without one refuses such a run (a worker whose capabilities say ``requires_gpu``
         is refused there whatever the config)."""
         return None
+
+    def algorithms(self, python: str) -> list[dict[str, Any]]:
+        """What ``mosaic algos --worker NAME`` lists: one object per algorithm with ``algo``,
+        ``description`` and, optionally, ``envs`` (the env ids it has settings for). ``python``
+        is the interpreter of the worker's environment (ask it what only that environment knows)."""
+        return []
 
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
         """How to start the training process (called for dry runs too: start nothing here).

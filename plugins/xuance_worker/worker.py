@@ -73,6 +73,14 @@ class XuanCeWorker(Worker):
                             "(XuanCe's MPE scenarios take no settings, and each has its own agents and spaces)")
         return problems
 
+    def algorithms(self, python: str) -> list[dict[str, Any]]:
+        """The seven algorithms and the envs XuanCe has a config for (asked in the worker's environment)."""
+        from xuance_worker.catalog import ask_configs
+
+        args = ["list"] + [f"--algo={algo}" for algo in ALGORITHMS]
+        pairs = ask_configs(python, args)["pairs"]
+        return [{"algo": algo, "description": text, "envs": pairs.get(algo, [])} for algo, text in ALGORITHMS.items()]
+
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
         from xuance_worker.catalog import ask_configs, split_env_id
 
