@@ -34,3 +34,12 @@ def test_agent_keys_are_bounded():
     assert buffer.dropped_tags == 11
     buffer.flush()
     assert sum(len(tags) for tags in sent[-1]["agents"].values()) == MAX_AGENT_KEYS
+
+
+def test_dashboard_draws_each_agent_beside_the_team():
+    from mosaic_dashboard.curves import Curves
+
+    curves = Curves()
+    new = curves.add({"global_step": 5, "episodic_return": -3.0,
+                      "agents": {"agent_0": {"episodic_return": -1.0}, "agent_1": {"episodic_return": None}}})
+    assert new == {"episodic_return": [5, -3.0], "episodic_return@agent_0": [5, -1.0]}
