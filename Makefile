@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 # The local CPU build of torch: an unpinned torch pulls a multi-GB CUDA build.
 PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 # Optional extras installed in both venvs: the test suite exercises them (their tests skip without
-# them). `make venv EXTRAS=test` leaves them out; `make extras` adds them to venvs built before.
+# them; cleanrl, analytics and wandb are the built-in worker's and plugins' heavy dependencies, which
+# the light core leaves out). `make extras` adds them to venvs built before.
 EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco
 
 .PHONY: venv extras train test test-gym1 proto clean browser-deps

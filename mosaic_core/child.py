@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from mosaic_core.plugins import PluginHost
 
 __all__ = ["ChildContext", "FrameInfo", "current", "plugins", "publish", "emit_event", "report_scalar",
-           "install", "install_lazily", "after_import", "env_index_hint", "restart_env_indices"]
+           "frame_wanted", "publish_frame", "install", "install_lazily", "after_import", "env_index_hint",
+           "restart_env_indices"]
 _WRITER_MODULES = ("torch.utils.tensorboard.writer", "tensorboardX.writer")
 _TRIGGERS = ("gymnasium", *_WRITER_MODULES)
 ENV_VAR = CHILD_VAR
@@ -73,13 +74,56 @@ def emit_event(event: str, payload: dict[str, Any]) -> bool:
     return publish(LIFECYCLE_KIND, {"event": event, "payload": payload}, reliable=True)
 
 
-def report_scalar(tag: str, value: float, step: int | None = None) -> None:
-    """Report a metric from a training program that has no SummaryWriter (it then reaches the
-    live metric bridge, curriculum and every other ``mosaic_on_scalar`` plugin). A no-op when
-    not run by a host."""
-    child, host = current(), plugins()
-    if child is not None and host is not None:
-        host.on_scalar(child, tag, float(value), None if step is None else int(step))
+# ------------------------------------------------------------------ the public training-process API
+# For training programs whose envs and loggers bypass the patch points (PettingZoo, EnvPool, a
+# Ray env runner, a library's own logger): each call is a no-op outside a MOSAIC run, and
+# installs the patch points and plugins on first use inside one (in any process of the run).
+
+def _ready() -> tuple[ChildContext, "PluginHost"] | None:
+    child = current()
+    if child is None and "failed" not in _state and os.environ.get(CHILD_VAR):
+        try:
+            child = install()
+        except Exception as exc:  # never stop training over the side channel
+            _state["failed"] = True
+            print(f"mosaic: could not install patch points: {type(exc).__name__}: {exc}", file=sys.stderr)
+    host = plugins()
+    return (child, host) if child is not None and host is not None else None
+
+
+def report_scalar(tag: str, value: float, step: int | None = None, agent: str | None = None) -> None:
+    """Report a metric (it reaches the live metric bridge, curriculum and every other
+    ``mosaic_on_scalar`` plugin). ``agent``: the agent id of a per-agent value in a
+    multi-agent run (e.g. each agent's episode score; the team's value has no agent)."""
+    ready = _ready()
+    if ready is not None:
+        ready[1].on_scalar(ready[0], tag, float(value), None if step is None else int(step),
+                           None if agent is None else str(agent))
+
+
+def frame_wanted(env_index: int = 0) -> bool:
+    """Whether a frame consumer (FastLane) wants a frame of env ``env_index`` now: render only
+    then, so rendering costs nothing between frames. False outside a MOSAIC run."""
+    ready = _ready()
+    return ready is not None and ready[1].frame_wanted(ready[0], int(env_index))
+
+
+def publish_frame(frame: Any, *, env_index: int = 0, global_step: int = 0, reward: float = 0.0,
+                  rolling_return: float | None = None, step_rate_hz: float = 0.0, episode_count: int = 0,
+                  agent_rewards: dict[str, float] | None = None) -> None:
+    """Hand a rendered RGB frame (``HxWx3`` uint8) of env ``env_index`` to every
+    ``mosaic_on_frame`` consumer (FastLane's shared memory, its PNG recorder…), with what is
+    known about that moment; ``agent_rewards`` maps agent ids to their last rewards (the
+    team's is ``reward``). Frames of one vector step share ``global_step``, which FastLane's
+    grid mode uses to tile them together. Ask :func:`frame_wanted` first."""
+    ready = _ready()
+    if ready is None:
+        return
+    info = FrameInfo(global_step=int(global_step), env_index=int(env_index), last_reward=float(reward),
+                     rolling_return=None if rolling_return is None else float(rolling_return),
+                     step_rate_hz=float(step_rate_hz), episode_count=int(episode_count),
+                     agent_rewards=None if agent_rewards is None else {str(k): float(v) for k, v in agent_rewards.items()})
+    ready[1].on_frame(ready[0], frame, info)
 
 
 def install(host: "PluginHost | None" = None) -> ChildContext | None:

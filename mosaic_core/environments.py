@@ -45,10 +45,9 @@ _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;,
 _PIP_FAILURES = (
     re.compile(r"No matching distribution found for ([^\s]+)"),
     re.compile(r"Could not find a version that satisfies the requirement ([^\s]+)"),
-    re.compile(r"Failed to build (?:installable wheels for some pyproject\.toml based projects )?\(?([^\s)]+)"),
     re.compile(r"Cannot install ([^\s]+)"),
-    re.compile(r"[Pp]reparing metadata .* for ([^\s]+) did not run successfully"),
 )
+_WORKING_ON = re.compile(r"^(?:Collecting|Processing|Obtaining) (.+?)(?: \(from .*\))?$")
 
 
 def venvs_root() -> Path:
@@ -105,7 +104,11 @@ def _distribution_requirement(name: str, extras: set[str]) -> list[str]:
     """pip arguments that install distribution ``name`` as it is installed here: editable from
     its source directory, from that directory, or the same version from the registry."""
     suffix = f"[{','.join(sorted(extras))}]" if extras else ""
-    dist = metadata.distribution(name)
+    found = list(metadata.distributions(name=name))
+    if not found:
+        raise UsageError(f"distribution {name!r} is not installed")
+    # pip's own record of where it came from (a source tree's bare egg-info on sys.path has none)
+    dist = next((d for d in found if d.read_text("direct_url.json")), found[0])
     direct = dist.read_text("direct_url.json")
     if direct:
         info = json.loads(direct)
@@ -286,10 +289,20 @@ def _build(path: Path, args: list[str], worker: str) -> None:
 
 
 def _pip_failure(output: str) -> str:
-    """The package pip could not install, in pip's words, from its output."""
+    """The package pip could not install, in pip's words, from its output: a requirement no
+    index satisfies, or the package pip was collecting or building when the first error came."""
     for pattern in _PIP_FAILURES:
         match = pattern.search(output)
         if match:
             return f"pip could not install {match.group(1).rstrip(':,')}"
-    errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
-    return errors[-1] if errors else (output.strip().splitlines() or ["pip failed"])[-1]
+    lines = [line.strip().lstrip("×").strip() for line in output.splitlines()]
+    working_on = None
+    for number, line in enumerate(lines):
+        match = _WORKING_ON.match(line)
+        if match:
+            working_on = match.group(1)
+        elif line.lower().startswith("error") and working_on:
+            reason = next((later for later in lines[number:] if "did not run successfully" in later), line)
+            return f"pip could not install {working_on} ({reason.rstrip('.')})"
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return errors[-1] if errors else (lines[-1] if lines else "pip failed")

@@ -61,6 +61,7 @@ POLICY = {
     "mosaic_env_make_kwargs": ISOLATE,
     "mosaic_wrap_env": ISOLATE,
     "mosaic_on_frame": ISOLATE,
+    "mosaic_frame_wanted": ISOLATE,
     "mosaic_on_scalar": ISOLATE,
     "mosaic_host_lost": ISOLATE,
 }
@@ -285,13 +286,28 @@ def mosaic_on_frame(child: ChildContext, frame: np.ndarray, info: FrameInfo) -> 
 
 
 @hookspec
-def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | None) -> None:
+def mosaic_frame_wanted(child: ChildContext, env_index: int) -> bool | None:
+    """Whether a frame of env ``env_index`` is wanted now.
+
+    Called in the training process by a program that renders itself
+    (:func:`mosaic_core.child.frame_wanted`, for envs that bypass ``gym.make``: PettingZoo,
+    EnvPool, a Ray env runner), before it renders. The program renders only when some consumer
+    says True, so rendering costs nothing between frames.
+
+    Return True to ask for a frame, False or None otherwise; results combine as "any": True from
+    one implementation is enough. Must be cheap (a clock read). Failure: isolate.
+    """
+
+
+@hookspec
+def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | None, agent: str | None) -> None:
     """The script wrote a scalar (``SummaryWriter.add_scalar``) in the training process.
 
     Called for every ``add_scalar`` of ``torch.utils.tensorboard`` and ``tensorboardX``
     writers, and for :func:`mosaic_core.child.report_scalar` (workers without a
     SummaryWriter), before the write itself, so it must be cheap (buffer, never block).
-    Return value ignored. Failure: isolate.
+    ``agent`` is the agent id for a per-agent value of a multi-agent run (None for the
+    run's own or the team's values). Return value ignored. Failure: isolate.
     """
 
 

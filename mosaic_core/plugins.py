@@ -351,9 +351,13 @@ class PluginHost:
     def host_lost(self, child: ChildContext) -> None:
         self._call("mosaic_host_lost", child=child)
 
-    def on_scalar(self, child: ChildContext, tag: str, value: float, step: int | None) -> None:
+    def frame_wanted(self, child: ChildContext, env_index: int) -> bool:
+        return any(result is True for _plugin, result in
+                   self._call("mosaic_frame_wanted", child=child, env_index=env_index))
+
+    def on_scalar(self, child: ChildContext, tag: str, value: float, step: int | None, agent: str | None = None) -> None:
         # The hottest hook (every add_scalar): straight through pluggy, results ignored.
-        self.pm.hook.mosaic_on_scalar(child=child, tag=tag, value=value, step=step)
+        self.pm.hook.mosaic_on_scalar(child=child, tag=tag, value=value, step=step, agent=agent)
 
 
 def _print_failure(failure: HookFailure) -> None:

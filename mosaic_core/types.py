@@ -89,7 +89,9 @@ class Launch:
 
 @dataclass(frozen=True)
 class FrameInfo:
-    """What is known about the moment a frame was rendered."""
+    """What is known about the moment a frame was rendered. ``last_reward`` is the env's (for
+    a multi-agent env: the team's) last reward; ``agent_rewards`` holds each agent's, keyed by
+    agent id, when the env has agents."""
 
     global_step: int
     env_index: int
@@ -97,6 +99,7 @@ class FrameInfo:
     rolling_return: float | None
     step_rate_hz: float
     episode_count: int
+    agent_rewards: dict[str, float] | None = None
 
 
 @dataclass

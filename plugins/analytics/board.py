@@ -14,15 +14,19 @@ import time
 from collections import deque
 from typing import Any
 
-from mosaic_analytics.bridge import MAX_AGENT_KEYS, MAX_TAGS, RETURN_WINDOW, USUAL_PREFIXES, admit
+from mosaic_analytics.bridge import MAX_TAGS, RETURN_WINDOW, USUAL_PREFIXES, admit
 
 RETURN_TAG = "charts/episodic_return"
 LENGTH_TAG = "charts/episodic_length"
 SPS_TAG = "charts/SPS"
+AGENT_PREFIX = "agents/"
 
 
 def classify(tag: str) -> str | None:
-    """What a tag means to the board: ``return``, ``length``, ``sps``, ``loss`` or None."""
+    """What a tag means to the board: ``return``, ``length``, ``sps``, ``loss``, ``agent`` (a
+    per-agent value of a multi-agent run: ``agents/<id>/<tag>``) or None."""
+    if tag.startswith(AGENT_PREFIX):
+        return "agent"
     if tag.startswith("eval/"):
         return None
     if tag == RETURN_TAG or tag.endswith("/episodic_return") or tag == "episodic_return":
@@ -58,7 +62,6 @@ class MetricBoard:
         self._others = 0
         self._returns: deque[tuple[int, float]] = deque()  # (episodes, sum of their returns) per batch
         self._returns_n = 0
-        self._agents: dict[str, AgentBoard] = {}  # per-agent values of a multi-agent run
         self.global_step = 0
         self.episodes = 0
         self.batches = 0
@@ -91,9 +94,6 @@ class MetricBoard:
                 if step is not None and step > self.global_step:
                     self.global_step = step
                 used = True
-            agents = payload.get("agents")
-            if isinstance(agents, dict):
-                used = self._update_agents(agents) or used
             step = _step(payload.get("global_step"))
             if step is not None and step > self.global_step:
                 self.global_step = step
@@ -105,27 +105,6 @@ class MetricBoard:
                 self._version += 1
                 self.updated_at = time.time()
             return used
-
-    def _update_agents(self, agents: dict[str, Any]) -> bool:
-        used = False
-        for agent, scalars in agents.items():
-            if not isinstance(agent, str) or not isinstance(scalars, dict):
-                continue
-            board = self._agents.get(agent)
-            if board is None:
-                if sum(len(b.latest) for b in self._agents.values()) >= MAX_AGENT_KEYS:
-                    self.dropped_tags += 1
-                    continue
-                board = self._agents[agent] = AgentBoard(self._window)
-            for tag, entry in scalars.items():
-                if not isinstance(tag, str) or not isinstance(entry, (list, tuple)) or len(entry) != 4:
-                    continue
-                if tag not in board.latest and sum(len(b.latest) for b in self._agents.values()) >= MAX_AGENT_KEYS:
-                    self.dropped_tags += 1
-                    continue
-                board.add(tag, _number(entry[0]), _step(entry[1]), _step(entry[2]), _number(entry[3]))
-                used = True
-        return used
 
     def _add_returns(self, count: int, total: float) -> None:
         self.episodes += count
@@ -153,7 +132,12 @@ class MetricBoard:
             losses = {tag.removeprefix("losses/"): value for tag, (value, _s) in self._latest.items()
                       if self._kinds.get(tag) == "loss"}
             others = {tag: value for tag, (value, _s) in self._latest.items() if self._kinds.get(tag) is None}
-            snapshot = {
+            agents: dict[str, dict[str, Any]] = {}
+            for tag, (value, _s) in self._latest.items():
+                if self._kinds.get(tag) == "agent":
+                    agent, _, name = tag.removeprefix(AGENT_PREFIX).partition("/")
+                    agents.setdefault(agent, {})[name] = value
+            return {
                 "global_step": self.global_step,
                 "total_timesteps": total,
                 "progress": round(min(self.global_step / total, 1.0), 6) if total else None,
@@ -164,11 +148,9 @@ class MetricBoard:
                 "sps": self._value("sps"),
                 "losses": losses,
                 "scalars": others,
+                **({"agents": agents} if agents else {}),
                 "dropped_tags": self.dropped_tags,
             }
-            if self._agents:  # a multi-agent run: the same figures per agent
-                snapshot["agents"] = {name: board.snapshot() for name, board in sorted(self._agents.items())}
-            return snapshot
 
     @property
     def has_data(self) -> bool:
@@ -190,33 +172,3 @@ class MetricBoard:
                 return None
             self._emitted_version = self._version
         return self.snapshot()
-
-
-class AgentBoard:
-    """One agent's latest values and return window (inside a :class:`MetricBoard`, under its lock)."""
-
-    def __init__(self, window: int):
-        self.latest: dict[str, float | None] = {}
-        self._window = window
-        self._returns: deque[tuple[int, float]] = deque()
-        self._returns_n = 0
-        self.episodes = 0
-
-    def add(self, tag: str, value: float | None, step: int | None, count: int | None, total: float | None) -> None:
-        self.latest[tag] = value
-        if classify(tag) == "return" and count and total is not None:
-            self.episodes += count
-            self._returns.append((count, total))
-            self._returns_n += count
-            while len(self._returns) > 1 and self._returns_n - self._returns[0][0] >= self._window:
-                self._returns_n -= self._returns.popleft()[0]
-
-    def _value(self, kind: str) -> float | None:
-        return next((value for tag, value in self.latest.items() if classify(tag) == kind), None)
-
-    def snapshot(self) -> dict[str, Any]:
-        smoothed = sum(total for _n, total in self._returns) / self._returns_n if self._returns_n else None
-        return {"episodic_return": self._value("return"), "episodic_return_smoothed": smoothed,
-                "episodic_length": self._value("length"), "episodes": self.episodes,
-                "losses": {t.removeprefix("losses/"): v for t, v in self.latest.items() if classify(t) == "loss"},
-                "scalars": {t: v for t, v in self.latest.items() if classify(t) is None}}

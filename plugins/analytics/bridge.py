@@ -27,8 +27,6 @@ MAX_OTHER_TAGS = 150
 USUAL_PREFIXES = ("charts/", "losses/", "eval/")
 MAX_TAG_LENGTH = 128
 RETURN_WINDOW = 100
-MAX_AGENT_KEYS = 256  # (agent, tag) pairs per run: multi-agent workers report per-agent scalars
-MAX_AGENT_LENGTH = 64
 
 
 class ScalarBuffer:
@@ -39,7 +37,6 @@ class ScalarBuffer:
         self._send, self._interval, self._clock, self._max_tags = send, interval, clock, max_tags
         # tag -> [latest value, its step, updates, finite updates, sum of finite values] since the last send
         self._tags: dict[str, list[Any]] = {}
-        self._agent_tags: dict[tuple[str, str], list[Any]] = {}  # (agent, tag) -> the same entry
         self._others = 0
         self._due = clock() + interval
         self._pid = os.getpid()
@@ -48,18 +45,9 @@ class ScalarBuffer:
         self.sent = 0
         self.failed = 0
 
-    def add(self, tag: str, value: float, step: int | None, agent: str | None = None) -> None:
-        """Record one scalar (one agent's when ``agent`` is given); sends a batch when one is due."""
-        if agent is not None:
-            entry = self._agent_tags.get((agent, tag))
-            if entry is None:
-                if (len(self._agent_tags) >= MAX_AGENT_KEYS or len(tag) > MAX_TAG_LENGTH
-                        or not isinstance(agent, str) or not 0 < len(agent) <= MAX_AGENT_LENGTH):
-                    self.dropped_tags += 1
-                    return
-                entry = self._agent_tags[(agent, tag)] = [value, step, 0, 0, 0.0]
-        else:
-            entry = self._tags.get(tag)
+    def add(self, tag: str, value: float, step: int | None) -> None:
+        """Record one scalar; sends a batch when one is due."""
+        entry = self._tags.get(tag)
         if entry is None:
             if not admit(tag, len(self._tags), self._others, self._max_tags):
                 self.dropped_tags += 1
@@ -83,16 +71,10 @@ class ScalarBuffer:
         if os.getpid() != self._pid:  # a forked copy: the parent owns these values
             return False
         changed = {tag: [_finite(e[0]), e[1], e[3], e[4]] for tag, e in self._tags.items() if e[2]}
-        agents: dict[str, dict[str, list[Any]]] = {}
-        for (agent, tag), e in self._agent_tags.items():
-            if e[2]:
-                agents.setdefault(agent, {})[tag] = [_finite(e[0]), e[1], e[3], e[4]]
-        if not changed and not agents:
+        if not changed:
             return False
         payload = {"global_step": self.global_step if self.global_step >= 0 else None, "scalars": changed,
                    "dropped_tags": self.dropped_tags}
-        if agents:
-            payload["agents"] = agents
         try:
             ok = bool(self._send(MESSAGE_KIND, payload, reliable))
         except Exception:  # best effort: the bridge never breaks training
@@ -101,7 +83,7 @@ class ScalarBuffer:
             self.failed += 1
             return False
         self.sent += 1
-        for entry in (*self._tags.values(), *self._agent_tags.values()):
+        for entry in self._tags.values():
             entry[2] = entry[3] = 0
             entry[4] = 0.0
         return True

@@ -160,12 +160,12 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
 
 
 def _agent_line(values: dict[str, Any]) -> str:
-    def number(key: str) -> str:
-        value = values.get(key)
+    """An agent's latest values (``tag value`` pairs, the return first)."""
+    def number(value: Any) -> str:
         return f"{value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
-    return (f"return {number('episodic_return')} (smoothed {number('episodic_return_smoothed')}, "
-            f"{values.get('episodes') or 0} episodes)")
+    tags = sorted(values, key=lambda tag: (not tag.endswith("episodic_return"), tag))
+    return ", ".join(f"{tag.rsplit('/', 1)[-1]} {number(values[tag])}" for tag in tags) or "-"
 
 
 def _files(section: Any) -> str:

@@ -191,5 +191,7 @@ def mosaic_child_setup(child):
 
 
 @hookimpl
-def mosaic_on_scalar(child, tag, value, step):
-    (bridge._buffer or bridge.buffer_for(child)).add(tag, value, step)
+def mosaic_on_scalar(child, tag, value, step, agent):
+    # A multi-agent run's per-agent values are series of their own (``agents/<id>/<tag>``),
+    # never mixed into the run's (team's) series of the same tag.
+    (bridge._buffer or bridge.buffer_for(child)).add(tag if agent is None else f"agents/{agent}/{tag}", value, step)

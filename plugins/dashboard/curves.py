@@ -28,7 +28,7 @@ def points_of(payload: Any) -> tuple[int, dict[str, float]] | None:
         values.update({f"losses/{name}": value for name, value in losses.items()})
     agents = payload.get("agents")
     if isinstance(agents, dict):
-        values.update({f"episodic_return@{agent}": figures.get("episodic_return")
+        values.update({f"episodic_return@{agent}": figures.get("charts/episodic_return")
                        for agent, figures in agents.items() if isinstance(figures, dict)})
     return step, {name: float(v) for name, v in values.items()
                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}

@@ -258,12 +258,36 @@ def mosaic_host_lost(child: "ChildContext") -> None:
 
 
 @hookimpl
-def mosaic_on_frame(child: "ChildContext", frame: "np.ndarray", info: "FrameInfo") -> None:
-    from mosaic_fastlane.wrapper import active
+def mosaic_frame_wanted(child: "ChildContext", env_index: int) -> bool | None:
+    """A program that renders itself (``mosaic_core.child.frame_wanted``): is a frame due?"""
+    resolved = _child_settings(env_index)
+    if resolved is None or _wrapped_here(env_index):
+        return None
+    from mosaic_fastlane import direct
 
-    publisher = active.get(info.env_index)
-    if publisher is not None:
-        publisher.write(frame, info)
+    return direct.wanted(resolved, env_index)
+
+
+def _wrapped_here(env_index: int) -> bool:
+    """Whether a ``gym.make``-wrapped env of this process publishes ``env_index`` itself."""
+    import sys
+
+    wrapper = sys.modules.get("mosaic_fastlane.wrapper")  # only ever loaded by a wrapped env
+    return wrapper is not None and env_index in wrapper.active
+
+
+@hookimpl
+def mosaic_on_frame(child: "ChildContext", frame: "np.ndarray", info: "FrameInfo") -> None:
+    if _wrapped_here(info.env_index):
+        from mosaic_fastlane.wrapper import active
+
+        active[info.env_index].write(frame, info)
+        return
+    resolved = _child_settings(info.env_index)  # a frame the program published itself
+    if resolved is not None:
+        from mosaic_fastlane import direct
+
+        direct.write(child, resolved, frame, info)
 
 
 @hookimpl(specname="mosaic_on_frame")

@@ -184,7 +184,7 @@ def test_scalar_hook_feeds_the_host_through_the_real_channel(tmp_path):
     saved, bridge._buffer = bridge._buffer, None
     try:
         for step in range(500):
-            plugin.mosaic_on_scalar(child, "charts/episodic_return", float(step), step)
+            plugin.mosaic_on_scalar(child, "charts/episodic_return", float(step), step, None)
         bridge._buffer.flush(reliable=True)
     finally:
         bridge._buffer = saved

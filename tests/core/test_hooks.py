@@ -424,3 +424,19 @@ def test_tensorboard_dir_relocates_the_scripts_writers(mosaic, workdir, runs_roo
     outside = mosaic("run", "--worker", "cleanrl", "--algo", "tb.py", "--env-id", "CartPole-v1", "--total-timesteps",
                      "1", "--extras", '{"tensorboard_dir": "../../etc"}')
     assert outside.returncode == 2 and "tensorboard_dir" in outside.stderr
+
+
+def test_mosaic_frame_wanted_is_any_of_its_answers_and_a_raising_one_costs_only_itself(capsys):
+    """``frame_wanted``: True from one implementation is enough; a raising implementation is
+    isolated (named once) and the others still answer."""
+    def broken(child, env_index):
+        raise RuntimeError("no clock")
+
+    nobody = host_with(module("never", mosaic_frame_wanted=lambda child, env_index: None))
+    assert nobody.frame_wanted("ctx", 0) is False
+    host = host_with(module("never", mosaic_frame_wanted=lambda child, env_index: False),
+                     module("odd", mosaic_frame_wanted=lambda child, env_index: env_index % 2 == 1),
+                     module("broken", mosaic_frame_wanted=broken))
+    assert [host.frame_wanted("ctx", i) for i in range(3)] == [False, True, False]
+    assert [(f.plugin, f.hook) for f in host.failures.values()] == [("broken", "mosaic_frame_wanted")]
+    assert capsys.readouterr().err.count("no clock") == 1

@@ -1,5 +1,11 @@
 """The example worker's training process: a plain gymnasium loop, nothing MOSAIC-specific but
-two calls to ``mosaic_core.child.report_scalar`` (no-ops when not run by a host)."""
+calls to ``mosaic_core.child.report_scalar`` (no-ops when not run by a host).
+
+With ``--direct`` the env is built from its class, bypassing ``gym.make`` (as PettingZoo or EnvPool
+envs do), so the program publishes its frames itself through the public API: it renders only
+when ``frame_wanted()`` says a consumer (FastLane) wants one, and hands it to ``publish_frame``.
+It then also reports its returns as agent ``player``'s (the per-agent path of multi-agent workers).
+"""
 
 import argparse
 import sys
@@ -7,7 +13,7 @@ import time
 
 import gymnasium as gym
 
-from mosaic_core.child import report_scalar
+from mosaic_core.child import frame_wanted, publish_frame, report_scalar
 
 
 def main() -> None:
@@ -17,23 +23,38 @@ def main() -> None:
     parser.add_argument("--policy", choices=("random", "first"), default="random")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=200)
+    parser.add_argument("--direct", action="store_true", help="bypass gym.make; publish frames through the API")
     args = parser.parse_args()
     print(f"example worker: gymnasium {gym.__version__} in {sys.prefix}", file=sys.stderr, flush=True)
-    env = gym.make(args.env_id)
+    env = _direct_env(args.env_id) if args.direct else gym.make(args.env_id)
     env.action_space.seed(args.seed)
     env.reset(seed=args.seed)
-    episode_return, started = 0.0, time.perf_counter()
+    episode_return, episodes, started = 0.0, 0, time.perf_counter()
     for step in range(1, args.total_timesteps + 1):
         action = env.action_space.sample() if args.policy == "random" else 0
         _, reward, terminated, truncated, _ = env.step(action)
         episode_return += float(reward)
+        if args.direct and frame_wanted(0):
+            publish_frame(env.render(), env_index=0, global_step=step, reward=float(reward), episode_count=episodes,
+                          step_rate_hz=step / (time.perf_counter() - started), agent_rewards={"player": float(reward)})
         if terminated or truncated:
             report_scalar("charts/episodic_return", episode_return, step)
-            episode_return = 0.0
+            if args.direct:
+                report_scalar("charts/episodic_return", episode_return, step, agent="player")
+            episode_return, episodes = 0.0, episodes + 1
             env.reset()
         if step % args.log_every == 0:
             report_scalar("charts/SPS", step / (time.perf_counter() - started), step)
     env.close()
+
+
+def _direct_env(env_id: str) -> gym.Env:
+    """The registered env class itself, with rgb_array rendering, no gym.make and no wrappers."""
+    from gymnasium.envs.registration import load_env_creator
+
+    spec = gym.spec(env_id)
+    creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
+    return creator(render_mode="rgb_array", **spec.kwargs)
 
 
 if __name__ == "__main__":

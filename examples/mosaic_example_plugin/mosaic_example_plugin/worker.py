@@ -42,6 +42,8 @@ def get_isolated_worker_metadata() -> WorkerMetadata:
 class ExampleWorker(Worker):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--log-every", type=int, default=200, help="steps between charts/SPS reports")
+        parser.add_argument("--direct", action="store_true",
+                            help="build the env without gym.make and publish frames through mosaic_core.child")
 
     def config_defaults(self, data, options):
         return {"algo": "random"}  # the one algorithm-like choice this worker has: the policy
@@ -64,5 +66,7 @@ class ExampleWorker(Worker):
                    "--log-every", str(run.options["log_every"])]
         if config.seed is not None:
             command += ["--seed", str(config.seed)]
+        if run.options.get("direct"):
+            command.append("--direct")
         return Launch(command=command, num_envs=1, summary={"headline": f"{config.algo} policy on {config.env_id}"},
                       started_payload={"policy": config.algo})
