@@ -9,14 +9,16 @@ step, ``on_train_episode_info`` when an env's episode ends) and from evaluation
   ``charts/episodic_length``; XuanCe logs its own episode rewards through ``add_scalars``, which
   the host's ``add_scalar`` patch does not see. The same values go to the run's TensorBoard
   files (per agent as ``TAG/AGENT``), written past the patch so nothing is reported twice.
-  Losses need nothing here: XuanCe writes them with ``add_scalar``, which the host already sees.
+  Losses: :meth:`MosaicCallback.log_infos` takes the place of the agent's own ``log_infos``:
+  XuanCe's ``AGENT/NAME`` values (e.g. ``agent_0/actor_loss``) are reported as ``losses/NAME``
+  of that agent, the others as ``losses/NAME``; TensorBoard keeps XuanCe's names.
 - frames: only when a frame consumer wants one (:func:`mosaic_core.child.frame_wanted`, per env
   index), rendered from that env alone (``rgb_array``) and published with each agent's reward.
 """
 
 from __future__ import annotations
 
-import inspect
+import time
 from typing import Any
 
 import numpy as np
@@ -24,17 +26,7 @@ from xuance.common import MultiAgentBaseCallback
 
 from mosaic_core import child as mosaic_child
 
-_AGENT_ARG = "agent" in inspect.signature(mosaic_child.report_scalar).parameters
-
-
-def report(tag: str, value: float, step: int, agent: str | None = None) -> None:
-    """One scalar to the host's plugins (per agent when ``agent`` is given)."""
-    if agent is None:
-        mosaic_child.report_scalar(tag, value, step)
-    elif _AGENT_ARG:
-        mosaic_child.report_scalar(tag, value, step, agent=agent)
-    else:  # a host from before per-agent scalars: the agent goes into the tag
-        mosaic_child.report_scalar(f"{tag}/{agent}", value, step)
+report = mosaic_child.report_scalar
 
 
 def _raw_add_scalar(writer: Any) -> Any:
@@ -53,15 +45,45 @@ class MosaicCallback(MultiAgentBaseCallback):
         self.step_offset = step_offset
         self.episodes = 0
         self.eval_scores: list[dict[str, float]] = []
-        self._wanted = getattr(mosaic_child, "frame_wanted", None)
-        self._publish = getattr(mosaic_child, "publish_frame", None)
+        self._add_scalar: Any = None
+        self._agent_keys: tuple[str, ...] = ()
+        self._log_infos: Any = None
+        self._clock = (time.monotonic(), step_offset)  # for steps per second
+        self.sps = 0.0
 
-    def attach(self, writer: Any) -> None:
-        self.writer = writer
-        self._add_scalar = _raw_add_scalar(writer) if writer is not None else None
+    def attach(self, agent: Any) -> None:
+        """Hook into a built XuanCe agent: its writer, its agent keys, its ``log_infos``."""
+        self.writer = getattr(agent, "writer", None)
+        self._add_scalar = _raw_add_scalar(self.writer) if self.writer is not None else None
+        self._agent_keys = tuple(str(k) for k in getattr(agent, "agent_keys", ()))
+        self._log_infos = agent.log_infos
+        agent.log_infos = self.log_infos
+
+    def log_infos(self, info: dict[str, Any], x_index: int) -> None:
+        """XuanCe's ``log_infos``: scalars reported (losses per agent) and written to TensorBoard
+        past the host's patch; dicts (``add_scalars``) left to XuanCe."""
+        step = self.step_offset + int(x_index)
+        rest = {}
+        for key, value in info.items():
+            if value is None:
+                continue
+            if isinstance(value, dict) or self._add_scalar is None:
+                rest[key] = value
+                continue
+            value = float(value)
+            self._add_scalar(key, value, step)
+            owner, _, name = key.partition("/")
+            if name and owner in self._agent_keys:
+                report(f"losses/{name}", value, step, agent=owner)
+            elif key == "learning_rate":
+                report("charts/learning_rate", value, step)
+            else:
+                report(f"losses/{key}", value, step)
+        if rest:
+            self._log_infos(rest, step)
 
     # -- metrics -----------------------------------------------------------------------------
-    def _episode(self, info: dict[str, Any], step: int) -> dict[str, float]:
+    def _episode(self, info: dict[str, Any], step: int, training: bool = True) -> dict[str, float]:
         scores = {str(k): float(v) for k, v in info["episode_score"].items()}
         team = float(sum(scores.values()))
         length = int(info.get("episode_step", 0))
@@ -75,6 +97,10 @@ class MosaicCallback(MultiAgentBaseCallback):
             for agent, score in scores.items():
                 self._add_scalar(f"charts/episodic_return/{agent}", score, step)
         self.episodes += 1
+        started, first = self._clock
+        if training and step > first and time.monotonic() > started:
+            self.sps = (step - first) / (time.monotonic() - started)
+            report("charts/SPS", self.sps, step)
         return scores
 
     def on_train_episode_info(self, **kwargs: Any) -> None:
@@ -83,9 +109,7 @@ class MosaicCallback(MultiAgentBaseCallback):
 
     # -- frames ------------------------------------------------------------------------------
     def _frames(self, envs: Any, rewards: list[dict[str, Any]], step: int) -> None:
-        if self._wanted is None:
-            return
-        wanted = [i for i in range(envs.num_envs) if self._wanted(i)]
+        wanted = [i for i in range(envs.num_envs) if mosaic_child.frame_wanted(i)]
         if not wanted:
             return
         singles = getattr(envs, "envs", None)  # DummyVecMultiAgentEnv: render only the wanted envs
@@ -95,9 +119,9 @@ class MosaicCallback(MultiAgentBaseCallback):
             if image is None:
                 continue
             agent_rewards = {str(k): float(np.sum(v)) for k, v in rewards[index].items()}
-            self._publish(np.ascontiguousarray(image, dtype=np.uint8), env_index=index, global_step=step,
+            mosaic_child.publish_frame(np.ascontiguousarray(image, dtype=np.uint8), env_index=index, global_step=step,
                           reward=float(sum(agent_rewards.values())), agent_rewards=agent_rewards,
-                          episode_count=self.episodes)
+                          episode_count=self.episodes, step_rate_hz=self.sps)
 
     def on_train_step(self, current_step: int, **kwargs: Any) -> None:
         self._frames(kwargs["envs"], kwargs["rewards"], self.step_offset + int(current_step))
@@ -108,4 +132,4 @@ class MosaicCallback(MultiAgentBaseCallback):
         terminals, truncations, infos = kwargs["terminals"], kwargs["truncations"], kwargs["infos"]
         for i in range(envs.num_envs):
             if all(terminals[i].values()) or truncations[i]:
-                self.eval_scores.append(self._episode(infos[i], len(self.eval_scores)))
+                self.eval_scores.append(self._episode(infos[i], len(self.eval_scores), training=False))

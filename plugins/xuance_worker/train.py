@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 from argparse import Namespace
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,18 @@ def build_config(ns: Namespace) -> Namespace:
         overrides.update(seed=ns.seed, env_seed=ns.seed)
     config = get_arguments(ns.algo, family, scenario, parser_args=Namespace(**overrides))
     config.agent_name = ns.algo
-    return config
+    return _Config(**vars(config))
+
+
+class _Config(SimpleNamespace):
+    """XuanCe's config, with one fix: XuanCe 1.4.4's COMA learner sets ``huber_delta = None``
+    (with ``use_huber_loss = False``) and still builds ``nn.HuberLoss(delta=None)``, which torch
+    2.13 refuses; the unused delta is kept a number here."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "huber_delta" and value is None:
+            value = 1.0
+        super().__setattr__(name, value)
 
 
 def saved_step(checkpoint: Path) -> int:
@@ -141,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
     threads = set_threads(ns.torch_threads)
     os.environ.setdefault("TQDM_DISABLE", "1")  # XuanCe's progress bars: the host shows progress
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # MPE renders off-screen (rgb_array) through pygame
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     from mosaic_core import child
 
     child.install()  # patch points before XuanCe imports its SummaryWriter
@@ -168,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     agent = None
     try:
         agent = REGISTRY_Agents[config.agent](config, envs, callback=callback)
-        callback.attach(getattr(agent, "writer", None))
+        callback.attach(agent)
         if ns.checkpoint:
             agent.load_model(ns.checkpoint)
         if ns.mode == "policy_eval":
