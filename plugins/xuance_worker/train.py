@@ -29,12 +29,10 @@ from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
+from xuance_worker import Stopped
+
 CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tensorboard"
-
-
-class Stopped(Exception):
-    """SIGTERM/SIGINT arrived (the host cancels the run)."""
 
 
 def parse_args(argv: list[str] | None) -> Namespace:
@@ -109,7 +107,7 @@ def save(agent: Any, step: int, reason: str) -> Path:
     return path
 
 
-def train(agent: Any, ns: Namespace, offset: int, stop: dict[str, Any]) -> None:
+def train(agent: Any, ns: Namespace, offset: int) -> None:
     """Train in chunks (one per checkpoint), stopping cleanly when the host cancels."""
     n_envs = agent.n_envs
     remaining = max(0, ns.total_timesteps - offset)
@@ -155,18 +153,31 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TQDM_DISABLE", "1")  # XuanCe's progress bars: the host shows progress
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # MPE renders off-screen (rgb_array) through pygame
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    os.environ.setdefault("SDL_NO_SIGNAL_HANDLERS", "1")  # SDL would swallow the host's SIGTERM
     from mosaic_core import child
 
     child.install()  # patch points before XuanCe imports its SummaryWriter
     stop: dict[str, Any] = {}
 
     def on_signal(signum: int, _frame: Any) -> None:
-        if not stop:
-            stop["signal"] = signum
+        # In XuanCe's loops the callback stops at the next vector step (XuanCe has bare
+        # ``except:`` clauses that would swallow an exception raised anywhere); before, at once.
+        first = "signal" not in stop
+        stop["signal"] = signum
+        if first and not stop.get("looping"):
             raise Stopped()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
+    try:
+        return run(ns, threads, stop)
+    except Stopped:
+        print(f"xuance worker: stopped by signal {stop.get('signal')}", file=sys.stderr)
+        return 128 + int(stop.get("signal") or signal.SIGTERM)
+
+
+def run(ns: Namespace, threads: int, stop: dict[str, Any]) -> int:
+    """Build XuanCe's envs and agent, then train or evaluate (Stopped when the host cancels)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -177,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = build_config(ns)
     offset = saved_step(Path(ns.checkpoint)) if ns.mode == "resume_training" else 0
-    callback = MosaicCallback(step_offset=offset)
+    callback = MosaicCallback(step_offset=offset, stop=stop)
     envs = make_envs(config)
     agent = None
     try:
@@ -185,15 +196,15 @@ def main(argv: list[str] | None = None) -> int:
         callback.attach(agent)
         if ns.checkpoint:
             agent.load_model(ns.checkpoint)
+        stop["looping"] = True
+        if "signal" in stop:
+            raise Stopped()
         if ns.mode == "policy_eval":
             evaluate(agent, ns, callback)
         else:
-            train(agent, ns, offset, stop)
-    except Stopped:
-        print(f"xuance worker: stopped by signal {stop.get('signal')}", file=sys.stderr)
-        return 128 + int(stop.get("signal") or signal.SIGTERM)
+            train(agent, ns, offset)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # cleaning up: a second SIGTERM waits
         if agent is not None:
             agent.finish()
         envs.close()

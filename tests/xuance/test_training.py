@@ -72,12 +72,12 @@ def test_frames_reach_fastlane_single_and_grid(trained):
     pngs = sorted((single / "videos" / "fastlane").glob("*.png"))
     assert pngs
     with Image.open(pngs[-1]) as image:
-        assert image.size == (512, 512) and image.mode == "RGB"
+        assert image.size == (700, 700) and image.mode == "RGB"  # MPE renders 700x700
         low, high = image.convert("L").getextrema()
         assert low < high  # a picture: agents and landmarks on the background
     _code, _err, grid = trained["ippo"]
     section = json.loads((grid / "analytics.json").read_text())["fastlane"]
-    assert section["mode"] == "grid" and {s["env_index"] for s in section["slots"]} == {0, 1, 2, 3}
+    assert section["mode"] == "grid" and {0, 1, 2, 3} <= {s["env_index"] for s in section["slots"]}
 
 
 def test_resume_continues_from_the_checkpoint(trained, xuance_env, tmp_path):
@@ -112,7 +112,7 @@ def test_sigterm_cancels_with_a_checkpoint_and_no_process_left(xuance_env, tmp_p
         deadline = time.monotonic() + 300
         events_file = tmp_path / "cancel" / "events.jsonl"
         while time.monotonic() < deadline:
-            if events_file.exists() and '"metrics"' in events_file.read_text():
+            if events_file.exists() and any(e["event"] == "metrics" for e in events_of(tmp_path / "cancel")):
                 break
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.5)
