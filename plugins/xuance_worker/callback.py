@@ -60,6 +60,7 @@ class MosaicCallback(MultiAgentBaseCallback):
         self._agent_keys = tuple(str(k) for k in getattr(agent, "agent_keys", ()))
         self._log_infos = agent.log_infos
         agent.log_infos = self.log_infos
+        self._clock = (time.monotonic(), self.step_offset)  # steps per second of the training loop
 
     def log_infos(self, info: dict[str, Any], x_index: int) -> None:
         """XuanCe's ``log_infos``: scalars reported (losses per agent) and written to TensorBoard
