@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from conftest import MOSAIC, events_of, run_args
 
+pytestmark = pytest.mark.slow  # minutes of training: the main lane runs them, the gymnasium 1.x lane skips them
+
 ALGOS = ("mappo", "ippo", "coma", "qmix", "vdn", "iql", "maddpg")
 AGENTS = {"agent_0", "agent_1", "agent_2"}
 # MAPPO publishes single-mode frames (one env) and records them as PNGs; IPPO tiles its four envs.
