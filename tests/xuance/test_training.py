@@ -141,3 +141,12 @@ def test_algos_lists_algorithms_and_envs(xuance_env):
     assert set(listed) == set(ALGOS)
     assert all("mpe/simple_spread_v3" in e["envs"] for e in listed.values())
     assert "mpe/simple_push_v3" in listed["mappo"]["envs"] and "mpe/simple_push_v3" not in listed["qmix"]["envs"]
+
+
+def test_enjoy_replays_a_xuance_run(trained, xuance_env):
+    _code, _err, first = trained["mappo"]
+    done = subprocess.run([*MOSAIC, "enjoy", "mappo", "--runs-dir", str(first.parent), "--episodes", "2", "--json"],
+                          env=xuance_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout[done.stdout.index("{\n"):])  # after the run's JSON event lines
+    assert summary["status"] == "completed" and summary["episodes"] >= 2 and set(summary["agents"]) == AGENTS
