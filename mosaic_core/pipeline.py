@@ -28,6 +28,8 @@ from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, PluginError, UsageError
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
+from mosaic_core.threads import ThreadBudget
+from mosaic_core.threads import budget as thread_budget
 from mosaic_core.types import ExtrasKey, Launch
 from mosaic_core.worker import call_optional, load_worker
 from mosaic_core.workers import find_worker
@@ -62,6 +64,9 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     host.add_argument("--grpc-target", default=DEFAULT_GRPC_TARGET, help="trainer daemon address (HOST:PORT)")
     host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
+    host.add_argument("--num-cpus", type=int, metavar="N",
+                      help="CPUs the run may use: its thread budget (OMP_NUM_THREADS and the like; default: the "
+                           "launcher's share, or every usable CPU; your own OMP_NUM_THREADS wins)")
     host.add_argument("--json", action="store_true",
                       help="print lifecycle events as JSON lines on stdout even at a terminal (always in events.jsonl)")
     host.add_argument("--quiet", action="store_true", help="no progress or human lines at a terminal")
@@ -93,7 +98,8 @@ class Prepared:
     worker_item: LoadedEntryPoint
     run: RunContext
     launch: Launch
-    env: dict[str, str]  # the launch's env plus the plugins' child env
+    env: dict[str, str]  # the launch's env plus the plugins' child env plus the thread budget's
+    threads: ThreadBudget | None = None
 
     @property
     def config(self) -> WorkerConfig:
@@ -104,11 +110,14 @@ class Prepared:
         host = {"run_id": self.config.run_id, "worker": self.run.worker, "config": self.config.to_dict(),
                 "command": list(launch.command), "cwd": str(launch.cwd or self.run.run_dir), "env": redact(self.env),
                 "num_envs": launch.num_envs, "plugin_args": self.run.plugin_args, "notes": list(launch.notes),
-                "worker_extras": sorted(self.run.worker_extras), "python": self.run.python}
+                "worker_extras": sorted(self.run.worker_extras), "python": self.run.python,
+                "threads": self.threads.record() if self.threads else None}
         return {**launch.summary, **host}
 
 
 def _check_host_options(ns: argparse.Namespace) -> None:
+    if ns.num_cpus is not None and ns.num_cpus < 1:
+        raise UsageError(f"--num-cpus must be at least 1, got {ns.num_cpus}")
     for flag, value in (("--heartbeat-interval", ns.heartbeat_interval), ("--grace-period", ns.grace_period)):
         if not value == value or value <= 0 or value == float("inf"):  # NaN, zero, negative, infinite
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
@@ -117,7 +126,7 @@ def _check_host_options(ns: argparse.Namespace) -> None:
 def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, data: dict[str, Any] | None = None,
             source: str | None = None, overrides: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
             options: dict[str, Any] | None = None, runs_dir: str | None = None, quiet: bool = False,
-            dry_run: bool = True) -> Prepared:
+            dry_run: bool = True, num_cpus: int | None = None) -> Prepared:
     """Config, validation and the worker's plan: every decision of a run, nothing started.
     ``mosaic run`` and the daemon's SubmitRun both come through here. ``dry_run`` (a dry run,
     a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``)."""
@@ -155,7 +164,9 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     if clash:
         raise PluginError(f"environment variable(s) {', '.join(clash)} set by both worker {worker_item.name!r} "
                           "and a plugin's mosaic_child_env")
-    return Prepared(worker_item, run, launch, {**launch.env, **plugin_env})
+    threads = thread_budget(num_cpus)
+    return Prepared(worker_item, run, launch, {**threads.environment(os.environ, launch.env), **launch.env,
+                                               **plugin_env}, threads)
 
 
 def claimed_keys(worker_name: str, worker: Any, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
@@ -208,7 +219,7 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if os.environ.get(SECRET_EXTRAS_ENV):
         extras = {**(extras or {}), **parse_extras_json(os.environ.pop(SECRET_EXTRAS_ENV))}
     return prepare(worker_item, worker, host, data=data, source=source, overrides=overrides, extras=extras,
-                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet, dry_run=ns.dry_run)
+                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet, dry_run=ns.dry_run, num_cpus=ns.num_cpus)
 
 
 def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: argparse.Namespace) -> dict[str, Any]:
@@ -254,7 +265,8 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
     directory.check_usable()  # again: time passed since the plan (a daemon slot, a registration)
     directory.create()
     directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
-                                                    "cwd": str(launch.cwd or run.run_dir), **launch.started_payload})
+                                                    "cwd": str(launch.cwd or run.run_dir), **launch.started_payload,
+                                                    "threads": prepared.threads.record() if prepared.threads else None})
     try:
         return Supervisor(run, host, list(launch.command), prepared.env, options, cwd=launch.cwd).execute()
     finally:

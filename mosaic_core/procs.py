@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import subprocess
 import time
 from dataclasses import dataclass
@@ -119,6 +120,21 @@ def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None) ->
 
 
 PR_SET_PDEATHSIG = 1
+
+# Runs in a fresh interpreter between fork and the real program: set the parent-death signal,
+# give up if the parent is already gone, exec. Never a ``Popen(preexec_fn=...)``: that makes
+# subprocess fork() (not vfork) and run Python in a child of a process full of threads (gRPC's
+# pollers, a W&B service): fork handlers and locks held at fork time then abort or hang the
+# child (the SIGABRT after "epoll_wait error: Bad file descriptor" of a run through the daemon).
+_PDEATHSIG = ("import ctypes, os, sys; ctypes.CDLL(None).prctl(1, int(sys.argv[1]), 0, 0, 0); "
+              "os.getppid() == int(sys.argv[2]) or os._exit(1); os.execvp(sys.argv[3], sys.argv[3:])")
+
+
+def with_parent_death_signal(argv: list[str], sig: int = signal.SIGTERM) -> list[str]:
+    """``argv`` started so that it gets ``sig`` when the thread that started it ends (Linux
+    ``prctl(PR_SET_PDEATHSIG)``, set by a bare interpreter that then execs ``argv``: the program's
+    pid is the one Popen returns). Start it from a thread that lives as long as the parent."""
+    return [sys.executable, "-S", "-c", _PDEATHSIG, str(int(sig)), str(os.getpid()), *argv]
 
 
 def parent_death_signal_setter(sig: int) -> Callable[[], None]:

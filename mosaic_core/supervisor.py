@@ -38,7 +38,6 @@ STDERR_TAIL_LINES = 40
 # SDL (pygame, used by gymnasium's renderers) installs SIGINT/SIGTERM handlers that turn a
 # stop request into a quit event nobody reads: a rendering run would ignore cancel.
 CHILD_DEFAULTS = {"SDL_NO_SIGNAL_HANDLERS": "1", "PYTHONUNBUFFERED": "1"}
-_DIE_WITH_HOST = procs.parent_death_signal_setter(signal.SIGTERM)
 
 
 @dataclass
@@ -121,7 +120,7 @@ class Supervisor:
         try:
             # The training process dies with its host even if the host is SIGKILLed (a Python
             # training process trades this for a watchdog that also records why: child.install).
-            return subprocess.Popen(self.argv, cwd=self.cwd, env=env, preexec_fn=_DIE_WITH_HOST,
+            return subprocess.Popen(procs.with_parent_death_signal(self.argv), cwd=self.cwd, env=env,
                                     stdin=None if passthrough else subprocess.DEVNULL,
                                     stdout=None if passthrough else out, stderr=err, start_new_session=True)
         finally:

@@ -42,6 +42,19 @@ def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, ti
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """The user's cache (e.g. the CleanRL worker's env-check answers) in a temp dir per session:
+    tests never read a cache a developer's own runs left, nor leave one."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A scratch current directory; runs land in ``workdir/var/trainer/runs``."""

@@ -22,6 +22,7 @@ from typing import Callable
 
 import grpc
 
+from mosaic_core.threads import usable_cpus
 from mosaic_core.errors import MosaicError, UsageError
 from mosaic_core.files import write_json_atomic
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
@@ -33,14 +34,6 @@ from mosaic_core.trainer.submission import detect_gpus
 
 SHUTDOWN_MODES = ("cancel", "wait")
 PRIVATE_DIR = 0o700
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (the default number of concurrent runs)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 @dataclass

@@ -37,6 +37,7 @@ from mosaic_core.trainer import processes
 from mosaic_core.trainer.auth import new_secret, secrets_match
 from mosaic_core.trainer.recovery import settle_interrupted
 from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore
+from mosaic_core.threads import SHARE_VAR, share
 from mosaic_core.trainer.submission import Submission
 
 KILL_MARGIN_S = 5.0  # the daemon waits this much longer than `mosaic run` itself before SIGKILL
@@ -226,6 +227,7 @@ class RunManager:
             opts.log(f"run {run_id}: its secret extras were not kept across a daemon restart; it runs without them")
         with self._registration_lock:
             self._registration[run_id] = secret
+        env.setdefault(SHARE_VAR, str(share(opts.max_concurrent)))  # its thread budget: a share of the CPUs
         try:
             argv = processes.die_with_parent(opts.worker_command(spec))
             err = os.open(stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)

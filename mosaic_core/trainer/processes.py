@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
+from mosaic_core import procs
 from mosaic_core.procs import group_alive, group_members, pids, read_stat, stop_group, wait_group_gone
 
 __all__ = ["Tracked", "descendants", "die_with_parent", "group_alive", "group_runs", "stop_group", "wait_group_gone"]
@@ -90,14 +90,8 @@ def _signal(send: Callable[[], None]) -> bool:
         return False
 
 
-# Runs in a fresh interpreter between fork and the real program: set the parent-death signal,
-# give up if the parent is already gone, exec. (A preexec_fn would run Python in a child forked
-# from a process full of gRPC threads: a lock held at fork time hangs it.)
-_PDEATHSIG = ("import ctypes, os, sys; ctypes.CDLL(None).prctl(1, int(sys.argv[1]), 0, 0, 0); "
-              "os.getppid() == int(sys.argv[2]) or os._exit(1); os.execvp(sys.argv[3], sys.argv[3:])")
-
-
 def die_with_parent(argv: list[str], sig: int = signal.SIGTERM) -> list[str]:
     """``argv`` started so that it gets ``sig`` when the thread that started it ends (start
-    children from a thread that lives as long as the daemon); the program itself is ``argv``."""
-    return [sys.executable, "-S", "-c", _PDEATHSIG, str(int(sig)), str(os.getpid()), *argv]
+    children from a thread that lives as long as the daemon); see
+    :func:`mosaic_core.procs.with_parent_death_signal`."""
+    return procs.with_parent_death_signal(argv, sig)

@@ -96,3 +96,82 @@ def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
     if problem:
         raise ConfigError(f"{problem} (env {env_id}); `mosaic envs` lists what fits", field="env_id")
     return []
+
+
+# ------------------------------------------------------------------ the real run's fast path
+# A real run gives the same answers as a dry run without importing gymnasium on the host's start-up
+# path: each (env id, algorithm, source) is checked once, the answer kept in the user's cache keyed
+# by the installed versions of the packages that register envs; later runs read it back (~1 ms).
+CACHE_PACKAGES = ("gymnasium", "ale-py", "minigrid", "mujoco", "shimmy", "dm-control", "procgen-mirror", "envpool")
+
+
+def _fingerprint() -> str:
+    from importlib import metadata
+
+    found = []
+    for name in CACHE_PACKAGES:
+        try:
+            found.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name}=-")
+    return ";".join(found)
+
+
+def _cache_file() -> Any:
+    import os
+    from pathlib import Path
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mosaic" / "envcheck.json"
+
+
+def _read_cache(path: Any) -> dict[str, Any]:
+    import json
+    import os
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return {}
+    with os.fdopen(fd, encoding="utf-8") as handle:
+        info = os.fstat(handle.fileno())
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022 or not (info.st_mode & 0o170000 == 0o100000):
+            return {}  # not a plain private file of ours: never trusted
+        try:
+            data = json.load(handle)
+        except ValueError:
+            return {}
+    return data if isinstance(data, dict) else {}
+
+
+def check_env_cached(env_id: str, algo: str | None, source: str) -> list[str]:
+    """:func:`check_env`'s answer, from the cache when this combination was checked with the
+    packages installed now; checked (and remembered) otherwise. Same ConfigError, same notes."""
+    from mosaic_core.files import write_json_atomic
+
+    if ":" in env_id:  # ``module:Env-v0`` registers through code that may change: always checked
+        return check_env(env_id, algo, source)
+    path, fingerprint = _cache_file(), _fingerprint()
+    data = _read_cache(path)
+    results = data.get("results") if data.get("fingerprint") == fingerprint else None
+    results = results if isinstance(results, dict) else {}
+    key = f"{env_id}\n{algo}\n{source}"
+    known = results.get(key)
+    if isinstance(known, dict):
+        if known.get("error"):
+            raise ConfigError(str(known["error"]))  # the message as first raised, field included
+        return [str(note) for note in known.get("notes") or []]
+    error: ConfigError | None = None
+    try:
+        notes = check_env(env_id, algo, source)
+        results[key] = {"notes": notes}
+    except ConfigError as exc:
+        error, results[key] = exc, {"error": str(exc)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_json_atomic(path, {"fingerprint": fingerprint, "results": results}, mode=0o600)
+    except OSError:
+        pass  # a cache we cannot write costs only speed
+    if error is not None:
+        raise error
+    return notes

@@ -178,7 +178,7 @@ def _algorithm_summary(algorithm: Any) -> dict[str, Any]:
 def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     """Every decision of a launch, or a ConfigError/UsageError naming what is wrong."""
     from cleanrl_worker import gym029_compat
-    from cleanrl_worker.envcheck import check_env
+    from cleanrl_worker.envcheck import check_env, check_env_cached
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import entrypoint_of, resolve
     from cleanrl_worker.script_args import check_script_argv, resolved_value
@@ -196,8 +196,10 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     notes: list[str] = []
     num_envs = applied = experiment = None
     env_notes: list[str] = []
-    if mode in MODE_PROGRAMS and run.dry_run:
-        check_env(config.env_id, None, "mode")  # the id exists; the checkpoint's spaces are checked when it loads
+    # A dry run checks afresh; a real run asks the cache first (no gymnasium import once it knows).
+    check = check_env if run.dry_run else check_env_cached
+    if mode in MODE_PROGRAMS:
+        check(config.env_id, None, "mode")  # the id exists; the checkpoint's spaces are checked when it loads
     if mode == "policy_eval":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
         command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
@@ -220,8 +222,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         elif experiment and experiment.get("checkpoint"):
             script_argv.append(f"--resume-from={experiment['checkpoint']}")
         notes += check_script_argv(algorithm.script, script_argv)
-        if run.dry_run:  # imports gymnasium: a real run's training process reports a bad env itself
-            env_notes = check_env(config.env_id, algorithm.name, algorithm.source)
+        env_notes = check(config.env_id, algorithm.name, algorithm.source)
         notes += filter(None, [gym029_compat.dry_run_note(algorithm.script, config.extras)])
         num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
         command = [sys.executable, "-m", "cleanrl_worker.launch"]
@@ -229,8 +230,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
             command += ["--root", str(algorithm.checkout_root)]
         command += [str(algorithm.script), "--", *script_argv]
     module, function = entrypoint_of(algorithm)
-    env_check = ("; ".join(env_notes) or f"env {config.env_id} and its spaces checked") if run.dry_run else \
-        "left to the training process (a real run starts without importing gymnasium)"
+    env_check = "; ".join(env_notes) or f"env {config.env_id} and its spaces checked"
     headline = f"{algorithm.name} from {algorithm.source} ({algorithm.script})"
     summary = {"mode": mode, "algorithm": _algorithm_summary(algorithm), "argv": script_argv, "headline": headline,
                # MOSAIC's dry-run fields, beside ours

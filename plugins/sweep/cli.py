@@ -112,8 +112,12 @@ def _spawn_workers(ns: argparse.Namespace) -> int:
     for flag in ("study_name", "max_trials", "total_timesteps", "seeds", "storage", "runs_dir"):
         if getattr(ns, flag) is not None:
             command += [f"--{flag.replace('_', '-')}", str(getattr(ns, flag))]
-    procs = [subprocess.Popen([*command, "--as-worker", str(index)], stdin=subprocess.DEVNULL,
-                              start_new_session=True, preexec_fn=_die_with_parent)
+    from mosaic_core.threads import SHARE_VAR, share
+
+    env = {**os.environ}
+    env.setdefault(SHARE_VAR, str(share(ns.workers)))  # each worker's runs: a thread budget of its share
+    procs = [subprocess.Popen(_die_with_parent([*command, "--as-worker", str(index)]), stdin=subprocess.DEVNULL,
+                              start_new_session=True, env=env)
              for index in range(ns.workers)]
     print(f"mosaic sweep: {ns.workers} workers: pids {', '.join(str(p.pid) for p in procs)}", file=sys.stderr)
 

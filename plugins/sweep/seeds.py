@@ -11,7 +11,6 @@ runs down (no orphans).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -28,7 +27,6 @@ from typing import Any, Callable
 from mosaic_core.runs import RunDirectory
 
 GRACE_S = 5.0  # the run host's own SIGTERM→SIGKILL grace for its training process
-PR_SET_PDEATHSIG = 1
 RETURN_METRIC = "charts/episodic_return"
 
 
@@ -72,12 +70,11 @@ def command_for(run: SeedRun, dry_run: bool = False) -> list[str]:
     return argv + (["--dry-run", "--emit-summary"] if dry_run else ["--quiet", "--grace-period", str(GRACE_S)])
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the sweep worker dies, whatever kills it."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+def _die_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` started so that it gets SIGTERM when the sweep worker dies, whatever kills it."""
+    from mosaic_core.procs import with_parent_death_signal
+
+    return with_parent_death_signal(argv)
 
 
 def intermediate_value(payload: dict[str, Any], metric: str) -> float | None:
@@ -102,9 +99,9 @@ class SeedProcess:
         self._stop_reason: str | None = None
 
     def start(self) -> "SeedProcess":
-        self.process = subprocess.Popen(command_for(self.run), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                        preexec_fn=_die_with_parent)
+        self.process = subprocess.Popen(_die_with_parent(command_for(self.run)), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        start_new_session=True)
         self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
         self._drain.start()
         return self

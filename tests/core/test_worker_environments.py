@@ -45,7 +45,7 @@ def test_a_run_of_a_worker_with_its_own_environment_executes_there(venvs, workdi
     assert names[0] == "run_started" and names[-1] == "run_completed"
     assert any(e["event"] == "metrics" and e["payload"]["episodic_return"] for e in done.events)
     said = (runs_root / "iso" / "logs" / f"{WORKER}.stderr.log").read_text()
-    assert f"gymnasium 1.2.2 in {status['path']}" in said  # the host's venv has gymnasium 0.29.1
+    assert f"gymnasium 1.2.2 in {status['path']}," in said  # the host's venv has gymnasium 0.29.1
     launch = json.loads((runs_root / "iso" / "launch.json").read_text())
     assert launch["command"][0] == status["python"]
     # installing again is a no-op: the same environment, nothing rebuilt

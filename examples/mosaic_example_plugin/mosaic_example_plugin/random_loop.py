@@ -8,6 +8,7 @@ It then also reports its returns as agent ``player``'s (the per-agent path of mu
 """
 
 import argparse
+import os
 import sys
 import time
 
@@ -25,7 +26,8 @@ def main() -> None:
     parser.add_argument("--log-every", type=int, default=200)
     parser.add_argument("--direct", action="store_true", help="bypass gym.make; publish frames through the API")
     args = parser.parse_args()
-    print(f"example worker: gymnasium {gym.__version__} in {sys.prefix}", file=sys.stderr, flush=True)
+    print(f"example worker: gymnasium {gym.__version__} in {sys.prefix}, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}", file=sys.stderr, flush=True)
     env = _direct_env(args.env_id) if args.direct else gym.make(args.env_id)
     env.action_space.seed(args.seed)
     env.reset(seed=args.seed)
