@@ -96,7 +96,7 @@ def team_returns(run_dir: Path) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", action="append", default=[], help="algorithms (default mappo, qmix, iql)")
-    parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--steps", type=int, default=20000, help="0 skips the speed rows")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--learning-steps", type=int, default=60000, help="0 skips the learning row")
     ns = parser.parse_args()
@@ -107,7 +107,7 @@ def main() -> int:
           f"{'mosaic wall s':>14}")
     with tempfile.TemporaryDirectory() as folder:
         runs = Path(folder)
-        for algo in algos:
+        for algo in algos if ns.steps else []:
             own, ours = [], []
             for repeat in range(ns.repeats):  # alternate, so a busy moment hits both sides alike
                 own.append(own_runner(python, algo, ns.steps, env))
