@@ -116,15 +116,19 @@ class MosaicCallback(MultiAgentBaseCallback):
         if not wanted:
             return
         singles = getattr(envs, "envs", None)  # DummyVecMultiAgentEnv: render only the wanted envs
-        images = [singles[i].render("rgb_array") for i in wanted] if singles is not None else \
-            [envs.render("rgb_array")[i] for i in wanted]
+        if singles is not None:
+            images = [singles[i].render("rgb_array") for i in wanted]
+        else:  # SubprocVecMultiAgentEnv renders every env at once
+            every = envs.render("rgb_array")
+            images = [every[i] for i in wanted]
         for index, image in zip(wanted, images):
             if image is None:
                 continue
             agent_rewards = {str(k): float(np.sum(v)) for k, v in rewards[index].items()}
-            mosaic_child.publish_frame(np.ascontiguousarray(image, dtype=np.uint8), env_index=index, global_step=step,
-                          reward=float(sum(agent_rewards.values())), agent_rewards=agent_rewards,
-                          episode_count=self.episodes, step_rate_hz=self.sps)
+            mosaic_child.publish_frame(np.ascontiguousarray(image, dtype=np.uint8), env_index=index,
+                                       global_step=step, reward=float(sum(agent_rewards.values())),
+                                       agent_rewards=agent_rewards, episode_count=self.episodes,
+                                       step_rate_hz=self.sps)
 
     def _check_stop(self) -> None:
         if "signal" in self.stop:
