@@ -7,7 +7,7 @@ Both are frozen dataclasses validated on construction, with a JSON round-trip
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 PARADIGMS = frozenset({"sequential", "parallel", "self_play", "population", "hierarchical"})
@@ -50,11 +50,12 @@ def _from_dict(cls: type, data: Any) -> Any:
     return cls(**data)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkerCapabilities:
-    """The contract a worker declares; the host and daemon schedule runs against it."""
+    """The contract a worker declares; the host and daemon schedule runs against it.
+    ``worker_type`` defaults to the worker's name (several workers may share one type)."""
 
-    worker_type: str
+    worker_type: str = ""
     supported_paradigms: tuple[str, ...]
     env_families: tuple[str, ...]
     action_spaces: tuple[str, ...]
@@ -71,7 +72,7 @@ class WorkerCapabilities:
 
     def __post_init__(self) -> None:
         owner = "WorkerCapabilities"
-        if not isinstance(self.worker_type, str) or not _NAME.match(self.worker_type):
+        if not isinstance(self.worker_type, str) or (self.worker_type and not _NAME.match(self.worker_type)):
             raise ValueError(f"{owner}.worker_type must be a lower-case identifier, got {self.worker_type!r}")
         set_ = object.__setattr__
         set_(self, "supported_paradigms", _tuple_of_str(owner, "supported_paradigms", self.supported_paradigms, PARADIGMS))
@@ -148,9 +149,13 @@ class WorkerEnvironment:
         return _from_dict(cls, data)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkerMetadata:
-    """Who a worker is, what it wraps, and how the host runs it.
+    """Who a worker is, what it wraps, and how the host runs it: the one descriptor a
+    distribution's ``mosaic.workers`` entry point names (the descriptor itself, or a function
+    returning it). The worker's name is given once, as the entry point's name: ``name`` may be
+    left out (discovery fills it in; given, it must be the same), and so may
+    ``capabilities.worker_type`` (then the name).
 
     ``worker`` is a ``module:attribute`` naming the worker interface (a class with a no-argument
     constructor, or an object; see :class:`mosaic_core.worker.Worker`). The host imports it
@@ -158,11 +163,11 @@ class WorkerMetadata:
     (optional) gives the worker its own Python environment (:class:`WorkerEnvironment`).
     """
 
-    name: str
     version: str
     description: str
     capabilities: WorkerCapabilities
     worker: str
+    name: str = ""
     upstream_library: str | None = None
     upstream_version: str | None = None
     environment: WorkerEnvironment | None = None
@@ -172,19 +177,25 @@ class WorkerMetadata:
         if self.environment is not None and not isinstance(self.environment, WorkerEnvironment):
             raise ValueError(f"{owner}.environment must be WorkerEnvironment or None, "
                              f"got {type(self.environment).__name__}")
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
+        if not isinstance(self.name, str) or (self.name and not _NAME.match(self.name)):
             raise ValueError(f"{owner}.name must be a lower-case identifier, got {self.name!r}")
         for name in ("version", "description"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"{owner}.{name} must be a non-empty string")
         if not isinstance(self.capabilities, WorkerCapabilities):
             raise ValueError(f"{owner}.capabilities must be WorkerCapabilities, got {type(self.capabilities).__name__}")
+        if self.name and not self.capabilities.worker_type:
+            object.__setattr__(self, "capabilities", replace(self.capabilities, worker_type=self.name))
         if not isinstance(self.worker, str) or not re.match(r"^[\w.]+:[\w.]+$", self.worker):
             raise ValueError(f"{owner}.worker must look like 'package.module:Worker', got {self.worker!r}")
         for name in ("upstream_library", "upstream_version"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{owner}.{name} must be a string or null")
+
+    def named(self, name: str) -> "WorkerMetadata":
+        """This descriptor with the worker's name (its entry point's) filled in."""
+        return self if self.name == name else replace(self, name=name)
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}

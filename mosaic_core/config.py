@@ -147,15 +147,23 @@ def parse_json(text: str, what: str, source: str | None = None, field: str | Non
     return value
 
 
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The worker-config object from a flat or nested (trainer payload) JSON file."""
+MAX_CONFIG_FILE_BYTES = 16 * 1024 * 1024
+
+
+def read_config_file(path: str | Path, run_file: bool = False) -> dict[str, Any]:
+    """The worker-config object from a flat or nested (trainer payload) JSON file. A FIFO or
+    device is refused, never waited on; ``run_file`` (a run's ``config.json``) also refuses
+    a link and a file that is not ours (:func:`mosaic_core.files.open_private`)."""
+    from mosaic_core.files import UntrustedPath, open_private
+
     source = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open_private(path, any_owner=not run_file) as handle:
+            raw = handle.read(MAX_CONFIG_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError("config file not found", source=source) from None
-    except IsADirectoryError:
-        raise ConfigError("the config path is a directory, not a JSON file", source=source) from None
+    except UntrustedPath as exc:
+        raise ConfigError(f"refused: {exc}", source=source) from None
     except OSError as exc:
         raise ConfigError(f"cannot read config file: {exc.strerror}", source=source) from None
     try:

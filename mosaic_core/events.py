@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 from mosaic_core.config import redact
+from mosaic_core.files import read_private_text
 
 TERMINAL = ("run_completed", "run_failed", "run_cancelled")
 STATUS_OF = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
@@ -82,7 +83,7 @@ def finite(value: Any) -> Any:
 
 def open_append(path: Path) -> Any:
     """Open a run's event log for appending without following a symlink at its name."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)  # less the run's umask
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
@@ -90,7 +91,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     """The events of a run's ``events.jsonl``; a truncated last line is skipped."""
     events = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_private_text(path).splitlines()
     except FileNotFoundError:
         return []
     for line in lines:

@@ -11,12 +11,19 @@ implementations wrap the others). Application code never calls ``pm.hook.*`` dir
 through pluggy and then combines the results as the docstring says, naming the plugin
 whenever a result is invalid or two plugins conflict.
 
-Failure policy (:data:`POLICY`), written per hook and applied by the host:
+Failure policy, carried by each spec (``@spec(STOP)`` / ``@spec(ISOLATE)``; :data:`POLICY`
+is read from the specs at import, which fails if one has none) and applied by the host to
+every implementation, wrappers and training-process hooks included:
 - ``stop``: config hooks. A raising implementation, an invalid result or a conflict stops
   the run before anything starts, exit code 2, naming the plugin and the hook.
 - ``isolate``: contribution and sink hooks. Only the failing plugin's part is dropped; the
   failure is named once on stderr and recorded in ``analytics.json`` (``plugins`` section);
-  every other plugin's results are kept and the run goes on.
+  every other plugin's results are kept and the run goes on. A ``wrapper=True``
+  implementation that raises costs only its own part: the call goes on as if it were absent.
+
+Every result is tagged with the plugin that produced it as pluggy runs it, so a conflict or
+an invalid result always names the right plugin. ``docs/hooks.md`` is generated from this
+module (``python -m mosaic_core.hookdocs``): every docstring ends with an ``**Example:**``.
 
 Host hooks receive a :class:`mosaic_core.runs.RunContext` (``run``): run id, run directory,
 validated config, worker name and an ``emit(event, payload)`` for lifecycle events.
@@ -43,34 +50,25 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 STOP, ISOLATE = "stop", "isolate"
-POLICY = {
-    "mosaic_cli_commands": ISOLATE,  # a broken plugin never breaks the CLI (--help included)
-    "mosaic_extras_keys": STOP,
-    "mosaic_child_events": STOP,
-    "mosaic_config_defaults": STOP,
-    "mosaic_validate_config": STOP,
-    "mosaic_build_args": STOP,
-    "mosaic_child_env": STOP,
-    "mosaic_run_started": ISOLATE,
-    "mosaic_on_event": ISOLATE,
-    "mosaic_on_child_message": ISOLATE,
-    "mosaic_on_heartbeat": ISOLATE,
-    "mosaic_build_manifest": ISOLATE,
-    "mosaic_run_finished": ISOLATE,
-    "mosaic_child_setup": ISOLATE,
-    "mosaic_env_make_kwargs": ISOLATE,
-    "mosaic_wrap_env": ISOLATE,
-    "mosaic_on_frame": ISOLATE,
-    "mosaic_frame_wanted": ISOLATE,
-    "mosaic_on_scalar": ISOLATE,
-    "mosaic_host_lost": ISOLATE,
-}
+
+
+def spec(policy: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a function as a hook spec carrying its failure policy (``STOP`` or ``ISOLATE``):
+    the policy lives on the spec, and :data:`POLICY` is read from the specs at import."""
+    if policy not in (STOP, ISOLATE):
+        raise ValueError(f"a hook's failure policy is {STOP!r} or {ISOLATE!r}, got {policy!r}")
+
+    def mark(function: Callable[..., Any]) -> Callable[..., Any]:
+        function.mosaic_policy = policy  # type: ignore[attr-defined]
+        return hookspec(**options)(function)
+
+    return mark
 
 
 # --------------------------------------------------------------------------------------
 # Host: command line
 # --------------------------------------------------------------------------------------
-@hookspec
+@spec(ISOLATE)  # a broken plugin never breaks the CLI (--help included)
 def mosaic_cli_commands() -> list[CliCommand]:
     """Contribute subcommands to the ``mosaic`` CLI (``mosaic plot``, ``mosaic fastlane``…).
 
@@ -79,13 +77,22 @@ def mosaic_cli_commands() -> list[CliCommand]:
     commands with the same name: the second is dropped and both plugins are named. Keep
     imports inside the command's ``run`` so ``mosaic --help`` stays fast. Failure: isolate
     (the plugin's commands are missing; every other command works).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_cli_commands():
+            return [CliCommand("hello", "say hello", lambda parser: None,
+                               lambda ns: print("hello") or 0)]
     """
 
 
 # --------------------------------------------------------------------------------------
 # Host: what a plugin owns
 # --------------------------------------------------------------------------------------
-@hookspec
+@spec(STOP)
 def mosaic_extras_keys() -> list[ExtrasKey] | None:
     """Declare the ``extras`` keys this plugin consumes (:class:`mosaic_core.types.ExtrasKey`,
     an exact key or a prefix such as ``fastlane_``).
@@ -94,24 +101,42 @@ def mosaic_extras_keys() -> list[ExtrasKey] | None:
     or None. Owned keys are never handed to a worker as algorithm flags; keys nobody owns are
     the worker's. Results are concatenated; one key (or overlapping prefixes) owned by two
     plugins is an error naming both. Failure: stop.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_extras_keys():
+            return [ExtrasKey("thresh_level", "note when the return reaches this level")]
     """
 
 
-@hookspec
+@spec(STOP)
 def mosaic_child_events() -> list[ChildEvent] | None:
     """Declare the lifecycle events this plugin's training-process code emits through
     :func:`mosaic_core.child.emit_event` (:class:`mosaic_core.types.ChildEvent`).
 
     Called once per run. Return a list of descriptors, or None. The host emits a child's
-    event only if some plugin declared it (terminal events never); the same name from two
-    plugins is allowed (one vocabulary). Failure: stop.
+    event when the host itself (``note``, ``checkpoint_saved``), a plugin or the run's worker
+    (:meth:`mosaic_core.worker.Worker.child_events`) declared it; terminal events never. An
+    undeclared event is dropped with one warning per run naming the event and the worker.
+    The same name from two plugins is allowed (one vocabulary). Failure: stop.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_child_events():
+            return [ChildEvent("stage_advanced", "the curriculum moved to its next stage")]
     """
 
 
 # --------------------------------------------------------------------------------------
 # Host: before a run
 # --------------------------------------------------------------------------------------
-@hookspec
+@spec(STOP)
 def mosaic_config_defaults(data: dict[str, Any]) -> dict[str, Any] | None:
     """Fill in worker-config fields the user left out.
 
@@ -120,10 +145,19 @@ def mosaic_config_defaults(data: dict[str, Any]) -> dict[str, Any] | None:
     missing fields only (e.g. ``{"env_id": <first curriculum stage>}``), or None. Fields
     already present are never replaced; the same field from two plugins is an error naming
     both. Failure: stop.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_config_defaults(data):
+            stages = data.get("extras", {}).get("curriculum_schedule")
+            return {"env_id": stages[0]["env_id"]} if stages else None
     """
 
 
-@hookspec
+@spec(STOP)
 def mosaic_validate_config(config: WorkerConfig) -> list[str] | None:
     """Check the parts of a worker config this plugin owns (usually its ``extras`` keys).
 
@@ -131,21 +165,65 @@ def mosaic_validate_config(config: WorkerConfig) -> list[str] | None:
     each a sentence naming the key (``"extras.fastlane_video_mode: 'movie' is not one of
     single, grid, off"``), or None. All problems from all plugins are reported together and
     the run stops with exit code 2. Failure: stop.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_validate_config(config):
+            level = config.extras.get("thresh_level")
+            if level is not None and not isinstance(level, (int, float)):
+                return [f"extras.thresh_level: must be a number, got {level!r}"]
+            return None
     """
 
 
-@hookspec
+@spec(STOP)
+def mosaic_run_settings(config: WorkerConfig) -> list[Any] | None:
+    """Publish typed settings for the run's worker to honour (e.g.
+    :class:`mosaic_core.types.TrackingSettings` from ``extras.track_wandb``).
+
+    Called once per run after validation. Return a list of frozen-dataclass settings, or
+    None. Each worker turns the settings it honours into its own flags or calls
+    (``run.setting(TrackingSettings)`` in ``plan``); a setting whose type the worker does not
+    list in :meth:`mosaic_core.worker.Worker.honoured_settings` stops the run in one line
+    naming the setting, the plugin and the worker (exit 2). One type from two plugins is an
+    error naming both. Failure: stop.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_run_settings(config):
+            if config.extras.get("track_wandb") is True:
+                return [TrackingSettings(project=config.extras.get("wandb_project_name"))]
+            return None
+    """
+
+
+@spec(STOP)
 def mosaic_build_args(config: WorkerConfig) -> list[str] | None:
     """Contribute command-line arguments for the algorithm subprocess.
 
     Called once per run after validation, with the merged config. Return the extra argv
-    items (e.g. ``["--track", "--wandb-project-name", "demo"]``) or None. Results are
-    concatenated in plugin order and handed to the worker's ``plan`` (``run.plugin_args``),
-    which places them on its training program's command line. Failure: stop.
+    items or None. Results are concatenated in plugin order and handed to the worker's
+    ``plan`` (``run.plugin_args``), which places them on its training program's command line
+    if it understands them. Flags are one program's vocabulary: prefer
+    :func:`mosaic_run_settings`, which every worker can honour or refuse. Failure: stop.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_build_args(config):
+            return ["--capture-video"] if config.extras.get("record") else None
     """
 
 
-@hookspec
+@spec(STOP)
 def mosaic_child_env(run: RunContext) -> dict[str, str] | None:
     """Contribute environment variables for the training process.
 
@@ -155,22 +233,38 @@ def mosaic_child_env(run: RunContext) -> dict[str, str] | None:
     its environment: the host redacts any name containing api_key/token/password/secret
     when it prints or writes the environment. A dry run calls it too: create nothing here.
     Failure: stop.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_child_env(run):
+            return {"MY_PLUGIN_DIR": str(run.run_dir / "my_plugin")}
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_run_started(run: RunContext) -> None:
     """A run is about to start its training process (``run_started`` has been emitted).
 
     Called once per run. Use it to create resources whose lifetime the host owns; free them
     in :func:`mosaic_run_finished`. Return value ignored. Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_run_started(run):
+            run.state["my_plugin"] = {"started": time.time()}
     """
 
 
 # --------------------------------------------------------------------------------------
 # Host: while a run trains
 # --------------------------------------------------------------------------------------
-@hookspec
+@spec(ISOLATE)
 def mosaic_on_event(run: RunContext, event: dict[str, Any]) -> None:
     """A lifecycle event was emitted (already written to stdout and ``events.jsonl``).
 
@@ -178,20 +272,38 @@ def mosaic_on_event(run: RunContext, event: dict[str, Any]) -> None:
     event is the full JSON object (``event``, ``run_id``, ``seq``, ``timestamp``,
     ``payload``). For sinks: progress bars, notifications. Must not block. Return ignored.
     Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_on_event(run, event):
+            if event["event"] == "checkpoint_saved":
+                print("checkpoint:", event["payload"].get("path"))
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_on_child_message(run: RunContext, kind: str, payload: dict[str, Any]) -> None:
     """A message arrived from the training process over the side channel.
 
     Called on the host for every ``ChildContext.publish(kind, payload)`` made in the
     training process (or its env worker processes), in arrival order. A plugin handles the
     kinds it publishes and ignores the rest. Return value ignored. Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_on_child_message(run, kind, payload):
+            if kind == "my_plugin.sample":
+                run.state.setdefault("my_plugin", []).append(payload)
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_on_heartbeat(run: RunContext) -> dict[str, Any] | None:
     """Contribute fields to a heartbeat payload.
 
@@ -199,13 +311,21 @@ def mosaic_on_heartbeat(run: RunContext) -> dict[str, Any] | None:
     a mapping merged into the payload, or None. Failure: isolate (a raising plugin, a
     non-dict result, a key another plugin already set or a key the host sets itself —
     ``elapsed_s``, ``pid`` — drops that plugin's contribution only, naming it).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_on_heartbeat(run):
+            return {"my_plugin_samples": len(run.state.get("my_plugin", []))}
     """
 
 
 # --------------------------------------------------------------------------------------
 # Host: after a run
 # --------------------------------------------------------------------------------------
-@hookspec
+@spec(ISOLATE)
 def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None:
     """Contribute sections to the run's ``analytics.json``.
 
@@ -215,10 +335,18 @@ def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None
     Sections are merged. Paths must be relative to the run directory, and secrets must
     never appear. Failure: isolate (a raising plugin, a non-dict result or a section another
     plugin already wrote drops that plugin's sections only, naming it in the manifest).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_build_manifest(run, status):
+            return {"my_plugin": {"samples": len(run.state.get("my_plugin", [])), "status": status}}
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_run_finished(run: RunContext, status: str) -> None:
     """The run has ended by any path and the manifest sections are collected.
 
@@ -226,13 +354,21 @@ def mosaic_run_finished(run: RunContext, status: str) -> None:
     :func:`mosaic_build_manifest` and before ``analytics.json`` and the terminal event are
     written (so its failures are in the manifest): free what :func:`mosaic_run_started` created. Every implementation is
     called even if one raises. Return value ignored. Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_run_finished(run, status):
+            run.state.pop("my_plugin", None)
     """
 
 
 # --------------------------------------------------------------------------------------
 # Training process
 # --------------------------------------------------------------------------------------
-@hookspec
+@spec(ISOLATE)
 def mosaic_child_setup(child: ChildContext) -> None:
     """The training process is starting, before the algorithm script is imported.
 
@@ -241,10 +377,19 @@ def mosaic_child_setup(child: ChildContext) -> None:
     points are installed. Install process-wide state here (e.g. a FastLane writer). Return
     value ignored. Failure: isolate (only that plugin's setup is missing; the patch points and
     every other plugin's setup stay).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_child_setup(child):
+            if child.worker == "cleanrl":  # a hook that only makes sense for one worker says so
+                os.environ.setdefault("MY_LIB_THREADS", "1")
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_env_make_kwargs(
     child: ChildContext, env_id: str, env_index: int | None, kwargs: dict[str, Any]
 ) -> dict[str, Any] | None:
@@ -256,10 +401,18 @@ def mosaic_env_make_kwargs(
     The script's own kwargs win (an explicit None counts as not given, as in
     ``gym.make(env_id, render_mode=None)``). Failure: isolate (a raising plugin or a key
     another plugin already gave drops that plugin's kwargs, naming it).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_env_make_kwargs(child, env_id, env_index, kwargs):
+            return {"render_mode": "rgb_array"} if env_index == 0 else None
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_wrap_env(
     child: ChildContext, env: Any, env_id: str, env_index: int | None
 ) -> Callable[[Any], Any] | None:
@@ -270,10 +423,19 @@ def mosaic_wrap_env(
     predictably; a plugin must not wrap an env it has already wrapped. Failure: isolate
     (a raising hook, a non-callable or a raising ``wrap`` leaves the env unwrapped by that
     plugin).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_wrap_env(child, env, env_id, env_index):
+            import gymnasium as gym
+            return gym.wrappers.RecordEpisodeStatistics
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_on_frame(child: ChildContext, frame: np.ndarray, info: FrameInfo) -> None:
     """A rendered frame and its step metrics are available in the training process.
 
@@ -281,11 +443,21 @@ def mosaic_on_frame(child: ChildContext, frame: np.ndarray, info: FrameInfo) -> 
     uint8 array (C = 3 RGB, 4 RGBA, 1 grayscale) and a :class:`mosaic_core.types.FrameInfo`
     (global step, env index, last reward, rolling return, step rate, episode count). The
     frame is only valid during the call: copy it to keep it. Return value ignored.
-    Failure: isolate.
+    Failure: isolate (a raising implementation, ``wrapper=True`` ones included, costs only
+    its plugin; the frame still reaches every other).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_on_frame(child, frame, info):
+            if info.global_step % 10_000 == 0:
+                np.save(child.run_dir / f"frame_{info.global_step}.npy", frame.copy())
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_frame_wanted(child: ChildContext, env_index: int) -> bool | None:
     """Whether a frame of env ``env_index`` is wanted now.
 
@@ -296,10 +468,18 @@ def mosaic_frame_wanted(child: ChildContext, env_index: int) -> bool | None:
 
     Return True to ask for a frame, False or None otherwise; results combine as "any": True from
     one implementation is enough. Must be cheap (a clock read). Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_frame_wanted(child, env_index):
+            return env_index == 0 and time.monotonic() >= NEXT_FRAME[0]
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | None, agent: str | None) -> None:
     """The script wrote a scalar (``SummaryWriter.add_scalar``) in the training process.
 
@@ -307,11 +487,22 @@ def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | No
     writers, and for :func:`mosaic_core.child.report_scalar` (workers without a
     SummaryWriter), before the write itself, so it must be cheap (buffer, never block).
     ``agent`` is the agent id for a per-agent value of a multi-agent run (None for the
-    run's own or the team's values). Return value ignored. Failure: isolate.
+    run's own or the team's values). Return value ignored. Failure: isolate (a raising
+    implementation, ``wrapper=True`` ones included, costs only its plugin; the run and every
+    other plugin go on).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_on_scalar(child, tag, value, step, agent):
+            if tag == "charts/episodic_return" and agent is None:
+                BEST[0] = max(BEST[0], value)
     """
 
 
-@hookspec
+@spec(ISOLATE)
 def mosaic_host_lost(child: ChildContext) -> None:
     """The run's host died (e.g. ``kill -9``) while the training process was running.
 
@@ -319,4 +510,26 @@ def mosaic_host_lost(child: ChildContext) -> None:
     records the run as failed and stops the run's processes. Free what the host would have
     freed in :func:`mosaic_run_finished` and can be freed from here (e.g. a shared-memory
     segment). Must be quick. Return value ignored. Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_host_lost(child):
+            SEGMENT.unlink()
     """
+
+
+# --------------------------------------------------------------------------------------
+HOOK_NAMES = tuple(name for name in sorted(globals()) if name.startswith("mosaic_"))
+
+
+def _policies() -> dict[str, str]:
+    missing = [name for name in HOOK_NAMES if getattr(globals()[name], "mosaic_policy", None) not in (STOP, ISOLATE)]
+    if missing:
+        raise RuntimeError(f"hook spec(s) without a failure policy (@spec(STOP|ISOLATE)): {', '.join(missing)}")
+    return {name: globals()[name].mosaic_policy for name in HOOK_NAMES}
+
+
+POLICY = _policies()  # hook name -> STOP or ISOLATE, read from the specs

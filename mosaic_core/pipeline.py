@@ -19,19 +19,20 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import REDACTED, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, PluginError, UsageError
+from mosaic_core.files import run_umask
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
 from mosaic_core.threads import ThreadBudget
 from mosaic_core.threads import budget as thread_budget
-from mosaic_core.types import ExtrasKey, Launch
-from mosaic_core.worker import call_optional, load_worker
+from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch
+from mosaic_core.worker import Worker, declare, load_worker
 from mosaic_core.workers import find_worker
 
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
@@ -123,23 +124,34 @@ def _check_host_options(ns: argparse.Namespace) -> None:
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
 
 
-def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, data: dict[str, Any] | None = None,
+def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, data: dict[str, Any] | None = None,
             source: str | None = None, overrides: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
             options: dict[str, Any] | None = None, runs_dir: str | None = None, quiet: bool = False,
-            dry_run: bool = True, num_cpus: int | None = None) -> Prepared:
+            dry_run: bool = True, num_cpus: int | None = None,
+            check_code: Callable[[list[CodePath]], None] | None = None) -> Prepared:
     """Config, validation and the worker's plan: every decision of a run, nothing started.
     ``mosaic run`` and the daemon's SubmitRun both come through here. ``dry_run`` (a dry run,
-    a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``)."""
+    a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``).
+    ``check_code`` (a daemon's script policy) sees the worker's ``code_paths`` before anything
+    reads those files, and the plan's ``Launch.code_paths`` after."""
     options = dict(options or {})
 
+    def code(mapping: dict[str, Any]) -> None:  # declared well by every run; held to a daemon's policy
+        paths = declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath)
+        if check_code is not None:
+            check_code(paths)
+
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
-        own = call_optional(worker, "config_defaults", merged, options, default={}) or {}
+        code(merged)  # before any default is computed: defaults may read the files
+        own = worker.config_defaults(merged, options) or {}
         return {**host.config_defaults(merged), **own}
 
     config = build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
                           defaults=defaults)
+    code(config.to_dict(redacted=False))
+    events = declare(worker_item, "child_events()", worker.child_events, ChildEvent)
     worker_extras, problems = split_extras(claimed_keys(worker_item.name, worker, host), config.extras)
-    problems += host.validate_config(config) + list(call_optional(worker, "validate", config, options, default=[]) or [])
+    problems += host.validate_config(config) + list(worker.validate(config, options) or [])
     if problems:
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
@@ -148,7 +160,8 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     environment = preflight(worker_item.obj, worker_item.distribution)
     run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
                      plugin_args=host.build_args(config), worker_extras=worker_extras, dry_run=dry_run,
-                     python=environment.python)
+                     python=environment.python, settings=honoured_settings(worker_item, worker, host, config),
+                     worker_events=frozenset(event.name for event in events))
     try:
         launch = worker.plan(config, run)
     except (UsageError, PluginError):
@@ -159,6 +172,8 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
     if not isinstance(launch, Launch):
         raise UsageError(f"worker {worker_item.name!r} ({worker_item.distribution}) returned "
                          f"{type(launch).__name__} from plan(); expected mosaic_core.types.Launch")
+    if check_code is not None:
+        check_code(list(launch.code_paths))  # Launch checks its own code_paths are CodePaths
     plugin_env = host.child_env(run)
     clash = sorted(set(plugin_env) & set(launch.env))
     if clash:
@@ -169,12 +184,27 @@ def prepare(worker_item: LoadedEntryPoint, worker: Any, host: PluginHost, *, dat
                                                **plugin_env}, threads)
 
 
-def claimed_keys(worker_name: str, worker: Any, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
+def honoured_settings(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost,
+                      config: WorkerConfig) -> tuple[Any, ...]:
+    """The settings plugins published for this run; one the worker does not honour refuses
+    the run in one line naming the setting, its plugin and the worker (exit 2)."""
+    honoured = tuple(worker.honoured_settings() or ())
+    settings = host.run_settings(config)
+    for plugin, setting in settings:
+        if not isinstance(setting, honoured):
+            asked = getattr(setting, "requested_by", None) or f"plugin {plugin!r}"
+            raise ConfigError(f"{asked}: worker {worker_item.name!r} cannot honour {type(setting).__name__} "
+                              f"(published by plugin {plugin!r}); leave it out for this worker",
+                              field=asked if asked.startswith("extras.") else None, source=config.source)
+    return tuple(setting for _plugin, setting in settings)
+
+
+def claimed_keys(worker_name: str, worker: Worker, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
     """(owner, key) for every extras key a plugin or the worker claims; a key claimed by
     both is an error naming them."""
     plugins = list(host.extras_keys())
     claimed = list(plugins)
-    for key in call_optional(worker, "extras_keys", default=[]) or []:
+    for key in worker.extras_keys() or []:
         owner = next((plugin for plugin, theirs in plugins if theirs.matches(key.name) or key.matches(theirs.name)), None)
         if owner is not None:
             raise PluginError(f"extras key {str(key)!r} is claimed by both worker {worker_name!r} and plugin {owner!r}")
@@ -212,7 +242,8 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if ns.from_run:
         source = str(find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(),
                                   ns.from_run) / "config.json")
-    data = recorded_config(read_config_file(source), worker_item.name, source, ns) if source else None
+    data = recorded_config(read_config_file(source, run_file=bool(ns.from_run)), worker_item.name, source,
+                           ns) if source else None
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
                  "worker_id": ns.worker_id, "run_id": ns.run_id}
     extras = parse_extras_json(ns.extras) if ns.extras else None
@@ -263,13 +294,17 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
         options.started_payload["grpc"] = {"target": ns.grpc_target, "accepted_version": session.accepted_version}
     directory = run.directory
     directory.check_usable()  # again: time passed since the plan (a daemon slot, a registration)
-    directory.create()
-    directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
-                                                    "cwd": str(launch.cwd or run.run_dir), **launch.started_payload,
-                                                    "threads": prepared.threads.record() if prepared.threads else None})
+    # Everything the run writes, the training process included, is private to its user (0700/
+    # 0600) unless $MOSAIC_SHARE_RUNS=group lets the group read it.
+    previous_umask = os.umask(run_umask())
     try:
+        directory.create()
+        directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
+                                                        "cwd": str(launch.cwd or run.run_dir), **launch.started_payload,
+                                                        "threads": prepared.threads.record() if prepared.threads else None})
         return Supervisor(run, host, list(launch.command), prepared.env, options, cwd=launch.cwd).execute()
     finally:
+        os.umask(previous_umask)
         if session is not None:
             session.close()
 
@@ -307,9 +342,9 @@ def _isatty(stream: Any) -> bool:
 def worker_option_defaults(worker: Any) -> dict[str, Any]:
     """The worker's own flags at their defaults (for runs not started from a command line)."""
     parser = argparse.ArgumentParser(add_help=False)
-    call_optional(worker, "add_arguments", parser)
+    worker.add_arguments(parser)
     options = vars(parser.parse_args([]))
-    if getattr(worker, "accepts_extra_argv", False):
+    if worker.accepts_extra_argv:
         options["extra_argv"] = []
     return options
 
@@ -322,14 +357,14 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
     parser = host_parser(prog or f"mosaic run --worker {worker_name}", worker_name, item.obj.description)
     own = parser.add_argument_group(f"{worker_name} worker")
     before = {action.dest for action in parser._actions}
-    call_optional(worker, "add_arguments", own)
+    worker.add_arguments(own)
     ns, extra = parser.parse_known_args(argv)
-    if extra and not getattr(worker, "accepts_extra_argv", False):
+    if extra and not worker.accepts_extra_argv:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if ns.emit_summary and not ns.dry_run:
         parser.error("--emit-summary needs --dry-run")
     options = {dest: value for dest, value in vars(ns).items() if dest not in before}
-    if getattr(worker, "accepts_extra_argv", False):
+    if worker.accepts_extra_argv:
         options["extra_argv"] = extra
     host = plugin_host()
     prepared = prepare_from_flags(item, worker, ns, options, host)

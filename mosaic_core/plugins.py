@@ -6,16 +6,19 @@ distribution and load through exactly the same path as third-party ones. Every a
 calls through pluggy (``pm.hook.<name>(...)``), so ``wrapper=True`` implementations,
 ``tryfirst``/``trylast`` and pluggy's call monitoring all work, then combines the results
 as the hook spec says. The failure policy of each hook (:data:`mosaic_core.hookspecs.POLICY`)
-is applied by :class:`_Manager`, which runs every non-wrapper implementation through a guard:
-``stop`` turns an exception into a :class:`PluginError` naming plugin and hook (exit 2);
-``isolate`` drops that plugin's result, records a :class:`HookFailure` (named once on stderr,
-listed in ``analytics.json``) and lets pluggy go on with the others.
+is carried by each spec and applied by :class:`mosaic_core.hookcalls.GuardedManager`, which runs every implementation
+(``wrapper=True`` ones and training-process hooks included) through a guard: ``stop`` turns
+an exception into a :class:`PluginError` naming plugin and hook (exit 2); ``isolate`` drops
+that plugin's part, records a :class:`HookFailure` (named once on stderr, listed in
+``analytics.json``) and lets pluggy go on with the others (a failed wrapper as if absent).
+Each result is tagged with its plugin as it is produced (:class:`Tagged`), never matched
+back by identity.
 ``MOSAIC_TRACE_HOOKS=1`` prints every hook call to stderr through pluggy's monitoring.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import os
 import sys
 import threading
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import pluggy
 
 from mosaic_core import hookspecs
+from mosaic_core.hookcalls import GuardedManager, Tagged
 from mosaic_core.entrypoints import (DISABLE_VAR, LOAD_VAR, LoadedEntryPoint, is_blocked, load_group, load_listed,
                                      report_failure, strict, unknown_selected)
 from mosaic_core.errors import PluginError, UsageError
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
 
 PLUGIN_GROUP = "mosaic.plugins"
 TRACE_VAR = "MOSAIC_TRACE_HOOKS"
-HOOK_NAMES = tuple(name for name in dir(hookspecs) if name.startswith("mosaic_"))
+HOOK_NAMES = hookspecs.HOOK_NAMES
 WRAPPER = "a wrapper implementation"
 
 
@@ -50,67 +54,11 @@ def _check_module(obj: Any) -> Any:
     return obj
 
 
-class _Manager(pluggy.PluginManager):
-    """pluggy's manager, with each implementation of a hook that has a failure policy run
-    through a guard (a copy of pluggy's ``HookImpl`` with a guarded function, cached)."""
-
-    def __init__(self, host: "PluginHost"):
-        super().__init__(hookspecs.PROJECT)
-        self._host = host
-        self._guarded: dict[int, tuple[Any, Any]] = {}
-
-    def _hookexec(self, hook_name: str, methods: Any, kwargs: Any, firstresult: bool) -> Any:
-        policy = hookspecs.POLICY.get(hook_name)
-        if policy is not None:
-            methods = [self._guard(hook_name, policy, impl) for impl in methods]
-        return super()._hookexec(hook_name, methods, kwargs, firstresult)
-
-    def _guard(self, hook: str, policy: str, impl: Any) -> Any:
-        if impl.wrapper or impl.hookwrapper:
-            return impl  # a wrapper sees the real call; its own failure surfaces in the accessor
-        cached = self._guarded.get(id(impl))
-        if cached is not None and cached[0] is impl:
-            return cached[1]
-        host, plugin, function = self._host, impl.plugin_name, impl.function
-
-        @functools.wraps(function)
-        def guarded(*args: Any) -> Any:
-            try:
-                result = function(*args)
-            except PluginError:
-                raise
-            except UsageError:  # a config hook's own message for the user (exit 2), as it is
-                if policy == hookspecs.STOP:
-                    raise
-                host.record_failure(plugin, hook, "raised a usage error outside a config hook")
-                return None
-            except Exception as exc:
-                if policy == hookspecs.STOP:
-                    raise PluginError(f"plugin {plugin!r} failed in {hook}: {type(exc).__name__}: {exc}") from exc
-                host.record_failure(plugin, hook, f"{type(exc).__name__}: {exc}")
-                return None
-            if result is not None:
-                host._note_result(plugin, result)
-            return result
-
-        copy = type(impl)(impl.plugin, plugin, guarded, impl.opts)
-        self._guarded[id(impl)] = (impl, copy)
-        return copy
-
-    def register(self, plugin: Any, name: str | None = None) -> str | None:
-        self._guarded.clear()
-        return super().register(plugin, name)
-
-    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
-        self._guarded.clear()
-        return super().unregister(plugin, name)
-
-
 class PluginHost:
     """A pluggy manager with the loaded plugins and typed accessors for every hook."""
 
     def __init__(self, loaded: list[LoadedEntryPoint] | None = None, trace: bool | None = None):
-        self.pm = _Manager(self)
+        self.pm = GuardedManager(self)
         self.pm.add_hookspecs(hookspecs)
         self.loaded: list[LoadedEntryPoint] = []
         self.failures: dict[tuple[str, str], HookFailure] = {}
@@ -118,7 +66,6 @@ class PluginHost:
         self.where = "host"
         # How a failure is announced the first time (the training process also tells its host).
         self.on_failure: Callable[[HookFailure], None] = _print_failure
-        self._local = threading.local()
         self._lock = threading.Lock()
         self._owned: list[tuple[str, ExtrasKey]] | None = None
         trace = os.environ.get(TRACE_VAR, "") not in ("", "0") if trace is None else trace
@@ -180,35 +127,28 @@ class PluginHost:
                  "count": self.failure_counts.get(key, 1)} for key, f in sorted(self.failures.items())]
 
     # ----------------------------------------------------------------- calling
-    def _note_result(self, plugin: str, result: Any) -> None:
-        frames = getattr(self._local, "frames", None)
-        if frames:
-            frames[-1].append((plugin, result))
-
-    def _call(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
-        """Call ``hook`` through pluggy; returns (plugin, result) pairs in pluggy's order.
-        A result a wrapper put in place of the originals is attributed to :data:`WRAPPER`."""
-        frames = self._local.__dict__.setdefault("frames", [])
-        frame: list[tuple[str, Any]] = []
-        frames.append(frame)
+    def _call(self, hook: str, _tagged: bool = True, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call ``hook`` through pluggy; returns (plugin, result) pairs in pluggy's order, each
+        tagged as it was produced (``_tagged=False``: results ignored, the hot training-process
+        hooks). A result that is not a producer's own is credited to the wrappers."""
+        self.pm.tagging.on = _tagged
         try:
             results = getattr(self.pm.hook, hook)(**kwargs)
-        except PluginError:
+        except (PluginError, UsageError):
             raise
-        except UsageError:
-            if hookspecs.POLICY.get(hook) == hookspecs.STOP:
-                raise
-            self.record_failure(self._wrapper_names(hook), hook, "raised a usage error outside a config hook")
-            return []
-        except Exception as exc:  # only a wrapper can get here: guards catch the rest
+        except Exception as exc:  # pluggy's own protocol errors: guards catch every plugin's
             if hookspecs.POLICY.get(hook) == hookspecs.STOP:
                 raise PluginError(f"{WRAPPER} of {hook} failed: {type(exc).__name__}: {exc}") from exc
             self.record_failure(self._wrapper_names(hook), hook, f"{type(exc).__name__}: {exc}")
             return []
         finally:
-            frames.pop()
-        owners = {id(result): plugin for plugin, result in frame}
-        return [(owners.get(id(result), WRAPPER), result) for result in results]
+            self.pm.tagging.on = False
+        if not _tagged:
+            return []
+        if not isinstance(results, list):
+            self._invalid(hook, self._wrapper_names(hook), f"returned {type(results).__name__}; expected a list")
+            return []
+        return [(r.plugin, r.value) if isinstance(r, Tagged) else (self._wrapper_names(hook), r) for r in results]
 
     def _wrapper_names(self, hook: str) -> str:
         impls = getattr(self.pm.hook, hook).get_hookimpls()
@@ -295,6 +235,23 @@ class PluginHost:
         results = self._call("mosaic_validate_config", config=config)
         return [problem for _plugin, problem in self._lists("mosaic_validate_config", results, str, "strings")]
 
+    def run_settings(self, config: WorkerConfig) -> list[tuple[str, Any]]:
+        """(plugin, setting) for every typed setting published for the run (frozen dataclass
+        instances); one type from two plugins is an error naming both."""
+        hook, owners, settings = "mosaic_run_settings", {}, []
+        for plugin, setting in self._lists(hook, self._call(hook, config=config), object, "settings"):
+            if not dataclasses.is_dataclass(setting) or isinstance(setting, type) \
+                    or not type(setting).__dataclass_params__.frozen:
+                self._invalid(hook, plugin, f"published {setting!r:.80}; expected a frozen dataclass instance")
+                continue
+            kind = type(setting)
+            if kind in owners:
+                self._invalid(hook, plugin, f"setting {kind.__name__} is already published by {owners[kind]!r}")
+                continue
+            owners[kind] = plugin
+            settings.append((plugin, setting))
+        return settings
+
     def build_args(self, config: WorkerConfig) -> list[str]:
         results = self._call("mosaic_build_args", config=config)
         return [arg for _plugin, arg in self._lists("mosaic_build_args", results, str, "strings")]
@@ -346,7 +303,7 @@ class PluginHost:
         return env
 
     def on_frame(self, child: ChildContext, frame: Any, info: FrameInfo) -> None:
-        self.pm.hook.mosaic_on_frame(child=child, frame=frame, info=info)
+        self._call("mosaic_on_frame", False, child=child, frame=frame, info=info)
 
     def host_lost(self, child: ChildContext) -> None:
         self._call("mosaic_host_lost", child=child)
@@ -356,8 +313,8 @@ class PluginHost:
                    self._call("mosaic_frame_wanted", child=child, env_index=env_index))
 
     def on_scalar(self, child: ChildContext, tag: str, value: float, step: int | None, agent: str | None = None) -> None:
-        # The hottest hook (every add_scalar): straight through pluggy, results ignored.
-        self.pm.hook.mosaic_on_scalar(child=child, tag=tag, value=value, step=step, agent=agent)
+        # The hottest hook (every add_scalar): guarded like every hook, results not tagged.
+        self._call("mosaic_on_scalar", False, child=child, tag=tag, value=value, step=step, agent=agent)
 
 
 def _print_failure(failure: HookFailure) -> None:

@@ -134,7 +134,8 @@ def with_parent_death_signal(argv: list[str], sig: int = signal.SIGTERM) -> list
     """``argv`` started so that it gets ``sig`` when the thread that started it ends (Linux
     ``prctl(PR_SET_PDEATHSIG)``, set by a bare interpreter that then execs ``argv``: the program's
     pid is the one Popen returns). Start it from a thread that lives as long as the parent."""
-    return [sys.executable, "-S", "-c", _PDEATHSIG, str(int(sig)), str(os.getpid()), *argv]
+    # -P: its working directory (a run directory) is never on sys.path for its own imports.
+    return [sys.executable, "-S", "-P", "-c", _PDEATHSIG, str(int(sig)), str(os.getpid()), *argv]
 
 
 def parent_death_signal_setter(sig: int) -> Callable[[], None]:

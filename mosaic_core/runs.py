@@ -16,7 +16,7 @@ from typing import Any
 
 from mosaic_core.config import WorkerConfig, check_run_id, redact
 from mosaic_core.errors import ConfigError, UsageError
-from mosaic_core.files import is_within, write_json_atomic
+from mosaic_core.files import check_ancestors, check_own_dir, is_within, run_umask, write_json_atomic
 
 DEFAULT_RUNS_ROOT = Path("var/trainer/runs")
 RUNS_ROOT_VAR = "MOSAIC_RUNS_DIR"
@@ -26,14 +26,44 @@ def default_runs_root(cwd: Path | None = None) -> Path:
     """Where runs live when ``--runs-dir`` is not given, found the same way from anywhere:
     ``$MOSAIC_RUNS_DIR``; else the nearest ``var/trainer/runs`` in the current directory or
     one of its parents (a project's runs, from any of its subfolders); else
-    ``./var/trainer/runs`` (created by the first run)."""
+    ``./var/trainer/runs`` (created by the first run).
+
+    The upward search visits only folders we own that nobody else can write: it stops below
+    the first other one (``/home``, ``/tmp``), so a ``var/trainer/runs`` another user planted
+    there (``/tmp/var/trainer/runs``) is never found."""
     if os.environ.get(RUNS_ROOT_VAR):
         return Path(os.environ[RUNS_ROOT_VAR]).absolute()
     here = (cwd or Path.cwd()).absolute()
     for folder in (here, *here.parents):
+        if not _private_folder(folder):
+            break
         if (folder / DEFAULT_RUNS_ROOT).is_dir():
             return folder / DEFAULT_RUNS_ROOT
     return here / DEFAULT_RUNS_ROOT
+
+
+def _private_folder(folder: Path) -> bool:
+    try:
+        check_own_dir(folder)
+    except OSError:
+        return False
+    return True
+
+
+def check_runs_root(root: Path) -> None:
+    """Refuse a runs root (and the ``var/trainer`` folders above a default one) that is not a
+    directory we own and only we can write: another user could swap a run directory in it for
+    a link to theirs; and one inside a folder another user could rename it out of
+    (:func:`~mosaic_core.files.check_ancestors`). UntrustedPath names the path and the owner. A
+    root that does not exist yet is checked on the folders it will be made in."""
+    if not (root.exists() or root.is_symlink()):
+        check_ancestors(root, "runs root")  # where it will be made
+        return
+    check_own_dir(os.path.realpath(root), "runs root")  # a link to a root of ours is fine
+    check_ancestors(root, "runs root")
+    if root.name == DEFAULT_RUNS_ROOT.name and root.parent.name == "trainer" and root.parent.parent.name == "var":
+        for folder in (root.parent, root.parent.parent):
+            check_own_dir(os.path.realpath(folder), "runs root folder")
 
 
 def find_run_dir(root: Path, ref: str) -> Path:
@@ -42,11 +72,14 @@ def find_run_dir(root: Path, ref: str) -> Path:
     suggests close ids."""
     if not isinstance(ref, str) or not ref or "/" in ref or ref in (".", "..") or "\0" in ref:
         raise ConfigError(f"{ref!r} is not a run id", field="run_id")
+    check_runs_root(root)
     if (root / ref).is_dir():
+        check_own_dir(root / ref, "run directory")
         return root / ref
     known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     matches = [name for name in known if name.startswith(ref)]
     if len(matches) == 1:
+        check_own_dir(root / matches[0], "run directory")
         return root / matches[0]
     if matches:
         shown = ", ".join(matches[:5]) + (f" and {len(matches) - 5} more" if len(matches) > 5 else "")
@@ -108,12 +141,32 @@ class RunDirectory:
             raise ConfigError(f"runs directory {root} {what}", field="runs_dir")
         if not os.access(probe, os.W_OK | os.X_OK):
             raise ConfigError(f"runs directory {root} is not writable ({probe} refuses new entries)", field="runs_dir")
+        try:
+            check_runs_root(root)
+        except OSError as exc:
+            raise ConfigError(str(exc), field="runs_dir") from None
         if self.path.exists() or self.path.is_symlink():
             raise ConfigError(f"run {self.run_id!r} already exists in {root}; choose another --run-id "
                               "(or leave it out to get a new one)", field="run_id")
 
     def create(self) -> "RunDirectory":
-        self.logs.mkdir(parents=True, exist_ok=True)
+        """Make the run directory (0700, or 0750 when runs are shared with the group; the
+        process umask must be :func:`run_umask` for its files): it must be new and ours."""
+        mode = 0o777 & ~run_umask()
+        new_root = not self.root.exists()
+        self.root.mkdir(parents=True, exist_ok=True, mode=mode)
+        if new_root and self.root.name == DEFAULT_RUNS_ROOT.name:
+            print(f"mosaic: note: made a new runs root {self.root} (no var/trainer/runs of yours above "
+                  f"{self.root.parent.parent.parent}); set --runs-dir or ${RUNS_ROOT_VAR} to use another",
+                  file=sys.stderr)
+        check_runs_root(self.root)
+        try:
+            self.path.mkdir(mode=mode)
+        except FileExistsError:
+            pass  # made by this run a moment ago (check_usable refused any earlier entry)
+        check_own_dir(self.path, "run directory")
+        self.logs.mkdir(mode=mode, exist_ok=True)
+        check_own_dir(self.logs, "run logs directory")
         return self
 
     def inside(self, relative: str | Path, field_name: str = "path") -> Path:
@@ -170,6 +223,14 @@ class RunContext:
     # The interpreter of the worker's environment (mosaic_core.environments); the host's own
     # for a worker without one. A worker's plan starts its Python training program with it.
     python: str = field(default_factory=lambda: sys.executable)
+    # Typed settings plugins published for the worker (mosaic_run_settings): see setting().
+    settings: tuple[Any, ...] = ()
+    # The child events the worker declared (Worker.child_events), besides the host's and plugins'.
+    worker_events: frozenset[str] = frozenset()
+
+    def setting(self, kind: type) -> Any:
+        """The published setting of type ``kind`` (e.g. ``TrackingSettings``), or None."""
+        return next((s for s in self.settings if isinstance(s, kind)), None)
 
     @property
     def run_id(self) -> str:

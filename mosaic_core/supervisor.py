@@ -68,7 +68,8 @@ class Supervisor:
         # Wake-ups go through a pipe, not a threading.Event: a signal handler runs in the main
         # thread, possibly while it holds the Event's lock inside wait(); os.write takes no lock.
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._child_events = host.child_events()
+        self._child_events = host.child_events() | run.worker_events
+        self._undeclared: set[str] = set()
         self._waiter: threading.Thread | None = None
 
     # ------------------------------------------------------------------ events
@@ -77,6 +78,12 @@ class Supervisor:
             event = payload.get("event")
             if isinstance(event, str) and event in self._child_events and event not in TERMINAL:
                 self.run.emit(event, self._absolute_paths(payload.get("payload") or {}))
+            elif isinstance(event, str) and event not in self._undeclared:
+                self._undeclared.add(event)  # dropped, never silently: once per run and event
+                why = ("terminal events are the host's" if event in TERMINAL else "neither the host, a plugin "
+                       "(mosaic_child_events) nor the worker (Worker.child_events) declared it")
+                print(f"mosaic: warning: worker {self.run.worker!r} emitted child event {event[:80]!r}: {why}; "
+                      "it is dropped", file=sys.stderr)
             return
         if kind == FAILURE_KIND:  # a plugin failed in the training process
             if all(isinstance(payload.get(k), str) for k in ("plugin", "hook", "error")):
@@ -109,6 +116,9 @@ class Supervisor:
         env.update(self.env_additions)
         env[CHILD_VAR] = describe_child(child)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if p)
+        # The run directory is the training process's cwd: keep it (and any script's folder) off
+        # sys.path, so nothing in it can shadow a module (`python -m pkg.mod` would put it first).
+        env["PYTHONSAFEPATH"] = "1"
         return env
 
     def _start(self, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -264,7 +274,7 @@ class Supervisor:
 
 def _open_log(path: Path) -> Any:
     """A run's log, appended to without following a symlink at its name."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)  # less the run's umask
     return os.fdopen(fd, "ab")
 
 

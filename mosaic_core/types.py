@@ -43,8 +43,10 @@ class ExtrasKey:
 
 @dataclass(frozen=True)
 class ChildEvent:
-    """A lifecycle event a plugin's training-process code may ask the host to emit
-    (``mosaic_core.child.emit_event``). Events nobody declared are dropped by the host."""
+    """A lifecycle event a training process may ask the host to emit
+    (``mosaic_core.child.emit_event``), declared by the host, a plugin
+    (``mosaic_child_events``) or the run's worker (``Worker.child_events``). An undeclared
+    event is dropped with one warning per run naming it and the worker."""
 
     name: str
     help: str = ""
@@ -52,6 +54,95 @@ class ChildEvent:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _EVENT.match(self.name):
             raise ValueError(f"ChildEvent.name must be a lower-case identifier, got {self.name!r}")
+
+
+@dataclass(frozen=True)
+class CodePath:
+    """A config value naming code a run would execute from a path: ``field`` is where it came
+    from (``"algo"``, ``"extras.cleanrl_home"``), ``path`` the value. A worker lists its own
+    (``Worker.code_paths``); a daemon runs only those inside its ``--allow-scripts``."""
+
+    field: str
+    path: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.field, str) or not self.field:
+            raise ValueError(f"CodePath.field must name a config field, got {self.field!r}")
+        if not isinstance(self.path, str) or not self.path or "\0" in self.path:
+            raise ValueError(f"CodePath {self.field}: path must be a non-empty string, got {self.path!r}")
+
+
+@dataclass(frozen=True)
+class TrackingSettings:
+    """Experiment tracking (W&B) asked for by the run's config, published by the plugin that
+    owns the keys (``mosaic_run_settings``). A worker that honours it
+    (``Worker.honoured_settings``) turns it into its own flags or calls; the plugin's training
+    process side points the library at the run directory and its credentials."""
+
+    project: str | None = None
+    entity: str | None = None
+    run_name: str | None = None
+    mode: str | None = None  # online, offline or disabled
+    notes: str | None = None
+    requested_by: str = "extras.track_wandb"  # the config field that asked for it (named in refusals)
+
+    def __post_init__(self) -> None:
+        for name in ("project", "entity", "run_name", "mode", "notes"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"TrackingSettings.{name} must be a string or None, got {value!r}")
+
+
+_KINDS = ("str", "int", "float", "bool", "literal", "list")
+
+
+@dataclass(frozen=True)
+class FormOption:
+    """One field a worker offers on a submit form (the dashboard's): its ``name``, ``kind``
+    (str, int, float, bool, literal, list), ``default``, ``help``, ``choices`` (literal),
+    ``item_kind`` (list), and how to show its type and default (``annotation``,
+    ``default_text``)."""
+
+    name: str
+    kind: str = "str"
+    default: Any = None
+    help: str = ""
+    choices: tuple[Any, ...] = ()
+    item_kind: str | None = None
+    annotation: str = ""
+    default_text: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _KEY.match(self.name):
+            raise ValueError(f"FormOption.name must be an identifier, got {self.name!r}")
+        if self.kind not in _KINDS:
+            raise ValueError(f"FormOption {self.name}: kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
+        object.__setattr__(self, "choices", tuple(self.choices or ()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "default": self.default, "help": self.help,
+                "choices": list(self.choices) or None, "item_kind": self.item_kind,
+                "annotation": self.annotation or self.kind, "default_text": self.default_text}
+
+
+@dataclass(frozen=True)
+class WorkerForm:
+    """What a worker offers a submit form (``Worker.describe_options``): the algorithm names
+    it knows (``algos``, ``algo`` the one described), its options for that algorithm, and
+    where submitted values go: ``extras[extras_key][name]`` (or ``extras[name]`` when None).
+    ``source`` says where the options come from (e.g. a script path)."""
+
+    algos: tuple[str, ...] = ()
+    algo: str | None = None
+    options: tuple[FormOption, ...] = ()
+    extras_key: str | None = None
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "algos", tuple(self.algos))
+        object.__setattr__(self, "options", tuple(self.options))
+        if not all(isinstance(o, FormOption) for o in self.options):
+            raise ValueError("WorkerForm.options must hold mosaic_core.types.FormOption descriptors")
 
 
 @dataclass(frozen=True)
@@ -64,7 +155,9 @@ class Launch:
     ``started_payload`` goes into the ``run_started`` event; ``passthrough_stdio`` gives the
     training process the host's stdin/stdout (interactive programs; lifecycle events then go
     to ``events.jsonl`` only); ``requires_gpu`` lets the daemon refuse what it cannot run;
-    ``notes`` are one-line remarks for the user (dry-run summary and stderr)."""
+    ``notes`` are one-line remarks for the user (dry-run summary and stderr);
+    ``code_paths`` name the code this launch executes from a path (e.g. a resolved script),
+    which a daemon checks against its ``--allow-scripts`` like ``Worker.code_paths``."""
 
     command: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
@@ -74,6 +167,7 @@ class Launch:
     started_payload: dict[str, Any] = field(default_factory=dict)
     passthrough_stdio: bool = False
     notes: tuple[str, ...] = ()
+    code_paths: tuple[CodePath, ...] = ()
 
     def __post_init__(self) -> None:
         command = tuple(self.command) if isinstance(self.command, (list, tuple)) else None
@@ -85,6 +179,9 @@ class Launch:
         if self.num_envs is not None and (isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs < 1):
             raise ValueError(f"Launch.num_envs must be a positive integer or None, got {self.num_envs!r}")
         object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "code_paths", tuple(self.code_paths))
+        if not all(isinstance(p, CodePath) for p in self.code_paths):
+            raise ValueError("Launch.code_paths must hold mosaic_core.types.CodePath descriptors")
 
 
 @dataclass(frozen=True)

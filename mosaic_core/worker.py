@@ -1,12 +1,14 @@
 """The worker interface: the few typed questions the host asks a worker.
 
 The host owns a run from flags to terminal event (:mod:`mosaic_core.pipeline`); a worker
-only says what to launch. Subclass :class:`Worker` (or write any object with a ``plan``
-method) and name it in your :class:`~mosaic_core.capabilities.WorkerMetadata`::
+only says what to launch and declares what it owns. Subclass :class:`Worker` (the one model:
+the host calls its methods, and the base class answers every one but :meth:`plan`) and name
+it in your :class:`~mosaic_core.capabilities.WorkerMetadata`, the descriptor your
+distribution's ``mosaic.workers`` entry point names::
 
     class RandomWorker(Worker):
         def plan(self, config, run):
-            return Launch(command=[sys.executable, "-m", "my_pkg.loop", "--env-id", config.env_id])
+            return Launch(command=[run.python, "-m", "my_pkg.loop", "--env-id", config.env_id])
 
 Everything else — config files, ``--extras``, validation by plugins, the run directory,
 supervision, signals, heartbeats, FastLane, the metric bridge, the manifest, curriculum,
@@ -25,14 +27,11 @@ if TYPE_CHECKING:
     from mosaic_core.config import WorkerConfig
     from mosaic_core.entrypoints import LoadedEntryPoint
     from mosaic_core.runs import RunContext
-    from mosaic_core.types import ExtrasKey, Launch
-
-REQUIRED = ("plan",)
-OPTIONAL = ("add_arguments", "extras_keys", "config_defaults", "validate", "gpu_request", "algorithms")
+    from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch, WorkerForm
 
 
 class Worker:
-    """Base class of a worker; every method but :meth:`plan` is optional.
+    """Base class of every worker; every method but :meth:`plan` has a default.
 
     ``accepts_extra_argv``: when true, command-line arguments after the host's and the
     worker's own flags are not an error; they reach :meth:`plan` as ``run.options["extra_argv"]``
@@ -52,6 +51,38 @@ class Worker:
         claims, which e.g. the CleanRL worker turns into script flags); a key claimed by the
         worker and by a plugin is an error naming both."""
         return []
+
+    def child_events(self) -> list[ChildEvent]:
+        """The lifecycle events this worker's training process emits through
+        :func:`mosaic_core.child.emit_event` (:class:`mosaic_core.types.ChildEvent`), besides
+        the host's own (``note``, ``checkpoint_saved``). An undeclared one is dropped with one
+        warning per run naming it and the worker."""
+        return []
+
+    def code_paths(self, data: dict[str, Any]) -> list[CodePath]:
+        """The config values naming code this run would execute from a path
+        (:class:`mosaic_core.types.CodePath`, e.g. a script given as ``algo``). ``data`` is the
+        config as a mapping (``algo``, ``env_id``, ``extras``…), given before the defaults are
+        computed and again after. Called before anything looks at those files; a daemon refuses
+        a path outside its ``--allow-scripts``. A path the plan resolves later goes into
+        ``Launch.code_paths``."""
+        return []
+
+    def honoured_settings(self) -> tuple[type, ...]:
+        """The setting types plugins publish (``mosaic_run_settings``, e.g.
+        :class:`mosaic_core.types.TrackingSettings`) that this worker turns into its own flags
+        or calls (read them in :meth:`plan` with ``run.setting(Type)``). A run that asks for
+        one not listed here is refused in one line naming the setting and this worker."""
+        return ()
+
+    def describe_options(self, algo: str | None) -> WorkerForm:
+        """What a submit form (the dashboard's) offers for ``algo`` (None: the worker's
+        default): the algorithm names it knows and their options
+        (:class:`mosaic_core.types.WorkerForm`). The default: no options beyond the config's
+        own fields. Raise :class:`mosaic_core.errors.MosaicError` for an unknown ``algo``."""
+        from mosaic_core.types import WorkerForm
+
+        return WorkerForm(algo=algo)
 
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
         """Values for config fields the user left out (``data`` is the merged raw config),
@@ -79,20 +110,25 @@ class Worker:
         """How to start the training process (called for dry runs too: start nothing here).
 
         ``run`` carries the run id, the run directory (not created yet), ``run.options`` (the
-        worker's own flags), ``run.plugin_args`` (argv items plugins contribute: place them on
-        the training program's command line if it understands them) and
-        ``run.worker_extras`` (the extras nobody claims: this worker's to interpret).
-        Raise :class:`mosaic_core.errors.ConfigError` for a config this worker cannot run."""
+        worker's own flags), ``run.python`` (the interpreter of the worker's environment),
+        ``run.settings`` (typed settings plugins published: ``run.setting(TrackingSettings)``),
+        ``run.plugin_args`` (argv items plugins contribute: place them on the training
+        program's command line if it understands them) and ``run.worker_extras`` (the extras
+        nobody claims: this worker's to interpret). Raise
+        :class:`mosaic_core.errors.ConfigError` for a config this worker cannot run."""
         raise NotImplementedError
 
 
-def load_worker(item: LoadedEntryPoint) -> Any:
-    """The worker object named by an active ``mosaic.workers`` entry point's metadata.
+def describe(item: LoadedEntryPoint) -> str:
+    return f"worker {item.name!r} ({item.distribution} {item.version})"
 
-    A wrong target or a missing method is a :class:`UsageError` naming the worker and its
-    distribution (exit 2)."""
+
+def load_worker(item: LoadedEntryPoint) -> Worker:
+    """The :class:`Worker` named by an active ``mosaic.workers`` entry point's metadata.
+
+    A wrong target, or one that is not a :class:`Worker`, is a :class:`UsageError` naming the
+    worker and its distribution (exit 2)."""
     metadata = item.obj
-    where = f"worker {metadata.name!r} ({item.distribution} {item.version})"
     module_name, _, attr = metadata.worker.partition(":")
     try:
         target: Any = importlib.import_module(module_name)
@@ -100,15 +136,29 @@ def load_worker(item: LoadedEntryPoint) -> Any:
             target = getattr(target, part)
         worker = target() if isinstance(target, type) else target
     except Exception as exc:
-        raise UsageError(f"{where}: cannot load {metadata.worker}: {type(exc).__name__}: {exc}") from exc
-    missing = [name for name in REQUIRED if not callable(getattr(worker, name, None))]
-    if missing:
-        raise UsageError(f"{where}: {metadata.worker} has no {', '.join(missing)}() method "
-                         "(see mosaic_core.worker.Worker)")
+        raise UsageError(f"{describe(item)}: cannot load {metadata.worker}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(worker, Worker):
+        raise UsageError(f"{describe(item)}: {metadata.worker} is a {type(worker).__name__}, not a "
+                         "mosaic_core.worker.Worker subclass")
     return worker
 
 
-def call_optional(worker: Any, method: str, *args: Any, default: Any = None) -> Any:
-    """Call one of the worker's optional methods, or return ``default`` when it has none."""
-    function = getattr(worker, method, None)
-    return default if function is None else function(*args)
+def declared(item: LoadedEntryPoint, what: str, values: Any, kind: type) -> list[Any]:
+    """A worker's declaration (``child_events()``, ``code_paths()``…) checked: a list of
+    ``kind``; anything else is one line naming the worker and its distribution (exit 2)."""
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, kind) for v in values):
+        raise UsageError(f"{describe(item)}: {what} must return a list of mosaic_core.types.{kind.__name__}, "
+                         f"got {values!r:.120}")
+    return list(values)
+
+
+def declare(item: LoadedEntryPoint, what: str, call: Any, kind: type) -> list[Any]:
+    """Call a worker's declaring method; a raise (e.g. a descriptor rejecting a bad name) is
+    one line naming the worker and its distribution (exit 2)."""
+    try:
+        values = call()
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"{describe(item)}: {what} failed: {type(exc).__name__}: {exc}") from exc
+    return declared(item, what, values, kind)

@@ -1,8 +1,10 @@
 """Worker discovery from the ``mosaic.workers`` entry-point group.
 
-Each entry point names a function returning :class:`WorkerMetadata`. Discovery imports only
-the module holding that function, so workers keep heavy imports out of it; a broken one is
-reported with its entry point name, distribution and error, and never stops the host.
+Each entry point names a worker's one descriptor, a :class:`WorkerMetadata` (or a function
+returning it); the entry point's name is the worker's name (given once: the descriptor may
+leave ``name`` out). Discovery imports only the module holding the descriptor, so workers keep
+heavy imports out of it; a broken one is reported with its entry point name, distribution and
+error, and never stops the host.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ WORKER_GROUP = "mosaic.workers"
 
 
 def _check_worker(obj: Any) -> WorkerMetadata:
+    if isinstance(obj, WorkerMetadata):
+        return obj
     if not callable(obj):
-        raise TypeError(f"a mosaic.workers entry point must name a function, got {type(obj).__name__}")
+        raise TypeError(f"a mosaic.workers entry point must name a WorkerMetadata (or a function returning one), "
+                        f"got {type(obj).__name__}")
     metadata = obj()
     if not isinstance(metadata, WorkerMetadata):
         raise TypeError(f"{getattr(obj, '__qualname__', obj)}() returned {type(metadata).__name__}, expected WorkerMetadata")
@@ -29,9 +34,16 @@ def discover_workers() -> list[LoadedEntryPoint]:
     """Every worker entry point, loaded (``obj`` is the WorkerMetadata) or failed."""
     items = load_group(WORKER_GROUP, check=_check_worker)
     for item in items:
-        if item.status == "active" and item.obj.name != item.name:
+        if item.status != "active":
+            continue
+        if item.obj.name and item.obj.name != item.name:
             item.status = "failed"
             item.error = f"entry point name {item.name!r} differs from the worker's name {item.obj.name!r}"
+            continue
+        try:
+            item.obj = item.obj.named(item.name)
+        except ValueError as exc:  # an entry point name that is no worker name
+            item.status, item.error = "failed", str(exc)
     return items
 
 

@@ -108,13 +108,13 @@ def _configure_plugins(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_extras(host: Any, as_json: bool) -> int:
-    from mosaic_core.worker import call_optional, load_worker
+    from mosaic_core.worker import load_worker
     from mosaic_core.workers import discover_workers
 
     owned = list(host.extras_keys())
     for item in discover_workers():
         if item.status == "active":
-            owned += [(f"worker {item.name}", key) for key in call_optional(load_worker(item), "extras_keys") or []]
+            owned += [(f"worker {item.name}", key) for key in load_worker(item).extras_keys() or []]
     rows = [{"key": str(key), "plugin": owner, "prefix": key.prefix, "help": key.help}
             for owner, key in sorted(owned, key=lambda pk: (str(pk[1]), pk[0]))]
     if as_json:

@@ -14,8 +14,12 @@ Three credentials, each for one kind of caller (see SECURITY.md):
 
 ``GetHealth`` needs none: it says whether a daemon answers (pid, address, counts) and lets a
 client tell "no daemon" from "no credential". :class:`RpcGate` (a server interceptor) checks
-the client token before a method runs and caps the streaming calls, so idle streams can never
-take the threads unary calls need.
+the credentials in a call's metadata before gRPC reads its body (interceptors run on the
+server's polling thread, before a pool thread waits for the request message): a call without
+one is answered by a handler that never reads the body (so a half-open call or a 60 MiB
+message costs no thread and no memory), within a small budget of its own
+(:data:`ANONYMOUS_SLOTS`). It also caps the streaming calls, so idle streams can never take
+the threads unary calls need.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ WORKER_METHODS = frozenset({"RegisterWorker", "Heartbeat", "PublishRunSteps", "P
 STREAMING_METHODS = frozenset({"WatchRuns", "StreamRunSteps", "StreamRunEpisodes", "PublishRunSteps",
                                "PublishRunEpisodes", "ControlStream"})
 UNARY_RESERVE = 16  # RPC threads kept free of streams for health, list, submit, register, heartbeat
+ANONYMOUS_SLOTS = 4  # calls without a credential (GetHealth) served at once; more: RESOURCE_EXHAUSTED
+SESSION_METADATA = "x-mosaic-session-token"  # == protocol.TOKEN_METADATA (no import: protocol is light)
 
 
 def new_secret() -> str:
@@ -99,32 +105,85 @@ def presented_token(metadata: Any) -> str | None:
 
 class RpcGate(grpc.ServerInterceptor):
     """A ``grpc.ServerInterceptor``: client token on every method but :data:`OPEN_METHODS`
-    and the worker's (which carry their own credentials), and at most ``max_streams``
+    and the worker's, which need a live registration secret or session token
+    (``worker_credential(session_token, registration_secret)``; the servicer then checks it
+    belongs to the run named in the body). Decided on metadata alone, before the body is read:
+    a call with no valid credential is refused (or, for GetHealth, answered) by a handler that
+    never reads its body, at most :data:`ANONYMOUS_SLOTS` at once. At most ``max_streams``
     streaming calls at once (beyond: RESOURCE_EXHAUSTED at once, no thread held)."""
 
-    def __init__(self, token: str | None, max_streams: int):
+    def __init__(self, token: str | None, max_streams: int,
+                 worker_credential: Callable[[str | None, str | None], bool] | None = None,
+                 anonymous_slots: int = ANONYMOUS_SLOTS):
         self.token = token
         self.max_streams = max_streams
         self._streams = threading.BoundedSemaphore(max_streams)
+        self.worker_credential = worker_credential or (lambda _session, _secret: False)
+        self._anonymous = threading.BoundedSemaphore(anonymous_slots)
+        self.anonymous_slots = anonymous_slots
 
     def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
         handler = continuation(details)
         method = details.method.removeprefix(SERVICE)
         if handler is None:
             return None
-        if self.token is not None and method not in OPEN_METHODS | WORKER_METHODS:
-            if not secrets_match(self.token, presented_token(details.invocation_metadata)):
-                return self._replace(handler, self._refusal(method))
+        if self.token is not None and not self._credentialed(method, details.invocation_metadata):
+            return self._anonymous_call(method, handler)
         if method in STREAMING_METHODS:
             return self._replace(handler, self._bounded(_behaviour(handler), handler.response_streaming))
         return handler
 
+    def _credentialed(self, method: str, metadata: Any) -> bool:
+        if secrets_match(self.token, presented_token(metadata)):
+            return True
+        if method in WORKER_METHODS:
+            found = dict((key, value) for key, value in metadata or () if isinstance(value, str))
+            session, secret = found.get(SESSION_METADATA), found.get(REGISTRATION_METADATA)
+            return bool(session or secret) and self.worker_credential(session, secret)
+        return False
+
+    def _anonymous_call(self, method: str, handler: Any) -> Any:
+        """A handler for a call without a credential that never reads its request (a
+        request-streaming handler whose iterator is left alone: gRPC calls it at once)."""
+        if not self._anonymous.acquire(blocking=False):
+            limit = self.anonymous_slots
+            return _unread(handler, lambda context: context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, f"at most {limit} calls without a credential at once; retry later"))
+        slots = self._anonymous
+        if method in OPEN_METHODS:
+            empty = handler.request_deserializer(b"") if handler.request_deserializer else None
+            behaviour = _behaviour(handler)
+
+            def answer(context: Any) -> Any:
+                try:
+                    return behaviour(empty, context)  # GetHealth's request carries nothing
+                finally:
+                    slots.release()
+            return _unread(handler, answer)
+        refusal = self._refusal(method)
+
+        def refuse(context: Any) -> Any:
+            try:
+                return refusal(None, context)
+            finally:
+                slots.release()
+        return _unread(handler, refuse)
+
     def _refusal(self, method: str) -> Callable[..., Any]:
         code = grpc.StatusCode.UNAUTHENTICATED
+        if method == "RegisterWorker":
+            reason = (f"a first RegisterWorker needs the registration secret the daemon gave the run's process "
+                      f"(${REGISTRATION_ENV}), as metadata {REGISTRATION_METADATA!r}; a replacement, its worker's "
+                      f"session token ({SESSION_METADATA!r}); the same answer for every run id")
+        elif method in WORKER_METHODS:
+            reason = (f"a session token is required: send the one RegisterWorker returned as metadata "
+                      f"{SESSION_METADATA!r}")
+        else:
+            reason = (f"{method} needs the daemon's client token as metadata "
+                      f"'{AUTH_METADATA}: Bearer <token>' (the owner finds it in STATE_DIR/{TOKEN_FILE})")
 
         def refuse(request: Any, context: Any) -> Any:
-            context.abort(code, f"{method} needs the daemon's client token as metadata "
-                                f"'{AUTH_METADATA}: Bearer <token>' (the owner finds it in STATE_DIR/{TOKEN_FILE})")
+            context.abort(code, reason)
         return refuse
 
     def _bounded(self, behaviour: Callable[..., Any], streaming_response: bool) -> Callable[..., Any]:
@@ -164,3 +223,17 @@ class RpcGate(grpc.ServerInterceptor):
 
 def _behaviour(handler: Any) -> Callable[..., Any]:
     return (handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream)
+
+
+def _unread(handler: Any, behaviour: Callable[[Any], Any]) -> Any:
+    """A handler of ``handler``'s response kind whose request side is a stream never read:
+    ``behaviour(context)`` runs at once, whatever the client sends (or never sends)."""
+    if handler.response_streaming:
+        def stream(_requests: Any, context: Any) -> Any:
+            behaviour(context)  # a refusal: it aborts
+            yield from ()
+        return grpc.stream_stream_rpc_method_handler(stream, request_deserializer=None,
+                                                     response_serializer=handler.response_serializer)
+    return grpc.stream_unary_rpc_method_handler(lambda _requests, context: behaviour(context),
+                                                request_deserializer=None,
+                                                response_serializer=handler.response_serializer)

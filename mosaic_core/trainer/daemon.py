@@ -124,7 +124,8 @@ class TrainerDaemon:
             self.token = None if opts.insecure else write_token(self.state_dir)
         except OSError as exc:
             raise MosaicError(f"cannot write the client token in {self.state_dir}: {exc.strerror or exc}") from None
-        gate = RpcGate(self.token, max_streams=opts.rpc_threads - UNARY_RESERVE)
+        gate = RpcGate(self.token, max_streams=opts.rpc_threads - UNARY_RESERVE,
+                       worker_credential=self._worker_credential)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=opts.rpc_threads, thread_name_prefix="mosaic-rpc"),
                              options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)], interceptors=[gate])
         try:
@@ -151,6 +152,14 @@ class TrainerDaemon:
             "state_dir": str(self.state_dir), "loopback_only": is_loopback(host),
             "token_required": self.token is not None}, mode=0o600)
         return self.address
+
+    def _worker_credential(self, session: str | None, secret: str | None) -> bool:
+        """A session token of a run's worker or the registration secret of a live run's process
+        (of any run: the servicer checks it is the named run's)."""
+        from mosaic_core.trainer.store import hash_token
+
+        return bool((session and self.store.get_by_token(hash_token(session)) is not None)
+                    or (secret and self.manager.registration_issued(secret)))
 
     def stop(self) -> None:
         """Accept no more runs, cancel (or wait for) the running ones, then stop serving."""

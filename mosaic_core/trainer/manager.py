@@ -102,6 +102,7 @@ class RunManager:
         self._secret_extras: dict[str, dict[str, Any]] = {}  # queued runs' secrets: in memory only
         self._registration: dict[str, str] = {}  # run -> the secret its first RegisterWorker must show
         self._registration_lock = threading.Lock()  # not self._lock: RegisterWorker holds the store's lock
+        self._issued: dict[str, str] = {}  # run -> its secret, used or not, while its process lives
         # One thread starts every run: the parent-death signal fires when *that thread* ends.
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mosaic-spawner")
         self._queue: deque[str] = deque()
@@ -157,6 +158,13 @@ class RunManager:
             if proc is not None:
                 self._stop(proc, reason, TERM)
             return row
+
+    def registration_issued(self, presented: str | None) -> bool:
+        """Whether ``presented`` is the registration secret given to a run whose process lives
+        (used or not: the RPC gate's check before it reads a RegisterWorker's body; the
+        servicer then decides whether it opens this registration)."""
+        with self._registration_lock:
+            return any(secrets_match(secret, presented) for secret in self._issued.values())
 
     def take_registration(self, run_id: str, presented: str | None) -> bool:
         """Whether ``presented`` is the registration secret of ``run_id``'s process; a secret
@@ -226,7 +234,7 @@ class RunManager:
         elif any(v == "***" for v in json.loads(row.config_json).get("extras", {}).values()):
             opts.log(f"run {run_id}: its secret extras were not kept across a daemon restart; it runs without them")
         with self._registration_lock:
-            self._registration[run_id] = secret
+            self._registration[run_id] = self._issued[run_id] = secret
         env.setdefault(SHARE_VAR, str(share(opts.max_concurrent)))  # its thread budget: a share of the CPUs
         try:
             argv = processes.die_with_parent(opts.worker_command(spec))
@@ -239,6 +247,7 @@ class RunManager:
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             with self._registration_lock:
                 self._registration.pop(run_id, None)
+                self._issued.pop(run_id, None)
             self.store.update(run_id, status=FAULT, terminal_event="run_failed",
                               failure_reason=f"could not start the worker process: {exc}")
             opts.log(f"run {run_id}: could not start the worker process: {exc}")
@@ -361,6 +370,7 @@ class RunManager:
             self._procs.pop(proc.run_id, None)
         with self._registration_lock:
             self._registration.pop(proc.run_id, None)
+            self._issued.pop(proc.run_id, None)
         with self.store.changed:
             self.store.changed.notify_all()
         self._schedule()

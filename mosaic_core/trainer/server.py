@@ -188,9 +188,10 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
                                    "supports_pause": request.supports_pause,
                                    "supports_checkpoint": request.supports_checkpoint})
         with self.store.changed:  # the store's lock: check and replace as one step
-            row = self._run(request.run_id, context)
-            if row.final:
-                context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended ({row.terminal_event})")
+            row = self.store.get(request.run_id)
+            if row is None or row.final:  # the same answer: nobody learns whether or how a run ended
+                context.abort(Code.NOT_FOUND, f"run {request.run_id!r} has no worker to register: it is not one of "
+                                              "this daemon's runs, or it has ended")
             if row.status == INIT:
                 context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} is queued and has not started; "
                                                         "its worker registers once the daemon starts it")

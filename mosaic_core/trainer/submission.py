@@ -20,13 +20,11 @@ from typing import Any, Callable
 from mosaic_core.config import WorkerConfig, build_config, parse_json, unwrap_config
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, MosaicError, PluginError
+from mosaic_core.types import CodePath
 
 DEFAULT_WORKER = "cleanrl"
 SOURCE = "config_json"
 MAX_CONFIG_BYTES = 256 * 1024  # a worker config is a few hundred bytes; this leaves room, not 63 MiB
-# Config fields that name code to run from a path: the CleanRL worker's ``algo`` script path and
-# its checkout (``extras.cleanrl_home``, see cleanrl_worker/registry.py).
-CODE_PATHS = (("algo",), ("extras", "cleanrl_home"))
 
 
 @dataclass(frozen=True)
@@ -37,24 +35,26 @@ class ScriptPolicy:
     allow_any: bool = False
 
     def check(self, field: str, value: str) -> None:
-        """Refuse a path outside the allowed dirs, lexically: before anything looks at the file
-        (a refusal must not tell the submitter whether the file exists)."""
+        """Refuse a path outside the allowed dirs, lexically first: before anything looks at
+        the file (a refusal must not tell the submitter whether the file exists); then the
+        same path resolved (symlinks followed) must be inside an allowed dir too."""
         if self.allow_any:
             return
         path = Path(os.path.normpath(value)) if os.path.isabs(value) else None
         if path is None or not any(path == d or Path(d) in path.parents for d in self.allowed_dirs):
             allowed = ", ".join(map(str, self.allowed_dirs)) or "none"
-            raise PreconditionError(f"{field} names code by path; this daemon runs only installed algorithms and "
+            raise PreconditionError(f"{field} names code by path; this daemon runs only installed code and "
                                     f"absolute paths inside the directories its owner allowed (--allow-scripts: "
                                     f"{allowed})")
-
-    def check_resolved(self, field: str, script: str) -> None:
-        """The resolved script (symlinks followed) must be inside an allowed dir too."""
-        if self.allow_any:
-            return
-        real = Path(os.path.realpath(script))
-        if not any(Path(os.path.realpath(d)) in real.parents for d in self.allowed_dirs):
+        real = Path(os.path.realpath(path))
+        if not any(real == Path(os.path.realpath(d)) or Path(os.path.realpath(d)) in real.parents
+                   for d in self.allowed_dirs):
             raise PreconditionError(f"{field} resolves to {real}, outside the directories this daemon's owner allowed")
+
+    def check_all(self, paths: list[CodePath]) -> None:
+        """Check every code path a worker declared (``Worker.code_paths``, ``Launch.code_paths``)."""
+        for code in paths:
+            self.check(code.field, code.path)
 
 
 class PreconditionError(MosaicError):
@@ -110,10 +110,6 @@ def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoi
     if not isinstance(worker, str) or not worker:
         raise ConfigError(f"worker must be a worker name, got {worker!r}", field="worker", source=SOURCE)
     item = _find_worker(worker, workers)
-    for path in CODE_PATHS:
-        value = _lookup(raw, path)
-        if isinstance(value, str) and (path != ("algo",) or _names_a_path(value)):
-            scripts.check(".".join(path), value)
     wanted = run_id or raw.get("run_id")
     if isinstance(wanted, str) and wanted and taken(wanted):
         raise DuplicateRun(wanted)
@@ -130,7 +126,9 @@ def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoi
 def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str, runs_dir: Path | str | None = None,
                    scripts: ScriptPolicy = ScriptPolicy()) -> WorkerConfig:
     """The config as ``mosaic run --dry-run`` would accept it: defaults, validation by the
-    host, the plugins and the worker, the run directory, and the worker's plan."""
+    host, the plugins and the worker, the run directory, and the worker's plan. Every code
+    path the worker declares (before the plan reads it) and its launch executes (after) is
+    held to the daemon's script policy, whatever the worker."""
     from mosaic_core.pipeline import prepare, worker_option_defaults
     from mosaic_core.plugins import plugin_host
     from mosaic_core.worker import load_worker
@@ -139,12 +137,9 @@ def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str, run
     try:
         prepared = prepare(item, worker, host, data=raw, source=SOURCE, overrides={"run_id": run_id or None},
                            options=worker_option_defaults(worker), runs_dir=str(runs_dir) if runs_dir else None,
-                           quiet=True)
+                           quiet=True, check_code=scripts.check_all)
     except PluginError as exc:  # a broken plugin or worker on this host: not the submitter's fault
         raise PreconditionError(str(exc)) from None
-    algorithm = prepared.launch.summary.get("algorithm")
-    if isinstance(algorithm, dict) and algorithm.get("source") == "script" and algorithm.get("script"):
-        scripts.check_resolved("algo", str(algorithm["script"]))
     return prepared.config
 
 
@@ -161,17 +156,6 @@ def _refuse_nul(value: Any, where: str) -> None:
         _refuse_nul(item, field)
 
 
-def _lookup(raw: dict[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = raw
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
-def _names_a_path(algo: str) -> bool:
-    return "/" in algo or os.sep in algo or algo.endswith(".py") or algo.startswith("~")
-
-
 def _find_worker(name: str, workers: list[LoadedEntryPoint]) -> LoadedEntryPoint:
     for item in workers:
         if item.name == name:
@@ -185,12 +169,12 @@ def _find_worker(name: str, workers: list[LoadedEntryPoint]) -> LoadedEntryPoint
 def check_capabilities(item: LoadedEntryPoint, config: WorkerConfig, gpus: int) -> None:
     """Refuse what this host cannot run, from the worker's declared capabilities (and the
     worker's ``gpu_request``, when it has one) and the host-owned trainer-protocol keys."""
-    from mosaic_core.worker import call_optional, load_worker
+    from mosaic_core.worker import load_worker
 
     name, caps, extras = item.name, item.obj.capabilities, config.extras
     if caps.requires_gpu and gpus == 0:
         raise PreconditionError(f"worker {name!r} requires a GPU and this host has none")
-    asked = call_optional(load_worker(item), "gpu_request", config)
+    asked = load_worker(item).gpu_request(config)
     if asked and gpus == 0:
         raise PreconditionError(f"{asked} asks for a GPU and this host has none; set it to false "
                                 "or submit to a daemon on a GPU host")

@@ -15,6 +15,7 @@ from typing import Any
 
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.errors import UsageError
+from mosaic_core.files import printable, read_private_text
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 
@@ -22,10 +23,16 @@ RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 def _runs_root(value: str | None, must_exist: bool = True) -> Path:
     from mosaic_core.runs import default_runs_root
 
+    from mosaic_core.runs import check_runs_root
+
     root = Path(value) if value else default_runs_root()
     if must_exist and not root.is_dir():
         where = "--runs-dir" if value else "the default runs root"
         raise UsageError(f"no runs directory at {root} ({where}); pass --runs-dir DIR")
+    try:
+        check_runs_root(root.absolute())  # another user's root, or one others can write: never read
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
     return root
 
 
@@ -95,6 +102,7 @@ def _steps(step: int | None, total: int | None) -> str:
 
 def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     table = [header, *rows]
+    table = [tuple(printable(cell) for cell in row) for row in table]  # run files drive no terminal
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -155,7 +163,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     for problem in summary.problems:
         lines.append(("problem", problem))
     for key, value in lines:
-        print(f"{key + ':':<17}{'-' if value is None else value}")
+        print(printable(f"{key + ':':<17}{'-' if value is None else value}"))
     return 0
 
 
@@ -178,7 +186,7 @@ def _files(section: Any) -> str:
 
 def _load(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_private_text(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
@@ -286,7 +294,7 @@ def _print_table(bands: list[Any], tag: str, window: int) -> None:
                      f"{max(band.finals):.2f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        print(printable("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()))
 
 
 def _label(summary: Any) -> str:
@@ -310,11 +318,9 @@ def _run_tensorboard(ns: argparse.Namespace) -> int:
     run_dir = find_run(_runs_root(ns.runs_dir), ns.run_id)
     if not curves.event_files(run_dir):
         raise UsageError(f"run {ns.run_id!r} has no TensorBoard event files under {run_dir}")
-    from tensorboard import program
+    from mosaic_analytics.tbserve import serve_tensorboard  # every request needs the printed token
 
-    board = program.TensorBoard()
-    board.configure(argv=[None, "--logdir", str(run_dir), "--host", "127.0.0.1", "--port", str(ns.port)])
-    return int(board.main() or 0)
+    return serve_tensorboard(str(run_dir), ns.port)
 
 
 COMMANDS = [

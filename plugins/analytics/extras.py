@@ -3,8 +3,8 @@
 The plugin owns them (:data:`OWNED`, declared through ``mosaic_extras_keys``), so no worker
 ever forwards them as script flags: ``track_wandb``, ``wandb_*`` (``wandb_project_name``,
 ``wandb_entity``, ``wandb_run_name``, ``wandb_api_key``, ``wandb_mode``), ``tensorboard_dir``,
-``checkpoints_dir``, ``optuna_*`` (``optuna_db``, and the sweep trial keys ``optuna_study``,
-``optuna_trial``, ``optuna_params``, ``optuna_storage``, ``optuna_seed``), ``notes``, ``metrics_interval_s``.
+``checkpoints_dir``, ``notes``, ``metrics_interval_s``. (The ``optuna_*`` keys are the sweep
+plugin's.)
 
 Paths are checked before the run directory exists, with the semantics of
 :meth:`mosaic_core.runs.RunDirectory.inside`: relative to the run directory and never
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import posixpath
-import re
 from typing import Any
 
 from mosaic_core.types import ExtrasKey
@@ -25,9 +24,6 @@ MIN_METRICS_INTERVAL_S = 0.05
 PATH_KEYS = ("tensorboard_dir", "checkpoints_dir")
 STRING_KEYS = ("wandb_project_name", "wandb_project", "wandb_entity", "wandb_run_name", "wandb_api_key", "wandb_run_path")
 WANDB_MODES = ("online", "offline", "disabled")
-SQLITE_PREFIX = "sqlite:///"
-OPTUNA_TRIAL_KEYS = ("optuna_study", "optuna_trial", "optuna_params", "optuna_storage", "optuna_seed")
-_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.\-]*://[^:/@]*:)([^@]*)(@)", re.IGNORECASE)
 OWNED = [
     ExtrasKey("track_wandb", "log the run to W&B (the script's --track)"),
     ExtrasKey("wandb", "reserved for W&B settings"),
@@ -41,13 +37,6 @@ OWNED = [
     ExtrasKey("wandb_run_path", "an existing W&B run path (recorded in the manifest)"),
     ExtrasKey("tensorboard_dir", "where the script's TensorBoard files go, inside the run directory"),
     ExtrasKey("checkpoints_dir", "where checkpoints are looked for, inside the run directory"),
-    ExtrasKey("optuna_", "the Optuna study this run belongs to (the keys below)", prefix=True),
-    ExtrasKey("optuna_db", "the Optuna storage file (sqlite:///relative.db or a path)"),
-    ExtrasKey("optuna_study", "mosaic sweep: the study this run belongs to"),
-    ExtrasKey("optuna_trial", "mosaic sweep: the trial number"),
-    ExtrasKey("optuna_params", "mosaic sweep: the trial's parameters"),
-    ExtrasKey("optuna_storage", "mosaic sweep: the study's storage URL (password redacted)"),
-    ExtrasKey("optuna_seed", "mosaic sweep: which of the trial's seeds this run is"),
     ExtrasKey("notes", "free text kept in the manifest (and W&B notes)"),
     ExtrasKey("metrics_interval_s", "seconds between metrics events (default 1)"),
 ]
@@ -59,29 +48,6 @@ def escapes(path: str) -> bool:
         return True
     normal = posixpath.normpath(path.replace("\\", "/"))
     return normal == ".." or normal.startswith("../")
-
-
-def optuna_db_path(value: str) -> str:
-    """The file of an ``optuna_db`` given as a path or a ``sqlite:///relative.db`` URL."""
-    return value[len(SQLITE_PREFIX):] if value.startswith(SQLITE_PREFIX) else value
-
-
-def redact_url(url: str) -> str:
-    """``postgresql://user:***@host/db``: a storage URL's password never reaches a manifest."""
-    return _URL_PASSWORD.sub(r"\1***\3", url)
-
-
-def _optuna_trial_problems(extras: dict[str, Any]) -> list[str]:
-    problems = []
-    for key, kind, label in (("optuna_study", str, "a string"), ("optuna_storage", str, "a string"),
-                             ("optuna_trial", int, "an integer >= 0"), ("optuna_seed", int, "an integer"),
-                             ("optuna_params", dict, "an object")):
-        value = extras.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, kind) or (key == "optuna_trial" and value < 0):
-            problems.append(f"extras.{key}: must be {label}, got {value!r}")
-    return problems
 
 
 def tracking_enabled(extras: dict[str, Any]) -> bool:
@@ -126,16 +92,10 @@ def validate(extras: dict[str, Any]) -> list[str]:
             problem = _path_problem(key, extras[key])
             if problem:
                 problems.append(problem)
-    db = extras.get("optuna_db")
-    if db is not None:
-        problem = _path_problem("optuna_db", optuna_db_path(db) if isinstance(db, str) else db)
-        if problem:
-            problems.append(problem + " (a file path or sqlite:///relative/path.db)")
     interval = extras.get("metrics_interval_s")
     if interval is not None and (isinstance(interval, bool) or not isinstance(interval, (int, float))
                                  or not math.isfinite(interval) or interval <= 0):
         problems.append(f"extras.metrics_interval_s: must be a number of seconds > 0, got {interval!r}")
-    problems += _optuna_trial_problems(extras)
     notes = extras.get("notes")
     if notes is not None and not isinstance(notes, str):
         problems.append(f"extras.notes: must be a string, got {type(notes).__name__}")

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from mosaic_core.errors import UsageError
+from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core.files import UntrustedPath, open_private, printable
 
 TERMINAL = ("run_completed", "run_failed", "run_cancelled")
 POLL_S = 0.2
@@ -60,12 +61,14 @@ def follow(path: Path, keep_going: bool) -> Iterator[dict[str, Any]]:
     position, buffer = 0, b""
     while True:
         try:
-            with open(path, "rb") as handle:
+            with open_private(path) as handle:
                 handle.seek(position)
                 chunk = handle.read()
                 position = handle.tell()
         except FileNotFoundError:
             chunk = b""
+        except UntrustedPath as exc:
+            raise MosaicError(str(exc)) from None
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
@@ -121,7 +124,7 @@ def run(ns: argparse.Namespace) -> int:
         raise UsageError(f"run {run_dir.name} has no events yet ({path})")
     try:
         for event in follow(path, ns.follow):
-            print(json.dumps(event) if ns.json else describe(event), flush=True)
+            print(json.dumps(event) if ns.json else printable(describe(event)), flush=True)
     except KeyboardInterrupt:
         return 130
     return 0

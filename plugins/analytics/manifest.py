@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from mosaic_core.errors import ConfigError
-from mosaic_core.runs import RunDirectory, read_cancel_note
+from mosaic_core.runs import RunDirectory
 
-from mosaic_analytics.extras import OPTUNA_TRIAL_KEYS, optuna_db_path, redact_url
 
 EVENT_FILE = "events.out.tfevents."
 CHECKPOINT_SUFFIXES = (".cleanrl_model", ".pt", ".pth", ".ckpt", ".safetensors")
@@ -95,30 +94,6 @@ def scan(directory: RunDirectory, seen_checkpoints: list[dict[str, Any]]) -> dic
         "checkpoints": {"files": ordered[:MAX_FILES]},
         "videos": {"files": videos},
     }
-
-
-def optuna_section(directory: RunDirectory, extras: dict[str, Any], status: str | None = None) -> dict[str, Any] | None:
-    """The ``optuna`` section: a study database inside the run (``optuna_db``) and/or the
-    sweep trial this run is a seed of (``optuna_study``, ``optuna_trial``, ``optuna_params``,
-    ``optuna_storage`` with its password already redacted by the sweep, ``optuna_seed``), and
-    for a cancelled run the reason from the cancel note (e.g. the pruner's decision)."""
-    section: dict[str, Any] = {}
-    value = extras.get("optuna_db")
-    if isinstance(value, str) and value:
-        rel = inside(directory, optuna_db_path(value))
-        if rel is None:
-            section.update({"db": None, "error": "extras.optuna_db resolves outside the run directory"})
-        else:
-            section.update({"db": rel, "storage": f"sqlite:///{rel}", "exists": (directory.path / rel).is_file()})
-    for key in OPTUNA_TRIAL_KEYS:
-        if key in extras:
-            section[key.removeprefix("optuna_")] = redact_url(extras[key]) if key == "optuna_storage" else extras[key]
-    if "study" in section and status == "cancelled":
-        note = read_cancel_note(directory)
-        if note:
-            section["cancel_reason"] = note
-            section["pruned"] = note.startswith("pruned")
-    return section or None
 
 
 def scrub(value: Any, secrets: list[str]) -> Any:

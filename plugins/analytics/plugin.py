@@ -6,7 +6,7 @@ Host: batches feed a :class:`~mosaic_analytics.board.MetricBoard`, which is emit
 ``metrics`` events (at most every ``extras.metrics_interval_s``, default 1 s) and put in every
 heartbeat; a progress bar follows the events at a terminal; at the end, the manifest sections
 ``tensorboard``, ``checkpoints``, ``videos``, ``metrics`` and, when relevant, ``wandb``,
-``optuna`` and ``notes``. CLI: ``mosaic runs``, ``mosaic plot``, ``mosaic tensorboard``.
+and ``notes``. CLI: ``mosaic runs``, ``mosaic plot``, ``mosaic tensorboard``.
 """
 
 from __future__ import annotations
@@ -68,8 +68,11 @@ def mosaic_validate_config(config):
 
 
 @hookimpl
-def mosaic_build_args(config):
-    return tracking.build_args(config.extras) or None
+def mosaic_run_settings(config):
+    """``extras.track_wandb: true`` -> :class:`TrackingSettings` for the worker to honour (the
+    CleanRL worker's ``--track``); a worker that cannot track refuses the run."""
+    settings = tracking.settings(config.extras)
+    return [settings] if settings else None
 
 
 @hookimpl
@@ -168,9 +171,6 @@ def mosaic_build_manifest(run, status):
     wandb = tracking.manifest_section(run.run_dir, config_extras, current.wandb)
     if wandb is not None:
         sections["wandb"] = wandb
-    optuna = manifest.optuna_section(run.directory, config_extras, status)
-    if optuna is not None:
-        sections["optuna"] = optuna
     if isinstance(config_extras.get("notes"), str):
         sections["notes"] = config_extras["notes"]
     return manifest.scrub(sections, _secrets(run))

@@ -11,6 +11,8 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from mosaic_core.files import printable
+
 
 def wanted(quiet: bool, stream: TextIO | None = None) -> bool:
     """True when a bar should be drawn on ``stream`` (stderr by default)."""
@@ -78,7 +80,7 @@ class ProgressView:
 
     def print(self, line: str) -> None:
         """A line above the bar (the bar is redrawn below it)."""
-        self._progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        self._progress.console.print(printable(line, keep_newlines=True), markup=False, highlight=False, soft_wrap=True)
 
     def finish(self, status: str) -> None:
         with self._lock:

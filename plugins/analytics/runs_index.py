@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.files import tail_lines
+from mosaic_core.files import open_private, read_private_text, tail_lines
 from mosaic_core.procs import process_alive
 
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
@@ -45,7 +45,7 @@ class RunSummary:
 
 def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_private_text(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -65,7 +65,7 @@ def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
 def _events(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The first event and the events in the last ``TAIL_BYTES`` of the log (bad lines skipped)."""
     try:
-        with open(path, "rb") as handle:
+        with open_private(path) as handle:
             first_line = handle.readline()
     except OSError:
         return None, []
@@ -166,12 +166,19 @@ def list_runs(root: Path) -> list[RunSummary]:
     except OSError:
         return []
     for entry in entries:
-        if entry.is_dir(follow_symlinks=False) and (
+        if entry.is_dir(follow_symlinks=False) and _ours(entry) and (
                 os.path.exists(os.path.join(entry.path, "config.json"))
                 or os.path.exists(os.path.join(entry.path, "events.jsonl"))):
             runs.append(summarize(Path(entry.path)))
     runs.sort(key=lambda r: (r.started_at or 0.0, r.run_id), reverse=True)
     return runs
+
+
+def _ours(entry: os.DirEntry) -> bool:
+    try:
+        return entry.stat(follow_symlinks=False).st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 def format_age(started_at: float | None, now: float | None = None) -> str:

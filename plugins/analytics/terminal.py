@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from mosaic_core.files import printable
+
 
 def _number(value: Any, digits: int = 2) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
@@ -22,7 +24,8 @@ class HumanLines:
 
     def __init__(self, run: Any, write: Callable[[str], None] | None = None):
         self.run = run
-        self.write = write or (lambda line: print(line, file=sys.stdout, flush=True))
+        shown = write or (lambda line: print(line, file=sys.stdout, flush=True))
+        self.write = lambda line: shown(printable(line, keep_newlines=True))  # a run's text never drives the terminal
         self.started = time.monotonic()
         self.checkpoints: list[str] = []
 

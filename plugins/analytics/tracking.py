@@ -1,7 +1,9 @@
 """Weights & Biases: script flags, the child's environment, the run's name, the manifest section.
 
-- ``extras.track_wandb`` -> ``--track`` (``false`` -> ``--no-track``); ``wandb_project_name``
-  and ``wandb_entity`` -> the script's ``--wandb-project-name`` / ``--wandb-entity``.
+- ``extras.track_wandb: true`` -> a :class:`mosaic_core.types.TrackingSettings` (project,
+  entity, run name, mode, notes) published for the run's worker, which turns it into its own
+  flags or calls (the CleanRL worker: ``--track``, ``--wandb-project-name``,
+  ``--wandb-entity``); a worker that cannot track refuses the run in one line.
 - The API key (``extras.wandb_api_key``, else the host's ``WANDB_API_KEY``) reaches the
   child only through its environment; it never goes into argv or any file.
 - ``WANDB_DIR`` (and wandb's cache and data dirs, unless the user set them) point inside the
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_analytics.extras import tracking_enabled
+from mosaic_core.types import TrackingSettings
 
 INFO_KIND = "analytics.wandb"
 FORCED_MODES = ("offline", "disabled", "dryrun")
@@ -35,19 +38,16 @@ def project_name(extras: dict[str, Any]) -> Any:
     return extras.get("wandb_project_name") or extras.get("wandb_project")
 
 
-def build_args(extras: dict[str, Any]) -> list[str]:
-    """Flags for the script (values glued with ``=`` so none can become a flag)."""
-    argv: list[str] = []
-    track = extras.get("track_wandb")
-    if track is True:
-        argv.append("--track")
-    elif track is False:
-        argv.append("--no-track")
-    for key, flag in (("wandb_project_name", "--wandb-project-name"), ("wandb_entity", "--wandb-entity")):
-        value = project_name(extras) if key == "wandb_project_name" else extras.get(key)
-        if isinstance(value, str) and value:
-            argv.append(f"{flag}={value}")
-    return argv
+def settings(extras: dict[str, Any]) -> TrackingSettings | None:
+    """The run's tracking settings, published for the worker (it turns them into its own
+    flags or calls), or None when the run is not tracked."""
+    if not tracking_enabled(extras):
+        return None
+    text = {key: extras.get(key) if isinstance(extras.get(key), str) and extras.get(key) else None
+            for key in ("wandb_entity", "wandb_run_name", "wandb_mode", "notes")}
+    project = project_name(extras)
+    return TrackingSettings(project=project if isinstance(project, str) else None, entity=text["wandb_entity"],
+                            run_name=text["wandb_run_name"], mode=text["wandb_mode"], notes=text["notes"])
 
 
 def _has_netrc_login(environ: dict[str, str]) -> bool:

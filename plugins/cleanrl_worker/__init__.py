@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from cleanrl_worker.metadata import VERSION as __version__
 
 if TYPE_CHECKING:
     from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
 
 
 def get_worker_metadata() -> tuple["WorkerMetadata", "WorkerCapabilities"]:
-    """MOSAIC's shape: ``(WorkerMetadata, WorkerCapabilities)`` (the ``mosaic.workers`` entry
-    point, :func:`cleanrl_worker.metadata.get_worker_metadata`, returns the metadata alone)."""
-    from cleanrl_worker.metadata import get_worker_metadata as metadata
+    """MOSAIC's shape: ``(WorkerMetadata, WorkerCapabilities)``. The host itself reads the
+    one descriptor, :data:`cleanrl_worker.metadata.METADATA`, through the ``mosaic.workers``
+    entry point."""
+    from cleanrl_worker.metadata import METADATA
 
-    found = metadata()
-    return found, found.capabilities
+    return METADATA, METADATA.capabilities

@@ -102,14 +102,15 @@ def _list(ns: argparse.Namespace) -> int:
 def _other_worker(ns: argparse.Namespace) -> int:
     """Any worker's list, from its optional ``algorithms(python)`` (mosaic_core.worker.Worker)."""
     from mosaic_core.environments import preflight
-    from mosaic_core.worker import call_optional, load_worker
+    from mosaic_core.worker import load_worker
     from mosaic_core.workers import find_worker
 
     item = find_worker(ns.worker)
     worker = load_worker(item)
     python = preflight(item.obj, item.distribution).python
-    entries = call_optional(worker, "algorithms", python, default=None)
-    if entries is None:
+    algorithms = getattr(worker, "algorithms", None)
+    entries = algorithms(python) if callable(algorithms) else []
+    if not entries:
         raise UsageError(f"worker {ns.worker!r} does not list its algorithms (it has no algorithms() method)")
     if ns.json:
         print(json.dumps({"worker": ns.worker, "algorithms": entries}, indent=2))

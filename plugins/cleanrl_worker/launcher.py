@@ -12,7 +12,7 @@ from typing import Any
 from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.runs import RunContext
-from mosaic_core.types import Launch
+from mosaic_core.types import CodePath, Launch, TrackingSettings
 
 MODES = ("train", "resume_training", "policy_eval")
 # eval_* keys the worker owns that are also flags of the bundled scripts (evaluation during training)
@@ -59,6 +59,7 @@ def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
     own ``total_timesteps`` default."""
     extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
     mode = "interactive" if interactive else extras.get("mode")
+    mode = mode if isinstance(mode, str) else None  # a malformed mode is reported by validation
     if mode in MODE_PROGRAMS:
         return {"algo": mode, "total_timesteps": 1}
     if data.get("total_timesteps") in (None, "") and extras.get("preset") and data.get("algo") and data.get("env_id"):
@@ -215,7 +216,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         typed = command_line_flags(run.options.get("extra_argv") or [], from_extras)
         applied = preset_for(config, from_extras + typed)
         from_preset = extras_to_flags(applied.flags, source=str(applied.preset.file)) if applied else []
-        script_argv = base_flags(config) + from_preset + from_extras + typed + run.plugin_args
+        script_argv = base_flags(config) + from_preset + from_extras + typed + tracking_flags(run) + run.plugin_args
         experiment = plan_experiment(config, run, mode)
         if mode == "resume_training":
             script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
@@ -244,8 +245,23 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         summary["experiment"] = started["experiment"] = experiment
         summary["headline"] += f"; {experiment['decision']}"
         notes.append(experiment["decision"])
+    code = (CodePath("algo", str(algorithm.script)),) if algorithm.source in ("script", "checkout") else ()
     return Launch(command=command, cwd=run.run_dir, num_envs=num_envs, summary=summary, started_payload=started,
-                  passthrough_stdio=mode == "interactive", notes=notes)
+                  passthrough_stdio=mode == "interactive", notes=notes, code_paths=code)
+
+
+def tracking_flags(run: RunContext) -> list[str]:
+    """The published tracking settings as CleanRL's flags (values glued with ``=``, so none can
+    become a flag); W&B's directory, key, mode and run name reach the script through the
+    analytics plugin's environment and ``wandb.init`` wrapper."""
+    settings = run.setting(TrackingSettings)
+    if settings is None:
+        return []
+    argv = ["--track"]
+    for value, flag in ((settings.project, "--wandb-project-name"), (settings.entity, "--wandb-entity")):
+        if value:
+            argv.append(f"{flag}={value}")
+    return argv
 
 
 def preset_for(config: WorkerConfig, given_argv: list[str]) -> Any:

@@ -1,10 +1,14 @@
-"""The CleanRL worker's identity and capabilities (the ``mosaic.workers`` entry point).
+"""The CleanRL worker's one descriptor (the ``mosaic.workers`` entry point names
+:data:`METADATA`; the entry point's name, ``cleanrl``, is the worker's name).
 
-Kept import-light: discovery imports this module and nothing else of the worker."""
+Kept import-light: discovery imports this module and nothing else of the worker, and it
+imports nothing of the worker's package either."""
 
 from __future__ import annotations
 
 from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
+
+VERSION = "0.1.0"
 
 CAPABILITIES = WorkerCapabilities(
     worker_type="cleanrl",
@@ -18,16 +22,12 @@ CAPABILITIES = WorkerCapabilities(
     estimated_memory_mb=512,
 )
 
-
-def get_worker_metadata() -> WorkerMetadata:
-    from cleanrl_worker import __version__
-
-    return WorkerMetadata(
-        name="cleanrl",
-        version=__version__,
-        description="Runs CleanRL single-file algorithms (bundled or from a checkout) in a supervised subprocess",
-        capabilities=CAPABILITIES,
-        worker="cleanrl_worker.worker:CleanRLWorker",
-        upstream_library="cleanrl",
-        upstream_version="master (single-file scripts)",
-    )
+METADATA = WorkerMetadata(
+    name="cleanrl",  # MOSAIC's documented shape names it; discovery checks it is the entry point's name
+    version=VERSION,
+    description="Runs CleanRL single-file algorithms (bundled or from a checkout) in a supervised subprocess",
+    capabilities=CAPABILITIES,
+    worker="cleanrl_worker.worker:CleanRLWorker",
+    upstream_library="cleanrl",
+    upstream_version="master (single-file scripts)",
+)

@@ -4,9 +4,11 @@ Commands: ``mosaic algos`` (:mod:`cleanrl_worker.algos_cli`: list, presets, ``sh
 ``mosaic enjoy`` (:mod:`cleanrl_worker.enjoy_cli`) and ``mosaic envs [--json] [--family F]
 [--all]``: the env catalog (:mod:`cleanrl_worker.catalog`).
 
-Env families (:mod:`cleanrl_worker.env_families`): a run on an env whose family is not
-installed stops at validation with one line naming the extra; the training process gets
-the family's ids registered (ALE) and ``MUJOCO_GL=egl`` for MuJoCo on a headless machine.
+Env families (:mod:`cleanrl_worker.env_families`): a CleanRL run's training process gets the
+family's ids registered (ALE) and ``MUJOCO_GL=egl`` for MuJoCo on a headless machine (a run
+on an env whose family is not installed is refused by the worker's ``validate``). Every hook
+but the commands checks ``run.worker`` / ``child.worker``: other workers' runs are not its
+business. The worker's own event (``eval_batch``) is declared by the worker.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import json
 
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.hookspecs import hookimpl
-from mosaic_core.types import ChildEvent
+
+WORKER = "cleanrl"  # the hooks below only make sense for runs of this worker (run.worker / child.worker)
 
 
 def _configure_envs(parser: argparse.ArgumentParser) -> None:
@@ -66,12 +69,6 @@ def _run_envs(ns: argparse.Namespace) -> int:
 
 
 @hookimpl
-def mosaic_child_events() -> list[ChildEvent]:
-    return [ChildEvent("checkpoint_saved", "a bundled algorithm wrote a checkpoint"),
-            ChildEvent("eval_batch", "policy_eval finished a batch of episodes")]
-
-
-@hookimpl
 def mosaic_cli_commands() -> list[CliCommand]:
     from cleanrl_worker import algos_cli, enjoy_cli
 
@@ -84,24 +81,12 @@ def mosaic_cli_commands() -> list[CliCommand]:
 
 
 @hookimpl
-def mosaic_validate_config(config):
-    """An env whose family is not installed (Atari, MuJoCo, …): one problem naming the extra, for
-    any worker; a ``gym_compat`` that is not a bool. (Whether the CleanRL worker's algorithm fits
-    the env's spaces is checked by its plan: :mod:`cleanrl_worker.envcheck`.)"""
-    from cleanrl_worker.env_families import missing_family_message
-
-    problems = [missing_family_message(config.env_id)] if isinstance(config.env_id, str) else []
-    compat = config.extras.get("gym_compat")
-    if compat is not None and not isinstance(compat, bool):
-        problems.append(f"extras.gym_compat must be true or false (0.29 vector-env semantics), got {compat!r}")
-    return [problem for problem in problems if problem] or None
-
-
-@hookimpl
 def mosaic_child_env(run):
     """``MUJOCO_GL=egl`` for a MuJoCo env on a headless machine, unless the user set ``MUJOCO_GL``."""
     import os
 
+    if run.worker != WORKER:
+        return None
     from cleanrl_worker.env_families import headless_rendering_env
 
     return headless_rendering_env(run.config.env_id, dict(os.environ)) or None
@@ -112,7 +97,7 @@ def mosaic_child_setup(child):
     """Register the env family's ids (ALE) before the script makes its envs."""
     from cleanrl_worker.env_families import prepare_family
 
-    if child.env_id:
+    if child.worker == WORKER and child.env_id:
         prepare_family(child.env_id)
 
 
@@ -153,6 +138,8 @@ def _periodic_section(history_path, run_dir):
 def mosaic_build_manifest(run, status):
     """The ``evaluation`` section: policy_eval's ``eval_summary.json`` (its fields at the top) and/or
     evaluation during training (``periodic``, from each ``runs/*/eval_history.json``)."""
+    if run.worker != WORKER:
+        return None
     section = {}
     summary = _read_json(run.run_dir / "eval_summary.json")
     if summary is not None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from mosaic_core.config import WorkerConfig
 from mosaic_core.runs import RunContext
-from mosaic_core.types import ExtrasKey, Launch
+from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, FormOption, Launch, TrackingSettings, WorkerForm
 from mosaic_core.worker import Worker
 
 # The worker's own extras keys; every key no one owns becomes a script flag.
@@ -39,11 +39,67 @@ OWN_KEYS = [
 ]
 
 
+# Script fields a submit form never offers: the config's own fields and the tracking settings.
+FORM_HIDDEN = {"env_id", "total_timesteps", "seed", "track", "wandb_project_name", "wandb_entity"}
+
+
+def names_a_path(algo: str) -> bool:
+    """Whether ``algo`` names a script by path rather than an algorithm by name."""
+    return "/" in algo or algo.endswith(".py") or algo.startswith("~")
+
+
 class CleanRLWorker(Worker):
     accepts_extra_argv = True  # `mosaic run --worker cleanrl ... --learning-rate 1e-3`: the script's flags
 
     def extras_keys(self) -> list[ExtrasKey]:
         return OWN_KEYS
+
+    def child_events(self) -> list[ChildEvent]:
+        return [ChildEvent("eval_batch", "policy_eval finished a batch of episodes")]
+
+    def code_paths(self, data: dict[str, Any]) -> list[CodePath]:
+        """A script given by path as ``algo``, and a CleanRL checkout (``extras.cleanrl_home``);
+        the script a name resolves to goes into the plan's ``Launch.code_paths``."""
+        paths = []
+        algo, extras = data.get("algo"), data.get("extras")
+        if isinstance(algo, str) and names_a_path(algo):
+            paths.append(CodePath("algo", algo))
+        home = extras.get("cleanrl_home") if isinstance(extras, dict) else None
+        if isinstance(home, str) and home:
+            paths.append(CodePath("extras.cleanrl_home", home))
+        return paths
+
+    def honoured_settings(self) -> tuple[type, ...]:
+        return (TrackingSettings,)  # the scripts' --track, --wandb-project-name, --wandb-entity
+
+    def describe_options(self, algo: str | None) -> WorkerForm:
+        """The bundled and installed algorithms, and the fields of ``algo``'s ``Args`` (read
+        without importing torch); submitted values go to ``extras.algo_params``."""
+        from cleanrl_worker.registry import list_algorithms, resolve
+        from cleanrl_worker.script_args import read_script_args
+
+        algos = tuple(entry.name for entry in list_algorithms() if entry.winner is not None)
+        algo = algo or ("ppo" if "ppo" in algos else (algos or (None,))[0])
+        if algo is None:
+            return WorkerForm()
+        resolved = resolve(algo)
+        fields = read_script_args(resolved.script).fields
+        options = tuple(FormOption(f.name, f.kind if f.kind in ("str", "int", "float", "bool", "literal", "list")
+                                   else "str", f.to_dict()["default"], f.help or "", tuple(f.choices or ()),
+                                   f.item_kind, f.annotation, f.default_text)
+                        for f in fields.values() if f.name not in FORM_HIDDEN)
+        return WorkerForm(algos=algos, algo=algo, options=options, extras_key="algo_params", source=str(resolved.script))
+
+    def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
+        """An env whose family is not installed (Atari, MuJoCo, …): one problem naming the
+        extra; a ``gym_compat`` that is not a bool."""
+        from cleanrl_worker.env_families import missing_family_message
+
+        problems = [missing_family_message(config.env_id)] if isinstance(config.env_id, str) else []
+        compat = config.extras.get("gym_compat")
+        if compat is not None and not isinstance(compat, bool):
+            problems.append(f"extras.gym_compat must be true or false (0.29 vector-env semantics), got {compat!r}")
+        return [problem for problem in problems if problem]
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         if getattr(parser, "description", None) is None:  # the host's group for this worker's flags

@@ -1,10 +1,11 @@
 """Who may talk to the dashboard: the token gate, a DNS-rebinding guard and a CSRF guard.
 
-* Bound to anything but loopback, every request must carry the token printed at start-up:
-  ``?token=`` in the first URL (answered with a cookie so the page's own requests carry it),
-  the ``mosaic_token`` cookie, or ``Authorization: Bearer``. Missing: 401; wrong: 403.
-* Bound to loopback (no token), the ``Host`` header must name loopback, so a web page on
-  another site cannot reach the server through a rebinding DNS name.
+* Every request must carry the token printed at start-up, on loopback too (any local user
+  can reach a loopback port): ``?token=`` in the first URL (answered with a cookie so the
+  page's own requests carry it), the cookie, or ``Authorization: Bearer``. Missing: 401;
+  wrong: 403 (:mod:`mosaic_core.webtoken`, shared with MOSAIC's other servers).
+* Bound to loopback, the ``Host`` header must name loopback too, so a web page on another
+  site cannot reach the server through a rebinding DNS name.
 * A POST must carry the ``X-Mosaic-Dashboard`` header, which no cross-site form can send.
 
 A pure ASGI middleware (no starlette import), so it is cheap to test and never buffers streams.
@@ -13,18 +14,13 @@ A pure ASGI middleware (no starlette import), so it is cheap to test and never b
 from __future__ import annotations
 
 import json
-import secrets
-from http.cookies import SimpleCookie
 from typing import Any, Awaitable, Callable
-from urllib.parse import parse_qs
+
+from mosaic_core import webtoken
 
 COOKIE = "mosaic_token"
 POST_HEADER = b"x-mosaic-dashboard"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(24)
 
 
 def is_loopback_host(host: str) -> bool:
@@ -39,10 +35,12 @@ def _host_name(value: str) -> str:
 
 
 class AccessGuard:
-    """Wrap an ASGI app; refuse with a status and one-line reason before it sees a request."""
+    """Wrap an ASGI app; refuse with a status and one-line reason before it sees a request.
+    ``token`` None (tests of the other guards only) lets any token-less request through."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None, bound_host: str):
-        self.app, self.token, self.bound_host = app, token, bound_host
+    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None, bound_host: str,
+                 cookie: str = COOKIE):
+        self.app, self.token, self.bound_host, self.cookie = app, token, bound_host, cookie
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -54,49 +52,32 @@ class AccessGuard:
             await _refuse(scope, send, status, reason)
             return
         if from_query:
-            send = _with_cookie(send, self.token)
+            send = _with_cookie(send, self.token, self.cookie)
         await self.app(scope, receive, send)
 
     def check(self, scope: dict[str, Any], headers: dict[str, str]) -> tuple[int, str, bool]:
         """(status, reason, token came in the query); status 0 lets the request through."""
         from_query = False
-        if self.token is None:
+        if is_loopback_host(_host_name(self.bound_host)):
             host = _host_name(headers.get("host", ""))
             if host and not is_loopback_host(host):
                 return 403, (f"Host {host!r} is not loopback: this dashboard answers only http://127.0.0.1 "
-                             "or http://localhost (bind another address with --host to serve others, with a token)"), False
-        else:
-            offered, from_query = _offered_token(scope, headers)
-            if offered is None:
-                return 401, (f"this dashboard listens on {self.bound_host} and needs its token: open the URL "
-                             "`mosaic serve` printed (it ends in ?token=...)"), False
-            if not secrets.compare_digest(offered.encode(), self.token.encode()):
-                return 403, "wrong token: use the one `mosaic serve` printed when it started", False
+                             "or http://localhost (bind another address with --host to serve others)"), False
+        if self.token is not None:
+            status, reason, from_query = webtoken.check(self.token, scope.get("query_string", b"").decode("latin-1"),
+                                                        headers, self.cookie, "mosaic serve")
+            if status:
+                return status, reason, False
         if scope.get("method") == "POST" and "x-mosaic-dashboard" not in headers:
             return 403, "a POST needs the X-Mosaic-Dashboard header (the dashboard page sends it)", False
         return 0, "", from_query
 
 
-def _offered_token(scope: dict[str, Any], headers: dict[str, str]) -> tuple[str | None, bool]:
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-    if query.get("token"):
-        return query["token"][0], True
-    auth = headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip(), False
-    cookie = SimpleCookie()
-    try:
-        cookie.load(headers.get("cookie", ""))
-    except Exception:  # a malformed Cookie header is the same as none
-        return None, False
-    return (cookie[COOKIE].value if COOKIE in cookie else None), False
-
-
-def _with_cookie(send: Any, token: str) -> Any:
+def _with_cookie(send: Any, token: str, cookie: str) -> Any:
     async def sending(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict".encode()
-            message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", cookie)]}
+            value = webtoken.set_cookie(token, cookie).encode()
+            message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", value)]}
         await send(message)
 
     return sending

@@ -184,7 +184,8 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
             workers = await asyncio.to_thread(dash.daemon.workers)
         except DaemonError as exc:
             return error(exc.status, str(exc))
-        name = request.query_params.get("worker") or "cleanrl"
+        active = sorted(w["name"] for w in workers if w["status"] == "active")
+        name = request.query_params.get("worker") or (active[0] if active else "")
         worker = next((w for w in workers if w["name"] == name and w["status"] == "active"), None)
         if worker is None:
             active = ", ".join(w["name"] for w in workers if w["status"] == "active") or "none"
@@ -201,12 +202,12 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
         except (ValueError, UnicodeDecodeError) as exc:
             return error(400, f"the form must be sent as JSON: {exc}")
         try:
-            fields = None
-            if isinstance(form, dict) and form.get("algo"):
-                from mosaic_dashboard.form import algorithm_fields
+            described = None
+            if isinstance(form, dict) and isinstance(form.get("worker"), str) and form["worker"]:
+                from mosaic_dashboard.form import worker_form
 
-                fields, _script = await asyncio.to_thread(algorithm_fields, str(form["algo"]))
-            config = parse_submission(form, fields)
+                described = await asyncio.to_thread(worker_form, form["worker"], str(form.get("algo") or "") or None)
+            config = parse_submission(form, described)
             return JSONResponse(await asyncio.to_thread(dash.daemon.submit, config))
         except FormError as exc:
             return error(400, str(exc))

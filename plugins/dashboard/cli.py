@@ -2,8 +2,8 @@
 
     mosaic serve [--host 127.0.0.1] [--port 8765] [--runs-dir D] [--target HOST:PORT]
 
-Binding anything but loopback makes a token: it is printed once, in the URL, and never
-written anywhere; every request without it is refused. The server's modules (and starlette,
+Every request needs the token made at start-up, on loopback too: it is printed in the URL
+(open that one) and kept in a 0600 file of the user's runtime dir while the server runs. The server's modules (and starlette,
 uvicorn, sse-starlette) are imported inside :func:`run` only.
 """
 
@@ -25,7 +25,7 @@ def command() -> CliCommand:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to bind (default 127.0.0.1; anything else requires the printed token)")
+                        help="address to bind (default 127.0.0.1; every request needs the printed token)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
     parser.add_argument("--runs-dir", default=None, help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
     parser.add_argument("--target", default=None,

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mosaic_core.files import open_private
+
 READ_LIMIT = 4 * 1024 * 1024  # at most this much per poll, so a huge log cannot stall the server
 
 
@@ -41,10 +43,10 @@ class EventFollower:
         if size == self.offset:
             return []
         try:
-            with open(self.path, "rb") as handle:
+            with open_private(self.path) as handle:
                 handle.seek(self.offset)
                 chunk = handle.read(READ_LIMIT)
-        except FileNotFoundError:
+        except OSError:  # gone, or a link/FIFO/another user's file: never read
             return []
         self.offset += len(chunk)
         data = self._partial + chunk

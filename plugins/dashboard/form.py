@@ -1,9 +1,11 @@
-"""The submit form: built from a worker's capabilities and the algorithm's ``Args``, and the
-parsing of what the page sends back into a worker config for ``SubmitRun``.
+"""The submit form: built from any worker's declared options (``Worker.describe_options``,
+a :class:`mosaic_core.types.WorkerForm`) and capabilities, and the parsing of what the page
+sends back into a worker config for ``SubmitRun``.
 
-``Args`` are read with :mod:`cleanrl_worker.script_args` (ast, no torch import), so the form
-shows the script's own fields, types, defaults and help. Only values that differ from a
-default are sent, as ``extras.algo_params``. Bad input raises :class:`FormError` naming the field.
+The dashboard knows no worker: it loads the installed worker the daemon names and asks it
+(the CleanRL worker answers with its algorithms and the fields of a script's ``Args``). Only
+values that differ from a default are sent, under the extras key the worker names (e.g.
+``extras.algo_params``). Bad input raises :class:`FormError` naming the field.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ from typing import Any
 
 from mosaic_core.config import check_run_id
 from mosaic_core.errors import ConfigError, MosaicError
+from mosaic_core.types import WorkerForm
 
-# Fields the form asks for itself (the host turns them into flags), never as algorithm fields.
-HOST_FIELDS = {"env_id", "total_timesteps", "seed", "track", "wandb_project_name", "wandb_entity"}
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
@@ -22,46 +23,28 @@ class FormError(ValueError):
     """Malformed form input; the message names the field."""
 
 
-def algorithm_fields(algo: str) -> tuple[list[dict[str, Any]], str]:
-    """The form fields of an algorithm's ``Args`` and the script they come from; FormError if none."""
-    from cleanrl_worker.registry import resolve
-    from cleanrl_worker.script_args import read_script_args
+def worker_form(name: str, algo: str | None) -> WorkerForm:
+    """What installed worker ``name`` offers for ``algo`` (None: its default); FormError if it
+    cannot say (an unknown algo, an unreadable script: the worker's message)."""
+    from mosaic_core.worker import load_worker
+    from mosaic_core.workers import find_worker
 
     try:
-        resolved = resolve(algo)
-        fields = read_script_args(resolved.script).fields
-    except MosaicError as exc:  # unknown algo, unreadable script, no Args class: the registry says which
-        raise FormError(f"algo: {exc}") from None
-    shown = []
-    for field in fields.values():
-        if field.name in HOST_FIELDS:
-            continue
-        entry = field.to_dict()
-        entry["choices"] = list(field.choices) if field.choices else None
-        entry["item_kind"] = field.item_kind
-        shown.append(entry)
-    return shown, str(resolved.script)
-
-
-def algorithm_names() -> list[str]:
-    from cleanrl_worker.registry import list_algorithms
-
-    return [entry.name for entry in list_algorithms() if entry.winner is not None]
+        form = load_worker(find_worker(name)).describe_options(algo or None)
+    except MosaicError as exc:
+        raise FormError(f"algo: {exc}" if algo else f"worker: {exc}") from None
+    if not isinstance(form, WorkerForm):
+        raise FormError(f"worker: {name!r} described its options as {type(form).__name__}, not a WorkerForm")
+    return form
 
 
 def form_schema(worker: dict[str, Any], algo: str | None) -> dict[str, Any]:
     """What the page needs to draw the form for ``worker`` (a daemon WorkerInfo as a dict)."""
     metadata = worker.get("metadata") or {}
-    capabilities = metadata.get("capabilities") or {}
-    schema: dict[str, Any] = {"worker": worker.get("name"), "capabilities": capabilities,
-                              "algos": [], "algo": None, "fields": [], "script": None}
-    if capabilities.get("worker_type", worker.get("name")) != "cleanrl":
-        return schema  # other workers: the base fields only
-    schema["algos"] = algorithm_names()
-    schema["algo"] = algo or ("ppo" if "ppo" in schema["algos"] else (schema["algos"] or [None])[0])
-    if schema["algo"] is not None:
-        schema["fields"], schema["script"] = algorithm_fields(schema["algo"])
-    return schema
+    form = worker_form(str(worker.get("name")), algo)
+    return {"worker": worker.get("name"), "capabilities": metadata.get("capabilities") or {},
+            "algos": list(form.algos), "algo": form.algo, "fields": [o.to_dict() for o in form.options],
+            "script": form.source, "extras_key": form.extras_key}
 
 
 def _convert(name: str, kind: str, text: Any, choices: list | None = None) -> Any:
@@ -92,11 +75,14 @@ def _convert(name: str, kind: str, text: Any, choices: list | None = None) -> An
     return text
 
 
-def parse_submission(form: Any, schema_fields: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """The worker config (with ``worker``) for a submitted form; FormError names a bad field."""
+def parse_submission(form: Any, described: WorkerForm | None) -> dict[str, Any]:
+    """The worker config (with ``worker``) for a submitted form, whose options ``described``
+    says (:func:`worker_form`); FormError names a bad field."""
     if not isinstance(form, dict):
         raise FormError("the form must be sent as a JSON object")
-    worker = form.get("worker") or "cleanrl"
+    worker = form.get("worker")
+    if not isinstance(worker, str) or not worker:
+        raise FormError("worker: required (one of the daemon's workers)")
     algo = form.get("algo")
     env_id = form.get("env_id")
     if not isinstance(env_id, str) or not env_id.strip():
@@ -117,11 +103,16 @@ def parse_submission(form: Any, schema_fields: list[dict[str, Any]] | None) -> d
             raise FormError(f"run_id: {run_id[:80]!r} may hold only letters, digits, '-' and '_'") from None
     if form.get("fastlane") not in (None, False, "", "false"):
         config["extras"]["fastlane"] = True
-    config["extras"].update(_algo_params(form.get("args") or {}, schema_fields or [], str(algo)))
+    described = described or WorkerForm()
+    params = _option_values(form.get("args") or {}, [o.to_dict() for o in described.options], str(algo or worker))
+    if params and described.extras_key:
+        config["extras"][described.extras_key] = params
+    else:
+        config["extras"].update(params)
     return config
 
 
-def _algo_params(values: Any, fields: list[dict[str, Any]], algo: str) -> dict[str, Any]:
+def _option_values(values: Any, fields: list[dict[str, Any]], algo: str) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise FormError("args: must be an object of field name to value")
     by_name = {f["name"]: f for f in fields}
@@ -129,7 +120,7 @@ def _algo_params(values: Any, fields: list[dict[str, Any]], algo: str) -> dict[s
     for name, text in values.items():
         field = by_name.get(name)
         if field is None:
-            raise FormError(f"args.{name}: not a field of {algo}'s Args")
+            raise FormError(f"args.{name}: not an option of {algo}")
         if text is None or (isinstance(text, str) and not text.strip()):
             continue  # left empty: the script's default
         kind = field["kind"]
@@ -141,4 +132,4 @@ def _algo_params(values: Any, fields: list[dict[str, Any]], algo: str) -> dict[s
                              text, field.get("choices"))
         if value != field.get("default"):
             params[name] = value
-    return {"algo_params": params} if params else {}
+    return params

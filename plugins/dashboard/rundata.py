@@ -14,6 +14,7 @@ from typing import Any
 
 from mosaic_core.config import check_run_id
 from mosaic_core.errors import ConfigError
+from mosaic_core.files import check_own_dir, open_private, read_private_text
 
 from mosaic_analytics.runs_index import summarize
 
@@ -38,12 +39,16 @@ def run_path(root: Path, run_id: str) -> Path:
     path = root / checked_run_id(run_id)
     if not path.is_dir():
         raise UnknownRun(f"no run {run_id} under {root}")
+    try:
+        check_own_dir(path, "run directory")
+    except OSError as exc:  # a link, another user's directory: not served
+        raise UnknownRun(str(exc)) from None
     return path
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_private_text(path))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -79,7 +84,8 @@ class RunsIndex:
 
     def snapshot(self) -> list[dict[str, Any]]:
         try:
-            entries = [e for e in os.scandir(self.root) if e.is_dir(follow_symlinks=False)]
+            entries = [e for e in os.scandir(self.root)
+                       if e.is_dir(follow_symlinks=False) and e.stat(follow_symlinks=False).st_uid == os.geteuid()]
         except OSError:
             entries = []
         runs, seen = [], set()
@@ -109,12 +115,12 @@ def log_tails(run_dir: Path, limit: int = LOG_TAIL_BYTES) -> dict[str, str]:
     """The last ``limit`` bytes of each file under ``logs/`` (decoded leniently)."""
     tails: dict[str, str] = {}
     try:
-        names = sorted(p.name for p in (run_dir / "logs").iterdir() if p.is_file())
+        names = sorted(p.name for p in (run_dir / "logs").iterdir() if p.is_file() and not p.is_symlink())
     except OSError:
         return tails
     for name in names:
         try:
-            with open(run_dir / "logs" / name, "rb") as handle:
+            with open_private(run_dir / "logs" / name) as handle:
                 handle.seek(0, os.SEEK_END)
                 size = handle.tell()
                 handle.seek(max(0, size - limit))

@@ -1,5 +1,6 @@
-"""Run the dashboard with uvicorn and say where it is: one JSON line on stdout (the URL, with
-the token when one is required: printed this once, kept only in memory), one human line on stderr.
+"""Run the dashboard with uvicorn and say where it is: one JSON line on stdout (the URL with
+its token: every request needs it, on loopback too), one human line on stderr. The token is
+also in a 0600 file in the user's runtime dir while the server runs (:mod:`mosaic_core.webtoken`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from pathlib import Path
 import uvicorn
 
 from mosaic_core.errors import UsageError
-from mosaic_core.runs import default_runs_root
+from mosaic_core import webtoken
+from mosaic_core.runs import check_runs_root, default_runs_root
 
-from mosaic_dashboard.access import AccessGuard, is_loopback_host, new_token
+from mosaic_dashboard.access import AccessGuard
 from mosaic_dashboard.app import build_app, catch_all
 
 
@@ -52,20 +54,29 @@ class _Server(uvicorn.Server):
 
 def serve(host: str, port: int, runs_dir: str | None, target: str | None, daemon_token: str | None = None) -> int:
     root = Path(runs_dir or default_runs_root()).absolute()
-    token = None if is_loopback_host(host) else new_token()
+    try:
+        check_runs_root(root)
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
     sock = bind(host, port)
     port = sock.getsockname()[1]
+    token = webtoken.issue("serve", port)  # on loopback too: any local user can reach the port
     shown_host = f"[{host}]" if ":" in host else host
     dashboard_app = build_app(root, target, daemon_token)
-    app = catch_all(AccessGuard(dashboard_app, token, bound_host=f"{shown_host}:{port}"))
-    url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
+    app = catch_all(AccessGuard(dashboard_app, token.value, bound_host=f"{shown_host}:{port}",
+                                cookie=webtoken.cookie_name(port)))
+    url = token.url(f"http://{shown_host}:{port}/")
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
                             lifespan="off", server_header=False)
     server = _Server(config, dashboard_app.state.dashboard)
     print(json.dumps({"event": "serve_ready", "url": url, "host": host, "port": port, "pid": os.getpid(),
-                      "runs_dir": str(root), "target": target, "token_required": token is not None}), flush=True)
-    note = " (the token is in that URL and is printed only this once)" if token else ""
-    print(f"mosaic serve: dashboard at the URL above{note}; runs from {root}"
+                      "runs_dir": str(root), "target": target, "token_required": True,
+                      "token_file": str(token.file)}), flush=True)
+    print(f"mosaic serve: dashboard at the URL above (open it with its token; the token is also in "
+          f"{token.file}, 0600, until the server stops); runs from {root}"
           f"{f', daemon {target}' if target else ''}; Ctrl-C stops it", file=sys.stderr, flush=True)
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        token.remove()
     return 0

@@ -10,6 +10,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from mosaic_core import webtoken
 from mosaic_core.errors import MosaicError, UsageError
 
 from mosaic_fastlane.frames import encode_png, terminal_image
@@ -70,10 +71,23 @@ class FrameSource:
         return {"run_id": self.reader.header.run_id, "ended": self.ended, **(frame.metrics() if frame else {})}
 
 
-def _handler(source: FrameSource, page: bytes) -> type[BaseHTTPRequestHandler]:
+class _Gate:
+    """The server's token and cookie name, set once it listens (until then: 503 for all)."""
+
+    token = ""
+    cookie = ""
+
+
+def _handler(source: FrameSource, page: bytes, gate: _Gate) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
+            status, reason, from_query = webtoken.check(gate.token, query, {k.lower(): v for k, v in self.headers.items()},
+                                                        gate.cookie, "mosaic fastlane watch")
+            if status:
+                self._send(status, "text/plain; charset=utf-8", (reason + "\n").encode())
+                return
+            self._cookie = webtoken.set_cookie(gate.token, gate.cookie) if from_query else None
             if path == "/":
                 self._send(200, "text/html; charset=utf-8", page)
             elif path == "/metrics.json":
@@ -89,6 +103,8 @@ def _handler(source: FrameSource, page: bytes) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
+            if getattr(self, "_cookie", None):
+                self.send_header("Set-Cookie", self._cookie)
             self.end_headers()
             self.wfile.write(body)
 
@@ -108,15 +124,21 @@ def watch(args: argparse.Namespace, reader: FastLaneReader) -> int:
 def _serve(args: argparse.Namespace, reader: FastLaneReader) -> int:
     source = FrameSource(reader)
     page = (PAGE % {"run_id": reader.header.run_id, "interval_ms": max(50, int(reader.header.interval_ms))}).encode()
+    gate = _Gate()
     try:
-        server = ThreadingHTTPServer(("127.0.0.1", args.port), _handler(source, page))
+        server = ThreadingHTTPServer(("127.0.0.1", args.port), _handler(source, page, gate))
     except OSError as exc:
         raise UsageError(f"--port {args.port}: cannot listen on 127.0.0.1: {exc.strerror}") from None
+    port = server.server_address[1]
+    # Any local user can reach a loopback port: every request needs this token (the frames and
+    # metrics of a run are its owner's).
+    token = webtoken.issue("fastlane-watch", port)
+    gate.token, gate.cookie = token.value, webtoken.cookie_name(port)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="fastlane-watch", daemon=True)
     thread.start()
-    print(f"FastLane: watching run {reader.header.run_id} at http://127.0.0.1:{server.server_address[1]}/ "
-          "(Ctrl-C to stop)", file=sys.stderr, flush=True)
+    print(f"FastLane: watching run {reader.header.run_id} at {token.url(f'http://127.0.0.1:{port}/')} "
+          f"(the token is also in {token.file} while this runs; Ctrl-C to stop)", file=sys.stderr, flush=True)
     try:
         while not source.ended:
             source.poll()
@@ -127,6 +149,7 @@ def _serve(args: argparse.Namespace, reader: FastLaneReader) -> int:
     finally:
         server.shutdown()
         server.server_close()
+        token.remove()
     return 0
 
 

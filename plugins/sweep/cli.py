@@ -45,6 +45,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
             sub.add_argument("--config", metavar="OUT.json", help="write the best trial's worker config here")
             sub.add_argument("--plot", metavar="OUT.png", help="learning curves of its seeds, mean ± std")
             sub.add_argument("--runs-dir", help="runs root of the trials' runs (for --plot)")
+            sub.add_argument("--spec", metavar="SPEC", help="the sweep's spec file: --config is its fixed config with "
+                                                            "the best parameters (default: the spec stored with the study)")
     dash = actions.add_parser("dashboard", help="optuna-dashboard on 127.0.0.1 (when installed)")
     dash.add_argument("study", metavar="STUDY")
     dash.add_argument("--storage", help=STORAGE_HELP)
@@ -68,7 +70,7 @@ def _run(ns: argparse.Namespace) -> int:
         return report.dashboard(ns.study, ns.storage, ns.port)
     if ns.sweep_action == "status":
         return report.status(ns.study, ns.storage, ns.json)
-    return report.best(ns.study, ns.storage, ns.json, ns.config, ns.plot, ns.runs_dir)
+    return report.best(ns.study, ns.storage, ns.json, ns.config, ns.plot, ns.runs_dir, ns.spec)
 
 
 def _sweep_run(ns: argparse.Namespace) -> int:

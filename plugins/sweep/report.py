@@ -12,7 +12,7 @@ from typing import Any
 from mosaic_core.errors import MosaicError, UsageError
 
 from mosaic_sweep import storage as storages
-from mosaic_sweep.spec import NAME
+from mosaic_sweep.spec import ENV_PARAM, NAME, check_params
 
 
 def load(study_name: str, storage_value: str | None) -> tuple[Any, str]:
@@ -99,24 +99,43 @@ def status(study_name: str, storage_value: str | None, as_json: bool) -> int:
     return 0
 
 
-def worker_config(trial: Any) -> dict[str, Any]:
-    """A flat worker config (``mosaic run --worker W --config FILE``) for a trial's setting."""
-    config = trial.user_attrs.get("config")
-    if not isinstance(config, dict):
-        raise MosaicError(f"trial {trial.number} has no recorded config (not run by mosaic sweep)")
-    seeds = config.get("seeds") or [None]
-    return {"algo": config["algo"], "env_id": config["env_id"], "total_timesteps": config["total_timesteps"],
-            "seed": seeds[0], "extras": config.get("extras", {})}
+def worker_config(trial: Any, spec: Any) -> dict[str, Any]:
+    """A flat worker config (``mosaic run --worker W --config FILE``) for a trial's setting: the
+    spec's fixed config (worker, algo, budget, first seed, extras) with only the spec's own
+    parameters, checked against the spec, written over it. Nothing else the storage holds (a
+    trial's recorded config, its ``algo`` or a script path) reaches the file."""
+    params = dict(trial.params)
+    env_id = params.pop(ENV_PARAM, spec.env_ids[0])
+    problem = check_params(spec, env_id, params)
+    if problem is not None:
+        raise MosaicError(f"trial {trial.number}'s stored parameters do not fit the spec: {problem}; not written")
+    return {"algo": spec.algo, "env_id": env_id, "total_timesteps": spec.total_timesteps,
+            "seed": spec.seeds[0], "extras": {**spec.extras, "algo_params": {**spec.algo_params, **params}}}
+
+
+def study_spec(study: Any, spec_file: str | None) -> Any:
+    """The sweep's spec: ``--spec FILE`` when given, else the one stored when the study was first
+    run (in a storage only its owner can write; see storage.check_private)."""
+    from mosaic_sweep.spec import load_spec, parse_spec
+    from mosaic_sweep.study import SPEC_ATTR
+
+    if spec_file:
+        return load_spec(spec_file)
+    stored = study.user_attrs.get(SPEC_ATTR)
+    if not isinstance(stored, dict):
+        raise MosaicError(f"study {study.study_name!r} has no stored spec (not run by mosaic sweep); give --spec FILE")
+    return parse_spec(stored, f"the spec stored in study {study.study_name!r}", default_name=study.study_name)
 
 
 def best(study_name: str, storage_value: str | None, as_json: bool, config_out: str | None,
-         plot_out: str | None, runs_dir: str | None) -> int:
+         plot_out: str | None, runs_dir: str | None, spec_file: str | None = None) -> int:
     study, shown = load(study_name, storage_value)
     trial = _best(study)
     if trial is None:
         raise MosaicError(f"study {study_name!r} in {shown} has no completed trial yet")
     record = _record(trial)
-    config = worker_config(trial)
+    spec = study_spec(study, spec_file)
+    config = worker_config(trial, spec)
     for out, suffix in ((config_out, ".json"), (plot_out, ".png")):
         if out and (Path(out).suffix.lower() != suffix or not Path(out).absolute().parent.is_dir()):
             raise UsageError(f"{out}: must be a {suffix} file in an existing directory")
@@ -128,7 +147,7 @@ def best(study_name: str, storage_value: str | None, as_json: bool, config_out: 
         if record["seed_values"]:
             print("per seed: " + ", ".join(f"{v:.4g}" for v in record["seed_values"]))
         print(f"runs: {' '.join(record['runs'])}")
-        print(f"train it: {config_run_hint(trial, config_out)}")
+        print(f"train it: {config_run_hint(spec, config_out)}")
     if config_out:
         Path(config_out).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {config_out}", file=sys.stderr)
@@ -137,9 +156,8 @@ def best(study_name: str, storage_value: str | None, as_json: bool, config_out: 
     return 0
 
 
-def config_run_hint(trial: Any, config_out: str | None) -> str:
-    worker = (trial.user_attrs.get("config") or {}).get("worker", "cleanrl")
-    return f"mosaic run --worker {worker} --config {config_out or 'best.json'}"
+def config_run_hint(spec: Any, config_out: str | None) -> str:
+    return f"mosaic run --worker {spec.worker} --config {config_out or 'best.json'}"
 
 
 def _plot(runs: list[str], output: str, runs_dir: str | None, label: str) -> None:
@@ -165,6 +183,13 @@ def dashboard(study_name: str, storage_value: str | None, port: int) -> int:
     except ImportError:
         raise MosaicError("optuna-dashboard is not installed (pip install optuna-dashboard); "
                           f"study {study_name!r} is in {shown}") from None
-    print(f"mosaic sweep: optuna-dashboard on http://127.0.0.1:{port}/ for {shown}", file=sys.stderr)
-    optuna_dashboard.run_server(study._storage, host="127.0.0.1", port=port)
-    return 0
+    from mosaic_core.webtoken import serve_wsgi
+
+    # optuna-dashboard can edit studies: its WSGI application is served behind our token, in
+    # this process, instead of its own open server (see mosaic_core.webtoken.TokenWSGI).
+    def announce(url: str, token: Any) -> None:
+        print(f"mosaic sweep: optuna-dashboard at {url} for {shown} (the token is also in {token.file} "
+              "while it runs; Ctrl-C stops it)", file=sys.stderr, flush=True)
+
+    return serve_wsgi(optuna_dashboard.wsgi(study._storage), port, "sweep-dashboard", "mosaic sweep dashboard",
+                      announce)

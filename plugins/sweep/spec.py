@@ -383,3 +383,29 @@ def _cross_checks(spec: SweepSpec, fail: Any) -> None:
         options = set(spec.sampler) - {"type", "seed"}
         if options:
             raise fail(f"sampler.{sorted(options)[0]}", "grid mode takes only seed; the grid comes from [params]")
+
+
+def check_params(spec: SweepSpec, env_id: str, params: dict[str, Any]) -> str | None:
+    """Why parameters loaded from storage (an enqueued or stored trial: Optuna only warns about
+    values outside a distribution) do not fit the spec, or None when they do: each value must
+    be one of the spec's params, inside its range (on its step) or one of its choices, and
+    ``env_id`` one of the spec's envs. The study's storage is data, never trusted for these."""
+    if env_id not in spec.env_ids:
+        return f"env_id {env_id!r} is not one of the spec's env_ids {list(spec.env_ids)}"
+    known = {p.name: p for p in spec.params}
+    for name, value in params.items():
+        param = known.get(name)
+        if param is None:
+            return f"parameter {name!r} is not in the spec (its params: {', '.join(known) or 'none'})"
+        if param.type == "categorical":
+            if not any(value == choice and type(value) is type(choice) for choice in param.choices):
+                return f"{name}={value!r} is not one of the spec's choices {list(param.choices)}"
+            continue
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if param.type == "int" and not (isinstance(value, int) and not isinstance(value, bool)):
+            return f"{name}={value!r} is not a whole number"
+        if not numeric or not math.isfinite(value) or not param.low <= value <= param.high:
+            return f"{name}={value!r} is outside the spec's range [{param.low}, {param.high}]"
+        if param.step and abs((value - param.low) / param.step - round((value - param.low) / param.step)) > 1e-6:
+            return f"{name}={value!r} is not on the spec's step {param.step} from {param.low}"
+    return None

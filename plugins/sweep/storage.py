@@ -15,13 +15,15 @@ import fcntl
 import os
 import random
 import re
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_analytics.extras import redact_url
+from mosaic_sweep.extras import redact_url
 from mosaic_core.errors import UsageError
+from mosaic_core.files import UntrustedPath, check_own_dir, open_private, owner_name
 
 DEFAULT_DIR = Path("var/sweeps")
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -82,11 +84,12 @@ def _prepare_file(location: StorageURL) -> _Created:
     """Check a file storage's path before Optuna touches it; make its directory."""
     path, shown, created = location.path, location.shown, _Created()
     assert path is not None
-    if path.exists():
-        if not path.is_file():
-            raise UsageError(f"storage {shown}: {path} is not a file")
+    if path.parent.exists():
+        check_private(path.parent, shown)
+    if path.exists() or path.is_symlink():
+        check_private(path, shown)
         if location.kind == "sqlite":
-            with open(path, "rb") as handle:
+            with open_private(path) as handle:
                 head = handle.read(len(SQLITE_MAGIC))
             if head and head != SQLITE_MAGIC:
                 raise UsageError(f"storage {shown}: {path} is not an SQLite database")
@@ -97,7 +100,7 @@ def _prepare_file(location: StorageURL) -> _Created:
     try:
         for directory in reversed(missing):
             try:
-                directory.mkdir()
+                directory.mkdir(mode=0o700)
             except FileExistsError:  # another worker made it just now
                 continue
             created.dirs.append(directory)
@@ -147,6 +150,26 @@ def open_storage(location: StorageURL, heartbeat_s: int | None = None, max_retri
         raise UsageError(f"storage {location.shown}: cannot open: {_first_line(exc)}") from None
 
 
+def check_private(path: Path, shown: str) -> None:
+    """Refuse a study file or its directory that is not ours, is a link, or that others can
+    write (they could plant trials, a forged best trial, or a link for us to write through):
+    one line naming the path and its owner."""
+    try:
+        info = os.lstat(path)
+        if stat.S_ISDIR(info.st_mode):
+            check_own_dir(path, "study directory")
+            return
+        if not stat.S_ISREG(info.st_mode):
+            raise UntrustedPath(f"study file {path} is not a regular file (owner {owner_name(info.st_uid)}); refused")
+        if info.st_uid != os.geteuid():
+            raise UntrustedPath(f"study file {path} belongs to {owner_name(info.st_uid)}, not to you; refused")
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise UntrustedPath(f"study file {path} (owner {owner_name(info.st_uid)}) is writable by others "
+                                f"(mode {stat.S_IMODE(info.st_mode):o}); refused")
+    except UntrustedPath as exc:
+        raise UsageError(f"storage {shown}: {exc}") from None
+
+
 class FileLock:
     """An exclusive ``flock`` on ``<storage file>.sweep-lock`` (no-op for PostgreSQL): held while
     a worker creates the tables of a fresh SQLite file, and from the budget count until Optuna
@@ -158,7 +181,19 @@ class FileLock:
 
     def acquire(self) -> None:
         if self.path is not None and self._handle is None:
-            self._handle = open(self.path, "a+")
+            # Never through a link (a planted one would make us create a file where it points),
+            # and only our own regular file.
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise UsageError(f"sweep lock {self.path}: {exc.strerror} (a link there is never followed); "
+                                 "refused") from None
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                os.close(fd)
+                raise UsageError(f"sweep lock {self.path} is not a regular file of yours (owner "
+                                 f"{owner_name(info.st_uid)}); refused")
+            self._handle = os.fdopen(fd, "r+b")
             fcntl.flock(self._handle, fcntl.LOCK_EX)
 
     def release(self) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_sweep.seeds import SeedOutcome, SeedProcess, SeedRun, intermediate_value
-from mosaic_sweep.spec import SweepSpec
+from mosaic_sweep.spec import SweepSpec, check_params
 from mosaic_sweep.study import sample
 
 METRICS_INTERVAL_S = 0.5
@@ -79,6 +79,13 @@ class TrialObjective:
             self.before_trial()
         spec = self.spec
         env_id, params = sample(trial, spec)
+        problem = check_params(spec, env_id, params)  # an enqueued trial's values come from storage
+        if problem is not None:
+            error = f"refused parameters from the study's storage: {problem}"
+            trial.set_user_attr("seed_failure", error)
+            self.last_error = error
+            _say(f"trial {trial.number}: failed: {error}")
+            raise SeedFailed(error)
         trial.set_user_attr("worker", worker_label())
         trial.set_user_attr("config", {"worker": spec.worker, "algo": spec.algo, "env_id": env_id,
                                        "total_timesteps": spec.total_timesteps, "seeds": list(spec.seeds),

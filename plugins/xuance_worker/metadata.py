@@ -5,6 +5,7 @@ Kept import-light: discovery imports this module and nothing else of the worker.
 from __future__ import annotations
 
 from mosaic_core.capabilities import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
+from xuance_worker import __version__
 
 # XuanCe pins numpy<2 and gymnasium>=0.28,<1.3; pettingzoo 1.25+ moved MPE out (every MPE config
 # then fails), so it is pinned. xuance brings the non-headless opencv-python, which would clash with
@@ -25,17 +26,14 @@ CAPABILITIES = WorkerCapabilities(
 )
 
 
-def get_worker_metadata() -> WorkerMetadata:
-    from xuance_worker import __version__
-
-    return WorkerMetadata(
-        name="xuance",
-        version=__version__,
-        description="Multi-agent training with XuanCe (MAPPO, QMIX, MADDPG, VDN, COMA, IPPO, IQL) on PettingZoo "
-                    "MPE, XuanCe imported in the training process",
-        capabilities=CAPABILITIES,
-        worker="xuance_worker.worker:XuanCeWorker",
-        upstream_library="xuance",
-        upstream_version="1.4.4",
-        environment=WorkerEnvironment(requirements=REQUIREMENTS),
-    )
+METADATA = WorkerMetadata(
+    name="xuance",
+    version=__version__,
+    description="Multi-agent training with XuanCe (MAPPO, QMIX, MADDPG, VDN, COMA, IPPO, IQL) on PettingZoo "
+                "MPE, XuanCe imported in the training process",
+    capabilities=CAPABILITIES,
+    worker="xuance_worker.worker:XuanCeWorker",
+    upstream_library="xuance",
+    upstream_version="1.4.4",
+    environment=WorkerEnvironment(requirements=REQUIREMENTS),
+)

@@ -19,7 +19,7 @@ def problems(**extra):
 def test_good_extras_have_no_problem():
     assert problems(track_wandb=True, wandb_project_name="p", wandb_entity="e", wandb_run_name="n",
                     wandb_api_key="k" * 40, wandb_mode="offline", tensorboard_dir="tb", checkpoints_dir="ckpt/a",
-                    optuna_db="sqlite:///studies/optuna.db", notes="hi", metrics_interval_s=0.5) == []
+                    notes="hi", metrics_interval_s=0.5) == []
 
 
 @pytest.mark.parametrize("key, value, words", [
@@ -27,7 +27,6 @@ def test_good_extras_have_no_problem():
     ("checkpoints_dir", "/tmp/ckpt", "extras.checkpoints_dir: '/tmp/ckpt' points outside"),
     ("checkpoints_dir", "a/../../b", "points outside"),
     ("checkpoints_dir", "", "must be a non-empty relative path"),
-    ("optuna_db", "sqlite:////etc/optuna.db", "extras.optuna_db: '/etc/optuna.db' points outside"),
     ("track_wandb", "yes", "extras.track_wandb: must be true or false"),
     ("wandb_project_name", 3, "extras.wandb_project_name: must be a non-empty string"),
     ("wandb_run_name", "a\nb", "extras.wandb_run_name: must be one line"),
@@ -58,3 +57,17 @@ def test_escapes_agrees_with_run_directory_inside(tmp_path_factory, parts, absol
     except ConfigError:
         outside = True
     assert extras.escapes(path) == outside, path
+
+
+def test_the_optuna_keys_are_the_sweep_plugins():
+    """The sweep owns its optuna_* keys: it declares, validates and records them, not analytics."""
+    from mosaic_sweep import plugin as sweep
+
+    assert not any(str(key).startswith("optuna") for key in plugin.mosaic_extras_keys())
+    assert {str(key) for key in sweep.mosaic_extras_keys()} >= {"optuna_*", "optuna_db", "optuna_trial"}
+    config = build_config({"run_id": "r", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1,
+                           "extras": {"optuna_db": "sqlite:////etc/optuna.db", "optuna_trial": -1}})
+    assert sweep.mosaic_validate_config(config) == [
+        "extras.optuna_db: '/etc/optuna.db' points outside the run directory; give a path relative to the run "
+        "directory, without '..' (a file path or sqlite:///relative/path.db)",
+        "extras.optuna_trial: must be an integer >= 0, got -1"]

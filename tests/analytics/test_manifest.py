@@ -54,7 +54,11 @@ def test_sections_from_a_run_directory(tmp_path):
     ]
     assert sections["checkpoints"]["dir"] == "ckpt"
     assert sections["videos"]["files"] == [{"path": "videos/CartPole__ppo__1__17/rl-video-episode-0.mp4", "size_bytes": 50}]
-    assert sections["optuna"] == {"db": "study.db", "storage": "sqlite:///study.db", "exists": True}
+    from mosaic_sweep import plugin as sweep
+
+    assert "optuna" not in sections  # the sweep plugin's section
+    assert sweep.mosaic_build_manifest(run, "completed") == {
+        "optuna": {"db": "study.db", "storage": "sqlite:///study.db", "exists": True}}
     assert sections["notes"] == "try lr 3e-4 (key *** by mistake)"
     assert sections["metrics"]["source"] == "none"
     assert sections["wandb"]["enabled"] is False and sections["wandb"]["run_id"] == "abc"  # found on disk

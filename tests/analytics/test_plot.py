@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import subprocess
+import urllib.error
 import urllib.request
 
 import pytest
@@ -90,17 +91,20 @@ def test_tensorboard_serves_a_run_on_loopback(plots):
     proc = subprocess.Popen([str(BIN / "mosaic"), "tensorboard", "done", "--runs-dir", str(root), "--port", "0"],
                             cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        url = None
+        url = token = None
         for line in proc.stdout:
-            match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
+            match = re.search(r"(http://127\.0\.0\.1:\d+/)\?token=([\w-]+)", line)
             if match:
-                url = match.group(1)
+                url, token = match.groups()
                 break
         assert url, "TensorBoard did not say where it serves"
-        with urllib.request.urlopen(url + "data/runs", timeout=30) as response:
+        with pytest.raises(urllib.error.HTTPError, match="401"):  # every request needs the token
+            urllib.request.urlopen(url + "data/runs", timeout=30)
+        request = urllib.request.Request(url + "data/runs", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
             served = json.loads(response.read())
         assert len(served) == 1 and served[0].startswith("runs/CartPole-v1__tiny_cleanrl__1__")
-        with urllib.request.urlopen(url, timeout=30) as response:
+        with urllib.request.urlopen(f"{url}?token={token}", timeout=30) as response:
             assert response.status == 200
     finally:
         proc.send_signal(signal.SIGINT)

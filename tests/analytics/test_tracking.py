@@ -28,14 +28,22 @@ def config(**extras):
     {"track_wandb": True, "wandb_project_name": "demo", "wandb_entity": "team"},
     {"track_wandb": False, "wandb_project_name": "--sneaky --total-timesteps 5"},
     {"track_wandb": True, "wandb_entity": "-dash"},
+    {"track_wandb": True, "wandb_project": "--sneaky --total-timesteps 5"},
     {},
 ])
-def test_build_args_round_trip_through_tyro(extras):
-    argv = plugin.mosaic_build_args(config(**extras)) or []
-    args = tyro.cli(Args, args=argv)
-    assert args.track is extras.get("track_wandb", False)
-    assert args.wandb_project_name == extras.get("wandb_project_name", "cleanRL")
-    assert args.wandb_entity == extras.get("wandb_entity")
+def test_tracking_settings_become_the_cleanrl_workers_flags_round_trip_through_tyro(extras, tmp_path):
+    """The plugin publishes settings, never flags; the CleanRL worker turns them into its own."""
+    from cleanrl_worker.launcher import tracking_flags
+    from mosaic_core.runs import RunContext, RunDirectory
+
+    assert not hasattr(plugin, "mosaic_build_args")
+    published = plugin.mosaic_run_settings(config(**extras)) or []
+    run = RunContext(config(**extras), RunDirectory(tmp_path, "r1"), "cleanrl", settings=tuple(published))
+    args = tyro.cli(Args, args=tracking_flags(run))
+    assert args.track is (extras.get("track_wandb") is True)
+    project = extras.get("wandb_project_name") or extras.get("wandb_project")
+    assert args.wandb_project_name == (project if args.track and project else Args.wandb_project_name)
+    assert args.wandb_entity == (extras.get("wandb_entity") if args.track else None)
     assert args.total_timesteps == Args.total_timesteps  # nothing injected
 
 

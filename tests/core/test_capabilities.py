@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mosaic_core.capabilities import ACTION_SPACES, OBSERVATION_SPACES, PARADIGMS, WorkerCapabilities, WorkerMetadata
-from cleanrl_worker.metadata import CAPABILITIES, get_worker_metadata
+from cleanrl_worker.metadata import CAPABILITIES, METADATA
 
 
 def test_cleanrl_declares_the_design_capabilities():
@@ -59,9 +59,24 @@ def test_json_round_trip(caps):
 
 
 def test_metadata_round_trip_and_unknown_fields():
-    meta = get_worker_metadata()
+    meta = METADATA
     assert WorkerMetadata.from_dict(json.loads(json.dumps(meta.to_dict()))) == meta
     with pytest.raises(ValueError, match="unknown field"):
         WorkerCapabilities.from_dict({**CAPABILITIES.to_dict(), "colour": "red"})
     with pytest.raises(ValueError, match="worker"):
         WorkerMetadata(name="x", version="1", description="d", capabilities=CAPABILITIES, worker="not a path")
+
+
+def test_the_name_is_given_once_the_entry_points():
+    from mosaic_core.workers import discover_workers
+
+    unnamed = WorkerMetadata(version="1", description="d", worker="pkg.mod:W",
+                             capabilities=WorkerCapabilities(supported_paradigms=("sequential",), env_families=("g",),
+                                                             action_spaces=("discrete",),
+                                                             observation_spaces=("vector",)))
+    named = unnamed.named("mine")
+    assert named.name == "mine" and named.capabilities.worker_type == "mine"  # the type defaults to the name
+    assert METADATA.named("cleanrl") is METADATA
+    found = {item.name: item for item in discover_workers()}
+    assert found["example"].obj.name == "example"  # its descriptor leaves the name to its entry point
+    assert found["example-venv"].obj.capabilities.worker_type == "example"  # a type shared on purpose

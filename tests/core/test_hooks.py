@@ -21,6 +21,7 @@ def test_every_hook_is_documented_and_tested():
     for name in HOOK_NAMES:
         doc = inspect.getdoc(getattr(hookspecs, name)) or ""
         assert "Called" in doc and "Return" in doc, f"{name} must say when it is called and what it returns"
+        assert "**Example:**" in doc and "@hookimpl" in doc.split("**Example:**")[-1], f"{name} needs an example"
         assert source.count(name) >= 2, f"{name} has no test here"
 
 
@@ -88,6 +89,18 @@ def test_mosaic_build_args_and_mosaic_validate_config_concatenate(run):
         host_with(module("c", mosaic_build_args=lambda: "--oops")).build_args(run.config)
 
 
+def test_mosaic_run_settings_are_typed_descriptors_one_per_type(run):
+    from mosaic_core.types import TrackingSettings
+
+    a = module("a", mosaic_run_settings=lambda config: [TrackingSettings(project=config.env_id)])
+    assert host_with(a).run_settings(run.config) == [("a", TrackingSettings(project="CartPole-v1"))]
+    b = module("b", mosaic_run_settings=lambda: [TrackingSettings()])
+    with pytest.raises(PluginError, match="setting TrackingSettings is already published by 'b'"):
+        host_with(a, b).run_settings(run.config)
+    with pytest.raises(PluginError, match="expected a frozen dataclass instance"):
+        host_with(module("c", mosaic_run_settings=lambda: [{"track": True}])).run_settings(run.config)
+
+
 def test_mosaic_config_defaults_fill_only_missing_fields():
     a = module("a", mosaic_config_defaults=lambda data: {"env_id": "Stage0-v0", "algo": "never"})
     host = host_with(a)
@@ -114,7 +127,7 @@ def test_mosaic_extras_keys_declare_ownership_and_overlaps_name_both():
 def test_mosaic_child_events_are_one_vocabulary():
     a = module("a", mosaic_child_events=lambda: [ChildEvent("stage_done")])
     b = module("b", mosaic_child_events=lambda: [ChildEvent("stage_done"), ChildEvent("other")])
-    assert host_with(a, b).child_events() == {"stage_done", "other", "note"}
+    assert host_with(a, b).child_events() == {"stage_done", "other", "note", "checkpoint_saved"}  # + the host's
 
 
 def test_mosaic_cli_commands_drop_a_duplicate_and_name_both():
@@ -210,8 +223,97 @@ def test_wrappers_and_ordering_marks_go_through_pluggy(run):
     bad = types.ModuleType("bad")
     bad.mosaic_on_heartbeat = hookspecs.hookimpl(wrapper=True)(failing_wrapper)
     host = host_with(plain, bad)
-    assert host.heartbeat_fields(run) == {}
+    assert host.heartbeat_fields(run) == {"plain": 1}  # a broken wrapper costs only itself
     assert "wrapper broke" in host.failures["bad", "mosaic_on_heartbeat"].error
+
+
+def wrapper_module(name, hook, function, **options):
+    mod = types.ModuleType(name)
+    setattr(mod, hook, hookspecs.hookimpl(wrapper=True, **options)(function))
+    return mod
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_raising_wrapper_of_mosaic_on_scalar_and_mosaic_on_frame_costs_only_its_plugin(when, capsys):
+    seen = []
+
+    def broken(child):
+        if when == "before":
+            raise RuntimeError("broken before yield")
+        yield
+        raise RuntimeError("broken after yield")
+
+    fine = module("fine", mosaic_on_scalar=lambda tag, value: seen.append((tag, value)),
+                  mosaic_on_frame=lambda frame: seen.append(("frame", frame)))
+    host = host_with(fine, wrapper_module("ws", "mosaic_on_scalar", broken),
+                     wrapper_module("wf", "mosaic_on_frame", broken))
+    assert not host.load_failures()
+    for step in range(3):
+        host.on_scalar(None, "charts/SPS", float(step), step)  # the run does not die
+    host.on_frame(None, "pixels", None)
+    assert seen == [("charts/SPS", 0.0), ("charts/SPS", 1.0), ("charts/SPS", 2.0), ("frame", "pixels")]
+    assert host.failure_counts["ws", "mosaic_on_scalar"] == 3 and ("wf", "mosaic_on_frame") in host.failures
+    assert capsys.readouterr().err.count("plugin 'ws' failed in mosaic_on_scalar") == 1
+
+
+def test_a_raising_wrapper_of_a_stop_hook_names_its_plugin():
+    def broken():
+        yield
+        raise RuntimeError("no")
+
+    host = host_with(module("a", mosaic_build_args=lambda: ["--x"]),
+                     wrapper_module("w", "mosaic_build_args", broken))
+    with pytest.raises(PluginError, match="plugin 'w' failed in mosaic_build_args: RuntimeError: no"):
+        host.build_args(build_config({"run_id": "r", "algo": "a", "env_id": "e", "total_timesteps": 1}))
+
+
+def test_results_are_credited_to_the_plugin_that_made_them_even_when_equal_or_identical(run):
+    shared = {"same": 1}
+    host = host_with(module("first", mosaic_on_heartbeat=lambda: shared),
+                     module("second", mosaic_on_heartbeat=lambda: shared))
+    assert host.heartbeat_fields(run) == {"same": 1}
+    [failure] = host.failures.values()  # the one that came second (pluggy: last registered first)
+    assert failure.plugin == "first" and "already contributed by 'second'" in failure.error
+
+    def adds_a_section():
+        results = yield
+        return [{"from_wrapper": True}, *results]
+
+    host = host_with(module("p", mosaic_build_manifest=lambda: shared),
+                     wrapper_module("w", "mosaic_build_manifest", adds_a_section))
+    assert host._call("mosaic_build_manifest", run=run, status="completed") == [("w", {"from_wrapper": True}),
+                                                                                 ("p", shared)]
+
+
+def test_old_style_hookwrappers_are_guarded_and_see_plain_results(run):
+    seen = []
+
+    def replacing():
+        outcome = yield
+        seen.append(outcome.get_result())
+        outcome.force_result([*outcome.get_result(), {"old": True}])
+
+    def broken():
+        yield
+        raise RuntimeError("old wrapper broke")
+
+    old = types.ModuleType("old")
+    old.mosaic_on_heartbeat = hookspecs.hookimpl(hookwrapper=True)(replacing)
+    bad = types.ModuleType("bad")
+    bad.mosaic_on_heartbeat = hookspecs.hookimpl(hookwrapper=True)(broken)
+    host = host_with(module("p", mosaic_on_heartbeat=lambda: {"p": 1}), old, bad)
+    assert host.heartbeat_fields(run) == {"p": 1, "old": True} and seen == [[{"p": 1}]]
+    assert host._call("mosaic_on_heartbeat", run=run) == [("p", {"p": 1}), ("old", {"old": True})]
+    assert "old wrapper broke" in host.failures["bad", "mosaic_on_heartbeat"].error
+
+
+def test_every_spec_carries_its_failure_policy():
+    assert set(hookspecs.POLICY) == set(HOOK_NAMES) and set(hookspecs.POLICY.values()) == {"stop", "isolate"}
+    for name in HOOK_NAMES:
+        assert getattr(hookspecs, name).mosaic_policy == hookspecs.POLICY[name]
+        assert f"Failure: {hookspecs.POLICY[name]}" in inspect.getdoc(getattr(hookspecs, name))
+    with pytest.raises(ValueError, match="failure policy"):
+        hookspecs.spec("maybe")
 
 
 def test_call_monitoring_sees_every_hook_call(run):

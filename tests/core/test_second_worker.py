@@ -128,6 +128,8 @@ def test_console_scripts_are_the_same_pipeline(workdir):
 
 BAD_WORKERS = '''
 from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
+from mosaic_core.types import ChildEvent
+from mosaic_core.worker import Worker
 
 CAPS = WorkerCapabilities(worker_type="bad", supported_paradigms=("sequential",), env_families=("gymnasium",),
                           action_spaces=("discrete",), observation_spaces=("vector",))
@@ -142,21 +144,41 @@ def wrong_launch():
     return WorkerMetadata(name="wronglaunch", version="1", description="d", capabilities=CAPS,
                           worker="bad_workers:WrongLaunch")
 
-class NoPlan:
-    pass
+def bad_event():
+    return WorkerMetadata(name="badevent", version="1", description="d", capabilities=CAPS, worker="bad_workers:BadEvent")
 
-class Raiser:
+def bad_path():
+    return WorkerMetadata(name="badpath", version="1", description="d", capabilities=CAPS, worker="bad_workers:BadPath")
+
+class NoPlan:  # duck typing is not a worker: one model, the Worker base class
+    def plan(self, config, run):
+        raise AssertionError("never called")
+
+class Raiser(Worker):
     def plan(self, config, run):
         raise KeyError("boom")
 
-class WrongLaunch:
+class WrongLaunch(Worker):
     def plan(self, config, run):
         return ["python", "-c", "pass"]
+
+class BadEvent(Worker):
+    def child_events(self):
+        return [ChildEvent("Not An Event")]
+
+class BadPath(Worker):
+    def code_paths(self, data):
+        return ["/just/a/string.py"]
 '''
 
 
 @pytest.mark.parametrize("name, needle", [
-    ("noplan", "worker 'noplan' (mosaic-bad 1.0): bad_workers:NoPlan has no plan() method (see mosaic_core.worker.Worker)"),
+    ("noplan", "worker 'noplan' (mosaic-bad 1.0): bad_workers:NoPlan is a NoPlan, not a mosaic_core.worker.Worker "
+               "subclass"),
+    ("badevent", "worker 'badevent' (mosaic-bad 1.0): child_events() failed: ValueError: ChildEvent.name must be a "
+                 "lower-case identifier, got 'Not An Event'"),
+    ("badpath", "worker 'badpath' (mosaic-bad 1.0): code_paths(data) must return a list of mosaic_core.types.CodePath, "
+                "got ['/just/a/string.py']"),
     ("raiser", "worker 'raiser' (mosaic-bad 1.0) failed to plan the run: KeyError: 'boom'"),
     ("wronglaunch", "worker 'wronglaunch' (mosaic-bad) returned list from plan(); expected mosaic_core.types.Launch"),
 ])
@@ -164,9 +186,35 @@ def test_a_broken_worker_is_one_line_naming_it(mosaic, tmp_path, name, needle):
     from tests.core.distributions import make_distribution
 
     site = make_distribution(tmp_path / "site", "mosaic-bad", {"mosaic.workers": {
-        "noplan": "bad_workers:no_plan", "raiser": "bad_workers:raises", "wronglaunch": "bad_workers:wrong_launch"}},
+        "noplan": "bad_workers:no_plan", "raiser": "bad_workers:raises", "wronglaunch": "bad_workers:wrong_launch",
+        "badevent": "bad_workers:bad_event", "badpath": "bad_workers:bad_path"}},
         {"bad_workers": BAD_WORKERS})
     result = mosaic("run", "--worker", name, "--algo", "x", "--env-id", "CartPole-v1", "--total-timesteps", "5",
                     env={"PYTHONPATH": str(site)})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [f"mosaic: error: {needle}"]
+
+
+def test_a_worker_declaring_a_code_path_badly_is_one_line_naming_it(tmp_path):
+    """Code paths are asked for where a daemon checks them: a bad declaration names the worker."""
+    from mosaic_core.errors import UsageError
+    from mosaic_core.trainer.submission import ScriptPolicy, parse_submission
+    from mosaic_core.workers import discover_workers
+    from tests.core.distributions import make_distribution
+
+    site = make_distribution(tmp_path / "site", "mosaic-bad", {"mosaic.workers": {"badpath": "bad_workers:bad_path"}},
+                             {"bad_workers": BAD_WORKERS})
+    sys.path.insert(0, str(site))
+    try:
+        import importlib
+
+        importlib.invalidate_caches()
+        workers = discover_workers()
+        config = json.dumps({"worker": "badpath", "algo": "x", "env_id": "CartPole-v1", "total_timesteps": 5})
+        with pytest.raises(UsageError) as info:
+            parse_submission(config, "", workers, 0, runs_dir=tmp_path / "runs", scripts=ScriptPolicy())
+    finally:
+        sys.path.remove(str(site))
+        sys.modules.pop("bad_workers", None)
+    assert str(info.value).startswith("worker 'badpath' (mosaic-bad 1.0): code_paths(data) must return a list of "
+                                      "mosaic_core.types.CodePath")

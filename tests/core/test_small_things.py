@@ -14,7 +14,7 @@ def test_an_unknown_curriculum_preset_is_named_as_such(mosaic):
 
 
 def test_wandb_going_offline_is_said(mosaic):
-    result = mosaic("run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "50",
+    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "50",
                     "--extras", '{"track_wandb": true}', env={"WANDB_API_KEY": "", "HOME": "/nonexistent"})
     assert result.returncode == 0, result.stderr
     assert "W&B runs offline (no W&B credential" in result.stderr and "wandb sync" in result.stderr

@@ -115,7 +115,9 @@ def serve(workdir: Path, processes: list[Process]):
         args = ["serve", "--port", "0", "--runs-dir", str(workdir / "var/trainer/runs"), *extra]
         process = start(args, workdir, "serve")
         processes.append(process)
-        return f"http://127.0.0.1:{process.ready['port']}", process
+        base = f"http://127.0.0.1:{process.ready['port']}"
+        TOKENS[base] = process.ready["url"].split("?token=", 1)[1]
+        return base, process
 
     return run
 
@@ -129,10 +131,27 @@ def daemon(workdir: Path, processes: list[Process]) -> Process:
     return process
 
 
+# Every `mosaic serve` needs its token, on loopback too: base URL -> the token it printed.
+TOKENS: dict[str, str] = {}
+
+
+def authed(url: str) -> urllib.request.Request:
+    """A GET of ``url`` carrying its server's token (for streams read with urlopen)."""
+    known = next((value for base, value in TOKENS.items() if url.startswith(base + "/")), None)
+    return urllib.request.Request(url, headers={"Authorization": f"Bearer {known}"} if known else {})
+
+
 def http(url: str, *, method: str = "GET", body: bytes | None = None, headers: dict[str, str] | None = None,
-         timeout: float = 30.0) -> tuple[int, dict[str, str], bytes]:
-    """(status, headers, body) of one request; HTTP errors are answers, not exceptions."""
-    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+         timeout: float = 30.0, token: bool = True) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of one request; HTTP errors are answers, not exceptions. The
+    server's token is sent as ``Authorization: Bearer`` unless ``token=False`` or the request
+    carries credentials of its own."""
+    headers = dict(headers or {})
+    if token and not {"authorization", "cookie"} & {k.lower() for k in headers}:
+        known = next((value for base, value in TOKENS.items() if url.startswith(base + "/")), None)
+        if known:
+            headers["Authorization"] = f"Bearer {known}"
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, dict(response.headers), response.read()

@@ -25,7 +25,7 @@ def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workd
     page = browser.new_page()
     script_errors: list[str] = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
-    page.goto(f"{base}/#/submit")
+    page.goto(server.ready["url"] + "#/submit")  # the printed URL, with its token
 
     # Submit from the form built from the daemon's worker and ppo's Args.
     page.wait_for_selector('#submit-fields [data-arg="learning_rate"]')

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BIN, child_env, http, http_json, post_json
+from .conftest import BIN, authed, child_env, http, http_json, post_json
 
 
 def free_port() -> int:
@@ -24,13 +24,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_loopback_needs_no_token_but_refuses_foreign_host_headers(serve):
+def test_loopback_needs_the_token_too_and_refuses_foreign_host_headers(serve):
     base, server = serve()
-    assert server.ready["token_required"] is False and server.ready["url"] == base + "/"
+    url, port = server.ready["url"], server.ready["port"]
+    token = url.split("?token=", 1)[1]
+    assert server.ready["token_required"] is True and url == f"{base}/?token={token}"
+    # Any local user can reach a loopback port: without the token, nothing answers.
+    for path in ("/", "/api/runs", "/api/runs/stream", "/static/app.js", "/api/daemon"):
+        status, _h, body = http(base + path, token=False)
+        assert status == 401 and b"needs its token" in body, path
     status, _headers, body = http(base + "/")
     assert status == 200 and b"MOSAIC dashboard" in body
-    status, data = http_json(base + "/api/runs", headers={"Host": "rebind.example.com"})
+    status, data = http_json(base + "/api/runs", headers={"Host": "rebind.example.com",
+                                                          "Authorization": f"Bearer {token}"})
     assert status == 403 and "is not loopback" in data["error"]
+    # The token file: 0600 in the user's runtime dir while the server runs, gone after.
+    token_file = Path(server.ready["token_file"])
+    assert token_file.read_text().strip() == token and token_file.stat().st_mode & 0o077 == 0
+    server.stop()
+    assert not token_file.exists()
 
 
 def test_beyond_loopback_every_request_needs_the_token(serve, workdir):
@@ -38,16 +50,17 @@ def test_beyond_loopback_every_request_needs_the_token(serve, workdir):
     url, port = server.ready["url"], server.ready["port"]
     token = url.split("?token=", 1)[1]
     base = f"http://127.0.0.1:{port}"
+    cookie = f"mosaic_token_{port}"
     for path in ("/", "/api/runs", "/api/runs/stream", "/static/app.js", "/api/daemon"):
-        status, _h, body = http(base + path)
+        status, _h, body = http(base + path, token=False)
         assert status == 401 and b"needs its token" in body, path
     status, data = http_json(base + "/api/runs", headers={"Authorization": "Bearer wrong"})
     assert status == 403 and "wrong token" in data["error"]
-    status, headers, _body = http(f"{base}/?token={token}")
-    assert status == 200 and f"mosaic_token={token}" in headers["set-cookie"] and "HttpOnly" in headers["set-cookie"]
-    assert http(base + "/api/runs", headers={"Cookie": f"mosaic_token={token}"})[0] == 200
+    status, headers, _body = http(f"{base}/?token={token}", token=False)
+    assert status == 200 and f"{cookie}={token}" in headers["set-cookie"] and "HttpOnly" in headers["set-cookie"]
+    assert http(base + "/api/runs", headers={"Cookie": f"{cookie}={token}"})[0] == 200
     assert http(base + "/api/runs", headers={"Authorization": f"Bearer {token}"})[0] == 200
-    # Printed once on stdout, never written anywhere.
+    # Printed once on stdout; on disk only in the 0600 token file of the runtime dir.
     assert token not in server.stderr
     for path in Path(workdir).rglob("*"):
         if path.is_file():
@@ -74,7 +87,8 @@ def test_bad_requests_get_a_status_and_a_reason(serve):
 
 def test_malformed_forms_and_a_daemon_that_is_gone(serve):
     base, _server = serve("--target", f"127.0.0.1:{free_port()}")  # nothing listens there
-    good = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": "1000", "args": {"learning_rate": "0.001"}}
+    good = {"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": "1000",
+            "args": {"learning_rate": "0.001"}}
     bad = [
         ({**good, "total_timesteps": "lots"}, "total_timesteps: 'lots' is not a whole number"),
         ({**good, "total_timesteps": "0"}, "total_timesteps: must be > 0"),
@@ -82,7 +96,7 @@ def test_malformed_forms_and_a_daemon_that_is_gone(serve):
         ({**good, "run_id": "a/b"}, "run_id:"),
         ({**good, "args": {"learning_rate": "fast"}}, "args.learning_rate: 'fast' is not a number"),
         ({**good, "args": {"anneal_lr": "maybe"}}, "args.anneal_lr: 'maybe' is not true or false"),
-        ({**good, "args": {"no_such_field": "1"}}, "args.no_such_field: not a field of ppo's Args"),
+        ({**good, "args": {"no_such_field": "1"}}, "args.no_such_field: not an option of ppo"),
         ({**good, "algo": "no_such_algo"}, "algo:"),
         ([1, 2], "the form must be sent as a JSON object"),
     ]
@@ -108,6 +122,9 @@ def test_the_form_comes_from_the_workers_capabilities_and_the_args(serve, daemon
     fields = {f["name"]: f for f in schema["fields"]}
     assert fields["learning_rate"]["kind"] == "float" and fields["buffer_size"]["kind"] == "int"
     assert "env_id" not in fields and "total_timesteps" not in fields  # the form's own fields
+    status, schema = http_json(base + "/api/daemon/form?worker=example")  # any worker, from its own options
+    assert status == 200 and schema["algos"] == ["random", "first"] and schema["fields"] == []
+    assert schema["capabilities"]["worker_type"] == "example" and "cleanrl" in schema["workers"]
     status, data = http_json(base + "/api/daemon/form?worker=nope")
     assert status == 404 and "no active worker 'nope'" in data["error"]
     daemon.stop()  # the daemon goes away: answers say so, the server keeps serving
@@ -119,7 +136,7 @@ def test_the_form_comes_from_the_workers_capabilities_and_the_args(serve, daemon
 def read_sse(url: str, until: str, timeout: float = 120.0) -> list[tuple[str, dict]]:
     """SSE events of ``url`` up to and including the first whose name or data holds ``until``."""
     events, name = [], None
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+    with urllib.request.urlopen(authed(url), timeout=timeout) as response:
         for raw in response:
             line = raw.decode().rstrip("\r\n")
             if line.startswith("event:"):
@@ -144,7 +161,7 @@ def test_streams_of_a_real_fastlane_run(serve, workdir, processes):
         assert listed[-1][0] == "runs"
         assert http_json(base + "/api/stats")[1]["frames_encoded"] == 0  # nobody watches: nothing encoded
         # The MJPEG stream: JPEG parts until the run ends and its segment goes.
-        with urllib.request.urlopen(base + "/api/runs/http-ppo/frames.mjpg", timeout=120) as response:
+        with urllib.request.urlopen(authed(base + "/api/runs/http-ppo/frames.mjpg"), timeout=120) as response:
             assert response.headers["Content-Type"].startswith("multipart/x-mixed-replace")
             body = response.read()  # until the run ends and its segment goes
         jpegs = [part.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n", 1)[0]
@@ -204,7 +221,7 @@ def test_stopping_the_server_with_streams_open_is_clean(serve, workdir):
     publisher.start()
     base, server = serve()
     try:
-        streams = [urllib.request.urlopen(base + path, timeout=30) for path in
+        streams = [urllib.request.urlopen(authed(base + path), timeout=30) for path in
                    ("/api/runs/stream", f"/api/runs/{run_id}/stream", f"/api/runs/{run_id}/frames.mjpg")]
         assert b"Content-Type: image/jpeg" in streams[2].read(200)
         assert server.stop() == 130  # SIGINT, as Ctrl-C: the shell convention

@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 from mosaic_dashboard.access import AccessGuard
 from mosaic_dashboard.curves import Curves
 from mosaic_dashboard.follow import EventFollower, RunGone
+from mosaic_core.types import FormOption, WorkerForm
 from mosaic_dashboard.form import FormError, parse_submission
 from mosaic_dashboard.frames import FrameFeed, mjpeg_part, BOUNDARY
 
@@ -64,16 +65,18 @@ FIELDS = [{"name": "learning_rate", "kind": "float", "default": 0.00025},
           {"name": "anneal_lr", "kind": "bool", "default": True},
           {"name": "layers", "kind": "list", "item_kind": "int", "default": [64, 64]},
           {"name": "mode", "kind": "literal", "choices": ["a", "b"], "default": "a"}]
+DESCRIBED = WorkerForm(algos=("ppo",), algo="ppo", options=tuple(FormOption(**f) for f in FIELDS),
+                       extras_key="algo_params")
 
 
 @settings(max_examples=60, deadline=None)
 @given(lr=st.floats(1e-6, 1.0), envs=st.integers(1, 64), anneal=st.booleans(),
        layers=st.lists(st.integers(1, 512), min_size=1, max_size=4), mode=st.sampled_from(["a", "b"]))
 def test_form_values_reach_algo_params_typed_and_only_when_not_default(lr, envs, anneal, layers, mode):
-    form = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": "5000", "seed": "3",
+    form = {"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": "5000", "seed": "3",
             "args": {"learning_rate": repr(lr), "num_envs": str(envs), "anneal_lr": anneal,
                      "layers": ", ".join(map(str, layers)), "mode": mode}}
-    config = parse_submission(form, FIELDS)
+    config = parse_submission(form, DESCRIBED)
     assert (config["env_id"], config["total_timesteps"], config["seed"]) == ("CartPole-v1", 5000, 3)
     sent = {"learning_rate": lr, "num_envs": envs, "anneal_lr": anneal, "layers": layers, "mode": mode}
     expected = {k: v for k, v in sent.items() if v != next(f["default"] for f in FIELDS if f["name"] == k)}
@@ -90,7 +93,27 @@ def test_form_values_reach_algo_params_typed_and_only_when_not_default(lr, envs,
 ])
 def test_a_malformed_form_names_its_field(args, reason):
     with pytest.raises(FormError, match=reason.replace(".", r"\.").replace("(", r"\(")):
-        parse_submission({"env_id": "CartPole-v1", "total_timesteps": "10", "algo": "ppo", "args": args}, FIELDS)
+        parse_submission({"worker": "cleanrl", "env_id": "CartPole-v1", "total_timesteps": "10", "algo": "ppo",
+                          "args": args}, DESCRIBED)
+
+
+def test_any_workers_options_build_the_form_and_the_dashboard_knows_no_worker():
+    """The example worker's form, built in a fresh process: its policies, no CleanRL import."""
+    code = ("import sys, json\n"
+            "from mosaic_dashboard.form import form_schema, parse_submission, worker_form\n"
+            "schema = form_schema({'name': 'example', 'metadata': {}}, None)\n"
+            "config = parse_submission({'worker': 'example', 'algo': 'first', 'env_id': 'CartPole-v1',\n"
+            "                           'total_timesteps': '50'}, worker_form('example', 'first'))\n"
+            "print(json.dumps([schema, config, [m for m in sys.modules if m.startswith('cleanrl_worker')]]))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    schema, config, imported = json.loads(result.stdout)
+    assert schema["algos"] == ["random", "first"] and schema["algo"] == "random" and schema["fields"] == []
+    assert config == {"worker": "example", "algo": "first", "env_id": "CartPole-v1", "total_timesteps": 50,
+                      "extras": {}}
+    assert set(imported) <= {"cleanrl_worker", "cleanrl_worker.metadata"}  # discovery reads descriptors only
+    with pytest.raises(FormError, match="worker: required"):
+        parse_submission({"env_id": "CartPole-v1", "total_timesteps": "10"}, None)
 
 
 def call(guard: AccessGuard, path: str, *, method: str = "GET", headers: dict | None = None, query: str = ""):

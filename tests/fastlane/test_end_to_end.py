@@ -135,6 +135,7 @@ def test_watch_in_the_terminal(grid_run):
 
 
 def test_watch_serves_a_live_page_on_loopback(grid_run):
+    import urllib.error
     import urllib.request
 
     workdir, run_id, _proc, _reader = grid_run
@@ -142,11 +143,18 @@ def test_watch_serves_a_live_page_on_loopback(grid_run):
                              stderr=subprocess.PIPE, text=True, env=clean_environ())
     try:
         line = watch.stderr.readline()
-        url = line.split(" at ")[1].split()[0]
+        url, token = line.split(" at ")[1].split()[0].split("?token=")
         assert url.startswith("http://127.0.0.1:")
-        page = urllib.request.urlopen(url, timeout=10).read().decode()
-        metrics = json.loads(urllib.request.urlopen(url + "metrics.json", timeout=10).read())
-        png = urllib.request.urlopen(url + "frame.png", timeout=10).read()
+        with pytest.raises(urllib.error.HTTPError, match="401"):  # every request needs the token
+            urllib.request.urlopen(url + "metrics.json", timeout=10)
+
+        def get(path: str) -> bytes:
+            request = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
+            return urllib.request.urlopen(request, timeout=10).read()
+
+        page = urllib.request.urlopen(f"{url}?token={token}", timeout=10).read().decode()
+        metrics = json.loads(get("metrics.json"))
+        png = get("frame.png")
         assert "FastLane" in page and "frame.png" in page
         assert metrics["run_id"] == run_id and metrics["ended"] is False and metrics["global_step"] > 0
         assert png.startswith(b"\x89PNG")

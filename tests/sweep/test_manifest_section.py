@@ -1,10 +1,10 @@
-"""The analytics plugin's `optuna` manifest section for a sweep's run, and the cancel note the
+"""The sweep plugin's `optuna` manifest section for a sweep's run, and the cancel note the
 supervisor puts in `run_cancelled` (unit level; the end-to-end path is in test_sweep_run)."""
 
 from __future__ import annotations
 
-from mosaic_analytics.extras import validate
-from mosaic_analytics.manifest import optuna_section
+from mosaic_sweep.extras import manifest_section as optuna_section
+from mosaic_sweep.extras import validate
 from mosaic_core.runs import RunDirectory, read_cancel_note
 
 TRIAL = {"optuna_study": "s", "optuna_trial": 4, "optuna_params": {"learning_rate": 0.01}, "optuna_seed": 2,

@@ -70,7 +70,7 @@ def test_registration_needs_the_secret_the_run_was_given(daemon_process, tmp_pat
     run_id, secret = _waiting_run(daemon.target)
     # Holding the client token is not enough to register as a run's worker.
     for wrong in (None, "not-the-secret"):
-        with pytest.raises(MosaicError, match="UNAUTHENTICATED: run .* a first RegisterWorker needs the registration"):
+        with pytest.raises(MosaicError, match="UNAUTHENTICATED: a first RegisterWorker needs the registration"):
             client.WorkerSession.register(daemon.target, run_id=run_id, registration_secret=wrong)
     session = client.WorkerSession.register(daemon.target, run_id=run_id, registration_secret=secret)
     with pytest.raises(MosaicError, match="ALREADY_EXISTS"):  # a secret opens one registration

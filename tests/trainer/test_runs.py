@@ -134,7 +134,8 @@ def test_cancel_a_queued_run(start_daemon):
     first = client.submit(daemon.address, fake_config({"duration": 120})).run_id
     queued = client.submit(daemon.address, fake_config({"duration": 120})).run_id
     assert record(daemon.address, queued).status == pb.RUN_STATUS_INIT
-    with pytest.raises(MosaicError, match="is queued and has not started"):
+    # A queued run's process has no registration secret yet: refused on metadata, like any run id.
+    with pytest.raises(MosaicError, match="UNAUTHENTICATED: a first RegisterWorker needs the registration secret"):
         client.WorkerSession.register(daemon.address, run_id=queued)
     client.cancel(daemon.address, queued)
     final = record(daemon.address, queued)

@@ -1,5 +1,7 @@
 """The example worker's training process: a plain gymnasium loop, nothing MOSAIC-specific but
-calls to ``mosaic_core.child.report_scalar`` (no-ops when not run by a host).
+calls to ``mosaic_core.child.report_scalar`` and one ``emit_event("checkpoint_saved", ...)``
+(no-ops when not run by a host). ``--policy`` is random, first, or a Python file defining
+``act(observation, action_space)``.
 
 With ``--direct`` the env is built from its class, bypassing ``gym.make`` (as PettingZoo or EnvPool
 envs do), so the program publishes its frames itself through the public API: it renders only
@@ -8,20 +10,22 @@ It then also reports its returns as agent ``player``'s (the per-agent path of mu
 """
 
 import argparse
+import json
 import os
+import runpy
 import sys
 import time
 
 import gymnasium as gym
 
-from mosaic_core.child import frame_wanted, publish_frame, report_scalar
+from mosaic_core.child import emit_event, frame_wanted, publish_frame, report_scalar
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--env-id", required=True)
     parser.add_argument("--total-timesteps", type=int, required=True)
-    parser.add_argument("--policy", choices=("random", "first"), default="random")
+    parser.add_argument("--policy", default="random", help="random, first, or a .py file defining act(obs, space)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=200)
     parser.add_argument("--direct", action="store_true", help="bypass gym.make; publish frames through the API")
@@ -30,11 +34,12 @@ def main() -> None:
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}", file=sys.stderr, flush=True)
     env = _direct_env(args.env_id) if args.direct else gym.make(args.env_id)
     env.action_space.seed(args.seed)
-    env.reset(seed=args.seed)
+    act = runpy.run_path(args.policy)["act"] if args.policy.endswith(".py") else None
+    observation, _ = env.reset(seed=args.seed)
     episode_return, episodes, started = 0.0, 0, time.perf_counter()
     for step in range(1, args.total_timesteps + 1):
-        action = env.action_space.sample() if args.policy == "random" else 0
-        _, reward, terminated, truncated, _ = env.step(action)
+        action = act(observation, env.action_space) if act else env.action_space.sample() if args.policy == "random" else 0
+        observation, reward, terminated, truncated, _ = env.step(action)
         episode_return += float(reward)
         if args.direct and frame_wanted(0):
             publish_frame(env.render(), env_index=0, global_step=step, reward=float(reward), episode_count=episodes,
@@ -44,10 +49,14 @@ def main() -> None:
             if args.direct:
                 report_scalar("charts/episodic_return", episode_return, step, agent="player")
             episode_return, episodes = 0.0, episodes + 1
-            env.reset()
+            observation, _ = env.reset()
         if step % args.log_every == 0:
             report_scalar("charts/SPS", step / (time.perf_counter() - started), step)
     env.close()
+    # The policy is its own checkpoint: what was played, for how long (checkpoint_saved is a host event).
+    with open("policy.json", "w", encoding="utf-8") as handle:
+        json.dump({"policy": args.policy, "global_step": args.total_timesteps}, handle)
+    emit_event("checkpoint_saved", {"path": "policy.json", "global_step": args.total_timesteps})
 
 
 def _direct_env(env_id: str) -> gym.Env:

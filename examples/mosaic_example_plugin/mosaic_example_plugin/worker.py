@@ -7,10 +7,11 @@ submission."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from mosaic_core.capabilities import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
 from mosaic_core.errors import ConfigError
-from mosaic_core.types import Launch
+from mosaic_core.types import CodePath, Launch, WorkerForm
 from mosaic_core.worker import Worker
 
 POLICIES = ("random", "first")
@@ -22,9 +23,10 @@ CAPABILITIES = WorkerCapabilities(worker_type="example", supported_paradigms=("s
 
 
 def get_worker_metadata() -> WorkerMetadata:
-    """The ``mosaic.workers`` entry point: cheap to call (imports nothing heavy)."""
+    """The ``mosaic.workers`` entry point: cheap to call (imports nothing heavy). The worker's
+    name is the entry point's (``example``), given once."""
     return WorkerMetadata(
-        name="example", version="0.2.0", worker="mosaic_example_plugin.worker:ExampleWorker",
+        version="0.2.0", worker="mosaic_example_plugin.worker:ExampleWorker",
         description="Plays a random (or always-first-action) policy in a gymnasium env; an example worker",
         capabilities=CAPABILITIES)
 
@@ -33,7 +35,7 @@ def get_isolated_worker_metadata() -> WorkerMetadata:
     """The same worker in its own environment (`mosaic workers install example-venv`): gymnasium
     1.2.2 there, whatever the host's venv holds, and no torch."""
     return WorkerMetadata(
-        name="example-venv", version="0.2.0", worker="mosaic_example_plugin.worker:ExampleWorker",
+        version="0.2.0", worker="mosaic_example_plugin.worker:ExampleWorker",
         description="The example worker in its own environment (gymnasium 1.2.2, no torch)",
         capabilities=CAPABILITIES,
         environment=WorkerEnvironment(requirements=("gymnasium==1.2.2", "numpy==1.26.4")))
@@ -48,10 +50,19 @@ class ExampleWorker(Worker):
     def config_defaults(self, data, options):
         return {"algo": "random"}  # the one algorithm-like choice this worker has: the policy
 
+    def code_paths(self, data):
+        """A policy file given as ``algo`` is code this run executes: a daemon checks it."""
+        algo = data.get("algo")
+        return [CodePath("algo", algo)] if isinstance(algo, str) and algo.endswith(".py") else []
+
+    def describe_options(self, algo):
+        return WorkerForm(algos=POLICIES, algo=algo or "random")  # a submit form offers the policies
+
     def validate(self, config, options):
         problems = []
-        if config.algo not in POLICIES:
-            problems.append(f"algo {config.algo!r}: the example worker plays one of {', '.join(POLICIES)}")
+        if config.algo not in POLICIES and not config.algo.endswith(".py"):
+            problems.append(f"algo {config.algo!r}: the example worker plays one of {', '.join(POLICIES)}, "
+                            "or a policy file (a .py defining act(observation, action_space))")
         if options.get("log_every", 1) < 1:
             problems.append("--log-every must be >= 1")
         return problems
@@ -62,7 +73,8 @@ class ExampleWorker(Worker):
             raise ConfigError(f"extras.{key}: no installed plugin owns this key and the example worker takes no "
                               "extras of its own", field=f"extras.{key}", source=config.source)
         command = [run.python, "-m", "mosaic_example_plugin.random_loop", "--env-id", config.env_id,
-                   "--total-timesteps", str(config.total_timesteps), "--policy", config.algo,
+                   "--total-timesteps", str(config.total_timesteps), "--policy",
+                   os.path.abspath(config.algo) if config.algo.endswith(".py") else config.algo,
                    "--log-every", str(run.options["log_every"])]
         if config.seed is not None:
             command += ["--seed", str(config.seed)]

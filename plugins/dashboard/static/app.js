@@ -5,7 +5,7 @@
 const $ = sel => document.querySelector(sel);
 const state = {daemon: null, runsSource: null, runSource: null, runs: [], selected: new Set(), compareTimer: null, logsTimer: null};
 
-// The token (non-loopback binds) arrives once in ?token=; the server answered with a cookie.
+// The token arrives once in ?token=; the server answered with a cookie.
 if (location.search.includes("token=")) history.replaceState(null, "", location.pathname + location.hash);
 
 function notice(text, kind) {
@@ -256,7 +256,7 @@ async function openSubmit() {
   if (!d || !d.ok) { form.hidden = true; info.textContent = d ? d.error : "no daemon"; return; }
   info.textContent = `daemon ${d.target}: running ${d.health.running}, queued ${d.health.queued}`;
   form.hidden = false;
-  await loadForm($("#submit-worker").value || "cleanrl", $("#submit-algo").value);
+  await loadForm($("#submit-worker").value || "", $("#submit-algo").value);
 }
 
 async function loadForm(worker, algo) {
