@@ -107,8 +107,9 @@ def save(agent: Any, step: int, reason: str) -> Path:
     return path
 
 
-def train(agent: Any, ns: Namespace, offset: int) -> None:
-    """Train in chunks (one per checkpoint), stopping cleanly when the host cancels."""
+def train(agent: Any, ns: Namespace, offset: int, stop: dict[str, Any]) -> None:
+    """Train in chunks (one per checkpoint), stopping cleanly when the host cancels. A subprocess
+    vector env's workers get the host's SIGTERM too: the error their end raises is a stop then."""
     n_envs = agent.n_envs
     remaining = max(0, ns.total_timesteps - offset)
     chunk = ns.checkpoint_frequency or remaining
@@ -120,9 +121,11 @@ def train(agent: Any, ns: Namespace, offset: int) -> None:
             done = agent.current_step
             if done < remaining:
                 save(agent, offset + done, "periodic")
-    except Stopped:
+    except Exception as exc:
+        if "signal" not in stop:
+            raise
         save(agent, offset + agent.current_step, "cancelled")
-        raise
+        raise Stopped() from exc
     save(agent, offset + agent.current_step, "final")
 
 
@@ -171,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, on_signal)
     try:
         return run(ns, threads, stop)
-    except Stopped:
+    except Exception as exc:
+        if not isinstance(exc, Stopped) and "signal" not in stop:
+            raise
         print(f"xuance worker: stopped by signal {stop.get('signal')}", file=sys.stderr)
         return 128 + int(stop.get("signal") or signal.SIGTERM)
 
@@ -202,12 +207,16 @@ def run(ns: Namespace, threads: int, stop: dict[str, Any]) -> int:
         if ns.mode == "policy_eval":
             evaluate(agent, ns, callback)
         else:
-            train(agent, ns, offset)
+            train(agent, ns, offset, stop)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # cleaning up: a second SIGTERM waits
-        if agent is not None:
-            agent.finish()
-        envs.close()
+        try:
+            if agent is not None:
+                agent.finish()
+            envs.close()
+        except Exception:  # a subprocess env whose workers the host's SIGTERM already ended
+            if "signal" not in stop:
+                raise
     return 0
 
 
