@@ -216,7 +216,15 @@ def check_pins(python: str, requirements: tuple[str, ...] | list[str]) -> list[s
     if found is None:
         return [f"its interpreter {python} failed: {done.stderr.strip().splitlines()[-1:]}"]
     return [f"{name} is {found[name] or 'missing'}, pinned {version}" for name, version in sorted(pins.items())
-            if found.get(name) != version]
+            if not _pin_holds(found.get(name), version)]
+
+
+def _pin_holds(installed: str | None, pinned: str) -> bool:
+    """``==pinned`` as pip reads it: a pin without a local label (``torch==2.13.0``) holds for
+    any local build of that version (``2.13.0+cpu``)."""
+    if installed is None:
+        return False
+    return installed == pinned or ("+" not in pinned and installed.split("+", 1)[0] == pinned)
 
 
 def preflight(meta: WorkerMetadata, distribution: str) -> EnvironmentStatus:

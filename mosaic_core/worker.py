@@ -100,6 +100,12 @@ class Worker:
         is refused there whatever the config)."""
         return None
 
+    def algorithms(self, python: str) -> list[dict[str, Any]]:
+        """What ``mosaic algos --worker NAME`` lists: one object per algorithm with ``algo``,
+        ``description`` and, optionally, ``envs`` (the env ids it has settings for). ``python``
+        is the interpreter of the worker's environment (ask it what only that environment knows)."""
+        return []
+
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
         """How to start the training process (called for dry runs too: start nothing here).
 

@@ -160,6 +160,10 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     if isinstance(manifest, dict):
         metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
         lines.append(("smoothed return", metrics.get("episodic_return_smoothed")))
+        agents = metrics.get("agents") if isinstance(metrics.get("agents"), dict) else {}
+        for agent, values in agents.items():  # a multi-agent run: each agent's own figures
+            if isinstance(values, dict):
+                lines.append((f"  {agent}", _agent_line(values)))
         tb = manifest.get("tensorboard") if isinstance(manifest.get("tensorboard"), dict) else {}
         lines.append(("tensorboard", ", ".join(map(str, tb.get("event_dirs") or [])) or "-"))
         lines.append(("checkpoints", _files(manifest.get("checkpoints"))))
@@ -176,6 +180,15 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     for key, value in lines:
         print(printable(f"{key + ':':<17}{'-' if value is None else value}"))
     return 0
+
+
+def _agent_line(values: dict[str, Any]) -> str:
+    """An agent's latest values (``tag value`` pairs, the return first)."""
+    def number(value: Any) -> str:
+        return f"{value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+    tags = sorted(values, key=lambda tag: (not tag.endswith("episodic_return"), tag))
+    return ", ".join(f"{tag.rsplit('/', 1)[-1]} {number(values[tag])}" for tag in tags) or "-"
 
 
 def _files(section: Any) -> str:
@@ -204,6 +217,8 @@ def _configure_plot(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default=None, help="PNG file to write (default curves.png; none with --table)")
     parser.add_argument("--smooth", type=int, default=10, metavar="K", help="moving-average window (default 10; 1 = raw)")
     parser.add_argument("--tag", default=None, help="scalar tag to draw (default charts/episodic_return)")
+    parser.add_argument("--agents", action="store_true",
+                        help="multi-agent runs: also one curve per agent (its TAG/AGENT scalars)")
     parser.add_argument("--group", choices=GROUPINGS, help="aggregate runs into groups: seed = runs whose config "
                         "differs only in the seed; env / algo = runs of one env id / algorithm")
     parser.add_argument("--band", choices=("std", "minmax"), default="std",
@@ -231,7 +246,15 @@ def _run_plot(ns: argparse.Namespace) -> int:
     dirs = [find_run(root, run_id) for run_id in dict.fromkeys(ns.run_ids)]
     drawn = [_curve(run_dir, tag, summarize(run_dir)) for run_dir in dirs]
     if ns.group:
+        if ns.agents:
+            raise UsageError("--agents draws each run's agents; it does not combine with --group")
         return _plot_groups(ns, dirs, drawn, output, tag)
+    if ns.agents:
+        per_agent = [curves.read_agent_scalars(d, tag, label=c.label) for d, c in zip(dirs, drawn)]
+        if not any(per_agent):
+            raise UsageError(f"no per-agent {tag!r} scalars ({tag}/AGENT) in {', '.join(d.name for d in dirs)}")
+        drawn = [curve for team, agents in zip(drawn, per_agent) for curve in (team, *agents)]
+        dirs = [d for d, agents in zip(dirs, per_agent) for d in [d] * (1 + len(agents))]
     curves.plot(drawn, output, ns.smooth, tag)
     counts = ", ".join(f"{d.name}: {len(c.steps)} points" for d, c in zip(dirs, drawn))
     print(f"wrote {output} ({counts})", file=sys.stderr)

@@ -57,16 +57,16 @@ def event_files(run_dir: Path) -> list[str]:
     return [rel for rel, _info in walk_files(run_dir) if os.path.basename(rel).startswith(EVENT_FILE)]
 
 
-def read_scalars(run_dir: Path, tag: str, label: str | None = None) -> Curve:
-    """Every ``tag`` scalar of a run, sorted by step, across all its event files."""
+def _read(run_dir: Path, wanted) -> tuple[dict[str, list[tuple[int, float]]], list[str]]:
+    """The finite points of every scalar tag ``wanted(tag)`` accepts, across the run's event
+    files, and the files tensorboard gave up on."""
     event_accumulator = _require("tensorboard.backend.event_processing.event_accumulator", "tensorboard")
     tb_logging = _require("tensorboard.util.tb_logging", "tensorboard")
-    curve = Curve(label or run_dir.name)
     logger = tb_logging.get_logger()
     listener, level = _DamageListener(), logger.level
     logger.addHandler(listener)
     logger.setLevel(logging.DEBUG)
-    points: list[tuple[int, float]] = []
+    points: dict[str, list[tuple[int, float]]] = {}
     try:
         for rel in event_files(run_dir):
             accumulator = event_accumulator.EventAccumulator(str(run_dir / rel),
@@ -76,16 +76,33 @@ def read_scalars(run_dir: Path, tag: str, label: str | None = None) -> Curve:
             except Exception:  # an unreadable file: reported like a damaged one
                 listener.files.add(str(run_dir / rel))
                 continue
-            if tag in accumulator.Tags().get("scalars", []):
-                points += [(e.step, e.value) for e in accumulator.Scalars(tag) if math.isfinite(e.value)]
+            for name in accumulator.Tags().get("scalars", []):
+                if wanted(name):
+                    points.setdefault(name, []).extend(
+                        (e.step, e.value) for e in accumulator.Scalars(name) if math.isfinite(e.value))
     finally:
         logger.removeHandler(listener)
         logger.setLevel(level)
-    points.sort(key=lambda p: p[0])
-    curve.steps = [p[0] for p in points]
-    curve.values = [p[1] for p in points]
-    curve.damaged = sorted(os.path.relpath(f, run_dir) for f in listener.files)
-    return curve
+    return points, sorted(os.path.relpath(f, run_dir) for f in listener.files)
+
+
+def _curve(label: str, points: list[tuple[int, float]], damaged: list[str]) -> Curve:
+    points = sorted(points, key=lambda p: p[0])
+    return Curve(label, [p[0] for p in points], [p[1] for p in points], damaged)
+
+
+def read_scalars(run_dir: Path, tag: str, label: str | None = None) -> Curve:
+    """Every ``tag`` scalar of a run, sorted by step, across all its event files."""
+    points, damaged = _read(run_dir, lambda name: name == tag)
+    return _curve(label or run_dir.name, points.get(tag, []), damaged)
+
+
+def read_agent_scalars(run_dir: Path, tag: str, label: str | None = None) -> list[Curve]:
+    """One curve per agent of a multi-agent run: its ``TAG/AGENT`` scalars (how multi-agent
+    workers write an agent's value of ``TAG``), labelled ``LABEL AGENT``, sorted by agent."""
+    prefix = tag + "/"
+    points, damaged = _read(run_dir, lambda name: name.startswith(prefix) and "/" not in name[len(prefix):])
+    return [_curve(f"{label or run_dir.name} {name[len(prefix):]}", points[name], damaged) for name in sorted(points)]
 
 
 def smooth(values: list[float], window: int) -> list[float]:

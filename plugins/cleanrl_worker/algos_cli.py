@@ -3,6 +3,7 @@
     mosaic algos [--all] [--json] [--cleanrl-home DIR]    every algorithm, its sources, the winner
     mosaic algos presets [ALGO] [--json]                   the tuned hyperparameter presets
     mosaic algos show ALGO [--json]                        the script's flags: type, default, help
+    mosaic algos --worker NAME [--json]                    another worker's algorithms (its ``algorithms()``)
 
 ``show`` reads the script's ``Args`` with the same AST reading the dry run uses
 (:mod:`cleanrl_worker.script_args`): no torch, nothing of the script runs. Only light
@@ -29,9 +30,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a CleanRL checkout to include (default: $MOSAIC_CLEANRL_HOME)")
     parser.add_argument("--all", action="store_true",
                         help="also list upstream CleanRL names that are not available here")
+    parser.add_argument("--worker", default="cleanrl", metavar="NAME",
+                        help="list another installed worker's algorithms and envs (default cleanrl)")
 
 
 def run(ns: argparse.Namespace) -> int:
+    if ns.worker != "cleanrl":
+        if ns.view != "list" or ns.algo:
+            raise UsageError(f"mosaic algos --worker {ns.worker} lists algorithms only (no presets or show)")
+        return _other_worker(ns)
     if ns.view == "show":
         if not ns.algo:
             raise UsageError("mosaic algos show needs ALGO (e.g. mosaic algos show ppo)")
@@ -89,6 +96,29 @@ def _list(ns: argparse.Namespace) -> int:
         console.print(f"{hidden} more upstream CleanRL names need a checkout: mosaic algos --all lists them")
     console.print(f"resolution order: {ORDER_TEXT}")
     console.print("flags of one algorithm: mosaic algos show ALGO; tuned presets: mosaic algos presets")
+    return 0
+
+
+def _other_worker(ns: argparse.Namespace) -> int:
+    """Any worker's list, from its optional ``algorithms(python)`` (mosaic_core.worker.Worker)."""
+    from mosaic_core.environments import preflight
+    from mosaic_core.worker import load_worker
+    from mosaic_core.workers import find_worker
+
+    item = find_worker(ns.worker)
+    worker = load_worker(item)
+    python = preflight(item.obj, item.distribution).python
+    algorithms = getattr(worker, "algorithms", None)
+    entries = algorithms(python) if callable(algorithms) else []
+    if not entries:
+        raise UsageError(f"worker {ns.worker!r} does not list its algorithms (it has no algorithms() method)")
+    if ns.json:
+        print(json.dumps({"worker": ns.worker, "algorithms": entries}, indent=2))
+        return 0
+    rows = [(str(e.get("algo")), str(e.get("description", "")), ", ".join(e.get("envs") or []) or "-")
+            for e in entries]
+    _table(f"{ns.worker} worker algorithms (mosaic run --worker {ns.worker} --algo ALGO --env-id ENV)",
+           ("algorithm", "description", "envs"), rows)
     return 0
 
 

@@ -139,6 +139,9 @@ def run(ns: argparse.Namespace) -> int:
     from mosaic_core.workers import find_worker
 
     fmt = _check(ns)
+    other = _other_worker_run(ns)
+    if other is not None:
+        return _enjoy_other(ns, *other)
     checkpoint, env_id = resolve_target(ns)
     item = find_worker("cleanrl")
     worker = load_worker(item)
@@ -156,6 +159,56 @@ def run(ns: argparse.Namespace) -> int:
     if ns.video and code == 0:
         _copy_video(run_dir, summary, Path(ns.video))
     _print(summary, ns, run_dir)
+    return code
+
+
+# What a run's extras may not carry into its replay: the training run's mode and checkpoints.
+_TRAINING_ONLY = ("mode", "checkpoint_path", "policy_path", "checkpoint_frequency", "eval_episodes")
+
+
+def _other_worker_run(ns: argparse.Namespace) -> tuple[Path, dict[str, Any]] | None:
+    """(run directory, recorded config) when the target is a run of another worker."""
+    from mosaic_core.runs import find_run_dir
+
+    target = Path(ns.target).expanduser()
+    if target.is_file() or target.suffix == SUFFIX:
+        return None
+    run_dir = target if (target / "config.json").is_file() else None
+    if run_dir is None and os.sep not in ns.target:
+        run_dir = find_run_dir(_runs_root(ns), ns.target)
+    if run_dir is None:
+        return None
+    try:
+        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    worker = config.get("worker") if isinstance(config, dict) else None
+    return (run_dir, config) if isinstance(worker, str) and worker != "cleanrl" else None
+
+
+def _enjoy_other(ns: argparse.Namespace, run_dir: Path, config: dict[str, Any]) -> int:
+    """A run of another worker, replayed through that worker's ``policy_eval`` mode (the same
+    ``mode`` / ``policy_path`` / ``eval_episodes`` extras the CleanRL worker reads) as a normal
+    supervised run; its ``eval_summary.json`` is printed."""
+    from mosaic_core.pipeline import run_worker
+
+    if ns.video or ns.live or ns.env_id:
+        raise UsageError(f"run {run_dir.name} is a {config['worker']} run: --video, --live and --env-id are "
+                         "for CleanRL runs (watch its frames with fastlane extras through mosaic run)")
+    extras = {k: v for k, v in (config.get("extras") or {}).items() if k not in _TRAINING_ONLY}
+    extras.update(mode="policy_eval", policy_path=str(run_dir.absolute()), eval_episodes=ns.episodes)
+    argv = ["--algo", str(config.get("algo")), "--env-id", str(config.get("env_id")), "--total-timesteps", "1",
+            "--seed", str(ns.seed), "--extras", json.dumps(extras), "--quiet"]
+    for flag, value in (("--runs-dir", ns.runs_dir), ("--run-id", ns.run_id)):
+        if value:
+            argv += [flag, value]
+    code = run_worker(config["worker"], argv, prog="mosaic enjoy")
+    summaries = sorted(_runs_root(ns).glob("*/eval_summary.json"), key=lambda p: p.stat().st_mtime)
+    if code == 0 and summaries:
+        summary = json.loads(summaries[-1].read_text(encoding="utf-8"))
+        print(json.dumps(summary, indent=2) if ns.json else
+              f"mean return {summary['return']['mean']:.2f} ± {summary['return']['std']:.2f} over "
+              f"{summary['episodes']} episode(s); run: {summaries[-1].parent}")
     return code
 
 

@@ -1,7 +1,8 @@
 """Learning curves from ``metrics`` events: one ``(global_step, value)`` series per quantity.
 
 A ``metrics`` payload (see :class:`mosaic_analytics.board.MetricBoard.snapshot`) holds the
-latest value of each quantity; each event becomes one point of each series. Series are capped
+latest value of each quantity; each event becomes one point of each series (a multi-agent run's
+``agents`` add ``episodic_return@AGENT``, drawn beside the team's return). Series are capped
 (every other point dropped when full) so a week-long run stays a small JSON document.
 """
 
@@ -25,6 +26,10 @@ def points_of(payload: Any) -> tuple[int, dict[str, float]] | None:
     losses = payload.get("losses")
     if isinstance(losses, dict):
         values.update({f"losses/{name}": value for name, value in losses.items()})
+    agents = payload.get("agents")
+    if isinstance(agents, dict):
+        values.update({f"episodic_return@{agent}": figures.get("charts/episodic_return")
+                       for agent, figures in agents.items() if isinstance(figures, dict)})
     return step, {name: float(v) for name, v in values.items()
                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
 

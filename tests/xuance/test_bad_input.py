@@ -1,0 +1,34 @@
+"""What the XuanCe worker refuses: one line on stderr, exit 2, no traceback, no run directory."""
+
+import subprocess
+
+import pytest
+from conftest import run_args
+
+CASES = {
+    "single-agent": ("mappo", "CartPole-v1", {}, "is a single-agent env id"),
+    "no config": ("qmix", "mpe/simple_push_v3", {}, "qmix has configs for: mpe/simple_spread_v3"),
+    "unknown key": ("mappo", "mpe/simple_spread_v3", {"learnin_rate": 1e-3}, "did you mean learning_rate?"),
+    "reserved key": ("mappo", "mpe/simple_spread_v3", {"running_steps": 5}, "use --total-timesteps"),
+    "smac": ("qmix", "sc2/3m", {}, "needs the StarCraft II binary"),
+    "unknown algo": ("ppo", "mpe/simple_spread_v3", {}, "not one the xuance worker runs"),
+    "curriculum": ("mappo", "mpe/simple_spread_v3", {"curriculum_schedule": "x"}, "cannot switch envs"),
+    "bad mode": ("mappo", "mpe/simple_spread_v3", {"mode": "play"}, "is not one of train"),
+    "no checkpoint": ("mappo", "mpe/simple_spread_v3", {"mode": "resume_training", "checkpoint_path": "/nonexistent"},
+                      "no checkpoint (.pth)"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_refused_in_one_line(case, xuance_env, tmp_path, monkeypatch):
+    algo, env_id, extras, words = CASES[case]
+    if case == "smac":
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/StarCraftII
+        xuance_env = {**xuance_env, "HOME": str(tmp_path)}
+        xuance_env.pop("SC2PATH", None)
+    done = subprocess.run(run_args("bad", tmp_path / "runs", algo, extras=extras, env_id=env_id), env=xuance_env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "runs" / "bad").exists()

@@ -1,0 +1,152 @@
+"""The XuanCe worker through `mosaic run`: each algorithm trains a few thousand steps on
+simple_spread_v3 in the worker's own environment, with per-agent metrics, TensorBoard files,
+FastLane frames, checkpoints, resume, policy evaluation and cancellation."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import MOSAIC, events_of, run_args
+
+pytestmark = pytest.mark.slow  # minutes of training: the main lane runs them, the gymnasium 1.x lane skips them
+
+ALGOS = ("mappo", "ippo", "coma", "qmix", "vdn", "iql", "maddpg")
+AGENTS = {"agent_0", "agent_1", "agent_2"}
+# MAPPO publishes single-mode frames (one env) and records them as PNGs; IPPO tiles its four envs.
+FRAMES = {"mappo": {"fastlane_record": 1, "checkpoint_frequency": 1000}, "ippo": {"fastlane_video_mode": "grid"}}
+
+
+@pytest.fixture(scope="module")
+def trained(xuance_env, tmp_path_factory):
+    """The seven runs, two at a time: {algo: (returncode, stderr, run directory)}."""
+    runs = tmp_path_factory.mktemp("runs")
+
+    def train(algo):
+        done = subprocess.run(run_args(algo, runs, algo, extras=FRAMES.get(algo)), env=xuance_env,
+                              capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        return algo, (done.returncode, done.stderr, runs / algo)
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(train, ALGOS))
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_each_algorithm_trains_with_per_agent_metrics(trained, algo):
+    code, err, run_dir = trained[algo]
+    assert code == 0, err
+    events = events_of(run_dir)
+    assert events[-1]["event"] == "run_completed"
+    metrics = [e["payload"] for e in events if e["event"] == "metrics"]
+    last = metrics[-1]
+    assert last["global_step"] >= 1900 and last["episodes"] >= 40 and last["episodic_length"] == 25
+    assert set(last["agents"]) == AGENTS
+    team = last["episodic_return"]
+    each = [last["agents"][a]["charts/episodic_return"] for a in sorted(AGENTS)]
+    assert team < 0 and all(v < 0 for v in each)  # simple_spread: negative distances, the team's is their sum
+    saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+    assert saved[-1]["global_step"] == 2000 and saved[-1]["reason"] == "final"
+    assert os.path.getsize(saved[-1]["path"]) > 1000 and saved[-1]["path"].startswith(str(run_dir))
+    manifest = json.loads((run_dir / "analytics.json").read_text())
+    assert manifest["metrics"]["agents"].keys() == AGENTS
+    assert manifest["tensorboard"]["event_dirs"], manifest["tensorboard"]
+    if algo == "mappo":  # an on-policy update happened: its losses per agent (parameter sharing: agent_0's)
+        assert {"losses/actor_loss", "losses/critic_loss"} <= set(last["agents"]["agent_0"])
+        assert [s["global_step"] for s in saved] == [1000, 2000]
+    pytest.importorskip("tensorboard")
+    from mosaic_analytics.curves import read_agent_scalars, read_scalars
+
+    assert len(read_scalars(run_dir, "charts/episodic_return").steps) == last["episodes"]
+    curves = read_agent_scalars(run_dir, "charts/episodic_return")
+    assert [c.label.rsplit(" ", 1)[-1] for c in curves] == sorted(AGENTS)
+    assert all(len(c.steps) == last["episodes"] for c in curves)
+
+
+def test_frames_reach_fastlane_single_and_grid(trained):
+    from PIL import Image
+
+    _code, _err, single = trained["mappo"]
+    section = json.loads((single / "analytics.json").read_text())["fastlane"]
+    assert section["mode"] == "single" and section["frames_published"] >= 3 and section["errors"] == []
+    pngs = sorted((single / "videos" / "fastlane").glob("*.png"))
+    assert pngs
+    with Image.open(pngs[-1]) as image:
+        assert image.size == (700, 700) and image.mode == "RGB"  # MPE renders 700x700
+        low, high = image.convert("L").getextrema()
+        assert low < high  # a picture: agents and landmarks on the background
+    _code, _err, grid = trained["ippo"]
+    section = json.loads((grid / "analytics.json").read_text())["fastlane"]
+    assert section["mode"] == "grid" and {0, 1, 2, 3} <= {s["env_index"] for s in section["slots"]}
+
+
+def test_resume_continues_from_the_checkpoint(trained, xuance_env, tmp_path):
+    _code, _err, first = trained["mappo"]
+    done = subprocess.run(run_args("resumed", tmp_path, total=3000,
+                                   extras={"mode": "resume_training", "checkpoint_path": str(first)}),
+                          env=xuance_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    events = events_of(tmp_path / "resumed")
+    steps = [e["payload"]["global_step"] for e in events if e["event"] == "metrics"]
+    assert steps and min(steps) > 2000 and max(steps) >= 2900
+    saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+    assert saved[-1]["global_step"] == 3000 and saved[-1]["path"].endswith("step_000003000.pth")
+
+
+def test_policy_eval_plays_per_agent_episodes(trained, xuance_env, tmp_path):
+    _code, _err, first = trained["mappo"]
+    done = subprocess.run(run_args("eval", tmp_path, extras={"mode": "policy_eval", "policy_path": str(first),
+                                                             "eval_episodes": 4}),
+                          env=xuance_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "eval" / "eval_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["episodes"] >= 4
+    assert set(summary["agents"]) == AGENTS and summary["return"]["mean"] < 0
+    assert summary["checkpoint"].endswith("step_000002000.pth")
+
+
+def test_sigterm_cancels_with_a_checkpoint_and_no_process_left(xuance_env, tmp_path):
+    proc = subprocess.Popen(run_args("cancel", tmp_path, total=10**6), env=xuance_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        events_file = tmp_path / "cancel" / "events.jsonl"
+        while time.monotonic() < deadline:
+            if events_file.exists() and any(e["event"] == "metrics" for e in events_of(tmp_path / "cancel")):
+                break
+            assert proc.poll() is None, proc.communicate()[1]
+            time.sleep(0.5)
+        pids = {e["payload"].get("pid") for e in events_of(tmp_path / "cancel") if e["event"] == "heartbeat"}
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    events = events_of(tmp_path / "cancel")
+    assert events[-1]["event"] == "run_cancelled"
+    saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+    assert saved and saved[-1]["reason"] == "cancelled" and os.path.isfile(saved[-1]["path"])
+    for pid in pids - {None}:
+        assert not os.path.exists(f"/proc/{pid}"), f"training process {pid} outlived the run"
+
+
+def test_algos_lists_algorithms_and_envs(xuance_env):
+    done = subprocess.run([*MOSAIC, "algos", "--worker", "xuance", "--json"], env=xuance_env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    listed = {e["algo"]: e for e in json.loads(done.stdout)["algorithms"]}
+    assert set(listed) == set(ALGOS)
+    assert all("mpe/simple_spread_v3" in e["envs"] for e in listed.values())
+    assert "mpe/simple_push_v3" in listed["mappo"]["envs"] and "mpe/simple_push_v3" not in listed["qmix"]["envs"]
+
+
+def test_enjoy_replays_a_xuance_run(trained, xuance_env):
+    _code, _err, first = trained["mappo"]
+    done = subprocess.run([*MOSAIC, "enjoy", "mappo", "--runs-dir", str(first.parent), "--episodes", "2", "--json"],
+                          env=xuance_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout[done.stdout.index("{\n"):])  # after the run's JSON event lines
+    assert summary["status"] == "completed" and summary["episodes"] >= 2 and set(summary["agents"]) == AGENTS
