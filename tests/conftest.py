@@ -35,7 +35,9 @@ def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, ti
     """Run ``mosaic ...`` (or another console script when args[0] names one) for real."""
     full_env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
     full_env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
-    exe = args[0] if (BIN / args[0]).exists() else "mosaic"
+    # Our own console scripts by name; anything else is a mosaic command (other packages install
+    # console scripts too: ray's `serve` is not `mosaic serve`).
+    exe = args[0] if args[0] in ("mosaic", "cleanrl-worker") else "mosaic"
     rest = args[1:] if exe == args[0] else args
     proc = subprocess.run([str(BIN / exe), *rest], cwd=cwd, env=full_env, capture_output=True, text=True,
                           timeout=timeout, input=input)
