@@ -36,7 +36,7 @@ from mosaic_core.pipeline import REGISTRATION_ENV, SECRET_EXTRAS_ENV
 from mosaic_core.trainer import processes
 from mosaic_core.trainer.auth import new_secret, secrets_match
 from mosaic_core.trainer.recovery import settle_interrupted
-from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore
+from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore, UnknownRun
 from mosaic_core.threads import SHARE_VAR, share
 from mosaic_core.trainer.submission import Submission
 
@@ -159,6 +159,20 @@ class RunManager:
                 self._stop(proc, reason, TERM)
             return row
 
+    def remove(self, run_id: str) -> int:
+        """Delete an ended run (record, telemetry, files); RunStillActive while it has a process."""
+        from mosaic_core.trainer.removal import RunStillActive, remove_recorded_run
+
+        with self._lock:
+            row = self.store.get(run_id)
+            if row is None:
+                raise UnknownRun(run_id)
+            if run_id in self._procs or run_id in self._queue:
+                raise RunStillActive(f"run {run_id!r} has not ended; cancel it first")
+            freed = remove_recorded_run(self.store, self.state_dir, row)
+        self.options.log(f"run {run_id}: removed ({freed} bytes freed)")
+        return freed
+
     def registration_issued(self, presented: str | None) -> bool:
         """Whether ``presented`` is the registration secret given to a run whose process lives
         (used or not: the RPC gate's check before it reads a RegisterWorker's body; the
@@ -236,6 +250,11 @@ class RunManager:
         with self._registration_lock:
             self._registration[run_id] = self._issued[run_id] = secret
         env.setdefault(SHARE_VAR, str(share(opts.max_concurrent)))  # its thread budget: a share of the CPUs
+        # Recorded as launching before its process exists: a daemon killed between the two leaves
+        # an active record, which the next daemon settles (finding the process by its config path),
+        # never a queued one it would start a second time.
+        if self.store.update(run_id, check=lambda r: r.status == INIT, status=HSHK, last_heartbeat=time.time()) is None:
+            return
         try:
             argv = processes.die_with_parent(opts.worker_command(spec))
             err = os.open(stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -407,16 +426,17 @@ class RunManager:
         stopped first; then each is recorded as its ``events.jsonl`` says it ended. Queued
         runs are queued again."""
         for row in self.store.list(ACTIVE):
-            if row.pgid and processes.group_runs(row.pgid, row.config_path):
-                self._thread(self._stop_leftover, row, name=f"mosaic-leftover-{row.run_id}")
+            pgid = row.pgid or processes.find_leader(row.config_path)  # killed before it recorded the pid
+            if pgid and processes.group_runs(pgid, row.config_path):
+                self._thread(self._stop_leftover, row, pgid, name=f"mosaic-leftover-{row.run_id}")
             else:
                 self._settle_interrupted(row)
         with self._lock:
             self._queue.extend(r.run_id for r in self.store.list([INIT]))
 
-    def _stop_leftover(self, row: RunRow) -> None:
-        if processes.group_runs(row.pgid, row.config_path):
-            processes.stop_group(row.pgid, self.options.grace_period + KILL_MARGIN_S)
+    def _stop_leftover(self, row: RunRow, pgid: int) -> None:
+        if processes.group_runs(pgid, row.config_path):
+            processes.stop_group(pgid, self.options.grace_period + KILL_MARGIN_S)
         self._settle_interrupted(row)
 
     def _settle_interrupted(self, row: RunRow) -> None:

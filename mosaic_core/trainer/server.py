@@ -159,6 +159,18 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         self.manager.wait_final(row.run_id, min(limit, remaining - 0.5) if remaining is not None else limit)
         return pb.CancelRunResponse()
 
+    def RemoveRun(self, request, context):
+        from mosaic_core.trainer.removal import RunStillActive
+
+        row = self._run(request.run_id, context)
+        try:
+            freed = self.manager.remove(row.run_id)
+        except RunStillActive as exc:
+            context.abort(Code.FAILED_PRECONDITION, str(exc))
+        except OSError as exc:
+            context.abort(Code.INTERNAL, f"could not remove run {row.run_id!r}: {exc}")
+        return pb.RemoveRunResponse(freed_bytes=freed)
+
     def ListRuns(self, request, context):
         return pb.ListRunsResponse(runs=[to_record(r) for r in self.store.list(request.status_filter)])
 

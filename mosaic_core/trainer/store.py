@@ -182,6 +182,16 @@ class RunStore:
             self.changed.notify_all()
             return RunRow(**{**current.__dict__, **values})
 
+    def delete(self, run_id: str) -> None:
+        """Forget a run and its telemetry (``mosaic runs rm``/``gc`` of an ended run)."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM telemetry WHERE run_id = ?", (run_id,))
+            self._db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            self._db.execute("COMMIT")
+            self._usage.pop(run_id, None)
+            self.changed.notify_all()
+
     def list(self, statuses: Iterable[int] = ()) -> list[RunRow]:
         return self._select("1 = 1", (), statuses, order="created_at, run_id")
 
