@@ -75,9 +75,10 @@ def export_run(run_dir: Path, output: Path, checkpoints: bool = True) -> Archive
     if folder == run_dir.absolute() or run_dir.absolute() in folder.parents:
         raise UsageError(f"-o {output}: the archive cannot go inside the run it exports")
     names, skipped = _members(run_dir, checkpoints)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
     listing: dict[str, dict[str, object]] = {}
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
         with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
             for name in names:
                 with open_private(run_dir / name) as handle:
@@ -97,7 +98,7 @@ def export_run(run_dir: Path, output: Path, checkpoints: bool = True) -> Archive
     except OSError as exc:
         raise UsageError(f"-o {output}: cannot write the archive: {exc.strerror or exc}") from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return Archived(run_id, len(names), sum(int(v["size"]) for v in listing.values()), tuple(skipped))
 
