@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core.errors import MosaicError, UsageError
 from mosaic_core.files import printable
 
 ENDED = ("completed", "failed", "cancelled", "lost")
@@ -195,7 +195,12 @@ class _DaemonRuns:
         except (OSError, ValueError, KeyError, TypeError):
             raise UsageError(f"a trainer daemon holds {self.state_dir} but its daemon.json is unreadable; "
                              "remove its runs once it is up") from None
-        return remove_run(target, run_id, token=find_token(str(self.state_dir / "client.token")))
+        try:
+            return remove_run(target, run_id, token=find_token(str(self.state_dir / "client.token")))
+        except MosaicError as exc:  # a run the daemon still ends: the user's to wait for
+            if "FAILED_PRECONDITION" in str(exc):
+                raise UsageError(str(exc)) from None
+            raise
 
     def _offline(self, run_id: str) -> int:
         from mosaic_core.trainer.removal import RunStillActive, remove_recorded_run
