@@ -15,9 +15,11 @@ says it ended (:mod:`mosaic_core.trainer.recovery`).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -42,6 +44,7 @@ from mosaic_core.trainer.submission import Submission
 
 KILL_MARGIN_S = 5.0  # the daemon waits this much longer than `mosaic run` itself before SIGKILL
 PIPE_LINGER_S = 2.0  # after the worker exited, how long its stdout may stay open
+SETTLE_TRIES = 60  # seconds a run's end may wait for a database it cannot write
 
 
 @dataclass(frozen=True)
@@ -131,10 +134,17 @@ class RunManager:
         config = submission.config
         path = self.configs_dir / f"{config.run_id}.json"
         with self._lock:
-            row = self.store.insert(run_id=config.run_id, worker=submission.worker, status=INIT,
-                                    digest=submission.digest, config_json=json.dumps(config.to_dict()),
-                                    config_path=str(path), run_dir=str(self.runs_dir / config.run_id))
-            _write_private(path, config)
+            if not self.store.room():
+                raise OSError(errno.ENOSPC, f"no space left on device under {self.state_dir}; the daemon takes "
+                                            "no new run until there is")
+            _write_private(path, config)  # first: a run is never recorded without its config
+            try:
+                row = self.store.insert(run_id=config.run_id, worker=submission.worker, status=INIT,
+                                        digest=submission.digest, config_json=json.dumps(config.to_dict()),
+                                        config_path=str(path), run_dir=str(self.runs_dir / config.run_id))
+            except BaseException:
+                path.unlink(missing_ok=True)
+                raise
             secret = {key: value for key, value in config.extras.items() if redact({key: value}) != {key: value}}
             if secret:
                 self._secret_extras[config.run_id] = secret
@@ -297,7 +307,7 @@ class RunManager:
                         break
                     *lines, pending = (pending + chunk).split(b"\n")
                     for line in lines:
-                        self._on_line(proc, line)
+                        self._on_line_kept(proc, line)
                 elif proc.popen.poll() is not None:
                     if exited_at is None:
                         exited_at = time.monotonic()
@@ -310,6 +320,12 @@ class RunManager:
             proc.popen.stdout.close()
             proc.popen.wait()
             self._finished(proc)
+
+    def _on_line_kept(self, proc: RunProcess, line: bytes) -> None:
+        try:
+            self._on_line(proc, line)
+        except sqlite3.Error as exc:  # a full disk: this update is lost, the run goes on (its end is retried)
+            self.options.log(f"run {proc.run_id}: could not record an event: {exc}")
 
     def _on_line(self, proc: RunProcess, line: bytes) -> None:
         try:
@@ -384,7 +400,14 @@ class RunManager:
 
     def _finished(self, proc: RunProcess) -> None:
         self._stop_leftovers(proc)
-        self._settle(proc)
+        for attempt in range(SETTLE_TRIES):  # a full disk may free up: the run's end is worth waiting for
+            try:
+                self._settle(proc)
+                break
+            except sqlite3.Error as exc:
+                self.options.log(f"run {proc.run_id}: could not record its end ({exc}); try {attempt + 1}")
+                if self._closed.wait(1.0):
+                    break
         with self._lock:
             self._procs.pop(proc.run_id, None)
         with self._registration_lock:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sqlite3
 import time
 from typing import Any, Iterator, Protocol
 
@@ -147,6 +148,8 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             context.abort(Code.FAILED_PRECONDITION, str(exc))
         except DuplicateRun as exc:
             context.abort(Code.ALREADY_EXISTS, f"run {exc.args[0]!r} exists already; choose another run_id")
+        except (OSError, sqlite3.OperationalError) as exc:  # a full disk under the state dir
+            context.abort(Code.RESOURCE_EXHAUSTED, f"cannot record the run: {getattr(exc, 'strerror', None) or exc}")
         return pb.SubmitRunResponse(run_id=row.run_id, digest=row.digest)
 
     def CancelRun(self, request, context):
