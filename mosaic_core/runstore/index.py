@@ -4,8 +4,8 @@
 The run directories stay the truth. A row is trusted while its run directory (inode, mtime)
 and ``events.jsonl`` (size, mtime) are as they were when it was written and the run had
 ended; anything else (a new, changed, running, imported or vanished run) is summarized again
-from its files and the row rewritten. The host records a run as it starts and as it ends
-(:func:`record_run`). A missing, foreign-schema or corrupt file is rebuilt; one that cannot be
+from its files and the row rewritten. The first listing makes the file; from then on the host
+records each run as it starts and as it ends (:func:`record_run`). A missing, foreign-schema or corrupt file is rebuilt; one that cannot be
 written (a full disk, a read-only root) only costs speed: listing reads the directories.
 """
 
@@ -52,15 +52,15 @@ def _is_run(run_dir: str) -> bool:
 class RunIndex:
     """The index of one runs root; every method works (slower) when the file cannot be used."""
 
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, create: bool = True):
         self.root = Path(root)
-        self.db = self._open()
+        self.db = self._open(create)
 
-    def _open(self) -> sqlite3.Connection | None:
+    def _open(self, create: bool) -> sqlite3.Connection | None:
         path = self.root / INDEX_NAME
         for attempt in (1, 2):
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o600)
                 try:
                     info = os.fstat(fd)
                 finally:
@@ -175,9 +175,10 @@ def list_runs(root: Path) -> list[RunSummary]:
 
 
 def record_run(run_dir: Path) -> None:
-    """Bring one run's row up to date (the host, at its start and end); never raises."""
+    """Bring one run's row up to date in its root's index, if the root has one (the host, at
+    the run's start and end; the first listing makes it); never raises."""
     try:
-        index = RunIndex(run_dir.parent)
+        index = RunIndex(run_dir.parent, create=False)
         try:
             index.record(run_dir)
         finally:

@@ -97,11 +97,18 @@ def test_runs_are_recorded_as_they_start_and_end_and_found_by_experiment(tmp_pat
     root = tmp_path / "runs"
     run = make_run(root, "a", end=None, experiment="exp1")
     make_run(root, "b", experiment="exp2")
+    record_run(run)  # no index yet: a run makes none (the first listing does)
+    assert not (root / INDEX_NAME).exists()
+    list_runs(root)
+    sqlite3.connect(root / INDEX_NAME).execute("DELETE FROM runs WHERE run_id = 'b'").connection.commit()
+    with open(run / "events.jsonl", "a") as handle:
+        handle.write(json.dumps({"event": "heartbeat", "run_id": "a", "seq": 3, "timestamp": time.time(),
+                                 "payload": {}}) + "\n")
     record_run(run)  # the host, as the run starts
     stored = dict(sqlite3.connect(root / INDEX_NAME).execute("SELECT run_id, status FROM runs").fetchall())
     assert stored == {"a": "running"}
     with open(run / "events.jsonl", "a") as handle:
-        handle.write(json.dumps({"event": "run_completed", "run_id": "a", "seq": 3, "timestamp": time.time(),
+        handle.write(json.dumps({"event": "run_completed", "run_id": "a", "seq": 4, "timestamp": time.time(),
                                  "payload": {}}) + "\n")
     record_run(run)  # and as it ends
     stored = dict(sqlite3.connect(root / INDEX_NAME).execute("SELECT run_id, status FROM runs").fetchall())
