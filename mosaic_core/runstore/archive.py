@@ -148,6 +148,8 @@ def import_run(archive: Path, root: Path) -> Archived:
             finally:
                 os.umask(previous_umask)
                 shutil.rmtree(staging, ignore_errors=True)
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+        raise UsageError(f"cannot read {where}: {exc.strerror}") from None
     except (tarfile.TarError, EOFError, OSError, ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{where}: not a readable MOSAIC run export ({type(exc).__name__}: {exc})") from None
     sizes = [int(v["size"]) for v in listing.values()]

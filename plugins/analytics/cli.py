@@ -362,7 +362,8 @@ def _run_tensorboard(ns: argparse.Namespace) -> int:
 
 
 COMMANDS = [
-    CliCommand("runs", "list runs (id, worker, algo, env, status, steps, last return, age); `runs show RUN_ID`",
+    CliCommand("runs", "list runs (id, worker, algo, env, status, steps, last return, age, disk); "
+               "`runs show|export|import|rm|gc`",
                _configure_runs, _run_runs),
     CliCommand("plot", "plot episodic return vs step of one or more runs into a PNG", _configure_plot, _run_plot),
     CliCommand("tensorboard", "start TensorBoard on a run's directory, bound to 127.0.0.1",
