@@ -1,6 +1,7 @@
 """Faults a daemon must survive: killed between recording a run's start and learning its pid
 (the restart finds and stops its process, never starts it twice), and a full disk under the
-state dir (the affected run fails cleanly, the database stays readable)."""
+state dir (the affected run fails cleanly, the database stays readable) or the runs root (a local
+run is refused in one line, leaving nothing)."""
 
 from __future__ import annotations
 
@@ -100,3 +101,18 @@ def test_a_full_disk_fails_the_run_cleanly_and_the_database_stays_readable(start
     assert {before, live, after} <= {r.run_id for r in store.list()}
     store.close()
     shutil.rmtree(state, ignore_errors=True)
+
+
+def test_a_full_runs_root_refuses_a_local_run_in_one_line_and_leaves_nothing(small_disk, tmp_path):
+    from tests.conftest import run_cli
+
+    runs = small_disk / "runs"
+    runs.mkdir(mode=0o700)
+    filler = fill(small_disk)
+    result = run_cli(["run", "--worker", "example", "--algo", "random", "--env-id", "CartPole-v1",
+                      "--total-timesteps", "50", "--runs-dir", str(runs), "--quiet"], cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("mosaic: error: cannot write run ") and last.endswith("No space left on device"), last
+    assert list(runs.iterdir()) == []
+    os.unlink(filler)
