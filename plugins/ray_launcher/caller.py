@@ -5,7 +5,9 @@
    address that does not answer, a refused token, resources no alive node has: one line, exit 2;
 2. a :class:`~mosaic_ray.remote.RemoteRun` actor with the run's resources starts ``mosaic run``
    on the node; its JSON events are emitted here as they come (the same events, in order, on
-   stdout and in this run directory's ``events.jsonl``; plugins see them as for a local run);
+   stdout and in this run directory's ``events.jsonl``; plugins see them as for a local run),
+   and its FastLane frames go into this run's local segment, a few a second
+   (:mod:`mosaic_ray.frames`);
 3. the node's run directory comes back into ``job.run.run_dir`` at each ``checkpoint_saved`` and at
    the end (with ``--ray-shared-runs`` the node writes to the shared runs root and the directory
    is moved into place at the end);
@@ -30,7 +32,8 @@ from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
 from mosaic_core.files import is_within, write_json_atomic
 from mosaic_core.launchers import Job
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
-from mosaic_ray import cluster
+from mosaic_core.runs import read_cancel_note
+from mosaic_ray import cluster, frames
 from mosaic_ray.remote import RemoteRun
 
 POLL_S = 0.25
@@ -55,6 +58,7 @@ class RayRun:
         self.job, self.settings = job, settings
         self.run = job.run
         self.cancel_reason: str | None = None
+        self.cancel_signal = signal.SIGINT  # passed on to the node's `mosaic run` (a sweep prunes with SIGTERM)
         self.remote_dir: str | None = None
         self.started = False
 
@@ -100,10 +104,10 @@ class RayRun:
         try:
             runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
             start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
-                                       run.run_id, settings.num_cpus)
+                                       run.run_id, settings.num_cpus, frames.wanted(run.config.extras))
             node = self._wait(start, actor, "start")
             if node is None:  # cancelled while waiting for a node
-                return "cancelled", {"reason": self.cancel_reason}, 130
+                return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
             self.remote_dir = node.pop("run_dir")
             node.pop("pid", None)
             node["attempt"] = attempt
@@ -113,12 +117,24 @@ class RayRun:
             self._close(actor)
 
     def _relay(self, actor: Any, node: dict[str, Any]) -> tuple[str, dict[str, Any], int]:
+        pictures = frames.CallerFrames(self.run.run_id) if frames.wanted(self.run.config.extras) else None
+        try:
+            return self._relay_events(actor, node, pictures)
+        finally:
+            if pictures is not None:
+                pictures.close()
+
+    def _relay_events(self, actor: Any, node: dict[str, Any],
+                      pictures: frames.CallerFrames | None) -> tuple[str, dict[str, Any], int]:
         seen, terminal, cancel_sent, deadline = 0, None, False, None
         while True:
             if self.cancel_reason is not None and not cancel_sent:
-                actor.cancel.remote(self.cancel_reason)
+                actor.cancel.remote(read_cancel_note(self.run.directory), int(self.cancel_signal))
                 cancel_sent, deadline = True, time.monotonic() + self.job.options.grace_period + CANCEL_EXTRA_S
-            reply = self._wait(actor.read.remote(seen), actor, "read", cancellable=False)
+            marks = pictures.ask() if pictures is not None and self.started else None
+            reply = self._wait(actor.read.remote(seen, marks), actor, "read", cancellable=False)
+            if pictures is not None:
+                pictures.publish(reply.get("frames") or [])
             seen += len(reply["lines"])
             for line in reply["lines"]:
                 record = _parse(line)
@@ -132,7 +148,7 @@ class RayRun:
                 self._bring_back(actor)
                 return self._outcome(terminal, reply)
             if deadline is not None and time.monotonic() > deadline:
-                return "cancelled", {"reason": f"{self.cancel_reason} (the node did not confirm in time)"}, 130
+                return "cancelled", {"reason": self._noted(f"{self.cancel_reason}, the node did not confirm in time")}, 130
             time.sleep(POLL_S)  # a signal only sets cancel_reason (no lock taken in a handler)
 
     def _relay_one(self, actor: Any, record: dict[str, Any], node: dict[str, Any]) -> None:
@@ -256,6 +272,12 @@ class RayRun:
     def _on_signal(self, signum: int, _frame: Any) -> None:
         if self.cancel_reason is None:
             self.cancel_reason = f"received {signal.Signals(signum).name}"
+            self.cancel_signal = signal.Signals(signum)
+
+    def _noted(self, reason: str) -> str:
+        """``reason`` after the run's cancel note, as a local run words it (a sweep's pruning)."""
+        note = read_cancel_note(self.run.directory)
+        return f"{note} ({reason})" if note else reason
 
     @staticmethod
     def _restore_signal_handlers(previous: dict[int, Any]) -> None:
