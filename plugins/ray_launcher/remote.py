@@ -2,8 +2,9 @@
 
 The caller (:mod:`mosaic_ray.caller`) makes one :class:`RemoteRun` actor per attempt with the
 run's resources, calls :meth:`start`, then :meth:`read` in a loop for the run's JSON event
-lines (and, when asked, its newest FastLane frames: :mod:`mosaic_ray.frames`), :meth:`snapshot` for its run directory (at checkpoints and at the end), :meth:`cancel`
-on Ctrl-C and :meth:`close` at the end. The ``mosaic run`` here dies with the actor
+lines (and, when asked, its newest FastLane frames: :mod:`mosaic_ray.frames`), :meth:`snapshot`
+for its run directory (at checkpoints and at the end), :meth:`cancel` on Ctrl-C and
+:meth:`close` at the end. The ``mosaic run`` here dies with the actor
 (``PR_SET_PDEATHSIG``), so a killed actor or a lost caller leaves nothing running.
 """
 
