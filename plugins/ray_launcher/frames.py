@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+from mosaic_ray.remote import private_dir
+
 FRAMES_PER_S = 4.0  # per slot, at most: the relay's bound (a frame is a PNG of at most max_dim px)
+FRAMES_PREFIX = "mosaic-ray-fl-"  # the node's frame directories (``mosaic-fl-`` is FastLane's segments)
 PNG_LEVEL = 1  # fast: the node encodes while its run trains
 _METRICS = ("tick", "global_step", "episode_count", "last_reward", "rolling_return", "step_rate_hz")
 
@@ -41,7 +42,7 @@ class NodeFrames:
 
         self.segment = layout.segment_name(run_id)
         base = layout.shm_dir()  # the node's shared memory (0700 dir: no other user looks in)
-        self.directory = Path(tempfile.mkdtemp(prefix="mosaic-ray-fl-", dir=base if os.access(base, os.W_OK) else None))
+        self.directory = private_dir(FRAMES_PREFIX, base if os.access(base, os.W_OK) else None)
         self.variable = layout.SHM_DIR_VAR
         self.reader: Any = None
 

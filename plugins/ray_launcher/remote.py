@@ -14,9 +14,11 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tarfile
@@ -34,7 +36,27 @@ _KEEP_OUT = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS", "RAY_JOB_ID
 # Thread pools that size themselves from the machine's cores unless told: from --num-cpus instead.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "TORCH_NUM_THREADS")
 STDERR_TAIL = 40
+WORK_PREFIX = "mosaic-ray-"
 CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def private_dir(prefix: str, base: Path | None = None) -> Path:
+    """A fresh 0700 directory ``<prefix><pid>.<start>-XXXX`` of this actor process in ``base``
+    (default: the temp dir); first, those of actors that are gone (killed with their caller,
+    before their ``close``) are removed: only our own real directories, never through a link."""
+    base = Path(base or tempfile.gettempdir())
+    mine = f"{prefix}{os.getpid()}.{procs.process_start(os.getpid())}-"
+    pattern = re.compile(re.escape(prefix) + r"(\d+)\.(\d+)-")
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            match = pattern.match(entry.name)
+            if not match or procs.process_alive(int(match[1]), int(match[2])):
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+                    shutil.rmtree(entry.path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=mine, dir=base))
 
 
 def _child_setup(parent_death: Any) -> Any:
@@ -65,7 +87,7 @@ class RemoteRun:
         ``frames``: the run publishes FastLane frames, into a segment of its own here."""
         import ray
 
-        self.work = Path(tempfile.mkdtemp(prefix="mosaic-ray-"))  # 0700: the config holds no secret, still private
+        self.work = private_dir(WORK_PREFIX)  # 0700: the config holds no secret, still private
         config = self.work / "config.json"
         config.write_text(config_text, encoding="utf-8")
         runs = Path(runs_dir) if runs_dir else self.work / "runs"
