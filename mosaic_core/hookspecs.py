@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-light
+    from pathlib import Path
+
     import numpy as np
 
     from mosaic_core.cli.commands import CliCommand
@@ -343,6 +345,29 @@ def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None
         @hookimpl
         def mosaic_build_manifest(run, status):
             return {"my_plugin": {"samples": len(run.state.get("my_plugin", [])), "status": status}}
+    """
+
+
+@spec(ISOLATE)
+def mosaic_run_scalars(run_dir: Path, tag: str) -> list[tuple[int, float]] | None:
+    """The ``(step, value)`` series a finished or running run recorded under ``tag``.
+
+    Called in the host by whoever needs a run's numbers without knowing how they were stored
+    (the sweep's objective reads its trials' final values through it). Return the series in step
+    order, or None when this plugin does not store scalars; the first series returned wins.
+    Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_run_scalars(run_dir, tag):
+            path = run_dir / "scalars.csv"
+            if not path.exists():
+                return None
+            rows = (line.split(",") for line in path.read_text().splitlines())
+            return [(int(step), float(value)) for name, step, value in rows if name == tag]
     """
 
 

@@ -37,6 +37,8 @@ from mosaic_core.errors import PluginError, UsageError
 from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
     from mosaic_core.runs import RunContext
@@ -278,6 +280,13 @@ class PluginHost:
     def build_manifest(self, run: RunContext, status: str, reserved: Iterable[str] = ()) -> dict[str, Any]:
         return self._merge("mosaic_build_manifest", "manifest section",
                            self._call("mosaic_build_manifest", run=run, status=status), reserved)
+
+    def run_scalars(self, run_dir: Path, tag: str) -> list[tuple[int, float]] | None:
+        """The first series a plugin reads back for ``tag`` (None: no plugin stores scalars)."""
+        for _plugin, series in self._call("mosaic_run_scalars", run_dir=run_dir, tag=tag):
+            if series is not None:
+                return list(series)
+        return None
 
     def run_finished(self, run: RunContext, status: str) -> None:
         self._call("mosaic_run_finished", run=run, status=status)

@@ -56,6 +56,17 @@ def mosaic_cli_commands():
     return list(COMMANDS)
 
 
+@hookimpl
+def mosaic_run_scalars(run_dir, tag):
+    """A run's series from its TensorBoard files (None when it wrote none)."""
+    from mosaic_analytics.curves import event_files, read_scalars
+
+    if not event_files(run_dir):
+        return None
+    curve = read_scalars(run_dir, tag)
+    return list(zip(curve.steps, curve.values))
+
+
 # ------------------------------------------------------------------ before a run
 @hookimpl
 def mosaic_extras_keys():
