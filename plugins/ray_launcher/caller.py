@@ -6,8 +6,8 @@
 2. a :class:`~mosaic_ray.remote.RemoteRun` actor with the run's resources starts ``mosaic run``
    on the node; its JSON events are emitted here as they come (the same events, in order, on
    stdout and in this run directory's ``events.jsonl``; plugins see them as for a local run),
-   and its FastLane frames go into this run's local segment, a few a second
-   (:mod:`mosaic_ray.frames`);
+   and what plugins relay (``mosaic_run_relay``: FastLane's frames, into this run's local
+   segment) comes with them, at each plugin's rate;
 3. the node's run directory comes back into ``job.run.run_dir`` at each ``checkpoint_saved`` and at
    the end (with ``--ray-shared-runs`` the node writes to the shared runs root and the directory
    is moved into place at the end);
@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -28,12 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
 from mosaic_core.files import is_within, write_json_atomic
 from mosaic_core.launchers import Job
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
 from mosaic_core.runs import read_cancel_note
-from mosaic_ray import cluster, frames
+from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 
 POLL_S = 0.25
@@ -104,7 +106,7 @@ class RayRun:
         try:
             runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
             start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
-                                       run.run_id, settings.num_cpus, frames.wanted(run.config.extras))
+                                       run.run_id, settings.num_cpus)
             node = self._wait(start, actor, "start")
             if node is None:  # cancelled while waiting for a node
                 return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
@@ -117,24 +119,22 @@ class RayRun:
             self._close(actor)
 
     def _relay(self, actor: Any, node: dict[str, Any]) -> tuple[str, dict[str, Any], int]:
-        pictures = frames.CallerFrames(self.run.run_id) if frames.wanted(self.run.config.extras) else None
+        relays = Relays(self.job.host.run_relays(self.run.run_id, redact(self.run.config.extras), "caller"))
         try:
-            return self._relay_events(actor, node, pictures)
+            return self._relay_events(actor, node, relays)
         finally:
-            if pictures is not None:
-                pictures.close()
+            relays.close()
 
     def _relay_events(self, actor: Any, node: dict[str, Any],
-                      pictures: frames.CallerFrames | None) -> tuple[str, dict[str, Any], int]:
+                      relays: "Relays") -> tuple[str, dict[str, Any], int]:
         seen, terminal, cancel_sent, deadline = 0, None, False, None
         while True:
             if self.cancel_reason is not None and not cancel_sent:
                 actor.cancel.remote(read_cancel_note(self.run.directory), int(self.cancel_signal))
                 cancel_sent, deadline = True, time.monotonic() + self.job.options.grace_period + CANCEL_EXTRA_S
-            marks = pictures.ask() if pictures is not None and self.started else None
+            marks = relays.due() if self.started else None  # plugins' live data: once the run started here
             reply = self._wait(actor.read.remote(seen, marks), actor, "read", cancellable=False)
-            if pictures is not None:
-                pictures.publish(reply.get("frames") or [])
+            relays.deliver(reply.get("relayed") or {})
             seen += len(reply["lines"])
             for line in reply["lines"]:
                 record = _parse(line)
@@ -283,6 +283,48 @@ class RayRun:
     def _restore_signal_handlers(previous: dict[int, Any]) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+class Relays:
+    """The caller's side of the plugins' relays (``mosaic_run_relay``), each asked at its rate."""
+
+    def __init__(self, relays: dict[str, Any]):
+        self.relays = relays
+        self.next_due = {plugin: 0.0 for plugin in relays}
+
+    def due(self) -> dict[str, Any] | None:
+        """The marks of the relays whose turn it is (None: none is due)."""
+        now, marks = time.monotonic(), {}
+        for plugin, relay in list(self.relays.items()):
+            if now < self.next_due[plugin]:
+                continue
+            self.next_due[plugin] = now + 1.0 / max(float(relay.rate_hz), 0.1)
+            mark = self._guarded(plugin, relay.mark)
+            if mark is not None:
+                marks[plugin] = mark
+        return marks or None
+
+    def deliver(self, relayed: dict[str, Any]) -> None:
+        for plugin, items in relayed.items():
+            relay = self.relays.get(plugin)
+            if relay is not None and items:
+                self._guarded(plugin, lambda: relay.deliver(items))
+
+    def _guarded(self, plugin: str, call: Any) -> Any:
+        try:
+            return call()
+        except Exception:  # isolate: that plugin's relay stops, the run and its events go on
+            self._drop(plugin)
+            return None
+
+    def _drop(self, plugin: str) -> None:
+        relay = self.relays.pop(plugin)
+        with contextlib.suppress(Exception):
+            relay.close()
+
+    def close(self) -> None:
+        for plugin in list(self.relays):
+            self._drop(plugin)
 
 
 def _parse(line: str) -> dict[str, Any] | None:

@@ -2,7 +2,7 @@
 
 The caller (:mod:`mosaic_ray.caller`) makes one :class:`RemoteRun` actor per attempt with the
 run's resources, calls :meth:`start`, then :meth:`read` in a loop for the run's JSON event
-lines (and, when asked, its newest FastLane frames: :mod:`mosaic_ray.frames`), :meth:`snapshot`
+lines (and, when asked, what plugins relay: ``mosaic_run_relay``, FastLane's frames), :meth:`snapshot`
 for its run directory (at checkpoints and at the end), :meth:`cancel` on Ctrl-C and
 :meth:`close` at the end. The ``mosaic run`` here dies with the actor
 (``PR_SET_PDEATHSIG``), so a killed actor or a lost caller leaves nothing running.
@@ -14,11 +14,9 @@ import contextlib
 import io
 import json
 import os
-import re
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tarfile
@@ -27,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import procs
+from mosaic_core import files, procs
 from mosaic_core.runs import RunDirectory
 
 NODE_ENV = "MOSAIC_RAY_NODE"
@@ -40,23 +38,9 @@ WORK_PREFIX = "mosaic-ray-"
 CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def private_dir(prefix: str, base: Path | None = None) -> Path:
-    """A fresh 0700 directory ``<prefix><pid>.<start>-XXXX`` of this actor process in ``base``
-    (default: the temp dir); first, those of actors that are gone (killed with their caller,
-    before their ``close``) are removed: only our own real directories, never through a link."""
-    base = Path(base or tempfile.gettempdir())
-    mine = f"{prefix}{os.getpid()}.{procs.process_start(os.getpid())}-"
-    pattern = re.compile(re.escape(prefix) + r"(\d+)\.(\d+)-")
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(base):
-            match = pattern.match(entry.name)
-            if not match or procs.process_alive(int(match[1]), int(match[2])):
-                continue
-            with contextlib.suppress(OSError):
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
-                    shutil.rmtree(entry.path, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=mine, dir=base))
+def _close_quietly(relay: Any) -> None:
+    with contextlib.suppress(Exception):
+        relay.close()
 
 
 def _child_setup(parent_death: Any) -> Any:
@@ -78,16 +62,16 @@ class RemoteRun:
         self.lock = threading.Lock()
         self.work: Path | None = None
         self.run_dir: Path | None = None
-        self.frames: Any = None
+        self.relays: dict[str, Any] = {}  # plugin -> its RunRelay for this run (mosaic_run_relay, side "node")
 
     def start(self, argv: list[str], config_text: str, env: dict[str, str], runs_dir: str | None,
-              run_id: str, num_cpus: float, frames: bool = False) -> dict[str, Any]:
+              run_id: str, num_cpus: float) -> dict[str, Any]:
         """Start ``mosaic <argv> --config C --runs-dir R``; ``env`` (secrets included) only in
         its environment. ``runs_dir``: shared storage, else a private temp dir on this node.
-        ``frames``: the run publishes FastLane frames, into a segment of its own here."""
+        Plugins that relay live data of the run (FastLane) set up their side here first."""
         import ray
 
-        self.work = private_dir(WORK_PREFIX)  # 0700: the config holds no secret, still private
+        self.work = files.private_dir(WORK_PREFIX)  # 0700: the config holds no secret, still private
         config = self.work / "config.json"
         config.write_text(config_text, encoding="utf-8")
         runs = Path(runs_dir) if runs_dir else self.work / "runs"
@@ -99,11 +83,7 @@ class RemoteRun:
         child_env.update(env)
         child_env.update({name: threads for name in THREAD_VARS})  # this node's share, not the caller's
         child_env[NODE_ENV] = json.dumps(node)
-        if frames:
-            from mosaic_ray.frames import NodeFrames
-
-            self.frames = NodeFrames(run_id)
-            child_env[self.frames.variable] = str(self.frames.directory)
+        child_env.update(self._open_relays(run_id, config_text))
         command = [sys.executable, "-m", "mosaic_core.cli.main", *argv, "--config", str(config), "--runs-dir", str(runs)]
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=child_env, cwd=self.work, start_new_session=True,
@@ -117,16 +97,36 @@ class RemoteRun:
             with self.lock:
                 into.append(line.rstrip("\n"))
 
-    def read(self, since: int, frame_marks: dict[int, int] | None = None) -> dict[str, Any]:
+    def _open_relays(self, run_id: str, config_text: str) -> dict[str, str]:
+        from mosaic_core.plugins import plugin_host
+
+        extras = json.loads(config_text).get("extras") or {}
+        env: dict[str, str] = {}
+        for plugin, relay in plugin_host().run_relays(run_id, extras, "node").items():
+            try:
+                env.update(relay.node_env())
+            except Exception:  # isolate: that plugin relays nothing; the run goes on
+                _close_quietly(relay)
+                continue
+            self.relays[plugin] = relay
+        return env
+
+    def read(self, since: int, marks: dict[str, Any] | None = None) -> dict[str, Any]:
         """Event lines from index ``since``; ``returncode`` once the run has ended (all lines read);
-        with ``frame_marks`` (slot -> newest frame number the caller has), the newer frames."""
+        with ``marks`` (plugin -> what the caller has), each plugin's relayed items."""
         assert self.proc is not None
         code = self.proc.poll()
         with self.lock:
             lines = self.lines[since:]
             tail = self.stderr[-STDERR_TAIL:] if code is not None else []
-        frames = self.frames.newer(frame_marks) if self.frames is not None and frame_marks is not None else []
-        return {"lines": lines, "returncode": code, "stderr_tail": tail, "frames": frames}
+        relayed = {}
+        for plugin, mark in (marks or {}).items():
+            relay = self.relays.get(plugin)
+            try:
+                relayed[plugin] = relay.collect(mark) if relay is not None else []
+            except Exception:  # isolate: a plugin whose relay fails relays nothing more
+                _close_quietly(self.relays.pop(plugin))
+        return {"lines": lines, "returncode": code, "stderr_tail": tail, "relayed": relayed}
 
     def cancel(self, note: str | None, signum: int = signal.SIGINT) -> None:
         """Ask the run to stop as the caller was asked: ``note`` (a sweep's pruning decision) into
@@ -158,7 +158,8 @@ class RemoteRun:
         shared storage is not in it: the caller moves that one into place)."""
         if self.proc is not None and self.proc.poll() is None:
             procs.stop_group(self.proc.pid, 5.0, self.proc)
-        if self.frames is not None:
-            self.frames.close()
+        for relay in self.relays.values():
+            _close_quietly(relay)
+        self.relays.clear()
         if self.work is not None:
             shutil.rmtree(self.work, ignore_errors=True)

@@ -117,7 +117,7 @@ def test_fastlane_frames_of_a_remote_run_are_read_here(cluster, tmp_path):
 
     shm = tmp_path / "shm"
     shm.mkdir(mode=0o700)
-    node_dirs = set(Path("/dev/shm").glob("mosaic-ray-fl-*"))
+    node_dirs = set(Path("/dev/shm").glob("mosaic-relay-fl-*"))
     proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "50000000", "--json", "--ray-address",
                              cluster.address, "--ray-resources", '{"nodeA": 1}', "--extras", '{"fastlane": true}'],
                             cwd=tmp_path, env=caller_env(cluster, MOSAIC_FASTLANE_SHM_DIR=str(shm)),
@@ -142,7 +142,7 @@ def test_fastlane_frames_of_a_remote_run_are_read_here(cluster, tmp_path):
     manifest = json.loads((Path(started["payload"]["run_dir"]) / "analytics.json").read_text())
     assert manifest["fastlane"]["frames_published"] >= 2  # the node's own count, its manifest brought back
     assert not list(shm.iterdir()), "the caller's segment outlived the run"
-    assert set(Path("/dev/shm").glob("mosaic-ray-fl-*")) <= node_dirs, "the node's frame directory outlived the run"
+    assert set(Path("/dev/shm").glob("mosaic-relay-fl-*")) <= node_dirs, "the node's frame directory outlived the run"
 
 
 def test_bad_input_is_one_line_at_submit(cluster, tmp_path):

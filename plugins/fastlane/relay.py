@@ -1,50 +1,50 @@
-"""FastLane frames of a remote run, relayed to the caller's machine at a bounded rate.
+"""FastLane frames of a run executed elsewhere (a launcher's node), relayed to the caller's
+machine at a bounded rate: this plugin's :class:`~mosaic_core.types.RunRelay` (hook
+``mosaic_run_relay``).
 
-On the node, the run's host writes its FastLane segment into a private directory of the actor
+On the node, the run's host writes its segment into a private directory made for it
 (``MOSAIC_FASTLANE_SHM_DIR``), so it never meets the caller's segment of the same run id when
 caller and node share a machine. :class:`NodeFrames` reads it there and hands out the slots'
-frames newer than the caller has, PNG-encoded. The caller asks at most :data:`FRAMES_PER_S`
-times a second, over the channel that carries the run's events (one actor call), and
-:class:`CallerFrames` publishes them into the run's local segment, which the caller's FastLane
-plugin created at ``run_started``: ``mosaic fastlane watch``, the dashboard and any
-``FastLaneReader`` here read a remote run as a local one.
+frames newer than the caller has, PNG-encoded. The launcher asks at most :data:`FRAMES_PER_S`
+times a second, over the channel that carries the run's events, and :class:`CallerFrames`
+publishes them into the run's local segment, which this plugin created at ``run_started``:
+``mosaic fastlane watch``, the dashboard and any ``FastLaneReader`` here read a remote run as a
+local one.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import time
 from typing import Any
 
-from mosaic_ray.remote import private_dir
+from mosaic_core.files import private_dir
+from mosaic_core.types import RunRelay
+
+from mosaic_fastlane import layout
 
 FRAMES_PER_S = 4.0  # per slot, at most: the relay's bound (a frame is a PNG of at most max_dim px)
-FRAMES_PREFIX = "mosaic-ray-fl-"  # the node's frame directories (``mosaic-fl-`` is FastLane's segments)
+FRAMES_PREFIX = "mosaic-relay-fl-"  # the node's frame directories (``mosaic-fl-`` is FastLane's segments)
 PNG_LEVEL = 1  # fast: the node encodes while its run trains
 _METRICS = ("tick", "global_step", "episode_count", "last_reward", "rolling_return", "step_rate_hz")
 
 
-def wanted(extras: dict[str, Any]) -> bool:
-    """Whether the run publishes FastLane frames (the plugin's own rule), False without it."""
-    try:
-        from mosaic_fastlane import settings
-    except ImportError:
-        return False
-    return settings.is_enabled(extras)
-
-
-class NodeFrames:
+class NodeFrames(RunRelay):
     """The node's side: the run's segment, in a private directory made for it."""
 
-    def __init__(self, run_id: str):
-        from mosaic_fastlane import layout
+    rate_hz = FRAMES_PER_S
 
+    def __init__(self, run_id: str):
         self.segment = layout.segment_name(run_id)
         base = layout.shm_dir()  # the node's shared memory (0700 dir: no other user looks in)
         self.directory = private_dir(FRAMES_PREFIX, base if os.access(base, os.W_OK) else None)
-        self.variable = layout.SHM_DIR_VAR
         self.reader: Any = None
+
+    def node_env(self) -> dict[str, str]:
+        return {layout.SHM_DIR_VAR: str(self.directory)}
+
+    def collect(self, mark: Any) -> list[Any]:
+        return self.newer({int(k): int(v) for k, v in (mark or {}).items()})
 
     def newer(self, marks: dict[int, int]) -> list[dict[str, Any]]:
         """Each slot's newest frame whose number is above ``marks[slot]``, as a PNG and its metrics."""
@@ -77,24 +77,23 @@ class NodeFrames:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-class CallerFrames:
+class CallerFrames(RunRelay):
     """The caller's side: publishes relayed frames into this run's local segment."""
+
+    rate_hz = FRAMES_PER_S
 
     def __init__(self, run_id: str):
         self.run_id = run_id
         self.marks: dict[int, int] = {}  # slot -> the node's number of the newest frame relayed
         self.writers: dict[int, Any] = {}  # slot -> its SlotWriter (each maps the segment itself), None: no such slot
         self.header: Any = None
-        self.due = 0.0
         self.off = False
 
-    def ask(self) -> dict[int, int] | None:
-        """The marks to send with this read when a relay is due, else None (the rate bound)."""
-        now = time.monotonic()
-        if self.off or now < self.due:
-            return None
-        self.due = now + 1.0 / FRAMES_PER_S
-        return dict(self.marks)
+    def mark(self) -> Any:
+        return None if self.off else dict(self.marks)
+
+    def deliver(self, items: list[Any]) -> None:
+        self.publish(items)
 
     def publish(self, frames: list[dict[str, Any]]) -> None:
         if not frames or self.off:

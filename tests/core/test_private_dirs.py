@@ -1,6 +1,6 @@
-"""A node's private directories (an actor's work dir, its run's FastLane directory) that outlive
-their actor (killed with its caller before its ``close``) are removed by the next actor there:
-only real directories of ours named for an actor process that is gone. No cluster needed."""
+"""Private directories named for the process that made them (a Ray actor's work dir, a relayed
+run's FastLane directory on a node) that outlive it (killed before it could remove them) are
+removed by the next one made there: only real directories of ours named for a process that is gone."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 
+from mosaic_core.files import private_dir
 from mosaic_core.procs import process_start
-from mosaic_ray.remote import WORK_PREFIX, private_dir
+
+WORK_PREFIX = "mosaic-test-"
 
 
-def test_the_next_actor_removes_the_dirs_of_actors_that_are_gone(tmp_path):
+def test_the_next_private_dir_removes_those_of_processes_that_are_gone(tmp_path):
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(gone.stdout)
     stale = tmp_path / f"{WORK_PREFIX}{dead_pid}.1-abcd"
@@ -25,7 +27,7 @@ def test_the_next_actor_removes_the_dirs_of_actors_that_are_gone(tmp_path):
     (elsewhere / "keep").write_text("x")
     planted = tmp_path / f"{WORK_PREFIX}{dead_pid}.1-link"
     planted.symlink_to(elsewhere)
-    unrelated = tmp_path / "mosaic-ray-fl-12.1-other"  # another kind's directory
+    unrelated = tmp_path / f"{WORK_PREFIX}fl-12.1-other"  # another kind's directory
     unrelated.mkdir()
 
     made = private_dir(WORK_PREFIX, tmp_path)
