@@ -186,9 +186,10 @@ def printable(text: str, keep_newlines: bool = False) -> str:
 
 
 def private_dir(prefix: str, base: Path | None = None) -> Path:
-    """A fresh 0700 directory ``<prefix><pid>.<start>-XXXX`` of this actor process in ``base``
-    (default: the temp dir); first, those of actors that are gone (killed with their caller,
-    before their ``close``) are removed: only our own real directories, never through a link."""
+    """A fresh 0700 directory ``<prefix><pid>.<start>-XXXX`` of this process in ``base`` (default:
+    the temp dir). First, those of processes that are gone (e.g. a Ray actor killed with its
+    caller before it could remove its own) are removed: only our own real directories, never
+    through a link, never one of a live process."""
     base = Path(base or tempfile.gettempdir())
     mine = f"{prefix}{os.getpid()}.{procs.process_start(os.getpid())}-"
     pattern = re.compile(re.escape(prefix) + r"(\d+)\.(\d+)-")
