@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-ligh
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
     from mosaic_core.runs import RunContext
-    from mosaic_core.types import ChildContext, ChildEvent, ExtrasKey, FrameInfo
+    from mosaic_core.types import ChildContext, ChildEvent, ExtrasKey, FrameInfo, RunRelay
 
 PROJECT = "mosaic"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -325,6 +325,31 @@ def mosaic_on_heartbeat(run: RunContext) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------------------
+@spec(ISOLATE)
+def mosaic_run_relay(run_id: str, extras: dict[str, Any], side: str) -> RunRelay | None:
+    """This plugin's relay for a run that a launcher executes on another machine, or None.
+
+    Called by a launcher (``--ray-address``) twice per attempt: on the node (``side="node"``)
+    before it starts the run's ``mosaic run`` there, and on the caller (``side="caller"``) once
+    the run has started; ``extras`` are the run's (secrets redacted). The two
+    :class:`~mosaic_core.types.RunRelay` objects carry the plugin's live data of the run from the
+    node to the caller (FastLane: the newest frames, into the caller's segment), over the channel
+    that carries the run's events, at most ``rate_hz`` times a second. Return a relay, or None
+    when the plugin has nothing to relay for this run. Failure: isolate (the plugin's relay is
+    dropped; the run goes on).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_run_relay(run_id, extras, side):
+            if extras.get("my_plugin"):
+                return NodeCounter(run_id) if side == "node" else CallerCounter(run_id)
+            return None
+    """
+
+
 # Host: after a run
 # --------------------------------------------------------------------------------------
 @spec(ISOLATE)

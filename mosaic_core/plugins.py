@@ -34,7 +34,7 @@ from mosaic_core.hookcalls import GuardedManager, Tagged
 from mosaic_core.entrypoints import (DISABLE_VAR, LOAD_VAR, LoadedEntryPoint, is_blocked, load_group, load_listed,
                                      report_failure, strict, unknown_selected)
 from mosaic_core.errors import PluginError, UsageError
-from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure
+from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure, RunRelay
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -287,6 +287,18 @@ class PluginHost:
             if series is not None:
                 return list(series)
         return None
+
+    def run_relays(self, run_id: str, extras: dict[str, Any], side: str) -> dict[str, RunRelay]:
+        """Each plugin's relay for a run executed elsewhere (``side``: "node" or "caller")."""
+        relays = {}
+        for plugin, relay in self._call("mosaic_run_relay", run_id=run_id, extras=extras, side=side):
+            if relay is None:
+                continue
+            if isinstance(relay, RunRelay):
+                relays[plugin] = relay
+            else:
+                self._invalid("mosaic_run_relay", plugin, f"returned {type(relay).__name__}; expected a RunRelay")
+        return relays
 
     def run_finished(self, run: RunContext, status: str) -> None:
         self._call("mosaic_run_finished", run=run, status=status)

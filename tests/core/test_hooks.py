@@ -180,6 +180,19 @@ def test_mosaic_run_scalars_takes_the_first_series_and_skips_a_failing_reader(ru
     assert host_with().run_scalars(run.run_dir, "x") is None
 
 
+def test_mosaic_run_relay_keeps_relays_and_names_a_wrong_or_failing_one(run):
+    from mosaic_core.types import RunRelay
+
+    relay = RunRelay()
+    good = module("good", mosaic_run_relay=lambda run_id, extras, side: relay if side == "node" else None)
+    wrong = module("wrong", mosaic_run_relay=lambda run_id, extras, side: "frames")
+    broken = module("broken", mosaic_run_relay=lambda run_id, extras, side: 1 / 0)
+    host = host_with(good, wrong, broken)
+    assert host.run_relays(run.run_id, {}, "node") == {"good": relay}
+    assert host.run_relays(run.run_id, {}, "caller") == {}
+    assert {r["plugin"] for r in host.failure_records()} == {"wrong", "broken"}
+
+
 def test_training_process_hooks_in_process():
     seen = []
     a = module("a", mosaic_child_setup=lambda child: seen.append(("setup", child)),
