@@ -26,10 +26,10 @@ from pathlib import Path
 from mosaic_core.config import check_run_id
 from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.files import check_own_dir, open_private, run_umask
+from mosaic_core.runstore.artifacts import CHECKPOINT_SUFFIXES
 
 FORMAT = "mosaic.run-export/1"
 MANIFEST = "EXPORT.json"
-CHECKPOINT_SUFFIXES = (".cleanrl_model", ".pt", ".pth", ".ckpt", ".safetensors")
 _CHUNK = 1 << 20
 
 

@@ -104,7 +104,7 @@ def log_tails(run_dir: Path, limit: int = LOG_TAIL_BYTES) -> dict[str, str]:
 
 def artifacts(run_dir: Path, run_id: str) -> dict[str, Any]:
     """Checkpoints, TensorBoard event dirs, videos and W&B dirs, found now (also mid-run)."""
-    from mosaic_analytics.manifest import scan
+    from mosaic_core.runstore.artifacts import scan
     from mosaic_core.runs import RunDirectory
 
     found = scan(RunDirectory(run_dir.parent, run_id), [])
