@@ -130,6 +130,10 @@ def _register_installed() -> None:
                 register_atari()
             elif family.key == "minigrid":
                 import minigrid  # noqa: F401  (registers MiniGrid and BabyAI)
+            elif family.key == "procgen":
+                from cleanrl_worker import procgen_compat
+
+                procgen_compat.register()
 
 
 def _read_spaces(entry: EnvEntry, spec: Any) -> None:

@@ -115,7 +115,7 @@ def install_command(extras: list[str]) -> str:
     pins = []
     for name in LANE_PINS:
         try:
-            pins.append(f"{name}=={metadata.version(name)}")
+            pins.append(f"{name}=={metadata.version(name).split('+')[0]}")
         except metadata.PackageNotFoundError:
             pins.append("torch==2.13.0" if name == "torch" else "")
     return " ".join(["pip install -e '.[" + ",".join(extras) + "]'", *filter(None, pins)])
@@ -130,9 +130,12 @@ def status_of(name: str, sources: tuple[str, ...], extras: tuple[str, ...] = ())
         extras = entry.extras
         if entry.blocker and not (name == "ppo_continuous_action_isaacgym" and _found("isaacgym")):
             return Status("cannot_run", entry.blocker)
-    if not sources:
-        return Status("needs_checkout", "an upstream CleanRL checkout (MOSAIC_CLEANRL_HOME or --cleanrl-home)")
     missing = missing_extras(tuple(extras))
+    install = install_command(missing) if missing else None
+    if not sources:
+        then = f"; then extra {', '.join(missing)}: {install}" if missing else ""
+        return Status("needs_checkout", f"an upstream CleanRL checkout (MOSAIC_CLEANRL_HOME or --cleanrl-home){then}",
+                      install)
     if missing:
-        return Status("needs_extra", "extra " + ", ".join(missing), install_command(missing))
+        return Status("needs_extra", "extra " + ", ".join(missing), install)
     return Status("ready", entry.note if entry else "")
