@@ -91,6 +91,11 @@ class CleanRLWorkerRuntime:
                                      dry_run=self.dry_run)
         return self._prepared
 
+    @property
+    def run_dir(self) -> Path:
+        """The run's directory (manifest, TensorBoard files, checkpoints)."""
+        return self._prepare().run.run_dir
+
     def build_cleanrl_args(self) -> list[str]:
         """The algorithm script's argv, as the run will get it."""
         return list(self._prepare().launch.summary.get("argv", []))
