@@ -40,6 +40,7 @@ ALGORITHM_SPACES = {
     "c51": SpacesFit(("discrete",), True),
     "ppo_atari": SpacesFit(("discrete",), False, ("atari",)),
     "dqn_atari": SpacesFit(("discrete",), False, ("atari",)),
+    "ppo_atari_envpool": SpacesFit(("discrete",), False, ("atari",)),
     "ppo_continuous_action": SpacesFit(("continuous",), True),
     "sac_continuous_action": SpacesFit(("continuous",), True),
     "td3_continuous_action": SpacesFit(("continuous",), True),

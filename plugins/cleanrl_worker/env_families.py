@@ -60,7 +60,7 @@ FAMILIES = (
            ("MiniGrid-Empty-5x5-v0", "MiniGrid-DoorKey-5x5-v0", "BabyAI-GoToLocal-v0")),
     Family("procgen", "Procgen", "procgen", _extra("procgen"), ("cleanrl_worker.procgen_compat",),
            ("procgen-coinrun-v0", "procgen-starpilot-v0", "procgen-bigfish-v0")),
-    Family("dm_control", "DM Control (shimmy)", "shimmy", _extra("dm_control"), ("shimmy.registration",),
+    Family("dm_control", "DM Control (shimmy)", "shimmy", _extra("dm-control"), ("shimmy.registration",),
            ("dm_control/cartpole-balance-v0", "dm_control/cheetah-run-v0", "dm_control/walker-walk-v0")),
 )
 BY_KEY = {family.key: family for family in FAMILIES}

@@ -23,6 +23,10 @@ from cleanrl_worker.catalog import ALGORITHM_SPACES, STATIC_SPACES, classify, fi
 from cleanrl_worker.env_families import family_of, missing_family_message, prepare_family
 
 
+# Bundled algorithms on EnvPool's Atari: its task ids (`Breakout-v5`) are gymnasium's `ALE/Breakout-v5`.
+ENVPOOL_ATARI = ("ppo_atari_envpool",)
+
+
 def _spec(env_id: str) -> Any:
     """gymnasium's spec of ``env_id`` (``module:Env-v0`` imports the module first)."""
     import gymnasium as gym
@@ -78,7 +82,7 @@ def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
     if missing:
         raise ConfigError(missing, field="env_id")
     try:
-        spec = _spec(env_id)
+        spec = _spec(f"ALE/{env_id}" if algo in ENVPOOL_ATARI and "/" not in env_id else env_id)
     except ConfigError as exc:
         if source in ("bundled", "mode"):
             raise
