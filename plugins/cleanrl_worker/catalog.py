@@ -41,6 +41,7 @@ ALGORITHM_SPACES = {
     "ppo_atari": SpacesFit(("discrete",), False, ("atari",)),
     "dqn_atari": SpacesFit(("discrete",), False, ("atari",)),
     "ppo_atari_envpool": SpacesFit(("discrete",), False, ("atari",)),
+    "ppo_procgen": SpacesFit(("discrete",), False, ("procgen",)),
     "ppo_continuous_action": SpacesFit(("continuous",), True),
     "sac_continuous_action": SpacesFit(("continuous",), True),
     "td3_continuous_action": SpacesFit(("continuous",), True),
@@ -104,7 +105,8 @@ def classify(observation_space: Any, action_space: Any) -> tuple[str, list[int] 
 
 
 # Spaces of a family's ids when they cannot be read (family not installed, or not made).
-STATIC_SPACES = {"mujoco": ("vector", "continuous"), "atari": ("image", "discrete"), "minigrid": ("image", "discrete")}
+STATIC_SPACES = {"mujoco": ("vector", "continuous"), "atari": ("image", "discrete"), "minigrid": ("image", "discrete"),
+                 "procgen": ("image", "discrete")}
 
 
 def _fitting(entry: EnvEntry) -> list[str]:

@@ -106,10 +106,7 @@ def make_envs(env_id, num_envs, seed):
 
     envs = envpool.make(envpool_task(env_id), env_type="gymnasium", num_envs=num_envs, episodic_life=True,
                         reward_clip=True, seed=seed)
-    envs.num_envs = num_envs
-    envs.single_action_space = envs.action_space
-    envs.single_observation_space = envs.observation_space
-    return envs
+    return envs  # it has num_envs, single_observation_space and single_action_space
 
 
 class EpisodeStatistics:
@@ -280,7 +277,7 @@ if __name__ == "__main__":
             target = curriculum.stage()
             if target != stage:
                 stage, env_id = target, curriculum.env_id(target)
-                envs.close()
+                del envs  # EnvPool frees its threads when collected (its close() fails on gymnasium 0.29)
                 envs = make_envs(env_id, args.num_envs, args.seed + 10_000 * stage)
                 statistics = EpisodeStatistics(args.num_envs)
                 next_obs_np, _ = envs.reset()
@@ -388,5 +385,4 @@ if __name__ == "__main__":
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 
-    envs.close()
     writer.close()
