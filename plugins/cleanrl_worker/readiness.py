@@ -27,6 +27,8 @@ LANE_PINS = ("torch", "numpy", "gymnasium")  # kept at their installed versions 
 
 HUB = "downloads its teacher model from the Hugging Face hub at run time (no network here)"
 ISAAC = "needs NVIDIA Isaac Gym (not on PyPI; a CUDA GPU)"
+OLD_ENVPOOL = ("upstream's EnvPool scripts use envpool<0.7's old gym API (4-value step, gym spaces), which has no "
+               "Python 3.11 wheel; envpool 0.8+ speaks gymnasium")
 ROMS = "PettingZoo's multi-agent Atari needs multi_agent_ale_py and AutoROM's ROM download (no wheel for Python 3.11, no network here)"
 
 
@@ -105,6 +107,15 @@ def _found(module: str) -> bool:
         return False
 
 
+def _old_envpool() -> bool:
+    """Whether the envpool installed here is one upstream's EnvPool scripts run on (< 0.7)."""
+    try:
+        major, minor = (int(part) for part in metadata.version("envpool").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) < (0, 7)
+
+
 def missing_extras(extras: tuple[str, ...]) -> list[str]:
     """The extras (``cleanrl`` always counted) some of whose modules are not importable here."""
     return [extra for extra in ("cleanrl", *extras) if not all(_found(m) for m in NEEDS[extra])]
@@ -130,6 +141,9 @@ def status_of(name: str, sources: tuple[str, ...], extras: tuple[str, ...] = ())
         extras = entry.extras
         if entry.blocker and not (name == "ppo_continuous_action_isaacgym" and _found("isaacgym")):
             return Status("cannot_run", entry.blocker)
+    if "envpool" in extras and (not sources or sources[0] not in ("bundled", "entry_point")) and not _old_envpool():
+        return Status("cannot_run", OLD_ENVPOOL + ("; the bundled ppo_atari_envpool runs on envpool 1.2.5"
+                                                    if name == "ppo_atari_envpool" else ""))
     missing = missing_extras(tuple(extras))
     install = install_command(missing) if missing else None
     if not sources:
