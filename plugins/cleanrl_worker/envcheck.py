@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import importlib
+import importlib.util
 import io
 import warnings
 from typing import Any
@@ -78,6 +79,11 @@ def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
     """Raise a ConfigError naming what a run of ``algo`` (from ``source``) on ``env_id`` would
     fail on; return notes for what could not be checked. ``algo=None``: the id only. A script
     that is not bundled may register its own env ids when it runs: an unknown id is a note then."""
+    if algo in ENVPOOL_ATARI and source == "bundled" and importlib.util.find_spec("envpool") is None:
+        from cleanrl_worker.readiness import install_command
+
+        raise ConfigError(f"{algo} runs on EnvPool, which is not installed: {install_command(['envpool'])}",
+                          field="algo")
     missing = missing_family_message(env_id)
     if missing:
         raise ConfigError(missing, field="env_id")

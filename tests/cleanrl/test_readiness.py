@@ -57,3 +57,13 @@ def test_the_table_shows_the_status_column(mosaic):
     assert result.returncode == 0, result.stderr
     assert "status" in result.stdout and "cannot run here: needs NVIDIA Isaac Gym" in result.stdout
     assert "ppo_continuous_action_isaacgym" in result.stdout  # documented names show without --all
+
+
+def test_a_bundled_envpool_run_without_envpool_is_one_line_naming_the_install(mosaic):
+    if importlib.util.find_spec("envpool") is not None:
+        dry = mosaic("run", "--worker", "cleanrl", "--algo", "ppo_atari_envpool", "--env-id", "Breakout-v5", "--dry-run")
+        assert dry.returncode == 0, dry.stderr  # EnvPool's id is checked as gymnasium's ALE/Breakout-v5
+        return
+    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo_atari_envpool", "--env-id", "Breakout-v5")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "ppo_atari_envpool runs on EnvPool, which is not installed: pip install -e '.[envpool]'" in result.stderr
