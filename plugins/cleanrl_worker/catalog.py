@@ -49,6 +49,10 @@ ALGORITHM_SPACES = {
 }
 
 
+# Bundled algorithms that flatten Dict observations (DM Control's), as CleanRL's own ppo_continuous_action does.
+FLATTENS_DICT = ("ppo_continuous_action",)
+
+
 def fit_problem(algo: str, *, action: str, observation: str, family: str | None) -> str | None:
     """Why bundled ``algo`` cannot train on an env with these spaces (None: it can, or it is not ours).
 
@@ -60,6 +64,8 @@ def fit_problem(algo: str, *, action: str, observation: str, family: str | None)
     if action not in fit.actions:
         return f"{algo} needs a {' or '.join(fit.actions)} action space, not {action}"
     if observation == "vector" and fit.vector_observations:
+        return None
+    if observation == "Dict" and algo in FLATTENS_DICT:  # DM Control's dict of vectors, flattened
         return None
     if observation == "image" and family in fit.image_families:
         return None

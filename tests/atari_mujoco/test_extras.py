@@ -34,7 +34,7 @@ def test_bundled_ppo_atari_envpool_trains_with_fastlane_frames(workdir):
                                           {**SMALL_PPO, "fastlane": True}))
     frame = wait_for_frame("envpool", proc)
     events = completed(proc)
-    assert frame.shape == (84, 84, 3)  # the newest of the four stacked frames, through publish_frame
+    assert frame.pixels.shape == (84, 84, 3)  # the newest of the four stacked frames, through publish_frame
     bridged = [e["payload"] for e in events if e["event"] == "metrics"]
     assert bridged and max(p["global_step"] for p in bridged) <= 1024
     tags = scalars(workdir / "var/trainer/runs/envpool")
@@ -70,7 +70,7 @@ def test_bundled_ppo_procgen_trains_on_procgen(workdir):
                                           {**SMALL_PPO, "fastlane": True}))
     frame = wait_for_frame("procgen", proc)
     completed(proc)
-    assert frame.ndim == 3 and frame.shape[2] == 3
+    assert frame.pixels.ndim == 3 and frame.pixels.shape[2] == 3
     assert {"charts/SPS", "losses/value_loss"} <= set(scalars(workdir / "var/trainer/runs/procgen"))
 
 
@@ -91,7 +91,9 @@ def test_upstream_scripts_run_unmodified_from_a_checkout(workdir, name, env_id, 
         pytest.skip(f"needs the {', '.join(missing)} extra")
     if not (CHECKOUT / "cleanrl" / f"{name}.py").is_file():
         pytest.skip(f"{CHECKOUT} has no cleanrl/{name}.py")
-    proc = start(workdir, *mosaic_command(name, name, env_id, total, extras), env={"MOSAIC_CLEANRL_HOME": str(CHECKOUT)})
+    command = [part for part in mosaic_command(name, name, env_id, total, extras)]
+    command[-1] = json.dumps(extras)  # no "cuda": the JAX scripts have no such flag
+    proc = start(workdir, *command, env={"MOSAIC_CLEANRL_HOME": str(CHECKOUT)})
     events = completed(proc)
     started = next(e["payload"] for e in events if e["event"] == "run_started")
     assert str(CHECKOUT) in json.dumps(started)  # the checkout's script ran, not a bundled one
