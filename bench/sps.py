@@ -77,21 +77,28 @@ def plain_sps(env_id: str, num_envs: int, steps: int) -> float:
     import gymnasium as gym
     import numpy as np
 
-    if env_id.endswith("-v5") and "/" not in env_id:  # an EnvPool task, made as ppo_atari_envpool makes it
+    pool = env_id.endswith("-v5") and "/" not in env_id
+    if pool:  # an EnvPool task, made as ppo_atari_envpool makes it
         import envpool
 
-        envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True)
+        envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True, seed=0)
     else:
         envs = gym.vector.SyncVectorEnv([lambda: make_plain_env(env_id) for _ in range(num_envs)])
-    envs.action_space.seed(0)
     vector_steps = max(1, steps // num_envs)
-    actions = np.stack([envs.action_space.sample() for _ in range(vector_steps)])
-    envs.reset(seed=0)
+    if pool:  # EnvPool takes int32 actions
+        actions = np.random.default_rng(0).integers(envs.single_action_space.n, size=(vector_steps, num_envs),
+                                                    dtype=np.int32)
+        envs.reset()  # seeded by envpool.make
+    else:
+        envs.action_space.seed(0)
+        actions = np.stack([envs.action_space.sample() for _ in range(vector_steps)])
+        envs.reset(seed=0)
     started = time.perf_counter()
     for action in actions:
         envs.step(action)
     elapsed = time.perf_counter() - started
-    envs.close()
+    if not pool:  # EnvPool's close() fails on gymnasium 0.29
+        envs.close()
     return vector_steps * num_envs / elapsed
 
 
