@@ -40,7 +40,6 @@ ALGORITHM_SPACES = {
     "c51": SpacesFit(("discrete",), True),
     "ppo_atari": SpacesFit(("discrete",), False, ("atari",)),
     "dqn_atari": SpacesFit(("discrete",), False, ("atari",)),
-    "ppo_atari_envpool": SpacesFit(("discrete",), False, ("atari",)),
     "ppo_procgen": SpacesFit(("discrete",), False, ("procgen",)),
     "ppo_continuous_action": SpacesFit(("continuous",), True),
     "sac_continuous_action": SpacesFit(("continuous",), True),
