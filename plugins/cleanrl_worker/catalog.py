@@ -41,6 +41,8 @@ ALGORITHM_SPACES = {
     "ppo_atari": SpacesFit(("discrete",), False, ("atari",)),
     "dqn_atari": SpacesFit(("discrete",), False, ("atari",)),
     "ppo_procgen": SpacesFit(("discrete",), False, ("procgen",)),
+    # EnvPool's Atari tasks (`Breakout-v5`): not gymnasium ids, so the catalog lists none for it
+    "ppo_atari_envpool": SpacesFit(("discrete",), False, ("envpool",)),
     "ppo_continuous_action": SpacesFit(("continuous",), True),
     "sac_continuous_action": SpacesFit(("continuous",), True),
     "td3_continuous_action": SpacesFit(("continuous",), True),

@@ -98,6 +98,8 @@ def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
     if algo not in ALGORITHM_SPACES:
         return [f"spaces not checked: {algo} ({source}) declares none; the env {env_id} exists"]
     observation, action, family = _kinds(spec)
+    if algo in ENVPOOL_ATARI and family == "atari":  # checked as gymnasium's ALE id, run as EnvPool's task
+        family = "envpool"
     if source == "bundled":
         problem = fit_problem(algo, action=action, observation=observation, family=family)
     else:  # an upstream script of a bundled name: its action space is known, its network is its own
