@@ -18,8 +18,8 @@ NEEDS = {
     "cleanrl": ("torch", "tyro", "tensorboard", "gymnasium"),
     "atari": ("ale_py", "cv2"),
     "mujoco": ("mujoco",),
-    "envpool": ("envpool", "gym"),  # the EnvPool scripts subclass gym.Wrapper
-    "procgen": ("procgen", "gym"),
+    "envpool": ("envpool",),
+    "procgen": ("procgen", "gym"),  # upstream's Procgen scripts use gym 0.23's wrappers
     "jax": ("jax", "flax", "optax"),
     "pettingzoo": ("pettingzoo", "supersuit", "multi_agent_ale_py"),
 }
