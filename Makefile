@@ -9,7 +9,7 @@ PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 # the light core leaves out). `make extras` adds them to venvs built before.
 EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray
 
-.PHONY: venv extras train test test-gym1 proto clean browser-deps
+.PHONY: venv extras train test test-gym1 test-extras proto clean browser-deps
 
 venv: $(VENV)/.installed
 
@@ -50,6 +50,21 @@ extras:
 test-gym1: $(GYM1)/.installed
 	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider -m "not slow" $(GYM1_SKIP) $(GYM1_TESTS)
 
+# A third lane: the extras upstream CleanRL's other scripts need (envpool, jax, dm-control; about 1.5 GB),
+# in a venv of their own built once per CI run rather than in every venv (procgen is left out: its gym3
+# pins glfw<2, envpool glfw>=2.10). Runs the bundled algorithms on EnvPool and DM Control and the
+# fixture checkout's scripts (tests/atari_mujoco/test_extras.py), and what `mosaic algos` says there.
+EXTRAS_VENV := .venv-cleanrl-extras
+EXTRAS_LANE := cleanrl,analytics,test,atari,mujoco,envpool,jax,dm-control
+$(EXTRAS_VENV)/.installed: pyproject.toml
+	test -x $(EXTRAS_VENV)/bin/python || $(PYTHON) -m venv $(EXTRAS_VENV)
+	$(EXTRAS_VENV)/bin/pip install -q $(PINS)
+	$(EXTRAS_VENV)/bin/pip install -q -e '.[$(EXTRAS_LANE)]' -e examples/mosaic_example_plugin $(PINS)
+	touch $@
+
+test-extras: $(EXTRAS_VENV)/.installed
+	$(EXTRAS_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/atari_mujoco/test_extras.py tests/cleanrl/test_readiness.py
+
 # What the dashboard's browser tests need: Debian's chromium (never `playwright install`, which
 # downloads a browser) and playwright, which drives /usr/bin/chromium through executable_path.
 browser-deps: venv
@@ -61,4 +76,4 @@ proto: venv
 	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. mosaic_core/trainer/trainer.proto
 
 clean:
-	rm -rf $(VENV) $(GYM1) var runs wandb
+	rm -rf $(VENV) $(GYM1) $(EXTRAS_VENV) var runs wandb
