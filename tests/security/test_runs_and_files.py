@@ -111,12 +111,15 @@ def test_a_planted_runs_root_is_never_found_nor_accepted(shared):
 
 
 def _training_process(run_dir: Path, timeout: float = 120) -> int:
-    """The pid of the process whose working directory is ``run_dir`` (the training process)."""
+    """The pid of the process whose working directory is ``run_dir`` (the training process),
+    once it runs the worker's program: between fork and exec the host's child already has that
+    working directory but still the host's command line and environment."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
-                if os.readlink(f"/proc/{pid}/cwd") == str(run_dir):
+                if os.readlink(f"/proc/{pid}/cwd") == str(run_dir) \
+                        and b"cleanrl_worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     return int(pid)
             except OSError:
                 continue
