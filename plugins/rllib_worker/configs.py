@@ -37,6 +37,9 @@ RESERVED = {
     "api_stack": "the worker runs RLlib's new API stack",
     "logger_config": "TensorBoard files go to the run directory",
 }
+DISCRETE_ONLY = ("DQN",)
+# Options without a setter that RLlib sets through one of its config methods.
+SET_THROUGH = {"model_config": "rl_module"}
 
 
 def config_class(algo: str) -> type:
@@ -54,7 +57,9 @@ def option_names(config: Any) -> list[str]:
             value = getattr(config, name)
         except Exception:  # a property that needs a built config
             continue
-        if not callable(value) and not isinstance(getattr(type(config), name, None), property):
+        prop = getattr(type(config), name, None)
+        settable = not isinstance(prop, property) or prop.fset is not None or name in SET_THROUGH
+        if not callable(value) and settable:
             names.add(name)
     return sorted(names)
 
@@ -83,6 +88,20 @@ def env_problem(env_id: str) -> str | None:
         return f"env id {env_id!r} is not registered in the rllib worker's environment (gymnasium 1.2.2){hint}"
 
 
+def action_space_problems(algo: str, env_id: str) -> list[str]:
+    import gymnasium
+
+    env = gymnasium.make(env_id)
+    try:
+        space = env.action_space
+    finally:
+        env.close()
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return []
+    return [f"{algo} needs discrete actions; {env_id} has {type(space).__name__} actions (use SAC, PPO, APPO or "
+            "IMPALA)"]
+
+
 def param_problems(config: Any, params: dict[str, Any]) -> list[str]:
     known = option_names(config)
     found = []
@@ -100,6 +119,10 @@ def build_config(algo: str, env_id: str, params: dict[str, Any], seed: int | Non
     """The algorithm's config on the new API stack for ``env_id``, updated by ``params``."""
     config = config_class(algo)()
     config.environment(env_id).framework("torch")
+    params = dict(params)
+    for key, method in SET_THROUGH.items():
+        if key in params:
+            getattr(config, method)(**{key: params.pop(key)})
     config.update_from_dict(params)
     if seed is not None:
         config.debugging(seed=seed)
@@ -112,6 +135,8 @@ def check(algo: str, env_id: str, params: dict[str, Any]) -> dict[str, Any]:
     problem = env_problem(env_id)
     if problem:
         problems.append(problem)
+    elif algo in DISCRETE_ONLY:
+        problems += action_space_problems(algo, env_id)
     config = config_class(algo)()
     problems += param_problems(config, params)
     summary: dict[str, Any] = {}

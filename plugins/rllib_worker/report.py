@@ -13,10 +13,6 @@ from rllib_worker.callbacks import LENGTHS, RETURNS
 LEARNING_RATES = ("curr_lr", "default_optimizer_learning_rate")
 
 
-class EnvRunnersLost(RuntimeError):
-    """An iteration's result without sampling: RLlib's env runners crashed (train() does not raise)."""
-
-
 def lifetime_steps(result: dict[str, Any]) -> int | None:
     runners = result.get("env_runners") or {}
     value = runners.get("num_env_steps_sampled_lifetime", result.get("num_env_steps_sampled_lifetime"))
@@ -24,9 +20,7 @@ def lifetime_steps(result: dict[str, Any]) -> int | None:
 
 
 def _series(runners: dict[str, Any], key: str) -> list[float]:
-    found: Any = runners
-    for part in key.split("/"):
-        found = found.get(part) if isinstance(found, dict) else None
+    found = runners.get(key)  # RLlib keeps "a/b" keys flat
     return [float(v) for v in found] if isinstance(found, (list, tuple)) else []
 
 
@@ -57,14 +51,14 @@ class Reporter:
         if self._add_scalar is not None:  # past the host's patch: reported once, above
             self._add_scalar(self.writer, tag, value, step)
 
-    def iteration(self, result: dict[str, Any], learning: bool = True) -> int:
-        """Report ``result``; returns the lifetime env steps. ``learning=False``: the episodes of
-        an iteration sampled with weights from before a restore are left out of the curves."""
+    def iteration(self, result: dict[str, Any], learning: bool = True) -> int | None:
+        """Report ``result``; returns the lifetime env steps, None when the iteration sampled
+        nothing. ``learning=False``: the episodes of an iteration sampled with weights from
+        before a restore are left out of the curves."""
         runners = result.get("env_runners")
         steps = lifetime_steps(result)
         if not runners or steps is None or steps <= self.step:
-            raise EnvRunnersLost("RLlib's env runners sampled nothing this iteration (crashed or lost: see the "
-                                 "Ray logs under the run's logs/)")
+            return None
         previous, self.step = self.step, steps
         returns, lengths = _series(runners, RETURNS), _series(runners, LENGTHS)
         if learning:

@@ -32,6 +32,7 @@ OWN_KEYS = [
     ExtrasKey("eval_episodes", "policy_eval: episodes to play (default 5)"),
     ExtrasKey("ray_address", "an existing Ray cluster (HOST:PORT or ray://HOST:PORT; default $RAY_ADDRESS, else a "
                              "local cluster of the run's own)"),
+    ExtrasKey("torch_threads", "the learner's torch threads (default 1; env runners use one each)"),
     ExtrasKey("preset", "hyperparameters from RLlib's tuned examples (--preset): tuned"),
 ]
 CHECKPOINTS = "checkpoints"
@@ -122,7 +123,7 @@ class RLlibWorker(Worker):
         if mode != "train":
             key = "checkpoint_path" if mode == "resume_training" else "policy_path"
             command += ["--checkpoint", str(_checkpoint(config, key))]
-        for key in ("checkpoint_frequency", "eval_episodes"):
+        for key in ("checkpoint_frequency", "eval_episodes", "torch_threads"):
             value = _positive_int(extras, key)
             if value is not None:
                 command += [f"--{key.replace('_', '-')}", str(value)]
