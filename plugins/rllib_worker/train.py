@@ -246,7 +246,8 @@ def run(ns: Namespace, threads: int, stop: dict[str, Any]) -> int:
         else:
             train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)
     finally:
-        algo.stop()
+        if "signal" not in stop:  # cancelled: ray.shutdown() ends the env runners at once
+            algo.stop()
     return 0
 
 
