@@ -32,11 +32,14 @@ class MosaicCallbacks(RLlibCallback):
         self._steps = 0
         self._started = time.monotonic()
 
-    def on_episode_end(self, *, episode: Any, metrics_logger: Any = None, **kwargs: Any) -> None:
+    def on_episode_end(self, *, episode: Any, prev_episode_chunks: Any = None, metrics_logger: Any = None,
+                       **kwargs: Any) -> None:
         self._episodes += 1
-        if metrics_logger is not None:
-            metrics_logger.log_value(RETURNS, float(episode.get_return()), reduce="item_series")
-            metrics_logger.log_value(LENGTHS, int(len(episode)), reduce="item_series")
+        if metrics_logger is not None:  # an episode may span several chunks (DQN samples a few steps at a time)
+            chunks = [*(prev_episode_chunks or ()), episode]
+            ret, length = sum(float(c.get_return()) for c in chunks), sum(len(c) for c in chunks)
+            metrics_logger.log_value(RETURNS, ret, reduce="item_series")
+            metrics_logger.log_value(LENGTHS, length, reduce="item_series")
 
     def on_episode_step(self, *, episode: Any, env_runner: Any = None, env: Any = None, env_index: int = 0,
                         **kwargs: Any) -> None:
