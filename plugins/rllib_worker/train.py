@@ -14,8 +14,9 @@ kept, the env runners given the restored weights, the first iteration's episodes
 ``eval_summary.json``).
 
 Checkpoints: ``checkpoints/step_<N>/`` (RLlib's ``save_to_path``) every ``--checkpoint-frequency``
-env steps, at the end and when the host cancels (SIGTERM: the current iteration finishes first),
-each announced with ``checkpoint_saved``. Threads: the run's budget (``OMP_NUM_THREADS``, else 1)
+env steps and at the end, each announced with ``checkpoint_saved``. On cancel the host's SIGTERM
+reaches the local cluster's GCS and raylet too (the run's process group): the run keeps its last
+checkpoint; on an existing cluster the iteration under way finishes and is saved. Threads: the run's budget (``OMP_NUM_THREADS``, else 1)
 one torch thread in the learner (the driver; ``--torch-threads`` for more: with the run's budget of
 2 on a busy 2-core machine PPO sampled 6 env steps/s instead of 95) and one in every env runner
 (inherited on a local cluster, RLlib's ``extra_python_environs_for_worker`` on an existing one).
@@ -187,7 +188,7 @@ def train(algo: Any, ns: Namespace, stop: dict[str, Any], offset: int) -> None:
                 continue
             empty, learning = 0, True
             writer.flush()
-            if "signal" in stop:
+            if "signal" in stop:  # the cluster outlived the signal (an existing one): keep this iteration
                 save(algo, step, "cancelled")
                 raise Stopped()
             if next_save is not None and ns.total_timesteps > step >= next_save:
@@ -280,7 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT):  # ray.init installed its own
             signal.signal(signum, on_signal)
         return run(ns, threads, stop)
-    except Stopped:
+    except Exception as exc:
+        # The host's SIGTERM reaches Ray's GCS and raylet too (they are in the run's process group):
+        # an iteration under way then fails, which is the cancel, not a failure.
+        if not isinstance(exc, Stopped) and "signal" not in stop:
+            raise
         print(f"rllib worker: stopped by signal {stop.get('signal')}", file=sys.stderr)
         return 128 + int(stop.get("signal") or signal.SIGTERM)
     finally:

@@ -99,8 +99,9 @@ def test_enjoy_evaluates_the_policy(trained, rllib_env, tmp_path):
 
 @pytest.mark.parametrize("grace", ("10", "0.5"))
 def test_cancel_leaves_no_ray_process(rllib_env, tmp_path, grace):
-    """SIGTERM: the iteration finishes, a checkpoint, Ray shut down; a grace period too short for
-    that: the host SIGKILLs the process group, and Ray's processes still go."""
+    """SIGTERM reaches the driver and the local cluster's processes (the run's process group): the
+    run ends cancelled, not failed; with a grace period too short for that, the host SIGKILLs the
+    group, and Ray's workers (in groups of their own) still go with their raylet."""
     proc = subprocess.Popen(run_args("cancel", tmp_path, total=10**6, more=("--grace-period", grace)), env=rllib_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -119,9 +120,7 @@ def test_cancel_leaves_no_ray_process(rllib_env, tmp_path, grace):
     assert proc.returncode == 130, err
     events = events_of(tmp_path / "cancel")
     assert events[-1]["event"] == "run_cancelled"
-    if grace == "10":
-        saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
-        assert saved and saved[-1]["reason"] == "cancelled"
+    assert "Traceback" not in (tmp_path / "cancel" / "logs" / "rllib.stderr.log").read_text()
     deadline = time.monotonic() + 10  # workers notice their raylet is gone within a second or two
     while time.monotonic() < deadline:
         try:
