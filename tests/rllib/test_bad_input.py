@@ -5,7 +5,7 @@ import socket
 import subprocess
 
 import pytest
-from conftest import run_args
+from tests.rllib.conftest import run_args
 
 
 def _closed_port() -> int:

@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import MOSAIC, alive, events_of, ray_pids, run_args
+from tests.rllib.conftest import MOSAIC, alive, events_of, ray_pids, run_args
 
 pytestmark = pytest.mark.slow  # tens of seconds each: the main lane runs them, the gymnasium 1.x lane skips them
 
