@@ -93,6 +93,12 @@ class RLlibWorker(Worker):
                             "and cannot switch them between stages")
         return problems
 
+    def gpu_request(self, config: WorkerConfig) -> str | None:
+        """RLlib uses GPUs only when asked (``num_gpus_per_learner``): a daemon without one refuses the run."""
+        params = config.extras.get("algo_params")
+        gpus = params.get("num_gpus_per_learner") if isinstance(params, dict) else None
+        return "extras.algo_params.num_gpus_per_learner" if isinstance(gpus, (int, float)) and gpus > 0 else None
+
     def algorithms(self, python: str) -> list[dict[str, Any]]:
         return [{"algo": algo, "description": text} for algo, text in ALGORITHMS.items()]
 
