@@ -50,14 +50,6 @@ def parse_args(argv: list[str] | None) -> Namespace:
     return parser.parse_args(argv)
 
 
-def set_threads(requested: int | None) -> int:
-    """Before torch is imported: the thread count every library of this process uses."""
-    threads = requested or int(os.environ.get("OMP_NUM_THREADS") or 0) or 1
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[name] = str(threads)
-    return threads
-
-
 def build_config(ns: Namespace) -> Namespace:
     from xuance.common import get_arguments
 
@@ -152,7 +144,9 @@ def evaluate(agent: Any, ns: Namespace, callback: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
-    threads = set_threads(ns.torch_threads)
+    from mosaic_core.threads import pin_process_threads
+
+    threads = pin_process_threads(ns.torch_threads)
     os.environ.setdefault("TQDM_DISABLE", "1")  # XuanCe's progress bars: the host shows progress
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # MPE renders off-screen (rgb_array) through pygame
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")

@@ -1,0 +1,295 @@
+"""The training program of an RLlib run (the Ray driver), in the worker's environment::
+
+    python -m rllib_worker.train --algo PPO --env CartPole-v1 --total-timesteps 200000 [--params JSON]
+
+It starts a local Ray cluster of the run's own (``address="local"``: a bare ``ray.init()``
+attaches to whatever cluster ``$RAY_TMPDIR`` records), with its files in a private directory
+(the run's ``ray/`` when Ray's unix socket paths fit under it, else a private temporary one,
+removed at the end), or joins ``--ray-address``. Then ``algo.train()`` until the env steps are
+done, each iteration reported by :class:`rllib_worker.report.Reporter`.
+
+Modes: ``train``; ``resume_training`` (``Algorithm.from_checkpoint``: iteration and step counts
+kept, the env runners given the restored weights, the first iteration's episodes not reported);
+``policy_eval`` (the first env runner plays ``--eval-episodes`` episodes without exploration,
+``eval_summary.json``).
+
+Checkpoints: ``checkpoints/step_<N>/`` (RLlib's ``save_to_path``) every ``--checkpoint-frequency``
+env steps and at the end, each announced with ``checkpoint_saved``. On cancel the host's SIGTERM
+reaches the local cluster's GCS and raylet too (the run's process group): the run keeps its last
+checkpoint; on an existing cluster the iteration under way finishes and is saved. Threads: the run's budget (``OMP_NUM_THREADS``, else 1)
+one torch thread in the learner (the driver; ``--torch-threads`` for more: with the run's budget of
+2 on a busy 2-core machine PPO sampled 6 env steps/s instead of 95) and one in every env runner
+(inherited on a local cluster, RLlib's ``extra_python_environs_for_worker`` on an existing one).
+Ray is shut down on completion, failure and cancel; when the host SIGKILLs the process group,
+Ray's processes of a local cluster are in it (or die with their parent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+from mosaic_core.threads import THREAD_VARS
+from rllib_worker import Stopped
+
+CHECKPOINTS = "checkpoints"
+TENSORBOARD = "tensorboard"
+STEP_FILE = "mosaic_step.json"  # beside RLlib's files in each checkpoint: the run's env steps then
+# Ray's longest unix socket path under its temp dir (session_<date>_<time>_<pid>/sockets/plasma_store)
+# must stay under the kernel's 107 characters.
+SESSION_PATH_LEN = 64
+EMPTY_ITERATIONS_MAX = 5
+SOCKET_PATH_MAX = 107
+
+
+def parse_args(argv: list[str] | None) -> Namespace:
+    parser = argparse.ArgumentParser(prog="python -m rllib_worker.train")
+    parser.add_argument("--algo", required=True)
+    parser.add_argument("--env", required=True)
+    parser.add_argument("--total-timesteps", type=int, required=True)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--mode", choices=("train", "resume_training", "policy_eval"), default="train")
+    parser.add_argument("--params", default="{}", help="a JSON object of RLlib config options")
+    parser.add_argument("--checkpoint", help="the RLlib checkpoint directory to resume from or to evaluate")
+    parser.add_argument("--checkpoint-frequency", type=int)
+    parser.add_argument("--eval-episodes", type=int, default=5)
+    parser.add_argument("--torch-threads", type=int, default=1, help="the learner's torch threads (default 1)")
+    parser.add_argument("--ray-address", help="an existing cluster (default: a local cluster of the run's own)")
+    return parser.parse_args(argv)
+
+
+def private_temp_dir() -> tuple[Path, bool]:
+    """(Ray's temp dir for a local cluster, whether to remove it at the end)."""
+    here = Path("ray").absolute()  # the cwd is the run directory
+    if len(str(here)) + SESSION_PATH_LEN <= SOCKET_PATH_MAX:
+        here.mkdir(mode=0o700, exist_ok=True)
+        return here, False
+    return Path(tempfile.mkdtemp(prefix="mosaic-ray-")), True  # 0700, ours
+
+
+def without_boot_path() -> None:
+    """Ray's processes inherit this environment: they get the run's context (``MOSAIC_CHILD``, for
+    the public API) but not the host's ``sitecustomize`` patch points, so ``gym.make`` in each env
+    runner is RLlib's own (frames come from the callback, from one env runner)."""
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).name != "_boot"]
+    os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+
+
+def start_ray(ns: Namespace) -> Path | None:
+    """Join ``--ray-address`` or start a local cluster; the temp dir to remove at the end, if any."""
+    import ray
+
+    if ns.ray_address:  # the plan checked that it answers (catalog.check_answers)
+        ray.init(address=ns.ray_address, logging_level=logging.WARNING, configure_logging=False)
+        return None
+    temp, remove = private_temp_dir()
+    without_boot_path()
+    driver = {name: os.environ[name] for name in THREAD_VARS if name in os.environ}
+    os.environ.update({name: "1" for name in THREAD_VARS})  # what Ray's worker processes inherit
+    try:
+        ray.init(address="local", _temp_dir=str(temp), include_dashboard=False, logging_level=logging.WARNING,
+                 configure_logging=False, num_cpus=max(2, os.cpu_count() or 1))
+    finally:
+        os.environ.update(driver)
+    return temp if remove else None
+
+
+def build_config(ns: Namespace, threads: int) -> Any:
+    from rllib_worker.callbacks import MosaicCallbacks
+    from rllib_worker.configs import build_config as rllib_config
+
+    params = json.loads(ns.params)
+    params.setdefault("env_config", {"render_mode": "rgb_array"})  # frames: env 0 renders when asked
+    config = rllib_config(ns.algo, ns.env, params, ns.seed)
+    # One thread per env runner: its per-step inference on a few observations gains nothing from more,
+    # and N runners each taking the run's budget would oversubscribe the cores (2 threads each made
+    # PPO's sampling 20x slower on a busy 2-core machine). The learner (here, the driver) has the budget.
+    config.python_environment(extra_python_environs_for_worker={name: "1" for name in THREAD_VARS})
+    config.callbacks(MosaicCallbacks)
+    return config
+
+
+def saved_step(checkpoint: Path) -> int:
+    try:
+        return int(json.loads((checkpoint / STEP_FILE).read_text(encoding="utf-8"))["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def save(algo: Any, step: int, reason: str) -> Path:
+    """``checkpoints/step_<N>/`` (RLlib's checkpoint directory), announced to the host."""
+    from mosaic_core.child import emit_event
+
+    path = Path(CHECKPOINTS).absolute() / f"step_{step:09d}"
+    algo.save_to_path(str(path))
+    (path / STEP_FILE).write_text(json.dumps({"global_step": step, "algo": type(algo).__name__,
+                                              "iteration": algo.iteration, "reason": reason}), encoding="utf-8")
+    emit_event("checkpoint_saved", {"path": str(path), "global_step": step, "reason": reason,
+                                    "iteration": algo.iteration})
+    return path
+
+
+def sync_restored_weights(algo: Any) -> None:
+    """The env runners sample with the restored weights from the first iteration on."""
+    group = getattr(algo, "env_runner_group", None)
+    if group is not None and getattr(algo, "learner_group", None) is not None:
+        group.sync_weights(from_worker_or_learner_group=algo.learner_group, inference_only=True)
+
+
+class EnvRunnersLost(RuntimeError):
+    """RLlib's env runners are gone (``train()`` does not raise: its results just lack samples)."""
+
+
+def check_env_runners(algo: Any, empty: int) -> None:
+    """After ``empty`` iterations in a row without samples: fail when no env runner is healthy,
+    or after ``EMPTY_ITERATIONS_MAX`` (RLlib's sample timeout on a busy machine returns nothing too)."""
+    group = algo.env_runner_group
+    remote = group.num_remote_env_runners()
+    if remote and group.num_healthy_remote_workers() == 0:
+        raise EnvRunnersLost(f"all {remote} of RLlib's env runners are gone (crashed or killed: see the Ray logs "
+                             "in the run's ray/ directory)")
+    if empty >= EMPTY_ITERATIONS_MAX:
+        raise EnvRunnersLost(f"RLlib's env runners sampled nothing in {empty} iterations in a row")
+    print(f"rllib worker: iteration sampled nothing ({empty} in a row; {group.num_healthy_remote_workers()} of "
+          f"{remote} env runners healthy)", file=sys.stderr)
+
+
+def train(algo: Any, ns: Namespace, stop: dict[str, Any], offset: int) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    from rllib_worker.report import Reporter
+
+    writer = SummaryWriter(TENSORBOARD)
+    reporter = Reporter(writer, step=offset)
+    learning = ns.mode != "resume_training"  # the first iteration after a restore: not learning progress
+    next_save = offset + ns.checkpoint_frequency if ns.checkpoint_frequency else None
+    empty = 0
+    try:
+        while reporter.step < ns.total_timesteps:
+            result = algo.train()
+            step = reporter.iteration(result, learning)
+            if step is None:  # train() does not raise when env runners crash: it returns no samples
+                empty += 1
+                check_env_runners(algo, empty)
+                continue
+            empty, learning = 0, True
+            writer.flush()
+            if "signal" in stop:  # the cluster outlived the signal (an existing one): keep this iteration
+                save(algo, step, "cancelled")
+                raise Stopped()
+            if next_save is not None and ns.total_timesteps > step >= next_save:
+                save(algo, step, "periodic")
+                while next_save <= step:
+                    next_save += ns.checkpoint_frequency
+        save(algo, reporter.step, "final")
+    finally:
+        writer.close()
+
+
+def evaluate(algo: Any, ns: Namespace, stop: dict[str, Any]) -> None:
+    """``--eval-episodes`` episodes on the first env runner (the driver's when it has none), greedy."""
+    import numpy as np
+
+    from rllib_worker.report import Reporter
+
+    group = algo.env_runner_group
+    remote = group.num_remote_env_runners() > 0
+    batches = group.foreach_env_runner(
+        lambda runner: [(float(e.get_return()), len(e)) for e in
+                        runner.sample(num_episodes=ns.eval_episodes, explore=False, random_actions=False)],
+        remote_worker_ids=[1] if remote else None, local_env_runner=not remote)
+    episodes = [e for batch in batches for e in batch][:ns.eval_episodes]
+    reporter = Reporter(None)
+    for index, (ret, length) in enumerate(episodes):
+        reporter.scalar("eval/episodic_return", ret, index)
+        reporter.scalar("eval/episodic_length", length, index)
+    returns = [ret for ret, _length in episodes]
+    summary = {"status": "cancelled" if "signal" in stop else "completed", "episodes": len(episodes),
+               "checkpoint": ns.checkpoint, "algo": ns.algo, "env_id": ns.env,
+               "return": {"mean": float(np.mean(returns)) if returns else None,
+                          "std": float(np.std(returns)) if returns else None},
+               "episode_returns": returns, "episode_lengths": [length for _ret, length in episodes]}
+    Path("eval_summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+
+
+def run(ns: Namespace, threads: int, stop: dict[str, Any]) -> int:
+    import torch
+
+    torch.set_num_threads(threads)
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    checkpoint = Path(ns.checkpoint) if ns.checkpoint else None
+    if checkpoint is not None:
+        algo = Algorithm.from_checkpoint(str(checkpoint))
+        sync_restored_weights(algo)
+    else:
+        algo = build_config(ns, threads).build_algo()
+    try:
+        stop["looping"] = True
+        if "signal" in stop:
+            raise Stopped()
+        if ns.mode == "policy_eval":
+            evaluate(algo, ns, stop)
+        else:
+            train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)
+    finally:
+        if "signal" not in stop:  # cancelled: ray.shutdown() ends the env runners at once
+            algo.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(argv)
+    from mosaic_core import child
+    from mosaic_core.threads import pin_process_threads
+
+    threads = pin_process_threads(ns.torch_threads)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # CartPole renders off-screen through pygame
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    child.install()
+    stop: dict[str, Any] = {}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        # In the training loop, the current iteration finishes and a checkpoint is saved; before it, at once.
+        first = "signal" not in stop
+        stop["signal"] = signum
+        if first and not stop.get("looping"):
+            raise Stopped()
+
+    import ray
+
+    temp = None
+    try:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, on_signal)
+        temp = start_ray(ns)
+        for signum in (signal.SIGTERM, signal.SIGINT):  # ray.init installed its own
+            signal.signal(signum, on_signal)
+        return run(ns, threads, stop)
+    except Exception as exc:
+        # The host's SIGTERM reaches Ray's GCS and raylet too (they are in the run's process group):
+        # an iteration under way then fails, which is the cancel, not a failure.
+        if not isinstance(exc, Stopped) and "signal" not in stop:
+            raise
+        print(f"rllib worker: stopped by signal {stop.get('signal')}", file=sys.stderr)
+        return 128 + int(stop.get("signal") or signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
+        ray.shutdown()
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

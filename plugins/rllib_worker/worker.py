@@ -1,0 +1,143 @@
+"""The RLlib worker's interface to the host (:class:`mosaic_core.worker.Worker`): its extras keys,
+validation (against RLlib's config class and gymnasium's registry, in the worker's environment),
+and the launch plan of :mod:`rllib_worker.train`.
+
+RLlib's options go under ``extras.algo_params`` (``lr``, ``train_batch_size_per_learner``,
+``num_env_runners``, ``model_config``...), each checked at dry run; a top-level extras key that no
+plugin owns is refused (naming ``algo_params`` when it is an RLlib option)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from mosaic_core.config import WorkerConfig
+from mosaic_core.errors import ConfigError
+from mosaic_core.runs import RunContext
+from mosaic_core.types import ExtrasKey, Launch
+from mosaic_core.worker import Worker
+from rllib_worker.catalog import ALGORITHMS, ask_configs, canonical_algo, check_answers, ray_address
+from rllib_worker.presets import preset_params
+
+MODES = ("train", "resume_training", "policy_eval")
+OWN_KEYS = [
+    ExtrasKey("algo_params", "RLlib options of the algorithm's config (lr, gamma, train_batch_size_per_learner, "
+                             "num_env_runners, num_envs_per_env_runner, model_config...), checked at dry run"),
+    ExtrasKey("mode", "train (default), resume_training or policy_eval"),
+    ExtrasKey("checkpoint_path", "resume_training: an RLlib checkpoint directory or a run directory (its latest)"),
+    ExtrasKey("policy_path", "policy_eval: an RLlib checkpoint directory or a run directory (its latest)"),
+    ExtrasKey("checkpoint_frequency", "save a checkpoint every N env steps (default: only at the end)"),
+    ExtrasKey("eval_episodes", "policy_eval: episodes to play (default 5)"),
+    ExtrasKey("ray_address", "an existing Ray cluster (HOST:PORT or ray://HOST:PORT; default $RAY_ADDRESS, else a "
+                             "local cluster of the run's own)"),
+    ExtrasKey("torch_threads", "the learner's torch threads (default 1; env runners use one each)"),
+    ExtrasKey("preset", "hyperparameters from RLlib's tuned examples (--preset): tuned"),
+]
+CHECKPOINTS = "checkpoints"
+CHECKPOINT_MARK = "rllib_checkpoint.json"  # what RLlib writes into every checkpoint directory
+
+
+def _positive_int(extras: dict[str, Any], key: str) -> int | None:
+    value = extras.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"extras.{key} must be a positive integer, got {value!r}", field=f"extras.{key}")
+    return value
+
+
+def latest_checkpoint(path: Path) -> Path | None:
+    """An RLlib checkpoint directory as given, or the newest one under a run's ``checkpoints/``."""
+    if (path / CHECKPOINT_MARK).is_file():
+        return path
+    found = sorted((p.parent for p in (path / CHECKPOINTS).glob(f"*/{CHECKPOINT_MARK}")),
+                   key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _checkpoint(config: WorkerConfig, key: str) -> Path:
+    value = config.extras.get(key)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"extras.{key} is required for mode {config.extras.get('mode')!r}", field=f"extras.{key}")
+    found = latest_checkpoint(Path(value).expanduser().resolve())
+    if found is None:
+        raise ConfigError(f"extras.{key}: no RLlib checkpoint at {value}", field=f"extras.{key}")
+    return found
+
+
+class RLlibWorker(Worker):
+    def extras_keys(self) -> list[ExtrasKey]:
+        return OWN_KEYS
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--preset", metavar="NAME",
+                            help="hyperparameters from RLlib's tuned examples for this algo and env (tuned); "
+                                 "extras.algo_params win over it")
+
+    def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
+        problems = []
+        try:
+            canonical_algo(config.algo)
+        except ConfigError as exc:
+            problems.append(str(exc))
+        extras = config.extras
+        mode = extras.get("mode", "train")
+        if mode not in MODES:
+            problems.append(f"extras.mode {mode!r} is not one of {', '.join(MODES)}")
+        if not isinstance(extras.get("algo_params", {}), dict):
+            problems.append("extras.algo_params must be an object of RLlib options")
+        if "curriculum_schedule" in extras:
+            problems.append("extras.curriculum_schedule: the rllib worker's env runners make their envs themselves "
+                            "and cannot switch them between stages")
+        return problems
+
+    def gpu_request(self, config: WorkerConfig) -> str | None:
+        """RLlib uses GPUs only when asked (``num_gpus_per_learner``): a daemon without one refuses the run."""
+        params = config.extras.get("algo_params")
+        gpus = params.get("num_gpus_per_learner") if isinstance(params, dict) else None
+        return "extras.algo_params.num_gpus_per_learner" if isinstance(gpus, (int, float)) and gpus > 0 else None
+
+    def algorithms(self, python: str) -> list[dict[str, Any]]:
+        return [{"algo": algo, "description": text} for algo, text in ALGORITHMS.items()]
+
+    def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
+        algo = canonical_algo(config.algo)
+        extras = config.extras
+        for key in run.worker_extras:  # keys no plugin owns: RLlib's options live under algo_params
+            raise ConfigError(f"extras.{key} is not a key of the rllib worker; RLlib options go under "
+                              f"extras.algo_params (e.g. {{\"algo_params\": {{\"{key}\": ...}}}})", field=f"extras.{key}")
+        preset_name = run.options.get("preset") or extras.get("preset")
+        preset = preset_params(preset_name, algo, config.env_id) if preset_name else {}
+        params = {**preset, **(extras.get("algo_params") or {})}
+        address = ray_address(extras)
+        if address:
+            check_answers(address)
+        answer = ask_configs(run.python, ["check", "--algo", algo, "--env", config.env_id,
+                                          "--params", json.dumps(params)])
+        if answer["problems"]:
+            raise ConfigError("; ".join(answer["problems"]), source=config.source)
+        mode = extras.get("mode", "train")
+        command = [run.python, "-m", "rllib_worker.train", "--algo", algo, "--env", config.env_id,
+                   "--total-timesteps", str(config.total_timesteps), "--mode", mode,
+                   "--params", json.dumps(params, sort_keys=True)]
+        if config.seed is not None:
+            command += ["--seed", str(config.seed)]
+        if address:
+            command += ["--ray-address", address]
+        if mode != "train":
+            key = "checkpoint_path" if mode == "resume_training" else "policy_path"
+            command += ["--checkpoint", str(_checkpoint(config, key))]
+        for key in ("checkpoint_frequency", "eval_episodes", "torch_threads"):
+            value = _positive_int(extras, key)
+            if value is not None:
+                command += [f"--{key.replace('_', '-')}", str(value)]
+        summary = answer["summary"]
+        envs = summary.get("num_envs_per_env_runner")
+        where = address or "a local Ray cluster"
+        return Launch(command=command, num_envs=envs if isinstance(envs, int) and envs > 0 else None,
+                      summary={"headline": f"RLlib {algo} on {config.env_id} ({mode}, {summary.get('num_env_runners')} "
+                                           f"env runner(s), {where})", "rllib": summary,
+                               **({"preset": {"name": preset_name, "applied": preset}} if preset_name else {})},
+                      started_payload={"rllib": {"algo": algo, "mode": mode, "ray_address": address or "local"}})

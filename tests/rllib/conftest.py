@@ -1,0 +1,65 @@
+"""The RLlib worker's environment, built once per test session by ``mosaic workers install rllib``
+(cached under ``$MOSAIC_VENVS`` when set: a later session reuses it), and helpers to run it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MOSAIC = [sys.executable, "-m", "mosaic_core.cli.main"]
+# Tiny iterations: 500 env steps each, one env runner (a test checks the plumbing, not the learning).
+SMALL = {"num_env_runners": 1, "train_batch_size_per_learner": 500, "minibatch_size": 128, "num_epochs": 2}
+
+
+@pytest.fixture(scope="session")
+def rllib_env(tmp_path_factory):
+    """The environment variables under which `mosaic` finds the built RLlib environment."""
+    root = os.environ.get("MOSAIC_VENVS") or str(tmp_path_factory.mktemp("venvs"))
+    env = {**os.environ, "MOSAIC_VENVS": root}
+    env.pop("MOSAIC_RUNS_DIR", None)
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([*MOSAIC, "workers", "install", "rllib"], env=env, capture_output=True, text=True,
+                          timeout=1800, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"mosaic workers install rllib failed: {done.stderr[-2000:]}"
+    return env
+
+
+def run_args(run_id, runs_dir, algo="PPO", total=1000, extras=None, env_id="CartPole-v1", params=None, more=()):
+    extras = {"algo_params": {**(SMALL if algo == "PPO" else {}), **(params or {})}, **(extras or {})}
+    return [*MOSAIC, "run", "--worker", "rllib", "--algo", algo, "--env-id", env_id, "--total-timesteps", str(total),
+            "--extras", json.dumps(extras), "--runs-dir", str(runs_dir), "--run-id", run_id, "--json",
+            "--heartbeat-interval", "1", *more]
+
+
+def events_of(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def ray_pids(run_dir: Path, training_pid: int) -> set[int]:
+    """Every process of the run's local Ray cluster: its process group (GCS, raylet, agents) and
+    the workers Ray started (their pids end the names of their log files)."""
+    pids = {training_pid}
+    for log in (run_dir / "ray").glob("session_*/logs/*"):
+        tail = log.stem.rsplit("-", 1)[-1].rsplit("_", 1)[-1]
+        if tail.isdigit() and (log.name.startswith("worker-") or log.name.startswith("python-core-worker-")):
+            pids.add(int(tail))
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == training_pid:
+                pids.add(int(entry))
+    return pids
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")

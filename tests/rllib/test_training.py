@@ -1,0 +1,131 @@
+"""The RLlib worker through `mosaic run`: PPO and DQN train a few tiny iterations on a local Ray
+cluster in the worker's own environment, with metrics, TensorBoard files, a FastLane frame from the
+env runner, checkpoints, resume, policy evaluation (`mosaic enjoy`) and cancellation that leaves
+no Ray process behind."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from tests.rllib.conftest import MOSAIC, alive, events_of, ray_pids, run_args
+
+pytestmark = pytest.mark.slow  # tens of seconds each: the main lane runs them, the gymnasium 1.x lane skips them
+
+PPO_EXTRAS = {"fastlane_record": 1, "checkpoint_frequency": 500}
+DQN_PARAMS = {"num_steps_sampled_before_learning_starts": 200, "min_sample_timesteps_per_iteration": 500}
+
+
+@pytest.fixture(scope="module")
+def trained(rllib_env, tmp_path_factory):
+    """{algo: (returncode, stderr, run directory)}, one run after the other (2 cores in CI)."""
+    runs = tmp_path_factory.mktemp("runs")
+    found = {}
+    for algo, extras, params in (("PPO", PPO_EXTRAS, None), ("DQN", None, DQN_PARAMS)):
+        done = subprocess.run(run_args(algo, runs, algo, extras=extras, params=params), env=rllib_env,
+                              capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        found[algo] = (done.returncode, done.stderr, runs / algo)
+    return found
+
+
+def _no_ray_left(run_dir, events):
+    pids = {e["payload"]["pid"] for e in events if e["event"] == "heartbeat"}
+    assert len(pids) == 1
+    left = [pid for pid in ray_pids(run_dir, pids.pop()) if alive(pid)]
+    assert not left, f"processes of the run's Ray cluster outlived it: {left}"
+
+
+@pytest.mark.parametrize("algo", ("PPO", "DQN"))
+def test_trains_with_metrics_tensorboard_and_checkpoints(trained, algo):
+    code, err, run_dir = trained[algo]
+    assert code == 0, err
+    events = events_of(run_dir)
+    assert events[-1]["event"] == "run_completed"
+    last = [e["payload"] for e in events if e["event"] == "metrics"][-1]
+    assert last["global_step"] >= 1000 and last["episodes"] >= 10 and last["episodic_return"] > 0
+    assert last["sps"] > 0 and any("loss" in name for name in last["losses"])
+    saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+    assert saved[-1]["reason"] == "final" and saved[-1]["global_step"] >= 1000
+    assert (run_dir / "checkpoints" / os.path.basename(saved[-1]["path"]) / "rllib_checkpoint.json").is_file()
+    manifest = json.loads((run_dir / "analytics.json").read_text())
+    assert manifest["tensorboard"]["event_dirs"], manifest["tensorboard"]
+    if algo == "PPO":
+        assert [s["reason"] for s in saved] == ["periodic", "final"]
+    pytest.importorskip("tensorboard")
+    from mosaic_analytics.curves import read_scalars
+
+    assert len(read_scalars(run_dir, "charts/episodic_return").steps) == last["episodes"]
+    _no_ray_left(run_dir, events)
+
+
+def test_a_frame_from_the_env_runner_reaches_fastlane(trained):
+    from PIL import Image
+
+    _code, _err, run_dir = trained["PPO"]
+    section = json.loads((run_dir / "analytics.json").read_text())["fastlane"]
+    assert section["frames_published"] >= 1 and section["errors"] == []
+    pngs = sorted((run_dir / "videos" / "fastlane").glob("*.png"))
+    assert pngs
+    with Image.open(pngs[-1]) as image:
+        assert image.size == (600, 400)  # CartPole's rgb_array
+        low, high = image.convert("L").getextrema()
+        assert low < high  # a cart and a pole on the background
+
+
+def test_resume_continues_from_the_checkpoint(trained, rllib_env, tmp_path):
+    _code, _err, first = trained["PPO"]
+    done = subprocess.run(run_args("resumed", tmp_path, total=2000,
+                                   extras={"mode": "resume_training", "checkpoint_path": str(first)}),
+                          env=rllib_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    events = events_of(tmp_path / "resumed")
+    steps = [e["payload"]["global_step"] for e in events if e["event"] == "metrics"]
+    assert steps and min(steps) > 1000 and max(steps) >= 2000
+    saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+    assert saved[-1]["global_step"] >= 2000 and saved[-1]["iteration"] >= 4  # RLlib kept its iteration count
+
+
+def test_enjoy_evaluates_the_policy(trained, rllib_env, tmp_path):
+    _code, _err, first = trained["PPO"]
+    done = subprocess.run([*MOSAIC, "enjoy", str(first), "--runs-dir", str(tmp_path), "--episodes", "3", "--json"],
+                          env=rllib_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout[done.stdout.index("{\n"):])
+    assert summary["status"] == "completed" and summary["episodes"] == 3 and summary["return"]["mean"] > 0
+    assert summary["checkpoint"].startswith(str(first / "checkpoints"))
+
+
+@pytest.mark.parametrize("grace", ("10", "0.5"))
+def test_cancel_leaves_no_ray_process(rllib_env, tmp_path, grace):
+    """SIGTERM reaches the driver and the local cluster's processes (the run's process group): the
+    run ends cancelled, not failed; with a grace period too short for that, the host SIGKILLs the
+    group, and Ray's workers (in groups of their own) still go with their raylet."""
+    proc = subprocess.Popen(run_args("cancel", tmp_path, total=10**6, more=("--grace-period", grace)), env=rllib_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if (tmp_path / "cancel" / "events.jsonl").exists() and any(
+                    e["event"] == "metrics" for e in events_of(tmp_path / "cancel")):
+                break
+            assert proc.poll() is None, proc.communicate()[1]
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    events = events_of(tmp_path / "cancel")
+    assert events[-1]["event"] == "run_cancelled"
+    assert "Traceback" not in (tmp_path / "cancel" / "logs" / "rllib.stderr.log").read_text()
+    deadline = time.monotonic() + 10  # workers notice their raylet is gone within a second or two
+    while time.monotonic() < deadline:
+        try:
+            _no_ray_left(tmp_path / "cancel", events)
+            break
+        except AssertionError:
+            time.sleep(0.5)
+    _no_ray_left(tmp_path / "cancel", events)
