@@ -12,6 +12,8 @@ CASES = {
     "unknown key": ("mappo", "mpe/simple_spread_v3", {"learnin_rate": 1e-3}, "did you mean learning_rate?"),
     "reserved key": ("mappo", "mpe/simple_spread_v3", {"running_steps": 5}, "use --total-timesteps"),
     "smac": ("qmix", "sc2/3m", {}, "needs the StarCraft II binary"),
+    "old rware id": ("qmix", "robotic_warehouse/rware-tiny-2ag-v1", {}, "(it has rware-tiny-2ag-v2)"),
+    "no env class": ("iql", "magent2/adversarial_pursuit_v4", {}, "ships magent2 configs but no magent2 env"),
     "unknown algo": ("ppo", "mpe/simple_spread_v3", {}, "not one the xuance worker runs"),
     "curriculum": ("mappo", "mpe/simple_spread_v3", {"curriculum_schedule": STAGES}, "the xuance worker cannot switch envs"),
     "bad mode": ("mappo", "mpe/simple_spread_v3", {"mode": "play"}, "is not one of train"),

@@ -10,7 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import MOSAIC, events_of, run_args
+from conftest import MOSAIC, SPREAD, events_of, run_args
 
 pytestmark = pytest.mark.slow  # minutes of training: the main lane runs them, the gymnasium 1.x lane skips them
 
@@ -20,18 +20,26 @@ AGENTS = {"agent_0", "agent_1", "agent_2"}
 FRAMES = {"mappo": {"fastlane_record": 1, "checkpoint_frequency": 1000}, "ippo": {"fastlane_video_mode": "grid"}}
 
 
+# Beyond simple_spread: {name: (algo, env id, steps, extras)}; their agents are not spread's.
+OTHER_ENVS = {"adversary": ("maddpg", "mpe/simple_adversary_v3", 1000, {}),
+              "warehouse": ("mappo", "robotic_warehouse/rware-tiny-2ag-v2", 1000, {"parallels": 2})}
+
+
 @pytest.fixture(scope="module")
 def trained(xuance_env, tmp_path_factory):
-    """The seven runs, two at a time: {algo: (returncode, stderr, run directory)}."""
+    """The seven runs on simple_spread and those of OTHER_ENVS, two at a time:
+    {name: (returncode, stderr, run directory)}."""
     runs = tmp_path_factory.mktemp("runs")
+    jobs = {algo: (algo, SPREAD, 2000, FRAMES.get(algo)) for algo in ALGOS} | OTHER_ENVS
 
-    def train(algo):
-        done = subprocess.run(run_args(algo, runs, algo, extras=FRAMES.get(algo)), env=xuance_env,
+    def train(name):
+        algo, env_id, total, extras = jobs[name]
+        done = subprocess.run(run_args(name, runs, algo, total=total, extras=extras, env_id=env_id), env=xuance_env,
                               capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-        return algo, (done.returncode, done.stderr, runs / algo)
+        return name, (done.returncode, done.stderr, runs / name)
 
     with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(train, ALGOS))
+        return dict(pool.map(train, jobs))
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -63,6 +71,18 @@ def test_each_algorithm_trains_with_per_agent_metrics(trained, algo):
     curves = read_agent_scalars(run_dir, "charts/episodic_return")
     assert [c.label.rsplit(" ", 1)[-1] for c in curves] == sorted(AGENTS)
     assert all(len(c.steps) == last["episodes"] for c in curves)
+
+
+@pytest.mark.parametrize("name", OTHER_ENVS)
+def test_other_envs_train_with_their_own_agents(trained, name):
+    code, err, run_dir = trained[name]
+    assert code == 0, err
+    events = events_of(run_dir)
+    assert events[-1]["event"] == "run_completed"
+    last = [e["payload"] for e in events if e["event"] == "metrics"][-1]
+    expected = {"adversary": {"adversary_0", "agent_0", "agent_1"}, "warehouse": {"agent_0", "agent_1"}}[name]
+    assert last["global_step"] >= 900 and last["episodes"] >= 2 and set(last["agents"]) == expected
+    assert [e["payload"]["reason"] for e in events if e["event"] == "checkpoint_saved"] == ["final"]
 
 
 def test_frames_reach_fastlane_single_and_grid(trained):
@@ -141,6 +161,10 @@ def test_algos_lists_algorithms_and_envs(xuance_env):
     assert set(listed) == set(ALGOS)
     assert all("mpe/simple_spread_v3" in e["envs"] for e in listed.values())
     assert "mpe/simple_push_v3" in listed["mappo"]["envs"] and "mpe/simple_push_v3" not in listed["qmix"]["envs"]
+    assert "robotic_warehouse/rware-tiny-2ag-v2" in listed["mappo"]["envs"]
+    # only what this environment can build: no football, StarCraft, magent2, nor rware's old v1 ids
+    every = {env for e in listed.values() for env in e["envs"]}
+    assert {env.split("/")[0] for env in every} == {"mpe", "robotic_warehouse"} and not any("v1" in e for e in every)
 
 
 def test_enjoy_replays_a_xuance_run(trained, xuance_env):
