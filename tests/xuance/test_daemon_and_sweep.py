@@ -83,7 +83,7 @@ def test_sweep_trials_train_xuance_with_sampled_params(xuance_env, tmp_path, mon
         (run_id,) = trial.user_attrs["runs"]
         run_dir = tmp_path / "var/trainer/runs" / run_id
         assert events_of(run_dir)[-1]["event"] == "run_completed"
-        argv = json.loads((run_dir / "launch.json").read_text())["argv"]
+        argv = json.loads((run_dir / "launch.json").read_text())["command"]
         overrides = json.loads(argv[argv.index("--overrides") + 1])
         assert overrides["learning_rate"] == trial.params["learning_rate"] and overrides["parallels"] == 4
         assert trial.value < 0  # simple_spread's team return: the last 5 episodes' mean, from TensorBoard
