@@ -36,6 +36,11 @@ FAMILY_PACKAGES = {"football": "gfootball", "robotic_warehouse": "rware", "sc2":
 # Config folders XuanCe 1.4.4 ships without an env class to run them.
 NO_ENV = {"magent2": "XuanCe 1.4.4 ships magent2 configs but no magent2 env"}
 GYM_FAMILIES = {"robotic_warehouse": "rware-"}  # families whose scenarios are gymnasium ids their package registers
+# Scenarios whose agents observe different sizes (an adversary beside the agents): XuanCe's configs
+# for them share one policy (use_parameter_sharing), which cannot take them, so the worker turns
+# sharing off; XuanCe 1.4.4's on-policy buffer stacks every agent's observations and fails anyway.
+HETEROGENEOUS = ("mpe/simple_push_v3", "mpe/simple_adversary_v3")
+ON_POLICY = ("mappo", "ippo", "coma")
 
 
 def configs_root() -> Path:
@@ -61,9 +66,12 @@ def _registered(prefix: str) -> list[str]:
     return sorted(name for name in gymnasium.registry if name.startswith(prefix))
 
 
-def unusable(env: str) -> str | None:
-    """Why XuanCe cannot build ``env`` (``family/scenario``) in this environment; None: it can."""
+def unusable(algo: str, env: str) -> str | None:
+    """Why XuanCe cannot run ``algo`` on ``env`` (``family/scenario``) here; None: it can."""
     family, scenario = env.split("/", 1)
+    if env in HETEROGENEOUS and algo in ON_POLICY:
+        return (f"its agents observe different sizes, and XuanCe 1.4.4's on-policy buffer ({algo}) stacks them "
+                "into one array and fails; MADDPG trains it")
     if family in NO_ENV:
         return NO_ENV[family]
     package = FAMILY_PACKAGES.get(family)
@@ -81,10 +89,8 @@ def unusable(env: str) -> str | None:
 
 
 def usable_pairs(root: Path, algos: list[str]) -> dict[str, list[str]]:
-    """:func:`pairs` less those this environment cannot build (one check per env)."""
-    every = pairs(root, algos)
-    ready = {env: unusable(env) is None for env in sorted({e for envs in every.values() for e in envs})}
-    return {algo: [env for env in envs if ready[env]] for algo, envs in every.items()}
+    """:func:`pairs` less those this environment cannot run."""
+    return {algo: [env for env in envs if unusable(algo, env) is None] for algo, envs in pairs(root, algos).items()}
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -109,7 +115,7 @@ def problems(root: Path, algo: str, env: str, overrides: dict[str, Any]) -> list
         same = [pair for pair in known if pair.startswith(family + "/")]
         listed = ", ".join(same or known) or "none"
         return [f"XuanCe has no {algo} config for {env}; {algo} has configs for: {listed}"]
-    why = unusable(env)
+    why = unusable(algo, env)
     found = [] if why is None else [f"{env}: {why}"]
     config = merged(root, algo, env)
     for key in sorted(overrides):
@@ -122,9 +128,14 @@ def problems(root: Path, algo: str, env: str, overrides: dict[str, Any]) -> list
     return found
 
 
+def worker_defaults(env: str) -> dict[str, Any]:
+    """Config keys the worker sets for ``env`` unless the extras do."""
+    return {"use_parameter_sharing": False} if env in HETEROGENEOUS else {}
+
+
 def summary(root: Path, algo: str, env: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """What the plan needs to know of the effective config (its width, policy, runner)."""
-    config = {**merged(root, algo, env), **overrides}
+    config = {**merged(root, algo, env), **worker_defaults(env), **overrides}
     return {key: config.get(key) for key in ("agent", "env_name", "parallels", "vectorize", "policy", "runner",
                                              "continuous_action", "learner")}
 

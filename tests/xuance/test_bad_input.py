@@ -13,6 +13,7 @@ CASES = {
     "reserved key": ("mappo", "mpe/simple_spread_v3", {"running_steps": 5}, "use --total-timesteps"),
     "smac": ("qmix", "sc2/3m", {}, "needs the StarCraft II binary"),
     "old rware id": ("qmix", "robotic_warehouse/rware-tiny-2ag-v1", {}, "(it has rware-tiny-2ag-v2)"),
+    "mixed observations": ("mappo", "mpe/simple_push_v3", {}, "XuanCe 1.4.4's on-policy buffer (mappo)"),
     "no env class": ("iql", "magent2/adversarial_pursuit_v4", {}, "ships magent2 configs but no magent2 env"),
     "unknown algo": ("ppo", "mpe/simple_spread_v3", {}, "not one the xuance worker runs"),
     "curriculum": ("mappo", "mpe/simple_spread_v3", {"curriculum_schedule": STAGES}, "the xuance worker cannot switch envs"),
