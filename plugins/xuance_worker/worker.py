@@ -25,8 +25,8 @@ OWN_KEYS = [
     ExtrasKey("checkpoint_frequency", "save a checkpoint every N env steps (default: only at the end)"),
     ExtrasKey("eval_episodes", "policy_eval: episodes to play (default 5)"),
     ExtrasKey("torch_threads", "torch threads of the training process (default: the run's thread budget, else 1)"),
-    ExtrasKey("algo_params", "XuanCe config keys as an object (as `mosaic sweep` and the dashboard's form give "
-                             "them), over the top-level ones"),
+    ExtrasKey("algo_params", "XuanCe config keys as an object, over the top-level ones (how `mosaic sweep` "
+                             "passes a trial's parameters)"),
 ]
 CHECKPOINTS = "checkpoints"
 CURRICULUM = "curriculum_schedule"  # the curriculum plugin's key
