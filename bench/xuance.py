@@ -2,7 +2,7 @@
 
 Run by hand (after `mosaic workers install xuance`):
     .venv/bin/python bench/xuance.py [--algo mappo --algo qmix ...] [--steps 20000] [--repeats 2]
-                                     [--learning-steps 150000] [--window 300]
+                                     [--learning-steps 80000] [--window 100]
 
 Speed: for each algorithm, the same training (simple_spread_v3, 4 envs in one process, seed 1,
 one torch thread) run alternately by XuanCe's own runner (`xuance.get_runner(...).run(mode="train")`
@@ -109,9 +109,9 @@ def main() -> int:
     parser.add_argument("--algo", action="append", default=[], help="algorithms (default mappo, qmix, iql)")
     parser.add_argument("--steps", type=int, default=20000, help="0 skips the speed rows")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--learning-steps", type=int, default=150000, help="0 skips the learning row")
+    parser.add_argument("--learning-steps", type=int, default=80000, help="0 skips the learning row")
     parser.add_argument("--learning-extras", type=json.loads, default=LEARNING, help="the learning run's extras (JSON)")
-    parser.add_argument("--window", type=int, default=300, help="episodes per window of the learning row")
+    parser.add_argument("--window", type=int, default=100, help="episodes per window of the learning row")
     ns = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1", "SDL_VIDEODRIVER": "dummy"}
     python = worker_python(env)
