@@ -20,7 +20,7 @@ from typing import Any
 from mosaic_core.config import is_secret_key
 from mosaic_core.hookspecs import hookimpl
 
-from mosaic_analytics import bridge, extras, logdir, tracking
+from mosaic_analytics import bridge, extras, logdir, manifest, tracking
 from mosaic_analytics.board import MetricBoard
 
 STATE_KEY = "analytics"
@@ -54,6 +54,17 @@ def mosaic_cli_commands():
     from mosaic_analytics.cli import COMMANDS
 
     return list(COMMANDS)
+
+
+@hookimpl
+def mosaic_run_scalars(run_dir, tag):
+    """A run's series from its TensorBoard files (None when it wrote none)."""
+    from mosaic_analytics.curves import event_files, read_scalars
+
+    if not event_files(run_dir):
+        return None
+    curve = read_scalars(run_dir, tag)
+    return list(zip(curve.steps, curve.values))
 
 
 # ------------------------------------------------------------------ before a run
@@ -152,7 +163,7 @@ def _secrets(run: Any) -> list[str]:
 
 @hookimpl
 def mosaic_build_manifest(run, status):
-    from mosaic_analytics import manifest
+    from mosaic_core.runstore import artifacts
 
     current = state(run)
     final = current.board.take_pending()
@@ -161,10 +172,10 @@ def mosaic_build_manifest(run, status):
     config_extras = run.config.extras
     with current.lock:
         seen = list(current.checkpoints)
-    sections = manifest.scan(run.directory, seen)
+    sections = artifacts.scan(run.directory, seen)
     for key, section in (("tensorboard_dir", "tensorboard"), ("checkpoints_dir", "checkpoints")):
         if isinstance(config_extras.get(key), str):
-            sections[section]["dir"] = manifest.inside(run.directory, config_extras[key])
+            sections[section]["dir"] = artifacts.inside(run.directory, config_extras[key])
     metrics = current.board.snapshot()
     metrics["source"] = "live" if current.board.has_data else "none"
     sections["metrics"] = metrics
