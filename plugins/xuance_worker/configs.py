@@ -32,7 +32,15 @@ RESERVED = {
     "env_id": "use --env-id FAMILY/SCENARIO",
 }
 # Python packages (besides pettingzoo) that a family's envs need in the worker's environment.
-FAMILY_PACKAGES = {"football": "gfootball", "robotic_warehouse": "rware", "magent2": "magent2", "sc2": "smac"}
+FAMILY_PACKAGES = {"football": "gfootball", "robotic_warehouse": "rware", "sc2": "smac"}
+# Config folders XuanCe 1.4.4 ships without an env class to run them.
+NO_ENV = {"magent2": "XuanCe 1.4.4 ships magent2 configs but no magent2 env"}
+GYM_FAMILIES = {"robotic_warehouse": "rware-"}  # families whose scenarios are gymnasium ids their package registers
+# Scenarios whose agents observe different sizes (an adversary beside the agents): XuanCe's configs
+# for them share one policy (use_parameter_sharing), which cannot take them, so the worker turns
+# sharing off; XuanCe 1.4.4's on-policy buffer stacks every agent's observations and fails anyway.
+HETEROGENEOUS = ("mpe/simple_push_v3", "mpe/simple_adversary_v3")
+ON_POLICY = ("mappo", "ippo", "coma")
 
 
 def configs_root() -> Path:
@@ -50,6 +58,39 @@ def pairs(root: Path, algos: list[str]) -> dict[str, list[str]]:
         folder = root / algo
         found[algo] = sorted(f"{path.parent.name}/{path.stem}" for path in folder.glob("*/*.yaml"))
     return found
+
+
+def _registered(prefix: str) -> list[str]:
+    import gymnasium
+
+    return sorted(name for name in gymnasium.registry if name.startswith(prefix))
+
+
+def unusable(algo: str, env: str) -> str | None:
+    """Why XuanCe cannot run ``algo`` on ``env`` (``family/scenario``) here; None: it can."""
+    family, scenario = env.split("/", 1)
+    if env in HETEROGENEOUS and algo in ON_POLICY:
+        return (f"its agents observe different sizes, and XuanCe 1.4.4's on-policy buffer ({algo}) stacks them "
+                "into one array and fails; MADDPG trains it")
+    if family in NO_ENV:
+        return NO_ENV[family]
+    package = FAMILY_PACKAGES.get(family)
+    if package and importlib.util.find_spec(package) is None:
+        return (f"env family {family!r} needs the {package!r} package, which the xuance worker's environment "
+                "does not have")
+    if family in GYM_FAMILIES:
+        importlib.import_module(package)  # registers its ids
+        known = _registered(GYM_FAMILIES[family])
+        if scenario not in known:
+            close = difflib.get_close_matches(scenario, known, n=1)
+            return (f"XuanCe's config names {scenario!r}, which the installed {package!r} does not register"
+                    + (f" (it has {close[0]})" if close else ""))
+    return None
+
+
+def usable_pairs(root: Path, algos: list[str]) -> dict[str, list[str]]:
+    """:func:`pairs` less those this environment cannot run."""
+    return {algo: [env for env in envs if unusable(algo, env) is None] for algo, envs in pairs(root, algos).items()}
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -74,12 +115,8 @@ def problems(root: Path, algo: str, env: str, overrides: dict[str, Any]) -> list
         same = [pair for pair in known if pair.startswith(family + "/")]
         listed = ", ".join(same or known) or "none"
         return [f"XuanCe has no {algo} config for {env}; {algo} has configs for: {listed}"]
-    found = []
-    family = env.split("/", 1)[0]
-    package = FAMILY_PACKAGES.get(family)
-    if package and importlib.util.find_spec(package) is None:
-        found.append(f"env family {family!r} needs the {package!r} package, which the xuance worker's environment "
-                     "does not have")
+    why = unusable(algo, env)
+    found = [] if why is None else [f"{env}: {why}"]
     config = merged(root, algo, env)
     for key in sorted(overrides):
         if key in RESERVED:
@@ -91,9 +128,14 @@ def problems(root: Path, algo: str, env: str, overrides: dict[str, Any]) -> list
     return found
 
 
+def worker_defaults(env: str) -> dict[str, Any]:
+    """Config keys the worker sets for ``env`` unless the extras do."""
+    return {"use_parameter_sharing": False} if env in HETEROGENEOUS else {}
+
+
 def summary(root: Path, algo: str, env: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """What the plan needs to know of the effective config (its width, policy, runner)."""
-    config = {**merged(root, algo, env), **overrides}
+    config = {**merged(root, algo, env), **worker_defaults(env), **overrides}
     return {key: config.get(key) for key in ("agent", "env_name", "parallels", "vectorize", "policy", "runner",
                                              "continuous_action", "learner")}
 
@@ -107,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     root = configs_root()
     if ns.command == "list":
-        print(json.dumps({"pairs": pairs(root, ns.algo)}))
+        print(json.dumps({"pairs": usable_pairs(root, ns.algo)}))
         return 0
     algo, overrides = ns.algo[0], json.loads(ns.overrides)
     found = problems(root, algo, ns.env, overrides)

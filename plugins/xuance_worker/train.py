@@ -53,8 +53,10 @@ def parse_args(argv: list[str] | None) -> Namespace:
 def build_config(ns: Namespace) -> Namespace:
     from xuance.common import get_arguments
 
+    from xuance_worker.configs import worker_defaults
+
     family, scenario = ns.env.split("/", 1)
-    overrides = json.loads(ns.overrides)
+    overrides = {**worker_defaults(ns.env), **json.loads(ns.overrides)}
     overrides.update(running_steps=ns.total_timesteps, log_dir=TENSORBOARD, model_dir=CHECKPOINTS,
                      logger="tensorboard", distributed_training=False, render_mode="rgb_array",
                      render=False)  # render: XuanCe's own test videos; frames come from the callback

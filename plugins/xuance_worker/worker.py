@@ -25,8 +25,11 @@ OWN_KEYS = [
     ExtrasKey("checkpoint_frequency", "save a checkpoint every N env steps (default: only at the end)"),
     ExtrasKey("eval_episodes", "policy_eval: episodes to play (default 5)"),
     ExtrasKey("torch_threads", "torch threads of the training process (default: the run's thread budget, else 1)"),
+    ExtrasKey("algo_params", "XuanCe config keys as an object, over the top-level ones (how `mosaic sweep` "
+                             "passes a trial's parameters)"),
 ]
 CHECKPOINTS = "checkpoints"
+CURRICULUM = "curriculum_schedule"  # the curriculum plugin's key
 
 
 def _positive_int(extras: dict[str, Any], key: str) -> int | None:
@@ -60,6 +63,16 @@ class XuanCeWorker(Worker):
     def extras_keys(self) -> list[ExtrasKey]:
         return OWN_KEYS
 
+    def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+        """No defaults; a curriculum is refused here, before the plugins validate the config (the
+        curriculum plugin would try to build each stage's MPE id with gymnasium and report that)."""
+        extras = data.get("extras")
+        if isinstance(extras, dict) and CURRICULUM in extras and extras.get("mode") != "policy_eval":
+            raise ConfigError("a curriculum asks for env switches, and the xuance worker cannot switch envs (XuanCe "
+                              "builds its multi-agent envs once, and each MPE scenario has its own agents and "
+                              "spaces): train each scenario as its own run", field=f"extras.{CURRICULUM}")
+        return {}
+
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
         problems = []
         if config.algo not in ALGORITHMS:
@@ -68,9 +81,8 @@ class XuanCeWorker(Worker):
         mode = config.extras.get("mode", "train")
         if mode not in MODES:
             problems.append(f"extras.mode {mode!r} is not one of {', '.join(MODES)}")
-        if "curriculum_schedule" in config.extras:
-            problems.append("extras.curriculum_schedule: the xuance worker cannot switch envs during training "
-                            "(XuanCe's MPE scenarios take no settings, and each has its own agents and spaces)")
+        if not isinstance(config.extras.get("algo_params", {}), dict):
+            problems.append("extras.algo_params must be an object of XuanCe config keys")
         return problems
 
     def algorithms(self, python: str) -> list[dict[str, Any]]:
@@ -85,7 +97,7 @@ class XuanCeWorker(Worker):
         from xuance_worker.catalog import ask_configs, split_env_id
 
         env = split_env_id(config.env_id)
-        overrides = dict(run.worker_extras)
+        overrides = {**run.worker_extras, **config.extras.get("algo_params", {})}
         answer = ask_configs(run.python, ["check", "--algo", config.algo, "--env", env,
                                           "--overrides", json.dumps(overrides)])
         if answer["problems"]:

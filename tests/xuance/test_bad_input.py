@@ -5,14 +5,19 @@ import subprocess
 import pytest
 from conftest import run_args
 
+STAGES = [{"env_id": "mpe/simple_spread_v3", "steps": 1000}, {"env_id": "mpe/simple_push_v3"}]
 CASES = {
     "single-agent": ("mappo", "CartPole-v1", {}, "is a single-agent env id"),
     "no config": ("qmix", "mpe/simple_push_v3", {}, "qmix has configs for: mpe/simple_spread_v3"),
     "unknown key": ("mappo", "mpe/simple_spread_v3", {"learnin_rate": 1e-3}, "did you mean learning_rate?"),
     "reserved key": ("mappo", "mpe/simple_spread_v3", {"running_steps": 5}, "use --total-timesteps"),
     "smac": ("qmix", "sc2/3m", {}, "needs the StarCraft II binary"),
+    "old rware id": ("qmix", "robotic_warehouse/rware-tiny-2ag-v1", {}, "(it has rware-tiny-2ag-v2)"),
+    "mixed observations": ("mappo", "mpe/simple_push_v3", {}, "XuanCe 1.4.4's on-policy buffer (mappo)"),
+    "no env class": ("iql", "magent2/adversarial_pursuit_v4", {}, "ships magent2 configs but no magent2 env"),
     "unknown algo": ("ppo", "mpe/simple_spread_v3", {}, "not one the xuance worker runs"),
-    "curriculum": ("mappo", "mpe/simple_spread_v3", {"curriculum_schedule": "x"}, "cannot switch envs"),
+    "curriculum": ("mappo", "mpe/simple_spread_v3", {"curriculum_schedule": STAGES},
+                   "the xuance worker cannot switch envs"),
     "bad mode": ("mappo", "mpe/simple_spread_v3", {"mode": "play"}, "is not one of train"),
     "no checkpoint": ("mappo", "mpe/simple_spread_v3", {"mode": "resume_training", "checkpoint_path": "/nonexistent"},
                       "no checkpoint (.pth)"),
