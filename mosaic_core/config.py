@@ -224,7 +224,9 @@ def build_config(
                           field=unknown[0], source=source)
     missing = [name for name in REQUIRED if merged.get(name) in (None, "")]
     if missing:
-        raise ConfigError(f"missing required field(s) {', '.join(missing)}", field=missing[0], source=source)
+        flags = "" if source else "; give " + ", ".join("--env-id (or --env)" if name == "env_id" else
+                                                         f"--{name.replace('_', '-')}" for name in missing)
+        raise ConfigError(f"missing required field(s) {', '.join(missing)}{flags}", field=missing[0], source=source)
     return WorkerConfig(**merged, source=source)
 
 

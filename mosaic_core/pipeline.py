@@ -53,7 +53,7 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     run.add_argument("--from", dest="from_run", metavar="RUN_ID",
                      help="repeat a recorded run (its config.json; an id prefix is enough) with a new run id")
     run.add_argument("--algo", help="algorithm (the worker says which names it knows)")
-    run.add_argument("--env-id", help="environment id")
+    run.add_argument("--env-id", "--env", dest="env_id", help="environment id (--env: the same)")
     run.add_argument("--total-timesteps", type=int, help="environment steps to train for")
     run.add_argument("--seed", type=int)
     run.add_argument("--worker-id")
