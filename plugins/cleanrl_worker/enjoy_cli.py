@@ -61,8 +61,8 @@ def run_checkpoint(run_dir: Path) -> Path:
         return latest[0]
     found = sorted(run_dir.rglob("*" + SUFFIX), key=lambda p: p.stat().st_mtime)
     if not found:
-        raise UsageError(f"run {run_dir.name} has no checkpoint ({SUFFIX}); train with "
-                         "--extras '{\"save_model\": true}' or a checkpoint_frequency")
+        raise UsageError(f"run {run_dir.name} has no checkpoint ({SUFFIX}): it ran with --no-save, ended before "
+                         "saving, or its script cannot save; a run without --no-save keeps its final model")
     return found[-1]
 
 
