@@ -42,9 +42,16 @@ SECRET_EXTRAS_ENV = "MOSAIC_SECRET_EXTRAS"  # a JSON object merged into extras, 
 REGISTRATION_ENV = "MOSAIC_REGISTRATION_SECRET"  # a daemon-spawned run's proof for RegisterWorker, read once
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (``mosaic: error: ...``, exit 2), not a screen of usage."""
+
+    def error(self, message: str) -> Any:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
 def host_parser(prog: str, worker_name: str, description: str) -> argparse.ArgumentParser:
     """The flags every worker's runs share (DESIGN.md §5); a worker adds its own after them."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False,
+    parser = OneLineParser(prog=prog, description=description, allow_abbrev=False,
                                      epilog="Lifecycle events are printed as JSON lines on stdout (at a terminal: "
                                             "human lines; --json for JSON there too).")
     run = parser.add_argument_group("run")

@@ -145,7 +145,9 @@ def run(ns: argparse.Namespace) -> int:
     checkpoint, env_id = resolve_target(ns)
     item = find_worker("cleanrl")
     worker = load_worker(item)
-    run_ns = host_parser("mosaic enjoy", "cleanrl", "").parse_args(run_argv(ns, checkpoint, env_id, fmt))
+    watched = not ns.json and sys.stdout.isatty()  # the run's own lines and bar at a terminal only: stdout stays ours
+    argv = run_argv(ns, checkpoint, env_id, fmt) + ([] if watched else ["--quiet"])
+    run_ns = host_parser("mosaic enjoy", "cleanrl", "").parse_args(argv)
     host = plugin_host()
     prepared = prepare_from_flags(item, worker, run_ns, worker_option_defaults(worker), host)
     run_dir = prepared.run.run_dir
