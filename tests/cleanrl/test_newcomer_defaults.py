@@ -115,3 +115,37 @@ def test_ppo_on_atari_frames_points_to_ppo_atari(mosaic, runs_root):
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
         assert "not image (atari): for these frames use --algo ppo_atari" in done.stderr
     assert not runs_root.exists()
+
+
+def test_quiet_still_says_why_a_run_failed(mosaic, workdir, runs_root):
+    runs_root.mkdir(parents=True, mode=0o700)
+    script = workdir / "broken.py"
+    script.write_text('raise ValueError("the reward table is empty")\n')
+    done = mosaic("run", "--algo", str(script), "--env", "CartPole-v1", "--total-timesteps", "10", "--quiet")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].endswith("failed: ValueError: the reward table is empty"), done.stderr
+
+
+def test_the_daemon_picks_the_worker_by_the_same_rule(monkeypatch, runs_root):
+    from mosaic_core.errors import ConfigError
+    from mosaic_core.trainer.submission import parse_submission
+
+    config = json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 64})
+    monkeypatch.delenv("MOSAIC_DEFAULT_WORKER", raising=False)
+    assert parse_submission(config, "", discover_workers(), 0, runs_dir=runs_root).worker == "cleanrl"
+    monkeypatch.setenv("MOSAIC_DEFAULT_WORKER", "nope")
+    with pytest.raises(ConfigError, match=r"unknown worker 'nope'.*field 'worker'"):
+        parse_submission(config, "", discover_workers(), 0, runs_dir=runs_root)
+
+
+def test_the_library_loads_the_daemons_worker_json(tmp_path):
+    from cleanrl_worker.config import load_worker_config
+
+    path = tmp_path / "worker.json"  # as the README shows it for `mosaic submit`: a worker key, no run_id
+    path.write_text(json.dumps({"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 50000,
+                                "extras": {"algo_params": {"num_envs": 4}}}))
+    config = load_worker_config(path)
+    assert (config.algo, config.total_timesteps, len(config.run_id)) == ("ppo", 50000, 26)
+    path.write_text(json.dumps({"worker": "xuance", "algo": "mappo", "env_id": "x", "total_timesteps": 1}))
+    with pytest.raises(UsageError, match="the config is for worker 'xuance', not 'cleanrl'"):
+        load_worker_config(path)
