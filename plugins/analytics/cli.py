@@ -156,7 +156,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     lines = [("run", summary.run_id), ("path", summary.path), ("status", summary.status),
              *([("reason", summary.reason)] if summary.reason else []),
              ("worker", summary.worker), ("algo", summary.algo), ("env", summary.env_id),
-             ("steps", f"{summary.global_step} / {summary.total_timesteps}"),
+             (summary.unit, f"{summary.global_step} / {summary.total_timesteps}"),
              ("last return", summary.last_return), ("age", format_age(summary.started_at))]
     if isinstance(manifest, dict):
         metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
