@@ -117,15 +117,6 @@ def test_ppo_on_atari_frames_points_to_ppo_atari(mosaic, runs_root):
     assert not runs_root.exists()
 
 
-def test_quiet_still_says_why_a_run_failed(mosaic, workdir, runs_root):
-    runs_root.mkdir(parents=True, mode=0o700)
-    script = workdir / "broken.py"
-    script.write_text('raise ValueError("the reward table is empty")\n')
-    done = mosaic("run", "--algo", str(script), "--env", "CartPole-v1", "--total-timesteps", "10", "--quiet")
-    assert done.returncode == 1
-    assert done.stderr.splitlines()[-1].endswith("failed: ValueError: the reward table is empty"), done.stderr
-
-
 def test_the_daemon_picks_the_worker_by_the_same_rule(monkeypatch, runs_root):
     from mosaic_core.errors import ConfigError
     from mosaic_core.trainer.submission import parse_submission
