@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from mosaic_core import launchers
 from mosaic_core.cli.errors import run_cli_command
-from mosaic_core.config import REDACTED, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
+from mosaic_core.config import (REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file,
+                                redact)
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
@@ -279,7 +280,7 @@ def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: arg
     if isinstance(extras, dict) and REDACTED in extras.values():
         data["extras"] = {k: v for k, v in extras.items() if v != REDACTED}
     run_id = data.get("run_id")
-    if not ns.run_id and isinstance(run_id, str) and run_id:
+    if not ns.run_id and isinstance(run_id, str) and RUN_ID.fullmatch(run_id):  # else validation says what is wrong
         root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
         if (root / run_id).exists():
             data.pop("run_id")  # repeating a recorded run: it gets an id of its own
