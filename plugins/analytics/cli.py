@@ -337,9 +337,9 @@ def _run_tensorboard(ns: argparse.Namespace) -> int:
     root = _runs_root(ns.runs_dir)
     if ns.run_ids:
         dirs = [find_run(root, run_id) for run_id in ns.run_ids]
-        bare = [d.name for d in dirs if not curves.event_files(d)]
+        bare = [d for d in dirs if not curves.event_files(d)]
         if bare:
-            raise UsageError(f"run(s) {', '.join(bare)} have no TensorBoard event files")
+            raise UsageError(f"run {bare[0].name!r} has no TensorBoard event files under {bare[0]}")
     else:
         dirs = [Path(run.path) for run in reversed(list_runs(root)) if curves.event_files(Path(run.path))]
         if not dirs:
