@@ -9,7 +9,7 @@ PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 # the light core leaves out). `make extras` adds them to venvs built before.
 EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray
 
-.PHONY: venv extras train test test-gym1 proto clean browser-deps
+.PHONY: venv extras train test test-gym1 test-extras proto clean browser-deps
 
 venv: $(VENV)/.installed
 
@@ -26,14 +26,16 @@ train: venv
 test: venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# A second, smaller lane: our code on gymnasium 1.x.
+# A second, smaller lane: our code on gymnasium 1.x. It runs the tests of the code that meets
+# gymnasium (the host's training-process side, the CleanRL worker and its algorithms, FastLane,
+# curriculum, the zoo, the modes); the daemon, dashboard, sweep, analytics and security tests use
+# a CartPole run only as a vehicle and run in the default lane. Not here either: the workers with
+# environments of their own (their training processes never see the host's gymnasium) and Ray
+# clusters (the launcher is the same on both lanes).
 GYM1 := .venv-gym1
-GYM1_TESTS ?= tests
-# Not in this lane: the workers with environments of their own (their training processes never see
-# the host's gymnasium) and Ray clusters (the launcher is the same on both lanes); the default lane
-# runs them.
-GYM1_SKIP := --ignore=tests/rllib --ignore=tests/xuance --ignore=tests/ray_launcher \
-	--ignore=tests/core/test_worker_environments.py
+GYM1_TESTS ?= tests/core tests/cleanrl tests/algorithms tests/atari_mujoco tests/curriculum tests/fastlane \
+	tests/modes tests/zoo
+GYM1_SKIP := --ignore=tests/core/test_worker_environments.py
 $(GYM1)/.installed: pyproject.toml
 	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)
 	$(GYM1)/bin/pip install -q torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
@@ -48,6 +50,21 @@ extras:
 test-gym1: $(GYM1)/.installed
 	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider -m "not slow" $(GYM1_SKIP) $(GYM1_TESTS)
 
+# A third lane: the extras upstream CleanRL's other scripts need (envpool, jax, dm-control; about 1.5 GB),
+# in a venv of their own built once per CI run rather than in every venv (procgen is left out: its gym3
+# pins glfw<2, envpool glfw>=2.10). Runs the bundled algorithms on EnvPool and DM Control and the
+# fixture checkout's scripts (tests/atari_mujoco/test_extras.py), and what `mosaic algos` says there.
+EXTRAS_VENV := .venv-cleanrl-extras
+EXTRAS_LANE := cleanrl,analytics,test,atari,mujoco,envpool,jax,dm-control
+$(EXTRAS_VENV)/.installed: pyproject.toml
+	test -x $(EXTRAS_VENV)/bin/python || $(PYTHON) -m venv $(EXTRAS_VENV)
+	$(EXTRAS_VENV)/bin/pip install -q $(PINS)
+	$(EXTRAS_VENV)/bin/pip install -q -e '.[$(EXTRAS_LANE)]' -e examples/mosaic_example_plugin $(PINS)
+	touch $@
+
+test-extras: $(EXTRAS_VENV)/.installed
+	$(EXTRAS_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/atari_mujoco/test_extras.py tests/cleanrl/test_readiness.py
+
 # What the dashboard's browser tests need: Debian's chromium (never `playwright install`, which
 # downloads a browser) and playwright, which drives /usr/bin/chromium through executable_path.
 browser-deps: venv
@@ -59,4 +76,4 @@ proto: venv
 	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. mosaic_core/trainer/trainer.proto
 
 clean:
-	rm -rf $(VENV) $(GYM1) var runs wandb
+	rm -rf $(VENV) $(GYM1) $(EXTRAS_VENV) var runs wandb

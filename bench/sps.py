@@ -9,7 +9,9 @@ from step `learning_starts` of the run below, so most steps train), next to the 
 second of a loop that steps the same SyncVectorEnv (same num_envs, RecordEpisodeStatistics)
 with pre-drawn random actions. The ratio is how much of the env's speed the algorithm keeps.
 `--scale` multiplies every step budget (at least 4096 steps, or the case's own when smaller). Suites: `classic` (the default),
-`atari` (ppo_atari, dqn_atari on Breakout; needs the atari extra), `mujoco` (the continuous
+`atari` (ppo_atari, dqn_atari on Breakout; needs the atari extra), `envpool` (ppo_atari_envpool
+on EnvPool's Breakout-v5 next to ppo_atari on BreakoutNoFrameskip-v4, and the ratio of the two;
+the envpool extra), `mujoco` (the continuous
 algorithms on HalfCheetah-v4; the mujoco extra). With `--cleanrl-home DIR` (an upstream CleanRL
 checkout) each algorithm of that name also runs from the checkout, both through `mosaic run`
 with the same seed, steps and flags, and the table adds the upstream SPS and bundled / upstream.
@@ -48,6 +50,11 @@ SUITES = {
         "ppo_atari": ("BreakoutNoFrameskip-v4", 8, 2048, []),
         "dqn_atari": ("BreakoutNoFrameskip-v4", 1, 2048, ["--learning-starts", "1024", "--buffer-size", "100000"]),
     },
+    # bundled vs upstream ppo_atari_envpool (--cleanrl-home), and vs ppo_atari: the envpool extra
+    "envpool": {
+        "ppo_atari_envpool": ("Breakout-v5", 8, 4096, []),
+        "ppo_atari": ("BreakoutNoFrameskip-v4", 8, 4096, []),
+    },
     "mujoco": {algo: ("HalfCheetah-v4", 1, 8192 if algo.startswith("ppo") else 3000,
                       [] if algo.startswith("ppo") else ["--learning-starts", "1000"])
                for algo in ("ppo_continuous_action", "sac_continuous_action", "td3_continuous_action",
@@ -66,20 +73,32 @@ def make_plain_env(env_id: str):
 
 
 def plain_sps(env_id: str, num_envs: int, steps: int) -> float:
-    """Env steps per second of a SyncVectorEnv stepped with random actions and nothing else."""
+    """Env steps per second of a SyncVectorEnv (EnvPool's own for its ids) stepped with random actions."""
     import gymnasium as gym
     import numpy as np
 
-    envs = gym.vector.SyncVectorEnv([lambda: make_plain_env(env_id) for _ in range(num_envs)])
-    envs.action_space.seed(0)
+    pool = env_id.endswith("-v5") and "/" not in env_id
+    if pool:  # an EnvPool task, made as ppo_atari_envpool makes it
+        import envpool
+
+        envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True, seed=0)
+    else:
+        envs = gym.vector.SyncVectorEnv([lambda: make_plain_env(env_id) for _ in range(num_envs)])
     vector_steps = max(1, steps // num_envs)
-    actions = np.stack([envs.action_space.sample() for _ in range(vector_steps)])
-    envs.reset(seed=0)
+    if pool:  # EnvPool takes int32 actions
+        actions = np.random.default_rng(0).integers(envs.single_action_space.n, size=(vector_steps, num_envs),
+                                                    dtype=np.int32)
+        envs.reset()  # seeded by envpool.make
+    else:
+        envs.action_space.seed(0)
+        actions = np.stack([envs.action_space.sample() for _ in range(vector_steps)])
+        envs.reset(seed=0)
     started = time.perf_counter()
     for action in actions:
         envs.step(action)
     elapsed = time.perf_counter() - started
-    envs.close()
+    if not pool:  # EnvPool's close() fails on gymnasium 0.29
+        envs.close()
     return vector_steps * num_envs / elapsed
 
 
@@ -125,15 +144,22 @@ def main() -> None:
     header = f"{'algo':<24}{'env':<24}{'envs':>5}{'steps':>8}{'algo SPS':>10}{'plain SPS':>11}{'ratio':>8}{upstream}"
     print(header)
     print("-" * len(header))
+    measured = {}
     for algo, env_id, num_envs, steps, flags in cases.values():
         steps = max(int(steps * args.scale), min(steps, 4096))  # at least two PPO rollouts, past learning_starts
         trained = algo_sps(algo, env_id, steps, flags, via_mosaic=args.cleanrl_home is not None)
         plain = plain_sps(env_id, num_envs, min(steps, 20000))
         line = f"{algo:<24}{env_id:<24}{num_envs:>5}{steps:>8}{trained:>10.0f}{plain:>11.0f}{trained / plain:>8.3f}"
         if args.cleanrl_home is not None:
-            theirs = algo_sps(algo, env_id, steps, flags, cleanrl_home=args.cleanrl_home)
-            line += f"{theirs:>10.0f}{trained / theirs:>8.3f}"
+            try:
+                theirs = algo_sps(algo, env_id, steps, flags, cleanrl_home=args.cleanrl_home)
+                line += f"{theirs:>10.0f}{trained / theirs:>8.3f}"
+            except subprocess.CalledProcessError:  # e.g. upstream's EnvPool scripts on envpool 0.8+
+                line += f"{'fails':>10}{'-':>8}"
         print(line, flush=True)
+        measured[algo] = trained
+    if {"ppo_atari_envpool", "ppo_atari"} <= measured.keys():
+        print(f"ppo_atari_envpool / ppo_atari: {measured['ppo_atari_envpool'] / measured['ppo_atari']:.2f}x")
 
 
 if __name__ == "__main__":

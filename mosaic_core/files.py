@@ -3,13 +3,17 @@ shared-machine checks every reader of run files goes through (:func:`open_privat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import stat
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from mosaic_core import procs
 
 
 def is_within(base: Path | str, target: Path | str) -> bool:
@@ -179,3 +183,23 @@ def printable(text: str, keep_newlines: bool = False) -> str:
     too unless ``keep_newlines``) shown as ``?``: for human output of anything read from a run
     directory, so a run's files cannot drive the terminal of whoever reads them. Tabs stay."""
     return (_CONTROL_BUT_NEWLINES if keep_newlines else _CONTROL).sub("?", text)
+
+
+def private_dir(prefix: str, base: Path | None = None) -> Path:
+    """A fresh 0700 directory ``<prefix><pid>.<start>-XXXX`` of this process in ``base`` (default:
+    the temp dir). First, those of processes that are gone (e.g. a Ray actor killed with its
+    caller before it could remove its own) are removed: only our own real directories, never
+    through a link, never one of a live process."""
+    base = Path(base or tempfile.gettempdir())
+    mine = f"{prefix}{os.getpid()}.{procs.process_start(os.getpid())}-"
+    pattern = re.compile(re.escape(prefix) + r"(\d+)\.(\d+)-")
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            match = pattern.match(entry.name)
+            if not match or procs.process_alive(int(match[1]), int(match[2])):
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+                    shutil.rmtree(entry.path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=mine, dir=base))

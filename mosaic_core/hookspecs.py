@@ -38,12 +38,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-light
+    from pathlib import Path
+
     import numpy as np
 
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
     from mosaic_core.runs import RunContext
-    from mosaic_core.types import ChildContext, ChildEvent, ExtrasKey, FrameInfo
+    from mosaic_core.types import ChildContext, ChildEvent, ExtrasKey, FrameInfo, RunRelay
 
 PROJECT = "mosaic"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -323,6 +325,31 @@ def mosaic_on_heartbeat(run: RunContext) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------------------
+@spec(ISOLATE)
+def mosaic_run_relay(run_id: str, extras: dict[str, Any], side: str) -> RunRelay | None:
+    """This plugin's relay for a run that a launcher executes on another machine, or None.
+
+    Called by a launcher (``--ray-address``) twice per attempt: on the node (``side="node"``)
+    before it starts the run's ``mosaic run`` there, and on the caller (``side="caller"``) once
+    the run has started; ``extras`` are the run's (secrets redacted). The two
+    :class:`~mosaic_core.types.RunRelay` objects carry the plugin's live data of the run from the
+    node to the caller (FastLane: the newest frames, into the caller's segment), over the channel
+    that carries the run's events, at most ``rate_hz`` times a second. Return a relay, or None
+    when the plugin has nothing to relay for this run. Failure: isolate (the plugin's relay is
+    dropped; the run goes on).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_run_relay(run_id, extras, side):
+            if extras.get("my_plugin"):
+                return NodeCounter(run_id) if side == "node" else CallerCounter(run_id)
+            return None
+    """
+
+
 # Host: after a run
 # --------------------------------------------------------------------------------------
 @spec(ISOLATE)
@@ -343,6 +370,29 @@ def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None
         @hookimpl
         def mosaic_build_manifest(run, status):
             return {"my_plugin": {"samples": len(run.state.get("my_plugin", [])), "status": status}}
+    """
+
+
+@spec(ISOLATE)
+def mosaic_run_scalars(run_dir: Path, tag: str) -> list[tuple[int, float]] | None:
+    """The ``(step, value)`` series a finished or running run recorded under ``tag``.
+
+    Called in the host by whoever needs a run's numbers without knowing how they were stored
+    (the sweep's objective reads its trials' final values through it). Return the series in step
+    order, or None when this plugin does not store scalars; the first series returned wins.
+    Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_run_scalars(run_dir, tag):
+            path = run_dir / "scalars.csv"
+            if not path.exists():
+                return None
+            rows = (line.split(",") for line in path.read_text().splitlines())
+            return [(int(step), float(value)) for name, step, value in rows if name == tag]
     """
 
 

@@ -21,7 +21,9 @@ A new launcher (Slurm: ``srun`` with ``--slurm-partition``; Kubernetes: a Job pe
 small module: ``get_launcher_info()`` plus an ``execute(job)`` that runs the job where it
 belongs, relays its events to ``job.run.emit`` and brings its run directory back to
 ``job.run.run_dir``; its ``run_started`` payload carries ``node`` (a short "where", shown by
-``mosaic runs --target``). ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
+``mosaic runs --target``). A launcher that knows how many runs its place takes at a time names a
+``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--workers`` runs
+that many trials at a time and prints ``why``. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
 run anywhere this distribution is installed ("a normal supervised ``mosaic run`` there").
 """
 
@@ -75,27 +77,39 @@ class LauncherOption:
 @dataclass(frozen=True)
 class LauncherInfo:
     """What a ``mosaic.launchers`` entry point returns: a name, one line for ``--help``, its
-    options and where its ``execute(job) -> int`` lives (``"module:function"``)."""
+    options and where its ``execute(job) -> int`` lives (``"module:function"``); optionally where
+    its ``capacity(settings) -> (runs, why)`` lives: how many runs it takes at a time."""
 
     name: str
     description: str
     options: tuple[LauncherOption, ...]
     execute: str
+    capacity: str | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_-]*", self.name):
             raise ValueError(f"launcher name {self.name!r} must be lower-case letters, digits, - or _")
         if not any(option.selects for option in self.options):
             raise ValueError(f"launcher {self.name!r} has no option that selects it")
-        if ":" not in self.execute:
-            raise ValueError(f"launcher {self.name!r}: execute must be 'module:function', got {self.execute!r}")
+        for what, where in (("execute", self.execute), ("capacity", self.capacity)):
+            if where is not None and ":" not in where:
+                raise ValueError(f"launcher {self.name!r}: {what} must be 'module:function', got {where!r}")
 
     def selected(self, settings: dict[str, Any]) -> bool:
         return any(option.selects and settings.get(option.dest) not in (None, False, "") for option in self.options)
 
+    def load(self, where: str) -> Callable[..., Any]:
+        """The function at ``where`` (its execute or capacity); its module is imported now."""
+        module, _, name = where.partition(":")
+        try:
+            return getattr(importlib.import_module(module), name)
+        except ImportError as exc:
+            raise UsageError(f"launcher {self.name!r} cannot run: {exc} (is its extra installed?)") from exc
+        except Exception as exc:
+            raise PluginError(f"launcher {self.name!r} failed to load ({where}): {type(exc).__name__}: {exc}") from exc
+
     def load_execute(self) -> Callable[["Job"], int]:
-        module, _, name = self.execute.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return self.load(self.execute)
 
 
 @dataclass
@@ -199,13 +213,19 @@ def run_job(job: Job, launchers: list[LauncherInfo]) -> int:
     chosen = choose(job.settings, launchers)
     if chosen is None:
         return job.supervise_here()
-    try:
-        execute = chosen.load_execute()
-    except ImportError as exc:
-        raise UsageError(f"launcher {chosen.name!r} cannot run: {exc} (is its extra installed?)") from exc
-    except Exception as exc:
-        raise PluginError(f"launcher {chosen.name!r} failed to load ({chosen.execute}): {type(exc).__name__}: {exc}") from exc
-    return execute(job)
+    return chosen.load_execute()(job)
+
+
+def capacity(ns: argparse.Namespace, launchers: list[LauncherInfo] | None = None) -> tuple[int, str] | None:
+    """How many runs the launcher chosen by ``ns`` takes at a time and why (``runs >= 1``), or
+    None: the local launcher, or one that does not say."""
+    launchers = active() if launchers is None else launchers
+    settings = settings_of(ns, launchers)
+    chosen = choose(settings, launchers)
+    if chosen is None or chosen.capacity is None:
+        return None
+    runs, why = chosen.load(chosen.capacity)(settings)
+    return max(1, int(runs)), str(why)
 
 
 def strip_options(argv: list[str], parser: argparse.ArgumentParser, dests: set[str]) -> list[str]:

@@ -326,6 +326,12 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
         if run.emitter is None:  # refused before it started (a cluster that does not answer): leave nothing
             shutil.rmtree(directory.path, ignore_errors=True)
         raise
+    except OSError as exc:
+        if run.emitter is not None:
+            raise
+        shutil.rmtree(directory.path, ignore_errors=True)  # e.g. a full disk before the run started
+        raise MosaicError(f"cannot write run {run.run_id}'s files under {directory.root}: "
+                          f"{exc.strerror or exc}") from None
     finally:
         os.umask(previous_umask)
         if session is not None:

@@ -34,9 +34,11 @@ from mosaic_core.hookcalls import GuardedManager, Tagged
 from mosaic_core.entrypoints import (DISABLE_VAR, LOAD_VAR, LoadedEntryPoint, is_blocked, load_group, load_listed,
                                      report_failure, strict, unknown_selected)
 from mosaic_core.errors import PluginError, UsageError
-from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure
+from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure, RunRelay
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
     from mosaic_core.runs import RunContext
@@ -278,6 +280,25 @@ class PluginHost:
     def build_manifest(self, run: RunContext, status: str, reserved: Iterable[str] = ()) -> dict[str, Any]:
         return self._merge("mosaic_build_manifest", "manifest section",
                            self._call("mosaic_build_manifest", run=run, status=status), reserved)
+
+    def run_scalars(self, run_dir: Path, tag: str) -> list[tuple[int, float]] | None:
+        """The first series a plugin reads back for ``tag`` (None: no plugin stores scalars)."""
+        for _plugin, series in self._call("mosaic_run_scalars", run_dir=run_dir, tag=tag):
+            if series is not None:
+                return list(series)
+        return None
+
+    def run_relays(self, run_id: str, extras: dict[str, Any], side: str) -> dict[str, RunRelay]:
+        """Each plugin's relay for a run executed elsewhere (``side``: "node" or "caller")."""
+        relays = {}
+        for plugin, relay in self._call("mosaic_run_relay", run_id=run_id, extras=extras, side=side):
+            if relay is None:
+                continue
+            if isinstance(relay, RunRelay):
+                relays[plugin] = relay
+            else:
+                self._invalid("mosaic_run_relay", plugin, f"returned {type(relay).__name__}; expected a RunRelay")
+        return relays
 
     def run_finished(self, run: RunContext, status: str) -> None:
         self._call("mosaic_run_finished", run=run, status=status)

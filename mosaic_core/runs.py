@@ -77,7 +77,7 @@ def find_run_dir(root: Path, ref: str) -> Path:
     if (root / ref).is_dir():
         check_own_dir(root / ref, "run directory")
         return root / ref
-    known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    known = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")) if root.is_dir() else []
     matches = [name for name in known if name.startswith(ref)]
     if len(matches) == 1:
         check_own_dir(root / matches[0], "run directory")

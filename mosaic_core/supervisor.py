@@ -31,6 +31,7 @@ from mosaic_core.files import tail_lines, write_json_atomic
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
 from mosaic_core.plugins import PluginHost, plugin_records
 from mosaic_core.runs import RunContext, read_cancel_note
+from mosaic_core.runstore.index import record_run
 from mosaic_core.types import ChildContext
 
 BOOT_DIR = Path(__file__).parent / "_boot"
@@ -187,6 +188,7 @@ class Supervisor:
                                      "total_timesteps": run.config.total_timesteps, "run_dir": str(run.run_dir),
                                      **self.options.started_payload})
             started_hooks = True
+            record_run(run.run_dir)  # the runs root's index (mosaic_core.runstore.index)
             self.host.run_started(run)
             if self._cancel_reason is None:
                 self.process = self._start(env)
@@ -203,6 +205,7 @@ class Supervisor:
             receiver.close()
             self._finish(status, terminal_payload, started_hooks)
             emitter.close()
+            record_run(run.run_dir)
             self._close_wake_pipe()
         return exit_code
 

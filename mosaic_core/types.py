@@ -227,6 +227,34 @@ class ChildContext:
                            "host_pid": self.host_pid})
 
 
+class RunRelay:
+    """A plugin's live data of a run that a launcher executes elsewhere (a node of a cluster),
+    relayed to the caller's machine; a plugin returns one from ``mosaic_run_relay`` on each side.
+
+    On the node: :meth:`node_env` before the run starts (variables for its ``mosaic run``),
+    :meth:`collect` while it runs, :meth:`close` at the end. On the caller: :meth:`mark` (what it
+    has; None: ask nothing now) at most :attr:`rate_hz` times a second, :meth:`deliver` with what the
+    node's :meth:`collect` returned for that mark, :meth:`close` at the end (before
+    ``mosaic_run_finished``). Marks and items travel between machines: plain data and bytes."""
+
+    rate_hz: float = 1.0
+
+    def node_env(self) -> dict[str, str]:
+        return {}
+
+    def collect(self, mark: Any) -> list[Any]:
+        return []
+
+    def mark(self) -> Any:
+        return None
+
+    def deliver(self, items: list[Any]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
 @dataclass(frozen=True)
 class HookFailure:
     """One plugin's implementation of one hook raised or returned something invalid."""

@@ -33,26 +33,41 @@ from mosaic_core.files import UntrustedPath, check_own_dir
 
 
 def runtime_dir() -> Path:
-    """A directory only we can enter: ``$XDG_RUNTIME_DIR/mosaic``, else ``/tmp/mosaic-<uid>``
-    (made 0700; another user's, a link or a looser one is refused in one line)."""
+    """A directory only we can enter, the first of ``$XDG_RUNTIME_DIR/mosaic``,
+    ``/tmp/mosaic-<uid>`` and ``~/.cache/mosaic/runtime`` that is (or can be made) ours and 0700.
+    Another user who squats ``/tmp/mosaic-<uid>`` (a link, their directory, a looser mode) only
+    moves us on to the next; when none is usable, one line names each and why."""
+    refused = []
+    for path in _runtime_candidates():
+        try:
+            return _private_dir(path)
+        except OSError as exc:
+            refused.append(str(exc))
+    raise UsageError("no private runtime dir for token files: " + "; ".join(refused))
+
+
+def _runtime_candidates() -> list[Path]:
     base = os.environ.get("XDG_RUNTIME_DIR")
-    if base and os.path.isdir(base):
-        path = Path(base) / "mosaic"
-    else:
-        path = Path(tempfile.gettempdir()) / f"mosaic-{os.geteuid()}"
+    found = [Path(base) / "mosaic"] if base and os.path.isdir(base) else []
+    found.append(Path(tempfile.gettempdir()) / f"mosaic-{os.geteuid()}")
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    found.append(Path(cache) / "mosaic" / "runtime")
+    return found
+
+
+def _private_dir(path: Path) -> Path:
+    """``path`` made 0700 if absent, then checked: ours, not a link, closed to others."""
     try:
+        os.makedirs(path.parent, 0o700, exist_ok=True)
         os.mkdir(path, 0o700)
     except FileExistsError:
         pass
     except OSError as exc:
-        raise UsageError(f"cannot make the runtime dir {path}: {exc.strerror}") from None
-    try:
-        check_own_dir(path, "runtime dir")
-        if stat.S_IMODE(os.lstat(path).st_mode) & 0o077:
-            raise UntrustedPath(f"runtime dir {path} is readable by others (mode "
-                                f"{stat.S_IMODE(os.lstat(path).st_mode):o}); make it 0700")
-    except OSError as exc:
-        raise UsageError(str(exc)) from None
+        raise OSError(f"cannot make {path}: {exc.strerror}") from None
+    check_own_dir(path, "runtime dir")
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    if mode & 0o077:
+        raise UntrustedPath(f"runtime dir {path} is open to others (mode {mode:o})")
     return path
 
 
@@ -131,7 +146,7 @@ def check(expected: str, query_string: str, headers: Mapping[str, str], cookie: 
 
 
 def runtime_dir_hint() -> str:
-    return "its token file (in $XDG_RUNTIME_DIR/mosaic or /tmp/mosaic-<uid>)"
+    return "its token file (in $XDG_RUNTIME_DIR/mosaic, /tmp/mosaic-<uid> or ~/.cache/mosaic/runtime)"
 
 
 def set_cookie(token: str, cookie: str) -> str:

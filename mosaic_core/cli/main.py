@@ -184,6 +184,17 @@ def _commands() -> list[CliCommand]:
     return [commands[name] for name in sorted(commands)]
 
 
+def run_command(name: str, argv: list[str], needed_by: str) -> int:
+    """Run ``mosaic NAME ARGV...`` in this process: how one plugin uses a command another plugin
+    contributes (``sweep best --plot`` draws through ``mosaic plot``) without importing it."""
+    command = next((c for c in _commands() if c.name == name), None)
+    if command is None:
+        raise UsageError(f"{needed_by} needs the `mosaic {name}` command, which no installed plugin provides")
+    parser = argparse.ArgumentParser(prog=f"mosaic {name}")
+    command.configure(parser)
+    return command.run(parser.parse_args(argv))
+
+
 def build_parser(commands: list[CliCommand]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mosaic",

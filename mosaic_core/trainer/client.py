@@ -149,6 +149,12 @@ def cancel(target: str, run_id: str, timeout: float = 30.0, token: str | None = 
           token=token)
 
 
+def remove_run(target: str, run_id: str, timeout: float = 60.0, token: str | None = None) -> int:
+    """Delete an ended run on the daemon; the bytes its files took."""
+    return _call(target, "RemoveRun", pb.RemoveRunRequest(run_id=run_id), timeout, f"RemoveRun for run {run_id!r}",
+                 token=token).freed_bytes
+
+
 def list_runs(target: str, statuses: Iterable[int] = (), timeout: float = 10.0,
               token: str | None = None) -> list[pb.RunRecord]:
     return list(_call(target, "ListRuns", pb.ListRunsRequest(status_filter=list(statuses)), timeout,

@@ -1,7 +1,7 @@
 """The trainer daemon: state dir, gRPC server, run manager, shutdown.
 
 State dir layout (nothing is written outside it; the dir is 0700, every file in it 0600):
-``trainer.sqlite3`` (runs, telemetry), ``daemon.lock`` (one daemon per state dir),
+``trainer.sqlite3`` (runs, telemetry; ``trainer.sqlite3.reserve``, space kept for a full disk), ``daemon.lock`` (one daemon per state dir),
 ``daemon.json`` (pid and address while it runs), ``client.token`` (the client credential,
 new at every start), ``configs/<run>.json`` (redacted: secrets travel in the run's
 environment), ``logs/<run>.stderr.log``, ``runs/<run>/``. See SECURITY.md.

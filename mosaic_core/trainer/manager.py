@@ -15,9 +15,11 @@ says it ended (:mod:`mosaic_core.trainer.recovery`).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -36,12 +38,13 @@ from mosaic_core.pipeline import REGISTRATION_ENV, SECRET_EXTRAS_ENV
 from mosaic_core.trainer import processes
 from mosaic_core.trainer.auth import new_secret, secrets_match
 from mosaic_core.trainer.recovery import settle_interrupted
-from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore
+from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore, UnknownRun
 from mosaic_core.threads import SHARE_VAR, share
 from mosaic_core.trainer.submission import Submission
 
 KILL_MARGIN_S = 5.0  # the daemon waits this much longer than `mosaic run` itself before SIGKILL
 PIPE_LINGER_S = 2.0  # after the worker exited, how long its stdout may stay open
+SETTLE_TRIES = 60  # seconds a run's end may wait for a database it cannot write
 
 
 @dataclass(frozen=True)
@@ -131,10 +134,17 @@ class RunManager:
         config = submission.config
         path = self.configs_dir / f"{config.run_id}.json"
         with self._lock:
-            row = self.store.insert(run_id=config.run_id, worker=submission.worker, status=INIT,
-                                    digest=submission.digest, config_json=json.dumps(config.to_dict()),
-                                    config_path=str(path), run_dir=str(self.runs_dir / config.run_id))
-            _write_private(path, config)
+            if not self.store.room():
+                raise OSError(errno.ENOSPC, f"no space left on device under {self.state_dir}; the daemon takes "
+                                            "no new run until there is")
+            _write_private(path, config)  # first: a run is never recorded without its config
+            try:
+                row = self.store.insert(run_id=config.run_id, worker=submission.worker, status=INIT,
+                                        digest=submission.digest, config_json=json.dumps(config.to_dict()),
+                                        config_path=str(path), run_dir=str(self.runs_dir / config.run_id))
+            except BaseException:
+                path.unlink(missing_ok=True)
+                raise
             secret = {key: value for key, value in config.extras.items() if redact({key: value}) != {key: value}}
             if secret:
                 self._secret_extras[config.run_id] = secret
@@ -158,6 +168,20 @@ class RunManager:
             if proc is not None:
                 self._stop(proc, reason, TERM)
             return row
+
+    def remove(self, run_id: str) -> int:
+        """Delete an ended run (record, telemetry, files); RunStillActive while it has a process."""
+        from mosaic_core.trainer.removal import RunStillActive, remove_recorded_run
+
+        with self._lock:
+            row = self.store.get(run_id)
+            if row is None:
+                raise UnknownRun(run_id)
+            if run_id in self._procs or run_id in self._queue:
+                raise RunStillActive(f"run {run_id!r} has not ended; cancel it first")
+            freed = remove_recorded_run(self.store, self.state_dir, row)
+        self.options.log(f"run {run_id}: removed ({freed} bytes freed)")
+        return freed
 
     def registration_issued(self, presented: str | None) -> bool:
         """Whether ``presented`` is the registration secret given to a run whose process lives
@@ -236,6 +260,11 @@ class RunManager:
         with self._registration_lock:
             self._registration[run_id] = self._issued[run_id] = secret
         env.setdefault(SHARE_VAR, str(share(opts.max_concurrent)))  # its thread budget: a share of the CPUs
+        # Recorded as launching before its process exists: a daemon killed between the two leaves
+        # an active record, which the next daemon settles (finding the process by its config path),
+        # never a queued one it would start a second time.
+        if self.store.update(run_id, check=lambda r: r.status == INIT, status=HSHK, last_heartbeat=time.time()) is None:
+            return
         try:
             argv = processes.die_with_parent(opts.worker_command(spec))
             err = os.open(stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
@@ -278,7 +307,7 @@ class RunManager:
                         break
                     *lines, pending = (pending + chunk).split(b"\n")
                     for line in lines:
-                        self._on_line(proc, line)
+                        self._on_line_kept(proc, line)
                 elif proc.popen.poll() is not None:
                     if exited_at is None:
                         exited_at = time.monotonic()
@@ -291,6 +320,12 @@ class RunManager:
             proc.popen.stdout.close()
             proc.popen.wait()
             self._finished(proc)
+
+    def _on_line_kept(self, proc: RunProcess, line: bytes) -> None:
+        try:
+            self._on_line(proc, line)
+        except sqlite3.Error as exc:  # a full disk: this update is lost, the run goes on (its end is retried)
+            self.options.log(f"run {proc.run_id}: could not record an event: {exc}")
 
     def _on_line(self, proc: RunProcess, line: bytes) -> None:
         try:
@@ -365,7 +400,14 @@ class RunManager:
 
     def _finished(self, proc: RunProcess) -> None:
         self._stop_leftovers(proc)
-        self._settle(proc)
+        for attempt in range(SETTLE_TRIES):  # a full disk may free up: the run's end is worth waiting for
+            try:
+                self._settle(proc)
+                break
+            except sqlite3.Error as exc:
+                self.options.log(f"run {proc.run_id}: could not record its end ({exc}); try {attempt + 1}")
+                if self._closed.wait(1.0):
+                    break
         with self._lock:
             self._procs.pop(proc.run_id, None)
         with self._registration_lock:
@@ -407,16 +449,17 @@ class RunManager:
         stopped first; then each is recorded as its ``events.jsonl`` says it ended. Queued
         runs are queued again."""
         for row in self.store.list(ACTIVE):
-            if row.pgid and processes.group_runs(row.pgid, row.config_path):
-                self._thread(self._stop_leftover, row, name=f"mosaic-leftover-{row.run_id}")
+            pgid = row.pgid or processes.find_leader(row.config_path)  # killed before it recorded the pid
+            if pgid and processes.group_runs(pgid, row.config_path):
+                self._thread(self._stop_leftover, row, pgid, name=f"mosaic-leftover-{row.run_id}")
             else:
                 self._settle_interrupted(row)
         with self._lock:
             self._queue.extend(r.run_id for r in self.store.list([INIT]))
 
-    def _stop_leftover(self, row: RunRow) -> None:
-        if processes.group_runs(row.pgid, row.config_path):
-            processes.stop_group(row.pgid, self.options.grace_period + KILL_MARGIN_S)
+    def _stop_leftover(self, row: RunRow, pgid: int) -> None:
+        if processes.group_runs(pgid, row.config_path):
+            processes.stop_group(pgid, self.options.grace_period + KILL_MARGIN_S)
         self._settle_interrupted(row)
 
     def _settle_interrupted(self, row: RunRow) -> None:

@@ -22,7 +22,7 @@ from typing import Callable
 from mosaic_core import procs
 from mosaic_core.procs import group_alive, group_members, pids, read_stat, stop_group, wait_group_gone
 
-__all__ = ["Tracked", "descendants", "die_with_parent", "group_alive", "group_runs", "stop_group", "wait_group_gone"]
+__all__ = ["Tracked", "descendants", "die_with_parent", "find_leader", "group_alive", "group_runs", "stop_group", "wait_group_gone"]
 
 PR_SET_PDEATHSIG = 1
 
@@ -38,6 +38,19 @@ def group_runs(pgid: int, marker: str) -> bool:
         except OSError:
             continue
     return False
+
+
+def find_leader(marker: str) -> int | None:
+    """The process group led by a live process of ours whose command line names ``marker`` (a
+    run's config path: ``mosaic run`` leads a group of its own), or None."""
+    for stat in filter(None, map(read_stat, pids())):
+        if stat.live and stat.pid == stat.pgid and group_runs(stat.pgid, marker):
+            try:
+                if os.stat(f"/proc/{stat.pid}").st_uid == os.geteuid():
+                    return stat.pgid
+            except OSError:
+                continue
+    return None
 
 
 def descendants(root: int) -> dict[int, tuple[int, int]]:

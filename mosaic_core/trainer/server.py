@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sqlite3
 import time
 from typing import Any, Iterator, Protocol
 
@@ -147,6 +148,8 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             context.abort(Code.FAILED_PRECONDITION, str(exc))
         except DuplicateRun as exc:
             context.abort(Code.ALREADY_EXISTS, f"run {exc.args[0]!r} exists already; choose another run_id")
+        except (OSError, sqlite3.OperationalError) as exc:  # a full disk under the state dir
+            context.abort(Code.RESOURCE_EXHAUSTED, f"cannot record the run: {getattr(exc, 'strerror', None) or exc}")
         return pb.SubmitRunResponse(run_id=row.run_id, digest=row.digest)
 
     def CancelRun(self, request, context):
@@ -158,6 +161,18 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         limit = self.daemon.options.grace_period + 10.0
         self.manager.wait_final(row.run_id, min(limit, remaining - 0.5) if remaining is not None else limit)
         return pb.CancelRunResponse()
+
+    def RemoveRun(self, request, context):
+        from mosaic_core.trainer.removal import RunStillActive
+
+        row = self._run(request.run_id, context)
+        try:
+            freed = self.manager.remove(row.run_id)
+        except RunStillActive as exc:
+            context.abort(Code.FAILED_PRECONDITION, str(exc))
+        except OSError as exc:
+            context.abort(Code.INTERNAL, f"could not remove run {row.run_id!r}: {exc}")
+        return pb.RemoveRunResponse(freed_bytes=freed)
 
     def ListRuns(self, request, context):
         return pb.ListRunsResponse(runs=[to_record(r) for r in self.store.list(request.status_filter)])

@@ -5,6 +5,11 @@ Every run's record lives in table ``runs``; every change of a record gives it th
 to. Telemetry published by workers (steps, episodes) lives in table ``telemetry`` as
 serialized protobuf messages, numbered per run and kind. WAL journaling: a daemon killed with
 SIGKILL loses nothing it had committed. The file (and its WAL) is 0600.
+
+A full disk: ``trainer.sqlite3.reserve`` (1 MiB, allocated at start) is given back the moment a
+record cannot be written for want of space, so runs in flight are still recorded as they end;
+until it can be allocated again the store takes no new run (:meth:`RunStore.room`) and drops
+telemetry (counted as dropped by the caller).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+RESERVE_BYTES = 1 << 20
 
 INIT, HSHK, RDY, EXEC, PAUSE, FAULT, TERM = range(1, 8)
 ACTIVE = (HSHK, RDY, EXEC, PAUSE)  # a process exists for the run
@@ -121,7 +128,10 @@ class RunStore:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA wal_autocheckpoint=100")  # a small WAL, reused in place
         self._db.executescript(_SCHEMA)
+        self.reserve = self.path.with_name(self.path.name + ".reserve")
+        self.disk_full = not self._make_reserve()
         self._lock = threading.RLock()
         self.changed = threading.Condition(self._lock)
         self._seq = self._db.execute("SELECT COALESCE(MAX(seq_id), 0) FROM runs").fetchone()[0]
@@ -130,6 +140,44 @@ class RunStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    # ------------------------------------------------------------------ a full disk
+    def _make_reserve(self) -> bool:
+        try:
+            fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+            return True
+        except OSError:
+            self._drop_reserve()
+            return False
+
+    def _drop_reserve(self) -> bool:
+        try:
+            os.unlink(self.reserve)
+            return True
+        except OSError:
+            return False
+
+    def room(self) -> bool:
+        """Whether a new run may be recorded: false while the disk is full (the reserve is
+        allocated again, and true returned, once space came back)."""
+        with self._lock:
+            if self.disk_full:
+                self.disk_full = not self._make_reserve()
+            return not self.disk_full
+
+    def _write(self, sql: str, args: Any = ()) -> None:
+        """A run record's write; out of space, the reserve is given back and the write retried."""
+        try:
+            self._db.execute(sql, args)
+        except sqlite3.OperationalError as exc:
+            if "full" not in str(exc) or not self._drop_reserve():
+                raise
+            self.disk_full = True
+            self._db.execute(sql, args)
 
     @property
     def seq(self) -> int:
@@ -142,8 +190,8 @@ class RunStore:
             self._seq += 1
             row = {c: None for c in COLUMNS} | {"created_at": now, "updated_at": now} | values | {"seq_id": self._seq}
             try:
-                self._db.execute(f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                                 [row[c] for c in COLUMNS])
+                self._write(f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                            [row[c] for c in COLUMNS])
             except sqlite3.IntegrityError:
                 self._seq -= 1
                 raise DuplicateRun(values.get("run_id")) from None
@@ -178,9 +226,19 @@ class RunStore:
             self._seq += 1
             values = {**values, "updated_at": time.time(), "seq_id": self._seq}
             assignments = ", ".join(f"{k} = ?" for k in values)
-            self._db.execute(f"UPDATE runs SET {assignments} WHERE run_id = ?", [*values.values(), run_id])
+            self._write(f"UPDATE runs SET {assignments} WHERE run_id = ?", [*values.values(), run_id])
             self.changed.notify_all()
             return RunRow(**{**current.__dict__, **values})
+
+    def delete(self, run_id: str) -> None:
+        """Forget a run and its telemetry (``mosaic runs rm``/``gc`` of an ended run)."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.execute("DELETE FROM telemetry WHERE run_id = ?", (run_id,))
+            self._db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+            self._db.execute("COMMIT")
+            self._usage.pop(run_id, None)
+            self.changed.notify_all()
 
     def list(self, statuses: Iterable[int] = ()) -> list[RunRow]:
         return self._select("1 = 1", (), statuses, order="created_at, run_id")
@@ -224,11 +282,19 @@ class RunStore:
                 last += 1
                 usage[0], usage[1] = usage[0] + 1, usage[1] + len(data)
                 rows.append((run_id, kind, last, data))
-            if not rows:
+            if not rows or self.disk_full:
                 return 0
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT INTO telemetry (run_id, kind, seq, data) VALUES (?, ?, ?, ?)", rows)
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("BEGIN")
+                self._db.executemany("INSERT INTO telemetry (run_id, kind, seq, data) VALUES (?, ?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:  # out of space: dropped, the runs' records come first
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                if "full" not in str(exc):
+                    raise
+                self._usage.pop(run_id, None)
+                return 0
             self.changed.notify_all()
             return len(rows)
 

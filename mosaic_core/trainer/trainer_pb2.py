@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!mosaic_core/trainer/trainer.proto\x12\x0egymgui.trainer\x1a\x1fgoogle/protobuf/timestamp.proto\"7\n\x10SubmitRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x02 \x01(\t\"3\n\x11SubmitRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64igest\x18\x02 \x01(\t\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x13\n\x11\x43\x61ncelRunResponse\"\xc6\x01\n\x15RegisterWorkerRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x13\n\x0bworker_kind\x18\x03 \x01(\t\x12\x15\n\rproto_version\x18\x04 \x01(\t\x12\x11\n\tschema_id\x18\x05 \x01(\t\x12\x16\n\x0eschema_version\x18\x06 \x01(\r\x12\x16\n\x0esupports_pause\x18\x07 \x01(\x08\x12\x1b\n\x13supports_checkpoint\x18\x08 \x01(\x08\"I\n\x16RegisterWorkerResponse\x12\x18\n\x10\x61\x63\x63\x65pted_version\x18\x01 \x01(\t\x12\x15\n\rsession_token\x18\x02 \x01(\t\"x\n\x0c\x43ontrolEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x15\n\x0bgrant_steps\x18\n \x01(\rH\x00\x12\x0f\n\x05pause\x18\x0b \x01(\x08H\x00\x12\x10\n\x06resume\x18\x0c \x01(\x08H\x00\x12\x15\n\x0bmax_rate_hz\x18\r \x01(\rH\x00\x42\x07\n\x05\x65vent\"\xc0\x03\n\tRunRecord\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12)\n\x06status\x18\x02 \x01(\x0e\x32\x19.gymgui.trainer.RunStatus\x12\x0e\n\x06\x64igest\x18\x03 \x01(\t\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_heartbeat\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\x08gpu_slot\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x1b\n\x0e\x66\x61ilure_reason\x18\x08 \x01(\tH\x01\x88\x01\x01\x12\x11\n\tgpu_slots\x18\t \x03(\x05\x12\x0e\n\x06seq_id\x18\n \x01(\x04\x12\x16\n\x0eterminal_event\x18\x14 \x01(\t\x12\x0e\n\x06worker\x18\x15 \x01(\t\x12\x0f\n\x07run_dir\x18\x16 \x01(\t\x12\x16\n\texit_code\x18\x17 \x01(\x05H\x02\x88\x01\x01\x42\x0b\n\t_gpu_slotB\x11\n\x0f_failure_reasonB\x0c\n\n_exit_code\"C\n\x0fListRunsRequest\x12\x30\n\rstatus_filter\x18\x01 \x03(\x0e\x32\x19.gymgui.trainer.RunStatus\";\n\x10ListRunsResponse\x12\'\n\x04runs\x18\x01 \x03(\x0b\x32\x19.gymgui.trainer.RunRecord\"W\n\x10WatchRunsRequest\x12\x30\n\rstatus_filter\x18\x01 \x03(\x0e\x32\x19.gymgui.trainer.RunStatus\x12\x11\n\tsince_seq\x18\x02 \x01(\x04\"\"\n\x10HeartbeatRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x13\n\x11HeartbeatResponse\"\x14\n\x12HealthCheckRequest\"\xc7\x01\n\x13HealthCheckResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x04\x12.\n\nstarted_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0elisten_address\x18\x03 \x01(\t\x12\x0f\n\x07healthy\x18\x04 \x01(\x08\x12\x0f\n\x07running\x18\x14 \x01(\r\x12\x0e\n\x06queued\x18\x15 \x01(\r\x12\x16\n\x0emax_concurrent\x18\x16 \x01(\r\x12\x11\n\taccepting\x18\x17 \x01(\x08\"7\n\x12StreamStepsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tsince_seq\x18\x02 \x01(\x04\":\n\x15StreamEpisodesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tsince_seq\x18\x02 \x01(\x04\"\xae\x03\n\x07RunStep\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x15\n\repisode_index\x18\x02 \x01(\x04\x12\x12\n\nstep_index\x18\x03 \x01(\x04\x12\x13\n\x0b\x61\x63tion_json\x18\x04 \x01(\t\x12\x18\n\x10observation_json\x18\x05 \x01(\t\x12\x0e\n\x06reward\x18\x06 \x01(\x01\x12\x12\n\nterminated\x18\x07 \x01(\x08\x12\x11\n\ttruncated\x18\x08 \x01(\x08\x12-\n\ttimestamp\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cpolicy_label\x18\n \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x0b \x01(\t\x12\x0e\n\x06seq_id\x18\x0c \x01(\x04\x12\x10\n\x08\x61gent_id\x18\r \x01(\t\x12\x18\n\x10render_hint_json\x18\x0e \x01(\t\x12\x11\n\tframe_ref\x18\x0f \x01(\t\x12\x17\n\x0fpayload_version\x18\x10 \x01(\r\x12\x1b\n\x13render_payload_json\x18\x11 \x01(\t\x12\x14\n\x0c\x65pisode_seed\x18\x12 \x01(\x04\x12\x11\n\tworker_id\x18\x13 \x01(\t\"\xfa\x01\n\nRunEpisode\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x15\n\repisode_index\x18\x02 \x01(\x04\x12\x14\n\x0ctotal_reward\x18\x03 \x01(\x01\x12\r\n\x05steps\x18\x04 \x01(\x04\x12\x12\n\nterminated\x18\x05 \x01(\x08\x12\x11\n\ttruncated\x18\x06 \x01(\x08\x12\x15\n\rmetadata_json\x18\x07 \x01(\t\x12-\n\ttimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06seq_id\x18\t \x01(\x04\x12\x10\n\x08\x61gent_id\x18\n \x01(\t\x12\x11\n\tworker_id\x18\x0b \x01(\t\"=\n\x18PublishTelemetryResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x0f\n\x07\x64ropped\x18\x02 \x01(\x04\"%\n\x12ListWorkersRequest\x12\x0f\n\x07refresh\x18\x01 \x01(\x08\"f\n\nWorkerInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x14\n\x0c\x64istribution\x18\x04 \x01(\t\x12\x15\n\rmetadata_json\x18\x05 \x01(\t\"B\n\x13ListWorkersResponse\x12+\n\x07workers\x18\x01 \x03(\x0b\x32\x1a.gymgui.trainer.WorkerInfo*\xbb\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x13\n\x0fRUN_STATUS_INIT\x10\x01\x12\x13\n\x0fRUN_STATUS_HSHK\x10\x02\x12\x12\n\x0eRUN_STATUS_RDY\x10\x03\x12\x13\n\x0fRUN_STATUS_EXEC\x10\x04\x12\x14\n\x10RUN_STATUS_PAUSE\x10\x05\x12\x14\n\x10RUN_STATUS_FAULT\x10\x06\x12\x13\n\x0fRUN_STATUS_TERM\x10\x07\x32\xe2\x08\n\x0eTrainerService\x12P\n\tSubmitRun\x12 .gymgui.trainer.SubmitRunRequest\x1a!.gymgui.trainer.SubmitRunResponse\x12P\n\tCancelRun\x12 .gymgui.trainer.CancelRunRequest\x1a!.gymgui.trainer.CancelRunResponse\x12M\n\x08ListRuns\x12\x1f.gymgui.trainer.ListRunsRequest\x1a .gymgui.trainer.ListRunsResponse\x12J\n\tWatchRuns\x12 .gymgui.trainer.WatchRunsRequest\x1a\x19.gymgui.trainer.RunRecord0\x01\x12P\n\tHeartbeat\x12 .gymgui.trainer.HeartbeatRequest\x1a!.gymgui.trainer.HeartbeatResponse\x12_\n\x0eRegisterWorker\x12%.gymgui.trainer.RegisterWorkerRequest\x1a&.gymgui.trainer.RegisterWorkerResponse\x12O\n\rControlStream\x12\x1c.gymgui.trainer.ControlEvent\x1a\x1c.gymgui.trainer.ControlEvent(\x01\x30\x01\x12T\n\tGetHealth\x12\".gymgui.trainer.HealthCheckRequest\x1a#.gymgui.trainer.HealthCheckResponse\x12O\n\x0eStreamRunSteps\x12\".gymgui.trainer.StreamStepsRequest\x1a\x17.gymgui.trainer.RunStep0\x01\x12X\n\x11StreamRunEpisodes\x12%.gymgui.trainer.StreamEpisodesRequest\x1a\x1a.gymgui.trainer.RunEpisode0\x01\x12V\n\x0fPublishRunSteps\x12\x17.gymgui.trainer.RunStep\x1a(.gymgui.trainer.PublishTelemetryResponse(\x01\x12\\\n\x12PublishRunEpisodes\x12\x1a.gymgui.trainer.RunEpisode\x1a(.gymgui.trainer.PublishTelemetryResponse(\x01\x12V\n\x0bListWorkers\x12\".gymgui.trainer.ListWorkersRequest\x1a#.gymgui.trainer.ListWorkersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!mosaic_core/trainer/trainer.proto\x12\x0egymgui.trainer\x1a\x1fgoogle/protobuf/timestamp.proto\"7\n\x10SubmitRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x02 \x01(\t\"3\n\x11SubmitRunResponse\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06\x64igest\x18\x02 \x01(\t\"\"\n\x10\x43\x61ncelRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x13\n\x11\x43\x61ncelRunResponse\"\"\n\x10RemoveRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"(\n\x11RemoveRunResponse\x12\x13\n\x0b\x66reed_bytes\x18\x01 \x01(\x04\"\xc6\x01\n\x15RegisterWorkerRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x13\n\x0bworker_kind\x18\x03 \x01(\t\x12\x15\n\rproto_version\x18\x04 \x01(\t\x12\x11\n\tschema_id\x18\x05 \x01(\t\x12\x16\n\x0eschema_version\x18\x06 \x01(\r\x12\x16\n\x0esupports_pause\x18\x07 \x01(\x08\x12\x1b\n\x13supports_checkpoint\x18\x08 \x01(\x08\"I\n\x16RegisterWorkerResponse\x12\x18\n\x10\x61\x63\x63\x65pted_version\x18\x01 \x01(\t\x12\x15\n\rsession_token\x18\x02 \x01(\t\"x\n\x0c\x43ontrolEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x15\n\x0bgrant_steps\x18\n \x01(\rH\x00\x12\x0f\n\x05pause\x18\x0b \x01(\x08H\x00\x12\x10\n\x06resume\x18\x0c \x01(\x08H\x00\x12\x15\n\x0bmax_rate_hz\x18\r \x01(\rH\x00\x42\x07\n\x05\x65vent\"\xc0\x03\n\tRunRecord\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12)\n\x06status\x18\x02 \x01(\x0e\x32\x19.gymgui.trainer.RunStatus\x12\x0e\n\x06\x64igest\x18\x03 \x01(\t\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_heartbeat\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\x08gpu_slot\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12\x1b\n\x0e\x66\x61ilure_reason\x18\x08 \x01(\tH\x01\x88\x01\x01\x12\x11\n\tgpu_slots\x18\t \x03(\x05\x12\x0e\n\x06seq_id\x18\n \x01(\x04\x12\x16\n\x0eterminal_event\x18\x14 \x01(\t\x12\x0e\n\x06worker\x18\x15 \x01(\t\x12\x0f\n\x07run_dir\x18\x16 \x01(\t\x12\x16\n\texit_code\x18\x17 \x01(\x05H\x02\x88\x01\x01\x42\x0b\n\t_gpu_slotB\x11\n\x0f_failure_reasonB\x0c\n\n_exit_code\"C\n\x0fListRunsRequest\x12\x30\n\rstatus_filter\x18\x01 \x03(\x0e\x32\x19.gymgui.trainer.RunStatus\";\n\x10ListRunsResponse\x12\'\n\x04runs\x18\x01 \x03(\x0b\x32\x19.gymgui.trainer.RunRecord\"W\n\x10WatchRunsRequest\x12\x30\n\rstatus_filter\x18\x01 \x03(\x0e\x32\x19.gymgui.trainer.RunStatus\x12\x11\n\tsince_seq\x18\x02 \x01(\x04\"\"\n\x10HeartbeatRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"\x13\n\x11HeartbeatResponse\"\x14\n\x12HealthCheckRequest\"\xc7\x01\n\x13HealthCheckResponse\x12\x0b\n\x03pid\x18\x01 \x01(\x04\x12.\n\nstarted_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0elisten_address\x18\x03 \x01(\t\x12\x0f\n\x07healthy\x18\x04 \x01(\x08\x12\x0f\n\x07running\x18\x14 \x01(\r\x12\x0e\n\x06queued\x18\x15 \x01(\r\x12\x16\n\x0emax_concurrent\x18\x16 \x01(\r\x12\x11\n\taccepting\x18\x17 \x01(\x08\"7\n\x12StreamStepsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tsince_seq\x18\x02 \x01(\x04\":\n\x15StreamEpisodesRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\tsince_seq\x18\x02 \x01(\x04\"\xae\x03\n\x07RunStep\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x15\n\repisode_index\x18\x02 \x01(\x04\x12\x12\n\nstep_index\x18\x03 \x01(\x04\x12\x13\n\x0b\x61\x63tion_json\x18\x04 \x01(\t\x12\x18\n\x10observation_json\x18\x05 \x01(\t\x12\x0e\n\x06reward\x18\x06 \x01(\x01\x12\x12\n\nterminated\x18\x07 \x01(\x08\x12\x11\n\ttruncated\x18\x08 \x01(\x08\x12-\n\ttimestamp\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cpolicy_label\x18\n \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x0b \x01(\t\x12\x0e\n\x06seq_id\x18\x0c \x01(\x04\x12\x10\n\x08\x61gent_id\x18\r \x01(\t\x12\x18\n\x10render_hint_json\x18\x0e \x01(\t\x12\x11\n\tframe_ref\x18\x0f \x01(\t\x12\x17\n\x0fpayload_version\x18\x10 \x01(\r\x12\x1b\n\x13render_payload_json\x18\x11 \x01(\t\x12\x14\n\x0c\x65pisode_seed\x18\x12 \x01(\x04\x12\x11\n\tworker_id\x18\x13 \x01(\t\"\xfa\x01\n\nRunEpisode\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x15\n\repisode_index\x18\x02 \x01(\x04\x12\x14\n\x0ctotal_reward\x18\x03 \x01(\x01\x12\r\n\x05steps\x18\x04 \x01(\x04\x12\x12\n\nterminated\x18\x05 \x01(\x08\x12\x11\n\ttruncated\x18\x06 \x01(\x08\x12\x15\n\rmetadata_json\x18\x07 \x01(\t\x12-\n\ttimestamp\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06seq_id\x18\t \x01(\x04\x12\x10\n\x08\x61gent_id\x18\n \x01(\t\x12\x11\n\tworker_id\x18\x0b \x01(\t\"=\n\x18PublishTelemetryResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x0f\n\x07\x64ropped\x18\x02 \x01(\x04\"%\n\x12ListWorkersRequest\x12\x0f\n\x07refresh\x18\x01 \x01(\x08\"f\n\nWorkerInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x14\n\x0c\x64istribution\x18\x04 \x01(\t\x12\x15\n\rmetadata_json\x18\x05 \x01(\t\"B\n\x13ListWorkersResponse\x12+\n\x07workers\x18\x01 \x03(\x0b\x32\x1a.gymgui.trainer.WorkerInfo*\xbb\x01\n\tRunStatus\x12\x1a\n\x16RUN_STATUS_UNSPECIFIED\x10\x00\x12\x13\n\x0fRUN_STATUS_INIT\x10\x01\x12\x13\n\x0fRUN_STATUS_HSHK\x10\x02\x12\x12\n\x0eRUN_STATUS_RDY\x10\x03\x12\x13\n\x0fRUN_STATUS_EXEC\x10\x04\x12\x14\n\x10RUN_STATUS_PAUSE\x10\x05\x12\x14\n\x10RUN_STATUS_FAULT\x10\x06\x12\x13\n\x0fRUN_STATUS_TERM\x10\x07\x32\xb4\t\n\x0eTrainerService\x12P\n\tSubmitRun\x12 .gymgui.trainer.SubmitRunRequest\x1a!.gymgui.trainer.SubmitRunResponse\x12P\n\tCancelRun\x12 .gymgui.trainer.CancelRunRequest\x1a!.gymgui.trainer.CancelRunResponse\x12M\n\x08ListRuns\x12\x1f.gymgui.trainer.ListRunsRequest\x1a .gymgui.trainer.ListRunsResponse\x12J\n\tWatchRuns\x12 .gymgui.trainer.WatchRunsRequest\x1a\x19.gymgui.trainer.RunRecord0\x01\x12P\n\tHeartbeat\x12 .gymgui.trainer.HeartbeatRequest\x1a!.gymgui.trainer.HeartbeatResponse\x12_\n\x0eRegisterWorker\x12%.gymgui.trainer.RegisterWorkerRequest\x1a&.gymgui.trainer.RegisterWorkerResponse\x12O\n\rControlStream\x12\x1c.gymgui.trainer.ControlEvent\x1a\x1c.gymgui.trainer.ControlEvent(\x01\x30\x01\x12T\n\tGetHealth\x12\".gymgui.trainer.HealthCheckRequest\x1a#.gymgui.trainer.HealthCheckResponse\x12O\n\x0eStreamRunSteps\x12\".gymgui.trainer.StreamStepsRequest\x1a\x17.gymgui.trainer.RunStep0\x01\x12X\n\x11StreamRunEpisodes\x12%.gymgui.trainer.StreamEpisodesRequest\x1a\x1a.gymgui.trainer.RunEpisode0\x01\x12V\n\x0fPublishRunSteps\x12\x17.gymgui.trainer.RunStep\x1a(.gymgui.trainer.PublishTelemetryResponse(\x01\x12\\\n\x12PublishRunEpisodes\x12\x1a.gymgui.trainer.RunEpisode\x1a(.gymgui.trainer.PublishTelemetryResponse(\x01\x12V\n\x0bListWorkers\x12\".gymgui.trainer.ListWorkersRequest\x1a#.gymgui.trainer.ListWorkersResponse\x12P\n\tRemoveRun\x12 .gymgui.trainer.RemoveRunRequest\x1a!.gymgui.trainer.RemoveRunResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mosaic_core.trainer.trainer_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RUNSTATUS']._serialized_start=2680
-  _globals['_RUNSTATUS']._serialized_end=2867
+  _globals['_RUNSTATUS']._serialized_start=2758
+  _globals['_RUNSTATUS']._serialized_end=2945
   _globals['_SUBMITRUNREQUEST']._serialized_start=86
   _globals['_SUBMITRUNREQUEST']._serialized_end=141
   _globals['_SUBMITRUNRESPONSE']._serialized_start=143
@@ -42,44 +42,48 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CANCELRUNREQUEST']._serialized_end=230
   _globals['_CANCELRUNRESPONSE']._serialized_start=232
   _globals['_CANCELRUNRESPONSE']._serialized_end=251
-  _globals['_REGISTERWORKERREQUEST']._serialized_start=254
-  _globals['_REGISTERWORKERREQUEST']._serialized_end=452
-  _globals['_REGISTERWORKERRESPONSE']._serialized_start=454
-  _globals['_REGISTERWORKERRESPONSE']._serialized_end=527
-  _globals['_CONTROLEVENT']._serialized_start=529
-  _globals['_CONTROLEVENT']._serialized_end=649
-  _globals['_RUNRECORD']._serialized_start=652
-  _globals['_RUNRECORD']._serialized_end=1100
-  _globals['_LISTRUNSREQUEST']._serialized_start=1102
-  _globals['_LISTRUNSREQUEST']._serialized_end=1169
-  _globals['_LISTRUNSRESPONSE']._serialized_start=1171
-  _globals['_LISTRUNSRESPONSE']._serialized_end=1230
-  _globals['_WATCHRUNSREQUEST']._serialized_start=1232
-  _globals['_WATCHRUNSREQUEST']._serialized_end=1319
-  _globals['_HEARTBEATREQUEST']._serialized_start=1321
-  _globals['_HEARTBEATREQUEST']._serialized_end=1355
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1357
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1376
-  _globals['_HEALTHCHECKREQUEST']._serialized_start=1378
-  _globals['_HEALTHCHECKREQUEST']._serialized_end=1398
-  _globals['_HEALTHCHECKRESPONSE']._serialized_start=1401
-  _globals['_HEALTHCHECKRESPONSE']._serialized_end=1600
-  _globals['_STREAMSTEPSREQUEST']._serialized_start=1602
-  _globals['_STREAMSTEPSREQUEST']._serialized_end=1657
-  _globals['_STREAMEPISODESREQUEST']._serialized_start=1659
-  _globals['_STREAMEPISODESREQUEST']._serialized_end=1717
-  _globals['_RUNSTEP']._serialized_start=1720
-  _globals['_RUNSTEP']._serialized_end=2150
-  _globals['_RUNEPISODE']._serialized_start=2153
-  _globals['_RUNEPISODE']._serialized_end=2403
-  _globals['_PUBLISHTELEMETRYRESPONSE']._serialized_start=2405
-  _globals['_PUBLISHTELEMETRYRESPONSE']._serialized_end=2466
-  _globals['_LISTWORKERSREQUEST']._serialized_start=2468
-  _globals['_LISTWORKERSREQUEST']._serialized_end=2505
-  _globals['_WORKERINFO']._serialized_start=2507
-  _globals['_WORKERINFO']._serialized_end=2609
-  _globals['_LISTWORKERSRESPONSE']._serialized_start=2611
-  _globals['_LISTWORKERSRESPONSE']._serialized_end=2677
-  _globals['_TRAINERSERVICE']._serialized_start=2870
-  _globals['_TRAINERSERVICE']._serialized_end=3992
+  _globals['_REMOVERUNREQUEST']._serialized_start=253
+  _globals['_REMOVERUNREQUEST']._serialized_end=287
+  _globals['_REMOVERUNRESPONSE']._serialized_start=289
+  _globals['_REMOVERUNRESPONSE']._serialized_end=329
+  _globals['_REGISTERWORKERREQUEST']._serialized_start=332
+  _globals['_REGISTERWORKERREQUEST']._serialized_end=530
+  _globals['_REGISTERWORKERRESPONSE']._serialized_start=532
+  _globals['_REGISTERWORKERRESPONSE']._serialized_end=605
+  _globals['_CONTROLEVENT']._serialized_start=607
+  _globals['_CONTROLEVENT']._serialized_end=727
+  _globals['_RUNRECORD']._serialized_start=730
+  _globals['_RUNRECORD']._serialized_end=1178
+  _globals['_LISTRUNSREQUEST']._serialized_start=1180
+  _globals['_LISTRUNSREQUEST']._serialized_end=1247
+  _globals['_LISTRUNSRESPONSE']._serialized_start=1249
+  _globals['_LISTRUNSRESPONSE']._serialized_end=1308
+  _globals['_WATCHRUNSREQUEST']._serialized_start=1310
+  _globals['_WATCHRUNSREQUEST']._serialized_end=1397
+  _globals['_HEARTBEATREQUEST']._serialized_start=1399
+  _globals['_HEARTBEATREQUEST']._serialized_end=1433
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1435
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1454
+  _globals['_HEALTHCHECKREQUEST']._serialized_start=1456
+  _globals['_HEALTHCHECKREQUEST']._serialized_end=1476
+  _globals['_HEALTHCHECKRESPONSE']._serialized_start=1479
+  _globals['_HEALTHCHECKRESPONSE']._serialized_end=1678
+  _globals['_STREAMSTEPSREQUEST']._serialized_start=1680
+  _globals['_STREAMSTEPSREQUEST']._serialized_end=1735
+  _globals['_STREAMEPISODESREQUEST']._serialized_start=1737
+  _globals['_STREAMEPISODESREQUEST']._serialized_end=1795
+  _globals['_RUNSTEP']._serialized_start=1798
+  _globals['_RUNSTEP']._serialized_end=2228
+  _globals['_RUNEPISODE']._serialized_start=2231
+  _globals['_RUNEPISODE']._serialized_end=2481
+  _globals['_PUBLISHTELEMETRYRESPONSE']._serialized_start=2483
+  _globals['_PUBLISHTELEMETRYRESPONSE']._serialized_end=2544
+  _globals['_LISTWORKERSREQUEST']._serialized_start=2546
+  _globals['_LISTWORKERSREQUEST']._serialized_end=2583
+  _globals['_WORKERINFO']._serialized_start=2585
+  _globals['_WORKERINFO']._serialized_end=2687
+  _globals['_LISTWORKERSRESPONSE']._serialized_start=2689
+  _globals['_LISTWORKERSRESPONSE']._serialized_end=2755
+  _globals['_TRAINERSERVICE']._serialized_start=2948
+  _globals['_TRAINERSERVICE']._serialized_end=4152
 # @@protoc_insertion_point(module_scope)

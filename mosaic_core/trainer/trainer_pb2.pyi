@@ -55,6 +55,18 @@ class CancelRunResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class RemoveRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class RemoveRunResponse(_message.Message):
+    __slots__ = ("freed_bytes",)
+    FREED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    freed_bytes: int
+    def __init__(self, freed_bytes: _Optional[int] = ...) -> None: ...
+
 class RegisterWorkerRequest(_message.Message):
     __slots__ = ("run_id", "worker_id", "worker_kind", "proto_version", "schema_id", "schema_version", "supports_pause", "supports_checkpoint")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]

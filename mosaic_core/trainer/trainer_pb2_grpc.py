@@ -99,6 +99,11 @@ class TrainerServiceStub:
                 request_serializer=mosaic__core_dot_trainer_dot_trainer__pb2.ListWorkersRequest.SerializeToString,
                 response_deserializer=mosaic__core_dot_trainer_dot_trainer__pb2.ListWorkersResponse.FromString,
                 _registered_method=True)
+        self.RemoveRun = channel.unary_unary(
+                '/gymgui.trainer.TrainerService/RemoveRun',
+                request_serializer=mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunRequest.SerializeToString,
+                response_deserializer=mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunResponse.FromString,
+                _registered_method=True)
 
 
 class TrainerServiceServicer:
@@ -183,6 +188,13 @@ class TrainerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RemoveRun(self, request, context):
+        """Added: delete an ended run's record, telemetry, config, log and run directory (client token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrainerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -250,6 +262,11 @@ def add_TrainerServiceServicer_to_server(servicer, server):
                     servicer.ListWorkers,
                     request_deserializer=mosaic__core_dot_trainer_dot_trainer__pb2.ListWorkersRequest.FromString,
                     response_serializer=mosaic__core_dot_trainer_dot_trainer__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'RemoveRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRun,
+                    request_deserializer=mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunRequest.FromString,
+                    response_serializer=mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -603,6 +620,33 @@ class TrainerService:
             '/gymgui.trainer.TrainerService/ListWorkers',
             mosaic__core_dot_trainer_dot_trainer__pb2.ListWorkersRequest.SerializeToString,
             mosaic__core_dot_trainer_dot_trainer__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gymgui.trainer.TrainerService/RemoveRun',
+            mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunRequest.SerializeToString,
+            mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -45,16 +45,35 @@ def find_run(root: Path, run_id: str) -> Path:
 
 # ------------------------------------------------------------------ mosaic runs
 def _configure_runs(parser: argparse.ArgumentParser) -> None:
-    parser.usage = "mosaic runs [--runs-dir DIR] [--json] [--target HOST:PORT]\n       mosaic runs show RUN_ID [--json]"
-    parser.add_argument("words", nargs="*", metavar="show RUN_ID", help="show one run in detail")
+    parser.usage = ("mosaic runs [--runs-dir DIR] [--json] [--name EXP] [--target HOST:PORT]\n"
+                    "       mosaic runs show RUN_ID [--json]\n"
+                    "       mosaic runs export RUN_ID -o FILE.tar.gz [--no-checkpoints]\n"
+                    "       mosaic runs import FILE.tar.gz\n"
+                    "       mosaic runs rm RUN_ID... [--yes]\n"
+                    "       mosaic runs gc (--keep-last N | --older-than AGE | --failed) [--yes]")
+    parser.add_argument("words", nargs="*", metavar="ACTION ...",
+                        help="show RUN_ID | export RUN_ID | import FILE | rm RUN_ID... | gc")
     parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--name", metavar="EXP", help="only the runs of experiment EXP (a worker's --name)")
     parser.add_argument("--target", metavar="HOST:PORT", help="list the runs of a trainer daemon instead")
     parser.add_argument("--state-dir", help="with --target: the daemon's state dir, whose client.token is sent")
     parser.add_argument("--token-file", help="with --target: a file holding the daemon's client token")
+    keep = parser.add_argument_group("export, import, rm and gc")
+    keep.add_argument("-o", "--output", metavar="FILE.tar.gz", help="export: the archive to write (must not exist)")
+    keep.add_argument("--no-checkpoints", action="store_true", help="export: leave checkpoint files out")
+    keep.add_argument("--yes", action="store_true", help="rm, gc: delete (without it they only list what would go)")
+    keep.add_argument("--keep-last", type=int, metavar="N", help="gc: remove all but the N newest ended runs")
+    keep.add_argument("--older-than", metavar="AGE", help="gc: remove ended runs older than AGE (30d, 12h, 90m)")
+    keep.add_argument("--failed", action="store_true", help="gc: remove failed and lost runs")
 
 
 def _run_runs(ns: argparse.Namespace) -> int:
+    action = ns.words[0] if ns.words else None
+    if action in ("export", "import", "rm", "gc"):
+        from mosaic_analytics import runs_manage
+
+        return runs_manage.run(ns, action, ns.words[1:])
     if ns.target:
         if ns.words:
             raise UsageError("mosaic runs --target lists a daemon's runs; `show` reads a local runs directory")
@@ -63,7 +82,8 @@ def _run_runs(ns: argparse.Namespace) -> int:
         return _list(ns)
     if ns.words[0] == "show" and len(ns.words) == 2:
         return _show(ns, ns.words[1])
-    raise UsageError(f"unexpected arguments {' '.join(ns.words)!r}; use `mosaic runs` or `mosaic runs show RUN_ID`")
+    raise UsageError(f"unexpected arguments {' '.join(ns.words)!r}; use `mosaic runs` or "
+                     "`mosaic runs show|export|import|rm|gc ...` (see mosaic runs --help)")
 
 
 def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None, state_dir: str | None = None) -> int:
@@ -71,7 +91,7 @@ def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None
     from mosaic_core.trainer.auth import find_token
     from mosaic_core.trainer.client import list_runs, record_to_dict
 
-    from mosaic_analytics.runs_index import summarize
+    from mosaic_core.runstore.summary import summarize
 
     rows = []
     for record in list_runs(target, token=find_token(token_file, state_dir)):
@@ -125,25 +145,28 @@ def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def _list(ns: argparse.Namespace) -> int:
-    from mosaic_analytics.runs_index import format_age, list_runs
+    from mosaic_core.runstore.index import list_runs
+    from mosaic_core.runstore.summary import format_age, format_bytes
 
     root = _runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
     runs = list_runs(root)
+    if ns.name:
+        runs = [r for r in runs if r.experiment == ns.name]
     if ns.json:
         print(json.dumps([r.to_dict() for r in runs], indent=2))
         return 0
     if not runs:
         print(f"no runs under {root}", file=sys.stderr)
         return 0
-    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "AGE"),
+    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "AGE", "DISK"),
                 [(r.run_id, r.worker or "-", os.path.basename(r.algo) if r.algo else "-", r.env_id or "-", r.status,
                   _steps(r.global_step, r.total_timesteps, r.unit), "-" if r.last_return is None else f"{r.last_return:.2f}",
-                  format_age(r.started_at)) for r in runs])
+                  format_age(r.started_at), format_bytes(r.disk_bytes)) for r in runs])
     return 0
 
 
 def _show(ns: argparse.Namespace, run_id: str) -> int:
-    from mosaic_analytics.runs_index import format_age, summarize
+    from mosaic_core.runstore.summary import format_age, summarize
 
     root = _runs_root(ns.runs_dir)
     run_dir = find_run(root, run_id)
@@ -231,7 +254,7 @@ def _configure_plot(parser: argparse.ArgumentParser) -> None:
 
 def _run_plot(ns: argparse.Namespace) -> int:
     from mosaic_analytics import curves
-    from mosaic_analytics.runs_index import summarize
+    from mosaic_core.runstore.summary import summarize
 
     if ns.smooth < 1:
         raise UsageError(f"--smooth must be >= 1, got {ns.smooth}")
@@ -330,7 +353,7 @@ def _configure_tensorboard(parser: argparse.ArgumentParser) -> None:
 def _run_tensorboard(ns: argparse.Namespace) -> int:
     """TensorBoard over the runs named (each under its id), or over every run of the root."""
     from mosaic_analytics import curves
-    from mosaic_analytics.runs_index import list_runs
+    from mosaic_core.runstore.index import list_runs
 
     if not 0 <= ns.port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {ns.port}")
@@ -355,7 +378,8 @@ def _run_tensorboard(ns: argparse.Namespace) -> int:
 
 
 COMMANDS = [
-    CliCommand("runs", "list runs (id, worker, algo, env, status, steps, last return, age); `runs show RUN_ID`",
+    CliCommand("runs", "list runs (id, worker, algo, env, status, steps, last return, age, disk); "
+               "`runs show|export|import|rm|gc`",
                _configure_runs, _run_runs),
     CliCommand("plot", "plot episodic return vs step of one or more runs into a PNG", _configure_plot, _run_plot),
     CliCommand("tensorboard", "start TensorBoard over every run (or the runs named), bound to 127.0.0.1",

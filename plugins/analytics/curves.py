@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mosaic_core.errors import MosaicError, UsageError
 
-from mosaic_analytics.manifest import EVENT_FILE, walk_files
+from mosaic_core.runstore.artifacts import EVENT_FILE, walk_files
 
 DEFAULT_TAG = "charts/episodic_return"
 

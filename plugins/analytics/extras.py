@@ -22,7 +22,9 @@ from mosaic_core.types import ExtrasKey
 DEFAULT_METRICS_INTERVAL_S = 1.0
 MIN_METRICS_INTERVAL_S = 0.05
 PATH_KEYS = ("tensorboard_dir", "checkpoints_dir")
-STRING_KEYS = ("wandb_project_name", "wandb_project", "wandb_entity", "wandb_run_name", "wandb_api_key", "wandb_run_path")
+STRING_KEYS = ("wandb_project_name", "wandb_project", "wandb_entity", "wandb_run_name", "wandb_api_key", "wandb_run_path",
+               "wandb_http_proxy", "wandb_https_proxy")
+PROXY_KEYS = ("wandb_http_proxy", "wandb_https_proxy")
 WANDB_MODES = ("online", "offline", "disabled")
 OWNED = [
     ExtrasKey("track_wandb", "log the run to W&B (the script's --track)"),
@@ -34,6 +36,10 @@ OWNED = [
     ExtrasKey("wandb_run_name", "W&B run name"),
     ExtrasKey("wandb_api_key", "W&B API key: reaches the script only through its environment"),
     ExtrasKey("wandb_mode", "online, offline or disabled"),
+    ExtrasKey("wandb_use_vpn_proxy", "route W&B through a proxy: wandb_http(s)_proxy, else WANDB_VPN_HTTP(S)_PROXY, "
+                                     "WANDB_HTTP(S)_PROXY, HTTP(S)_PROXY from the host's environment"),
+    ExtrasKey("wandb_http_proxy", "the HTTP proxy W&B uses (http://host:port)"),
+    ExtrasKey("wandb_https_proxy", "the HTTPS proxy W&B uses (http://host:port)"),
     ExtrasKey("wandb_run_path", "an existing W&B run path (recorded in the manifest)"),
     ExtrasKey("tensorboard_dir", "where the script's TensorBoard files go, inside the run directory"),
     ExtrasKey("checkpoints_dir", "where checkpoints are looked for, inside the run directory"),
@@ -84,6 +90,13 @@ def validate(extras: dict[str, Any]) -> list[str]:
             problems.append(f"extras.{key}: must be a non-empty string, got {type(value).__name__}")
         elif isinstance(value, str) and any(c in value for c in "\x00\n\r"):
             problems.append(f"extras.{key}: must be one line without NUL characters")
+    vpn = extras.get("wandb_use_vpn_proxy")
+    if vpn is not None and not isinstance(vpn, bool):
+        problems.append(f"extras.wandb_use_vpn_proxy: must be true or false, got {vpn!r}")
+    for key in PROXY_KEYS:
+        value = extras.get(key)
+        if isinstance(value, str) and value.strip() and not value.startswith(("http://", "https://", "socks5://")):
+            problems.append(f"extras.{key}: {value!r} is not a proxy URL (http://host:port)")
     mode = extras.get("wandb_mode")
     if mode is not None and mode not in WANDB_MODES:
         problems.append(f"extras.wandb_mode: {mode!r} is not one of {', '.join(WANDB_MODES)}")

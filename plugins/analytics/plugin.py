@@ -20,7 +20,7 @@ from typing import Any
 from mosaic_core.config import is_secret_key
 from mosaic_core.hookspecs import hookimpl
 
-from mosaic_analytics import bridge, extras, logdir, tracking
+from mosaic_analytics import bridge, extras, logdir, manifest, tracking
 from mosaic_analytics.board import MetricBoard
 
 STATE_KEY = "analytics"
@@ -57,6 +57,17 @@ def mosaic_cli_commands():
     return list(COMMANDS)
 
 
+@hookimpl
+def mosaic_run_scalars(run_dir, tag):
+    """A run's series from its TensorBoard files (None when it wrote none)."""
+    from mosaic_analytics.curves import event_files, read_scalars
+
+    if not event_files(run_dir):
+        return None
+    curve = read_scalars(run_dir, tag)
+    return list(zip(curve.steps, curve.values))
+
+
 # ------------------------------------------------------------------ before a run
 @hookimpl
 def mosaic_extras_keys():
@@ -84,6 +95,7 @@ def mosaic_child_env(run):
 @hookimpl
 def mosaic_run_started(run):
     from mosaic_analytics import progress
+    from mosaic_core.runstore.summary import unit_of
 
     current = state(run)
     if extras.tracking_enabled(run.config.extras):
@@ -91,7 +103,7 @@ def mosaic_run_started(run):
         if mode == "offline" and why.startswith("no W&B credential"):
             print(f"mosaic: note: W&B runs offline ({why}); its files go to {run.run_dir / 'wandb'}, "
                   "`wandb sync` uploads them later", file=sys.stderr)
-    unit, total = progress.unit_of(current.started, run.config.total_timesteps)
+    unit, total = unit_of(current.started, run.config.total_timesteps)
     if progress.wanted(run.quiet):
         current.progress = progress.ProgressView(run.run_id, total, unit)
     if run.human and not run.quiet:
@@ -156,7 +168,7 @@ def _secrets(run: Any) -> list[str]:
 
 @hookimpl
 def mosaic_build_manifest(run, status):
-    from mosaic_analytics import manifest
+    from mosaic_core.runstore import artifacts
 
     current = state(run)
     final = current.board.take_pending()
@@ -165,10 +177,10 @@ def mosaic_build_manifest(run, status):
     config_extras = run.config.extras
     with current.lock:
         seen = list(current.checkpoints)
-    sections = manifest.scan(run.directory, seen)
+    sections = artifacts.scan(run.directory, seen)
     for key, section in (("tensorboard_dir", "tensorboard"), ("checkpoints_dir", "checkpoints")):
         if isinstance(config_extras.get(key), str):
-            sections[section]["dir"] = manifest.inside(run.directory, config_extras[key])
+            sections[section]["dir"] = artifacts.inside(run.directory, config_extras[key])
     metrics = current.board.snapshot()
     metrics["source"] = "live" if current.board.has_data else "none"
     sections["metrics"] = metrics

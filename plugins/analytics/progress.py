@@ -28,17 +28,6 @@ def wanted(quiet: bool, stream: TextIO | None = None) -> bool:
         return False
 
 
-def unit_of(started: dict[str, Any], total_timesteps: int) -> tuple[str, int]:
-    """(unit, total) a run's progress counts: ``run_started``'s ``progress`` when it gives a
-    unit and a positive total, else its steps."""
-    declared = started.get("progress") if isinstance(started, dict) else None
-    if isinstance(declared, dict) and declared.get("unit") == "episodes":
-        total = declared.get("total")
-        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
-            return "episodes", total
-    return "steps", total_timesteps
-
-
 def _format_eta(seconds: float | None) -> str:
     if seconds is None or seconds != seconds or seconds < 0 or seconds > 99 * 3600:
         return "-:--:--"

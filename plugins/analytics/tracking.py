@@ -11,6 +11,11 @@
 - Mode: a ``WANDB_MODE`` of ``offline``/``disabled`` in the host's environment is never
   overridden; otherwise ``extras.wandb_mode`` is used, and a tracked run with no credential
   at all runs offline instead of failing at login.
+- Proxies, as MOSAIC's operator guide has them: with ``extras.wandb_use_vpn_proxy: true`` (or an
+  explicit ``wandb_http_proxy`` / ``wandb_https_proxy``) each proxy is the extras key, else the
+  host's ``WANDB_VPN_HTTP(S)_PROXY``, ``WANDB_HTTP(S)_PROXY``, ``HTTP(S)_PROXY``/``http(s)_proxy``,
+  first non-empty wins; it reaches the child as ``WANDB_HTTP(S)_PROXY``, ``HTTP(S)_PROXY`` and
+  ``http(s)_proxy``, with ``localhost`` and ``127.0.0.1`` added to ``NO_PROXY``/``no_proxy``.
 - ``extras.wandb_run_name``: CleanRL calls ``wandb.init(name=run_name)``, and an explicit
   ``name=`` beats ``WANDB_NAME`` in wandb's settings. So besides ``WANDB_NAME`` the training
   process wraps ``wandb.init`` (when the script imports wandb) to put the requested name in;
@@ -24,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mosaic_analytics.extras import tracking_enabled
+from mosaic_analytics.extras import PROXY_KEYS, tracking_enabled
 from mosaic_core.types import TrackingSettings
 
 INFO_KIND = "analytics.wandb"
@@ -101,6 +106,29 @@ def child_env(run_dir: Path, extras: dict[str, Any], environ: dict[str, str] | N
     notes = extras.get("notes")
     if isinstance(notes, str) and notes and tracking_enabled(extras) and not environ.get("WANDB_NOTES"):
         env["WANDB_NOTES"] = notes
+    env.update(proxy_env(extras, environ))
+    return env
+
+
+def _first(*values: Any) -> str | None:
+    return next((v for v in values if isinstance(v, str) and v.strip()), None)
+
+
+def proxy_env(extras: dict[str, Any], environ: dict[str, str]) -> dict[str, str]:
+    """The proxy variables W&B's traffic goes through (empty unless a proxy key asks for it)."""
+    if not (extras.get("wandb_use_vpn_proxy") is True or _first(*(extras.get(k) for k in PROXY_KEYS))):
+        return {}
+    env: dict[str, str] = {}
+    for scheme in ("http", "https"):
+        upper = scheme.upper()
+        proxy = _first(extras.get(f"wandb_{scheme}_proxy"), environ.get(f"WANDB_VPN_{upper}_PROXY"),
+                       environ.get(f"WANDB_{upper}_PROXY"), environ.get(f"{upper}_PROXY"), environ.get(f"{scheme}_proxy"))
+        if proxy:
+            env.update({f"WANDB_{upper}_PROXY": proxy, f"{upper}_PROXY": proxy, f"{scheme}_proxy": proxy})
+    if env:  # the host's own side channel and local services stay direct
+        for name in ("NO_PROXY", "no_proxy"):
+            entries = [e.strip() for e in environ.get(name, "").split(",") if e.strip()]
+            env[name] = ",".join(entries + [h for h in ("localhost", "127.0.0.1") if h not in entries])
     return env
 
 

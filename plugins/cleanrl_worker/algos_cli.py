@@ -73,27 +73,28 @@ def _list(ns: argparse.Namespace) -> int:
         print(json.dumps({"resolution_order": list(RESOLUTION_ORDER), "algorithms": [e.to_dict() for e in entries]},
                          indent=2))
         return 0
-    from mosaic_core.cli.console import console as make_console
+    from rich.markup import escape
     from rich.table import Table
 
-    shown = [e for e in entries if e.sources or e.error or ns.all]
+    from mosaic_core.cli.console import console as make_console
+
+    shown = [e for e in entries if e.sources or e.error or e.documented or ns.all]
     table = Table(title="CleanRL worker algorithms (* = used for --algo NAME)")
-    for column in ("algorithm", "sources", "script"):
+    for column in ("algorithm", "sources", "status", "script"):
         table.add_column(column, overflow="fold")
+    styles = {"ready": "green", "needs_extra": "yellow", "needs_checkout": "yellow", "cannot_run": "red"}
     for entry in shown:
-        sources = ", ".join(("*" if entry.winner is s else "") + s.source for s in entry.sources)
-        if entry.error:
-            sources, script = f"[red]error[/red] {sources}".strip(), entry.error
-        elif not entry.sources:
-            sources, script = "-", "upstream CleanRL: needs a checkout (MOSAIC_CLEANRL_HOME)"
-        else:
-            script = str(entry.winner.script)
-        table.add_row(entry.name, sources, script)
+        sources = ", ".join(("*" if entry.winner is s else "") + s.source for s in entry.sources) or "-"
+        status = entry.status()
+        script = entry.error or (str(entry.winner.script) if entry.winner else "-")
+        table.add_row(escape(entry.name), escape(sources), f"[{styles[status.state]}]{escape(status.text)}[/]",
+                      escape(script))
     console = make_console()
     console.print(table)
     hidden = len(entries) - len(shown)
     if hidden:
-        console.print(f"{hidden} more upstream CleanRL names need a checkout: mosaic algos --all lists them")
+        console.print(f"{hidden} more upstream CleanRL names (not in MOSAIC's table) need a checkout: "
+                      "mosaic algos --all lists them")
     console.print(f"resolution order: {ORDER_TEXT}")
     console.print("flags of one algorithm: mosaic algos show ALGO; tuned presets: mosaic algos presets")
     return 0

@@ -40,11 +40,18 @@ ALGORITHM_SPACES = {
     "c51": SpacesFit(("discrete",), True),
     "ppo_atari": SpacesFit(("discrete",), False, ("atari",)),
     "dqn_atari": SpacesFit(("discrete",), False, ("atari",)),
+    "ppo_procgen": SpacesFit(("discrete",), False, ("procgen",)),
+    # EnvPool's Atari tasks (`Breakout-v5`): not gymnasium ids, so the catalog lists none for it
+    "ppo_atari_envpool": SpacesFit(("discrete",), False, ("envpool",)),
     "ppo_continuous_action": SpacesFit(("continuous",), True),
     "sac_continuous_action": SpacesFit(("continuous",), True),
     "td3_continuous_action": SpacesFit(("continuous",), True),
     "ddpg_continuous_action": SpacesFit(("continuous",), True),
 }
+
+
+# Bundled algorithms that flatten Dict observations (DM Control's), as CleanRL's own ppo_continuous_action does.
+FLATTENS_DICT = ("ppo_continuous_action",)
 
 
 def fit_problem(algo: str, *, action: str, observation: str, family: str | None) -> str | None:
@@ -58,6 +65,8 @@ def fit_problem(algo: str, *, action: str, observation: str, family: str | None)
     if action not in fit.actions:
         return f"{algo} needs a {' or '.join(fit.actions)} action space, not {action}"
     if observation == "vector" and fit.vector_observations:
+        return None
+    if observation == "Dict" and algo in FLATTENS_DICT:  # DM Control's dict of vectors, flattened
         return None
     if observation == "image" and family in fit.image_families:
         return None
@@ -115,7 +124,8 @@ def classify(observation_space: Any, action_space: Any) -> tuple[str, list[int] 
 
 
 # Spaces of a family's ids when they cannot be read (family not installed, or not made).
-STATIC_SPACES = {"mujoco": ("vector", "continuous"), "atari": ("image", "discrete"), "minigrid": ("image", "discrete")}
+STATIC_SPACES = {"mujoco": ("vector", "continuous"), "atari": ("image", "discrete"), "minigrid": ("image", "discrete"),
+                 "procgen": ("image", "discrete")}
 
 
 def _fitting(entry: EnvEntry) -> list[str]:
@@ -142,6 +152,10 @@ def _register_installed() -> None:
                 register_atari()
             elif family.key == "minigrid":
                 import minigrid  # noqa: F401  (registers MiniGrid and BabyAI)
+            elif family.key == "procgen":
+                from cleanrl_worker import procgen_compat
+
+                procgen_compat.register()
 
 
 def _read_spaces(entry: EnvEntry, spec: Any) -> None:

@@ -2,7 +2,8 @@
 
 A family is told from an env id alone (no import, no registry look-up), so the host can say
 "install the atari extra" before it starts anything. In the training process,
-:func:`prepare_family` makes the family's ids usable: ALE ids are registered explicitly,
+:func:`prepare_family` makes the family's ids usable: Procgen's through our adapter
+(:mod:`cleanrl_worker.procgen_compat`), ALE ids explicitly,
 because ``ale-py`` registers them at import only on the gymnasium versions it was built for
 (0.9.1 does on gymnasium 0.29.1, 0.10+ on 1.x; 0.12 on 0.29.1 silently registers nothing).
 
@@ -57,6 +58,10 @@ FAMILIES = (
            ("BreakoutNoFrameskip-v4", "PongNoFrameskip-v4", "ALE/Breakout-v5", "ALE/Pong-v5")),
     Family("minigrid", "MiniGrid / BabyAI", "minigrid", _extra("minigrid"), ("minigrid",),
            ("MiniGrid-Empty-5x5-v0", "MiniGrid-DoorKey-5x5-v0", "BabyAI-GoToLocal-v0")),
+    Family("procgen", "Procgen", "procgen", _extra("procgen"), ("cleanrl_worker.procgen_compat",),
+           ("procgen-coinrun-v0", "procgen-starpilot-v0", "procgen-bigfish-v0")),
+    Family("dm_control", "DM Control (shimmy)", "shimmy", _extra("dm-control"), ("shimmy.registration",),
+           ("dm_control/cartpole-balance-v0", "dm_control/cheetah-run-v0", "dm_control/walker-walk-v0")),
 )
 BY_KEY = {family.key: family for family in FAMILIES}
 
@@ -70,6 +75,10 @@ def family_of(env_id: str) -> Family | None:
     if match is None:
         return None
     name = match["name"]
+    if match["ns"] == "dm_control":
+        return BY_KEY["dm_control"]
+    if name.startswith("procgen-"):
+        return BY_KEY["procgen"]
     if match["ns"] == "ALE" or name.endswith(_ATARI_SUFFIXES) or name.replace("-ram", "") in ATARI_GAMES:
         return BY_KEY["atari"]
     if name in MUJOCO_NAMES:
@@ -112,15 +121,19 @@ def prepare_family(env_id: str) -> None:
     family = family_of(env_id)
     if family is not None and family.key == "atari" and family.installed:
         register_atari()
+    elif family is not None and family.key == "procgen" and family.installed:
+        from cleanrl_worker import procgen_compat
+
+        procgen_compat.register()
 
 
 def headless_rendering_env(env_id: str, environ: dict[str, str]) -> dict[str, str]:
-    """``MUJOCO_GL=egl`` for a MuJoCo env on a machine without a display, unless already set.
+    """``MUJOCO_GL=egl`` for a MuJoCo or DM Control env on a machine without a display, unless already set.
 
     MuJoCo renders headless through EGL here (osmesa and glfw fail); an explicit
     ``MUJOCO_GL`` of the user's always wins.
     """
     family = family_of(env_id)
-    if family is None or family.key != "mujoco" or "MUJOCO_GL" in environ or environ.get("DISPLAY"):
+    if family is None or family.key not in ("mujoco", "dm_control") or "MUJOCO_GL" in environ or environ.get("DISPLAY"):
         return {}
     return {"MUJOCO_GL": "egl"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import importlib
+import importlib.util
 import io
 import warnings
 from typing import Any
@@ -21,6 +22,10 @@ from mosaic_core.errors import ConfigError
 
 from cleanrl_worker.catalog import ALGORITHM_SPACES, STATIC_SPACES, classify, fit_problem
 from cleanrl_worker.env_families import family_of, missing_family_message, prepare_family
+
+
+# Bundled algorithms on EnvPool's Atari: its task ids (`Breakout-v5`) are gymnasium's `ALE/Breakout-v5`.
+ENVPOOL_ATARI = ("ppo_atari_envpool",)
 
 
 def _spec(env_id: str) -> Any:
@@ -74,11 +79,16 @@ def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
     """Raise a ConfigError naming what a run of ``algo`` (from ``source``) on ``env_id`` would
     fail on; return notes for what could not be checked. ``algo=None``: the id only. A script
     that is not bundled may register its own env ids when it runs: an unknown id is a note then."""
+    if algo in ENVPOOL_ATARI and source == "bundled" and importlib.util.find_spec("envpool") is None:
+        from cleanrl_worker.readiness import install_command
+
+        raise ConfigError(f"{algo} runs on EnvPool, which is not installed: {install_command(['envpool'])}",
+                          field="algo")
     missing = missing_family_message(env_id)
     if missing:
         raise ConfigError(missing, field="env_id")
     try:
-        spec = _spec(env_id)
+        spec = _spec(f"ALE/{env_id}" if algo in ENVPOOL_ATARI and "/" not in env_id else env_id)
     except ConfigError as exc:
         if source in ("bundled", "mode"):
             raise
@@ -88,6 +98,8 @@ def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
     if algo not in ALGORITHM_SPACES:
         return [f"spaces not checked: {algo} ({source}) declares none; the env {env_id} exists"]
     observation, action, family = _kinds(spec)
+    if algo in ENVPOOL_ATARI and family == "atari":  # checked as gymnasium's ALE id, run as EnvPool's task
+        family = "envpool"
     if source == "bundled":
         problem = fit_problem(algo, action=action, observation=observation, family=family)
     else:  # an upstream script of a bundled name: its action space is known, its network is its own

@@ -72,10 +72,18 @@ class NamedRun:
 
 
 def named_runs(root: Path, name: str) -> list[NamedRun]:
-    """The runs under ``root`` whose config records experiment ``name``, oldest first."""
+    """The runs under ``root`` whose config records experiment ``name``, oldest first (found
+    through the runs root's index: only their configs are read)."""
+    from mosaic_core.runstore.index import RunIndex
+
     found = []
-    for path in root.iterdir() if root.is_dir() else ():
-        config_file = path / "config.json"
+    index = RunIndex(root)
+    try:
+        run_ids = index.named(name) if root.is_dir() else []
+    finally:
+        index.close()
+    for run_id in run_ids:
+        config_file = root / run_id / "config.json"
         try:
             config = json.loads(config_file.read_text(encoding="utf-8"))
             started = config_file.stat().st_mtime
@@ -83,7 +91,7 @@ def named_runs(root: Path, name: str) -> list[NamedRun]:
             continue
         extras = config.get("extras") if isinstance(config, dict) else None
         if isinstance(extras, dict) and extras.get("experiment_name") == name:
-            found.append(NamedRun(path, config, started))
+            found.append(NamedRun(root / run_id, config, started))
     return sorted(found, key=lambda run: (run.started, run.run_id))
 
 

@@ -93,12 +93,29 @@ class AlgorithmEntry:
     def winner(self) -> ResolvedAlgorithm | None:
         return None if self.error or not self.sources else self.sources[0]
 
+    @property
+    def documented(self) -> bool:
+        """One of MOSAIC's documented names (``cleanrl_worker.readiness.DOCUMENTED``)."""
+        from cleanrl_worker.readiness import DOCUMENTED
+
+        return self.name in DOCUMENTED
+
+    def status(self):
+        """Whether it can run here now (:class:`cleanrl_worker.readiness.Status`)."""
+        from cleanrl_worker.readiness import Status, status_of
+
+        if self.error:
+            return Status("cannot_run", self.error)
+        return status_of(self.name, tuple(s.source for s in self.sources))
+
     def to_dict(self) -> dict:
         return {
             "name": self.name,
             "upstream_cleanrl": self.upstream,
+            "documented": self.documented,
             "winner": self.winner.source if self.winner else None,
             "sources": [s.to_dict() for s in self.sources],
+            "status": self.status().to_dict(),
             "error": self.error,
         }
 

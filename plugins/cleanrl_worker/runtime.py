@@ -2,7 +2,8 @@
 ``RuntimeSummary``, a thin layer over the host's one pipeline (:mod:`mosaic_core.pipeline`):
 the same config checks, plan, supervision, events and manifest as ``mosaic run``.
 
-``DEFAULT_ALGO_REGISTRY`` maps algorithm names to their canonical module (``cleanrl.ppo``…).
+``DEFAULT_ALGO_REGISTRY`` maps algorithm names to their canonical module as MOSAIC's does
+(``cleanrl.dqn``…; ``ppo`` to ``cleanrl_worker.algorithms.ppo``).
 With it, names resolve the way ``--algo`` does (an installed or checked-out CleanRL first, then
 the bundled copy in ``cleanrl_worker.algorithms``), with a clear error naming what is missing;
 a registry of your own maps names to any importable module, run as the algorithm script.
@@ -23,12 +24,13 @@ from mosaic_core.plugins import plugin_host
 from mosaic_core.worker import load_worker
 from mosaic_core.workers import find_worker
 
+from cleanrl_worker.readiness import MOSAIC_MODULES
 from cleanrl_worker.registry import bundled_names, defines_main, entrypoint_of, resolve
 
 __all__ = ["CleanRLWorkerRuntime", "RuntimeSummary", "DEFAULT_ALGO_REGISTRY"]
-DOCUMENTED = ("ppo", "ppo_continuous_action", "ppo_atari", "dqn", "c51", "ppg_procgen", "ppo_rnd_envpool")
+# MOSAIC's table (ppo -> its own copy, the rest -> upstream's module), then our bundled extras.
 DEFAULT_ALGO_REGISTRY: Mapping[str, str] = MappingProxyType(
-    {name: f"cleanrl.{name}" for name in sorted({*DOCUMENTED, *bundled_names()})})
+    {**MOSAIC_MODULES, **{name: f"cleanrl.{name}" for name in bundled_names() if name not in MOSAIC_MODULES}})
 STATUS_OF_EXIT = {0: "completed", 130: "cancelled"}
 
 
@@ -88,6 +90,11 @@ class CleanRLWorkerRuntime:
                                      options=worker_option_defaults(worker), runs_dir=self.runs_dir, quiet=self.quiet,
                                      dry_run=self.dry_run)
         return self._prepared
+
+    @property
+    def run_dir(self) -> Path:
+        """The run's directory (manifest, TensorBoard files, checkpoints)."""
+        return self._prepare().run.run_dir
 
     def build_cleanrl_args(self) -> list[str]:
         """The algorithm script's argv, as the run will get it."""

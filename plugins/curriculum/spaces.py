@@ -17,7 +17,7 @@ from typing import Any
 from mosaic_curriculum.schedule import WHERE, Schedule
 
 #: Env-id prefixes whose environments register when their package is imported.
-ENV_PACKAGES = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
+ENV_PACKAGES = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid", "ALE/": "ale_py"}
 
 
 def base_make() -> Any:
@@ -39,9 +39,16 @@ def make_env(env_id: str, **kwargs: Any) -> Any:
         if package is None:
             raise
         try:
-            importlib.import_module(package)
+            module = importlib.import_module(package)
         except ImportError:
             raise gymnasium.error.Error(f"{env_id!r} needs the {package!r} package (pip install {package})") from None
+        if hasattr(gymnasium, "register_envs"):  # gymnasium 1.x: the documented way
+            gymnasium.register_envs(module)
+        if package == "ale_py" and env_id not in gymnasium.registry:  # ale-py 0.10+ on gymnasium 0.29.1
+            from ale_py import registration
+
+            getattr(registration, "register_v5_envs", lambda: None)()
+            getattr(registration, "register_v0_v4_envs", lambda: None)()
         return make(env_id, **kwargs)
 
 

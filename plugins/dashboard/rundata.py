@@ -1,8 +1,8 @@
 """What the page shows of run directories: the run list, and one run's config, manifest,
 logs and files. Every reader is defensive: a damaged or vanishing run never raises past here.
 
-The list re-reads a run only when one of its files changed (size or mtime), so polling it once
-a second while a page is open costs a few ``stat`` calls per run.
+The list comes from the runs root's index, which re-reads a run only when its files changed, so
+polling it once a second while a page is open costs a few ``stat`` calls per run.
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ from mosaic_core.config import check_run_id
 from mosaic_core.errors import ConfigError
 from mosaic_core.files import check_own_dir, open_private, read_private_text
 
-from mosaic_analytics.runs_index import summarize
-
 LOG_TAIL_BYTES = 32 * 1024
-WATCHED_FILES = ("config.json", "events.jsonl", "analytics.json")
 
 
 class UnknownRun(LookupError):
@@ -54,17 +51,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _fingerprint(run_dir: str) -> tuple:
-    marks = []
-    for name in WATCHED_FILES:
-        try:
-            info = os.stat(os.path.join(run_dir, name))
-            marks.append((info.st_size, info.st_mtime_ns))
-        except OSError:
-            marks.append(None)
-    return tuple(marks)
-
-
 def fastlane_enabled(config: dict[str, Any] | None) -> bool:
     extras = (config or {}).get("extras") or {}
     try:
@@ -76,39 +62,24 @@ def fastlane_enabled(config: dict[str, Any] | None) -> bool:
 
 
 class RunsIndex:
-    """Summaries of every run under ``root``, newest first, re-read only when changed."""
+    """Summaries of every run under ``root``, newest first, from the runs root's index
+    (:mod:`mosaic_core.runstore.index`: a run's files are read again only when they changed)."""
 
     def __init__(self, root: Path):
         self.root = root
-        self._cache: dict[str, tuple[tuple, dict[str, Any]]] = {}
+        self._fastlane: dict[str, bool] = {}  # run -> whether its config enables FastLane (fixed at its start)
 
     def snapshot(self) -> list[dict[str, Any]]:
-        try:
-            entries = [e for e in os.scandir(self.root)
-                       if e.is_dir(follow_symlinks=False) and e.stat(follow_symlinks=False).st_uid == os.geteuid()]
-        except OSError:
-            entries = []
-        runs, seen = [], set()
-        for entry in entries:
-            mark = _fingerprint(entry.path)
-            if mark[0] is None and mark[1] is None:
-                continue  # not a run directory
-            seen.add(entry.name)
-            cached = self._cache.get(entry.name)
-            if cached is None or cached[0] != mark:
-                cached = (mark, self._summary(Path(entry.path)))
-                self._cache[entry.name] = cached
-            runs.append(cached[1])
-        for gone in set(self._cache) - seen:
-            del self._cache[gone]
-        runs.sort(key=lambda r: (r.get("started_at") or 0.0, r["run_id"]), reverse=True)
-        return runs
+        from mosaic_core.runstore.index import list_runs
 
-    @staticmethod
-    def _summary(run_dir: Path) -> dict[str, Any]:
-        summary = summarize(run_dir).to_dict()
-        summary["fastlane"] = fastlane_enabled(read_json(run_dir / "config.json"))
-        return summary
+        runs = []
+        for summary in list_runs(self.root):
+            record = summary.to_dict()
+            if summary.run_id not in self._fastlane:
+                self._fastlane[summary.run_id] = fastlane_enabled(read_json(Path(summary.path) / "config.json"))
+            record["fastlane"] = self._fastlane[summary.run_id]
+            runs.append(record)
+        return runs
 
 
 def log_tails(run_dir: Path, limit: int = LOG_TAIL_BYTES) -> dict[str, str]:
@@ -133,7 +104,7 @@ def log_tails(run_dir: Path, limit: int = LOG_TAIL_BYTES) -> dict[str, str]:
 
 def artifacts(run_dir: Path, run_id: str) -> dict[str, Any]:
     """Checkpoints, TensorBoard event dirs, videos and W&B dirs, found now (also mid-run)."""
-    from mosaic_analytics.manifest import scan
+    from mosaic_core.runstore.artifacts import scan
     from mosaic_core.runs import RunDirectory
 
     found = scan(RunDirectory(run_dir.parent, run_id), [])

@@ -151,6 +151,16 @@ def mosaic_on_heartbeat(run: "RunContext") -> dict[str, Any] | None:
 
 
 @hookimpl
+def mosaic_run_relay(run_id: str, extras: dict[str, Any], side: str) -> Any:
+    """A run executed elsewhere (a launcher's node): its frames, relayed into our segment here."""
+    if not settings.is_enabled(extras):
+        return None
+    from mosaic_fastlane import relay
+
+    return relay.NodeFrames(run_id) if side == "node" else relay.CallerFrames(run_id)
+
+
+@hookimpl
 def mosaic_build_manifest(run: "RunContext", status: str) -> dict[str, Any] | None:
     state = run.state.get(STATE_KEY)
     if state is None:

@@ -5,7 +5,9 @@
    address that does not answer, a refused token, resources no alive node has: one line, exit 2;
 2. a :class:`~mosaic_ray.remote.RemoteRun` actor with the run's resources starts ``mosaic run``
    on the node; its JSON events are emitted here as they come (the same events, in order, on
-   stdout and in this run directory's ``events.jsonl``; plugins see them as for a local run);
+   stdout and in this run directory's ``events.jsonl``; plugins see them as for a local run),
+   and what plugins relay (``mosaic_run_relay``: FastLane's frames, into this run's local
+   segment) comes with them, at each plugin's rate;
 3. the node's run directory comes back into ``job.run.run_dir`` at each ``checkpoint_saved`` and at
    the end (with ``--ray-shared-runs`` the node writes to the shared runs root and the directory
    is moved into place at the end);
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -26,10 +29,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
 from mosaic_core.files import is_within, write_json_atomic
 from mosaic_core.launchers import Job
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
+from mosaic_core.runs import read_cancel_note
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 
@@ -55,6 +60,7 @@ class RayRun:
         self.job, self.settings = job, settings
         self.run = job.run
         self.cancel_reason: str | None = None
+        self.cancel_signal = signal.SIGINT  # passed on to the node's `mosaic run` (a sweep prunes with SIGTERM)
         self.remote_dir: str | None = None
         self.started = False
 
@@ -103,7 +109,7 @@ class RayRun:
                                        run.run_id, settings.num_cpus)
             node = self._wait(start, actor, "start")
             if node is None:  # cancelled while waiting for a node
-                return "cancelled", {"reason": self.cancel_reason}, 130
+                return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
             self.remote_dir = node.pop("run_dir")
             node.pop("pid", None)
             node["attempt"] = attempt
@@ -113,12 +119,22 @@ class RayRun:
             self._close(actor)
 
     def _relay(self, actor: Any, node: dict[str, Any]) -> tuple[str, dict[str, Any], int]:
+        relays = Relays(self.job.host.run_relays(self.run.run_id, redact(self.run.config.extras), "caller"))
+        try:
+            return self._relay_events(actor, node, relays)
+        finally:
+            relays.close()
+
+    def _relay_events(self, actor: Any, node: dict[str, Any],
+                      relays: "Relays") -> tuple[str, dict[str, Any], int]:
         seen, terminal, cancel_sent, deadline = 0, None, False, None
         while True:
             if self.cancel_reason is not None and not cancel_sent:
-                actor.cancel.remote(self.cancel_reason)
+                actor.cancel.remote(read_cancel_note(self.run.directory), int(self.cancel_signal))
                 cancel_sent, deadline = True, time.monotonic() + self.job.options.grace_period + CANCEL_EXTRA_S
-            reply = self._wait(actor.read.remote(seen), actor, "read", cancellable=False)
+            marks = relays.due() if self.started else None  # plugins' live data: once the run started here
+            reply = self._wait(actor.read.remote(seen, marks), actor, "read", cancellable=False)
+            relays.deliver(reply.get("relayed") or {})
             seen += len(reply["lines"])
             for line in reply["lines"]:
                 record = _parse(line)
@@ -132,7 +148,7 @@ class RayRun:
                 self._bring_back(actor)
                 return self._outcome(terminal, reply)
             if deadline is not None and time.monotonic() > deadline:
-                return "cancelled", {"reason": f"{self.cancel_reason} (the node did not confirm in time)"}, 130
+                return "cancelled", {"reason": self._noted(f"{self.cancel_reason}, the node did not confirm in time")}, 130
             time.sleep(POLL_S)  # a signal only sets cancel_reason (no lock taken in a handler)
 
     def _relay_one(self, actor: Any, record: dict[str, Any], node: dict[str, Any]) -> None:
@@ -256,11 +272,59 @@ class RayRun:
     def _on_signal(self, signum: int, _frame: Any) -> None:
         if self.cancel_reason is None:
             self.cancel_reason = f"received {signal.Signals(signum).name}"
+            self.cancel_signal = signal.Signals(signum)
+
+    def _noted(self, reason: str) -> str:
+        """``reason`` after the run's cancel note, as a local run words it (a sweep's pruning)."""
+        note = read_cancel_note(self.run.directory)
+        return f"{note} ({reason})" if note else reason
 
     @staticmethod
     def _restore_signal_handlers(previous: dict[int, Any]) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+class Relays:
+    """The caller's side of the plugins' relays (``mosaic_run_relay``), each asked at its rate."""
+
+    def __init__(self, relays: dict[str, Any]):
+        self.relays = relays
+        self.next_due = {plugin: 0.0 for plugin in relays}
+
+    def due(self) -> dict[str, Any] | None:
+        """The marks of the relays whose turn it is (None: none is due)."""
+        now, marks = time.monotonic(), {}
+        for plugin, relay in list(self.relays.items()):
+            if now < self.next_due[plugin]:
+                continue
+            self.next_due[plugin] = now + 1.0 / max(float(relay.rate_hz), 0.1)
+            mark = self._guarded(plugin, relay.mark)
+            if mark is not None:
+                marks[plugin] = mark
+        return marks or None
+
+    def deliver(self, relayed: dict[str, Any]) -> None:
+        for plugin, items in relayed.items():
+            relay = self.relays.get(plugin)
+            if relay is not None and items:
+                self._guarded(plugin, lambda: relay.deliver(items))
+
+    def _guarded(self, plugin: str, call: Any) -> Any:
+        try:
+            return call()
+        except Exception:  # isolate: that plugin's relay stops, the run and its events go on
+            self._drop(plugin)
+            return None
+
+    def _drop(self, plugin: str) -> None:
+        relay = self.relays.pop(plugin)
+        with contextlib.suppress(Exception):
+            relay.close()
+
+    def close(self) -> None:
+        for plugin in list(self.relays):
+            self._drop(plugin)
 
 
 def _parse(line: str) -> dict[str, Any] | None:

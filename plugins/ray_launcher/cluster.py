@@ -212,6 +212,27 @@ def check_resources(settings: Settings) -> None:
     raise UsageError(f"no node of the Ray cluster at {settings.address} has {asked} (nodes: {described or 'none alive'})")
 
 
+def capacity(raw: dict[str, Any]) -> tuple[int, str]:
+    """How many runs with these settings the cluster's alive nodes hold at once, and why: the
+    sum over nodes of the runs each fits (a sweep's default ``--workers``)."""
+    settings = Settings.parse(raw)
+    with connect(settings.address):
+        check_resources(settings)
+        nodes = alive_nodes()
+    wanted = settings.request()
+    runs = sum(_runs_fitting(node.get("Resources") or {}, wanted) for node in nodes)
+    cpus = sum((node.get("Resources") or {}).get("CPU", 0) for node in nodes)
+    asked = ", ".join(f"{k}={v:g}" for k, v in wanted.items()) or "nothing"
+    return runs, (f"the Ray cluster at {settings.address} holds {runs} run(s) at a time: {len(nodes)} node(s), "
+                  f"{cpus:g} CPUs, each run asks {asked} (--ray-num-cpus, --num-gpus, --ray-resources)")
+
+
+def _runs_fitting(have: dict[str, float], wanted: dict[str, float]) -> int:
+    if not wanted:  # a run that asks for nothing: one per CPU
+        return max(1, int(have.get("CPU", 1)))
+    return min(int(have.get(name, 0) // amount) for name, amount in wanted.items())
+
+
 def describe_loss(node: dict[str, Any] | None, exc: BaseException) -> str:
     where = f"Ray node {node['node_id'][:12]} ({node['address']})" if node else "the Ray actor before it started"
     return f"{where} was lost: {type(exc).__name__}: {_first_line(exc)}"

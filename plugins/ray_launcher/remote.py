@@ -2,13 +2,15 @@
 
 The caller (:mod:`mosaic_ray.caller`) makes one :class:`RemoteRun` actor per attempt with the
 run's resources, calls :meth:`start`, then :meth:`read` in a loop for the run's JSON event
-lines, :meth:`snapshot` for its run directory (at checkpoints and at the end), :meth:`cancel`
-on Ctrl-C and :meth:`close` at the end. The ``mosaic run`` here dies with the actor
+lines (and, when asked, what plugins relay: ``mosaic_run_relay``, FastLane's frames), :meth:`snapshot`
+for its run directory (at checkpoints and at the end), :meth:`cancel` on Ctrl-C and
+:meth:`close` at the end. The ``mosaic run`` here dies with the actor
 (``PR_SET_PDEATHSIG``), so a killed actor or a lost caller leaves nothing running.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -23,7 +25,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import procs
+from mosaic_core import files, procs
+from mosaic_core.runs import RunDirectory
 
 NODE_ENV = "MOSAIC_RAY_NODE"
 # Never handed to the run: the cluster's credentials and the actor's own Ray wiring.
@@ -31,6 +34,24 @@ _KEEP_OUT = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS", "RAY_JOB_ID
 # Thread pools that size themselves from the machine's cores unless told: from --num-cpus instead.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "TORCH_NUM_THREADS")
 STDERR_TAIL = 40
+WORK_PREFIX = "mosaic-ray-"
+CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _close_quietly(relay: Any) -> None:
+    with contextlib.suppress(Exception):
+        relay.close()
+
+
+def _child_setup(parent_death: Any) -> Any:
+    """The run's ``preexec_fn``: no blocked signal (Ray's threads block SIGINT, and a child
+    inherits the mask: its Ctrl-C would never arrive), and SIGTERM when the actor dies."""
+
+    def setup() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        parent_death()
+
+    return setup
 
 
 class RemoteRun:
@@ -41,14 +62,16 @@ class RemoteRun:
         self.lock = threading.Lock()
         self.work: Path | None = None
         self.run_dir: Path | None = None
+        self.relays: dict[str, Any] = {}  # plugin -> its RunRelay for this run (mosaic_run_relay, side "node")
 
     def start(self, argv: list[str], config_text: str, env: dict[str, str], runs_dir: str | None,
               run_id: str, num_cpus: float) -> dict[str, Any]:
         """Start ``mosaic <argv> --config C --runs-dir R``; ``env`` (secrets included) only in
-        its environment. ``runs_dir``: shared storage, else a private temp dir on this node."""
+        its environment. ``runs_dir``: shared storage, else a private temp dir on this node.
+        Plugins that relay live data of the run (FastLane) set up their side here first."""
         import ray
 
-        self.work = Path(tempfile.mkdtemp(prefix="mosaic-ray-"))  # 0700: the config holds no secret, still private
+        self.work = files.private_dir(WORK_PREFIX)  # 0700: the config holds no secret, still private
         config = self.work / "config.json"
         config.write_text(config_text, encoding="utf-8")
         runs = Path(runs_dir) if runs_dir else self.work / "runs"
@@ -60,10 +83,11 @@ class RemoteRun:
         child_env.update(env)
         child_env.update({name: threads for name in THREAD_VARS})  # this node's share, not the caller's
         child_env[NODE_ENV] = json.dumps(node)
+        child_env.update(self._open_relays(run_id, config_text))
         command = [sys.executable, "-m", "mosaic_core.cli.main", *argv, "--config", str(config), "--runs-dir", str(runs)]
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=child_env, cwd=self.work, start_new_session=True,
-                                     preexec_fn=procs.parent_death_signal_setter(signal.SIGTERM))
+                                     preexec_fn=_child_setup(procs.parent_death_signal_setter(signal.SIGTERM)))
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
         threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr), daemon=True).start()
         return {**node, "run_dir": str(self.run_dir), "pid": self.proc.pid}
@@ -73,20 +97,48 @@ class RemoteRun:
             with self.lock:
                 into.append(line.rstrip("\n"))
 
-    def read(self, since: int) -> dict[str, Any]:
-        """Event lines from index ``since``; ``returncode`` once the run has ended (all lines read)."""
+    def _open_relays(self, run_id: str, config_text: str) -> dict[str, str]:
+        from mosaic_core.plugins import plugin_host
+
+        extras = json.loads(config_text).get("extras") or {}
+        env: dict[str, str] = {}
+        for plugin, relay in plugin_host().run_relays(run_id, extras, "node").items():
+            try:
+                env.update(relay.node_env())
+            except Exception:  # isolate: that plugin relays nothing; the run goes on
+                _close_quietly(relay)
+                continue
+            self.relays[plugin] = relay
+        return env
+
+    def read(self, since: int, marks: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Event lines from index ``since``; ``returncode`` once the run has ended (all lines read);
+        with ``marks`` (plugin -> what the caller has), each plugin's relayed items."""
         assert self.proc is not None
         code = self.proc.poll()
         with self.lock:
             lines = self.lines[since:]
             tail = self.stderr[-STDERR_TAIL:] if code is not None else []
-        return {"lines": lines, "returncode": code, "stderr_tail": tail}
+        relayed = {}
+        for plugin, mark in (marks or {}).items():
+            relay = self.relays.get(plugin)
+            try:
+                relayed[plugin] = relay.collect(mark) if relay is not None else []
+            except Exception:  # isolate: a plugin whose relay fails relays nothing more
+                _close_quietly(self.relays.pop(plugin))
+        return {"lines": lines, "returncode": code, "stderr_tail": tail, "relayed": relayed}
 
-    def cancel(self, reason: str) -> None:
-        """Ask the run to stop as Ctrl-C does locally: SIGINT to its ``mosaic run`` host, which
-        ends the training process and records ``run_cancelled``."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGINT)
+    def cancel(self, note: str | None, signum: int = signal.SIGINT) -> None:
+        """Ask the run to stop as the caller was asked: ``note`` (a sweep's pruning decision) into
+        its cancel note, then the caller's signal to its ``mosaic run`` host, which ends the
+        training process and records ``run_cancelled`` with both."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if note and self.run_dir is not None and self.run_dir.is_dir():
+            with contextlib.suppress(OSError):
+                RunDirectory.for_run(self.run_dir.parent, self.run_dir.name).cancel_note.write_text(
+                    note.splitlines()[0] + "\n", encoding="utf-8")
+        os.kill(self.proc.pid, signum if signum in CANCEL_SIGNALS else signal.SIGINT)
 
     def snapshot(self) -> bytes:
         """The run directory as a gzip tar (``events.jsonl`` left out: the caller writes its own)."""
@@ -106,5 +158,8 @@ class RemoteRun:
         shared storage is not in it: the caller moves that one into place)."""
         if self.proc is not None and self.proc.poll() is None:
             procs.stop_group(self.proc.pid, 5.0, self.proc)
+        for relay in self.relays.values():
+            _close_quietly(relay)
+        self.relays.clear()
         if self.work is not None:
             shutil.rmtree(self.work, ignore_errors=True)

@@ -31,7 +31,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--total-timesteps", type=int, help="override the per-seed training budget")
     run.add_argument("--seeds", type=int, help="seeds per trial (override)")
     run.add_argument("--storage", help=STORAGE_HELP)
-    run.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default 1)")
+    run.add_argument("--workers", type=int, default=None,
+                     help="trials at a time, each a worker process on this machine (default 1; on a cluster "
+                          "(--ray-address): as many runs as its resources hold, at most --max-trials)")
     run.add_argument("--runs-dir", help="runs root for the trials' runs (default var/trainer/runs or $MOSAIC_RUNS_DIR)")
     # Set by --workers N for its worker processes: the worker's index (the study exists already).
     run.add_argument("--as-worker", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
@@ -82,11 +84,13 @@ def _sweep_run(ns: argparse.Namespace) -> int:
     from mosaic_sweep import preflight, storage, study, worker
     from mosaic_sweep.spec import load_spec
 
-    if ns.workers < 1:
+    if ns.workers is not None and ns.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {ns.workers}")
     launchers.export_settings(ns)  # the seeds' `mosaic run` (and --workers' processes) inherit them
     spec = load_spec(ns.spec).with_overrides(study_name=ns.study_name, max_trials=ns.max_trials,
                                              total_timesteps=ns.total_timesteps, seeds=ns.seeds, storage=ns.storage)
+    if ns.workers is None:
+        ns.workers = 1 if ns.as_worker is not None else _default_workers(ns, spec.max_trials)
     location = storage.resolve(spec.storage, spec.study_name)
     runs_root = Path(ns.runs_dir) if ns.runs_dir else default_runs_root()
     study.build_sampler(spec), study.build_pruner(spec)  # option errors before anything is written
@@ -107,6 +111,19 @@ def _sweep_run(ns: argparse.Namespace) -> int:
 
         report.summary(the_study, location.shown)
     return code
+
+
+def _default_workers(ns: argparse.Namespace, max_trials: int) -> int:
+    """1 here; on a launcher that knows its capacity (a Ray cluster) that many, at most the
+    study's trials, said on stderr."""
+    fits = launchers.capacity(ns)
+    if fits is None:
+        return 1
+    runs, why = fits
+    workers = min(runs, max_trials)
+    capped = f", at most max_trials {max_trials}" if workers < runs else ""
+    print(f"mosaic sweep: {workers} workers ({why}{capped}; --workers N to choose)", file=sys.stderr, flush=True)
+    return workers
 
 
 def _spawn_workers(ns: argparse.Namespace) -> int:

@@ -152,7 +152,7 @@ def best(study_name: str, storage_value: str | None, as_json: bool, config_out: 
         Path(config_out).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {config_out}", file=sys.stderr)
     if plot_out:
-        _plot(record["runs"], plot_out, runs_dir, f"trial {trial.number}")
+        _plot(record["runs"], plot_out, runs_dir)
     return 0
 
 
@@ -160,18 +160,12 @@ def config_run_hint(spec: Any, config_out: str | None) -> str:
     return f"mosaic run --worker {spec.worker} --config {config_out or 'best.json'}"
 
 
-def _plot(runs: list[str], output: str, runs_dir: str | None, label: str) -> None:
-    from mosaic_analytics import curves
-    from mosaic_analytics.cli import _runs_root, find_run
+def _plot(runs: list[str], output: str, runs_dir: str | None) -> None:
+    """The best trial's seeds as one mean ± std band, drawn by ``mosaic plot``."""
+    from mosaic_core.cli.main import run_command
 
-    root = _runs_root(runs_dir)
-    dirs = [find_run(root, run_id) for run_id in runs]
-    loaded = [curves.read_scalars(d, curves.DEFAULT_TAG) for d in dirs]
-    loaded = [c for c in loaded if c.steps]
-    if not loaded:
-        raise UsageError(f"the best trial's runs have no {curves.DEFAULT_TAG!r} scalars to plot")
-    curves.plot_groups({label: loaded}, Path(output), 10, curves.DEFAULT_TAG)
-    print(f"wrote {output} ({label}: mean ± std over {len(loaded)} seeds)", file=sys.stderr)
+    argv = [*runs, "--group", "seed", "-o", output, *(["--runs-dir", runs_dir] if runs_dir else [])]
+    run_command("plot", argv, needed_by="sweep best --plot")
 
 
 def dashboard(study_name: str, storage_value: str | None, port: int) -> int:

@@ -55,10 +55,11 @@ def worker_label() -> str:
 
 
 def final_value(run_dir: Path, metric: str, last_n: int) -> float | None:
-    """Mean of the last ``last_n`` values of ``metric`` in a run's TensorBoard files."""
-    from mosaic_analytics.curves import read_scalars
+    """Mean of the last ``last_n`` values of ``metric`` the run recorded (read back through
+    ``mosaic_run_scalars``: the analytics plugin reads TensorBoard files)."""
+    from mosaic_core.plugins import plugin_host
 
-    values = read_scalars(run_dir, metric).values
+    values = [value for _step, value in plugin_host().run_scalars(run_dir, metric) or []]
     return statistics.fmean(values[-last_n:]) if values else None
 
 

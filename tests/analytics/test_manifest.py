@@ -8,6 +8,7 @@ from mosaic_core.config import build_config
 from mosaic_core.runs import RunContext, RunDirectory
 
 from mosaic_analytics import manifest, plugin
+from mosaic_core.runstore import artifacts
 
 
 def make_run(tmp_path, **extras):
@@ -67,10 +68,10 @@ def test_sections_from_a_run_directory(tmp_path):
 
 
 def test_step_from_file_names():
-    assert manifest.step_from_name("agent_step_4096.pt") == 4096
-    assert manifest.step_from_name("ckpt-global_step=12.ckpt") == 12
-    assert manifest.step_from_name("model_300.pth") == 300
-    assert manifest.step_from_name("ppo.cleanrl_model") is None
+    assert artifacts.step_from_name("agent_step_4096.pt") == 4096
+    assert artifacts.step_from_name("ckpt-global_step=12.ckpt") == 12
+    assert artifacts.step_from_name("model_300.pth") == 300
+    assert artifacts.step_from_name("ppo.cleanrl_model") is None
 
 
 def test_a_real_run_manifest(finished_runs):

@@ -59,10 +59,10 @@ def test_runs_table(runs):
     result = mosaic(workdir, "runs", "--runs-dir", str(root))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["RUN", "ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST", "RETURN", "AGE"]
+    assert lines[0].split() == ["RUN", "ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST", "RETURN", "AGE", "DISK"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows["done"][1:5] == ["cleanrl", "tiny_cleanrl.py", "CartPole-v1", "completed"]
-    assert rows["done"][5].endswith("/1,500") and rows["starting"][-1] == "2h"
+    assert rows["done"][5].endswith("/1,500") and rows["starting"][-2] == "2h" and rows["starting"][-1].endswith("K")
     assert rows["stopped"][4] == "cancelled" and rows["broken"][4] == "failed"
     moved = run_cli(["runs"], cwd=root.parent.parent, env={"MOSAIC_RUNS_DIR": str(root)})  # no --runs-dir
     assert moved.returncode == 0 and "done" in moved.stdout

@@ -128,3 +128,23 @@ def test_manifest_section_from_the_directory_alone(tmp_path):
     section = tracking.manifest_section(tmp_path, {"track_wandb": True, "wandb_project_name": "p",
                                                    "wandb_entity": "e"}, {}, environ={})
     assert section["run_id"] == "abc123" and section["run_path"] == "e/p/abc123" and section["mode"] == "offline"
+
+
+def test_wandb_proxy_keys_reach_the_child_env_in_mosaics_order(tmp_path):
+    host = {"WANDB_VPN_HTTP_PROXY": "http://vpn:3128", "HTTPS_PROXY": "http://generic:8080", "NO_PROXY": "corp"}
+    env = tracking.child_env(tmp_path, {"track_wandb": True, "wandb_use_vpn_proxy": True}, host)
+    assert env["WANDB_HTTP_PROXY"] == env["HTTP_PROXY"] == env["http_proxy"] == "http://vpn:3128"
+    assert env["WANDB_HTTPS_PROXY"] == env["https_proxy"] == "http://generic:8080"
+    assert env["NO_PROXY"] == "corp,localhost,127.0.0.1"
+    explicit = {"track_wandb": True, "wandb_https_proxy": "http://mine:1"}
+    assert tracking.child_env(tmp_path, explicit, host)["HTTPS_PROXY"] == "http://mine:1"  # extras beat the host
+    assert not {"HTTP_PROXY", "WANDB_HTTP_PROXY"} & set(tracking.child_env(tmp_path, {"track_wandb": True}, host))
+
+
+def test_bad_proxy_keys_are_refused_naming_the_key():
+    from mosaic_analytics.extras import validate
+
+    problems = validate({"wandb_use_vpn_proxy": "yes", "wandb_http_proxy": "vpn:3128", "wandb_https_proxy": 3})
+    assert any(p.startswith("extras.wandb_use_vpn_proxy: must be true or false") for p in problems)
+    assert any(p.startswith("extras.wandb_http_proxy: 'vpn:3128' is not a proxy URL") for p in problems)
+    assert any(p.startswith("extras.wandb_https_proxy: must be a non-empty string") for p in problems)

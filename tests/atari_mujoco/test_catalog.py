@@ -36,11 +36,11 @@ def by_id(catalog: dict) -> dict[str, dict]:
 
 def test_families_say_whether_installed_and_what_installs_them(catalog):
     families = {f["family"]: f for f in catalog["families"]}
-    assert set(families) == {"classic_control", "box2d", "mujoco", "atari", "minigrid"}
+    assert set(families) == {"classic_control", "box2d", "mujoco", "atari", "minigrid", "procgen", "dm_control"}
     assert families["classic_control"]["installed"]
-    for family, module in (("atari", "ale_py"), ("mujoco", "mujoco")):
+    for family, module in (("atari", "ale_py"), ("mujoco", "mujoco"), ("procgen", "procgen"), ("dm_control", "shimmy")):
         assert families[family]["installed"] == (importlib.util.find_spec(module) is not None)
-        assert f"'.[{family}]'" in families[family]["install"]
+        assert f"'.[{family.replace('_', '-')}]'" in families[family]["install"]
 
 
 def test_classic_control_envs_list_their_spaces_and_fitting_algorithms(catalog):

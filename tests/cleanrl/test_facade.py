@@ -48,7 +48,8 @@ def test_worker_metadata_from_the_package_root():
 def test_registry_and_a_dry_run_give_mosaics_five_fields(tmp_path):
     assert {"ppo", "ppo_continuous_action", "ppo_atari", "dqn", "c51", "ppg_procgen", "ppo_rnd_envpool"} <= set(
         DEFAULT_ALGO_REGISTRY)
-    assert DEFAULT_ALGO_REGISTRY["ppo"] == "cleanrl.ppo"
+    assert DEFAULT_ALGO_REGISTRY["ppo"] == "cleanrl_worker.algorithms.ppo"  # MOSAIC's mapping
+    assert DEFAULT_ALGO_REGISTRY["rainbow_atari"] == "cleanrl.rainbow_atari" and len(DEFAULT_ALGO_REGISTRY) >= 34
     runtime = CleanRLWorkerRuntime(parse_worker_config(FLAT), dry_run=True, runs_dir=tmp_path)
     module, function = runtime.resolve_entrypoint()
     assert module == "cleanrl_worker.algorithms.ppo" and function.startswith(module)  # the bundled copy

@@ -169,6 +169,30 @@ def test_lifecycle_hooks_are_called_and_run_finished_survives_failures(run):
     assert record["plugin"] == "a" and record["hook"] == "mosaic_run_finished" and "ZeroDivisionError" in record["error"]
 
 
+def test_mosaic_run_scalars_takes_the_first_series_and_skips_a_failing_reader(run):
+    broken = module("broken", mosaic_run_scalars=lambda run_dir, tag: 1 / 0)
+    silent = module("silent", mosaic_run_scalars=lambda run_dir, tag: None)
+    reader = module("reader", mosaic_run_scalars=lambda run_dir, tag: [(1, 2.0), (2, 3.5)] if tag == "x" else None)
+    host = host_with(broken, silent, reader)
+    assert host.run_scalars(run.run_dir, "x") == [(1, 2.0), (2, 3.5)]
+    assert host.run_scalars(run.run_dir, "y") is None
+    assert [r["plugin"] for r in host.failure_records()] == ["broken"]
+    assert host_with().run_scalars(run.run_dir, "x") is None
+
+
+def test_mosaic_run_relay_keeps_relays_and_names_a_wrong_or_failing_one(run):
+    from mosaic_core.types import RunRelay
+
+    relay = RunRelay()
+    good = module("good", mosaic_run_relay=lambda run_id, extras, side: relay if side == "node" else None)
+    wrong = module("wrong", mosaic_run_relay=lambda run_id, extras, side: "frames")
+    broken = module("broken", mosaic_run_relay=lambda run_id, extras, side: 1 / 0)
+    host = host_with(good, wrong, broken)
+    assert host.run_relays(run.run_id, {}, "node") == {"good": relay}
+    assert host.run_relays(run.run_id, {}, "caller") == {}
+    assert {r["plugin"] for r in host.failure_records()} == {"wrong", "broken"}
+
+
 def test_training_process_hooks_in_process():
     seen = []
     a = module("a", mosaic_child_setup=lambda child: seen.append(("setup", child)),

@@ -1,6 +1,6 @@
 """A real two-node Ray cluster on loopback for the tests and ``bench/cluster.py``.
 
-Each node is ``ray start --block`` in its own temp dir, custom resource ``nodeA`` / ``nodeB``,
+Each node is ``ray start --block`` in its own temp dir (and ``TMPDIR``), custom resource ``nodeA`` / ``nodeB``,
 every port picked free (beside other Ray clusters on the machine), token auth with a fresh
 token in the environment only. Stopping ends exactly the processes the nodes started (their
 process trees, by pid), never ``ray stop`` (which stops every Ray process of the machine).
@@ -97,8 +97,12 @@ class LoopbackCluster:
         command = [str(BIN / "ray"), "start", "--block", *where, "--node-ip-address", "127.0.0.1",
                    "--num-cpus", str(self.cpus), "--resources", json.dumps({name: 1, **(extra or {})}), "--temp-dir",
                    str(self.base / name), "--disable-usage-stats", *self._ports(head)]
-        self.nodes[name] = subprocess.Popen(command, env=self.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+        # The node's own /tmp (its actors' work dirs): removed with the cluster, even for a node
+        # killed as a machine going away, whose files would otherwise stay on this machine.
+        tmp = self.base / f"{name}-tmp"
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        self.nodes[name] = subprocess.Popen(command, env={**self.env, "TMPDIR": str(tmp)}, stdout=log, stderr=log,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
 
     def start(self, timeout: float = 180.0) -> "LoopbackCluster":

@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
+
 from tests.conftest import BIN
 from tests.ray_launcher.conftest import caller_env, processes_of
 
@@ -83,7 +85,7 @@ def test_ctrl_c_cancels_the_run_on_its_node(cluster, tmp_path):
     events = events_of("".join(lines) + out)
     assert proc.returncode == 130, err
     assert events[-1]["event"] == "run_cancelled"
-    assert "SIGINT" in events[-1]["payload"]["reason"]
+    assert events[-1]["payload"]["reason"] == "received SIGINT"  # confirmed by the node, not given up on
     assert events[0]["payload"]["ray"]["node_id"] == cluster.node_ids["nodeA"]
     deadline = time.monotonic() + 20
     while processes_of(run_id) and time.monotonic() < deadline:
@@ -91,6 +93,56 @@ def test_ctrl_c_cancels_the_run_on_its_node(cluster, tmp_path):
     assert not processes_of(run_id), "the run's processes on the node outlived the cancel"
     manifest = json.loads((Path(events[0]["payload"]["run_dir"]) / "analytics.json").read_text())
     assert manifest["status"] == "cancelled"
+
+
+def open_when_there(open_it, timeout: float = 30.0):
+    """A FastLane segment is made just after ``run_started`` is out (as for a local run)."""
+    from mosaic_fastlane.segment import SegmentMissing
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return open_it()
+        except SegmentMissing:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_fastlane_frames_of_a_remote_run_are_read_here(cluster, tmp_path):
+    """The run renders CartPole on nodeA into a FastLane segment of its own there; its frames
+    reach this run's segment on the caller's side (made by the caller's process, which runs no
+    training here), where a FastLaneReader (the dashboard's) reads them as they come."""
+    from mosaic_fastlane import FastLaneReader
+
+    shm = tmp_path / "shm"
+    shm.mkdir(mode=0o700)
+    node_dirs = set(Path("/dev/shm").glob("mosaic-relay-fl-*"))
+    proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "50000000", "--json", "--ray-address",
+                             cluster.address, "--ray-resources", '{"nodeA": 1}', "--extras", '{"fastlane": true}'],
+                            cwd=tmp_path, env=caller_env(cluster, MOSAIC_FASTLANE_SHM_DIR=str(shm)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        started = json.loads(proc.stdout.readline())
+        assert started["event"] == "run_started", started
+        with open_when_there(lambda: FastLaneReader(started["run_id"], directory=shm)) as reader:
+            assert reader.header.owner_pid == proc.pid  # the caller's own segment, not the node's
+            first = reader.wait(timeout=120)
+            assert first is not None, "no frame of the remote run reached the caller"
+            later = reader.wait(after=reader.frames_published(), timeout=60)
+            assert later is not None, "the remote run's frames stopped coming"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert first.pixels.shape[1:] == (512, 3) and len(np.unique(first.pixels)) > 1  # a real 600x400 render, scaled
+    assert 0 < first.global_step < later.global_step and later.frame_number > first.frame_number
+    assert proc.returncode == 130, err
+    manifest = json.loads((Path(started["payload"]["run_dir"]) / "analytics.json").read_text())
+    assert manifest["fastlane"]["frames_published"] >= 2  # the node's own count, its manifest brought back
+    assert not list(shm.iterdir()), "the caller's segment outlived the run"
+    assert set(Path("/dev/shm").glob("mosaic-relay-fl-*")) <= node_dirs, "the node's frame directory outlived the run"
 
 
 def test_bad_input_is_one_line_at_submit(cluster, tmp_path):

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -163,3 +165,23 @@ def test_sweep_dashboard_refuses_another_user(tmp_path):
     finally:
         _stop(board)
     assert len(optuna.load_study(study_name="shared", storage=storage).trials) == 1
+
+
+@needs_second_user
+def test_a_squatted_tmp_runtime_dir_only_moves_the_token_file_home(tmp_path, request):
+    """Another user who makes ``/tmp/mosaic-<our uid>`` first (theirs, 0777) cannot stop our
+    servers from starting nor see their tokens: the token file goes to ``~/.cache`` instead."""
+    shared = Path(tempfile.mkdtemp(prefix="mosaic-shared-"))  # like /tmp: sticky, everyone's
+    shared.chmod(0o1777)
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    squat = shared / f"mosaic-{os.geteuid()}"
+    made = run_as_nobody([sys.executable, "-c", f"import os; os.mkdir({str(squat)!r}); os.chmod({str(squat)!r}, 0o777)"])
+    assert made.returncode == 0, made.stderr
+    env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}
+    env.update(TMPDIR=str(shared), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    code = "from mosaic_core.webtoken import issue; t = issue('serve', 1234); print(t.file)"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    token_file = Path(result.stdout.strip())
+    assert token_file.parent == tmp_path / "cache" / "mosaic" / "runtime"
+    assert not any(squat.iterdir())

@@ -40,6 +40,7 @@ for label, metadata in (("", []), (" with a guessed token", [("authorization", "
     attempt("SubmitRun" + label, lambda: stub.SubmitRun(pb.SubmitRunRequest(config_json=config), timeout=10, metadata=metadata))
     attempt("CancelRun" + label, lambda: stub.CancelRun(pb.CancelRunRequest(run_id=victim), timeout=10, metadata=metadata))
     attempt("ListRuns" + label, lambda: stub.ListRuns(pb.ListRunsRequest(), timeout=10, metadata=metadata))
+    attempt("RemoveRun" + label, lambda: stub.RemoveRun(pb.RemoveRunRequest(run_id=victim), timeout=10, metadata=metadata))
     attempt("WatchRuns" + label, lambda: next(stub.WatchRuns(pb.WatchRunsRequest(), timeout=5, metadata=metadata)))
     attempt("StreamRunSteps" + label, lambda: list(stub.StreamRunSteps(pb.StreamStepsRequest(run_id=victim), timeout=5, metadata=metadata)))
     attempt("ListWorkers" + label, lambda: stub.ListWorkers(pb.ListWorkersRequest(), timeout=10, metadata=metadata))

@@ -1,4 +1,4 @@
-"""What the runs under a runs root are: read from their config, events and manifest.
+"""What one run under a runs root is: read from their config, events and manifest.
 
 A run is any directory holding ``config.json`` or ``events.jsonl``. Its status comes from the
 terminal event, else the manifest, else ``running`` (``lost`` when the process that ran it is
@@ -17,7 +17,6 @@ from typing import Any
 
 from mosaic_core.files import open_private, read_private_text, tail_lines
 from mosaic_core.procs import process_alive
-from mosaic_analytics.progress import unit_of
 
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
 TAIL_BYTES = 256 * 1024
@@ -39,6 +38,8 @@ class RunSummary:
     ended_at: float | None = None
     reason: str | None = None  # why it failed or was cancelled (from its terminal event)
     manifest_schema: str | None = None
+    experiment: str | None = None  # extras.experiment_name (a worker's --name)
+    disk_bytes: int | None = None  # every file under the run directory (links not followed)
     problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +102,18 @@ def _metrics_of(payload: Any) -> dict[str, Any] | None:
     return payload if "global_step" in payload else None
 
 
+def unit_of(started: dict[str, Any], total_timesteps: int) -> tuple[str, int]:
+    """(unit, total) a run's progress counts: its ``run_started`` payload's ``progress``
+    (``{"unit": "episodes", "total": N}``, a worker's ``Launch.started_payload`` for a run that
+    plays episodes, e.g. a policy evaluation) when it gives a positive total, else its steps."""
+    declared = started.get("progress") if isinstance(started, dict) else None
+    if isinstance(declared, dict) and declared.get("unit") == "episodes":
+        total = declared.get("total")
+        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+            return "episodes", total
+    return "steps", total_timesteps
+
+
 def summarize(run_dir: Path) -> RunSummary:
     """One run's summary; never raises for a damaged run directory."""
     summary = RunSummary(run_id=run_dir.name, path=str(run_dir))
@@ -114,6 +127,9 @@ def summarize(run_dir: Path) -> RunSummary:
     total = config.get("total_timesteps")
     summary.total_timesteps = total if isinstance(total, int) and not isinstance(total, bool) else None
     summary.manifest_schema = _text(manifest.get("schema")) if manifest else None
+    extras = config.get("extras") if isinstance(config.get("extras"), dict) else {}
+    summary.experiment = _text(extras.get("experiment_name"))
+    summary.disk_bytes = disk_usage(run_dir)
     if first is not None and first.get("event") == "run_started":
         started = first.get("payload") or {}
         summary.started_at = _number(first.get("timestamp"))
@@ -166,27 +182,33 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def list_runs(root: Path) -> list[RunSummary]:
-    """Every run under ``root``, newest first."""
-    runs = []
-    try:
-        entries = list(os.scandir(root))
-    except OSError:
-        return []
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False) and _ours(entry) and (
-                os.path.exists(os.path.join(entry.path, "config.json"))
-                or os.path.exists(os.path.join(entry.path, "events.jsonl"))):
-            runs.append(summarize(Path(entry.path)))
-    runs.sort(key=lambda r: (r.started_at or 0.0, r.run_id), reverse=True)
-    return runs
+def disk_usage(path: Path) -> int:
+    """Bytes allocated to the files under ``path`` (links are counted, never followed)."""
+    total, todo = 0, [str(path)]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as entries:
+                for entry in entries:
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += info.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+        except OSError:
+            continue
+    return total
 
 
-def _ours(entry: os.DirEntry) -> bool:
-    try:
-        return entry.stat(follow_symlinks=False).st_uid == os.geteuid()
-    except OSError:
-        return False
+def format_bytes(size: int | None) -> str:
+    if size is None:
+        return "-"
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024 or unit == "G":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return "-"
 
 
 def format_age(started_at: float | None, now: float | None = None) -> str:

@@ -1,0 +1,96 @@
+"""What a run directory holds besides its own records: TensorBoard event files, checkpoints
+and videos, found by looking (the analytics manifest, the dashboard and export read them here).
+
+Every path is relative to the run directory and checked with
+:meth:`mosaic_core.runs.RunDirectory.inside` (symlinks resolved): anything outside is left out.
+Scanning skips symbolic links and the ``wandb/`` tree (wandb keeps copies of the event files),
+and stops after ``MAX_FILES`` entries per section.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from mosaic_core.errors import ConfigError
+from mosaic_core.runs import RunDirectory
+
+EVENT_FILE = "events.out.tfevents."
+CHECKPOINT_SUFFIXES = (".cleanrl_model", ".pt", ".pth", ".ckpt", ".safetensors")
+VIDEO_SUFFIXES = (".mp4", ".gif", ".webm")
+SKIP_DIRS = {"wandb", "__pycache__", ".git"}
+MAX_FILES = 2000
+MAX_WALK = 50_000
+STEP_IN_NAME = re.compile(r"(?:global_step|step|steps|iter|update)[_\-=]?(\d+)|_(\d+)\.[A-Za-z_]+$")
+
+
+def inside(directory: RunDirectory, path: str | Path) -> str | None:
+    """``path`` relative to the run dir, or None when it resolves outside it."""
+    try:
+        return directory.relative(directory.inside(path))
+    except (ConfigError, OSError, ValueError):
+        return None
+
+
+def walk_files(run_dir: Path) -> Iterable[tuple[str, os.stat_result]]:
+    """(relative path, stat) of the regular files under ``run_dir``, links and skipped dirs left out."""
+    seen = 0
+    for root, dirs, files in os.walk(run_dir):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(root, d)))
+        for name in sorted(files):
+            seen += 1
+            if seen > MAX_WALK:
+                return
+            path = os.path.join(root, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if not os.path.islink(path) and os.path.isfile(path):
+                yield os.path.relpath(path, run_dir), info
+
+
+def step_from_name(name: str) -> int | None:
+    match = STEP_IN_NAME.search(Path(name).name)
+    if not match:
+        return None
+    return int(match.group(1) or match.group(2))
+
+
+def scan(directory: RunDirectory, seen_checkpoints: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``tensorboard``, ``checkpoints`` and ``videos`` sections."""
+    run_dir = directory.path
+    event_dirs: dict[str, int] = {}
+    checkpoints: dict[str, dict[str, Any]] = {}
+    videos: list[dict[str, Any]] = []
+    if run_dir.is_dir():
+        for rel, info in walk_files(run_dir):
+            name = os.path.basename(rel)
+            if name.startswith(EVENT_FILE):
+                parent = os.path.dirname(rel) or "."
+                event_dirs[parent] = event_dirs.get(parent, 0) + 1
+            elif name.endswith(CHECKPOINT_SUFFIXES) and len(checkpoints) < MAX_FILES:
+                checkpoints[rel] = {"path": rel, "step": step_from_name(name), "size_bytes": info.st_size}
+            elif name.endswith(VIDEO_SUFFIXES) and len(videos) < MAX_FILES:
+                videos.append({"path": rel, "size_bytes": info.st_size})
+    for event in seen_checkpoints:  # checkpoint_saved events name files the scan may not recognise
+        rel = inside(directory, event["path"])
+        if rel is None:
+            continue
+        entry = checkpoints.setdefault(rel, {"path": rel, "step": None, "size_bytes": None})
+        if event.get("step") is not None:
+            entry["step"] = event["step"]
+        full = run_dir / rel
+        if entry["size_bytes"] is None:
+            entry["size_bytes"] = full.stat().st_size if full.is_file() else None
+        if not full.exists():
+            entry["missing"] = True
+    ordered = sorted(checkpoints.values(), key=lambda c: (c["step"] is None, c["step"] or 0, c["path"]))
+    return {
+        "tensorboard": {"logdir": ".", "event_dirs": sorted(event_dirs),
+                        "event_files": sum(event_dirs.values())},
+        "checkpoints": {"files": ordered[:MAX_FILES]},
+        "videos": {"files": videos},
+    }

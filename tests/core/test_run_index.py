@@ -1,0 +1,118 @@
+"""The run index (mosaic_core.runstore.index): the same answers as reading every run directory,
+kept up to date as runs start, change, end, vanish and arrive; rebuilt when damaged; never in
+the way when it cannot be written."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+
+from mosaic_core.runstore.index import INDEX_NAME, RunIndex, list_runs, record_run
+from mosaic_core.runstore.summary import summarize
+
+
+def make_run(root, run_id, *, end: str | None = "run_completed", step: int = 100, experiment: str | None = None,
+             started: float | None = None):
+    run = root / run_id
+    run.mkdir(parents=True)
+    extras = {"experiment_name": experiment} if experiment else {}
+    (run / "config.json").write_text(json.dumps({"run_id": run_id, "worker": "cleanrl", "algo": "ppo",
+                                                 "env_id": "CartPole-v1", "total_timesteps": 1000, "extras": extras}))
+    t = started or time.time()
+    events = [{"event": "run_started", "run_id": run_id, "seq": 1, "timestamp": t, "payload": {}},
+              {"event": "metrics", "run_id": run_id, "seq": 2, "timestamp": t + 1,
+               "payload": {"global_step": step, "episodic_return": 1.5}}]
+    if end:
+        events.append({"event": end, "run_id": run_id, "seq": 3, "timestamp": t + 2, "payload": {"error": "boom"}})
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return run
+
+
+def fresh(root):
+    return sorted((summarize(p).to_dict() for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
+                   and ((p / "config.json").exists() or (p / "events.jsonl").exists())), key=lambda s: s["run_id"])
+
+
+def listed(root):
+    return sorted((s.to_dict() for s in list_runs(root)), key=lambda s: s["run_id"])
+
+
+def test_the_index_answers_as_the_directories_do_and_follows_their_changes(tmp_path):
+    root = tmp_path / "runs"
+    for i in range(5):
+        make_run(root, f"r{i}", end="run_failed" if i == 3 else "run_completed", started=time.time() - 100 + i)
+    make_run(root, "live", end=None)
+    (root / "not-a-run").mkdir()
+    assert listed(root) == fresh(root)
+    assert [s.run_id for s in list_runs(root)][:2] == ["live", "r4"]  # newest first
+    assert oct((root / INDEX_NAME).stat().st_mode & 0o777) == "0o600"
+    rows = sqlite3.connect(root / INDEX_NAME).execute("SELECT run_id, status FROM runs ORDER BY run_id").fetchall()
+    assert dict(rows) == {"live": "running", "r0": "completed", "r1": "completed", "r2": "completed",
+                          "r3": "failed", "r4": "completed"}
+
+    with open(root / "live" / "events.jsonl", "a") as handle:  # the running run ends
+        handle.write(json.dumps({"event": "run_cancelled", "run_id": "live", "seq": 3, "timestamp": time.time(),
+                                 "payload": {"reason": "stop"}}) + "\n")
+    import shutil
+
+    shutil.rmtree(root / "r0")  # one is removed, one arrives, one's manifest is rewritten
+    make_run(root, "new", step=7)
+    time.sleep(0.01)
+    (root / "r1" / "analytics.json.tmp").write_text(json.dumps({"schema": "x", "status": "completed"}))
+    os.replace(root / "r1" / "analytics.json.tmp", root / "r1" / "analytics.json")
+    assert listed(root) == fresh(root)
+    by_id = {s.run_id: s for s in list_runs(root)}
+    assert by_id["live"].status == "cancelled" and "r0" not in by_id and by_id["new"].global_step == 7
+    assert by_id["r1"].manifest_schema == "x"
+
+
+def test_a_damaged_or_foreign_index_is_rebuilt(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "a")
+    (root / INDEX_NAME).write_bytes(b"not a database" * 100)
+    assert [s.run_id for s in list_runs(root)] == ["a"]
+    assert sqlite3.connect(root / INDEX_NAME).execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+    db = sqlite3.connect(root / INDEX_NAME)
+    db.execute("PRAGMA user_version = 99")  # another schema
+    db.commit()
+    db.close()
+    assert [s.run_id for s in list_runs(root)] == ["a"]
+
+
+def test_an_index_that_cannot_be_used_costs_only_speed(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "a")
+    elsewhere = tmp_path / "elsewhere.sqlite3"
+    (root / INDEX_NAME).symlink_to(elsewhere)  # never followed
+    assert listed(root) == fresh(root)
+    assert not elsewhere.exists()
+    (root / INDEX_NAME).unlink()
+    (root / INDEX_NAME).mkdir()  # not even a file
+    assert listed(root) == fresh(root)
+
+
+def test_runs_are_recorded_as_they_start_and_end_and_found_by_experiment(tmp_path):
+    root = tmp_path / "runs"
+    run = make_run(root, "a", end=None, experiment="exp1")
+    make_run(root, "b", experiment="exp2")
+    record_run(run)  # no index yet: a run makes none (the first listing does)
+    assert not (root / INDEX_NAME).exists()
+    list_runs(root)
+    sqlite3.connect(root / INDEX_NAME).execute("DELETE FROM runs WHERE run_id = 'b'").connection.commit()
+    with open(run / "events.jsonl", "a") as handle:
+        handle.write(json.dumps({"event": "heartbeat", "run_id": "a", "seq": 3, "timestamp": time.time(),
+                                 "payload": {}}) + "\n")
+    record_run(run)  # the host, as the run starts
+    stored = dict(sqlite3.connect(root / INDEX_NAME).execute("SELECT run_id, status FROM runs").fetchall())
+    assert stored == {"a": "running"}
+    with open(run / "events.jsonl", "a") as handle:
+        handle.write(json.dumps({"event": "run_completed", "run_id": "a", "seq": 4, "timestamp": time.time(),
+                                 "payload": {}}) + "\n")
+    record_run(run)  # and as it ends
+    stored = dict(sqlite3.connect(root / INDEX_NAME).execute("SELECT run_id, status FROM runs").fetchall())
+    assert stored == {"a": "completed"}
+    index = RunIndex(root)
+    assert index.named("exp1") == ["a"] and index.named("exp2") == ["b"] and index.named("none") == []
+    index.close()
