@@ -161,6 +161,8 @@ class WorkerMetadata:
     constructor, or an object; see :class:`mosaic_core.worker.Worker`). The host imports it
     only when it runs or checks a job, so discovery stays import-light. ``environment``
     (optional) gives the worker its own Python environment (:class:`WorkerEnvironment`).
+    ``example``: a worker that shows how to write one (or a test fixture): listed and run by
+    name, never chosen for a run that names no worker (:func:`mosaic_core.workers.default_worker`).
     """
 
     version: str
@@ -171,9 +173,12 @@ class WorkerMetadata:
     upstream_library: str | None = None
     upstream_version: str | None = None
     environment: WorkerEnvironment | None = None
+    example: bool = False
 
     def __post_init__(self) -> None:
         owner = "WorkerMetadata"
+        if not isinstance(self.example, bool):
+            raise ValueError(f"{owner}.example must be true or false, got {self.example!r}")
         if self.environment is not None and not isinstance(self.environment, WorkerEnvironment):
             raise ValueError(f"{owner}.environment must be WorkerEnvironment or None, "
                              f"got {type(self.environment).__name__}")

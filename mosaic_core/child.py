@@ -27,15 +27,15 @@ import multiprocessing
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
-from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, child_from_environ
+from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, REFUSAL_KIND, child_from_environ
 from mosaic_core.types import ChildContext, FrameInfo, HookFailure
 
 if TYPE_CHECKING:
     from mosaic_core.plugins import PluginHost
 
-__all__ = ["ChildContext", "FrameInfo", "current", "plugins", "publish", "emit_event", "report_scalar",
+__all__ = ["ChildContext", "FrameInfo", "current", "plugins", "publish", "emit_event", "refuse_config", "report_scalar",
            "frame_wanted", "publish_frame", "install", "install_lazily", "after_import", "env_index_hint",
            "restart_env_indices"]
 _WRITER_MODULES = ("torch.utils.tensorboard.writer", "tensorboardX.writer")
@@ -72,6 +72,20 @@ def emit_event(event: str, payload: dict[str, Any]) -> bool:
     The host emits it with the run's id and next ``seq``; terminal events are refused.
     """
     return publish(LIFECYCLE_KIND, {"event": event, "payload": payload}, reliable=True)
+
+
+def refuse_config(message: str) -> NoReturn:
+    """End the training process over a config it cannot train with, found before its first
+    step (a network that does not fit the env's observations, a checkpoint for another env):
+    the host reports it as a configuration error (``mosaic: error: ...``, one line, exit 2,
+    ``run_failed`` with ``error_kind: config``), not as a crash with a traceback. Outside a
+    MOSAIC run: ``error: ...`` on stderr and exit code 2 all the same."""
+    message = " ".join(str(message).split())
+    ready = _ready()
+    if ready is not None:
+        ready[0].publish(REFUSAL_KIND, {"error": message}, True)
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 # ------------------------------------------------------------------ the public training-process API

@@ -18,6 +18,7 @@ from mosaic_core.types import ChildContext
 CHILD_VAR = "MOSAIC_CHILD"
 LIFECYCLE_KIND = "lifecycle"  # side-channel messages the host turns into lifecycle events
 FAILURE_KIND = "plugin_failure"  # a plugin failed in the training process (HookFailure fields)
+REFUSAL_KIND = "config_refused"  # the training process refused its config before its first step ({"error"})
 
 
 def describe_child(child: ChildContext) -> str:

@@ -42,6 +42,33 @@ def new_run_id() -> str:
     return str(ULID())
 
 
+MAX_NAME = 1000  # characters of algo, env_id, worker_id: a name or a path, never a page
+_NOT_IN_NAMES = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")  # controls, line breaks, lone surrogates
+_NOT_ANYWHERE = re.compile(r"[\x00\ud800-\udfff]")  # NUL and lone surrogates reach no command line, file or terminal
+
+
+def _check_name(name: str, value: str, source: str | None) -> None:
+    if len(value) > MAX_NAME:
+        raise ConfigError(f"{name} is {len(value):,} characters long; at most {MAX_NAME:,}", field=name, source=source)
+    bad = _NOT_IN_NAMES.search(value)
+    if bad:
+        raise ConfigError(f"{name} holds the control character {bad.group()!r} at position {bad.start()}",
+                          field=name, source=source)
+
+
+def _check_text(value: Any, where: str, source: str | None) -> None:
+    """No string in ``value`` (keys included, at any depth) holds NUL or a lone surrogate."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        field = f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]"
+        for text, what in ((key, "key"), (item, "value")):
+            if isinstance(text, str) and _NOT_ANYWHERE.search(text):
+                raise ConfigError(f"{field if what == 'value' else where}: a {what} holds a NUL or an unpaired "
+                                  "surrogate character, which no command line or file can carry",
+                                  field=where if what == "key" else field, source=source)
+        _check_text(item, field, source)
+
+
 def check_run_id(run_id: Any, source: str | None = None) -> str:
     if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
         raise ConfigError(
@@ -70,6 +97,7 @@ class WorkerConfig:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}", field=name, source=src)
+            _check_name(name, value, src)
         total = self.total_timesteps
         if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
             raise ConfigError(f"total_timesteps must be an integer > 0, got {total!r}", field="total_timesteps", source=src)
@@ -82,8 +110,11 @@ class WorkerConfig:
                               f"got {seed!r}", field="seed", source=src)
         if self.worker_id is not None and not isinstance(self.worker_id, str):
             raise ConfigError(f"worker_id must be a string or null, got {self.worker_id!r}", field="worker_id", source=src)
+        if self.worker_id is not None:
+            _check_name("worker_id", self.worker_id, src)
         if not isinstance(self.extras, dict):
             raise ConfigError(f"extras must be an object, got {type(self.extras).__name__}", field="extras", source=src)
+        _check_text(self.extras, "extras", src)
 
     def with_overrides(self, **overrides: Any) -> "WorkerConfig":
         """A copy with the given fields replaced (None means "not given"); ``extras`` is merged
@@ -224,7 +255,9 @@ def build_config(
                           field=unknown[0], source=source)
     missing = [name for name in REQUIRED if merged.get(name) in (None, "")]
     if missing:
-        raise ConfigError(f"missing required field(s) {', '.join(missing)}", field=missing[0], source=source)
+        flags = "" if source else "; give " + ", ".join("--env-id (or --env)" if name == "env_id" else
+                                                         f"--{name.replace('_', '-')}" for name in missing)
+        raise ConfigError(f"missing required field(s) {', '.join(missing)}{flags}", field=missing[0], source=source)
     return WorkerConfig(**merged, source=source)
 
 

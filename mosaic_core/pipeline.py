@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from mosaic_core import launchers
 from mosaic_core.cli.errors import run_cli_command
-from mosaic_core.config import REDACTED, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
+from mosaic_core.config import (REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file,
+                                redact)
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
@@ -42,9 +43,16 @@ SECRET_EXTRAS_ENV = "MOSAIC_SECRET_EXTRAS"  # a JSON object merged into extras, 
 REGISTRATION_ENV = "MOSAIC_REGISTRATION_SECRET"  # a daemon-spawned run's proof for RegisterWorker, read once
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (``mosaic: error: ...``, exit 2), not a screen of usage."""
+
+    def error(self, message: str) -> Any:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
 def host_parser(prog: str, worker_name: str, description: str) -> argparse.ArgumentParser:
     """The flags every worker's runs share (DESIGN.md §5); a worker adds its own after them."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False,
+    parser = OneLineParser(prog=prog, description=description, allow_abbrev=False,
                                      epilog="Lifecycle events are printed as JSON lines on stdout (at a terminal: "
                                             "human lines; --json for JSON there too).")
     run = parser.add_argument_group("run")
@@ -53,7 +61,7 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     run.add_argument("--from", dest="from_run", metavar="RUN_ID",
                      help="repeat a recorded run (its config.json; an id prefix is enough) with a new run id")
     run.add_argument("--algo", help="algorithm (the worker says which names it knows)")
-    run.add_argument("--env-id", help="environment id")
+    run.add_argument("--env-id", "--env", dest="env_id", help="environment id (--env: the same)")
     run.add_argument("--total-timesteps", type=int, help="environment steps to train for")
     run.add_argument("--seed", type=int)
     run.add_argument("--worker-id")
@@ -272,7 +280,7 @@ def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: arg
     if isinstance(extras, dict) and REDACTED in extras.values():
         data["extras"] = {k: v for k, v in extras.items() if v != REDACTED}
     run_id = data.get("run_id")
-    if not ns.run_id and isinstance(run_id, str) and run_id:
+    if not ns.run_id and isinstance(run_id, str) and RUN_ID.fullmatch(run_id):  # else validation says what is wrong
         root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
         if (root / run_id).exists():
             data.pop("run_id")  # repeating a recorded run: it gets an id of its own

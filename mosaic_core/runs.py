@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig, check_run_id, redact
+from mosaic_core.config import RUN_ID, WorkerConfig, check_run_id, redact
 from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.files import check_ancestors, check_own_dir, is_within, run_umask, write_json_atomic
 
@@ -70,8 +70,9 @@ def find_run_dir(root: Path, ref: str) -> Path:
     """The directory of the run ``ref`` names under ``root``: its id, or a prefix of exactly one
     id (26-character ids need not be typed whole). A UsageError lists the ambiguous matches or
     suggests close ids."""
-    if not isinstance(ref, str) or not ref or "/" in ref or ref in (".", "..") or "\0" in ref:
-        raise ConfigError(f"{ref!r} is not a run id", field="run_id")
+    if not isinstance(ref, str) or not RUN_ID.fullmatch(ref):  # an id or its prefix; never a path or a page
+        raise ConfigError(f"{ref[:200] if isinstance(ref, str) else ref!r} is not a run id (letters, digits, - and _, "
+                          "at most 128)", field="run_id")
     check_runs_root(root)
     if (root / ref).is_dir():
         check_own_dir(root / ref, "run directory")

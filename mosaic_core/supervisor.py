@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mosaic_core import channel, procs
-from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, describe_child
+from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, REFUSAL_KIND, describe_child
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
 from mosaic_core.failures import failure_reason
@@ -36,6 +36,7 @@ from mosaic_core.types import ChildContext
 
 BOOT_DIR = Path(__file__).parent / "_boot"
 STDERR_TAIL_LINES = 40
+REFUSED_EXIT = 2  # with a config_refused message first: the run's config was refused (mosaic_core.child.refuse_config)
 # SDL (pygame, used by gymnasium's renderers) installs SIGINT/SIGTERM handlers that turn a
 # stop request into a quit event nobody reads: a rendering run would ignore cancel.
 CHILD_DEFAULTS = {"SDL_NO_SIGNAL_HANDLERS": "1", "PYTHONUNBUFFERED": "1"}
@@ -66,6 +67,7 @@ class Supervisor:
         self.options = options or SupervisorOptions()
         self.process: subprocess.Popen[bytes] | None = None
         self._cancel_reason: str | None = None
+        self._refusal: str | None = None  # the training process refused its config (REFUSAL_KIND)
         # Wake-ups go through a pipe, not a threading.Event: a signal handler runs in the main
         # thread, possibly while it holds the Event's lock inside wait(); os.write takes no lock.
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -85,6 +87,10 @@ class Supervisor:
                        "(mosaic_child_events) nor the worker (Worker.child_events) declared it")
                 print(f"mosaic: warning: worker {self.run.worker!r} emitted child event {event[:80]!r}: {why}; "
                       "it is dropped", file=sys.stderr)
+            return
+        if kind == REFUSAL_KIND:  # mosaic_core.child.refuse_config: a config error, said in one line
+            if isinstance(payload.get("error"), str) and payload["error"]:
+                self._refusal = payload["error"][:1000]
             return
         if kind == FAILURE_KIND:  # a plugin failed in the training process
             if all(isinstance(payload.get(k), str) for k in ("plugin", "hook", "error")):
@@ -253,6 +259,8 @@ class Supervisor:
             return "cancelled", {"reason": reason, "returncode": code, "logs": logs}, 130
         if code == 0:
             return "completed", {"returncode": 0, "logs": logs}, 0
+        if code == REFUSED_EXIT and self._refusal:
+            return "failed", {"error": self._refusal, "error_kind": "config", "returncode": code, "logs": logs}, code
         tail = "\n".join(tail_lines(self.run.directory.log(self.run.worker, "stderr"), STDERR_TAIL_LINES))
         if code is not None and code < 0:
             error = f"training process killed by signal {signal.Signals(-code).name}"
@@ -271,7 +279,10 @@ class Supervisor:
         except OSError as exc:
             payload.setdefault("manifest_error", str(exc))
         run.emit(EVENT_OF[status], payload)
-        if status == "failed" and not run.quiet and payload.get("error"):
+        if status == "failed" and payload.get("error_kind") == "config":  # --quiet too: the one line of why
+            print(f"mosaic: error: {payload['error']} (run {run.run_id} refused it before its first step)",
+                  file=sys.stderr)
+        elif status == "failed" and payload.get("error"):
             print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
 
 

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # Variables that change what the host does: a test sets them itself when it means to.
 HOST_VARS = {"MOSAIC_CHILD", "MOSAIC_CHANNEL", "MOSAIC_LOAD_PLUGINS", "MOSAIC_DISABLE_PLUGINS",
-             "MOSAIC_STRICT_PLUGINS", "MOSAIC_TRACE_HOOKS", "MOSAIC_RUNS_DIR", "MOSAIC_CLEANRL_HOME"}
+             "MOSAIC_STRICT_PLUGINS", "MOSAIC_TRACE_HOOKS", "MOSAIC_RUNS_DIR", "MOSAIC_CLEANRL_HOME",
+             "MOSAIC_DEFAULT_WORKER"}
 
 
 @dataclass

@@ -10,13 +10,29 @@ from typing import Callable
 from mosaic_core.errors import MosaicError
 
 
+MAX_MESSAGE = 2000  # characters of one error line: a value a user pasted by mistake is cut, not echoed whole
+
+
+def one_line(message: str) -> str:
+    """``message`` as one printable line: control characters (newlines, terminal escapes) shown as
+    ``?``, characters no terminal can encode (lone surrogates) escaped, the middle of a very
+    long one cut."""
+    from mosaic_core.files import printable
+
+    text = printable(message).replace("\u2028", "?").replace("\u2029", "?")
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > MAX_MESSAGE:
+        text = f"{text[:MAX_MESSAGE // 2]} …[{len(text) - MAX_MESSAGE:,} characters cut]… {text[-MAX_MESSAGE // 2:]}"
+    return text
+
+
 def run_cli_command(action: Callable[[], int | None], verbose: bool = False, prog: str = "mosaic") -> int:
     try:
         return int(action() or 0)
     except MosaicError as exc:
         if verbose:
             traceback.print_exc()
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
@@ -26,6 +42,6 @@ def run_cli_command(action: Callable[[], int | None], verbose: bool = False, pro
     except Exception as exc:  # a bug: say so in one line; --verbose shows where
         if verbose:
             traceback.print_exc()
-        print(f"{prog}: internal error: {type(exc).__name__}: {exc} (run with --verbose for the traceback)",
-              file=sys.stderr)
+        print(f"{prog}: internal error: {type(exc).__name__}: {one_line(str(exc))} (run with --verbose for the "
+              "traceback)", file=sys.stderr)
         return 1

@@ -199,13 +199,14 @@ def build_parser(commands: list[CliCommand]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mosaic",
         description="MOSAIC: run reinforcement-learning training jobs through installed workers and plugins.",
-        epilog="Train: mosaic run --worker cleanrl --algo ppo --env-id CartPole-v1 --total-timesteps 50000\n"
-               "Help for a worker's flags: mosaic run --worker cleanrl --help",
+        epilog="Train: mosaic run --algo ppo --env CartPole-v1 --total-timesteps 50000\n"
+               "Help for a worker's flags: mosaic run [--worker NAME] --help",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"mosaic {__version__}")
     parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("run", help="run a training job: mosaic run --worker NAME [worker flags...]")
+    sub.add_parser("run", help="run a training job: mosaic run [--worker NAME] [worker flags...] (default: the one "
+                                  "installed worker, or $MOSAIC_DEFAULT_WORKER)")
     for command in commands:
         command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
     return parser
@@ -229,12 +230,17 @@ def _run_worker(argv: list[str], verbose: bool) -> int:
             rest.append(arg)
         i += 1
     if worker is None:
-        if any(a in ("-h", "--help") for a in rest):
+        from mosaic_core.workers import default_worker
+
+        try:
+            worker = default_worker()
+        except UsageError:
+            if not any(a in ("-h", "--help") for a in rest):
+                raise
             names = ", ".join(i.name for i in discover_workers() if i.status == "active") or "none"
-            print(f"usage: mosaic run --worker NAME [worker flags...]\n\ninstalled workers: {names}\n"
+            print(f"usage: mosaic run [--worker NAME] [worker flags...]\n\ninstalled workers: {names}\n"
                   "worker flags: mosaic run --worker NAME --help")
             return 0
-        raise UsageError("mosaic run needs --worker NAME (see `mosaic workers`)")
     return run_worker(worker, rest, prog=f"mosaic run --worker {worker}")
 
 

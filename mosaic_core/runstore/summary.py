@@ -32,7 +32,8 @@ class RunSummary:
     status: str = "unknown"
     global_step: int | None = None
     total_timesteps: int | None = None
-    last_return: float | None = None
+    last_return: float | None = None  # the smoothed episodic return (the run's closing summary's), or an evaluation's mean
+    unit: str = "steps"  # what global_step / total_timesteps count: "episodes" for a policy evaluation
     started_at: float | None = None
     ended_at: float | None = None
     reason: str | None = None  # why it failed or was cancelled (from its terminal event)
@@ -101,6 +102,18 @@ def _metrics_of(payload: Any) -> dict[str, Any] | None:
     return payload if "global_step" in payload else None
 
 
+def unit_of(started: dict[str, Any], total_timesteps: int) -> tuple[str, int]:
+    """(unit, total) a run's progress counts: its ``run_started`` payload's ``progress``
+    (``{"unit": "episodes", "total": N}``, a worker's ``Launch.started_payload`` for a run that
+    plays episodes, e.g. a policy evaluation) when it gives a positive total, else its steps."""
+    declared = started.get("progress") if isinstance(started, dict) else None
+    if isinstance(declared, dict) and declared.get("unit") == "episodes":
+        total = declared.get("total")
+        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+            return "episodes", total
+    return "steps", total_timesteps
+
+
 def summarize(run_dir: Path) -> RunSummary:
     """One run's summary; never raises for a damaged run directory."""
     summary = RunSummary(run_id=run_dir.name, path=str(run_dir))
@@ -123,6 +136,8 @@ def summarize(run_dir: Path) -> RunSummary:
         summary.worker = summary.worker or _text(started.get("worker"))
         summary.algo = summary.algo or _text(started.get("algo"))
         summary.env_id = summary.env_id or _text(started.get("env_id"))
+        summary.unit, total = unit_of(started, summary.total_timesteps or 0)
+        summary.total_timesteps = total or summary.total_timesteps
     if summary.started_at is None:
         try:
             summary.started_at = (run_dir / "config.json").stat().st_mtime
@@ -132,12 +147,16 @@ def summarize(run_dir: Path) -> RunSummary:
     for record in tail:
         payload = record.get("payload") or {}
         metrics = _metrics_of(payload) if record["event"] in ("metrics", "heartbeat") else None
-        if metrics:
+        if metrics and summary.unit == "steps":
             step = metrics.get("global_step")
             if isinstance(step, int) and not isinstance(step, bool):
                 summary.global_step = max(summary.global_step or 0, step)
-            ret = _number(metrics.get("episodic_return"))
+            ret = _number(metrics.get("episodic_return_smoothed", metrics.get("episodic_return")))
             summary.last_return = ret if ret is not None else summary.last_return
+        if record["event"] == "eval_batch" and summary.unit == "episodes":
+            done = payload.get("episodes_done")
+            summary.global_step = done if isinstance(done, int) and not isinstance(done, bool) else summary.global_step
+            summary.last_return = _number(payload.get("mean_return"))
         if record["event"] == "heartbeat" and isinstance(payload, dict):
             pids.append(payload.get("pid"))
         if record["event"] in TERMINAL:
@@ -145,10 +164,10 @@ def summarize(run_dir: Path) -> RunSummary:
             summary.ended_at = _number(record.get("timestamp"))
             summary.reason = _text(payload.get("error") or payload.get("reason"))
     final = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
-    if summary.global_step is None and isinstance(final.get("global_step"), int):
+    if summary.global_step is None and summary.unit == "steps" and isinstance(final.get("global_step"), int):
         summary.global_step = final["global_step"]
-    if summary.last_return is None:
-        summary.last_return = _number(final.get("episodic_return"))
+    if summary.last_return is None and summary.unit == "steps":
+        summary.last_return = _number(final.get("episodic_return_smoothed", final.get("episodic_return")))
     if summary.status == "unknown":
         status = _text(manifest.get("status"))
         if status:

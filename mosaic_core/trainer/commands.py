@@ -91,7 +91,8 @@ def _run_daemon(ns: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- submit / cancel
 def _configure_submit(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="worker config JSON (flat, or nested at metadata.worker.config); "
-                                       "an optional \"worker\" key picks the worker (default cleanrl)")
+                                       "an optional \"worker\" key picks the worker (default: the one "
+                                       "installed, or $MOSAIC_DEFAULT_WORKER)")
     parser.add_argument("--run-id", default="", help="run id (wins over the file's)")
     _target(parser)
 

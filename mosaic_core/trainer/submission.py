@@ -1,7 +1,7 @@
 """SubmitRun's config: size caps, pick the worker, gate code paths, validate as a dry run would.
 
 The config is a worker config (flat, or nested at ``metadata.worker.config``) with one more
-optional key, ``worker`` (default ``cleanrl``). :class:`ConfigError` means the request is
+optional key, ``worker`` (default: :func:`mosaic_core.workers.default_worker`, as for ``mosaic run``). :class:`ConfigError` means the request is
 malformed (INVALID_ARGUMENT); :class:`PreconditionError` means it is well formed but cannot
 run here (FAILED_PRECONDITION), e.g. it asks for a GPU on a host without one or names a
 script the daemon's owner did not allow. Nothing is stored before all of this has passed.
@@ -19,10 +19,10 @@ from typing import Any, Callable
 
 from mosaic_core.config import WorkerConfig, build_config, parse_json, unwrap_config
 from mosaic_core.entrypoints import LoadedEntryPoint
-from mosaic_core.errors import ConfigError, MosaicError, PluginError
+from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
 from mosaic_core.types import CodePath
+from mosaic_core.workers import default_worker
 
-DEFAULT_WORKER = "cleanrl"
 SOURCE = "config_json"
 MAX_CONFIG_BYTES = 256 * 1024  # a worker config is a few hundred bytes; this leaves room, not 63 MiB
 
@@ -106,7 +106,11 @@ def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoi
     worker = raw.pop("worker", None)
     if worker is None and isinstance(data, dict):
         worker = data.get("worker") if isinstance(data.get("worker"), str) else None
-    worker = DEFAULT_WORKER if worker is None else worker
+    if worker is None:
+        try:
+            worker = default_worker(workers)
+        except UsageError as exc:
+            raise ConfigError(str(exc), field="worker", source=SOURCE) from None
     if not isinstance(worker, str) or not worker:
         raise ConfigError(f"worker must be a worker name, got {worker!r}", field="worker", source=SOURCE)
     item = _find_worker(worker, workers)

@@ -129,10 +129,11 @@ def _node_of(run_dir: Path) -> str | None:
     return node if isinstance(node, str) else None
 
 
-def _steps(step: int | None, total: int | None) -> str:
+def _steps(step: int | None, total: int | None, unit: str = "steps") -> str:
     if step is None:
         return "-"
-    return f"{step:,}/{total:,}" if total else f"{step:,}"
+    counted = f"{step:,}/{total:,}" if total else f"{step:,}"
+    return counted if unit == "steps" else f"{counted} {unit}"
 
 
 def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
@@ -159,7 +160,7 @@ def _list(ns: argparse.Namespace) -> int:
         return 0
     _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "AGE", "DISK"),
                 [(r.run_id, r.worker or "-", os.path.basename(r.algo) if r.algo else "-", r.env_id or "-", r.status,
-                  _steps(r.global_step, r.total_timesteps), "-" if r.last_return is None else f"{r.last_return:.2f}",
+                  _steps(r.global_step, r.total_timesteps, r.unit), "-" if r.last_return is None else f"{r.last_return:.2f}",
                   format_age(r.started_at), format_bytes(r.disk_bytes)) for r in runs])
     return 0
 
@@ -178,7 +179,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     lines = [("run", summary.run_id), ("path", summary.path), ("status", summary.status),
              *([("reason", summary.reason)] if summary.reason else []),
              ("worker", summary.worker), ("algo", summary.algo), ("env", summary.env_id),
-             ("steps", f"{summary.global_step} / {summary.total_timesteps}"),
+             (summary.unit, f"{summary.global_step} / {summary.total_timesteps}"),
              ("last return", summary.last_return), ("age", format_age(summary.started_at))]
     if isinstance(manifest, dict):
         metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
@@ -343,22 +344,37 @@ def _label(summary: Any) -> str:
 
 # ------------------------------------------------------------------ mosaic tensorboard
 def _configure_tensorboard(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("run_ids", metavar="RUN_ID", nargs="*",
+                        help="runs to show, by id or unique prefix (default: every run under the runs root)")
     parser.add_argument("--port", type=int, default=6006, help="port on 127.0.0.1 (0 = any free port; default 6006)")
     parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
 
 
 def _run_tensorboard(ns: argparse.Namespace) -> int:
+    """TensorBoard over the runs named (each under its id), or over every run of the root."""
     from mosaic_analytics import curves
+    from mosaic_core.runstore.index import list_runs
 
     if not 0 <= ns.port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {ns.port}")
-    run_dir = find_run(_runs_root(ns.runs_dir), ns.run_id)
-    if not curves.event_files(run_dir):
-        raise UsageError(f"run {ns.run_id!r} has no TensorBoard event files under {run_dir}")
+    root = _runs_root(ns.runs_dir)
+    if ns.run_ids:
+        dirs = [find_run(root, run_id) for run_id in ns.run_ids]
+        bare = [d for d in dirs if not curves.event_files(d)]
+        if bare:
+            raise UsageError(f"run {bare[0].name!r} has no TensorBoard event files under {bare[0]}")
+    else:
+        dirs = [Path(run.path) for run in reversed(list_runs(root)) if curves.event_files(Path(run.path))]
+        if not dirs:
+            raise UsageError(f"no run under {root} has TensorBoard event files")
+    dirs = list(dict.fromkeys(dirs))
     from mosaic_analytics.tbserve import serve_tensorboard  # every request needs the printed token
 
-    return serve_tensorboard(str(run_dir), ns.port)
+    if len(dirs) == 1:
+        return serve_tensorboard(str(dirs[0]), ns.port)
+    if any("," in str(d) for d in dirs):  # TensorBoard's --logdir_spec splits on commas
+        raise UsageError(f"{root} holds a comma: TensorBoard cannot take several runs there; name one run")
+    return serve_tensorboard(",".join(f"{d.name}:{d}" for d in dirs), ns.port, logdir_flag="--logdir_spec")
 
 
 COMMANDS = [
@@ -366,7 +382,7 @@ COMMANDS = [
                "`runs show|export|import|rm|gc`",
                _configure_runs, _run_runs),
     CliCommand("plot", "plot episodic return vs step of one or more runs into a PNG", _configure_plot, _run_plot),
-    CliCommand("tensorboard", "start TensorBoard on a run's directory, bound to 127.0.0.1",
+    CliCommand("tensorboard", "start TensorBoard over every run (or the runs named), bound to 127.0.0.1",
                _configure_tensorboard, _run_tensorboard),
     CliCommand("logs", "a run's events in human form (--follow until it ends; --target for a daemon's run)",
                lambda parser: _logs().configure(parser), lambda ns: _logs().run(ns)),

@@ -35,6 +35,7 @@ class RunAnalytics:
     interval: float
     progress: Any = None
     human: Any = None  # terminal.HumanLines when a person watches the run
+    started: dict[str, Any] = field(default_factory=dict)  # the run_started payload
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     wandb: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -94,6 +95,7 @@ def mosaic_child_env(run):
 @hookimpl
 def mosaic_run_started(run):
     from mosaic_analytics import progress
+    from mosaic_core.runstore.summary import unit_of
 
     current = state(run)
     if extras.tracking_enabled(run.config.extras):
@@ -101,14 +103,15 @@ def mosaic_run_started(run):
         if mode == "offline" and why.startswith("no W&B credential"):
             print(f"mosaic: note: W&B runs offline ({why}); its files go to {run.run_dir / 'wandb'}, "
                   "`wandb sync` uploads them later", file=sys.stderr)
+    unit, total = unit_of(current.started, run.config.total_timesteps)
     if progress.wanted(run.quiet):
-        current.progress = progress.ProgressView(run.run_id, run.config.total_timesteps)
+        current.progress = progress.ProgressView(run.run_id, total, unit)
     if run.human and not run.quiet:
         from mosaic_analytics.terminal import HumanLines
 
         view = current.progress
         current.human = HumanLines(run, view.print if view is not None else None)
-        current.human.opening()
+        current.human.opening(unit, total)
 
 
 # ------------------------------------------------------------------ while it trains
@@ -129,6 +132,8 @@ def mosaic_on_child_message(run, kind, payload):
 def mosaic_on_event(run, event):
     name, payload = event.get("event"), event.get("payload") or {}
     current = state(run)
+    if name == "run_started":  # emitted before mosaic_run_started: what the run counts comes from it
+        current.started = payload
     if name == "checkpoint_saved" and isinstance(payload.get("path"), str):
         step = payload.get("global_step", payload.get("step"))
         with current.lock:

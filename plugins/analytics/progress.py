@@ -2,7 +2,10 @@
 
 Shown only when stderr is a terminal and the run is not ``--quiet``. It is fed by lifecycle
 events: ``metrics`` and ``heartbeat`` move it, the terminal event stops it. rich is imported
-only when a bar is actually shown.
+only when a bar is actually shown. A run that plays episodes rather than training for steps (a
+policy evaluation) says so in its ``run_started`` payload, ``"progress": {"unit": "episodes",
+"total": N}`` (a worker puts it in ``Launch.started_payload``); its bar counts ``eval_batch``'s
+episodes then, and step counts do not move it.
 """
 
 from __future__ import annotations
@@ -39,14 +42,14 @@ def _format_number(value: float | None, digits: int = 1) -> str:
 class ProgressView:
     """One run's bar: steps/total, SPS, ETA and the latest (smoothed) episodic return."""
 
-    def __init__(self, run_id: str, total: int, stream: TextIO | None = None):
+    def __init__(self, run_id: str, total: int, unit: str = "steps", stream: TextIO | None = None):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        self.total = total
+        self.total, self.unit = total, unit
         self._lock = threading.Lock()
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
             TextColumn("{task.fields[sps]} SPS"), TextColumn("ETA {task.fields[eta]}"),
             TextColumn("return {task.fields[ret]}"),
             console=Console(file=stream or sys.stderr), redirect_stdout=False, redirect_stderr=False,
@@ -57,7 +60,7 @@ class ProgressView:
 
     def update(self, metrics: dict[str, Any]) -> None:
         step = metrics.get("global_step")
-        if not isinstance(step, int):
+        if not isinstance(step, int) or self.unit != "steps":
             return
         sps = metrics.get("sps")
         ret = metrics.get("episodic_return_smoothed")
@@ -75,6 +78,7 @@ class ProgressView:
             return
         with self._lock:
             if not self.finished:
+                self.unit = "episodes"
                 self._progress.update(self._task, completed=min(done, total), total=total, sps="-", eta="-:--:--")
                 self._progress.columns[3].text_format = "episodes"
 

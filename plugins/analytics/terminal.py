@@ -28,12 +28,14 @@ class HumanLines:
         self.write = lambda line: shown(printable(line, keep_newlines=True))  # a run's text never drives the terminal
         self.started = time.monotonic()
         self.checkpoints: list[str] = []
+        self.episodes: tuple[Any, Any] | None = None  # (episodes done, mean return) of an evaluation
 
-    def opening(self) -> None:
+    def opening(self, unit: str = "steps", total: int | None = None) -> None:
         """The first line (``run_started`` is emitted before plugins hear of the run)."""
         run = self.run
+        total = run.config.total_timesteps if total is None else total
         self.write(f"run {run.run_id}: {run.config.algo} on {run.config.env_id} with {run.worker}, "
-                   f"{run.config.total_timesteps:,} steps -> {run.run_dir}")
+                   f"{total:,} {unit} -> {run.run_dir}")
 
     def on_event(self, name: str, payload: dict[str, Any], metrics: dict[str, Any]) -> None:
         if name == "checkpoint_saved":
@@ -44,6 +46,7 @@ class HumanLines:
             self.write(f"curriculum: stage {payload.get('stage')} ({payload.get('env_id')}), "
                        f"{payload.get('condition', '')}".rstrip(", "))
         elif name == "eval_batch":
+            self.episodes = (payload.get("episodes_done"), payload.get("mean_return"))
             self.write(f"evaluation: {payload.get('episodes_done')}/{payload.get('episodes_total')} episodes, "
                        f"mean return {_number(payload.get('mean_return'))}")
         elif name == "note" and isinstance(payload.get("text"), str):
@@ -54,8 +57,13 @@ class HumanLines:
     def _summary(self, status: str, payload: dict[str, Any], metrics: dict[str, Any]) -> None:
         wall = time.monotonic() - self.started
         ret = metrics.get("episodic_return_smoothed", metrics.get("episodic_return"))
-        lines = [f"run {self.run.run_id} {status} in {wall:,.1f} s: step {metrics.get('global_step', 0):,}, "
-                 f"return {_number(ret)}, {_number(metrics.get('sps'), 0)} SPS"]
+        if self.episodes is not None:  # an evaluation: what it played, not the steps it took
+            done, mean = self.episodes
+            figures = f"{done} episode(s), mean return {_number(mean)}"
+        else:
+            figures = (f"step {metrics.get('global_step', 0):,}, return {_number(ret)}, "
+                       f"{_number(metrics.get('sps'), 0)} SPS")
+        lines = [f"run {self.run.run_id} {status} in {wall:,.1f} s: {figures}"]
         if status == "failed" and payload.get("error"):
             lines.append(f"  error: {payload['error']}")
         elif status == "cancelled" and payload.get("reason"):

@@ -19,7 +19,6 @@ clipping out: evaluation plays whole games and reports raw scores.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import gymnasium as gym
@@ -102,9 +101,9 @@ def require_atari(env_id: str, algo: str) -> None:
     family = family_of(env_id)
     if family is None or family.key != "atari":
         kind = f"a {family.title} env" if family else "not an ALE id"
-        print(f"error: {algo} trains on Atari (ALE) envs such as BreakoutNoFrameskip-v4; {env_id} is {kind}",
-              file=sys.stderr)
-        raise SystemExit(2)
+        from mosaic_core.child import refuse_config
+
+        refuse_config(f"{algo} trains on Atari (ALE) envs such as BreakoutNoFrameskip-v4; {env_id} is {kind}")
 
 
 def needs_fire(env: gym.Env) -> bool:

@@ -72,7 +72,19 @@ def fit_problem(algo: str, *, action: str, observation: str, family: str | None)
         return None
     wanted = fit.describe()["observations"]
     what = f"image ({family})" if observation == "image" else observation
-    return f"{algo} takes {' or '.join(wanted)} observations, not {what}"
+    better = image_algorithm(algo, action, family) if observation == "image" else None
+    hint = f": for these frames use --algo {better}" if better else ""
+    return f"{algo} takes {' or '.join(wanted)} observations, not {what}{hint}"
+
+
+def image_algorithm(algo: str, action: str, family: str | None) -> str | None:
+    """The bundled algorithm to suggest for image observations ``algo`` cannot take: its own
+    Atari variant (``ppo`` -> ``ppo_atari``) first, else one whose CNN is built for ``family``."""
+    fits = [name for name, fit in ALGORITHM_SPACES.items() if action in fit.actions and fit.image_families]
+    own = f"{algo}_atari"
+    if own in fits:
+        return own
+    return next((name for name in fits if family in ALGORITHM_SPACES[name].image_families), None)
 
 
 @dataclass

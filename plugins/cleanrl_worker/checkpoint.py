@@ -43,11 +43,10 @@ import functools
 import importlib
 import os
 import platform
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -195,10 +194,12 @@ def check_compatible(ckpt: dict[str, Any], path: str | Path, *, algo: str, env_i
                                       f"match env {env_id}'s {describe_space(space)}")
 
 
-def fail(message: str) -> None:
-    """For scripts: print one ``error:`` line on stderr and exit with code 2 (no traceback)."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+def fail(message: str) -> NoReturn:
+    """For scripts, before their first step: refuse the config in one line, exit code 2, no
+    traceback; under a MOSAIC host a configuration error (:func:`mosaic_core.child.refuse_config`)."""
+    from mosaic_core.child import refuse_config
+
+    refuse_config(message)
 
 
 def open_for_resume(path: str, *, algo: str, args: Any) -> dict[str, Any]:

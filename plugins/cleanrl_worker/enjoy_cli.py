@@ -61,8 +61,8 @@ def run_checkpoint(run_dir: Path) -> Path:
         return latest[0]
     found = sorted(run_dir.rglob("*" + SUFFIX), key=lambda p: p.stat().st_mtime)
     if not found:
-        raise UsageError(f"run {run_dir.name} has no checkpoint ({SUFFIX}); train with "
-                         "--extras '{\"save_model\": true}' or a checkpoint_frequency")
+        raise UsageError(f"run {run_dir.name} has no checkpoint ({SUFFIX}): it ran with --no-save, ended before "
+                         "saving, or its script cannot save; a run without --no-save keeps its final model")
     return found[-1]
 
 
@@ -145,7 +145,9 @@ def run(ns: argparse.Namespace) -> int:
     checkpoint, env_id = resolve_target(ns)
     item = find_worker("cleanrl")
     worker = load_worker(item)
-    run_ns = host_parser("mosaic enjoy", "cleanrl", "").parse_args(run_argv(ns, checkpoint, env_id, fmt))
+    watched = not ns.json and sys.stdout.isatty()  # the run's own lines and bar at a terminal only: stdout stays ours
+    argv = run_argv(ns, checkpoint, env_id, fmt) + ([] if watched else ["--quiet"])
+    run_ns = host_parser("mosaic enjoy", "cleanrl", "").parse_args(argv)
     host = plugin_host()
     prepared = prepare_from_flags(item, worker, run_ns, worker_option_defaults(worker), host)
     run_dir = prepared.run.run_dir

@@ -114,13 +114,14 @@ def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
 # A real run gives the same answers as a dry run without importing gymnasium on the host's start-up
 # path: each (env id, algorithm, source) is checked once, the answer kept in the user's cache keyed
 # by the installed versions of the packages that register envs; later runs read it back (~1 ms).
+CHECKS_VERSION = 2  # raised whenever the checks' answers change, so no cached answer outlives them
 CACHE_PACKAGES = ("gymnasium", "ale-py", "minigrid", "mujoco", "shimmy", "dm-control", "procgen-mirror", "envpool")
 
 
 def _fingerprint() -> str:
     from importlib import metadata
 
-    found = []
+    found = [f"checks={CHECKS_VERSION}"]
     for name in CACHE_PACKAGES:
         try:
             found.append(f"{name}={metadata.version(name)}")

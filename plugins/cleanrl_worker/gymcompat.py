@@ -18,7 +18,6 @@ action-space check every algorithm makes before it trains.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Iterator
 
 import gymnasium as gym
@@ -84,8 +83,9 @@ def require_action_space(envs: Any, expected: type, algo: str, env_id: str) -> N
     space = envs.single_action_space
     if not isinstance(space, expected):
         kind = "discrete (Discrete)" if expected is gym.spaces.Discrete else "continuous (Box)"
-        print(f"error: {algo} needs a {kind} action space, but {env_id} has {space}", file=sys.stderr)
-        raise SystemExit(2)
+        from mosaic_core.child import refuse_config
+
+        refuse_config(f"{algo} needs a {kind} action space, but {env_id} has {space}")
 
 
 # Normalisation statistics -------------------------------------------------------------------

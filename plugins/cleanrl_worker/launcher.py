@@ -160,6 +160,11 @@ def eval_flags(config: WorkerConfig) -> list[str]:
     return flags
 
 
+def _episodes_total(extras: dict[str, Any]) -> int:
+    """The episodes a policy_eval run plays (its program's defaults: 10 episodes, 1 round)."""
+    return (_positive_int(extras.get("eval_episodes")) or 10) * (_positive_int(extras.get("eval_repeat")) or 1)
+
+
 def _positive_int(value: Any) -> int | None:
     try:
         number = int(value)
@@ -217,6 +222,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         applied = preset_for(config, from_extras + typed)
         from_preset = extras_to_flags(applied.flags, source=str(applied.preset.file)) if applied else []
         script_argv = base_flags(config) + from_preset + from_extras + typed + tracking_flags(run) + run.plugin_args
+        script_argv += save_flags(algorithm.script, script_argv, bool(run.options.get("no_save")))
         experiment = plan_experiment(config, run, mode)
         if mode == "resume_training":
             script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
@@ -238,6 +244,8 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
                "status": "dry-run", "module": module, "callable": function, "extras": redact(config.extras),
                "env_check": env_check}
     started = {"algo_source": algorithm.source, "script": str(algorithm.script), "argv": script_argv}
+    if mode == "policy_eval":  # what a progress display counts: episodes, not steps
+        started["progress"] = {"unit": "episodes", "total": _episodes_total(config.extras)}
     if mode not in MODE_PROGRAMS and applied:
         summary["preset"] = started["preset"] = applied.summary()
         summary["headline"] += f"; {applied.headline()}"
@@ -248,6 +256,28 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     code = (CodePath("algo", str(algorithm.script)),) if algorithm.source in ("script", "checkout") else ()
     return Launch(command=command, cwd=run.run_dir, num_envs=num_envs, summary=summary, started_payload=started,
                   passthrough_stdio=mode == "interactive", notes=notes, code_paths=code)
+
+
+SAVE_SPELLINGS = {"--save-model": True, "--save_model": True, "--no-save-model": False, "--no-save_model": False}
+
+
+def save_flags(script: Path, argv: list[str], no_save: bool) -> list[str]:
+    """A run keeps its final model (RL Zoo's default): ``--save-model`` for a script whose
+    ``Args`` has ``save_model`` and no flag set it; ``--no-save`` (the worker's flag) turns it
+    off, and disagrees with an explicit ``save_model: true``."""
+    from cleanrl_worker.script_args import NoArgsClassError, read_script_args
+
+    try:
+        if "save_model" not in read_script_args(script).fields:
+            return []
+    except NoArgsClassError:
+        return []
+    given = [SAVE_SPELLINGS[a.split("=", 1)[0]] for a in argv if a.split("=", 1)[0] in SAVE_SPELLINGS]
+    if no_save and any(given):
+        raise UsageError("--no-save and save_model true disagree; give one")
+    if given:
+        return []
+    return ["--no-save-model"] if no_save else ["--save-model"]
 
 
 def tracking_flags(run: RunContext) -> list[str]:

@@ -113,6 +113,9 @@ class CleanRLWorker(Worker):
                             help="experiment name: resume the latest checkpoint of the latest run named EXP if it "
                                  "was interrupted; else start a new run under that name")
         parser.add_argument("--restart", action="store_true", help="with --name: start fresh, never resume")
+        parser.add_argument("--no-save", action="store_true",
+                            help="keep no model: a run saves its final model by default (the script's --save-model; "
+                                 "extras {\"save_model\": false} says the same in a config)")
 
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
         from cleanrl_worker.launcher import mode_defaults, recorded_options

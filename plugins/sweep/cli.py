@@ -52,7 +52,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
             sub.add_argument("--runs-dir", help="runs root of the trials' runs (for --plot)")
             sub.add_argument("--spec", metavar="SPEC", help="the sweep's spec file: --config is its fixed config with "
                                                             "the best parameters (default: the spec stored with the study)")
-    dash = actions.add_parser("dashboard", help="optuna-dashboard on 127.0.0.1 (when installed)")
+    dash = actions.add_parser("dashboard", help="optuna-dashboard on 127.0.0.1 (the sweep extra installs it)")
     dash.add_argument("study", metavar="STUDY")
     dash.add_argument("--storage", help=STORAGE_HELP)
     dash.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080)")

@@ -175,7 +175,7 @@ def dashboard(study_name: str, storage_value: str | None, port: int) -> int:
     try:
         import optuna_dashboard
     except ImportError:
-        raise MosaicError("optuna-dashboard is not installed (pip install optuna-dashboard); "
+        raise MosaicError("optuna-dashboard is not installed (it comes with the sweep extra: pip install -e '.[sweep]'); "
                           f"study {study_name!r} is in {shown}") from None
     from mosaic_core.webtoken import serve_wsgi
 

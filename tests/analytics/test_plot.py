@@ -86,9 +86,9 @@ def test_plot_bad_input(plots, args, message):
     assert not (workdir / "x.png").exists()
 
 
-def test_tensorboard_serves_a_run_on_loopback(plots):
-    workdir, root = plots
-    proc = subprocess.Popen([str(BIN / "mosaic"), "tensorboard", "done", "--runs-dir", str(root), "--port", "0"],
+def _served_runs(workdir, root, *run_ids):
+    """The runs a `mosaic tensorboard` serves (asked with its token; refused without)."""
+    proc = subprocess.Popen([str(BIN / "mosaic"), "tensorboard", *run_ids, "--runs-dir", str(root), "--port", "0"],
                             cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = token = None
@@ -103,9 +103,9 @@ def test_tensorboard_serves_a_run_on_loopback(plots):
         request = urllib.request.Request(url + "data/runs", headers={"Authorization": f"Bearer {token}"})
         with urllib.request.urlopen(request, timeout=30) as response:
             served = json.loads(response.read())
-        assert len(served) == 1 and served[0].startswith("runs/CartPole-v1__tiny_cleanrl__1__")
         with urllib.request.urlopen(f"{url}?token={token}", timeout=30) as response:
             assert response.status == 200
+        return served
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -114,5 +114,16 @@ def test_tensorboard_serves_a_run_on_loopback(plots):
             proc.kill()
             proc.wait()
             raise
+
+
+def test_tensorboard_serves_a_run_or_every_run_on_loopback(plots):
+    workdir, root = plots
+    served = _served_runs(workdir, root, "done")
+    assert len(served) == 1 and served[0].startswith("runs/CartPole-v1__tiny_cleanrl__1__")
+    with_events = sorted(d.name for d in root.iterdir() if list(d.rglob("events.out.tfevents.*")))
+    assert len(with_events) > 1, with_events  # the fixture has several runs with curves
+    every = _served_runs(workdir, root)  # no run named: all of them, each under its id
+    shown = {name.split("/", 1)[0] for name in every}  # a damaged file may be left out by TensorBoard itself
+    assert {"done", "stopped"} <= shown <= set(with_events), every
     result = run_cli(["mosaic", "tensorboard", "empty", "--runs-dir", str(root)], cwd=workdir)
     assert result.returncode == 2 and "has no TensorBoard event files" in result.stderr

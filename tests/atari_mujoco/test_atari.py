@@ -66,7 +66,8 @@ def test_dqn_atari_trains_on_pong_and_logs_cleanrl_tags(atari_runs):
     assert all(-21 <= r <= 21 for _, r in values["charts/episodic_return"])
     assert min(step for step, _ in values["losses/td_loss"]) > DQN_FLAGS["learning_starts"]
     saved = [e["payload"] for e in dqn_events if e["event"] == "checkpoint_saved"]
-    assert [p["global_step"] for p in saved] == [1000, 2000] and saved[0]["algo"] == "dqn_atari"
+    assert [p["global_step"] for p in saved] == [1000, 2000, 2000] and saved[0]["algo"] == "dqn_atari"
+    assert saved[-1]["path"].endswith("/dqn_atari.cleanrl_model")  # the final model, kept by default
 
 
 @pytest.mark.slow  # the gymnasium 1.x lane (-m "not slow") keeps to the training runs above
@@ -78,7 +79,8 @@ def test_dqn_atari_resumes_from_its_checkpoint(atari_runs):
                                              {**DQN_FLAGS, "learning_starts": 50, "mode": "resume_training",
                                               "checkpoint_path": str(runs_root / "dqn-atari" / first)}))
     completed(resumed)
-    steps = [step for values in scalars(runs_root / "dqn-atari-resumed").values() for step, _ in values]
+    steps = [step for tag, values in scalars(runs_root / "dqn-atari-resumed").items() if not tag.startswith("eval/")
+             for step, _ in values]  # the final model's closing evaluation logs by episode (CleanRL's eval/ tags)
     assert min(steps) >= 1000 and max(steps) < 1200
 
 

@@ -12,7 +12,7 @@ def test_flags_after_the_hosts_are_the_scripts(mosaic):
     result = mosaic(*PPO, "--learning-rate", "1e-3", "--num-envs", "8", "--no-anneal-lr", "--dry-run", "--emit-summary")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    assert summary["argv"][2:] == ["--learning-rate", "1e-3", "--num-envs", "8", "--no-anneal-lr"]
+    assert summary["argv"][2:] == ["--learning-rate", "1e-3", "--num-envs", "8", "--no-anneal-lr", "--save-model"]
     assert summary["config"]["total_timesteps"] == 500000  # the script's own default
 
 

@@ -234,7 +234,7 @@ def test_dry_run_summary_for_a_checkout_script(mosaic):
     summary = json.loads(result.stdout)
     assert summary["algorithm"]["source"] == "checkout"
     assert summary["algorithm"]["checkout_root"] == str(CHECKOUT.resolve())
-    assert summary["argv"][-2:] == ["--learning-starts=50", "--no-cuda"]
+    assert summary["argv"][-3:] == ["--learning-starts=50", "--no-cuda", "--save-model"]  # upstream's own flag, on by default
 
 
 def test_dry_run_of_a_script_without_args_is_not_blocked(mosaic, workdir):

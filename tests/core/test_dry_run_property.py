@@ -59,3 +59,82 @@ def test_a_dry_run_never_fails_with_anything_but_a_usage_error(tmp_path_factory,
         os.chdir(cwd)
     assert code in (0, 2), (args, code)
     assert _snapshot(scratch) == before  # a dry run writes nothing
+
+
+# ------------------------------------------------------------------ every field at its extremes
+ODD_CHARACTERS = st.sampled_from(["\n", "\r", "\t", "\x1b[31m", "\x07", "\x7f", "\x85", "\u2028", "\u202e", "\ufeff",
+                                  "\ud800", "\x00", "/", "\\", ":", ",", "*", "$(id)", "%s", "{}", "'", '"', " ",
+                                  "é", "名前", "🙂"])
+ODD_STRINGS = st.one_of(
+    st.integers(200, 20_000).map(lambda n: "a" * n),  # very long: past a file name's 255 bytes, past a page
+    st.sampled_from(["", ".", "..", "../x", "/", "/etc/passwd", "a/b", "~", "-", "--help", "-x", "--seed=3",
+                     "con", "NUL", " ", "x" * 255, "x" * 256, "CartPole-v1\n", "ppo\x00"]),  # ids no file can have
+    st.lists(ODD_CHARACTERS | st.text(max_size=4), min_size=1, max_size=4).map("".join),
+)
+ODD_NUMBERS = st.one_of(
+    st.sampled_from([0, -1, 1, 2**31, 2**63 - 1, 2**63, 2**64, 10**30, -10**30, 10**400, 1e308, -1e308, 5e-324,
+                     1e-300, 0.5, -0.0, True, False]),
+    st.integers(), st.floats(allow_nan=False, allow_infinity=False))
+ODD = st.one_of(ODD_STRINGS, ODD_NUMBERS, st.none(), st.lists(ODD_STRINGS | ODD_NUMBERS, max_size=2),
+                st.dictionaries(ODD_STRINGS, ODD_NUMBERS, max_size=2))
+FIELDS = ("run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id")
+BASE = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1000}
+ODD_CONFIG = st.fixed_dictionaries({}, optional={
+    **{name: ODD for name in FIELDS},
+    "extras": st.dictionaries(ODD_STRINGS | st.sampled_from(KEYS), ODD, min_size=1, max_size=3)}).filter(bool)
+
+
+def _as_flag(value) -> str | None:
+    """``value`` as a command-line flag's text (None: no argv can carry it)."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return None if "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text) else text
+
+
+def _cli(scratch, args):
+    """(exit code, stderr lines) of ``mosaic run --worker cleanrl ARGS`` in-process, cwd ``scratch``."""
+    cwd = os.getcwd()
+    os.chdir(scratch)
+    try:
+        try:
+            return run_cli_command(lambda: run_worker("cleanrl", args), verbose=False)
+        except SystemExit as exc:  # argparse's usage errors
+            return exc.code
+    finally:
+        os.chdir(cwd)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(odd=ODD_CONFIG, by_flags=st.booleans())
+def test_any_field_at_its_extremes_is_one_line_and_exit_2_never_an_internal_error(tmp_path_factory, capsys, odd,
+                                                                                  by_flags):
+    from mosaic_core.errors import UsageError
+    from mosaic_core.trainer.store import DuplicateRun
+    from mosaic_core.trainer.submission import PreconditionError, parse_submission
+    from mosaic_core.workers import discover_workers
+
+    scratch = tmp_path_factory.mktemp("odd")
+    args = ["--runs-dir", str(scratch / "runs")]
+    config = {**BASE, **odd}
+    if by_flags and all(_as_flag(v) is not None for v in odd.values()):
+        for name, value in config.items():
+            args += ([f"--{name.replace('_', '-')}", _as_flag(value)] if name != "extras" else
+                     ["--extras", json.dumps(value)])
+    else:
+        (scratch / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        args += ["--config", str(scratch / "config.json")]
+    capsys.readouterr()
+    code = _cli(scratch, [*args, "--dry-run"])
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "Traceback" not in err, err[:2000]
+    assert code in (0, 2), (code, err[:2000])
+    if code == 0:
+        return
+    lines = err.splitlines()
+    assert len(lines) == 1 or (lines and lines[0].startswith("usage:") and len(lines) == 2), err[:2000]
+    assert lines[-1].startswith(("mosaic: error:", "mosaic run --worker cleanrl: error:")), err[:2000]
+    assert _cli(scratch, args) == 2  # a real run is refused as the dry run was, in the same words
+    assert capsys.readouterr().err == err and not (scratch / "runs").exists()  # and leaves nothing behind
+    try:  # the daemon's SubmitRun: the same refusal (INVALID_ARGUMENT, FAILED_PRECONDITION, ALREADY_EXISTS)
+        parse_submission(json.dumps(config), "", discover_workers(), 0, runs_dir=scratch / "runs")
+    except (UsageError, PreconditionError, DuplicateRun) as exc:
+        assert "\n" not in str(exc), str(exc)[:2000]

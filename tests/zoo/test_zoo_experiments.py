@@ -34,8 +34,10 @@ def test_name_resumes_an_interrupted_run_from_its_checkpoint(mosaic, workdir, ru
             saved = event["payload"]
             proc.send_signal(signal.SIGTERM)
             break
-    proc.stdout.read()
+    rest = [json.loads(line) for line in proc.stdout.read().splitlines()]
     assert proc.wait(timeout=60) == 130 and saved is not None
+    at_stop = [e["payload"] for e in rest if e["event"] == "checkpoint_saved"]  # the cancel saved the model too
+    saved = max([saved, *at_stop], key=lambda payload: payload["global_step"])
     step = saved["global_step"]
 
     dry = mosaic(*PPO, "--total-timesteps", "2048", "--dry-run")

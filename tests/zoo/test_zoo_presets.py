@@ -21,7 +21,7 @@ def test_a_preset_is_applied_below_extras_and_command_line_flags(mosaic):
     argv = summary["argv"]
     assert "--num-steps=1024" in argv and "--update-epochs=10" in argv and "--no-anneal-lr" in argv
     assert "--num-envs=2" in argv and "--num-envs=4" not in argv  # extras beat the preset
-    assert argv[-2:] == ["--gamma", "0.95"] and "--gamma=0.9" not in argv  # so do typed flags
+    assert argv[-3:] == ["--gamma", "0.95", "--save-model"] and "--gamma=0.9" not in argv  # so do typed flags
     assert summary["preset"]["applied"]["num_minibatches"] == 64
     assert summary["preset"]["overridden"] == ["gamma", "num_envs"]
     assert "hyperparams/ppo.yml" in summary["preset"]["source"]

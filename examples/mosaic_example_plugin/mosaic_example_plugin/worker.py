@@ -28,7 +28,7 @@ def get_worker_metadata() -> WorkerMetadata:
     return WorkerMetadata(
         version="0.2.0", worker="mosaic_example_plugin.worker:ExampleWorker",
         description="Plays a random (or always-first-action) policy in a gymnasium env; an example worker",
-        capabilities=CAPABILITIES)
+        capabilities=CAPABILITIES, example=True)
 
 
 def get_isolated_worker_metadata() -> WorkerMetadata:
@@ -37,7 +37,7 @@ def get_isolated_worker_metadata() -> WorkerMetadata:
     return WorkerMetadata(
         version="0.2.0", worker="mosaic_example_plugin.worker:ExampleWorker",
         description="The example worker in its own environment (gymnasium 1.2.2, no torch)",
-        capabilities=CAPABILITIES,
+        capabilities=CAPABILITIES, example=True,
         environment=WorkerEnvironment(requirements=("gymnasium==1.2.2", "numpy==1.26.4")))
 
 

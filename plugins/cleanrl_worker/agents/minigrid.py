@@ -23,6 +23,7 @@ from torch.distributions.categorical import Categorical
 
 from cleanrl_worker.agents.layers import layer_init
 
+OBSERVATION_SHAPE = (7, 7, 3)  # MiniGrid/BabyAI's default partial view: the shape these CNNs are built for
 MAX_CODES = (10.0, 5.0, 2.0)  # largest object, colour and state code in MiniGrid's encoding
 FEATURES = 128
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 import torch.optim as optim
 import tyro
 
-from cleanrl_worker import checkpoint, gymcompat
+from cleanrl_worker import checkpoint, gymcompat, stopping
 from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
 from cleanrl_worker.replay import ReplayBuffer
 
@@ -240,6 +240,7 @@ if __name__ == "__main__":
 
     # TRY NOT TO MODIFY: start the game
     obs, _ = envs.reset(seed=args.seed)
+    stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
     for global_step in range(start_step, args.total_timesteps):
         # ALGO LOGIC: put action logic here
         if global_step < args.learning_starts:
@@ -311,17 +312,21 @@ if __name__ == "__main__":
             greedy = policy({"actor": actor}, vars(args), device, None, deterministic=True)
             if evaluation.run(greedy, global_step + 1, writer):  # the best mean return so far
                 save(evaluation.best_path, global_step + 1, best=evaluation.best)
+        if stop.requested:
+            break
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
-        save(model_path, args.total_timesteps)
+        save(model_path, global_step + 1 if stop.requested else args.total_timesteps)
         print(f"model saved to {model_path}")
-        loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
-        result = evaluate(loaded.act, loaded.make_env, episodes=10, seed=args.seed, gamma=args.gamma,
-                          capture_video=args.capture_video, video_dir=f"videos/{run_name}-eval")
-        write_scalars(writer, result)
+        if not stop.requested:  # a stop has the grace period only: no evaluation
+            loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
+            result = evaluate(loaded.act, loaded.make_env, episodes=10, seed=args.seed, gamma=args.gamma,
+                              capture_video=args.capture_video, video_dir=f"videos/{run_name}-eval")
+            write_scalars(writer, result)
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 
     envs.close()
     writer.close()
+    stop.exit()

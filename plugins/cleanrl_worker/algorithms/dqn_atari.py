@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import torch.optim as optim
 import tyro
 
-from cleanrl_worker import atari, checkpoint, gymcompat
+from cleanrl_worker import atari, checkpoint, gymcompat, stopping
 from cleanrl_worker.evaluation import evaluate, write_scalars
 from cleanrl_worker.replay import ReplayBuffer
 
@@ -222,6 +222,7 @@ if __name__ == "__main__":
 
     # TRY NOT TO MODIFY: start the game
     obs, _ = envs.reset(seed=args.seed)
+    stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
     for global_step in range(start_step, args.total_timesteps):
         # ALGO LOGIC: put action logic here
         epsilon = linear_schedule(args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step)
@@ -280,17 +281,21 @@ if __name__ == "__main__":
 
         if args.checkpoint_frequency and (global_step + 1) % args.checkpoint_frequency == 0:
             save(f"runs/{run_name}/checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
+        if stop.requested:
+            break
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
-        save(model_path, args.total_timesteps)
+        save(model_path, global_step + 1 if stop.requested else args.total_timesteps)
         print(f"model saved to {model_path}")
-        loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
-        result = evaluate(loaded.act, loaded.make_env, episodes=10, seed=args.seed, gamma=args.gamma,
-                          capture_video=args.capture_video, video_dir=f"videos/{run_name}-eval")
-        write_scalars(writer, result)
+        if not stop.requested:  # a stop has the grace period only: no evaluation
+            loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
+            result = evaluate(loaded.act, loaded.make_env, episodes=10, seed=args.seed, gamma=args.gamma,
+                              capture_video=args.capture_video, video_dir=f"videos/{run_name}-eval")
+            write_scalars(writer, result)
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 
     envs.close()
     writer.close()
+    stop.exit()

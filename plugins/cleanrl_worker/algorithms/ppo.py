@@ -15,8 +15,8 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 
-from cleanrl_worker import checkpoint, gymcompat
-from cleanrl_worker.agents.minigrid import CompactMinigridAgent, MinigridAgent
+from cleanrl_worker import checkpoint, gymcompat, stopping
+from cleanrl_worker.agents.minigrid import OBSERVATION_SHAPE, CompactMinigridAgent, MinigridAgent
 from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
 from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
 
@@ -193,6 +193,10 @@ if __name__ == "__main__":
         [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
     )
     gymcompat.require_action_space(envs, gym.spaces.Discrete, ALGO, args.env_id)
+    shape = envs.single_observation_space.shape
+    if observation_kind(envs) == "image" and tuple(shape) != OBSERVATION_SHAPE:  # its CNNs are MiniGrid's
+        checkpoint.fail(f"ppo's image networks are MiniGrid's CNNs (7x7x3 observations); {args.env_id} gives "
+                        f"{'x'.join(map(str, shape))} images: for Atari frames use --algo ppo_atari")
 
     if args.agent_arch == "auto":  # recorded as chosen, so a checkpoint names the network it holds
         args.agent_arch = AUTO[observation_kind(envs)]
@@ -247,6 +251,7 @@ if __name__ == "__main__":
     next_done = torch.zeros(args.num_envs).to(device)
     next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency if args.checkpoint_frequency else None
 
+    stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
     for iteration in range(start_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
@@ -378,18 +383,22 @@ if __name__ == "__main__":
             greedy = policy({"agent": agent}, vars(args), device, None, deterministic=True)
             if evaluation.run(greedy, global_step, writer):  # the best mean return so far
                 save(evaluation.best_path, iteration, best=evaluation.best)
+        if stop.requested:
+            break
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
-        save(model_path, args.num_iterations)
+        save(model_path, iteration if stop.requested else args.num_iterations)
         print(f"model saved to {model_path}")
-        loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
-        result = evaluate(loaded.act, loaded.make_env, episodes=10, seed=args.seed, gamma=args.gamma,
-                          capture_video=args.capture_video, video_dir=f"videos/{run_name}-eval")
-        write_scalars(writer, result)
+        if not stop.requested:  # a stop has the grace period only: no evaluation
+            loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
+            result = evaluate(loaded.act, loaded.make_env, episodes=10, seed=args.seed, gamma=args.gamma,
+                              capture_video=args.capture_video, video_dir=f"videos/{run_name}-eval")
+            write_scalars(writer, result)
 
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 
     envs.close()
     writer.close()
+    stop.exit()

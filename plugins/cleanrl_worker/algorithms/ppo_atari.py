@@ -15,7 +15,7 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_worker import atari, checkpoint, gymcompat
+from cleanrl_worker import atari, checkpoint, gymcompat, stopping
 from cleanrl_worker.evaluation import evaluate, write_scalars
 
 ALGO = "ppo_atari"
@@ -245,6 +245,7 @@ if __name__ == "__main__":
     next_done = torch.zeros(args.num_envs).to(device)
     next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency if args.checkpoint_frequency else None
 
+    stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
     for iteration in range(start_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
@@ -371,18 +372,22 @@ if __name__ == "__main__":
         if next_checkpoint is not None and global_step >= next_checkpoint:
             save(f"runs/{run_name}/checkpoints/step_{global_step}{checkpoint.SUFFIX}", iteration)
             next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
+        if stop.requested:
+            break
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
-        save(model_path, args.num_iterations)
+        save(model_path, iteration if stop.requested else args.num_iterations)
         print(f"model saved to {model_path}")
-        loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
-        result = evaluate(loaded.act, loaded.make_env, episodes=10, seed=args.seed, gamma=args.gamma,
-                          capture_video=args.capture_video, video_dir=f"videos/{run_name}-eval")
-        write_scalars(writer, result)
+        if not stop.requested:  # a stop has the grace period only: no evaluation
+            loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
+            result = evaluate(loaded.act, loaded.make_env, episodes=10, seed=args.seed, gamma=args.gamma,
+                              capture_video=args.capture_video, video_dir=f"videos/{run_name}-eval")
+            write_scalars(writer, result)
 
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 
     envs.close()
     writer.close()
+    stop.exit()
