@@ -22,12 +22,13 @@ Patch points:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import multiprocessing
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 
 from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, REFUSAL_KIND, child_from_environ
 from mosaic_core.types import ChildContext, FrameInfo, HookFailure
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from mosaic_core.plugins import PluginHost
 
 __all__ = ["ChildContext", "FrameInfo", "current", "plugins", "publish", "emit_event", "refuse_config", "report_scalar",
-           "frame_wanted", "publish_frame", "install", "install_lazily", "after_import", "env_index_hint",
+           "frame_wanted", "publish_frame", "evaluation_envs", "install", "install_lazily", "after_import", "env_index_hint",
            "restart_env_indices"]
 _WRITER_MODULES = ("torch.utils.tensorboard.writer", "tensorboardX.writer")
 _TRIGGERS = ("gymnasium", *_WRITER_MODULES)
@@ -113,6 +114,28 @@ def report_scalar(tag: str, value: float, step: int | None = None, agent: str | 
     if ready is not None:
         ready[1].on_scalar(ready[0], tag, float(value), None if step is None else int(step),
                            None if agent is None else str(agent))
+
+
+@contextlib.contextmanager
+def evaluation_envs() -> Iterator[None]:
+    """Envs made inside this block evaluate a policy rather than train it: their steps are not
+    training's (a curriculum does not count them). A no-op outside a MOSAIC run.
+
+    .. code-block:: python
+
+        with evaluation_envs():
+            envs = gym.vector.SyncVectorEnv([make_env] * 10)
+    """
+    ready = _ready()
+    if ready is None:
+        yield
+        return
+    child, before = ready[0], ready[0].evaluating
+    child.evaluating = True
+    try:
+        yield
+    finally:
+        child.evaluating = before
 
 
 def frame_wanted(env_index: int = 0) -> bool:

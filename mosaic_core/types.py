@@ -214,6 +214,10 @@ class ChildContext:
     worker: str = ""
     plugins: list[list[str]] | None = None  # [name, module, distribution, version] the host selected
     host_pid: int = 0  # the supervising host: the training process stops itself if it dies
+    # True while the program makes envs to evaluate a policy, not to train it
+    # (:func:`mosaic_core.child.evaluation_envs`): plugins that count or steer training's envs
+    # (curriculum) leave those alone; frame consumers may still show them.
+    evaluating: bool = False
 
     def publish(self, kind: str, payload: dict[str, Any], reliable: bool = False) -> bool:
         """Send a message to the host (see :mod:`mosaic_core.channel`)."""

@@ -31,6 +31,8 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from mosaic_core.child import evaluation_envs
+
 from cleanrl_worker.gymcompat import Autoreset
 
 EVAL_SEED_OFFSET = 10_000  # evaluation env i is seeded with seed + EVAL_SEED_OFFSET + i
@@ -85,7 +87,8 @@ def evaluate(policy: Policy, make_env: Callable[..., gym.Env], *, episodes: int 
 
         return make
 
-    envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)])
+    with evaluation_envs():  # not training's envs: a curriculum does not count them
+        envs = gym.vector.SyncVectorEnv([thunk(i) for i in range(num_envs)])
     try:
         obs, _ = envs.reset(seed=seed)
         autoreset = Autoreset(num_envs)

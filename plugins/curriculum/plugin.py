@@ -182,8 +182,8 @@ def _child_state(child: ChildContext) -> _ChildState | None:
 @hookimpl(tryfirst=True)  # innermost: the swap happens beneath every other wrapper
 def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str) -> Callable[[Any], Any] | None:
     state = _child_state(child)
-    if state is None or env_id != state.schedule.stages[0].env_id:
-        return None
+    if state is None or child.evaluating or env_id != state.schedule.stages[0].env_id:
+        return None  # evaluation envs are not training's: the schedule does not count them
     from mosaic_curriculum.wrapper import CurriculumEnv, passed_kwargs
 
     def publish(payload: dict[str, Any], reliable: bool) -> bool:

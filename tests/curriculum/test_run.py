@@ -20,7 +20,7 @@ def run_curriculum(mosaic, algo, schedule, total, run_id, *extra_args, **extras)
     """``mosaic run`` with ``schedule``; the script's --env-id is the first stage's."""
     env_id = schedule[0]["env_id"] if isinstance(schedule, list) else PRESET_FIRST[schedule]
     result = mosaic("run", "--worker", "cleanrl", "--algo", str(algo), "--env-id", env_id, "--total-timesteps",
-                    str(total), "--run-id", run_id, "--quiet", "--no-save", *extra_args,  # counts training's steps only
+                    str(total), "--run-id", run_id, "--quiet", *extra_args,  # the closing evaluation is not counted
                     "--extras", json.dumps({"curriculum_schedule": schedule, **extras}))
     assert result.returncode == 0, result.stderr
     return result
