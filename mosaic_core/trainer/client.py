@@ -56,7 +56,7 @@ class WorkerSession:
         self._stub = pb_grpc.TrainerServiceStub(channel)
 
     @classmethod
-    def register(cls, target: str, *, run_id: str, worker_id: str = "", worker_kind: str = "cleanrl",
+    def register(cls, target: str, *, run_id: str, worker_id: str = "", worker_kind: str = "",
                  schema_id: str = "", schema_version: int = 1, supports_pause: bool = False,
                  supports_checkpoint: bool = False, timeout: float = 5.0, retries: int = 3,
                  session_token: str | None = None, registration_secret: str | None = None) -> "WorkerSession":
