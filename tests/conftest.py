@@ -15,8 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # Variables that change what the host does: a test sets them itself when it means to.
 HOST_VARS = {"MOSAIC_CHILD", "MOSAIC_CHANNEL", "MOSAIC_LOAD_PLUGINS", "MOSAIC_DISABLE_PLUGINS",
-             "MOSAIC_STRICT_PLUGINS", "MOSAIC_TRACE_HOOKS", "MOSAIC_RUNS_DIR", "MOSAIC_CLEANRL_HOME",
-             "MOSAIC_DEFAULT_WORKER"}
+             "MOSAIC_STRICT_PLUGINS", "MOSAIC_TRACE_HOOKS", "MOSAIC_RUNS_DIR", "MOSAIC_CLEANRL_HOME"}
 
 
 @dataclass
@@ -43,6 +42,21 @@ def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, ti
     proc = subprocess.run([str(BIN / exe), *rest], cwd=cwd, env=full_env, capture_output=True, text=True,
                           timeout=timeout, input=input)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def default_worker_is_cleanrl():
+    """Runs and daemon submissions that name no worker go to the CleanRL worker, whatever
+    worker environments (``$MOSAIC_VENVS``) earlier tests built: with the RLlib and XuanCe
+    environments ready, the rule "the one worker that can run here" would find three. The tests
+    of that rule clear the variable and point ``$MOSAIC_VENVS`` at an empty folder."""
+    saved = os.environ.get("MOSAIC_DEFAULT_WORKER")
+    os.environ["MOSAIC_DEFAULT_WORKER"] = "cleanrl"
+    yield
+    if saved is None:
+        os.environ.pop("MOSAIC_DEFAULT_WORKER", None)
+    else:
+        os.environ["MOSAIC_DEFAULT_WORKER"] = saved
 
 
 @pytest.fixture(scope="session", autouse=True)

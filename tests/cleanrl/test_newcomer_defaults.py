@@ -22,8 +22,10 @@ TINY = ["--algo", "ppo", "--env", "CartPole-v1", "--total-timesteps", "256", "--
         "--update-epochs", "1"]
 
 
-def test_a_run_without_worker_goes_to_the_one_installed_worker_and_env_is_env_id(mosaic):
-    done = mosaic("run", "--algo", "ppo", "--env", "CartPole-v1", "--dry-run", "--emit-summary")
+def test_a_run_without_worker_goes_to_the_one_installed_worker_and_env_is_env_id(mosaic, tmp_path):
+    # No worker environment built (an empty $MOSAIC_VENVS): CleanRL is the one worker that can run.
+    rule = {"MOSAIC_DEFAULT_WORKER": "", "MOSAIC_VENVS": str(tmp_path / "venvs")}
+    done = mosaic("run", "--algo", "ppo", "--env", "CartPole-v1", "--dry-run", "--emit-summary", env=rule)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["worker"] == "cleanrl" and summary["config"]["env_id"] == "CartPole-v1"
@@ -34,8 +36,9 @@ def test_a_run_without_worker_goes_to_the_one_installed_worker_and_env_is_env_id
     assert no_env.returncode == 2 and "missing required field(s) env_id; give --env-id (or --env)" in no_env.stderr
 
 
-def test_the_default_worker_rule_leaves_examples_out_and_says_when_it_cannot_choose(monkeypatch):
+def test_the_default_worker_rule_leaves_examples_out_and_says_when_it_cannot_choose(monkeypatch, tmp_path):
     monkeypatch.delenv("MOSAIC_DEFAULT_WORKER", raising=False)
+    monkeypatch.setenv("MOSAIC_VENVS", str(tmp_path / "venvs"))  # no worker environment built
     items = discover_workers()
     assert default_worker(items) == "cleanrl"  # example workers and workers without their environment don't count
     cleanrl = next(i for i in items if i.name == "cleanrl")
@@ -72,7 +75,7 @@ def test_a_default_run_keeps_its_final_model_and_enjoy_plays_it(mosaic, runs_roo
 
 @pytest.mark.slow
 def test_ctrl_c_saves_the_model_before_the_run_stops(workdir, runs_root):
-    env = {k: v for k, v in os.environ.items() if k != "MOSAIC_DEFAULT_WORKER"}
+    env = dict(os.environ)
     proc = subprocess.Popen([str(BIN / "mosaic"), "run", "--algo", "ppo", "--env", "CartPole-v1", "--total-timesteps",
                              "10000000", "--num-envs", "1", "--num-steps", "64", "--run-id", "stopped"],
                             cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -117,12 +120,13 @@ def test_ppo_on_atari_frames_points_to_ppo_atari(mosaic, runs_root):
     assert not runs_root.exists()
 
 
-def test_the_daemon_picks_the_worker_by_the_same_rule(monkeypatch, runs_root):
+def test_the_daemon_picks_the_worker_by_the_same_rule(monkeypatch, runs_root, tmp_path):
     from mosaic_core.errors import ConfigError
     from mosaic_core.trainer.submission import parse_submission
 
     config = json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 64})
     monkeypatch.delenv("MOSAIC_DEFAULT_WORKER", raising=False)
+    monkeypatch.setenv("MOSAIC_VENVS", str(tmp_path / "venvs"))  # no worker environment built
     assert parse_submission(config, "", discover_workers(), 0, runs_dir=runs_root).worker == "cleanrl"
     monkeypatch.setenv("MOSAIC_DEFAULT_WORKER", "nope")
     with pytest.raises(ConfigError, match=r"unknown worker 'nope'.*field 'worker'"):
