@@ -92,8 +92,22 @@ def config_digest(worker: str, config: WorkerConfig) -> str:
 def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoint], gpus: int, *,
                      runs_dir: Path | str | None = None, scripts: ScriptPolicy = ScriptPolicy(),
                      taken: Callable[[str], bool] = lambda run_id: False) -> Submission:
-    """A validated submission, or ConfigError / PreconditionError naming the field (DuplicateRun,
-    from :mod:`mosaic_core.trainer.store`, when ``taken(run_id)``)."""
+    """A validated submission, or ConfigError / PreconditionError naming the field, as one
+    printable line whatever the config held (DuplicateRun, from :mod:`mosaic_core.trainer.store`,
+    when ``taken(run_id)``)."""
+    from mosaic_core.cli.errors import one_line
+
+    try:
+        return _parse_submission(config_json, run_id, workers, gpus, runs_dir, scripts, taken)
+    except (ConfigError, PreconditionError) as exc:
+        message = one_line(str(exc))
+        if message == str(exc):
+            raise
+        raise type(exc)(message) from None
+
+
+def _parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoint], gpus: int,
+                      runs_dir: Path | str | None, scripts: ScriptPolicy, taken: Callable[[str], bool]) -> Submission:
     from mosaic_core.trainer.store import DuplicateRun
 
     size = len(config_json.encode("utf-8", "surrogatepass"))
