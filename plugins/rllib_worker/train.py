@@ -33,7 +33,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from argparse import Namespace
 from pathlib import Path
@@ -68,13 +67,18 @@ def parse_args(argv: list[str] | None) -> Namespace:
     return parser.parse_args(argv)
 
 
-def private_temp_dir() -> tuple[Path, bool]:
-    """(Ray's temp dir for a local cluster, whether to remove it at the end)."""
+def private_temp_dir() -> tuple[Path, Path | None]:
+    """(Ray's temp dir for a local cluster, the folder to remove at the end, if any). Ray makes its
+    temp dir world-writable (0777), so it lies inside a folder only we can enter: the run directory
+    when the path is short enough for Ray's sockets, else a 0700 folder of this process in the
+    temp dir (:func:`mosaic_core.files.private_dir`, which also removes those of killed runs)."""
+    from mosaic_core.files import private_dir
+
     here = Path("ray").absolute()  # the cwd is the run directory
     if len(str(here)) + SESSION_PATH_LEN <= SOCKET_PATH_MAX:
-        here.mkdir(mode=0o700, exist_ok=True)
-        return here, False
-    return Path(tempfile.mkdtemp(prefix="mosaic-ray-")), True  # 0700, ours
+        return here, None
+    folder = private_dir("rllib-")
+    return folder / "r", folder
 
 
 def without_boot_path() -> None:
@@ -86,13 +90,13 @@ def without_boot_path() -> None:
 
 
 def start_ray(ns: Namespace) -> Path | None:
-    """Join ``--ray-address`` or start a local cluster; the temp dir to remove at the end, if any."""
+    """Join ``--ray-address`` or start a local cluster; the folder to remove at the end, if any."""
     import ray
 
     if ns.ray_address:  # the plan checked that it answers (catalog.check_answers)
         ray.init(address=ns.ray_address, logging_level=logging.WARNING, configure_logging=False)
         return None
-    temp, remove = private_temp_dir()
+    temp, folder = private_temp_dir()
     without_boot_path()
     driver = {name: os.environ[name] for name in THREAD_VARS if name in os.environ}
     os.environ.update({name: "1" for name in THREAD_VARS})  # what Ray's worker processes inherit
@@ -101,7 +105,7 @@ def start_ray(ns: Namespace) -> Path | None:
                  configure_logging=False, num_cpus=max(2, os.cpu_count() or 1))
     finally:
         os.environ.update(driver)
-    return temp if remove else None
+    return folder
 
 
 def build_config(ns: Namespace, threads: int) -> Any:

@@ -6,8 +6,11 @@ no Ray process behind."""
 import json
 import os
 import signal
+import stat
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from tests.rllib.conftest import MOSAIC, alive, events_of, ray_pids, run_args
@@ -129,3 +132,10 @@ def test_cancel_leaves_no_ray_process(rllib_env, tmp_path, grace):
         except AssertionError:
             time.sleep(0.5)
     _no_ray_left(tmp_path / "cancel", events)
+    # Ray's temp dir (world-writable, Ray's choice) lay in a 0700 folder of the run; a folder left by
+    # the host's SIGKILL is removed by the next local cluster's start (mosaic_core.files.private_dir).
+    [pid] = {e["payload"]["pid"] for e in events if e["event"] == "heartbeat"}
+    folders = [p for p in Path(tempfile.gettempdir()).glob(f"rllib-{pid}.*") if p.is_dir()]
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in folders), folders
+    if grace == "10":
+        assert folders == [], f"the run's Ray temp folder outlived it: {folders}"
