@@ -89,15 +89,17 @@ def without_boot_path() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(parts)
 
 
-def start_ray(ns: Namespace) -> Path | None:
-    """Join ``--ray-address`` or start a local cluster; the folder to remove at the end, if any."""
+def start_ray(ns: Namespace, temp: Path) -> None:
+    """Join ``--ray-address`` or start a local cluster with its files in ``temp``."""
     import ray
 
     if ns.ray_address:  # the plan checked that it answers (catalog.check_answers)
         ray.init(address=ns.ray_address, logging_level=logging.WARNING, configure_logging=False)
-        return None
-    temp, folder = private_temp_dir()
+        return
     without_boot_path()
+    # The driver's disconnect waits this long to flush task events to the GCS (5 s by default: a
+    # cancelled run, whose GCS is dying, spent them past a short grace period). We keep none.
+    os.environ.setdefault("RAY_task_events_shutdown_flush_timeout_ms", "500")
     driver = {name: os.environ[name] for name in THREAD_VARS if name in os.environ}
     os.environ.update({name: "1" for name in THREAD_VARS})  # what Ray's worker processes inherit
     try:
@@ -105,7 +107,31 @@ def start_ray(ns: Namespace) -> Path | None:
                  configure_logging=False, num_cpus=max(2, os.cpu_count() or 1))
     finally:
         os.environ.update(driver)
-    return folder
+
+
+def stop_ray(ns: Namespace, cancelled: bool) -> None:
+    """``ray.shutdown()``. Cancelled, a local cluster's GCS and raylet have the host's SIGTERM too
+    and would each be given a second more to exit gracefully: they are killed first."""
+    import ray
+
+    if cancelled and not ns.ray_address:
+        from ray._private import worker  # Ray's own handle on the processes ray.init started
+
+        if worker._global_node is not None:
+            worker._global_node.kill_all_processes(check_alive=False, allow_graceful=False, wait=True)
+    ray.shutdown()
+
+
+def remove_folder(folder: Path, patience: float = 5.0) -> None:
+    """Remove the private temp folder. Ray's workers (in process groups of their own) write their
+    last log lines for a second or two after their raylet is gone, so a removal can race a new
+    file: try again until the folder is gone (then nothing can be created in it)."""
+    deadline = time.monotonic() + patience
+    while True:
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists() or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
 
 
 def build_config(ns: Namespace, threads: int) -> Any:
@@ -271,13 +297,12 @@ def main(argv: list[str] | None = None) -> int:
         if first and not stop.get("looping"):
             raise Stopped()
 
-    import ray
-
-    temp = None
+    # Made before ray.init (a signal can end the run within it), removed whatever the end.
+    temp, folder = private_temp_dir() if not ns.ray_address else (None, None)
     try:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, on_signal)
-        temp = start_ray(ns)
+        start_ray(ns, temp)
         for signum in (signal.SIGTERM, signal.SIGINT):  # ray.init installed its own
             signal.signal(signum, on_signal)
         return run(ns, threads, stop)
@@ -290,9 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + int(stop.get("signal") or signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
-        ray.shutdown()
-        if temp is not None:
-            shutil.rmtree(temp, ignore_errors=True)
+        stop_ray(ns, "signal" in stop)
+        if folder is not None:
+            remove_folder(folder)
 
 
 if __name__ == "__main__":
