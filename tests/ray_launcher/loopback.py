@@ -65,7 +65,8 @@ def alive(pids: list[int]) -> list[int]:
 
 
 class LoopbackCluster:
-    def __init__(self, cpus_per_node: int = 2):
+    def __init__(self, cpus_per_node: int = 2, bin_dir: Path = BIN):
+        """``bin_dir``: the environment whose ``ray`` runs the nodes (a worker's, for its runs)."""
         self.base = Path(tempfile.mkdtemp(prefix="mray-"))  # short: Ray's socket paths must fit 107 bytes
         self.token = secrets.token_hex(32)
         self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token,
@@ -77,6 +78,7 @@ class LoopbackCluster:
         self.nodes: dict[str, subprocess.Popen] = {}
         self.node_ids: dict[str, str] = {}
         self.seen: list[int] = []
+        self.bin = bin_dir
 
     def client_env(self) -> dict[str, str]:
         """What a caller needs: the token mode and token (only in its environment)."""
@@ -94,7 +96,7 @@ class LoopbackCluster:
         head = not self.nodes
         where = ["--head", "--port", str(self.port), "--include-dashboard=false"] if head else ["--address", self.address]
         log = open(self.base / f"{name}.log", "ab")
-        command = [str(BIN / "ray"), "start", "--block", *where, "--node-ip-address", "127.0.0.1",
+        command = [str(self.bin / "ray"), "start", "--block", *where, "--node-ip-address", "127.0.0.1",
                    "--num-cpus", str(self.cpus), "--resources", json.dumps({name: 1, **(extra or {})}), "--temp-dir",
                    str(self.base / name), "--disable-usage-stats", *self._ports(head)]
         # The node's own /tmp (its actors' work dirs): removed with the cluster, even for a node
