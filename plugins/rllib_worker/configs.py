@@ -64,19 +64,10 @@ def option_names(config: Any) -> list[str]:
     return sorted(names)
 
 
-def register_env_families() -> None:
-    """Atari's ids (``ALE/...``) exist in gymnasium 1.x once ale_py registers them (when installed)."""
-    try:
-        import ale_py
-        import gymnasium
-
-        gymnasium.register_envs(ale_py)
-    except ImportError:
-        pass
-
-
 def env_problem(env_id: str) -> str | None:
     import gymnasium
+
+    from rllib_worker.envs import register_env_families
 
     register_env_families()
     try:
@@ -117,13 +108,17 @@ def param_problems(config: Any, params: dict[str, Any]) -> list[str]:
 
 def build_config(algo: str, env_id: str, params: dict[str, Any], seed: int | None = None) -> Any:
     """The algorithm's config on the new API stack for ``env_id``, updated by ``params``."""
+    from rllib_worker.envs import rllib_env
+
+    env, env_config = rllib_env(env_id)
     config = config_class(algo)()
-    config.environment(env_id).framework("torch")
+    config.environment(env).framework("torch")
     params = dict(params)
     for key, method in SET_THROUGH.items():
         if key in params:
             getattr(config, method)(**{key: params.pop(key)})
     config.update_from_dict(params)
+    config.env_config = {**dict(config.env_config or {}), **env_config}  # the id the creator makes
     if seed is not None:
         config.debugging(seed=seed)
     return config

@@ -12,6 +12,10 @@ from rllib_worker import __version__
 # torch's unpinned default is a multi-GB CUDA build; tensorboard for the worker's SummaryWriter.
 REQUIREMENTS = ("ray[rllib]==2.60.0", "gymnasium==1.2.2", "numpy==1.26.4", "pyarrow<26", "torch==2.13.0",
                 "pygame>=2.1", "tensorboard>=2.14")
+# `mosaic workers install rllib --extras atari,mujoco`: Atari (ale-py bundles its ROMs; RLlib's Atari
+# wrappers resize with OpenCV, headless) and MuJoCo (gymnasium 1.x's v5 envs).
+OPTIONAL = {"atari": ("ale-py>=0.10,<0.12", "opencv-python-headless>=4.8,<4.12"),
+            "mujoco": ("mujoco>=2.3.3,<3", "imageio>=2.14.1")}
 
 CAPABILITIES = WorkerCapabilities(
     worker_type="rllib",
@@ -34,5 +38,5 @@ METADATA = WorkerMetadata(
     worker="rllib_worker.worker:RLlibWorker",
     upstream_library="ray[rllib]",
     upstream_version="2.60.0",
-    environment=WorkerEnvironment(requirements=REQUIREMENTS),
+    environment=WorkerEnvironment(requirements=REQUIREMENTS, optional=OPTIONAL),
 )

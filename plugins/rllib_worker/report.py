@@ -20,8 +20,10 @@ def lifetime_steps(result: dict[str, Any]) -> int | None:
 
 
 def _series(runners: dict[str, Any], key: str) -> list[float]:
-    found = runners.get(key)  # RLlib keeps "a/b" keys flat
-    return [float(v) for v in found] if isinstance(found, (list, tuple)) else []
+    found = runners.get(key)  # RLlib keeps "a/b" keys flat, and reduces a series of one to its item
+    if isinstance(found, (list, tuple)):
+        return [float(v) for v in found]
+    return [float(found)] if isinstance(found, (int, float)) and not isinstance(found, bool) else []
 
 
 def _learner_scalars(result: dict[str, Any]) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""The RLlib worker's environment, built once per test session by ``mosaic workers install rllib``
+"""The RLlib worker's environment, built once per test session by ``mosaic workers install rllib --extras atari,mujoco``
 (cached under ``$MOSAIC_VENVS`` when set: a later session reuses it), and helpers to run it."""
 
 import json
@@ -14,6 +14,9 @@ MOSAIC = [sys.executable, "-m", "mosaic_core.cli.main"]
 SMALL = {"num_env_runners": 1, "train_batch_size_per_learner": 500, "minibatch_size": 128, "num_epochs": 2}
 
 
+EXTRAS = "atari,mujoco"  # the env families the worker's capabilities claim, tested in test_env_families.py
+
+
 @pytest.fixture(scope="session")
 def rllib_env(tmp_path_factory):
     """The environment variables under which `mosaic` finds the built RLlib environment."""
@@ -21,9 +24,9 @@ def rllib_env(tmp_path_factory):
     env = {**os.environ, "MOSAIC_VENVS": root}
     env.pop("MOSAIC_RUNS_DIR", None)
     env.pop("RAY_ADDRESS", None)
-    done = subprocess.run([*MOSAIC, "workers", "install", "rllib"], env=env, capture_output=True, text=True,
+    done = subprocess.run([*MOSAIC, "workers", "install", "rllib", "--extras", EXTRAS], env=env, capture_output=True, text=True,
                           timeout=1800, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, f"mosaic workers install rllib failed: {done.stderr[-2000:]}"
+    assert done.returncode == 0, f"mosaic workers install rllib --extras {EXTRAS} failed: {done.stderr[-2000:]}"
     return env
 
 
