@@ -24,7 +24,7 @@ OWN_KEYS = [
     ExtrasKey("policy_path", "policy_eval: a checkpoint (.pth) or a run directory (its latest checkpoint)"),
     ExtrasKey("checkpoint_frequency", "save a checkpoint every N env steps (default: only at the end)"),
     ExtrasKey("eval_episodes", "policy_eval: episodes to play (default 5)"),
-    ExtrasKey("torch_threads", "torch threads of the training process (default: the run's thread budget, else 1)"),
+    ExtrasKey("torch_threads", "torch threads of the training process (default 1: XuanCe's networks are small)"),
     ExtrasKey("algo_params", "XuanCe config keys as an object, over the top-level ones (how `mosaic sweep` "
                              "passes a trial's parameters)"),
 ]
