@@ -7,7 +7,6 @@ behind."""
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from tests.rllib.conftest import events_of, run_args
 
 pytestmark = pytest.mark.slow  # each trains RLlib runs of about 1,000 env steps
 
-MOSAIC = str(Path(sys.executable).with_name("mosaic"))
 IMPALA = {"num_env_runners": 1, "train_batch_size_per_learner": 500}
 SWEEP = """
 worker = "rllib"
@@ -59,28 +57,15 @@ def _trained(events: list[dict]) -> dict:
 
 
 def test_daemon_runs_a_submitted_impala_run(rllib_env, tmp_path, monkeypatch):
-    from mosaic_core.trainer import client
-    from mosaic_core.trainer import trainer_pb2 as pb
-    from tests.trainer.conftest import DaemonProcess, wait_final
+    from tests.trainer.conftest import completed_daemon_run
 
     monkeypatch.setenv("MOSAIC_VENVS", rllib_env["MOSAIC_VENVS"])  # the daemon's runs find the environment
-    daemon = DaemonProcess([MOSAIC, "daemon", "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "state")],
-                           tmp_path)
-    try:
-        config = {"worker": "rllib", "algo": "IMPALA", "env_id": "CartPole-v1", "total_timesteps": 1000, "seed": 3,
-                  "extras": {"algo_params": IMPALA}}
-        run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
-        final = wait_final(daemon.target, run_id, timeout=400, token=daemon.token)
-        assert (final.status, final.terminal_event, final.exit_code) == (pb.RUN_STATUS_TERM, "run_completed", 0), \
-            final.failure_reason
-        events = events_of(Path(final.run_dir))
-        assert events[0]["payload"]["grpc"]["accepted_version"] == "MOSAIC/1.0"
-        assert any("loss" in name for name in _trained(events)["losses"])
-        saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
-        assert saved[-1]["reason"] == "final" and saved[-1]["path"].startswith(final.run_dir)
-        assert f"run {run_id}: started (rllib, pid " in daemon.log()
-    finally:
-        daemon.stop()
+    config = {"worker": "rllib", "algo": "IMPALA", "env_id": "CartPole-v1", "total_timesteps": 1000, "seed": 3,
+              "extras": {"algo_params": IMPALA}}
+    final, events, _log = completed_daemon_run(tmp_path, config)
+    assert any("loss" in name for name in _trained(events)["losses"])
+    saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+    assert saved[-1]["reason"] == "final" and saved[-1]["path"].startswith(final.run_dir)
 
 
 def test_sweep_trials_train_rllib_with_sampled_params(rllib_env, tmp_path, monkeypatch):

@@ -127,6 +127,28 @@ class DaemonProcess:
             self.stderr.close()
 
 
+def completed_daemon_run(tmp_path: Path, config: dict, timeout: float = 400.0) -> tuple[Any, list[dict], str]:
+    """Submit ``config`` to a `mosaic daemon` of its own (state under ``tmp_path``) over gRPC and
+    wait for the run: it must complete, registered with the MOSAIC/1.0 handshake, and the daemon's
+    log must name its start. Returns (the final record, the run's events, the daemon's log)."""
+    from mosaic_core.trainer import trainer_pb2 as pb
+
+    daemon = DaemonProcess([str(Path(sys.executable).with_name("mosaic")), "daemon", "--listen", "127.0.0.1:0",
+                            "--state-dir", str(tmp_path / "state")], tmp_path)
+    try:
+        run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
+        final = wait_final(daemon.target, run_id, timeout=timeout, token=daemon.token)
+        assert (final.status, final.terminal_event, final.exit_code) == (pb.RUN_STATUS_TERM, "run_completed", 0), \
+            final.failure_reason
+        events = [json.loads(line) for line in Path(final.run_dir, "events.jsonl").read_text().splitlines() if line]
+        assert events[0]["payload"]["grpc"]["accepted_version"] == "MOSAIC/1.0"
+        log = daemon.log()
+        assert f"run {run_id}: started ({config['worker']}, pid " in log
+        return final, events, log
+    finally:
+        daemon.stop()
+
+
 @pytest.fixture
 def daemon_process(tmp_path: Path, monkeypatch):
     """``daemon_process(*args, mosaic=False)`` starts a daemon process; stopped after the test."""

@@ -2,8 +2,6 @@
 `worker = "xuance"` (a trial's parameters reach XuanCe's config through ``extras.algo_params``)."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from conftest import SMALL, SPREAD, events_of
@@ -11,7 +9,6 @@ from conftest import SMALL, SPREAD, events_of
 pytestmark = pytest.mark.slow  # each trains XuanCe runs of 500 steps
 
 AGENTS = {"agent_0", "agent_1", "agent_2"}
-MOSAIC = str(Path(sys.executable).with_name("mosaic"))
 SWEEP = f"""
 worker = "xuance"
 algo = "vdn"
@@ -45,29 +42,16 @@ log = true
 
 
 def test_daemon_runs_a_submitted_xuance_run(xuance_env, tmp_path, monkeypatch):
-    from mosaic_core.trainer import client
-    from mosaic_core.trainer import trainer_pb2 as pb
-    from tests.trainer.conftest import DaemonProcess, wait_final
+    from tests.trainer.conftest import completed_daemon_run
 
     monkeypatch.setenv("MOSAIC_VENVS", xuance_env["MOSAIC_VENVS"])  # the daemon's runs find the environment
-    daemon = DaemonProcess([MOSAIC, "daemon", "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "state")],
-                           tmp_path)
-    try:
-        config = {"worker": "xuance", "algo": "vdn", "env_id": SPREAD, "total_timesteps": 500, "seed": 3,
-                  "extras": {**SMALL, "learning_rate": 0.001}}
-        run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
-        final = wait_final(daemon.target, run_id, timeout=300, token=daemon.token)
-        assert (final.status, final.terminal_event, final.exit_code) == (pb.RUN_STATUS_TERM, "run_completed", 0), \
-            final.failure_reason
-        events = events_of(Path(final.run_dir))
-        assert events[0]["payload"]["grpc"]["accepted_version"] == "MOSAIC/1.0"
-        last = [e["payload"] for e in events if e["event"] == "metrics"][-1]
-        assert last["global_step"] >= 450 and set(last["agents"]) == AGENTS
-        saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
-        assert saved[-1]["reason"] == "final" and saved[-1]["path"].startswith(final.run_dir)
-        assert f"run {run_id}: started (xuance, pid " in daemon.log()
-    finally:
-        daemon.stop()
+    config = {"worker": "xuance", "algo": "vdn", "env_id": SPREAD, "total_timesteps": 500, "seed": 3,
+              "extras": {**SMALL, "learning_rate": 0.001}}
+    final, events, _log = completed_daemon_run(tmp_path, config, timeout=300)
+    last = [e["payload"] for e in events if e["event"] == "metrics"][-1]
+    assert last["global_step"] >= 450 and set(last["agents"]) == AGENTS
+    saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+    assert saved[-1]["reason"] == "final" and saved[-1]["path"].startswith(final.run_dir)
 
 
 def test_sweep_trials_train_xuance_with_sampled_params(xuance_env, tmp_path, monkeypatch):
