@@ -89,8 +89,8 @@ def without_boot_path() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(parts)
 
 
-def start_ray(ns: Namespace, temp: Path) -> None:
-    """Join ``--ray-address`` or start a local cluster with its files in ``temp``."""
+def start_ray(ns: Namespace, temp: Path | None) -> None:
+    """Join ``--ray-address`` (``temp`` None) or start a local cluster with its files in ``temp``."""
     import ray
 
     if ns.ray_address:  # the plan checked that it answers (catalog.check_answers)

@@ -14,8 +14,8 @@ step, ``on_train_episode_info`` when an env's episode ends) and from evaluation
   of that agent, the others as ``losses/NAME``; TensorBoard keeps XuanCe's names.
 - frames: only when a frame consumer wants one (:func:`mosaic_core.child.frame_wanted`, per env
   index, asked at most every ``FRAME_CHECK_S``: asking every env after every step took 2 % of
-  MAPPO's time in a profile), rendered from that env alone (``rgb_array``) and published with each agent's
-  reward.
+  MAPPO's time in a profile), rendered from that env alone (``rgb_array``) and published with
+  each agent's reward.
 """
 
 from __future__ import annotations
