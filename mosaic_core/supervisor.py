@@ -201,11 +201,14 @@ class Supervisor:
             if self.process is not None and self.process.poll() is None:
                 self.stop_group()
         finally:
-            _restore_signal_handlers(previous)
             receiver.close()
             self._finish(status, terminal_payload, started_hooks)
             emitter.close()
             record_run(run.run_dir)
+            # Only once the run's end is on record: until then a signal can only cancel it. (A daemon
+            # killed with -9 sends its runs one parent-death SIGTERM per thread of it that exits,
+            # spread over milliseconds under load; one after a restore killed a run's host silently.)
+            _restore_signal_handlers(previous)
             self._close_wake_pipe()
         return exit_code
 
