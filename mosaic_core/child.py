@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import re
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 
 from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, REFUSAL_KIND, child_from_environ
@@ -138,11 +139,25 @@ def evaluation_envs() -> Iterator[None]:
         child.evaluating = before
 
 
+FRAME_CHECK_S = 0.05  # a "no" from the consumers holds this long (FastLane's own interval is longer)
+_frames_refused_until: dict[int, float] = {}
+
+
 def frame_wanted(env_index: int = 0) -> bool:
     """Whether a frame consumer (FastLane) wants a frame of env ``env_index`` now: render only
-    then, so rendering costs nothing between frames. False outside a MOSAIC run."""
+    then, so rendering costs nothing between frames. False outside a MOSAIC run. Cheap enough
+    to ask for every env after every step: the consumers are asked at most every
+    :data:`FRAME_CHECK_S` per env while they say no."""
     ready = _ready()
-    return ready is not None and ready[1].frame_wanted(ready[0], int(env_index))
+    if ready is None:
+        return False
+    now = time.monotonic()
+    if now < _frames_refused_until.get(env_index, 0.0):
+        return False
+    wanted = ready[1].frame_wanted(ready[0], int(env_index))
+    if not wanted:
+        _frames_refused_until[env_index] = now + FRAME_CHECK_S
+    return wanted
 
 
 def publish_frame(frame: Any, *, env_index: int = 0, global_step: int = 0, reward: float = 0.0,

@@ -517,7 +517,9 @@ def mosaic_frame_wanted(child: ChildContext, env_index: int) -> bool | None:
     says True, so rendering costs nothing between frames.
 
     Return True to ask for a frame, False or None otherwise; results combine as "any": True from
-    one implementation is enough. Must be cheap (a clock read). Failure: isolate.
+    one implementation is enough. Must be cheap (a clock read). When every implementation says no,
+    ``frame_wanted`` keeps that answer for 50 ms for that env (``mosaic_core.child.FRAME_CHECK_S``),
+    so programs may ask after every step. Failure: isolate.
 
     **Example:**
 

@@ -7,7 +7,7 @@ machines) and ``on_train_result`` in the driver. So:
   as lists (``mosaic/episode_returns``, ``mosaic/episode_lengths``), which RLlib gathers into the
   iteration's result; the driver reports them (:mod:`rllib_worker.report`), every episode once.
 - frames: only the first sampling env runner (index 1; 0 when the driver samples itself) asks
-  :func:`mosaic_core.child.frame_wanted` for its env 0, at most every ``FRAME_CHECK_S``, and
+  :func:`mosaic_core.child.frame_wanted` for its env 0 (cheap: a "no" holds 50 ms) and
   renders that env alone when a consumer wants a frame; it publishes it through the public API
   (the env runner arms it on first use: the run's context reaches it through the environment).
 """
@@ -21,13 +21,11 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 
 RETURNS = "mosaic/episode_returns"
 LENGTHS = "mosaic/episode_lengths"
-FRAME_CHECK_S = 0.05  # at most 20 frame_wanted questions a second (FastLane's own interval is longer)
 
 
 class MosaicCallbacks(RLlibCallback):
     def __init__(self) -> None:
         super().__init__()
-        self._next_check = 0.0
         self._episodes = 0
         self._steps = 0
         self._started = time.monotonic()
@@ -44,9 +42,8 @@ class MosaicCallbacks(RLlibCallback):
     def on_episode_step(self, *, episode: Any, env_runner: Any = None, env: Any = None, env_index: int = 0,
                         **kwargs: Any) -> None:
         self._steps += 1
-        if env_index != 0 or env_runner is None or time.monotonic() < self._next_check:
+        if env_index != 0 or env_runner is None:
             return
-        self._next_check = time.monotonic() + FRAME_CHECK_S
         sampling = 1 if env_runner.config.num_env_runners > 0 else 0
         if env_runner.worker_index != sampling:
             return

@@ -566,3 +566,24 @@ def test_mosaic_frame_wanted_is_any_of_its_answers_and_a_raising_one_costs_only_
     assert [host.frame_wanted("ctx", i) for i in range(3)] == [False, True, False]
     assert [(f.plugin, f.hook) for f in host.failures.values()] == [("broken", "mosaic_frame_wanted")]
     assert capsys.readouterr().err.count("no clock") == 1
+
+
+def test_the_public_frame_wanted_asks_the_plugins_at_most_every_50_ms_per_env_while_they_say_no(monkeypatch):
+    """``mosaic_core.child.frame_wanted`` is cheap enough for every env after every step: a "no"
+    holds :data:`FRAME_CHECK_S` for that env; a "yes" is asked again each time."""
+    import time
+
+    from mosaic_core import child
+
+    asked, answer = [], {"yes": False}
+    host = host_with(module("counted", mosaic_frame_wanted=lambda child, env_index: asked.append(env_index)
+                            or answer["yes"]))
+    monkeypatch.setattr(child, "_ready", lambda: ("ctx", host))
+    monkeypatch.setattr(child, "_frames_refused_until", {})
+    assert not any(child.frame_wanted(0) for _ in range(100))
+    assert child.frame_wanted(1) is False
+    assert asked == [0, 1]
+    answer["yes"] = True
+    time.sleep(child.FRAME_CHECK_S)
+    assert child.frame_wanted(0) and child.frame_wanted(0)
+    assert asked == [0, 1, 0, 0]
