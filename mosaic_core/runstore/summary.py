@@ -102,16 +102,27 @@ def _metrics_of(payload: Any) -> dict[str, Any] | None:
     return payload if "global_step" in payload else None
 
 
-def unit_of(started: dict[str, Any], total_timesteps: int) -> tuple[str, int]:
-    """(unit, total) a run's progress counts: its ``run_started`` payload's ``progress``
-    (``{"unit": "episodes", "total": N}``, a worker's ``Launch.started_payload`` for a run that
-    plays episodes, e.g. a policy evaluation) when it gives a positive total, else its steps."""
+@dataclass(frozen=True)
+class Progress:
+    """What a run's progress counts. ``event``: for a run that counts episodes, the event (its
+    worker's) whose payload carries ``episodes_done``, ``episodes_total`` and ``mean_return``."""
+
+    unit: str
+    total: int
+    event: str | None = None
+
+
+def progress_of(started: dict[str, Any], total_timesteps: int) -> Progress:
+    """A run's progress as its ``run_started`` payload declares it under ``progress``
+    (``{"unit": "episodes", "total": N, "event": NAME}``, a worker's ``Launch.started_payload``
+    for a run that plays episodes, e.g. a policy evaluation) when it gives a positive total,
+    else its steps."""
     declared = started.get("progress") if isinstance(started, dict) else None
     if isinstance(declared, dict) and declared.get("unit") == "episodes":
-        total = declared.get("total")
+        total, event = declared.get("total"), declared.get("event")
         if isinstance(total, int) and not isinstance(total, bool) and total > 0:
-            return "episodes", total
-    return "steps", total_timesteps
+            return Progress("episodes", total, event if isinstance(event, str) and event else None)
+    return Progress("steps", total_timesteps)
 
 
 def summarize(run_dir: Path) -> RunSummary:
@@ -130,14 +141,15 @@ def summarize(run_dir: Path) -> RunSummary:
     extras = config.get("extras") if isinstance(config.get("extras"), dict) else {}
     summary.experiment = _text(extras.get("experiment_name"))
     summary.disk_bytes = disk_usage(run_dir)
+    progress = Progress("steps", 0)
     if first is not None and first.get("event") == "run_started":
         started = first.get("payload") or {}
         summary.started_at = _number(first.get("timestamp"))
         summary.worker = summary.worker or _text(started.get("worker"))
         summary.algo = summary.algo or _text(started.get("algo"))
         summary.env_id = summary.env_id or _text(started.get("env_id"))
-        summary.unit, total = unit_of(started, summary.total_timesteps or 0)
-        summary.total_timesteps = total or summary.total_timesteps
+        progress = progress_of(started, summary.total_timesteps or 0)
+        summary.unit, summary.total_timesteps = progress.unit, progress.total or summary.total_timesteps
     if summary.started_at is None:
         try:
             summary.started_at = (run_dir / "config.json").stat().st_mtime
@@ -153,7 +165,7 @@ def summarize(run_dir: Path) -> RunSummary:
                 summary.global_step = max(summary.global_step or 0, step)
             ret = _number(metrics.get("episodic_return_smoothed", metrics.get("episodic_return")))
             summary.last_return = ret if ret is not None else summary.last_return
-        if record["event"] == "eval_batch" and summary.unit == "episodes":
+        if record["event"] == progress.event and summary.unit == "episodes":
             done = payload.get("episodes_done")
             summary.global_step = done if isinstance(done, int) and not isinstance(done, bool) else summary.global_step
             summary.last_return = _number(payload.get("mean_return"))

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 
 from mosaic_core.errors import MosaicError, UsageError
 from mosaic_core.files import UntrustedPath, open_private, printable
+from mosaic_core.runstore.summary import progress_of
 
 TERMINAL = ("run_completed", "run_failed", "run_cancelled")
 POLL_S = 0.2
@@ -22,8 +23,9 @@ def _number(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
 
 
-def describe(event: dict[str, Any]) -> str:
-    """One line for a person: time, event, and what matters in its payload."""
+def describe(event: dict[str, Any], episode_event: str | None = None) -> str:
+    """One line for a person: time, event, and what matters in its payload. ``episode_event``:
+    the event that counts a run's episodes (its ``run_started`` payload's ``progress``)."""
     name, payload = event.get("event", "?"), event.get("payload") or {}
     stamp = time.strftime("%H:%M:%S", time.localtime(event.get("timestamp", 0)))
     if name == "run_started":
@@ -39,7 +41,7 @@ def describe(event: dict[str, Any]) -> str:
         what = f"step {payload.get('global_step', '?')}: {payload.get('path')}"
     elif name == "curriculum_stage":
         what = f"stage {payload.get('stage')} ({payload.get('env_id')})"
-    elif name == "eval_batch":
+    elif name == episode_event:
         what = (f"{payload.get('episodes_done')}/{payload.get('episodes_total')} episodes, "
                 f"mean return {_number(payload.get('mean_return'), 2)}")
     elif name == "note":
@@ -122,9 +124,12 @@ def run(ns: argparse.Namespace) -> int:
     path = run_dir / "events.jsonl"
     if not ns.follow and not path.exists():
         raise UsageError(f"run {run_dir.name} has no events yet ({path})")
+    counted = None
     try:
         for event in follow(path, ns.follow):
-            print(json.dumps(event) if ns.json else printable(describe(event)), flush=True)
+            if event.get("event") == "run_started":
+                counted = progress_of(event.get("payload") or {}, 0).event
+            print(json.dumps(event) if ns.json else printable(describe(event, counted)), flush=True)
     except KeyboardInterrupt:
         return 130
     return 0

@@ -34,6 +34,7 @@ class RunAnalytics:
     board: MetricBoard
     interval: float
     progress: Any = None
+    counted: Any = None  # what the run's progress counts (mosaic_core.runstore.summary.Progress)
     human: Any = None  # terminal.HumanLines when a person watches the run
     started: dict[str, Any] = field(default_factory=dict)  # the run_started payload
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
@@ -95,7 +96,7 @@ def mosaic_child_env(run):
 @hookimpl
 def mosaic_run_started(run):
     from mosaic_analytics import progress
-    from mosaic_core.runstore.summary import unit_of
+    from mosaic_core.runstore.summary import progress_of
 
     current = state(run)
     if extras.tracking_enabled(run.config.extras):
@@ -103,15 +104,15 @@ def mosaic_run_started(run):
         if mode == "offline" and why.startswith("no W&B credential"):
             print(f"mosaic: note: W&B runs offline ({why}); its files go to {run.run_dir / 'wandb'}, "
                   "`wandb sync` uploads them later", file=sys.stderr)
-    unit, total = unit_of(current.started, run.config.total_timesteps)
+    counted = current.counted = progress_of(current.started, run.config.total_timesteps)
     if progress.wanted(run.quiet):
-        current.progress = progress.ProgressView(run.run_id, total, unit)
+        current.progress = progress.ProgressView(run.run_id, counted.total, counted.unit)
     if run.human and not run.quiet:
         from mosaic_analytics.terminal import HumanLines
 
         view = current.progress
         current.human = HumanLines(run, view.print if view is not None else None)
-        current.human.opening(unit, total)
+        current.human.opening(counted)
 
 
 # ------------------------------------------------------------------ while it trains
@@ -146,7 +147,7 @@ def mosaic_on_event(run, event):
         return
     if name == "metrics":
         view.update(payload)
-    elif name == "eval_batch":  # an evaluation counts episodes, not steps
+    elif current.counted is not None and name == current.counted.event:  # e.g. an evaluation's episodes
         view.update_episodes(payload.get("episodes_done"), payload.get("episodes_total"))
     elif name == "heartbeat" and isinstance(payload.get("metrics"), dict):
         view.update(payload["metrics"])

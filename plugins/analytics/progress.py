@@ -4,8 +4,9 @@ Shown only when stderr is a terminal and the run is not ``--quiet``. It is fed b
 events: ``metrics`` and ``heartbeat`` move it, the terminal event stops it. rich is imported
 only when a bar is actually shown. A run that plays episodes rather than training for steps (a
 policy evaluation) says so in its ``run_started`` payload, ``"progress": {"unit": "episodes",
-"total": N}`` (a worker puts it in ``Launch.started_payload``); its bar counts ``eval_batch``'s
-episodes then, and step counts do not move it.
+"total": N, "event": NAME}`` (a worker puts it in ``Launch.started_payload``); its bar counts the
+episodes of its event ``NAME`` then (the CleanRL worker's ``eval_batch``), and step counts do not
+move it.
 """
 
 from __future__ import annotations

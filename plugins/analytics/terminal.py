@@ -29,11 +29,14 @@ class HumanLines:
         self.started = time.monotonic()
         self.checkpoints: list[str] = []
         self.episodes: tuple[Any, Any] | None = None  # (episodes done, mean return) of an evaluation
+        self.episode_event: str | None = None  # the event that counts them (the run_started payload's progress)
 
-    def opening(self, unit: str = "steps", total: int | None = None) -> None:
-        """The first line (``run_started`` is emitted before plugins hear of the run)."""
+    def opening(self, counted: Any = None) -> None:
+        """The first line (``run_started`` is emitted before plugins hear of the run); ``counted``:
+        what its progress counts (:class:`mosaic_core.runstore.summary.Progress`), steps if None."""
         run = self.run
-        total = run.config.total_timesteps if total is None else total
+        self.episode_event = counted.event if counted is not None else None
+        unit, total = (counted.unit, counted.total) if counted is not None else ("steps", run.config.total_timesteps)
         self.write(f"run {run.run_id}: {run.config.algo} on {run.config.env_id} with {run.worker}, "
                    f"{total:,} {unit} -> {run.run_dir}")
 
@@ -45,7 +48,7 @@ class HumanLines:
         elif name == "curriculum_stage":
             self.write(f"curriculum: stage {payload.get('stage')} ({payload.get('env_id')}), "
                        f"{payload.get('condition', '')}".rstrip(", "))
-        elif name == "eval_batch":
+        elif name == self.episode_event:
             self.episodes = (payload.get("episodes_done"), payload.get("mean_return"))
             self.write(f"evaluation: {payload.get('episodes_done')}/{payload.get('episodes_total')} episodes, "
                        f"mean return {_number(payload.get('mean_return'))}")

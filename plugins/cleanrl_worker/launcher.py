@@ -245,7 +245,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
                "env_check": env_check}
     started = {"algo_source": algorithm.source, "script": str(algorithm.script), "argv": script_argv}
     if mode == "policy_eval":  # what a progress display counts: episodes, not steps
-        started["progress"] = {"unit": "episodes", "total": _episodes_total(config.extras)}
+        started["progress"] = {"unit": "episodes", "total": _episodes_total(config.extras), "event": "eval_batch"}
     if mode not in MODE_PROGRAMS and applied:
         summary["preset"] = started["preset"] = applied.summary()
         summary["headline"] += f"; {applied.headline()}"

@@ -71,6 +71,7 @@ def test_a_default_run_keeps_its_final_model_and_enjoy_plays_it(mosaic, runs_roo
     evaluation = listed[played["run_dir"].rsplit("/", 1)[-1]]  # the enjoy run counts its episodes
     assert (evaluation["unit"], evaluation["global_step"], evaluation["total_timesteps"]) == ("episodes", 2, 2)
     assert evaluation["last_return"] == pytest.approx(played["return"]["mean"])
+    assert "2/2 episodes, mean return" in mosaic("logs", evaluation["run_id"]).stdout  # its declared event
 
 
 @pytest.mark.slow
