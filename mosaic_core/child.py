@@ -27,6 +27,7 @@ import importlib.abc
 import multiprocessing
 import os
 import re
+import signal
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ChildContext", "FrameInfo", "current", "plugins", "publish", "emit_event", "refuse_config", "report_scalar",
            "frame_wanted", "publish_frame", "evaluation_envs", "install", "install_lazily", "after_import", "env_index_hint",
-           "restart_env_indices"]
+           "restart_env_indices", "HostCancel", "Stopped"]
 _WRITER_MODULES = ("torch.utils.tensorboard.writer", "tensorboardX.writer")
 _TRIGGERS = ("gymnasium", *_WRITER_MODULES)
 ENV_VAR = CHILD_VAR
@@ -176,6 +177,53 @@ def publish_frame(frame: Any, *, env_index: int = 0, global_step: int = 0, rewar
                      step_rate_hz=float(step_rate_hz), episode_count=int(episode_count),
                      agent_rewards=None if agent_rewards is None else {str(k): float(v) for k, v in agent_rewards.items()})
     ready[1].on_frame(ready[0], frame, info)
+
+
+class Stopped(Exception):
+    """The host cancelled the run (raised by :class:`HostCancel` in the training process)."""
+
+
+class HostCancel:
+    """The host's cancel (SIGTERM; SIGINT at a terminal) for a program that trains in-process, as
+    the RLlib and XuanCe workers do. :meth:`install` it first. Until :meth:`looping`, a signal
+    raises :class:`Stopped` at once (the program is still building its envs and model); from then
+    on it only records :attr:`signal`, and the training loop stops at its next safe point through
+    :meth:`check` (saving a checkpoint first, say): a library's loop may swallow an exception
+    raised anywhere else (XuanCe's bare ``except:``)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._looping = False
+
+    def install(self) -> "HostCancel":
+        """Handle SIGTERM and SIGINT (again after a library installed its own, as ``ray.init`` does)."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        first = self.signal is None
+        self.signal = signum
+        if first and not self._looping:
+            raise Stopped()
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
+
+    def looping(self) -> None:
+        """The training loop starts: from now on a signal waits for :meth:`check`."""
+        self._looping = True
+        self.check()
+
+    def check(self) -> None:
+        """Raise :class:`Stopped` if the host has cancelled the run."""
+        if self.signal is not None:
+            raise Stopped()
+
+    def exit_code(self) -> int:
+        """128 + the signal, as a shell reports a process a signal ended."""
+        return 128 + int(self.signal or signal.SIGTERM)
 
 
 def install(host: "PluginHost | None" = None) -> ChildContext | None:

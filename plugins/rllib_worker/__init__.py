@@ -6,7 +6,3 @@ The host imports only :mod:`rllib_worker.metadata`, :mod:`rllib_worker.worker` a
 worker's own environment (``mosaic workers install rllib``)."""
 
 __version__ = "0.1.0"
-
-
-class Stopped(Exception):
-    """The host cancelled the run (SIGTERM/SIGINT in the training process)."""

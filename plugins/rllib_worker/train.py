@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.threads import THREAD_VARS
-from rllib_worker import Stopped
+from mosaic_core.child import HostCancel, Stopped
 
 CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tensorboard"
@@ -194,7 +194,7 @@ def check_env_runners(algo: Any, empty: int) -> None:
           f"{remote} env runners healthy)", file=sys.stderr)
 
 
-def train(algo: Any, ns: Namespace, stop: dict[str, Any], offset: int) -> None:
+def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
     from torch.utils.tensorboard import SummaryWriter
 
     from rllib_worker.report import Reporter
@@ -214,7 +214,7 @@ def train(algo: Any, ns: Namespace, stop: dict[str, Any], offset: int) -> None:
                 continue
             empty, learning = 0, True
             writer.flush()
-            if "signal" in stop:  # the cluster outlived the signal (an existing one): keep this iteration
+            if stop.requested:  # the cluster outlived the signal (an existing one): keep this iteration
                 save(algo, step, "cancelled")
                 raise Stopped()
             if next_save is not None and ns.total_timesteps > step >= next_save:
@@ -226,7 +226,7 @@ def train(algo: Any, ns: Namespace, stop: dict[str, Any], offset: int) -> None:
         writer.close()
 
 
-def evaluate(algo: Any, ns: Namespace, stop: dict[str, Any]) -> None:
+def evaluate(algo: Any, ns: Namespace, stop: HostCancel) -> None:
     """``--eval-episodes`` episodes on the first env runner (the driver's when it has none), greedy."""
     import numpy as np
 
@@ -244,7 +244,7 @@ def evaluate(algo: Any, ns: Namespace, stop: dict[str, Any]) -> None:
         reporter.scalar("eval/episodic_return", ret, index)
         reporter.scalar("eval/episodic_length", length, index)
     returns = [ret for ret, _length in episodes]
-    summary = {"status": "cancelled" if "signal" in stop else "completed", "episodes": len(episodes),
+    summary = {"status": "cancelled" if stop.requested else "completed", "episodes": len(episodes),
                "checkpoint": ns.checkpoint, "algo": ns.algo, "env_id": ns.env,
                "return": {"mean": float(np.mean(returns)) if returns else None,
                           "std": float(np.std(returns)) if returns else None},
@@ -252,7 +252,7 @@ def evaluate(algo: Any, ns: Namespace, stop: dict[str, Any]) -> None:
     Path("eval_summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
 
 
-def run(ns: Namespace, threads: int, stop: dict[str, Any]) -> int:
+def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     import torch
 
     torch.set_num_threads(threads)
@@ -265,15 +265,13 @@ def run(ns: Namespace, threads: int, stop: dict[str, Any]) -> int:
     else:
         algo = build_config(ns, threads).build_algo()
     try:
-        stop["looping"] = True
-        if "signal" in stop:
-            raise Stopped()
+        stop.looping()
         if ns.mode == "policy_eval":
             evaluate(algo, ns, stop)
         else:
             train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)
     finally:
-        if "signal" not in stop:  # cancelled: ray.shutdown() ends the env runners at once
+        if not stop.requested:  # cancelled: ray.shutdown() ends the env runners at once
             algo.stop()
     return 0
 
@@ -288,34 +286,25 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     child.install()
-    stop: dict[str, Any] = {}
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        # In the training loop, the current iteration finishes and a checkpoint is saved; before it, at once.
-        first = "signal" not in stop
-        stop["signal"] = signum
-        if first and not stop.get("looping"):
-            raise Stopped()
-
+    # In the training loop the current iteration finishes and a checkpoint is saved; before it, at once.
+    stop = HostCancel()
     # Made before ray.init (a signal can end the run within it), removed whatever the end.
     temp, folder = private_temp_dir() if not ns.ray_address else (None, None)
     try:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, on_signal)
+        stop.install()
         start_ray(ns, temp)
-        for signum in (signal.SIGTERM, signal.SIGINT):  # ray.init installed its own
-            signal.signal(signum, on_signal)
+        stop.install()  # ray.init installed its own
         return run(ns, threads, stop)
     except Exception as exc:
         # The host's SIGTERM reaches Ray's GCS and raylet too (they are in the run's process group):
         # an iteration under way then fails, which is the cancel, not a failure.
-        if not isinstance(exc, Stopped) and "signal" not in stop:
+        if not isinstance(exc, Stopped) and not stop.requested:
             raise
-        print(f"rllib worker: stopped by signal {stop.get('signal')}", file=sys.stderr)
-        return 128 + int(stop.get("signal") or signal.SIGTERM)
+        print(f"rllib worker: stopped by signal {stop.signal}", file=sys.stderr)
+        return stop.exit_code()
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
-        stop_ray(ns, "signal" in stop)
+        stop_ray(ns, stop.requested)
         if folder is not None:
             remove_folder(folder)
 

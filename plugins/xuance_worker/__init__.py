@@ -6,7 +6,3 @@ The host imports only :mod:`xuance_worker.metadata`, :mod:`xuance_worker.worker`
 worker's own environment (``mosaic workers install xuance``)."""
 
 __version__ = "0.1.0"
-
-
-class Stopped(Exception):
-    """The host cancelled the run (SIGTERM/SIGINT in the training process)."""

@@ -27,7 +27,6 @@ import numpy as np
 from xuance.common import MultiAgentBaseCallback
 
 from mosaic_core import child as mosaic_child
-from xuance_worker import Stopped
 
 report = mosaic_child.report_scalar
 
@@ -42,9 +41,9 @@ class MosaicCallback(MultiAgentBaseCallback):
     """Reports XuanCe's per-agent episode results and publishes frames. ``writer``: the agent's
     SummaryWriter (set once the agent exists); ``step_offset``: steps trained before a resume."""
 
-    def __init__(self, step_offset: int = 0, stop: dict[str, Any] | None = None):
+    def __init__(self, step_offset: int = 0, stop: mosaic_child.HostCancel | None = None):
         super().__init__()
-        self.stop = {} if stop is None else stop  # "signal" in it: the host cancelled the run
+        self.stop = mosaic_child.HostCancel() if stop is None else stop  # the host's cancel
         self.writer: Any = None
         self.step_offset = step_offset
         self.episodes = 0
@@ -132,16 +131,12 @@ class MosaicCallback(MultiAgentBaseCallback):
                                        agent_rewards=agent_rewards, episode_count=self.episodes,
                                        step_rate_hz=self.sps)
 
-    def _check_stop(self) -> None:
-        if "signal" in self.stop:
-            raise Stopped()
-
     def on_train_step(self, current_step: int, **kwargs: Any) -> None:
-        self._check_stop()
+        self.stop.check()
         self._frames(kwargs["envs"], kwargs["rewards"], self.step_offset + int(current_step))
 
     def on_test_step(self, *args: Any, **kwargs: Any) -> None:
-        self._check_stop()
+        self.stop.check()
         envs, step = kwargs["envs"], int(kwargs.get("current_step") or 0)
         self._frames(envs, kwargs["rewards"], step)
         terminals, truncations, infos = kwargs["terminals"], kwargs["truncations"], kwargs["infos"]

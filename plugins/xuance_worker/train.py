@@ -31,7 +31,7 @@ from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
-from xuance_worker import Stopped
+from mosaic_core.child import HostCancel, Stopped
 
 CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tensorboard"
@@ -103,7 +103,7 @@ def save(agent: Any, step: int, reason: str) -> Path:
     return path
 
 
-def train(agent: Any, ns: Namespace, offset: int, stop: dict[str, Any]) -> None:
+def train(agent: Any, ns: Namespace, offset: int, stop: HostCancel) -> None:
     """Train in chunks (one per checkpoint), stopping cleanly when the host cancels. A subprocess
     vector env's workers get the host's SIGTERM too: the error their end raises is a stop then."""
     n_envs = agent.n_envs
@@ -118,7 +118,7 @@ def train(agent: Any, ns: Namespace, offset: int, stop: dict[str, Any]) -> None:
             if done < remaining:
                 save(agent, offset + done, "periodic")
     except Exception as exc:
-        if "signal" not in stop:
+        if not stop.requested:
             raise
         save(agent, offset + agent.current_step, "cancelled")
         raise Stopped() from exc
@@ -158,28 +158,19 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic_core import child
 
     child.install()  # patch points before XuanCe imports its SummaryWriter
-    stop: dict[str, Any] = {}
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        # In XuanCe's loops the callback stops at the next vector step (XuanCe has bare
-        # ``except:`` clauses that would swallow an exception raised anywhere); before, at once.
-        first = "signal" not in stop
-        stop["signal"] = signum
-        if first and not stop.get("looping"):
-            raise Stopped()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, on_signal)
+    # In XuanCe's loops the callback stops at the next vector step (XuanCe has bare ``except:``
+    # clauses that would swallow an exception raised anywhere); before them, at once.
+    stop = HostCancel().install()
     try:
         return run(ns, threads, stop)
     except Exception as exc:
-        if not isinstance(exc, Stopped) and "signal" not in stop:
+        if not isinstance(exc, Stopped) and not stop.requested:
             raise
-        print(f"xuance worker: stopped by signal {stop.get('signal')}", file=sys.stderr)
-        return 128 + int(stop.get("signal") or signal.SIGTERM)
+        print(f"xuance worker: stopped by signal {stop.signal}", file=sys.stderr)
+        return stop.exit_code()
 
 
-def run(ns: Namespace, threads: int, stop: dict[str, Any]) -> int:
+def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     """Build XuanCe's envs and agent, then train or evaluate (Stopped when the host cancels)."""
     import torch
 
@@ -199,9 +190,7 @@ def run(ns: Namespace, threads: int, stop: dict[str, Any]) -> int:
         callback.attach(agent)
         if ns.checkpoint:
             agent.load_model(ns.checkpoint)
-        stop["looping"] = True
-        if "signal" in stop:
-            raise Stopped()
+        stop.looping()
         if ns.mode == "policy_eval":
             evaluate(agent, ns, callback)
         else:
@@ -213,7 +202,7 @@ def run(ns: Namespace, threads: int, stop: dict[str, Any]) -> int:
                 agent.finish()
             envs.close()
         except Exception:  # a subprocess env whose workers the host's SIGTERM already ended
-            if "signal" not in stop:
+            if not stop.requested:
                 raise
     return 0
 

@@ -69,3 +69,36 @@ def test_frames_are_throttled_to_the_fastlane_interval(workdir, runs_root):
     manifest = json.loads((runs_root / "slow" / "analytics.json").read_text())
     seconds = done.events[-1]["timestamp"] - done.events[0]["timestamp"]
     assert 1 <= manifest["fastlane"]["frames_published"] <= 2 + seconds < 30000 / 100
+
+
+def test_host_cancel_stops_at_once_before_the_loop_and_at_its_next_check_within_it():
+    """``HostCancel``: a SIGTERM before ``looping()`` raises ``Stopped`` where the program is; in
+    the loop it is only recorded until ``check()``; the exit code is the shell's 128 + signal."""
+    import os
+    import signal
+
+    import pytest
+
+    from mosaic_core.child import HostCancel, Stopped
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        early = HostCancel().install()
+        with pytest.raises(Stopped):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs at the next bytecode
+        assert early.requested and early.exit_code() == 128 + signal.SIGTERM
+        with pytest.raises(Stopped):
+            early.looping()  # the cancel came before the loop: it does not start
+
+        looping = HostCancel().install()
+        looping.looping()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+        assert looping.requested and looping.signal == signal.SIGINT
+        with pytest.raises(Stopped):
+            looping.check()
+        assert looping.exit_code() == 130
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
