@@ -10,8 +10,8 @@ second of a loop that steps the same SyncVectorEnv (same num_envs, RecordEpisode
 with pre-drawn random actions. The ratio is how much of the env's speed the algorithm keeps.
 `--scale` multiplies every step budget (at least 4096 steps, or the case's own when smaller). Suites: `classic` (the default),
 `atari` (ppo_atari, dqn_atari on Breakout; needs the atari extra), `envpool` (ppo_atari_envpool
-on EnvPool's Breakout-v5 next to ppo_atari on BreakoutNoFrameskip-v4, and the ratio of the two;
-the envpool extra), `mujoco` (the continuous
+on EnvPool's Breakout-v5, with its bfloat16 CNN where the CPU has it and in float32, next to
+ppo_atari on BreakoutNoFrameskip-v4, and the ratios; the envpool extra), `mujoco` (the continuous
 algorithms on HalfCheetah-v4; the mujoco extra). With `--cleanrl-home DIR` (an upstream CleanRL
 checkout) each algorithm of that name also runs from the checkout, both through `mosaic run`
 with the same seed, steps and flags, and the table adds the upstream SPS and bundled / upstream.
@@ -51,9 +51,11 @@ SUITES = {
         "dqn_atari": ("BreakoutNoFrameskip-v4", 1, 2048, ["--learning-starts", "1024", "--buffer-size", "100000"]),
     },
     # bundled vs upstream ppo_atari_envpool (--cleanrl-home), and vs ppo_atari: the envpool extra
+    # (a case named ALGO:VARIANT runs ALGO with its flags)
     "envpool": {
-        "ppo_atari_envpool": ("Breakout-v5", 8, 4096, []),
-        "ppo_atari": ("BreakoutNoFrameskip-v4", 8, 4096, []),
+        "ppo_atari_envpool": ("Breakout-v5", 8, 16384, []),
+        "ppo_atari_envpool:float32": ("Breakout-v5", 8, 16384, ["--no-bf16"]),
+        "ppo_atari": ("BreakoutNoFrameskip-v4", 8, 16384, []),
     },
     "mujoco": {algo: ("HalfCheetah-v4", 1, 8192 if algo.startswith("ppo") else 3000,
                       [] if algo.startswith("ppo") else ["--learning-starts", "1000"])
@@ -103,8 +105,15 @@ def plain_sps(env_id: str, num_envs: int, steps: int) -> float:
 
 
 def flags_to_extras(flags: list[str]) -> dict:
-    """``["--learning-starts", "1000"]`` → ``{"learning_starts": 1000}`` (values only, no bare switches)."""
-    return {name.removeprefix("--").replace("-", "_"): json.loads(value) for name, value in zip(flags[::2], flags[1::2])}
+    """``["--learning-starts", "1000", "--no-bf16"]`` → ``{"learning_starts": 1000, "bf16": False}``."""
+    extras, rest = {}, list(flags)
+    while rest:
+        name = rest.pop(0).removeprefix("--").replace("-", "_")
+        if name.startswith("no_") and (not rest or rest[0].startswith("--")):
+            extras[name.removeprefix("no_")] = False
+        else:
+            extras[name] = json.loads(rest.pop(0))
+    return extras
 
 
 def algo_sps(algo: str, env_id: str, steps: int, flags: list[str], cleanrl_home: Path | None = None,
@@ -138,18 +147,19 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every step budget")
     parser.add_argument("--cleanrl-home", type=Path, help="an upstream CleanRL checkout to compare with")
     args = parser.parse_args()
-    cases = {f"{algo}@{case[0]}": (algo, *case) for suite in args.suite or ["classic"]
-             for algo, case in SUITES[suite].items() if not args.algo or algo in args.algo}
+    cases = {f"{name}@{case[0]}": (name, *case) for suite in args.suite or ["classic"]
+             for name, case in SUITES[suite].items() if not args.algo or name.split(":")[0] in args.algo}
     upstream = "" if args.cleanrl_home is None else f"{'upstream':>10}{'ratio':>8}"
-    header = f"{'algo':<24}{'env':<24}{'envs':>5}{'steps':>8}{'algo SPS':>10}{'plain SPS':>11}{'ratio':>8}{upstream}"
+    header = f"{'algo':<27}{'env':<24}{'envs':>5}{'steps':>8}{'algo SPS':>10}{'plain SPS':>11}{'ratio':>8}{upstream}"
     print(header)
     print("-" * len(header))
     measured = {}
-    for algo, env_id, num_envs, steps, flags in cases.values():
+    for name, env_id, num_envs, steps, flags in cases.values():
+        algo = name.split(":")[0]
         steps = max(int(steps * args.scale), min(steps, 4096))  # at least two PPO rollouts, past learning_starts
         trained = algo_sps(algo, env_id, steps, flags, via_mosaic=args.cleanrl_home is not None)
         plain = plain_sps(env_id, num_envs, min(steps, 20000))
-        line = f"{algo:<24}{env_id:<24}{num_envs:>5}{steps:>8}{trained:>10.0f}{plain:>11.0f}{trained / plain:>8.3f}"
+        line = f"{name:<27}{env_id:<24}{num_envs:>5}{steps:>8}{trained:>10.0f}{plain:>11.0f}{trained / plain:>8.3f}"
         if args.cleanrl_home is not None:
             try:
                 theirs = algo_sps(algo, env_id, steps, flags, cleanrl_home=args.cleanrl_home)
@@ -157,9 +167,10 @@ def main() -> None:
             except subprocess.CalledProcessError:  # e.g. upstream's EnvPool scripts on envpool 0.8+
                 line += f"{'fails':>10}{'-':>8}"
         print(line, flush=True)
-        measured[algo] = trained
-    if {"ppo_atari_envpool", "ppo_atari"} <= measured.keys():
-        print(f"ppo_atari_envpool / ppo_atari: {measured['ppo_atari_envpool'] / measured['ppo_atari']:.2f}x")
+        measured[name] = trained
+    for fast in ("ppo_atari_envpool", "ppo_atari_envpool:float32"):
+        if {fast, "ppo_atari"} <= measured.keys():
+            print(f"{fast} / ppo_atari: {measured[fast] / measured['ppo_atari']:.2f}x")
 
 
 if __name__ == "__main__":

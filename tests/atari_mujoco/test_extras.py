@@ -45,8 +45,8 @@ def test_bundled_ppo_atari_envpool_trains_with_fastlane_frames(workdir):
 @pytest.mark.slow
 def test_bundled_ppo_atari_envpool_follows_a_curriculum(workdir):
     schedule = [{"env_id": "ALE/Pong-v5", "until": "steps>=256"}, {"env_id": "ALE/Pong-v5"}]
-    proc = start(workdir, *mosaic_command("envpool-cur", "ppo_atari_envpool", "ALE/Pong-v5", 768,
-                                          {**SMALL_PPO, "curriculum_schedule": schedule}))
+    proc = start(workdir, *mosaic_command("envpool-cur", "ppo_atari_envpool", "ALE/Pong-v5", 768,  # float32 here,
+                                          {**SMALL_PPO, "curriculum_schedule": schedule, "bf16": False}))  # bf16 above
     stages = [e["payload"] for e in completed(proc) if e["event"] == "curriculum_stage"]
     assert [s["stage"] for s in stages] == [0, 1] and stages[1]["condition"] == "steps>=256"
     manifest = json.loads((workdir / "var/trainer/runs/envpool-cur/analytics.json").read_text())["curriculum"]
