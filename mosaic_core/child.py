@@ -152,12 +152,12 @@ def frame_wanted(env_index: int = 0) -> bool:
     ready = _ready()
     if ready is None:
         return False
-    now = time.monotonic()
-    if now < _frames_refused_until.get(env_index, 0.0):
+    index, now = int(env_index), time.monotonic()  # a numpy index is the same env
+    if now < _frames_refused_until.get(index, 0.0):
         return False
-    wanted = ready[1].frame_wanted(ready[0], int(env_index))
+    wanted = ready[1].frame_wanted(ready[0], index)
     if not wanted:
-        _frames_refused_until[env_index] = now + FRAME_CHECK_S
+        _frames_refused_until[index] = now + FRAME_CHECK_S
     return wanted
 
 

@@ -153,9 +153,8 @@ def native_bf16(device):
     """Whether the device computes in bfloat16 natively; elsewhere autocast would emulate it, slower than float32."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
-    cpu_has = lambda name: getattr(torch.cpu, name, lambda: False)()  # noqa: E731  (private, absent on old torch)
-    return torch.backends.mkldnn.is_available() and (cpu_has("_is_amx_tile_supported")
-                                                     or cpu_has("_is_avx512_bf16_supported"))
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
+    return torch.backends.mkldnn.is_available() and any(probe is not None and probe() for probe in probes)
 
 
 class Agent(nn.Module):
