@@ -137,14 +137,19 @@ class SavedCheckpoints:
             return list(self.seen.values())
 
     def _note(self, event: dict[str, Any]) -> None:
-        payload = event.get("payload")
-        if event["event"] != "checkpoint_saved" or not isinstance(payload, dict) or not isinstance(payload.get("path"), str):
-            return
-        step = payload.get("global_step", payload.get("step"))
-        path = in_run(self.run_dir, payload["path"])
-        if path not in self.seen and len(self.seen) >= MAX_FILES:
-            return
-        self.seen[path] = {"path": path, "step": step if isinstance(step, int) and not isinstance(step, bool) else None}
+        entry = checkpoint_entry(self.run_dir, event.get("payload")) if event["event"] == "checkpoint_saved" else None
+        if entry is not None and (entry["path"] in self.seen or len(self.seen) < MAX_FILES):
+            self.seen[entry["path"]] = entry
+
+
+def checkpoint_entry(run_dir: Path, record: Any) -> dict[str, Any] | None:
+    """``{"path", "step"}`` of a checkpoint as a run recorded it (a ``checkpoint_saved`` payload,
+    a manifest entry), its path as it is now (:func:`in_run`); None when it names no path."""
+    if not isinstance(record, dict) or not isinstance(record.get("path"), str):
+        return None
+    step = record.get("global_step", record.get("step"))
+    return {"path": in_run(run_dir, record["path"]),
+            "step": step if isinstance(step, int) and not isinstance(step, bool) else None}
 
 
 def in_run(run_dir: Path, path: str) -> str:
@@ -167,8 +172,7 @@ def artifacts(run_dir: Path, run_id: str, announced: list[dict[str, Any]] | None
 
     section = (read_json(run_dir / "analytics.json") or {}).get("checkpoints")
     listed = section.get("files") if isinstance(section, dict) else None
-    seen = [{"path": in_run(run_dir, c["path"]), "step": c.get("step") if isinstance(c.get("step"), int) else None}
-            for c in (listed if isinstance(listed, list) else []) if isinstance(c, dict) and isinstance(c.get("path"), str)]
+    seen = [e for e in (checkpoint_entry(run_dir, c) for c in (listed if isinstance(listed, list) else [])) if e]
     found = scan(RunDirectory(run_dir.parent, run_id), seen + list(announced or []))
     try:
         wandb = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "wandb").iterdir()
