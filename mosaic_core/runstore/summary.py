@@ -4,6 +4,12 @@ A run is any directory holding ``config.json`` or ``events.jsonl``. Its status c
 terminal event, else the manifest, else ``running`` (``lost`` when the process that ran it is
 known and gone). Every file is optional and read defensively: a run still starting, a
 truncated event log, a manifest from an older schema or an unreadable one all still list.
+
+Reading is bounded, whatever a run's files hold (an imported run's too): ``config.json`` and
+``analytics.json`` are read only up to ``MAX_JSON_BYTES``; of ``events.jsonl`` only the first
+line and the last ``TAIL_BYTES``, a line over ``MAX_LINE_BYTES`` skipped without being read whole.
+What was parsed is kept per file (device, inode, size, mtime), so a long-lived lister (the
+dashboard) does not parse an unchanged log again.
 """
 
 from __future__ import annotations
@@ -15,11 +21,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.files import open_private, read_private_text, tail_lines
+from mosaic_core.files import open_private
 from mosaic_core.procs import process_alive
 
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
-TAIL_BYTES = 256 * 1024
+TAIL_BYTES = 256 * 1024  # of events.jsonl, read for the latest state
+MAX_LINE_BYTES = 64 * 1024  # an event line longer than this is skipped (the host's are far shorter)
+MAX_JSON_BYTES = 4 * 1024 * 1024  # a config or manifest larger than this is not read
+PARSED_KEPT = 4096  # event logs whose parse is kept, in a long-lived process
+_parsed: dict[str, tuple[tuple[int, ...], tuple[Any, list[dict[str, Any]]]]] = {}
 
 
 @dataclass
@@ -48,11 +58,17 @@ class RunSummary:
 
 def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
     try:
-        text = read_private_text(path)
+        with open_private(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_JSON_BYTES:
+                problems.append(f"{path.name}: {format_bytes(size)}, over the {format_bytes(MAX_JSON_BYTES)} "
+                                "a listing reads; not read")
+                return None
+            text = handle.read(MAX_JSON_BYTES).decode("utf-8", "replace")
     except FileNotFoundError:
         return None
     except OSError as exc:
-        problems.append(f"{path.name}: {exc.strerror}")
+        problems.append(f"{path.name}: {exc.strerror or exc}")
         return None
     try:
         data = json.loads(text)
@@ -66,22 +82,39 @@ def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
 
 
 def _events(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The first event and the events in the last ``TAIL_BYTES`` of the log (bad lines skipped)."""
+    """The first event and the events in the last ``TAIL_BYTES`` of the log (bad and over-long
+    lines skipped); at most ``MAX_LINE_BYTES + TAIL_BYTES`` read, nothing when unchanged."""
     try:
         with open_private(path) as handle:
-            first_line = handle.readline()
+            info = os.fstat(handle.fileno())
+            mark = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+            kept = _parsed.get(str(path))
+            if kept is not None and kept[0] == mark:
+                return kept[1]
+            first = _parse_event(handle.readline(MAX_LINE_BYTES + 1))
+            handle.seek(max(0, info.st_size - TAIL_BYTES))
+            tail = handle.read(TAIL_BYTES).split(b"\n")
     except OSError:
         return None, []
-    tail = tail_lines(path, 10**9, max_bytes=TAIL_BYTES)  # a line cut by the window is dropped
+    if info.st_size > TAIL_BYTES:
+        tail = tail[1:]  # cut by the window
+    parsed = first, [r for r in map(_parse_event, tail) if r is not None]
+    if len(_parsed) >= PARSED_KEPT:
+        _parsed.pop(next(iter(_parsed)))
+    _parsed[str(path)] = (mark, parsed)
+    return parsed
 
-    def parse(line: str | bytes) -> dict[str, Any] | None:
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return None
-        return record if isinstance(record, dict) and isinstance(record.get("event"), str) else None
 
-    return parse(first_line), [r for r in map(parse, tail) if r is not None]
+def _parse_event(line: bytes) -> dict[str, Any] | None:
+    """An event from one line, None for a line that is damaged, no event or over ``MAX_LINE_BYTES``
+    (an unfinished line read as far as the cap)."""
+    if len(line.rstrip(b"\n")) > MAX_LINE_BYTES:
+        return None
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("event"), str) else None
 
 
 def _alive(pid: Any) -> bool | None:

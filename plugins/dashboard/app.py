@@ -39,6 +39,7 @@ from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, mjpeg_part,
 STATIC = Path(__file__).parent / "static"
 DAEMON_CACHE_S = 2.0
 SSE_PING_S = 15
+CHECKPOINT_LOGS_KEPT = 256  # runs whose announced checkpoints are followed (the oldest looked at goes)
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -58,6 +59,7 @@ class Dashboard:
         self._list_lock = asyncio.Lock()
         self._list: tuple[float, list[dict[str, Any]]] = (0.0, [])
         self._daemon_runs: tuple[float, list[dict[str, Any]]] = (0.0, [])
+        self._checkpoints: dict[str, rundata.SavedCheckpoints] = {}
 
     async def run_list(self) -> list[dict[str, Any]]:
         """Run directories merged with the daemon's records (queued runs have no directory yet)."""
@@ -84,6 +86,14 @@ class Dashboard:
             records = await asyncio.to_thread(self.daemon.runs)
             self._daemon_runs = (time.monotonic(), records)
         return records
+
+    def announced_checkpoints(self, run_dir: Path) -> list[dict[str, Any]]:
+        """The run's ``checkpoint_saved`` events so far, read on from where the last look ended."""
+        saved = self._checkpoints.pop(str(run_dir), None) or rundata.SavedCheckpoints(run_dir)
+        self._checkpoints[str(run_dir)] = saved  # the newest looked at last
+        while len(self._checkpoints) > CHECKPOINT_LOGS_KEPT:
+            self._checkpoints.pop(next(iter(self._checkpoints)))
+        return saved.look()
 
     def stop(self) -> None:
         """The server is shutting down: end every stream now so each response completes."""
@@ -140,7 +150,10 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
         return JSONResponse({"run_id": run_dir.name, "logs": await asyncio.to_thread(rundata.log_tails, run_dir)})
 
     async def files(request: Request, run_dir: Path) -> Response:
-        return JSONResponse(await asyncio.to_thread(rundata.artifacts, run_dir, run_dir.name))
+        def found() -> dict[str, Any]:
+            return rundata.artifacts(run_dir, run_dir.name, dash.announced_checkpoints(run_dir))
+
+        return JSONResponse(await asyncio.to_thread(found))
 
     async def frames(request: Request, run_dir: Path) -> Response:
         from mosaic_fastlane.segment import FastLaneError

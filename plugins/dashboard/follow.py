@@ -1,7 +1,8 @@
 """Follow a run's ``events.jsonl`` by reading what was appended since the last look.
 
 No inotify: the caller polls (only while a client watches). Only complete lines are taken;
-a line being written stays for the next poll. A malformed line is skipped and counted. The
+a line being written stays for the next poll. A malformed line, and one longer than
+``MAX_LINE_BYTES`` (dropped as it is read, never held whole), is skipped and counted. The
 file being replaced (smaller than what was read) restarts from the top; the run directory
 disappearing is reported as :class:`RunGone`.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.files import open_private
+from mosaic_core.runstore.summary import MAX_LINE_BYTES
 
 READ_LIMIT = 4 * 1024 * 1024  # at most this much per poll, so a huge log cannot stall the server
 
@@ -29,6 +31,7 @@ class EventFollower:
         self.offset = 0
         self.skipped = 0
         self._partial = b""
+        self._dropping = False  # inside a line over MAX_LINE_BYTES: read on to its end, keep nothing
 
     def poll(self) -> list[dict[str, Any]]:
         """Events appended since the last call (all of them on the first call)."""
@@ -39,7 +42,7 @@ class EventFollower:
         except FileNotFoundError:
             return []  # the run is still starting
         if size < self.offset:
-            self.offset, self._partial = 0, b""
+            self.offset, self._partial, self._dropping = 0, b"", False
         if size == self.offset:
             return []
         try:
@@ -52,10 +55,22 @@ class EventFollower:
         data = self._partial + chunk
         lines = data.split(b"\n")
         self._partial = lines.pop()
+        if self._dropping:
+            if lines:
+                lines.pop(0)  # the end of the over-long line
+                self._dropping = False
+            else:
+                self._partial = b""
+        if len(self._partial) > MAX_LINE_BYTES:
+            self._partial, self._dropping = b"", True
+            self.skipped += 1
         return [event for event in map(self._parse, lines) if event is not None]
 
     def _parse(self, line: bytes) -> dict[str, Any] | None:
         if not line.strip():
+            return None
+        if len(line) > MAX_LINE_BYTES:
+            self.skipped += 1
             return None
         try:
             event = json.loads(line)

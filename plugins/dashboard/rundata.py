@@ -2,21 +2,26 @@
 logs and files. Every reader is defensive: a damaged or vanishing run never raises past here.
 
 The list comes from the runs root's index, which re-reads a run only when its files changed, so
-polling it once a second while a page is open costs a few ``stat`` calls per run.
+polling it once a second while a page is open costs a few ``stat`` calls per run; a run's files
+are read within the caps of :mod:`mosaic_core.runstore.summary` (a line, a file), here too.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 from mosaic_core.config import check_run_id
 from mosaic_core.errors import ConfigError
-from mosaic_core.files import check_own_dir, open_private, read_private_text
+from mosaic_core.files import check_own_dir, open_private
+from mosaic_core.runstore.artifacts import MAX_FILES
+from mosaic_core.runstore.summary import MAX_JSON_BYTES
 
 LOG_TAIL_BYTES = 32 * 1024
+CHECKPOINT_POLLS = 16  # per look at a run's checkpoints: at most this many follower reads (4 MiB each)
 
 
 class UnknownRun(LookupError):
@@ -43,9 +48,13 @@ def run_path(root: Path, run_id: str) -> Path:
     return path
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> dict[str, Any] | None:
+    """A JSON object file, or None (missing, damaged, not an object, or over ``limit`` bytes)."""
     try:
-        data = json.loads(read_private_text(path))
+        with open_private(path) as handle:
+            if os.fstat(handle.fileno()).st_size > limit:
+                return None
+            data = json.loads(handle.read(limit))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -102,12 +111,69 @@ def log_tails(run_dir: Path, limit: int = LOG_TAIL_BYTES) -> dict[str, str]:
     return tails
 
 
-def artifacts(run_dir: Path, run_id: str) -> dict[str, Any]:
-    """Checkpoints, TensorBoard event dirs, videos and W&B dirs, found now (also mid-run)."""
+class SavedCheckpoints:
+    """The checkpoints a run announced (its ``checkpoint_saved`` events, e.g. a directory such
+    as RLlib's, which no file suffix finds), read from ``events.jsonl`` incrementally: each look
+    reads only what was appended since, at most ``CHECKPOINT_POLLS`` chunks."""
+
+    def __init__(self, run_dir: Path):
+        from mosaic_dashboard.follow import EventFollower
+
+        self.run_dir = run_dir
+        self.follower = EventFollower(run_dir)
+        self.seen: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()  # two requests for the same run: one reads on at a time
+
+    def look(self) -> list[dict[str, Any]]:
+        """``{"path", "step"}`` of each announced checkpoint, paths relative to the run dir where
+        they can be (RunGone when the run directory went away)."""
+        with self.lock:
+            for _ in range(CHECKPOINT_POLLS):
+                start = self.follower.offset
+                for event in self.follower.poll():
+                    self._note(event)
+                if self.follower.offset == start:
+                    break
+            return list(self.seen.values())
+
+    def _note(self, event: dict[str, Any]) -> None:
+        entry = checkpoint_entry(self.run_dir, event.get("payload")) if event["event"] == "checkpoint_saved" else None
+        if entry is not None and (entry["path"] in self.seen or len(self.seen) < MAX_FILES):
+            self.seen[entry["path"]] = entry
+
+
+def checkpoint_entry(run_dir: Path, record: Any) -> dict[str, Any] | None:
+    """``{"path", "step"}`` of a checkpoint as a run recorded it (a ``checkpoint_saved`` payload,
+    a manifest entry), its path as it is now (:func:`in_run`); None when it names no path."""
+    if not isinstance(record, dict) or not isinstance(record.get("path"), str):
+        return None
+    step = record.get("global_step", record.get("step"))
+    return {"path": in_run(run_dir, record["path"]),
+            "step": step if isinstance(step, int) and not isinstance(step, bool) else None}
+
+
+def in_run(run_dir: Path, path: str) -> str:
+    """A path a run recorded, as it is now: an absolute path under a directory named as the run
+    (where it ran before it was moved, imported or copied back from a node) becomes relative to
+    ``run_dir``; anything else is returned as given (the scan leaves out what is outside)."""
+    parts = Path(path).parts
+    if Path(path).is_absolute() and run_dir.name in parts and not Path(path).is_relative_to(run_dir):
+        last = len(parts) - 1 - parts[::-1].index(run_dir.name)
+        return str(Path(*parts[last + 1:])) if last + 1 < len(parts) else path
+    return path
+
+
+def artifacts(run_dir: Path, run_id: str, announced: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Checkpoints, TensorBoard event dirs, videos and W&B dirs, found now (also mid-run).
+    Checkpoints: the files a scan recognises, those the manifest lists, and ``announced`` (a
+    run's ``checkpoint_saved`` events, :class:`SavedCheckpoints`), directories included."""
     from mosaic_core.runstore.artifacts import scan
     from mosaic_core.runs import RunDirectory
 
-    found = scan(RunDirectory(run_dir.parent, run_id), [])
+    section = (read_json(run_dir / "analytics.json") or {}).get("checkpoints")
+    listed = section.get("files") if isinstance(section, dict) else None
+    seen = [e for e in (checkpoint_entry(run_dir, c) for c in (listed if isinstance(listed, list) else [])) if e]
+    found = scan(RunDirectory(run_dir.parent, run_id), seen + list(announced or []))
     try:
         wandb = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "wandb").iterdir()
                        if p.is_dir() and p.name.startswith(("offline-run-", "run-")))

@@ -19,6 +19,7 @@ from mosaic_core.runs import check_runs_root, default_runs_root
 
 from mosaic_dashboard.access import AccessGuard
 from mosaic_dashboard.app import build_app, catch_all
+from mosaic_dashboard.headers import SecurityHeaders
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -63,8 +64,8 @@ def serve(host: str, port: int, runs_dir: str | None, target: str | None, daemon
     token = webtoken.issue("serve", port)  # on loopback too: any local user can reach the port
     shown_host = f"[{host}]" if ":" in host else host
     dashboard_app = build_app(root, target, daemon_token)
-    app = catch_all(AccessGuard(dashboard_app, token.value, bound_host=f"{shown_host}:{port}",
-                                cookie=webtoken.cookie_name(port)))
+    app = SecurityHeaders(catch_all(AccessGuard(dashboard_app, token.value, bound_host=f"{shown_host}:{port}",
+                                                cookie=webtoken.cookie_name(port))))
     url = token.url(f"http://{shown_host}:{port}/")
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
                             lifespan="off", server_header=False)

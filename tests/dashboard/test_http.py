@@ -248,3 +248,28 @@ def test_bad_flags_are_one_line_and_exit_2(serve, workdir):
         result = run_cli(["serve", *args], cwd=workdir, timeout=60)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_the_run_list_stays_small_beside_gigabyte_files(serve, workdir):
+    """The dashboard lists through the same bounded reader as ``mosaic runs`` (a 1 GiB one-line
+    events.jsonl, a 1 GiB line mid-log, a 1 GiB config; sparse): the list is right and the
+    server's peak resident size (VmHWM, the kernel's figure) stays far below one such file, also
+    after a look at that run's checkpoints, curves and stream."""
+    from tests.core.test_listing_bounds import hostile_root
+
+    root = workdir / "var/trainer/runs"
+    root.mkdir(parents=True, mode=0o700)
+    hostile_root(root)
+    base, server = serve()
+    status, runs = http_json(base + "/api/runs")
+    by_id = {r["run_id"]: r for r in runs}
+    assert status == 200 and set(by_id) == {"good", "one-line", "long-line", "big-config"}
+    assert (by_id["long-line"]["global_step"], by_id["good"]["status"]) == (42, "completed")
+    assert read_sse(base + "/api/runs/stream", "long-line")[0][0] == "runs"
+    for run_id in ("one-line", "long-line"):
+        assert http_json(base + f"/api/runs/{run_id}/files")[0] == 200
+        assert http_json(base + f"/api/runs/{run_id}/curves")[0] == 200
+    assert read_sse(base + "/api/runs/long-line/stream", "run_started")[0][0] == "snapshot"
+    with open(f"/proc/{server.proc.pid}/status") as handle:
+        peak = next(int(line.split()[1]) << 10 for line in handle if line.startswith("VmHWM:"))
+    assert peak < 384 << 20, f"the server peaked at {peak >> 20} MiB"

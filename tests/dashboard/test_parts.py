@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from mosaic_dashboard.access import AccessGuard
 from mosaic_dashboard.curves import Curves
-from mosaic_dashboard.follow import EventFollower, RunGone
+from mosaic_dashboard.follow import READ_LIMIT, EventFollower, RunGone
 from mosaic_core.types import FormOption, WorkerForm
 from mosaic_dashboard.form import FormError, parse_submission
 from mosaic_dashboard.frames import FrameFeed, mjpeg_part, BOUNDARY
@@ -45,6 +45,30 @@ def test_the_follower_takes_complete_lines_only_and_survives_damage(tmp_path):
     run.rmdir()
     with pytest.raises(RunGone, match="was deleted"):
         follower.poll()
+
+
+def test_the_follower_drops_an_over_long_line_as_it_reads_it(tmp_path):
+    """A 64 MiB line (sparse) between two events: read in 4 MiB polls, never held whole
+    (tracemalloc's peak stays a few chunks), counted as skipped; the events around it arrive."""
+    import tracemalloc
+
+    run = tmp_path / "r"
+    run.mkdir()
+    with open(run / "events.jsonl", "wb") as handle:
+        handle.write(line("run_started"))
+        handle.seek(64 << 20, 1)
+        handle.write(b"\n" + line("metrics", global_step=7))
+    follower = EventFollower(run)
+    tracemalloc.start()
+    try:
+        events = []
+        while follower.offset < (run / "events.jsonl").stat().st_size:
+            events += follower.poll()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [e["event"] for e in events] == ["run_started", "metrics"] and follower.skipped == 1
+    assert peak < 4 * READ_LIMIT, f"{peak >> 20} MiB held while following"
 
 
 def test_curves_keep_one_point_per_step_and_stay_bounded():

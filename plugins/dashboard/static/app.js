@@ -1,5 +1,8 @@
 // The MOSAIC dashboard page: hash routes #/ (runs), #/run/ID, #/compare/A,B, #/submit.
 // Live data arrives over Server-Sent Events; frames are an MJPEG stream shown by an <img>.
+// Everything from a run's files or the server is shown as text: elements come from el()
+// (dom.js) and textContent, never from markup; the server's Content-Security-Policy forbids
+// inline script, so handlers are attached here, never written into the page.
 "use strict";
 
 const $ = sel => document.querySelector(sel);
@@ -28,16 +31,16 @@ function post(path, data) {
                     body: JSON.stringify(data || {})});
 }
 
-const esc = s => String(s ?? "").replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
-const fmt = v => v === null || v === undefined ? "–" : (typeof v === "number" ? (+v.toPrecision(5)).toString() : esc(v));
+const fmt = v => v === null || v === undefined ? "–" : (typeof v === "number" ? (+v.toPrecision(5)).toString() : String(v));
 const when = t => t ? new Date(t * 1000).toLocaleString() : "–";
-const kv = (table, obj) => { table.innerHTML = Object.entries(obj).map(([k, v]) => `<tr><td>${esc(k)}</td><td>${fmt(v)}</td></tr>`).join(""); };
+const kv = (table, obj) => table.replaceChildren(...Object.entries(obj).map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, fmt(v)))));
+const note = text => el("div", {class: "note"}, text);
 
 function closeStreams() {
   if (state.runSource) { state.runSource.close(); state.runSource = null; }
   if (state.compareTimer) { clearInterval(state.compareTimer); state.compareTimer = null; }
   if (state.logsTimer) { clearInterval(state.logsTimer); state.logsTimer = null; }
-  const img = $("#frame"); if (img.getAttribute("src")) img.removeAttribute("src");
+  hideFrame();
 }
 
 function show(view) {
@@ -57,35 +60,42 @@ function renderRuns() {
   const text = $("#filter").value.trim().toLowerCase(), status = $("#status-filter").value;
   const rows = state.runs.filter(r => (!status || r.status === status) &&
     (!text || [r.run_id, r.algo, r.env_id, r.worker].some(v => (v || "").toLowerCase().includes(text))));
-  $("#runs tbody").innerHTML = rows.map(r => {
-    const total = r.total_timesteps, step = r.global_step;
-    const pct = total && step != null ? Math.min(100, 100 * step / total) : 0;
-    const progress = step != null ? `<span class="bar"><span style="width:${pct.toFixed(1)}%"></span></span>${fmt(step)}${total ? " / " + fmt(total) : ""}` : "–";
-    return `<tr data-run-id="${esc(r.run_id)}" data-status="${esc(r.status)}" data-step="${step ?? ""}">
-      <td><input type="checkbox" class="pick" ${state.selected.has(r.run_id) ? "checked" : ""}></td>
-      <td><a href="#/run/${encodeURIComponent(r.run_id)}">${esc(r.run_id)}</a></td>
-      <td><span class="badge ${esc(r.status)}">${esc(r.status)}</span>${r.daemon_status ? ` <small>${esc(r.daemon_status)}</small>` : ""}</td>
-      <td>${esc(r.worker || "–")}</td><td>${esc(r.algo || "–")}</td><td>${esc(r.env_id || "–")}</td>
-      <td>${progress}</td><td>${fmt(r.last_return)}</td><td>${when(r.started_at)}</td></tr>`;
-  }).join("");
+  $("#runs tbody").replaceChildren(...rows.map(runRow));
   $("#runs-count").textContent = `${rows.length} of ${state.runs.length} runs`;
+}
+
+function runRow(r) {
+  const total = r.total_timesteps, step = r.global_step;
+  let progress = "–";
+  if (step != null) {
+    const fill = el("span");
+    fill.style.width = `${(total ? Math.min(100, 100 * step / total) : 0).toFixed(1)}%`;
+    progress = el("span", {}, el("span", {class: "bar"}, fill), fmt(step) + (total ? " / " + fmt(total) : ""));
+  }
+  return el("tr", {data: {runId: r.run_id, status: r.status, step: step ?? ""}},
+    el("td", {}, el("input", {type: "checkbox", class: "pick", checked: state.selected.has(r.run_id)})),
+    el("td", {}, el("a", {href: "#/run/" + encodeURIComponent(r.run_id)}, r.run_id)),
+    el("td", {}, el("span", {class: "badge " + r.status}, r.status), r.daemon_status && " ", r.daemon_status && el("small", {}, r.daemon_status)),
+    el("td", {}, r.worker || "–"), el("td", {}, r.algo || "–"), el("td", {}, r.env_id || "–"),
+    el("td", {}, progress), el("td", {}, fmt(r.last_return)), el("td", {}, when(r.started_at)));
 }
 
 async function renderDaemonPanel() {
   const panel = $("#daemon-panel");
   try { state.daemon = await api("/api/daemon"); } catch (e) { panel.textContent = e.message; return; }
   const d = state.daemon;
-  if (!d.configured) { panel.innerHTML = `<h3>Trainer daemon</h3><div class="note">${esc(d.error)}</div>`; return; }
-  if (!d.ok) { panel.innerHTML = `<h3>Trainer daemon ${esc(d.target)}</h3><div class="note">${esc(d.error)}</div>`; return; }
-  const queue = d.runs.filter(r => !["FAULT", "TERM"].includes(r.status));
-  panel.innerHTML = `<h3>Trainer daemon ${esc(d.target)}</h3>
-    <div id="queue-state">running ${d.health.running} · queued ${d.health.queued} · max ${d.health.max_concurrent}
-    · ${d.health.accepting ? "accepting runs" : "not accepting runs"}</div>
-    <table class="kv">${queue.map(r => `<tr><td>${esc(r.run_id)}</td><td>${esc(r.status)}</td></tr>`).join("")}</table>`;
+  if (!d.configured) { panel.replaceChildren(el("h3", {}, "Trainer daemon"), note(d.error)); return; }
+  if (!d.ok) { panel.replaceChildren(el("h3", {}, `Trainer daemon ${d.target}`), note(d.error)); return; }
+  const queue = el("table", {class: "kv"});
+  kv(queue, Object.fromEntries(d.runs.filter(r => !["FAULT", "TERM"].includes(r.status)).map(r => [r.run_id, r.status])));
+  panel.replaceChildren(el("h3", {}, `Trainer daemon ${d.target}`),
+    el("div", {id: "queue-state"}, `running ${d.health.running} · queued ${d.health.queued} · max ${d.health.max_concurrent}`
+       + ` · ${d.health.accepting ? "accepting runs" : "not accepting runs"}`), queue);
 }
 
 // ------------------------------------------------------------------ one run
-const runView = {curves: {}, events: 0, status: null};
+const runView = {curves: {}, events: 0, status: null, heartbeat: null, end: null};
+const ENDED = ["completed", "failed", "cancelled", "lost"];
 
 function drawRunCharts() {
   const host = $("#charts"), weight = +$("#smoothing").value;
@@ -110,11 +120,19 @@ function addEvent(e) {
   while (list.children.length > 500) list.firstChild.remove();
   list.scrollTop = list.scrollHeight;
   $("#events-count").textContent = `(${runView.events})`;
-  if (e.event === "heartbeat") kv($("#heartbeat"), {at: when(e.timestamp), ...flat(e.payload)});
+  if (e.event === "heartbeat") { runView.heartbeat = e; renderHeartbeat(); }
   if (e.event === "checkpoint_saved") loadFiles();
   const ends = {run_completed: "completed", run_failed: "failed", run_cancelled: "cancelled"};
-  if (ends[e.event]) setRunStatus(ends[e.event]);
+  if (ends[e.event]) { runView.end = {status: ends[e.event], at: e.timestamp}; setRunStatus(ends[e.event]); }
   else if (e.event === "run_started" && !runView.status) setRunStatus("running");
+}
+
+// A running run shows its newest heartbeat; a finished one shows its end (and its last heartbeat's time).
+function renderHeartbeat() {
+  const table = $("#heartbeat"), beat = runView.heartbeat, end = runView.end;
+  if (end) kv(table, {[`run ${end.status}`]: when(end.at), ...(beat ? {"last heartbeat": when(beat.timestamp)} : {})});
+  else if (beat) kv(table, {at: when(beat.timestamp), ...flat(beat.payload)});
+  else table.replaceChildren(el("tr", {}, el("td", {}, "none yet (the host sends one every 30 s)")));
 }
 
 function flat(payload) {
@@ -133,6 +151,24 @@ function setRunStatus(status) {
   if (["completed", "failed", "cancelled"].includes(status) && img.getAttribute("src"))
     $("#frame-note").textContent = `the run has ${status}: this was its last frame`;
   if (status !== "running") delete img.dataset.live;
+  if (ENDED.includes(status) && !runView.end) {  // no terminal event seen: the run list knows when it ended
+    const summary = state.runs.find(r => r.run_id === runView.id);
+    runView.end = {status, at: summary && summary.ended_at};
+  }
+  renderHeartbeat();
+}
+
+// The <img> is shown only while it has a stream to show: no request for a frame that does not exist.
+function showFrame(src) {
+  const img = $("#frame");
+  img.src = src; img.hidden = false; $("#frame-none").hidden = true;
+}
+
+function hideFrame() {
+  const img = $("#frame");
+  if (img.getAttribute("src")) img.removeAttribute("src");
+  img.hidden = true; $("#frame-none").hidden = false;
+  delete img.dataset.live;
 }
 
 function showFrames(status) {
@@ -142,7 +178,7 @@ function showFrames(status) {
   note.textContent = status.ended ? "the run has ended: this is its last frame" : "";
   if (!status.ended && !img.dataset.live) {
     img.dataset.live = "1";
-    img.src = `/api/runs/${encodeURIComponent(runView.id)}/frames.mjpg?t=${Date.now()}`;
+    showFrame(`/api/runs/${encodeURIComponent(runView.id)}/frames.mjpg?t=${Date.now()}`);
   }
   const m = {frame: status.frame_number, step: status.global_step, episodes: status.episode_count,
              "rolling return": status.rolling_return, "steps/s": status.step_rate_hz, size: status.width ? `${status.width}×${status.height}` : null};
@@ -153,12 +189,12 @@ function showFrames(status) {
 async function openRun(id) {
   closeStreams();
   show("run");
-  Object.assign(runView, {id, curves: {}, events: 0, status: null});
+  Object.assign(runView, {id, curves: {}, events: 0, status: null, heartbeat: null, end: null});
   $("#run-title").textContent = id;
   for (const sel of ["#charts", "#events", "#heartbeat", "#frame-metrics", "#files", "#logs"]) $(sel).replaceChildren();
-  $("#heartbeat").innerHTML = `<tr><td>none yet (the host sends one every 30 s)</td></tr>`;
+  renderHeartbeat();
   $("#frame-note").textContent = "waiting for FastLane"; $("#frame-mode").textContent = "";
-  delete $("#frame").dataset.live;
+  hideFrame();
   $("#manifest").textContent = "written when the run ends"; $("#config").textContent = "";
   if (!state.daemon) await renderDaemonPanel();
   try { renderFiles(await api(`/api/runs/${encodeURIComponent(id)}/files`)); }
@@ -197,12 +233,12 @@ async function openRun(id) {
 }
 
 function renderFiles(f) {
-  const list = (items, show) => items.length ? `<ul>${items.map(i => `<li>${show(i)}</li>`).join("")}</ul>` : `<div class="note">none yet</div>`;
-  $("#files").innerHTML = `<div class="note">${esc(f.run_dir)}</div>
-    <b>Checkpoints</b>${list(f.checkpoints, c => `${esc(c.path)}${c.step != null ? ` (step ${c.step})` : ""}`)}
-    <b>TensorBoard</b>${list(f.tensorboard, d => esc(d))}<div class="note">open with <code>${esc(f.tensorboard_command)}</code></div>
-    <b>W&amp;B offline</b>${list(f.wandb, d => esc(d))}
-    <b>Videos</b>${list(f.videos, v => esc(v.path))}`;
+  const list = (items, show) => items.length ? el("ul", {}, ...items.map(i => el("li", {}, show(i)))) : note("none yet");
+  $("#files").replaceChildren(note(f.run_dir),
+    el("b", {}, "Checkpoints"), list(f.checkpoints, c => c.path + (c.step != null ? ` (step ${c.step})` : "")),
+    el("b", {}, "TensorBoard"), list(f.tensorboard, d => d), el("div", {class: "note"}, "open with ", el("code", {}, f.tensorboard_command)),
+    el("b", {}, "W&B offline"), list(f.wandb, d => d),
+    el("b", {}, "Videos"), list(f.videos, v => v.path));
 }
 
 async function loadFiles() { try { renderFiles(await api(`/api/runs/${encodeURIComponent(runView.id)}/files`)); } catch (e) { notice(e.message); } }
@@ -210,8 +246,8 @@ async function loadFiles() { try { renderFiles(await api(`/api/runs/${encodeURIC
 async function loadLogs() {
   try {
     const {logs} = await api(`/api/runs/${encodeURIComponent(runView.id)}/logs`);
-    $("#logs").innerHTML = Object.entries(logs).map(([name, text]) => `<h4>${esc(name)}</h4><pre>${esc(text) || "(empty)"}</pre>`).join("")
-      || `<div class="note">no logs yet</div>`;
+    const shown = Object.entries(logs).flatMap(([name, text]) => [el("h4", {}, name), el("pre", {}, text || "(empty)")]);
+    $("#logs").replaceChildren(...(shown.length ? shown : [note("no logs yet")]));
   } catch (e) { $("#logs").textContent = e.message; }
 }
 
@@ -263,23 +299,21 @@ async function loadForm(worker, algo) {
   let schema;
   try { schema = await api(`/api/daemon/form?worker=${encodeURIComponent(worker)}&algo=${encodeURIComponent(algo || "")}`); }
   catch (e) { $("#submit-result").textContent = e.message; return; }
-  $("#submit-worker").innerHTML = schema.workers.map(w => `<option ${w === schema.worker ? "selected" : ""}>${esc(w)}</option>`).join("");
-  $("#submit-algo").innerHTML = schema.algos.map(a => `<option ${a === schema.algo ? "selected" : ""}>${esc(a)}</option>`).join("");
+  const options = (names, chosen) => names.map(n => el("option", {selected: n === chosen}, n));
+  $("#submit-worker").replaceChildren(...options(schema.workers, schema.worker));
+  $("#submit-algo").replaceChildren(...options(schema.algos, schema.algo));
   const c = schema.capabilities || {};
   $("#submit-caps").textContent = `${schema.worker}: env families ${(c.env_families || []).join(", ")}; action spaces ${(c.action_spaces || []).join(", ")}; `
     + `checkpoints ${c.supports_checkpointing ? "yes" : "no"}; GPU ${c.requires_gpu ? "required" : "not required"}`;
   const box = $("#submit-fields");
-  box.innerHTML = `<legend>${esc(schema.algo || "")} Args <small>${esc(schema.script || "")}</small></legend>`;
+  box.replaceChildren(el("legend", {}, `${schema.algo || ""} Args `, el("small", {}, schema.script || "")));
   for (const f of schema.fields) {
-    const label = document.createElement("label");
-    label.title = f.help || "";
     const def = typeof f.default === "string" ? f.default : JSON.stringify(f.default);
     let input;
-    if (f.kind === "bool") { input = `<input type="checkbox" data-arg="${esc(f.name)}" ${f.default === true ? "checked" : ""}>`; }
-    else if (f.kind === "literal" && f.choices) { input = `<select data-arg="${esc(f.name)}">${f.choices.map(c => `<option ${c === f.default ? "selected" : ""}>${esc(c)}</option>`).join("")}</select>`; }
-    else { input = `<input data-arg="${esc(f.name)}" placeholder="${esc(f.default_text || def)}" data-kind="${esc(f.kind)}">`; }
-    label.innerHTML = `${esc(f.name)} <small>${esc(f.annotation)}</small>${input}`;
-    box.appendChild(label);
+    if (f.kind === "bool") input = el("input", {type: "checkbox", data: {arg: f.name}, checked: f.default === true});
+    else if (f.kind === "literal" && f.choices) input = el("select", {data: {arg: f.name}}, ...options(f.choices, f.default));
+    else input = el("input", {data: {arg: f.name, kind: f.kind}, placeholder: f.default_text || def});
+    box.appendChild(el("label", {title: f.help || ""}, f.name, " ", el("small", {}, f.annotation), input));
   }
 }
 
@@ -290,7 +324,7 @@ async function submitForm(event) {
   data.args = {};
   for (const el of form.querySelectorAll("[data-arg]")) data.args[el.dataset.arg] = el.type === "checkbox" ? el.checked : el.value;
   $("#submit-result").textContent = "submitting…";
-  try { const r = await post("/api/daemon/submit", data); $("#submit-result").innerHTML = `submitted <a href="#/run/${encodeURIComponent(r.run_id)}">${esc(r.run_id)}</a>`; }
+  try { const r = await post("/api/daemon/submit", data); $("#submit-result").replaceChildren("submitted ", el("a", {href: "#/run/" + encodeURIComponent(r.run_id)}, r.run_id)); }
   catch (e) { $("#submit-result").textContent = e.message; }
 }
 
@@ -319,7 +353,12 @@ $("#logs-refresh").onclick = loadLogs;
 $("#submit-worker").onchange = () => loadForm($("#submit-worker").value, "");
 $("#submit-algo").onchange = () => loadForm($("#submit-worker").value, $("#submit-algo").value);
 $("#submit-form").onsubmit = submitForm;
-$("#frame").onerror = () => { const img = $("#frame"); if (img.getAttribute("src")) { $("#frame-note").textContent = "the frame stream stopped (the run ended or its FastLane segment went away)"; delete img.dataset.live; } };
+$("#frame").onerror = () => {
+  const img = $("#frame");
+  if (!img.getAttribute("src")) return;
+  $("#frame-note").textContent = "the frame stream stopped (the run ended or its FastLane segment went away)";
+  if (img.naturalWidth) delete img.dataset.live; else hideFrame();  // keep a last frame; never a broken image
+};
 window.addEventListener("hashchange", route);
 startRunList();
 route();

@@ -1,4 +1,5 @@
-// Line charts in plain SVG: no library, no build step. Used by app.js.
+// Line charts in plain SVG: no library, no build step. Used by app.js. Titles and series names
+// come from a run's metrics (``losses/<key>``, ``episodic_return@<agent>``): text only (dom.js).
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -33,8 +34,7 @@ function chartElement(host, id, title) {
   if (!box) {
     box = document.createElement("div");
     box.className = "chart"; box.id = id;
-    box.innerHTML = `<h4></h4><div class="legend"></div>`;
-    box.querySelector("h4").textContent = title;
+    box.append(el("h4", {}, title), el("div", {class: "legend"}));
     svgNode("svg", {viewBox: "0 0 600 200", preserveAspectRatio: "none"}, box);
     host.appendChild(box);
   }
@@ -47,7 +47,11 @@ function drawChart(box, series, weight) {
   svg.replaceChildren();
   const all = series.flatMap(s => s.points);
   const legend = box.querySelector(".legend");
-  legend.innerHTML = series.map(s => `<span><i style="background:${s.color}"></i>${s.label}</span>`).join("");
+  legend.replaceChildren(...series.map(s => {
+    const swatch = el("i");
+    swatch.style.background = s.color;  // CSSOM, not a style attribute: allowed by the page's CSP
+    return el("span", {}, swatch, s.label);
+  }));
   if (!all.length) { svgNode("text", {x: 300, y: 100, "text-anchor": "middle"}, svg).textContent = "waiting for data"; return; }
   let [x0, x1] = [Math.min(...all.map(p => p[0])), Math.max(...all.map(p => p[0]))];
   let [y0, y1] = [Math.min(...all.map(p => p[1])), Math.max(...all.map(p => p[1]))];

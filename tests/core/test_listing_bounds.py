@@ -1,0 +1,106 @@
+"""Listing runs reads each run's files within caps (mosaic_core.runstore.summary): a 1 GiB
+one-line ``events.jsonl``, a 1 GiB line between good ones and a 1 GiB ``config.json`` (sparse
+files: cheap to make, gigabytes to read) leave ``mosaic runs`` correct, run under an address
+space limit far below the files' size, and peaking at a small resident size (the kernel's own
+accounting of the process, from ``wait4``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from mosaic_core.runstore import summary
+from mosaic_core.runstore.summary import summarize
+
+from tests.conftest import BIN, HOST_VARS
+
+GIB = 1 << 30
+ADDRESS_SPACE = 512 << 20  # far below one of the files: a whole read of one cannot fit
+PEAK_RSS = 200 << 20
+
+
+def event(name: str, seq: int, payload: dict) -> bytes:
+    return json.dumps({"event": name, "run_id": "x", "seq": seq, "timestamp": time.time(), "payload": payload}).encode()
+
+
+def sparse(path, head: bytes = b"", size: int = GIB, tail: bytes = b"") -> None:
+    """``head``, a hole up to ``size`` bytes (NULs, no newline: one line), then ``tail``."""
+    with open(path, "wb") as handle:
+        handle.write(head)
+        handle.truncate(size)
+        handle.seek(size)
+        handle.write(tail)
+
+
+def hostile_root(root):
+    good = root / "good"
+    good.mkdir(parents=True)
+    (good / "config.json").write_text(json.dumps({"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1",
+                                                  "total_timesteps": 1000}))
+    (good / "events.jsonl").write_bytes(event("run_started", 1, {}) + b"\n"
+                                        + event("metrics", 2, {"global_step": 500}) + b"\n"
+                                        + event("run_completed", 3, {}) + b"\n")
+    (root / "one-line").mkdir()
+    sparse(root / "one-line" / "events.jsonl")  # 1 GiB, no newline at all
+    (root / "long-line").mkdir()
+    (root / "long-line" / "config.json").write_text(json.dumps({"algo": "dqn", "env_id": "Acrobot-v1"}))
+    sparse(root / "long-line" / "events.jsonl", event("run_started", 1, {"worker": "cleanrl"}) + b"\n",
+           tail=b"\n" + event("metrics", 3, {"global_step": 42, "episodic_return": 7.5}) + b"\n")
+    (root / "big-config").mkdir()
+    sparse(root / "big-config" / "config.json", b'{"algo": "')
+    (root / "big-config" / "events.jsonl").write_bytes(event("run_started", 1, {"algo": "sac"}) + b"\n")
+
+
+def mosaic_runs_bounded(root, cwd) -> tuple[int, str, str, int]:
+    """``mosaic runs --json`` under RLIMIT_AS; (exit code, stdout, stderr, peak RSS in bytes)."""
+    limit = (f"import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE})); "
+             f"os.execv(sys.argv[1], sys.argv[1:])")
+    env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
+    proc = subprocess.Popen([sys.executable, "-c", limit, str(BIN / "mosaic"), "runs", "--runs-dir", str(root), "--json"],
+                            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, out.decode(), err.decode(), usage.ru_maxrss * 1024
+
+
+def test_mosaic_runs_stays_correct_and_small_beside_gigabyte_files(tmp_path):
+    root = tmp_path / "runs"
+    hostile_root(root)
+    for attempt in (1, 2):  # the second listing goes through the index, re-reading the unsettled runs
+        code, out, err, peak = mosaic_runs_bounded(root, tmp_path)
+        assert code == 0, err
+        assert peak < PEAK_RSS, f"listing {attempt} peaked at {peak >> 20} MiB"
+        by_id = {r["run_id"]: r for r in json.loads(out)}
+        assert set(by_id) == {"good", "one-line", "long-line", "big-config"}
+        assert (by_id["good"]["status"], by_id["good"]["global_step"]) == ("completed", 500)
+        long_line = by_id["long-line"]
+        assert (long_line["status"], long_line["global_step"], long_line["last_return"]) == ("running", 42, 7.5)
+        assert (long_line["worker"], long_line["algo"], long_line["started_at"] is not None) == ("cleanrl", "dqn", True)
+        assert by_id["big-config"]["algo"] == "sac"
+        assert any("config.json: 1.0G, over the 4.0M a listing reads" in p for p in by_id["big-config"]["problems"])
+
+
+def test_an_over_long_line_is_skipped_without_being_read_whole(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    long_first = b'{"event": "run_started", "payload": {"pad": "' + b"x" * summary.MAX_LINE_BYTES + b'"}}\n'
+    (run / "events.jsonl").write_bytes(long_first + event("metrics", 2, {"global_step": 9}) + b"\n")
+    found = summarize(run)
+    assert found.global_step == 9 and found.started_at is None  # the first line was over the cap: skipped
+
+
+def test_an_unchanged_log_is_not_parsed_again(tmp_path):
+    root = tmp_path / "runs"
+    hostile_root(root)
+    path = root / "long-line" / "events.jsonl"
+    parsed = summary._events(path)
+    assert summary._events(path) is parsed  # same (device, inode, size, mtime): the parse is kept
+    assert summarize(root / "long-line").status == "running"
+    with open(path, "ab") as handle:
+        handle.write(event("run_completed", 4, {}) + b"\n")
+    assert summary._events(path) is not parsed
+    assert summarize(root / "long-line").status == "completed"
