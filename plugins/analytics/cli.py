@@ -120,10 +120,13 @@ def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None
 
 def _node_of(run_dir: Path) -> str | None:
     """Where a launcher ran the run: ``node`` in its ``run_started`` payload (first event)."""
+    from mosaic_core.files import open_private
+    from mosaic_core.runstore.summary import MAX_LINE_BYTES
+
     try:
-        with open(run_dir / "events.jsonl", encoding="utf-8") as handle:
-            first = json.loads(handle.readline() or "null")
-    except (OSError, json.JSONDecodeError):
+        with open_private(run_dir / "events.jsonl") as handle:
+            first = json.loads(handle.readline(MAX_LINE_BYTES + 1) or "null")
+    except (OSError, ValueError):
         return None
     node = ((first or {}).get("payload") or {}).get("node") if isinstance(first, dict) else None
     return node if isinstance(node, str) else None
@@ -224,11 +227,15 @@ def _files(section: Any) -> str:
 
 
 def _load(path: Path) -> Any:
+    """A run's JSON file, read up to the listing's cap ("unreadable" past it, or when damaged)."""
+    from mosaic_core.runstore.summary import MAX_JSON_BYTES
+
     try:
-        return json.loads(read_private_text(path))
+        text = read_private_text(path, MAX_JSON_BYTES + 1)
+        return json.loads(text) if len(text) <= MAX_JSON_BYTES else "unreadable"
     except FileNotFoundError:
         return None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return "unreadable"
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from mosaic_core.errors import MosaicError, UsageError
-from mosaic_core.files import UntrustedPath, open_private, printable
+from mosaic_core.files import printable
+from mosaic_core.runstore.follow import EventFollower, RunGone
 from mosaic_core.runstore.summary import progress_of
 
 TERMINAL = ("run_completed", "run_failed", "run_cancelled")
@@ -58,30 +59,22 @@ def describe(event: dict[str, Any], episode_event: str | None = None) -> str:
 
 
 def follow(path: Path, keep_going: bool) -> Iterator[dict[str, Any]]:
-    """Events of ``path`` (skipping bad lines); with ``keep_going``, wait for more until the
-    run's terminal event."""
-    position, buffer = 0, b""
+    """Events of ``path`` (bad and over-long lines skipped, memory bounded whatever the file
+    holds); with ``keep_going``, wait for more until the run's terminal event."""
+    follower = EventFollower(path.parent)
     while True:
         try:
-            with open_private(path) as handle:
-                handle.seek(position)
-                chunk = handle.read()
-                position = handle.tell()
-        except FileNotFoundError:
-            chunk = b""
-        except UntrustedPath as exc:
-            raise MosaicError(str(exc)) from None
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except (ValueError, UnicodeDecodeError):
-                continue
-            if isinstance(event, dict):
-                yield event
-                if event.get("event") in TERMINAL:
-                    return
+            events = follower.poll()
+        except RunGone:
+            events = []
+        if follower.refused:
+            raise MosaicError(follower.refused)
+        for event in events:
+            yield event
+            if event.get("event") in TERMINAL:
+                return
+        if follower.behind:
+            continue
         if not keep_going:
             return
         time.sleep(POLL_S)

@@ -117,7 +117,7 @@ class SavedCheckpoints:
     reads only what was appended since, at most ``CHECKPOINT_POLLS`` chunks."""
 
     def __init__(self, run_dir: Path):
-        from mosaic_dashboard.follow import EventFollower
+        from mosaic_core.runstore.follow import EventFollower
 
         self.run_dir = run_dir
         self.follower = EventFollower(run_dir)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from mosaic_dashboard.curves import Curves
-from mosaic_dashboard.follow import EventFollower, RunGone
+from mosaic_core.runstore.follow import EventFollower, RunGone
 from mosaic_dashboard.rundata import read_json
 
 LIST_POLL_S = 1.0

@@ -54,12 +54,14 @@ def hostile_root(root):
     (root / "big-config" / "events.jsonl").write_bytes(event("run_started", 1, {"algo": "sac"}) + b"\n")
 
 
-def mosaic_runs_bounded(root, cwd) -> tuple[int, str, str, int]:
-    """``mosaic runs --json`` under RLIMIT_AS; (exit code, stdout, stderr, peak RSS in bytes)."""
+def mosaic_runs_bounded(root, cwd, *args: str) -> tuple[int, str, str, int]:
+    """``mosaic runs --json`` (or ``mosaic ARGS --runs-dir ROOT``) under RLIMIT_AS; (exit code,
+    stdout, stderr, peak RSS in bytes)."""
+    args = args or ("runs", "--json")
     limit = (f"import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE})); "
              f"os.execv(sys.argv[1], sys.argv[1:])")
     env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
-    proc = subprocess.Popen([sys.executable, "-c", limit, str(BIN / "mosaic"), "runs", "--runs-dir", str(root), "--json"],
+    proc = subprocess.Popen([sys.executable, "-c", limit, str(BIN / "mosaic"), *args, "--runs-dir", str(root)],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = proc.stdout.read(), proc.stderr.read()
     _pid, status, usage = os.wait4(proc.pid, 0)
@@ -104,3 +106,17 @@ def test_an_unchanged_log_is_not_parsed_again(tmp_path):
         handle.write(event("run_completed", 4, {}) + b"\n")
     assert summary._events(path) is not parsed
     assert summarize(root / "long-line").status == "completed"
+
+
+def test_runs_show_and_logs_read_a_gigabyte_run_within_bounds(tmp_path):
+    """What reads one run whole (``mosaic logs``, ``mosaic runs show``) holds no more than a
+    line's cap: the 1 GiB line is skipped as it streams by, the 1 GiB config is not read."""
+    root = tmp_path / "runs"
+    hostile_root(root)
+    code, out, err, peak = mosaic_runs_bounded(root, tmp_path, "logs", "long-line")
+    assert code == 0 and peak < PEAK_RSS, (err, peak >> 20)
+    assert [line.split()[1] for line in out.splitlines()] == ["run_started", "metrics"]
+    assert "step 42" in out.splitlines()[1]
+    code, out, err, peak = mosaic_runs_bounded(root, tmp_path, "runs", "show", "big-config")
+    assert code == 0 and peak < PEAK_RSS, (err, peak >> 20)
+    assert "algo:            sac" in out and "over the 4.0M a listing reads" in out

@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from mosaic_dashboard.access import AccessGuard
 from mosaic_dashboard.curves import Curves
-from mosaic_dashboard.follow import READ_LIMIT, EventFollower, RunGone
+from mosaic_core.runstore.follow import READ_LIMIT, EventFollower, RunGone
 from mosaic_core.types import FormOption, WorkerForm
 from mosaic_dashboard.form import FormError, parse_submission
 from mosaic_dashboard.frames import FrameFeed, mjpeg_part, BOUNDARY

@@ -1,6 +1,8 @@
-"""Follow a run's ``events.jsonl`` by reading what was appended since the last look.
+"""Follow a run's ``events.jsonl`` by reading what was appended since the last look: the one
+reader of a whole event log (the dashboard's live views, ``mosaic logs``), bounded in memory
+whatever the file holds.
 
-No inotify: the caller polls (only while a client watches). Only complete lines are taken;
+No inotify: the caller polls. Only complete lines are taken;
 a line being written stays for the next poll. A malformed line, and one longer than
 ``MAX_LINE_BYTES`` (dropped as it is read, never held whole), is skipped and counted. The
 file being replaced (smaller than what was read) restarts from the top; the run directory
@@ -14,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.files import open_private
+from mosaic_core.files import UntrustedPath, open_private
 from mosaic_core.runstore.summary import MAX_LINE_BYTES
 
 READ_LIMIT = 4 * 1024 * 1024  # at most this much per poll, so a huge log cannot stall the server
@@ -32,9 +34,12 @@ class EventFollower:
         self.skipped = 0
         self._partial = b""
         self._dropping = False  # inside a line over MAX_LINE_BYTES: read on to its end, keep nothing
+        self.behind = False  # more was there than one poll reads
+        self.refused: str | None = None  # why the log was not read (not ours, a link, a FIFO)
 
     def poll(self) -> list[dict[str, Any]]:
-        """Events appended since the last call (all of them on the first call)."""
+        """Events appended since the last call (all of them on the first call, up to
+        ``READ_LIMIT`` bytes a call: call again while :attr:`behind`)."""
         if not self.run_dir.is_dir():
             raise RunGone(f"run directory {self.run_dir} was deleted")
         try:
@@ -49,9 +54,13 @@ class EventFollower:
             with open_private(self.path) as handle:
                 handle.seek(self.offset)
                 chunk = handle.read(READ_LIMIT)
-        except OSError:  # gone, or a link/FIFO/another user's file: never read
+        except UntrustedPath as exc:  # a link/FIFO/another user's file: never read
+            self.refused = str(exc)
+            return []
+        except OSError:  # gone
             return []
         self.offset += len(chunk)
+        self.behind = self.offset < size
         data = self._partial + chunk
         lines = data.split(b"\n")
         self._partial = lines.pop()
