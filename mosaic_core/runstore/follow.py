@@ -43,21 +43,19 @@ class EventFollower:
         if not self.run_dir.is_dir():
             raise RunGone(f"run directory {self.run_dir} was deleted")
         try:
-            size = os.stat(self.path).st_size
-        except FileNotFoundError:
-            return []  # the run is still starting
-        if size < self.offset:
-            self.offset, self._partial, self._dropping = 0, b"", False
-        if size == self.offset:
-            return []
-        try:
-            with open_private(self.path) as handle:
+            with open_private(self.path) as handle:  # never a link, FIFO or another user's file
+                size = os.fstat(handle.fileno()).st_size
+                if size < self.offset:  # replaced: from the top
+                    self.offset, self._partial, self._dropping = 0, b"", False
                 handle.seek(self.offset)
                 chunk = handle.read(READ_LIMIT)
-        except UntrustedPath as exc:  # a link/FIFO/another user's file: never read
+        except UntrustedPath as exc:
             self.refused = str(exc)
             return []
-        except OSError:  # gone
+        except OSError:  # not there yet (the run is still starting), or gone
+            return []
+        if not chunk:
+            self.behind = False
             return []
         self.offset += len(chunk)
         self.behind = self.offset < size
