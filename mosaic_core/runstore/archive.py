@@ -402,8 +402,10 @@ class _Unpacker:
             raise UsageError(f"{self.where}: not a MOSAIC run export of format {FORMAT}")
         for rel, entry in document["files"].items():
             what = f"{self.where}: its {MANIFEST} lists {rel!r}"
-            if clean_parts(rel) is None or rel in (MANIFEST, trust.MARKER):
-                raise UsageError(f"{what}, which is not a clean path inside the run; refused")
+            if clean_parts(rel) is None:
+                raise UsageError(f"{what}, which is not a clean relative path inside the run; refused")
+            if rel in (MANIFEST, trust.MARKER):
+                raise UsageError(f"{what}, a name only the import writes; refused")
             if not isinstance(entry, dict):
                 raise UsageError(f"{what} with {type(entry).__name__} instead of an object (corrupt archive)")
             size, digest = entry.get("size"), entry.get("sha256")
