@@ -152,9 +152,9 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
 
     def code(mapping: dict[str, Any]) -> None:  # declared well by every run; held to a daemon's policy
         paths = declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath)
-        refuse_untrusted_code(paths)
         if check_code is not None:
-            check_code(paths)
+            check_code(paths)  # first: the daemon's refusal never tells whether a file exists
+        refuse_untrusted_code(paths)
 
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
         code(merged)  # before any default is computed: defaults may read the files
@@ -187,9 +187,9 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
     if not isinstance(launch, Launch):
         raise UsageError(f"worker {worker_item.name!r} ({worker_item.distribution}) returned "
                          f"{type(launch).__name__} from plan(); expected mosaic_core.types.Launch")
-    refuse_untrusted_code(list(launch.code_paths))
     if check_code is not None:
         check_code(list(launch.code_paths))  # Launch checks its own code_paths are CodePaths
+    refuse_untrusted_code(list(launch.code_paths))
     plugin_env = host.child_env(run)
     clash = sorted(set(plugin_env) & set(launch.env))
     if clash:
