@@ -36,7 +36,7 @@ def run(ns: argparse.Namespace, action: str, words: list[str]) -> int:
     if action == "import":
         if len(words) != 1:
             raise UsageError("usage: mosaic runs import FILE.tar.gz")
-        from mosaic_core.runstore.archive import import_run
+        from mosaic_core.runstore.unpack import import_run
 
         root = _runs_root(ns.runs_dir, must_exist=False)
         done = import_run(Path(words[0]), root)

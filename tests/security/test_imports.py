@@ -133,7 +133,7 @@ def test_a_member_never_lands_through_a_link(root, tmp_path):
     """By construction: were a link planted in the staging folder (only the owner can write
     there: 0700 in a 0700 root), the fd walk refuses it; the link's target is never written."""
     from mosaic_core.errors import UsageError
-    from mosaic_core.runstore.archive import LIMITS, _Unpacker
+    from mosaic_core.runstore.unpack import LIMITS, _Unpacker
 
     outside = tmp_path / "outside"
     outside.mkdir()
