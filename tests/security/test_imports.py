@@ -7,8 +7,9 @@ another local user (uid 65534, ``setpriv``) never runs as the owner nor reaches 
 * a gzip bomb, a sparse member, FIFOs and devices, bad ``files`` entries and a deeply nested
   ``EXPORT.json``: one line, exit 2, nothing left;
 * an imported RLlib run whose checkpoint is a pickle that writes a marker: ``mosaic enjoy``,
-  ``run --from``, ``policy_eval`` / ``resume_training`` into it and a daemon submission are
-  refused naming ``mosaic runs trust``; after ``trust`` the refusal is gone;
+  ``run --from``, ``--config``, ``policy_eval`` / ``resume_training`` into it, a script in it named
+  as ``algo`` and a daemon submission are refused naming ``mosaic runs trust``; after ``trust``
+  the refusal is gone (and, with the RLlib environment built, the pickle really runs);
 * an RLlib checkpoint in a folder uid 65534 can write (or owns) is refused;
 * ``runs rm`` of a run directory that is a link: one line, exit 2.
 """
@@ -206,7 +207,8 @@ def _rllib_run(shared: Path, marker: Path) -> Path:
     config = json.dumps({"run_id": "01EVILRUN", "worker": "rllib", "algo": "PPO", "env_id": "CartPole-v1",
                          "total_timesteps": 1000, "extras": {}})
     ckpt = "checkpoints/step_1"
-    files = {"config.json": config, f"{ckpt}/algorithm_state.pkl": pickle_bytes,
+    script = f"open({str(marker)!r}, 'w').write('ran')\n"  # a script its config could name
+    files = {"config.json": config, "evil.py": script, f"{ckpt}/algorithm_state.pkl": pickle_bytes,
              f"{ckpt}/rllib_checkpoint.json": json.dumps({"type": "Algorithm", "checkpoint_version": "2.1"}),
              f"{ckpt}/class_and_ctor_args.pkl": pickle_bytes}
     return forge(shared, "rllib.tar.gz", "01EVILRUN", [[f"01EVILRUN/{rel}", "file", data] for rel, data in files.items()],
@@ -247,6 +249,8 @@ def test_an_imported_rllib_checkpoint_never_runs_until_trusted(shared, root, tmp
         "--config": ["run", "--worker", "rllib", "--config", str(run_dir / "config.json"), "--runs-dir", str(root)],
         "policy_eval": [*rllib, "--extras", json.dumps({"mode": "policy_eval", "policy_path": str(run_dir)})],
         "resume": [*rllib, "--extras", json.dumps({"mode": "resume_training", "checkpoint_path": str(checkpoint)})],
+        "script": ["run", "--worker", "cleanrl", "--algo", str(run_dir / "evil.py"), "--env-id", "CartPole-v1",
+                   "--total-timesteps", "100", "--runs-dir", str(root)],
     }
     for how, argv in attempts.items():
         one_line_refusal(mosaic(tmp_path, *argv), "01EVILRUN", "mosaic runs trust 01EVILRUN")
