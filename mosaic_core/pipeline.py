@@ -153,7 +153,8 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
     def code(mapping: dict[str, Any]) -> None:  # declared well by every run; held to a daemon's policy
         paths = declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath)
         if check_code is not None:
-            check_code(paths)
+            check_code(paths)  # first: the daemon's refusal never tells whether a file exists
+        refuse_untrusted_code(paths)
 
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
         code(merged)  # before any default is computed: defaults may read the files
@@ -188,6 +189,7 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
                          f"{type(launch).__name__} from plan(); expected mosaic_core.types.Launch")
     if check_code is not None:
         check_code(list(launch.code_paths))  # Launch checks its own code_paths are CodePaths
+    refuse_untrusted_code(list(launch.code_paths))
     plugin_env = host.child_env(run)
     clash = sorted(set(plugin_env) & set(launch.env))
     if clash:
@@ -196,6 +198,14 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
     threads = thread_budget(num_cpus)
     return Prepared(worker_item, run, launch, {**threads.environment(os.environ, launch.env), **launch.env,
                                                **plugin_env}, threads)
+
+
+def refuse_untrusted_code(paths: list[CodePath]) -> None:
+    """Nothing in an imported, untrusted run executes (:mod:`mosaic_core.runstore.trust`)."""
+    from mosaic_core.runstore.trust import refuse_untrusted
+
+    for code in paths:
+        refuse_untrusted(code.path, f"{code.field} {code.path}")
 
 
 def honoured_settings(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost,
@@ -256,6 +266,10 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if ns.from_run:
         source = str(find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(),
                                   ns.from_run) / "config.json")
+    if source:  # a config that came with an imported run is someone else's: it runs once trusted
+        from mosaic_core.runstore.trust import refuse_untrusted
+
+        refuse_untrusted(source, f"--from {ns.from_run}" if ns.from_run else f"--config {source}")
     data = recorded_config(read_config_file(source, run_file=bool(ns.from_run)), worker_item.name, source,
                            ns) if source else None
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,

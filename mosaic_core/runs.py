@@ -75,13 +75,11 @@ def find_run_dir(root: Path, ref: str) -> Path:
                           "at most 128)", field="run_id")
     check_runs_root(root)
     if (root / ref).is_dir():
-        check_own_dir(root / ref, "run directory")
-        return root / ref
+        return _own_run_dir(root / ref)
     known = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")) if root.is_dir() else []
     matches = [name for name in known if name.startswith(ref)]
     if len(matches) == 1:
-        check_own_dir(root / matches[0], "run directory")
-        return root / matches[0]
+        return _own_run_dir(root / matches[0])
     if matches:
         shown = ", ".join(matches[:5]) + (f" and {len(matches) - 5} more" if len(matches) > 5 else "")
         raise UsageError(f"run id prefix {ref!r} matches {len(matches)} runs under {root}: {shown}; type more of it")
@@ -90,6 +88,14 @@ def find_run_dir(root: Path, ref: str) -> Path:
     close = difflib.get_close_matches(ref, known, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else (f"; see `mosaic runs --runs-dir {root}`" if known else "")
     raise UsageError(f"no run {ref!r} under {root}{hint}")
+
+
+def _own_run_dir(path: Path) -> Path:
+    try:
+        check_own_dir(path, "run directory")  # a link, another user's: one line, exit 2
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
+    return path
 
 
 @dataclass(frozen=True)

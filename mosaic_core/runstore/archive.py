@@ -3,10 +3,9 @@
 The archive holds ``<run_id>/…`` (config, events, logs, manifest, TensorBoard files and, unless
 left out, checkpoints: every regular file of the run directory; links and special files are
 never followed nor stored) and ``<run_id>/EXPORT.json``, which lists every member with its size
-and sha256. Import refuses anything else: an archive without that list (foreign), a member the
-list does not name or whose bytes differ (corrupt), absolute or ``..`` names, links and devices
-(tarfile's ``data`` filter too), and a run id already under the runs root. It unpacks into a
-hidden folder of the root and renames it into place: a refused import leaves nothing behind.
+and sha256.
+
+Import (:mod:`mosaic_core.runstore.unpack`) trusts nothing in an archive and makes an untrusted run.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import stat
 import tarfile
 import tempfile
@@ -23,14 +21,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mosaic_core.config import check_run_id
-from mosaic_core.errors import ConfigError, UsageError
-from mosaic_core.files import check_own_dir, open_private, run_umask
+from mosaic_core.errors import UsageError
+from mosaic_core.files import open_private
+from mosaic_core.runstore import trust
 from mosaic_core.runstore.artifacts import CHECKPOINT_SUFFIXES
 
 FORMAT = "mosaic.run-export/1"
 MANIFEST = "EXPORT.json"
-_CHUNK = 1 << 20
+CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,7 @@ def _members(run_dir: Path, checkpoints: bool) -> tuple[list[str], list[str]]:
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if stat.S_ISDIR(mode):
                     todo.append(name)
-                elif not stat.S_ISREG(mode) or name == MANIFEST:
+                elif not stat.S_ISREG(mode) or name in (MANIFEST, trust.MARKER):
                     skipped.append(name)
                 elif not checkpoints and entry.name.endswith(CHECKPOINT_SUFFIXES):
                     skipped.append(name)
@@ -105,7 +103,7 @@ def export_run(run_dir: Path, output: Path, checkpoints: bool = True) -> Archive
 
 def _hash_copy(handle) -> tuple[str, int]:
     digest, size = hashlib.sha256(), 0
-    while chunk := handle.read(_CHUNK):
+    while chunk := handle.read(CHUNK):
         digest.update(chunk)
         size += len(chunk)
     return digest.hexdigest(), size
@@ -125,79 +123,3 @@ class _Exactly(io.RawIOBase):
         data = self.handle.read(n)
         self.left -= len(data)
         return data
-
-
-def import_run(archive: Path, root: Path) -> Archived:
-    """Unpack an exported run under ``root``; UsageError (nothing written) for anything else."""
-    where = f"{archive}"
-    try:
-        with open_private(archive, any_owner=True) as raw, tarfile.open(fileobj=raw, mode="r:gz") as tar:
-            members = tar.getmembers()
-            listing, run_id = _read_listing(tar, members, where)
-            _check_members(members, listing, run_id, where)
-            root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            check_own_dir(root, "runs root")
-            if (root / run_id).exists() or (root / run_id).is_symlink():
-                raise UsageError(f"{where}: run {run_id!r} exists already under {root}; remove it first")
-            staging = Path(tempfile.mkdtemp(prefix=".import-", dir=root))
-            previous_umask = os.umask(run_umask())
-            try:
-                tar.extractall(staging, members=[m for m in members if m.isfile()], filter="data")
-                _verify(staging / run_id, listing, where)
-                os.rename(staging / run_id, root / run_id)
-            finally:
-                os.umask(previous_umask)
-                shutil.rmtree(staging, ignore_errors=True)
-    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
-        raise UsageError(f"cannot read {where}: {exc.strerror}") from None
-    except (tarfile.TarError, EOFError, OSError, ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{where}: not a readable MOSAIC run export ({type(exc).__name__}: {exc})") from None
-    sizes = [int(v["size"]) for v in listing.values()]
-    return Archived(run_id, len(sizes), sum(sizes))
-
-
-def _read_listing(tar: tarfile.TarFile, members: list[tarfile.TarInfo], where: str) -> tuple[dict, str]:
-    found = [m for m in members if m.isfile() and m.name.count("/") == 1 and m.name.endswith("/" + MANIFEST)]
-    if len(found) != 1:
-        raise UsageError(f"{where}: not a MOSAIC run export (no single <run>/{MANIFEST} in it)")
-    try:
-        document = json.loads(tar.extractfile(found[0]).read(16 * 1024 * 1024))
-    except ValueError:
-        raise UsageError(f"{where}: its {found[0].name} is not valid JSON (corrupt archive)") from None
-    run_id = found[0].name.split("/")[0]
-    if not isinstance(document, dict) or document.get("format") != FORMAT or document.get("run_id") != run_id \
-            or not isinstance(document.get("files"), dict):
-        raise UsageError(f"{where}: not a MOSAIC run export of format {FORMAT}")
-    try:
-        check_run_id(run_id)
-    except ConfigError:
-        raise UsageError(f"{where}: {run_id!r} is not a run id") from None
-    return document["files"], run_id
-
-
-def _check_members(members: list[tarfile.TarInfo], listing: dict, run_id: str, where: str) -> None:
-    for member in members:
-        name = member.name
-        rel = name[len(run_id) + 1:] if name.startswith(run_id + "/") else None
-        if name.startswith("/") or ".." in name.split("/") or rel is None:
-            raise UsageError(f"{where}: member {name!r} lies outside the run's folder; refused")
-        if member.isdir():
-            continue
-        if not member.isfile():
-            raise UsageError(f"{where}: member {name!r} is a link or special file; refused")
-        if rel != MANIFEST and (rel not in listing or listing[rel].get("size") != member.size):
-            raise UsageError(f"{where}: member {name!r} is not the file its {MANIFEST} lists (corrupt archive)")
-    present = {m.name[len(run_id) + 1:] for m in members if m.isfile()}
-    missing = sorted(set(listing) - present)
-    if missing:
-        raise UsageError(f"{where}: {len(missing)} listed file(s) missing, e.g. {missing[0]!r} (corrupt archive)")
-
-
-def _verify(run_dir: Path, listing: dict, where: str) -> None:
-    for rel, expected in listing.items():
-        with open(run_dir / rel, "rb") as handle:
-            digest, _ = _hash_copy(handle)
-        if digest != expected.get("sha256"):
-            raise UsageError(f"{where}: {rel} does not match its checksum (corrupt archive)")
-        os.chmod(run_dir / rel, 0o666 & ~run_umask())
-    (run_dir / MANIFEST).unlink()

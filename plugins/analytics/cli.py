@@ -49,10 +49,11 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
                     "       mosaic runs show RUN_ID [--json]\n"
                     "       mosaic runs export RUN_ID -o FILE.tar.gz [--no-checkpoints]\n"
                     "       mosaic runs import FILE.tar.gz\n"
+                    "       mosaic runs trust RUN_ID\n"
                     "       mosaic runs rm RUN_ID... [--yes]\n"
                     "       mosaic runs gc (--keep-last N | --older-than AGE | --failed) [--yes]")
     parser.add_argument("words", nargs="*", metavar="ACTION ...",
-                        help="show RUN_ID | export RUN_ID | import FILE | rm RUN_ID... | gc")
+                        help="show RUN_ID | export RUN_ID | import FILE | trust RUN_ID | rm RUN_ID... | gc")
     parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--name", metavar="EXP", help="only the runs of experiment EXP (a worker's --name)")
@@ -70,7 +71,7 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
 
 def _run_runs(ns: argparse.Namespace) -> int:
     action = ns.words[0] if ns.words else None
-    if action in ("export", "import", "rm", "gc"):
+    if action in ("export", "import", "trust", "rm", "gc"):
         from mosaic_analytics import runs_manage
 
         return runs_manage.run(ns, action, ns.words[1:])
@@ -83,7 +84,7 @@ def _run_runs(ns: argparse.Namespace) -> int:
     if ns.words[0] == "show" and len(ns.words) == 2:
         return _show(ns, ns.words[1])
     raise UsageError(f"unexpected arguments {' '.join(ns.words)!r}; use `mosaic runs` or "
-                     "`mosaic runs show|export|import|rm|gc ...` (see mosaic runs --help)")
+                     "`mosaic runs show|export|import|trust|rm|gc ...` (see mosaic runs --help)")
 
 
 def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None, state_dir: str | None = None) -> int:
@@ -150,19 +151,22 @@ def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 def _list(ns: argparse.Namespace) -> int:
     from mosaic_core.runstore.index import list_runs
     from mosaic_core.runstore.summary import format_age, format_bytes
+    from mosaic_core.runstore.trust import untrusted_run
 
     root = _runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
     runs = list_runs(root)
     if ns.name:
         runs = [r for r in runs if r.experiment == ns.name]
+    untrusted = {r.run_id for r in runs if untrusted_run(root / r.run_id) is not None}
     if ns.json:
-        print(json.dumps([r.to_dict() for r in runs], indent=2))
+        print(json.dumps([{**r.to_dict(), "untrusted": r.run_id in untrusted} for r in runs], indent=2))
         return 0
     if not runs:
         print(f"no runs under {root}", file=sys.stderr)
         return 0
     _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "AGE", "DISK"),
-                [(r.run_id, r.worker or "-", os.path.basename(r.algo) if r.algo else "-", r.env_id or "-", r.status,
+                [(r.run_id, r.worker or "-", os.path.basename(r.algo) if r.algo else "-", r.env_id or "-",
+                  f"{r.status} (imported, untrusted)" if r.run_id in untrusted else r.status,
                   _steps(r.global_step, r.total_timesteps, r.unit), "-" if r.last_return is None else f"{r.last_return:.2f}",
                   format_age(r.started_at), format_bytes(r.disk_bytes)) for r in runs])
     return 0
@@ -170,16 +174,21 @@ def _list(ns: argparse.Namespace) -> int:
 
 def _show(ns: argparse.Namespace, run_id: str) -> int:
     from mosaic_core.runstore.summary import format_age, summarize
+    from mosaic_core.runstore.trust import origin
 
     root = _runs_root(ns.runs_dir)
     run_dir = find_run(root, run_id)
     summary = summarize(run_dir)
     manifest = _load(run_dir / "analytics.json")
     config = _load(run_dir / "config.json")
+    imported = origin(run_dir)
     if ns.json:
-        print(json.dumps({"summary": summary.to_dict(), "config": config, "manifest": manifest}, indent=2))
+        print(json.dumps({"summary": summary.to_dict(), "config": config, "manifest": manifest,
+                          "untrusted": imported}, indent=2))
         return 0
     lines = [("run", summary.run_id), ("path", summary.path), ("status", summary.status),
+             *([("trust", f"imported from {imported.get('imported_from', '?')}, untrusted: nothing in it runs "
+                          f"until `mosaic runs trust {summary.run_id}`")] if imported is not None else []),
              *([("reason", summary.reason)] if summary.reason else []),
              ("worker", summary.worker), ("algo", summary.algo), ("env", summary.env_id),
              (summary.unit, f"{summary.global_step} / {summary.total_timesteps}"),

@@ -1,4 +1,6 @@
-"""``mosaic runs export|import|rm|gc``: keep a run as one archive, bring it back, free disk.
+"""``mosaic runs export|import|trust|rm|gc``: keep a run as one archive, bring it back, free disk.
+
+An imported run is untrusted (:mod:`mosaic_core.runstore.trust`) until ``mosaic runs trust RUN``.
 
 A run that is still running is never touched. A run of a trainer daemon (its runs root is
 ``STATE_DIR/runs`` and the daemon's database records it) is removed through the daemon
@@ -34,15 +36,19 @@ def run(ns: argparse.Namespace, action: str, words: list[str]) -> int:
     if action == "import":
         if len(words) != 1:
             raise UsageError("usage: mosaic runs import FILE.tar.gz")
-        from mosaic_core.runstore.archive import import_run
+        from mosaic_core.runstore.unpack import import_run
 
         root = _runs_root(ns.runs_dir, must_exist=False)
         done = import_run(Path(words[0]), root)
-        print(f"imported run {done.run_id} ({done.files} files, {_size(done.bytes)}) into {root}", file=sys.stderr)
+        print(printable(f"imported run {done.run_id} ({done.files} files, {_size(done.bytes)}) into {root}, "
+                        f"untrusted: its config, scripts and checkpoints that are code run only after "
+                        f"`mosaic runs trust {done.run_id}`"), file=sys.stderr)
         return 0
     root = _runs_root(ns.runs_dir)
     if action == "export":
         return _export(ns, root, words)
+    if action == "trust":
+        return _trust(root, words)
     if action == "rm":
         if not words:
             raise UsageError("usage: mosaic runs rm RUN_ID... [--yes]")
@@ -53,7 +59,7 @@ def run(ns: argparse.Namespace, action: str, words: list[str]) -> int:
 
 
 def _refuse_flags(ns: argparse.Namespace, action: str) -> None:
-    allowed = {"export": {"output", "no_checkpoints"}, "import": set(), "rm": {"yes"},
+    allowed = {"export": {"output", "no_checkpoints"}, "import": set(), "trust": set(), "rm": {"yes"},
                "gc": {"yes", "keep_last", "older_than", "failed"}}[action]
     for flag in ("output", "no_checkpoints", "yes", "keep_last", "older_than", "failed", "target", "name", "json"):
         value = getattr(ns, flag, None)
@@ -70,6 +76,22 @@ def _export(ns: argparse.Namespace, root: Path, words: list[str]) -> int:
     done = export_run(find_run_dir(root, words[0]), Path(ns.output), checkpoints=not ns.no_checkpoints)
     left = f"; left out {len(done.skipped)}: {', '.join(done.skipped[:3])}" if done.skipped else ""
     print(printable(f"exported run {done.run_id} ({done.files} files, {_size(done.bytes)}) to {ns.output}{left}"),
+          file=sys.stderr)
+    return 0
+
+
+def _trust(root: Path, words: list[str]) -> int:
+    """The owner's word that an imported run's config, scripts and checkpoints may run as them."""
+    from mosaic_core.runs import find_run_dir
+    from mosaic_core.runstore import trust
+
+    if len(words) != 1:
+        raise UsageError("usage: mosaic runs trust RUN_ID")
+    run_dir = find_run_dir(root, words[0])
+    if not trust.trust(run_dir):
+        print(printable(f"run {run_dir.name} is not marked untrusted; nothing to do"), file=sys.stderr)
+        return 0
+    print(printable(f"trusted run {run_dir.name}: its config, scripts and checkpoints may now run as you"),
           file=sys.stderr)
     return 0
 

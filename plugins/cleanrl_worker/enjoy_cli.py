@@ -193,7 +193,9 @@ def _enjoy_other(ns: argparse.Namespace, run_dir: Path, config: dict[str, Any]) 
     ``mode`` / ``policy_path`` / ``eval_episodes`` extras the CleanRL worker reads) as a normal
     supervised run; its ``eval_summary.json`` is printed."""
     from mosaic_core.pipeline import run_worker
+    from mosaic_core.runstore.trust import refuse_untrusted
 
+    refuse_untrusted(run_dir, f"mosaic enjoy {run_dir.name}")  # its config would run, its checkpoint may be code
     if ns.video or ns.live or ns.env_id:
         raise UsageError(f"run {run_dir.name} is a {config['worker']} run: --video, --live and --env-id are "
                          "for CleanRL runs (watch its frames with fastlane extras through mosaic run)")

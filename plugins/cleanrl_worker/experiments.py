@@ -73,8 +73,10 @@ class NamedRun:
 
 def named_runs(root: Path, name: str) -> list[NamedRun]:
     """The runs under ``root`` whose config records experiment ``name``, oldest first (found
-    through the runs root's index: only their configs are read)."""
+    through the runs root's index: only their configs are read). An imported run that is not
+    trusted yet (:mod:`mosaic_core.runstore.trust`) is never one of them."""
     from mosaic_core.runstore.index import RunIndex
+    from mosaic_core.runstore.trust import untrusted_run
 
     found = []
     index = RunIndex(root)
@@ -83,6 +85,8 @@ def named_runs(root: Path, name: str) -> list[NamedRun]:
     finally:
         index.close()
     for run_id in run_ids:
+        if untrusted_run(root / run_id) is not None:
+            continue
         config_file = root / run_id / "config.json"
         try:
             config = json.loads(config_file.read_text(encoding="utf-8"))

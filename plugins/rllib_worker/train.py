@@ -252,6 +252,19 @@ def evaluate(algo: Any, ns: Namespace, stop: HostCancel) -> None:
     Path("eval_summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
 
 
+def check_checkpoint(checkpoint: Path) -> None:
+    """Loading an RLlib checkpoint unpickles it (runs its code): checked again just before, as
+    the plan did, so only a checkpoint the owner made, outside any untrusted run, is loaded."""
+    from mosaic_core.child import refuse_config
+    from mosaic_core.errors import UsageError
+    from mosaic_core.runstore.trust import check_code_checkpoint
+
+    try:
+        check_code_checkpoint(checkpoint, "RLlib checkpoint")
+    except UsageError as exc:
+        refuse_config(str(exc))
+
+
 def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     import torch
 
@@ -260,6 +273,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
 
     checkpoint = Path(ns.checkpoint) if ns.checkpoint else None
     if checkpoint is not None:
+        check_checkpoint(checkpoint)
         algo = Algorithm.from_checkpoint(str(checkpoint))
         sync_restored_weights(algo)
     else:

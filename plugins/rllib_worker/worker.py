@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.config import WorkerConfig
-from mosaic_core.errors import ConfigError
+from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.runs import RunContext
-from mosaic_core.types import ExtrasKey, Launch
+from mosaic_core.types import CodePath, ExtrasKey, Launch
 from mosaic_core.worker import Worker
 from rllib_worker.catalog import ALGORITHMS, ask_configs, canonical_algo, check_answers, ray_address
 from rllib_worker.presets import preset_params
@@ -57,13 +57,26 @@ def latest_checkpoint(path: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def _checkpoint_key(extras: dict[str, Any]) -> str | None:
+    mode = extras.get("mode", "train")
+    return {"resume_training": "checkpoint_path", "policy_eval": "policy_path"}.get(mode)
+
+
 def _checkpoint(config: WorkerConfig, key: str) -> Path:
+    """The checkpoint to load: RLlib unpickles it (cloudpickle), so it is code and must be the
+    owner's (:func:`mosaic_core.runstore.trust.check_code_checkpoint`)."""
+    from mosaic_core.runstore.trust import check_code_checkpoint
+
     value = config.extras.get(key)
     if not isinstance(value, str) or not value:
         raise ConfigError(f"extras.{key} is required for mode {config.extras.get('mode')!r}", field=f"extras.{key}")
     found = latest_checkpoint(Path(value).expanduser().resolve())
     if found is None:
         raise ConfigError(f"extras.{key}: no RLlib checkpoint at {value}", field=f"extras.{key}")
+    try:
+        check_code_checkpoint(found, f"extras.{key}: RLlib checkpoint")
+    except UsageError as exc:
+        raise ConfigError(str(exc), field=f"extras.{key}") from None
     return found
 
 
@@ -75,6 +88,13 @@ class RLlibWorker(Worker):
         parser.add_argument("--preset", metavar="NAME",
                             help="hyperparameters from RLlib's tuned examples for this algo and env (tuned); "
                                  "extras.algo_params win over it")
+
+    def code_paths(self, data: dict[str, Any]) -> list[CodePath]:
+        """The checkpoint a resume or an evaluation loads: RLlib checkpoints are pickles, i.e. code."""
+        extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+        key = _checkpoint_key(extras)
+        value = extras.get(key) if key else None
+        return [CodePath(f"extras.{key}", value)] if isinstance(value, str) and value and "\0" not in value else []
 
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
         problems = []
@@ -88,6 +108,12 @@ class RLlibWorker(Worker):
             problems.append(f"extras.mode {mode!r} is not one of {', '.join(MODES)}")
         if not isinstance(extras.get("algo_params", {}), dict):
             problems.append("extras.algo_params must be an object of RLlib options")
+        key = _checkpoint_key(extras)
+        if key and isinstance(extras.get(key), str) and extras[key]:  # whose it is, before any environment starts
+            try:
+                _checkpoint(config, key)
+            except ConfigError as exc:
+                problems.append(str(exc))
         if "curriculum_schedule" in extras:
             problems.append("extras.curriculum_schedule: the rllib worker's env runners make their envs themselves "
                             "and cannot switch them between stages")
@@ -126,8 +152,8 @@ class RLlibWorker(Worker):
             command += ["--seed", str(config.seed)]
         if address:
             command += ["--ray-address", address]
-        if mode != "train":
-            key = "checkpoint_path" if mode == "resume_training" else "policy_path"
+        key = _checkpoint_key(extras)
+        if key:
             command += ["--checkpoint", str(_checkpoint(config, key))]
         for key in ("checkpoint_frequency", "eval_episodes", "torch_threads"):
             value = _positive_int(extras, key)

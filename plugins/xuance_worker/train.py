@@ -88,6 +88,20 @@ def saved_step(checkpoint: Path) -> int:
         return 0
 
 
+def check_checkpoint(agent: Any, checkpoint: Path) -> None:
+    """The ``.pth`` loads weights only; the pickled ``obs_rms.npy`` beside it, which XuanCe reads
+    when the config normalises observations, is checked as the plan checked it."""
+    from mosaic_core.child import refuse_config
+    from mosaic_core.errors import ConfigError
+    from xuance_worker.worker import check_obs_rms
+
+    if getattr(agent, "use_obsnorm", False):
+        try:
+            check_obs_rms(checkpoint, "--checkpoint")
+        except ConfigError as exc:
+            refuse_config(str(exc))
+
+
 def save(agent: Any, step: int, reason: str) -> Path:
     """``checkpoints/step_<N>.pth`` (+ its ``.json``), announced to the host."""
     from mosaic_core.child import emit_event
@@ -151,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic_core.threads import pin_process_threads
 
     threads = pin_process_threads(ns.torch_threads)
+    # Every torch.load in this process reads weights only, XuanCe's own calls without the argument too.
+    os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
     os.environ.setdefault("TQDM_DISABLE", "1")  # XuanCe's progress bars: the host shows progress
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # MPE renders off-screen (rgb_array) through pygame
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
@@ -189,6 +206,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
         agent = REGISTRY_Agents[config.agent](config, envs, callback=callback)
         callback.attach(agent)
         if ns.checkpoint:
+            check_checkpoint(agent, Path(ns.checkpoint))
             agent.load_model(ns.checkpoint)
         stop.looping()
         if ns.mode == "policy_eval":

@@ -7,6 +7,7 @@ Extras the worker does not own (nor a plugin) are XuanCe config keys (``learning
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,26 @@ def _checkpoint(config: WorkerConfig, key: str) -> Path:
     found = latest_checkpoint(Path(value).expanduser().resolve())
     if found is None:
         raise ConfigError(f"extras.{key}: no checkpoint (.pth) at {value}", field=f"extras.{key}")
+    check_obs_rms(found, f"extras.{key}")
     return found
+
+
+OBS_RMS = "obs_rms.npy"  # XuanCe saves observation statistics beside a checkpoint with pickle
+
+
+def check_obs_rms(checkpoint: Path, what: str) -> None:
+    """The ``.pth`` is weights only (XuanCe's ``torch.load(weights_only=True)``), but XuanCe reads
+    the ``obs_rms.npy`` beside it with ``allow_pickle=True``: that file is code, and is loaded
+    only when the owner made it (:func:`mosaic_core.runstore.trust.check_code_checkpoint`)."""
+    from mosaic_core.errors import UsageError
+    from mosaic_core.runstore.trust import check_code_checkpoint
+
+    stats = checkpoint.parent / OBS_RMS
+    if os.path.lexists(stats):
+        try:
+            check_code_checkpoint(stats, f"{what}: XuanCe's pickled {OBS_RMS}")
+        except UsageError as exc:
+            raise ConfigError(str(exc), field=what if what.startswith("extras.") else None) from None
 
 
 class XuanCeWorker(Worker):
