@@ -32,7 +32,7 @@ from starlette.staticfiles import StaticFiles
 
 from mosaic_dashboard import rundata, streams
 from mosaic_dashboard.daemon import DaemonError, DaemonLink
-from mosaic_dashboard.follow import RunGone
+from mosaic_core.runstore.follow import RunGone
 from mosaic_dashboard.form import FormError, form_schema, parse_submission
 from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, mjpeg_part, open_reader, why_no_frames
 
@@ -307,7 +307,7 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 
 def _curves_of(run_dir: Path) -> dict[str, Any]:
     from mosaic_dashboard.curves import Curves
-    from mosaic_dashboard.follow import EventFollower  # RunGone from here is answered 404
+    from mosaic_core.runstore.follow import EventFollower  # RunGone from here is answered 404
 
     curves, follower = Curves(), EventFollower(run_dir)
     while batch := follower.poll():

@@ -80,6 +80,7 @@ class RunsIndex:
 
     def snapshot(self) -> list[dict[str, Any]]:
         from mosaic_core.runstore.index import list_runs
+        from mosaic_core.runstore.trust import untrusted_run
 
         runs = []
         for summary in list_runs(self.root):
@@ -87,6 +88,7 @@ class RunsIndex:
             if summary.run_id not in self._fastlane:
                 self._fastlane[summary.run_id] = fastlane_enabled(read_json(Path(summary.path) / "config.json"))
             record["fastlane"] = self._fastlane[summary.run_id]
+            record["untrusted"] = untrusted_run(summary.path) is not None  # imported, until `mosaic runs trust`
             runs.append(record)
         return runs
 

@@ -273,3 +273,25 @@ def test_the_run_list_stays_small_beside_gigabyte_files(serve, workdir):
     with open(f"/proc/{server.proc.pid}/status") as handle:
         peak = next(int(line.split()[1]) << 10 for line in handle if line.startswith("VmHWM:"))
     assert peak < 384 << 20, f"the server peaked at {peak >> 20} MiB"
+
+
+def test_an_imported_run_is_listed_untrusted_until_the_owner_trusts_it(serve, workdir):
+    """A run from ``mosaic runs import`` carries the untrusted mark in the dashboard's list too
+    (``untrusted``: the page shows an "imported, untrusted" badge), and loses it with ``mosaic
+    runs trust``."""
+    from tests.conftest import run_cli
+    from tests.core.test_listing_bounds import event
+
+    elsewhere = workdir / "theirs"
+    (elsewhere / "theirrun").mkdir(parents=True, mode=0o700)
+    (elsewhere / "theirrun" / "events.jsonl").write_bytes(event("run_started", 1, {"algo": "ppo"}) + b"\n"
+                                                         + event("run_completed", 2, {}) + b"\n")
+    archive = workdir / "theirrun.tar.gz"
+    root = workdir / "var/trainer/runs"
+    for args in (["runs", "export", "theirrun", "-o", str(archive), "--runs-dir", str(elsewhere)],
+                 ["runs", "import", str(archive), "--runs-dir", str(root)]):
+        assert run_cli(args, cwd=workdir).returncode == 0
+    base, _server = serve()
+    assert [(r["run_id"], r["untrusted"]) for r in http_json(base + "/api/runs")[1]] == [("theirrun", True)]
+    assert run_cli(["runs", "trust", "theirrun", "--runs-dir", str(root)], cwd=workdir).returncode == 0
+    assert [(r["run_id"], r["untrusted"]) for r in http_json(base + "/api/runs")[1]] == [("theirrun", False)]

@@ -75,7 +75,8 @@ function runRow(r) {
   return el("tr", {data: {runId: r.run_id, status: r.status, step: step ?? ""}},
     el("td", {}, el("input", {type: "checkbox", class: "pick", checked: state.selected.has(r.run_id)})),
     el("td", {}, el("a", {href: "#/run/" + encodeURIComponent(r.run_id)}, r.run_id)),
-    el("td", {}, el("span", {class: "badge " + r.status}, r.status), r.daemon_status && " ", r.daemon_status && el("small", {}, r.daemon_status)),
+    el("td", {}, el("span", {class: "badge " + r.status}, r.status), r.daemon_status && " ", r.daemon_status && el("small", {}, r.daemon_status),
+      r.untrusted && " ", r.untrusted && el("span", {class: "badge untrusted", title: "imported: nothing in it runs until `mosaic runs trust`"}, "imported, untrusted")),
     el("td", {}, r.worker || "–"), el("td", {}, r.algo || "–"), el("td", {}, r.env_id || "–"),
     el("td", {}, progress), el("td", {}, fmt(r.last_return)), el("td", {}, when(r.started_at)));
 }
