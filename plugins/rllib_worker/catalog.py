@@ -29,10 +29,10 @@ CONNECT_TIMEOUT_S = 3.0
 
 
 def not_run_here(name: str) -> str | None:
-    """Why an RLlib algorithm this worker does not run is not, and what it runs instead."""
+    """Why an RLlib algorithm this worker does not run is not run (the host's rule has named
+    the ones it runs)."""
     if name.casefold() in {other.casefold() for other in OTHER_RLLIB}:
-        return (f"algo {name!r} is an RLlib algorithm this worker does not run (offline or model-based); it runs "
-                f"{', '.join(ALGORITHMS)}")
+        return f"{name} is an RLlib algorithm this worker does not run (offline or model-based)"
     return None
 
 
