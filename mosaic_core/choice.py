@@ -220,6 +220,8 @@ def _other_problems(argv: list[str], data: dict[str, Any], source: str | None, k
         ns, _rest = parser.parse_known_args(argv)
     except UsageError as exc:
         return [str(exc)] if not known else []  # the request's reading said it already
+    if ns.config and ns.from_run:
+        problems.append("give --config or --from, not both")
     try:
         check_host_options(ns)
         launchers.choose(launchers.settings_of(ns, installed), installed)
