@@ -182,15 +182,19 @@ MAX_CONFIG_FILE_BYTES = 16 * 1024 * 1024
 
 
 def read_config_file(path: str | Path, run_file: bool = False) -> dict[str, Any]:
-    """The worker-config object from a flat or nested (trainer payload) JSON file. A FIFO or
-    device is refused, never waited on; ``run_file`` (a run's ``config.json``) also refuses
-    a link and a file that is not ours (:func:`mosaic_core.files.open_private`)."""
+    """The worker-config object from a flat or nested (trainer payload) JSON file, at most
+    :data:`MAX_CONFIG_FILE_BYTES`. A file the user named may be a pipe of theirs (``--config
+    <(…)``), read once; a device, or a FIFO someone else made, is refused, never waited on.
+    ``run_file`` (a run's ``config.json``, where others may have planted one) refuses every
+    FIFO, a link and a file that is not ours (:func:`mosaic_core.files.open_private`)."""
     from mosaic_core.files import UntrustedPath, open_private
 
     source = str(path)
     try:
-        with open_private(path, any_owner=not run_file) as handle:
+        with open_private(path, any_owner=not run_file, own_pipe=not run_file) as handle:
             raw = handle.read(MAX_CONFIG_FILE_BYTES + 1)
+        if len(raw) > MAX_CONFIG_FILE_BYTES:
+            raise ConfigError(f"config file is larger than {MAX_CONFIG_FILE_BYTES // 2**20} MiB", source=source)
     except FileNotFoundError:
         raise ConfigError("config file not found", source=source) from None
     except UntrustedPath as exc:

@@ -123,17 +123,23 @@ def check_ancestors(path: Path | str, what: str = "folder") -> None:
                                 f"can write (mode {stat.S_IMODE(info.st_mode):o}, not sticky); refused")
 
 
-def open_private(path: Path | str, *, owner: int | None = None, any_owner: bool = False) -> BinaryIO:
+def open_private(path: Path | str, *, owner: int | None = None, any_owner: bool = False,
+                 own_pipe: bool = False) -> BinaryIO:
     """Open a run file for reading without following a link and without blocking on a FIFO;
     only a regular file owned by ``owner`` (default: us) is returned, anything else raises
     UntrustedPath (an OSError, so readers that skip unreadable files skip it too).
     ``any_owner`` (a file the user named on a command line) follows links and accepts any
-    owner, still only a regular file."""
+    owner, still only a regular file. ``own_pipe`` (the same) also accepts a pipe or FIFO of
+    ours, read as its writer writes (``--config <(…)``): one another user made could hold
+    the reader forever; a device never."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
     fd = os.open(path, flags if any_owner else flags | os.O_NOFOLLOW)
     try:
         info = os.fstat(fd)
         expected = os.geteuid() if owner is None else owner
+        if own_pipe and stat.S_ISFIFO(info.st_mode) and info.st_uid == os.geteuid():
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
         if not stat.S_ISREG(info.st_mode):
             what = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
             raise UntrustedPath(f"{path} is {what} (owner {owner_name(info.st_uid)}); not read")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mosaic_core import launchers
+from mosaic_core.algonames import spelling, unknown_algorithm
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import (REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file,
                                 redact)
@@ -35,7 +36,7 @@ from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_r
 from mosaic_core.threads import ThreadBudget
 from mosaic_core.threads import budget as thread_budget
 from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch
-from mosaic_core.worker import Worker, declare, load_worker
+from mosaic_core.worker import Worker, declare, declared_names, load_worker
 from mosaic_core.workers import find_worker
 
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
@@ -130,7 +131,7 @@ class Prepared:
         return {**launch.summary, **host}
 
 
-def _check_host_options(ns: argparse.Namespace) -> None:
+def check_host_options(ns: argparse.Namespace) -> None:
     if ns.num_cpus is not None and ns.num_cpus < 1:
         raise UsageError(f"--num-cpus must be at least 1, got {ns.num_cpus}")
     for flag, value in (("--heartbeat-interval", ns.heartbeat_interval), ("--grace-period", ns.grace_period)):
@@ -149,24 +150,32 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
     ``check_code`` (a daemon's script policy) sees the worker's ``code_paths`` before anything
     reads those files, and the plan's ``Launch.code_paths`` after."""
     options = dict(options or {})
+    problems: list[str] = []
 
-    def code(mapping: dict[str, Any]) -> None:  # declared well by every run; held to a daemon's policy
+    def code(mapping: dict[str, Any]) -> list[CodePath]:  # declared well by every run; held to a daemon's policy
         paths = declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath)
         if check_code is not None:
             check_code(paths)  # first: the daemon's refusal never tells whether a file exists
         refuse_untrusted_code(paths)
+        return paths
 
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
-        code(merged)  # before any default is computed: defaults may read the files
+        paths = code(merged)  # before any default is computed: defaults may read the files
+        problems.extend(spell_algorithm(worker_item, worker, merged, paths))  # defaults see the worker's spelling
         own = worker.config_defaults(merged, options) or {}
         return {**host.config_defaults(merged), **own}
 
-    config = build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
-                          defaults=defaults)
+    try:
+        config = build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
+                              defaults=defaults)
+    except ConfigError as exc:
+        if not problems:
+            raise
+        raise ConfigError("; ".join([*problems, str(exc)]), source=source) from None  # an unknown algo first
     code(config.to_dict(redacted=False))
     events = declare(worker_item, "child_events()", worker.child_events, ChildEvent)
-    worker_extras, problems = split_extras(claimed_keys(worker_item.name, worker, host), config.extras)
-    problems += host.validate_config(config) + list(worker.validate(config, options) or [])
+    worker_extras, unknown_keys = split_extras(claimed_keys(worker_item.name, worker, host), config.extras)
+    problems += unknown_keys + host.validate_config(config) + list(worker.validate(config, options) or [])
     if problems:
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
@@ -206,6 +215,23 @@ def refuse_untrusted_code(paths: list[CodePath]) -> None:
 
     for code in paths:
         refuse_untrusted(code.path, f"{code.field} {code.path}")
+
+
+def spell_algorithm(worker_item: LoadedEntryPoint, worker: Worker, merged: dict[str, Any],
+                    paths: list[CodePath]) -> list[str]:
+    """``merged["algo"]`` in the worker's own spelling (:mod:`mosaic_core.algonames`), or the
+    problem of a name the worker does not run. A path given as ``algo`` is left as it is."""
+    algo = merged.get("algo")
+    if not isinstance(algo, str) or not algo or any(path.field == "algo" for path in paths):
+        return []
+    names = declared_names(worker_item, worker, merged)
+    if names is None:
+        return []
+    found = spelling(algo, names)
+    if found is None:
+        return [unknown_algorithm(algo, names, worker_item.name)]
+    merged["algo"] = found
+    return []
 
 
 def honoured_settings(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost,
@@ -258,8 +284,9 @@ def split_extras(claimed: list[tuple[str, ExtrasKey]], extras: dict[str, Any]) -
 
 
 def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.Namespace, options: dict[str, Any],
-                       host: PluginHost) -> Prepared:
-    _check_host_options(ns)
+                       host: PluginHost, config_data: dict[str, Any] | None = None) -> Prepared:
+    """``config_data``: the ``--config`` file's contents when read already (a pipe reads once)."""
+    check_host_options(ns)
     if ns.config and ns.from_run:
         raise UsageError("give --config or --from, not both")
     source = ns.config
@@ -270,8 +297,9 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
         from mosaic_core.runstore.trust import refuse_untrusted
 
         refuse_untrusted(source, f"--from {ns.from_run}" if ns.from_run else f"--config {source}")
-    data = recorded_config(read_config_file(source, run_file=bool(ns.from_run)), worker_item.name, source,
-                           ns) if source else None
+    if source and (config_data is None or ns.from_run):
+        config_data = read_config_file(source, run_file=bool(ns.from_run))
+    data = recorded_config(config_data, worker_item.name, source, ns) if source else None
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
                  "worker_id": ns.worker_id, "run_id": ns.run_id}
     extras = parse_extras_json(ns.extras) if ns.extras else None
@@ -401,9 +429,11 @@ def worker_option_defaults(worker: Any) -> dict[str, Any]:
     return options
 
 
-def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> int:
-    """Parse ``argv`` for worker ``worker_name`` and run (or dry-run) the job. Raises
-    MosaicError for anything the user can fix; :func:`main` turns that into one line."""
+def run_worker(worker_name: str, argv: list[str], prog: str | None = None,
+               config_data: dict[str, Any] | None = None) -> int:
+    """Parse ``argv`` for worker ``worker_name`` and run (or dry-run) the job (``config_data``:
+    the ``--config`` file's contents when read already). Raises MosaicError for anything the
+    user can fix; :func:`main` turns that into one line."""
     item = find_worker(worker_name)
     worker = load_worker(item)
     parser = host_parser(prog or f"mosaic run --worker {worker_name}", worker_name, item.obj.description)
@@ -421,7 +451,7 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
     if worker.accepts_extra_argv:
         options["extra_argv"] = extra
     host = plugin_host()
-    prepared = prepare_from_flags(item, worker, ns, options, host)
+    prepared = prepare_from_flags(item, worker, ns, options, host, config_data)
     prepared.launchers = installed
     prepared.num_cpus = ns.num_cpus
     prepared.launcher_settings = launchers.settings_of(ns, installed)

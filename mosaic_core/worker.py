@@ -100,6 +100,16 @@ class Worker:
         is refused there whatever the config)."""
         return None
 
+    def algorithm_names(self, data: dict[str, Any]) -> list[str] | None:
+        """The algorithm names this worker runs, spelt as it spells them, for a run whose config
+        (a mapping, before defaults) is ``data``: cheap to answer (no subprocess, nothing heavy
+        imported). The host holds ``algo`` to them by one rule (:mod:`mosaic_core.algonames`:
+        as spelt, else in any case when that names one, else refused with "did you mean") and
+        gives the worker its own spelling; a run that names no worker is sent by them
+        (:mod:`mosaic_core.choice`). A path given as ``algo`` (declared in :meth:`code_paths`)
+        is not a name. None (the default): the worker checks ``algo`` itself."""
+        return None
+
     def algorithms(self, python: str) -> list[dict[str, Any]]:
         """What ``mosaic algos --worker NAME`` lists: one object per algorithm with ``algo``,
         ``description`` and, optionally, ``envs`` (the env ids it has settings for). ``python``
@@ -162,3 +172,17 @@ def declare(item: LoadedEntryPoint, what: str, call: Any, kind: type) -> list[An
     except Exception as exc:
         raise UsageError(f"{describe(item)}: {what} failed: {type(exc).__name__}: {exc}") from exc
     return declared(item, what, values, kind)
+
+
+def declared_names(item: LoadedEntryPoint, worker: Worker, data: dict[str, Any]) -> list[str] | None:
+    """The worker's ``algorithm_names(data)``, checked: a list of strings, or None."""
+    try:
+        names = worker.algorithm_names(data)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"{describe(item)}: algorithm_names(data) failed: {type(exc).__name__}: {exc}") from exc
+    if names is not None and (not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names)):
+        raise UsageError(f"{describe(item)}: algorithm_names(data) must return a list of strings or None, "
+                         f"got {names!r:.120}")
+    return None if names is None else list(names)

@@ -9,6 +9,7 @@ error, and never stops the host.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from mosaic_core.capabilities import WorkerMetadata
@@ -16,7 +17,7 @@ from mosaic_core.entrypoints import LoadedEntryPoint, load_group
 from mosaic_core.errors import UsageError
 
 WORKER_GROUP = "mosaic.workers"
-DEFAULT_WORKER_VAR = "MOSAIC_DEFAULT_WORKER"
+DEFAULT_WORKER_VAR = "MOSAIC_DEFAULT_WORKER"  # the worker of runs that name none (mosaic_core.choice)
 
 
 def _check_worker(obj: Any) -> WorkerMetadata:
@@ -57,34 +58,12 @@ def find_worker(name: str) -> LoadedEntryPoint:
             if item.status != "active":
                 raise UsageError(f"worker {name!r} is installed but failed to load: {item.error} ({item.describe()})")
             return item
-    installed = ", ".join(i.name for i in items if i.status == "active") or "none"
-    raise UsageError(f"unknown worker {name!r}; installed workers: {installed}")
+    raise UsageError(unknown_worker(name, items))
 
 
-def default_worker(items: list[LoadedEntryPoint] | None = None) -> str:
-    """The worker a run that names none goes to (``mosaic run`` without ``--worker``, a daemon
-    submission without ``worker``): ``$MOSAIC_DEFAULT_WORKER`` when set, else the one installed
-    worker whose runs can execute here (its own environment built, or none needed), examples
-    (``WorkerMetadata.example``) left out. Otherwise a UsageError listing the installed workers."""
-    import os
-
-    from mosaic_core.environments import status
-
-    named = os.environ.get(DEFAULT_WORKER_VAR, "").strip()
-    if named:
-        return named
-    active = [item for item in (discover_workers() if items is None else items) if item.status == "active"]
-
-    def runnable(item: LoadedEntryPoint) -> bool:
-        try:
-            return status(item.obj, item.distribution).ready
-        except Exception:  # a broken environment root: not a candidate
-            return False
-
-    ready = [item.name for item in active if not item.obj.example and runnable(item)]
-    if len(ready) == 1:
-        return ready[0]
-    installed = ", ".join(item.name for item in active) or "none"
-    why = "no installed worker can run here" if not ready else f"{len(ready)} workers can run here"
-    raise UsageError(f"name the worker: {why} (installed: {installed}); give --worker NAME or set "
-                     f"${DEFAULT_WORKER_VAR}")
+def unknown_worker(name: str, items: list[LoadedEntryPoint]) -> str:
+    """"unknown worker", the closest installed one, and the installed ones."""
+    names = [i.name for i in items if i.status == "active"]
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown worker {name!r}{hint}; installed workers: {', '.join(names) or 'none'}"

@@ -48,8 +48,9 @@ def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, ti
 def default_worker_is_cleanrl():
     """Runs and daemon submissions that name no worker go to the CleanRL worker, whatever
     worker environments (``$MOSAIC_VENVS``) earlier tests built: with the RLlib and XuanCe
-    environments ready, the rule "the one worker that can run here" would find three. The tests
-    of that rule clear the variable and point ``$MOSAIC_VENVS`` at an empty folder."""
+    environments ready, the rule (mosaic_core.choice) would send ``--algo PPO`` to RLlib and a
+    run with no ``--algo`` nowhere. The tests of that rule clear the variable and point
+    ``$MOSAIC_VENVS`` at an empty folder."""
     saved = os.environ.get("MOSAIC_DEFAULT_WORKER")
     os.environ["MOSAIC_DEFAULT_WORKER"] = "cleanrl"
     yield

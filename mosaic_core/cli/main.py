@@ -205,8 +205,8 @@ def build_parser(commands: list[CliCommand]) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mosaic {__version__}")
     parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("run", help="run a training job: mosaic run [--worker NAME] [worker flags...] (default: the one "
-                                  "installed worker, or $MOSAIC_DEFAULT_WORKER)")
+    sub.add_parser("run", help="run a training job: mosaic run [--worker NAME] [worker flags...] (default: "
+                                  "$MOSAIC_DEFAULT_WORKER, else the one installed worker that runs --algo)")
     for command in commands:
         command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
     return parser
@@ -229,11 +229,12 @@ def _run_worker(argv: list[str], verbose: bool) -> int:
         else:
             rest.append(arg)
         i += 1
+    config_data = None
     if worker is None:
-        from mosaic_core.workers import default_worker
+        from mosaic_core.choice import worker_for_argv
 
         try:
-            worker = default_worker()
+            worker, config_data = worker_for_argv(rest)
         except UsageError:
             if not any(a in ("-h", "--help") for a in rest):
                 raise
@@ -241,7 +242,7 @@ def _run_worker(argv: list[str], verbose: bool) -> int:
             print(f"usage: mosaic run [--worker NAME] [worker flags...]\n\ninstalled workers: {names}\n"
                   "worker flags: mosaic run --worker NAME --help")
             return 0
-    return run_worker(worker, rest, prog=f"mosaic run --worker {worker}")
+    return run_worker(worker, rest, prog=f"mosaic run --worker {worker}", config_data=config_data)
 
 
 def main(argv: list[str] | None = None) -> int:

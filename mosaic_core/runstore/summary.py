@@ -256,6 +256,16 @@ def format_bytes(size: int | None) -> str:
     return "-"
 
 
+def format_number(value: Any, digits: int = 2) -> str:
+    """A metric for people: ``digits`` decimals (returns: -165.34), 4 significant digits for
+    a smaller float (a loss of 0.0001234), an int as it is, "-" for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    if isinstance(value, int) or value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    return f"{value:.{digits}f}" if value == 0 or abs(value) >= 10 ** -digits else f"{value:.4g}"
+
+
 def format_age(started_at: float | None, now: float | None = None) -> str:
     if started_at is None:
         return "-"

@@ -1,7 +1,7 @@
 """SubmitRun's config: size caps, pick the worker, gate code paths, validate as a dry run would.
 
 The config is a worker config (flat, or nested at ``metadata.worker.config``) with one more
-optional key, ``worker`` (default: :func:`mosaic_core.workers.default_worker`, as for ``mosaic run``). :class:`ConfigError` means the request is
+optional key, ``worker`` (default: :func:`mosaic_core.choice.choose_worker`, as for ``mosaic run``). :class:`ConfigError` means the request is
 malformed (INVALID_ARGUMENT); :class:`PreconditionError` means it is well formed but cannot
 run here (FAILED_PRECONDITION), e.g. it asks for a GPU on a host without one or names a
 script the daemon's owner did not allow. Nothing is stored before all of this has passed.
@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from mosaic_core.choice import choose_worker
 from mosaic_core.config import WorkerConfig, build_config, parse_json, unwrap_config
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
 from mosaic_core.types import CodePath
-from mosaic_core.workers import default_worker
+from mosaic_core.workers import unknown_worker
 
 SOURCE = "config_json"
 MAX_CONFIG_BYTES = 256 * 1024  # a worker config is a few hundred bytes; this leaves room, not 63 MiB
@@ -122,7 +123,7 @@ def _parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPo
         worker = data.get("worker") if isinstance(data.get("worker"), str) else None
     if worker is None:
         try:
-            worker = default_worker(workers)
+            worker = choose_worker(workers, raw)
         except UsageError as exc:
             raise ConfigError(str(exc), field="worker", source=SOURCE) from None
     if not isinstance(worker, str) or not worker:
@@ -180,8 +181,7 @@ def _find_worker(name: str, workers: list[LoadedEntryPoint]) -> LoadedEntryPoint
             if item.status != "active":
                 raise PreconditionError(f"worker {name!r} is installed but {item.status}: {item.error}")
             return item
-    installed = ", ".join(i.name for i in workers if i.status == "active") or "none"
-    raise ConfigError(f"unknown worker {name!r}; installed workers: {installed}", field="worker", source=SOURCE)
+    raise ConfigError(unknown_worker(name, workers), field="worker", source=SOURCE)
 
 
 def check_capabilities(item: LoadedEntryPoint, config: WorkerConfig, gpus: int) -> None:

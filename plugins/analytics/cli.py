@@ -173,7 +173,7 @@ def _list(ns: argparse.Namespace) -> int:
 
 
 def _show(ns: argparse.Namespace, run_id: str) -> int:
-    from mosaic_core.runstore.summary import format_age, summarize
+    from mosaic_core.runstore.summary import format_age, format_number, summarize
     from mosaic_core.runstore.trust import origin
 
     root = _runs_root(ns.runs_dir)
@@ -192,10 +192,10 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
              *([("reason", summary.reason)] if summary.reason else []),
              ("worker", summary.worker), ("algo", summary.algo), ("env", summary.env_id),
              (summary.unit, f"{summary.global_step} / {summary.total_timesteps}"),
-             ("last return", summary.last_return), ("age", format_age(summary.started_at))]
+             ("last return", format_number(summary.last_return)), ("age", format_age(summary.started_at))]
     if isinstance(manifest, dict):
         metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
-        lines.append(("smoothed return", metrics.get("episodic_return_smoothed")))
+        lines.append(("smoothed return", format_number(metrics.get("episodic_return_smoothed"))))
         agents = metrics.get("agents") if isinstance(metrics.get("agents"), dict) else {}
         for agent, values in agents.items():  # a multi-agent run: each agent's own figures
             if isinstance(values, dict):
@@ -220,11 +220,10 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
 
 def _agent_line(values: dict[str, Any]) -> str:
     """An agent's latest values (``tag value`` pairs, the return first)."""
-    def number(value: Any) -> str:
-        return f"{value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+    from mosaic_core.runstore.summary import format_number
 
     tags = sorted(values, key=lambda tag: (not tag.endswith("episodic_return"), tag))
-    return ", ".join(f"{tag.rsplit('/', 1)[-1]} {number(values[tag])}" for tag in tags) or "-"
+    return ", ".join(f"{tag.rsplit('/', 1)[-1]} {format_number(values[tag])}" for tag in tags) or "-"
 
 
 def _files(section: Any) -> str:

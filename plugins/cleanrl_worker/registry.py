@@ -296,12 +296,19 @@ def _unknown_message(algo: str, home: tuple[Path, str] | None) -> str:
         where = f"CleanRL checkout {home[0]} has no cleanrl/{algo}.py" if home else "no CleanRL checkout is configured"
         return (f"algorithm {algo!r} is an upstream CleanRL script that MOSAIC does not bundle and {where}: "
                 f"{CLONE_HINT}; bundled algorithms: {bundled}")
-    known = sorted(set(CLEANRL_ALGORITHMS) | set(bundled_names()) | set(_EntryPoints.scan().by_name)
-                   | set(_checkout_names(home)))
+    known = known_names(home)
     close = difflib.get_close_matches(algo, known, n=1)
     suggestion = f" (did you mean {close[0]!r}?)" if close else ""
     return (f"unknown algorithm {algo!r}{suggestion}; known algorithms: {', '.join(known)} "
             "(or pass a path to a .py script); `mosaic algos` shows where each one comes from")
+
+
+def known_names(home: tuple[Path, str] | None) -> list[str]:
+    """Every name :func:`resolve` finds or explains: upstream CleanRL's (those not here too),
+    entry points', the checkout's, an installed cleanrl package's and the bundled ones."""
+    installed = {p.stem for d in installed_package_dirs() for p in d.glob("*.py") if not p.name.startswith("_")}
+    return sorted(set(CLEANRL_ALGORITHMS) | set(bundled_names()) | set(_EntryPoints.scan().by_name)
+                  | set(_checkout_names(home)) | installed)
 
 
 def _checkout_names(home: tuple[Path, str] | None) -> list[str]:

@@ -5,9 +5,11 @@ modes, and the launch plan. Everything else of a run is the host's (:mod:`mosaic
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from mosaic_core.config import WorkerConfig
+from mosaic_core.errors import UsageError
 from mosaic_core.runs import RunContext
 from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, FormOption, Launch, TrackingSettings, WorkerForm
 from mosaic_core.worker import Worker
@@ -68,6 +70,20 @@ class CleanRLWorker(Worker):
         if isinstance(home, str) and home:
             paths.append(CodePath("extras.cleanrl_home", home))
         return paths
+
+    def algorithm_names(self, data: dict[str, Any]) -> list[str]:
+        """Every name the registry resolves or explains (a checkout in ``extras.cleanrl_home``
+        adds its own), the bundled ones first, and the modes' programs (``policy_eval``, ``interactive``)."""
+        from cleanrl_worker.launcher import MODE_PROGRAMS
+        from cleanrl_worker.registry import bundled_names, checkout_home, known_names
+
+        extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+        try:
+            home = checkout_home(extras.get("cleanrl_home"), Path.cwd())
+        except UsageError:
+            home = None  # the plan names what is wrong with it
+        bundled = bundled_names()
+        return [*bundled, *(name for name in known_names(home) if name not in bundled), *MODE_PROGRAMS]
 
     def honoured_settings(self) -> tuple[type, ...]:
         return (TrackingSettings,)  # the scripts' --track, --wandb-project-name, --wandb-entity

@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import files, procs
+from mosaic_core.environments import HOST_DISTRIBUTION
 from mosaic_core.runs import RunDirectory
 
 NODE_ENV = "MOSAIC_RAY_NODE"
@@ -52,6 +54,43 @@ def _child_setup(parent_death: Any) -> Any:
         parent_death()
 
     return setup
+
+
+_NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '([\w.]+)'")
+
+
+def _missing_here(line: str) -> str:
+    """A run that failed for a module this node's Python lacks (its dependencies are installed
+    where the caller runs, not here): its ``run_failed`` names what to install on the node."""
+    if '"run_failed"' not in line or "ModuleNotFoundError" not in line:
+        return line
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        record = json.loads(line)
+        found = _NO_MODULE.match(record["payload"]["error"])
+        if record["event"] == "run_failed" and found:
+            module = found.group(1).split(".")[0]
+            extra = _extra_providing(module)
+            how = (f"{sys.executable} -m pip install '{HOST_DISTRIBUTION}[{extra}]'" if extra
+                   else "install the package that provides it into that Python")
+            record["payload"]["error"] = (f"ModuleNotFoundError on Ray node {socket.gethostname()}: its Python "
+                                          f"({sys.executable}) has no module {module!r}, which the run imports; "
+                                          f"on that node: {how}")
+            return json.dumps(record)
+    return line
+
+
+def _extra_providing(module: str) -> str | None:
+    """The extra of MOSAIC's distribution whose requirements name ``module``'s distribution."""
+    from importlib import metadata
+
+    wanted = module.replace("_", "-").lower()
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        for requirement in metadata.requires(HOST_DISTRIBUTION) or []:
+            name = re.split(r"[\s\[<>=!~;(]", requirement, maxsplit=1)[0].replace("_", "-").lower()
+            extra = re.search(r"extra\s*==\s*[\"']([\w-]+)", requirement)
+            if name == wanted and extra:
+                return extra.group(1)
+    return None
 
 
 class RemoteRun:
@@ -117,7 +156,7 @@ class RemoteRun:
         assert self.proc is not None
         code = self.proc.poll()
         with self.lock:
-            lines = self.lines[since:]
+            lines = [_missing_here(line) for line in self.lines[since:]]
             tail = self.stderr[-STDERR_TAIL:] if code is not None else []
         relayed = {}
         for plugin, mark in (marks or {}).items():

@@ -7,7 +7,6 @@ in the worker's environment (one short subprocess, before anything starts).
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import socket
@@ -29,19 +28,12 @@ OTHER_RLLIB = ("BC", "MARWIL", "CQL", "IQL", "DreamerV3", "TQC")
 CONNECT_TIMEOUT_S = 3.0
 
 
-def canonical_algo(name: str) -> str:
-    """RLlib's spelling of ``name`` (case-insensitive), or a ConfigError naming the closest one."""
-    by_lower = {algo.lower(): algo for algo in ALGORITHMS}
-    if name.lower() in by_lower:
-        return by_lower[name.lower()]
-    known = ", ".join(ALGORITHMS)
-    if name.lower() in {other.lower() for other in OTHER_RLLIB}:
-        raise ConfigError(f"algo {name!r} is an RLlib algorithm this worker does not run (offline or model-based); "
-                          f"it runs {known}", field="algo")
-    close = difflib.get_close_matches(name.upper(), list(ALGORITHMS) + [o.upper() for o in OTHER_RLLIB], n=1,
-                                      cutoff=0.5)
-    hint = f"; did you mean {close[0]}?" if close and close[0] in ALGORITHMS else ""
-    raise ConfigError(f"algo {name!r} is not one the rllib worker runs{hint} (known: {known})", field="algo")
+def not_run_here(name: str) -> str | None:
+    """Why an RLlib algorithm this worker does not run is not run (the host's rule has named
+    the ones it runs)."""
+    if name.casefold() in {other.casefold() for other in OTHER_RLLIB}:
+        return f"{name} is an RLlib algorithm this worker does not run (offline or model-based)"
+    return None
 
 
 def ray_address(extras: dict[str, Any]) -> str | None:

@@ -18,7 +18,7 @@ from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.runs import RunContext
 from mosaic_core.types import CodePath, ExtrasKey, Launch
 from mosaic_core.worker import Worker
-from rllib_worker.catalog import ALGORITHMS, ask_configs, canonical_algo, check_answers, ray_address
+from rllib_worker.catalog import ALGORITHMS, ask_configs, check_answers, not_run_here, ray_address
 from rllib_worker.presets import preset_params
 
 MODES = ("train", "resume_training", "policy_eval")
@@ -97,11 +97,7 @@ class RLlibWorker(Worker):
         return [CodePath(f"extras.{key}", value)] if isinstance(value, str) and value and "\0" not in value else []
 
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
-        problems = []
-        try:
-            canonical_algo(config.algo)
-        except ConfigError as exc:
-            problems.append(str(exc))
+        problems = [problem for problem in (not_run_here(config.algo),) if problem]
         extras = config.extras
         mode = extras.get("mode", "train")
         if mode not in MODES:
@@ -125,11 +121,14 @@ class RLlibWorker(Worker):
         gpus = params.get("num_gpus_per_learner") if isinstance(params, dict) else None
         return "extras.algo_params.num_gpus_per_learner" if isinstance(gpus, (int, float)) and gpus > 0 else None
 
+    def algorithm_names(self, data: dict[str, Any]) -> list[str]:
+        return list(ALGORITHMS)
+
     def algorithms(self, python: str) -> list[dict[str, Any]]:
         return [{"algo": algo, "description": text} for algo, text in ALGORITHMS.items()]
 
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
-        algo = canonical_algo(config.algo)
+        algo = config.algo  # RLlib's spelling (the host's rule, mosaic_core.algonames)
         extras = config.extras
         for key in run.worker_extras:  # keys no plugin owns: RLlib's options live under algo_params
             raise ConfigError(f"extras.{key} is not a key of the rllib worker; RLlib options go under "

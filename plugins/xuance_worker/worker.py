@@ -95,15 +95,15 @@ class XuanCeWorker(Worker):
 
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
         problems = []
-        if config.algo not in ALGORITHMS:
-            problems.append(f"algo {config.algo!r} is not one the xuance worker runs; known: "
-                            f"{', '.join(ALGORITHMS)}")
         mode = config.extras.get("mode", "train")
         if mode not in MODES:
             problems.append(f"extras.mode {mode!r} is not one of {', '.join(MODES)}")
         if not isinstance(config.extras.get("algo_params", {}), dict):
             problems.append("extras.algo_params must be an object of XuanCe config keys")
         return problems
+
+    def algorithm_names(self, data: dict[str, Any]) -> list[str]:
+        return list(ALGORITHMS)
 
     def algorithms(self, python: str) -> list[dict[str, Any]]:
         """The seven algorithms and the envs XuanCe has a config for (asked in the worker's environment)."""

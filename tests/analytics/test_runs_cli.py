@@ -1,6 +1,7 @@
 """`mosaic runs`: completed, failed, cancelled, still running, older and damaged manifests."""
 
 import json
+import re
 import shutil
 import time
 
@@ -74,6 +75,10 @@ def test_runs_show(runs):
     assert shown.returncode == 0, shown.stderr
     assert "status:          completed" in shown.stdout and "tiny_cleanrl.cleanrl_model" in shown.stdout
     assert "notes:           baseline run" in shown.stdout
+    figures = {line.split(":")[0]: line.split()[-1] for line in shown.stdout.splitlines()
+               if line.startswith(("last return:", "smoothed return:"))}
+    assert set(figures) == {"last return", "smoothed return"}
+    assert all(re.fullmatch(r"-?\d+\.\d\d", value) for value in figures.values()), figures  # 2 decimals
     detail = json.loads(mosaic(workdir, "runs", "show", "done", "--runs-dir", str(root), "--json").stdout)
     assert detail["manifest"]["status"] == "completed" and detail["config"]["run_id"] == "done"
     old = mosaic(workdir, "runs", "show", "old", "--runs-dir", str(root))

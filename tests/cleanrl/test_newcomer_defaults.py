@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from mosaic_core.errors import UsageError
-from mosaic_core.workers import default_worker, discover_workers
+from mosaic_core.choice import choose_worker
+from mosaic_core.workers import discover_workers
 from tests.conftest import BIN
 
 ENVS = Path(__file__).parents[1] / "fixtures" / "envs"
@@ -40,14 +41,14 @@ def test_the_default_worker_rule_leaves_examples_out_and_says_when_it_cannot_cho
     monkeypatch.delenv("MOSAIC_DEFAULT_WORKER", raising=False)
     monkeypatch.setenv("MOSAIC_VENVS", str(tmp_path / "venvs"))  # no worker environment built
     items = discover_workers()
-    assert default_worker(items) == "cleanrl"  # example workers and workers without their environment don't count
+    assert choose_worker(items) == "cleanrl"  # example workers and workers without their environment don't count
     cleanrl = next(i for i in items if i.name == "cleanrl")
     twin = type(cleanrl)(**{**vars(cleanrl), "name": "cleanrl2"})
-    with pytest.raises(UsageError, match=r"2 workers can run here \(installed: .*cleanrl2.*\); give --worker NAME "
-                                         r"or set \$MOSAIC_DEFAULT_WORKER"):
-        default_worker([*items, twin])
+    with pytest.raises(UsageError, match=r"a run with no --algo fits 2 installed workers: cleanrl \(c51, .*\); "
+                                         r"cleanrl2 \(.*\); give --worker NAME or set \$MOSAIC_DEFAULT_WORKER"):
+        choose_worker([*items, twin])
     monkeypatch.setenv("MOSAIC_DEFAULT_WORKER", "cleanrl2")
-    assert default_worker([*items, twin]) == "cleanrl2"
+    assert choose_worker([*items, twin]) == "cleanrl2"
 
 
 def test_no_save_keeps_no_model_and_contradicting_it_is_refused(mosaic):

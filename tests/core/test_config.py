@@ -1,8 +1,11 @@
 import json
+import os
+import threading
 
 import pytest
 
-from mosaic_core.config import REDACTED, build_config, parse_extras_json, read_config_file, redact
+from mosaic_core.config import (MAX_CONFIG_FILE_BYTES, REDACTED, build_config, parse_extras_json, read_config_file,
+                                redact)
 from mosaic_core.errors import ConfigError
 
 BASE = {"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1000}
@@ -63,6 +66,37 @@ def test_bad_files(tmp_path, text, message):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         read_config_file(tmp_path / "absent.json")
+
+
+def test_a_pipe_of_ours_is_read_once_and_a_device_or_a_planted_fifo_is_refused(tmp_path):
+    """``--config <(…)``: the shell's pipe is the user's own, read as it comes; a FIFO another user
+    made could hold the reader forever, a device is no file, and a run's own config.json
+    (``--from``, where others may plant one) is never a FIFO."""
+    read_end, write_end = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(write_end, json.dumps(BASE).encode()), os.close(write_end)))
+    writer.start()
+    try:
+        assert read_config_file(f"/proc/self/fd/{read_end}") == BASE
+    finally:
+        writer.join()
+        os.close(read_end)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not valid JSON"):  # no writer: an empty read at once, no wait
+        read_config_file(fifo)
+    with pytest.raises(ConfigError, match="refused: .*fifo.json is not a regular file"):
+        read_config_file(fifo, run_file=True)
+    with pytest.raises(ConfigError, match="refused: /dev/null is not a regular file"):
+        read_config_file("/dev/null")
+    if os.geteuid() == 0:  # a FIFO of another user's (nobody's), as one planted in /tmp
+        os.chown(fifo, 65534, 65534)
+        with pytest.raises(ConfigError, match="is not a regular file \\(owner nobody\\)"):
+            read_config_file(fifo)
+    big = tmp_path / "big.json"
+    with big.open("wb") as handle:
+        handle.truncate(MAX_CONFIG_FILE_BYTES + 1)
+    with pytest.raises(ConfigError, match="larger than 16 MiB"):
+        read_config_file(big)
 
 
 def test_extras_json_must_be_an_object():

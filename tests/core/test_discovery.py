@@ -110,6 +110,9 @@ def test_broken_and_wrong_type_workers(mosaic, site):
 def test_unknown_worker_lists_installed(mosaic):
     result = mosaic("run", "--worker", "sb3", "--algo", "ppo")
     assert result.returncode == 2 and "unknown worker 'sb3'" in result.stderr and "cleanrl" in result.stderr
+    typo = mosaic("workers", "install", "cleanr")
+    assert typo.returncode == 2 and typo.stderr.startswith("mosaic: error: unknown worker 'cleanr' (did you mean "
+                                                           "cleanrl?); installed workers: cleanrl, ")
 
 
 def test_every_installed_plugin_loads_in_strict_mode(mosaic):

@@ -51,3 +51,12 @@ def test_an_evaluations_episodes_are_not_called_global_steps(mosaic, tmp_path):
                     "-o", str(tmp_path / "eval.png"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "eval.png").stat().st_size > 1000
+
+
+def test_metrics_are_shown_with_sensible_decimals():
+    from mosaic_core.runstore.summary import format_number
+
+    assert format_number(-165.34012089086653) == "-165.34" and format_number(500.0) == "500.00"
+    assert format_number(0.000123456) == "0.0001235" and format_number(0.0) == "0.00"
+    assert format_number(1200) == "1200" and format_number(None) == "-" and format_number(True) == "-"
+    assert format_number(float("nan")) == "nan" and format_number(3.14159, 1) == "3.1"

@@ -167,6 +167,23 @@ def test_bad_input_is_one_line_at_submit(cluster, tmp_path):
     assert refused.returncode == 2 and "does not answer" in refused.stderr
 
 
+def test_a_module_the_nodes_python_lacks_is_one_line_naming_what_to_install_there(cluster, tmp_path):
+    policy = tmp_path / "policy.py"
+    policy.write_text("import not_on_this_node\n\n\ndef act(observation, action_space):\n    return 0\n")
+    done = mosaic(cluster, tmp_path, *RUN, "--algo", str(policy), "--total-timesteps", "500", "--json",
+                  "--ray-address", cluster.address)
+    failed = events_of(done.stdout)[-1]
+    assert done.returncode != 0 and failed["event"] == "run_failed", done.stderr
+    error = failed["payload"]["error"]
+    assert error.startswith("ModuleNotFoundError on Ray node ") and "has no module 'not_on_this_node'" in error
+    assert error.endswith("on that node: install the package that provides it into that Python")
+    from mosaic_ray.remote import _missing_here  # a module an extra of MOSAIC's brings: that extra is named
+
+    line = _missing_here(json.dumps({"event": "run_failed", "payload": {"error": "ModuleNotFoundError: No module "
+                                                                                 "named 'tyro'"}}))
+    assert json.loads(line)["payload"]["error"].endswith("-m pip install 'mosaic-workers[cleanrl]'")
+
+
 def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_path):
     """Last in the module: it takes a node away. Two nodes offer "pool" (nodeB, and nodeC started
     here); the one the run lands on is killed (its whole process tree, as a machine going away); the run starts again on

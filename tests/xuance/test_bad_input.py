@@ -1,5 +1,6 @@
 """What the XuanCe worker refuses: one line on stderr, exit 2, no traceback, no run directory."""
 
+import json
 import subprocess
 
 import pytest
@@ -37,3 +38,11 @@ def test_refused_in_one_line(case, xuance_env, tmp_path, monkeypatch):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "runs" / "bad").exists()
+
+
+def test_an_algorithm_in_another_case_is_the_workers_own(xuance_env, tmp_path):
+    done = subprocess.run(run_args("up", tmp_path / "runs", "MAPPO", more=("--dry-run", "--emit-summary")),
+                          env=xuance_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["config"]["algo"] == "mappo" and summary["command"][summary["command"].index("--algo") + 1] == "mappo"

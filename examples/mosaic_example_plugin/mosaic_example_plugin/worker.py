@@ -55,14 +55,14 @@ class ExampleWorker(Worker):
         algo = data.get("algo")
         return [CodePath("algo", algo)] if isinstance(algo, str) and algo.endswith(".py") else []
 
+    def algorithm_names(self, data):
+        return list(POLICIES)  # a policy file (a .py path) is code, not a name
+
     def describe_options(self, algo):
         return WorkerForm(algos=POLICIES, algo=algo or "random")  # a submit form offers the policies
 
     def validate(self, config, options):
         problems = []
-        if config.algo not in POLICIES and not config.algo.endswith(".py"):
-            problems.append(f"algo {config.algo!r}: the example worker plays one of {', '.join(POLICIES)}, "
-                            "or a policy file (a .py defining act(observation, action_space))")
         if options.get("log_every", 1) < 1:
             problems.append("--log-every must be >= 1")
         return problems
