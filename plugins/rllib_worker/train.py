@@ -93,6 +93,11 @@ def without_boot_path() -> None:
 
 def start_ray(ns: Namespace, temp: Path | None) -> None:
     """Join ``--ray-address`` (``temp`` None) or start a local cluster with its files in ``temp``."""
+    if not ns.ray_address:
+        # The local cluster's node address is loopback, so its servers (GCS, raylet, object manager,
+        # agents, workers) listen on 127.0.0.1 only: Ray binds all interfaces for any other address.
+        # Read when Ray is imported (ray._private.ray_constants), and by the processes it starts.
+        os.environ[LOOPBACK_NODE_VAR] = "0"
     import ray
 
     if ns.ray_address:  # the plan checked that it answers (catalog.check_answers)
@@ -103,9 +108,6 @@ def start_ray(ns: Namespace, temp: Path | None) -> None:
     # The driver's disconnect waits this long to flush task events to the GCS (5 s by default: a
     # cancelled run, whose GCS is dying, spent them past a short grace period). We keep none.
     os.environ.setdefault("RAY_task_events_shutdown_flush_timeout_ms", "500")
-    # The local cluster's node address is loopback, so its servers (GCS, raylet, object manager,
-    # agents, workers) listen on 127.0.0.1 only: Ray binds all interfaces for any other address.
-    os.environ[LOOPBACK_NODE_VAR] = "0"
     driver = {name: os.environ[name] for name in THREAD_VARS if name in os.environ}
     os.environ.update({name: "1" for name in THREAD_VARS})  # what Ray's worker processes inherit
     try:
