@@ -158,8 +158,16 @@ def python_command(python: str, *args: str, keep_environment: bool = False) -> l
 def keep_cwd_off_child_paths() -> None:
     """Every Python program this process starts from now on, ours or a library's (multiprocessing's
     resource tracker, a ``python -c`` helper), leaves its cwd and script folder off sys.path
-    (``PYTHONSAFEPATH``, what ``-P`` sets): a command of ours may be typed in ``/tmp``."""
+    (``PYTHONSAFEPATH``, what ``-P`` sets): a command of ours may be typed in ``/tmp``. An empty
+    entry of ``PYTHONPATH`` (``export PYTHONPATH=$PYTHONPATH:/x`` with none before) also means the
+    cwd, ``-P`` or not: dropped."""
     os.environ["PYTHONSAFEPATH"] = "1"
+    if "PYTHONPATH" in os.environ:
+        kept = [entry for entry in os.environ["PYTHONPATH"].split(os.pathsep) if entry]
+        if kept:
+            os.environ["PYTHONPATH"] = os.pathsep.join(kept)
+        else:
+            del os.environ["PYTHONPATH"]
 
 
 def mosaic_command() -> list[str]:

@@ -208,3 +208,13 @@ def test_python_commands_we_build_are_isolated():
             assert shown.stdout.strip() == "False", shown.stderr
     finally:
         here.rmdir()
+
+
+def test_what_a_command_starts_keeps_the_cwd_off_its_path():
+    """``PYTHONSAFEPATH`` for every child; an empty ``PYTHONPATH`` entry (the cwd, ``-P`` or not) dropped."""
+    code = ("import os; from mosaic_core.procs import keep_cwd_off_child_paths as keep; keep(); "
+            "print(os.environ['PYTHONSAFEPATH'], repr(os.environ.get('PYTHONPATH')))")
+    for given, kept in ((":/x::/y", "'/x:/y'"), (":", "None"), ("/x", "'/x'")):
+        shown = subprocess.run([sys.executable, "-I", "-c", code], env={**os.environ, "PYTHONPATH": given},
+                               capture_output=True, text=True)
+        assert shown.stdout.split() == ["1", kept], shown.stderr
