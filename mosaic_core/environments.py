@@ -61,28 +61,34 @@ def venvs_root() -> Path:
 
 def _private_root(create: bool) -> Path:
     """The venvs root, refused when another user owns it or others may write it, or when it lies
-    in a folder another user could rename it out of (checked as a runs root's ancestors are): we
+    in a folder another user could rename it out of (checked as a runs root's folders are): we
     execute code from there, so a directory another local user controls would run their code as us."""
     root = venvs_root()
     try:
-        check_ancestors(root, "worker environments directory")
-        if create:
+        if create and not os.path.lexists(root):
+            _check_folders(root)  # where it will be made
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except UntrustedPath as exc:
-        raise UsageError(f"{exc} (set ${VENVS_VAR} to a private directory)") from None
+        info = os.lstat(root)
+    except FileNotFoundError:
+        _check_folders(root)
+        return root
     except OSError as exc:
         raise UsageError(f"worker environments directory {root} cannot be made: {exc.strerror or exc} "
                          f"(set ${VENVS_VAR})") from None
-    try:
-        info = os.lstat(root)
-    except FileNotFoundError:
-        return root
     if not os.path.isdir(root) or os.path.islink(root):
         raise UsageError(f"worker environments directory {root} is not a directory (set ${VENVS_VAR})")
     if info.st_uid != os.geteuid() or info.st_mode & 0o022:
         raise UsageError(f"worker environments directory {root} is owned by uid {info.st_uid} or writable by "
                          f"others; refusing to run code from it (set ${VENVS_VAR} to a private directory)")
+    _check_folders(root)
     return root
+
+
+def _check_folders(root: Path) -> None:
+    try:
+        check_ancestors(root, "worker environments directory")
+    except UntrustedPath as exc:
+        raise UsageError(f"{exc} (set ${VENVS_VAR} to a private directory)") from None
 
 
 @dataclass(frozen=True)
