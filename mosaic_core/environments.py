@@ -35,7 +35,8 @@ from typing import Any, Callable
 
 from mosaic_core.capabilities import WorkerEnvironment, WorkerMetadata
 from mosaic_core.errors import UsageError
-from mosaic_core.files import write_json_atomic
+from mosaic_core.files import UntrustedPath, check_ancestors, write_json_atomic
+from mosaic_core.procs import NEUTRAL_CWD, python_command
 
 VENVS_VAR = "MOSAIC_VENVS"
 MARKER = "mosaic-environment.json"
@@ -59,21 +60,35 @@ def venvs_root() -> Path:
 
 
 def _private_root(create: bool) -> Path:
-    """The venvs root, refused when another user owns it or others may write it: we execute code
-    from there, so a directory another local user controls would run their code as us."""
+    """The venvs root, refused when another user owns it or others may write it, or when it lies
+    in a folder another user could rename it out of (checked as a runs root's folders are): we
+    execute code from there, so a directory another local user controls would run their code as us."""
     root = venvs_root()
-    if create:
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
+        if create and not os.path.lexists(root):
+            _check_folders(root)  # where it will be made
+            root.mkdir(parents=True, exist_ok=True, mode=0o700)
         info = os.lstat(root)
     except FileNotFoundError:
+        _check_folders(root)
         return root
+    except OSError as exc:
+        raise UsageError(f"worker environments directory {root} cannot be made: {exc.strerror or exc} "
+                         f"(set ${VENVS_VAR})") from None
     if not os.path.isdir(root) or os.path.islink(root):
         raise UsageError(f"worker environments directory {root} is not a directory (set ${VENVS_VAR})")
     if info.st_uid != os.geteuid() or info.st_mode & 0o022:
         raise UsageError(f"worker environments directory {root} is owned by uid {info.st_uid} or writable by "
                          f"others; refusing to run code from it (set ${VENVS_VAR} to a private directory)")
+    _check_folders(root)
     return root
+
+
+def _check_folders(root: Path) -> None:
+    try:
+        check_ancestors(root, "worker environments directory")
+    except UntrustedPath as exc:
+        raise UsageError(f"{exc} (set ${VENVS_VAR} to a private directory)") from None
 
 
 @dataclass(frozen=True)
@@ -208,8 +223,8 @@ def check_pins(python: str, requirements: tuple[str, ...] | list[str]) -> list[s
     (a package missing or at another version); the interpreter not running is one too."""
     pins = {m.group(1): m.group(2) for m in map(_PIN.match, requirements) if m}
     try:
-        done = subprocess.run([python, "-I", "-c", _CHECK_PINS, json.dumps(sorted(pins))], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(python_command(python, "-c", _CHECK_PINS, json.dumps(sorted(pins))), capture_output=True,
+                              text=True, timeout=60, cwd=NEUTRAL_CWD, stdin=subprocess.DEVNULL)
         found = json.loads(done.stdout) if done.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         return [f"its interpreter {python} does not run: {exc}"]
@@ -286,13 +301,23 @@ def install(meta: WorkerMetadata, distribution: str, extras: tuple[str, ...] = (
 
 
 def _build(path: Path, args: list[str], worker: str) -> None:
+    # -I and the (private) venvs root as cwd: a venv.py or pip.py where the user stands never runs.
+    root = path.parent
     base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", str(path)], check=True, capture_output=True)
+    try:
+        made = subprocess.run(python_command(base, "-m", "venv", str(path)), cwd=root, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        made = subprocess.CompletedProcess([], 1, "", f"{base}: {exc.strerror or exc}")
+    if made.returncode != 0:
+        said = [line.strip() for line in (made.stderr + made.stdout).splitlines() if line.strip()]
+        raise UsageError(f"worker {worker!r}'s environment failed to build: `{base} -m venv {path}` failed: "
+                         f"{said[-1] if said else f'exit code {made.returncode}'}")
     os.chmod(path, 0o700)
-    log = path.parent / f"{worker}.install.log"
-    command = [str(_python(path)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *args]
+    log = root / f"{worker}.install.log"
+    command = python_command(_python(path), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *args)
     with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w") as out:
-        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root)
     if done.returncode != 0:
         text = log.read_text(encoding="utf-8", errors="replace")
         raise UsageError(f"worker {worker!r}'s environment failed to build: {_pip_failure(text)}; "

@@ -186,7 +186,13 @@ def settings_of(ns: argparse.Namespace, launchers: list[LauncherInfo]) -> dict[s
 
 
 def choose(settings: dict[str, Any], launchers: list[LauncherInfo]) -> LauncherInfo | None:
-    """The launcher these settings select, or None (local). Two selected: a UsageError."""
+    """The launcher these settings select, or None (local). Two selected, or an option that
+    selects given an empty value (``--ray-address ""``: never a silent local run): a UsageError."""
+    for info in launchers:
+        for option in info.options:
+            value = settings.get(option.dest)
+            if option.selects and isinstance(value, str) and not value.strip():
+                raise UsageError(f"{option.flag} is empty: give a value, or leave the option out to run here")
     chosen = [info for info in launchers if info.selected(settings)]
     if len(chosen) > 1:
         raise UsageError(f"options of launchers {', '.join(repr(i.name) for i in chosen)} were given: pick one")

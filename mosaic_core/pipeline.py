@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mosaic_core import launchers
+from mosaic_core import launchers, procs
 from mosaic_core.algonames import spelling, unknown_algorithm
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import (REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file,
@@ -465,5 +465,6 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None,
 
 def main(worker_name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
     """A console-script entry: :func:`run_worker` with errors as one line and an exit code."""
+    procs.keep_cwd_off_child_paths()
     argv = list(sys.argv[1:] if argv is None else argv)
     return run_cli_command(lambda: run_worker(worker_name, argv, prog), verbose="--verbose" in argv)

@@ -13,6 +13,7 @@ import sys
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 
@@ -136,6 +137,47 @@ def with_parent_death_signal(argv: list[str], sig: int = signal.SIGTERM) -> list
     pid is the one Popen returns). Start it from a thread that lives as long as the parent."""
     # -P: its working directory (a run directory) is never on sys.path for its own imports.
     return [sys.executable, "-S", "-P", "-c", _PDEATHSIG, str(int(sig)), str(os.getpid()), *argv]
+
+
+# ------------------------------------------------------------------ Python programs we start
+# Where a Python program we start runs when it has no folder of its own: one no other user can
+# write, so nothing there can pass for one of its files (the caller's cwd may be /tmp).
+NEUTRAL_CWD = "/"
+
+
+def python_command(python: str, *args: str, keep_environment: bool = False) -> list[str]:
+    """The command line that runs interpreter ``python`` with ``args`` (``-m module …``, ``-c code
+    …``) isolated from where it starts: ``-I`` (neither the cwd nor a script's folder on sys.path,
+    no ``PYTHON*`` variables, no user site-packages), or with ``keep_environment`` ``-P`` (the same
+    for sys.path; ``PYTHONPATH`` and the like kept, for a program that needs them). A cwd another
+    user can write (``/tmp``, a shared project) then never runs their ``venv.py`` or ``pip.py``.
+    Start it in its own folder or :data:`NEUTRAL_CWD`."""
+    return [str(python), "-P" if keep_environment else "-I", *args]
+
+
+def keep_cwd_off_child_paths() -> None:
+    """Every Python program this process starts from now on, ours or a library's (multiprocessing's
+    resource tracker, a ``python -c`` helper), leaves its cwd and script folder off sys.path
+    (``PYTHONSAFEPATH``, what ``-P`` sets): a command of ours may be typed in ``/tmp``. An empty
+    entry of ``PYTHONPATH`` (``export PYTHONPATH=$PYTHONPATH:/x`` with none before) also means the
+    cwd, ``-P`` or not: dropped."""
+    os.environ["PYTHONSAFEPATH"] = "1"
+    if "PYTHONPATH" in os.environ:
+        kept = [entry for entry in os.environ["PYTHONPATH"].split(os.pathsep) if entry]
+        if kept:
+            os.environ["PYTHONPATH"] = os.pathsep.join(kept)
+        else:
+            del os.environ["PYTHONPATH"]
+
+
+def mosaic_command() -> list[str]:
+    """The command that runs ``mosaic`` as this host does: the console script beside this
+    interpreter (its own folder first on sys.path, never the cwd), else this interpreter on
+    ``mosaic_core.cli.main`` with ``-P`` (never a ``mosaic`` found on ``PATH``, which may name ``.``)."""
+    beside = Path(sys.executable).with_name("mosaic")
+    if beside.exists():
+        return [str(beside)]
+    return python_command(sys.executable, "-m", "mosaic_core.cli.main", keep_environment=True)
 
 
 def parent_death_signal_setter(sig: int) -> Callable[[], None]:

@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import Any
 
-from mosaic_core import __version__
+from mosaic_core import __version__, procs
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.errors import UsageError
@@ -28,7 +28,7 @@ def _configure_workers(parser: argparse.ArgumentParser) -> None:
                              description="Build the worker's own Python environment from package registries under "
                                          "$MOSAIC_VENVS (default ~/.local/share/mosaic/venvs); its runs execute there.")
     install.add_argument("name", help="the worker (see `mosaic workers`)")
-    install.add_argument("--extras", default="", help="optional requirement groups the worker declares, e.g. atari,mujoco")
+    install.add_argument("--extras", help="optional requirement groups the worker declares, e.g. atari,mujoco")
     install.add_argument("--force", action="store_true", help="rebuild even when the environment is ready")
 
 
@@ -92,8 +92,11 @@ def _install_worker(ns: argparse.Namespace) -> int:
     from mosaic_core.environments import install
     from mosaic_core.workers import find_worker
 
+    extras = tuple(e.strip() for e in ns.extras.split(",")) if ns.extras is not None else ()
+    if "" in extras:
+        raise UsageError(f"--extras {ns.extras!r}: an empty name; give the worker's extras separated by commas, "
+                         "e.g. atari,mujoco (`mosaic workers --json` lists them)")
     item = find_worker(ns.name)
-    extras = tuple(e.strip() for e in ns.extras.split(",") if e.strip())
     found = install(item.obj, item.distribution, extras, force=ns.force)
     if found.state == "host":
         print(f"worker {item.name!r} has no environment of its own: its runs execute in the host's venv", file=sys.stderr)
@@ -250,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     # the background with SIGINT ignored (a long-running server would otherwise be deaf to it).
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    procs.keep_cwd_off_child_paths()
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
     if argv[:1] == ["run"] or (argv[:1] == ["--verbose"] and argv[1:2] == ["run"]):

@@ -22,7 +22,6 @@ import select
 import sqlite3
 import stat
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mosaic_core import procs
 from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.events import TERMINAL
 from mosaic_core.files import tail_lines
@@ -61,9 +61,7 @@ class LaunchSpec:
 
 
 def mosaic_run_command(spec: LaunchSpec) -> list[str]:
-    mosaic = Path(sys.executable).with_name("mosaic")
-    prefix = [str(mosaic)] if mosaic.exists() else [sys.executable, "-m", "mosaic_core.cli.main"]
-    return [*prefix, "run", "--worker", spec.worker, "--config", str(spec.config_path),
+    return [*procs.mosaic_command(), "run", "--worker", spec.worker, "--config", str(spec.config_path),
             "--runs-dir", str(spec.runs_dir), "--grpc", "--grpc-target", spec.target, "--quiet",
             "--heartbeat-interval", f"{spec.heartbeat_interval:g}", "--grace-period", f"{spec.grace_period:g}"]
 

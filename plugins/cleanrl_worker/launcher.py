@@ -11,6 +11,7 @@ from typing import Any
 
 from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core.procs import python_command  # -P: the run directory (its cwd) never on its sys.path
 from mosaic_core.runs import RunContext
 from mosaic_core.types import CodePath, Launch, TrackingSettings
 
@@ -208,14 +209,14 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         check(config.env_id, None, "mode")  # the id exists; the checkpoint's spaces are checked when it loads
     if mode == "policy_eval":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
-        command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
+        command = python_command(sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv, keep_environment=True)
     elif mode == "interactive":
         script_argv = base_flags(config, with_budget=False)
         if config.extras.get("policy_path"):
             script_argv.append(f"--policy-path={_existing_file(config, 'policy_path')}")
         if config.extras.get("interactive_render", True):
             script_argv += ["--render"]
-        command = [sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv]
+        command = python_command(sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv, keep_environment=True)
     else:
         from_extras = extras_to_flags(script_extras, source=config.source)
         typed = command_line_flags(run.options.get("extra_argv") or [], from_extras)
@@ -232,7 +233,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         env_notes = check(config.env_id, algorithm.name, algorithm.source)
         notes += filter(None, [gym029_compat.dry_run_note(algorithm.script, config.extras)])
         num_envs = _positive_int(resolved_value(algorithm.script, script_argv, "num_envs"))
-        command = [sys.executable, "-m", "cleanrl_worker.launch"]
+        command = python_command(sys.executable, "-m", "cleanrl_worker.launch", keep_environment=True)
         if algorithm.checkout_root:
             command += ["--root", str(algorithm.checkout_root)]
         command += [str(algorithm.script), "--", *script_argv]

@@ -45,11 +45,10 @@ class Settings:
     @classmethod
     def parse(cls, raw: dict[str, Any], run_cpus: int | None = None) -> "Settings":
         address = str(raw.get("ray_address") or "").strip()
-        if not address.startswith("ray://"):
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
-                raise UsageError(f"--ray-address {address!r}: expected HOST:PORT (the address `ray start --head` "
-                                 "prints) or ray://HOST:PORT")
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--ray-address {address!r}: expected HOST:PORT (the address `ray start --head` "
+                             "prints) or ray://HOST:PORT")
         resources = _json_object(raw.get("ray_resources"))
         for name, amount in resources.items():
             if name in ("CPU", "GPU"):
@@ -140,7 +139,7 @@ def _init_within(ray: Any, address: str, timeout: float) -> str | None:
     def join() -> None:
         try:
             ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, namespace="mosaic",
-                     configure_logging=False)
+                     configure_logging=False, job_config=driver_job_config(address))
             outcome["error"] = None
         except BaseException as exc:  # reported by the caller
             outcome["error"] = exc
@@ -178,6 +177,29 @@ def _init_within(ray: Any, address: str, timeout: float) -> str | None:
         return ("the cluster refused us: wrong or missing token? (token auth: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN, "
                 "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
     return f"{type(exc).__name__}: {_first_line(exc)}"
+
+
+def driver_job_config(address: str) -> Any:
+    """Our driver's job config: it gives the cluster's workers no folder of ours. Ray's driver
+    otherwise puts its cwd and its script's folder first on every worker's sys.path (the job's
+    ``_py_driver_sys_path``, filled in ``ray._private.worker.connect``): a ``mosaic_ray/`` planted
+    where the caller stands (``/tmp``), or at that path on another node, would be imported by the
+    run's actor as the cluster's user. Through Ray Client (``ray://``) the server adds neither and
+    the config travels pickled: Ray's default then."""
+    if address.startswith("ray://"):
+        return None
+    from ray.job_config import JobConfig
+
+    class WithoutDriverPaths(JobConfig):
+        @property
+        def _py_driver_sys_path(self) -> list[str]:
+            return []  # what Ray extends is a new list each time: nothing reaches the job
+
+        @_py_driver_sys_path.setter
+        def _py_driver_sys_path(self, _paths: list[str]) -> None:
+            pass
+
+    return WithoutDriverPaths()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -19,7 +19,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
@@ -123,7 +122,7 @@ class RemoteRun:
         child_env.update({name: threads for name in THREAD_VARS})  # this node's share, not the caller's
         child_env[NODE_ENV] = json.dumps(node)
         child_env.update(self._open_relays(run_id, config_text))
-        command = [sys.executable, "-m", "mosaic_core.cli.main", *argv, "--config", str(config), "--runs-dir", str(runs)]
+        command = [*procs.mosaic_command(), *argv, "--config", str(config), "--runs-dir", str(runs)]
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=child_env, cwd=self.work, start_new_session=True,
                                      preexec_fn=_child_setup(procs.parent_death_signal_setter(signal.SIGTERM)))

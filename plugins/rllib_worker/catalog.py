@@ -14,6 +14,7 @@ import subprocess
 from typing import Any
 
 from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core.procs import NEUTRAL_CWD, python_command
 
 # MOSAIC's name (RLlib's) -> what it is; each trains on RLlib's new API stack.
 ALGORITHMS = {
@@ -68,8 +69,8 @@ def check_answers(address: str) -> None:
 def ask_configs(python: str, args: list[str]) -> dict[str, Any]:
     """Run ``python -m rllib_worker.configs ARGS`` in the worker's environment; its JSON answer."""
     try:
-        done = subprocess.run([python, "-I", "-m", "rllib_worker.configs", *args], capture_output=True, text=True,
-                              timeout=120, stdin=subprocess.DEVNULL)
+        done = subprocess.run(python_command(python, "-m", "rllib_worker.configs", *args), capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL, cwd=NEUTRAL_CWD)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"the rllib worker's environment ({python}) did not answer: {exc}") from exc
     if done.returncode != 0:

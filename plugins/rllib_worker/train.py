@@ -49,6 +49,8 @@ STEP_FILE = "mosaic_step.json"  # beside RLlib's files in each checkpoint: the r
 SESSION_PATH_LEN = 64
 EMPTY_ITERATIONS_MAX = 5
 SOCKET_PATH_MAX = 107
+# Ray's switch that makes a node's address loopback (ray._private.services.get_node_ip_address)
+LOOPBACK_NODE_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def parse_args(argv: list[str] | None) -> Namespace:
@@ -91,10 +93,16 @@ def without_boot_path() -> None:
 
 def start_ray(ns: Namespace, temp: Path | None) -> None:
     """Join ``--ray-address`` (``temp`` None) or start a local cluster with its files in ``temp``."""
+    if not ns.ray_address:
+        # The local cluster's node address is loopback, so its servers (GCS, raylet, object manager,
+        # agents, workers) listen on 127.0.0.1 only: Ray binds all interfaces for any other address.
+        # Read when Ray is imported (ray._private.ray_constants), and by the processes it starts.
+        os.environ[LOOPBACK_NODE_VAR] = "0"
     import ray
 
     if ns.ray_address:  # the plan checked that it answers (catalog.check_answers)
-        ray.init(address=ns.ray_address, logging_level=logging.WARNING, configure_logging=False)
+        ray.init(address=ns.ray_address, logging_level=logging.WARNING, configure_logging=False,
+                 job_config=job_config(ns.ray_address))
         return
     without_boot_path()
     # The driver's disconnect waits this long to flush task events to the GCS (5 s by default: a
@@ -104,9 +112,29 @@ def start_ray(ns: Namespace, temp: Path | None) -> None:
     os.environ.update({name: "1" for name in THREAD_VARS})  # what Ray's worker processes inherit
     try:
         ray.init(address="local", _temp_dir=str(temp), include_dashboard=False, logging_level=logging.WARNING,
-                 configure_logging=False, num_cpus=max(2, os.cpu_count() or 1))
+                 configure_logging=False, num_cpus=max(2, os.cpu_count() or 1), job_config=job_config("local"))
     finally:
         os.environ.update(driver)
+
+
+def job_config(address: str) -> Any:
+    """The driver's job config: the cluster's workers get no folder of ours first on sys.path
+    (Ray's driver otherwise gives them its cwd, the run directory, which on another node of an
+    existing cluster is a path another user may make). Through Ray Client (``ray://``) Ray adds none."""
+    if address.startswith("ray://"):
+        return None
+    from ray.job_config import JobConfig
+
+    class WithoutDriverPaths(JobConfig):
+        @property
+        def _py_driver_sys_path(self) -> list[str]:
+            return []  # what Ray extends (ray._private.worker.connect) is a new list each time
+
+        @_py_driver_sys_path.setter
+        def _py_driver_sys_path(self, _paths: list[str]) -> None:
+            pass
+
+    return WithoutDriverPaths()
 
 
 def stop_ray(ns: Namespace, cancelled: bool) -> None:

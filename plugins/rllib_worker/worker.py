@@ -15,6 +15,7 @@ from typing import Any
 
 from mosaic_core.config import WorkerConfig
 from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core.procs import python_command
 from mosaic_core.runs import RunContext
 from mosaic_core.types import CodePath, ExtrasKey, Launch
 from mosaic_core.worker import Worker
@@ -144,7 +145,7 @@ class RLlibWorker(Worker):
         if answer["problems"]:
             raise ConfigError("; ".join(answer["problems"]), source=config.source)
         mode = extras.get("mode", "train")
-        command = [run.python, "-m", "rllib_worker.train", "--algo", algo, "--env", config.env_id,
+        command = [*python_command(run.python, "-m", "rllib_worker.train", keep_environment=True), "--algo", algo, "--env", config.env_id,
                    "--total-timesteps", str(config.total_timesteps), "--mode", mode,
                    "--params", json.dumps(params, sort_keys=True)]
         if config.seed is not None:

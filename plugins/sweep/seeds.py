@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -24,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mosaic_core.procs import mosaic_command  # the seeds' and the sweep workers' command
 from mosaic_core.runs import RunDirectory
 
 GRACE_S = 5.0  # the run host's own SIGTERM→SIGKILL grace for its training process
@@ -52,15 +51,6 @@ class SeedOutcome:
     returncode: int | None = None
     reports: int = 0
     terminal: dict[str, Any] = field(default_factory=dict)
-
-
-def mosaic_command() -> list[str]:
-    """The installed ``mosaic`` console script next to this interpreter (or on PATH)."""
-    beside = Path(sys.executable).with_name("mosaic")
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("mosaic")
-    return [found] if found else [sys.executable, "-m", "mosaic_core.cli.main"]
 
 
 def command_for(run: SeedRun, dry_run: bool = False) -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core.procs import NEUTRAL_CWD, python_command
 
 # MOSAIC's name -> what XuanCe's agent is (the names are XuanCe's config folders).
 ALGORITHMS = {
@@ -56,8 +57,8 @@ def check_starcraft(scenario: str) -> None:
 def ask_configs(python: str, args: list[str]) -> dict[str, Any]:
     """Run ``python -m xuance_worker.configs ARGS`` in the worker's environment; its JSON answer."""
     try:
-        done = subprocess.run([python, "-I", "-m", "xuance_worker.configs", *args], capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL)
+        done = subprocess.run(python_command(python, "-m", "xuance_worker.configs", *args), capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL, cwd=NEUTRAL_CWD)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"the xuance worker's environment ({python}) did not answer: {exc}") from exc
     if done.returncode != 0:

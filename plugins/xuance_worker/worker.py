@@ -13,6 +13,7 @@ from typing import Any
 
 from mosaic_core.config import WorkerConfig
 from mosaic_core.errors import ConfigError
+from mosaic_core.procs import python_command
 from mosaic_core.runs import RunContext
 from mosaic_core.types import ExtrasKey, Launch
 from mosaic_core.worker import Worker
@@ -124,7 +125,7 @@ class XuanCeWorker(Worker):
             raise ConfigError("; ".join(answer["problems"]), source=config.source)
         extras = config.extras
         mode = extras.get("mode", "train")
-        command = [run.python, "-m", "xuance_worker.train", "--algo", config.algo, "--env", env,
+        command = [*python_command(run.python, "-m", "xuance_worker.train", keep_environment=True), "--algo", config.algo, "--env", env,
                    "--total-timesteps", str(config.total_timesteps), "--mode", mode,
                    "--overrides", json.dumps(overrides, sort_keys=True)]
         if config.seed is not None:

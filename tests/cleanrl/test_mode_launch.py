@@ -11,7 +11,7 @@ def test_policy_eval_dry_run_needs_no_algo(mosaic, workdir):
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["mode"] == "policy_eval" and summary["algorithm"]["source"] == "mode"
-    assert summary["command"][1:3] == ["-m", "cleanrl_worker.policy_eval"]
+    assert summary["command"][1:4] == ["-P", "-m", "cleanrl_worker.policy_eval"]  # -P: its cwd never on sys.path
     assert "--eval-deterministic" in summary["argv"] and "--eval-episodes=3" in summary["argv"]
 
 
