@@ -106,3 +106,11 @@ def test_discovery_alone_is_light():
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_a_slow_step_says_what_it_is_doing_and_a_quick_one_says_nothing():
+    code = ("import time\nfrom mosaic_core.cli.console import said_if_slow\n"
+            "with said_if_slow('checking the quick thing', after=5):\n    pass\n"
+            "with said_if_slow('starting the slow thing', after=0.05):\n    time.sleep(1.0)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "mosaic: starting the slow thing…\n", result.stderr
