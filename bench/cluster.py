@@ -16,6 +16,7 @@ on N machines the trial rate scales with the nodes' cores.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -53,12 +54,24 @@ log = true
 """
 
 
-def timed(command: list[str], env: dict[str, str], cwd: Path) -> float:
-    started = time.monotonic()
+def timed(command: list[str], env: dict[str, str], cwd: Path, phases: list[tuple[float, float, float]] | None = None) -> float:
+    """Wall seconds of ``command``; with ``phases``, also appends (start to run_started, run_started
+    to the terminal event, terminal event to exit) read from the JSON events it printed."""
+    started, wall_started = time.monotonic(), time.time()
     done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-2000:]}")
-    return time.monotonic() - started
+    seconds = time.monotonic() - started
+    if phases is not None:
+        events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        first, last = events[0]["timestamp"], events[-1]["timestamp"]
+        phases.append((first - wall_started, last - first, wall_started + seconds - last))
+    return seconds
+
+
+def medians(phases: list[tuple[float, float, float]]) -> str:
+    start, run, end = (statistics.median(values) for values in zip(*phases))
+    return f"start {start:.2f} s, run {run:.2f} s, end {end:.2f} s"
 
 
 def main() -> None:
@@ -76,12 +89,16 @@ def main() -> None:
     try:
         run = [str(BIN / "mosaic"), "run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "2000",
                "--json"]
-        here = [timed([*run, "--runs-dir", str(work / "runs-here")], env, work) for _ in range(args.runs)]
-        ray = [timed([*run, "--runs-dir", str(work / "runs-ray"), "--ray-address", cluster.address], ray_env, work)
-               for _ in range(args.runs)]
+        here, ray, here_phases, ray_phases = [], [], [], []
+        for _ in range(args.runs):  # alternated: the machine's noise hits both alike
+            here.append(timed([*run, "--runs-dir", str(work / "runs-here")], env, work, here_phases))
+            ray.append(timed([*run, "--runs-dir", str(work / "runs-ray"), "--ray-address", cluster.address], ray_env,
+                             work, ray_phases))
         h, r = statistics.median(here), statistics.median(ray)
-        print(f"one run (example worker, 2000 steps), median of {args.runs}: here {h:.2f} s, through Ray {r:.2f} s, "
-              f"overhead {r - h:+.2f} s per run ({r / h:.2f}x)", flush=True)
+        print(f"one run (example worker, 2000 steps), median of {args.runs}, load {os.getloadavg()[0]:.1f}: here "
+              f"{h:.2f} s, through Ray {r:.2f} s, overhead {r - h:+.2f} s per run ({r / h:.2f}x)", flush=True)
+        print(f"  here: {medians(here_phases)}; through Ray: {medians(ray_phases)} (start: to run_started; "
+              "end: the terminal event to the exit)", flush=True)
         spec = work / "spec.toml"
         spec.write_text(SPEC.format(timesteps=args.timesteps, trials=args.trials), encoding="utf-8")
         rates = {}

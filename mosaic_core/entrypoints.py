@@ -7,12 +7,13 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import traceback
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, Callable
 
+from mosaic_core import installed
 from mosaic_core.errors import PluginError
 
 LOAD_VAR = "MOSAIC_LOAD_PLUGINS"
@@ -72,36 +73,38 @@ def load_group(
     """
     found: dict[str, LoadedEntryPoint] = {}
     results: list[LoadedEntryPoint] = []
-    eps = sorted(metadata.entry_points(group=group), key=lambda ep: (ep.name, ep.value))
-    for ep in eps:
-        dist = getattr(ep, "dist", None)
-        item = LoadedEntryPoint(
-            name=ep.name,
-            group=group,
-            value=ep.value,
-            distribution=dist.metadata["Name"] if dist else "?",
-            version=dist.version if dist else "?",
-        )
+    for name, value, distribution, version in installed.entry_points(group):
+        item = LoadedEntryPoint(name=name, group=group, value=value, distribution=distribution, version=version)
         results.append(item)
-        if ep.name in found:
-            first = found[ep.name]
+        if name in found:
+            first = found[name]
             if (first.distribution, first.value) == (item.distribution, item.value):
                 results.pop()  # the same distribution seen twice on sys.path
                 continue
             item.status = "failed"
             item.error = (
-                f"duplicate name {ep.name!r}: provided by {first.distribution} ({first.value}) "
+                f"duplicate name {name!r}: provided by {first.distribution} ({first.value}) "
                 f"and by {item.distribution} ({item.value})"
             )
             report_failure(item)
             continue
-        found[ep.name] = item
-        reason = select(ep.name)
+        found[name] = item
+        reason = select(name)
         if reason:
             item.status, item.error = "blocked", reason
             continue
-        load_into(item, ep.load, check)
+        load_into(item, lambda: load_value(item.value), check)
     return results
+
+
+def load_value(value: str) -> Any:
+    """The object an entry point's value names (``module``, ``module:attr`` or ``module:a.b``,
+    extras ignored), as ``EntryPoint.load`` finds it."""
+    module, _colon, attrs = value.partition(":")
+    obj = importlib.import_module(module.strip())
+    for attr in filter(None, attrs.split("[", 1)[0].strip().split(".")):
+        obj = getattr(obj, attr)
+    return obj
 
 
 def load_listed(group: str, records: list[list[str]], check: Callable[[Any], Any] | None = None) -> list[LoadedEntryPoint]:
@@ -110,7 +113,7 @@ def load_listed(group: str, records: list[list[str]], check: Callable[[Any], Any
     results = []
     for name, value, distribution, version in records:
         item = LoadedEntryPoint(name=name, group=group, value=value, distribution=distribution, version=version)
-        load_into(item, metadata.EntryPoint(name, value, group).load, check)
+        load_into(item, lambda: load_value(value), check)
         results.append(item)
     return results
 

@@ -29,7 +29,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
@@ -118,6 +117,8 @@ def install_command(worker: str, extras: tuple[str, ...] = ()) -> str:
 def _distribution_requirement(name: str, extras: set[str]) -> list[str]:
     """pip arguments that install distribution ``name`` as it is installed here: editable from
     its source directory, from that directory, or the same version from the registry."""
+    from importlib import metadata  # here: `mosaic workers` lists environments without it (email, zipfile, csv…)
+
     suffix = f"[{','.join(sorted(extras))}]" if extras else ""
     found = list(metadata.distributions(name=name))
     if not found:
@@ -149,7 +150,7 @@ def _plan(meta: WorkerMetadata, distribution: str, extras: tuple[str, ...]) -> t
     host = HOST_DISTRIBUTION
     host_extras = set(env.host_extras)
     args = list(requirements)
-    if metadata.distribution(distribution).metadata["Name"].lower() == metadata.distribution(host).metadata["Name"].lower():
+    if _canonical(distribution) == _canonical(host):  # not dist.metadata: it parses the whole README
         args += _distribution_requirement(host, host_extras)
     else:
         args += _distribution_requirement(host, host_extras) + _distribution_requirement(distribution, set())
@@ -159,6 +160,10 @@ def _plan(meta: WorkerMetadata, distribution: str, extras: tuple[str, ...]) -> t
     identity = json.dumps({"args": args, "python": sys.version_info[:2], "extras": sorted(extras),
                            "projects": projects})
     return args, hashlib.sha256(identity.encode()).hexdigest()[:12]
+
+
+def _canonical(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
 def _digest(path: Path) -> str | None:

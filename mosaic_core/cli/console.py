@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from typing import IO, Any
+import threading
+from typing import IO, Any, Iterator
 
 PIPE_WIDTH = 160
 
@@ -22,3 +24,17 @@ def console(file: IO[str] | None = None) -> Any:
         return Console(file=file)
     columns = os.environ.get("COLUMNS", "")
     return Console(file=file, width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH)
+
+
+@contextlib.contextmanager
+def said_if_slow(what: str, after: float = 2.0) -> Iterator[None]:
+    """``mosaic: WHAT…`` on stderr if the block still runs after ``after`` seconds: a step that
+    is quick on an idle machine and long on a loaded one (a check in a worker's own environment
+    that imports Ray) says what it is doing instead of leaving the terminal silent."""
+    timer = threading.Timer(after, lambda: print(f"mosaic: {what}…", file=sys.stderr, flush=True))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

@@ -165,14 +165,18 @@ BUILTIN = [
 ]
 
 
-def _commands() -> list[CliCommand]:
-    from mosaic_core.plugins import plugin_host
-
+def _commands(chosen: str | None = None) -> list[CliCommand]:
+    """Every command, sorted by name; only the built-in ones when ``chosen`` is one of them (a
+    built-in command needs no plugin loaded: a plugin's command of that name is ignored anyway)."""
     try:
         from mosaic_core.trainer.commands import COMMANDS as TRAINER_COMMANDS
     except ImportError:  # the daemon's commands are optional in a partial install
         TRAINER_COMMANDS = []
     commands = {c.name: c for c in [*BUILTIN, *TRAINER_COMMANDS]}
+    if chosen in commands:
+        return [commands[name] for name in sorted(commands)]
+    from mosaic_core.plugins import plugin_host
+
     try:
         plugin_commands = plugin_host().cli_commands()
     except Exception as exc:  # one broken plugin never breaks the CLI (--help included)
@@ -198,7 +202,10 @@ def run_command(name: str, argv: list[str], needed_by: str) -> int:
     return command.run(parser.parse_args(argv))
 
 
-def build_parser(commands: list[CliCommand]) -> argparse.ArgumentParser:
+def build_parser(commands: list[CliCommand], chosen: str | None = None) -> argparse.ArgumentParser:
+    """The ``mosaic`` parser. Only the subcommand named ``chosen`` gets its arguments (each
+    other one is listed with its help line): argparse parses a single subcommand, and some
+    commands' arguments cost entry-point scans. None configures all of them."""
     parser = argparse.ArgumentParser(
         prog="mosaic",
         description="MOSAIC: run reinforcement-learning training jobs through installed workers and plugins.",
@@ -211,8 +218,15 @@ def build_parser(commands: list[CliCommand]) -> argparse.ArgumentParser:
     sub.add_parser("run", help="run a training job: mosaic run [--worker NAME] [worker flags...] (default: "
                                   "$MOSAIC_DEFAULT_WORKER, else the one installed worker that runs --algo)")
     for command in commands:
-        command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
+        parser_of = sub.add_parser(command.name, help=command.help, description=command.help)
+        if chosen is None or command.name == chosen:
+            command.configure(parser_of)
     return parser
+
+
+def _chosen_command(argv: list[str]) -> str:
+    """The subcommand ``argv`` names: its first word (the top level's own options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), "")
 
 
 def _run_worker(argv: list[str], verbose: bool) -> int:
@@ -259,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["run"] or (argv[:1] == ["--verbose"] and argv[1:2] == ["run"]):
         rest = argv[argv.index("run") + 1:]
         return run_cli_command(lambda: _run_worker(rest, verbose), verbose=verbose)
-    commands = _commands()
-    parser = build_parser(commands)
+    chosen = _chosen_command(argv)
+    commands = _commands(chosen)
+    parser = build_parser(commands, chosen=chosen)
     ns = parser.parse_args(argv)
     if ns.command is None:
         parser.print_help()

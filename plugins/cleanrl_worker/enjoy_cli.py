@@ -201,8 +201,9 @@ def _enjoy_other(ns: argparse.Namespace, run_dir: Path, config: dict[str, Any]) 
                          "for CleanRL runs (watch its frames with fastlane extras through mosaic run)")
     extras = {k: v for k, v in (config.get("extras") or {}).items() if k not in _TRAINING_ONLY}
     extras.update(mode="policy_eval", policy_path=str(run_dir.absolute()), eval_episodes=ns.episodes)
+    watched = not ns.json and sys.stdout.isatty()  # at a terminal, the run's own lines say what it is doing
     argv = ["--algo", str(config.get("algo")), "--env-id", str(config.get("env_id")), "--total-timesteps", "1",
-            "--seed", str(ns.seed), "--extras", json.dumps(extras), "--quiet"]
+            "--seed", str(ns.seed), "--extras", json.dumps(extras), *([] if watched else ["--quiet"])]
     for flag, value in (("--runs-dir", ns.runs_dir), ("--run-id", ns.run_id)):
         if value:
             argv += [flag, value]

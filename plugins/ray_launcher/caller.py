@@ -63,6 +63,7 @@ class RayRun:
         self.cancel_signal = signal.SIGINT  # passed on to the node's `mosaic run` (a sweep prunes with SIGTERM)
         self.remote_dir: str | None = None
         self.started = False
+        self.copied: dict[str, list[int]] = {}  # node files already here: path -> [size, mtime_ns] there
 
     # ------------------------------------------------------------------ main
     def execute(self) -> int:
@@ -111,6 +112,7 @@ class RayRun:
             if node is None:  # cancelled while waiting for a node
                 return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
             self.remote_dir = node.pop("run_dir")
+            self.copied = {}  # a new attempt: a new directory on its node
             node.pop("pid", None)
             node["attempt"] = attempt
             run.state["ray"] = node
@@ -133,7 +135,7 @@ class RayRun:
                 actor.cancel.remote(read_cancel_note(self.run.directory), int(self.cancel_signal))
                 cancel_sent, deadline = True, time.monotonic() + self.job.options.grace_period + CANCEL_EXTRA_S
             marks = relays.due() if self.started else None  # plugins' live data: once the run started here
-            reply = self._wait(actor.read.remote(seen, marks), actor, "read", cancellable=False)
+            reply = self._wait(actor.read.remote(seen, marks, POLL_S), actor, "read", cancellable=False)
             relays.deliver(reply.get("relayed") or {})
             seen += len(reply["lines"])
             for line in reply["lines"]:
@@ -149,7 +151,7 @@ class RayRun:
                 return self._outcome(terminal, reply)
             if deadline is not None and time.monotonic() > deadline:
                 return "cancelled", {"reason": self._noted(f"{self.cancel_reason}, the node did not confirm in time")}, 130
-            time.sleep(POLL_S)  # a signal only sets cancel_reason (no lock taken in a handler)
+            # no sleep: the read waited up to POLL_S for a line (a signal only sets cancel_reason)
 
     def _relay_one(self, actor: Any, record: dict[str, Any], node: dict[str, Any]) -> None:
         event, payload = record["event"], self._local_paths(record.get("payload") or {})
@@ -186,12 +188,13 @@ class RayRun:
         if self.settings.shared_runs:
             cluster.move_from_staging(self.run)
             return
-        data = self._wait(actor.snapshot.remote(), actor, "snapshot", cancellable=False)
-        if not data:
+        reply = self._wait(actor.snapshot.remote(self.copied), actor, "snapshot", cancellable=False)
+        if not reply["tar"]:
             return
         target = self.run.run_dir
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        with tarfile.open(fileobj=io.BytesIO(reply["tar"]), mode="r:gz") as tar:
             tar.extractall(target, filter="data")  # no links, nothing outside the run directory
+        self.copied.update(reply["files"])
 
     def _local_paths(self, payload: dict[str, Any]) -> dict[str, Any]:
         """A path on the node inside its run directory, made the same path inside ours."""

@@ -98,6 +98,8 @@ class RemoteRun:
         self.lines: list[str] = []
         self.stderr: list[str] = []
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # a line came, or the run's stdout ended
+        self.stdout_done = False
         self.work: Path | None = None
         self.run_dir: Path | None = None
         self.relays: dict[str, Any] = {}  # plugin -> its RunRelay for this run (mosaic_run_relay, side "node")
@@ -132,8 +134,13 @@ class RemoteRun:
 
     def _pump(self, stream: Any, into: list[str]) -> None:
         for line in stream:
-            with self.lock:
+            with self.changed:
                 into.append(line.rstrip("\n"))
+                self.changed.notify_all()
+        with self.changed:
+            if into is self.lines:
+                self.stdout_done = True
+            self.changed.notify_all()
 
     def _open_relays(self, run_id: str, config_text: str) -> dict[str, str]:
         from mosaic_core.plugins import plugin_host
@@ -149,12 +156,22 @@ class RemoteRun:
             self.relays[plugin] = relay
         return env
 
-    def read(self, since: int, marks: dict[str, Any] | None = None) -> dict[str, Any]:
+    def read(self, since: int, marks: dict[str, Any] | None = None, wait: float = 0.0) -> dict[str, Any]:
         """Event lines from index ``since``; ``returncode`` once the run has ended (all lines read);
-        with ``marks`` (plugin -> what the caller has), each plugin's relayed items."""
+        with ``marks`` (plugin -> what the caller has), each plugin's relayed items. ``wait``: up to
+        that many seconds for a line or the end when there is none yet (a long poll: each line
+        reaches the caller as it comes, without the caller asking again and again)."""
         assert self.proc is not None
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.lines) > since or self.stdout_done, timeout=wait)
+            quiet_end = self.stdout_done and len(self.lines) <= since
+        if quiet_end:  # its output ended: its exit is a moment away
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=wait)
         code = self.proc.poll()
-        with self.lock:
+        with self.changed:
+            if code is not None and not self.stdout_done:  # its last lines are still in the pipe
+                self.changed.wait_for(lambda: self.stdout_done, timeout=1.0)
             lines = [_missing_here(line) for line in self.lines[since:]]
             tail = self.stderr[-STDERR_TAIL:] if code is not None else []
         relayed = {}
@@ -178,18 +195,27 @@ class RemoteRun:
                     note.splitlines()[0] + "\n", encoding="utf-8")
         os.kill(self.proc.pid, signum if signum in CANCEL_SIGNALS else signal.SIGINT)
 
-    def snapshot(self) -> bytes:
-        """The run directory as a gzip tar (``events.jsonl`` left out: the caller writes its own)."""
-        buffer = io.BytesIO()
+    def snapshot(self, have: dict[str, list[int]] | None = None) -> dict[str, Any]:
+        """The run directory as a gzip tar (``events.jsonl`` left out: the caller writes its own),
+        less the files the caller ``have`` as they are now (path -> [size, mtime_ns]): a checkpoint
+        crosses once. ``files``: what the tar holds, for the caller's next ``have``."""
+        buffer, sent = io.BytesIO(), {}
         if self.run_dir is None or not self.run_dir.is_dir():
-            return b""
-        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            return {"tar": b"", "files": sent}
+        # level 1: checkpoints hardly compress, and level 9 cost seconds on large ones
+        with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
             for path in sorted(self.run_dir.rglob("*")):
-                rel = path.relative_to(self.run_dir)
-                if str(rel) == "events.jsonl" or path.is_symlink() or not (path.is_file() or path.is_dir()):
+                rel = str(path.relative_to(self.run_dir))
+                if rel == "events.jsonl" or path.is_symlink() or not (path.is_file() or path.is_dir()):
                     continue
-                tar.add(path, arcname=str(rel), recursive=False)
-        return buffer.getvalue()
+                if path.is_file():
+                    found = path.stat()
+                    stamp = [found.st_size, found.st_mtime_ns]
+                    if (have or {}).get(rel) == stamp:
+                        continue
+                    sent[rel] = stamp
+                tar.add(path, arcname=rel, recursive=False)
+        return {"tar": buffer.getvalue(), "files": sent}
 
     def close(self) -> None:
         """Stop what is left of the run and remove this node's private copy (a run directory on

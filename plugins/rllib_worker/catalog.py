@@ -68,9 +68,12 @@ def check_answers(address: str) -> None:
 
 def ask_configs(python: str, args: list[str]) -> dict[str, Any]:
     """Run ``python -m rllib_worker.configs ARGS`` in the worker's environment; its JSON answer."""
+    from mosaic_core.cli.console import said_if_slow
+
     try:
-        done = subprocess.run(python_command(python, "-m", "rllib_worker.configs", *args), capture_output=True, text=True,
-                              timeout=120, stdin=subprocess.DEVNULL, cwd=NEUTRAL_CWD)
+        with said_if_slow("checking the run in the rllib worker's environment (its Python imports Ray RLlib)"):
+            done = subprocess.run(python_command(python, "-m", "rllib_worker.configs", *args), capture_output=True,
+                                  text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=NEUTRAL_CWD)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"the rllib worker's environment ({python}) did not answer: {exc}") from exc
     if done.returncode != 0:

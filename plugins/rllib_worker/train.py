@@ -91,6 +91,14 @@ def without_boot_path() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(parts)
 
 
+def say(text: str) -> None:
+    """A line the person at the run's terminal sees (a ``note`` event) before a step that can
+    take long (tens of seconds on a loaded machine): otherwise the run is silent meanwhile."""
+    from mosaic_core.child import emit_event
+
+    emit_event("note", {"text": text})
+
+
 def start_ray(ns: Namespace, temp: Path | None) -> None:
     """Join ``--ray-address`` (``temp`` None) or start a local cluster with its files in ``temp``."""
     if not ns.ray_address:
@@ -98,6 +106,8 @@ def start_ray(ns: Namespace, temp: Path | None) -> None:
         # agents, workers) listen on 127.0.0.1 only: Ray binds all interfaces for any other address.
         # Read when Ray is imported (ray._private.ray_constants), and by the processes it starts.
         os.environ[LOOPBACK_NODE_VAR] = "0"
+    say(f"joining the Ray cluster at {ns.ray_address}…" if ns.ray_address else "starting Ray (a local cluster of "
+        "the run's own)…")
     import ray
 
     if ns.ray_address:  # the plan checked that it answers (catalog.check_answers)
@@ -300,6 +310,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     from ray.rllib.algorithms.algorithm import Algorithm
 
     checkpoint = Path(ns.checkpoint) if ns.checkpoint else None
+    say(f"building {ns.algo} and its env runners" + (" from the checkpoint…" if checkpoint is not None else "…"))
     if checkpoint is not None:
         check_checkpoint(checkpoint)
         algo = Algorithm.from_checkpoint(str(checkpoint))

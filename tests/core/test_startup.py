@@ -1,11 +1,21 @@
-"""The host CLI's start-up path imports nothing heavy (checked in a fresh interpreter)."""
+"""The host CLI's start-up path imports nothing heavy (checked in a fresh interpreter), reads
+installed metadata once (then from its cache) and loads no plugin for a built-in command."""
 
+import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+from tests.core.distributions import make_distribution
+
 HEAVY = ("torch", "gymnasium", "tensorboard", "wandb", "matplotlib", "grpc", "tensorboardX")
+# What start-up no longer pays for: importlib.metadata (and the email parser it brings) once the
+# entry points are cached; pluggy and every plugin module for a built-in command.
+METADATA = ("importlib.metadata", "email.message")
+PLUGINS = ("pluggy", "mosaic_core.plugins", "mosaic_analytics.plugin", "mosaic_curriculum.plugin",
+           "mosaic_fastlane.plugin", "cleanrl_worker.plugin")
 
 PROBE = """
 import sys
@@ -14,17 +24,80 @@ try:
     main({argv!r})
 except SystemExit:
     pass
-heavy = sorted(m for m in {heavy!r} if m in sys.modules)
-print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+found = sorted(m for m in {heavy!r} if m in sys.modules)
+print("HEAVY:" + ",".join(found), file=sys.stderr)
 """
+
+
+def imported(argv, modules, env=None, cwd=None):
+    """Which of ``modules`` ``mosaic ARGV`` imported, in a fresh interpreter."""
+    code = PROBE.format(argv=argv, heavy=modules)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, **(env or {})}, cwd=cwd)
+    line = [l for l in result.stderr.splitlines() if l.startswith("HEAVY:")][-1]
+    return line[6:]
 
 
 @pytest.mark.parametrize("argv", [["workers"], ["--help"], ["plugins"], ["workers", "--json"]])
 def test_no_heavy_import(argv):
-    code = PROBE.format(argv=argv, heavy=HEAVY)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    line = [l for l in result.stderr.splitlines() if l.startswith("HEAVY:")][-1]
-    assert line == "HEAVY:", f"{argv} imported {line[6:]}"
+    assert imported(argv, HEAVY) == "", f"{argv} imported heavy modules"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["plugins"], ["workers", "--json"], ["submit", "--help"]])
+def test_cached_entry_points_need_no_importlib_metadata(argv, tmp_path):
+    env = {"MOSAIC_VENVS": str(tmp_path / "venvs")}  # no worker environment to check
+    imported(argv, METADATA, env, cwd=tmp_path)  # the first start in this folder may scan and write the cache
+    assert imported(argv, METADATA, env, cwd=tmp_path) == "", f"{argv} read installed metadata again"
+
+
+@pytest.mark.parametrize("argv", [["workers"], ["workers", "--json"], ["plugins", "--help"], ["daemon", "--help"]])
+def test_built_in_commands_load_no_plugin(argv, tmp_path):
+    assert imported(argv, PLUGINS, {"MOSAIC_VENVS": str(tmp_path / "venvs")}) == "", f"{argv} loaded plugins"
+
+
+def test_help_still_lists_every_plugins_command(mosaic):
+    result = mosaic("--help")
+    assert result.returncode == 0
+    for command in ("workers", "plugins", "daemon", "submit", "cancel", "algos", "enjoy", "sweep", "fastlane"):
+        assert f"    {command} " in result.stdout, command
+
+
+def test_an_installed_changed_or_removed_distribution_is_seen_at_once(mosaic, tmp_path):
+    """The cache of entry points follows what is installed: a new distribution, an entry point
+    added in place (an egg-info rewritten by ``pip install -e``), a distribution removed."""
+    site = tmp_path / "site"
+    env = {"PYTHONPATH": str(site)}
+    metadata = {"mosaic.workers": {"first": "mosaic_core.workers:find_worker"}}
+    make_distribution(site, "cache-probe", metadata, {})
+
+    def names():
+        result = mosaic("workers", "--json", env=env)
+        assert result.returncode == 0, result.stderr
+        return {w["name"]: w["distribution"] for w in json.loads(result.stdout)}
+
+    assert names()["first"] == "cache-probe"
+    assert names()["first"] == "cache-probe"  # from the cache
+    points = site / "cache_probe-1.0.dist-info" / "entry_points.txt"
+    points.write_text(points.read_text() + "second = mosaic_core.workers:find_worker\n")
+    assert {"first", "second"} <= set(names())
+    make_distribution(site, "cache-probe-two", {"mosaic.workers": {"third": "mosaic_core.workers:find_worker"}}, {})
+    assert names()["third"] == "cache-probe-two"
+    for path in sorted((site / "cache_probe-1.0.dist-info").iterdir()):
+        path.unlink()
+    (site / "cache_probe-1.0.dist-info").rmdir()
+    assert "first" not in names() and "third" in names()
+
+
+def test_a_cache_file_of_other_text_is_ignored(mosaic, tmp_path):
+    cache = tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache)}
+    assert mosaic("workers", "--json", env=env).returncode == 0
+    (written,) = (cache / "mosaic" / "entry-points").iterdir()
+    written.write_text('{"stamp": 1, "groups": {"mosaic.workers": [["x", "os:system", "evil", "1"]]}}')
+    result = mosaic("workers", "--json", env=env)
+    assert result.returncode == 0 and "evil" not in result.stdout
+    written.write_text("not json")
+    assert mosaic("workers", "--json", env=env).returncode == 0
 
 
 def test_discovery_alone_is_light():
@@ -33,3 +106,11 @@ def test_discovery_alone_is_light():
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_a_slow_step_says_what_it_is_doing_and_a_quick_one_says_nothing():
+    code = ("import time\nfrom mosaic_core.cli.console import said_if_slow\n"
+            "with said_if_slow('checking the quick thing', after=5):\n    pass\n"
+            "with said_if_slow('starting the slow thing', after=0.05):\n    time.sleep(1.0)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "mosaic: starting the slow thing…\n", result.stderr

@@ -1,0 +1,116 @@
+"""What is installed: every entry point with its distribution and version, from a cache.
+
+Reading installed metadata costs more than the rest of ``mosaic --help``: importing
+``importlib.metadata`` (email, csv, zipfile…), reading every distribution's
+``entry_points.txt``, and a version from each ``METADATA`` (``dist.metadata`` parses the whole file,
+a long description included). The scan is kept in ``$XDG_CACHE_HOME/mosaic/entry-points/``,
+one file per interpreter, keyed by the *stamp* of what it read: ``sys.path``, each folder's
+mtime and, for each ``*.dist-info``/``*.egg-info`` in it, its ``entry_points.txt``'s mtime and
+size. Installing, removing or upgrading a distribution (or a ``pip install -e``) changes the
+stamp; then the scan runs again and replaces the file. No cache (read-only home, a file of
+another user, bad JSON): the scan, every time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zlib
+from typing import Any
+
+# group -> [[name, value, distribution, version], ...] sorted by (name, value)
+Index = dict[str, list[list[str]]]
+FORMAT = 1
+_memo: dict[str, Index] = {}
+
+
+def entry_points(group: str) -> list[list[str]]:
+    """``[name, value, distribution, version]`` of every installed entry point of ``group``."""
+    stamp = _stamp()
+    if stamp not in _memo:
+        _memo.clear()
+        _memo[stamp] = _read(stamp) or _scan_and_store(stamp)
+    return _memo[stamp].get(group, [])
+
+
+def _stamp() -> str:
+    parts: list[Any] = [sys.executable, FORMAT]
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            parts.append((entry, os.stat(folder).st_mtime_ns))
+            names = sorted(os.listdir(folder))
+        except OSError:  # missing, or a zip file (its mtime is above)
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                try:
+                    found = os.stat(os.path.join(folder, name, "entry_points.txt"))
+                    parts.append((name, found.st_mtime_ns, found.st_size))
+                except OSError:
+                    parts.append(name)
+    return repr(parts)  # compared whole (hashlib's import costs more than the comparison)
+
+
+def _cache_file() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    interpreter = f"{zlib.crc32(sys.executable.encode()):08x}"
+    return os.path.join(base, "mosaic", "entry-points", f"{interpreter}.json")
+
+
+def _read(stamp: str) -> Index | None:
+    try:
+        with open(_cache_file(), "rb") as handle:
+            if os.fstat(handle.fileno()).st_uid != os.getuid():  # only a file this user wrote
+                return None
+            data = json.loads(handle.read())
+        return data["groups"] if data.get("stamp") == stamp else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _scan_and_store(stamp: str) -> Index:
+    index = scan()
+    try:
+        from mosaic_core.files import write_atomic
+
+        path = _cache_file()
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        write_atomic(path, json.dumps({"stamp": stamp, "groups": index}).encode(), mode=0o600)
+    except OSError:  # no cache here: the scan runs every time
+        pass
+    return index
+
+
+def scan() -> Index:
+    """Every entry point importlib.metadata finds (one distribution per name, the first on
+    ``sys.path``), each with its distribution's name and version."""
+    from importlib import metadata
+
+    found = metadata.entry_points()
+    # Python 3.11 returns a dict of groups (whose own methods warn that they are deprecated), 3.12 a sequence
+    every = [ep for eps in dict.values(found) for ep in eps] if isinstance(found, dict) else list(found)
+    identities: dict[int, tuple[str, str]] = {}
+    index: Index = {}
+    for ep in every:
+        dist = getattr(ep, "dist", None)
+        if dist is not None and id(dist) not in identities:
+            identities[id(dist)] = name_and_version(dist)
+        name, version = identities[id(dist)] if dist is not None else ("?", "?")
+        index.setdefault(ep.group, []).append([ep.name, ep.value, name, version])
+    for records in index.values():
+        records.sort(key=lambda record: (record[0], record[1]))
+    return index
+
+
+def name_and_version(dist: Any) -> tuple[str, str]:
+    """A distribution's name and version from its metadata's header (``dist.metadata`` parses the
+    whole file, a long description included: our README is 100 KB)."""
+    found: dict[str, str] = {}
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, colon, value = line.partition(":")
+        if colon and key in ("Name", "Version"):
+            found.setdefault(key, value.strip())
+    return found.get("Name", "?"), found.get("Version", "?")
