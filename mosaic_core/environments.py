@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from mosaic_core.capabilities import WorkerEnvironment, WorkerMetadata
+from mosaic_core.capabilities import WorkerMetadata
 from mosaic_core.errors import UsageError
 from mosaic_core.files import UntrustedPath, check_ancestors, write_json_atomic
 from mosaic_core.procs import NEUTRAL_CWD, python_command

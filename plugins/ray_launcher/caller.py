@@ -26,7 +26,6 @@ import sys
 import tarfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from mosaic_core.config import redact

@@ -19,8 +19,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tarfile
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
