@@ -23,8 +23,11 @@ $(VENV)/.installed: pyproject.toml examples/*/pyproject.toml
 train: venv
 	$(BIN)/mosaic run --worker cleanrl --algo ppo --env-id CartPole-v1 --total-timesteps 50000
 
+# In CI (CI=true) each lane ends with its 25 slowest tests, to see where the minutes go.
+DURATIONS := $(if $(CI),--durations=25)
+
 test: venv
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(DURATIONS) $(PYTEST_ARGS)
 
 # A second, smaller lane: our code on gymnasium 1.x. It runs the tests of the code that meets
 # gymnasium (the host's training-process side, the CleanRL worker and its algorithms, FastLane,
@@ -48,7 +51,7 @@ extras:
 	  torch==2.13.0 numpy==1.26.4 "gymnasium$$(test $$venv = $(GYM1) && echo '>=1.0,<2' || echo '==0.29.1')" || exit 1; done
 
 test-gym1: $(GYM1)/.installed
-	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider -m "not slow" $(GYM1_SKIP) $(GYM1_TESTS)
+	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider $(DURATIONS) -m "not slow" $(GYM1_SKIP) $(GYM1_TESTS)
 
 # A third lane: the extras upstream CleanRL's other scripts need (envpool, jax, dm-control; about 1.5 GB),
 # in a venv of their own built once per CI run rather than in every venv (procgen is left out: its gym3
@@ -63,7 +66,7 @@ $(EXTRAS_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-extras: $(EXTRAS_VENV)/.installed
-	$(EXTRAS_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/atari_mujoco/test_extras.py tests/cleanrl/test_readiness.py
+	$(EXTRAS_VENV)/bin/python -m pytest -q -p no:cacheprovider $(DURATIONS) tests/atari_mujoco/test_extras.py tests/cleanrl/test_readiness.py
 
 # What the dashboard's browser tests need: Debian's chromium (never `playwright install`, which
 # downloads a browser) and playwright, which drives /usr/bin/chromium through executable_path.
