@@ -56,17 +56,22 @@ def hostile_root(root):
 
 def mosaic_runs_bounded(root, cwd, *args: str) -> tuple[int, str, str, int]:
     """``mosaic runs --json`` (or ``mosaic ARGS --runs-dir ROOT``) under RLIMIT_AS; (exit code,
-    stdout, stderr, peak RSS in bytes)."""
+    stdout, stderr, peak RSS in bytes). A small interpreter forks it and reports its peak: a
+    process's peak RSS counts the memory of the process it was forked from at exec, which for a
+    child of pytest is pytest's own (hundreds of MiB once tests have imported torch)."""
     args = args or ("runs", "--json")
-    limit = (f"import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE})); "
-             f"os.execv(sys.argv[1], sys.argv[1:])")
+    limit = ("import os, resource, sys\n"
+             "pid = os.fork()\n"
+             f"if pid == 0: resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE})); "
+             "os.execv(sys.argv[2], sys.argv[2:])\n"
+             "_pid, status, usage = os.wait4(pid, 0)\n"
+             "open(sys.argv[1], 'w').write(str(usage.ru_maxrss * 1024))\n"
+             "sys.exit(os.waitstatus_to_exitcode(status))")
     env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
-    proc = subprocess.Popen([sys.executable, "-c", limit, str(BIN / "mosaic"), *args, "--runs-dir", str(root)],
-                            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.stdout.read(), proc.stderr.read()
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, out.decode(), err.decode(), usage.ru_maxrss * 1024
+    peak = cwd / "peak-rss"
+    proc = subprocess.run([sys.executable, "-c", limit, str(peak), str(BIN / "mosaic"), *args, "--runs-dir", str(root)],
+                          cwd=cwd, env=env, capture_output=True)
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode(), int(peak.read_text())
 
 
 def test_mosaic_runs_stays_correct_and_small_beside_gigabyte_files(tmp_path):

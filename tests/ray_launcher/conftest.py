@@ -1,4 +1,5 @@
-"""One real two-node Ray cluster on loopback for the module (starting one costs 20-60 s here)."""
+"""One real two-node Ray cluster on loopback for the test session (starting one costs 20-60 s here).
+Tests share it as it is: a test that adds nodes takes them away again before it ends."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.conftest import HOST_VARS  # noqa: E402
 from tests.ray_launcher.loopback import LoopbackCluster  # noqa: E402
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster():
     ray_cluster = LoopbackCluster(cpus_per_node=2)
     try:

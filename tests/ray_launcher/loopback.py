@@ -110,11 +110,12 @@ class LoopbackCluster:
     def start(self, timeout: float = 180.0) -> "LoopbackCluster":
         self.start_node("nodeA")
         self.wait_nodes(1, timeout)
-        self.start_node("nodeB", extra={"pool": 1})  # "pool": offered by more than one node (node loss tests)
+        self.start_node("nodeB")
         self.wait_nodes(2, timeout)
         return self
 
-    def wait_nodes(self, count: int, timeout: float = 180.0) -> None:
+    def wait_nodes(self, count: int, timeout: float = 180.0, exact: bool = False) -> None:
+        """Until ``count`` nodes (at least, or ``exact``ly) are alive; ``node_ids`` names them."""
         deadline = time.monotonic() + timeout
         script = ("import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
                   "print(json.dumps({k: n['NodeID'] for n in ray.nodes() if n['Alive'] "
@@ -129,7 +130,7 @@ class LoopbackCluster:
             last = done.stderr[-1500:]
             if done.returncode == 0:
                 ids = json.loads(done.stdout.strip().splitlines()[-1])
-                if len(ids) >= count:
+                if len(ids) == count or (len(ids) > count and not exact):
                     self.node_ids = ids
                     return
             time.sleep(1.0)
@@ -146,6 +147,13 @@ class LoopbackCluster:
             except ProcessLookupError:
                 pass
         proc.wait(timeout=30)
+
+    def remove_node(self, name: str) -> None:
+        """Stop one node cleanly (``ray start --block`` stops what it started on SIGTERM)."""
+        proc = self.nodes.pop(name)
+        self.seen += process_tree([proc.pid])
+        proc.terminate()
+        proc.wait(timeout=60)
 
     def stop(self) -> list[int]:
         """Stop every node; returns the pids of ours still alive afterwards (should be none)."""

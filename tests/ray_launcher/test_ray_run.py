@@ -185,13 +185,14 @@ def test_a_module_the_nodes_python_lacks_is_one_line_naming_what_to_install_ther
 
 
 def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_path):
-    """Last in the module: it takes a node away. Two nodes offer "pool" (nodeB, and nodeC started
-    here); the one the run lands on is killed (its whole process tree, as a machine going away); the run starts again on
-    the other and completes."""
-    cluster.start_node("nodeC", extra={"pool": 1})
-    cluster.wait_nodes(3)
+    """Two nodes started here offer "spare" (nodeC, nodeD); the one the run lands on is killed (its
+    whole process tree, as a machine going away); the run starts again on the other and completes.
+    The other is then stopped: the shared cluster is back to nodeA and nodeB."""
+    cluster.start_node("nodeC", extra={"spare": 1})
+    cluster.start_node("nodeD", extra={"spare": 1})
+    cluster.wait_nodes(4)
     proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "150000", "--json", "--ray-address",
-                             cluster.address, "--ray-resources", '{"pool": 1}', "--log-every", "5000"],
+                             cluster.address, "--ray-resources", '{"spare": 1}', "--log-every", "5000"],
                             cwd=tmp_path, env=caller_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     lines = []
@@ -202,12 +203,17 @@ def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_pa
                 break
         first = json.loads(lines[0])["payload"]["ray"]["node_id"]
         victim = next(name for name, node_id in cluster.node_ids.items() if node_id == first)
-        assert victim in ("nodeB", "nodeC")
+        assert victim in ("nodeC", "nodeD")
         cluster.stop_node(victim)
         out, err = proc.communicate(timeout=400)
+        node_ids = dict(cluster.node_ids)
     finally:
         if proc.poll() is None:
             proc.kill()
+        for extra in ("nodeC", "nodeD"):
+            if extra in cluster.nodes:
+                cluster.remove_node(extra)
+        cluster.wait_nodes(2, exact=True)
     events = events_of("".join(lines) + out)
     names = [e["event"] for e in events]
     assert proc.returncode == 0, err
@@ -215,4 +221,4 @@ def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_pa
     retried = events[names.index("run_retried")]["payload"]
     assert first[:12] in retried["reason"] and retried["attempt"] == 2
     manifest = json.loads((Path(events[0]["payload"]["run_dir"]) / "analytics.json").read_text())
-    assert manifest["ray"]["node_id"] != first and manifest["ray"]["node_id"] in cluster.node_ids.values()
+    assert manifest["ray"]["node_id"] != first and manifest["ray"]["node_id"] in node_ids.values()
