@@ -80,7 +80,8 @@ def evaluate(policy: Policy, make_env: Callable[..., gym.Env], *, episodes: int 
                 env = gym.wrappers.TimeLimit(env, max_episode_steps)
             if record:
                 try:
-                    env = gym.wrappers.RecordVideo(env, video_folder=str(video_dir), episode_trigger=lambda _: True)
+                    # env 0's first episode only: the vector env's autoreset starts a second one
+                    env = gym.wrappers.RecordVideo(env, video_folder=str(video_dir), episode_trigger=lambda n: n == 0)
                 except gym.error.DependencyNotInstalled as exc:
                     raise RuntimeError(f"capture_video needs moviepy (pip install moviepy): {exc}") from None
             return env

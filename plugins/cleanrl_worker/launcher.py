@@ -184,7 +184,7 @@ def _algorithm_summary(algorithm: Any) -> dict[str, Any]:
 
 def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     """Every decision of a launch, or a ConfigError/UsageError naming what is wrong."""
-    from cleanrl_worker import gym029_compat
+    from cleanrl_worker import gym029_compat, upstream_eval
     from cleanrl_worker.envcheck import check_env, check_env_cached
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import entrypoint_of, resolve
@@ -223,7 +223,8 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         applied = preset_for(config, from_extras + typed)
         from_preset = extras_to_flags(applied.flags, source=str(applied.preset.file)) if applied else []
         script_argv = base_flags(config) + from_preset + from_extras + typed + tracking_flags(run) + run.plugin_args
-        script_argv += save_flags(algorithm.script, script_argv, bool(run.options.get("no_save")))
+        saving = save_flags(algorithm.script, script_argv, bool(run.options.get("no_save")))
+        script_argv += saving
         experiment = plan_experiment(config, run, mode)
         if mode == "resume_training":
             script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
@@ -236,6 +237,10 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         command = python_command(sys.executable, "-m", "cleanrl_worker.launch", keep_environment=True)
         if algorithm.checkout_root:
             command += ["--root", str(algorithm.checkout_root)]
+        skipped = upstream_eval.skipped_model(algorithm, script_argv, saving)
+        if skipped:
+            command += ["--skip-eval-of", skipped]
+            notes.append(upstream_eval.dry_run_note(skipped))
         command += [str(algorithm.script), "--", *script_argv]
     module, function = entrypoint_of(algorithm)
     env_check = "; ".join(env_notes) or f"env {config.env_id} and its spaces checked"
