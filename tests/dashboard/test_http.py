@@ -294,4 +294,8 @@ def test_an_imported_run_is_listed_untrusted_until_the_owner_trusts_it(serve, wo
     base, _server = serve()
     assert [(r["run_id"], r["untrusted"]) for r in http_json(base + "/api/runs")[1]] == [("theirrun", True)]
     assert run_cli(["runs", "trust", "theirrun", "--runs-dir", str(root)], cwd=workdir).returncode == 0
-    assert [(r["run_id"], r["untrusted"]) for r in http_json(base + "/api/runs")[1]] == [("theirrun", False)]
+    deadline = time.monotonic() + 30  # the server keeps its list for half a second
+    while (listed := [(r["run_id"], r["untrusted"]) for r in http_json(base + "/api/runs")[1]]) != [("theirrun", False)] \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert listed == [("theirrun", False)]
