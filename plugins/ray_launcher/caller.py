@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any
 
+from mosaic_core import procs
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
 from mosaic_core.files import is_within, write_json_atomic
@@ -49,7 +50,13 @@ class NodeLost(Exception):
 
 def execute(job: Job) -> int:
     settings = cluster.Settings.parse(job.settings, job.num_cpus)
-    with cluster.connect(settings.address):
+    # A `mosaic` process that ends with the run leaves Ray's teardown to its exit (0.3-0.8 s:
+    # ray.shutdown, its threads, the interpreter's): the raylet sees the driver go and ends its
+    # job, the job's actors with it (ours is killed before that).
+    ends_with_run = procs.may_exit_at_once()
+    with cluster.connect(settings.address, disconnect=not ends_with_run):
+        if ends_with_run:
+            procs.ask_exit_at_once()
         cluster.check_resources(settings)
         return RayRun(job, settings).execute()
 

@@ -104,8 +104,9 @@ def _answers(address: str) -> str | None:
 
 
 @contextlib.contextmanager
-def connect(address: str) -> Iterator[None]:
-    """Connected to the cluster as a driver for the block's duration (ray.shutdown after)."""
+def connect(address: str, disconnect: bool = True) -> Iterator[None]:
+    """Connected to the cluster as a driver for the block's duration (ray.shutdown after, unless
+    not ``disconnect``: the process is about to end, which disconnects it)."""
     problem = _answers(address)
     if problem:
         raise UsageError(f"Ray cluster at {address} does not answer: {problem} (is `ray start --head` running there?)")
@@ -128,7 +129,8 @@ def connect(address: str) -> Iterator[None]:
     try:
         yield
     finally:
-        ray.shutdown()
+        if disconnect:
+            ray.shutdown()
 
 
 def _init_within(ray: Any, address: str, timeout: float) -> str | None:
