@@ -49,21 +49,68 @@ class NodeLost(Exception):
 
 
 def execute(job: Job) -> int:
-    settings = cluster.Settings.parse(job.settings, job.num_cpus)
-    # A `mosaic` process that ends with the run leaves Ray's teardown to its exit (0.3-0.8 s:
-    # ray.shutdown, its threads, the interpreter's): the raylet sees the driver go and ends its
-    # job, the job's actors with it (ours is killed before that).
-    ends_with_run = procs.may_exit_at_once()
-    with cluster.connect(settings.address, disconnect=not ends_with_run):
-        if ends_with_run:
+    started = job.early or start_early(job.settings, job.num_cpus)
+    try:
+        return RayRun(job, started.settings, started.take_actor()).execute()
+    finally:
+        started.close()
+
+
+def start_early(raw: dict[str, Any], num_cpus: int | None) -> "Started":
+    """The launcher's ``start_early``: joined, checked, and the first attempt's actor asked for
+    (its worker process starts on a node, about a second, while the caller prepares the run)."""
+    return Started(cluster.Settings.parse(raw, num_cpus))
+
+
+class Started:
+    """This process as the cluster's driver, and an actor no attempt has taken yet."""
+
+    def __init__(self, settings: cluster.Settings):
+        self.settings = settings
+        # A `mosaic` process that ends with the run leaves Ray's teardown to its exit (0.3-0.8 s:
+        # ray.shutdown, its threads, the interpreter's): the raylet sees the driver go and ends its
+        # job, the job's actors with it (ours is killed before that).
+        self.ends_with_run = procs.may_exit_at_once()
+        cluster.join(settings.address)
+        self.joined = True
+        if self.ends_with_run:
             procs.ask_exit_at_once()
-        cluster.check_resources(settings)
-        return RayRun(job, settings).execute()
+        self.actor: Any = None
+        try:
+            cluster.check_resources(settings)
+            self.actor = new_actor(settings)
+        except BaseException:
+            self.close()
+            raise
+
+    def take_actor(self) -> Any:
+        actor, self.actor = self.actor, None
+        return actor
+
+    def close(self) -> None:
+        import ray
+
+        if self.actor is not None:  # the run never started (its preparation failed)
+            ray.kill(self.actor)
+            self.actor = None
+        if self.joined and not self.ends_with_run:
+            ray.shutdown()
+        self.joined = False
+
+
+def new_actor(settings: cluster.Settings) -> Any:
+    """A :class:`RemoteRun` actor with the run's resources (Ray places it and starts its process)."""
+    import ray
+
+    return ray.remote(RemoteRun).options(num_cpus=settings.num_cpus, num_gpus=settings.num_gpus,
+                                         resources=settings.resources or None, max_concurrency=4,
+                                         max_restarts=0).remote()
 
 
 class RayRun:
-    def __init__(self, job: Job, settings: cluster.Settings):
+    def __init__(self, job: Job, settings: cluster.Settings, first_actor: Any = None):
         self.job, self.settings = job, settings
+        self.first_actor = first_actor  # asked for while the run was prepared
         self.run = job.run
         self.cancel_reason: str | None = None
         self.cancel_signal = signal.SIGINT  # passed on to the node's `mosaic run` (a sweep prunes with SIGTERM)
@@ -102,14 +149,10 @@ class RayRun:
         return code
 
     def _attempt(self, attempt: int) -> tuple[str, dict[str, Any], int]:
-        import ray
-
         settings, run = self.settings, self.run
         if attempt > 1:  # what fitted before may be gone with the node: say so rather than wait forever
             cluster.check_resources(settings)
-        actor_class = ray.remote(RemoteRun)
-        actor = actor_class.options(num_cpus=settings.num_cpus, num_gpus=settings.num_gpus,
-                                    resources=settings.resources or None, max_concurrency=4, max_restarts=0).remote()
+        actor, self.first_actor = self.first_actor or new_actor(settings), None
         try:
             runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
             start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
