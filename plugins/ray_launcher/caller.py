@@ -153,10 +153,11 @@ class RayRun:
         if attempt > 1:  # what fitted before may be gone with the node: say so rather than wait forever
             cluster.check_resources(settings)
         actor, self.first_actor = self.first_actor or new_actor(settings), None
+        relays = Relays(self.job.host.run_relays(run.run_id, redact(run.config.extras), "caller"))
         try:
             runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
             start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
-                                       run.run_id, settings.num_cpus)
+                                       run.run_id, settings.num_cpus, sorted(relays.relays))
             node = self._wait(start, actor, "start")
             if node is None:  # cancelled while waiting for a node
                 return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
@@ -165,16 +166,10 @@ class RayRun:
             node.pop("pid", None)
             node["attempt"] = attempt
             run.state["ray"] = node
-            return self._relay(actor, node)
-        finally:
-            self._close(actor)
-
-    def _relay(self, actor: Any, node: dict[str, Any]) -> tuple[str, dict[str, Any], int]:
-        relays = Relays(self.job.host.run_relays(self.run.run_id, redact(self.run.config.extras), "caller"))
-        try:
             return self._relay_events(actor, node, relays)
         finally:
             relays.close()
+            self._close(actor)
 
     def _relay_events(self, actor: Any, node: dict[str, Any],
                       relays: "Relays") -> tuple[str, dict[str, Any], int]:
