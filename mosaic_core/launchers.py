@@ -23,7 +23,11 @@ belongs, relays its events to ``job.run.emit`` and brings its run directory back
 ``job.run.run_dir``; its ``run_started`` payload carries ``node`` (a short "where", shown by
 ``mosaic runs --target``). A launcher that knows how many runs its place takes at a time names a
 ``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--workers`` runs
-that many trials at a time and prints ``why``. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
+that many trials at a time and prints ``why``. A launcher whose start is slow and needs no prepared run
+(joining a cluster, a process on a node) names a ``start_early(settings, num_cpus)``: ``mosaic run``
+calls it before preparing the run (not for a dry run), so that work goes on meanwhile, and hands
+what it returns to ``execute`` as ``job.early``; its ``close()`` follows the run, or a refused
+preparation. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
 run anywhere this distribution is installed ("a normal supervised ``mosaic run`` there").
 """
 

@@ -1,9 +1,11 @@
 """The caller's side of a Ray run: connect, check, place, relay, bring the run directory back.
 
 ``execute(job)`` is the launcher (``mosaic_core.launchers``). Its steps:
-1. settings checked and the cluster reached (:mod:`mosaic_ray.cluster`): a bad value, an
-   address that does not answer, a refused token, resources no alive node has: one line, exit 2;
-2. a :class:`~mosaic_ray.remote.RemoteRun` actor with the run's resources starts ``mosaic run``
+1. (``start_early``, before the run is prepared) settings checked and the cluster reached
+   (:mod:`mosaic_ray.cluster`): a bad value, an address that does not answer, a refused token,
+   resources no alive node has: one line, exit 2; then the run's actor asked for, so its worker
+   process starts on a node while the caller prepares the run;
+2. the :class:`~mosaic_ray.remote.RemoteRun` actor with the run's resources starts ``mosaic run``
    on the node; its JSON events are emitted here as they come (the same events, in order, on
    stdout and in this run directory's ``events.jsonl``; plugins see them as for a local run),
    and what plugins relay (``mosaic_run_relay``: FastLane's frames, into this run's local
@@ -12,7 +14,9 @@
    the end (with ``--ray-shared-runs`` the node writes to the shared runs root and the directory
    is moved into place at the end);
 4. Ctrl-C (SIGINT/SIGTERM/SIGHUP) cancels the run on the node; a node that dies has its run
-   started again on another (``--ray-retries``), else the run fails naming the node.
+   started again on another (``--ray-retries``), else the run fails naming the node;
+5. a ``mosaic`` process that ends with the run ends at once (``procs.ask_exit_at_once``): no Ray
+   teardown, whose driver connection the raylet closes, ending the job and its actors.
 """
 
 from __future__ import annotations
