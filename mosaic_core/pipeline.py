@@ -450,12 +450,12 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None,
     options = {dest: value for dest, value in vars(ns).items() if dest not in before}
     if worker.accepts_extra_argv:
         options["extra_argv"] = extra
-    host = plugin_host()
     launcher_settings = launchers.settings_of(ns, installed)
     launchers.choose(launcher_settings, installed)  # two launchers selected: say so before anything
     # A launcher's slow start (joining a Ray cluster, a worker process on its node) goes on while the run is prepared.
     early = None if ns.dry_run else launchers.start_early(launcher_settings, installed, ns.num_cpus)
     try:
+        host = plugin_host()
         prepared = prepare_from_flags(item, worker, ns, options, host, config_data)
         prepared.launchers = installed
         prepared.num_cpus = ns.num_cpus
