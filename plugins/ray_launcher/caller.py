@@ -95,7 +95,8 @@ class Started:
         import ray
 
         if self.actor is not None:  # the run never started (its preparation failed)
-            ray.kill(self.actor)
+            with contextlib.suppress(Exception):  # a cluster gone meanwhile: the driver's end ends it
+                ray.kill(self.actor)
             self.actor = None
         if self.joined and not self.ends_with_run:
             ray.shutdown()
