@@ -23,7 +23,11 @@ belongs, relays its events to ``job.run.emit`` and brings its run directory back
 ``job.run.run_dir``; its ``run_started`` payload carries ``node`` (a short "where", shown by
 ``mosaic runs --target``). A launcher that knows how many runs its place takes at a time names a
 ``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--workers`` runs
-that many trials at a time and prints ``why``. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
+that many trials at a time and prints ``why``. A launcher whose start is slow and needs no prepared run
+(joining a cluster, a process on a node) names a ``start_early(settings, num_cpus)``: ``mosaic run``
+calls it before preparing the run (not for a dry run), so that work goes on meanwhile, and hands
+what it returns to ``execute`` as ``job.early``; its ``close()`` follows the run, or a refused
+preparation. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
 run anywhere this distribution is installed ("a normal supervised ``mosaic run`` there").
 """
 
@@ -78,20 +82,24 @@ class LauncherOption:
 class LauncherInfo:
     """What a ``mosaic.launchers`` entry point returns: a name, one line for ``--help``, its
     options and where its ``execute(job) -> int`` lives (``"module:function"``); optionally where
-    its ``capacity(settings) -> (runs, why)`` lives: how many runs it takes at a time."""
+    its ``capacity(settings) -> (runs, why)`` lives: how many runs it takes at a time, and its
+    ``start_early(settings, num_cpus) -> handle``: what takes time on its side and needs no
+    prepared run (joining a cluster, a process on a node) begun while the run is prepared; the
+    handle reaches ``execute`` as ``job.early`` and its ``close()`` (idempotent) is called after."""
 
     name: str
     description: str
     options: tuple[LauncherOption, ...]
     execute: str
     capacity: str | None = None
+    start_early: str | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_-]*", self.name):
             raise ValueError(f"launcher name {self.name!r} must be lower-case letters, digits, - or _")
         if not any(option.selects for option in self.options):
             raise ValueError(f"launcher {self.name!r} has no option that selects it")
-        for what, where in (("execute", self.execute), ("capacity", self.capacity)):
+        for what, where in (("execute", self.execute), ("capacity", self.capacity), ("start_early", self.start_early)):
             if where is not None and ":" not in where:
                 raise ValueError(f"launcher {self.name!r}: {what} must be 'module:function', got {where!r}")
 
@@ -125,6 +133,7 @@ class Job:
     settings: dict[str, Any]  # every launcher option's value, by dest (``ray_address``…)
     rerun_argv: list[str] = field(default_factory=list)  # `mosaic` arguments that repeat this run elsewhere
     num_cpus: int | None = None  # the run's --num-cpus (its thread budget), for launchers that place it
+    early: Any = None  # what the launcher's start_early began for this run, else None
 
     def supervise_here(self) -> int:
         """The local launcher: the Supervisor runs the training process as our subprocess."""
@@ -220,6 +229,14 @@ def run_job(job: Job, launchers: list[LauncherInfo]) -> int:
     if chosen is None:
         return job.supervise_here()
     return chosen.load_execute()(job)
+
+
+def start_early(settings: dict[str, Any], launchers: list[LauncherInfo], num_cpus: int | None) -> Any:
+    """What the chosen launcher begins before the run is prepared (None: nothing, or local)."""
+    chosen = choose(settings, launchers)
+    if chosen is None or chosen.start_early is None:
+        return None
+    return chosen.load(chosen.start_early)(settings, num_cpus)
 
 
 def capacity(ns: argparse.Namespace, launchers: list[LauncherInfo] | None = None) -> tuple[int, str] | None:

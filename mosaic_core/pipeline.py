@@ -329,7 +329,7 @@ def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: arg
     return data
 
 
-def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
+def execute(prepared: Prepared, ns: HostOptions, host: PluginHost, early: Any = None) -> int:
     """Start a prepared run: its directory and ``config.json``, an optional gRPC session, then
     the launcher its settings choose (the local Supervisor by default; ``mosaic_core.launchers``)."""
     from mosaic_core.supervisor import SupervisorOptions
@@ -362,7 +362,7 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
                                                         "threads": prepared.threads.record() if prepared.threads else None})
         job = launchers.Job(run, host, list(launch.command), prepared.env, launch.cwd, options,
                             dict(prepared.launcher_settings), rerun_argv=rerun_argv(prepared, ns),
-                            num_cpus=prepared.num_cpus)
+                            num_cpus=prepared.num_cpus, early=early)
         return launchers.run_job(job, prepared.launchers)
     except MosaicError:
         if run.emitter is None:  # refused before it started (a cluster that does not answer): leave nothing
@@ -450,17 +450,23 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None,
     options = {dest: value for dest, value in vars(ns).items() if dest not in before}
     if worker.accepts_extra_argv:
         options["extra_argv"] = extra
-    host = plugin_host()
-    prepared = prepare_from_flags(item, worker, ns, options, host, config_data)
-    prepared.launchers = installed
-    prepared.num_cpus = ns.num_cpus
-    prepared.launcher_settings = launchers.settings_of(ns, installed)
-    launcher_dests = set(prepared.launcher_settings)
-    prepared.worker_argv = launchers.strip_options(argv, parser, (before | launcher_dests) - {"help"})
-    launchers.choose(prepared.launcher_settings, installed)  # two launchers selected: say so before anything
-    if ns.dry_run:
-        return dry_run(prepared, ns.emit_summary)
-    return execute(prepared, HostOptions.from_namespace(ns), host)
+    launcher_settings = launchers.settings_of(ns, installed)
+    launchers.choose(launcher_settings, installed)  # two launchers selected: say so before anything
+    # A launcher's slow start (joining a Ray cluster, a worker process on its node) goes on while the run is prepared.
+    early = None if ns.dry_run else launchers.start_early(launcher_settings, installed, ns.num_cpus)
+    try:
+        host = plugin_host()
+        prepared = prepare_from_flags(item, worker, ns, options, host, config_data)
+        prepared.launchers = installed
+        prepared.num_cpus = ns.num_cpus
+        prepared.launcher_settings = launcher_settings
+        prepared.worker_argv = launchers.strip_options(argv, parser, (before | set(launcher_settings)) - {"help"})
+        if ns.dry_run:
+            return dry_run(prepared, ns.emit_summary)
+        return execute(prepared, HostOptions.from_namespace(ns), host, early)
+    finally:
+        if early is not None:
+            early.close()
 
 
 def main(worker_name: str, argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -195,3 +195,37 @@ def parent_death_signal_setter(sig: int) -> Callable[[], None]:
         prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
     return set_signal
+
+
+# A `mosaic` command process may end with os._exit once its command returned: a launcher whose
+# client library's teardown is slow and needless (Ray's shutdown, its threads, an interpreter
+# full of its modules: 0.3-0.8 s) asks for it; only the console script allows it.
+_exit_at_once = {"allowed": False, "asked": False}
+
+
+def allow_exit_at_once() -> None:
+    """This process ends when its command returns (the ``mosaic`` console script)."""
+    _exit_at_once["allowed"] = True
+
+
+def may_exit_at_once() -> bool:
+    """Whether the process ends as soon as its command returns: what is left open then closes with it."""
+    return _exit_at_once["allowed"]
+
+
+def ask_exit_at_once() -> None:
+    """End the process at once when its command returns (where :func:`may_exit_at_once`)."""
+    _exit_at_once["asked"] = True
+
+
+def command_ended(code: int) -> int:
+    """``code``, or, where asked and allowed, the end of the process with it: the output flushed,
+    no atexit handler, no interpreter teardown."""
+    if _exit_at_once["allowed"] and _exit_at_once["asked"]:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    return code

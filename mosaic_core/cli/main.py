@@ -268,7 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     procs.keep_cwd_off_child_paths()
+    if argv is None:  # the console script: the process ends with the command
+        procs.allow_exit_at_once()
     argv = list(sys.argv[1:] if argv is None else argv)
+    return procs.command_ended(_command(argv))
+
+
+def _command(argv: list[str]) -> int:
     verbose = "--verbose" in argv
     if argv[:1] == ["run"] or (argv[:1] == ["--verbose"] and argv[1:2] == ["run"]):
         rest = argv[argv.index("run") + 1:]

@@ -1,9 +1,11 @@
 """The caller's side of a Ray run: connect, check, place, relay, bring the run directory back.
 
 ``execute(job)`` is the launcher (``mosaic_core.launchers``). Its steps:
-1. settings checked and the cluster reached (:mod:`mosaic_ray.cluster`): a bad value, an
-   address that does not answer, a refused token, resources no alive node has: one line, exit 2;
-2. a :class:`~mosaic_ray.remote.RemoteRun` actor with the run's resources starts ``mosaic run``
+1. (``start_early``, before the run is prepared) settings checked and the cluster reached
+   (:mod:`mosaic_ray.cluster`): a bad value, an address that does not answer, a refused token,
+   resources no alive node has: one line, exit 2; then the run's actor asked for, so its worker
+   process starts on a node while the caller prepares the run;
+2. the :class:`~mosaic_ray.remote.RemoteRun` actor with the run's resources starts ``mosaic run``
    on the node; its JSON events are emitted here as they come (the same events, in order, on
    stdout and in this run directory's ``events.jsonl``; plugins see them as for a local run),
    and what plugins relay (``mosaic_run_relay``: FastLane's frames, into this run's local
@@ -12,7 +14,9 @@
    the end (with ``--ray-shared-runs`` the node writes to the shared runs root and the directory
    is moved into place at the end);
 4. Ctrl-C (SIGINT/SIGTERM/SIGHUP) cancels the run on the node; a node that dies has its run
-   started again on another (``--ray-retries``), else the run fails naming the node.
+   started again on another (``--ray-retries``), else the run fails naming the node;
+5. a ``mosaic`` process that ends with the run ends at once (``procs.ask_exit_at_once``): no Ray
+   teardown, whose driver connection the raylet closes, ending the job and its actors.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import threading
 import time
 from typing import Any
 
+from mosaic_core import procs
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
 from mosaic_core.files import is_within, write_json_atomic
@@ -48,15 +53,69 @@ class NodeLost(Exception):
 
 
 def execute(job: Job) -> int:
-    settings = cluster.Settings.parse(job.settings, job.num_cpus)
-    with cluster.connect(settings.address):
-        cluster.check_resources(settings)
-        return RayRun(job, settings).execute()
+    started = job.early or start_early(job.settings, job.num_cpus)
+    try:
+        return RayRun(job, started.settings, started.take_actor()).execute()
+    finally:
+        started.close()
+
+
+def start_early(raw: dict[str, Any], num_cpus: int | None) -> "Started":
+    """The launcher's ``start_early``: joined, checked, and the first attempt's actor asked for
+    (its worker process starts on a node, about a second, while the caller prepares the run)."""
+    return Started(cluster.Settings.parse(raw, num_cpus))
+
+
+class Started:
+    """This process as the cluster's driver, and an actor no attempt has taken yet."""
+
+    def __init__(self, settings: cluster.Settings):
+        self.settings = settings
+        # A `mosaic` process that ends with the run leaves Ray's teardown to its exit (0.3-0.8 s:
+        # ray.shutdown, its threads, the interpreter's): the raylet sees the driver go and ends its
+        # job, the job's actors with it (ours is killed before that).
+        self.ends_with_run = procs.may_exit_at_once()
+        cluster.join(settings.address)
+        self.joined = True
+        if self.ends_with_run:
+            procs.ask_exit_at_once()
+        self.actor: Any = None
+        try:
+            cluster.check_resources(settings)
+            self.actor = new_actor(settings)
+        except BaseException:
+            self.close()
+            raise
+
+    def take_actor(self) -> Any:
+        actor, self.actor = self.actor, None
+        return actor
+
+    def close(self) -> None:
+        import ray
+
+        if self.actor is not None:  # the run never started (its preparation failed)
+            with contextlib.suppress(Exception):  # a cluster gone meanwhile: the driver's end ends it
+                ray.kill(self.actor)
+            self.actor = None
+        if self.joined and not self.ends_with_run:
+            ray.shutdown()
+        self.joined = False
+
+
+def new_actor(settings: cluster.Settings) -> Any:
+    """A :class:`RemoteRun` actor with the run's resources (Ray places it and starts its process)."""
+    import ray
+
+    return ray.remote(RemoteRun).options(num_cpus=settings.num_cpus, num_gpus=settings.num_gpus,
+                                         resources=settings.resources or None, max_concurrency=4,
+                                         max_restarts=0).remote()
 
 
 class RayRun:
-    def __init__(self, job: Job, settings: cluster.Settings):
+    def __init__(self, job: Job, settings: cluster.Settings, first_actor: Any = None):
         self.job, self.settings = job, settings
+        self.first_actor = first_actor  # asked for while the run was prepared
         self.run = job.run
         self.cancel_reason: str | None = None
         self.cancel_signal = signal.SIGINT  # passed on to the node's `mosaic run` (a sweep prunes with SIGTERM)
@@ -95,18 +154,15 @@ class RayRun:
         return code
 
     def _attempt(self, attempt: int) -> tuple[str, dict[str, Any], int]:
-        import ray
-
         settings, run = self.settings, self.run
         if attempt > 1:  # what fitted before may be gone with the node: say so rather than wait forever
             cluster.check_resources(settings)
-        actor_class = ray.remote(RemoteRun)
-        actor = actor_class.options(num_cpus=settings.num_cpus, num_gpus=settings.num_gpus,
-                                    resources=settings.resources or None, max_concurrency=4, max_restarts=0).remote()
+        actor, self.first_actor = self.first_actor or new_actor(settings), None
+        relays = Relays(self.job.host.run_relays(run.run_id, redact(run.config.extras), "caller"))
         try:
             runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
             start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
-                                       run.run_id, settings.num_cpus)
+                                       run.run_id, settings.num_cpus, sorted(relays.relays))
             node = self._wait(start, actor, "start")
             if node is None:  # cancelled while waiting for a node
                 return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
@@ -115,16 +171,10 @@ class RayRun:
             node.pop("pid", None)
             node["attempt"] = attempt
             run.state["ray"] = node
-            return self._relay(actor, node)
-        finally:
-            self._close(actor)
-
-    def _relay(self, actor: Any, node: dict[str, Any]) -> tuple[str, dict[str, Any], int]:
-        relays = Relays(self.job.host.run_relays(self.run.run_id, redact(self.run.config.extras), "caller"))
-        try:
             return self._relay_events(actor, node, relays)
         finally:
             relays.close()
+            self._close(actor)
 
     def _relay_events(self, actor: Any, node: dict[str, Any],
                       relays: "Relays") -> tuple[str, dict[str, Any], int]:

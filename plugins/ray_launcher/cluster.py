@@ -106,6 +106,17 @@ def _answers(address: str) -> str | None:
 @contextlib.contextmanager
 def connect(address: str) -> Iterator[None]:
     """Connected to the cluster as a driver for the block's duration (ray.shutdown after)."""
+    join(address)
+    try:
+        yield
+    finally:
+        import ray
+
+        ray.shutdown()
+
+
+def join(address: str) -> None:
+    """Join the cluster as this process's driver (:func:`connect` without the end)."""
     problem = _answers(address)
     if problem:
         raise UsageError(f"Ray cluster at {address} does not answer: {problem} (is `ray start --head` running there?)")
@@ -125,10 +136,6 @@ def connect(address: str) -> Iterator[None]:
     import ray._private.worker as ray_worker
 
     ray_worker._worker_logs_enabled = False
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def _init_within(ray: Any, address: str, timeout: float) -> str | None:

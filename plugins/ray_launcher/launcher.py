@@ -25,4 +25,4 @@ OPTIONS = (
 def get_launcher_info() -> LauncherInfo:
     return LauncherInfo(name="ray", description="run on a node of an existing Ray cluster (pip install 'mosaic-workers[ray]')",
                         options=OPTIONS, execute="mosaic_ray.caller:execute",
-                        capacity="mosaic_ray.cluster:capacity")
+                        capacity="mosaic_ray.cluster:capacity", start_early="mosaic_ray.caller:start_early")

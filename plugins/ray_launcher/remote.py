@@ -105,10 +105,11 @@ class RemoteRun:
         self.relays: dict[str, Any] = {}  # plugin -> its RunRelay for this run (mosaic_run_relay, side "node")
 
     def start(self, argv: list[str], config_text: str, env: dict[str, str], runs_dir: str | None,
-              run_id: str, num_cpus: float) -> dict[str, Any]:
+              run_id: str, num_cpus: float, relaying: list[str] | None = None) -> dict[str, Any]:
         """Start ``mosaic <argv> --config C --runs-dir R``; ``env`` (secrets included) only in
         its environment. ``runs_dir``: shared storage, else a private temp dir on this node.
-        Plugins that relay live data of the run (FastLane) set up their side here first."""
+        Plugins that relay live data of the run (FastLane) set up their side here first, those of
+        ``relaying`` (the caller's; none: no plugin is loaded here)."""
         import ray
 
         self.work = files.private_dir(WORK_PREFIX)  # 0700: the config holds no secret, still private
@@ -123,7 +124,8 @@ class RemoteRun:
         child_env.update(env)
         child_env.update({name: threads for name in THREAD_VARS})  # this node's share, not the caller's
         child_env[NODE_ENV] = json.dumps(node)
-        child_env.update(self._open_relays(run_id, config_text))
+        if relaying:
+            child_env.update(self._open_relays(run_id, config_text, relaying))
         command = [*procs.mosaic_command(), *argv, "--config", str(config), "--runs-dir", str(runs)]
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=child_env, cwd=self.work, start_new_session=True,
@@ -142,12 +144,15 @@ class RemoteRun:
                 self.stdout_done = True
             self.changed.notify_all()
 
-    def _open_relays(self, run_id: str, config_text: str) -> dict[str, str]:
+    def _open_relays(self, run_id: str, config_text: str, relaying: list[str]) -> dict[str, str]:
         from mosaic_core.plugins import plugin_host
 
         extras = json.loads(config_text).get("extras") or {}
         env: dict[str, str] = {}
         for plugin, relay in plugin_host().run_relays(run_id, extras, "node").items():
+            if plugin not in relaying:  # the caller has no side for it
+                _close_quietly(relay)
+                continue
             try:
                 env.update(relay.node_env())
             except Exception:  # isolate: that plugin relays nothing; the run goes on

@@ -78,3 +78,19 @@ def test_an_unreachable_cluster_is_one_line_and_leaves_no_run_directory(mosaic, 
         "(is `ray start --head` running there?)"]
     runs = workdir / "var" / "trainer" / "runs"
     assert not runs.exists() or not any(runs.iterdir())
+
+
+def _begin(settings, num_cpus):
+    return ("begun", settings["fake_where"], num_cpus)
+
+
+def test_start_early_is_the_chosen_launchers_and_none_otherwise():
+    option = launchers.LauncherOption("--fake-where", "MOSAIC_FAKE_WHERE", "where", selects=True)
+    early = launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute",
+                                   start_early="tests.core.test_launchers:_begin")
+    plain = launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute")
+    assert launchers.start_early({"fake_where": "there"}, [early], 2) == ("begun", "there", 2)
+    assert launchers.start_early({"fake_where": None}, [early], 2) is None  # the local launcher
+    assert launchers.start_early({"fake_where": "there"}, [plain], 2) is None
+    with pytest.raises(ValueError, match="start_early"):
+        launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute", start_early="no-colon")

@@ -167,6 +167,43 @@ def test_bad_input_is_one_line_at_submit(cluster, tmp_path):
     assert refused.returncode == 2 and "does not answer" in refused.stderr
 
 
+def left_on_cluster(cluster) -> dict:
+    """Jobs not ended and actors not dead on the cluster (this query's own job aside)."""
+    script = ("import json, logging, ray; ray.init(address=%r, logging_level=logging.ERROR, log_to_driver=False); "
+              "me = ray.get_runtime_context().get_job_id(); print(json.dumps({"
+              "'jobs': [j['JobID'] for j in ray._private.state.jobs() if not j['IsDead'] and j['JobID'] != me], "
+              "'actors': [a['ActorClassName'] for a in ray._private.state.actors().values() if a['State'] != 'DEAD']}))"
+              ) % cluster.address
+    done = subprocess.run([str(BIN / "python"), "-c", script], env=caller_env(cluster), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def nothing_left_on(cluster) -> dict:
+    deadline, left = time.monotonic() + 60, {}
+    while time.monotonic() < deadline:  # the raylet ends a driver's job once it sees it go
+        left = left_on_cluster(cluster)
+        if not left["jobs"] and not left["actors"]:
+            break
+        time.sleep(1.0)
+    return left
+
+
+def test_the_caller_ends_with_its_run_and_leaves_no_job_or_actor(cluster, tmp_path):
+    """The caller exits at once after the run (no Ray teardown): its driver's job still ends
+    and its actor is gone; a run refused in its preparation, after the cluster was joined and
+    its actor asked for (the early start), leaves none either."""
+    done = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "1000", "--json", "--ray-address", cluster.address)
+    assert done.returncode == 0 and events_of(done.stdout)[-1]["event"] == "run_completed", done.stderr
+    assert nothing_left_on(cluster) == {"jobs": [], "actors": []}
+    refused = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "-5", "--ray-address", cluster.address)
+    assert refused.returncode == 2 and "total_timesteps" in refused.stderr, refused.stderr
+    assert nothing_left_on(cluster) == {"jobs": [], "actors": []}
+    runs = tmp_path / "var" / "trainer" / "runs"
+    assert len(list(runs.iterdir())) == 1  # the refused run left no directory
+
+
 def test_a_module_the_nodes_python_lacks_is_one_line_naming_what_to_install_there(cluster, tmp_path):
     policy = tmp_path / "policy.py"
     policy.write_text("import not_on_this_node\n\n\ndef act(observation, action_space):\n    return 0\n")
