@@ -119,6 +119,41 @@ def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None) ->
     return sent
 
 
+def descendants(root: int) -> dict[int, tuple[int, int]]:
+    """Live descendants of ``root`` (children, theirs…), from one read of the process table:
+    pid -> (start ticks, process group)."""
+    children: dict[int, list[ProcStat]] = {}
+    for stat in map(read_stat, pids()):
+        if stat is not None and stat.live:
+            children.setdefault(stat.ppid, []).append(stat)
+    found: dict[int, tuple[int, int]] = {}
+    todo = [root]
+    while todo:
+        for stat in children.get(todo.pop(), ()):
+            if stat.pid not in found:
+                found[stat.pid] = (stat.start_ticks, stat.pgid)
+                todo.append(stat.pid)
+    return found
+
+
+def kill_processes(found: dict[int, tuple[int, int]], timeout: float) -> bool:
+    """SIGKILL each process of ``found`` (pid -> (start ticks, …), as :func:`descendants` gives)
+    that is still the same process, then wait up to ``timeout`` s for all to be gone (a child of
+    ours counts as gone once it is a zombie). True when none is left."""
+    for pid, (start, *_rest) in found.items():
+        if process_alive(pid, start):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    deadline = time.monotonic() + timeout
+    while any(process_alive(pid, start) for pid, (start, *_rest) in found.items()):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 PR_SET_PDEATHSIG = 1
 
 # Runs in a fresh interpreter between fork and the real program: set the parent-death signal,
