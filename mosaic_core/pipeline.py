@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mosaic_core import launchers
+from mosaic_core import hostsignals, launchers
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import (REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file,
                                 redact)
@@ -313,6 +313,7 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost) -> int:
     # Everything the run writes, the training process included, is private to its user (0700/
     # 0600) unless $MOSAIC_SHARE_RUNS=group lets the group read it.
     previous_umask = os.umask(run_umask())
+    hostsignals.hold()  # from now on a signal cancels the run, which ends with a terminal event
     try:
         directory.create()
         directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
@@ -422,4 +423,5 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
 def main(worker_name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
     """A console-script entry: :func:`run_worker` with errors as one line and an exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    hostsignals.guard_start()  # signalled before its run directory exists, a run leaves nothing
     return run_cli_command(lambda: run_worker(worker_name, argv, prog), verbose="--verbose" in argv)

@@ -101,12 +101,13 @@ def wait_group_gone(pgid: int, timeout: float, proc: subprocess.Popen | None = N
         time.sleep(0.02)
 
 
-def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None) -> str | None:
-    """SIGTERM the group, SIGKILL whatever is left after ``grace`` seconds.
+def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None, kill_wait: float = 5.0) -> str | None:
+    """SIGTERM the group, SIGKILL whatever is left after ``grace`` seconds, and wait up to
+    ``kill_wait`` s more for it to be gone (then for ``proc``, its leader, if given and alive).
 
     Returns the last signal sent ("SIGTERM"/"SIGKILL"), or None when the group was gone."""
     sent = None
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, kill_wait)):
         try:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):

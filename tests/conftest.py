@@ -98,6 +98,22 @@ def private_user_state(tmp_path_factory):
 
 
 @pytest.fixture
+def busy_cores():
+    """Load for stop tests: ``busy_cores()`` starts a busy loop per core this process may use
+    (real work competing with the run's processes); they are killed when the test ends."""
+    loops: list[subprocess.Popen] = []
+
+    def start() -> None:
+        for _ in range(len(os.sched_getaffinity(0))):
+            loops.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+
+    yield start
+    for loop in loops:
+        loop.kill()
+        loop.wait()
+
+
+@pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A scratch current directory; runs land in ``workdir/var/trainer/runs``."""
     return tmp_path

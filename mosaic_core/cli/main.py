@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import Any
 
-from mosaic_core import __version__
+from mosaic_core import __version__, hostsignals
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.errors import UsageError
@@ -253,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     verbose = "--verbose" in argv
     if argv[:1] == ["run"] or (argv[:1] == ["--verbose"] and argv[1:2] == ["run"]):
         rest = argv[argv.index("run") + 1:]
+        hostsignals.guard_start()  # signalled before its run directory exists, a run leaves nothing
         return run_cli_command(lambda: _run_worker(rest, verbose), verbose=verbose)
     commands = _commands()
     parser = build_parser(commands)
