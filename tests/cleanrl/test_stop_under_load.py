@@ -15,8 +15,12 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from mosaic_core.procs import group_alive
 from tests.conftest import BIN
+
+pytestmark = pytest.mark.slow  # trains until its first metrics: the main lane runs them
 
 GRACE = 5  # the goal: any run stops within 5 s of SIGTERM at load 8 on 2 cores
 SLACK = 25  # a host still alive after its grace period and this much more fails the test
