@@ -6,16 +6,18 @@ for SIGTERM). From the moment its run directory is made, a signal cancels the ru
 ends with a terminal event: a signal that comes before the launcher's own handlers are in place
 (:mod:`mosaic_core.supervisor`, a launcher plugin's) is held for them (:func:`take_held`).
 
-A signal in the interpreter's first moments, before ``mosaic`` runs :func:`guard_start`, ends
-the process as Python's defaults do, with nothing written either. A hangup ignored when the
-host started (``nohup``) stays ignored.
+A signal in the interpreter's first moments, before ``mosaic`` enters :func:`guarded`, ends
+the process as Python's defaults do, with nothing written either; so does one after the command
+is over (the run's end is on record by then). A hangup ignored when the host started
+(``nohup``) stays ignored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _held: list[int] = []
@@ -33,9 +35,20 @@ class StoppedBeforeStart(BaseException):
         return f"{prog}: stopped by {signal.Signals(self.signum).name} before the run started; nothing was written"
 
 
-def guard_start() -> None:
-    """From now until :func:`hold`, a stop signal ends the command at once (StoppedBeforeStart)."""
+@contextlib.contextmanager
+def guarded() -> Iterator[None]:
+    """Around ``mosaic run``: until :func:`hold`, a stop signal ends the command at once
+    (StoppedBeforeStart); at the end the handlers found are back, and nothing is held."""
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if _main_thread() else {}
     _install(_stop_now)
+    try:
+        yield
+    finally:
+        _install(_hold)  # a signal now must not raise on the way out
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        _held.clear()
 
 
 def hold() -> None:
@@ -48,8 +61,12 @@ def take_held() -> int | None:
     return _held.pop(0) if _held else None
 
 
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 def _install(handler: Any) -> None:
-    if threading.current_thread() is not threading.main_thread():
+    if not _main_thread():
         return
     for sig in STOP_SIGNALS:
         if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:

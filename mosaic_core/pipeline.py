@@ -423,5 +423,5 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None) -> in
 def main(worker_name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
     """A console-script entry: :func:`run_worker` with errors as one line and an exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    hostsignals.guard_start()  # signalled before its run directory exists, a run leaves nothing
-    return run_cli_command(lambda: run_worker(worker_name, argv, prog), verbose="--verbose" in argv)
+    with hostsignals.guarded():  # signalled before its run directory exists, a run leaves nothing
+        return run_cli_command(lambda: run_worker(worker_name, argv, prog), verbose="--verbose" in argv)

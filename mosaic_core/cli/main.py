@@ -253,8 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     verbose = "--verbose" in argv
     if argv[:1] == ["run"] or (argv[:1] == ["--verbose"] and argv[1:2] == ["run"]):
         rest = argv[argv.index("run") + 1:]
-        hostsignals.guard_start()  # signalled before its run directory exists, a run leaves nothing
-        return run_cli_command(lambda: _run_worker(rest, verbose), verbose=verbose)
+        with hostsignals.guarded():  # signalled before its run directory exists, a run leaves nothing
+            return run_cli_command(lambda: _run_worker(rest, verbose), verbose=verbose)
     commands = _commands()
     parser = build_parser(commands)
     ns = parser.parse_args(argv)
