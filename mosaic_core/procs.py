@@ -137,6 +137,25 @@ def descendants(root: int) -> dict[int, tuple[int, int]]:
     return found
 
 
+def with_environment(name: str, value: str) -> dict[int, tuple[int, int]]:
+    """Live processes of ours started with ``name=value`` in their environment (``/proc/<pid>/environ``,
+    as they were started): pid -> (start ticks, process group). Finds a run's processes whatever
+    became of their parents."""
+    entry = f"{name}={value}".encode()
+    found: dict[int, tuple[int, int]] = {}
+    for pid in pids():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if entry not in handle.read().split(b"\0"):
+                    continue
+        except OSError:  # gone, or not ours
+            continue
+        stat = read_stat(pid)
+        if stat is not None and stat.live:
+            found[pid] = (stat.start_ticks, stat.pgid)
+    return found
+
+
 def kill_processes(found: dict[int, tuple[int, int]], timeout: float) -> bool:
     """SIGKILL each process of ``found`` (pid -> (start ticks, …), as :func:`descendants` gives)
     that is still the same process, then wait up to ``timeout`` s for all to be gone (a child of

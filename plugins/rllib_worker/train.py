@@ -41,6 +41,7 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from mosaic_core import procs
 from mosaic_core.threads import THREAD_VARS
 from mosaic_core.child import HostCancel, Stopped
 
@@ -54,6 +55,8 @@ EMPTY_ITERATIONS_MAX = 5
 SOCKET_PATH_MAX = 107
 KILL_WAIT_S = 3.0  # for the local cluster's processes to be gone after SIGKILL
 SAVING = threading.Lock()  # held while a checkpoint is written
+SIGNAL_WAIT_S = 1.0  # for a failure on the run's own cluster: the signal that killed it may be on its way
+_SIGNALLED = threading.Event()  # a cancel reached end_when_signalled's thread
 _ENDING = threading.Lock()
 
 
@@ -127,11 +130,25 @@ def end_when_signalled(folder: Path | None) -> None:
     def wait_for_signal() -> None:
         while (received := os.read(read_fd, 1)[0]) not in (signal.SIGTERM, signal.SIGINT):
             pass
+        _SIGNALLED.set()
         with SAVING:
             print(f"rllib worker: stopped by signal {received}", file=sys.stderr)
             end_cancelled_local_run(folder, 128 + received)
 
     threading.Thread(target=wait_for_signal, name="rllib-worker-cancel", daemon=True).start()
+
+
+def cluster_processes() -> dict[int, tuple[int, int]]:
+    """Every process of the run's local cluster: those below the driver (GCS, raylet, agents, the
+    raylet's workers) and those that inherited the run's context but lost their parent (a worker
+    whose raylet died first), found by the run's ``MOSAIC_CHILD`` in their environment."""
+    from mosaic_core.childenv import CHILD_VAR
+
+    found = procs.descendants(os.getpid())
+    if os.environ.get(CHILD_VAR):
+        found.update(procs.with_environment(CHILD_VAR, os.environ[CHILD_VAR]))
+    found.pop(os.getpid(), None)
+    return found
 
 
 def end_cancelled_local_run(folder: Path | None, code: int) -> NoReturn:
@@ -141,10 +158,11 @@ def end_cancelled_local_run(folder: Path | None, code: int) -> NoReturn:
     removed; then the driver exits without Ray's shutdown, whose disconnect waits on the GCS just
     killed (on a busy machine for longer than any grace period). The run keeps its last
     checkpoint; the metrics of the last moment before the signal may not reach the host."""
-    from mosaic_core import procs
-
     _ENDING.acquire()  # once, from whichever thread comes first; the other waits for the exit
-    procs.kill_processes(procs.descendants(os.getpid()), timeout=KILL_WAIT_S)
+    _SIGNALLED.set()
+    deadline = time.monotonic() + KILL_WAIT_S
+    while (left := cluster_processes()) and time.monotonic() < deadline:
+        procs.kill_processes(left, timeout=0.1)  # again: a process the raylet started while it was killed
     if folder is not None:
         remove_folder(folder)
     sys.stdout.flush()
@@ -332,14 +350,16 @@ def main(argv: list[str] | None = None) -> int:
         code = run(ns, threads, stop)
     except Exception as exc:
         # The host's SIGTERM reaches Ray's GCS and raylet too (they are in the run's process group):
-        # an iteration under way then fails, which is the cancel, not a failure.
-        if not isinstance(exc, Stopped) and not stop.requested:
+        # an iteration under way then fails, which is the cancel, not a failure (on the run's own
+        # cluster the failure may come before the signal's thread has said so).
+        if not isinstance(exc, Stopped) and not stop.requested and (
+                ns.ray_address or not _SIGNALLED.wait(SIGNAL_WAIT_S)):
             raise
         print(f"rllib worker: stopped by signal {stop.signal}", file=sys.stderr)
         code = stop.exit_code()
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
-        if stop.requested and not ns.ray_address:
+        if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address:
             end_cancelled_local_run(folder, stop.exit_code())
         import ray
 
