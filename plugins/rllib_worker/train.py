@@ -152,9 +152,9 @@ def cluster_processes() -> dict[int, tuple[int, int]]:
 
 
 def end_cancelled_local_run(folder: Path | None, code: int) -> NoReturn:
-    """End a cancelled run on its own local cluster now. Every process below the driver (GCS,
-    raylet, agents, and the raylet's workers, which sit in process groups of their own) is
-    SIGKILLed and waited for; then nothing can write in the private temp folder, which is
+    """End a cancelled run on its own local cluster now. Every process of the cluster
+    (:func:`cluster_processes`; Ray's workers sit in process groups of their own) is SIGKILLed
+    and waited for; then nothing can write in the private temp folder, which is
     removed; then the driver exits without Ray's shutdown, whose disconnect waits on the GCS just
     killed (on a busy machine for longer than any grace period). The run keeps its last
     checkpoint; the metrics of the last moment before the signal may not reach the host."""
