@@ -156,22 +156,15 @@ def with_environment(name: str, value: str) -> dict[int, tuple[int, int]]:
     return found
 
 
-def kill_processes(found: dict[int, tuple[int, int]], timeout: float) -> bool:
-    """SIGKILL each process of ``found`` (pid -> (start ticks, …), as :func:`descendants` gives)
-    that is still the same process, then wait up to ``timeout`` s for all to be gone (a child of
-    ours counts as gone once it is a zombie). True when none is left."""
+def signal_processes(found: dict[int, tuple[int, int]], sig: int) -> None:
+    """Send ``sig`` to each process of ``found`` (pid -> (start ticks, …), as :func:`descendants`
+    gives) that is still the same process."""
     for pid, (start, *_rest) in found.items():
         if process_alive(pid, start):
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
             except OSError:
                 pass
-    deadline = time.monotonic() + timeout
-    while any(process_alive(pid, start) for pid, (start, *_rest) in found.items()):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 PR_SET_PDEATHSIG = 1

@@ -53,7 +53,7 @@ STEP_FILE = "mosaic_step.json"  # beside RLlib's files in each checkpoint: the r
 SESSION_PATH_LEN = 64
 EMPTY_ITERATIONS_MAX = 5
 SOCKET_PATH_MAX = 107
-KILL_WAIT_S = 3.0  # for the local cluster's processes to be gone after SIGKILL
+KILL_WAIT_S = 3.0  # for the local cluster's processes to be stopped
 SAVING = threading.Lock()  # held while a checkpoint is written
 SIGNAL_WAIT_S = 1.0  # for a failure on the run's own cluster: the signal that killed it may be on its way
 _SIGNALLED = threading.Event()  # a cancel reached end_when_signalled's thread
@@ -153,18 +153,25 @@ def cluster_processes() -> dict[int, tuple[int, int]]:
 
 def end_cancelled_local_run(folder: Path | None, code: int) -> NoReturn:
     """End a cancelled run on its own local cluster now. Every process of the cluster
-    (:func:`cluster_processes`; Ray's workers sit in process groups of their own) is SIGKILLed
-    and waited for; then nothing can write in the private temp folder, which is
-    removed; then the driver exits without Ray's shutdown, whose disconnect waits on the GCS just
-    killed (on a busy machine for longer than any grace period). The run keeps its last
-    checkpoint; the metrics of the last moment before the signal may not reach the host."""
+    (:func:`cluster_processes`; Ray's workers sit in process groups of their own) is stopped
+    (SIGSTOP: it can neither write nor start another), so the private temp folder is removed with
+    nothing writing in it; then they are SIGKILLed and the driver exits at once, without Ray's
+    shutdown, whose disconnect waits on the GCS just killed (on a busy machine for longer than
+    any grace period). Killed first, the raylet took the driver down before the folder was gone:
+    Ray's core worker ends its process (exit 1) when its raylet dies, which can still come first
+    and changes only the exit code. The run keeps its last checkpoint; the metrics of the last
+    moment before the signal may not reach the host."""
     _ENDING.acquire()  # once, from whichever thread comes first; the other waits for the exit
     _SIGNALLED.set()
+    stopped: dict[int, tuple[int, int]] = {}
     deadline = time.monotonic() + KILL_WAIT_S
-    while (left := cluster_processes()) and time.monotonic() < deadline:
-        procs.kill_processes(left, timeout=0.1)  # again: a process the raylet started while it was killed
+    while (new := {pid: found for pid, found in cluster_processes().items() if pid not in stopped}) and \
+            time.monotonic() < deadline:  # again: one the raylet started as it was stopped
+        procs.signal_processes(new, signal.SIGSTOP)
+        stopped.update(new)
     if folder is not None:
         remove_folder(folder)
+    procs.signal_processes(stopped, signal.SIGKILL)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -113,10 +113,11 @@ def test_cancel_leaves_no_ray_process(rllib_env, tmp_path, grace):
 
 def test_sigterm_stops_a_run_within_its_grace_period_under_load(rllib_env, tmp_path, busy_cores):
     """The goal: any run stops within 5 s of SIGTERM with every core busy. The driver ends by itself
-    (128 + SIGTERM), not by the host's SIGKILL when the grace period is over; no time is asserted."""
+    (128 + SIGTERM, or 1 when Ray's core worker ends it as its raylet dies), not by the host's
+    SIGKILL when the grace period is over; no time is asserted."""
     grace = 5
     events, folders = _cancelled(rllib_env, tmp_path, str(grace), timeout=grace + 25, load=busy_cores)
-    assert events[-1]["payload"]["returncode"] == 128 + signal.SIGTERM, "the driver outlived its grace period"
+    assert events[-1]["payload"]["returncode"] in (128 + signal.SIGTERM, 1), "the driver outlived its grace period"
     assert folders == [], f"the run's Ray temp folder outlived it: {folders}"
 
 
