@@ -4,19 +4,26 @@ host would have freed, and none of its processes keeps training.
 
 The host starts the training process with ``PR_SET_PDEATHSIG`` (it gets SIGTERM when the host
 dies). A Python training process trades that for this watchdog, installed by
-:func:`mosaic_core.child.install`: it notices the host gone within :data:`POLL_S`, calls every
-plugin's ``mosaic_host_lost``, appends ``run_failed`` to ``events.jsonl`` (and writes
-``analytics.json`` if the host could not), then stops the run's process group.
+:func:`mosaic_core.child.install`: it notices the host gone, calls every plugin's
+``mosaic_host_lost``, appends ``run_failed`` to ``events.jsonl`` (and writes ``analytics.json`` if
+the host could not), then stops the run's process group.
+
+"Gone" is the kernel's word, never a guess from timing: the watchdog holds a pidfd of the host
+(opened while the host is provably its parent, so a reused pid cannot stand in for it) and wakes
+when the host exits, however busy the machine; where pidfds are missing it polls the parent pid
+every :data:`POLL_S`, and the host counts as gone only once that changed *and* the host's own pid
+(with its start time) is gone too.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from mosaic_core import procs
 from mosaic_core.events import TERMINAL, finite, open_append
@@ -28,15 +35,37 @@ GRACE_S = 3.0
 
 
 def watch_host(child: ChildContext, host: Any) -> threading.Thread:
+    """Start the watchdog (in the training process, whose parent is the host)."""
+    wait = _host_exit_waiter(child.host_pid)
     procs.parent_death_signal_setter(0)()  # the watchdog stops the run itself, and says why
-    thread = threading.Thread(target=_watch, args=(child, host), name="mosaic-host-watch", daemon=True)
+    thread = threading.Thread(target=_watch, args=(child, host, wait), name="mosaic-host-watch", daemon=True)
     thread.start()
     return thread
 
 
-def _watch(child: ChildContext, host: Any) -> None:
-    while os.getppid() == child.host_pid:
-        time.sleep(POLL_S)
+def _host_exit_waiter(host_pid: int) -> Callable[[], None]:
+    """A function that returns once the host has exited."""
+    start = procs.process_start(host_pid)
+    try:
+        pidfd = os.pidfd_open(host_pid)
+    except (AttributeError, OSError):  # no pidfds (Linux < 5.3, or not Linux)
+        pidfd = None
+    if os.getppid() != host_pid:  # it died meanwhile (the pidfd and start time may be another's)
+        return lambda: None
+    if pidfd is not None:
+        exited = select.poll()
+        exited.register(pidfd, select.POLLIN)  # readable once the process has exited
+        return lambda: exited.poll() and None
+
+    def poll() -> None:
+        while os.getppid() == host_pid or procs.process_alive(host_pid, start):
+            time.sleep(POLL_S)
+
+    return poll
+
+
+def _watch(child: ChildContext, host: Any, wait: Callable[[], None]) -> None:
+    wait()
     try:
         host.host_lost(child)
         record_host_loss(child)

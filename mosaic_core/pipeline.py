@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mosaic_core import launchers, procs
+from mosaic_core import hostsignals, launchers, procs
 from mosaic_core.algonames import spelling, unknown_algorithm
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import (REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file,
@@ -355,6 +355,7 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost, early: Any = 
     # Everything the run writes, the training process included, is private to its user (0700/
     # 0600) unless $MOSAIC_SHARE_RUNS=group lets the group read it.
     previous_umask = os.umask(run_umask())
+    hostsignals.hold()  # from now on a signal cancels the run, which ends with a terminal event
     try:
         directory.create()
         directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
@@ -473,4 +474,5 @@ def main(worker_name: str, argv: list[str] | None = None, prog: str | None = Non
     """A console-script entry: :func:`run_worker` with errors as one line and an exit code."""
     procs.keep_cwd_off_child_paths()
     argv = list(sys.argv[1:] if argv is None else argv)
-    return run_cli_command(lambda: run_worker(worker_name, argv, prog), verbose="--verbose" in argv)
+    with hostsignals.guarded():  # signalled before its run directory exists, a run leaves nothing
+        return run_cli_command(lambda: run_worker(worker_name, argv, prog), verbose="--verbose" in argv)

@@ -102,12 +102,13 @@ def wait_group_gone(pgid: int, timeout: float, proc: subprocess.Popen | None = N
         time.sleep(0.02)
 
 
-def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None) -> str | None:
-    """SIGTERM the group, SIGKILL whatever is left after ``grace`` seconds.
+def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None, kill_wait: float = 5.0) -> str | None:
+    """SIGTERM the group, SIGKILL whatever is left after ``grace`` seconds, and wait up to
+    ``kill_wait`` s more for it to be gone (then for ``proc``, its leader, if given and alive).
 
     Returns the last signal sent ("SIGTERM"/"SIGKILL"), or None when the group was gone."""
     sent = None
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, kill_wait)):
         try:
             os.killpg(pgid, sig)
         except (ProcessLookupError, PermissionError):
@@ -118,6 +119,53 @@ def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None) ->
     if proc is not None and proc.poll() is None:
         proc.wait()
     return sent
+
+
+def descendants(root: int) -> dict[int, tuple[int, int]]:
+    """Live descendants of ``root`` (children, theirs…), from one read of the process table:
+    pid -> (start ticks, process group)."""
+    children: dict[int, list[ProcStat]] = {}
+    for stat in map(read_stat, pids()):
+        if stat is not None and stat.live:
+            children.setdefault(stat.ppid, []).append(stat)
+    found: dict[int, tuple[int, int]] = {}
+    todo = [root]
+    while todo:
+        for stat in children.get(todo.pop(), ()):
+            if stat.pid not in found:
+                found[stat.pid] = (stat.start_ticks, stat.pgid)
+                todo.append(stat.pid)
+    return found
+
+
+def with_environment(name: str, value: str) -> dict[int, tuple[int, int]]:
+    """Live processes of ours started with ``name=value`` in their environment (``/proc/<pid>/environ``,
+    as they were started): pid -> (start ticks, process group). Finds a run's processes whatever
+    became of their parents."""
+    entry = f"{name}={value}".encode()
+    found: dict[int, tuple[int, int]] = {}
+    for pid in pids():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if entry not in handle.read().split(b"\0"):
+                    continue
+        except OSError:  # gone, or not ours
+            continue
+        stat = read_stat(pid)
+        if stat is not None and stat.live:
+            found[pid] = (stat.start_ticks, stat.pgid)
+    return found
+
+
+def signal_processes(found: dict[int, tuple[int, int]], sig: int) -> None:
+    """Send ``sig`` to each process of ``found`` (pid -> (start ticks, …), as :func:`descendants`
+    gives) that is still the same process."""
+    for pid, (start, *_rest) in found.items():
+        if process_alive(pid, start):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
 
 
 PR_SET_PDEATHSIG = 1

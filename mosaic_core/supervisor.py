@@ -4,13 +4,15 @@ Any worker uses it: give it the command to run and a :class:`RunContext`. The ch
 its own process group with cwd = the run directory and stdout/stderr in ``logs/``. Every run
 ends with exactly one terminal event, also when the child is killed or the host receives
 SIGTERM/SIGINT (the child's whole group then gets SIGTERM, and SIGKILL after a grace period:
-no orphan processes). Whoever signals a run may first write one line saying why into
+no orphan processes; a host never outlives its training process by more than the grace
+period). Whoever signals a run may first write one line saying why into
 ``RunDirectory.cancel_note`` (``cancel_reason.txt``, e.g. a sweep's pruning decision):
 ``run_cancelled``'s ``reason`` then starts with it.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import signal
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mosaic_core import channel, procs
+from mosaic_core import channel, hostsignals, procs
 from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, REFUSAL_KIND, describe_child
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
@@ -36,6 +38,7 @@ from mosaic_core.types import ChildContext
 
 BOOT_DIR = Path(__file__).parent / "_boot"
 STDERR_TAIL_LINES = 40
+KILL_WAIT_S = 1.0  # after SIGKILL, for the group's processes to be gone
 REFUSED_EXIT = 2  # with a config_refused message first: the run's config was refused (mosaic_core.child.refuse_config)
 # SDL (pygame, used by gymnasium's renderers) installs SIGINT/SIGTERM handlers that turn a
 # stop request into a quit event nobody reads: a rendering run would ignore cancel.
@@ -144,10 +147,11 @@ class Supervisor:
             out.close()
             err.close()
 
-    def stop_group(self) -> None:
+    def stop_group(self, grace: float | None = None) -> None:
         """SIGTERM the child's process group, then SIGKILL what is left after the grace period."""
         if self.process is not None:
-            procs.stop_group(self.process.pid, self.options.grace_period, self.process)
+            procs.stop_group(self.process.pid, self.options.grace_period if grace is None else grace, self.process,
+                             kill_wait=KILL_WAIT_S)
 
     def cancel(self, reason: str) -> None:
         """Ask the run to stop (thread-safe and lock-free: used by signal handlers)."""
@@ -210,6 +214,9 @@ class Supervisor:
             # spread over milliseconds under load; one after a restore killed a run's host silently.)
             _restore_signal_handlers(previous)
             self._close_wake_pipe()
+            # The host exits next: the interpreter's last collection of its objects took 2-3 s on a
+            # busy 2-core machine (the host outlived its run by that much); frozen, they are left to the exit.
+            gc.freeze()
         return exit_code
 
     def _close_wake_pipe(self) -> None:
@@ -238,9 +245,9 @@ class Supervisor:
                 self._heartbeat(now - started)
                 next_beat = now + self.options.heartbeat_interval
             self._sleep(min(1.0, max(0.0, next_beat - now)))  # a wake-up during the checks stays in the pipe
-        # The child is gone; make sure nothing of its group survives it.
+        # The child is gone; make sure nothing of its group survives it, within the grace period.
         if procs.group_alive(proc.pid):
-            self.stop_group()
+            self.stop_group(max(0.0, self.options.grace_period - KILL_WAIT_S))
 
     def _heartbeat(self, elapsed: float) -> None:
         payload: dict[str, Any] = {"elapsed_s": round(elapsed, 3), "pid": self.run.pid}
@@ -299,9 +306,14 @@ def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:
     if threading.current_thread() is not threading.main_thread():
         return {}
     previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in hostsignals.STOP_SIGNALS:
+        if sig == signal.SIGHUP and signal.getsignal(sig) is signal.SIG_IGN:
+            continue  # started under nohup: a hangup does not stop the run
         # cancel() takes no lock (a pipe write), so it is safe in a handler that interrupts anything
         previous[sig] = signal.signal(sig, lambda signum, _frame: supervisor.cancel(f"received {signal.Signals(signum).name}"))
+    held = hostsignals.take_held()  # one that came after the run directory was made
+    if held is not None:
+        supervisor.cancel(f"received {signal.Signals(held).name}")
     return previous
 
 

@@ -60,17 +60,58 @@ def default_worker_is_cleanrl():
         os.environ["MOSAIC_DEFAULT_WORKER"] = saved
 
 
+# CI's name for the worker environments its lanes share (``.ci/run`` sets it; nobody else should):
+# without it each test session builds them in a temp dir of its own.
+TEST_VENVS_VAR = "MOSAIC_TEST_VENVS"
+# The user's own settings and secrets: no test reads them (a test that means one sets it itself).
+USER_VARS = ("MOSAIC_RUNS_DIR", "MOSAIC_TOKEN", "MOSAIC_REGISTRATION_SECRET", "MOSAIC_SECRET_EXTRAS",
+             "MOSAIC_SHARE_RUNS", "MOSAIC_CLEANRL_HOME", "MOSAIC_RAY_ADDRESS", "RAY_ADDRESS", "WANDB_API_KEY")
+
+
 @pytest.fixture(scope="session", autouse=True)
-def private_cache(tmp_path_factory):
-    """The user's cache (e.g. the CleanRL worker's env-check answers) in a temp dir per session:
-    tests never read a cache a developer's own runs left, nor leave one."""
-    saved = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+def private_user_state(tmp_path_factory):
+    """Tests never touch the user's worker environments, runs, caches, daemon state or tokens:
+    ``$MOSAIC_VENVS`` (a test build must not replace the user's environment of a worker),
+    ``$XDG_DATA_HOME`` (the default venvs and data), ``$XDG_CACHE_HOME`` (e.g. the CleanRL
+    worker's env-check answers), ``$XDG_RUNTIME_DIR`` (servers' token files) and ``$NETRC`` (W&B
+    keys) point into a temp dir per session, and :data:`USER_VARS` are unset. The worker
+    environments are CI's shared folder when ``$MOSAIC_TEST_VENVS`` names one. Runs and daemon
+    state go to each test's own directory (``workdir``, ``--runs-dir``, ``--state-dir``). pip's
+    download cache is the one thing shared with the user."""
+    home = tmp_path_factory.mktemp("user")
+    # pip's download cache stays the user's: content-addressed, it only spares a build the downloads
+    pip_cache = os.environ.get("PIP_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pip")
+    private = {"PIP_CACHE_DIR": pip_cache, "MOSAIC_VENVS": os.environ.get(TEST_VENVS_VAR) or str(home / "venvs"),
+               "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
+               "XDG_RUNTIME_DIR": str(home / "runtime"), "NETRC": str(home / "netrc")}
+    (home / "runtime").mkdir(mode=0o700)  # only a directory that exists is used
+    saved = {name: os.environ.get(name) for name in (*private, *USER_VARS)}
+    for name in USER_VARS:
+        os.environ.pop(name, None)
+    os.environ.update(private)
     yield
-    if saved is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = saved
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture
+def busy_cores():
+    """Load for stop tests: ``busy_cores()`` starts a busy loop per core this process may use
+    (real work competing with the run's processes); they are killed when the test ends."""
+    loops: list[subprocess.Popen] = []
+
+    def start() -> None:
+        for _ in range(len(os.sched_getaffinity(0))):
+            loops.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+
+    yield start
+    for loop in loops:
+        loop.kill()
+        loop.wait()
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import traceback
 from typing import Callable
 
 from mosaic_core.errors import MosaicError
+from mosaic_core.hostsignals import StoppedBeforeStart
 
 
 MAX_MESSAGE = 2000  # characters of one error line: a value a user pasted by mistake is cut, not echoed whole
@@ -34,6 +35,9 @@ def run_cli_command(action: Callable[[], int | None], verbose: bool = False, pro
             traceback.print_exc()
         print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
+    except StoppedBeforeStart as stop:  # mosaic_core.hostsignals: a run that nothing of is left
+        print(stop.line(prog), file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

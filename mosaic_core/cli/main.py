@@ -14,7 +14,7 @@ import signal
 import sys
 from typing import Any
 
-from mosaic_core import __version__, procs
+from mosaic_core import __version__, hostsignals, procs
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.errors import UsageError
@@ -278,7 +278,8 @@ def _command(argv: list[str]) -> int:
     verbose = "--verbose" in argv
     if argv[:1] == ["run"] or (argv[:1] == ["--verbose"] and argv[1:2] == ["run"]):
         rest = argv[argv.index("run") + 1:]
-        return run_cli_command(lambda: _run_worker(rest, verbose), verbose=verbose)
+        with hostsignals.guarded():  # signalled before its run directory exists, a run leaves nothing
+            return run_cli_command(lambda: _run_worker(rest, verbose), verbose=verbose)
     chosen = _chosen_command(argv)
     commands = _commands(chosen)
     parser = build_parser(commands, chosen=chosen)

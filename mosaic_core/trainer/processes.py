@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from mosaic_core import procs
-from mosaic_core.procs import group_alive, group_members, pids, read_stat, stop_group, wait_group_gone
+from mosaic_core.procs import descendants, group_alive, group_members, pids, read_stat, stop_group, wait_group_gone
 
 __all__ = ["Tracked", "descendants", "die_with_parent", "find_leader", "group_alive", "group_runs", "stop_group", "wait_group_gone"]
 
@@ -51,21 +51,6 @@ def find_leader(marker: str) -> int | None:
             except OSError:
                 continue
     return None
-
-
-def descendants(root: int) -> dict[int, tuple[int, int]]:
-    """Live descendants of ``root``: pid -> (start ticks, process group)."""
-    stats = [s for s in map(read_stat, pids()) if s is not None and s.live]
-    children: dict[int, list] = {}
-    for stat in stats:
-        children.setdefault(stat.ppid, []).append(stat)
-    found, todo = {}, [root]
-    while todo:
-        for stat in children.get(todo.pop(), ()):
-            if stat.pid not in found:
-                found[stat.pid] = (stat.start_ticks, stat.pgid)
-                todo.append(stat.pid)
-    return found
 
 
 @dataclass

@@ -35,6 +35,7 @@ from typing import Any
 from mosaic_core import procs
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
+from mosaic_core import hostsignals
 from mosaic_core.files import is_within, write_json_atomic
 from mosaic_core.launchers import Job
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
@@ -319,6 +320,9 @@ class RayRun:
         previous = {}
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             previous[sig] = signal.signal(sig, self._on_signal)
+        held = hostsignals.take_held()  # one that came after the run directory was made
+        if held is not None:
+            self._on_signal(held, None)
         return previous
 
     def _on_signal(self, signum: int, _frame: Any) -> None:

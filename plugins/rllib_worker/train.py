@@ -14,14 +14,16 @@ kept, the env runners given the restored weights, the first iteration's episodes
 ``eval_summary.json``).
 
 Checkpoints: ``checkpoints/step_<N>/`` (RLlib's ``save_to_path``) every ``--checkpoint-frequency``
-env steps and at the end, each announced with ``checkpoint_saved``. On cancel the host's SIGTERM
-reaches the local cluster's GCS and raylet too (the run's process group): the run keeps its last
-checkpoint; on an existing cluster the iteration under way finishes and is saved. Threads: the run's budget (``OMP_NUM_THREADS``, else 1)
+env steps and at the end, each announced with ``checkpoint_saved``. Cancel (SIGTERM, SIGINT): on
+the run's own cluster the run ends at once, from a thread woken by the signal (a checkpoint being
+written is finished first; :func:`end_when_signalled`), and keeps its last checkpoint; on an
+existing cluster the iteration under way finishes and is saved. Threads: the run's budget (``OMP_NUM_THREADS``, else 1)
 one torch thread in the learner (the driver; ``--torch-threads`` for more: with the run's budget of
 2 on a busy 2-core machine PPO sampled 6 env steps/s instead of 95) and one in every env runner
 (inherited on a local cluster, RLlib's ``extra_python_environs_for_worker`` on an existing one).
-Ray is shut down on completion, failure and cancel; when the host SIGKILLs the process group,
-Ray's processes of a local cluster are in it (or die with their parent).
+Ray is shut down on completion and failure; a cancelled local cluster is killed, its workers
+included; when the host SIGKILLs the process group, Ray's processes of a local cluster are in it
+(or die with their parent).
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from argparse import Namespace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from mosaic_core import procs
 from mosaic_core.threads import THREAD_VARS
 from mosaic_core.child import HostCancel, Stopped
 
@@ -51,6 +55,11 @@ EMPTY_ITERATIONS_MAX = 5
 SOCKET_PATH_MAX = 107
 # Ray's switch that makes a node's address loopback (ray._private.services.get_node_ip_address)
 LOOPBACK_NODE_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+KILL_WAIT_S = 3.0  # for the local cluster's processes to be stopped
+SAVING = threading.Lock()  # held while a checkpoint is written
+SIGNAL_WAIT_S = 1.0  # for a failure on the run's own cluster: the signal that killed it may be on its way
+_SIGNALLED = threading.Event()  # a cancel reached end_when_signalled's thread
+_ENDING = threading.Lock()
 
 
 def parse_args(argv: list[str] | None) -> Namespace:
@@ -147,17 +156,63 @@ def job_config(address: str) -> Any:
     return WithoutDriverPaths()
 
 
-def stop_ray(ns: Namespace, cancelled: bool) -> None:
-    """``ray.shutdown()``. Cancelled, a local cluster's GCS and raylet have the host's SIGTERM too
-    and would each be given a second more to exit gracefully: they are killed first."""
-    import ray
+def end_when_signalled(folder: Path | None) -> None:
+    """On the run's own cluster, the first SIGTERM or SIGINT ends the run from a thread at once
+    (after a checkpoint being written). The driver's main thread spends most of its time inside
+    Ray's C++ (``ray.wait`` on the env runners), where Python's signal handlers run only when it
+    returns: seconds later on a busy machine. The signal's wake-up fd is written at delivery."""
+    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
 
-    if cancelled and not ns.ray_address:
-        from ray._private import worker  # Ray's own handle on the processes ray.init started
+    def wait_for_signal() -> None:
+        while (received := os.read(read_fd, 1)[0]) not in (signal.SIGTERM, signal.SIGINT):
+            pass
+        _SIGNALLED.set()
+        with SAVING:
+            print(f"rllib worker: stopped by signal {received}", file=sys.stderr)
+            end_cancelled_local_run(folder, 128 + received)
 
-        if worker._global_node is not None:
-            worker._global_node.kill_all_processes(check_alive=False, allow_graceful=False, wait=True)
-    ray.shutdown()
+    threading.Thread(target=wait_for_signal, name="rllib-worker-cancel", daemon=True).start()
+
+
+def cluster_processes() -> dict[int, tuple[int, int]]:
+    """Every process of the run's local cluster: those below the driver (GCS, raylet, agents, the
+    raylet's workers) and those that inherited the run's context but lost their parent (a worker
+    whose raylet died first), found by the run's ``MOSAIC_CHILD`` in their environment."""
+    from mosaic_core.childenv import CHILD_VAR
+
+    found = procs.descendants(os.getpid())
+    if os.environ.get(CHILD_VAR):
+        found.update(procs.with_environment(CHILD_VAR, os.environ[CHILD_VAR]))
+    found.pop(os.getpid(), None)
+    return found
+
+
+def end_cancelled_local_run(folder: Path | None, code: int) -> NoReturn:
+    """End a cancelled run on its own local cluster now. Every process of the cluster
+    (:func:`cluster_processes`; Ray's workers sit in process groups of their own) is stopped
+    (SIGSTOP: it can neither write nor start another), so the private temp folder is removed with
+    nothing writing in it; then they are SIGKILLed and the driver exits at once, without Ray's
+    shutdown, whose disconnect waits on the GCS just killed (on a busy machine for longer than
+    any grace period). Killed first, the raylet took the driver down before the folder was gone:
+    Ray's core worker ends its process (exit 1) when its raylet dies, which can still come first
+    and changes only the exit code. The run keeps its last checkpoint; the metrics of the last
+    moment before the signal may not reach the host."""
+    _ENDING.acquire()  # once, from whichever thread comes first; the other waits for the exit
+    _SIGNALLED.set()
+    stopped: dict[int, tuple[int, int]] = {}
+    deadline = time.monotonic() + KILL_WAIT_S
+    while (new := {pid: found for pid, found in cluster_processes().items() if pid not in stopped}) and \
+            time.monotonic() < deadline:  # again: one the raylet started as it was stopped
+        procs.signal_processes(new, signal.SIGSTOP)
+        stopped.update(new)
+    if folder is not None:
+        remove_folder(folder)
+    procs.signal_processes(stopped, signal.SIGKILL)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def remove_folder(folder: Path, patience: float = 5.0) -> None:
@@ -199,9 +254,10 @@ def save(algo: Any, step: int, reason: str) -> Path:
     from mosaic_core.child import emit_event
 
     path = Path(CHECKPOINTS).absolute() / f"step_{step:09d}"
-    algo.save_to_path(str(path))
-    (path / STEP_FILE).write_text(json.dumps({"global_step": step, "algo": type(algo).__name__,
-                                              "iteration": algo.iteration, "reason": reason}), encoding="utf-8")
+    with SAVING:  # written whole: a cancel waits for it (end_when_signalled)
+        algo.save_to_path(str(path))
+        (path / STEP_FILE).write_text(json.dumps({"global_step": step, "algo": type(algo).__name__,
+                                                  "iteration": algo.iteration, "reason": reason}), encoding="utf-8")
     emit_event("checkpoint_saved", {"path": str(path), "global_step": step, "reason": reason,
                                     "iteration": algo.iteration})
     return path
@@ -339,27 +395,38 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     child.install()
-    # In the training loop the current iteration finishes and a checkpoint is saved; before it, at once.
+    # In the training loop on an existing cluster the current iteration finishes and a checkpoint is
+    # saved; before it, at once; on the run's own cluster, end_when_signalled ends the run at once.
     stop = HostCancel()
     # Made before ray.init (a signal can end the run within it), removed whatever the end.
     temp, folder = private_temp_dir() if not ns.ray_address else (None, None)
+    code = 1
     try:
         stop.install()
+        if not ns.ray_address:
+            end_when_signalled(folder)
         start_ray(ns, temp)
         stop.install()  # ray.init installed its own
-        return run(ns, threads, stop)
+        code = run(ns, threads, stop)
     except Exception as exc:
         # The host's SIGTERM reaches Ray's GCS and raylet too (they are in the run's process group):
-        # an iteration under way then fails, which is the cancel, not a failure.
-        if not isinstance(exc, Stopped) and not stop.requested:
+        # an iteration under way then fails, which is the cancel, not a failure (on the run's own
+        # cluster the failure may come before the signal's thread has said so).
+        if not isinstance(exc, Stopped) and not stop.requested and (
+                ns.ray_address or not _SIGNALLED.wait(SIGNAL_WAIT_S)):
             raise
         print(f"rllib worker: stopped by signal {stop.signal}", file=sys.stderr)
-        return stop.exit_code()
+        code = stop.exit_code()
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
-        stop_ray(ns, stop.requested)
+        if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address:
+            end_cancelled_local_run(folder, stop.exit_code())
+        import ray
+
+        ray.shutdown()
         if folder is not None:
             remove_folder(folder)
+    return code
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@ built by ``mosaic workers install NAME``, through ``mosaic run`` and the daemon.
 
 The example package's ``example-venv`` worker pins gymnasium 1.2.2 (the host's default lane has
 0.29.1) and has no torch: its training process proves where it ran by printing gymnasium's version
-and ``sys.prefix``. The environment is built once per test session, under ``$MOSAIC_VENVS`` when
-set (CI shares it between its lanes), else a session temp dir.
+and ``sys.prefix``. The environment is built once per test session, under the session's private
+``$MOSAIC_VENVS`` (tests/conftest.py: CI's ``$MOSAIC_TEST_VENVS``, shared by its lanes, else a temp dir).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ WORKER = "example-venv"
 
 
 @pytest.fixture(scope="session")
-def venvs(tmp_path_factory) -> Path:
-    root = Path(os.environ.get("MOSAIC_VENVS") or tmp_path_factory.mktemp("venvs") / "venvs")
+def venvs() -> Path:
+    root = Path(os.environ["MOSAIC_VENVS"])  # the session's (tests/conftest.py private_user_state)
     done = run_cli(["workers", "install", WORKER], cwd=REPO, env={"MOSAIC_VENVS": str(root)}, timeout=900)
     assert done.returncode == 0, done.stderr
     return root

@@ -1,5 +1,6 @@
 """The RLlib worker's environment, built once per test session by ``mosaic workers install rllib --extras atari,mujoco``
-(cached under ``$MOSAIC_VENVS`` when set: a later session reuses it), and helpers to run it."""
+(under the session's private ``$MOSAIC_VENVS``, tests/conftest.py: CI's shared ``$MOSAIC_TEST_VENVS``, else a temp
+dir), and helpers to run it."""
 
 import json
 import os
@@ -18,10 +19,9 @@ EXTRAS = "atari,mujoco"  # the env families the worker's capabilities claim, tes
 
 
 @pytest.fixture(scope="session")
-def rllib_env(tmp_path_factory):
+def rllib_env():
     """The environment variables under which `mosaic` finds the built RLlib environment."""
-    root = os.environ.get("MOSAIC_VENVS") or str(tmp_path_factory.mktemp("venvs"))
-    env = {**os.environ, "MOSAIC_VENVS": root}
+    env = dict(os.environ)  # $MOSAIC_VENVS: the session's (tests/conftest.py private_user_state)
     env.pop("MOSAIC_RUNS_DIR", None)
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run([*MOSAIC, "workers", "install", "rllib", "--extras", EXTRAS], env=env, capture_output=True, text=True,

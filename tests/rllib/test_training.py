@@ -105,6 +105,25 @@ def test_cancel_leaves_no_ray_process(rllib_env, tmp_path, grace):
     """SIGTERM reaches the driver and the local cluster's processes (the run's process group): the
     run ends cancelled, not failed; with a grace period too short for that, the host SIGKILLs the
     group, and Ray's workers (in groups of their own) still go with their raylet."""
+    events, folders = _cancelled(rllib_env, tmp_path, grace, timeout=120)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in folders), folders
+    if grace == "10":
+        assert folders == [], f"the run's Ray temp folder outlived it: {folders}"
+
+
+def test_sigterm_stops_a_run_within_its_grace_period_under_load(rllib_env, tmp_path, busy_cores):
+    """The goal: any run stops within 5 s of SIGTERM with every core busy. The driver ends by itself
+    (128 + SIGTERM, or 1 when Ray's core worker ends it as its raylet dies), not by the host's
+    SIGKILL when the grace period is over; no time is asserted."""
+    grace = 5
+    events, folders = _cancelled(rllib_env, tmp_path, str(grace), timeout=grace + 25, load=busy_cores)
+    assert events[-1]["payload"]["returncode"] in (128 + signal.SIGTERM, 1), "the driver outlived its grace period"
+    assert folders == [], f"the run's Ray temp folder outlived it: {folders}"
+
+
+def _cancelled(rllib_env, tmp_path, grace, timeout, load=None):
+    """SIGTERM to a run's host once it reports metrics (``load()`` first, if given); then its
+    events (the last one ``run_cancelled``, no Ray process left) and the Ray temp folders left."""
     proc = subprocess.Popen(run_args("cancel", tmp_path, total=10**6, more=("--grace-period", grace)), env=rllib_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -115,8 +134,10 @@ def test_cancel_leaves_no_ray_process(rllib_env, tmp_path, grace):
                 break
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.5)
+        if load is not None:
+            load()
         proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=120)
+        _out, err = proc.communicate(timeout=timeout)  # a host still alive then fails the test
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -135,7 +156,4 @@ def test_cancel_leaves_no_ray_process(rllib_env, tmp_path, grace):
     # Ray's temp dir (world-writable, Ray's choice) lay in a 0700 folder of the run; a folder left by
     # the host's SIGKILL is removed by the next local cluster's start (mosaic_core.files.private_dir).
     [pid] = {e["payload"]["pid"] for e in events if e["event"] == "heartbeat"}
-    folders = [p for p in Path(tempfile.gettempdir()).glob(f"rllib-{pid}.*") if p.is_dir()]
-    assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in folders), folders
-    if grace == "10":
-        assert folders == [], f"the run's Ray temp folder outlived it: {folders}"
+    return events, [p for p in Path(tempfile.gettempdir()).glob(f"rllib-{pid}.*") if p.is_dir()]

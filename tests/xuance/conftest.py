@@ -1,5 +1,6 @@
 """The XuanCe worker's environment, built once per test session by ``mosaic workers install xuance``
-(cached under ``$MOSAIC_VENVS`` when set: a later session reuses it), and helpers to run it."""
+(under the session's private ``$MOSAIC_VENVS``, tests/conftest.py: CI's shared ``$MOSAIC_TEST_VENVS``, else a temp
+dir), and helpers to run it."""
 
 import json
 import os
@@ -15,10 +16,9 @@ SMALL = {"parallels": 4, "vectorize": "DummyVecMultiAgentEnv"}  # four envs in t
 
 
 @pytest.fixture(scope="session")
-def xuance_env(tmp_path_factory):
+def xuance_env():
     """The environment variables under which `mosaic` finds the built XuanCe environment."""
-    root = os.environ.get("MOSAIC_VENVS") or str(tmp_path_factory.mktemp("venvs"))
-    env = {**os.environ, "MOSAIC_VENVS": root}
+    env = dict(os.environ)  # $MOSAIC_VENVS: the session's (tests/conftest.py private_user_state)
     env.pop("MOSAIC_RUNS_DIR", None)
     done = subprocess.run([*MOSAIC, "workers", "install", "xuance"], env=env, capture_output=True, text=True,
                           timeout=1800, stdin=subprocess.DEVNULL)

@@ -137,7 +137,22 @@ def test_policy_eval_plays_per_agent_episodes(trained, xuance_env, tmp_path):
 
 
 def test_sigterm_cancels_with_a_checkpoint_and_no_process_left(xuance_env, tmp_path):
-    proc = subprocess.Popen(run_args("cancel", tmp_path, total=10**6), env=xuance_env, stdout=subprocess.PIPE,
+    _cancelled(xuance_env, tmp_path, timeout=120)
+
+
+def test_sigterm_stops_a_run_within_its_grace_period_under_load(xuance_env, tmp_path, busy_cores):
+    """The goal: any run stops within 5 s of SIGTERM with every core busy. The training process
+    ends by itself (128 + SIGTERM), not by the host's SIGKILL when the grace period is over; no
+    time is asserted."""
+    grace = 5
+    events = _cancelled(xuance_env, tmp_path, timeout=grace + 25, more=("--grace-period", str(grace)), load=busy_cores)
+    assert events[-1]["payload"]["returncode"] == 128 + signal.SIGTERM, "the training process outlived its grace period"
+
+
+def _cancelled(xuance_env, tmp_path, timeout, more=(), load=None):
+    """SIGTERM to a run's host once it reports metrics (``load()`` first, if given): the run ends
+    cancelled with a checkpoint and no process left; returns its events."""
+    proc = subprocess.Popen(run_args("cancel", tmp_path, total=10**6, more=more), env=xuance_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
@@ -148,8 +163,10 @@ def test_sigterm_cancels_with_a_checkpoint_and_no_process_left(xuance_env, tmp_p
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.5)
         pids = {e["payload"].get("pid") for e in events_of(tmp_path / "cancel") if e["event"] == "heartbeat"}
+        if load is not None:
+            load()
         proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=120)
+        _out, err = proc.communicate(timeout=timeout)  # a host still alive then fails the test
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -160,6 +177,7 @@ def test_sigterm_cancels_with_a_checkpoint_and_no_process_left(xuance_env, tmp_p
     assert saved and saved[-1]["reason"] == "cancelled" and os.path.isfile(saved[-1]["path"])
     for pid in pids - {None}:
         assert not os.path.exists(f"/proc/{pid}"), f"training process {pid} outlived the run"
+    return events
 
 
 def test_algos_lists_algorithms_and_envs(xuance_env):

@@ -1,0 +1,81 @@
+"""The host's stop signals (SIGINT, SIGTERM, SIGHUP) while ``mosaic run`` starts a run.
+
+The contract: a run signalled before its run directory exists leaves nothing (no directory, no
+event); the host says so in one line on stderr and exits 128 + the signal (130 for SIGINT, 143
+for SIGTERM). From the moment its run directory is made, a signal cancels the run, which always
+ends with a terminal event: a signal that comes before the launcher's own handlers are in place
+(:mod:`mosaic_core.supervisor`, a launcher plugin's) is held for them (:func:`take_held`).
+
+A signal in the interpreter's first moments, before ``mosaic`` enters :func:`guarded`, ends
+the process as Python's defaults do, with nothing written either; so does one after the command
+is over (the run's end is on record by then). A hangup ignored when the host started
+(``nohup``) stays ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Any, Iterator
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_held: list[int] = []
+
+
+class StoppedBeforeStart(BaseException):
+    """A stop signal came before the run directory existed (a BaseException: no ``except
+    Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    def line(self, prog: str) -> str:
+        return f"{prog}: stopped by {signal.Signals(self.signum).name} before the run started; nothing was written"
+
+
+@contextlib.contextmanager
+def guarded() -> Iterator[None]:
+    """Around ``mosaic run``: until :func:`hold`, a stop signal ends the command at once
+    (StoppedBeforeStart); at the end the handlers found are back, and nothing is held."""
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if _main_thread() else {}
+    _install(_stop_now)
+    try:
+        yield
+    finally:
+        _install(_hold)  # a signal now must not raise on the way out
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        _held.clear()
+
+
+def hold() -> None:
+    """The run directory is about to be made: from now on a stop signal is held for the launcher."""
+    _install(_hold)
+
+
+def take_held() -> int | None:
+    """The first stop signal held since :func:`hold` (each is taken once), or None."""
+    return _held.pop(0) if _held else None
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _install(handler: Any) -> None:
+    if not _main_thread():
+        return
+    for sig in STOP_SIGNALS:
+        if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, handler)
+
+
+def _stop_now(signum: int, _frame: Any) -> None:
+    raise StoppedBeforeStart(signum)
+
+
+def _hold(signum: int, _frame: Any) -> None:
+    _held.append(signum)

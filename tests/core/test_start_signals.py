@@ -1,0 +1,75 @@
+"""Stopping ``mosaic run`` while it starts (``mosaic_core.hostsignals``): a run signalled before
+its run directory exists leaves nothing and says so in one line, exit 128 + the signal; from the
+moment the directory exists, the run always ends with a terminal event (``run_cancelled``).
+
+The signal comes at two real moments of a real start: as soon as the host handles SIGTERM (its
+start-up guard is in place), and as soon as the run directory appears. Which side of the
+directory's making a signal lands on is the machine's business; each outcome must be one of the
+two the contract allows.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BIN
+
+SLEEPER = '''
+import time
+from dataclasses import dataclass
+import tyro
+
+@dataclass
+class Args:
+    env_id: str = "CartPole-v1"
+    total_timesteps: int = 10
+    seed: int = 1
+
+tyro.cli(Args)
+time.sleep(300)
+'''
+
+
+def handles(pid: int, sig: signal.Signals) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (``/proc/<pid>/status``: SigCgt)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught, 16) >> (sig - 1) & 1)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("moment", ["guarded", "directory"])
+def test_a_run_signalled_while_it_starts_leaves_nothing_or_a_terminal_event(workdir, runs_root, moment, sig):
+    (workdir / "sleeper.py").write_text(SLEEPER)
+    host = subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "sleeper.py", "--env-id",
+                             "CartPole-v1", "--total-timesteps", "10", "--run-id", "r", "--json"], cwd=workdir,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = runs_root / "r"
+    try:
+        deadline = time.monotonic() + 120
+        while not (handles(host.pid, signal.SIGTERM) if moment == "guarded" else run_dir.exists()):
+            assert host.poll() is None and time.monotonic() < deadline, host.communicate()
+            time.sleep(0.005)
+        host.send_signal(sig)
+        out, err = host.communicate(timeout=120)
+    finally:
+        if host.poll() is None:
+            host.kill()
+    assert "Traceback" not in err
+    if not run_dir.exists():
+        assert host.returncode == 128 + sig and out == ""
+        assert err.splitlines() == [f"mosaic: stopped by {sig.name} before the run started; nothing was written"]
+        return
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    ends = [e for e in events if e["event"] in ("run_completed", "run_failed", "run_cancelled")]
+    assert host.returncode == 130 and len(ends) == 1 and events[-1] is ends[0] and ends[0]["event"] == "run_cancelled"
+    assert sig.name in ends[0]["payload"]["reason"]
