@@ -30,7 +30,11 @@ def console(file: IO[str] | None = None) -> Any:
 def said_if_slow(what: str, after: float = 2.0) -> Iterator[None]:
     """``mosaic: WHAT…`` on stderr if the block still runs after ``after`` seconds: a step that
     is quick on an idle machine and long on a loaded one (a check in a worker's own environment
-    that imports Ray) says what it is doing instead of leaving the terminal silent."""
+    that imports Ray) says what it is doing instead of leaving the terminal silent. Only at a
+    terminal: where stderr is a file or a pipe (a script, a test), a refusal stays one line."""
+    if not sys.stderr.isatty():
+        yield
+        return
     timer = threading.Timer(after, lambda: print(f"mosaic: {what}…", file=sys.stderr, flush=True))
     timer.daemon = True
     timer.start()

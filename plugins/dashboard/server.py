@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Callable
 
 import uvicorn
 
@@ -42,11 +43,20 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, ending the dashboard's endless streams first when it shuts down."""
+    """uvicorn's server, ending the dashboard's endless streams first when it shuts down. It says
+    it is ready (``ready()``) once it listens with its signal handlers in place: a Ctrl-C that
+    follows the ready line always stops it (one sent before uvicorn's handlers could land in
+    asyncio's own, which cancels a task uvicorn has not started, and the server ran on)."""
 
-    def __init__(self, config: uvicorn.Config, dashboard: object):
+    def __init__(self, config: uvicorn.Config, dashboard: object, ready: Callable[[], None]):
         super().__init__(config)
         self.dashboard = dashboard
+        self.ready = ready
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started and not self.should_exit:
+            self.ready()
 
     async def shutdown(self, sockets=None) -> None:
         self.dashboard.stop()
@@ -69,13 +79,16 @@ def serve(host: str, port: int, runs_dir: str | None, target: str | None, daemon
     url = token.url(f"http://{shown_host}:{port}/")
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=2,
                             lifespan="off", server_header=False)
-    server = _Server(config, dashboard_app.state.dashboard)
-    print(json.dumps({"event": "serve_ready", "url": url, "host": host, "port": port, "pid": os.getpid(),
-                      "runs_dir": str(root), "target": target, "token_required": True,
-                      "token_file": str(token.file)}), flush=True)
-    print(f"mosaic serve: dashboard at the URL above (open it with its token; the token is also in "
-          f"{token.file}, 0600, until the server stops); runs from {root}"
-          f"{f', daemon {target}' if target else ''}; Ctrl-C stops it", file=sys.stderr, flush=True)
+
+    def ready() -> None:
+        print(json.dumps({"event": "serve_ready", "url": url, "host": host, "port": port, "pid": os.getpid(),
+                          "runs_dir": str(root), "target": target, "token_required": True,
+                          "token_file": str(token.file)}), flush=True)
+        print(f"mosaic serve: dashboard at the URL above (open it with its token; the token is also in "
+              f"{token.file}, 0600, until the server stops); runs from {root}"
+              f"{f', daemon {target}' if target else ''}; Ctrl-C stops it", file=sys.stderr, flush=True)
+
+    server = _Server(config, dashboard_app.state.dashboard, ready)
     try:
         server.run(sockets=[sock])
     finally:

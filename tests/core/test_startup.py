@@ -108,9 +108,27 @@ def test_discovery_alone_is_light():
     assert result.stdout.strip() == "[]", result.stderr
 
 
-def test_a_slow_step_says_what_it_is_doing_and_a_quick_one_says_nothing():
+def test_a_slow_step_says_what_it_is_doing_at_a_terminal_and_a_quick_one_says_nothing():
+    import pty
+
     code = ("import time\nfrom mosaic_core.cli.console import said_if_slow\n"
             "with said_if_slow('checking the quick thing', after=5):\n    pass\n"
             "with said_if_slow('starting the slow thing', after=0.05):\n    time.sleep(1.0)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0 and result.stderr == "mosaic: starting the slow thing…\n", result.stderr
+    leader, terminal = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-c", code], stderr=terminal, timeout=60)
+        os.close(terminal)
+        said = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the terminal's other side is closed and drained
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0 and said.decode() == "mosaic: starting the slow thing…\r\n", said
+    piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0 and piped.stderr == ""  # a script's or a test's stderr: one line stays one
