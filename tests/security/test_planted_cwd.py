@@ -111,7 +111,12 @@ def test_the_dashboard_and_a_daemon_run_from_a_planted_folder_import_nothing_of_
         assert json.loads(serve.stdout.readline())["url"].startswith("http://127.0.0.1:")
     finally:
         serve.send_signal(signal.SIGINT)
-        serve.wait(timeout=60)
+        try:
+            serve.wait(timeout=60)
+        finally:
+            if serve.poll() is None:  # the test fails on the timeout; the server is not left behind
+                serve.kill()
+                serve.wait()
     daemon = DaemonProcess([str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--state-dir",
                             str(private / "state")], planted.path)
     try:
