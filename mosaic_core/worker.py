@@ -25,6 +25,7 @@ from mosaic_core.errors import UsageError
 
 if TYPE_CHECKING:
     from mosaic_core.config import WorkerConfig
+    from mosaic_core.contract import CheckpointLayout
     from mosaic_core.entrypoints import LoadedEntryPoint
     from mosaic_core.runs import RunContext
     from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch, WorkerForm
@@ -74,6 +75,14 @@ class Worker:
         or calls (read them in :meth:`plan` with ``run.setting(Type)``). A run that asks for
         one not listed here is refused in one line naming the setting and this worker."""
         return ()
+
+    def checkpoint_layout(self, config: WorkerConfig) -> CheckpointLayout | None:
+        """How this worker's checkpoints look in a run directory of ``config``
+        (:class:`mosaic_core.contract.CheckpointLayout`: a file or directory pattern with one
+        ``{step}``, the format, whether loading it runs code). The host finds the newest one to
+        resume from or evaluate with it; None (the default): runs of this worker cannot be
+        resumed or evaluated by the host."""
+        return None
 
     def describe_options(self, algo: str | None) -> WorkerForm:
         """What a submit form (the dashboard's) offers for ``algo`` (None: the worker's

@@ -1,0 +1,256 @@
+"""The run contract, written once for every worker: modes, checkpoints, evaluation results.
+
+The host owns a run's life, not only its start and end (DESIGN.md, "The run contract"). What
+every worker does the same way is here; a worker only says how its checkpoints look
+(:class:`CheckpointLayout`, from :meth:`mosaic_core.worker.Worker.checkpoint_layout`) and how
+to start each mode (:meth:`~mosaic_core.worker.Worker.plan`).
+
+- **Modes** ``train``, ``resume``, ``evaluate`` (:data:`MODES`); ``resume_training`` and
+  ``policy_eval`` are read as their old names (:func:`normalize_mode`). A worker may add its
+  own (the CleanRL worker's ``interactive``).
+- **Standard extras keys** (:data:`STANDARD_KEYS`) are declared here, not per worker.
+- **Checkpoints** are :class:`Checkpoint` records found by the layout a worker declares;
+  :func:`newest_checkpoint` is the one lookup.
+- **A stop that keeps the run** (:class:`StopOnSignal`): SIGTERM, SIGUSR1 (what schedulers
+  send before a time limit) and SIGINT ask the training program to checkpoint at its next safe
+  point and end as killed by that signal, so the host records a resumable cancel.
+- **Evaluation results** are one schema, ``mosaic.eval/1`` (:func:`eval_result`), written
+  atomically as ``eval.json`` (:func:`write_eval`), with the same defaults for every worker
+  (:data:`EVAL_EPISODES` episodes, seeds disjoint from training's: :func:`eval_seeds`).
+
+Nothing here imports torch, numpy or a worker: the host and every training program use it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from mosaic_core.types import ExtrasKey
+
+MODES = ("train", "resume", "evaluate")
+OLD_NAMES = {"resume_training": "resume", "policy_eval": "evaluate"}
+
+EVAL_EPISODES = 10
+EVAL_SEED_OFFSET = 1_000_000  # evaluation seeds start here past the training seed
+EVAL_SCHEMA = "mosaic.eval/1"
+EVAL_FILE = "eval.json"
+
+STANDARD_KEYS = [
+    ExtrasKey("mode", "train (default), resume or evaluate (resume_training and policy_eval are read as "
+                      "resume and evaluate)"),
+    ExtrasKey("checkpoint_path", "resume / evaluate: a checkpoint, or a run directory (its newest checkpoint)"),
+    ExtrasKey("policy_path", "evaluate: the old name of checkpoint_path"),
+    ExtrasKey("checkpoint_frequency", "save a checkpoint every N env steps (0 or absent: at the end and on a stop)"),
+    ExtrasKey("save_replay_buffer", "off-policy algorithms: keep the replay buffer in checkpoints (its size is said)"),
+    ExtrasKey("eval_episodes", f"evaluation episodes (default {EVAL_EPISODES}, the same for every worker)"),
+    ExtrasKey("eval_deterministic", "evaluate with the greedy / mean action"),
+    ExtrasKey("eval_seed", f"the first evaluation seed (default: training seed + {EVAL_SEED_OFFSET:,})"),
+    ExtrasKey("eval_every_checkpoint", "evaluate each checkpoint as training goes (an eval_result event each)"),
+]
+
+
+def normalize_mode(mode: Any) -> Any:
+    """``mode`` with the old names read as the contract's (``None`` and ``""``: ``train``).
+    Anything else is returned as given, for validation to name."""
+    if mode in (None, ""):
+        return "train"
+    return OLD_NAMES.get(mode, mode) if isinstance(mode, str) else mode
+
+
+# Checkpoints --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckpointLayout:
+    """How a worker's checkpoints look inside a run directory.
+
+    ``pattern`` is a path relative to the run directory with one ``{step}`` field, e.g.
+    ``"checkpoints/step_{step}.cleanrl_model"`` (``kind="file"``) or
+    ``"checkpoints/step_{step}"`` (``kind="dir"``); ``{run_id}`` may appear too. ``format``
+    names the format (``"mosaic.cleanrl_model"``); ``code`` says whether loading it runs code
+    (pickles: then it loads only from a run the owner made or trusted)."""
+
+    pattern: str
+    format: str
+    kind: Literal["file", "dir"] = "file"
+    code: bool = False
+
+    def __post_init__(self) -> None:
+        if self.pattern.count("{step}") != 1 or self.pattern.startswith("/") or ".." in Path(self.pattern).parts:
+            raise ValueError(f"CheckpointLayout.pattern must be a relative path with one {{step}}, got {self.pattern!r}")
+        if self.kind not in ("file", "dir"):
+            raise ValueError(f"CheckpointLayout.kind must be 'file' or 'dir', got {self.kind!r}")
+
+    def path(self, run_dir: Path, step: int, run_id: str = "") -> Path:
+        return run_dir / self.pattern.format(step=step, run_id=run_id)
+
+    def regex(self, run_id: str = "") -> re.Pattern[str]:
+        head, tail = self.pattern.split("{step}")
+        escape = lambda text: re.escape(text.replace("{run_id}", run_id))  # noqa: E731
+        return re.compile(f"^{escape(head)}(?P<step>[0-9]+){escape(tail)}$")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint the host knows: where, at which env step, in which format."""
+
+    path: Path
+    step: int
+    format: str
+    code: bool = False
+
+    def payload(self) -> dict[str, Any]:
+        return {"path": str(self.path), "step": self.step, "format": self.format, "code": self.code}
+
+
+def find_checkpoints(run_dir: Path, layout: CheckpointLayout, run_id: str = "") -> list[Checkpoint]:
+    """The checkpoints of ``layout`` under ``run_dir``, oldest step first. Links are not
+    followed and entries of the wrong kind are skipped; only the pattern's folder is listed."""
+    pattern = layout.regex(run_id)
+    parent = layout.path(run_dir, 0, run_id).parent
+    found = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return []
+    for entry in entries:
+        relative = (parent / entry.name).relative_to(run_dir).as_posix()
+        match = pattern.match(relative)
+        if not match or entry.is_symlink():
+            continue
+        if (layout.kind == "dir") != entry.is_dir(follow_symlinks=False):
+            continue
+        found.append(Checkpoint(Path(entry.path), int(match["step"]), layout.format, layout.code))
+    return sorted(found, key=lambda c: c.step)
+
+
+def newest_checkpoint(run_dir: Path, layout: CheckpointLayout, run_id: str = "") -> Checkpoint | None:
+    found = find_checkpoints(run_dir, layout, run_id)
+    return found[-1] if found else None
+
+
+# Evaluation ---------------------------------------------------------------------------------
+
+def eval_seeds(episodes: int, training_seed: int | None = None, eval_seed: int | None = None) -> list[int]:
+    """One reset seed per evaluation episode: ``eval_seed, eval_seed + 1, …``; by default
+    :data:`EVAL_SEED_OFFSET` past the training seed, so they never meet training's seeds."""
+    if episodes < 1:
+        raise ValueError(f"episodes must be at least 1, got {episodes}")
+    start = eval_seed if eval_seed is not None else (training_seed or 0) + EVAL_SEED_OFFSET
+    return [start + i for i in range(episodes)]
+
+
+def iqm(values: Sequence[float]) -> float:
+    """The interquartile mean: the mean of the middle 50 % (rliable's definition,
+    ``scipy.stats.trim_mean(values, 0.25)``: a quarter cut from each end, rounded down)."""
+    ordered = sorted(float(v) for v in values)
+    if not ordered:
+        return math.nan
+    cut = int(0.25 * len(ordered))
+    middle = ordered[cut:len(ordered) - cut]
+    return sum(middle) / len(middle)
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def eval_result(*, worker: str, algo: str, env_id: str, checkpoint: str, global_step: int,
+                returns: Sequence[float], lengths: Sequence[int], seeds: Sequence[int], deterministic: bool,
+                agent_returns: Sequence[dict[str, float]] | None = None,
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The one evaluation schema, ``mosaic.eval/1``. ``returns`` are per-episode (team returns
+    for multi-agent runs, whose per-agent returns go in ``agent_returns``); normalisation is
+    always frozen during evaluation."""
+    if not (len(returns) == len(lengths) == len(seeds)) or (agent_returns is not None and len(agent_returns) != len(returns)):
+        raise ValueError("returns, lengths, seeds (and agent_returns) must have one entry per episode")
+    episodes = []
+    for i, (ret, length, seed) in enumerate(zip(returns, lengths, seeds)):
+        episode: dict[str, Any] = {"return": float(ret), "length": int(length), "seed": int(seed)}
+        if agent_returns is not None:
+            episode["agents"] = {str(k): float(v) for k, v in agent_returns[i].items()}
+        episodes.append(episode)
+    mean, std = _mean_std([float(r) for r in returns])
+    return {
+        "schema": EVAL_SCHEMA, "worker": worker, "algo": algo, "env_id": env_id,
+        "checkpoint": checkpoint, "global_step": int(global_step),
+        "protocol": {"episodes": len(episodes), "deterministic": bool(deterministic),
+                     "first_seed": int(seeds[0]) if seeds else None, "normalization": "frozen"},
+        "episodes": episodes,
+        "mean": mean, "std": std, "iqm": iqm(returns),
+        "written": time.time(),
+        **(extra or {}),
+    }
+
+
+def write_eval(path: Path, result: dict[str, Any]) -> Path:
+    """Write ``result`` as JSON atomically (a temporary file in the same folder, then rename);
+    a file of ours only: an existing link at ``path`` is replaced, never followed."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(result, handle, indent=2, allow_nan=True)
+        handle.write("\n")
+    os.replace(temporary, path)
+    return path
+
+
+# Stopping -----------------------------------------------------------------------------------
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+
+class StopOnSignal:
+    """A stop that keeps the run, for a training program's main loop::
+
+        stop = StopOnSignal()
+        for global_step in range(...):
+            ...
+            if stop.requested:
+                break
+        save(...)        # a checkpoint of the run as it is now
+        stop.exit()      # the process ends as killed by the signal (a no-op without a stop)
+
+    A second signal ends the process at once; the host's SIGKILL after its grace period
+    bounds the whole stop. Installed only from the main thread."""
+
+    def __init__(self, signals: tuple[int, ...] = STOP_SIGNALS):
+        self.signum: int | None = None
+        if threading.current_thread() is threading.main_thread():
+            for signum in signals:
+                signal.signal(signum, self._received)
+
+    def _received(self, signum: int, _frame: Any) -> None:
+        if self.signum is not None:  # asked twice: no more waiting
+            self._reraise(signum)
+        self.signum = signum
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def exit(self) -> None:
+        """After a requested stop, end the process as killed by the signal (a no-op otherwise)."""
+        if self.signum is not None:
+            print(f"stopped by {signal.Signals(self.signum).name} after saving what the run keeps", file=sys.stderr)
+            sys.stderr.flush()
+            sys.stdout.flush()
+            self._reraise(self.signum)
+
+    @staticmethod
+    def _reraise(signum: int) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
