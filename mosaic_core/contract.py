@@ -33,9 +33,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from mosaic_core.types import ExtrasKey
+
+if TYPE_CHECKING:
+    import argparse
 
 MODES = ("train", "resume", "evaluate")
 OLD_NAMES = {"resume_training": "resume", "policy_eval": "evaluate"}
@@ -254,3 +257,30 @@ class StopOnSignal:
     def _reraise(signum: int) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+
+
+# The training program's side ----------------------------------------------------------------
+
+def add_host_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The host's fields on a training program's command line, the same names for every worker
+    whose program the host starts with them (``--env`` is the worker's own: env ids differ)::
+
+        --algo A --total-timesteps N [--seed S] --mode train|resume|evaluate
+        [--checkpoint PATH]            resume / evaluate: the checkpoint to load
+        [--checkpoint-frequency N]     save every N env steps (0: at the end and on a stop)
+        [--eval-episodes N] [--eval-seed S] [--eval-deterministic] [--eval-out eval.json]
+        [--video out.mp4] [--torch-threads T]
+    """
+    parser.add_argument("--algo", required=True)
+    parser.add_argument("--total-timesteps", type=int, default=0, help="the budget (training modes)")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--mode", type=normalize_mode, choices=MODES, default="train")
+    parser.add_argument("--checkpoint", help="resume / evaluate: the checkpoint to load")
+    parser.add_argument("--checkpoint-frequency", type=int, default=0)
+    parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
+    parser.add_argument("--eval-seed", type=int)
+    parser.add_argument("--eval-deterministic", action="store_true")
+    parser.add_argument("--eval-out", default=EVAL_FILE, help="where evaluate writes its result")
+    parser.add_argument("--video", help="evaluate: record the episodes to this .mp4")
+    parser.add_argument("--torch-threads", type=int, default=1, help="torch's threads (default 1)")
+    return parser
