@@ -142,3 +142,17 @@ def test_the_readme_is_a_door():
     assert "make train" in readme and "make test" in readme
     for folder in sorted(p.name for p in (ROOT / "plugins").iterdir() if (p / "__init__.py").is_file()):
         assert f"plugins/{folder}/" in readme, f"the README's layout misses plugins/{folder}/"
+
+
+def test_the_code_cites_only_documents_the_repository_has():
+    """A comment's `docs/x.md` or `DESIGN.md` names a file here (a design note kept elsewhere is no
+    reference a reader can follow)."""
+    cited = re.compile(r"(?<![\w./-])((?:[\w-][\w.-]*/)+[\w.-]+\.md|[A-Z][A-Z_-]*\.md)\b")
+    dangling = []
+    for folder in ("mosaic_core", "plugins", "examples", "bench", ".ci"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix in (".py", ".proto", ".toml", ".sh") or path.name == "run":
+                for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                    dangling += [f"{path.relative_to(ROOT)}:{number}: {name}" for name in cited.findall(line)
+                                 if not (ROOT / name).exists()]
+    assert dangling == []
