@@ -7,9 +7,9 @@ PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 # Optional extras installed in both venvs: the test suite exercises them (their tests skip without
 # them; cleanrl, analytics and wandb are the built-in worker's and plugins' heavy dependencies, which
 # the light core leaves out). `make extras` adds them to venvs built before.
-EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray
+EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray,docs
 
-.PHONY: venv extras train test test-gym1 test-extras proto clean browser-deps
+.PHONY: venv extras train test test-gym1 test-extras proto clean browser-deps docs
 
 venv: $(VENV)/.installed
 
@@ -84,9 +84,17 @@ browser-deps: venv
 	test -x /usr/bin/chromium || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-liberation)
 	$(BIN)/pip install -q playwright==1.64.1
 
+# The manual as a site (mkdocs.yml): a broken link, anchor or included file fails the build. The
+# reference pages are generated from the code first, so a stale one fails here too (regenerate:
+# `python -m mosaic_core.refdocs`, `python -m mosaic_core.hookdocs > docs/hooks.md`).
+docs: venv
+	$(BIN)/python -m mosaic_core.refdocs --check
+	$(BIN)/python -m mosaic_core.hookdocs | cmp -s - docs/hooks.md || { echo "docs/hooks.md is stale: python -m mosaic_core.hookdocs > docs/hooks.md" >&2; exit 1; }
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(or $(SITE_DIR),site)
+
 # Regenerate the gRPC code from mosaic_core/trainer/trainer.proto (generated files are committed).
 proto: venv
 	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. mosaic_core/trainer/trainer.proto
 
 clean:
-	rm -rf $(VENV) $(GYM1) $(EXTRAS_VENV) var runs wandb
+	rm -rf $(VENV) $(GYM1) $(EXTRAS_VENV) var runs wandb site

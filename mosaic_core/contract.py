@@ -1,6 +1,6 @@
 """The run contract, written once for every worker: modes, checkpoints, evaluation results.
 
-The host owns a run's life, not only its start and end (DESIGN.md, "The run contract"). What
+The host owns a run's life, not only its start and end (`docs/run-contract.md`). What
 every worker does the same way is here; a worker only says how its checkpoints look
 (:class:`CheckpointLayout`, from :meth:`mosaic_core.worker.Worker.checkpoint_layout`) and how
 to start each mode (:meth:`~mosaic_core.worker.Worker.plan`).

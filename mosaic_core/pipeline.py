@@ -52,7 +52,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def host_parser(prog: str, worker_name: str, description: str) -> argparse.ArgumentParser:
-    """The flags every worker's runs share (DESIGN.md §5); a worker adds its own after them."""
+    """The flags every worker's runs share (the worker config's fields and the host's options: the
+    CLI reference, `docs/reference/cli.md`); a worker adds its own after them."""
     parser = OneLineParser(prog=prog, description=description, allow_abbrev=False,
                                      epilog="Lifecycle events are printed as JSON lines on stdout (at a terminal: "
                                             "human lines; --json for JSON there too).")
