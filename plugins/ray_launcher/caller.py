@@ -159,7 +159,7 @@ class RayRun:
         if attempt > 1:  # what fitted before may be gone with the node: say so rather than wait forever
             cluster.check_resources(settings)
         actor, self.first_actor = self.first_actor or new_actor(settings), None
-        relays = Relays(self.job.host.run_relays(run.run_id, redact(run.config.extras), "caller"))
+        relays = Relays(self.job.host.run_relays(run.run_id, redact(run.config.extras), "caller"), self.job.host)
         try:
             runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
             start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
@@ -187,6 +187,7 @@ class RayRun:
             marks = relays.due() if self.started else None  # plugins' live data: once the run started here
             reply = self._wait(actor.read.remote(seen, marks, POLL_S), actor, "read", cancellable=False)
             relays.deliver(reply.get("relayed") or {})
+            relays.record_node_failures(reply.get("relay_failures") or {})
             seen += len(reply["lines"])
             for line in reply["lines"]:
                 record = _parse(line)
@@ -344,8 +345,8 @@ class RayRun:
 class Relays:
     """The caller's side of the plugins' relays (``mosaic_run_relay``), each asked at its rate."""
 
-    def __init__(self, relays: dict[str, Any]):
-        self.relays = relays
+    def __init__(self, relays: dict[str, Any], host: Any = None):
+        self.relays, self.host = relays, host  # host: where a relay's failure is recorded, as a hook's
         self.next_due = {plugin: 0.0 for plugin in relays}
 
     def due(self) -> dict[str, Any] | None:
@@ -355,7 +356,7 @@ class Relays:
             if now < self.next_due[plugin]:
                 continue
             self.next_due[plugin] = now + 1.0 / max(float(relay.rate_hz), 0.1)
-            mark = self._guarded(plugin, relay.mark)
+            mark = self._guarded(plugin, relay.mark, "mark")
             if mark is not None:
                 marks[plugin] = mark
         return marks or None
@@ -364,14 +365,27 @@ class Relays:
         for plugin, items in relayed.items():
             relay = self.relays.get(plugin)
             if relay is not None and items:
-                self._guarded(plugin, lambda: relay.deliver(items))
+                self._guarded(plugin, lambda: relay.deliver(items), "deliver")
 
-    def _guarded(self, plugin: str, call: Any) -> Any:
+    def record_node_failures(self, failures: dict[str, str]) -> None:
+        """The node's side of a relay failed (``RemoteRun.read`` said so): recorded, and ours stops."""
+        for plugin, error in failures.items():
+            self._record(plugin, "collect", error, "node")
+            if plugin in self.relays:
+                self._drop(plugin)
+
+    def _guarded(self, plugin: str, call: Any, what: str) -> Any:
         try:
             return call()
-        except Exception:  # isolate: that plugin's relay stops, the run and its events go on
+        except Exception as exc:  # isolate: that plugin's relay stops, the run and its events go on
+            self._record(plugin, what, f"{type(exc).__name__}: {exc}", "caller")
             self._drop(plugin)
             return None
+
+    def _record(self, plugin: str, what: str, error: str, where: str) -> None:
+        """As a hook's failure: named once on stderr, listed in the manifest's plugin failures."""
+        if self.host is not None:
+            self.host.record_failure(plugin, f"mosaic_run_relay.{what}", error, where=where)
 
     def _drop(self, plugin: str) -> None:
         relay = self.relays.pop(plugin)

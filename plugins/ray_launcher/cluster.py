@@ -67,6 +67,16 @@ class Settings:
         return {k: v for k, v in wanted.items() if v > 0}
 
 
+def validate(raw: dict[str, Any], num_cpus: int | None) -> list[str]:
+    """The launcher's check before a run is prepared: settings well formed, the address answers
+    (a TCP connect; joining is ``start_early``'s). No Ray import."""
+    settings = Settings.parse(raw, num_cpus)
+    problem = _answers(settings.address)
+    if problem:
+        return [f"Ray cluster at {settings.address} does not answer: {problem} (is `ray start --head` running there?)"]
+    return []
+
+
 def _number(flag: str, value: Any, default: float, minimum: float, integer: bool = False) -> float:
     if value in (None, ""):
         return default

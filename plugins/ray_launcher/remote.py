@@ -103,6 +103,7 @@ class RemoteRun:
         self.work: Path | None = None
         self.run_dir: Path | None = None
         self.relays: dict[str, Any] = {}  # plugin -> its RunRelay for this run (mosaic_run_relay, side "node")
+        self.relay_failures: dict[str, str] = {}  # plugin -> why its relay stopped, for the caller to record
 
     def start(self, argv: list[str], config_text: str, env: dict[str, str], runs_dir: str | None,
               run_id: str, num_cpus: float, relaying: list[str] | None = None) -> dict[str, Any]:
@@ -155,7 +156,8 @@ class RemoteRun:
                 continue
             try:
                 env.update(relay.node_env())
-            except Exception:  # isolate: that plugin relays nothing; the run goes on
+            except Exception as exc:  # isolate: that plugin relays nothing; the run goes on (the caller records it)
+                self.relay_failures[plugin] = f"{type(exc).__name__}: {exc}"
                 _close_quietly(relay)
                 continue
             self.relays[plugin] = relay
@@ -184,9 +186,11 @@ class RemoteRun:
             relay = self.relays.get(plugin)
             try:
                 relayed[plugin] = relay.collect(mark) if relay is not None else []
-            except Exception:  # isolate: a plugin whose relay fails relays nothing more
+            except Exception as exc:  # isolate: a plugin whose relay fails relays nothing more (recorded by the caller)
+                self.relay_failures[plugin] = f"{type(exc).__name__}: {exc}"
                 _close_quietly(self.relays.pop(plugin))
-        return {"lines": lines, "returncode": code, "stderr_tail": tail, "relayed": relayed}
+        failures, self.relay_failures = self.relay_failures, {}
+        return {"lines": lines, "returncode": code, "stderr_tail": tail, "relayed": relayed, "relay_failures": failures}
 
     def cancel(self, note: str | None, signum: int = signal.SIGINT) -> None:
         """Ask the run to stop as the caller was asked: ``note`` (a sweep's pruning decision) into

@@ -37,7 +37,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--runs-dir", help="runs root for the trials' runs (default var/trainer/runs or $MOSAIC_RUNS_DIR)")
     # Set by --workers N for its worker processes: the worker's index (the study exists already).
     run.add_argument("--as-worker", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
-    # Where each seed's `mosaic run` executes (--ray-address…): passed on to them in their environment.
+    # Where each seed's `mosaic run` executes (--launcher, --ray-address…): passed on on their command lines.
     launchers.add_arguments(run)
 
     for name, text in (("status", "trials, states, best so far and running workers of a study"),
@@ -86,11 +86,12 @@ def _sweep_run(ns: argparse.Namespace) -> int:
 
     if ns.workers is not None and ns.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {ns.workers}")
-    launchers.export_settings(ns)  # the seeds' `mosaic run` (and --workers' processes) inherit them
+    choice = launchers.select(ns)  # the seeds' `mosaic run` (and --workers' processes) get choice.argv()
+    choice.check()  # a cluster that does not answer, no sbatch: one line before any study is made
     spec = load_spec(ns.spec).with_overrides(study_name=ns.study_name, max_trials=ns.max_trials,
                                              total_timesteps=ns.total_timesteps, seeds=ns.seeds, storage=ns.storage)
     if ns.workers is None:
-        ns.workers = 1 if ns.as_worker is not None else _default_workers(ns, spec.max_trials)
+        ns.workers = 1 if ns.as_worker is not None else _default_workers(choice, spec.max_trials)
     location = storage.resolve(spec.storage, spec.study_name)
     runs_root = Path(ns.runs_dir) if ns.runs_dir else default_runs_root()
     study.build_sampler(spec), study.build_pruner(spec)  # option errors before anything is written
@@ -103,9 +104,9 @@ def _sweep_run(ns: argparse.Namespace) -> int:
                                   spec.max_retries)
     the_study = study.open_study(spec, handle, create=not worker_process, shown_url=location.shown)
     if worker_process or ns.workers == 1:
-        code = worker.run_worker(spec, the_study, location, runs_root)
+        code = worker.run_worker(spec, the_study, location, runs_root, choice.argv())
     else:
-        code = _spawn_workers(ns)
+        code = _spawn_workers(ns, choice)
     if not worker_process:
         from mosaic_sweep import report
 
@@ -113,10 +114,10 @@ def _sweep_run(ns: argparse.Namespace) -> int:
     return code
 
 
-def _default_workers(ns: argparse.Namespace, max_trials: int) -> int:
+def _default_workers(choice: launchers.LauncherChoice, max_trials: int) -> int:
     """1 here; on a launcher that knows its capacity (a Ray cluster) that many, at most the
     study's trials, said on stderr."""
-    fits = launchers.capacity(ns)
+    fits = launchers.capacity(choice)
     if fits is None:
         return 1
     runs, why = fits
@@ -126,12 +127,12 @@ def _default_workers(ns: argparse.Namespace, max_trials: int) -> int:
     return workers
 
 
-def _spawn_workers(ns: argparse.Namespace) -> int:
+def _spawn_workers(ns: argparse.Namespace, choice: launchers.LauncherChoice) -> int:
     """N worker processes, each this same command with ``--as-worker``; SIGTERM/SIGINT to this
     process is passed on to all of them (each cancels its running seed and exits)."""
     from mosaic_sweep.seeds import _die_with_parent, mosaic_command
 
-    command = [*mosaic_command(), "sweep", "run", ns.spec]
+    command = [*mosaic_command(), "sweep", "run", ns.spec, *choice.argv()]
     for flag in ("study_name", "max_trials", "total_timesteps", "seeds", "storage", "runs_dir"):
         if getattr(ns, flag) is not None:
             command += [f"--{flag.replace('_', '-')}", str(getattr(ns, flag))]

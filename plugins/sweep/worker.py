@@ -98,12 +98,15 @@ def _signals(stopper: Stopper) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run_worker(spec: SweepSpec, study: Any, location: StorageURL, runs_root: Path) -> int:
-    """Run trials until the budget is covered; 0 when done, 130 when stopped by a signal."""
+def run_worker(spec: SweepSpec, study: Any, location: StorageURL, runs_root: Path,
+               launcher_argv: list[str] | None = None) -> int:
+    """Run trials until the budget is covered; 0 when done, 130 when stopped by a signal.
+    ``launcher_argv``: where each seed's ``mosaic run`` executes (``LauncherChoice.argv()``)."""
     import optuna
 
     stopper, lock = Stopper(), FileLock(location)
-    objective = TrialObjective(spec, runs_root, location.shown, stopper, before_trial=lock.release)
+    objective = TrialObjective(spec, runs_root, location.shown, stopper, before_trial=lock.release,
+                               launcher_argv=launcher_argv)
     limit, failures = budget(spec), 0
     with _signals(stopper):
         while stopper.reason is None:
