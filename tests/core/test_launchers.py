@@ -18,7 +18,8 @@ def test_the_installed_ray_launcher_is_discovered_with_its_options():
     found = {item.name: item for item in launchers.discover()}
     assert found["ray"].status == "active" and found["ray"].distribution == "mosaic-workers"
     info = found["ray"].obj
-    assert {"--ray-address", "--ray-num-cpus", "--num-gpus", "--ray-resources"} <= {o.flag for o in info.options}
+    assert {"--ray-address", "--ray-num-cpus", "--ray-resources"} <= {o.flag for o in info.options}
+    assert found["slurm"].status == "active"  # both launchers installed, no flag declared twice
     assert info.selected({"ray_address": "127.0.0.1:6379"}) and not info.selected({"ray_address": None})
 
 
@@ -121,9 +122,9 @@ def test_start_early_is_the_chosen_launchers_and_none_otherwise():
         launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute", start_early="no-colon")
 
 
-def test_an_unreachable_cluster_and_an_ambiguous_worker_are_both_reported(mosaic, workdir):
-    done = mosaic("run", "--env-id", "CartPole-v1", "--total-timesteps", "100", "--launcher", "ray",
-                  "--ray-address", "127.0.0.1:1")
+def test_an_unreachable_cluster_and_an_unchosen_worker_are_both_reported(mosaic, workdir):
+    done = mosaic("run", "--algo", "no-such-algo", "--env-id", "CartPole-v1", "--total-timesteps", "100",
+                  "--launcher", "ray", "--ray-address", "127.0.0.1:1", env={"MOSAIC_DEFAULT_WORKER": ""})
     assert done.returncode == 2
     lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")]
     assert len(lines) == 1 and "Ray cluster at 127.0.0.1:1 does not answer" in lines[0], done.stderr
