@@ -51,7 +51,8 @@ def job_script(job: Job, settings: sbatch.Settings) -> str:
     run_dir, quote = job.run.run_dir, shlex.join
     node = procs.python_command(sys.executable, "-m", "mosaic_slurm.node", str(run_dir), "--heartbeat-interval",
                                 f"{job.options.heartbeat_interval:g}", "--grace-period", f"{job.options.grace_period:g}")
-    rerun = [*procs.mosaic_command(), *job.rerun_argv, "--runs-dir", str(run_dir.parent), "--launcher", "local"]
+    rerun = [*procs.mosaic_command(), *job.rerun_argv, "--config", str(run_dir / "config.json"), "--runs-dir",
+             str(run_dir.parent), "--launcher", "local"]
     return "\n".join([
         "#!/bin/bash",
         f"# mosaic run {job.run.run_id} as a Slurm job (written by the Slurm launcher)",

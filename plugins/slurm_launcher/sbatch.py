@@ -130,9 +130,9 @@ def test_only(settings: Settings, array: str | None = None) -> str | None:
 
 def reason(stderr: str) -> str:
     """Slurm's own words, one line: its error lines without the ``sbatch: error:`` prefixes."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    errors = [re.sub(r"^(sbatch|squeue|scancel): error:\s*", "", line) for line in lines if "error" in line.lower()]
-    text = "; ".join(dict.fromkeys(errors or lines[-1:]))
+    lines = [re.sub(r"^((sbatch|squeue|scancel): error|allocation failure):\s*", "", line.strip())
+             for line in stderr.splitlines() if line.strip()]
+    text = "; ".join(dict.fromkeys(line for line in lines if line))
     return repr(text[:400]) if text else "no reason given"
 
 
