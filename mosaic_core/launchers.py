@@ -322,6 +322,32 @@ def start_early(choice: LauncherChoice, num_cpus: int | None) -> Any:
     return choice.info.load(choice.info.start_early)(dict(choice.settings), num_cpus)
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Many ``mosaic`` command lines for one submission (a sweep's trials): a launcher with a
+    ``launch_many`` runs them as one unit (Slurm: one job array), at most ``limit`` at a time
+    (None: the launcher's setting, else all), each with ``num_cpus`` CPUs; its own files
+    (scripts, the jobs' stdout and stderr) go into ``folder``."""
+
+    commands: tuple[tuple[str, ...], ...]
+    folder: Path
+    name: str
+    limit: int | None = None
+    num_cpus: int | None = None
+
+
+def can_launch_many(choice: LauncherChoice) -> bool:
+    return choice.info is not None and choice.info.launch_many is not None
+
+
+def launch_many(choice: LauncherChoice, batch: Batch) -> int:
+    """Run ``batch`` through the chosen launcher's ``launch_many`` until every command ended
+    (a signal to this process cancels them all); the worst exit code (130: cancelled)."""
+    if not can_launch_many(choice):
+        raise UsageError(f"launcher {choice.name!r} cannot run a batch as one submission")
+    return int(choice.info.load(choice.info.launch_many)(dict(choice.settings), batch))
+
+
 def capacity(choice: LauncherChoice) -> tuple[int, str] | None:
     """How many runs ``choice``'s launcher takes at a time and why (``runs >= 1``), or None:
     the local launcher, or one that does not say."""

@@ -59,9 +59,12 @@ class Settings:
                    detach=bool(raw.get("detach")), num_cpus=num_cpus or 1,
                    num_gpus=_whole("--num-gpus", raw.get("num_gpus"), 0, minimum=0))
 
-    def options(self) -> list[str]:
-        """The job's ``sbatch`` options (resources, placement, preemption), without its files."""
-        out = ["--ntasks=1", f"--cpus-per-task={self.num_cpus}", "--requeue", f"--signal=B:USR1@{self.grace_s}"]
+    def options(self, preemptible: bool = True) -> list[str]:
+        """The job's ``sbatch`` options (resources, placement, preemption), without its files.
+        ``preemptible``: requeued after a preemption, SIGUSR1 to its script ``grace_s`` before the end."""
+        out = ["--ntasks=1", f"--cpus-per-task={self.num_cpus}"]
+        if preemptible:
+            out += ["--requeue", f"--signal=B:USR1@{self.grace_s}"]
         for flag, value in (("--partition", self.partition), ("--time", self.time), ("--mem", self.mem),
                             ("--account", self.account), ("--qos", self.qos)):
             if value:
@@ -137,10 +140,11 @@ def reason(stderr: str) -> str:
 
 
 def submit(settings: Settings, script: str, output: str, error: str, env: dict[str, str], name: str,
-           array: str | None = None) -> str:
+           array: str | None = None, preemptible: bool = True) -> str:
     """Submit ``script`` (a path) and return the job id (with an array: the array's id)."""
     argv = [command("sbatch"), "--parsable", f"--job-name={name}", f"--output={output}", f"--error={error}",
-            "--open-mode=append", "--export=ALL", *settings.options(), *([f"--array={array}"] if array else []), script]
+            "--open-mode=append", "--export=ALL", *settings.options(preemptible), *([f"--array={array}"] if array else []),
+            script]
     done = _run(argv, env)
     if done.returncode != 0:
         raise UsageError(f"Slurm refused the job: {reason(done.stderr)}")

@@ -99,9 +99,10 @@ def _signals(stopper: Stopper) -> Iterator[None]:
 
 
 def run_worker(spec: SweepSpec, study: Any, location: StorageURL, runs_root: Path,
-               launcher_argv: list[str] | None = None) -> int:
-    """Run trials until the budget is covered; 0 when done, 130 when stopped by a signal.
-    ``launcher_argv``: where each seed's ``mosaic run`` executes (``LauncherChoice.argv()``)."""
+               launcher_argv: list[str] | None = None, own_trials: int | None = None) -> int:
+    """Run trials until the budget is covered (or ``own_trials`` of this worker's: a job array's
+    task runs one); 0 when done, 130 when stopped by a signal. ``launcher_argv``: where each
+    seed's ``mosaic run`` executes (``LauncherChoice.argv()``)."""
     import optuna
 
     stopper, lock = Stopper(), FileLock(location)
@@ -120,6 +121,9 @@ def run_worker(spec: SweepSpec, study: Any, location: StorageURL, runs_root: Pat
                     break
                 before = objective.last_error
                 study.optimize(objective, n_trials=1, catch=(SeedFailed,))
+                own_trials = None if own_trials is None else own_trials - 1
+                if own_trials == 0:
+                    break
             except WorkerStopped:
                 break
             finally:
