@@ -44,9 +44,10 @@ def launch_many(raw: dict[str, Any], batch: Batch) -> int:
     refusal = sbatch.test_only(settings, array)
     if refusal:
         raise UsageError(refusal)
-    batch.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    batch.folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    batch.folder.mkdir(mode=0o700)  # new and ours: nobody's script runs as the array
     script = batch.folder / "array.sh"
-    fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o700)
+    fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(array_script(batch))
     job_id = sbatch.submit(settings, str(script), str(batch.folder / "task-%A_%a.out"),

@@ -4,9 +4,10 @@ not prepared again) with the run's ``config.json``, writing the run's events, lo
 into its directory on the shared runs root. The thread budget is the job's CPUs
 (``SLURM_CPUS_PER_TASK``); GPUs are the job's (``CUDA_VISIBLE_DEVICES``, set by Slurm).
 
-SIGUSR1 (``--signal=B:USR1@grace``: a time limit or a preemption near) is passed to the training
-process, which checkpoints and stops keeping the run (the run contract); the requeued job then
-re-runs the same ``mosaic run … --run-id X``."""
+SIGUSR1 (``--signal=B:USR1@grace``: a time limit or a preemption near) cancels the run as a
+stop signal does: the training process is asked to stop (SIGTERM), checkpoints at its next safe
+point and ends keeping the run (the run contract); the requeued job then re-runs the same
+``mosaic run … --run-id X``."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from mosaic_core.supervisor import Supervisor, SupervisorOptions
 from mosaic_core.threads import budget
 
 PREPARED_VARS = "MOSAIC_SLURM_PREPARED_ENV"  # the names of the run's own variables (its plan's, plugins')
+NEAR_END = "received SIGUSR1 (Slurm: the job's time limit or a preemption is near)"
 
 
 def job_env(run_env: dict[str, str]) -> dict[str, str]:
@@ -58,15 +60,9 @@ def supervise(run_dir: Path, heartbeat: float, grace: float) -> int:
                                 json_stdout=True)
     os.umask(run_umask())
     supervisor = Supervisor(run, host, list(launch["command"]), env, options, cwd=Path(launch.get("cwd") or run_dir))
-    signal.signal(signal.SIGUSR1, lambda _s, _f: _pass_on(supervisor, signal.SIGUSR1))
+    signal.signal(signal.SIGUSR1, lambda _s, _f: supervisor.cancel(NEAR_END))
     hostsignals.hold()  # a stop signal from now on cancels the run, which ends with a terminal event
     return supervisor.execute()
-
-
-def _pass_on(supervisor: Supervisor, signum: int) -> None:
-    process = supervisor.process
-    if process is not None and process.poll() is None:
-        os.kill(process.pid, signum)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,7 +156,7 @@ def _array_workers(ns: argparse.Namespace, choice: launchers.LauncherChoice, tri
 
     commands = tuple((*_worker_command(ns), "--as-worker", str(index), "--one-trial", "--launcher", "local")
                      for index in range(trials))
-    folder = runs_root.absolute().parent / "sweeps" / f"{study_name}-{time.strftime('%Y%m%dT%H%M%S')}"
+    folder = runs_root.absolute().parent / "sweeps" / f"{study_name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     return launchers.launch_many(choice, launchers.Batch(commands, folder, f"mosaic-sweep-{study_name}", limit))
 
 

@@ -124,3 +124,34 @@ def test_no_sbatch_on_path_is_one_line(slurm, no_jobs_left, mosaic, runs_root):
     assert lines == ["mosaic: error: the Slurm launcher needs `sbatch`, which is not on PATH (run on a Slurm login "
                      "node, or put Slurm's client commands on PATH)"]
     assert not runs_root.exists() or not any(runs_root.iterdir())
+
+
+def test_the_signal_before_the_time_limit_stops_the_run_keeping_it(slurm, no_jobs_left, workdir, runs_root):
+    """Slurm sends SIGUSR1 to the job's script GRACE seconds before its time limit (or a
+    preemption): the run's host on the node stops the training process, which checkpoints, and
+    the run ends cancelled (resumable: the requeued job re-runs the same command)."""
+    long_ppo = [*PPO[:PPO.index("--total-timesteps") + 1], "5000000", *PPO[PPO.index("--total-timesteps") + 2:]]
+    proc = subprocess.Popen([str(BIN / "mosaic"), *long_ppo, "--json", "--launcher", "slurm", "--slurm-time", "30:00",
+                             "--slurm-grace", "60", "--grace-period", "20"],
+                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if json.loads(line)["event"] == "metrics":
+                break
+        job_id = json.loads(lines[0])["payload"]["slurm"]["job_id"]
+        subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True, timeout=30)
+        rest, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    events = events_of("".join(lines) + rest)
+    assert events[-1]["event"] == "run_cancelled", (events[-1], stderr)
+    assert "SIGUSR1" in events[-1]["payload"]["reason"]
+    assert proc.returncode == 130
+    run_id = events[0]["run_id"]
+    assert list((runs_root / run_id).rglob("*.pt")) or list((runs_root / run_id).rglob("*.cleanrl_model")), \
+        "the stopped run left no checkpoint"
