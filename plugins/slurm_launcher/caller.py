@@ -127,8 +127,8 @@ class SlurmRun:
             if cancel_deadline is not None and time.monotonic() > cancel_deadline:
                 sbatch.cancel(self.job_id)  # the node's host did not end it in time: Slurm does
                 cancel_deadline = float("inf")
-            if time.monotonic() >= next_poll:
-                next_poll = time.monotonic() + SQUEUE_EVERY_S
+            if time.monotonic() >= next_poll:  # soon after the end event: the job is about to leave
+                next_poll = time.monotonic() + (POLL_S if terminal is not None else SQUEUE_EVERY_S)
                 if not sbatch.states(self.job_id):  # ended (a requeued job stays queued: we go on)
                     for line, record in reader.new():
                         terminal = record if record["event"] in TERMINAL else terminal
