@@ -39,13 +39,13 @@ from mosaic_core import hostsignals
 from mosaic_core.files import is_within, write_json_atomic
 from mosaic_core.launchers import Job
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
+from mosaic_core.node import prepared_env
 from mosaic_core.runs import read_cancel_note
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 
 POLL_S = 0.25
 CANCEL_EXTRA_S = 20.0  # after the grace period: the node's host needs a moment to record the end
-SECRET_EXTRAS_ENV = "MOSAIC_SECRET_EXTRAS"
 NODE_GONE_WAIT_S = 60.0
 
 
@@ -162,8 +162,11 @@ class RayRun:
         relays = Relays(self.job.host.run_relays(run.run_id, redact(run.config.extras), "caller"), self.job.host)
         try:
             runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
-            start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
-                                       run.run_id, settings.num_cpus, sorted(relays.relays))
+            options = self.job.options
+            start = actor.start.remote(run.directory.launch.read_text(encoding="utf-8"), self._config_text(),
+                                       self._env(), runs_dir, run.run_id, settings.num_cpus, sorted(relays.relays),
+                                       str(run.run_dir), ["--heartbeat-interval", f"{options.heartbeat_interval:g}",
+                                                          "--grace-period", f"{options.grace_period:g}"])
             node = self._wait(start, actor, "start")
             if node is None:  # cancelled while waiting for a node
                 return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
@@ -285,10 +288,7 @@ class RayRun:
         for name in self.settings.env_names:
             if name in os.environ:
                 env[name] = os.environ[name]
-        secrets = cluster.secret_extras(self.run.config.extras)
-        if secrets:
-            env[SECRET_EXTRAS_ENV] = json.dumps(secrets)
-        return env
+        return prepared_env(env, self.run.config.extras)  # the secret extras, for the node's host
 
     # ------------------------------------------------------------------ Ray plumbing
     def _wait(self, ref: Any, actor: Any, what: str, cancellable: bool = True) -> Any:

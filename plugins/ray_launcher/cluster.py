@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from mosaic_core.config import REDACTED, redact
 from mosaic_core.errors import UsageError
 
 CONNECT_TIMEOUT_S = 3.0
@@ -275,12 +274,6 @@ def _runs_fitting(have: dict[str, float], wanted: dict[str, float]) -> int:
 def describe_loss(node: dict[str, Any] | None, exc: BaseException) -> str:
     where = f"Ray node {node['node_id'][:12]} ({node['address']})" if node else "the Ray actor before it started"
     return f"{where} was lost: {type(exc).__name__}: {_first_line(exc)}"
-
-
-def secret_extras(extras: dict[str, Any]) -> dict[str, Any]:
-    """The extras that ``config.json`` records as redacted: the node gets them in its env."""
-    shown = redact(extras)
-    return {k: v for k, v in extras.items() if shown.get(k) == REDACTED and v != REDACTED}
 
 
 def staging_root(run: Any) -> Path:

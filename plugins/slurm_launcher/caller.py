@@ -32,9 +32,9 @@ from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
 from mosaic_core.files import write_json_atomic
 from mosaic_core.launchers import Job
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
+from mosaic_core.node import prepared_env
 from mosaic_core.threads import THREAD_VARS
 from mosaic_slurm import sbatch
-from mosaic_slurm.node import PREPARED_VARS
 
 POLL_S = 0.2
 SQUEUE_EVERY_S = 1.0
@@ -51,6 +51,7 @@ def job_script(job: Job, settings: sbatch.Settings) -> str:
     run_dir, quote = job.run.run_dir, shlex.join
     node = procs.python_command(sys.executable, "-m", "mosaic_slurm.node", str(run_dir), "--heartbeat-interval",
                                 f"{job.options.heartbeat_interval:g}", "--grace-period", f"{job.options.grace_period:g}")
+    cpus = '--num-cpus "${SLURM_CPUS_PER_TASK:-1}"'  # the thread budget: the job's CPUs
     rerun = [*procs.mosaic_command(), *job.rerun_argv, "--config", str(run_dir / "config.json"), "--runs-dir",
              str(run_dir.parent), "--launcher", "local"]
     return "\n".join([
@@ -61,15 +62,15 @@ def job_script(job: Job, settings: sbatch.Settings) -> str:
         "    # requeued (a preemption, a time limit): the same command resumes the run (the run contract)",
         f"    exec {quote(rerun)}",
         "fi",
-        f"exec {quote(node)}", ""])
+        f"exec {quote(node)} {cpus}", ""])
 
 
-def submit_env(env: dict[str, str]) -> dict[str, str]:
+def submit_env(env: dict[str, str], extras: dict[str, Any]) -> dict[str, str]:
     """What ``sbatch --export=ALL`` takes to the job: this environment and the run's variables
     (its plan's and plugins', secrets included: never written to a file of ours), less the
     thread budget computed here (the node's is the job's CPUs; a user's own one stays)."""
     run_env = {k: v for k, v in env.items() if k not in THREAD_VARS or k in os.environ}
-    return {**os.environ, **run_env, PREPARED_VARS: ",".join(sorted(run_env))}
+    return {**os.environ, **prepared_env(run_env, extras)}
 
 
 class SlurmRun:
@@ -105,7 +106,7 @@ class SlurmRun:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(job_script(self.job, self.settings))
         job_id = sbatch.submit(self.settings, str(script), str(folder / "job-%j.out"), str(folder / "job-%j.err"),
-                               submit_env(self.job.env), name=f"mosaic-{self.run.run_id}")
+                               submit_env(self.job.env, self.run.config.extras), name=f"mosaic-{self.run.run_id}")
         write_json_atomic(folder / "job.json", {"job_id": job_id, "options": self.settings.options()})
         self.run.state["slurm"] = {"job_id": job_id}
         return job_id
