@@ -21,18 +21,21 @@ written into ``os.environ``). A launcher may name a ``validate(settings, num_cpu
 run before anything is prepared (a cluster that does not answer, no ``sbatch`` on PATH): each
 problem is one line of the refusal (exit 2), beside the other problems of the run.
 
-A new launcher (Slurm: ``srun`` with ``--slurm-partition``; Kubernetes: a Job per run) is one
-small module: ``get_launcher_info()`` plus an ``execute(job)`` that runs the job where it
-belongs, relays its events to ``job.run.emit`` and brings its run directory back to
-``job.run.run_dir``; its ``run_started`` payload carries ``node`` (a short "where", shown by
-``mosaic runs --target``). A launcher that knows how many runs its place takes at a time names a
+A new launcher (Ray and Slurm are plugins; Kubernetes: a Job per run) is one small module:
+``get_launcher_info()`` plus an ``execute(job)`` that runs the job where it belongs, its events
+reaching this process's stdout and ``job.run.run_dir`` (relayed through ``job.run.emit``, or
+written there by the node on a shared runs root); its ``run_started`` payload carries ``node`` (a
+short "where", shown by ``mosaic runs --target``). On the node, ``python -I -m mosaic_core.node
+RUN_DIR`` supervises the prepared run from its ``launch.json`` (the run is not prepared again).
+A launcher that submits many runs as one unit (Slurm's job array) names a ``launch_many(settings,
+batch) -> exit code`` (:class:`Batch`: ``mosaic`` command lines; a sweep's trials). A launcher that knows how many runs its place takes at a time names a
 ``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--workers`` runs
 that many trials at a time and prints ``why``. A launcher whose start is slow and needs no prepared run
 (joining a cluster, a process on a node) names a ``start_early(settings, num_cpus)``: ``mosaic run``
 calls it before preparing the run (not for a dry run), so that work goes on meanwhile, and hands
 what it returns to ``execute`` as ``job.early``; its ``close()`` follows the run, or a refused
-preparation. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
-run anywhere this distribution is installed ("a normal supervised ``mosaic run`` there").
+preparation. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the run anywhere
+this distribution is installed (a requeued Slurm job runs it: resume is the same command).
 """
 
 from __future__ import annotations
