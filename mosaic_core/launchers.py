@@ -192,6 +192,14 @@ COMMON_OPTIONS = (
 )
 
 
+_FORMER_ENV = {"MOSAIC_NUM_GPUS": "MOSAIC_RAY_NUM_GPUS"}  # read too: its name before --num-gpus was common
+
+
+def _env_default(option: LauncherOption) -> str | None:
+    former = _FORMER_ENV.get(option.env)
+    return os.environ.get(option.env) or (os.environ.get(former) if former else None) or None
+
+
 def add_arguments(parser: argparse.ArgumentParser, launchers: list[LauncherInfo] | None = None) -> None:
     """``--launcher NAME`` and every launcher's options as flags (defaults from their variables)."""
     installed = active() if launchers is None else launchers
@@ -206,7 +214,7 @@ def add_arguments(parser: argparse.ArgumentParser, launchers: list[LauncherInfo]
 
 def _add_options(group: Any, options: tuple[LauncherOption, ...]) -> None:
     for option in options:
-        default = os.environ.get(option.env) or None
+        default = _env_default(option)
         if option.switch:
             group.add_argument(option.flag, dest=option.dest, action="store_true",
                                default=default not in (None, "0", "false", "no"), help=f"{option.help} (${option.env})")
@@ -292,7 +300,7 @@ def _given_here(option: LauncherOption, value: Any) -> bool:
     """A value given on the command line (not the default its variable gives)."""
     if value in (None, False, ""):
         return False
-    default = os.environ.get(option.env) or None
+    default = _env_default(option)
     return (value is not True and value != default) or (value is True and default in (None, "0", "false", "no"))
 
 
