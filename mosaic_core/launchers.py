@@ -75,6 +75,7 @@ class LauncherOption:
     metavar: str | None = None
     switch: bool = False
     selects: bool = False
+    run_only: bool = False  # for `mosaic run` only (--detach): the sweep and the daemon, which follow their runs, refuse it
 
     def __post_init__(self) -> None:
         if not _FLAG.fullmatch(self.flag):
@@ -263,8 +264,13 @@ class LauncherChoice:
         except UsageError as exc:
             return [str(exc)]
 
-    def check(self, num_cpus: int | None = None) -> None:
+    def check(self, num_cpus: int | None = None, command: str | None = None) -> None:
+        """The launcher's problems as one UsageError; ``command`` (``mosaic sweep run``, ``mosaic
+        daemon``: they follow their runs) refuses the options that are for ``mosaic run`` only."""
         problems = self.problems(num_cpus)
+        if command is not None and self.info is not None:
+            problems += [f"{o.flag} is for `mosaic run`, not `{command}` (it follows its runs)" for o in self.info.options
+                         if o.run_only and self.settings.get(o.dest) not in (None, False, "")]
         if problems:
             raise UsageError("; ".join(problems))
 

@@ -57,7 +57,7 @@ def _run_daemon(ns: argparse.Namespace) -> int:
     from mosaic_core.trainer.daemon import DaemonOptions, serve
 
     choice = launchers.select(ns)  # each spawned `mosaic run` gets choice.argv() on its command line
-    choice.check()
+    choice.check(command="mosaic daemon")
     options = DaemonOptions(state_dir=Path(ns.state_dir), listen=ns.listen, max_concurrent=ns.max_concurrent,
                             heartbeat_timeout=ns.heartbeat_timeout, grace_period=ns.grace_period,
                             on_shutdown=ns.on_shutdown, gpus=ns.gpus, insecure=ns.insecure,

@@ -19,7 +19,7 @@ OPTIONS = (
                         "requeued job resumes it (default 120)"),
     LauncherOption("--slurm-array-limit", "MOSAIC_SLURM_ARRAY_LIMIT", metavar="N",
                    help="a batch (a sweep's trials) runs as one job array, at most N jobs at a time (default: all)"),
-    LauncherOption("--detach", "MOSAIC_SLURM_DETACH", switch=True,
+    LauncherOption("--detach", "MOSAIC_SLURM_DETACH", switch=True, run_only=True,
                    help="submit, print the job id and return; `mosaic logs -f RUN` follows the run later"),
 )
 

@@ -89,7 +89,7 @@ def _sweep_run(ns: argparse.Namespace) -> int:
     if ns.workers is not None and ns.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {ns.workers}")
     choice = launchers.select(ns)  # the seeds' `mosaic run` (and --workers' processes) get choice.argv()
-    choice.check()  # a cluster that does not answer, no sbatch: one line before any study is made
+    choice.check(command="mosaic sweep run")  # a cluster that does not answer, no sbatch: before any study is made
     spec = load_spec(ns.spec).with_overrides(study_name=ns.study_name, max_trials=ns.max_trials,
                                              total_timesteps=ns.total_timesteps, seeds=ns.seeds, storage=ns.storage)
     given_workers = ns.workers

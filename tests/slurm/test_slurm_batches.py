@@ -103,3 +103,14 @@ def test_the_daemon_dispatches_a_submission_as_a_slurm_job(slurm, no_jobs_left, 
 def open_log(err) -> str:
     err.seek(0)
     return err.read()[-3000:]
+
+
+@pytest.mark.parametrize("command", [["sweep", "run", "spec.toml"], ["daemon", "--listen", "127.0.0.1:0"]])
+def test_detach_is_refused_where_the_runs_are_followed(slurm, no_jobs_left, tmp_path, command):
+    (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
+    done = subprocess.run([str(BIN / "mosaic"), *command, "--launcher", "slurm", "--detach"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith("--detach is for `mosaic run`, not "
+                                                         f"`mosaic {command[0]}{' run' if command[0] == 'sweep' else ''}`"
+                                                         " (it follows its runs)"), done.stderr
