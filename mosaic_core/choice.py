@@ -224,7 +224,7 @@ def _other_problems(argv: list[str], data: dict[str, Any], source: str | None, k
         problems.append("give --config or --from, not both")
     try:
         check_host_options(ns)
-        launchers.choose(launchers.settings_of(ns, installed), installed)
+        problems += launchers.select(ns, installed).problems(ns.num_cpus)
     except MosaicError as exc:
         problems.append(str(exc))
     try:

@@ -11,24 +11,31 @@ every lifecycle event of the run (exactly one terminal event) through ``job.run.
   module; the launcher's ``execute`` (``"module:function"``) is imported when a run uses it,
   so a launcher's heavy dependency (Ray, a Kubernetes client) is never imported otherwise.
 
-A launcher declares its options (:class:`LauncherOption`); each is a flag of ``mosaic run``,
-``mosaic sweep run`` and ``mosaic daemon`` and an environment variable. A launcher runs a job
-when one of its ``selects`` options has a value. The sweep and the daemon export the options
-they were given into the environment of the ``mosaic run`` processes they spawn
-(:func:`export_settings`), so their runs use the same launcher without knowing its name.
+A launcher is chosen by name (``--launcher NAME``, default ``local``, or ``$MOSAIC_LAUNCHER``);
+an option that ``selects`` (``--ray-address``) is a shorthand for its launcher. A launcher
+declares its options (:class:`LauncherOption`); each is a flag of ``mosaic run``, ``mosaic sweep
+run`` and ``mosaic daemon`` and an environment variable that gives its default. The choice and
+its settings are one typed value, :class:`LauncherChoice`, passed explicitly: the sweep and the
+daemon put ``choice.argv()`` on the command line of every ``mosaic run`` they spawn (nothing is
+written into ``os.environ``). A launcher may name a ``validate(settings, num_cpus) -> [problem]``
+run before anything is prepared (a cluster that does not answer, no ``sbatch`` on PATH): each
+problem is one line of the refusal (exit 2), beside the other problems of the run.
 
-A new launcher (Slurm: ``srun`` with ``--slurm-partition``; Kubernetes: a Job per run) is one
-small module: ``get_launcher_info()`` plus an ``execute(job)`` that runs the job where it
-belongs, relays its events to ``job.run.emit`` and brings its run directory back to
-``job.run.run_dir``; its ``run_started`` payload carries ``node`` (a short "where", shown by
-``mosaic runs --target``). A launcher that knows how many runs its place takes at a time names a
+A new launcher (Ray and Slurm are plugins; Kubernetes: a Job per run) is one small module:
+``get_launcher_info()`` plus an ``execute(job)`` that runs the job where it belongs, its events
+reaching this process's stdout and ``job.run.run_dir`` (relayed through ``job.run.emit``, or
+written there by the node on a shared runs root); its ``run_started`` payload carries ``node`` (a
+short "where", shown by ``mosaic runs --target``). On the node, ``python -I -m mosaic_core.node
+RUN_DIR`` supervises the prepared run from its ``launch.json`` (the run is not prepared again).
+A launcher that submits many runs as one unit (Slurm's job array) names a ``launch_many(settings,
+batch) -> exit code`` (:class:`Batch`: ``mosaic`` command lines; a sweep's trials). A launcher that knows how many runs its place takes at a time names a
 ``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--workers`` runs
 that many trials at a time and prints ``why``. A launcher whose start is slow and needs no prepared run
 (joining a cluster, a process on a node) names a ``start_early(settings, num_cpus)``: ``mosaic run``
 calls it before preparing the run (not for a dry run), so that work goes on meanwhile, and hands
 what it returns to ``execute`` as ``job.early``; its ``close()`` follows the run, or a refused
-preparation. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the
-run anywhere this distribution is installed ("a normal supervised ``mosaic run`` there").
+preparation. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the run anywhere
+this distribution is installed (a requeued Slurm job runs it: resume is the same command).
 """
 
 from __future__ import annotations
@@ -50,6 +57,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from mosaic_core.supervisor import SupervisorOptions
 
 LAUNCHER_GROUP = "mosaic.launchers"
+LOCAL = "local"
+LAUNCHER_ENV = "MOSAIC_LAUNCHER"
 _FLAG = re.compile(r"--[a-z][a-z0-9-]*")
 _ENV = re.compile(r"[A-Z][A-Z0-9_]*")
 
@@ -66,6 +75,7 @@ class LauncherOption:
     metavar: str | None = None
     switch: bool = False
     selects: bool = False
+    run_only: bool = False  # for `mosaic run` only (--detach): the sweep and the daemon, which follow their runs, refuse it
 
     def __post_init__(self) -> None:
         if not _FLAG.fullmatch(self.flag):
@@ -93,13 +103,15 @@ class LauncherInfo:
     execute: str
     capacity: str | None = None
     start_early: str | None = None
+    validate: str | None = None  # "module:function": validate(settings, num_cpus) -> list of problems
+    launch_many: str | None = None  # "module:function": launch_many(batch) -> exit codes (one submission)
 
     def __post_init__(self) -> None:
-        if not re.fullmatch(r"[a-z][a-z0-9_-]*", self.name):
-            raise ValueError(f"launcher name {self.name!r} must be lower-case letters, digits, - or _")
-        if not any(option.selects for option in self.options):
-            raise ValueError(f"launcher {self.name!r} has no option that selects it")
-        for what, where in (("execute", self.execute), ("capacity", self.capacity), ("start_early", self.start_early)):
+        if not re.fullmatch(r"[a-z][a-z0-9_-]*", self.name) or self.name == LOCAL:
+            raise ValueError(f"launcher name {self.name!r} must be lower-case letters, digits, - or _ (not 'local')")
+        wheres = (("execute", self.execute), ("capacity", self.capacity), ("start_early", self.start_early),
+                  ("validate", self.validate), ("launch_many", self.launch_many))
+        for what, where in wheres:
             if where is not None and ":" not in where:
                 raise ValueError(f"launcher {self.name!r}: {what} must be 'module:function', got {where!r}")
 
@@ -130,10 +142,11 @@ class Job:
     env: dict[str, str]  # the launch's and plugins' env for that process (secrets included)
     cwd: Path | None
     options: SupervisorOptions
-    settings: dict[str, Any]  # every launcher option's value, by dest (``ray_address``…)
+    settings: dict[str, Any]  # the chosen launcher's option values (and the common ones), by dest
     rerun_argv: list[str] = field(default_factory=list)  # `mosaic` arguments that repeat this run elsewhere
     num_cpus: int | None = None  # the run's --num-cpus (its thread budget), for launchers that place it
     early: Any = None  # what the launcher's start_early began for this run, else None
+    launcher: "LauncherChoice | None" = None  # where it executes (None: here)
 
     def supervise_here(self) -> int:
         """The local launcher: the Supervisor runs the training process as our subprocess."""
@@ -175,28 +188,132 @@ def active() -> list[LauncherInfo]:
     return [item.obj for item in discover() if item.status == "active"]
 
 
+COMMON_OPTIONS = (
+    LauncherOption("--num-gpus", "MOSAIC_NUM_GPUS", metavar="N", help="GPUs the run asks of its launcher (default 0)"),
+)
+
+
+_FORMER_ENV = {"MOSAIC_NUM_GPUS": "MOSAIC_RAY_NUM_GPUS"}  # read too: its name before --num-gpus was common
+
+
+def _env_default(option: LauncherOption) -> str | None:
+    former = _FORMER_ENV.get(option.env)
+    return os.environ.get(option.env) or (os.environ.get(former) if former else None) or None
+
+
 def add_arguments(parser: argparse.ArgumentParser, launchers: list[LauncherInfo] | None = None) -> None:
-    """Every launcher's options as flags (defaults from their environment variables)."""
-    for info in active() if launchers is None else launchers:
-        group = parser.add_argument_group(f"{info.name} launcher", info.description)
-        for option in info.options:
-            default = os.environ.get(option.env) or None
-            if option.switch:
-                group.add_argument(option.flag, dest=option.dest, action="store_true",
-                                   default=default not in (None, "0", "false", "no"),
-                                   help=f"{option.help} (${option.env})")
-            else:
-                group.add_argument(option.flag, dest=option.dest, default=default, metavar=option.metavar,
-                                   help=f"{option.help} (${option.env})")
+    """``--launcher NAME`` and every launcher's options as flags (defaults from their variables)."""
+    installed = active() if launchers is None else launchers
+    names = ", ".join([LOCAL, *(info.name for info in installed)])
+    where = parser.add_argument_group("where the run executes")
+    where.add_argument("--launcher", default=os.environ.get(LAUNCHER_ENV) or None, metavar="NAME",
+                       help=f"the launcher that executes the run: {names} (default local; ${LAUNCHER_ENV})")
+    _add_options(where, COMMON_OPTIONS)
+    for info in installed:
+        _add_options(parser.add_argument_group(f"{info.name} launcher", info.description), info.options)
+
+
+def _add_options(group: Any, options: tuple[LauncherOption, ...]) -> None:
+    for option in options:
+        default = _env_default(option)
+        if option.switch:
+            group.add_argument(option.flag, dest=option.dest, action="store_true",
+                               default=default not in (None, "0", "false", "no"), help=f"{option.help} (${option.env})")
+        else:
+            group.add_argument(option.flag, dest=option.dest, default=default, metavar=option.metavar,
+                               help=f"{option.help} (${option.env})")
 
 
 def settings_of(ns: argparse.Namespace, launchers: list[LauncherInfo]) -> dict[str, Any]:
-    return {o.dest: getattr(ns, o.dest, None) for info in launchers for o in info.options}
+    options = [*COMMON_OPTIONS, *(o for info in launchers for o in info.options)]
+    return {o.dest: getattr(ns, o.dest, None) for o in options}
+
+
+@dataclass(frozen=True)
+class LauncherChoice:
+    """Where runs execute: a launcher (``info``; None: here) and its settings, by dest (its own
+    options and the common ones). Passed explicitly to whatever starts runs."""
+
+    name: str = LOCAL
+    info: LauncherInfo | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def local(self) -> bool:
+        return self.info is None
+
+    def argv(self) -> list[str]:
+        """The flags that make a spawned ``mosaic run`` use this launcher with these settings."""
+        if self.info is None:
+            return ["--launcher", LOCAL]
+        out = ["--launcher", self.name]
+        for option in (*COMMON_OPTIONS, *self.info.options):
+            value = self.settings.get(option.dest)
+            if option.switch and value:
+                out.append(option.flag)
+            elif not option.switch and value not in (None, ""):
+                out += [option.flag, str(value)]
+        return out
+
+    def problems(self, num_cpus: int | None = None) -> list[str]:
+        """What the launcher finds wrong with its settings (each one line), before anything starts."""
+        if self.info is None or self.info.validate is None:
+            return []
+        try:
+            return [str(problem) for problem in self.info.load(self.info.validate)(dict(self.settings), num_cpus) or []]
+        except UsageError as exc:
+            return [str(exc)]
+
+    def check(self, num_cpus: int | None = None, command: str | None = None) -> None:
+        """The launcher's problems as one UsageError; ``command`` (``mosaic sweep run``, ``mosaic
+        daemon``: they follow their runs) refuses the options that are for ``mosaic run`` only."""
+        problems = self.problems(num_cpus)
+        if command is not None and self.info is not None:
+            problems += [f"{o.flag} is for `mosaic run`, not `{command}` (it follows its runs)" for o in self.info.options
+                         if o.run_only and self.settings.get(o.dest) not in (None, False, "")]
+        if problems:
+            raise UsageError("; ".join(problems))
+
+
+def select(ns: argparse.Namespace, launchers: list[LauncherInfo] | None = None) -> LauncherChoice:
+    """The launcher ``ns`` chooses: ``--launcher NAME``, else the launcher one of whose
+    ``selects`` options has a value (``--ray-address``: Ray), else local. An unknown name, an
+    empty selecting option, or options of another launcher given on the command line beside
+    ``--launcher``: a UsageError naming them."""
+    launchers = active() if launchers is None else launchers
+    settings = settings_of(ns, launchers)
+    by_name = {info.name: info for info in launchers}
+    name = getattr(ns, "launcher", None)
+    if name is not None and name != LOCAL and name not in by_name:
+        raise UsageError(f"--launcher {name!r}: no such launcher (installed: {', '.join([LOCAL, *by_name])})")
+    selecting = choose(settings, launchers)
+    if name is None:
+        info = selecting
+    else:
+        info = by_name.get(name)
+        given = [option.flag for other in launchers if other is not info for option in other.options
+                 if _given_here(option, settings.get(option.dest))]
+        if given:
+            raise UsageError(f"--launcher {name} was chosen but {', '.join(given)} (another launcher's) was given "
+                             "too: pick one")
+    if info is None:
+        return LauncherChoice()
+    own = {o.dest for o in (*COMMON_OPTIONS, *info.options)}
+    return LauncherChoice(info.name, info, {k: v for k, v in settings.items() if k in own})
+
+
+def _given_here(option: LauncherOption, value: Any) -> bool:
+    """A value given on the command line (not the default its variable gives)."""
+    if value in (None, False, ""):
+        return False
+    default = _env_default(option)
+    return (value is not True and value != default) or (value is True and default in (None, "0", "false", "no"))
 
 
 def choose(settings: dict[str, Any], launchers: list[LauncherInfo]) -> LauncherInfo | None:
-    """The launcher these settings select, or None (local). Two selected, or an option that
-    selects given an empty value (``--ray-address ""``: never a silent local run): a UsageError."""
+    """The launcher a selecting option chooses (``--ray-address``), or None. Two selected, or an
+    option that selects given an empty value (``--ray-address ""``: never a silent local run):
+    a UsageError."""
     for info in launchers:
         for option in info.options:
             value = settings.get(option.dest)
@@ -208,46 +325,53 @@ def choose(settings: dict[str, Any], launchers: list[LauncherInfo]) -> LauncherI
     return chosen[0] if chosen else None
 
 
-def export_settings(ns: argparse.Namespace, launchers: list[LauncherInfo] | None = None) -> LauncherInfo | None:
-    """For the sweep and the daemon: put the launcher options given on their command line into
-    ``os.environ``, which the ``mosaic run`` processes they spawn inherit. Returns the chosen
-    launcher (None: local)."""
-    launchers = active() if launchers is None else launchers
-    settings = settings_of(ns, launchers)
-    chosen = choose(settings, launchers)
-    for info in launchers:
-        for option in info.options:
-            value = settings.get(option.dest)
-            if value not in (None, False, ""):
-                os.environ[option.env] = "1" if value is True else str(value)
-    return chosen
-
-
-def run_job(job: Job, launchers: list[LauncherInfo]) -> int:
-    """Execute ``job`` where its settings say: the chosen launcher's ``execute``, or here."""
-    chosen = choose(job.settings, launchers)
-    if chosen is None:
+def run_job(job: Job) -> int:
+    """Execute ``job`` where its launcher says: the chosen launcher's ``execute``, or here."""
+    if job.launcher is None or job.launcher.info is None:
         return job.supervise_here()
-    return chosen.load_execute()(job)
+    return job.launcher.info.load_execute()(job)
 
 
-def start_early(settings: dict[str, Any], launchers: list[LauncherInfo], num_cpus: int | None) -> Any:
+def start_early(choice: LauncherChoice, num_cpus: int | None) -> Any:
     """What the chosen launcher begins before the run is prepared (None: nothing, or local)."""
-    chosen = choose(settings, launchers)
-    if chosen is None or chosen.start_early is None:
+    if choice.info is None or choice.info.start_early is None:
         return None
-    return chosen.load(chosen.start_early)(settings, num_cpus)
+    return choice.info.load(choice.info.start_early)(dict(choice.settings), num_cpus)
 
 
-def capacity(ns: argparse.Namespace, launchers: list[LauncherInfo] | None = None) -> tuple[int, str] | None:
-    """How many runs the launcher chosen by ``ns`` takes at a time and why (``runs >= 1``), or
-    None: the local launcher, or one that does not say."""
-    launchers = active() if launchers is None else launchers
-    settings = settings_of(ns, launchers)
-    chosen = choose(settings, launchers)
+@dataclass(frozen=True)
+class Batch:
+    """Many ``mosaic`` command lines for one submission (a sweep's trials): a launcher with a
+    ``launch_many`` runs them as one unit (Slurm: one job array), at most ``limit`` at a time
+    (None: the launcher's setting, else all), each with ``num_cpus`` CPUs; its own files
+    (scripts, the jobs' stdout and stderr) go into ``folder``."""
+
+    commands: tuple[tuple[str, ...], ...]
+    folder: Path
+    name: str
+    limit: int | None = None
+    num_cpus: int | None = None
+
+
+def can_launch_many(choice: LauncherChoice) -> bool:
+    return choice.info is not None and choice.info.launch_many is not None
+
+
+def launch_many(choice: LauncherChoice, batch: Batch) -> int:
+    """Run ``batch`` through the chosen launcher's ``launch_many`` until every command ended
+    (a signal to this process cancels them all); the worst exit code (130: cancelled)."""
+    if not can_launch_many(choice):
+        raise UsageError(f"launcher {choice.name!r} cannot run a batch as one submission")
+    return int(choice.info.load(choice.info.launch_many)(dict(choice.settings), batch))
+
+
+def capacity(choice: LauncherChoice) -> tuple[int, str] | None:
+    """How many runs ``choice``'s launcher takes at a time and why (``runs >= 1``), or None:
+    the local launcher, or one that does not say."""
+    chosen = choice.info
     if chosen is None or chosen.capacity is None:
         return None
-    runs, why = chosen.load(chosen.capacity)(settings)
+    runs, why = chosen.load(chosen.capacity)(dict(choice.settings))
     return max(1, int(runs)), str(why)
 
 

@@ -114,8 +114,7 @@ class Prepared:
     env: dict[str, str]  # the launch's env plus the plugins' child env plus the thread budget's
     threads: ThreadBudget | None = None
     worker_argv: list[str] = field(default_factory=list)  # the worker's own flags from the command line
-    launcher_settings: dict[str, Any] = field(default_factory=dict)  # launcher options (mosaic_core.launchers)
-    launchers: list[Any] = field(default_factory=list)  # the LauncherInfo of every installed launcher
+    launcher: launchers.LauncherChoice = field(default_factory=launchers.LauncherChoice)  # where it executes
     num_cpus: int | None = None  # --num-cpus: the CPUs the run may use (its thread budget; a launcher asks for them)
 
     @property
@@ -363,9 +362,9 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost, early: Any = 
                                                         "cwd": str(launch.cwd or run.run_dir), **launch.started_payload,
                                                         "threads": prepared.threads.record() if prepared.threads else None})
         job = launchers.Job(run, host, list(launch.command), prepared.env, launch.cwd, options,
-                            dict(prepared.launcher_settings), rerun_argv=rerun_argv(prepared, ns),
-                            num_cpus=prepared.num_cpus, early=early)
-        return launchers.run_job(job, prepared.launchers)
+                            dict(prepared.launcher.settings), rerun_argv=rerun_argv(prepared, ns),
+                            num_cpus=prepared.num_cpus, early=early, launcher=prepared.launcher)
+        return launchers.run_job(job)
     except MosaicError:
         if run.emitter is None:  # refused before it started (a cluster that does not answer): leave nothing
             shutil.rmtree(directory.path, ignore_errors=True)
@@ -452,17 +451,18 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None,
     options = {dest: value for dest, value in vars(ns).items() if dest not in before}
     if worker.accepts_extra_argv:
         options["extra_argv"] = extra
-    launcher_settings = launchers.settings_of(ns, installed)
-    launchers.choose(launcher_settings, installed)  # two launchers selected: say so before anything
+    choice = launchers.select(ns, installed)  # an unknown launcher, two chosen: say so before anything
+    if not ns.dry_run:
+        choice.check(ns.num_cpus)  # a cluster that does not answer, no sbatch: one line, nothing started
     # A launcher's slow start (joining a Ray cluster, a worker process on its node) goes on while the run is prepared.
-    early = None if ns.dry_run else launchers.start_early(launcher_settings, installed, ns.num_cpus)
+    early = None if ns.dry_run else launchers.start_early(choice, ns.num_cpus)
     try:
         host = plugin_host()
         prepared = prepare_from_flags(item, worker, ns, options, host, config_data)
-        prepared.launchers = installed
+        prepared.launcher = choice
         prepared.num_cpus = ns.num_cpus
-        prepared.launcher_settings = launcher_settings
-        prepared.worker_argv = launchers.strip_options(argv, parser, (before | set(launcher_settings)) - {"help"})
+        launcher_dests = set(launchers.settings_of(ns, installed)) | {"launcher"}
+        prepared.worker_argv = launchers.strip_options(argv, parser, (before | launcher_dests) - {"help"})
         if ns.dry_run:
             return dry_run(prepared, ns.emit_summary)
         return execute(prepared, HostOptions.from_namespace(ns), host, early)

@@ -49,19 +49,20 @@ def _configure_daemon(parser: argparse.ArgumentParser) -> None:
                         help="a submitted algo may be any .py script this user can read (trusted clients only)")
     parser.add_argument("--insecure", action="store_true",
                         help="no client token: anyone who can reach the port may submit and cancel (loopback only)")
-    # Where submitted runs execute (e.g. --ray-address): passed on to each run's `mosaic run` in its environment.
+    # Where submitted runs execute (--launcher, --ray-address…): passed on on each run's `mosaic run` command line.
     launchers.add_arguments(parser)
 
 
 def _run_daemon(ns: argparse.Namespace) -> int:
     from mosaic_core.trainer.daemon import DaemonOptions, serve
 
-    chosen = launchers.export_settings(ns)  # the spawned runs inherit them
+    choice = launchers.select(ns)  # each spawned `mosaic run` gets choice.argv() on its command line
+    choice.check(command="mosaic daemon")
     options = DaemonOptions(state_dir=Path(ns.state_dir), listen=ns.listen, max_concurrent=ns.max_concurrent,
                             heartbeat_timeout=ns.heartbeat_timeout, grace_period=ns.grace_period,
                             on_shutdown=ns.on_shutdown, gpus=ns.gpus, insecure=ns.insecure,
                             allow_scripts=tuple(Path(d) for d in ns.allow_scripts),
-                            allow_any_script=ns.allow_any_script,
+                            allow_any_script=ns.allow_any_script, launcher_argv=tuple(choice.argv()),
                             log=lambda message: print(f"mosaic daemon: {message}", file=sys.stderr, flush=True))
 
     def ready(daemon) -> None:
@@ -72,8 +73,8 @@ def _run_daemon(ns: argparse.Namespace) -> int:
               f"{options.max_concurrent} concurrent runs, {daemon.gpus} GPU(s)); Ctrl-C stops it",
               file=sys.stderr, flush=True)
         say = lambda text: print(f"mosaic daemon: {text}", file=sys.stderr, flush=True)  # noqa: E731
-        if chosen is not None:
-            say(f"runs execute through the {chosen.name!r} launcher")
+        if not choice.local:
+            say(f"runs execute through the {choice.name!r} launcher")
         if token_file:
             say(f"clients need the token in {token_file} (mosaic submit --state-dir {daemon.state_dir}, "
                 "or $MOSAIC_TOKEN, sent as 'authorization: Bearer <token>')")

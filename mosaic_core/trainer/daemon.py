@@ -49,6 +49,7 @@ class DaemonOptions:
     insecure: bool = False  # no client token (today's behaviour); loopback only
     allow_scripts: tuple[Path, ...] = ()  # directories whose .py scripts a submitted `algo` may name
     allow_any_script: bool = False
+    launcher_argv: tuple[str, ...] = ()  # where runs execute: LauncherChoice.argv(), on each `mosaic run`
     telemetry_items_per_run: int = 200_000  # steps and episodes together; more are dropped (counted)
     telemetry_bytes_per_run: int = 256 * 1024 * 1024
     worker_command: Callable[[LaunchSpec], list[str]] = mosaic_run_command
@@ -140,7 +141,7 @@ class TrainerDaemon:
         self.manager = RunManager(self.store, ManagerOptions(
             state_dir=self.state_dir, target=f"{worker_host}:{port}", max_concurrent=opts.max_concurrent,
             heartbeat_timeout=opts.heartbeat_timeout, grace_period=opts.grace_period,
-            worker_command=opts.worker_command, log=opts.log))
+            worker_command=opts.worker_command, launcher_argv=opts.launcher_argv, log=opts.log))
         from mosaic_core.trainer.server import TrainerServicer
 
         pb_grpc.add_TrainerServiceServicer_to_server(TrainerServicer(self), server)

@@ -74,6 +74,7 @@ class ManagerOptions:
     heartbeat_timeout: float = 90.0
     grace_period: float = 10.0
     worker_command: Callable[[LaunchSpec], list[str]] = mosaic_run_command
+    launcher_argv: tuple[str, ...] = ()  # where runs execute (LauncherChoice.argv()), on each command line
     log: Callable[[str], None] = lambda message: None  # one line per run transition (the CLI: stderr)
 
 
@@ -264,7 +265,7 @@ class RunManager:
         if self.store.update(run_id, check=lambda r: r.status == INIT, status=HSHK, last_heartbeat=time.time()) is None:
             return
         try:
-            argv = processes.die_with_parent(opts.worker_command(spec))
+            argv = processes.die_with_parent([*opts.worker_command(spec), *opts.launcher_argv])
             err = os.open(stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
                 popen = subprocess.Popen(argv, cwd=self.state_dir, env=env, stdin=subprocess.DEVNULL,

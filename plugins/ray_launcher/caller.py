@@ -39,13 +39,13 @@ from mosaic_core import hostsignals
 from mosaic_core.files import is_within, write_json_atomic
 from mosaic_core.launchers import Job
 from mosaic_core.manifest import HOST_SECTIONS, manifest_document
+from mosaic_core.node import prepared_env
 from mosaic_core.runs import read_cancel_note
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 
 POLL_S = 0.25
 CANCEL_EXTRA_S = 20.0  # after the grace period: the node's host needs a moment to record the end
-SECRET_EXTRAS_ENV = "MOSAIC_SECRET_EXTRAS"
 NODE_GONE_WAIT_S = 60.0
 
 
@@ -159,11 +159,14 @@ class RayRun:
         if attempt > 1:  # what fitted before may be gone with the node: say so rather than wait forever
             cluster.check_resources(settings)
         actor, self.first_actor = self.first_actor or new_actor(settings), None
-        relays = Relays(self.job.host.run_relays(run.run_id, redact(run.config.extras), "caller"))
+        relays = Relays(self.job.host.run_relays(run.run_id, redact(run.config.extras), "caller"), self.job.host)
         try:
             runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
-            start = actor.start.remote(list(self.job.rerun_argv), self._config_text(), self._env(), runs_dir,
-                                       run.run_id, settings.num_cpus, sorted(relays.relays))
+            options = self.job.options
+            start = actor.start.remote(run.directory.launch.read_text(encoding="utf-8"), self._config_text(),
+                                       self._env(), runs_dir, run.run_id, settings.num_cpus, sorted(relays.relays),
+                                       str(run.run_dir), ["--heartbeat-interval", f"{options.heartbeat_interval:g}",
+                                                          "--grace-period", f"{options.grace_period:g}"])
             node = self._wait(start, actor, "start")
             if node is None:  # cancelled while waiting for a node
                 return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
@@ -187,6 +190,7 @@ class RayRun:
             marks = relays.due() if self.started else None  # plugins' live data: once the run started here
             reply = self._wait(actor.read.remote(seen, marks, POLL_S), actor, "read", cancellable=False)
             relays.deliver(reply.get("relayed") or {})
+            relays.record_node_failures(reply.get("relay_failures") or {})
             seen += len(reply["lines"])
             for line in reply["lines"]:
                 record = _parse(line)
@@ -284,10 +288,7 @@ class RayRun:
         for name in self.settings.env_names:
             if name in os.environ:
                 env[name] = os.environ[name]
-        secrets = cluster.secret_extras(self.run.config.extras)
-        if secrets:
-            env[SECRET_EXTRAS_ENV] = json.dumps(secrets)
-        return env
+        return prepared_env(env, self.run.config.extras)  # the secret extras, for the node's host
 
     # ------------------------------------------------------------------ Ray plumbing
     def _wait(self, ref: Any, actor: Any, what: str, cancellable: bool = True) -> Any:
@@ -344,8 +345,8 @@ class RayRun:
 class Relays:
     """The caller's side of the plugins' relays (``mosaic_run_relay``), each asked at its rate."""
 
-    def __init__(self, relays: dict[str, Any]):
-        self.relays = relays
+    def __init__(self, relays: dict[str, Any], host: Any = None):
+        self.relays, self.host = relays, host  # host: where a relay's failure is recorded, as a hook's
         self.next_due = {plugin: 0.0 for plugin in relays}
 
     def due(self) -> dict[str, Any] | None:
@@ -355,7 +356,7 @@ class Relays:
             if now < self.next_due[plugin]:
                 continue
             self.next_due[plugin] = now + 1.0 / max(float(relay.rate_hz), 0.1)
-            mark = self._guarded(plugin, relay.mark)
+            mark = self._guarded(plugin, relay.mark, "mark")
             if mark is not None:
                 marks[plugin] = mark
         return marks or None
@@ -364,14 +365,27 @@ class Relays:
         for plugin, items in relayed.items():
             relay = self.relays.get(plugin)
             if relay is not None and items:
-                self._guarded(plugin, lambda: relay.deliver(items))
+                self._guarded(plugin, lambda: relay.deliver(items), "deliver")
 
-    def _guarded(self, plugin: str, call: Any) -> Any:
+    def record_node_failures(self, failures: dict[str, str]) -> None:
+        """The node's side of a relay failed (``RemoteRun.read`` said so): recorded, and ours stops."""
+        for plugin, error in failures.items():
+            self._record(plugin, "collect", error, "node")
+            if plugin in self.relays:
+                self._drop(plugin)
+
+    def _guarded(self, plugin: str, call: Any, what: str) -> Any:
         try:
             return call()
-        except Exception:  # isolate: that plugin's relay stops, the run and its events go on
+        except Exception as exc:  # isolate: that plugin's relay stops, the run and its events go on
+            self._record(plugin, what, f"{type(exc).__name__}: {exc}", "caller")
             self._drop(plugin)
             return None
+
+    def _record(self, plugin: str, what: str, error: str, where: str) -> None:
+        """As a hook's failure: named once on stderr, listed in the manifest's plugin failures."""
+        if self.host is not None:
+            self.host.record_failure(plugin, f"mosaic_run_relay.{what}", error, where=where)
 
     def _drop(self, plugin: str) -> None:
         relay = self.relays.pop(plugin)

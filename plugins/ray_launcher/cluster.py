@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from mosaic_core.config import REDACTED, redact
 from mosaic_core.errors import UsageError
 
 CONNECT_TIMEOUT_S = 3.0
@@ -65,6 +64,16 @@ class Settings:
     def request(self) -> dict[str, float]:
         wanted = {"CPU": self.num_cpus, "GPU": self.num_gpus, **self.resources}
         return {k: v for k, v in wanted.items() if v > 0}
+
+
+def validate(raw: dict[str, Any], num_cpus: int | None) -> list[str]:
+    """The launcher's check before a run is prepared: settings well formed, the address answers
+    (a TCP connect; joining is ``start_early``'s). No Ray import."""
+    settings = Settings.parse(raw, num_cpus)
+    problem = _answers(settings.address)
+    if problem:
+        return [f"Ray cluster at {settings.address} does not answer: {problem} (is `ray start --head` running there?)"]
+    return []
 
 
 def _number(flag: str, value: Any, default: float, minimum: float, integer: bool = False) -> float:
@@ -265,12 +274,6 @@ def _runs_fitting(have: dict[str, float], wanted: dict[str, float]) -> int:
 def describe_loss(node: dict[str, Any] | None, exc: BaseException) -> str:
     where = f"Ray node {node['node_id'][:12]} ({node['address']})" if node else "the Ray actor before it started"
     return f"{where} was lost: {type(exc).__name__}: {_first_line(exc)}"
-
-
-def secret_extras(extras: dict[str, Any]) -> dict[str, Any]:
-    """The extras that ``config.json`` records as redacted: the node gets them in its env."""
-    shown = redact(extras)
-    return {k: v for k, v in extras.items() if shown.get(k) == REDACTED and v != REDACTED}
 
 
 def staging_root(run: Any) -> Path:

@@ -10,7 +10,6 @@ OPTIONS = (
     ADDRESS,
     LauncherOption("--ray-num-cpus", "MOSAIC_RAY_NUM_CPUS", metavar="N",
                    help="CPUs the run asks of the cluster (default: the run's --num-cpus, else 1); its threads follow"),
-    LauncherOption("--num-gpus", "MOSAIC_RAY_NUM_GPUS", metavar="N", help="GPUs the run asks of the cluster (default 0)"),
     LauncherOption("--ray-resources", "MOSAIC_RAY_RESOURCES", metavar="JSON",
                    help='custom resources the run asks for, e.g. \'{"nodeB": 1}\' to pick a node'),
     LauncherOption("--ray-env", "MOSAIC_RAY_ENV", metavar="NAME,…",
@@ -25,4 +24,5 @@ OPTIONS = (
 def get_launcher_info() -> LauncherInfo:
     return LauncherInfo(name="ray", description="run on a node of an existing Ray cluster (pip install 'mosaic-workers[ray]')",
                         options=OPTIONS, execute="mosaic_ray.caller:execute",
-                        capacity="mosaic_ray.cluster:capacity", start_early="mosaic_ray.caller:start_early")
+                        capacity="mosaic_ray.cluster:capacity", start_early="mosaic_ray.caller:start_early",
+                        validate="mosaic_ray.cluster:validate")

@@ -1,10 +1,11 @@
-"""On a cluster node: one run as a normal supervised ``mosaic run`` subprocess (a Ray actor).
+"""On a cluster node: one prepared run supervised as ``mosaic run`` does it (a Ray actor running
+``python -I -m mosaic_core.node`` on the caller's ``launch.json``: not prepared again).
 
 The caller (:mod:`mosaic_ray.caller`) makes one :class:`RemoteRun` actor per attempt with the
 run's resources, calls :meth:`start`, then :meth:`read` in a loop for the run's JSON event
 lines (and, when asked, what plugins relay: ``mosaic_run_relay``, FastLane's frames), :meth:`snapshot`
 for its run directory (at checkpoints and at the end), :meth:`cancel` on Ctrl-C and
-:meth:`close` at the end. The ``mosaic run`` here dies with the actor
+:meth:`close` at the end. The run's host here dies with the actor
 (``PR_SET_PDEATHSIG``), so a killed actor or a lost caller leaves nothing running.
 """
 
@@ -42,6 +43,16 @@ CANCEL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def _close_quietly(relay: Any) -> None:
     with contextlib.suppress(Exception):
         relay.close()
+
+
+def _moved(launch: dict[str, Any], before: str, after: str) -> dict[str, Any]:
+    """``launch.json`` with the caller's run directory, in its command and cwd, made this node's."""
+    def move(value: Any) -> Any:
+        if isinstance(value, str) and before and (value == before or value.startswith(before + os.sep)):
+            return after + value[len(before):]
+        return value
+
+    return {**launch, "command": [move(arg) for arg in launch.get("command") or []], "cwd": move(launch.get("cwd"))}
 
 
 def _child_setup(parent_death: Any) -> Any:
@@ -103,30 +114,38 @@ class RemoteRun:
         self.work: Path | None = None
         self.run_dir: Path | None = None
         self.relays: dict[str, Any] = {}  # plugin -> its RunRelay for this run (mosaic_run_relay, side "node")
+        self.relay_failures: dict[str, str] = {}  # plugin -> why its relay stopped, for the caller to record
 
-    def start(self, argv: list[str], config_text: str, env: dict[str, str], runs_dir: str | None,
-              run_id: str, num_cpus: float, relaying: list[str] | None = None) -> dict[str, Any]:
-        """Start ``mosaic <argv> --config C --runs-dir R``; ``env`` (secrets included) only in
-        its environment. ``runs_dir``: shared storage, else a private temp dir on this node.
-        Plugins that relay live data of the run (FastLane) set up their side here first, those of
-        ``relaying`` (the caller's; none: no plugin is loaded here)."""
+    def start(self, launch_text: str, config_text: str, env: dict[str, str], runs_dir: str | None,
+              run_id: str, num_cpus: float, relaying: list[str] | None = None, caller_run_dir: str = "",
+              host_flags: list[str] | None = None) -> dict[str, Any]:
+        """Supervise the prepared run here (``python -I -m mosaic_core.node``: the command the
+        caller's ``launch.json`` records, not prepared again); ``env`` (secrets included) only in
+        its environment. ``runs_dir``: shared storage, else a private temp dir on this node; the
+        caller's run directory in the plan's paths becomes this one. Plugins that relay live data
+        of the run (FastLane) set up their side here first, those of ``relaying`` (the caller's;
+        none: no plugin is loaded here). ``host_flags``: ``--heartbeat-interval``, ``--grace-period``."""
         import ray
 
         self.work = files.private_dir(WORK_PREFIX)  # 0700: the config holds no secret, still private
-        config = self.work / "config.json"
-        config.write_text(config_text, encoding="utf-8")
         runs = Path(runs_dir) if runs_dir else self.work / "runs"
         self.run_dir = runs / run_id
+        runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.run_dir.mkdir(mode=0o700)
+        (self.run_dir / "config.json").write_text(config_text, encoding="utf-8")
+        (self.run_dir / "launch.json").write_text(json.dumps(_moved(json.loads(launch_text), caller_run_dir,
+                                                                    str(self.run_dir))), encoding="utf-8")
         node = {"node_id": ray.get_runtime_context().get_node_id(), "address": ray.util.get_node_ip_address(),
                 "hostname": socket.gethostname()}
         threads = str(max(1, int(num_cpus)))
         child_env = {k: v for k, v in os.environ.items() if k not in _KEEP_OUT}
-        child_env.update(env)
+        child_env.update(env)  # the run's variables (mosaic_core.node.prepared_env), secrets included
         child_env.update({name: threads for name in THREAD_VARS})  # this node's share, not the caller's
         child_env[NODE_ENV] = json.dumps(node)
         if relaying:
             child_env.update(self._open_relays(run_id, config_text, relaying))
-        command = [*procs.mosaic_command(), *argv, "--config", str(config), "--runs-dir", str(runs)]
+        command = procs.python_command(sys.executable, "-m", "mosaic_core.node", str(self.run_dir), *(host_flags or []),
+                                       "--num-cpus", threads)
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=child_env, cwd=self.work, start_new_session=True,
                                      preexec_fn=_child_setup(procs.parent_death_signal_setter(signal.SIGTERM)))
@@ -155,7 +174,8 @@ class RemoteRun:
                 continue
             try:
                 env.update(relay.node_env())
-            except Exception:  # isolate: that plugin relays nothing; the run goes on
+            except Exception as exc:  # isolate: that plugin relays nothing; the run goes on (the caller records it)
+                self.relay_failures[plugin] = f"{type(exc).__name__}: {exc}"
                 _close_quietly(relay)
                 continue
             self.relays[plugin] = relay
@@ -184,9 +204,11 @@ class RemoteRun:
             relay = self.relays.get(plugin)
             try:
                 relayed[plugin] = relay.collect(mark) if relay is not None else []
-            except Exception:  # isolate: a plugin whose relay fails relays nothing more
+            except Exception as exc:  # isolate: a plugin whose relay fails relays nothing more (recorded by the caller)
+                self.relay_failures[plugin] = f"{type(exc).__name__}: {exc}"
                 _close_quietly(self.relays.pop(plugin))
-        return {"lines": lines, "returncode": code, "stderr_tail": tail, "relayed": relayed}
+        failures, self.relay_failures = self.relay_failures, {}
+        return {"lines": lines, "returncode": code, "stderr_tail": tail, "relayed": relayed, "relay_failures": failures}
 
     def cancel(self, note: str | None, signum: int = signal.SIGINT) -> None:
         """Ask the run to stop as the caller was asked: ``note`` (a sweep's pruning decision) into

@@ -37,7 +37,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--runs-dir", help="runs root for the trials' runs (default var/trainer/runs or $MOSAIC_RUNS_DIR)")
     # Set by --workers N for its worker processes: the worker's index (the study exists already).
     run.add_argument("--as-worker", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
-    # Where each seed's `mosaic run` executes (--ray-address…): passed on to them in their environment.
+    # Set for a job array's task (a launcher's launch_many): that worker runs one trial.
+    run.add_argument("--one-trial", action="store_true", help=argparse.SUPPRESS)
+    # Where each seed's `mosaic run` executes (--launcher, --ray-address…): passed on on their command lines.
     launchers.add_arguments(run)
 
     for name, text in (("status", "trials, states, best so far and running workers of a study"),
@@ -86,11 +88,14 @@ def _sweep_run(ns: argparse.Namespace) -> int:
 
     if ns.workers is not None and ns.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {ns.workers}")
-    launchers.export_settings(ns)  # the seeds' `mosaic run` (and --workers' processes) inherit them
+    choice = launchers.select(ns)  # the seeds' `mosaic run` (and --workers' processes) get choice.argv()
+    choice.check(command="mosaic sweep run")  # a cluster that does not answer, no sbatch: before any study is made
     spec = load_spec(ns.spec).with_overrides(study_name=ns.study_name, max_trials=ns.max_trials,
                                              total_timesteps=ns.total_timesteps, seeds=ns.seeds, storage=ns.storage)
+    given_workers = ns.workers
+    as_array = ns.as_worker is None and launchers.can_launch_many(choice)  # trials as one submission
     if ns.workers is None:
-        ns.workers = 1 if ns.as_worker is not None else _default_workers(ns, spec.max_trials)
+        ns.workers = 1 if ns.as_worker is not None or as_array else _default_workers(choice, spec.max_trials)
     location = storage.resolve(spec.storage, spec.study_name)
     runs_root = Path(ns.runs_dir) if ns.runs_dir else default_runs_root()
     study.build_sampler(spec), study.build_pruner(spec)  # option errors before anything is written
@@ -102,10 +107,13 @@ def _sweep_run(ns: argparse.Namespace) -> int:
     handle = storage.open_storage(location, spec.heartbeat_s if location.kind != "journal" else None,
                                   spec.max_retries)
     the_study = study.open_study(spec, handle, create=not worker_process, shown_url=location.shown)
-    if worker_process or ns.workers == 1:
-        code = worker.run_worker(spec, the_study, location, runs_root)
+    if as_array:
+        code = _array_workers(ns, choice, spec.max_trials, given_workers, runs_root, spec.study_name)
+    elif worker_process or ns.workers == 1:
+        code = worker.run_worker(spec, the_study, location, runs_root, choice.argv(),
+                                 own_trials=1 if ns.one_trial else None)
     else:
-        code = _spawn_workers(ns)
+        code = _spawn_workers(ns, choice)
     if not worker_process:
         from mosaic_sweep import report
 
@@ -113,10 +121,10 @@ def _sweep_run(ns: argparse.Namespace) -> int:
     return code
 
 
-def _default_workers(ns: argparse.Namespace, max_trials: int) -> int:
+def _default_workers(choice: launchers.LauncherChoice, max_trials: int) -> int:
     """1 here; on a launcher that knows its capacity (a Ray cluster) that many, at most the
     study's trials, said on stderr."""
-    fits = launchers.capacity(ns)
+    fits = launchers.capacity(choice)
     if fits is None:
         return 1
     runs, why = fits
@@ -126,15 +134,38 @@ def _default_workers(ns: argparse.Namespace, max_trials: int) -> int:
     return workers
 
 
-def _spawn_workers(ns: argparse.Namespace) -> int:
+def _worker_command(ns: argparse.Namespace) -> list[str]:
+    """This sweep's ``mosaic sweep run`` for one of its workers (``--as-worker INDEX`` follows)."""
+    from mosaic_sweep.seeds import mosaic_command
+
+    command = [*mosaic_command(), "sweep", "run", str(Path(ns.spec).absolute())]
+    for flag in ("study_name", "max_trials", "total_timesteps", "seeds", "storage", "runs_dir"):
+        value = getattr(ns, flag)
+        if value is not None:
+            value = str(Path(value).absolute()) if flag == "runs_dir" else str(value)
+            command += [f"--{flag.replace('_', '-')}", value]
+    return command
+
+
+def _array_workers(ns: argparse.Namespace, choice: launchers.LauncherChoice, trials: int, limit: int | None,
+                   runs_root: Path, study_name: str) -> int:
+    """The trials as one submission of the launcher (Slurm: a job array, ``%limit`` at a time):
+    task ``i`` is a sweep worker that runs one trial, its seeds on the task's node (``--launcher
+    local`` there), pruning from their live metrics as here; the study's storage is shared."""
+    import time
+
+    commands = tuple((*_worker_command(ns), "--as-worker", str(index), "--one-trial", "--launcher", "local")
+                     for index in range(trials))
+    folder = runs_root.absolute().parent / "sweeps" / f"{study_name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    return launchers.launch_many(choice, launchers.Batch(commands, folder, f"mosaic-sweep-{study_name}", limit))
+
+
+def _spawn_workers(ns: argparse.Namespace, choice: launchers.LauncherChoice) -> int:
     """N worker processes, each this same command with ``--as-worker``; SIGTERM/SIGINT to this
     process is passed on to all of them (each cancels its running seed and exits)."""
     from mosaic_sweep.seeds import _die_with_parent, mosaic_command
 
-    command = [*mosaic_command(), "sweep", "run", ns.spec]
-    for flag in ("study_name", "max_trials", "total_timesteps", "seeds", "storage", "runs_dir"):
-        if getattr(ns, flag) is not None:
-            command += [f"--{flag.replace('_', '-')}", str(getattr(ns, flag))]
+    command = [*_worker_command(ns), *choice.argv()]
     from mosaic_core.threads import SHARE_VAR, share
 
     env = {**os.environ}

@@ -41,6 +41,7 @@ class SeedRun:
     seed: int
     extras: dict[str, Any]
     runs_root: Path
+    launcher_argv: list[str] = field(default_factory=list)  # where it executes (LauncherChoice.argv())
 
 
 @dataclass
@@ -56,7 +57,7 @@ class SeedOutcome:
 def command_for(run: SeedRun, dry_run: bool = False) -> list[str]:
     argv = [*mosaic_command(), "run", "--worker", run.worker, "--algo", run.algo, "--env-id", run.env_id,
             "--total-timesteps", str(run.total_timesteps), "--seed", str(run.seed), "--run-id", run.run_id,
-            "--runs-dir", str(run.runs_root), "--extras", json.dumps(run.extras)]
+            "--runs-dir", str(run.runs_root), "--extras", json.dumps(run.extras), *run.launcher_argv]
     return argv + (["--dry-run", "--emit-summary"] if dry_run else ["--quiet", "--grace-period", str(GRACE_S)])
 
 

@@ -68,8 +68,9 @@ class TrialObjective:
     (used to release the budget lock once Optuna has created the trial)."""
 
     def __init__(self, spec: SweepSpec, runs_root: Path, storage_shown: str, stopper: Stopper,
-                 before_trial: Any = None):
+                 before_trial: Any = None, launcher_argv: list[str] | None = None):
         self.spec, self.runs_root, self.storage_shown = spec, runs_root, storage_shown
+        self.launcher_argv = list(launcher_argv or [])  # each seed's `mosaic run` gets them
         self.stopper, self.before_trial = stopper, before_trial
         self.last_error: str | None = None
 
@@ -99,7 +100,8 @@ class TrialObjective:
                 raise WorkerStopped(self.stopper.reason)
             run = SeedRun(run_id=self._run_id(trial.number, seed), worker=spec.worker, algo=spec.algo, env_id=env_id,
                           total_timesteps=spec.total_timesteps, seed=seed,
-                          extras=self._extras(trial, env_id, params, seed), runs_root=self.runs_root)
+                          extras=self._extras(trial, env_id, params, seed), runs_root=self.runs_root,
+                          launcher_argv=self.launcher_argv)
             runs.append(run.run_id)
             trial.set_user_attr("runs", runs)
             process = SeedProcess(run)

@@ -98,12 +98,16 @@ def _signals(stopper: Stopper) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run_worker(spec: SweepSpec, study: Any, location: StorageURL, runs_root: Path) -> int:
-    """Run trials until the budget is covered; 0 when done, 130 when stopped by a signal."""
+def run_worker(spec: SweepSpec, study: Any, location: StorageURL, runs_root: Path,
+               launcher_argv: list[str] | None = None, own_trials: int | None = None) -> int:
+    """Run trials until the budget is covered (or ``own_trials`` of this worker's: a job array's
+    task runs one); 0 when done, 130 when stopped by a signal. ``launcher_argv``: where each
+    seed's ``mosaic run`` executes (``LauncherChoice.argv()``)."""
     import optuna
 
     stopper, lock = Stopper(), FileLock(location)
-    objective = TrialObjective(spec, runs_root, location.shown, stopper, before_trial=lock.release)
+    objective = TrialObjective(spec, runs_root, location.shown, stopper, before_trial=lock.release,
+                               launcher_argv=launcher_argv)
     limit, failures = budget(spec), 0
     with _signals(stopper):
         while stopper.reason is None:
@@ -117,6 +121,9 @@ def run_worker(spec: SweepSpec, study: Any, location: StorageURL, runs_root: Pat
                     break
                 before = objective.last_error
                 study.optimize(objective, n_trials=1, catch=(SeedFailed,))
+                own_trials = None if own_trials is None else own_trials - 1
+                if own_trials == 0:
+                    break
             except WorkerStopped:
                 break
             finally:

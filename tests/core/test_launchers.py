@@ -18,31 +18,56 @@ def test_the_installed_ray_launcher_is_discovered_with_its_options():
     found = {item.name: item for item in launchers.discover()}
     assert found["ray"].status == "active" and found["ray"].distribution == "mosaic-workers"
     info = found["ray"].obj
-    assert {"--ray-address", "--ray-num-cpus", "--num-gpus", "--ray-resources"} <= {o.flag for o in info.options}
+    assert {"--ray-address", "--ray-num-cpus", "--ray-resources"} <= {o.flag for o in info.options}
+    assert found["slurm"].status == "active"  # both launchers installed, no flag declared twice
     assert info.selected({"ray_address": "127.0.0.1:6379"}) and not info.selected({"ray_address": None})
 
 
-def test_options_come_from_flags_or_their_variables_and_are_exported(monkeypatch):
+def _fake_launchers():
     info = launchers.LauncherInfo("fake", "a test launcher", (
         launchers.LauncherOption("--fake-where", "MOSAIC_FAKE_WHERE", "where", selects=True),
         launchers.LauncherOption("--fake-shared", "MOSAIC_FAKE_SHARED", "shared", switch=True)), "nowhere:execute")
-    monkeypatch.setenv("MOSAIC_FAKE_WHERE", "from-env")
+    other = launchers.LauncherInfo("other", "x", (launchers.LauncherOption("--other-at", "MOSAIC_OTHER_AT", "at"),),
+                                   "nowhere:execute")
     parser = argparse.ArgumentParser()
-    launchers.add_arguments(parser, [info])
-    ns = parser.parse_args([])
-    assert launchers.choose(launchers.settings_of(ns, [info]), [info]) is info  # the variable selects it
-    ns = parser.parse_args(["--fake-where", "there", "--fake-shared"])
-    monkeypatch.delenv("MOSAIC_FAKE_WHERE")
-    assert launchers.export_settings(ns, [info]) is info
+    launchers.add_arguments(parser, [info, other])
+    return info, other, parser
+
+
+def test_a_launcher_is_chosen_by_name_or_by_a_selecting_option(monkeypatch):
+    monkeypatch.setenv("MOSAIC_FAKE_WHERE", "from-env")
+    info, other, parser = _fake_launchers()
+    assert launchers.select(parser.parse_args([]), [info, other]).info is info  # the variable selects it
+    choice = launchers.select(parser.parse_args(["--launcher", "other", "--other-at", "b"]), [info, other])
+    assert choice.name == "other" and choice.settings["other_at"] == "b"  # fake's variable is only a default
+    assert launchers.select(parser.parse_args(["--launcher", "local"]), [info, other]).local
+
+
+def test_a_choice_passes_on_as_explicit_flags_and_never_through_the_environment(monkeypatch):
+    monkeypatch.delenv("MOSAIC_FAKE_WHERE", raising=False)
+    info, other, parser = _fake_launchers()
+    choice = launchers.select(parser.parse_args(["--fake-where", "there", "--fake-shared", "--num-gpus", "1"]),
+                              [info, other])
+    assert choice.argv() == ["--launcher", "fake", "--num-gpus", "1", "--fake-where", "there", "--fake-shared"]
     import os
 
-    assert os.environ["MOSAIC_FAKE_WHERE"] == "there" and os.environ["MOSAIC_FAKE_SHARED"] == "1"
-    monkeypatch.delenv("MOSAIC_FAKE_WHERE")
-    monkeypatch.delenv("MOSAIC_FAKE_SHARED")
-    other = launchers.LauncherInfo("other", "x", (launchers.LauncherOption("--other-at", "MOSAIC_OTHER_AT", "at",
-                                                                          selects=True),), "nowhere:execute")
-    with pytest.raises(UsageError, match="pick one"):
-        launchers.choose({"fake_where": "a", "other_at": "b"}, [info, other])
+    assert "MOSAIC_FAKE_WHERE" not in os.environ and "MOSAIC_FAKE_SHARED" not in os.environ
+    again = launchers.select(parser.parse_args(choice.argv()), [info, other])
+    assert again == choice
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--launcher", "nowhere"], "--launcher 'nowhere': no such launcher (installed: local, fake, other)"),
+    (["--launcher", "other", "--fake-where", "x"], "--launcher other was chosen but --fake-where"),
+    (["--launcher", "local", "--other-at", "x"], "--launcher local was chosen but --other-at"),
+    (["--fake-where", ""], "--fake-where is empty"),
+])
+def test_a_bad_choice_is_one_usage_error(monkeypatch, argv, message):
+    monkeypatch.delenv("MOSAIC_FAKE_WHERE", raising=False)
+    info, other, parser = _fake_launchers()
+    with pytest.raises(UsageError) as caught:
+        launchers.select(parser.parse_args(argv), [info, other])
+    assert str(caught.value).startswith(message)
 
 
 @pytest.mark.parametrize("bad", [dict(flag="-x", env="MOSAIC_X"), dict(flag="--x", env="lower")])
@@ -89,8 +114,18 @@ def test_start_early_is_the_chosen_launchers_and_none_otherwise():
     early = launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute",
                                    start_early="tests.core.test_launchers:_begin")
     plain = launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute")
-    assert launchers.start_early({"fake_where": "there"}, [early], 2) == ("begun", "there", 2)
-    assert launchers.start_early({"fake_where": None}, [early], 2) is None  # the local launcher
-    assert launchers.start_early({"fake_where": "there"}, [plain], 2) is None
+    assert launchers.start_early(launchers.LauncherChoice("fake", early, {"fake_where": "there"}), 2) == (
+        "begun", "there", 2)
+    assert launchers.start_early(launchers.LauncherChoice(), 2) is None  # the local launcher
+    assert launchers.start_early(launchers.LauncherChoice("fake", plain, {"fake_where": "there"}), 2) is None
     with pytest.raises(ValueError, match="start_early"):
         launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute", start_early="no-colon")
+
+
+def test_an_unreachable_cluster_and_an_unchosen_worker_are_both_reported(mosaic, workdir):
+    done = mosaic("run", "--algo", "no-such-algo", "--env-id", "CartPole-v1", "--total-timesteps", "100",
+                  "--launcher", "ray", "--ray-address", "127.0.0.1:1", env={"MOSAIC_DEFAULT_WORKER": ""})
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")]
+    assert len(lines) == 1 and "Ray cluster at 127.0.0.1:1 does not answer" in lines[0], done.stderr
+    assert "worker" in lines[0].split("and: Ray cluster")[0], done.stderr
