@@ -135,5 +135,5 @@ def load(agent: Any, checkpoint: Path, everything: bool) -> dict[str, Any]:
             set_rng_state(state["rng"])
     except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError) as exc:
         raise ValueError(f"{checkpoint / STATE} cannot be loaded into this {meta.get('algo')} agent: "
-                         f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+                         f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0].split('. ')[0]}") from None
     return meta

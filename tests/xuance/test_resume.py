@@ -95,7 +95,8 @@ def test_resume_continues_steps_and_the_learning_rate_schedule(interrupted):
     assert events[-1]["event"] == "run_completed"
     step = [e["payload"] for e in killed if e["event"] == "checkpoint_saved"][-1]["step"]
     steps = _metric_steps(events)
-    assert steps and min(steps) > step and steps == sorted(set(steps)), steps  # no gap back, no duplicate
+    # from the checkpoint on, in order (one step may carry two events: four envs end episodes together)
+    assert steps and min(steps) > step and steps == sorted(steps), steps
     assert max(steps) >= BUDGET - 100
     saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
     assert saved[-1]["step"] == BUDGET and saved[-1]["reason"] == "final"
@@ -124,3 +125,65 @@ def test_evaluate_writes_the_schema_with_per_agent_returns(interrupted, xuance_e
     for episode in result["episodes"]:
         assert set(episode["agents"]) == AGENTS and episode["length"] == 25
         assert episode["return"] == pytest.approx(sum(episode["agents"].values())) and episode["return"] < 0
+
+
+def _copy_checkpoint(run_dir, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy" / "checkpoints" / f"step_{BUDGET}"
+    shutil.copytree(run_dir / "checkpoints" / f"step_{BUDGET}", copy)
+    return copy
+
+
+def _refused(xuance_env, tmp_path, extras, algo="mappo"):
+    done = subprocess.run(run_args("bad", tmp_path / "runs", algo, total=BUDGET, extras=extras), env=xuance_env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_a_checkpoint_of_another_algorithm_or_a_newer_format_is_refused(interrupted, xuance_env, tmp_path):
+    whole_dir = interrupted[0]
+    line = _refused(xuance_env, tmp_path, {"mode": "resume", "checkpoint_path": str(whole_dir)}, algo="ippo")
+    assert "is a checkpoint of algorithm 'mappo', not 'ippo'" in line
+    copy = _copy_checkpoint(whole_dir, tmp_path)
+    meta = json.loads((copy / "meta.json").read_text())
+    (copy / "meta.json").write_text(json.dumps({**meta, "version": 99}))
+    line = _refused(xuance_env, tmp_path, {"mode": "resume", "checkpoint_path": str(copy)})
+    assert "format version 99 is newer than this worker's" in line
+    assert not (tmp_path / "runs" / "bad").exists()
+
+
+def test_a_truncated_checkpoint_is_refused_in_one_line(interrupted, xuance_env, tmp_path):
+    copy = _copy_checkpoint(interrupted[0], tmp_path)
+    state = copy / "state.pt"
+    state.write_bytes(state.read_bytes()[:2000])
+    line = _refused(xuance_env, tmp_path, {"mode": "resume", "checkpoint_path": str(copy.parent.parent)})
+    assert "state.pt cannot be loaded" in line and str(copy) in line
+
+
+def test_sigusr1_to_the_training_process_saves_a_checkpoint_first(xuance_env, tmp_path):
+    """What a scheduler sends before a time limit, straight to the training process."""
+    import os
+
+    proc = subprocess.Popen(run_args("usr1", tmp_path, total=10**6), env=xuance_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if (tmp_path / "usr1" / "events.jsonl").exists() and _metric_steps(events_of(tmp_path / "usr1")):
+                break
+            assert proc.poll() is None, proc.communicate()[1]
+            time.sleep(0.2)
+        pid = next(e["payload"]["pid"] for e in events_of(tmp_path / "usr1") if e["event"] == "heartbeat")
+        os.kill(pid, signal.SIGUSR1)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    events = events_of(tmp_path / "usr1")
+    saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+    assert saved and saved[-1]["reason"] == "cancelled" and os.path.isfile(os.path.join(saved[-1]["path"], "state.pt"))
+    assert events[-1]["payload"]["returncode"] == -signal.SIGUSR1, err
