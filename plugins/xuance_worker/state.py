@@ -133,7 +133,7 @@ def load(agent: Any, checkpoint: Path, everything: bool) -> dict[str, Any]:
             if len(episodes) == len(agent.current_episode):
                 agent.current_episode[:] = episodes
             set_rng_state(state["rng"])
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError, EOFError) as exc:
+    except Exception as exc:  # truncated, not weights only (a pickle with code: refused unrun), another shape
         raise ValueError(f"{checkpoint / STATE} cannot be loaded into this {meta.get('algo')} agent: "
                          f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0].split('. ')[0]}") from None
     return meta

@@ -187,3 +187,28 @@ def test_sigusr1_to_the_training_process_saves_a_checkpoint_first(xuance_env, tm
     saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
     assert saved and saved[-1]["reason"] == "cancelled" and os.path.isfile(os.path.join(saved[-1]["path"], "state.pt"))
     assert events[-1]["payload"]["returncode"] == -signal.SIGUSR1, err
+
+
+class _Planted:
+    """A pickle that would run a command when unpickled."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_checkpoint_is_data_a_planted_pickle_does_not_run(interrupted, xuance_env, tmp_path):
+    """state.pt is read with torch.load(weights_only=True): a pickle that would run code is refused
+    (one line, exit 2) and runs nothing, wherever the checkpoint comes from."""
+    import pickle
+
+    copy = _copy_checkpoint(interrupted[0], tmp_path)
+    marker = tmp_path / "ran"
+    (copy / "state.pt").write_bytes(pickle.dumps({"policy": _Planted(marker)}))
+    line = _refused(xuance_env, tmp_path, {"mode": "evaluate", "checkpoint_path": str(copy)})
+    assert "state.pt cannot be loaded" in line and "weights" in line.lower()
+    assert not marker.exists()
