@@ -212,3 +212,30 @@ def test_a_checkpoint_is_data_a_planted_pickle_does_not_run(interrupted, xuance_
     line = _refused(xuance_env, tmp_path, {"mode": "evaluate", "checkpoint_path": str(copy)})
     assert "state.pt cannot be loaded" in line and "weights" in line.lower()
     assert not marker.exists()
+
+
+def test_a_resume_in_its_own_run_purges_tensorboard_steps_after_the_checkpoint(interrupted, xuance_env, tmp_path):
+    """The training program resumed in the run directory that wrote the checkpoint (as the host's
+    `mosaic resume` starts it: the run's own command, mode resume, its newest checkpoint) goes on in
+    that run's TensorBoard folder with purge_step: TensorBoard shows each step once."""
+    import shutil
+
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _whole, killed_dir, killed, _resumed_dir, _resumed = interrupted
+    run_dir = tmp_path / "killed"
+    shutil.copytree(killed_dir, run_dir)
+    step = [e["payload"] for e in killed if e["event"] == "checkpoint_saved"][-1]["step"]
+    command = json.loads((run_dir / "launch.json").read_text())["command"]
+    command[command.index("--mode") + 1] = "resume"
+    command += ["--checkpoint", str(run_dir / "checkpoints" / f"step_{step}")]
+    done = subprocess.run(command, cwd=run_dir, env=xuance_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (folder,) = (run_dir / "tensorboard").iterdir()  # the same folder, no second one
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    events.Reload()
+    episodes = [s.step for s in events.Scalars("charts/episodic_return")]
+    assert len(episodes) == 4 * (BUDGET // 100) and sorted(episodes) == episodes  # 4 envs, 25-step episodes, once each
+    rates = [s.step for s in events.Scalars("learning_rate")]
+    assert rates == sorted(set(rates)) and len(rates) == BUDGET // 400
