@@ -52,6 +52,7 @@ class MosaicCallback(MultiAgentBaseCallback):
         self.writer: Any = None
         self.episodes = 0
         self.eval_episodes: list[tuple[dict[str, float], int]] = []  # (returns per agent, length)
+        self.evaluating = False  # XuanCe's own test scores are not the run's metrics then
         self._add_scalar: Any = None
         self._agent_keys: tuple[str, ...] = ()
         self._log_infos: Any = None
@@ -77,6 +78,8 @@ class MosaicCallback(MultiAgentBaseCallback):
     def log_infos(self, info: dict[str, Any], x_index: int) -> None:
         """XuanCe's ``log_infos``: scalars reported (losses per agent) and written to TensorBoard
         past the host's patch; dicts (``add_scalars``) left to XuanCe."""
+        if self.evaluating:
+            return
         step = int(x_index)
         rest = {}
         for key, value in info.items():

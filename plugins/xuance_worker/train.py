@@ -175,16 +175,20 @@ class Session:
         if "deterministic_policy" in inspect.signature(agent.test).parameters:
             deterministic = options["deterministic_policy"] = bool(ns.eval_deterministic)
         returns, lengths, per_agent = [], [], []
-        for seed in seeds:
-            state.seed_everything(seed)
-            envs = make_envs(_Config(**{**vars(self.config), "parallels": 1, "env_seed": seed,
-                                        "vectorize": "DummyVecMultiAgentEnv"}))
-            self.callback.eval_episodes.clear()
-            agent.test(test_episodes=1, test_envs=envs, close_envs=True, **options)
-            scores, length = self.callback.eval_episodes[0]
-            returns.append(sum(scores.values()))
-            lengths.append(length)
-            per_agent.append(scores)
+        self.callback.evaluating = True
+        try:
+            for seed in seeds:
+                state.seed_everything(seed)
+                envs = make_envs(_Config(**{**vars(self.config), "parallels": 1, "env_seed": seed,
+                                            "vectorize": "DummyVecMultiAgentEnv"}))
+                self.callback.eval_episodes.clear()
+                agent.test(test_episodes=1, test_envs=envs, close_envs=True, **options)
+                scores, length = self.callback.eval_episodes[0]
+                returns.append(sum(scores.values()))
+                lengths.append(length)
+                per_agent.append(scores)
+        finally:
+            self.callback.evaluating = False
         return contract.eval_result(worker=XUANCE_WORKER, algo=ns.algo, env_id=ns.env, checkpoint=str(checkpoint),
                                     global_step=step, returns=returns, lengths=lengths, seeds=seeds,
                                     deterministic=deterministic, agent_returns=per_agent)
@@ -287,6 +291,8 @@ def run(ns: Namespace, threads: int, stop: Stop) -> None:
     checkpoint = Path(ns.checkpoint).absolute() if ns.checkpoint else None
     if ns.mode != "train" and checkpoint is None:
         refuse_config(f"--checkpoint is required in mode {ns.mode}")
+    if ns.video:
+        refuse_config("--video: the xuance worker does not record evaluation videos yet")
     meta: dict[str, Any] = {}
     if checkpoint is not None:
         try:

@@ -125,6 +125,14 @@ def test_evaluate_writes_the_schema_with_per_agent_returns(interrupted, xuance_e
     for episode in result["episodes"]:
         assert set(episode["agents"]) == AGENTS and episode["length"] == 25
         assert episode["return"] == pytest.approx(sum(episode["agents"].values())) and episode["return"] < 0
+    again = subprocess.run(run_args("again", tmp_path, total=1, extras={
+        "mode": "evaluate", "checkpoint_path": str(whole_dir), "eval_episodes": 3, "eval_seed": 7}),
+        env=xuance_env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    repeated = json.loads((tmp_path / "again" / "eval.json").read_text())
+    assert repeated["episodes"] == result["episodes"]  # the protocol is the same every time
+    events = events_of(tmp_path / "eval")
+    assert not [e for e in events if e["event"] == "metrics" and e["payload"]["losses"]]  # no test scores as losses
 
 
 def _copy_checkpoint(run_dir, tmp_path):
