@@ -34,24 +34,32 @@ def _metric_steps(events):
     return [e["payload"]["global_step"] for e in events if e["event"] == "metrics"]
 
 
-def _sigterm_midway(xuance_env, runs, run_id):
-    """A run SIGTERMed once its metrics pass half the budget; its events."""
-    proc = subprocess.Popen(run_args(run_id, runs, total=BUDGET, extras=DECAY), env=xuance_env,
+def _signalled(xuance_env, runs, run_id, total, extras, ready, send):
+    """A run given ``send(proc, events)`` once ``ready(metric steps)``; (host's exit code, stderr, events)."""
+    proc = subprocess.Popen(run_args(run_id, runs, total=total, extras=extras), env=xuance_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
-            if (runs / run_id / "events.jsonl").exists() and any(s >= BUDGET // 2 for s in _metric_steps(events_of(runs / run_id))):
+            if (runs / run_id / "events.jsonl").exists() and ready(_metric_steps(events_of(runs / run_id))):
                 break
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
+        send(proc, events_of(runs / run_id))
         _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
-    return events_of(runs / run_id)
+    return proc.returncode, err, events_of(runs / run_id)
+
+
+def _sigterm_midway(xuance_env, runs, run_id):
+    """A run SIGTERMed once its metrics pass half the budget; its events."""
+    code, err, events = _signalled(xuance_env, runs, run_id, BUDGET, DECAY,
+                                   lambda steps: any(s >= BUDGET // 2 for s in steps),
+                                   lambda proc, _events: proc.send_signal(signal.SIGTERM))
+    assert code == 130, err
+    return events
 
 
 @pytest.fixture(scope="module")
@@ -176,22 +184,10 @@ def test_sigusr1_to_the_training_process_saves_a_checkpoint_first(xuance_env, tm
     """What a scheduler sends before a time limit, straight to the training process."""
     import os
 
-    proc = subprocess.Popen(run_args("usr1", tmp_path, total=10**6), env=xuance_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if (tmp_path / "usr1" / "events.jsonl").exists() and _metric_steps(events_of(tmp_path / "usr1")):
-                break
-            assert proc.poll() is None, proc.communicate()[1]
-            time.sleep(0.2)
-        pid = next(e["payload"]["pid"] for e in events_of(tmp_path / "usr1") if e["event"] == "heartbeat")
-        os.kill(pid, signal.SIGUSR1)
-        _out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    events = events_of(tmp_path / "usr1")
+    def send(_proc, events):
+        os.kill(next(e["payload"]["pid"] for e in events if e["event"] == "heartbeat"), signal.SIGUSR1)
+
+    _code, err, events = _signalled(xuance_env, tmp_path, "usr1", 10**6, {}, bool, send)
     saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
     assert saved and saved[-1]["reason"] == "cancelled" and os.path.isfile(os.path.join(saved[-1]["path"], "state.pt"))
     assert events[-1]["payload"]["returncode"] == -signal.SIGUSR1, err

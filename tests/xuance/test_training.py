@@ -22,7 +22,7 @@ STEPS = 1000
 # tiles its four envs.
 EARLY = {"start_training": 200}
 ON_POLICY_SMALL = {"buffer_size": 400, "n_epochs": 2}
-EXTRAS = {"mappo": {"fastlane_record": 1, "checkpoint_frequency": 500},
+EXTRAS = {"mappo": {"fastlane_record": 1, "checkpoint_frequency": 500, "eval_every_checkpoint": True, "eval_episodes": 2},
           "ippo": {"fastlane_video_mode": "grid", **ON_POLICY_SMALL}, "coma": ON_POLICY_SMALL,
           "qmix": EARLY, "vdn": EARLY, "iql": EARLY, "maddpg": EARLY}
 
@@ -74,6 +74,10 @@ def test_each_algorithm_trains_with_per_agent_metrics(trained, algo):
     if algo == "mappo":  # an on-policy update happened: its losses per agent (parameter sharing: agent_0's)
         assert {"losses/actor_loss", "losses/critic_loss"} <= set(last["agents"]["agent_0"])
         assert [s["global_step"] for s in saved] == [400, 1000]  # at 500: the state of the update at 400
+        evaluated = [e["payload"] for e in events if e["event"] == "eval_result"]
+        assert [(e["global_step"], e["episodes"]) for e in evaluated] == [(400, 2), (1000, 2)]
+        assert all(e["mean"] < 0 for e in evaluated)
+        assert json.loads((run_dir / "checkpoints" / "step_400" / "eval.json").read_text())["mean"] == evaluated[0]["mean"]
     pytest.importorskip("tensorboard")
     from mosaic_analytics.curves import read_agent_scalars, read_scalars
 
