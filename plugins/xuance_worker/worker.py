@@ -133,7 +133,8 @@ class XuanCeWorker(Worker):
         if config.seed is not None:
             command += ["--seed", str(config.seed)]
         if mode != "train":
-            key = "checkpoint_path" if mode == "resume" or "checkpoint_path" in extras else "policy_path"
+            key = "policy_path" if mode == "evaluate" and "checkpoint_path" not in extras and "policy_path" in extras \
+                else "checkpoint_path"  # policy_path: evaluate's old name
             command += ["--checkpoint", str(resolve(extras.get(key), key, config.algo, env))]
         command += _host_flags(extras, mode)
         summary = answer["summary"]
