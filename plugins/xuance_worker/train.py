@@ -113,8 +113,10 @@ class Stop(contract.StopOnSignal):
 class Session:
     """One training process's agent, config and callback, and what saving and evaluating need."""
 
-    def __init__(self, ns: Namespace, config: Namespace, agent: Any, callback: Any, budget: int):
+    def __init__(self, ns: Namespace, config: Namespace, agent: Any, callback: Any, budget: int,
+                 training_seed: int | None):
         self.ns, self.config, self.agent, self.callback, self.budget = ns, config, agent, callback, budget
+        self.training_seed = training_seed  # evaluation seeds start past it
 
     def resumable_step(self) -> int:
         """The step whose state the agent holds: XuanCe's counter, less an on-policy rollout
@@ -169,7 +171,7 @@ class Session:
         from xuance_worker import state
 
         ns, agent = self.ns, self.agent
-        seeds = contract.eval_seeds(ns.eval_episodes, training_seed=self.config.seed, eval_seed=ns.eval_seed)
+        seeds = contract.eval_seeds(ns.eval_episodes, training_seed=self.training_seed, eval_seed=ns.eval_seed)
         options: dict[str, Any] = {}
         deterministic = True  # XuanCe's off-policy agents play greedily in test mode, always
         if "deterministic_policy" in inspect.signature(agent.test).parameters:
@@ -316,7 +318,8 @@ def run(ns: Namespace, threads: int, stop: Stop) -> None:
         if ns.mode == "resume":
             reopen_tensorboard(agent, checkpoint, meta)
         callback.attach(agent)
-        session = Session(ns, config, agent, callback, budget)
+        trained_with = meta.get("seed") if ns.mode == "evaluate" and isinstance(meta.get("seed"), int) else config.seed
+        session = Session(ns, config, agent, callback, budget, trained_with)
         stop.looping = True
         if stop.requested:
             raise Stopped()
