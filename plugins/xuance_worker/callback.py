@@ -12,6 +12,10 @@ step, ``on_train_episode_info`` when an env's episode ends) and from evaluation
   Losses: :meth:`MosaicCallback.log_infos` takes the place of the agent's own ``log_infos``:
   XuanCe's ``AGENT/NAME`` values (e.g. ``agent_0/actor_loss``) are reported as ``losses/NAME``
   of that agent, the others as ``losses/NAME``; TensorBoard keeps XuanCe's names.
+- the stop (:class:`mosaic_core.contract.StopOnSignal`): checked where a vector step ends
+  (``on_train_step_end``, after the update the step triggered), XuanCe's state is whole there;
+  :class:`mosaic_core.child.Stopped` leaves XuanCe's loop (no bare ``except:`` around the call).
+- evaluation episodes (``on_test_step``) are kept in :attr:`MosaicCallback.eval_episodes`.
 - frames: only when a frame consumer wants one (:func:`mosaic_core.child.frame_wanted`, per env
   index: cheap, a "no" holds 50 ms; asking the plugins every env after every step took 2 % of
   MAPPO's time in a profile), rendered from that env alone (``rgb_array``) and published with
@@ -39,19 +43,21 @@ def _raw_add_scalar(writer: Any) -> Any:
 
 class MosaicCallback(MultiAgentBaseCallback):
     """Reports XuanCe's per-agent episode results and publishes frames. ``writer``: the agent's
-    SummaryWriter (set once the agent exists); ``step_offset``: steps trained before a resume."""
+    SummaryWriter (set once the agent exists). Steps are XuanCe's own ``current_step``, which a
+    resume restores: the global step of the run."""
 
-    def __init__(self, step_offset: int = 0, stop: mosaic_child.HostCancel | None = None):
+    def __init__(self, stop: Any = None):
         super().__init__()
-        self.stop = mosaic_child.HostCancel() if stop is None else stop  # the host's cancel
+        self.stop = stop  # a contract.StopOnSignal: training stops at the next vector step's end
         self.writer: Any = None
-        self.step_offset = step_offset
         self.episodes = 0
-        self.eval_scores: list[dict[str, float]] = []
+        self.eval_episodes: list[tuple[dict[str, float], int]] = []  # (returns per agent, length)
+        self.evaluating = False  # XuanCe's own test scores are not the run's metrics then
         self._add_scalar: Any = None
         self._agent_keys: tuple[str, ...] = ()
         self._log_infos: Any = None
-        self._clock = (time.monotonic(), step_offset)  # for steps per second
+        self._rnn = False
+        self._clock = (time.monotonic(), 0)  # for steps per second
         self.sps = 0.0
 
     def attach(self, agent: Any) -> None:
@@ -61,12 +67,20 @@ class MosaicCallback(MultiAgentBaseCallback):
         self._agent_keys = tuple(str(k) for k in getattr(agent, "agent_keys", ()))
         self._log_infos = agent.log_infos
         agent.log_infos = self.log_infos
-        self._clock = (time.monotonic(), self.step_offset)  # steps per second of the training loop
+        self._rnn = bool(getattr(agent, "use_rnn", False))
+        self._clock = (time.monotonic(), int(agent.current_step))  # steps per second of the training loop
+
+    def check_stop(self) -> None:
+        """Raise :class:`mosaic_core.child.Stopped` once a stop is asked for."""
+        if self.stop is not None and self.stop.requested:
+            raise mosaic_child.Stopped()
 
     def log_infos(self, info: dict[str, Any], x_index: int) -> None:
         """XuanCe's ``log_infos``: scalars reported (losses per agent) and written to TensorBoard
         past the host's patch; dicts (``add_scalars``) left to XuanCe."""
-        step = self.step_offset + int(x_index)
+        if self.evaluating:
+            return
+        step = int(x_index)
         rest = {}
         for key, value in info.items():
             if value is None:
@@ -87,7 +101,7 @@ class MosaicCallback(MultiAgentBaseCallback):
             self._log_infos(rest, step)
 
     # -- metrics -----------------------------------------------------------------------------
-    def _episode(self, info: dict[str, Any], step: int, training: bool = True) -> dict[str, float]:
+    def _episode(self, info: dict[str, Any], step: int) -> None:
         scores = {str(k): float(v) for k, v in info["episode_score"].items()}
         team = float(sum(scores.values()))
         length = int(info.get("episode_step", 0))
@@ -102,14 +116,13 @@ class MosaicCallback(MultiAgentBaseCallback):
                 self._add_scalar(f"charts/episodic_return/{agent}", score, step)
         self.episodes += 1
         started, first = self._clock
-        if training and step > first and time.monotonic() > started:
+        if step > first and time.monotonic() > started:
             self.sps = (step - first) / (time.monotonic() - started)
             report("charts/SPS", self.sps, step)
-        return scores
 
     def on_train_episode_info(self, **kwargs: Any) -> None:
         env_index = kwargs["env_id"]
-        self._episode(kwargs["infos"][env_index], self.step_offset + int(kwargs["current_step"]))
+        self._episode(kwargs["infos"][env_index], int(kwargs["current_step"]))
 
     # -- frames ------------------------------------------------------------------------------
     def _frames(self, envs: Any, rewards: list[dict[str, Any]], step: int) -> None:
@@ -132,14 +145,24 @@ class MosaicCallback(MultiAgentBaseCallback):
                                        step_rate_hz=self.sps)
 
     def on_train_step(self, current_step: int, **kwargs: Any) -> None:
-        self.stop.check()
-        self._frames(kwargs["envs"], kwargs["rewards"], self.step_offset + int(current_step))
+        self._frames(kwargs["envs"], kwargs["rewards"], int(current_step))
+
+    def on_train_step_end(self, current_step: int, **kwargs: Any) -> None:
+        """The safe point: the vector step is counted, an update it triggered is done."""
+        self.check_stop()
+
+    def on_train_epochs_end(self, current_step: int, **kwargs: Any) -> None:
+        if self._rnn:  # recurrent policies train whole episodes: their loop ends a step only at the end
+            self.check_stop()
 
     def on_test_step(self, *args: Any, **kwargs: Any) -> None:
-        self.stop.check()
+        """Evaluation: each finished episode's returns per agent and length are kept (not reported
+        as training metrics: the evaluation's result is its own record)."""
+        self.check_stop()
         envs, step = kwargs["envs"], int(kwargs.get("current_step") or 0)
         self._frames(envs, kwargs["rewards"], step)
         terminals, truncations, infos = kwargs["terminals"], kwargs["truncations"], kwargs["infos"]
         for i in range(envs.num_envs):
             if all(terminals[i].values()) or truncations[i]:
-                self.eval_scores.append(self._episode(infos[i], len(self.eval_scores), training=False))
+                scores = {str(k): float(v) for k, v in infos[i]["episode_score"].items()}
+                self.eval_episodes.append((scores, int(infos[i].get("episode_step", 0))))

@@ -7,64 +7,81 @@ checkpoints go (the run directory, the working directory here). The agent is bui
 runner builds it, ``REGISTRY_Agents[config.agent](config, envs, callback=...)``, with
 :class:`xuance_worker.callback.MosaicCallback` for per-agent metrics and frames.
 
-Modes: ``train``; ``resume_training`` (weights and optimiser from ``--checkpoint``, the step count
-from the checkpoint's ``.json`` beside it, then the remaining steps); ``policy_eval`` (plays
-``--eval-episodes`` episodes, writes ``eval_summary.json``).
+The host's fields are the run contract's (:func:`mosaic_core.contract.add_host_arguments`). Modes:
 
-Checkpoints: ``checkpoints/step_<N>.pth`` every ``--checkpoint-frequency`` steps, at the end, and
-when the host cancels (SIGTERM: the current vector step finishes first), each announced with the
-``checkpoint_saved`` event. Threads: torch uses ``--torch-threads`` (default 1: torch's default
-threading made MAPPO 40x slower on a busy machine, and XuanCe's small networks gain nothing from a
-second thread: with two, MAPPO's layer norms took twice as long and the run was 6 % slower on an
-idle 2-core machine).
+- ``train``; ``resume``: everything ``--checkpoint`` keeps (:mod:`xuance_worker.state`) is
+  restored, XuanCe's step counter included, and training goes on to ``--total-timesteps``
+  (the checkpoint's budget when not given), so the learning-rate schedule ends where the
+  uninterrupted run's ends. A resume in the run that wrote the checkpoint goes on writing its
+  TensorBoard folder, steps from the checkpoint's on purged (``purge_step``).
+- ``evaluate``: ``--eval-episodes`` episodes, each in a one-env vector env seeded with its
+  :func:`mosaic_core.contract.eval_seeds` seed, written to ``--eval-out`` (``mosaic.eval/1``,
+  per-agent returns). XuanCe's off-policy agents always play greedily in evaluation.
+
+Checkpoints (:mod:`xuance_worker.checkpoints`): every ``--checkpoint-frequency`` steps, at the end
+and on a stop, each announced with ``checkpoint_saved {path, step, format}``. XuanCe updates the
+model only when a rollout is complete, so a checkpoint is labelled with the step of the last
+update: an on-policy run's partial rollout is not kept, and after a resume it is collected again
+(the updates then fall on the same steps as without the interruption). With
+``--eval-every-checkpoint`` each periodic and final checkpoint is evaluated (an ``eval_result``
+event, ``eval.json`` in the checkpoint), the training RNG states left as they were.
+
+Stopping (:class:`mosaic_core.contract.StopOnSignal`: SIGTERM, SIGUSR1, SIGINT): at the end of
+the current vector step a checkpoint is saved, then the process ends as killed by the signal.
+Threads: torch uses ``--torch-threads`` (default 1: torch's default threading made MAPPO 40x
+slower on a busy machine, and XuanCe's small networks gain nothing from a second thread: with
+two, MAPPO's layer norms took twice as long and the run was 6 % slower on an idle 2-core machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
 import os
+import shutil
 import signal
 import sys
+import time
 from argparse import Namespace
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from mosaic_core.child import HostCancel, Stopped
+from mosaic_core import contract
+from mosaic_core.child import Stopped
 
-CHECKPOINTS = "checkpoints"
+XUANCE_WORKER = "xuance"
 TENSORBOARD = "tensorboard"
+CHECKPOINTS = "checkpoints"  # XuanCe's model_dir (the worker saves its own checkpoints there)
+LEGACY_SUMMARY = "eval_summary.json"  # what `mosaic enjoy` reads until it reads eval.json
 
 
 def parse_args(argv: list[str] | None) -> Namespace:
     parser = argparse.ArgumentParser(prog="python -m xuance_worker.train")
-    parser.add_argument("--algo", required=True)
+    contract.add_host_arguments(parser)
     parser.add_argument("--env", required=True, help="FAMILY/SCENARIO, e.g. mpe/simple_spread_v3")
-    parser.add_argument("--total-timesteps", type=int, required=True)
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--mode", choices=("train", "resume_training", "policy_eval"), default="train")
     parser.add_argument("--overrides", default="{}", help="a JSON object of XuanCe config keys")
-    parser.add_argument("--checkpoint", help="the .pth to resume from or to evaluate")
-    parser.add_argument("--checkpoint-frequency", type=int)
-    parser.add_argument("--eval-episodes", type=int, default=5)
-    parser.add_argument("--torch-threads", type=int, default=1, help="torch's threads (default 1)")
+    parser.add_argument("--eval-every-checkpoint", action="store_true",
+                        help="evaluate each periodic and final checkpoint (an eval_result event each)")
     return parser.parse_args(argv)
 
 
-def build_config(ns: Namespace) -> Namespace:
+def build_config(ns: Namespace, budget: int) -> Namespace:
     from xuance.common import get_arguments
 
     from xuance_worker.configs import worker_defaults
 
     family, scenario = ns.env.split("/", 1)
     overrides = {**worker_defaults(ns.env), **json.loads(ns.overrides)}
-    overrides.update(running_steps=ns.total_timesteps, log_dir=TENSORBOARD, model_dir=CHECKPOINTS,
+    overrides.update(running_steps=max(1, budget), log_dir=TENSORBOARD, model_dir=CHECKPOINTS,
                      logger="tensorboard", distributed_training=False, render_mode="rgb_array",
                      render=False)  # render: XuanCe's own test videos; frames come from the callback
     if ns.seed is not None:
         overrides.update(seed=ns.seed, env_seed=ns.seed)
+    if ns.mode == "evaluate":  # one env: each episode is played in an env of its own seed
+        overrides.update(parallels=1, vectorize="DummyVecMultiAgentEnv")
     config = get_arguments(ns.algo, family, scenario, parser_args=Namespace(**overrides))
     config.agent_name = ns.algo
     return _Config(**vars(config))
@@ -81,84 +98,154 @@ class _Config(SimpleNamespace):
         super().__setattr__(name, value)
 
 
-def saved_step(checkpoint: Path) -> int:
-    """Steps trained when ``checkpoint`` was saved (its ``.json`` beside it; 0 without one)."""
-    try:
-        return int(json.loads(checkpoint.with_suffix(".json").read_text(encoding="utf-8"))["global_step"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
+class Stop(contract.StopOnSignal):
+    """The run contract's stop; a signal before the training loop starts ends the process at once
+    (nothing new to save yet: envs and the model are still being built)."""
+
+    looping = False
+
+    def _received(self, signum: int, frame: Any) -> None:
+        super()._received(signum, frame)
+        if not self.looping:
+            self._reraise(signum)
 
 
-def check_checkpoint(agent: Any, checkpoint: Path) -> None:
-    """The ``.pth`` loads weights only; the pickled ``obs_rms.npy`` beside it, which XuanCe reads
-    when the config normalises observations, is checked as the plan checked it."""
-    from mosaic_core.child import refuse_config
-    from mosaic_core.errors import ConfigError
-    from xuance_worker.worker import check_obs_rms
+class Session:
+    """One training process's agent, config and callback, and what saving and evaluating need."""
 
-    if getattr(agent, "use_obsnorm", False):
+    def __init__(self, ns: Namespace, config: Namespace, agent: Any, callback: Any, budget: int,
+                 training_seed: int | None):
+        self.ns, self.config, self.agent, self.callback, self.budget = ns, config, agent, callback, budget
+        self.training_seed = training_seed  # evaluation seeds start past it
+
+    def resumable_step(self) -> int:
+        """The step whose state the agent holds: XuanCe's counter, less an on-policy rollout
+        not yet trained on (the model is the last update's; those steps are collected again)."""
+        from xuance.common.memory_tools_marl import MARL_OnPolicyBuffer, MARL_OnPolicyBuffer_RNN
+
+        agent = self.agent
+        memory = getattr(agent, "memory", None)
+        if isinstance(memory, MARL_OnPolicyBuffer) and not isinstance(memory, MARL_OnPolicyBuffer_RNN):
+            return int(agent.current_step) - int(memory.size) * int(agent.n_envs)
+        return int(agent.current_step)
+
+    def checkpoint(self, reason: str) -> Path | None:
+        """Save (see :func:`xuance_worker.state.save`) and announce it; evaluate it when asked."""
+        from mosaic_core.child import emit_event
+        from xuance_worker import state
+        from xuance_worker.checkpoints import LAYOUT
+
+        agent = self.agent
+        step = int(agent.current_step) if reason == "final" else self.resumable_step()
+        log_dir = Path(agent.log_dir).relative_to(Path.cwd()).as_posix() if hasattr(agent, "log_dir") else None
+        path = state.save(agent, Path.cwd(), step, {
+            "algo": self.ns.algo, "env": self.ns.env, "total_timesteps": self.budget, "seed": self.config.seed,
+            "log_dir": log_dir, "reason": reason, "saved": time.time()})
+        if path is None:
+            return None
+        emit_event("checkpoint_saved", {"path": str(path), "step": step, "global_step": step,
+                                        "format": LAYOUT.format, "reason": reason})
+        if self.ns.eval_every_checkpoint and reason != "cancelled":
+            self.evaluate_checkpoint(path, step)
+        return path
+
+    def evaluate_checkpoint(self, path: Path, step: int) -> None:
+        from mosaic_core.child import emit_event
+        from xuance_worker import state
+
+        rng = state.rng_state()  # training goes on as it would have without the evaluation
         try:
-            check_obs_rms(checkpoint, "--checkpoint")
-        except ConfigError as exc:
-            refuse_config(str(exc))
+            result = self.play(path, step)
+        finally:
+            state.set_rng_state(rng)
+        contract.write_eval(path / contract.EVAL_FILE, result)
+        emit_event("eval_result", {"global_step": step, "checkpoint": str(path), "mean": result["mean"],
+                                   "std": result["std"], "iqm": result["iqm"], "episodes": len(result["episodes"]),
+                                   "deterministic": result["protocol"]["deterministic"]})
+
+    def play(self, checkpoint: Path, step: int) -> dict[str, Any]:
+        """The evaluation protocol: one episode per seed, each in a one-env vector env built with
+        that seed (XuanCe seeds an env when it builds it), torch/numpy/python seeded too."""
+        from xuance.environment import make_envs
+
+        from xuance_worker import state
+
+        ns, agent = self.ns, self.agent
+        seeds = contract.eval_seeds(ns.eval_episodes, training_seed=self.training_seed, eval_seed=ns.eval_seed)
+        options: dict[str, Any] = {}
+        deterministic = True  # XuanCe's off-policy agents play greedily in test mode, always
+        if "deterministic_policy" in inspect.signature(agent.test).parameters:
+            deterministic = options["deterministic_policy"] = bool(ns.eval_deterministic)
+        returns, lengths, per_agent = [], [], []
+        self.callback.evaluating = True
+        try:
+            for seed in seeds:
+                state.seed_everything(seed)
+                envs = make_envs(_Config(**{**vars(self.config), "parallels": 1, "env_seed": seed,
+                                            "vectorize": "DummyVecMultiAgentEnv"}))
+                self.callback.eval_episodes.clear()
+                agent.test(test_episodes=1, test_envs=envs, close_envs=True, **options)
+                scores, length = self.callback.eval_episodes[0]
+                returns.append(sum(scores.values()))
+                lengths.append(length)
+                per_agent.append(scores)
+        finally:
+            self.callback.evaluating = False
+        return contract.eval_result(worker=XUANCE_WORKER, algo=ns.algo, env_id=ns.env, checkpoint=str(checkpoint),
+                                    global_step=step, returns=returns, lengths=lengths, seeds=seeds,
+                                    deterministic=deterministic, agent_returns=per_agent)
 
 
-def save(agent: Any, step: int, reason: str) -> Path:
-    """``checkpoints/step_<N>.pth`` (+ its ``.json``), announced to the host."""
-    from mosaic_core.child import emit_event
-
-    folder = Path(CHECKPOINTS).absolute()
-    name = f"step_{step:09d}.pth"
-    agent.save_model(model_name=name, model_path=str(folder))
-    path = folder / name
-    path.with_suffix(".json").write_text(json.dumps({"global_step": step, "algo": agent.config.agent_name,
-                                                     "env": f"{agent.config.env_name}/{agent.config.env_id}",
-                                                     "reason": reason}), encoding="utf-8")
-    emit_event("checkpoint_saved", {"path": str(path), "global_step": step, "reason": reason})
-    return path
-
-
-def train(agent: Any, ns: Namespace, offset: int, stop: HostCancel) -> None:
-    """Train in chunks (one per checkpoint), stopping cleanly when the host cancels. A subprocess
-    vector env's workers get the host's SIGTERM too: the error their end raises is a stop then."""
-    n_envs = agent.n_envs
-    remaining = max(0, ns.total_timesteps - offset)
-    chunk = ns.checkpoint_frequency or remaining
-    done = 0
+def train(session: Session, stop: Stop) -> None:
+    """Train in chunks (one per checkpoint) up to the budget, XuanCe's step counter being the
+    run's. A stop leaves XuanCe's loop as Stopped (or as the error a subprocess env's workers,
+    ended by the host's signal, make): a checkpoint is saved, then Stopped."""
+    agent, budget = session.agent, session.budget
+    every = session.ns.checkpoint_frequency or budget
     try:
-        while done < remaining:
-            steps = min(chunk, remaining - done)
-            agent.train(max(1, steps // n_envs))
-            done = agent.current_step
-            if done < remaining:
-                save(agent, offset + done, "periodic")
+        while agent.current_step < budget:
+            target = min(budget, (agent.current_step // every + 1) * every)
+            agent.train(max(1, -(-(target - agent.current_step) // agent.n_envs)))
+            if agent.current_step < budget:
+                session.checkpoint("periodic")
     except Exception as exc:
         if not stop.requested:
             raise
-        save(agent, offset + agent.current_step, "cancelled")
+        session.checkpoint("cancelled")
         raise Stopped() from exc
-    save(agent, offset + agent.current_step, "final")
+    session.checkpoint("final")
 
 
-def evaluate(agent: Any, ns: Namespace, callback: Any) -> None:
-    scores = callback.eval_scores
-    try:
-        agent.test(test_episodes=ns.eval_episodes, test_envs=agent.train_envs, close_envs=False)
-        status = "completed"
-    except Stopped:
-        status = "cancelled"
-    import numpy as np
+def evaluate(session: Session, checkpoint: Path, meta: dict[str, Any]) -> None:
+    """``--eval-out`` in the run contract's schema (and ``eval_summary.json`` for ``mosaic enjoy``)."""
+    result = session.play(checkpoint, int(meta["global_step"]))
+    contract.write_eval(Path(session.ns.eval_out), result)
+    agents = sorted({k for e in result["episodes"] for k in e["agents"]})
+    legacy = {"status": "completed", "episodes": len(result["episodes"]), "checkpoint": str(checkpoint),
+              "return": {"mean": result["mean"], "std": result["std"]},
+              "agents": {k: sum(e["agents"][k] for e in result["episodes"]) / len(result["episodes"]) for k in agents},
+              "episode_returns": [e["return"] for e in result["episodes"]]}
+    contract.write_eval(Path(LEGACY_SUMMARY), legacy)
 
-    teams = [sum(s.values()) for s in scores]
-    agents = sorted({k for s in scores for k in s})
-    summary = {"status": status, "episodes": len(teams), "checkpoint": ns.checkpoint,
-               "return": {"mean": float(np.mean(teams)) if teams else None,
-                          "std": float(np.std(teams)) if teams else None},
-               "agents": {k: float(np.mean([s[k] for s in scores])) for k in agents},
-               "episode_returns": teams}
-    Path("eval_summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    if status == "cancelled":
-        raise Stopped()
+
+def reopen_tensorboard(agent: Any, checkpoint: Path, meta: dict[str, Any]) -> None:
+    """A resume in the run that wrote ``checkpoint``: XuanCe's writer goes on in that run's
+    TensorBoard folder (not a new one beside it), its steps from the checkpoint's on purged."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    run_dir = Path.cwd().resolve()
+    previous = meta.get("log_dir")
+    if not isinstance(previous, str) or checkpoint.resolve().parent.parent != run_dir:
+        return
+    folder = run_dir / previous
+    if Path(previous).is_absolute() or ".." in Path(previous).parts or folder.is_symlink() or not folder.is_dir():
+        return
+    fresh = Path(agent.log_dir)
+    agent.writer.close()
+    if fresh.parent == folder.parent and fresh != folder:
+        shutil.rmtree(fresh, ignore_errors=True)  # the empty folder XuanCe made for this process
+    agent.writer = SummaryWriter(str(folder), purge_step=int(meta["global_step"]))
+    agent.log_dir = str(folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,58 +263,80 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic_core import child
 
     child.install()  # patch points before XuanCe imports its SummaryWriter
-    # In XuanCe's loops the callback stops at the next vector step (XuanCe has bare ``except:``
-    # clauses that would swallow an exception raised anywhere); before them, at once.
-    stop = HostCancel().install()
+    stop = Stop()
     try:
-        return run(ns, threads, stop)
-    except Exception as exc:
-        if not isinstance(exc, Stopped) and not stop.requested:
+        run(ns, threads, stop)
+    except Exception:
+        if not stop.requested:
             raise
-        print(f"xuance worker: stopped by signal {stop.signal}", file=sys.stderr)
-        # Cancelled: the checkpoint, envs and logs are closed. The interpreter's last collection of
-        # torch's and XuanCe's objects took 5-8 s on a busy 2-core machine, past a short grace
-        # period: frozen objects are left to the exit.
-        gc.freeze()
-        return stop.exit_code()
+    # Stopped: the checkpoint is saved, envs and logs closed. The interpreter's last collection of
+    # torch's and XuanCe's objects took 5-8 s on a busy 2-core machine, past a short grace period:
+    # frozen objects are left to the exit (which the signal makes at once).
+    gc.freeze()
+    stop.exit()
+    return 0
 
 
-def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
-    """Build XuanCe's envs and agent, then train or evaluate (Stopped when the host cancels)."""
+def run(ns: Namespace, threads: int, stop: Stop) -> None:
+    """Build XuanCe's envs and agent, then train or evaluate (Stopped on a stop)."""
     import torch
 
     torch.set_num_threads(threads)
+    from mosaic_core.child import refuse_config
     from xuance.environment import make_envs
     from xuance.torch.agents import REGISTRY_Agents
 
+    from xuance_worker import state
     from xuance_worker.callback import MosaicCallback
+    from xuance_worker.checkpoints import read_meta
 
-    config = build_config(ns)
-    offset = saved_step(Path(ns.checkpoint)) if ns.mode == "resume_training" else 0
-    callback = MosaicCallback(step_offset=offset, stop=stop)
+    checkpoint = Path(ns.checkpoint).absolute() if ns.checkpoint else None
+    if ns.mode != "train" and checkpoint is None:
+        refuse_config(f"--checkpoint is required in mode {ns.mode}")
+    if ns.video:
+        refuse_config("--video: the xuance worker does not record evaluation videos yet")
+    meta: dict[str, Any] = {}
+    if checkpoint is not None:
+        try:
+            meta = read_meta(checkpoint)
+        except ValueError as exc:
+            refuse_config(f"--checkpoint {checkpoint}: {exc}")
+    budget = ns.total_timesteps or int(meta.get("total_timesteps") or 0)
+    if ns.mode != "evaluate" and budget <= 0:
+        refuse_config(f"--total-timesteps must be positive in mode {ns.mode}, got {ns.total_timesteps}")
+    config = build_config(ns, budget)
+    callback = MosaicCallback(stop=stop)
     envs = make_envs(config)
     agent = None
     try:
         agent = REGISTRY_Agents[config.agent](config, envs, callback=callback)
+        if checkpoint is not None:
+            try:
+                state.load(agent, checkpoint, everything=ns.mode == "resume")
+            except ValueError as exc:
+                refuse_config(f"--checkpoint: {exc}")
+        if ns.mode == "resume":
+            reopen_tensorboard(agent, checkpoint, meta)
         callback.attach(agent)
-        if ns.checkpoint:
-            check_checkpoint(agent, Path(ns.checkpoint))
-            agent.load_model(ns.checkpoint)
-        stop.looping()
-        if ns.mode == "policy_eval":
-            evaluate(agent, ns, callback)
+        trained_with = meta.get("seed") if ns.mode == "evaluate" and isinstance(meta.get("seed"), int) else config.seed
+        session = Session(ns, config, agent, callback, budget, trained_with)
+        stop.looping = True
+        if stop.requested:
+            raise Stopped()
+        if ns.mode == "evaluate":
+            evaluate(session, checkpoint, meta)
         else:
-            train(agent, ns, offset, stop)
+            train(session, stop)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # cleaning up: a second SIGTERM waits
+        for signum in contract.STOP_SIGNALS:  # cleaning up: a second signal waits
+            signal.signal(signum, signal.SIG_IGN)
         try:
             if agent is not None:
                 agent.finish()
             envs.close()
-        except Exception:  # a subprocess env whose workers the host's SIGTERM already ended
+        except Exception:  # a subprocess env whose workers the host's signal already ended
             if not stop.requested:
                 raise
-    return 0
 
 
 if __name__ == "__main__":

@@ -2,103 +2,103 @@
 validation against XuanCe's configs, and the launch plan of :mod:`xuance_worker.train`.
 
 Extras the worker does not own (nor a plugin) are XuanCe config keys (``learning_rate``,
-``parallels``, ``vectorize``...), checked against the algorithm's YAML config for the env."""
+``parallels``, ``vectorize``...), checked against the algorithm's YAML config for the env. The run
+contract's keys (``mode``, ``checkpoint_path``, ``eval_*``...: :data:`mosaic_core.contract.STANDARD_KEYS`)
+are the core's; the worker checks their values and passes them as the training program's flags.
+Checkpoints: :mod:`xuance_worker.checkpoints`."""
 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
+from mosaic_core import contract
 from mosaic_core.config import WorkerConfig
 from mosaic_core.errors import ConfigError
 from mosaic_core.procs import python_command
 from mosaic_core.runs import RunContext
-from mosaic_core.types import ExtrasKey, Launch
+from mosaic_core.types import ChildEvent, ExtrasKey, Launch
 from mosaic_core.worker import Worker
 from xuance_worker.catalog import ALGORITHMS
+from xuance_worker.checkpoints import LAYOUT, resolve
 
-MODES = ("train", "resume_training", "policy_eval")
+# The run contract's keys (mode, checkpoint_path, eval_*...) are the core's (contract.STANDARD_KEYS).
 OWN_KEYS = [
-    ExtrasKey("mode", "train (default), resume_training or policy_eval"),
-    ExtrasKey("checkpoint_path", "resume_training: a checkpoint (.pth) or a run directory (its latest checkpoint)"),
-    ExtrasKey("policy_path", "policy_eval: a checkpoint (.pth) or a run directory (its latest checkpoint)"),
-    ExtrasKey("checkpoint_frequency", "save a checkpoint every N env steps (default: only at the end)"),
-    ExtrasKey("eval_episodes", "policy_eval: episodes to play (default 5)"),
     ExtrasKey("torch_threads", "torch threads of the training process (default 1: XuanCe's networks are small)"),
     ExtrasKey("algo_params", "XuanCe config keys as an object, over the top-level ones (how `mosaic sweep` "
                              "passes a trial's parameters)"),
 ]
-CHECKPOINTS = "checkpoints"
+STANDARD = {key.name for key in contract.STANDARD_KEYS}
+POSITIVE = ("checkpoint_frequency", "eval_episodes", "torch_threads")
+FLAGS = ("eval_deterministic", "eval_every_checkpoint")
 CURRICULUM = "curriculum_schedule"  # the curriculum plugin's key
 
 
-def _positive_int(extras: dict[str, Any], key: str) -> int | None:
-    value = extras.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"extras.{key} must be a positive integer, got {value!r}", field=f"extras.{key}")
-    return value
+def mode_of(extras: dict[str, Any]) -> Any:
+    return contract.normalize_mode(extras.get("mode"))
 
 
-def latest_checkpoint(path: Path) -> Path | None:
-    """A ``.pth`` file as given, or the newest one under a run directory's ``checkpoints/``."""
-    if path.is_file():
-        return path
-    found = sorted((path / CHECKPOINTS).glob("*.pth"), key=lambda p: p.stat().st_mtime)
-    return found[-1] if found else None
+def _problems(extras: dict[str, Any]) -> list[str]:
+    """What is wrong with the run contract's extras, each naming its key."""
+    problems = []
+    mode = mode_of(extras)
+    if mode not in contract.MODES:
+        problems.append(f"extras.mode {mode!r} is not one of {', '.join(contract.MODES)} "
+                        "(resume_training and policy_eval are read as resume and evaluate)")
+    for key in POSITIVE:
+        value = extras.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            problems.append(f"extras.{key} must be a positive integer, got {value!r}")
+    seed = extras.get("eval_seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        problems.append(f"extras.eval_seed must be a non-negative integer, got {seed!r}")
+    for key in FLAGS:
+        if not isinstance(extras.get(key, False), bool):
+            problems.append(f"extras.{key} must be true or false, got {extras[key]!r}")
+    if extras.get("save_replay_buffer"):
+        problems.append("extras.save_replay_buffer: the xuance worker does not keep XuanCe's replay buffers in its "
+                        "checkpoints (an off-policy run refills its buffer after a resume)")
+    return problems
 
 
-def _checkpoint(config: WorkerConfig, key: str) -> Path:
-    value = config.extras.get(key)
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"extras.{key} is required for mode {config.extras.get('mode')!r}", field=f"extras.{key}")
-    found = latest_checkpoint(Path(value).expanduser().resolve())
-    if found is None:
-        raise ConfigError(f"extras.{key}: no checkpoint (.pth) at {value}", field=f"extras.{key}")
-    check_obs_rms(found, f"extras.{key}")
-    return found
-
-
-OBS_RMS = "obs_rms.npy"  # XuanCe saves observation statistics beside a checkpoint with pickle
-
-
-def check_obs_rms(checkpoint: Path, what: str) -> None:
-    """The ``.pth`` is weights only (XuanCe's ``torch.load(weights_only=True)``), but XuanCe reads
-    the ``obs_rms.npy`` beside it with ``allow_pickle=True``: that file is code, and is loaded
-    only when the owner made it (:func:`mosaic_core.runstore.trust.check_code_checkpoint`)."""
-    from mosaic_core.errors import UsageError
-    from mosaic_core.runstore.trust import check_code_checkpoint
-
-    stats = checkpoint.parent / OBS_RMS
-    if os.path.lexists(stats):
-        try:
-            check_code_checkpoint(stats, f"{what}: XuanCe's pickled {OBS_RMS}")
-        except UsageError as exc:
-            raise ConfigError(str(exc), field=what if what.startswith("extras.") else None) from None
+def _host_flags(extras: dict[str, Any], mode: str) -> list[str]:
+    """The run contract's extras as the training program's flags (contract.add_host_arguments)."""
+    flags = []
+    for key in POSITIVE:
+        if extras.get(key) is not None:
+            flags += [f"--{key.replace('_', '-')}", str(extras[key])]
+    if extras.get("eval_seed") is not None:
+        flags += ["--eval-seed", str(extras["eval_seed"])]
+    if extras.get("eval_deterministic"):
+        flags.append("--eval-deterministic")
+    if extras.get("eval_every_checkpoint") and mode != "evaluate":
+        flags.append("--eval-every-checkpoint")
+    return flags
 
 
 class XuanCeWorker(Worker):
     def extras_keys(self) -> list[ExtrasKey]:
         return OWN_KEYS
 
+    def child_events(self) -> list[ChildEvent]:
+        return [ChildEvent("eval_result", "extras.eval_every_checkpoint: the evaluation of a checkpoint just saved "
+                                          "(global_step, mean, std, iqm, episodes; schema mosaic.eval/1's summary)")]
+
+    def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
+        return LAYOUT
+
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
         """No defaults; a curriculum is refused here, before the plugins validate the config (the
         curriculum plugin would try to build each stage's MPE id with gymnasium and report that)."""
         extras = data.get("extras")
-        if isinstance(extras, dict) and CURRICULUM in extras and extras.get("mode") != "policy_eval":
+        if isinstance(extras, dict) and CURRICULUM in extras and mode_of(extras) != "evaluate":
             raise ConfigError("a curriculum asks for env switches, and the xuance worker cannot switch envs (XuanCe "
                               "builds its multi-agent envs once, and each MPE scenario has its own agents and "
                               "spaces): train each scenario as its own run", field=f"extras.{CURRICULUM}")
         return {}
 
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
-        problems = []
-        mode = config.extras.get("mode", "train")
-        if mode not in MODES:
-            problems.append(f"extras.mode {mode!r} is not one of {', '.join(MODES)}")
+        problems = _problems(config.extras)
         if not isinstance(config.extras.get("algo_params", {}), dict):
             problems.append("extras.algo_params must be an object of XuanCe config keys")
         return problems
@@ -118,29 +118,28 @@ class XuanCeWorker(Worker):
         from xuance_worker.catalog import ask_configs, split_env_id
 
         env = split_env_id(config.env_id)
-        overrides = {**run.worker_extras, **config.extras.get("algo_params", {})}
+        # The contract's keys are the host's; until it claims them they arrive unclaimed: not XuanCe's.
+        unclaimed = {k: v for k, v in run.worker_extras.items() if k not in STANDARD}
+        overrides = {**unclaimed, **config.extras.get("algo_params", {})}
         answer = ask_configs(run.python, ["check", "--algo", config.algo, "--env", env,
                                           "--overrides", json.dumps(overrides)])
         if answer["problems"]:
             raise ConfigError("; ".join(answer["problems"]), source=config.source)
         extras = config.extras
-        mode = extras.get("mode", "train")
+        mode = mode_of(extras)
         command = [*python_command(run.python, "-m", "xuance_worker.train", keep_environment=True), "--algo", config.algo, "--env", env,
-                   "--total-timesteps", str(config.total_timesteps), "--mode", mode,
+                   "--total-timesteps", str(config.total_timesteps or 0), "--mode", mode,
                    "--overrides", json.dumps(overrides, sort_keys=True)]
         if config.seed is not None:
             command += ["--seed", str(config.seed)]
         if mode != "train":
-            key = "checkpoint_path" if mode == "resume_training" else "policy_path"
-            command += ["--checkpoint", str(_checkpoint(config, key))]
-        for key in ("checkpoint_frequency", "eval_episodes", "torch_threads"):
-            value = _positive_int(extras, key)
-            if value is not None:
-                command += [f"--{key.replace('_', '-')}", str(value)]
+            key = "policy_path" if mode == "evaluate" and "checkpoint_path" not in extras and "policy_path" in extras \
+                else "checkpoint_path"  # policy_path: evaluate's old name
+            command += ["--checkpoint", str(resolve(extras.get(key), key, config.algo, env))]
+        command += _host_flags(extras, mode)
         summary = answer["summary"]
-        parallels = summary.get("parallels")
+        parallels = 1 if mode == "evaluate" else summary.get("parallels")
         return Launch(command=command, num_envs=parallels if isinstance(parallels, int) and parallels > 0 else None,
                       summary={"headline": f"{summary.get('agent')} on {env} ({mode}, {parallels} envs, "
                                            f"{summary.get('vectorize')})", "xuance": summary},
                       started_payload={"xuance": {"agent": summary.get("agent"), "env": env, "mode": mode}})
-

@@ -335,29 +335,3 @@ def test_export_leaves_the_marker_out(root, tmp_path):
     (run / "UNTRUSTED.json").write_text("{}")
     keep, skipped = _members(run, True)
     assert keep == ["config.json"] and skipped == ["UNTRUSTED.json"]
-
-
-@needs_second_user
-def test_xuance_obs_rms_is_code_and_the_pth_is_data(shared, tmp_path):
-    """XuanCe reads ``obs_rms.npy`` with ``allow_pickle=True``: one uid 65534 wrote is refused, the
-    ``.pth`` beside it (weights only) needs no such check, and one of ours is accepted."""
-    from mosaic_core.errors import ConfigError
-    from xuance_worker.worker import check_obs_rms
-
-    theirs = shared / "theirs"
-    made = run_as_nobody([sys.executable, "-c", "import os, sys; os.makedirs(sys.argv[1]); "
-                          "open(sys.argv[1] + '/obs_rms.npy', 'wb').write(b'x'); open(sys.argv[1] + '/a.pth', 'wb')",
-                          str(theirs)])
-    assert made.returncode == 0, made.stderr
-    with pytest.raises(ConfigError, match="nobody"):
-        check_obs_rms(theirs / "a.pth", "extras.policy_path")
-    ours = tmp_path / "ours"
-    ours.mkdir()
-    (ours / "a.pth").write_bytes(b"")
-    check_obs_rms(ours / "a.pth", "extras.policy_path")  # no obs_rms.npy: nothing to check
-    (ours / "obs_rms.npy").write_bytes(b"x")
-    os.chmod(ours / "obs_rms.npy", 0o600)
-    check_obs_rms(ours / "a.pth", "extras.policy_path")
-    (ours / "UNTRUSTED.json").write_text("{}")  # as if the folder were an imported run
-    with pytest.raises(ConfigError, match="mosaic runs trust ours"):
-        check_obs_rms(ours / "a.pth", "extras.policy_path")

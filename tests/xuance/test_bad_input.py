@@ -20,8 +20,12 @@ CASES = {
     "curriculum": ("mappo", "mpe/simple_spread_v3", {"curriculum_schedule": STAGES},
                    "the xuance worker cannot switch envs"),
     "bad mode": ("mappo", "mpe/simple_spread_v3", {"mode": "play"}, "is not one of train"),
-    "no checkpoint": ("mappo", "mpe/simple_spread_v3", {"mode": "resume_training", "checkpoint_path": "/nonexistent"},
-                      "no checkpoint (.pth)"),
+    "no checkpoint": ("mappo", "mpe/simple_spread_v3", {"mode": "resume", "checkpoint_path": "/nonexistent"},
+                      "no XuanCe checkpoint (checkpoints/step_{step}) at /nonexistent"),
+    "zero episodes": ("mappo", "mpe/simple_spread_v3", {"mode": "evaluate", "checkpoint_path": "/x", "eval_episodes": 0},
+                      "extras.eval_episodes must be a positive integer"),
+    "replay buffer": ("qmix", "mpe/simple_spread_v3", {"save_replay_buffer": True},
+                      "does not keep XuanCe's replay buffers"),
 }
 
 

@@ -22,7 +22,7 @@ STEPS = 1000
 # tiles its four envs.
 EARLY = {"start_training": 200}
 ON_POLICY_SMALL = {"buffer_size": 400, "n_epochs": 2}
-EXTRAS = {"mappo": {"fastlane_record": 1, "checkpoint_frequency": 500},
+EXTRAS = {"mappo": {"fastlane_record": 1, "checkpoint_frequency": 500, "eval_every_checkpoint": True, "eval_episodes": 2},
           "ippo": {"fastlane_video_mode": "grid", **ON_POLICY_SMALL}, "coma": ON_POLICY_SMALL,
           "qmix": EARLY, "vdn": EARLY, "iql": EARLY, "maddpg": EARLY}
 
@@ -66,13 +66,18 @@ def test_each_algorithm_trains_with_per_agent_metrics(trained, algo):
     assert saved[-1]["global_step"] == STEPS and saved[-1]["reason"] == "final"
     reported = [last["losses"], *last["agents"].values()]
     assert {k for values in reported for k in values} - {"charts/episodic_return"}, last  # the learner updated
-    assert os.path.getsize(saved[-1]["path"]) > 1000 and saved[-1]["path"].startswith(str(run_dir))
+    assert os.path.getsize(os.path.join(saved[-1]["path"], "state.pt")) > 1000
+    assert saved[-1]["path"] == str(run_dir / "checkpoints" / f"step_{STEPS}") and saved[-1]["format"] == "xuance"
     manifest = json.loads((run_dir / "analytics.json").read_text())
     assert manifest["metrics"]["agents"].keys() == AGENTS
     assert manifest["tensorboard"]["event_dirs"], manifest["tensorboard"]
     if algo == "mappo":  # an on-policy update happened: its losses per agent (parameter sharing: agent_0's)
         assert {"losses/actor_loss", "losses/critic_loss"} <= set(last["agents"]["agent_0"])
-        assert [s["global_step"] for s in saved] == [500, 1000]
+        assert [s["global_step"] for s in saved] == [400, 1000]  # at 500: the state of the update at 400
+        evaluated = [e["payload"] for e in events if e["event"] == "eval_result"]
+        assert [(e["global_step"], e["episodes"]) for e in evaluated] == [(400, 2), (1000, 2)]
+        assert all(e["mean"] < 0 for e in evaluated)
+        assert json.loads((run_dir / "checkpoints" / "step_400" / "eval.json").read_text())["mean"] == evaluated[0]["mean"]
     pytest.importorskip("tensorboard")
     from mosaic_analytics.curves import read_agent_scalars, read_scalars
 
@@ -121,19 +126,22 @@ def test_resume_continues_from_the_checkpoint(trained, xuance_env, tmp_path):
     steps = [e["payload"]["global_step"] for e in events if e["event"] == "metrics"]
     assert steps and min(steps) > 1000 and max(steps) >= 1400
     saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
-    assert saved[-1]["global_step"] == 1500 and saved[-1]["path"].endswith("step_000001500.pth")
+    assert saved[-1]["global_step"] == 1500 and saved[-1]["path"].endswith("checkpoints/step_1500")
 
 
 def test_policy_eval_plays_per_agent_episodes(trained, xuance_env, tmp_path):
+    """The old mode and key names still work; the summary `mosaic enjoy` reads is written beside eval.json."""
     _code, _err, first = trained["mappo"]
     done = subprocess.run(run_args("eval", tmp_path, extras={"mode": "policy_eval", "policy_path": str(first),
                                                              "eval_episodes": 4}),
                           env=xuance_env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert result["schema"] == "mosaic.eval/1" and len(result["episodes"]) == 4 and result["mean"] < 0
+    assert result["checkpoint"].endswith("checkpoints/step_1000") and result["global_step"] == STEPS
     summary = json.loads((tmp_path / "eval" / "eval_summary.json").read_text())
-    assert summary["status"] == "completed" and summary["episodes"] >= 4
-    assert set(summary["agents"]) == AGENTS and summary["return"]["mean"] < 0
-    assert summary["checkpoint"].endswith("step_000001000.pth")
+    assert summary["status"] == "completed" and summary["episodes"] == 4
+    assert set(summary["agents"]) == AGENTS and summary["return"]["mean"] == pytest.approx(result["mean"])
 
 
 def test_sigterm_cancels_with_a_checkpoint_and_no_process_left(xuance_env, tmp_path):
@@ -142,11 +150,11 @@ def test_sigterm_cancels_with_a_checkpoint_and_no_process_left(xuance_env, tmp_p
 
 def test_sigterm_stops_a_run_within_its_grace_period_under_load(xuance_env, tmp_path, busy_cores):
     """The goal: any run stops within 5 s of SIGTERM with every core busy. The training process
-    ends by itself (128 + SIGTERM), not by the host's SIGKILL when the grace period is over; no
-    time is asserted."""
+    saves its checkpoint and ends by the SIGTERM itself, not by the host's SIGKILL when the grace
+    period is over; no time is asserted."""
     grace = 5
     events = _cancelled(xuance_env, tmp_path, timeout=grace + 25, more=("--grace-period", str(grace)), load=busy_cores)
-    assert events[-1]["payload"]["returncode"] == 128 + signal.SIGTERM, "the training process outlived its grace period"
+    assert events[-1]["payload"]["returncode"] == -signal.SIGTERM, "the training process outlived its grace period"
 
 
 def _cancelled(xuance_env, tmp_path, timeout, more=(), load=None):
@@ -174,7 +182,7 @@ def _cancelled(xuance_env, tmp_path, timeout, more=(), load=None):
     events = events_of(tmp_path / "cancel")
     assert events[-1]["event"] == "run_cancelled"
     saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
-    assert saved and saved[-1]["reason"] == "cancelled" and os.path.isfile(saved[-1]["path"])
+    assert saved and saved[-1]["reason"] == "cancelled" and os.path.isfile(os.path.join(saved[-1]["path"], "state.pt"))
     for pid in pids - {None}:
         assert not os.path.exists(f"/proc/{pid}"), f"training process {pid} outlived the run"
     return events
