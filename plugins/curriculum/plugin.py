@@ -35,17 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from mosaic_core.errors import ConfigError
-from mosaic_core.hookspecs import hookimpl
-from mosaic_core.types import ChildEvent, ExtrasKey
+from mosaic_core import ChildEvent, ConfigError, ExtrasKey, hookimpl
 from mosaic_curriculum.control import REPORT_KIND, CurriculumController
 from mosaic_curriculum.schedule import SCHEDULE_KEY, Schedule, load_schedule, parse_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 
 if TYPE_CHECKING:
-    from mosaic_core.types import ChildContext
-    from mosaic_core.config import WorkerConfig
-    from mosaic_core.runs import RunContext
+    from mosaic_core import ChildContext, RunContext, WorkerConfig
 
 STATE_KEY = "curriculum"
 

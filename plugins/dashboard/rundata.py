@@ -14,8 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import check_run_id
-from mosaic_core.errors import ConfigError
+from mosaic_core import check_run_id, ConfigError
 from mosaic_core.files import check_own_dir, open_private
 from mosaic_core.runstore.artifacts import MAX_FILES
 from mosaic_core.runstore.summary import MAX_JSON_BYTES
@@ -170,7 +169,7 @@ def artifacts(run_dir: Path, run_id: str, announced: list[dict[str, Any]] | None
     Checkpoints: the files a scan recognises, those the manifest lists, and ``announced`` (a
     run's ``checkpoint_saved`` events, :class:`SavedCheckpoints`), directories included."""
     from mosaic_core.runstore.artifacts import scan
-    from mosaic_core.runs import RunDirectory
+    from mosaic_core import RunDirectory
 
     section = (read_json(run_dir / "analytics.json") or {}).get("checkpoints")
     listed = section.get("files") if isinstance(section, dict) else None

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mosaic_core.errors import MosaicError
+from mosaic_core import MosaicError
 
 from mosaic_fastlane import layout, trust
 from mosaic_fastlane.layout import HEADER, MAGIC, LAYOUT_VERSION, Mode

@@ -4,7 +4,7 @@ Kept import-light: discovery imports this module and nothing else of the worker.
 
 from __future__ import annotations
 
-from mosaic_core.capabilities import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
+from mosaic_core import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
 from rllib_worker import __version__
 
 # ray[rllib] 2.60.0 pins gymnasium==1.2.2 exactly (no co-install with the host's 0.29.1): hence an

@@ -13,12 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig
-from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core import ConfigError, UsageError, WorkerConfig
 from mosaic_core.procs import python_command
-from mosaic_core.runs import RunContext
-from mosaic_core.types import CodePath, ExtrasKey, Launch
-from mosaic_core.worker import Worker
+from mosaic_core import CodePath, ExtrasKey, Launch, RunContext, Worker
 from rllib_worker.catalog import ALGORITHMS, ask_configs, check_answers, not_run_here, ray_address
 from rllib_worker.presets import preset_params
 

@@ -13,9 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mosaic_core import launchers
-from mosaic_core.cli.commands import CliCommand
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core import CliCommand, launchers, MosaicError, UsageError
 
 STORAGE_HELP = ("sqlite:///FILE, journal:FILE or postgresql://user:pass@host/db "
                 "(default: sqlite under var/sweeps/, one file per study)")
@@ -79,7 +77,7 @@ def _run(ns: argparse.Namespace) -> int:
 
 
 def _sweep_run(ns: argparse.Namespace) -> int:
-    from mosaic_core.runs import default_runs_root
+    from mosaic_core import default_runs_root
 
     from mosaic_sweep import preflight, storage, study, worker
     from mosaic_sweep.spec import load_spec
@@ -135,7 +133,7 @@ def _spawn_workers(ns: argparse.Namespace) -> int:
     for flag in ("study_name", "max_trials", "total_timesteps", "seeds", "storage", "runs_dir"):
         if getattr(ns, flag) is not None:
             command += [f"--{flag.replace('_', '-')}", str(getattr(ns, flag))]
-    from mosaic_core.threads import SHARE_VAR, share
+    from mosaic_core import SHARE_VAR, share
 
     env = {**os.environ}
     env.setdefault(SHARE_VAR, str(share(ns.workers)))  # each worker's runs: a thread budget of its share

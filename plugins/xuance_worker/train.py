@@ -93,7 +93,7 @@ def check_checkpoint(agent: Any, checkpoint: Path) -> None:
     """The ``.pth`` loads weights only; the pickled ``obs_rms.npy`` beside it, which XuanCe reads
     when the config normalises observations, is checked as the plan checked it."""
     from mosaic_core.child import refuse_config
-    from mosaic_core.errors import ConfigError
+    from mosaic_core import ConfigError
     from xuance_worker.worker import check_obs_rms
 
     if getattr(agent, "use_obsnorm", False):
@@ -163,7 +163,7 @@ def evaluate(agent: Any, ns: Namespace, callback: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
-    from mosaic_core.threads import pin_process_threads
+    from mosaic_core import pin_process_threads
 
     threads = pin_process_threads(ns.torch_threads)
     # Every torch.load in this process reads weights only, XuanCe's own calls without the argument too.
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SDL_NO_SIGNAL_HANDLERS", "1")  # SDL would swallow the host's SIGTERM
     from mosaic_core import child
 
-    child.install()  # patch points before XuanCe imports its SummaryWriter
+    child.connect()  # patch points before XuanCe imports its SummaryWriter
     # In XuanCe's loops the callback stops at the next vector step (XuanCe has bare ``except:``
     # clauses that would swallow an exception raised anywhere); before them, at once.
     stop = HostCancel().install()

@@ -11,12 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig
-from mosaic_core.errors import ConfigError
+from mosaic_core import ConfigError, WorkerConfig
 from mosaic_core.procs import python_command
-from mosaic_core.runs import RunContext
-from mosaic_core.types import ExtrasKey, Launch
-from mosaic_core.worker import Worker
+from mosaic_core import ExtrasKey, Launch, RunContext, Worker
 from xuance_worker.catalog import ALGORITHMS
 
 MODES = ("train", "resume_training", "policy_eval")
@@ -69,7 +66,7 @@ def check_obs_rms(checkpoint: Path, what: str) -> None:
     """The ``.pth`` is weights only (XuanCe's ``torch.load(weights_only=True)``), but XuanCe reads
     the ``obs_rms.npy`` beside it with ``allow_pickle=True``: that file is code, and is loaded
     only when the owner made it (:func:`mosaic_core.runstore.trust.check_code_checkpoint`)."""
-    from mosaic_core.errors import UsageError
+    from mosaic_core import UsageError
     from mosaic_core.runstore.trust import check_code_checkpoint
 
     stats = checkpoint.parent / OBS_RMS

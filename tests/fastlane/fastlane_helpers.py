@@ -49,7 +49,7 @@ def child_environ(run: RunContext, host: PluginHost, num_envs: int | None = None
     return env
 
 
-LAUNCH = ("import runpy, sys; from mosaic_core.child import install; install(); "
+LAUNCH = ("import runpy, sys; from mosaic_core.child import connect; connect(); "
           "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 

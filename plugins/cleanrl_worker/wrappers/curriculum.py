@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
-from mosaic_core.config import WorkerConfig
+from mosaic_core import WorkerConfig
 from mosaic_curriculum.schedule import PRESETS, load_schedule
 from mosaic_curriculum.spaces import check_stage_spaces, make_env
 
