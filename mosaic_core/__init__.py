@@ -41,6 +41,7 @@ _EXPORTS = {
             "TrackingSettings", "FormOption", "WorkerForm", "RunRelay"),
     **_from("errors", "MosaicError", "UsageError", "ConfigError"),
     **_from("plugins", "plugin_host"),
+    **_from("frames", "FrameSource", "FrameReader", "LiveFrame", "NoFrames"),
     "after_import": "mosaic_core._patchpoints",  # a plugin patches what the training program imports
     # A run's config, and its directory on the host.
     **_from("config", "WorkerConfig", "RUN_ID", "REDACTED", "build_config", "parse_json", "read_config_file",

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-ligh
 
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
+    from mosaic_core.frames import FrameSource
     from mosaic_core.runs import RunContext
     from mosaic_core.types import ChildContext, ChildEvent, ExtrasKey, FrameInfo, RunRelay
 
@@ -347,6 +348,28 @@ def mosaic_run_relay(run_id: str, extras: dict[str, Any], side: str) -> RunRelay
             if extras.get("my_plugin"):
                 return NodeCounter(run_id) if side == "node" else CallerCounter(run_id)
             return None
+    """
+
+
+@spec(ISOLATE)
+def mosaic_frame_source(run_dir: Path, extras: dict[str, Any]) -> FrameSource | None:
+    """Where a viewer in the host reads the live frames of the run in ``run_dir``, or None.
+
+    Called by a viewer (the dashboard's run page and frame stream) whenever it looks for a run's
+    frames; ``extras`` are the run's (from its ``config.json``; empty when unreadable). Return a
+    :class:`~mosaic_core.frames.FrameSource` when this plugin publishes frames of runs (cheap:
+    it opens nothing; its ``publishing`` says whether this run's config asks for frames, and its
+    ``open()`` raises :class:`~mosaic_core.frames.NoFrames` with the reason when there are none
+    now), or None when it publishes none; the first source returned wins. Failure: isolate (the
+    viewer shows no frames of the run from this plugin).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_frame_source(run_dir, extras):
+            return MyFrames(run_dir, publishing=bool(extras.get("my_frames")))
     """
 
 

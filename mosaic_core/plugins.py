@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
+    from mosaic_core.frames import FrameSource
     from mosaic_core.runs import RunContext
     from mosaic_core.types import ChildContext, FrameInfo
 
@@ -286,6 +287,17 @@ class PluginHost:
         for _plugin, series in self._call("mosaic_run_scalars", run_dir=run_dir, tag=tag):
             if series is not None:
                 return list(series)
+        return None
+
+    def frame_source(self, run_dir: Path, extras: dict[str, Any]) -> FrameSource | None:
+        """The first plugin's source of the run's live frames (None: no plugin publishes frames)."""
+        from mosaic_core.frames import FrameSource
+
+        for plugin, source in self._call("mosaic_frame_source", run_dir=run_dir, extras=dict(extras)):
+            if isinstance(source, FrameSource):
+                return source
+            if source is not None:
+                self._invalid("mosaic_frame_source", plugin, f"returned {type(source).__name__}; expected a FrameSource")
         return None
 
     def run_relays(self, run_id: str, extras: dict[str, Any], side: str) -> dict[str, RunRelay]:

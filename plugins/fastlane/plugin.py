@@ -158,6 +158,14 @@ def mosaic_run_relay(run_id: str, extras: dict[str, Any], side: str) -> Any:
 
 
 @hookimpl
+def mosaic_frame_source(run_dir: Path, extras: dict[str, Any]) -> Any:
+    """A viewer's reader of the run's segment (the dashboard's live frames)."""
+    from mosaic_fastlane.source import FastLaneSource
+
+    return FastLaneSource(run_dir, extras)
+
+
+@hookimpl
 def mosaic_build_manifest(run: "RunContext", status: str) -> dict[str, Any] | None:
     state = run.state.get(STATE_KEY)
     if state is None:

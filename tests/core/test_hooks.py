@@ -193,6 +193,28 @@ def test_mosaic_run_relay_keeps_relays_and_names_a_wrong_or_failing_one(run):
     assert {r["plugin"] for r in host.failure_records()} == {"wrong", "broken"}
 
 
+def test_mosaic_frame_source_gives_the_first_source_and_names_a_wrong_or_failing_one(tmp_path):
+    from mosaic_core import FrameSource, NoFrames
+
+    class Frames(FrameSource):
+        def __init__(self, run_dir, extras):
+            self.run_dir, self.publishing = run_dir, bool(extras.get("frames"))
+
+        def open(self):
+            raise NoFrames(f"run {self.run_dir.name} has ended")
+
+    good = module("good", mosaic_frame_source=lambda run_dir, extras: Frames(run_dir, extras))
+    wrong = module("wrong", mosaic_frame_source=lambda run_dir, extras: "a reader")
+    broken = module("broken", mosaic_frame_source=lambda run_dir, extras: 1 / 0)
+    source = host_with(good, wrong, broken).frame_source(tmp_path / "r1", {"frames": True})
+    assert isinstance(source, Frames) and source.publishing
+    with pytest.raises(NoFrames, match="run r1 has ended"):
+        source.open()
+    host = host_with(wrong, broken)
+    assert host.frame_source(tmp_path / "r1", {}) is None
+    assert {r["plugin"] for r in host.failure_records()} == {"wrong", "broken"}
+
+
 def test_training_process_hooks_in_process():
     seen = []
     a = module("a", mosaic_child_setup=lambda child: seen.append(("setup", child)),
