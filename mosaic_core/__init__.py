@@ -38,7 +38,7 @@ _EXPORTS = {
     **_from("capabilities", "WorkerMetadata", "WorkerCapabilities", "WorkerEnvironment"),
     **_from("cli.commands", "CliCommand"),
     **_from("types", "ExtrasKey", "ChildEvent", "CodePath", "Launch", "FrameInfo", "ChildContext", "HookFailure",
-            "TrackingSettings", "FormOption", "WorkerForm", "RunRelay"),
+            "TrackingSettings", "FormOption", "WorkerForm", "RunRelay", "EnvSwitch"),
     **_from("errors", "MosaicError", "UsageError", "ConfigError"),
     **_from("plugins", "plugin_host"),
     **_from("frames", "FrameSource", "FrameReader", "LiveFrame", "NoFrames"),

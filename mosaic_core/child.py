@@ -20,10 +20,10 @@ from typing import Any, Iterator, NoReturn
 from mosaic_core import _patchpoints
 from mosaic_core._patchpoints import current, plugins
 from mosaic_core.childenv import LIFECYCLE_KIND, REFUSAL_KIND
-from mosaic_core.types import ChildContext, FrameInfo
+from mosaic_core.types import ChildContext, EnvSwitch, FrameInfo
 
 __all__ = ["ChildContext", "FrameInfo", "current", "plugins", "connect", "publish", "emit_event", "refuse_config",
-           "report_scalar", "frame_wanted", "publish_frame", "evaluation_envs", "HostCancel", "Stopped", "FRAME_CHECK_S"]
+           "report_scalar", "frame_wanted", "publish_frame", "evaluation_envs", "env_switch", "EnvSwitch", "HostCancel", "Stopped", "FRAME_CHECK_S"]
 
 
 def connect() -> ChildContext | None:
@@ -142,6 +142,24 @@ def publish_frame(frame: Any, *, env_index: int = 0, global_step: int = 0, rewar
                      step_rate_hz=float(step_rate_hz), episode_count=int(episode_count),
                      agent_rewards=None if agent_rewards is None else {str(k): float(v) for k, v in agent_rewards.items()})
     ready[1].on_frame(ready[0], frame, info)
+
+
+def env_switch() -> EnvSwitch | None:
+    """The run's env switches (a curriculum's stages) for a program whose envs bypass
+    ``gym.make`` (EnvPool, an env runner of its own): an :class:`~mosaic_core.types.EnvSwitch`,
+    or None outside a MOSAIC run or when no plugin switches this run's envs. Envs made through
+    ``gym.make`` need nothing: the plugins switch them themselves.
+
+    .. code-block:: python
+
+        switch = env_switch()
+        stage = switch.stage() if switch else 0
+        envs = make(switch.env_id(stage) if switch else env_id)
+        ...  # after each rollout: report it; a new stage starts in fresh envs
+        switch.report(stage, steps=n, returns=finished_returns)
+    """
+    ready = _patchpoints.ready()
+    return None if ready is None else ready[1].env_switch(ready[0])
 
 
 class Stopped(Exception):

@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-ligh
     from mosaic_core.config import WorkerConfig
     from mosaic_core.frames import FrameSource
     from mosaic_core.runs import RunContext
-    from mosaic_core.types import ChildContext, ChildEvent, ExtrasKey, FrameInfo, RunRelay
+    from mosaic_core.types import ChildContext, ChildEvent, EnvSwitch, ExtrasKey, FrameInfo, RunRelay
 
 PROJECT = "mosaic"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -505,6 +505,26 @@ def mosaic_wrap_env(
         def mosaic_wrap_env(child, env, env_id, env_index):
             import gymnasium as gym
             return gym.wrappers.RecordEpisodeStatistics
+    """
+
+
+@spec(ISOLATE)
+def mosaic_env_switch(child: ChildContext) -> EnvSwitch | None:
+    """The run's env switches for a training program whose envs bypass ``gym.make``, or None.
+
+    Called in a training process when the program asks :func:`mosaic_core.child.env_switch`
+    (EnvPool, an env runner of its own: envs the ``gym.make`` patch point never sees). Return an
+    :class:`~mosaic_core.types.EnvSwitch` when this plugin switches this run's envs (a
+    curriculum's stages), else None; the first one returned wins. Failure: isolate (the program
+    trains on its first env).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_env_switch(child):
+            return MyStages(child) if "my_stages" in child.extras else None
     """
 
 

@@ -341,6 +341,17 @@ class PluginHost:
     def host_lost(self, child: ChildContext) -> None:
         self._call("mosaic_host_lost", child=child)
 
+    def env_switch(self, child: ChildContext) -> Any:
+        """The first plugin's :class:`~mosaic_core.types.EnvSwitch` for the run (None: none switches envs)."""
+        from mosaic_core.types import EnvSwitch
+
+        for plugin, switch in self._call("mosaic_env_switch", child=child):
+            if isinstance(switch, EnvSwitch):
+                return switch
+            if switch is not None:
+                self._invalid("mosaic_env_switch", plugin, f"returned {type(switch).__name__}; expected an EnvSwitch")
+        return None
+
     def frame_wanted(self, child: ChildContext, env_index: int) -> bool:
         return any(result is True for _plugin, result in
                    self._call("mosaic_frame_wanted", child=child, env_index=env_index))

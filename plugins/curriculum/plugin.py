@@ -56,7 +56,7 @@ def enabled(extras: dict[str, Any]) -> bool:
 # --------------------------------------------------------------------------------------
 @hookimpl
 def mosaic_extras_keys() -> list[ExtrasKey]:
-    return [ExtrasKey(SCHEDULE_KEY, "a list of stages or a preset name (doorkey, babyai_goto)"),
+    return [ExtrasKey(SCHEDULE_KEY, "a list of stages or a preset name (doorkey, babyai_goto)", switches_envs=True),
             ExtrasKey("curriculum_", "reserved for curriculum settings", prefix=True)]
 
 
@@ -173,6 +173,16 @@ def _child_state(child: ChildContext) -> _ChildState | None:
     if not _child or _child[0].run_dir != child.run_dir:
         _child[:] = [_ChildState(child.run_dir, load_schedule(child.extras[SCHEDULE_KEY]), _StageReader(child.run_dir))]
     return _child[0]
+
+
+@hookimpl
+def mosaic_env_switch(child: ChildContext) -> Any:
+    """The stages for a program whose envs bypass ``gym.make`` (``mosaic_core.child.env_switch``)."""
+    if _child_state(child) is None:
+        return None
+    from mosaic_curriculum.client import StageClient
+
+    return StageClient.connect()
 
 
 @hookimpl(tryfirst=True)  # innermost: the swap happens beneath every other wrapper

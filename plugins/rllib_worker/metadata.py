@@ -24,6 +24,7 @@ CAPABILITIES = WorkerCapabilities(
     action_spaces=("discrete", "continuous"),
     observation_spaces=("vector", "image"),
     supports_checkpointing=True,
+    supports_env_switching=False,  # its env runners make their envs themselves, out of the patch point's reach
     requires_gpu=False,  # GPUs are used when extras.algo_params.num_gpus_per_learner asks
     cpu_cores=2,  # the driver and one env runner
     estimated_memory_mb=1600,

@@ -108,9 +108,6 @@ class RLlibWorker(Worker):
                 _checkpoint(config, key)
             except ConfigError as exc:
                 problems.append(str(exc))
-        if "curriculum_schedule" in extras:
-            problems.append("extras.curriculum_schedule: the rllib worker's env runners make their envs themselves "
-                            "and cannot switch them between stages")
         return problems
 
     def gpu_request(self, config: WorkerConfig) -> str | None:

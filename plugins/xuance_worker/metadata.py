@@ -22,6 +22,7 @@ CAPABILITIES = WorkerCapabilities(
     observation_spaces=("vector",),
     max_agents=32,
     supports_checkpointing=True,
+    supports_env_switching=False,  # XuanCe builds its multi-agent envs once; each MPE scenario has its own agents
     requires_gpu=False,
     estimated_memory_mb=600,
 )

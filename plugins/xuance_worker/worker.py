@@ -28,7 +28,6 @@ OWN_KEYS = [
                              "passes a trial's parameters)"),
 ]
 CHECKPOINTS = "checkpoints"
-CURRICULUM = "curriculum_schedule"  # the curriculum plugin's key
 
 
 def _positive_int(extras: dict[str, Any], key: str) -> int | None:
@@ -82,13 +81,7 @@ class XuanCeWorker(Worker):
         return OWN_KEYS
 
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-        """No defaults; a curriculum is refused here, before the plugins validate the config (the
-        curriculum plugin would try to build each stage's MPE id with gymnasium and report that)."""
-        extras = data.get("extras")
-        if isinstance(extras, dict) and CURRICULUM in extras and extras.get("mode") != "policy_eval":
-            raise ConfigError("a curriculum asks for env switches, and the xuance worker cannot switch envs (XuanCe "
-                              "builds its multi-agent envs once, and each MPE scenario has its own agents and "
-                              "spaces): train each scenario as its own run", field=f"extras.{CURRICULUM}")
+        """No defaults (a curriculum is refused by the host: the capabilities say no env switching)."""
         return {}
 
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
