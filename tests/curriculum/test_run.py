@@ -162,3 +162,16 @@ def test_a_schedule_alone_sets_the_env_id(mosaic):
                         {"env_id": "CartPole-v1", "steps": 500}, {"env_id": "CartPole-v0"}]}))
     assert result.returncode == 0, result.stderr
     assert _json.loads(result.stdout)["argv"][:1] == ["--env-id=CartPole-v1"]
+
+
+@pytest.mark.parametrize("worker", ["rllib", "xuance"])
+def test_a_worker_that_cannot_switch_envs_refuses_a_schedule_in_one_line(mosaic, runs_root, worker):
+    """Its capabilities say supports_env_switching=False; the host refuses the switching key (no
+    worker names the curriculum's key), before any environment or plugin builds a stage env."""
+    result = mosaic("run", "--worker", worker, "--algo", "mappo", "--env-id", "CartPole-v1", "--dry-run",
+                    "--extras", json.dumps({"curriculum_schedule": CARTPOLES}))
+    assert result.returncode == 2 and result.stdout == ""
+    line, = result.stderr.strip().splitlines()
+    assert f"extras.curriculum_schedule (plugin curriculum) asks for env switches during the run, and the {worker} " \
+           "worker cannot switch envs" in line and "Traceback" not in result.stderr
+    assert not runs_root.exists() or not any(runs_root.iterdir())
