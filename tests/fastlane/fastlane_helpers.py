@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from mosaic_core.channel import ChannelSender
-from mosaic_core.child import ENV_VAR as CHILD_ENV_VAR, ChildContext
+from mosaic_core.childenv import CHILD_VAR as CHILD_ENV_VAR
+from mosaic_core.types import ChildContext
 from mosaic_core.config import build_config
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import RunContext, RunDirectory
