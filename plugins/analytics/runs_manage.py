@@ -225,7 +225,7 @@ class _DaemonRuns:
             raise
 
     def _offline(self, run_id: str) -> int:
-        from mosaic_core import remove_recorded_run, RunStillActive, RunStore
+        from mosaic_core import RunStillActive, RunStore, remove_recorded_run
 
         store = RunStore(self.state_dir / "trainer.sqlite3")
         try:

@@ -9,7 +9,7 @@ from typing import Any
 
 from mosaic_core import WorkerConfig, build_config
 from mosaic_core.files import write_json_atomic
-from mosaic_core import HOST_SECTIONS, manifest_document, plugin_host, RunContext, RunDirectory
+from mosaic_core import HOST_SECTIONS, RunContext, RunDirectory, manifest_document, plugin_host
 
 __all__ = ["build_manifest"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import build_config, ConfigError, parse_json, read_config_file, unwrap_config, WorkerConfig
+from mosaic_core import ConfigError, WorkerConfig, build_config, parse_json, read_config_file, unwrap_config
 
 CleanRLWorkerConfig = WorkerConfig
 WORKER_NAME = "cleanrl"  # this worker's entry point name

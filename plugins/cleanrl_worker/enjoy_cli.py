@@ -133,7 +133,7 @@ def run_argv(ns: argparse.Namespace, checkpoint: Path, env_id: str, fmt: str | N
 
 
 def run(ns: argparse.Namespace) -> int:
-    from mosaic_core import execute, host_parser, HostOptions, plugin_host, prepare_from_flags, worker_option_defaults
+    from mosaic_core import HostOptions, execute, host_parser, plugin_host, prepare_from_flags, worker_option_defaults
     from mosaic_core import find_worker, load_worker
 
     fmt = _check(ns)

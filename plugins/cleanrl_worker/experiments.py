@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from mosaic_core import ConfigError, RUN_ID, UsageError, WorkerConfig
+from mosaic_core import RUN_ID, ConfigError, UsageError, WorkerConfig
 from mosaic_core.files import is_within
 
 

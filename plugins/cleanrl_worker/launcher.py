@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import ConfigError, redact, UsageError, WorkerConfig
+from mosaic_core import ConfigError, UsageError, WorkerConfig, redact
 from mosaic_core.procs import python_command  # -P: the run directory (its cwd) never on its sys.path
 from mosaic_core import CodePath, Launch, RunContext, TrackingSettings
 

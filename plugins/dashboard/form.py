@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic_core import check_run_id, ConfigError, MosaicError, WorkerForm
+from mosaic_core import ConfigError, MosaicError, WorkerForm, check_run_id
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import check_run_id, ConfigError
+from mosaic_core import ConfigError, check_run_id
 from mosaic_core.files import check_own_dir, open_private
 from mosaic_core.runstore.artifacts import MAX_FILES
 from mosaic_core.runstore.summary import MAX_JSON_BYTES

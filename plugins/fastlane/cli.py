@@ -93,7 +93,7 @@ def open_reader(run_id: str, runs_dir: str | None, owner: str | None = None) -> 
 
 
 def explain_missing(run_id: str, runs_dir: str | None) -> str:
-    from mosaic_core import read_events, RunDirectory, STATUS_OF
+    from mosaic_core import STATUS_OF, RunDirectory, read_events
 
     from mosaic_fastlane.settings import is_enabled
 

@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from mosaic_core import EVENT_OF, EventEmitter, procs, redact, STATUS_OF, take_held_signals, TERMINAL
+from mosaic_core import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter, procs, redact, take_held_signals
 from mosaic_core.files import is_within, write_json_atomic
 from mosaic_core.launchers import Job
 from mosaic_core import HOST_SECTIONS, manifest_document, read_cancel_note

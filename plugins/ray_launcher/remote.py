@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import files, HOST_DISTRIBUTION, procs, RunDirectory
+from mosaic_core import HOST_DISTRIBUTION, RunDirectory, files, procs
 
 NODE_ENV = "MOSAIC_RAY_NODE"
 # Never handed to the run: the cluster's credentials and the actor's own Ray wiring.

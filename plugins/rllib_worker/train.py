@@ -41,7 +41,7 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mosaic_core import procs, THREAD_VARS
+from mosaic_core import THREAD_VARS, procs
 from mosaic_core.child import HostCancel, Stopped
 
 CHECKPOINTS = "checkpoints"

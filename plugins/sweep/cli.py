@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mosaic_core import CliCommand, launchers, MosaicError, UsageError
+from mosaic_core import CliCommand, MosaicError, UsageError, launchers
 
 STORAGE_HELP = ("sqlite:///FILE, journal:FILE or postgresql://user:pass@host/db "
                 "(default: sqlite under var/sweeps/, one file per study)")

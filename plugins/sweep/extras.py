@@ -14,7 +14,7 @@ import posixpath
 import re
 from typing import Any
 
-from mosaic_core import ConfigError, ExtrasKey, read_cancel_note, RunDirectory
+from mosaic_core import ConfigError, ExtrasKey, RunDirectory, read_cancel_note
 
 SQLITE_PREFIX = "sqlite:///"
 TRIAL_KEYS = ("optuna_study", "optuna_trial", "optuna_params", "optuna_storage", "optuna_seed")
