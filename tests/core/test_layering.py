@@ -172,6 +172,22 @@ def test_plugins_import_only_the_public_surface():
                        + "\n".join(sorted(set(leaks))))
 
 
+def test_the_surface_check_tells_public_from_private():
+    def problem(line: str) -> str | None:
+        return _surface_problem(ast.parse(line).body[0])
+
+    for public in ("from mosaic_core import hookimpl, Worker", "from mosaic_core import child",
+                   "from mosaic_core.child import emit_event, env_switch", "from mosaic_core.trainer import client",
+                   "from mosaic_core.runstore.trust import untrusted_run", "import mosaic_core.procs",
+                   "from mosaic_core.contract import StopOnSignal"):
+        assert problem(public) is None, public
+    for private in ("from mosaic_core.child import install", "from mosaic_core.child import _state",
+                    "from mosaic_core.pipeline import run_worker", "from mosaic_core import pipeline",
+                    "from mosaic_core.hookspecs import hookimpl", "from mosaic_core import _patchpoints",
+                    "import mosaic_core.supervisor", "from mosaic_core.trainer import store"):
+        assert problem(private), private
+
+
 def test_the_public_surface_resolves():
     for name in mosaic_core.__all__:
         assert getattr(mosaic_core, name) is not None, name
