@@ -8,7 +8,7 @@
 3. training SPS with FastLane off / single / grid at the default interval, side by side:
    a CleanRL-shaped random-action loop (SyncVectorEnv, 4 CartPole envs; the worst case, as
    no learning dilutes FastLane's cost) run as a training process through the real patch
-   point (``mosaic_core.child.install``), modes interleaved, per wall and per CPU second;
+   point (``mosaic_core.child.connect``), modes interleaved, per wall and per CPU second;
    with ``--ppo`` also the bundled PPO through ``mosaic run`` (its ``charts/SPS``);
 4. how grid mode's cost grows with num_envs (1, 4, 16).
 """
@@ -113,7 +113,7 @@ def bench_latency(frames: int) -> None:
 # ------------------------------------------------------------------------------ 3/4. training SPS
 SPS_CHILD = """
 import json, sys, time
-from mosaic_core.child import install
+from mosaic_core.child import connect as install
 install()
 import gymnasium as gym
 num_envs, seconds = int(sys.argv[1]), float(sys.argv[2])
@@ -182,7 +182,7 @@ def _median(runs: list[dict], key: str) -> float:
 
 def bench_training(seconds: float, repeats: int) -> None:
     print("\n3. training SPS: CleanRL-shaped random-action loop, SyncVectorEnv of 4 CartPole-v1, run as a")
-    print("   training process through mosaic_core.child.install(); default interval (100 ms) and budget;")
+    print("   training process through mosaic_core.child.connect(); default interval (100 ms) and budget;")
     print(f"   modes interleaved, median of {repeats} windows of {seconds:g} s. Per CPU second is the cost that")
     print("   FastLane adds (wall SPS on this shared 2-core machine moves with other people's load).")
     print("   'in FastLane' = share of the loop's wall time spent rendering + downscaling + publishing.")

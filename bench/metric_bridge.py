@@ -1,7 +1,7 @@
 """The cost of the live metric bridge (analytics plugin), three figures:
 
 1. add_scalar cost: in a training process with MOSAIC's patch and the bridge installed
-   (``mosaic_core.child.install`` with a real side channel to this process, whose host side
+   (``mosaic_core.child.connect`` with a real side channel to this process, whose host side
    feeds the plugin's hooks), ``SummaryWriter.add_scalar`` (torch.utils.tensorboard) patched
    and the original, timed in interleaved blocks so both see the same load; also the hook
    call alone and the bridge's ``ScalarBuffer.add`` alone.
@@ -36,7 +36,7 @@ MICRO = r"""
 import json, statistics, sys, tempfile, time
 calls, block = int(sys.argv[1]), 500
 from mosaic_core import child
-assert child.install() is not None
+assert child.connect() is not None
 from torch.utils.tensorboard import SummaryWriter
 writer = SummaryWriter(tempfile.mkdtemp())
 patched = type(writer).add_scalar
@@ -64,7 +64,7 @@ print(json.dumps({name: statistics.median(values[1:] or values) for name, values
 BURST = r"""
 import json, sys, tempfile, time
 from mosaic_core import child
-assert child.install() is not None
+assert child.connect() is not None
 from torch.utils.tensorboard import SummaryWriter
 writer = SummaryWriter(tempfile.mkdtemp())
 for i in range(100_000):

@@ -65,6 +65,9 @@ class WorkerCapabilities:
     supports_population: bool = False
     supports_checkpointing: bool = False
     supports_pause_resume: bool = False
+    # Envs switched during a run (a curriculum's stages): envs made through gymnasium.make switch
+    # through the patch point; a worker whose envs are built once, out of its reach, says False.
+    supports_env_switching: bool = True
     requires_gpu: bool = False
     gpu_memory_mb: int = 0
     cpu_cores: int = 1
@@ -83,7 +86,8 @@ class WorkerCapabilities:
         _check_int(owner, "gpu_memory_mb", self.gpu_memory_mb, 0)
         _check_int(owner, "cpu_cores", self.cpu_cores, 1)
         _check_int(owner, "estimated_memory_mb", self.estimated_memory_mb, 0)
-        for name in ("supports_self_play", "supports_population", "supports_checkpointing", "supports_pause_resume", "requires_gpu"):
+        for name in ("supports_self_play", "supports_population", "supports_checkpointing", "supports_pause_resume",
+                     "supports_env_switching", "requires_gpu"):
             _check_bool(owner, name, getattr(self, name))
         if self.gpu_memory_mb and not self.requires_gpu:
             raise ValueError(f"{owner}.gpu_memory_mb is set but requires_gpu is false")

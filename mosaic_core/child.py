@@ -1,61 +1,37 @@
-"""The training-process side of the host: patch points, and what plugins call from there.
+"""The training-program API: what a training process (an algorithm, a worker's training
+program, a plugin's code inside the run) calls to talk to the MOSAIC host.
 
-The host describes the run in the ``MOSAIC_CHILD`` environment variable
-(:mod:`mosaic_core.childenv`), so every process of the run finds it, and puts
-``mosaic_core/_boot`` on the child's ``PYTHONPATH``: its ``sitecustomize`` calls
-:func:`install_lazily`, which installs the patch points the first time the process imports
-``gymnasium`` or a TensorBoard writer. A process of the run that never imports them (a
-W&B service, a compiler, a shell tool) pays nothing. A launcher may also call
-:func:`install` itself before it runs an algorithm.
-
-Order of :func:`install`: the patch points first, then every plugin's
-:func:`~mosaic_core.hookspecs.mosaic_child_setup`, so one plugin's failing setup costs only
-that plugin (its failure is reported to the host and listed in ``analytics.json``).
-
-Patch points:
-- ``gymnasium.make``: plugins add kwargs (:func:`~mosaic_core.hookspecs.mosaic_env_make_kwargs`)
-  and wrap the new env (:func:`~mosaic_core.hookspecs.mosaic_wrap_env`);
-- ``SummaryWriter.add_scalar`` of ``torch.utils.tensorboard`` and ``tensorboardX``:
-  reported through :func:`~mosaic_core.hookspecs.mosaic_on_scalar` (as is
-  :func:`report_scalar`, for programs without a SummaryWriter).
+Every call is a no-op outside a MOSAIC run, and inside one installs the run's patch points and
+plugins on first use (in any process of the run), so a program runs the same with and without
+a host. Programs whose envs and loggers bypass the patch points (PettingZoo, EnvPool, a Ray env
+runner, a library's own logger) report through :func:`report_scalar`, :func:`publish_frame` and
+:func:`env_switch`. What is not named in ``__all__`` here is private (the patch points live in
+``mosaic_core._patchpoints``) and may change.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import multiprocessing
-import os
-import re
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
+from typing import Any, Iterator, NoReturn
 
-from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, REFUSAL_KIND, child_from_environ
-from mosaic_core.types import ChildContext, FrameInfo, HookFailure
+from mosaic_core import _patchpoints
+from mosaic_core._patchpoints import current, plugins
+from mosaic_core.childenv import LIFECYCLE_KIND, REFUSAL_KIND
+from mosaic_core.types import ChildContext, EnvSwitch, FrameInfo
 
-if TYPE_CHECKING:
-    from mosaic_core.plugins import PluginHost
-
-__all__ = ["ChildContext", "FrameInfo", "current", "plugins", "publish", "emit_event", "refuse_config", "report_scalar",
-           "frame_wanted", "publish_frame", "evaluation_envs", "install", "install_lazily", "after_import", "env_index_hint",
-           "restart_env_indices", "HostCancel", "Stopped"]
-_WRITER_MODULES = ("torch.utils.tensorboard.writer", "tensorboardX.writer")
-_TRIGGERS = ("gymnasium", *_WRITER_MODULES)
-ENV_VAR = CHILD_VAR
-
-_state: dict[str, Any] = {}
+__all__ = ["ChildContext", "FrameInfo", "current", "plugins", "connect", "publish", "emit_event", "refuse_config",
+           "report_scalar", "frame_wanted", "publish_frame", "evaluation_envs", "env_switch", "EnvSwitch", "HostCancel", "Stopped", "FRAME_CHECK_S"]
 
 
-def current() -> ChildContext | None:
-    """The context of this training process, or None when not run by a MOSAIC host."""
-    return _state.get("child")
-
-
-def plugins() -> "PluginHost | None":
-    """The plugin host of this training process (None before :func:`install`)."""
-    return _state.get("host")
+def connect() -> ChildContext | None:
+    """Join the MOSAIC run now: install the patch points and run every plugin's child setup,
+    before the program imports what they patch (a library that binds its SummaryWriter early);
+    returns the run's context, or None outside a MOSAIC run. Optional otherwise: the first
+    import of gymnasium or a TensorBoard writer, or any call here, does it."""
+    return _patchpoints.install()
 
 
 def publish(kind: str, payload: dict[str, Any], reliable: bool = False) -> bool:
@@ -84,35 +60,18 @@ def refuse_config(message: str) -> NoReturn:
     ``run_failed`` with ``error_kind: config``), not as a crash with a traceback. Outside a
     MOSAIC run: ``error: ...`` on stderr and exit code 2 all the same."""
     message = " ".join(str(message).split())
-    ready = _ready()
+    ready = _patchpoints.ready()
     if ready is not None:
         ready[0].publish(REFUSAL_KIND, {"error": message}, True)
     print(f"error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(2)
 
 
-# ------------------------------------------------------------------ the public training-process API
-# For training programs whose envs and loggers bypass the patch points (PettingZoo, EnvPool, a
-# Ray env runner, a library's own logger): each call is a no-op outside a MOSAIC run, and
-# installs the patch points and plugins on first use inside one (in any process of the run).
-
-def _ready() -> tuple[ChildContext, "PluginHost"] | None:
-    child = current()
-    if child is None and "failed" not in _state and os.environ.get(CHILD_VAR):
-        try:
-            child = install()
-        except Exception as exc:  # never stop training over the side channel
-            _state["failed"] = True
-            print(f"mosaic: could not install patch points: {type(exc).__name__}: {exc}", file=sys.stderr)
-    host = plugins()
-    return (child, host) if child is not None and host is not None else None
-
-
 def report_scalar(tag: str, value: float, step: int | None = None, agent: str | None = None) -> None:
     """Report a metric (it reaches the live metric bridge, curriculum and every other
     ``mosaic_on_scalar`` plugin). ``agent``: the agent id of a per-agent value in a
     multi-agent run (e.g. each agent's episode score; the team's value has no agent)."""
-    ready = _ready()
+    ready = _patchpoints.ready()
     if ready is not None:
         ready[1].on_scalar(ready[0], tag, float(value), None if step is None else int(step),
                            None if agent is None else str(agent))
@@ -121,23 +80,29 @@ def report_scalar(tag: str, value: float, step: int | None = None, agent: str | 
 @contextlib.contextmanager
 def evaluation_envs() -> Iterator[None]:
     """Envs made inside this block evaluate a policy rather than train it: their steps are not
-    training's (a curriculum does not count them). A no-op outside a MOSAIC run.
+    training's (a curriculum does not count them), and they are a fresh set: the first made in the
+    block is env 0 to plugins (FastLane's single mode shows env 0). A no-op outside a MOSAIC run.
 
     .. code-block:: python
 
         with evaluation_envs():
             envs = gym.vector.SyncVectorEnv([make_env] * 10)
     """
-    ready = _ready()
+    ready = _patchpoints.ready()
     if ready is None:
         yield
         return
     child, before = ready[0], ready[0].evaluating
+    calls = _patchpoints._state.get("make_calls")  # a fresh set of envs: its first is env 0 to plugins
     child.evaluating = True
+    if calls is not None:
+        _patchpoints._state["make_calls"] = 0
     try:
         yield
     finally:
         child.evaluating = before
+        if calls is not None:
+            _patchpoints._state["make_calls"] = calls
 
 
 FRAME_CHECK_S = 0.05  # a "no" from the consumers holds this long (FastLane's own interval is longer)
@@ -149,7 +114,7 @@ def frame_wanted(env_index: int = 0) -> bool:
     then, so rendering costs nothing between frames. False outside a MOSAIC run. Cheap enough
     to ask for every env after every step: the consumers are asked at most every
     :data:`FRAME_CHECK_S` per env while they say no."""
-    ready = _ready()
+    ready = _patchpoints.ready()
     if ready is None:
         return False
     index, now = int(env_index), time.monotonic()  # a numpy index is the same env
@@ -169,7 +134,7 @@ def publish_frame(frame: Any, *, env_index: int = 0, global_step: int = 0, rewar
     known about that moment; ``agent_rewards`` maps agent ids to their last rewards (the
     team's is ``reward``). Frames of one vector step share ``global_step``, which FastLane's
     grid mode uses to tile them together. Ask :func:`frame_wanted` first."""
-    ready = _ready()
+    ready = _patchpoints.ready()
     if ready is None:
         return
     info = FrameInfo(global_step=int(global_step), env_index=int(env_index), last_reward=float(reward),
@@ -177,6 +142,24 @@ def publish_frame(frame: Any, *, env_index: int = 0, global_step: int = 0, rewar
                      step_rate_hz=float(step_rate_hz), episode_count=int(episode_count),
                      agent_rewards=None if agent_rewards is None else {str(k): float(v) for k, v in agent_rewards.items()})
     ready[1].on_frame(ready[0], frame, info)
+
+
+def env_switch() -> EnvSwitch | None:
+    """The run's env switches (a curriculum's stages) for a program whose envs bypass
+    ``gym.make`` (EnvPool, an env runner of its own): an :class:`~mosaic_core.types.EnvSwitch`,
+    or None outside a MOSAIC run or when no plugin switches this run's envs. Envs made through
+    ``gym.make`` need nothing: the plugins switch them themselves.
+
+    .. code-block:: python
+
+        switch = env_switch()
+        stage = switch.stage() if switch else 0
+        envs = make(switch.env_id(stage) if switch else env_id)
+        ...  # after each rollout: report it; a new stage starts in fresh envs
+        switch.report(stage, steps=n, returns=finished_returns)
+    """
+    ready = _patchpoints.ready()
+    return None if ready is None else ready[1].env_switch(ready[0])
 
 
 class Stopped(Exception):
@@ -226,175 +209,3 @@ class HostCancel:
         return 128 + int(self.signal or signal.SIGTERM)
 
 
-def install(host: "PluginHost | None" = None) -> ChildContext | None:
-    """Install the patch points in this process once, then run every plugin's
-    ``mosaic_child_setup``; returns the context (None when not run by a host)."""
-    if "child" in _state:
-        return _state["child"]
-    child = child_from_environ()
-    if child is None:
-        return None
-    if host is None:
-        from mosaic_core.plugins import listed_plugin_host, load_plugin_host
-
-        # The plugins the host selected for this run; a scan of installed metadata otherwise.
-        host = listed_plugin_host(child.plugins) if child.plugins is not None else load_plugin_host()
-    host.where = "training process"
-    host.on_failure = lambda failure: _report_failure(child, failure)
-    _state.update(child=child, host=host, make_calls=0)
-    after_import("gymnasium", lambda _module: _patch_gym_make(child, host))
-    after_import(_WRITER_MODULES, lambda module: _patch_writer_module(module, child, host))
-    host.child_setup(child)
-    if child.host_pid and os.getppid() == child.host_pid:  # the training process itself
-        from mosaic_core.hostwatch import watch_host
-
-        watch_host(child, host)
-    return child
-
-
-def install_lazily() -> None:
-    """Install on the first import of ``gymnasium`` or a TensorBoard writer in this process
-    (what ``mosaic_core/_boot/sitecustomize.py`` calls); nothing is imported until then."""
-    if "child" in _state or "lazy" in _state:
-        return
-    _state["lazy"] = True
-
-    def trigger(_module: Any) -> None:
-        try:
-            install()
-        except Exception as exc:  # never stop a process of the run from importing
-            print(f"mosaic: could not install patch points: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-    after_import(_TRIGGERS, trigger, once=True)
-
-
-def _report_failure(child: ChildContext, failure: HookFailure) -> None:
-    print(f"mosaic: warning: {failure.describe()}; its contribution is dropped", file=sys.stderr)
-    child.publish(FAILURE_KIND, {"plugin": failure.plugin, "hook": failure.hook, "error": failure.error},
-                  reliable=True)
-
-
-def env_index_hint() -> int | None:
-    """This env's index in its vector env, when it can be known.
-
-    In an ``AsyncVectorEnv`` worker the process name ends with the index
-    (``Worker<AsyncVectorEnv>-3``); in one process, ``gym.make`` calls are counted in order
-    (``SyncVectorEnv`` makes its envs in index order).
-    """
-    name = multiprocessing.current_process().name
-    match = re.search(r"Worker<\w+>-(\d+)$", name)
-    if match:
-        return int(match.group(1))
-    return None
-
-
-def restart_env_indices() -> None:
-    """Count ``gym.make`` calls from 0 again: for a program that closes its envs and makes a
-    fresh set (policy evaluation, batch after batch), so the first env of each set is env 0 to
-    plugins (FastLane's single mode publishes env 0). A no-op outside a MOSAIC run."""
-    if "make_calls" in _state:
-        _state["make_calls"] = 0
-
-
-def _patch_gym_make(child: ChildContext, host: "PluginHost") -> None:
-    import gymnasium
-
-    original = gymnasium.make
-    if getattr(original, "__mosaic_patched__", False):
-        return
-
-    def make(env_id: Any, *args: Any, **kwargs: Any) -> Any:
-        name = env_id if isinstance(env_id, str) else getattr(env_id, "id", str(env_id))
-        index = env_index_hint()
-        if index is None:
-            index = _state["make_calls"]
-            _state["make_calls"] += 1
-        for key, value in host.env_make_kwargs(child, name, index, dict(kwargs)).items():
-            if kwargs.get(key) is None:  # the script's own values win; None means "not given"
-                kwargs[key] = value
-        env = original(env_id, *args, **kwargs)
-        return host.wrap_env(child, env, name, index)
-
-    make.__mosaic_patched__ = True  # type: ignore[attr-defined]
-    make.__wrapped__ = original  # type: ignore[attr-defined]
-    gymnasium.make = make
-    import gymnasium.envs.registration as registration
-
-    registration.make = make
-
-
-def after_import(module_names: tuple[str, ...] | str, callback: Callable[[Any], None], once: bool = False) -> None:
-    """Call ``callback(module)`` once each named module is imported in this process
-    (with ``once=True``: only for the first of them).
-
-    Modules already imported are handled now; the others through an import hook, so
-    nothing heavy is imported here. Plugins use it to patch libraries the script imports
-    (e.g. ``wandb.init``, ``SummaryWriter``).
-    """
-    names = (module_names,) if isinstance(module_names, str) else tuple(module_names)
-    pending = []
-    for name in names:
-        if name in sys.modules:
-            callback(sys.modules[name])
-            if once:
-                return
-        else:
-            pending.append(name)
-    if pending:
-        sys.meta_path.insert(0, _AfterImport(frozenset(pending), callback, once))
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: wraps the real loader of the named modules to run a callback."""
-
-    def __init__(self, names: frozenset[str], callback: Callable[[Any], None], once: bool = False):
-        self._names, self._callback, self._once = names, callback, once
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in self._names:
-            return None
-        if self._once:  # one shot: from now on this finder matches nothing
-            self._names = frozenset()
-        finders = sys.meta_path
-        later = finders[finders.index(self) + 1:] if self in finders else finders
-        for finder in later:  # only the finders after this one: several hooks chain, never loop
-            if not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _CallbackLoader(spec.loader, self._callback)
-                return spec
-        return None
-
-
-class _CallbackLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, callback: Callable[[Any], None]):
-        self._loader, self._callback = loader, callback
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self._loader.exec_module(module)
-        self._callback(module)
-
-
-def _patch_writer_module(module: Any, child: ChildContext, host: "PluginHost") -> None:
-    writer = getattr(module, "SummaryWriter", None)
-    if writer is None or getattr(writer.add_scalar, "__mosaic_patched__", False):
-        return
-    original = writer.add_scalar
-    on_scalar = host.on_scalar
-
-    def add_scalar(self: Any, tag: str, scalar_value: Any, global_step: Any = None, *args: Any, **kwargs: Any) -> Any:
-        try:
-            value = float(scalar_value)
-        except (TypeError, ValueError):
-            value = None
-        if value is not None:
-            on_scalar(child, tag, value, None if global_step is None else int(global_step))
-        return original(self, tag, scalar_value, global_step, *args, **kwargs)
-
-    add_scalar.__mosaic_patched__ = True  # type: ignore[attr-defined]
-    add_scalar.__wrapped__ = original  # type: ignore[attr-defined]
-    writer.add_scalar = add_scalar

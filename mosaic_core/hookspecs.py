@@ -44,8 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-ligh
 
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
+    from mosaic_core.frames import FrameSource
     from mosaic_core.runs import RunContext
-    from mosaic_core.types import ChildContext, ChildEvent, ExtrasKey, FrameInfo, RunRelay
+    from mosaic_core.types import ChildContext, ChildEvent, EnvSwitch, ExtrasKey, FrameInfo, RunRelay
 
 PROJECT = "mosaic"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -350,6 +351,28 @@ def mosaic_run_relay(run_id: str, extras: dict[str, Any], side: str) -> RunRelay
     """
 
 
+@spec(ISOLATE)
+def mosaic_frame_source(run_dir: Path, extras: dict[str, Any]) -> FrameSource | None:
+    """Where a viewer in the host reads the live frames of the run in ``run_dir``, or None.
+
+    Called by a viewer (the dashboard's run page and frame stream) whenever it looks for a run's
+    frames; ``extras`` are the run's (from its ``config.json``; empty when unreadable). Return a
+    :class:`~mosaic_core.frames.FrameSource` when this plugin publishes frames of runs (cheap:
+    it opens nothing; its ``publishing`` says whether this run's config asks for frames, and its
+    ``open()`` raises :class:`~mosaic_core.frames.NoFrames` with the reason when there are none
+    now), or None when it publishes none; the first source returned wins. Failure: isolate (the
+    viewer shows no frames of the run from this plugin).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_frame_source(run_dir, extras):
+            return MyFrames(run_dir, publishing=bool(extras.get("my_frames")))
+    """
+
+
 # Host: after a run
 # --------------------------------------------------------------------------------------
 @spec(ISOLATE)
@@ -482,6 +505,26 @@ def mosaic_wrap_env(
         def mosaic_wrap_env(child, env, env_id, env_index):
             import gymnasium as gym
             return gym.wrappers.RecordEpisodeStatistics
+    """
+
+
+@spec(ISOLATE)
+def mosaic_env_switch(child: ChildContext) -> EnvSwitch | None:
+    """The run's env switches for a training program whose envs bypass ``gym.make``, or None.
+
+    Called in a training process when the program asks :func:`mosaic_core.child.env_switch`
+    (EnvPool, an env runner of its own: envs the ``gym.make`` patch point never sees). Return an
+    :class:`~mosaic_core.types.EnvSwitch` when this plugin switches this run's envs (a
+    curriculum's stages), else None; the first one returned wins. Failure: isolate (the program
+    trains on its first env).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_env_switch(child):
+            return MyStages(child) if "my_stages" in child.extras else None
     """
 
 

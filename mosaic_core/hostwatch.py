@@ -4,7 +4,7 @@ host would have freed, and none of its processes keeps training.
 
 The host starts the training process with ``PR_SET_PDEATHSIG`` (it gets SIGTERM when the host
 dies). A Python training process trades that for this watchdog, installed by
-:func:`mosaic_core.child.install`: it notices the host gone, calls every plugin's
+:func:`mosaic_core._patchpoints.install`: it notices the host gone, calls every plugin's
 ``mosaic_host_lost``, appends ``run_failed`` to ``events.jsonl`` (and writes ``analytics.json`` if
 the host could not), then stops the run's process group.
 

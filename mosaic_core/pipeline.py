@@ -162,6 +162,7 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
         paths = code(merged)  # before any default is computed: defaults may read the files
         problems.extend(spell_algorithm(worker_item, worker, merged, paths))  # defaults see the worker's spelling
+        refuse_env_switches(worker_item, host, merged)  # before a plugin builds envs the worker cannot switch
         own = worker.config_defaults(merged, options) or {}
         return {**host.config_defaults(merged), **own}
 
@@ -247,6 +248,21 @@ def honoured_settings(worker_item: LoadedEntryPoint, worker: Worker, host: Plugi
                               f"(published by plugin {plugin!r}); leave it out for this worker",
                               field=asked if asked.startswith("extras.") else None, source=config.source)
     return tuple(setting for _plugin, setting in settings)
+
+
+def refuse_env_switches(worker_item: LoadedEntryPoint, host: PluginHost, data: dict[str, Any]) -> None:
+    """A ConfigError when the config gives an extras key that switches envs (``ExtrasKey.switches_envs``)
+    and the worker's capabilities say it cannot (``supports_env_switching=False``)."""
+    extras = data.get("extras")
+    capabilities = getattr(worker_item.obj, "capabilities", None)
+    if not isinstance(extras, dict) or getattr(capabilities, "supports_env_switching", True):
+        return
+    for plugin, key in host.extras_keys():
+        given = next((name for name in extras if key.switches_envs and key.matches(name)), None)
+        if given is not None:
+            raise ConfigError(f"extras.{given} (plugin {plugin}) asks for env switches during the run, and the "
+                              f"{worker_item.name} worker cannot switch envs (its capabilities: "
+                              "supports_env_switching=False): train each env as its own run", field=f"extras.{given}")
 
 
 def claimed_keys(worker_name: str, worker: Worker, host: PluginHost) -> list[tuple[str, ExtrasKey]]:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
+    from mosaic_core.frames import FrameSource
     from mosaic_core.runs import RunContext
     from mosaic_core.types import ChildContext, FrameInfo
 
@@ -288,6 +289,17 @@ class PluginHost:
                 return list(series)
         return None
 
+    def frame_source(self, run_dir: Path, extras: dict[str, Any]) -> FrameSource | None:
+        """The first plugin's source of the run's live frames (None: no plugin publishes frames)."""
+        from mosaic_core.frames import FrameSource
+
+        for plugin, source in self._call("mosaic_frame_source", run_dir=run_dir, extras=dict(extras)):
+            if isinstance(source, FrameSource):
+                return source
+            if source is not None:
+                self._invalid("mosaic_frame_source", plugin, f"returned {type(source).__name__}; expected a FrameSource")
+        return None
+
     def run_relays(self, run_id: str, extras: dict[str, Any], side: str) -> dict[str, RunRelay]:
         """Each plugin's relay for a run executed elsewhere (``side``: "node" or "caller")."""
         relays = {}
@@ -328,6 +340,17 @@ class PluginHost:
 
     def host_lost(self, child: ChildContext) -> None:
         self._call("mosaic_host_lost", child=child)
+
+    def env_switch(self, child: ChildContext) -> Any:
+        """The first plugin's :class:`~mosaic_core.types.EnvSwitch` for the run (None: none switches envs)."""
+        from mosaic_core.types import EnvSwitch
+
+        for plugin, switch in self._call("mosaic_env_switch", child=child):
+            if isinstance(switch, EnvSwitch):
+                return switch
+            if switch is not None:
+                self._invalid("mosaic_env_switch", plugin, f"returned {type(switch).__name__}; expected an EnvSwitch")
+        return None
 
     def frame_wanted(self, child: ChildContext, env_index: int) -> bool:
         return any(result is True for _plugin, result in

@@ -139,7 +139,7 @@ class Supervisor:
         passthrough = self.options.passthrough_stdio
         try:
             # The training process dies with its host even if the host is SIGKILLed (a Python
-            # training process trades this for a watchdog that also records why: child.install).
+            # training process trades this for a watchdog that also records why: _patchpoints.install).
             return subprocess.Popen(procs.with_parent_death_signal(self.argv), cwd=self.cwd, env=env,
                                     stdin=None if passthrough else subprocess.DEVNULL,
                                     stdout=None if passthrough else out, stderr=err, start_new_session=True)

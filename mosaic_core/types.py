@@ -22,17 +22,20 @@ _EVENT = re.compile(r"^[a-z][a-z0-9_]*$")
 class ExtrasKey:
     """An ``extras`` key (or, with ``prefix=True``, every key starting with ``name``) that a
     plugin or worker consumes itself. Keys nobody owns are the worker's to use (the CleanRL
-    worker turns them into script flags). ``help`` is shown by ``mosaic plugins --extras``."""
+    worker turns them into script flags). ``help`` is shown by ``mosaic plugins --extras``.
+    ``switches_envs``: the key asks for env switches during the run (a curriculum), so a worker
+    whose capabilities say ``supports_env_switching=False`` refuses a run that gives it."""
 
     name: str
     help: str = ""
     prefix: bool = False
+    switches_envs: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not (_KEY.match(self.name) or (self.prefix and _KEY.match(self.name.rstrip("_")))):
             raise ValueError(f"ExtrasKey.name must be an identifier, got {self.name!r}")
-        if not isinstance(self.help, str) or not isinstance(self.prefix, bool):
-            raise ValueError(f"ExtrasKey {self.name!r}: help must be a string and prefix a bool")
+        if not isinstance(self.help, str) or not isinstance(self.prefix, bool) or not isinstance(self.switches_envs, bool):
+            raise ValueError(f"ExtrasKey {self.name!r}: help must be a string, prefix and switches_envs bools")
 
     def matches(self, key: str) -> bool:
         return key.startswith(self.name) if self.prefix else key == self.name
@@ -229,6 +232,34 @@ class ChildContext:
                            "channel": self.channel.address, "algo": self.algo, "env_id": self.env_id,
                            "num_envs": self.num_envs, "worker": self.worker, "plugins": self.plugins,
                            "host_pid": self.host_pid})
+
+
+class EnvSwitch:
+    """The run's env switches (a curriculum's stages), for a training program whose envs bypass
+    ``gym.make`` (EnvPool, an env runner of its own): a plugin returns one from
+    ``mosaic_env_switch``; the program gets it from :func:`mosaic_core.child.env_switch`.
+
+        switch = child.env_switch()            # None outside a MOSAIC run, or with nothing to switch
+        envs = make(switch.env_id(switch.stage()) if switch else env_id)
+        ...                                    # after each rollout:
+        switch.report(stage, steps=n, returns=[...])  # switch.stage() != stage -> make the new stage's envs
+    """
+
+    def stage(self) -> int:
+        """The stage the host has chosen (0 until the first switch)."""
+        raise NotImplementedError
+
+    def env_id(self, stage: int) -> str:
+        """The env id of ``stage``."""
+        raise NotImplementedError
+
+    def report(self, stage: int, *, steps: int, returns: list[float], episodes: int | None = None) -> bool:
+        """Steps played and finished episodes' returns on ``stage`` since the last report (the host
+        decides the switches from them); False when the report could not be sent."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        return None
 
 
 class RunRelay:

@@ -11,7 +11,7 @@ def _arm() -> None:
     if not os.environ.get("MOSAIC_CHILD"):
         return
     try:
-        from mosaic_core.child import install_lazily
+        from mosaic_core._patchpoints import install_lazily
 
         install_lazily()
     except Exception as exc:  # never stop a process of the run from starting

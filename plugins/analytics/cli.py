@@ -13,17 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.cli.commands import CliCommand
-from mosaic_core.errors import UsageError
+from mosaic_core import CliCommand, UsageError
 from mosaic_core.files import printable, read_private_text
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 
 
 def _runs_root(value: str | None, must_exist: bool = True) -> Path:
-    from mosaic_core.runs import default_runs_root
+    from mosaic_core import default_runs_root
 
-    from mosaic_core.runs import check_runs_root
+    from mosaic_core import check_runs_root
 
     root = Path(value) if value else default_runs_root()
     if must_exist and not root.is_dir():
@@ -38,7 +37,7 @@ def _runs_root(value: str | None, must_exist: bool = True) -> Path:
 
 def find_run(root: Path, run_id: str) -> Path:
     """The directory of ``run_id`` (or a unique prefix of it) under ``root``."""
-    from mosaic_core.runs import find_run_dir
+    from mosaic_core import find_run_dir
 
     return find_run_dir(root, run_id)
 
@@ -89,7 +88,7 @@ def _run_runs(ns: argparse.Namespace) -> int:
 
 def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None, state_dir: str | None = None) -> int:
     """The daemon's runs, with steps and return read from their run directories (on this machine)."""
-    from mosaic_core.trainer.auth import find_token
+    from mosaic_core import find_token
     from mosaic_core.trainer.client import list_runs, record_to_dict
 
     from mosaic_core.runstore.summary import summarize

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core import MosaicError, UsageError
 
 from mosaic_core.runstore.artifacts import EVENT_FILE, walk_files
 

@@ -17,7 +17,7 @@ import math
 import posixpath
 from typing import Any
 
-from mosaic_core.types import ExtrasKey
+from mosaic_core import ExtrasKey
 
 DEFAULT_METRICS_INTERVAL_S = 1.0
 MIN_METRICS_INTERVAL_S = 0.05

@@ -27,7 +27,7 @@ def install(child: Any) -> None:
     tensorboard_dir = child.extras.get("tensorboard_dir")
     if not isinstance(tensorboard_dir, str) or not tensorboard_dir:
         return
-    from mosaic_core.child import after_import
+    from mosaic_core import after_import
 
     after_import(WRITER_MODULES, lambda module: _wrap_constructor(module, tensorboard_dir))
 

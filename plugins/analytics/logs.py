@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core import MosaicError, UsageError
 from mosaic_core.files import printable
 from mosaic_core.runstore.follow import EventFollower, RunGone
 from mosaic_core.runstore.summary import progress_of
@@ -92,8 +92,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     if ns.target:
+        from mosaic_core import find_token
         from mosaic_core.trainer import client
-        from mosaic_core.trainer.auth import find_token
 
         token = find_token(ns.token_file, ns.state_dir)
         records = [r for r in client.list_runs(ns.target, token=token) if r.run_id.startswith(ns.run_id)]
@@ -102,7 +102,7 @@ def run(ns: argparse.Namespace) -> int:
             raise UsageError(f"run id {ns.run_id!r} matches {len(records)} runs of the daemon at {ns.target} ({found})")
         run_dir = Path(records[0].run_dir)
     else:
-        from mosaic_core.runs import default_runs_root, find_run_dir
+        from mosaic_core import default_runs_root, find_run_dir
 
         root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
         deadline = time.monotonic() + (APPEAR_S if ns.follow else 0)

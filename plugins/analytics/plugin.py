@@ -17,8 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from mosaic_core.config import is_secret_key
-from mosaic_core.hookspecs import hookimpl
+from mosaic_core import hookimpl, is_secret_key
 
 from mosaic_analytics import bridge, extras, logdir, manifest, tracking
 from mosaic_analytics.board import MetricBoard

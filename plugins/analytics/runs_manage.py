@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core import MosaicError, UsageError
 from mosaic_core.files import printable
 
 ENDED = ("completed", "failed", "cancelled", "lost")
@@ -68,7 +68,7 @@ def _refuse_flags(ns: argparse.Namespace, action: str) -> None:
 
 
 def _export(ns: argparse.Namespace, root: Path, words: list[str]) -> int:
-    from mosaic_core.runs import find_run_dir
+    from mosaic_core import find_run_dir
     from mosaic_core.runstore.archive import export_run
 
     if len(words) != 1 or not ns.output:
@@ -82,7 +82,7 @@ def _export(ns: argparse.Namespace, root: Path, words: list[str]) -> int:
 
 def _trust(root: Path, words: list[str]) -> int:
     """The owner's word that an imported run's config, scripts and checkpoints may run as them."""
-    from mosaic_core.runs import find_run_dir
+    from mosaic_core import find_run_dir
     from mosaic_core.runstore import trust
 
     if len(words) != 1:
@@ -98,7 +98,7 @@ def _trust(root: Path, words: list[str]) -> int:
 
 def _chosen(root: Path, refs: list[str]) -> list[Any]:
     """The runs ``rm`` names (ids or unique prefixes); refused whole if any is running."""
-    from mosaic_core.runs import find_run_dir
+    from mosaic_core import find_run_dir
     from mosaic_core.runstore.summary import summarize
 
     summaries = {}
@@ -209,7 +209,7 @@ class _DaemonRuns:
 
     def _through_daemon(self, run_id: str) -> int:
         from mosaic_core.files import read_private_text
-        from mosaic_core.trainer.auth import find_token
+        from mosaic_core import find_token
         from mosaic_core.trainer.client import remove_run
 
         try:
@@ -225,8 +225,7 @@ class _DaemonRuns:
             raise
 
     def _offline(self, run_id: str) -> int:
-        from mosaic_core.trainer.removal import RunStillActive, remove_recorded_run
-        from mosaic_core.trainer.store import RunStore
+        from mosaic_core import RunStillActive, RunStore, remove_recorded_run
 
         store = RunStore(self.state_dir / "trainer.sqlite3")
         try:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_analytics.extras import PROXY_KEYS, tracking_enabled
-from mosaic_core.types import TrackingSettings
+from mosaic_core import TrackingSettings
 
 INFO_KIND = "analytics.wandb"
 FORCED_MODES = ("offline", "disabled", "dryrun")
@@ -135,7 +135,7 @@ def proxy_env(extras: dict[str, Any], environ: dict[str, str]) -> dict[str, str]
 # ------------------------------------------------------------------ training process
 def install_init_wrapper(child: Any) -> None:
     """Wrap ``wandb.init`` in this process when the script imports wandb (nothing imported now)."""
-    from mosaic_core.child import after_import
+    from mosaic_core import after_import
 
     after_import("wandb", lambda module: _wrap_init(module, child))
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from cleanrl_worker.metadata import VERSION as __version__
 
 if TYPE_CHECKING:
-    from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
+    from mosaic_core import WorkerCapabilities, WorkerMetadata
 
 
 def get_worker_metadata() -> tuple["WorkerMetadata", "WorkerCapabilities"]:

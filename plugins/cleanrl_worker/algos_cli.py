@@ -16,7 +16,7 @@ import argparse
 import json
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 VIEWS = ("list", "presets", "show")
 
@@ -52,7 +52,7 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], fo
     from rich.markup import escape
     from rich.table import Table
 
-    from mosaic_core.cli.console import console as make_console
+    from mosaic_core import make_console
 
     table = Table(title=title)
     for column in columns:
@@ -76,7 +76,7 @@ def _list(ns: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from mosaic_core.cli.console import console as make_console
+    from mosaic_core import make_console
 
     shown = [e for e in entries if e.sources or e.error or e.documented or ns.all]
     table = Table(title="CleanRL worker algorithms (* = used for --algo NAME)")
@@ -102,9 +102,7 @@ def _list(ns: argparse.Namespace) -> int:
 
 def _other_worker(ns: argparse.Namespace) -> int:
     """Any worker's list, from its optional ``algorithms(python)`` (mosaic_core.worker.Worker)."""
-    from mosaic_core.environments import preflight
-    from mosaic_core.worker import load_worker
-    from mosaic_core.workers import find_worker
+    from mosaic_core import find_worker, load_worker, preflight
 
     item = find_worker(ns.worker)
     worker = load_worker(item)

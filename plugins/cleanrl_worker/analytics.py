@@ -7,11 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig, build_config
+from mosaic_core import WorkerConfig, build_config
 from mosaic_core.files import write_json_atomic
-from mosaic_core.manifest import HOST_SECTIONS, manifest_document
-from mosaic_core.plugins import plugin_host
-from mosaic_core.runs import RunContext, RunDirectory
+from mosaic_core import HOST_SECTIONS, RunContext, RunDirectory, manifest_document, plugin_host
 
 __all__ = ["build_manifest"]
 

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 
 from mosaic_core.child import emit_event
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 FORMAT = "mosaic.cleanrl_model"
 FORMAT_VERSION = 1

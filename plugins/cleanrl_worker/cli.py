@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from mosaic_core.pipeline import main as pipeline_main
+from mosaic_core import worker_main as pipeline_main
 
 WORKER = "cleanrl"
 

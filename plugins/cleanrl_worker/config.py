@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig, build_config, parse_json, read_config_file, unwrap_config
-from mosaic_core.errors import ConfigError
+from mosaic_core import ConfigError, WorkerConfig, build_config, parse_json, read_config_file, unwrap_config
 
 CleanRLWorkerConfig = WorkerConfig
 WORKER_NAME = "cleanrl"  # this worker's entry point name

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 SUFFIX = ".cleanrl_model"
 BEST = "best" + SUFFIX
@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _runs_root(ns: argparse.Namespace) -> Path:
-    from mosaic_core.runs import default_runs_root
+    from mosaic_core import default_runs_root
 
     return Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
 
@@ -68,7 +68,7 @@ def run_checkpoint(run_dir: Path) -> Path:
 
 def resolve_target(ns: argparse.Namespace) -> tuple[Path, str]:
     """(checkpoint, env id) that ``RUN_OR_CHECKPOINT`` names."""
-    from mosaic_core.runs import find_run_dir
+    from mosaic_core import find_run_dir
 
     target = Path(ns.target).expanduser()
     if target.is_file():
@@ -133,10 +133,8 @@ def run_argv(ns: argparse.Namespace, checkpoint: Path, env_id: str, fmt: str | N
 
 
 def run(ns: argparse.Namespace) -> int:
-    from mosaic_core.pipeline import HostOptions, execute, host_parser, prepare_from_flags, worker_option_defaults
-    from mosaic_core.plugins import plugin_host
-    from mosaic_core.worker import load_worker
-    from mosaic_core.workers import find_worker
+    from mosaic_core import HostOptions, execute, host_parser, plugin_host, prepare_from_flags, worker_option_defaults
+    from mosaic_core import find_worker, load_worker
 
     fmt = _check(ns)
     other = _other_worker_run(ns)
@@ -170,7 +168,7 @@ _TRAINING_ONLY = ("mode", "checkpoint_path", "policy_path", "checkpoint_frequenc
 
 def _other_worker_run(ns: argparse.Namespace) -> tuple[Path, dict[str, Any]] | None:
     """(run directory, recorded config) when the target is a run of another worker."""
-    from mosaic_core.runs import find_run_dir
+    from mosaic_core import find_run_dir
 
     target = Path(ns.target).expanduser()
     if target.is_file() or target.suffix == SUFFIX:
@@ -192,7 +190,7 @@ def _enjoy_other(ns: argparse.Namespace, run_dir: Path, config: dict[str, Any]) 
     """A run of another worker, replayed through that worker's ``policy_eval`` mode (the same
     ``mode`` / ``policy_path`` / ``eval_episodes`` extras the CleanRL worker reads) as a normal
     supervised run; its ``eval_summary.json`` is printed."""
-    from mosaic_core.pipeline import run_worker
+    from mosaic_core import run_worker
     from mosaic_core.runstore.trust import refuse_untrusted
 
     refuse_untrusted(run_dir, f"mosaic enjoy {run_dir.name}")  # its config would run, its checkpoint may be code

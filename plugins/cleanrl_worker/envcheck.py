@@ -18,7 +18,7 @@ import io
 import warnings
 from typing import Any
 
-from mosaic_core.errors import ConfigError
+from mosaic_core import ConfigError
 
 from cleanrl_worker.catalog import ALGORITHM_SPACES, STATIC_SPACES, classify, fit_problem
 from cleanrl_worker.env_families import family_of, missing_family_message, prepare_family

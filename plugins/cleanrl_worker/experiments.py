@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from mosaic_core.config import RUN_ID, WorkerConfig
-from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core import RUN_ID, ConfigError, UsageError, WorkerConfig
 from mosaic_core.files import is_within
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mosaic_core.errors import ConfigError
+from mosaic_core import ConfigError
 
 CONFIG_FIELDS = frozenset({"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id"})
 KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

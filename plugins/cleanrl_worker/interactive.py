@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     out = protocol_stdout()
     from mosaic_core import child
 
-    child.install()  # a no-op outside a MOSAIC run
+    child.connect()  # a no-op outside a MOSAIC run
     quiet_rendering()
     render_mode = "rgb_array" if ns.render else None
     try:

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     script_args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
     for root in reversed([script.parent, *ns.root]):
         sys.path.insert(0, str(root.resolve()))
-    child.install()
+    child.connect()
     install_gym029_compat(script, getattr(child.current(), "extras", {}))  # 0.29-era scripts on gymnasium 1.x
     if ns.skip_eval_of:
         upstream_eval.install(ns.skip_eval_of)

@@ -9,11 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig, redact
-from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core import ConfigError, UsageError, WorkerConfig, redact
 from mosaic_core.procs import python_command  # -P: the run directory (its cwd) never on its sys.path
-from mosaic_core.runs import RunContext
-from mosaic_core.types import CodePath, Launch, TrackingSettings
+from mosaic_core import CodePath, Launch, RunContext, TrackingSettings
 
 MODES = ("train", "resume_training", "policy_eval")
 # eval_* keys the worker owns that are also flags of the bundled scripts (evaluation during training)

@@ -6,7 +6,7 @@ imports nothing of the worker's package either."""
 
 from __future__ import annotations
 
-from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
+from mosaic_core import WorkerCapabilities, WorkerMetadata
 
 VERSION = "0.1.0"
 

@@ -16,8 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mosaic_core.cli.commands import CliCommand
-from mosaic_core.hookspecs import hookimpl
+from mosaic_core import CliCommand, hookimpl
 
 WORKER = "cleanrl"  # the hooks below only make sense for runs of this worker (run.worker / child.worker)
 
@@ -39,7 +38,7 @@ def _run_envs(ns: argparse.Namespace) -> int:
                           "algorithms": {algo: fit.describe() for algo, fit in ALGORITHM_SPACES.items()},
                           "envs": [e.to_dict() for e in entries]}, indent=2))
         return 0
-    from mosaic_core.cli.console import console as make_console
+    from mosaic_core import make_console
     from rich.markup import escape
     from rich.table import Table
 

@@ -41,8 +41,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from mosaic_core.child import emit_event, restart_env_indices
-from mosaic_core.runs import write_json_atomic
+from mosaic_core.child import emit_event
+from mosaic_core import write_json_atomic
 
 SUMMARY_FILE = "eval_summary.json"
 SUMMARY_SCHEMA = "mosaic.eval_summary/1"
@@ -333,7 +333,6 @@ def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Pat
                     make_env = _realtime(make_env)
                 if options.capture_video and not use_moviepy:
                     make_env = _GifRecorder(make_env, video_dir)
-                restart_env_indices()  # each batch's first env is env 0 (FastLane publishes it)
                 result = evaluate(act, make_env, episodes=count, num_envs=count, seed=options.seed + first,
                                   gamma=gamma, max_episode_steps=options.max_episode_steps,
                                   capture_video=use_moviepy, video_dir=video_dir if use_moviepy else None)
@@ -439,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
     from mosaic_core import child
 
-    child.install()  # a no-op outside a MOSAIC run
+    child.connect()  # a no-op outside a MOSAIC run
     quiet_rendering()
     try:
         options = options_from(ns)

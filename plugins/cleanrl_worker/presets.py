@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 SCALARS = (bool, int, float, str)

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 RESOLUTION_ORDER = ("script", "entry_point", "checkout", "installed", "bundled")
 ORDER_TEXT = "script path > entry point (mosaic.cleanrl.algorithms) > checkout (extras.cleanrl_home, then MOSAIC_CLEANRL_HOME) > installed cleanrl package > bundled"

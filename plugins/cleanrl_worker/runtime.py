@@ -17,12 +17,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from mosaic_core.config import WorkerConfig
-from mosaic_core.errors import UsageError
-from mosaic_core.pipeline import DEFAULT_GRPC_TARGET, HostOptions, Prepared, execute, prepare, worker_option_defaults
-from mosaic_core.plugins import plugin_host
-from mosaic_core.worker import load_worker
-from mosaic_core.workers import find_worker
+from mosaic_core import UsageError, WorkerConfig
+from mosaic_core import DEFAULT_GRPC_TARGET, HostOptions, Prepared, execute, prepare, worker_option_defaults
+from mosaic_core import find_worker, load_worker, plugin_host
 
 from cleanrl_worker.readiness import MOSAIC_MODULES
 from cleanrl_worker.registry import bundled_names, defines_main, entrypoint_of, resolve

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 from cleanrl_worker.flags import flag_name
 from cleanrl_worker.ranges import range_problem

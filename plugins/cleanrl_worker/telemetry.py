@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, Any
 
-from mosaic_core.events import EventEmitter
+from mosaic_core import EventEmitter
 
 __all__ = ["LifecycleEmitter"]
 

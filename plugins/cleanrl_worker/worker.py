@@ -8,11 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig
-from mosaic_core.errors import UsageError
-from mosaic_core.runs import RunContext
-from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, FormOption, Launch, TrackingSettings, WorkerForm
-from mosaic_core.worker import Worker
+from mosaic_core import RunContext, UsageError, WorkerConfig
+from mosaic_core import ChildEvent, CodePath, ExtrasKey, FormOption, Launch, TrackingSettings, Worker, WorkerForm
 
 # The worker's own extras keys; every key no one owns becomes a script flag.
 OWN_KEYS = [

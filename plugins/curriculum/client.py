@@ -1,10 +1,11 @@
 """The curriculum for training programs whose envs bypass ``gym.make`` (EnvPool, an env runner of
-their own): the stage the host chose, and reports of the steps and episodes played.
+their own): the stage the host chose, and reports of the steps and episodes played. Programs get it
+through the core's :func:`mosaic_core.child.env_switch` (the plugin's ``mosaic_env_switch``)::
 
-    client = StageClient.connect()        # None outside a MOSAIC run in curriculum mode
-    envs = make(client.env_id(client.stage()) if client else env_id)
+    switch = child.env_switch()             # None outside a MOSAIC run in curriculum mode
+    envs = make(switch.env_id(switch.stage()) if switch else env_id)
     ...                                     # after each rollout:
-    client.report(stage, steps=n, returns=[...]); client.stage() != stage -> make the new stage's envs
+    switch.report(stage, steps=n, returns=[...]); switch.stage() != stage -> make the new stage's envs
 
 The reports are the ones :class:`~mosaic_curriculum.wrapper.CurriculumEnv` sends, so the host
 decides the same way (conditions, events, the ``curriculum`` manifest section, the stage curve).
@@ -14,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic_core import child
+from mosaic_core import EnvSwitch, child
 from mosaic_curriculum.control import REPORT_KIND
 from mosaic_curriculum.plugin import _child_state
 from mosaic_curriculum.wrapper import MAX_PENDING_RETURNS
 
 
-class StageClient:
+class StageClient(EnvSwitch):
     def __init__(self, context: Any, state: Any):
         self._context, self._state = context, state
 

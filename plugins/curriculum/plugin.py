@@ -35,17 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from mosaic_core.errors import ConfigError
-from mosaic_core.hookspecs import hookimpl
-from mosaic_core.types import ChildEvent, ExtrasKey
+from mosaic_core import ChildEvent, ConfigError, ExtrasKey, hookimpl
 from mosaic_curriculum.control import REPORT_KIND, CurriculumController
 from mosaic_curriculum.schedule import SCHEDULE_KEY, Schedule, load_schedule, parse_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 
 if TYPE_CHECKING:
-    from mosaic_core.types import ChildContext
-    from mosaic_core.config import WorkerConfig
-    from mosaic_core.runs import RunContext
+    from mosaic_core import ChildContext, RunContext, WorkerConfig
 
 STATE_KEY = "curriculum"
 
@@ -60,7 +56,7 @@ def enabled(extras: dict[str, Any]) -> bool:
 # --------------------------------------------------------------------------------------
 @hookimpl
 def mosaic_extras_keys() -> list[ExtrasKey]:
-    return [ExtrasKey(SCHEDULE_KEY, "a list of stages or a preset name (doorkey, babyai_goto)"),
+    return [ExtrasKey(SCHEDULE_KEY, "a list of stages or a preset name (doorkey, babyai_goto)", switches_envs=True),
             ExtrasKey("curriculum_", "reserved for curriculum settings", prefix=True)]
 
 
@@ -177,6 +173,16 @@ def _child_state(child: ChildContext) -> _ChildState | None:
     if not _child or _child[0].run_dir != child.run_dir:
         _child[:] = [_ChildState(child.run_dir, load_schedule(child.extras[SCHEDULE_KEY]), _StageReader(child.run_dir))]
     return _child[0]
+
+
+@hookimpl
+def mosaic_env_switch(child: ChildContext) -> Any:
+    """The stages for a program whose envs bypass ``gym.make`` (``mosaic_core.child.env_switch``)."""
+    if _child_state(child) is None:
+        return None
+    from mosaic_curriculum.client import StageClient
+
+    return StageClient.connect()
 
 
 @hookimpl(tryfirst=True)  # innermost: the swap happens beneath every other wrapper

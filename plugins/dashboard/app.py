@@ -34,7 +34,7 @@ from mosaic_dashboard import rundata, streams
 from mosaic_dashboard.daemon import DaemonError, DaemonLink
 from mosaic_core.runstore.follow import RunGone
 from mosaic_dashboard.form import FormError, form_schema, parse_submission
-from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, mjpeg_part, open_reader, why_no_frames
+from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, mjpeg_part, open_frames
 
 STATIC = Path(__file__).parent / "static"
 DAEMON_CACHE_S = 2.0
@@ -141,7 +141,7 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
 
     async def run_live(request: Request, run_dir: Path) -> Response:
         config = await asyncio.to_thread(rundata.read_json, run_dir / "config.json")
-        return _sse(dash, streams.run_stream(run_dir, run_dir.name, rundata.fastlane_enabled(config), dash.pause))
+        return _sse(dash, streams.run_stream(run_dir, run_dir.name, rundata.frames_wanted(run_dir, config), dash.pause))
 
     async def curves(request: Request, run_dir: Path) -> Response:
         return JSONResponse({"run_id": run_dir.name, "curves": await asyncio.to_thread(_curves_of, run_dir)})
@@ -156,16 +156,16 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
         return JSONResponse(await asyncio.to_thread(found))
 
     async def frames(request: Request, run_dir: Path) -> Response:
-        from mosaic_fastlane.segment import FastLaneError
+        from mosaic_core import NoFrames
 
         run_id = run_dir.name
-        stream = dash.frames.feed(run_id).stream()
+        stream = dash.frames.feed(run_dir).stream()
         try:
             first = await stream.__anext__()
-        except FastLaneError as exc:
-            return error(404, f"no live frames for run {run_id}: {why_no_frames(run_dir, exc)}")
+        except NoFrames as exc:
+            return error(404, f"no live frames for run {run_id}: {exc}")
         except StopAsyncIteration:
-            return error(404, f"run {run_id} stopped publishing frames (its FastLane segment is gone)")
+            return error(404, f"run {run_id} stopped publishing frames (its frames are gone)")
 
         async def parts():
             try:
@@ -179,12 +179,12 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
                                  headers={"Cache-Control": "no-store"})
 
     async def frame(request: Request, run_dir: Path) -> Response:
-        from mosaic_fastlane.segment import FastLaneError
+        from mosaic_core import NoFrames
 
         try:
-            jpeg = await asyncio.to_thread(_one_frame, run_dir.name)
-        except FastLaneError as exc:
-            return error(404, f"no live frames for run {run_dir.name}: {why_no_frames(run_dir, exc)}")
+            jpeg = await asyncio.to_thread(_one_frame, run_dir)
+        except NoFrames as exc:
+            return error(404, f"no live frames for run {run_dir.name}: {exc}")
         if jpeg is None:
             return error(404, f"run {run_dir.name} has published no frame yet")
         return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
@@ -317,9 +317,12 @@ def _curves_of(run_dir: Path) -> dict[str, Any]:
     return curves.to_dict()
 
 
-def _one_frame(run_id: str) -> bytes | None:
-    with open_reader(run_id) as reader:
+def _one_frame(run_dir: Path) -> bytes | None:
+    reader = open_frames(run_dir)
+    try:
         frame = reader.wait(timeout=2.0)
+    finally:
+        reader.close()
     return encode_jpeg(frame.pixels) if frame is not None else None
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from mosaic_core.cli.commands import CliCommand
-from mosaic_core.errors import UsageError
+from mosaic_core import CliCommand, UsageError
 
 DEFAULT_PORT = 8765
 WEB_MODULES = ("starlette", "uvicorn", "sse_starlette")
@@ -48,8 +47,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
     token = None
     if args.target is not None:
-        from mosaic_core.trainer.auth import find_token
-        from mosaic_core.trainer.protocol import check_target
+        from mosaic_core import check_target, find_token
 
         check_target(args.target, "--target")
         token = find_token(args.token_file, args.state_dir)

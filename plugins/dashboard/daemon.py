@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core import MosaicError, UsageError
 
 STATE_TIMEOUT_S = 3.0
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic_core.config import check_run_id
-from mosaic_core.errors import ConfigError, MosaicError
-from mosaic_core.types import WorkerForm
+from mosaic_core import ConfigError, MosaicError, WorkerForm, check_run_id
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -26,8 +24,7 @@ class FormError(ValueError):
 def worker_form(name: str, algo: str | None) -> WorkerForm:
     """What installed worker ``name`` offers for ``algo`` (None: its default); FormError if it
     cannot say (an unknown algo, an unreadable script: the worker's message)."""
-    from mosaic_core.worker import load_worker
-    from mosaic_core.workers import find_worker
+    from mosaic_core import find_worker, load_worker
 
     try:
         form = load_worker(find_worker(name)).describe_options(algo or None)

@@ -1,10 +1,11 @@
-"""FastLane frames for the page: read through :class:`mosaic_fastlane.FastLaneReader`, JPEG-encoded
-once per new frame and shared by every viewer of a run, and only while someone watches.
+"""Live frames for the page: read through the run's frame source (a plugin's
+:func:`~mosaic_core.hookspecs.mosaic_frame_source`, FastLane's), JPEG-encoded once per new frame
+and shared by every viewer of a run, and only while someone watches.
 
 A :class:`FrameFeed` per watched run runs one producer task while it has viewers: it polls
-the segment at twice the run's publish rate (``interval_ms`` from the segment header), encodes
+the source at twice the run's publish rate (its ``interval_ms``), encodes
 each new frame once (in a worker thread) and wakes the viewers. The last viewer leaving stops
-the task and closes the reader. The segment disappearing (the run ended) ends every stream.
+the task and closes the reader. The frames going away (the run ended) end every stream.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from typing import Any, AsyncIterator
 
 import numpy as np
 
-from mosaic_fastlane.reader import FastLaneReader, Frame
-from mosaic_fastlane.segment import FastLaneError
+from mosaic_core import FrameReader, LiveFrame, NoFrames, plugin_host
 
 JPEG_QUALITY = 80
 BOUNDARY = "mosaicframe"
@@ -41,37 +41,33 @@ def mjpeg_part(jpeg: bytes) -> bytes:
     return head + jpeg + f"\r\n--{BOUNDARY}\r\n".encode()
 
 
-def open_reader(run_id: str) -> FastLaneReader:
-    """The run's reader; FastLaneError (SegmentMissing when there is no segment) otherwise."""
-    return FastLaneReader(run_id)
+def run_extras(run_dir: Path) -> dict[str, Any]:
+    """The run's extras (empty when its config is unreadable)."""
+    from mosaic_dashboard.rundata import read_json
+
+    extras = (read_json(run_dir / "config.json") or {}).get("extras")
+    return extras if isinstance(extras, dict) else {}
 
 
-def why_no_frames(run_dir: Path, error: FastLaneError) -> str:
-    """Why a run has no frames to show, in FastLane's own words (ended, no FastLane, starting)."""
-    from mosaic_fastlane.cli import explain_missing
-    from mosaic_fastlane.segment import SegmentMissing
-
-    if isinstance(error, SegmentMissing):
-        return explain_missing(run_dir.name, str(run_dir.parent))
-    return str(error)
+def open_frames(run_dir: Path) -> FrameReader:
+    """The run's frames from the first plugin that serves them; NoFrames saying why otherwise."""
+    source = plugin_host().frame_source(run_dir, run_extras(run_dir))
+    if source is None:
+        raise NoFrames(f"no installed plugin publishes live frames (FastLane does), so run {run_dir.name} has none")
+    return source.open()
 
 
-def frame_status(reader: FastLaneReader) -> dict[str, Any]:
-    """What the page shows next to the stream: counters and metrics of the newest frame."""
-    frame = reader.latest()
-    status: dict[str, Any] = {"mode": reader.header.mode.name.lower(), "slots": reader.header.slot_count,
-                              "interval_ms": reader.header.interval_ms, "ended": reader.ended(),
-                              "frames_published": reader.frames_published()}
-    if frame is not None:
-        status.update(frame.metrics())
-    return status
+def frames_wanted(run_dir: Path, extras: dict[str, Any]) -> bool:
+    """Whether the run's config asks a frame source for frames (the page offers a viewer)."""
+    source = plugin_host().frame_source(run_dir, extras)
+    return source is not None and source.publishing
 
 
 class FrameFeed:
     """The frames of one run, for however many viewers."""
 
-    def __init__(self, run_id: str, on_idle: Any = None):
-        self.run_id = run_id
+    def __init__(self, run_dir: Path, on_idle: Any = None):
+        self.run_dir, self.run_id = run_dir, run_dir.name
         self.viewers = 0
         self.jpeg: bytes | None = None
         self.number = 0  # frames encoded so far (each one different)
@@ -79,13 +75,13 @@ class FrameFeed:
         self.ended = False
         self._on_idle = on_idle
         self._changed = asyncio.Condition()
-        self._reader: FastLaneReader | None = None
+        self._reader: FrameReader | None = None
         self._task: asyncio.Task | None = None
 
     async def stream(self) -> AsyncIterator[bytes]:
-        """JPEG frames as they are published; ends with the run. FastLaneError if there is none."""
+        """JPEG frames as they are published; ends with the run. NoFrames if there are none."""
         if self._reader is None:
-            self._reader = open_reader(self.run_id)  # an mmap of a small file: quick
+            self._reader = open_frames(self.run_dir)
         self.viewers += 1
         if self._task is None:
             self._task = asyncio.create_task(self._produce(), name=f"frames-{self.run_id}")
@@ -116,7 +112,7 @@ class FrameFeed:
     async def _produce(self) -> None:
         reader = self._reader
         assert reader is not None
-        poll_s = min(MAX_POLL_S, max(MIN_POLL_S, reader.header.interval_ms / 2000.0))
+        poll_s = min(MAX_POLL_S, max(MIN_POLL_S, reader.interval_ms / 2000.0))
         last_published = 0
         try:
             while self.viewers > 0 and not self.ended:
@@ -131,14 +127,14 @@ class FrameFeed:
                 elif reader.ended():
                     break
                 await asyncio.sleep(poll_s)
-        except FastLaneError:
-            pass  # a segment that went bad ends the stream like one that went away
+        except NoFrames:
+            pass  # frames that went bad end the stream like frames that went away
         async with self._changed:
             self.ended = True
             self._changed.notify_all()
 
-    def _read_and_encode(self, reader: FastLaneReader) -> bytes | None:
-        frame: Frame | None = reader.latest()
+    def _read_and_encode(self, reader: FrameReader) -> bytes | None:
+        frame: LiveFrame | None = reader.latest()
         if frame is None:
             return None
         self.encoded += 1
@@ -166,10 +162,10 @@ class FrameHub:
         self.feeds: dict[str, FrameFeed] = {}
         self.encoded_total = 0
 
-    def feed(self, run_id: str) -> FrameFeed:
-        feed = self.feeds.get(run_id)
+    def feed(self, run_dir: Path) -> FrameFeed:
+        feed = self.feeds.get(run_dir.name)
         if feed is None or feed.ended:
-            feed = self.feeds[run_id] = FrameFeed(run_id, on_idle=self._idle)
+            feed = self.feeds[run_dir.name] = FrameFeed(run_dir, on_idle=self._idle)
         return feed
 
     def _idle(self, feed: FrameFeed) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mosaic_core.hookspecs import hookimpl
+from mosaic_core import hookimpl
 
 
 @hookimpl

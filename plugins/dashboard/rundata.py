@@ -14,8 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import check_run_id
-from mosaic_core.errors import ConfigError
+from mosaic_core import ConfigError, check_run_id
 from mosaic_core.files import check_own_dir, open_private
 from mosaic_core.runstore.artifacts import MAX_FILES
 from mosaic_core.runstore.summary import MAX_JSON_BYTES
@@ -60,14 +59,12 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def fastlane_enabled(config: dict[str, Any] | None) -> bool:
-    extras = (config or {}).get("extras") or {}
-    try:
-        from mosaic_fastlane.settings import is_enabled
+def frames_wanted(run_dir: Path, config: dict[str, Any] | None) -> bool:
+    """Whether the run's config asks a frame source (FastLane) for live frames."""
+    from mosaic_dashboard.frames import frames_wanted as wanted
 
-        return bool(is_enabled(extras))
-    except Exception:  # an extras value FastLane itself would refuse: the run had no segment
-        return False
+    extras = (config or {}).get("extras")
+    return wanted(run_dir, extras if isinstance(extras, dict) else {})
 
 
 class RunsIndex:
@@ -76,7 +73,7 @@ class RunsIndex:
 
     def __init__(self, root: Path):
         self.root = root
-        self._fastlane: dict[str, bool] = {}  # run -> whether its config enables FastLane (fixed at its start)
+        self._fastlane: dict[str, bool] = {}  # run -> whether its config asks for live frames (fixed at its start)
 
     def snapshot(self) -> list[dict[str, Any]]:
         from mosaic_core.runstore.index import list_runs
@@ -86,7 +83,8 @@ class RunsIndex:
         for summary in list_runs(self.root):
             record = summary.to_dict()
             if summary.run_id not in self._fastlane:
-                self._fastlane[summary.run_id] = fastlane_enabled(read_json(Path(summary.path) / "config.json"))
+                path = Path(summary.path)
+                self._fastlane[summary.run_id] = frames_wanted(path, read_json(path / "config.json"))
             record["fastlane"] = self._fastlane[summary.run_id]
             record["untrusted"] = untrusted_run(summary.path) is not None  # imported, until `mosaic runs trust`
             runs.append(record)
@@ -170,7 +168,7 @@ def artifacts(run_dir: Path, run_id: str, announced: list[dict[str, Any]] | None
     Checkpoints: the files a scan recognises, those the manifest lists, and ``announced`` (a
     run's ``checkpoint_saved`` events, :class:`SavedCheckpoints`), directories included."""
     from mosaic_core.runstore.artifacts import scan
-    from mosaic_core.runs import RunDirectory
+    from mosaic_core import RunDirectory
 
     section = (read_json(run_dir / "analytics.json") or {}).get("checkpoints")
     listed = section.get("files") if isinstance(section, dict) else None

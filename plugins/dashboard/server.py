@@ -14,9 +14,7 @@ from typing import Callable
 
 import uvicorn
 
-from mosaic_core.errors import UsageError
-from mosaic_core import webtoken
-from mosaic_core.runs import check_runs_root, default_runs_root
+from mosaic_core import UsageError, check_runs_root, default_runs_root, webtoken
 
 from mosaic_dashboard.access import AccessGuard
 from mosaic_dashboard.app import build_app, catch_all

@@ -46,7 +46,7 @@ async def runs_stream(listing: Any, pause: Any) -> AsyncIterator[dict[str, str]]
 
 
 class RunWatch:
-    """The state of one run stream: follower, curves, manifest and FastLane reader."""
+    """The state of one run stream: follower, curves, manifest and frame reader."""
 
     def __init__(self, run_dir: Path, run_id: str):
         self.run_dir, self.run_id = run_dir, run_id
@@ -69,18 +69,18 @@ class RunWatch:
         return read_json(path)
 
     def fastlane(self) -> dict[str, Any] | None:
-        """FastLane status, opening the reader on first need; None while there is no segment."""
-        from mosaic_fastlane.segment import FastLaneError
+        """Live-frame status (FastLane's), opening the reader on first need; None while there are none."""
+        from mosaic_core import NoFrames
 
-        from mosaic_dashboard.frames import frame_status, open_reader, why_no_frames
+        from mosaic_dashboard.frames import open_frames
 
         try:
             if self.reader is None:
-                self.reader = open_reader(self.run_id)
-            status = frame_status(self.reader)
-        except FastLaneError as exc:
+                self.reader = open_frames(self.run_dir)
+            status = self.reader.status()
+        except NoFrames as exc:
             self.close()
-            note = why_no_frames(self.run_dir, exc)
+            note = str(exc)
             if note == self.fastlane_note:
                 return None
             self.fastlane_note = note

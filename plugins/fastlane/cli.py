@@ -20,8 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mosaic_core.cli.commands import CliCommand
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core import CliCommand, MosaicError, UsageError
 
 if TYPE_CHECKING:
     from mosaic_fastlane.reader import FastLaneReader
@@ -81,7 +80,7 @@ def owner_uid(owner: str | None) -> int:
 
 def open_reader(run_id: str, runs_dir: str | None, owner: str | None = None) -> "FastLaneReader":
     """A reader of the run's segment, or an error that says why there is none."""
-    from mosaic_core.config import check_run_id
+    from mosaic_core import check_run_id
     from mosaic_fastlane.reader import FastLaneReader
     from mosaic_fastlane.segment import SegmentMissing
 
@@ -94,8 +93,7 @@ def open_reader(run_id: str, runs_dir: str | None, owner: str | None = None) -> 
 
 
 def explain_missing(run_id: str, runs_dir: str | None) -> str:
-    from mosaic_core.events import STATUS_OF, read_events
-    from mosaic_core.runs import RunDirectory
+    from mosaic_core import STATUS_OF, RunDirectory, read_events
 
     from mosaic_fastlane.settings import is_enabled
 

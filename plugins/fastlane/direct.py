@@ -20,7 +20,7 @@ from mosaic_fastlane.segment import FastLaneError, SegmentMissing, UntrustedSegm
 from mosaic_fastlane.writer import SlotWriter
 
 if TYPE_CHECKING:
-    from mosaic_core.types import ChildContext, FrameInfo
+    from mosaic_core import ChildContext, FrameInfo
 
     from mosaic_fastlane.settings import Settings
 

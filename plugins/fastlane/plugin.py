@@ -16,17 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from mosaic_core.hookspecs import hookimpl
-from mosaic_core.types import ExtrasKey
+from mosaic_core import ExtrasKey, hookimpl
 
 from mosaic_fastlane import layout, settings
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from mosaic_core.types import ChildContext, FrameInfo
-    from mosaic_core.config import WorkerConfig
-    from mosaic_core.runs import RunContext
+    from mosaic_core import ChildContext, FrameInfo, RunContext, WorkerConfig
 
     from mosaic_fastlane.segment import SegmentOwner
 
@@ -161,6 +158,14 @@ def mosaic_run_relay(run_id: str, extras: dict[str, Any], side: str) -> Any:
 
 
 @hookimpl
+def mosaic_frame_source(run_dir: Path, extras: dict[str, Any]) -> Any:
+    """A viewer's reader of the run's segment (the dashboard's live frames)."""
+    from mosaic_fastlane.source import FastLaneSource
+
+    return FastLaneSource(run_dir, extras)
+
+
+@hookimpl
 def mosaic_build_manifest(run: "RunContext", status: str) -> dict[str, Any] | None:
     state = run.state.get(STATE_KEY)
     if state is None:
@@ -212,7 +217,7 @@ def _frame_host() -> Any:
 
     host = child_module.plugins()  # the host install() set up in this process
     if host is None:
-        from mosaic_core.plugins import plugin_host
+        from mosaic_core import plugin_host
 
         host = plugin_host()
     return host

@@ -121,6 +121,20 @@ class FastLaneReader:
         """True once the run is over: the host removed the segment, or the host is gone."""
         return self._mapping is None or not self._mapping.still_linked() or not self.header.owner_alive
 
+    @property
+    def interval_ms(self) -> int:
+        return self.header.interval_ms
+
+    def status(self) -> dict[str, Any]:
+        """What a viewer shows beside the frames: counters and the newest frame's metrics."""
+        frame = self.latest()
+        status: dict[str, Any] = {"mode": self.header.mode.name.lower(), "slots": self.header.slot_count,
+                                  "interval_ms": self.header.interval_ms, "ended": self.ended(),
+                                  "frames_published": self.frames_published()}
+        if frame is not None:
+            status.update(frame.metrics())
+        return status
+
     def _published(self, slot: int) -> int:
         offset = layout.slot_offset(slot, self.header.slot_size) + layout.SLOT_PUBLISHED_OFFSET
         return _PUBLISHED.unpack_from(self._buf, offset)[0]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from mosaic_core.types import ChildContext, FrameInfo
+    from mosaic_core import ChildContext, FrameInfo
 
 SUBDIR = Path("videos") / "fastlane"
 _seen: dict[int, int] = {}  # env index -> frames seen in this process

@@ -19,7 +19,7 @@ import shutil
 from typing import Any
 
 from mosaic_core.files import private_dir
-from mosaic_core.types import RunRelay
+from mosaic_core import RunRelay
 
 from mosaic_fastlane import layout
 

@@ -17,13 +17,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mosaic_core.errors import MosaicError
+from mosaic_core import NoFrames
 
 from mosaic_fastlane import layout, trust
 from mosaic_fastlane.layout import HEADER, MAGIC, LAYOUT_VERSION, Mode
 
 
-class FastLaneError(MosaicError):
+class FastLaneError(NoFrames):  # a viewer's NoFrames: the frames are not there to read
     """A FastLane segment is missing, foreign, from another version, or already written."""
 
 

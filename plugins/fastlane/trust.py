@@ -24,7 +24,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from mosaic_core.errors import MosaicError
+from mosaic_core import MosaicError
 
 SEGMENT_MODE = 0o600
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

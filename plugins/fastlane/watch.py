@@ -10,8 +10,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from mosaic_core import webtoken
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core import MosaicError, UsageError, webtoken
 
 from mosaic_fastlane.frames import encode_png, terminal_image
 from mosaic_fastlane.reader import FastLaneReader, Frame

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import gymnasium
 import numpy as np
 
-from mosaic_core.types import FrameInfo
+from mosaic_core import FrameInfo
 
 from mosaic_fastlane.frames import as_frame, downscale
 from mosaic_fastlane.segment import FastLaneError, SegmentMissing, UntrustedSegment, open_segment
 from mosaic_fastlane.writer import SlotWriter
 
 if TYPE_CHECKING:
-    from mosaic_core.types import ChildContext
+    from mosaic_core import ChildContext
 
     from mosaic_fastlane.settings import Settings
 

@@ -32,15 +32,11 @@ import threading
 import time
 from typing import Any
 
-from mosaic_core import procs
-from mosaic_core.config import redact
-from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
-from mosaic_core import hostsignals
+from mosaic_core import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter, procs, redact, take_held_signals
 from mosaic_core.files import is_within, write_json_atomic
 from mosaic_core.launchers import Job
-from mosaic_core.manifest import HOST_SECTIONS, manifest_document
+from mosaic_core import HOST_SECTIONS, manifest_document, read_cancel_note
 from mosaic_core.node import prepared_env
-from mosaic_core.runs import read_cancel_note
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 
@@ -321,7 +317,7 @@ class RayRun:
         previous = {}
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             previous[sig] = signal.signal(sig, self._on_signal)
-        held = hostsignals.take_held()  # one that came after the run directory was made
+        held = take_held_signals()  # one that came after the run directory was made
         if held is not None:
             self._on_signal(held, None)
         return previous

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 CONNECT_TIMEOUT_S = 3.0
 JOIN_TIMEOUT_S = 10.0

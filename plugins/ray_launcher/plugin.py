@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 
-from mosaic_core.hookspecs import hookimpl
+from mosaic_core import hookimpl
 
 NODE_ENV = "MOSAIC_RAY_NODE"
 

@@ -13,7 +13,7 @@ import socket
 import subprocess
 from typing import Any
 
-from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core import ConfigError, UsageError
 from mosaic_core.procs import NEUTRAL_CWD, python_command
 
 # MOSAIC's name (RLlib's) -> what it is; each trains on RLlib's new API stack.
@@ -68,7 +68,7 @@ def check_answers(address: str) -> None:
 
 def ask_configs(python: str, args: list[str]) -> dict[str, Any]:
     """Run ``python -m rllib_worker.configs ARGS`` in the worker's environment; its JSON answer."""
-    from mosaic_core.cli.console import said_if_slow
+    from mosaic_core import said_if_slow
 
     try:
         with said_if_slow("checking the run in the rllib worker's environment (its Python imports Ray RLlib)"):

@@ -4,7 +4,7 @@ Kept import-light: discovery imports this module and nothing else of the worker.
 
 from __future__ import annotations
 
-from mosaic_core.capabilities import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
+from mosaic_core import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
 from rllib_worker import __version__
 
 # ray[rllib] 2.60.0 pins gymnasium==1.2.2 exactly (no co-install with the host's 0.29.1): hence an
@@ -24,6 +24,7 @@ CAPABILITIES = WorkerCapabilities(
     action_spaces=("discrete", "continuous"),
     observation_spaces=("vector", "image"),
     supports_checkpointing=True,
+    supports_env_switching=False,  # its env runners make their envs themselves, out of the patch point's reach
     requires_gpu=False,  # GPUs are used when extras.algo_params.num_gpus_per_learner asks
     cpu_cores=2,  # the driver and one env runner
     estimated_memory_mb=1600,

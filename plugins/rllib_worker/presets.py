@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic_core.errors import ConfigError
+from mosaic_core import ConfigError
 
 PRESETS: dict[str, dict[tuple[str, str], dict[str, Any]]] = {"tuned": {
     ("PPO", "CartPole-v1"): {"lr": 0.0003, "num_epochs": 6, "vf_loss_coeff": 0.01,

@@ -41,8 +41,7 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mosaic_core import procs
-from mosaic_core.threads import THREAD_VARS
+from mosaic_core import THREAD_VARS, procs
 from mosaic_core.child import HostCancel, Stopped
 
 CHECKPOINTS = "checkpoints"
@@ -180,7 +179,7 @@ def cluster_processes() -> dict[int, tuple[int, int]]:
     """Every process of the run's local cluster: those below the driver (GCS, raylet, agents, the
     raylet's workers) and those that inherited the run's context but lost their parent (a worker
     whose raylet died first), found by the run's ``MOSAIC_CHILD`` in their environment."""
-    from mosaic_core.childenv import CHILD_VAR
+    from mosaic_core import CHILD_VAR
 
     found = procs.descendants(os.getpid())
     if os.environ.get(CHILD_VAR):
@@ -350,7 +349,7 @@ def check_checkpoint(checkpoint: Path) -> None:
     """Loading an RLlib checkpoint unpickles it (runs its code): checked again just before, as
     the plan did, so only a checkpoint the owner made, outside any untrusted run, is loaded."""
     from mosaic_core.child import refuse_config
-    from mosaic_core.errors import UsageError
+    from mosaic_core import UsageError
     from mosaic_core.runstore.trust import check_code_checkpoint
 
     try:
@@ -387,14 +386,13 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
-    from mosaic_core import child
-    from mosaic_core.threads import pin_process_threads
+    from mosaic_core import child, pin_process_threads
 
     threads = pin_process_threads(ns.torch_threads)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # CartPole renders off-screen through pygame
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    child.install()
+    child.connect()
     # In the training loop on an existing cluster the current iteration finishes and a checkpoint is
     # saved; before it, at once; on the run's own cluster, end_when_signalled ends the run at once.
     stop = HostCancel()

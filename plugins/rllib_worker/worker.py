@@ -13,12 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.config import WorkerConfig
-from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core import ConfigError, UsageError, WorkerConfig
 from mosaic_core.procs import python_command
-from mosaic_core.runs import RunContext
-from mosaic_core.types import CodePath, ExtrasKey, Launch
-from mosaic_core.worker import Worker
+from mosaic_core import CodePath, ExtrasKey, Launch, RunContext, Worker
 from rllib_worker.catalog import ALGORITHMS, ask_configs, check_answers, not_run_here, ray_address
 from rllib_worker.presets import preset_params
 
@@ -111,9 +108,6 @@ class RLlibWorker(Worker):
                 _checkpoint(config, key)
             except ConfigError as exc:
                 problems.append(str(exc))
-        if "curriculum_schedule" in extras:
-            problems.append("extras.curriculum_schedule: the rllib worker's env runners make their envs themselves "
-                            "and cannot switch them between stages")
         return problems
 
     def gpu_request(self, config: WorkerConfig) -> str | None:

@@ -13,9 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mosaic_core import launchers
-from mosaic_core.cli.commands import CliCommand
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core import CliCommand, MosaicError, UsageError, launchers
 
 STORAGE_HELP = ("sqlite:///FILE, journal:FILE or postgresql://user:pass@host/db "
                 "(default: sqlite under var/sweeps/, one file per study)")
@@ -81,7 +79,7 @@ def _run(ns: argparse.Namespace) -> int:
 
 
 def _sweep_run(ns: argparse.Namespace) -> int:
-    from mosaic_core.runs import default_runs_root
+    from mosaic_core import default_runs_root
 
     from mosaic_sweep import preflight, storage, study, worker
     from mosaic_sweep.spec import load_spec
@@ -166,7 +164,7 @@ def _spawn_workers(ns: argparse.Namespace, choice: launchers.LauncherChoice) -> 
     from mosaic_sweep.seeds import _die_with_parent, mosaic_command
 
     command = [*_worker_command(ns), *choice.argv()]
-    from mosaic_core.threads import SHARE_VAR, share
+    from mosaic_core import SHARE_VAR, share
 
     env = {**os.environ}
     env.setdefault(SHARE_VAR, str(share(ns.workers)))  # each worker's runs: a thread budget of its share

@@ -14,9 +14,7 @@ import posixpath
 import re
 from typing import Any
 
-from mosaic_core.errors import ConfigError
-from mosaic_core.runs import RunDirectory, read_cancel_note
-from mosaic_core.types import ExtrasKey
+from mosaic_core import ConfigError, ExtrasKey, RunDirectory, read_cancel_note
 
 SQLITE_PREFIX = "sqlite:///"
 TRIAL_KEYS = ("optuna_study", "optuna_trial", "optuna_params", "optuna_storage", "optuna_seed")

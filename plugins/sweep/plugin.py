@@ -8,7 +8,7 @@ validates and records in the manifest's ``optuna`` section (:mod:`mosaic_sweep.e
 
 from __future__ import annotations
 
-from mosaic_core.hookspecs import hookimpl
+from mosaic_core import hookimpl
 
 
 @hookimpl

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 from mosaic_sweep.seeds import SeedRun, command_for
 from mosaic_sweep.spec import SweepSpec

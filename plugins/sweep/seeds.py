@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mosaic_core.procs import mosaic_command  # the seeds' and the sweep workers' command
-from mosaic_core.runs import RunDirectory
+from mosaic_core import RunDirectory
 
 GRACE_S = 5.0  # the run host's own SIGTERM→SIGKILL grace for its training process
 RETURN_METRIC = "charts/episodic_return"

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
 PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

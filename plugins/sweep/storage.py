@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_sweep.extras import redact_url
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 from mosaic_core.files import UntrustedPath, check_own_dir, open_private, owner_name
 
 DEFAULT_DIR = Path("var/sweeps")

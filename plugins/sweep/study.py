@@ -14,7 +14,7 @@ import random
 import time
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 from mosaic_sweep.spec import ENV_PARAM, PRUNERS, SAMPLERS, SweepSpec
 

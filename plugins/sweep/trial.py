@@ -57,7 +57,7 @@ def worker_label() -> str:
 def final_value(run_dir: Path, metric: str, last_n: int) -> float | None:
     """Mean of the last ``last_n`` values of ``metric`` the run recorded (read back through
     ``mosaic_run_scalars``: the analytics plugin reads TensorBoard files)."""
-    from mosaic_core.plugins import plugin_host
+    from mosaic_core import plugin_host
 
     values = [value for _step, value in plugin_host().run_scalars(run_dir, metric) or []]
     return statistics.fmean(values[-last_n:]) if values else None

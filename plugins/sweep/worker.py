@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from mosaic_core.errors import MosaicError
+from mosaic_core import MosaicError
 
 from mosaic_sweep.storage import FileLock, StorageURL, retry_callback
 from mosaic_sweep.study import grid_size

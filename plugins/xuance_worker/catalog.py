@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core import ConfigError, UsageError
 from mosaic_core.procs import NEUTRAL_CWD, python_command
 
 # MOSAIC's name -> what XuanCe's agent is (the names are XuanCe's config folders).

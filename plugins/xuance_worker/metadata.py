@@ -4,7 +4,7 @@ Kept import-light: discovery imports this module and nothing else of the worker.
 
 from __future__ import annotations
 
-from mosaic_core.capabilities import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
+from mosaic_core import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
 from xuance_worker import __version__
 
 # XuanCe pins numpy<2 and gymnasium>=0.28,<1.3; pettingzoo 1.25+ moved MPE out (every MPE config
@@ -22,6 +22,7 @@ CAPABILITIES = WorkerCapabilities(
     observation_spaces=("vector",),
     max_agents=32,
     supports_checkpointing=True,
+    supports_env_switching=False,  # XuanCe builds its multi-agent envs once; each MPE scenario has its own agents
     requires_gpu=False,
     estimated_memory_mb=600,
 )

@@ -250,7 +250,7 @@ def reopen_tensorboard(agent: Any, checkpoint: Path, meta: dict[str, Any]) -> No
 
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
-    from mosaic_core.threads import pin_process_threads
+    from mosaic_core import pin_process_threads
 
     threads = pin_process_threads(ns.torch_threads)
     # Every torch.load in this process reads weights only, XuanCe's own calls without the argument too.
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SDL_NO_SIGNAL_HANDLERS", "1")  # SDL would swallow the host's SIGTERM
     from mosaic_core import child
 
-    child.install()  # patch points before XuanCe imports its SummaryWriter
+    child.connect()  # patch points before XuanCe imports its SummaryWriter
     stop = Stop()
     try:
         run(ns, threads, stop)

@@ -12,13 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mosaic_core import contract
-from mosaic_core.config import WorkerConfig
-from mosaic_core.errors import ConfigError
+from mosaic_core import ChildEvent, ConfigError, ExtrasKey, Launch, RunContext, Worker, WorkerConfig, contract
 from mosaic_core.procs import python_command
-from mosaic_core.runs import RunContext
-from mosaic_core.types import ChildEvent, ExtrasKey, Launch
-from mosaic_core.worker import Worker
 from xuance_worker.catalog import ALGORITHMS
 from xuance_worker.checkpoints import LAYOUT, resolve
 
@@ -31,7 +26,6 @@ OWN_KEYS = [
 STANDARD = {key.name for key in contract.STANDARD_KEYS}
 POSITIVE = ("checkpoint_frequency", "eval_episodes", "torch_threads")
 FLAGS = ("eval_deterministic", "eval_every_checkpoint")
-CURRICULUM = "curriculum_schedule"  # the curriculum plugin's key
 
 
 def mode_of(extras: dict[str, Any]) -> Any:
@@ -88,13 +82,7 @@ class XuanCeWorker(Worker):
         return LAYOUT
 
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-        """No defaults; a curriculum is refused here, before the plugins validate the config (the
-        curriculum plugin would try to build each stage's MPE id with gymnasium and report that)."""
-        extras = data.get("extras")
-        if isinstance(extras, dict) and CURRICULUM in extras and mode_of(extras) != "evaluate":
-            raise ConfigError("a curriculum asks for env switches, and the xuance worker cannot switch envs (XuanCe "
-                              "builds its multi-agent envs once, and each MPE scenario has its own agents and "
-                              "spaces): train each scenario as its own run", field=f"extras.{CURRICULUM}")
+        """No defaults (a curriculum is refused by the host: the capabilities say no env switching)."""
         return {}
 
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:

@@ -24,6 +24,7 @@ def test_cleanrl_declares_the_design_capabilities():
     ({"observation_spaces": "vector"}, "must be a list"),
     ({"max_agents": 0}, "max_agents"),
     ({"requires_gpu": "yes"}, "requires_gpu"),
+    ({"supports_env_switching": "no"}, "supports_env_switching"),
     ({"gpu_memory_mb": 100}, "requires_gpu is false"),
     ({"cpu_cores": True}, "cpu_cores"),
 ])

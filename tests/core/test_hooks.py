@@ -193,6 +193,48 @@ def test_mosaic_run_relay_keeps_relays_and_names_a_wrong_or_failing_one(run):
     assert {r["plugin"] for r in host.failure_records()} == {"wrong", "broken"}
 
 
+def test_mosaic_frame_source_gives_the_first_source_and_names_a_wrong_or_failing_one(tmp_path):
+    from mosaic_core import FrameSource, NoFrames
+
+    class Frames(FrameSource):
+        def __init__(self, run_dir, extras):
+            self.run_dir, self.publishing = run_dir, bool(extras.get("frames"))
+
+        def open(self):
+            raise NoFrames(f"run {self.run_dir.name} has ended")
+
+    good = module("good", mosaic_frame_source=lambda run_dir, extras: Frames(run_dir, extras))
+    wrong = module("wrong", mosaic_frame_source=lambda run_dir, extras: "a reader")
+    broken = module("broken", mosaic_frame_source=lambda run_dir, extras: 1 / 0)
+    source = host_with(good, wrong, broken).frame_source(tmp_path / "r1", {"frames": True})
+    assert isinstance(source, Frames) and source.publishing
+    with pytest.raises(NoFrames, match="run r1 has ended"):
+        source.open()
+    host = host_with(wrong, broken)
+    assert host.frame_source(tmp_path / "r1", {}) is None
+    assert {r["plugin"] for r in host.failure_records()} == {"wrong", "broken"}
+
+
+def test_mosaic_env_switch_gives_the_first_switch_and_names_a_wrong_or_failing_one():
+    from mosaic_core import EnvSwitch
+
+    class Stages(EnvSwitch):
+        def stage(self):
+            return 1
+
+        def env_id(self, stage):
+            return ["CartPole-v1", "CartPole-v0"][stage]
+
+    good = module("good", mosaic_env_switch=lambda child: Stages() if child == "curriculum run" else None)
+    wrong = module("wrong", mosaic_env_switch=lambda child: "CartPole-v0")
+    broken = module("broken", mosaic_env_switch=lambda child: 1 / 0)
+    host = host_with(good, wrong, broken)
+    switch = host.env_switch("curriculum run")
+    assert isinstance(switch, Stages) and switch.env_id(switch.stage()) == "CartPole-v0"
+    assert host.env_switch("plain run") is None
+    assert {r["plugin"] for r in host.failure_records()} == {"wrong", "broken"}
+
+
 def test_training_process_hooks_in_process():
     seen = []
     a = module("a", mosaic_child_setup=lambda child: seen.append(("setup", child)),
@@ -573,12 +615,12 @@ def test_the_public_frame_wanted_asks_the_plugins_at_most_every_50_ms_per_env_wh
     holds :data:`FRAME_CHECK_S` for that env; a "yes" is asked again each time."""
     import time
 
-    from mosaic_core import child
+    from mosaic_core import _patchpoints, child
 
     asked, answer = [], {"yes": False}
     host = host_with(module("counted", mosaic_frame_wanted=lambda child, env_index: asked.append(env_index)
                             or answer["yes"]))
-    monkeypatch.setattr(child, "_ready", lambda: ("ctx", host))
+    monkeypatch.setattr(_patchpoints, "ready", lambda: ("ctx", host))
     monkeypatch.setattr(child, "_frames_refused_until", {})
     assert not any(child.frame_wanted(0) for _ in range(100))
     assert child.frame_wanted(1) is False

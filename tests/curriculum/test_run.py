@@ -88,6 +88,20 @@ def test_a_tiny_script_switches_stages_in_every_sub_env(mosaic, runs_root, param
     assert all(b["curriculum"]["stage"] in (0, 1, 2) for b in beats)
 
 
+def test_a_script_whose_envs_bypass_gym_make_follows_the_stages_through_env_switch(mosaic, runs_root):
+    """EnvPool's way: the script makes its envs itself and asks mosaic_core.child.env_switch()."""
+    schedule = [{"env_id": "CartPole-v1", "steps": 400}, {"env_id": "CartPole-v0"}]
+    result = run_curriculum(mosaic, TINY.with_name("tiny_bypass.py"), schedule, 2000, "bypass")
+    events = stage_events(result)
+    assert [e["stage"] for e in events] == [0, 1] and events[1]["condition"] == "steps>=400"
+    lines = [json.loads(line) for line in (runs_root / "bypass" / "logs" / "cleanrl.stdout.log").read_text().splitlines()]
+    played = [(line["global_step"], line["stage"], line["max_steps"]) for line in lines]
+    assert played[0][1:] == (0, 500) and played[-1][1:] == (1, 200)  # CartPole-v1, then v0's time limit
+    assert min(step for step, stage, _ in played if stage == 1) > 400  # not before the condition held
+    manifest = json.loads((runs_root / "bypass" / "analytics.json").read_text())["curriculum"]
+    assert manifest["stage"] == 1 and sum(p["steps"] for p in manifest["progress"]) == 2000
+
+
 def test_the_bundled_ppo_switches_minigrid_stages(mosaic, runs_root):
     pytest.importorskip("minigrid")
     schedule = [{"env_id": "MiniGrid-Empty-5x5-v0", "steps": 500}, {"env_id": "MiniGrid-DoorKey-5x5-v0", "steps": 400},
@@ -148,3 +162,16 @@ def test_a_schedule_alone_sets_the_env_id(mosaic):
                         {"env_id": "CartPole-v1", "steps": 500}, {"env_id": "CartPole-v0"}]}))
     assert result.returncode == 0, result.stderr
     assert _json.loads(result.stdout)["argv"][:1] == ["--env-id=CartPole-v1"]
+
+
+@pytest.mark.parametrize("worker", ["rllib", "xuance"])
+def test_a_worker_that_cannot_switch_envs_refuses_a_schedule_in_one_line(mosaic, runs_root, worker):
+    """Its capabilities say supports_env_switching=False; the host refuses the switching key (no
+    worker names the curriculum's key), before any environment or plugin builds a stage env."""
+    result = mosaic("run", "--worker", worker, "--algo", "mappo", "--env-id", "CartPole-v1", "--dry-run",
+                    "--extras", json.dumps({"curriculum_schedule": CARTPOLES}))
+    assert result.returncode == 2 and result.stdout == ""
+    line, = result.stderr.strip().splitlines()
+    assert f"extras.curriculum_schedule (plugin curriculum) asks for env switches during the run, and the {worker} " \
+           "worker cannot switch envs" in line and "Traceback" not in result.stderr
+    assert not runs_root.exists() or not any(runs_root.iterdir())

@@ -188,9 +188,10 @@ def test_mjpeg_parts_are_closed_by_the_next_boundary():
     assert part.endswith(f"\r\n--{BOUNDARY}\r\n".encode())
 
 
-def test_the_frame_feed_encodes_only_while_watched_and_ends_with_the_segment():
+def test_the_frame_feed_encodes_only_while_watched_and_ends_with_the_segment(tmp_path):
     from mosaic_fastlane.layout import Mode
-    from mosaic_fastlane.segment import SegmentMissing, SegmentOwner, open_segment
+    from mosaic_core import NoFrames
+    from mosaic_fastlane.segment import SegmentOwner, open_segment
     from mosaic_fastlane.writer import SlotWriter
 
     run_id = f"dash-feed-{os.getpid()}"
@@ -198,7 +199,7 @@ def test_the_frame_feed_encodes_only_while_watched_and_ends_with_the_segment():
     writer = SlotWriter(open_segment(name=owner.name, writable=True), 0, 0)
 
     async def scenario():
-        feed = FrameFeed(run_id)
+        feed = FrameFeed(tmp_path / run_id)
         for step in range(5):  # published while nobody watches: nothing is encoded
             writer.publish(np.full((16, 24, 3), step * 40, np.uint8), tick=step, global_step=step)
         await asyncio.sleep(0.1)
@@ -215,8 +216,8 @@ def test_the_frame_feed_encodes_only_while_watched_and_ends_with_the_segment():
 
     try:
         asyncio.run(asyncio.wait_for(scenario(), 20))
-        with pytest.raises(SegmentMissing):
-            asyncio.run(FrameFeed(run_id).stream().__anext__())
+        with pytest.raises(NoFrames, match=f"no run {run_id}"):  # FastLane's words: no segment, no run
+            asyncio.run(FrameFeed(tmp_path / run_id).stream().__anext__())
     finally:
         writer.close()
         owner.remove()

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from mosaic_core.channel import ChannelSender
-from mosaic_core.child import ENV_VAR as CHILD_ENV_VAR, ChildContext
+from mosaic_core.childenv import CHILD_VAR as CHILD_ENV_VAR
+from mosaic_core.types import ChildContext
 from mosaic_core.config import build_config
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import RunContext, RunDirectory
@@ -49,7 +50,7 @@ def child_environ(run: RunContext, host: PluginHost, num_envs: int | None = None
     return env
 
 
-LAUNCH = ("import runpy, sys; from mosaic_core.child import install; install(); "
+LAUNCH = ("import runpy, sys; from mosaic_core.child import connect; connect(); "
           "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 

@@ -52,3 +52,20 @@ def test_a_refused_writer_warns_once_and_training_goes_on(tmp_path):
         squatter.close()
         host.run_finished(run, "completed")
     assert shm_leftovers(run.run_id) == []
+
+
+def test_each_evaluation_batch_starts_again_at_env_0_which_single_mode_shows(tmp_path):
+    """``evaluation_envs()`` makes a fresh set: policy evaluation's every batch shows its first env
+    (single mode publishes env 0) once the batch before is closed; training's count then goes on."""
+    host = plugin_host()
+    run = run_context(tmp_path, f"evalbatches-{os.getpid()}", {"fastlane": True})
+    host.run_started(run)
+    try:
+        proc = start_training(run, host, "eval_batches.py")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        seen = json.loads(out.strip().splitlines()[-1])
+    finally:
+        host.run_finished(run, "completed")
+    assert seen == {"batches": [[True, False], [True, False]], "after": False}, err
+    assert shm_leftovers(run.run_id) == []

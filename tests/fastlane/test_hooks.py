@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fastlane_helpers import child_context, manifest, plugin_host, run_context, shm_leftovers
-from mosaic_core import child as child_module
+from mosaic_core import _patchpoints
 from mosaic_core.child import FrameInfo
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.hookspecs import hookimpl
@@ -123,7 +123,7 @@ def test_mosaic_on_frame_feeds_every_consumer(started, monkeypatch):
     third_party.mosaic_on_frame = hookimpl(lambda frame, info: seen.append((frame.shape, info.global_step)))
     host = plugin_host(third_party)
     _, run, child = started({"fastlane": True, "fastlane_record": 2})
-    monkeypatch.setitem(child_module._state, "host", host)  # what install() sets in a training process
+    monkeypatch.setitem(_patchpoints._state, "host", host)  # what install() sets in a training process
     env = host.wrap_env(child, gym.make("CartPole-v1", render_mode="rgb_array"), "CartPole-v1", 0)
     env.reset(seed=0)
     with FastLaneReader(run.run_id) as reader:
@@ -140,7 +140,7 @@ def test_mosaic_on_frame_feeds_every_consumer(started, monkeypatch):
 
 def test_frames_are_throttled_before_rendering(started, monkeypatch):
     host, run, child = started({"fastlane": True})
-    monkeypatch.setitem(child_module._state, "host", host)
+    monkeypatch.setitem(_patchpoints._state, "host", host)
     env = host.wrap_env(child, gym.make("CartPole-v1", render_mode="rgb_array"), "CartPole-v1", 0)
     renders = []
     render = env.fastlane._render
@@ -157,7 +157,7 @@ def test_frames_are_throttled_before_rendering(started, monkeypatch):
 
 def test_slow_frames_stretch_the_interval_to_the_render_budget(started, monkeypatch):
     host, run, child = started({"fastlane": True})
-    monkeypatch.setitem(child_module._state, "host", host)
+    monkeypatch.setitem(_patchpoints._state, "host", host)
     env = host.wrap_env(child, gym.make("CartPole-v1", render_mode="rgb_array"), "CartPole-v1", 0)
     render = env.fastlane._render
     env.fastlane._render = lambda: time.sleep(0.02) or render()  # a frame costs >= 20 ms
@@ -173,7 +173,7 @@ def test_slow_frames_stretch_the_interval_to_the_render_budget(started, monkeypa
 
 def test_mosaic_on_heartbeat_mosaic_build_manifest_and_mosaic_run_finished(started, monkeypatch):
     host, run, child = started({"fastlane": True})
-    monkeypatch.setitem(child_module._state, "host", host)
+    monkeypatch.setitem(_patchpoints._state, "host", host)
     env = host.wrap_env(child, gym.make("CartPole-v1", render_mode="rgb_array"), "CartPole-v1", 0)
     env.reset(seed=0)
     env.step(0)
@@ -199,7 +199,7 @@ def test_mosaic_cli_commands_contributes_fastlane():
 
 def test_frame_info_metrics_are_plausible(started, monkeypatch):
     host, run, child = started({"fastlane": True, "num_envs": 4}, num_envs=4)
-    monkeypatch.setitem(child_module._state, "host", host)
+    monkeypatch.setitem(_patchpoints._state, "host", host)
     env = host.wrap_env(child, gym.make("CartPole-v1", render_mode="rgb_array"), "CartPole-v1", 0)
     env.reset(seed=0)
     episodes = 0

@@ -1,5 +1,6 @@
-"""MOSAIC's documented curriculum and evaluation names (cleanrl_worker.wrappers.curriculum), used as
-a library: real MiniGrid envs, real supervised runs through the worker's pipeline."""
+"""MOSAIC's documented curriculum and evaluation names (mosaic_curriculum.tasks: presets and task
+wrappers; cleanrl_worker.wrappers.curriculum: the worker's runs), used as a library: real MiniGrid
+envs, real supervised runs through the worker's pipeline."""
 
 from __future__ import annotations
 
@@ -9,20 +10,21 @@ import pytest
 
 from cleanrl_worker.config import parse_worker_config
 from cleanrl_worker.wrappers import curriculum
+from mosaic_curriculum import tasks
 from mosaic_curriculum.schedule import PRESETS
 
 pytest.importorskip("minigrid")
 
 
 def test_presets_are_the_curriculum_plugins():
-    assert curriculum.BABYAI_GOTO_CURRICULUM == PRESETS["babyai_goto"]
-    assert [s["env_id"] for s in curriculum.BABYAI_DOORKEY_CURRICULUM] == [
+    assert tasks.BABYAI_GOTO_CURRICULUM == PRESETS["babyai_goto"]
+    assert [s["env_id"] for s in tasks.BABYAI_DOORKEY_CURRICULUM] == [
         "MiniGrid-DoorKey-5x5-v0", "MiniGrid-DoorKey-6x6-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-DoorKey-16x16-v0"]
 
 
 def test_babyai_task_wrapper_switches_envs_at_run_time():
-    env = curriculum.BabyAITaskWrapper(["BabyAI-GoToRedBallNoDists-v0", "BabyAI-GoToObj-v0"])
-    assert isinstance(env, curriculum.ReinitTaskWrapper) and env.env_id == "BabyAI-GoToRedBallNoDists-v0"
+    env = tasks.BabyAITaskWrapper(["BabyAI-GoToRedBallNoDists-v0", "BabyAI-GoToObj-v0"])
+    assert isinstance(env, tasks.ReinitTaskWrapper) and env.env_id == "BabyAI-GoToRedBallNoDists-v0"
     first = env.unwrapped
     obs, _ = env.reset(seed=1)
     assert env.observation_space.contains(obs)
@@ -38,7 +40,7 @@ def test_babyai_task_wrapper_switches_envs_at_run_time():
 
 def test_babyai_task_wrapper_refuses_an_unknown_env_id():
     with pytest.raises(Exception, match="No-Such-Env-v0"):
-        curriculum.BabyAITaskWrapper(["BabyAI-GoToObj-v0", "No-Such-Env-v0"])
+        tasks.BabyAITaskWrapper(["BabyAI-GoToObj-v0", "No-Such-Env-v0"])
 
 
 @pytest.mark.slow

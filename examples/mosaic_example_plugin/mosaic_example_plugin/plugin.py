@@ -5,8 +5,7 @@ nothing, so installing it changes no one's runs."""
 
 import math
 
-from mosaic_core.hookspecs import hookimpl
-from mosaic_core.types import ExtrasKey
+from mosaic_core import ExtrasKey, hookimpl
 
 KEY = "thresh_level"
 

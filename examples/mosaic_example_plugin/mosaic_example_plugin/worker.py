@@ -9,10 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from mosaic_core.capabilities import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
-from mosaic_core.errors import ConfigError
-from mosaic_core.types import CodePath, Launch, WorkerForm
-from mosaic_core.worker import Worker
+from mosaic_core import CodePath, ConfigError, Launch, WorkerCapabilities, WorkerEnvironment, WorkerForm, WorkerMetadata
+from mosaic_core import Worker
 
 POLICIES = ("random", "first")
 

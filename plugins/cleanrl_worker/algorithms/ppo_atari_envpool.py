@@ -23,7 +23,6 @@ from torch.distributions.categorical import Categorical
 from mosaic_core import child
 
 from cleanrl_worker import checkpoint
-from mosaic_curriculum.client import StageClient
 
 ALGO = "ppo_atari_envpool"
 
@@ -211,8 +210,8 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # env setup: the curriculum (in a MOSAIC run with extras.curriculum_schedule) picks the task
-    curriculum = StageClient.connect()
+    # env setup: the run's env switches (a curriculum's stages, in a MOSAIC run) pick the task
+    curriculum = child.env_switch()
     stage = curriculum.stage() if curriculum else 0
     env_id = curriculum.env_id(stage) if curriculum else args.env_id
     envs = make_envs(env_id, args.num_envs, args.seed)

@@ -1,75 +1,18 @@
-"""MOSAIC's documented curriculum and evaluation names, as a library over what runs here.
-
-- ``BABYAI_GOTO_CURRICULUM`` / ``BABYAI_DOORKEY_CURRICULUM``: the curriculum plugin's presets
-  (:data:`mosaic_curriculum.schedule.PRESETS`) as stage lists, for ``extras.curriculum_schedule``.
-- :class:`ReinitTaskWrapper` (Syllabus-RL's interface: ``change_task`` / ``reset(new_task=...)``
-  rebuild the inner env with ``env_fn(task)``) and :class:`BabyAITaskWrapper`, its subclass that
-  switches between BabyAI/MiniGrid env ids, for a training loop of one's own. Runs of the worker
-  need neither: the curriculum plugin swaps envs itself (``CurriculumEnv``).
-- :func:`run_curriculum_training` and :func:`run_batched_evaluation`: a supervised run of the
-  worker in curriculum mode or ``policy_eval`` mode (:class:`cleanrl_worker.runtime.CleanRLWorkerRuntime`,
-  the same pipeline as ``mosaic run``); each returns MOSAIC's five fields plus the run directory.
+"""MOSAIC's documented curriculum and evaluation runs of the CleanRL worker, as a library:
+:func:`run_curriculum_training` and :func:`run_batched_evaluation`, a supervised run of the worker
+in curriculum mode or ``policy_eval`` mode (:class:`cleanrl_worker.runtime.CleanRLWorkerRuntime`,
+the same pipeline as ``mosaic run``); each returns MOSAIC's five fields plus the run directory.
+The curriculum's presets and task wrappers are the curriculum plugin's (``mosaic_curriculum.tasks``).
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-import gymnasium as gym
+from mosaic_core import WorkerConfig
 
-from mosaic_core.config import WorkerConfig
-from mosaic_curriculum.schedule import PRESETS, load_schedule
-from mosaic_curriculum.spaces import check_stage_spaces, make_env
-
-__all__ = ["BABYAI_GOTO_CURRICULUM", "BABYAI_DOORKEY_CURRICULUM", "ReinitTaskWrapper", "BabyAITaskWrapper",
-           "run_curriculum_training", "run_batched_evaluation"]
-
-BABYAI_GOTO_CURRICULUM: list[dict[str, Any]] = copy.deepcopy(PRESETS["babyai_goto"])
-BABYAI_DOORKEY_CURRICULUM: list[dict[str, Any]] = copy.deepcopy(PRESETS["doorkey"])
-
-
-class ReinitTaskWrapper(gym.Wrapper):
-    """Rebuilds its env for a new task: ``env_fn(task)`` makes it, the old one is closed."""
-
-    def __init__(self, env: gym.Env, env_fn: Callable[[Any], gym.Env], task_space: gym.Space | None = None):
-        super().__init__(env)
-        self.env_fn, self.task_space, self.task = env_fn, task_space, None
-
-    def change_task(self, new_task: Any) -> None:
-        if self.task_space is not None and not self.task_space.contains(new_task):
-            raise ValueError(f"task {new_task!r} is not in the task space {self.task_space}")
-        old, self.env, self.task = self.env, self.env_fn(new_task), new_task
-        old.close()
-
-    def reset(self, *, new_task: Any = None, seed: int | None = None, options: dict[str, Any] | None = None):
-        if new_task is not None:
-            self.change_task(new_task)
-        return self.env.reset(seed=seed, options=options)
-
-
-class BabyAITaskWrapper(ReinitTaskWrapper):
-    """Switches between BabyAI/MiniGrid envs at run time; a task is an index into ``env_ids``.
-
-    The observation and action spaces stay those of ``env_ids[0]`` (the agent was built for
-    them); every id is checked against them up front, as the curriculum plugin checks a schedule.
-    """
-
-    def __init__(self, env_ids: Sequence[str] | None = None, env: gym.Env | None = None, **make_kwargs: Any):
-        self.env_ids = list(env_ids or [stage["env_id"] for stage in BABYAI_GOTO_CURRICULUM])
-        problems = check_stage_spaces(load_schedule([{"env_id": env_id} for env_id in self.env_ids]))
-        if problems:  # an id that cannot be made, or spaces that differ from the first env's
-            raise ValueError("; ".join(problems))
-        super().__init__(env or make_env(self.env_ids[0], **make_kwargs),
-                         lambda task: make_env(self.env_ids[task], **make_kwargs),
-                         gym.spaces.Discrete(len(self.env_ids)))
-        self.observation_space, self.action_space = self.env.observation_space, self.env.action_space
-        self.task = 0
-
-    @property
-    def env_id(self) -> str:
-        return self.env_ids[self.task]
+__all__ = ["run_curriculum_training", "run_batched_evaluation"]
 
 
 def _run(config: WorkerConfig, extras: dict[str, Any], runs_dir: str | Path | None, quiet: bool) -> dict[str, Any]:
@@ -84,8 +27,8 @@ def _run(config: WorkerConfig, extras: dict[str, Any], runs_dir: str | Path | No
 def run_curriculum_training(config: WorkerConfig, schedule: str | list[dict[str, Any]] | None = None, *,
                             runs_dir: str | Path | None = None, quiet: bool = True) -> dict[str, Any]:
     """Train ``config`` stage by stage (``schedule``: a preset name or stage list; default the
-    config's ``extras.curriculum_schedule``, else :data:`BABYAI_GOTO_CURRICULUM`)."""
-    schedule = schedule or config.extras.get("curriculum_schedule") or BABYAI_GOTO_CURRICULUM
+    config's ``extras.curriculum_schedule``, else the ``babyai_goto`` preset)."""
+    schedule = schedule or config.extras.get("curriculum_schedule") or "babyai_goto"
     return _run(config, {"curriculum_schedule": schedule}, runs_dir, quiet)
 
 
