@@ -59,6 +59,9 @@ _EXPORTS = {
     **_from("cli.console", "said_if_slow"),
     **_from("environments", "HOST_DISTRIBUTION", "preflight"),
     "take_held_signals": "mosaic_core.hostsignals:take_held",
+    # A launcher's node side: the recorded launch.json run as the caller prepared it.
+    **_from("node", "prepared_env"),
+    "node_main": "mosaic_core.node:main",
     **_from("childenv", "CHILD_VAR"),
     **_from("threads", "THREAD_VARS", "SHARE_VAR", "share", "pin_process_threads"),
     # The run daemon, for the tools that talk to it (analytics, the dashboard).

@@ -35,8 +35,7 @@ from typing import Any
 from mosaic_core import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter, procs, redact, take_held_signals
 from mosaic_core.files import is_within, write_json_atomic
 from mosaic_core.launchers import Job
-from mosaic_core import HOST_SECTIONS, manifest_document, read_cancel_note
-from mosaic_core.node import prepared_env
+from mosaic_core import HOST_SECTIONS, manifest_document, prepared_env, read_cancel_note
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 

@@ -13,9 +13,9 @@ import threading
 import time
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 from mosaic_core.launchers import Batch
-from mosaic_core.threads import SHARE_VAR
+from mosaic_core import SHARE_VAR
 from mosaic_slurm import sbatch
 
 POLL_S = 1.0

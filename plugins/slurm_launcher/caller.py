@@ -27,13 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import hostsignals, procs
-from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
+from mosaic_core import (EVENT_OF, HOST_SECTIONS, STATUS_OF, TERMINAL, THREAD_VARS, EventEmitter, manifest_document,
+                         prepared_env, procs, take_held_signals)
 from mosaic_core.files import write_json_atomic
 from mosaic_core.launchers import Job
-from mosaic_core.manifest import HOST_SECTIONS, manifest_document
-from mosaic_core.node import prepared_env
-from mosaic_core.threads import THREAD_VARS
 from mosaic_slurm import sbatch
 
 POLL_S = 0.2
@@ -184,7 +181,7 @@ class SlurmRun:
         if threading.current_thread() is not threading.main_thread():
             return {}
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-        held = hostsignals.take_held()
+        held = take_held_signals()
         if held is not None:
             self._on_signal(held, None)
         return previous

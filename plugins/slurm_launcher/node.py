@@ -9,7 +9,7 @@ import os
 import socket
 import sys
 
-from mosaic_core import node
+from mosaic_core import node_main
 
 
 def started() -> dict:
@@ -20,4 +20,4 @@ def started() -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(node.main(started=started(), prog="mosaic_slurm.node"))
+    sys.exit(node_main(started=started(), prog="mosaic_slurm.node"))

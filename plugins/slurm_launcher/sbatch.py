@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 DEFAULT_GRACE_S = 120
 COMMAND_TIMEOUT_S = 30.0

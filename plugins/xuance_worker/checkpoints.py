@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.contract import CheckpointLayout, newest_checkpoint
-from mosaic_core.errors import ConfigError
+from mosaic_core import ConfigError
 
 LAYOUT = CheckpointLayout("checkpoints/step_{step}", "xuance", kind="dir", code=False)
 FORMAT_VERSION = 1
