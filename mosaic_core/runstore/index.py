@@ -20,7 +20,7 @@ from pathlib import Path
 from mosaic_core.runstore.summary import RunSummary, summarize
 
 INDEX_NAME = ".mosaic-index.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: summaries carry the run's score
 UNSETTLED = ("running", "lost", "unknown")  # statuses a run's files may still change
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -42,7 +42,11 @@ def _mark(run_dir: str, info: os.stat_result) -> str:
         tail = f"{events.st_size}:{events.st_mtime_ns}"
     except OSError:
         tail = "-"
-    return f"{info.st_ino}:{info.st_mtime_ns}:{tail}"
+    try:  # an evaluation added after the run ended changes its score
+        evaluations = os.stat(os.path.join(run_dir, "evaluations"), follow_symlinks=False).st_mtime_ns
+    except OSError:
+        evaluations = "-"
+    return f"{info.st_ino}:{info.st_mtime_ns}:{tail}:{evaluations}"
 
 
 def _is_run(run_dir: str) -> bool:

@@ -42,7 +42,8 @@ class RunSummary:
     status: str = "unknown"
     global_step: int | None = None
     total_timesteps: int | None = None
-    last_return: float | None = None  # the smoothed episodic return (the run's closing summary's), or an evaluation's mean
+    last_return: float | None = None  # the live moving average of the last 100 episodes' returns (a policy evaluation run: its mean)
+    score: dict[str, Any] | None = None  # the run's one score (runstore.score.Score.to_dict), once it has ended
     unit: str = "steps"  # what global_step / total_timesteps count: "episodes" for a policy evaluation
     started_at: float | None = None
     ended_at: float | None = None
@@ -220,7 +221,20 @@ def summarize(run_dir: Path) -> RunSummary:
         elif first is not None or config:
             alive = [a for a in map(_alive, pids) if a is not None]
             summary.status = "lost" if alive and not any(alive) else "running"
+    if summary.status in ENDED and summary.unit == "steps":
+        summary.score = _score(run_dir)
     return summary
+
+
+ENDED = ("completed", "failed", "cancelled")
+
+
+def _score(run_dir: Path) -> dict[str, Any] | None:
+    """The run's score (runstore.score), None when it has none (or no plugin reads its scalars)."""
+    from mosaic_core.runstore.score import run_score
+
+    score = run_score(run_dir)
+    return score.to_dict() if score is not None else None
 
 
 def _text(value: Any) -> str | None:

@@ -78,7 +78,15 @@ function runRow(r) {
     el("td", {}, el("span", {class: "badge " + r.status}, r.status), r.daemon_status && " ", r.daemon_status && el("small", {}, r.daemon_status),
       r.untrusted && " ", r.untrusted && el("span", {class: "badge untrusted", title: "imported: nothing in it runs until `mosaic runs trust`"}, "imported, untrusted")),
     el("td", {}, r.worker || "–"), el("td", {}, r.algo || "–"), el("td", {}, r.env_id || "–"),
-    el("td", {}, progress), el("td", {}, fmt(r.last_return)), el("td", {}, when(r.started_at)));
+    el("td", {}, progress), el("td", {}, scoreCell(r)), el("td", {}, when(r.started_at)));
+}
+
+// The run's one score (runstore.score) once it has ended; while it runs, the live moving average, marked so.
+function scoreCell(r) {
+  if (r.score) return el("span", {title: r.score.source === "eval" ? "final evaluation, mean return" :
+    "mean training return, last 10% of steps"}, fmt(r.score.value) + " " + r.score.source);
+  if (r.last_return != null) return el("small", {title: "live: moving average of the last 100 episodes"}, "~" + fmt(r.last_return));
+  return "–";
 }
 
 async function renderDaemonPanel() {
