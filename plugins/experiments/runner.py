@@ -46,13 +46,10 @@ def preflight(exp: Experiment, root: Path) -> None:
     from mosaic_core.workers import find_worker
 
     for index, group in enumerate(exp.groups):
-        find_worker_error = None
         try:
             find_worker(group.worker)
         except UsageError as exc:
-            find_worker_error = str(exc)
-        if find_worker_error:
-            raise UsageError(f"experiment spec {exp.source}: group {index + 1}: {find_worker_error}")
+            raise UsageError(f"experiment spec {exp.source}: group {index + 1}: {exc}") from None
         done = subprocess.run(command(exp, group, exp.seeds[0], f"{exp.name}-preflight", root, dry_run=True),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DRY_RUN_TIMEOUT_S)
         if done.returncode != 0:
@@ -122,12 +119,13 @@ class Pool:
 
 def run(exp: Experiment, root: Path) -> int:
     todo, done = plan(exp, root)
+    if todo:
+        preflight(exp, root)
     total = len(exp.groups) * len(exp.seeds)
     _say(f"experiment {exp.name}: {len(exp.groups)} groups × {len(exp.seeds)} seeds; {len(done)} of {total} "
          f"runs completed already, {len(todo)} to run, {exp.concurrency} at a time")
     if not todo:
         return 0
-    preflight(exp, root)
     pool = Pool(exp, root)
     previous = {sig: signal.signal(sig, pool.stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:

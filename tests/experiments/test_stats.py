@@ -68,12 +68,12 @@ def test_the_curve_bootstraps_trimmed_mean_is_scipys():
 
 @pytest.mark.slow
 def test_the_iqm_ci_covers_the_true_value_about_95_percent():
-    """Synthetic seeds from N(100, 20²), whose IQM is 100: over 300 draws of 10 seeds, the
+    """Synthetic seeds from N(100, 20²), whose IQM is 100: over 150 draws of 10 seeds, the
     stratified bootstrap 95% CI (percentile) holds 100 about 95% of the time (a percentile
-    bootstrap of 10 runs runs a little short: 88-99% accepted)."""
+    bootstrap of 10 runs runs a little short, 92% in bench/compare.py: 85-99% accepted, 3 sd)."""
     rng = np.random.default_rng(11)
     hits = 0
-    for i in range(300):
-        estimate = stats.aggregate(rng.normal(100, 20, size=(10, 1)), reps=500, seed=i)["IQM"]
+    for i in range(150):
+        estimate = stats.aggregate(rng.normal(100, 20, size=(10, 1)), reps=300, seed=i)["IQM"]
         hits += estimate.low <= 100 <= estimate.high
-    assert 0.88 <= hits / 300 <= 0.99, hits
+    assert 0.85 <= hits / 150 <= 0.99, hits
