@@ -41,10 +41,15 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): value}
 
 
+def read_config(run_dir: Path) -> dict[str, Any]:
+    """A run's ``config.json`` (bounded, never through a link); {} when unreadable."""
+    return _read_json(run_dir / "config.json", []) or {}
+
+
 def setting(run_dir: Path) -> dict[str, Any]:
     """A run's config without what changes from seed to seed or is bookkeeping, flattened
     (``extras.algo_params.learning_rate``)."""
-    raw = _read_json(run_dir / "config.json", []) or {}
+    raw = read_config(run_dir)
     config = {k: v for k, v in raw.items() if k not in PER_SEED_KEYS and k != "extras"}
     extras = raw.get("extras")
     if isinstance(extras, dict):

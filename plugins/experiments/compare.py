@@ -82,9 +82,9 @@ def resolve_runs(root: Path, refs: list[str]) -> list[Path]:
 
 
 def _experiment_tag(run_dir: Path) -> str | None:
-    from mosaic_core.runstore.summary import _read_json
+    from mosaic_core.runstore.groups import read_config
 
-    extras = (_read_json(run_dir / "config.json", []) or {}).get("extras")
+    extras = read_config(run_dir).get("extras")
     tag = extras.get("experiment") if isinstance(extras, dict) else None
     return tag if isinstance(tag, str) else None
 
