@@ -9,31 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.errors import UsageError
+from mosaic_core.runstore.bands import curve_matrix
 
 from mosaic_experiments import stats
 from mosaic_experiments.compare import Comparison
-
-GRID_POINTS = 50
-SMOOTH_EPISODES = 10
-
-
-def curve_matrix(series: list[list[tuple[int, float]]], points: int = GRID_POINTS) -> tuple[Any, Any]:
-    """Runs' ``(step, value)`` series on one step grid (0 to the last step all runs reached):
-    each run's trailing mean of ``SMOOTH_EPISODES`` episodes, linearly interpolated. (grid, runs × points)"""
-    import numpy as np
-
-    end = min(max(s for s, _v in run) for run in series)
-    grid = np.linspace(0, end, points)
-    rows = []
-    for run in series:
-        run = sorted(run)
-        steps = np.array([s for s, _v in run], dtype=float)
-        values = np.array([v for _s, v in run], dtype=float)
-        kernel = np.ones(SMOOTH_EPISODES)
-        smooth = np.convolve(values, kernel)[: len(values)] / np.minimum(np.arange(1, len(values) + 1), SMOOTH_EPISODES)
-        rows.append(np.interp(grid, steps, smooth))
-    return grid, np.stack(rows)
-
 
 def write_png(comparison: Comparison, sections: dict[str, Any], output: Path, reps: int, seed: int) -> None:
     """One row per env: IQM with its 95 % CI per group, the performance profile (fraction of

@@ -118,39 +118,8 @@ def seeded(seed: int) -> Iterator[None]:
 
 def iqm_curve(values: Any, reps: int = CURVE_REPS, seed: int = SEED) -> tuple[Any, Any, Any]:
     """A sample-efficiency curve: the IQM over runs at each point of ``values`` (``runs × points``,
-    one task) with its bootstrap 95 % CI band (runs resampled whole): ``(iqm, low, high)``.
+    one task) with its bootstrap 95 % CI band (:func:`mosaic_core.runstore.bands.iqm_band`, the
+    dashboard's too): ``(iqm, low, high)``."""
+    from mosaic_core.runstore.bands import iqm_band
 
-    Vectorised: a resample is a count per run (multinomial), and the 25 % trimmed mean of a
-    resample is a weighted sum over each point's sorted values (the weight of a value: how much
-    of its copies' span of sorted positions lies inside the kept ``[n//4, n - n//4)``), equal to
-    scipy's ``trim_mean`` of the resampled matrix (a test checks it) at a fraction of the cost."""
-    import numpy as np
-    import scipy.stats
-
-    values = np.asarray(values, dtype=float)
-    runs = values.shape[0]
-    iqm = scipy.stats.trim_mean(values, 0.25, axis=0)
-    order = np.ascontiguousarray(np.argsort(values, axis=0, kind="stable").T)  # points × runs: rows are contiguous
-    ordered = np.take_along_axis(values.T, order, axis=1)
-    counts = np.random.RandomState(seed).multinomial(runs, np.full(runs, 1.0 / runs), size=reps).astype(np.int32)
-    samples = np.empty((reps, values.shape[1]))
-    for rep in range(reps):
-        samples[rep] = trimmed_mean_of_counts(ordered, counts[rep][order])
-    alpha = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(samples, [alpha, 100 - alpha], axis=0)
-    return iqm, low, high
-
-
-def trimmed_mean_of_counts(ordered: Any, counts: Any) -> Any:
-    """The 25 % trimmed mean, per row, of the sample holding ``counts[p, i]`` copies of
-    ``ordered[p, i]`` (each row sorted ascending)."""
-    import numpy as np
-
-    total = counts.sum(axis=1, keepdims=True)
-    low = (total * 0.25).astype(counts.dtype)  # scipy: int(proportiontocut * nobs) cut from each end
-    high = total - low
-    end = np.cumsum(counts, axis=1, dtype=counts.dtype)
-    weight = np.minimum(end, high)
-    weight -= np.maximum(end - counts, low)
-    np.maximum(weight, 0, out=weight)
-    return np.einsum("pi,pi->p", weight, ordered) / (high - low)[:, 0]
+    return iqm_band(values, reps, seed)

@@ -9,6 +9,7 @@ import pytest
 import scipy.stats
 from rliable import library, metrics
 
+from mosaic_core.runstore.bands import trimmed_mean_of_counts
 from mosaic_experiments import stats
 
 PPO = np.array([[480.0], [212.5], [500.0], [350.25], [97.0]])
@@ -59,7 +60,7 @@ def test_the_curve_bootstraps_trimmed_mean_is_scipys():
     for _ in range(20):
         picks = rng.integers(0, 37, 37)
         counts = np.bincount(picks, minlength=37).astype(np.int32)
-        ours = stats.trimmed_mean_of_counts(ordered, counts[order])
+        ours = trimmed_mean_of_counts(ordered, counts[order])
         assert ours == pytest.approx(scipy.stats.trim_mean(values[picks], 0.25, axis=0), abs=1e-9)
     iqm, low, high = stats.iqm_curve(values, reps=300)
     assert iqm == pytest.approx(scipy.stats.trim_mean(values, 0.25, axis=0))
