@@ -274,7 +274,9 @@ async function openCompare(ids) {
   show("compare");
   $("#compare-title").textContent = ids.join(", ");
   $("#compare-charts").replaceChildren();
+  $("#compare-bands").replaceChildren();
   const refresh = async () => {
+    await refreshGroups(ids);
     const runs = [];
     for (const id of ids) {
       try { runs.push({id, curves: (await api(`/api/runs/${encodeURIComponent(id)}/curves`)).curves}); }
@@ -289,6 +291,19 @@ async function openCompare(ids) {
   await refresh();
   state.compareTimer = setInterval(refresh, 3000);
   $("#compare-smoothing").oninput = refresh;
+}
+
+// Seed groups of the compared runs: IQM return over env steps with its CI band, the scores as runs finish.
+async function refreshGroups(ids) {
+  let view;
+  try { view = await api("/api/groups?runs=" + ids.map(encodeURIComponent).join(",")); }
+  catch (e) { notice(e.message); return; }
+  const groups = view.groups.map((g, i) => ({...g, color: Charts.PALETTE[i % Charts.PALETTE.length]}));
+  $("#compare-warnings").replaceChildren(...view.warnings.map(note));
+  $("#compare-groups tbody").replaceChildren(...groups.map(g => el("tr", {data: {group: g.label}},
+    el("td", {}, g.label), el("td", {}, String(g.runs.length)), el("td", {}, String(g.finished)),
+    el("td", {class: "score-iqm"}, fmt(g.score_iqm)))));
+  Charts.drawBands(Charts.chartElement($("#compare-bands"), "cmp-bands", "Episodic return: IQM over seeds, 95% CI"), groups);
 }
 
 // ------------------------------------------------------------------ submitting
