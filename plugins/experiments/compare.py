@@ -95,7 +95,12 @@ def compare(dirs: list[Path], group_by: list[str] | None, tag: str = RETURN_TAG,
     from mosaic_core.plugins import plugin_host
     from mosaic_core.runstore.groups import setting
 
-    envs = {d: str(setting(d).get("env_id", "?")) for d in dirs}
+    settings = {d: setting(d) for d in dirs}
+    envs = {d: str(settings[d].get("env_id", "?")) for d in dirs}
+    for name in group_by or []:
+        if not any(name in s or f"extras.{name}" in s for s in settings.values()):
+            known = sorted({k.removeprefix("extras.") for s in settings.values() for k in s})
+            raise UsageError(f"--group-by {name}: no run has this field (they have: {', '.join(known)})")
     distinct = list(dict.fromkeys(envs.values()))
     if not group_by and len(distinct) > 1:
         raise UsageError(f"the runs are of {len(distinct)} envs ({', '.join(distinct)}): say what to compare "

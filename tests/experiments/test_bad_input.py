@@ -61,6 +61,10 @@ def test_envs_mixed_without_group_by(root):
     assert "== CartPole-v1 ==" in both.stdout and "== Acrobot-v1 ==" in both.stdout
 
 
+def test_a_group_by_field_no_run_has(root):
+    refused(compare(root, "ppo-s1", "ppo-s2", "--group-by", "wroker"), "--group-by wroker", "no run has", "worker")
+
+
 def test_a_metric_no_run_has(root):
     refused(compare(root, "ppo-s1", "ppo-s2", "--metric", "charts/nothing"), "charts/nothing", "no run has it")
 
