@@ -85,5 +85,8 @@ def test_compare_page_draws_iqm_bands_that_grow_as_seeds_train(serve, browser, a
     wait_for(lambda: row(LIVE).all_text_contents()[2] == "2", 30, "the live group's runs to be scored")
     assert row(LIVE).all_text_contents()[3] == "105"
     page.screenshot(path=str(artifacts / "2-compare-finished.png"), full_page=True)
+    page.goto(server.ready["url"] + "#/")  # the run list shows the same score, with its source
+    page.wait_for_selector('#runs tr[data-run-id="slow-s1"]')
+    assert page.locator('#runs tr[data-run-id="slow-s1"] td').nth(7).text_content() == "20 train"
     assert page.locator("#compare-groups b, #compare-bands b").count() == 0 and script_errors == []  # text, not markup
     print(f"screenshots: {artifacts}")
