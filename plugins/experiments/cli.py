@@ -5,7 +5,6 @@ Only argparse is imported at start-up; numpy, rliable and matplotlib inside the 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from mosaic_core import launchers

@@ -22,7 +22,6 @@ from mosaic_core.runstore.groups import Group, group_by_fields, group_by_seed, m
 from mosaic_core.runstore.score import RETURN_TAG, WINDOW_NAME, Score, run_score, training_score
 
 FEW_SEEDS = 5
-GROUP_FIELDS = ("worker", "algo", "env_id")
 
 
 @dataclass

@@ -83,3 +83,24 @@ def test_a_second_run_runs_nothing_and_exports_hold_the_scores(experiment):
     assert marl.returncode == 0, marl.stderr
     data = json.loads((workdir / "m.json").read_text())["mosaic"]["CartPole-v1"]
     assert len(data["dqn CartPole-v1"]) == 3 and "absolute_metrics" in data["dqn CartPole-v1"]["run_0"]
+
+
+@pytest.mark.slow
+def test_a_seed_that_did_not_complete_runs_again_as_a_new_attempt(tmp_path):
+    from pathlib import Path
+
+    from mosaic_experiments.spec import load
+
+    (tmp_path / "spec.toml").write_text('name = "again"\nseeds = [7]\ntotal_timesteps = 600\n'
+                                        '[[group]]\nworker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\n')
+    exp = load(Path(tmp_path / "spec.toml"))
+    root = tmp_path / "runs"
+    failed = root / exp.run_id(exp.groups[0], 7)  # an earlier attempt that failed
+    failed.mkdir(parents=True)
+    (failed / "events.jsonl").write_text(json.dumps({"event": "run_failed", "run_id": failed.name, "seq": 1,
+                                                     "timestamp": 1.0, "payload": {"error": "node lost"}}) + "\n")
+    result = run_cli(["experiment", "run", "spec.toml", "--runs-dir", str(root)], cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "0 of 1 runs completed already, 1 to run" in result.stderr and f"{failed.name}-a2: completed" in result.stderr
+    again = run_cli(["experiment", "run", "spec.toml", "--runs-dir", str(root)], cwd=tmp_path)
+    assert "1 of 1 runs completed already, 0 to run" in again.stderr
