@@ -17,10 +17,10 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from mosaic_core.runstore.summary import RunSummary, summarize
+from mosaic_core.runstore.summary import ENDED, RunSummary, summarize
 
 INDEX_NAME = ".mosaic-index.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: summaries carry the run's score
 UNSETTLED = ("running", "lost", "unknown")  # statuses a run's files may still change
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -42,7 +42,11 @@ def _mark(run_dir: str, info: os.stat_result) -> str:
         tail = f"{events.st_size}:{events.st_mtime_ns}"
     except OSError:
         tail = "-"
-    return f"{info.st_ino}:{info.st_mtime_ns}:{tail}"
+    try:  # an evaluation added after the run ended changes its score
+        evaluations = os.stat(os.path.join(run_dir, "evaluations"), follow_symlinks=False).st_mtime_ns
+    except OSError:
+        evaluations = "-"
+    return f"{info.st_ino}:{info.st_mtime_ns}:{tail}:{evaluations}"
 
 
 def _is_run(run_dir: str) -> bool:
@@ -104,8 +108,10 @@ class RunIndex:
             mark = _mark(entry.path, info)
             row = known.pop(entry.name, None)
             if row is not None and row[0] == mark and row[1] not in UNSETTLED:
-                found.append(RunSummary(**json.loads(row[2])))
-                continue
+                kept = RunSummary(**json.loads(row[2]))
+                if kept.score is not None or kept.unit != "steps" or row[1] not in ENDED:
+                    found.append(kept)
+                    continue  # else recorded by the host as it ended, without its score: scored now
             if not _is_run(entry.path):
                 if row is not None:
                     known[entry.name] = row  # no longer a run: its row goes
@@ -118,13 +124,14 @@ class RunIndex:
         return found
 
     def record(self, run_dir: Path) -> None:
-        """Summarize one run now (the host, as it starts and ends) and store it."""
+        """Summarize one run now (the host, as it starts and ends) and store it; its score is left
+        to the next listing (reading TensorBoard files back would delay the host's exit)."""
         try:
             info = os.stat(run_dir, follow_symlinks=False)
         except OSError:
             return
         if stat.S_ISDIR(info.st_mode):
-            self._write([(summarize(run_dir), _mark(str(run_dir), info))], [])
+            self._write([(summarize(run_dir, with_score=False), _mark(str(run_dir), info))], [])
 
     def named(self, experiment: str) -> list[str]:
         """The run ids whose config records experiment ``experiment`` (a worker's ``--name``)."""

@@ -25,6 +25,7 @@ from mosaic_core.files import open_private
 from mosaic_core.procs import process_alive
 
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
+ENDED = tuple(TERMINAL.values())  # statuses whose run has a score (runstore.score)
 TAIL_BYTES = 256 * 1024  # of events.jsonl, read for the latest state
 MAX_LINE_BYTES = 64 * 1024  # an event line longer than this is skipped (the host's are far shorter)
 MAX_JSON_BYTES = 4 * 1024 * 1024  # a config or manifest larger than this is not read
@@ -42,7 +43,8 @@ class RunSummary:
     status: str = "unknown"
     global_step: int | None = None
     total_timesteps: int | None = None
-    last_return: float | None = None  # the smoothed episodic return (the run's closing summary's), or an evaluation's mean
+    last_return: float | None = None  # the live moving average of the last 100 episodes' returns (a policy evaluation run: its mean)
+    score: dict[str, Any] | None = None  # the run's one score (runstore.score.Score.to_dict), once it has ended
     unit: str = "steps"  # what global_step / total_timesteps count: "episodes" for a policy evaluation
     started_at: float | None = None
     ended_at: float | None = None
@@ -158,8 +160,10 @@ def progress_of(started: dict[str, Any], total_timesteps: int) -> Progress:
     return Progress("steps", total_timesteps)
 
 
-def summarize(run_dir: Path) -> RunSummary:
-    """One run's summary; never raises for a damaged run directory."""
+def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
+    """One run's summary; never raises for a damaged run directory. ``with_score=False`` leaves
+    an ended run's score (its TensorBoard files read back) to the next listing: the host records
+    a run as it ends without reading them, so its exit is not delayed."""
     summary = RunSummary(run_id=run_dir.name, path=str(run_dir))
     problems = summary.problems
     config = _read_json(run_dir / "config.json", problems) or {}
@@ -220,7 +224,18 @@ def summarize(run_dir: Path) -> RunSummary:
         elif first is not None or config:
             alive = [a for a in map(_alive, pids) if a is not None]
             summary.status = "lost" if alive and not any(alive) else "running"
+    if with_score and summary.status in ENDED and summary.unit == "steps":
+        summary.score = _score(run_dir)
     return summary
+
+
+
+def _score(run_dir: Path) -> dict[str, Any] | None:
+    """The run's score (runstore.score), None when it has none (or no plugin reads its scalars)."""
+    from mosaic_core.runstore.score import run_score
+
+    score = run_score(run_dir)
+    return score.to_dict() if score is not None else None
 
 
 def _text(value: Any) -> str | None:

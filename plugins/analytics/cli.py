@@ -100,19 +100,21 @@ def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None
         row.update(algo=summary.algo if summary else None, env_id=summary.env_id if summary else None,
                    global_step=summary.global_step if summary else None,
                    total_timesteps=summary.total_timesteps if summary else None,
-                   last_return=summary.last_return if summary else None,
+                   score=summary.score if summary else None,
                    node=_node_of(Path(record.run_dir)) if record.run_dir else None)
         rows.append(row)
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
     nodes = any(r["node"] for r in rows)  # runs a launcher placed elsewhere (mosaic_core.launchers)
-    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", *(("NODE",) if nodes else ()),
+    from mosaic_core.runstore.score import format_score
+
+    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "SCORE", *(("NODE",) if nodes else ()),
                  "REASON"),
                 [(r["run_id"], r["worker"] or "-", r["algo"] or "-", r["env_id"] or "-",
                   f"{r['status']} ({r['terminal_event']})" if r["terminal_event"] else r["status"],
                   _steps(r["global_step"], r["total_timesteps"]),
-                  "-" if r["last_return"] is None else f"{r['last_return']:.2f}",
+                  format_score(r["score"]),
                   *((r["node"] or "-",) if nodes else ()), r["failure_reason"] or "")
                  for r in rows])
     return 0
@@ -149,6 +151,7 @@ def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 def _list(ns: argparse.Namespace) -> int:
     from mosaic_core.runstore.index import list_runs
+    from mosaic_core.runstore.score import format_score
     from mosaic_core.runstore.summary import format_age, format_bytes
     from mosaic_core.runstore.trust import untrusted_run
 
@@ -163,15 +166,16 @@ def _list(ns: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs under {root}", file=sys.stderr)
         return 0
-    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "AGE", "DISK"),
+    _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "SCORE", "AGE", "DISK"),
                 [(r.run_id, r.worker or "-", os.path.basename(r.algo) if r.algo else "-", r.env_id or "-",
                   f"{r.status} (imported, untrusted)" if r.run_id in untrusted else r.status,
-                  _steps(r.global_step, r.total_timesteps, r.unit), "-" if r.last_return is None else f"{r.last_return:.2f}",
+                  _steps(r.global_step, r.total_timesteps, r.unit), format_score(r.score),
                   format_age(r.started_at), format_bytes(r.disk_bytes)) for r in runs])
     return 0
 
 
 def _show(ns: argparse.Namespace, run_id: str) -> int:
+    from mosaic_core.runstore.score import Score
     from mosaic_core.runstore.summary import format_age, format_number, summarize
     from mosaic_core.runstore.trust import origin
 
@@ -191,10 +195,18 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
              *([("reason", summary.reason)] if summary.reason else []),
              ("worker", summary.worker), ("algo", summary.algo), ("env", summary.env_id),
              (summary.unit, f"{summary.global_step} / {summary.total_timesteps}"),
-             ("last return", format_number(summary.last_return)), ("age", format_age(summary.started_at))]
+             ("age", format_age(summary.started_at))]
+    score = Score.from_dict(summary.score)
+    lines.append(("score", f"{format_number(score.value)}  {score.describe()}" if score else
+                  "- (once the run has ended; see docs/comparing-results.md)"))
+    if summary.unit == "episodes":
+        lines.append(("mean return", format_number(summary.last_return)))
     if isinstance(manifest, dict):
         metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
-        lines.append(("smoothed return", format_number(metrics.get("episodic_return_smoothed"))))
+        lines.append(("last episode", f"{format_number(metrics.get('episodic_return'))} (the return of the "
+                                       "latest training episode)"))
+        lines.append(("moving average", f"{format_number(metrics.get('episodic_return_smoothed'))} (the mean "
+                                         "return of the last 100 training episodes)"))
         agents = metrics.get("agents") if isinstance(metrics.get("agents"), dict) else {}
         for agent, values in agents.items():  # a multi-agent run: each agent's own figures
             if isinstance(values, dict):
@@ -320,10 +332,13 @@ def _curve(run_dir: Path, tag: str, summary: Any) -> Any:
 
 def _plot_groups(ns: argparse.Namespace, dirs: list[Path], drawn: list[Any], output: Path | None, tag: str) -> int:
     from mosaic_analytics import curves
-    from mosaic_analytics.grouping import group_runs
+    from mosaic_analytics.grouping import budget_warning, group_runs
 
     groups = group_runs(dirs, ns.group)
     by_label = {label: [drawn[dirs.index(d)] for d in members] for label, members in groups.items()}
+    warning = budget_warning(dirs, ns.group)
+    if warning:
+        print(f"mosaic plot: warning: {warning}", file=sys.stderr)
     if output is not None:
         bands = curves.plot_groups(by_label, output, ns.smooth, tag, ns.band)
         sizes = ", ".join(f"{b.label}: {b.runs} runs" for b in bands)
@@ -331,18 +346,37 @@ def _plot_groups(ns: argparse.Namespace, dirs: list[Path], drawn: list[Any], out
     else:
         bands = [curves.aggregate(label, runs, ns.smooth) for label, runs in by_label.items()]
     if ns.table:
+        if tag == curves.DEFAULT_TAG:  # the return: each run's one score (runstore.score)
+            for band, members in zip(bands, groups.values()):
+                band.finals = [_score_of(d, drawn[dirs.index(d)]).value for d in members]
         _print_table(bands, tag, ns.smooth)
     return 0
+
+
+def _score_of(run_dir: Path, curve: Any) -> Any:
+    from mosaic_core.runstore.score import run_score
+
+    score = run_score(run_dir, points=list(zip(curve.steps, curve.values)))
+    if score is None:
+        raise UsageError(f"run {run_dir.name!r} has no episodic return to score")
+    return score
 
 
 def _print_table(bands: list[Any], tag: str, window: int) -> None:
     import statistics
 
-    print(f"# final {tag} (mean of each run's last {window} points), mean ± std over the group's runs")
-    rows = [("GROUP", "RUNS", "FINAL MEAN ± STD", "MIN", "MAX")]
+    from mosaic_analytics.curves import DEFAULT_TAG
+    from mosaic_core.runstore.score import WINDOW_NAME
+
+    if tag == DEFAULT_TAG:
+        print(f"# each run's score (its final evaluation's mean return, else the mean training return over the "
+              f"{WINDOW_NAME}), mean ± std over the group's runs; IQM with 95% CIs: mosaic compare")
+    else:
+        print(f"# final {tag} (mean of each run's last {window} points), mean ± std over the group's runs")
+    rows = [("GROUP", "RUNS", "MEAN ± STD", "MIN", "MAX")]
     for band in bands:
         mean = statistics.fmean(band.finals)
-        std = statistics.pstdev(band.finals) if len(band.finals) > 1 else 0.0
+        std = statistics.stdev(band.finals) if len(band.finals) > 1 else 0.0
         rows.append((band.label, str(band.runs), f"{mean:.2f} ± {std:.2f}", f"{min(band.finals):.2f}",
                      f"{max(band.finals):.2f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -146,6 +146,18 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
     async def curves(request: Request, run_dir: Path) -> Response:
         return JSONResponse({"run_id": run_dir.name, "curves": await asyncio.to_thread(_curves_of, run_dir)})
 
+    async def groups(request: Request) -> Response:
+        from mosaic_dashboard.groups import MAX_RUNS, group_view
+
+        ids = [i for i in request.query_params.get("runs", "").split(",") if i][:MAX_RUNS]
+        try:
+            dirs = [dash.run_dir(run_id) for run_id in dict.fromkeys(ids)]
+        except rundata.UnknownRun as exc:
+            return error(404, str(exc))
+        if not dirs:
+            return error(400, "name runs: /api/groups?runs=A,B")
+        return JSONResponse(await asyncio.to_thread(group_view, dirs, lambda d: _curves_of(d).get("episodic_return", [])))
+
     async def logs(request: Request, run_dir: Path) -> Response:
         return JSONResponse({"run_id": run_dir.name, "logs": await asyncio.to_thread(rundata.log_tails, run_dir)})
 
@@ -256,6 +268,7 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
         Route("/api/runs/{run_id}/frames.mjpg", with_run_dir(dash, frames)),
         Route("/api/runs/{run_id}/frame.jpg", with_run_dir(dash, frame)),
         Route("/api/runs/{run_id}/cancel", cancel, methods=["POST"]),
+        Route("/api/groups", groups),
         Route("/api/daemon", daemon_state),
         Route("/api/daemon/form", daemon_form),
         Route("/api/daemon/submit", submit, methods=["POST"]),

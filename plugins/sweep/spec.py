@@ -61,7 +61,7 @@ class Param:
 @dataclass(frozen=True)
 class Objective:
     metric: str = DEFAULT_METRIC
-    last_n: int = 10  # mean of the metric's last N values in each seed's run
+    last_n: int = 10  # a metric other than the return: mean of its last N values in each seed's run
     direction: str = "maximize"
     aggregate: str = "mean"  # over the trial's seeds
 

@@ -4,8 +4,8 @@ Intermediate values (for the pruner) come from the runs' ``metrics`` events on a
 that runs through the seeds: seed ``i`` at global step ``s`` reports at
 ``i * total_timesteps + s`` the mean of the finished seeds' final values and the running
 seed's current value, so every trial is compared with the others at the same seed and step.
-The final value of a seed is the mean of the objective metric's last N values read back from
-the run's TensorBoard files; the trial's value aggregates its seeds (mean by default).
+The final value of a seed is its run's score for the episodic return (the one score every
+listing shows), else the mean of the objective metric's last N values; the trial's value aggregates its seeds (mean by default).
 
 Trial metadata reaches each run through ``optuna_*`` extras (never forwarded to the script;
 the analytics plugin puts them in the manifest's ``optuna`` section).
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mosaic_sweep.seeds import SeedOutcome, SeedProcess, SeedRun, intermediate_value
+from mosaic_sweep.seeds import RETURN_METRIC, SeedOutcome, SeedProcess, SeedRun, intermediate_value
 from mosaic_sweep.spec import SweepSpec, check_params
 from mosaic_sweep.study import sample
 
@@ -55,10 +55,16 @@ def worker_label() -> str:
 
 
 def final_value(run_dir: Path, metric: str, last_n: int) -> float | None:
-    """Mean of the last ``last_n`` values of ``metric`` the run recorded (read back through
-    ``mosaic_run_scalars``: the analytics plugin reads TensorBoard files)."""
+    """The episodic return: the run's one score (:mod:`mosaic_core.runstore.score`, the number
+    ``mosaic runs`` and ``mosaic compare`` show); another metric: the mean of its last ``last_n``
+    values (read back through ``mosaic_run_scalars``: the analytics plugin reads TensorBoard files)."""
     from mosaic_core import plugin_host
 
+    if metric == RETURN_METRIC:
+        from mosaic_core.runstore.score import run_score
+
+        score = run_score(run_dir)
+        return score.value if score is not None else None
     values = [value for _step, value in plugin_host().run_scalars(run_dir, metric) or []]
     return statistics.fmean(values[-last_n:]) if values else None
 

@@ -49,6 +49,7 @@ def test_runs_json_lists_every_run_with_its_status(runs):
     done = by_id["done"]
     assert done["worker"] == "cleanrl" and done["env_id"] == "CartPole-v1" and done["algo"].endswith("tiny_cleanrl.py")
     assert 1400 <= done["global_step"] < 1500 and done["total_timesteps"] == 1500 and done["last_return"] > 0
+    assert done["score"]["source"] == "train" and done["score"]["value"] > 0  # the one score (runstore.score)
     assert 0 < by_id["broken"]["global_step"] <= 600  # it crashed at step 600
     assert by_id["starting"]["algo"] == "dqn" and by_id["starting"]["global_step"] is None
     assert by_id["old"]["manifest_schema"] == "mosaic.analytics/0"
@@ -60,9 +61,10 @@ def test_runs_table(runs):
     result = mosaic(workdir, "runs", "--runs-dir", str(root))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["RUN", "ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST", "RETURN", "AGE", "DISK"]
+    assert lines[0].split() == ["RUN", "ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "SCORE", "AGE", "DISK"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows["done"][1:5] == ["cleanrl", "tiny_cleanrl.py", "CartPole-v1", "completed"]
+    assert rows["done"][7] == "train" and float(rows["done"][6]) > 0 and rows["starting"][6] == "-"
     assert rows["done"][5].endswith("/1,500") and rows["starting"][-2] == "2h" and rows["starting"][-1].endswith("K")
     assert rows["stopped"][4] == "cancelled" and rows["broken"][4] == "failed"
     moved = run_cli(["runs"], cwd=root.parent.parent, env={"MOSAIC_RUNS_DIR": str(root)})  # no --runs-dir
@@ -73,12 +75,13 @@ def test_runs_show(runs):
     workdir, root = runs
     shown = mosaic(workdir, "runs", "show", "done", "--runs-dir", str(root))
     assert shown.returncode == 0, shown.stderr
-    assert "status:          completed" in shown.stdout and "tiny_cleanrl.cleanrl_model" in shown.stdout
-    assert "notes:           baseline run" in shown.stdout
-    figures = {line.split(":")[0]: line.split()[-1] for line in shown.stdout.splitlines()
-               if line.startswith(("last return:", "smoothed return:"))}
-    assert set(figures) == {"last return", "smoothed return"}
+    assert re.search(r"^status: +completed$", shown.stdout, re.M) and "tiny_cleanrl.cleanrl_model" in shown.stdout
+    assert re.search(r"^notes: +baseline run$", shown.stdout, re.M)
+    figures = {line.split(":")[0]: line.split(":", 1)[1].split()[0] for line in shown.stdout.splitlines()
+               if line.startswith(("score:", "last episode:", "moving average:"))}
+    assert set(figures) == {"score", "last episode", "moving average"}  # each named for what it is
     assert all(re.fullmatch(r"-?\d+\.\d\d", value) for value in figures.values()), figures  # 2 decimals
+    assert "train, last 10% of steps" in shown.stdout
     detail = json.loads(mosaic(workdir, "runs", "show", "done", "--runs-dir", str(root), "--json").stdout)
     assert detail["manifest"]["status"] == "completed" and detail["config"]["run_id"] == "done"
     old = mosaic(workdir, "runs", "show", "old", "--runs-dir", str(root))

@@ -78,7 +78,15 @@ function runRow(r) {
     el("td", {}, el("span", {class: "badge " + r.status}, r.status), r.daemon_status && " ", r.daemon_status && el("small", {}, r.daemon_status),
       r.untrusted && " ", r.untrusted && el("span", {class: "badge untrusted", title: "imported: nothing in it runs until `mosaic runs trust`"}, "imported, untrusted")),
     el("td", {}, r.worker || "–"), el("td", {}, r.algo || "–"), el("td", {}, r.env_id || "–"),
-    el("td", {}, progress), el("td", {}, fmt(r.last_return)), el("td", {}, when(r.started_at)));
+    el("td", {}, progress), el("td", {}, scoreCell(r)), el("td", {}, when(r.started_at)));
+}
+
+// The run's one score (runstore.score) once it has ended; while it runs, the live moving average, marked so.
+function scoreCell(r) {
+  if (r.score) return el("span", {title: r.score.source === "eval" ? "final evaluation, mean return" :
+    "mean training return, last 10% of steps"}, fmt(r.score.value) + " " + r.score.source);
+  if (r.last_return != null) return el("small", {title: "live: moving average of the last 100 episodes"}, "~" + fmt(r.last_return));
+  return "–";
 }
 
 async function renderDaemonPanel() {
@@ -266,7 +274,9 @@ async function openCompare(ids) {
   show("compare");
   $("#compare-title").textContent = ids.join(", ");
   $("#compare-charts").replaceChildren();
+  $("#compare-bands").replaceChildren();
   const refresh = async () => {
+    await refreshGroups(ids);
     const runs = [];
     for (const id of ids) {
       try { runs.push({id, curves: (await api(`/api/runs/${encodeURIComponent(id)}/curves`)).curves}); }
@@ -281,6 +291,19 @@ async function openCompare(ids) {
   await refresh();
   state.compareTimer = setInterval(refresh, 3000);
   $("#compare-smoothing").oninput = refresh;
+}
+
+// Seed groups of the compared runs: IQM return over env steps with its CI band, the scores as runs finish.
+async function refreshGroups(ids) {
+  let view;
+  try { view = await api("/api/groups?runs=" + ids.map(encodeURIComponent).join(",")); }
+  catch (e) { notice(e.message); return; }
+  const groups = view.groups.map((g, i) => ({...g, color: Charts.PALETTE[i % Charts.PALETTE.length]}));
+  $("#compare-warnings").replaceChildren(...view.warnings.map(note));
+  $("#compare-groups tbody").replaceChildren(...groups.map(g => el("tr", {data: {group: g.label}},
+    el("td", {}, g.label), el("td", {}, String(g.runs.length)), el("td", {}, String(g.finished)),
+    el("td", {class: "score-iqm"}, fmt(g.score_iqm)))));
+  Charts.drawBands(Charts.chartElement($("#compare-bands"), "cmp-bands", "Episodic return: IQM over seeds, 95% CI"), groups);
 }
 
 // ------------------------------------------------------------------ submitting

@@ -72,6 +72,38 @@ function drawChart(box, series, weight) {
   }
 }
 
+// groups: [{label, color, band: [[step, iqm, low, high], ...]}]; each group's CI band (shaded) and IQM line.
+function drawBands(box, groups) {
+  const svg = box.querySelector("svg");
+  svg.replaceChildren();
+  const legend = box.querySelector(".legend");
+  legend.replaceChildren(...groups.map(g => {
+    const swatch = el("i");
+    swatch.style.background = g.color;
+    return el("span", {}, swatch, g.label);
+  }));
+  const all = groups.flatMap(g => g.band);
+  if (!all.length) { svgNode("text", {x: 300, y: 100, "text-anchor": "middle"}, svg).textContent = "waiting for data"; return; }
+  let [x0, x1] = [Math.min(...all.map(p => p[0])), Math.max(...all.map(p => p[0]))];
+  let [y0, y1] = [Math.min(...all.map(p => p[2])), Math.max(...all.map(p => p[3]))];
+  if (x1 === x0) x1 = x0 + 1;
+  if (y1 === y0) { y0 -= 1; y1 += 1; }
+  const L = 48, R = 592, T = 8, B = 182;
+  const sx = x => (L + (x - x0) / (x1 - x0) * (R - L)).toFixed(1), sy = y => (B - (y - y0) / (y1 - y0) * (B - T)).toFixed(1);
+  svgNode("path", {d: `M${L},${T}V${B}H${R}`, stroke: "#2a313b", fill: "none"}, svg);
+  for (const [y, anchor] of [[y0, B], [y1, T + 8]]) svgNode("text", {x: L - 4, y: anchor, "text-anchor": "end"}, svg).textContent = formatNumber(y);
+  svgNode("text", {x: L, y: 196}, svg).textContent = formatNumber(x0);
+  svgNode("text", {x: R, y: 196, "text-anchor": "end"}, svg).textContent = formatNumber(x1) + " steps";
+  for (const g of groups) {
+    if (!g.band.length) continue;
+    const upper = g.band.map(([x, , , hi], i) => `${i ? "L" : "M"}${sx(x)},${sy(hi)}`).join("");
+    const lower = g.band.slice().reverse().map(([x, , lo]) => `L${sx(x)},${sy(lo)}`).join("");
+    svgNode("path", {d: upper + lower + "Z", fill: g.color, "fill-opacity": 0.2, stroke: "none", "data-band": g.label}, svg);
+    svgNode("path", {d: g.band.map(([x, m], i) => `${i ? "L" : "M"}${sx(x)},${sy(m)}`).join(""), stroke: g.color, fill: "none",
+                     "stroke-width": 1.8, "vector-effect": "non-scaling-stroke", "data-series": g.label, "data-points": g.band.length}, svg);
+  }
+}
+
 // Which chart each series name goes to: returns, losses, speed, episode length.
 function chartOf(name) {
   if (name.startsWith("episodic_return")) return ["chart-return", "Episodic return"];
@@ -87,4 +119,4 @@ function byImportance(a, b) {
   return rank(a) - rank(b) || a.localeCompare(b);
 }
 
-window.Charts = {smooth, drawChart, chartElement, chartOf, byImportance, PALETTE};
+window.Charts = {smooth, drawChart, drawBands, chartElement, chartOf, byImportance, PALETTE};

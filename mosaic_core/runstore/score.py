@@ -1,0 +1,138 @@
+"""A run's score, defined once: the number every listing, table, sweep and comparison shows.
+
+- ``eval``: the mean return of the run's final evaluation (``evaluations/*/eval.json``,
+  schema ``mosaic.eval/1``): of the evaluations on record, the one of the highest
+  ``global_step``, when that step lies in the run's final window (below).
+- ``train``: else a named window of training returns, :data:`WINDOW_NAME`: the mean of the
+  per-episode returns (``charts/episodic_return``, the team return for multi-agent runs) of
+  the episodes that ended in the last :data:`WINDOW_FRACTION` of the env steps the run
+  reached (step ≥ 0.9 × its last step); when fewer than :data:`MIN_EPISODES` ended there,
+  its last :data:`MIN_EPISODES` episodes.
+
+Both come from the run's own files; a reader that cannot run code and reads a bounded size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from mosaic_core.contract import EVAL_FILE, EVAL_SCHEMA
+from mosaic_core.files import open_private
+
+RETURN_TAG = "charts/episodic_return"
+WINDOW_FRACTION = 0.1
+MIN_EPISODES = 10
+WINDOW_NAME = "last 10% of steps"
+EVALUATIONS = "evaluations"
+MAX_EVAL_BYTES = 4 * 1024 * 1024
+MAX_EVALUATIONS = 256  # evaluation folders one run's score looks at
+
+
+@dataclass(frozen=True)
+class Score:
+    value: float
+    source: str  # "eval" | "train"
+    episodes: int  # how many episodes the value averages
+    step: int | None  # the env step it stands for (the evaluated checkpoint's, or the run's last)
+
+    def describe(self) -> str:
+        """What the number is, in words: ``eval (10 episodes at step 50000)``."""
+        what = "eval" if self.source == "eval" else f"train, {WINDOW_NAME}"
+        at = f" at step {self.step}" if self.step is not None else ""
+        return f"{what} ({self.episodes} episodes{at})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Score | None":
+        if not isinstance(data, dict):
+            return None
+        value, episodes, step = data.get("value"), data.get("episodes"), data.get("step")
+        if not _finite(value) or data.get("source") not in ("eval", "train") or not isinstance(episodes, int):
+            return None
+        return cls(float(value), data["source"], episodes, step if isinstance(step, int) else None)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def window_start(last_step: int) -> float:
+    """The first env step of the final window of a run whose last step is ``last_step``."""
+    return (1.0 - WINDOW_FRACTION) * last_step
+
+
+def training_score(points: Sequence[tuple[int, float]]) -> Score | None:
+    """The ``train`` score of per-episode ``(step, return)`` points (any order); None without points."""
+    finite = sorted((int(s), float(v)) for s, v in points if _finite(v))
+    if not finite:
+        return None
+    last = finite[-1][0]
+    start = window_start(last)
+    window = [v for s, v in finite if s >= start]
+    if len(window) < MIN_EPISODES:
+        window = [v for _s, v in finite[-MIN_EPISODES:]]
+    return Score(sum(window) / len(window), "train", len(window), last)
+
+
+def read_evaluation(path: Path) -> dict[str, Any] | None:
+    """One ``eval.json`` (bounded, never through a link), None when it is not a valid ``mosaic.eval/1``."""
+    try:
+        with open_private(path) as handle:
+            if os.fstat(handle.fileno()).st_size > MAX_EVAL_BYTES:
+                return None
+            data = json.loads(handle.read(MAX_EVAL_BYTES))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("schema") != EVAL_SCHEMA or not _finite(data.get("mean")):
+        return None
+    if not isinstance(data.get("global_step"), int) or not isinstance(data.get("episodes"), list):
+        return None
+    return data
+
+
+def final_evaluation(run_dir: Path, last_step: int | None = None) -> dict[str, Any] | None:
+    """The evaluation of the highest ``global_step`` under ``run_dir/evaluations``, when it is
+    of the run's final window (``last_step``: the run's last training step, if known)."""
+    best: dict[str, Any] | None = None
+    try:
+        with os.scandir(run_dir / EVALUATIONS) as entries:
+            names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))[:MAX_EVALUATIONS]
+    except OSError:
+        return None
+    for name in names:
+        data = read_evaluation(run_dir / EVALUATIONS / name / EVAL_FILE)
+        if data is not None and (best is None or data["global_step"] > best["global_step"]):
+            best = data
+    if best is None or (last_step is not None and best["global_step"] < window_start(last_step)):
+        return None
+    return best
+
+
+def evaluation_score(evaluation: dict[str, Any]) -> Score:
+    return Score(float(evaluation["mean"]), "eval", len(evaluation["episodes"]), evaluation["global_step"])
+
+
+def run_score(run_dir: Path, points: Sequence[tuple[int, float]] | None = None) -> Score | None:
+    """A run's score: its final evaluation's, else the ``train`` window of ``points`` (read back
+    through the ``mosaic_run_scalars`` hook when not given: the analytics plugin's TensorBoard reader)."""
+    if points is None:
+        from mosaic_core.plugins import plugin_host
+
+        points = plugin_host().run_scalars(run_dir, RETURN_TAG) or []
+    trained = training_score(points)
+    evaluation = final_evaluation(run_dir, trained.step if trained else None)
+    return evaluation_score(evaluation) if evaluation is not None else trained
+
+
+def format_score(score: dict[str, Any] | Score | None, digits: int = 2) -> str:
+    """A score for a table cell: ``487.20 eval``, ``93.25 train``, ``-`` for none."""
+    if isinstance(score, dict):
+        score = Score.from_dict(score)
+    return "-" if score is None else f"{score.value:.{digits}f} {score.source}"
