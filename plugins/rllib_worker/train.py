@@ -64,6 +64,7 @@ DEFAULT_GRACE_S = 10.0  # the host's default --grace-period, when it does not sa
 SIGNAL_WAIT_S = 1.0  # for a failure on the run's own cluster: the signal that killed it may be on its way
 _SIGNALLED = threading.Event()  # a cancel reached end_when_signalled's thread
 _LOOPING = threading.Event()  # the training loop runs: a stop waits for the iteration's checkpoint
+_KEPT = threading.Event()  # the stop's checkpoint is saved: Ray is shut down as after a completed run
 _ENDING = threading.Lock()
 
 
@@ -337,6 +338,7 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
             writer.flush()
             if stop.requested or _SIGNALLED.is_set():  # the iteration under way is kept
                 checkpoint(algo, ns, reporter.step, "cancelled")
+                _KEPT.set()
                 raise Stopped()
             if step is None:  # train() does not raise when env runners crash: it returns no samples
                 empty += 1
@@ -435,7 +437,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
         else:
             train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)
     finally:
-        if not (stop.requested or _SIGNALLED.is_set()):  # cancelled: the cluster is ended at once
+        if _KEPT.is_set() or not (stop.requested or _SIGNALLED.is_set()):  # else the cluster ends at once
             algo.stop()
     return 0
 
@@ -485,8 +487,11 @@ def main(argv: list[str] | None = None) -> int:
         code = stop.exit_code()
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
-        if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address:
+        if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address and not _KEPT.is_set():
             end_cancelled_local_run(folder, stop.exit_code())
+        # Completed, failed, or stopped with its checkpoint saved: the cluster (of its own process groups)
+        # is shut down in order, and the process exits normally (the last metrics are sent at exit);
+        # end_when_signalled's thread still bounds a stop by the host's grace period.
         import ray
 
         ray.shutdown()
