@@ -138,3 +138,15 @@ def test_evaluate_writes_the_eval_schema(runs, rllib_env, tmp_path):
     assert math.isclose(result["mean"], sum(returns) / 3)
     # The same seeds and the greedy action: the same episodes.
     assert returns == [e["return"] for e in results[1]["episodes"]]
+
+
+def test_eval_every_checkpoint(rllib_env, tmp_path):
+    extras = {"checkpoint_frequency": 1000, "eval_every_checkpoint": True, "eval_episodes": 2}
+    run_dir = _run(rllib_env, tmp_path, "evals", extras=extras, total=2000)
+    events = events_of(run_dir)
+    saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+    evals = [e["payload"] for e in events if e["event"] == "eval_result"]
+    assert [e["global_step"] for e in evals] == [s["step"] for s in saved] == [1000, 2000]
+    for result, checkpoint in zip(evals, saved):
+        assert result["checkpoint"] == checkpoint["path"] and len(result["episodes"]) == 2
+        assert result["protocol"]["first_seed"] == SEED + 1_000_000 and result["mean"] > 0
