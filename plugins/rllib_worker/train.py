@@ -46,7 +46,7 @@ from typing import Any, NoReturn
 
 from mosaic_core import procs
 from mosaic_core.child import HostCancel, Stopped
-from mosaic_core.contract import STOP_SIGNALS, eval_seeds
+from mosaic_core.contract import STOP_SIGNALS
 from mosaic_core.threads import THREAD_VARS
 from rllib_worker.checkpoints import SAVING, save, saved_step
 

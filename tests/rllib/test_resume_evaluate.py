@@ -9,7 +9,6 @@ import math
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from tests.rllib.conftest import alive, events_of, ray_pids, run_args
