@@ -20,7 +20,8 @@ from mosaic_core.contract import CheckpointLayout
 
 LAYOUT = CheckpointLayout("checkpoints/step_{step}", "ray.rllib", kind="dir", code=True)
 CHECKPOINT_MARK = "rllib_checkpoint.json"  # what RLlib writes into every checkpoint directory
-STEP_FILE = "mosaic_step.json"  # beside RLlib's files: the run's env steps and iteration then
+STEP_FILE = "mosaic_step.json"  # beside RLlib's files: the run's env steps, iteration, algo and env then
+FORMAT_VERSION = 1  # of what this worker writes beside RLlib's files
 SAVING = threading.Lock()  # held while a checkpoint is written: a hard cancel waits for it
 
 
@@ -33,7 +34,31 @@ def saved_step(checkpoint: Path) -> int:
         return int(digits) if digits.isdigit() else 0
 
 
-def save(algo: Any, step: int, reason: str) -> Path:
+def problem(checkpoint: Path, algo: str, env_id: str) -> str | None:
+    """What makes ``checkpoint`` unusable for a run of ``algo`` on ``env_id``, in one sentence
+    (None: it looks usable); reads only its JSON files, never RLlib's pickles."""
+    try:
+        json.loads((checkpoint / CHECKPOINT_MARK).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"{checkpoint} is not a complete RLlib checkpoint (no readable {CHECKPOINT_MARK})"
+    try:
+        saved = json.loads((checkpoint / STEP_FILE).read_text(encoding="utf-8"))
+    except OSError:
+        return None  # made by RLlib itself, not by a MOSAIC run: RLlib checks it when it loads
+    except ValueError:
+        return f"{checkpoint / STEP_FILE} is corrupt"
+    if not isinstance(saved, dict):
+        return f"{checkpoint / STEP_FILE} is corrupt"
+    version = saved.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        return f"{checkpoint} is of a newer format ({version!r}) than this worker reads ({FORMAT_VERSION})"
+    for what, theirs, ours in (("algorithm", saved.get("algo"), algo), ("env", saved.get("env_id"), env_id)):
+        if isinstance(theirs, str) and theirs.lower() != ours.lower():
+            return f"{checkpoint} is a checkpoint of {what} {theirs}, not {ours}"
+    return None
+
+
+def save(algo: Any, step: int, reason: str, env_id: str = "") -> Path:
     """Save ``algo`` as the run's checkpoint at ``step`` (the cwd is the run directory) and
     announce it; returns its path."""
     from mosaic_core.child import emit_event
@@ -43,8 +68,9 @@ def save(algo: Any, step: int, reason: str) -> Path:
     with SAVING:
         shutil.rmtree(temporary, ignore_errors=True)
         algo.save_to_path(str(temporary))
-        (temporary / STEP_FILE).write_text(json.dumps({"global_step": step, "algo": type(algo).__name__,
-                                                       "iteration": algo.iteration, "reason": reason}), encoding="utf-8")
+        (temporary / STEP_FILE).write_text(json.dumps({
+            "global_step": step, "algo": type(algo).__name__, "env_id": env_id, "iteration": algo.iteration,
+            "reason": reason, "format_version": FORMAT_VERSION}), encoding="utf-8")
         if final.is_dir() and not final.is_symlink():  # the same step saved again (a stop right after a save)
             shutil.rmtree(final)
         os.replace(temporary, final)

@@ -356,7 +356,7 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
 
 def checkpoint(algo: Any, ns: Namespace, step: int, reason: str) -> None:
     """Save ``algo`` at ``step``; with ``--eval-every-checkpoint``, evaluate it (``eval_result``)."""
-    path = save(algo, step, reason)
+    path = save(algo, step, reason, ns.env)
     if ns.eval_every_checkpoint and reason != "cancelled":  # a stop has no time for it
         from mosaic_core.child import emit_event
         from rllib_worker.evaluation import evaluate, summary
@@ -372,9 +372,12 @@ def evaluate_checkpoint(algo: Any, ns: Namespace, checkpoint: Path) -> None:
     from mosaic_core.contract import write_eval
     from rllib_worker.evaluation import evaluate
 
+    # The first seed: --eval-seed, else --seed (`mosaic evaluate` passes the first evaluation seed as the
+    # run's seed), else the training seed of the checkpoint + 1,000,000.
+    first = ns.eval_seed if ns.eval_seed is not None else ns.seed
     result = evaluate(algo, algo_name=ns.algo, env_id=ns.env, checkpoint=str(checkpoint),
-                      global_step=saved_step(checkpoint), episodes=ns.eval_episodes, training_seed=ns.seed,
-                      eval_seed=ns.eval_seed, deterministic=ns.eval_deterministic)
+                      global_step=saved_step(checkpoint), episodes=ns.eval_episodes, training_seed=algo.config.seed,
+                      eval_seed=first, deterministic=ns.eval_deterministic)
     path = write_eval(Path(ns.eval_out).absolute(), result)
     returns = [e["return"] for e in result["episodes"]]  # what `mosaic enjoy` reads until it reads eval.json
     Path("eval_summary.json").write_text(json.dumps({

@@ -21,7 +21,7 @@ from mosaic_core.runs import RunContext
 from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch
 from mosaic_core.worker import Worker
 from rllib_worker.catalog import ALGORITHMS, ask_configs, check_answers, not_run_here, ray_address
-from rllib_worker.checkpoints import CHECKPOINT_MARK, LAYOUT
+from rllib_worker.checkpoints import CHECKPOINT_MARK, LAYOUT, problem
 from rllib_worker.presets import preset_params
 
 OWN_KEYS = [
@@ -31,6 +31,8 @@ OWN_KEYS = [
                              "local cluster of the run's own)"),
     ExtrasKey("torch_threads", "the learner's torch threads (default 1; env runners use one each)"),
     ExtrasKey("preset", "hyperparameters from RLlib's tuned examples (--preset): tuned"),
+    ExtrasKey("eval_capture_video", "evaluate: not available for RLlib runs (gymnasium's RecordVideo needs moviepy, "
+                                    "which the RLlib environment lacks)"),
 ]
 # Flags of the training program from the standard keys (contract.STANDARD_KEYS), beside the checkpoint's.
 NUMBERS = ("checkpoint_frequency", "eval_episodes", "torch_threads")
@@ -47,12 +49,11 @@ def _positive_int(extras: dict[str, Any], key: str) -> int | None:
 
 
 def standard_keys() -> list[ExtrasKey]:
-    """The run contract's keys the host does not declare yet (none once it does: a key claimed by
-    both a plugin and a worker is an error)."""
-    from mosaic_core.host_plugin import mosaic_extras_keys
+    """The run contract's keys (:data:`mosaic_core.contract.STANDARD_KEYS`) while the core does
+    not claim them itself; none once it does (``mosaic_core.pipeline.CORE_OWNER``)."""
+    from mosaic_core import pipeline
 
-    declared = {key.name for key in mosaic_extras_keys()}
-    return [key for key in contract.STANDARD_KEYS if key.name not in declared]
+    return [] if hasattr(pipeline, "CORE_OWNER") else list(contract.STANDARD_KEYS)
 
 
 def latest_checkpoint(path: Path) -> Path | None:
@@ -90,6 +91,9 @@ def _checkpoint(config: WorkerConfig, key: str) -> Path:
         check_code_checkpoint(found, f"extras.{key}: RLlib checkpoint")
     except UsageError as exc:
         raise ConfigError(str(exc), field=f"extras.{key}") from None
+    wrong = problem(found, config.algo, config.env_id)
+    if wrong:
+        raise ConfigError(f"extras.{key}: {wrong}", field=f"extras.{key}")
     return found
 
 
@@ -99,6 +103,12 @@ class RLlibWorker(Worker):
 
     def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
         return LAYOUT
+
+    def check_checkpoint(self, checkpoint: contract.Checkpoint, config: WorkerConfig) -> str | None:
+        """An RLlib checkpoint of this algorithm and env, complete, of a format this worker reads
+        (its JSON files only: the pickles are not opened)."""
+        path = latest_checkpoint(Path(checkpoint.path))
+        return problem(path, config.algo, config.env_id) if path is not None else f"no RLlib checkpoint at {checkpoint.path}"
 
     def child_events(self) -> list[ChildEvent]:
         return [ChildEvent("eval_result", "extras.eval_every_checkpoint: a checkpoint's evaluation "
@@ -136,6 +146,9 @@ class RLlibWorker(Worker):
                 _checkpoint(config, key)
             except ConfigError as exc:
                 problems.append(str(exc))
+        if extras.get("eval_capture_video"):
+            problems.append("extras.eval_capture_video: the rllib worker records no video (gymnasium's RecordVideo "
+                            "needs moviepy, which its environment does not have)")
         if "curriculum_schedule" in extras:
             problems.append("extras.curriculum_schedule: the rllib worker's env runners make their envs themselves "
                             "and cannot switch them between stages")

@@ -21,8 +21,9 @@ PARAMS = {"lr": [[0, 1e-3], [BUDGET, 1e-5]]}  # PPO's learning rate, annealed ov
 SEED = 3
 
 
-def _run(rllib_env, runs, run_id, extras=None, total=BUDGET):
-    done = subprocess.run(run_args(run_id, runs, total=total, params=PARAMS, extras=extras, more=("--seed", str(SEED))),
+def _run(rllib_env, runs, run_id, extras=None, total=BUDGET, seed=SEED):
+    more = ("--seed", str(seed)) if seed is not None else ()
+    done = subprocess.run(run_args(run_id, runs, total=total, params=PARAMS, extras=extras, more=more),
                           env=rllib_env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     return runs / run_id
@@ -123,7 +124,8 @@ def test_learning_rate_continues_its_schedule(runs):
 def test_evaluate_writes_the_eval_schema(runs, rllib_env, tmp_path):
     checkpoint = _stop_checkpoint(runs["killed"])
     extras = {"mode": "evaluate", "checkpoint_path": str(runs["killed"]), "eval_episodes": 3, "eval_deterministic": True}
-    results = [json.loads((_run(rllib_env, tmp_path, f"eval{i}", extras=extras) / "eval.json").read_text())
+    # No --seed: the first evaluation seed is the checkpoint's training seed + 1,000,000.
+    results = [json.loads((_run(rllib_env, tmp_path, f"eval{i}", extras=extras, seed=None) / "eval.json").read_text())
                for i in range(2)]
     result = results[0]
     assert result["schema"] == "mosaic.eval/1" and result["worker"] == "rllib" and result["algo"] == "PPO"
@@ -149,3 +151,15 @@ def test_eval_every_checkpoint(rllib_env, tmp_path):
     for result, checkpoint in zip(evals, saved):
         assert result["checkpoint"] == checkpoint["path"] and len(result["episodes"]) == 2
         assert result["protocol"]["first_seed"] == SEED + 1_000_000 and result["mean"] > 0
+
+
+@pytest.mark.parametrize("algo, env_id, words", (("DQN", "CartPole-v1", "of algorithm PPO, not DQN"),
+                                                 ("PPO", "Acrobot-v1", "of env CartPole-v1, not Acrobot-v1")))
+def test_a_checkpoint_of_another_algorithm_or_env_is_refused(runs, rllib_env, tmp_path, algo, env_id, words):
+    extras = {"mode": "resume", "checkpoint_path": str(runs["killed"])}
+    done = subprocess.run(run_args("other", tmp_path, algo, env_id=env_id, extras=extras), env=rllib_env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "other").exists()
