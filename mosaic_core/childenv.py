@@ -19,6 +19,9 @@ CHILD_VAR = "MOSAIC_CHILD"
 LIFECYCLE_KIND = "lifecycle"  # side-channel messages the host turns into lifecycle events
 FAILURE_KIND = "plugin_failure"  # a plugin failed in the training process (HookFailure fields)
 REFUSAL_KIND = "config_refused"  # the training process refused its config before its first step ({"error"})
+# The seconds between the host's SIGTERM and its SIGKILL: a training process that checkpoints on a stop
+# (contract.StopOnSignal) can end by itself before the SIGKILL.
+GRACE_VAR = "MOSAIC_GRACE_PERIOD"
 
 
 def describe_child(child: ChildContext) -> str:

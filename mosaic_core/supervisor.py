@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mosaic_core import channel, hostsignals, procs
-from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, LIFECYCLE_KIND, REFUSAL_KIND, describe_child
+from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, GRACE_VAR, LIFECYCLE_KIND, REFUSAL_KIND, describe_child
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
 from mosaic_core.failures import failure_reason
@@ -125,6 +125,7 @@ class Supervisor:
             env.setdefault(name, value)
         env.update(self.env_additions)
         env[CHILD_VAR] = describe_child(child)
+        env[GRACE_VAR] = str(self.options.grace_period)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if p)
         # The run directory is the training process's cwd: keep it (and any script's folder) off
         # sys.path, so nothing in it can shadow a module (`python -m pkg.mod` would put it first).

@@ -8,22 +8,24 @@ attaches to whatever cluster ``$RAY_TMPDIR`` records), with its files in a priva
 removed at the end), or joins ``--ray-address``. Then ``algo.train()`` until the env steps are
 done, each iteration reported by :class:`rllib_worker.report.Reporter`.
 
-Modes: ``train``; ``resume_training`` (``Algorithm.from_checkpoint``: iteration and step counts
-kept, the env runners given the restored weights, the first iteration's episodes not reported);
-``policy_eval`` (the first env runner plays ``--eval-episodes`` episodes without exploration,
-``eval_summary.json``).
+Modes (the run contract, docs/run-contract.md): ``train``; ``resume`` (``Algorithm.from_checkpoint``:
+iteration, lifetime counters, learner, optimizer and connector states; the env runners sample with
+the restored weights from the first iteration; steps continue from the checkpoint's);
+``evaluate`` (:mod:`rllib_worker.evaluation`: ``mosaic.eval/1`` to ``--eval-out``).
 
-Checkpoints: ``checkpoints/step_<N>/`` (RLlib's ``save_to_path``) every ``--checkpoint-frequency``
-env steps and at the end, each announced with ``checkpoint_saved``. Cancel (SIGTERM, SIGINT): on
-the run's own cluster the run ends at once, from a thread woken by the signal (a checkpoint being
-written is finished first; :func:`end_when_signalled`), and keeps its last checkpoint; on an
-existing cluster the iteration under way finishes and is saved. Threads: the run's budget (``OMP_NUM_THREADS``, else 1)
+Checkpoints (:mod:`rllib_worker.checkpoints`): ``checkpoints/step_<N>/`` every
+``--checkpoint-frequency`` env steps, at the end and on a stop. A stop (SIGTERM, SIGUSR1, SIGINT)
+lets the iteration under way finish, saves it and ends the run as killed by the signal; Ray's
+processes of the run's own cluster are in process groups of their own, so the host's SIGTERM to the
+run's group does not end them first. When the host's grace period runs out before that, a thread
+woken by the signal ends the run at once (:func:`end_when_signalled`), keeping its last checkpoint.
+Threads: the run's budget (``OMP_NUM_THREADS``, else 1)
 one torch thread in the learner (the driver; ``--torch-threads`` for more: with the run's budget of
 2 on a busy 2-core machine PPO sampled 6 env steps/s instead of 95) and one in every env runner
 (inherited on a local cluster, RLlib's ``extra_python_environs_for_worker`` on an existing one).
 Ray is shut down on completion and failure; a cancelled local cluster is killed, its workers
-included; when the host SIGKILLs the process group, Ray's processes of a local cluster are in it
-(or die with their parent).
+included; when the host SIGKILLs the driver, Ray's processes of a local cluster die with it
+(kernel fate sharing), their workers with their raylet.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import argparse
 import json
 import logging
 import os
+import select
 import shutil
 import signal
 import sys
@@ -43,10 +46,10 @@ from typing import Any, NoReturn
 
 from mosaic_core import THREAD_VARS, procs
 from mosaic_core.child import HostCancel, Stopped
+from mosaic_core.contract import STOP_SIGNALS
+from rllib_worker.checkpoints import SAVING, save, saved_step
 
-CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tensorboard"
-STEP_FILE = "mosaic_step.json"  # beside RLlib's files in each checkpoint: the run's env steps then
 # Ray's longest unix socket path under its temp dir (session_<date>_<time>_<pid>/sockets/plasma_store)
 # must stay under the kernel's 107 characters.
 SESSION_PATH_LEN = 64
@@ -55,24 +58,23 @@ SOCKET_PATH_MAX = 107
 # Ray's switch that makes a node's address loopback (ray._private.services.get_node_ip_address)
 LOOPBACK_NODE_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 KILL_WAIT_S = 3.0  # for the local cluster's processes to be stopped
-SAVING = threading.Lock()  # held while a checkpoint is written
+HARD_CANCEL_S = 3.0  # kept from the host's grace period for the hard cancel (end_cancelled_local_run)
+DEFAULT_GRACE_S = 10.0  # the host's default --grace-period, when it does not say
 SIGNAL_WAIT_S = 1.0  # for a failure on the run's own cluster: the signal that killed it may be on its way
 _SIGNALLED = threading.Event()  # a cancel reached end_when_signalled's thread
+_LOOPING = threading.Event()  # the training loop runs: a stop waits for the iteration's checkpoint
+_KEPT = threading.Event()  # the stop's checkpoint is saved: Ray is shut down as after a completed run
 _ENDING = threading.Lock()
 
 
 def parse_args(argv: list[str] | None) -> Namespace:
-    parser = argparse.ArgumentParser(prog="python -m rllib_worker.train")
-    parser.add_argument("--algo", required=True)
+    from mosaic_core.contract import add_host_arguments
+
+    parser = add_host_arguments(argparse.ArgumentParser(prog="python -m rllib_worker.train"))
     parser.add_argument("--env", required=True)
-    parser.add_argument("--total-timesteps", type=int, required=True)
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--mode", choices=("train", "resume_training", "policy_eval"), default="train")
     parser.add_argument("--params", default="{}", help="a JSON object of RLlib config options")
-    parser.add_argument("--checkpoint", help="the RLlib checkpoint directory to resume from or to evaluate")
-    parser.add_argument("--checkpoint-frequency", type=int)
-    parser.add_argument("--eval-episodes", type=int, default=5)
-    parser.add_argument("--torch-threads", type=int, default=1, help="the learner's torch threads (default 1)")
+    parser.add_argument("--eval-every-checkpoint", action="store_true",
+                        help="evaluate each checkpoint as training goes (an eval_result event each)")
     parser.add_argument("--ray-address", help="an existing cluster (default: a local cluster of the run's own)")
     return parser.parse_args(argv)
 
@@ -123,6 +125,7 @@ def start_ray(ns: Namespace, temp: Path | None) -> None:
                  job_config=job_config(ns.ray_address))
         return
     without_boot_path()
+    own_process_groups()
     # The driver's disconnect waits this long to flush task events to the GCS (5 s by default: a
     # cancelled run, whose GCS is dying, spent them past a short grace period). We keep none.
     os.environ.setdefault("RAY_task_events_shutdown_flush_timeout_ms", "500")
@@ -133,6 +136,28 @@ def start_ray(ns: Namespace, temp: Path | None) -> None:
                  configure_logging=False, num_cpus=max(2, os.cpu_count() or 1), job_config=job_config("local"))
     finally:
         os.environ.update(driver)
+
+
+def own_process_groups() -> None:
+    """Ray's processes of the run's own cluster (GCS, raylet, log monitor, agents) start in process
+    groups of their own: the host's SIGTERM to the run's group reaches the driver alone, so the
+    cluster lives on while the iteration under way finishes and is saved. They still die with the
+    driver (Ray's kernel fate sharing on Linux, ``PR_SET_PDEATHSIG``), its workers with their raylet;
+    a cancel ends them all (:func:`end_cancelled_local_run`)."""
+    from ray._private import services
+
+    started = services.ConsolePopen
+    if getattr(started, "own_process_group", False):
+        return
+
+    class OwnGroupPopen(started):  # type: ignore[misc, valid-type]
+        own_process_group = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("process_group", 0)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = OwnGroupPopen
 
 
 def job_config(address: str) -> Any:
@@ -155,19 +180,44 @@ def job_config(address: str) -> Any:
     return WithoutDriverPaths()
 
 
+def grace_period() -> float:
+    """The host's seconds between its SIGTERM and its SIGKILL."""
+    from mosaic_core.childenv import GRACE_VAR
+
+    try:
+        return max(0.0, float(os.environ.get(GRACE_VAR, DEFAULT_GRACE_S)))
+    except ValueError:
+        return DEFAULT_GRACE_S
+
+
 def end_when_signalled(folder: Path | None) -> None:
-    """On the run's own cluster, the first SIGTERM or SIGINT ends the run from a thread at once
-    (after a checkpoint being written). The driver's main thread spends most of its time inside
-    Ray's C++ (``ray.wait`` on the env runners), where Python's signal handlers run only when it
-    returns: seconds later on a busy machine. The signal's wake-up fd is written at delivery."""
+    """On the run's own cluster, a stop (SIGTERM, SIGUSR1, SIGINT) is watched from a thread: in the
+    training loop, the iteration under way finishes and is saved (the main thread does it, then ends
+    the run); when that has not happened ``HARD_CANCEL_S`` before the host's grace period runs out,
+    or at a second signal, or before the loop, the run ends at once from here (after a checkpoint
+    being written). The driver's main thread spends most of its time inside Ray's C++
+    (``ray.wait`` on the env runners), where Python's signal handlers run only when it returns:
+    seconds later on a busy machine. The signal's wake-up fd is written at delivery."""
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(write_fd, False)
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
 
+    def next_signal(timeout: float | None = None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while deadline is None or (left := deadline - time.monotonic()) > 0:
+            if deadline is not None and not select.select([read_fd], [], [], left)[0]:
+                return None
+            if (received := os.read(read_fd, 1)[0]) in STOP_SIGNALS:
+                return received
+        return None
+
     def wait_for_signal() -> None:
-        while (received := os.read(read_fd, 1)[0]) not in (signal.SIGTERM, signal.SIGINT):
-            pass
+        received = next_signal()
         _SIGNALLED.set()
+        if _LOOPING.is_set():
+            print(f"rllib worker: {signal.Signals(received).name}: saving a checkpoint after the iteration under way",
+                  file=sys.stderr)
+            next_signal(grace_period() - HARD_CANCEL_S)  # a second signal: no more waiting
         with SAVING:
             print(f"rllib worker: stopped by signal {received}", file=sys.stderr)
             end_cancelled_local_run(folder, 128 + received)
@@ -241,27 +291,6 @@ def build_config(ns: Namespace, threads: int) -> Any:
     return config
 
 
-def saved_step(checkpoint: Path) -> int:
-    try:
-        return int(json.loads((checkpoint / STEP_FILE).read_text(encoding="utf-8"))["global_step"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
-
-
-def save(algo: Any, step: int, reason: str) -> Path:
-    """``checkpoints/step_<N>/`` (RLlib's checkpoint directory), announced to the host."""
-    from mosaic_core.child import emit_event
-
-    path = Path(CHECKPOINTS).absolute() / f"step_{step:09d}"
-    with SAVING:  # written whole: a cancel waits for it (end_when_signalled)
-        algo.save_to_path(str(path))
-        (path / STEP_FILE).write_text(json.dumps({"global_step": step, "algo": type(algo).__name__,
-                                                  "iteration": algo.iteration, "reason": reason}), encoding="utf-8")
-    emit_event("checkpoint_saved", {"path": str(path), "global_step": step, "reason": reason,
-                                    "iteration": algo.iteration})
-    return path
-
-
 def sync_restored_weights(algo: Any) -> None:
     """The env runners sample with the restored weights from the first iteration on."""
     group = getattr(algo, "env_runner_group", None)
@@ -288,61 +317,74 @@ def check_env_runners(algo: Any, empty: int) -> None:
 
 
 def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
+    """``algo.train()`` until ``--total-timesteps`` env steps (from ``offset``, a resumed run's
+    checkpoint step); on a stop, the iteration under way is reported and saved, then the run ends."""
     from torch.utils.tensorboard import SummaryWriter
 
     from rllib_worker.report import Reporter
 
-    writer = SummaryWriter(TENSORBOARD)
+    # A resumed run's TensorBoard files drop what an earlier attempt wrote after the checkpoint.
+    writer = SummaryWriter(TENSORBOARD, purge_step=offset + 1 if offset else None)
     reporter = Reporter(writer, step=offset)
-    learning = ns.mode != "resume_training"  # the first iteration after a restore: not learning progress
-    next_save = offset + ns.checkpoint_frequency if ns.checkpoint_frequency else None
+    every = ns.checkpoint_frequency if ns.checkpoint_frequency and ns.checkpoint_frequency > 0 else None
+    next_save = offset + every if every else None
     empty = 0
+    _LOOPING.set()
     try:
         while reporter.step < ns.total_timesteps:
             result = algo.train()
-            step = reporter.iteration(result, learning)
+            step = reporter.iteration(result)
+            writer.flush()
+            if stop.requested or _SIGNALLED.is_set():  # the iteration under way is kept
+                checkpoint(algo, ns, reporter.step, "cancelled")
+                _KEPT.set()
+                raise Stopped()
             if step is None:  # train() does not raise when env runners crash: it returns no samples
                 empty += 1
                 check_env_runners(algo, empty)
                 continue
-            empty, learning = 0, True
-            writer.flush()
-            if stop.requested:  # the cluster outlived the signal (an existing one): keep this iteration
-                save(algo, step, "cancelled")
-                raise Stopped()
+            empty = 0
             if next_save is not None and ns.total_timesteps > step >= next_save:
-                save(algo, step, "periodic")
+                checkpoint(algo, ns, step, "periodic")
                 while next_save <= step:
-                    next_save += ns.checkpoint_frequency
-        save(algo, reporter.step, "final")
+                    next_save += every
+        checkpoint(algo, ns, reporter.step, "final")
     finally:
         writer.close()
 
 
-def evaluate(algo: Any, ns: Namespace, stop: HostCancel) -> None:
-    """``--eval-episodes`` episodes on the first env runner (the driver's when it has none), greedy."""
-    import numpy as np
+def checkpoint(algo: Any, ns: Namespace, step: int, reason: str) -> None:
+    """Save ``algo`` at ``step``; with ``--eval-every-checkpoint``, evaluate it (``eval_result``)."""
+    path = save(algo, step, reason, ns.env)
+    if ns.eval_every_checkpoint and reason != "cancelled":  # a stop has no time for it
+        from mosaic_core.child import emit_event
+        from rllib_worker.evaluation import evaluate, summary
 
-    from rllib_worker.report import Reporter
+        result = evaluate(algo, algo_name=ns.algo, env_id=ns.env, checkpoint=str(path), global_step=step,
+                          episodes=ns.eval_episodes, training_seed=ns.seed, eval_seed=ns.eval_seed,
+                          deterministic=ns.eval_deterministic)
+        emit_event("eval_result", summary(result))
 
-    group = algo.env_runner_group
-    remote = group.num_remote_env_runners() > 0
-    batches = group.foreach_env_runner(
-        lambda runner: [(float(e.get_return()), len(e)) for e in
-                        runner.sample(num_episodes=ns.eval_episodes, explore=False, random_actions=False)],
-        remote_worker_ids=[1] if remote else None, local_env_runner=not remote)
-    episodes = [e for batch in batches for e in batch][:ns.eval_episodes]
-    reporter = Reporter(None)
-    for index, (ret, length) in enumerate(episodes):
-        reporter.scalar("eval/episodic_return", ret, index)
-        reporter.scalar("eval/episodic_length", length, index)
-    returns = [ret for ret, _length in episodes]
-    summary = {"status": "cancelled" if stop.requested else "completed", "episodes": len(episodes),
-               "checkpoint": ns.checkpoint, "algo": ns.algo, "env_id": ns.env,
-               "return": {"mean": float(np.mean(returns)) if returns else None,
-                          "std": float(np.std(returns)) if returns else None},
-               "episode_returns": returns, "episode_lengths": [length for _ret, length in episodes]}
-    Path("eval_summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+
+def evaluate_checkpoint(algo: Any, ns: Namespace, checkpoint: Path) -> None:
+    """Mode ``evaluate``: ``--eval-episodes`` episodes of the checkpoint, ``mosaic.eval/1`` to ``--eval-out``."""
+    from mosaic_core.contract import write_eval
+    from rllib_worker.evaluation import evaluate
+
+    # The first seed: --eval-seed, else --seed (`mosaic evaluate` passes the first evaluation seed as the
+    # run's seed), else the training seed of the checkpoint + 1,000,000.
+    first = ns.eval_seed if ns.eval_seed is not None else ns.seed
+    result = evaluate(algo, algo_name=ns.algo, env_id=ns.env, checkpoint=str(checkpoint),
+                      global_step=saved_step(checkpoint), episodes=ns.eval_episodes, training_seed=algo.config.seed,
+                      eval_seed=first, deterministic=ns.eval_deterministic)
+    path = write_eval(Path(ns.eval_out).absolute(), result)
+    returns = [e["return"] for e in result["episodes"]]  # what `mosaic enjoy` reads until it reads eval.json
+    Path("eval_summary.json").write_text(json.dumps({
+        "status": "completed", "episodes": len(returns), "checkpoint": str(checkpoint), "algo": ns.algo,
+        "env_id": ns.env, "return": {"mean": result["mean"], "std": result["std"]}, "episode_returns": returns,
+        "episode_lengths": [e["length"] for e in result["episodes"]]}, indent=2), encoding="utf-8")
+    print(f"rllib worker: {len(result['episodes'])} episodes, mean return {result['mean']:.2f} "
+          f"(std {result['std']:.2f}, IQM {result['iqm']:.2f}): {path}", file=sys.stderr)
 
 
 def check_checkpoint(checkpoint: Path) -> None:
@@ -358,6 +400,21 @@ def check_checkpoint(checkpoint: Path) -> None:
         refuse_config(str(exc))
 
 
+def check_arguments(ns: Namespace) -> None:
+    """One line and exit 2 for what this program cannot do (before Ray starts)."""
+    from mosaic_core.child import refuse_config
+
+    if ns.mode in ("resume", "evaluate") and not ns.checkpoint:
+        refuse_config(f"mode {ns.mode} needs --checkpoint (an RLlib checkpoint directory)")
+    if ns.mode != "evaluate" and ns.total_timesteps <= 0:
+        refuse_config(f"--total-timesteps must be positive in mode {ns.mode}, got {ns.total_timesteps}")
+    if ns.eval_episodes < 1:
+        refuse_config(f"--eval-episodes must be at least 1, got {ns.eval_episodes}")
+    if ns.video:
+        refuse_config("--video: the RLlib worker records no video (gymnasium's RecordVideo needs moviepy, "
+                      "which its environment does not have)")
+
+
 def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     import torch
 
@@ -368,20 +425,32 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     say(f"building {ns.algo} and its env runners" + (" from the checkpoint…" if checkpoint is not None else "…"))
     if checkpoint is not None:
         check_checkpoint(checkpoint)
+        # Iteration, lifetime counters (the schedules' position), learner and optimizer state,
+        # connector states; RLlib syncs the restored weights to the env runners (sync_restored_weights
+        # again: the first iteration must not sample with the weights the env runners started with).
         algo = Algorithm.from_checkpoint(str(checkpoint))
         sync_restored_weights(algo)
     else:
         algo = build_config(ns, threads).build_algo()
     try:
         stop.looping()
-        if ns.mode == "policy_eval":
-            evaluate(algo, ns, stop)
+        if ns.mode == "evaluate":
+            evaluate_checkpoint(algo, ns, checkpoint)
         else:
             train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)
     finally:
-        if not stop.requested:  # cancelled: ray.shutdown() ends the env runners at once
+        if _KEPT.is_set() or not (stop.requested or _SIGNALLED.is_set()):  # else the cluster ends at once
             algo.stop()
     return 0
+
+
+class Stop(HostCancel):
+    """The host's cancel, and SIGUSR1 (a scheduler's warning before a time limit) the same way."""
+
+    def install(self) -> "Stop":
+        super().install()
+        signal.signal(signal.SIGUSR1, self._on_signal)
+        return self
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,9 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     child.connect()
-    # In the training loop on an existing cluster the current iteration finishes and a checkpoint is
-    # saved; before it, at once; on the run's own cluster, end_when_signalled ends the run at once.
-    stop = HostCancel()
+    check_arguments(ns)
+    # A stop (SIGTERM, SIGUSR1, SIGINT) in the training loop: the iteration under way finishes and is
+    # saved; before the loop, the run ends at once. On the run's own cluster end_when_signalled
+    # watches it and ends the run at once when the host's grace period is running out.
+    stop = Stop()
     # Made before ray.init (a signal can end the run within it), removed whatever the end.
     temp, folder = private_temp_dir() if not ns.ray_address else (None, None)
     code = 1
@@ -407,9 +478,9 @@ def main(argv: list[str] | None = None) -> int:
         stop.install()  # ray.init installed its own
         code = run(ns, threads, stop)
     except Exception as exc:
-        # The host's SIGTERM reaches Ray's GCS and raylet too (they are in the run's process group):
+        # On an existing cluster the host's SIGTERM may reach Ray's processes of this machine too:
         # an iteration under way then fails, which is the cancel, not a failure (on the run's own
-        # cluster the failure may come before the signal's thread has said so).
+        # cluster a failure may come before the signal's thread has said so).
         if not isinstance(exc, Stopped) and not stop.requested and (
                 ns.ray_address or not _SIGNALLED.wait(SIGNAL_WAIT_S)):
             raise
@@ -417,8 +488,11 @@ def main(argv: list[str] | None = None) -> int:
         code = stop.exit_code()
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
-        if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address:
+        if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address and not _KEPT.is_set():
             end_cancelled_local_run(folder, stop.exit_code())
+        # Completed, failed, or stopped with its checkpoint saved: the cluster (of its own process groups)
+        # is shut down in order, and the process exits normally (the last metrics are sent at exit);
+        # end_when_signalled's thread still bounds a stop by the host's grace period.
         import ray
 
         ray.shutdown()

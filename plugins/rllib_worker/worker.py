@@ -13,28 +13,26 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import ConfigError, UsageError, WorkerConfig
+from mosaic_core import (ChildEvent, CodePath, ConfigError, ExtrasKey, Launch, RunContext, UsageError, Worker,
+                         WorkerConfig, contract)
 from mosaic_core.procs import python_command
-from mosaic_core import CodePath, ExtrasKey, Launch, RunContext, Worker
 from rllib_worker.catalog import ALGORITHMS, ask_configs, check_answers, not_run_here, ray_address
+from rllib_worker.checkpoints import CHECKPOINT_MARK, LAYOUT, problem
 from rllib_worker.presets import preset_params
 
-MODES = ("train", "resume_training", "policy_eval")
 OWN_KEYS = [
     ExtrasKey("algo_params", "RLlib options of the algorithm's config (lr, gamma, train_batch_size_per_learner, "
                              "num_env_runners, num_envs_per_env_runner, model_config...), checked at dry run"),
-    ExtrasKey("mode", "train (default), resume_training or policy_eval"),
-    ExtrasKey("checkpoint_path", "resume_training: an RLlib checkpoint directory or a run directory (its latest)"),
-    ExtrasKey("policy_path", "policy_eval: an RLlib checkpoint directory or a run directory (its latest)"),
-    ExtrasKey("checkpoint_frequency", "save a checkpoint every N env steps (default: only at the end)"),
-    ExtrasKey("eval_episodes", "policy_eval: episodes to play (default 5)"),
     ExtrasKey("ray_address", "an existing Ray cluster (HOST:PORT or ray://HOST:PORT; default $RAY_ADDRESS, else a "
                              "local cluster of the run's own)"),
     ExtrasKey("torch_threads", "the learner's torch threads (default 1; env runners use one each)"),
     ExtrasKey("preset", "hyperparameters from RLlib's tuned examples (--preset): tuned"),
+    ExtrasKey("eval_capture_video", "evaluate: not available for RLlib runs (gymnasium's RecordVideo needs moviepy, "
+                                    "which the RLlib environment lacks)"),
 ]
-CHECKPOINTS = "checkpoints"
-CHECKPOINT_MARK = "rllib_checkpoint.json"  # what RLlib writes into every checkpoint directory
+# Flags of the training program from the standard keys (contract.STANDARD_KEYS), beside the checkpoint's.
+NUMBERS = ("checkpoint_frequency", "eval_episodes", "torch_threads")
+SWITCHES = ("eval_deterministic", "eval_every_checkpoint")
 
 
 def _positive_int(extras: dict[str, Any], key: str) -> int | None:
@@ -46,18 +44,32 @@ def _positive_int(extras: dict[str, Any], key: str) -> int | None:
     return value
 
 
+def standard_keys() -> list[ExtrasKey]:
+    """The run contract's keys (:data:`mosaic_core.contract.STANDARD_KEYS`) while the core does
+    not claim them itself; none once it does (``mosaic_core.pipeline.CORE_OWNER``)."""
+    from mosaic_core import pipeline
+
+    return [] if hasattr(pipeline, "CORE_OWNER") else list(contract.STANDARD_KEYS)
+
+
 def latest_checkpoint(path: Path) -> Path | None:
-    """An RLlib checkpoint directory as given, or the newest one under a run's ``checkpoints/``."""
+    """An RLlib checkpoint directory as given, or the newest one of a run directory."""
     if (path / CHECKPOINT_MARK).is_file():
         return path
-    found = sorted((p.parent for p in (path / CHECKPOINTS).glob(f"*/{CHECKPOINT_MARK}")),
-                   key=lambda p: p.stat().st_mtime)
-    return found[-1] if found else None
+    found = contract.newest_checkpoint(path, LAYOUT)
+    return found.path if found is not None else None
+
+
+def _mode(extras: dict[str, Any]) -> Any:
+    return contract.normalize_mode(extras.get("mode"))
 
 
 def _checkpoint_key(extras: dict[str, Any]) -> str | None:
-    mode = extras.get("mode", "train")
-    return {"resume_training": "checkpoint_path", "policy_eval": "policy_path"}.get(mode)
+    """The key naming the checkpoint to load (``policy_path``: evaluate's old name)."""
+    mode = _mode(extras)
+    if mode == "evaluate" and not extras.get("checkpoint_path") and "policy_path" in extras:
+        return "policy_path"
+    return "checkpoint_path" if mode in ("resume", "evaluate") else None
 
 
 def _checkpoint(config: WorkerConfig, key: str) -> Path:
@@ -67,7 +79,7 @@ def _checkpoint(config: WorkerConfig, key: str) -> Path:
 
     value = config.extras.get(key)
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"extras.{key} is required for mode {config.extras.get('mode')!r}", field=f"extras.{key}")
+        raise ConfigError(f"extras.{key} is required for mode {_mode(config.extras)!r}", field=f"extras.{key}")
     found = latest_checkpoint(Path(value).expanduser().resolve())
     if found is None:
         raise ConfigError(f"extras.{key}: no RLlib checkpoint at {value}", field=f"extras.{key}")
@@ -75,12 +87,28 @@ def _checkpoint(config: WorkerConfig, key: str) -> Path:
         check_code_checkpoint(found, f"extras.{key}: RLlib checkpoint")
     except UsageError as exc:
         raise ConfigError(str(exc), field=f"extras.{key}") from None
+    wrong = problem(found, config.algo, config.env_id)
+    if wrong:
+        raise ConfigError(f"extras.{key}: {wrong}", field=f"extras.{key}")
     return found
 
 
 class RLlibWorker(Worker):
     def extras_keys(self) -> list[ExtrasKey]:
-        return OWN_KEYS
+        return OWN_KEYS + standard_keys()
+
+    def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
+        return LAYOUT
+
+    def check_checkpoint(self, checkpoint: contract.Checkpoint, config: WorkerConfig) -> str | None:
+        """An RLlib checkpoint of this algorithm and env, complete, of a format this worker reads
+        (its JSON files only: the pickles are not opened)."""
+        path = latest_checkpoint(Path(checkpoint.path))
+        return problem(path, config.algo, config.env_id) if path is not None else f"no RLlib checkpoint at {checkpoint.path}"
+
+    def child_events(self) -> list[ChildEvent]:
+        return [ChildEvent("eval_result", "extras.eval_every_checkpoint: a checkpoint's evaluation "
+                                          "(global_step, mean, std, iqm, episodes)")]
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--preset", metavar="NAME",
@@ -97,9 +125,15 @@ class RLlibWorker(Worker):
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
         problems = [problem for problem in (not_run_here(config.algo),) if problem]
         extras = config.extras
-        mode = extras.get("mode", "train")
-        if mode not in MODES:
-            problems.append(f"extras.mode {mode!r} is not one of {', '.join(MODES)}")
+        mode = _mode(extras)
+        if mode not in contract.MODES:
+            problems.append(f"extras.mode {extras.get('mode')!r} is not one of {', '.join(contract.MODES)} "
+                            f"(or the old names {', '.join(contract.OLD_NAMES)})")
+        for key in NUMBERS:
+            try:
+                _positive_int(extras, key)
+            except ConfigError as exc:
+                problems.append(str(exc))
         if not isinstance(extras.get("algo_params", {}), dict):
             problems.append("extras.algo_params must be an object of RLlib options")
         key = _checkpoint_key(extras)
@@ -108,6 +142,9 @@ class RLlibWorker(Worker):
                 _checkpoint(config, key)
             except ConfigError as exc:
                 problems.append(str(exc))
+        if extras.get("eval_capture_video"):
+            problems.append("extras.eval_capture_video: the rllib worker records no video (gymnasium's RecordVideo "
+                            "needs moviepy, which its environment does not have)")
         return problems
 
     def gpu_request(self, config: WorkerConfig) -> str | None:
@@ -138,21 +175,24 @@ class RLlibWorker(Worker):
                                           "--params", json.dumps(params)])
         if answer["problems"]:
             raise ConfigError("; ".join(answer["problems"]), source=config.source)
-        mode = extras.get("mode", "train")
-        command = [*python_command(run.python, "-m", "rllib_worker.train", keep_environment=True), "--algo", algo, "--env", config.env_id,
-                   "--total-timesteps", str(config.total_timesteps), "--mode", mode,
-                   "--params", json.dumps(params, sort_keys=True)]
-        if config.seed is not None:
-            command += ["--seed", str(config.seed)]
+        mode = _mode(extras)
+        command = [*python_command(run.python, "-m", "rllib_worker.train", keep_environment=True), "--algo", algo,
+                   "--env", config.env_id, "--mode", mode, "--params", json.dumps(params, sort_keys=True)]
+        if config.total_timesteps:
+            command += ["--total-timesteps", str(config.total_timesteps)]
+        for key, value in (("seed", config.seed), ("eval_seed", extras.get("eval_seed"))):
+            if isinstance(value, int) and not isinstance(value, bool):
+                command += [f"--{key.replace('_', '-')}", str(value)]
         if address:
             command += ["--ray-address", address]
         key = _checkpoint_key(extras)
         if key:
             command += ["--checkpoint", str(_checkpoint(config, key))]
-        for key in ("checkpoint_frequency", "eval_episodes", "torch_threads"):
+        for key in NUMBERS:
             value = _positive_int(extras, key)
             if value is not None:
                 command += [f"--{key.replace('_', '-')}", str(value)]
+        command += [f"--{key.replace('_', '-')}" for key in SWITCHES if extras.get(key) is True]
         summary = answer["summary"]
         envs = summary.get("num_envs_per_env_runner")
         where = address or "a local Ray cluster"

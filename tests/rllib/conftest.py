@@ -42,20 +42,25 @@ def events_of(run_dir: Path) -> list[dict]:
 
 
 def ray_pids(run_dir: Path, training_pid: int) -> set[int]:
-    """Every process of the run's local Ray cluster: its process group (GCS, raylet, agents) and
-    the workers Ray started (their pids end the names of their log files)."""
+    """Every process of the run's local Ray cluster: the training process's process group, the
+    processes that carry the run's context in their environment (GCS, raylet, agents: in process
+    groups of their own, and still found once orphaned) and the workers Ray started (their pids end
+    the names of their log files)."""
     pids = {training_pid}
     for log in (run_dir / "ray").glob("session_*/logs/*"):
         tail = log.stem.rsplit("-", 1)[-1].rsplit("_", 1)[-1]
         if tail.isdigit() and (log.name.startswith("worker-") or log.name.startswith("python-core-worker-")):
             pids.add(int(tail))
+    context = f'"run_dir": {json.dumps(str(run_dir))}'.encode()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
             except OSError:
                 continue
-            if int(fields[2]) == training_pid:
+            if int(fields[2]) == training_pid or any(
+                    item.startswith(b"MOSAIC_CHILD=") and context in item for item in environ.split(b"\0")):
                 pids.add(int(entry))
     return pids
 

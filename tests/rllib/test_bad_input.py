@@ -26,6 +26,9 @@ CASES = {
     "bad mode": ("PPO", "CartPole-v1", {}, {"mode": "play"}, "is not one of train"),
     "no checkpoint": ("PPO", "CartPole-v1", {}, {"mode": "resume_training", "checkpoint_path": "/nonexistent"},
                       "no RLlib checkpoint at /nonexistent"),
+    "evaluate without a checkpoint": ("PPO", "CartPole-v1", {}, {"mode": "evaluate"},
+                                      "extras.checkpoint_path is required for mode 'evaluate'"),
+    "zero eval episodes": ("PPO", "CartPole-v1", {}, {"eval_episodes": 0}, "extras.eval_episodes must be a positive"),
     "dead address": ("PPO", "CartPole-v1", {}, {"ray_address": f"127.0.0.1:{_closed_port()}"}, "does not answer"),
 }
 
