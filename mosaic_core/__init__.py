@@ -62,7 +62,7 @@ _EXPORTS = {
     # A launcher's node side: the recorded launch.json run as the caller prepared it.
     **_from("node", "prepared_env"),
     "node_main": "mosaic_core.node:main",
-    **_from("childenv", "CHILD_VAR"),
+    **_from("childenv", "CHILD_VAR", "GRACE_VAR"),
     **_from("threads", "THREAD_VARS", "SHARE_VAR", "share", "pin_process_threads"),
     # The run daemon, for the tools that talk to it (analytics, the dashboard).
     **_from("trainer.auth", "find_token"),

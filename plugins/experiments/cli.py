@@ -8,14 +8,14 @@ import argparse
 from pathlib import Path
 
 from mosaic_core import launchers
-from mosaic_core.cli.commands import CliCommand
-from mosaic_core.errors import UsageError
+from mosaic_core import CliCommand
+from mosaic_core import UsageError
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs or $MOSAIC_RUNS_DIR)"
 
 
 def _root(value: str | None, must_exist: bool) -> Path:
-    from mosaic_core.runs import check_runs_root, default_runs_root
+    from mosaic_core import check_runs_root, default_runs_root
 
     root = Path(value) if value else default_runs_root()
     if must_exist and not root.is_dir():

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core import MosaicError, UsageError
 from mosaic_core.runstore.groups import Group, group_by_fields, group_by_seed, mixed_budgets
 from mosaic_core.runstore.score import RETURN_TAG, WINDOW_NAME, Score, run_score, training_score
 
@@ -58,7 +58,7 @@ class Comparison:
 def resolve_runs(root: Path, refs: list[str]) -> list[Path]:
     """Each argument: a run (id or unique prefix) or an experiment (its runs, by their
     ``experiment`` tag); one line naming an argument that is neither."""
-    from mosaic_core.runs import find_run_dir
+    from mosaic_core import find_run_dir
     from mosaic_core.runstore.index import list_runs
 
     found: dict[Path, None] = {}
@@ -91,7 +91,7 @@ def _experiment_tag(run_dir: Path) -> str | None:
 def compare(dirs: list[Path], group_by: list[str] | None, tag: str = RETURN_TAG,
             references: dict[str, float] | None = None) -> Comparison:
     """Group and score ``dirs``; a bad comparison (one line, exit 2) is refused here."""
-    from mosaic_core.plugins import plugin_host
+    from mosaic_core import plugin_host
     from mosaic_core.runstore.groups import setting
 
     settings = {d: setting(d) for d in dirs}

@@ -3,7 +3,7 @@ the extras keys that tag each run of an experiment (``experiment``, ``experiment
 
 from __future__ import annotations
 
-from mosaic_core.hookspecs import hookimpl
+from mosaic_core import hookimpl
 
 
 @hookimpl
@@ -15,7 +15,7 @@ def mosaic_cli_commands():
 
 @hookimpl
 def mosaic_extras_keys():
-    from mosaic_core.types import ExtrasKey
+    from mosaic_core import ExtrasKey
 
     return [ExtrasKey("experiment", "the experiment a run belongs to (mosaic experiment run)"),
             ExtrasKey("experiment_group", "its group in the experiment: worker, algo, env and overrides")]

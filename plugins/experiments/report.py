@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 from mosaic_core.runstore.bands import curve_matrix
 
 from mosaic_experiments import stats

@@ -20,7 +20,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 from mosaic_core.procs import mosaic_command, with_parent_death_signal
 from mosaic_core.runstore.summary import summarize
 
@@ -43,7 +43,7 @@ def command(exp: Experiment, group: GroupSpec, seed: int, run_id: str, root: Pat
 
 def preflight(exp: Experiment, root: Path) -> None:
     """The worker's own check of each group (``mosaic run --dry-run``); one line naming the first refused."""
-    from mosaic_core.workers import find_worker
+    from mosaic_core import find_worker
 
     for index, group in enumerate(exp.groups):
         try:
@@ -91,7 +91,7 @@ class Pool:
         with self.lock:
             if self.stopping:
                 return run_id, 130
-            from mosaic_core.threads import SHARE_VAR, share
+            from mosaic_core import SHARE_VAR, share
 
             env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
             proc = subprocess.Popen(with_parent_death_signal(command(self.exp, group, seed, run_id, self.root)),

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.errors import UsageError
+from mosaic_core import UsageError
 
 TOP_KEYS = ("name", "seeds", "total_timesteps", "concurrency", "grid", "group")
 GROUP_KEYS = ("worker", "algo", "env", "overrides", "extras", "total_timesteps")

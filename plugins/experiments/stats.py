@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from mosaic_core.errors import MosaicError
+from mosaic_core import MosaicError
 
 REPS = 2000  # bootstrap replications (rliable's default for profiles; its interval default is 50,000)
 CURVE_REPS = 200  # per point of a sample-efficiency curve

@@ -182,7 +182,7 @@ def job_config(address: str) -> Any:
 
 def grace_period() -> float:
     """The host's seconds between its SIGTERM and its SIGKILL."""
-    from mosaic_core.childenv import GRACE_VAR
+    from mosaic_core import GRACE_VAR
 
     try:
         return max(0.0, float(os.environ.get(GRACE_VAR, DEFAULT_GRACE_S)))
