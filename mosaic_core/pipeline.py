@@ -249,12 +249,21 @@ def honoured_settings(worker_item: LoadedEntryPoint, worker: Worker, host: Plugi
     return tuple(setting for _plugin, setting in settings)
 
 
+CORE_OWNER = "core (the run contract)"
+
+
 def claimed_keys(worker_name: str, worker: Worker, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
-    """(owner, key) for every extras key a plugin or the worker claims; a key claimed by
-    both is an error naming them."""
+    """(owner, key) for every extras key the core (:data:`mosaic_core.contract.STANDARD_KEYS`),
+    a plugin or the worker claims; a key claimed by a worker and a plugin is an error naming
+    them. A worker declaring a standard key is not: the core's declaration wins."""
+    from mosaic_core.contract import STANDARD_KEYS
+
     plugins = list(host.extras_keys())
-    claimed = list(plugins)
+    claimed = [*plugins, *((CORE_OWNER, key) for key in STANDARD_KEYS)]
+    standard = {key.name for key in STANDARD_KEYS}
     for key in worker.extras_keys() or []:
+        if key.name in standard:  # the core's declaration wins (workers drop theirs in time)
+            continue
         owner = next((plugin for plugin, theirs in plugins if theirs.matches(key.name) or key.matches(theirs.name)), None)
         if owner is not None:
             raise PluginError(f"extras key {str(key)!r} is claimed by both worker {worker_name!r} and plugin {owner!r}")

@@ -234,6 +234,10 @@ class RunContext:
     settings: tuple[Any, ...] = ()
     # The child events the worker declared (Worker.child_events), besides the host's and plugins'.
     worker_events: frozenset[str] = frozenset()
+    # How the worker's checkpoints look (Worker.checkpoint_layout; mosaic_core.contract), or None.
+    checkpoint_layout: Any = None
+    # A resume of an existing run (mosaic_core.resume.Resume): run_resumed is its first event.
+    resume: Any = None
 
     def setting(self, kind: type) -> Any:
         """The published setting of type ``kind`` (e.g. ``TrackingSettings``), or None."""

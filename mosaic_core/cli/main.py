@@ -114,10 +114,15 @@ def _run_extras(host: Any, as_json: bool) -> int:
     from mosaic_core.worker import load_worker
     from mosaic_core.workers import discover_workers
 
-    owned = list(host.extras_keys())
+    from mosaic_core.contract import STANDARD_KEYS
+    from mosaic_core.pipeline import CORE_OWNER
+
+    owned = [*host.extras_keys(), *((CORE_OWNER, key) for key in STANDARD_KEYS)]
+    standard = {key.name for key in STANDARD_KEYS}
     for item in discover_workers():
         if item.status == "active":
-            owned += [(f"worker {item.name}", key) for key in load_worker(item).extras_keys() or []]
+            owned += [(f"worker {item.name}", key) for key in load_worker(item).extras_keys() or []
+                      if key.name not in standard]
     rows = [{"key": str(key), "plugin": owner, "prefix": key.prefix, "help": key.help}
             for owner, key in sorted(owned, key=lambda pk: (str(pk[1]), pk[0]))]
     if as_json:

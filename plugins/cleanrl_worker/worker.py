@@ -9,31 +9,28 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.config import WorkerConfig
+from mosaic_core.contract import Checkpoint, CheckpointLayout
 from mosaic_core.errors import UsageError
 from mosaic_core.runs import RunContext
 from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, FormOption, Launch, TrackingSettings, WorkerForm
 from mosaic_core.worker import Worker
 
-# The worker's own extras keys; every key no one owns becomes a script flag.
+# The worker's own extras keys (the standard ones, mode, checkpoint_path, eval_episodes…, are the
+# core's: mosaic_core.contract.STANDARD_KEYS); every key no one owns becomes a script flag.
 OWN_KEYS = [
     ExtrasKey("algo_params", "an object of script flags (wins over top-level keys)"),
-    ExtrasKey("mode", "train (default), resume_training or policy_eval"),
-    ExtrasKey("checkpoint_path", "the checkpoint resume_training continues from"),
-    ExtrasKey("policy_path", "the checkpoint policy_eval (or interactive) plays"),
     ExtrasKey("cleanrl_home", "a CleanRL checkout to take algorithms from"),
     ExtrasKey("gym_compat", "gymnasium 1.x: true/false forces 0.29 vector-env semantics on or off for the script"),
     ExtrasKey("interactive", "reserved: use --interactive"),
     ExtrasKey("interactive_render", "interactive mode: send frames (default true)"),
     ExtrasKey("eval", "reserved for evaluation settings"),
     ExtrasKey("eval_", "evaluation settings (the keys below)", prefix=True),
-    ExtrasKey("eval_episodes", "episodes per evaluation: policy_eval's rounds, or training's periodic evaluation"),
     ExtrasKey("eval_frequency", "training: evaluate the policy every N steps, keep best.cleanrl_model"),
     ExtrasKey("eval_batch_size", "policy_eval: episodes played in parallel (default 1)"),
     ExtrasKey("eval_gamma", "policy_eval: discount of the reported discounted return"),
     ExtrasKey("eval_repeat", "policy_eval: rounds of eval_episodes episodes (default 1)"),
     ExtrasKey("eval_max_episode_steps", "policy_eval: the episode step limit"),
     ExtrasKey("eval_capture_video", "policy_eval: record the first episode of each batch"),
-    ExtrasKey("eval_deterministic", "policy_eval: greedy / mean actions"),
     ExtrasKey("eval_realtime", "policy_eval: play at the env's render_fps (to watch live frames)"),
     ExtrasKey("eval_video_format", "policy_eval: gif or mp4 (default: mp4 when moviepy is installed)"),
     ExtrasKey("preset", "hyperparameter preset (--preset): e.g. tuned; see mosaic algos presets"),
@@ -145,6 +142,37 @@ class CleanRLWorker(Worker):
         from cleanrl_worker.launcher import gpu_request
 
         return gpu_request(config.extras)
+
+    def checkpoint_layout(self, config: WorkerConfig) -> CheckpointLayout | None:
+        """The bundled algorithms' ``checkpoints/step_{step}.cleanrl_model`` (weights, optimizer,
+        RNG and env state: :mod:`cleanrl_worker.resumestate`); scripts of a checkout or a path
+        keep their own files, which the host does not resume."""
+        from cleanrl_worker.checkpoint import FORMAT
+        from cleanrl_worker.registry import bundled_names
+        from cleanrl_worker.resumestate import CHECKPOINTS
+
+        if config.extras.get("cleanrl_home") or config.algo not in bundled_names():
+            return None
+        return CheckpointLayout(CHECKPOINTS, FORMAT)
+
+    def check_checkpoint(self, checkpoint: Checkpoint, config: WorkerConfig) -> str | None:
+        from cleanrl_worker.checkpoint import FORMAT, FORMAT_VERSION
+        from cleanrl_worker.checkpoint_header import read_header
+
+        try:
+            header = read_header(checkpoint.path)
+        except ValueError as exc:
+            return f"checkpoint {checkpoint.path}: {exc}"
+        if header.get("format") != FORMAT:
+            return f"checkpoint {checkpoint.path} is not a {FORMAT} checkpoint (format {header.get('format')!r})"
+        version = header.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            return (f"checkpoint {checkpoint.path} has format version {version}, newer than this worker reads "
+                    f"({FORMAT_VERSION})")
+        for field, expected in (("algo", config.algo), ("env_id", config.env_id)):
+            if header.get(field) != expected:
+                return f"checkpoint {checkpoint.path} was saved with {field} {header.get(field)!r}, not {expected!r}"
+        return None
 
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
         from cleanrl_worker.launcher import plan_launch
