@@ -166,10 +166,15 @@ def _list(ns: argparse.Namespace) -> int:
         return 0
     _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "LAST RETURN", "AGE", "DISK"),
                 [(r.run_id, r.worker or "-", os.path.basename(r.algo) if r.algo else "-", r.env_id or "-",
-                  f"{r.status} (imported, untrusted)" if r.run_id in untrusted else r.status,
+                  f"{r.status} (imported, untrusted)" if r.run_id in untrusted else _status(r),
                   _steps(r.global_step, r.total_timesteps, r.unit), "-" if r.last_return is None else f"{r.last_return:.2f}",
                   format_age(r.started_at), format_bytes(r.disk_bytes)) for r in runs])
     return 0
+
+
+def _status(summary: Any) -> str:
+    """A run's status, with its attempts when it was resumed (one run, not one per attempt)."""
+    return summary.status if summary.attempts <= 1 else f"{summary.status} ({summary.attempts} attempts)"
 
 
 def _show(ns: argparse.Namespace, run_id: str) -> int:
@@ -186,7 +191,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
         print(json.dumps({"summary": summary.to_dict(), "config": config, "manifest": manifest,
                           "untrusted": imported}, indent=2))
         return 0
-    lines = [("run", summary.run_id), ("path", summary.path), ("status", summary.status),
+    lines = [("run", summary.run_id), ("path", summary.path), ("status", _status(summary)),
              *([("trust", f"imported from {imported.get('imported_from', '?')}, untrusted: nothing in it runs "
                           f"until `mosaic runs trust {summary.run_id}`")] if imported is not None else []),
              *([("reason", summary.reason)] if summary.reason else []),

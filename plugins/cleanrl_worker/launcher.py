@@ -347,8 +347,6 @@ def plan_experiment(config: WorkerConfig, run: RunContext, mode: str) -> dict[st
     """What ``extras.experiment_name`` (``--name``) decides for this run (None without a name)."""
     name = config.extras.get("experiment_name")
     if name is None:
-        if run.options.get("restart"):
-            raise UsageError("--restart needs --name EXP (the experiment to start afresh)")
         return None
     from cleanrl_worker.experiments import decide
 

@@ -1,5 +1,5 @@
 """The CleanRL worker's interface to the host (:class:`mosaic_core.worker.Worker`): its own
-flags (``--interactive``, ``--preset``, ``--name``, ``--restart``), the config defaults of its
+flags (``--interactive``, ``--preset``, ``--name``; ``--restart`` is the host's), the config defaults of its
 modes, and the launch plan. Everything else of a run is the host's (:mod:`mosaic_core.pipeline`)."""
 
 from __future__ import annotations
@@ -125,7 +125,6 @@ class CleanRLWorker(Worker):
         parser.add_argument("--name", metavar="EXP",
                             help="experiment name: resume the latest checkpoint of the latest run named EXP if it "
                                  "was interrupted; else start a new run under that name")
-        parser.add_argument("--restart", action="store_true", help="with --name: start fresh, never resume")
         parser.add_argument("--no-save", action="store_true",
                             help="keep no model: a run saves its final model by default (the script's --save-model; "
                                  "extras {\"save_model\": false} says the same in a config)")
