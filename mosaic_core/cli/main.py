@@ -197,9 +197,17 @@ def _run_resume(ns: argparse.Namespace) -> int:
         return run_worker(worker, argv, prog="mosaic resume")
 
 
+def _evaluate() -> Any:
+    from mosaic_core.cli import evaluate
+
+    return evaluate
+
+
 BUILTIN = [
     CliCommand("workers", "list installed workers and their capabilities", _configure_workers, _run_workers),
     CliCommand("plugins", "list plugins: distribution, version, hooks, status", _configure_plugins, _run_plugins),
+    CliCommand("evaluate", "play a run's checkpoint (any worker): episodes, seeds disjoint from training's, eval.json",
+               lambda parser: _evaluate().configure(parser), lambda ns: _evaluate().run(ns)),
     CliCommand("resume", "continue a run from its newest checkpoint (the same as re-running it with its --run-id)",
                _configure_resume, _run_resume),
 ]

@@ -19,8 +19,8 @@ runs root; nothing is mocked. What the suite checks:
   steps, and the worker's ``checkpoint_layout`` finds a checkpoint at the end;
 - ``test_stop_and_resume_is_one_history``: SIGTERM near the middle ends the run as a resumable
   ``run_cancelled`` (``from_step``, ``checkpoint``); ``mosaic resume`` continues it in the same
-  directory (``run_resumed``) to the budget, and the metric steps, read as one history, strictly
-  increase;
+  directory (``run_resumed``) to the budget, and the metric steps, read as one history, never go
+  back;
 - ``test_completed_run_is_not_resumed``: resuming a completed run is one line naming
   ``--restart``, exit code 2, the run's files untouched; ``--restart`` runs it again;
 - ``test_evaluate_writes_the_one_schema``: (only when :attr:`evaluate` is true) ``mosaic
@@ -153,10 +153,9 @@ class WorkerContractSuite:
         assert events[-1]["event"] == "run_completed"
         history = one_history(events)
         steps = metric_steps(history)
-        assert steps and all(a < b for a, b in zip(steps, steps[1:])), steps
-        assert max(steps) <= self.total_timesteps
-        saved = [e["payload"]["step"] for e in events if e["event"] == "checkpoint_saved" and "step" in e["payload"]]
-        assert max(saved) >= self.total_timesteps - self.total_timesteps // 10, saved  # the budget, or its last batch
+        assert steps and all(a <= b for a, b in zip(steps, steps[1:])), steps  # never back (a closing
+        # metrics event may repeat the last step)
+        assert self.total_timesteps * 0.9 <= max(steps) <= self.total_timesteps, steps  # the budget (its last batch)
 
     def test_completed_run_is_not_resumed(self) -> None:
         first = self.cli(*self.run_args("done"))

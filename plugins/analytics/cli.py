@@ -172,6 +172,18 @@ def _list(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluations(run_dir: Path) -> list[str]:
+    """One line per ``mosaic evaluate`` of the run (``evaluations/<id>/eval.json``), oldest first."""
+    lines = []
+    for found in sorted((run_dir / "evaluations").glob("*/eval.json"), key=lambda p: p.stat().st_mtime):
+        result = _load(found)
+        if isinstance(result, dict) and isinstance(result.get("mean"), (int, float)):
+            protocol = result.get("protocol") if isinstance(result.get("protocol"), dict) else {}
+            lines.append(f"{found.parent.name}: step {result.get('global_step')}, {protocol.get('episodes')} episodes, "
+                         f"return {result['mean']:.2f} ± {result.get('std', 0):.2f}")
+    return lines
+
+
 def _status(summary: Any) -> str:
     """A run's status, with its attempts when it was resumed (one run, not one per attempt)."""
     return summary.status if summary.attempts <= 1 else f"{summary.status} ({summary.attempts} attempts)"
@@ -216,6 +228,8 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
             lines.append(("notes", manifest["notes"]))
     else:
         lines.append(("manifest", "none yet" if manifest is None else "unreadable"))
+    for evaluation in _evaluations(run_dir):
+        lines.append(("evaluation", evaluation))
     for problem in summary.problems:
         lines.append(("problem", problem))
     for key, value in lines:

@@ -24,8 +24,6 @@ import numpy as np
 import torch
 
 CHECKPOINTS = "checkpoints/step_{step}.cleanrl_model"  # relative to the run directory (the cwd)
-ENV_STATE_NOTE = ("resumes exactly (RNG and env state saved) on classic-control envs; Atari, MuJoCo, Procgen "
-                  "and envpool envs resume with fresh episodes (their simulators' state is not saved)")
 PLAIN_ENVS = ("gymnasium.envs.classic_control", "gym.envs.classic_control")
 WRAPPER_FIELDS = ("_elapsed_steps", "episode_returns", "episode_lengths", "episode_count")
 VECTOR_FIELDS = ("_autoreset_envs",)  # gymnasium 1.x: which sub-envs reset at the next step

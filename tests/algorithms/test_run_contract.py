@@ -72,7 +72,8 @@ def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
     events = read_events(suite.run_dir("cut") / "events.jsonl")
     assert [e["event"] for e in events].count("run_resumed") == 1
     steps = metric_steps(one_history(events))
-    assert all(a < b for a, b in zip(steps, steps[1:])), steps
+    assert steps and all(a <= b for a, b in zip(steps, steps[1:])), steps  # never back (the closing metrics
+    # event may repeat the last step)
     seqs = [e["seq"] for e in events]
     assert seqs == list(range(1, len(seqs) + 1))  # one log, numbered on
 
