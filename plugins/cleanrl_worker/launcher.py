@@ -275,11 +275,11 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
 
 
 # The contract's standard keys (the core's) that a bundled script reads as flags of its Args.
-CONTRACT_SCRIPT_KEYS = ("checkpoint_frequency", "save_replay_buffer")
+CONTRACT_SCRIPT_KEYS = ("checkpoint_frequency", "save_replay_buffer", "eval_every_checkpoint")
 
 
 def contract_flags(script: Path, extras: dict[str, Any]) -> dict[str, Any]:
-    """``checkpoint_frequency`` and ``save_replay_buffer`` for a script whose ``Args`` has them
+    """``checkpoint_frequency``, ``save_replay_buffer``, ``eval_every_checkpoint`` for a script whose ``Args`` has them
     (a script without them: not passed, as the worker's other scripts never saw them)."""
     from cleanrl_worker.script_args import NoArgsClassError, read_script_args
 

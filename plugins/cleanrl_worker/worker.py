@@ -54,7 +54,8 @@ class CleanRLWorker(Worker):
         return OWN_KEYS
 
     def child_events(self) -> list[ChildEvent]:
-        return [ChildEvent("eval_batch", "policy_eval finished a batch of episodes")]
+        return [ChildEvent("eval_batch", "policy_eval finished a batch of episodes"),
+                ChildEvent("eval_result", "a checkpoint evaluated as training goes (extras.eval_every_checkpoint)")]
 
     def code_paths(self, data: dict[str, Any]) -> list[CodePath]:
         """A script given by path as ``algo``, and a CleanRL checkout (``extras.cleanrl_home``);

@@ -101,4 +101,19 @@ class TestCleanRLContract(WorkerContractSuite):
     env_id = "CartPole-v1"
     total_timesteps = 16_384
     extras = {"num_envs": 2, "num_steps": 128, "cuda": False}
+    evaluate = True
+
+
+def test_every_checkpoint_is_evaluated_by_the_one_protocol(suite):
+    suite.algo, suite.total_timesteps = "dqn", 2000
+    suite.extras = {"checkpoint_frequency": 1000, "eval_every_checkpoint": True, "eval_episodes": 3,
+                    "learning_starts": 500, "cuda": False}
+    result = suite.cli(*suite.run_args("graded"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    graded = [e["payload"] for e in suite.events("graded") if e["event"] == "eval_result"]
+    assert [g["global_step"] for g in graded] == [1000, 2000]
+    for grade in graded:
+        assert [e["seed"] for e in grade["episodes"]] == [1_000_007, 1_000_008, 1_000_009]  # seed 7 + 1,000,000
+        assert grade["mean"] == pytest.approx(sum(e["return"] for e in grade["episodes"]) / 3)
+        assert grade["checkpoint"].endswith(f"checkpoints/step_{grade['global_step']}.cleanrl_model")
 

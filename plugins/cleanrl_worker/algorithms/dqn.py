@@ -21,7 +21,7 @@ import torch.optim as optim
 import tyro
 
 from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
-from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, write_scalars
 from cleanrl_worker.replay import ReplayBuffer
 
 ALGO = "dqn"
@@ -92,6 +92,8 @@ class Args:
     """save a checkpoint every N global steps to `checkpoints/` (0 = at the end and on a stop only)"""
     save_replay_buffer: bool = False
     """keep the replay buffer in checkpoints (a resume then trains on it at once, exactly as without the stop)"""
+    eval_every_checkpoint: bool = False
+    """evaluate each checkpoint in checkpoints/ (eval_episodes greedy episodes): an eval_result event each"""
     resume_from: Optional[str] = None
     """path of a .cleanrl_model checkpoint to continue training from"""
 
@@ -216,12 +218,16 @@ if __name__ == "__main__":
     def save(path, steps_done, best=None):
         state = {"rng": resumestate.rng_state(), "envs": resumestate.env_state(envs),
                  "loop": {"obs": torch.as_tensor(obs), "autoreset": torch.as_tensor(autoreset._resetting)}}
-        return checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs,
-                                          models={"q_network": q_network, "target_network": target_network},
-                                          optimizers={"optimizer": optimizer}, global_step=steps_done,
-                                          iteration=steps_done, evaluation=best, run_name=run_name,
-                                          training_state=None if best else state,
-                                          replay_buffer=rb if args.save_replay_buffer and not best else None)
+        saved = checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs,
+                                           models={"q_network": q_network, "target_network": target_network},
+                                           optimizers={"optimizer": optimizer}, global_step=steps_done,
+                                           iteration=steps_done, evaluation=best, run_name=run_name,
+                                           training_state=None if best else state,
+                                           replay_buffer=rb if args.save_replay_buffer and not best else None)
+        if args.eval_every_checkpoint and str(path).startswith("checkpoints/"):
+            evaluate_checkpoint(policy({"q_network": q_network}, vars(args), device, None, deterministic=True), functools.partial(make_eval_env, args.env_id), algo=ALGO, args=args,
+                                global_step=steps_done, path=str(path))
+        return saved
 
     start_time = time.time()
 

@@ -18,7 +18,7 @@ import tyro
 from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
 from cleanrl_worker.agents.minigrid import OBSERVATION_SHAPE, CompactMinigridAgent, MinigridAgent
 from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
-from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, write_scalars
 
 ALGO = "ppo"
 
@@ -93,6 +93,8 @@ class Args:
     """episodes per evaluation during training"""
     checkpoint_frequency: int = 0
     """save a checkpoint every N global steps to `checkpoints/` (0 = at the end and on a stop only)"""
+    eval_every_checkpoint: bool = False
+    """evaluate each checkpoint in checkpoints/ (eval_episodes greedy episodes): an eval_result event each"""
     resume_from: Optional[str] = None
     """path of a .cleanrl_model checkpoint to continue training from"""
 
@@ -241,10 +243,14 @@ if __name__ == "__main__":
         state = {"rng": resumestate.rng_state(), "envs": resumestate.env_state(envs),
                  "loop": {"next_obs": next_obs.cpu(), "next_done": next_done.cpu(),
                           "autoreset": torch.as_tensor(autoreset._resetting)}}
-        return checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs, models={"agent": agent},
-                                          optimizers={"optimizer": optimizer}, global_step=global_step,
-                                          iteration=iteration, evaluation=best, run_name=run_name,
-                                          training_state=None if best else state)
+        saved = checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs, models={"agent": agent},
+                                           optimizers={"optimizer": optimizer}, global_step=global_step,
+                                           iteration=iteration, evaluation=best, run_name=run_name,
+                                           training_state=None if best else state)
+        if args.eval_every_checkpoint and str(path).startswith("checkpoints/"):
+            evaluate_checkpoint(policy({"agent": agent}, vars(args), device, None, deterministic=True), functools.partial(make_eval_env, args.env_id), algo=ALGO, args=args,
+                                global_step=global_step, path=str(path))
+        return saved
 
     # TRY NOT TO MODIFY: start the game
     start_step = global_step
