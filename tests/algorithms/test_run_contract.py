@@ -63,12 +63,13 @@ def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
     after_cut = returns_after(suite.run_dir("cut"), from_step)
     assert len(after_whole) > 5 and after_cut == after_whole
 
-    # one history: TensorBoard steps of each tag strictly increase, no duplicate from the first attempt
+    # one history: TensorBoard steps of each tag never go back (what the first attempt logged past the
+    # checkpoint is purged); two envs ending episodes at one step log that step twice, as CleanRL does
     (tb_dir,) = {p.parent for p in (suite.run_dir("cut") / "runs").rglob("events.out.tfevents.*")}
     for tag, values in scalars(tb_dir).items():
         if not tag.startswith("eval/"):
             steps = [s for s, _ in values]
-            assert steps == sorted(set(steps)), tag
+            assert steps == sorted(steps) and steps[-1] <= total, tag
     events = read_events(suite.run_dir("cut") / "events.jsonl")
     assert [e["event"] for e in events].count("run_resumed") == 1
     steps = metric_steps(one_history(events))
