@@ -87,11 +87,13 @@ def case(root: Path, name: str, scale: float) -> dict:
             restore_s = time.perf_counter() - resumed_at
         time.sleep(0.05)
     second = time.perf_counter() - resumed_at
-    return {"case": name, "steps": steps, "whole_s": round(whole, 1), "stopped_plus_resumed_s": round(first + second, 1),
+    return {"case": name, "steps": steps, "whole_s": round(whole, 1),
+            "stopped_plus_resumed_s": round(first + second, 1),
             "stopped_at": cancelled.get("from_step"), "save_on_stop_s": round(save_s, 2),
             "resume_to_first_metric_s": None if restore_s is None else round(restore_s, 1),
             "checkpoint_mb": round(Path(cancelled["checkpoint"]).stat().st_size / 1e6, 2),
-            "return_whole": round(last_returns(root, "whole"), 2), "return_resumed": round(last_returns(root, "cut"), 2)}
+            "return_whole": round(last_returns(root, "whole"), 2),
+            "return_resumed": round(last_returns(root, "cut"), 2)}
 
 
 def main() -> None:

@@ -313,10 +313,11 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if ns.config and ns.from_run:
         raise UsageError("give --config or --from, not both")
     source = ns.config
-    root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
     existing = None
-    if ns.run_id and not ns.from_run and resuming.existing(root / ns.run_id):  # the same command again: continue it
-        existing = "restart" if ns.restart else "resume"
+    valid_id = isinstance(ns.run_id, str) and RUN_ID.fullmatch(ns.run_id)  # else validation names what is wrong
+    root = (Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()) if valid_id else None
+    if root is not None and not ns.from_run and resuming.recorded(root / ns.run_id):  # the same command again
+        existing = "restart" if ns.restart else "resume"  # continues the run (or starts it over)
         if not source:
             source, config_data = str(root / ns.run_id / "config.json"), None
     if ns.from_run:

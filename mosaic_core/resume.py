@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mosaic_core.contract import Checkpoint, newest_checkpoint
 from mosaic_core.errors import UsageError
 from mosaic_core.events import read_events
+from mosaic_core.procs import process_alive
 
 if TYPE_CHECKING:
     from mosaic_core.config import WorkerConfig
@@ -49,19 +50,27 @@ def existing(run_dir: Path) -> bool:
     return run_dir.exists() or run_dir.is_symlink()
 
 
-def run_state(run_dir: Path) -> tuple[str | None, int]:
-    """The run's last terminal event (``run_completed``…, None when it has none) and how many
-    times it was resumed so far."""
-    terminal, resumes = None, 0
+def recorded(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a recorded run (a directory, not a link, with its ``config.json``);
+    anything else under a taken id stays refused as it is."""
+    return run_dir.is_dir() and not run_dir.is_symlink() and (run_dir / "config.json").is_file()
+
+
+def run_state(run_dir: Path) -> tuple[str | None, int, Any]:
+    """The run's last terminal event (``run_completed``…, None when it has none), how many
+    times it was resumed so far, and the training process of its last heartbeat (a pid)."""
+    terminal, resumes, pid = None, 0, None
     for event in read_events(run_dir / "events.jsonl"):
         name = event.get("event")
         if name in ("run_completed", "run_failed", "run_cancelled"):
             terminal = name
         elif name == "run_started":
-            terminal = None  # a later attempt's start: only its own end counts
+            terminal, pid = None, None  # a later attempt's start: only its own end counts
         elif name == "run_resumed":
             resumes += 1
-    return terminal, resumes
+        elif name == "heartbeat" and isinstance(event.get("payload"), dict):
+            pid = event["payload"].get("pid")
+    return terminal, resumes, pid
 
 
 def check_recorded(recorded: dict[str, Any], given: dict[str, Any], run_id: str) -> None:
@@ -76,7 +85,10 @@ def check_recorded(recorded: dict[str, Any], given: dict[str, Any], run_id: str)
 def decide(worker_item: LoadedEntryPoint, worker: Worker, config: WorkerConfig, run_dir: Path) -> Resume:
     """How ``config``'s existing run continues, or a UsageError in one line (nothing touched)."""
     run_id = config.run_id
-    terminal, resumes = run_state(run_dir)
+    terminal, resumes, pid = run_state(run_dir)
+    if terminal is None and isinstance(pid, int) and process_alive(pid):
+        raise UsageError(f"run {run_id} is still running (training process {pid}); stop it first "
+                         f"(`mosaic run` ends it with Ctrl-C), then resume it")
     if terminal == "run_completed":
         raise UsageError(f"run {run_id} completed; `mosaic run --run-id {run_id} {RESTART_FLAG}` starts it over "
                          "(its directory is cleared), or choose another --run-id")

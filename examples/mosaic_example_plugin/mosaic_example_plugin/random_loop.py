@@ -1,8 +1,8 @@
 """The example worker's training process: a plain gymnasium loop, nothing MOSAIC-specific but
 calls to ``mosaic_core.child.report_scalar`` and one ``emit_event("checkpoint_saved", ...)``
 (no-ops when not run by a host), and the run contract's stop (``mosaic_core.contract.StopOnSignal``:
-a stop saves ``checkpoints/step_N.json``, which ``--resume-from`` goes on from). ``--policy`` is random, first, or a Python file defining
-``act(observation, action_space)``.
+a stop saves ``checkpoints/step_N.json``, which ``--resume-from`` goes on from). ``--policy`` is
+random, first, or a Python file defining ``act(observation, action_space)``.
 
 With ``--direct`` the env is built from its class, bypassing ``gym.make`` (as PettingZoo or EnvPool
 envs do), so the program publishes its frames itself through the public API: it renders only
