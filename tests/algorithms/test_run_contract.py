@@ -118,3 +118,13 @@ def test_every_checkpoint_is_evaluated_by_the_one_protocol(suite):
         assert grade["mean"] == pytest.approx(sum(e["return"] for e in grade["episodes"]) / 3)
         assert grade["checkpoint"].endswith(f"checkpoints/step_{grade['global_step']}.cleanrl_model")
 
+
+
+def test_evaluate_refuses_bad_input_in_one_line(suite):
+    suite.runs_root.mkdir(mode=0o700)
+    suite.one_line(suite.cli("evaluate", "any", "--episodes", "0", "--runs-dir", str(suite.runs_root)),
+                   "--episodes must be at least 1, got 0")
+    suite.one_line(suite.cli("evaluate", "nope", "--runs-dir", str(suite.runs_root)), "no run 'nope'")
+    suite.one_line(suite.cli("evaluate", str(suite.folder / "x.cleanrl_model"), "--runs-dir", str(suite.runs_root)),
+                   "no such file")
+    assert list(suite.runs_root.iterdir()) == []
