@@ -299,7 +299,7 @@ def split_extras(claimed: list[tuple[str, ExtrasKey]], extras: dict[str, Any]) -
             unclaimed[name] = value
             continue
         owner, prefix = space
-        known = sorted(k for k, o in exact.items() if o == owner and k.startswith(prefix.name))
+        known = sorted(k for k, o in exact.items() if o in (owner, CORE_OWNER) and k.startswith(prefix.name))
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]}?" if close else (f"known: {', '.join(known)}" if known else "it reads none")
         problems.append(f"extras.{name}: unknown key in the {prefix} settings of {owner}; {hint}")
