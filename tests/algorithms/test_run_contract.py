@@ -5,6 +5,8 @@ saved), one history in events.jsonl and TensorBoard, and the contract suite for 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mosaic_core.events import metric_steps, one_history, read_events
@@ -77,6 +79,10 @@ def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
     # event may repeat the last step)
     seqs = [e["seq"] for e in events]
     assert seqs == list(range(1, len(seqs) + 1))  # one log, numbered on
+
+    listed = suite.cli("runs", "--runs-dir", str(suite.runs_root), "--json")
+    (cut,) = [r for r in json.loads(listed.stdout) if r["run_id"] == "cut"]
+    assert cut["status"] == "completed" and cut["attempts"] == 2 and cut["global_step"] <= total
 
 
 def test_resume_refusals_leave_the_run_untouched(suite):
