@@ -10,8 +10,8 @@ Everything is stored as tensors, numbers and strings (JSON text for nested plain
 Env state is saved where it is plain: classic control (CartPole, Acrobot, MountainCar,
 Pendulum…), whose ``state``, ``np_random`` and step counters are all there is. Atari (an
 emulator in C++), MuJoCo (a simulator's data), Procgen and envpool keep state no Python
-attribute holds: their runs resume with fresh episodes (:func:`env_state` returns None and
-``ENV_STATE_NOTE`` says so in ``mosaic algos``).
+attribute holds: their runs resume with fresh episodes (:func:`env_state` returns None;
+``mosaic algos`` says so).
 """
 
 from __future__ import annotations
