@@ -91,7 +91,7 @@ class WorkerConfig:
     run_id: str
     algo: str
     env_id: str
-    total_timesteps: int
+    total_timesteps: int | None
     seed: int | None = None
     worker_id: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
@@ -106,9 +106,11 @@ class WorkerConfig:
                 raise ConfigError(f"{name} must be a non-empty string, got {value!r}", field=name, source=src)
             _check_name(name, value, src)
         total = self.total_timesteps
-        if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
+        if total is None and not needs_budget(self.extras):
+            pass  # resume takes the resumed run's budget; evaluate needs none (docs/run-contract.md)
+        elif isinstance(total, bool) or not isinstance(total, int) or total <= 0:
             raise ConfigError(f"total_timesteps must be an integer > 0, got {total!r}", field="total_timesteps", source=src)
-        if total > MAX_STEPS:
+        if total is not None and total > MAX_STEPS:
             raise ConfigError(f"total_timesteps must be at most {MAX_STEPS} (int64), got {total}",
                               field="total_timesteps", source=src)
         seed = self.seed
@@ -264,12 +266,28 @@ def build_config(
     if unknown:
         raise ConfigError(f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}",
                           field=unknown[0], source=source)
-    missing = [name for name in REQUIRED if merged.get(name) in (None, "")]
+    if "mode" in merged["extras"]:  # read once, here: workers only ever see the contract's names
+        from mosaic_core.contract import normalize_mode
+
+        merged["extras"]["mode"] = normalize_mode(merged["extras"]["mode"])
+    required = REQUIRED if needs_budget(merged["extras"]) else tuple(n for n in REQUIRED if n != "total_timesteps")
+    missing = [name for name in required if merged.get(name) in (None, "")]
     if missing:
         flags = "" if source else "; give " + ", ".join("--env-id (or --env)" if name == "env_id" else
                                                          f"--{name.replace('_', '-')}" for name in missing)
         raise ConfigError(f"missing required field(s) {', '.join(missing)}{flags}", field=missing[0], source=source)
+    if merged.get("total_timesteps") in (None, ""):
+        merged["total_timesteps"] = None
     return WorkerConfig(**merged, source=source)
+
+
+def needs_budget(extras: Any) -> bool:
+    """Whether a config's mode needs ``total_timesteps``: ``train`` (the default) and any mode a
+    worker adds do; ``resume`` (the resumed run's budget) and ``evaluate`` do not."""
+    from mosaic_core.contract import normalize_mode
+
+    mode = normalize_mode(extras.get("mode")) if isinstance(extras, dict) else "train"
+    return mode not in ("resume", "evaluate")
 
 
 def parse_extras_json(text: str) -> dict[str, Any]:

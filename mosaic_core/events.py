@@ -59,6 +59,11 @@ class EventEmitter:
             sink(record)
         return record
 
+    def continue_after(self, path: Path) -> None:
+        """Number on from the last ``seq`` in ``path`` (a resumed run's earlier attempts)."""
+        seqs = [r.get("seq") for r in read_events(path)]
+        self._seq = max([s for s in seqs if isinstance(s, int) and not isinstance(s, bool)], default=0)
+
     @property
     def status(self) -> str | None:
         return STATUS_OF[self.terminal["event"]] if self.terminal else None
@@ -102,3 +107,41 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         if isinstance(record, dict) and "event" in record:
             events.append(record)
     return events
+
+
+def event_step(record: dict[str, Any]) -> int | None:
+    """The env step a metric event reports (``metrics``, a heartbeat's nested ``metrics``), or None."""
+    if record.get("event") not in ("metrics", "heartbeat"):
+        return None
+    payload = record.get("payload")
+    if not isinstance(payload, dict):
+        return None
+    metrics = payload.get("metrics") if isinstance(payload.get("metrics"), dict) else payload
+    step = metrics.get("global_step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def metric_steps(records: list[dict[str, Any]]) -> list[int]:
+    """The steps of ``metrics`` events, in order (a heartbeat repeats the latest metrics: left out)."""
+    return [step for record in records if record.get("event") == "metrics"
+            for step in [event_step(record)] if step is not None]
+
+
+def one_history(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A resumed run's events as one history (docs/run-contract.md): an earlier attempt's metric
+    events with a step above the ``from_step`` of a later ``run_resumed`` are dropped (the run
+    went on from there; what it did past the checkpoint was lost with the stop)."""
+    cutoff: float = float("inf")
+    kept: list[dict[str, Any]] = []
+    for record in reversed(records):
+        if record.get("event") == "run_resumed":
+            step = (record.get("payload") or {}).get("from_step")
+            if isinstance(step, int) and not isinstance(step, bool):
+                cutoff = min(cutoff, step)
+            kept.append(record)
+            continue
+        step = event_step(record)
+        if step is None or step <= cutoff:
+            kept.append(record)
+    kept.reverse()
+    return kept

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mosaic_core import hostsignals, launchers, procs
+from mosaic_core import resume as resuming
 from mosaic_core.algonames import spelling, unknown_algorithm
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.config import (REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file,
@@ -30,7 +31,7 @@ from mosaic_core.config import (REDACTED, RUN_ID, WorkerConfig, build_config, pa
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
-from mosaic_core.files import run_umask
+from mosaic_core.files import run_umask, write_json_atomic
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
 from mosaic_core.threads import ThreadBudget
@@ -67,7 +68,10 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     run.add_argument("--total-timesteps", type=int, help="environment steps to train for")
     run.add_argument("--seed", type=int)
     run.add_argument("--worker-id")
-    run.add_argument("--run-id", help="run id (letters, digits, - and _); a ULID is generated when absent")
+    run.add_argument("--run-id", help="run id (letters, digits, - and _); a ULID is generated when absent; an existing "
+                                      "run's id continues that run from its newest checkpoint")
+    run.add_argument("--restart", action="store_true",
+                     help="with the --run-id of an existing run: start it over (its directory is cleared)")
     run.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
     run.add_argument("--extras", help="JSON object merged into the config's extras (wins per key)")
     host = parser.add_argument_group("host")
@@ -116,6 +120,7 @@ class Prepared:
     worker_argv: list[str] = field(default_factory=list)  # the worker's own flags from the command line
     launcher: launchers.LauncherChoice = field(default_factory=launchers.LauncherChoice)  # where it executes
     num_cpus: int | None = None  # --num-cpus: the CPUs the run may use (its thread budget; a launcher asks for them)
+    restart: bool = False  # --restart of an existing run: its directory is cleared when it starts
 
     @property
     def config(self) -> WorkerConfig:
@@ -143,12 +148,14 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
             source: str | None = None, overrides: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
             options: dict[str, Any] | None = None, runs_dir: str | None = None, quiet: bool = False,
             dry_run: bool = True, num_cpus: int | None = None,
-            check_code: Callable[[list[CodePath]], None] | None = None) -> Prepared:
+            check_code: Callable[[list[CodePath]], None] | None = None, existing: str | None = None) -> Prepared:
     """Config, validation and the worker's plan: every decision of a run, nothing started.
     ``mosaic run`` and the daemon's SubmitRun both come through here. ``dry_run`` (a dry run,
     a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``).
     ``check_code`` (a daemon's script policy) sees the worker's ``code_paths`` before anything
-    reads those files, and the plan's ``Launch.code_paths`` after."""
+    reads those files, and the plan's ``Launch.code_paths`` after. ``existing`` (``"resume"`` or
+    ``"restart"``): the run id names an existing run to continue (:mod:`mosaic_core.resume`) or
+    start over."""
     options = dict(options or {})
     problems: list[str] = []
 
@@ -181,12 +188,19 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
     directory = RunDirectory.for_run(runs_dir, config.run_id)
-    directory.check_usable()
+    directory.check_usable(existing_ok=existing is not None)
+    resume = None
+    if existing == "resume":
+        from mosaic_core.resume import decide
+
+        resume = decide(worker_item, worker, config, directory.path)
+        config = config.with_overrides(extras=resume.extras())
     environment = preflight(worker_item.obj, worker_item.distribution)
     run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
                      plugin_args=host.build_args(config), worker_extras=worker_extras, dry_run=dry_run,
                      python=environment.python, settings=honoured_settings(worker_item, worker, host, config),
-                     worker_events=frozenset(event.name for event in events))
+                     worker_events=frozenset(event.name for event in events),
+                     checkpoint_layout=worker.checkpoint_layout(config), resume=resume)
     try:
         launch = worker.plan(config, run)
     except (UsageError, PluginError):
@@ -207,7 +221,7 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
                           "and a plugin's mosaic_child_env")
     threads = thread_budget(num_cpus)
     return Prepared(worker_item, run, launch, {**threads.environment(os.environ, launch.env), **launch.env,
-                                               **plugin_env}, threads)
+                                               **plugin_env}, threads, restart=existing == "restart")
 
 
 def refuse_untrusted_code(paths: list[CodePath]) -> None:
@@ -265,12 +279,21 @@ def refuse_env_switches(worker_item: LoadedEntryPoint, host: PluginHost, data: d
                               "supports_env_switching=False): train each env as its own run", field=f"extras.{given}")
 
 
+CORE_OWNER = "core (the run contract)"
+
+
 def claimed_keys(worker_name: str, worker: Worker, host: PluginHost) -> list[tuple[str, ExtrasKey]]:
-    """(owner, key) for every extras key a plugin or the worker claims; a key claimed by
-    both is an error naming them."""
+    """(owner, key) for every extras key the core (:data:`mosaic_core.contract.STANDARD_KEYS`),
+    a plugin or the worker claims; a key claimed by a worker and a plugin is an error naming
+    them. A worker declaring a standard key is not: the core's declaration wins."""
+    from mosaic_core.contract import STANDARD_KEYS
+
     plugins = list(host.extras_keys())
-    claimed = list(plugins)
+    claimed = [*plugins, *((CORE_OWNER, key) for key in STANDARD_KEYS)]
+    standard = {key.name for key in STANDARD_KEYS}
     for key in worker.extras_keys() or []:
+        if key.name in standard:  # the core's declaration wins (workers drop theirs in time)
+            continue
         owner = next((plugin for plugin, theirs in plugins if theirs.matches(key.name) or key.matches(theirs.name)), None)
         if owner is not None:
             raise PluginError(f"extras key {str(key)!r} is claimed by both worker {worker_name!r} and plugin {owner!r}")
@@ -292,7 +315,7 @@ def split_extras(claimed: list[tuple[str, ExtrasKey]], extras: dict[str, Any]) -
             unclaimed[name] = value
             continue
         owner, prefix = space
-        known = sorted(k for k, o in exact.items() if o == owner and k.startswith(prefix.name))
+        known = sorted(k for k, o in exact.items() if o in (owner, CORE_OWNER) and k.startswith(prefix.name))
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]}?" if close else (f"known: {', '.join(known)}" if known else "it reads none")
         problems.append(f"extras.{name}: unknown key in the {prefix} settings of {owner}; {hint}")
@@ -306,6 +329,13 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if ns.config and ns.from_run:
         raise UsageError("give --config or --from, not both")
     source = ns.config
+    existing = None
+    valid_id = isinstance(ns.run_id, str) and RUN_ID.fullmatch(ns.run_id)  # else validation names what is wrong
+    root = (Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()) if valid_id else None
+    if root is not None and not ns.from_run and resuming.recorded(root / ns.run_id):  # the same command again
+        existing = "restart" if ns.restart else "resume"  # continues the run (or starts it over)
+        if not source:
+            source, config_data = str(root / ns.run_id / "config.json"), None
     if ns.from_run:
         source = str(find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(),
                                   ns.from_run) / "config.json")
@@ -316,13 +346,16 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     if source and (config_data is None or ns.from_run):
         config_data = read_config_file(source, run_file=bool(ns.from_run))
     data = recorded_config(config_data, worker_item.name, source, ns) if source else None
+    if existing and data is not None:
+        resuming.check_recorded(data, {"algo": ns.algo, "env_id": ns.env_id}, ns.run_id)
     overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
                  "worker_id": ns.worker_id, "run_id": ns.run_id}
     extras = parse_extras_json(ns.extras) if ns.extras else None
     if os.environ.get(SECRET_EXTRAS_ENV):
         extras = {**(extras or {}), **parse_extras_json(os.environ.pop(SECRET_EXTRAS_ENV))}
     return prepare(worker_item, worker, host, data=data, source=source, overrides=overrides, extras=extras,
-                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet, dry_run=ns.dry_run, num_cpus=ns.num_cpus)
+                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet, dry_run=ns.dry_run, num_cpus=ns.num_cpus,
+                   existing=existing)
 
 
 def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: argparse.Namespace) -> dict[str, Any]:
@@ -367,28 +400,36 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost, early: Any = 
         options.heartbeat_extra = lambda: {"grpc_heartbeat": session.heartbeat()}
         options.started_payload["grpc"] = {"target": ns.grpc_target, "accepted_version": session.accepted_version}
     directory = run.directory
-    directory.check_usable()  # again: time passed since the plan (a daemon slot, a registration)
+    directory.check_usable(existing_ok=bool(run.resume or prepared.restart))  # again: time passed since the plan
     # Everything the run writes, the training process included, is private to its user (0700/
     # 0600) unless $MOSAIC_SHARE_RUNS=group lets the group read it.
     previous_umask = os.umask(run_umask())
     hostsignals.hold()  # from now on a signal cancels the run, which ends with a terminal event
     try:
+        if prepared.restart and resuming.existing(directory.path):
+            resuming.clear(directory.path)
         directory.create()
-        directory.write_config(run.config, run.worker, {"worker": run.worker, "command": list(launch.command),
-                                                        "cwd": str(launch.cwd or run.run_dir), **launch.started_payload,
-                                                        "threads": prepared.threads.record() if prepared.threads else None})
+        record = {"worker": run.worker, "command": list(launch.command), "cwd": str(launch.cwd or run.run_dir),
+                  **launch.started_payload, "threads": prepared.threads.record() if prepared.threads else None}
+        if run.resume is not None:  # the run's config stays its own; launch.json records the attempts
+            resuming.announce(run.run_id, run.resume)
+            write_json_atomic(directory.launch, redact({**record, "resume": run.resume.payload(),
+                                                        "attempts": resuming.attempts(directory.launch, run.resume)}))
+        else:
+            directory.write_config(run.config, run.worker, record)
         job = launchers.Job(run, host, list(launch.command), prepared.env, launch.cwd, options,
                             dict(prepared.launcher.settings), rerun_argv=rerun_argv(prepared, ns),
                             num_cpus=prepared.num_cpus, early=early, launcher=prepared.launcher)
         return launchers.run_job(job)
     except MosaicError:
-        if run.emitter is None:  # refused before it started (a cluster that does not answer): leave nothing
-            shutil.rmtree(directory.path, ignore_errors=True)
+        if run.emitter is None and run.resume is None:  # refused before it started: leave nothing (a resumed run
+            shutil.rmtree(directory.path, ignore_errors=True)  # keeps its directory as it was)
         raise
     except OSError as exc:
         if run.emitter is not None:
             raise
-        shutil.rmtree(directory.path, ignore_errors=True)  # e.g. a full disk before the run started
+        if run.resume is None:
+            shutil.rmtree(directory.path, ignore_errors=True)  # e.g. a full disk before the run started
         raise MosaicError(f"cannot write run {run.run_id}'s files under {directory.root}: "
                           f"{exc.strerror or exc}") from None
     finally:
@@ -465,6 +506,7 @@ def run_worker(worker_name: str, argv: list[str], prog: str | None = None,
     if ns.emit_summary and not ns.dry_run:
         parser.error("--emit-summary needs --dry-run")
     options = {dest: value for dest, value in vars(ns).items() if dest not in before}
+    options["restart"] = ns.restart  # the host's flag; a worker may read it too (CleanRL's --name EXP)
     if worker.accepts_extra_argv:
         options["extra_argv"] = extra
     choice = launchers.select(ns, installed)  # an unknown launcher, two chosen: say so before anything

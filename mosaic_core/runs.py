@@ -136,9 +136,10 @@ class RunDirectory:
         check_run_id(run_id)
         return cls(Path(runs_root).absolute() if runs_root else default_runs_root(), run_id)
 
-    def check_usable(self) -> None:
+    def check_usable(self, existing_ok: bool = False) -> None:
         """Refuse, before anything starts, a runs root that is not a writable directory (or
-        cannot become one) and a run id that already has a directory (even a dangling link)."""
+        cannot become one) and a run id that already has a directory (even a dangling link),
+        unless ``existing_ok`` (a resume or a restart of that run: then it must be ours)."""
         root = self.root
         probe = root
         while not probe.exists() and not probe.is_symlink() and probe != probe.parent:
@@ -152,7 +153,12 @@ class RunDirectory:
             check_runs_root(root)
         except OSError as exc:
             raise ConfigError(str(exc), field="runs_dir") from None
-        if self.path.exists() or self.path.is_symlink():
+        if existing_ok and (self.path.exists() or self.path.is_symlink()):
+            try:
+                check_own_dir(self.path, "run directory")
+            except OSError as exc:
+                raise ConfigError(str(exc), field="run_id") from None
+        elif self.path.exists() or self.path.is_symlink():
             raise ConfigError(f"run {self.run_id!r} already exists in {root}; choose another --run-id "
                               "(or leave it out to get a new one)", field="run_id")
 
@@ -234,6 +240,10 @@ class RunContext:
     settings: tuple[Any, ...] = ()
     # The child events the worker declared (Worker.child_events), besides the host's and plugins'.
     worker_events: frozenset[str] = frozenset()
+    # How the worker's checkpoints look (Worker.checkpoint_layout; mosaic_core.contract), or None.
+    checkpoint_layout: Any = None
+    # A resume of an existing run (mosaic_core.resume.Resume): run_resumed is its first event.
+    resume: Any = None
 
     def setting(self, kind: type) -> Any:
         """The published setting of type ``kind`` (e.g. ``TrackingSettings``), or None."""

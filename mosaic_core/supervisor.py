@@ -182,6 +182,8 @@ class Supervisor:
         emitter = EventEmitter(run.run_id, run.directory.events, stream=self.options.stream, sinks=[self._sink],
                                to_stream=self.options.json_stdout and not self.options.passthrough_stdio)
         run.emitter = emitter
+        if run.resume is not None:  # one log: this attempt's events number on from the earlier ones'
+            emitter.continue_after(run.directory.events)
         receiver = channel.ChannelReceiver(channel.new_address(run.run_id), self._on_child_message)
         previous = _install_signal_handlers(self)
         started_hooks = False
@@ -189,6 +191,8 @@ class Supervisor:
         try:
             env = self.child_environment(receiver.address)
             receiver.start()
+            if run.resume is not None:  # the same run goes on: its earlier events stay, this attempt follows
+                run.emit("run_resumed", run.resume.payload())
             run.emit("run_started", {"worker": run.worker, "algo": run.config.algo, "env_id": run.config.env_id,
                                      "total_timesteps": run.config.total_timesteps, "run_dir": str(run.run_dir),
                                      **self.options.started_payload})
@@ -267,7 +271,7 @@ class Supervisor:
         if self._cancel_reason is not None:
             note = read_cancel_note(self.run.directory)  # e.g. "pruned by the sweep at step 4096"
             reason = f"{note} ({self._cancel_reason})" if note else self._cancel_reason
-            return "cancelled", {"reason": reason, "returncode": code, "logs": logs}, 130
+            return "cancelled", {"reason": reason, "returncode": code, "logs": logs, **self._resumable()}, 130
         if code == 0:
             return "completed", {"returncode": 0, "logs": logs}, 0
         if code == REFUSED_EXIT and self._refusal:
@@ -279,6 +283,18 @@ class Supervisor:
             error = failure_reason(tail.splitlines()) or f"training process exited with code {code}"
         exit_code = code if code and code > 0 else 1
         return "failed", {"error": error, "returncode": code, "stderr_tail": tail, "logs": logs}, exit_code
+
+    def _resumable(self) -> dict[str, Any]:
+        """Whether ``mosaic resume`` can continue the run: its newest checkpoint (the worker's layout)."""
+        layout = self.run.checkpoint_layout
+        if layout is None:
+            return {"resumable": False}
+        from mosaic_core.contract import newest_checkpoint
+
+        found = newest_checkpoint(self.run.run_dir, layout, self.run.run_id)
+        if found is None:
+            return {"resumable": False}
+        return {"resumable": True, "from_step": found.step, "checkpoint": str(found.path)}
 
     def _finish(self, status: str, payload: dict[str, Any], started_hooks: bool) -> None:
         run = self.run

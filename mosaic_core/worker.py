@@ -25,7 +25,7 @@ from mosaic_core.errors import UsageError
 
 if TYPE_CHECKING:
     from mosaic_core.config import WorkerConfig
-    from mosaic_core.contract import CheckpointLayout
+    from mosaic_core.contract import Checkpoint, CheckpointLayout
     from mosaic_core.entrypoints import LoadedEntryPoint
     from mosaic_core.runs import RunContext
     from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch, WorkerForm
@@ -82,6 +82,13 @@ class Worker:
         ``{step}``, the format, whether loading it runs code). The host finds the newest one to
         resume from or evaluate with it; None (the default): runs of this worker cannot be
         resumed or evaluated by the host."""
+        return None
+
+    def check_checkpoint(self, checkpoint: Checkpoint, config: WorkerConfig) -> str | None:
+        """A problem with ``checkpoint`` for resuming or evaluating a run of ``config`` (truncated,
+        corrupt, of a newer format, of another algorithm or env), as one sentence; None when it
+        looks usable. Cheap, and running no code from the file: the host asks before it touches
+        the run directory. The default: None (the training program checks it when it loads)."""
         return None
 
     def describe_options(self, algo: str | None) -> WorkerForm:

@@ -114,10 +114,15 @@ def _run_extras(host: Any, as_json: bool) -> int:
     from mosaic_core.worker import load_worker
     from mosaic_core.workers import discover_workers
 
-    owned = list(host.extras_keys())
+    from mosaic_core.contract import STANDARD_KEYS
+    from mosaic_core.pipeline import CORE_OWNER
+
+    owned = [*host.extras_keys(), *((CORE_OWNER, key) for key in STANDARD_KEYS)]
+    standard = {key.name for key in STANDARD_KEYS}
     for item in discover_workers():
         if item.status == "active":
-            owned += [(f"worker {item.name}", key) for key in load_worker(item).extras_keys() or []]
+            owned += [(f"worker {item.name}", key) for key in load_worker(item).extras_keys() or []
+                      if key.name not in standard]
     rows = [{"key": str(key), "plugin": owner, "prefix": key.prefix, "help": key.help}
             for owner, key in sorted(owned, key=lambda pk: (str(pk[1]), pk[0]))]
     if as_json:
@@ -159,9 +164,52 @@ def _run_plugins(ns: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------ resume
+def _configure_resume(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", help="the run's id, or any unique prefix of it")
+    parser.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
+    parser.add_argument("--total-timesteps", type=int, help="a new budget (default: the run's own)")
+    parser.add_argument("--grace-period", type=float, help="seconds between SIGTERM and SIGKILL on cancel")
+    parser.add_argument("--json", action="store_true", help="JSON lines on stdout even at a terminal")
+    parser.add_argument("--quiet", action="store_true", help="no progress or human lines at a terminal")
+    parser.add_argument("--dry-run", action="store_true", help="say what would resume; run nothing")
+
+
+def _run_resume(ns: argparse.Namespace) -> int:
+    """``mosaic resume RUN``: the run's own ``mosaic run --run-id ID`` again (mosaic_core.resume)."""
+    from pathlib import Path
+
+    from mosaic_core.config import read_config_file
+    from mosaic_core.pipeline import run_worker
+    from mosaic_core.runs import default_runs_root, find_run_dir
+
+    root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
+    run_dir = find_run_dir(root, ns.run)
+    worker = read_config_file(run_dir / "config.json", run_file=True).get("worker")
+    if not isinstance(worker, str) or not worker:
+        raise UsageError(f"run {run_dir.name}: its config.json names no worker; it cannot be resumed")
+    argv = ["--run-id", run_dir.name, "--runs-dir", str(root)]
+    for flag, value in (("--total-timesteps", ns.total_timesteps), ("--grace-period", ns.grace_period)):
+        if value is not None:
+            argv += [flag, str(value)]
+    argv += [flag for flag, on in (("--json", ns.json), ("--quiet", ns.quiet), ("--dry-run", ns.dry_run)) if on]
+    with hostsignals.guarded():  # signalled before the run goes on, it leaves its directory as it was
+        return run_worker(worker, argv, prog="mosaic resume")
+
+
+def _evaluate() -> Any:
+    from mosaic_core.cli import evaluate
+
+    return evaluate
+
+
 BUILTIN = [
     CliCommand("workers", "list installed workers and their capabilities", _configure_workers, _run_workers),
     CliCommand("plugins", "list plugins: distribution, version, hooks, status", _configure_plugins, _run_plugins),
+    CliCommand("evaluate", "play a run's checkpoint (any worker): episodes, seeds disjoint from training's, eval.json",
+               lambda parser: _evaluate().configure(parser), lambda ns: _evaluate().run(ns)),
+    CliCommand("resume", "continue a run from its newest checkpoint (the same as re-running it with its --run-id)",
+               _configure_resume, _run_resume),
 ]
 
 

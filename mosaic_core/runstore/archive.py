@@ -24,7 +24,7 @@ from pathlib import Path
 from mosaic_core.errors import UsageError
 from mosaic_core.files import open_private
 from mosaic_core.runstore import trust
-from mosaic_core.runstore.artifacts import CHECKPOINT_SUFFIXES
+from mosaic_core.runstore.artifacts import is_checkpoint
 
 FORMAT = "mosaic.run-export/1"
 MANIFEST = "EXPORT.json"
@@ -39,8 +39,23 @@ class Archived:
     skipped: tuple[str, ...] = ()  # links, special files, and checkpoints left out
 
 
+def _announced_checkpoints(run_dir: Path) -> set[str]:
+    """The files the run's ``checkpoint_saved`` events name, relative to the run directory."""
+    from mosaic_core.events import read_events
+
+    base = run_dir.resolve()
+    named = set()
+    for event in read_events(run_dir / "events.jsonl"):
+        payload = event.get("payload") if event.get("event") == "checkpoint_saved" else None
+        path = payload.get("path") if isinstance(payload, dict) else None
+        if isinstance(path, str):
+            named.add(os.path.relpath(os.path.normpath(base / path), base))
+    return named
+
+
 def _members(run_dir: Path, checkpoints: bool) -> tuple[list[str], list[str]]:
     """The run's regular files (relative paths, sorted) and what is left out."""
+    announced = set() if checkpoints else _announced_checkpoints(run_dir)
     keep, skipped, todo = [], [], [""]
     while todo:
         rel = todo.pop()
@@ -52,7 +67,7 @@ def _members(run_dir: Path, checkpoints: bool) -> tuple[list[str], list[str]]:
                     todo.append(name)
                 elif not stat.S_ISREG(mode) or name in (MANIFEST, trust.MARKER):
                     skipped.append(name)
-                elif not checkpoints and entry.name.endswith(CHECKPOINT_SUFFIXES):
+                elif not checkpoints and (is_checkpoint(name) or name in announced):
                     skipped.append(name)
                 else:
                     keep.append(name)

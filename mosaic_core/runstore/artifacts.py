@@ -18,7 +18,8 @@ from mosaic_core.errors import ConfigError
 from mosaic_core.runs import RunDirectory
 
 EVENT_FILE = "events.out.tfevents."
-CHECKPOINT_SUFFIXES = (".cleanrl_model", ".pt", ".pth", ".ckpt", ".safetensors")
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
+CHECKPOINT_DIR = "checkpoints"  # a worker's checkpoint layout (mosaic_core.contract) puts them here
 VIDEO_SUFFIXES = (".mp4", ".gif", ".webm")
 SKIP_DIRS = {"wandb", "__pycache__", ".git"}
 MAX_FILES = 2000
@@ -52,6 +53,13 @@ def walk_files(run_dir: Path) -> Iterable[tuple[str, os.stat_result]]:
                 yield os.path.relpath(path, run_dir), info
 
 
+def is_checkpoint(rel: str) -> bool:
+    """A file a scan counts as a checkpoint: one with a common weights suffix, or any file in the
+    run's ``checkpoints/`` folder (where workers' layouts put theirs; the core names no worker's
+    suffix, and ``checkpoint_saved`` events name the rest)."""
+    return rel.endswith(CHECKPOINT_SUFFIXES) or Path(rel).parts[0] == CHECKPOINT_DIR
+
+
 def step_from_name(name: str) -> int | None:
     match = STEP_IN_NAME.search(Path(name).name)
     if not match:
@@ -71,7 +79,7 @@ def scan(directory: RunDirectory, seen_checkpoints: list[dict[str, Any]]) -> dic
             if name.startswith(EVENT_FILE):
                 parent = os.path.dirname(rel) or "."
                 event_dirs[parent] = event_dirs.get(parent, 0) + 1
-            elif name.endswith(CHECKPOINT_SUFFIXES) and len(checkpoints) < MAX_FILES:
+            elif is_checkpoint(rel) and len(checkpoints) < MAX_FILES:
                 checkpoints[rel] = {"path": rel, "step": step_from_name(name), "size_bytes": info.st_size}
             elif name.endswith(VIDEO_SUFFIXES) and len(videos) < MAX_FILES:
                 videos.append({"path": rel, "size_bytes": info.st_size})

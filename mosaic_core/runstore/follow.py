@@ -7,6 +7,10 @@ a line being written stays for the next poll. A malformed line, and one longer t
 ``MAX_LINE_BYTES`` (dropped as it is read, never held whole), is skipped and counted. The
 file being replaced (smaller than what was read) restarts from the top; the run directory
 disappearing is reported as :class:`RunGone`.
+
+A resumed run reads as one history (:func:`mosaic_core.events.one_history`): in what one poll
+returns (all of the log on the first), an earlier attempt's metrics past a later resume's
+``from_step`` are left out.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mosaic_core.events import one_history
 from mosaic_core.files import UntrustedPath, open_private
 from mosaic_core.runstore.summary import MAX_LINE_BYTES
 
@@ -71,7 +76,7 @@ class EventFollower:
         if len(self._partial) > MAX_LINE_BYTES:
             self._partial, self._dropping = b"", True
             self.skipped += 1
-        return [event for event in map(self._parse, lines) if event is not None]
+        return one_history([event for event in map(self._parse, lines) if event is not None])
 
     def _parse(self, line: bytes) -> dict[str, Any] | None:
         if not line.strip():

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mosaic_core.events import one_history
 from mosaic_core.files import open_private
 from mosaic_core.procs import process_alive
 
@@ -51,6 +52,7 @@ class RunSummary:
     reason: str | None = None  # why it failed or was cancelled (from its terminal event)
     manifest_schema: str | None = None
     experiment: str | None = None  # extras.experiment_name (a worker's --name)
+    attempts: int = 1  # 1 + its resumes (run_resumed events; mosaic_core.resume)
     disk_bytes: int | None = None  # every file under the run directory (links not followed)
     problems: list[str] = field(default_factory=list)
 
@@ -100,7 +102,7 @@ def _events(path: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         return None, []
     if info.st_size > TAIL_BYTES:
         tail = tail[1:]  # cut by the window
-    parsed = first, [r for r in map(_parse_event, tail) if r is not None]
+    parsed = first, one_history([r for r in map(_parse_event, tail) if r is not None])
     if len(_parsed) >= PARSED_KEPT:
         _parsed.pop(next(iter(_parsed)))
     _parsed[str(path)] = (mark, parsed)
@@ -193,6 +195,7 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
         except OSError:
             summary.started_at = None
     pids: list[Any] = []
+    going_on = False  # resumed, and that attempt has not ended yet: the manifest is the earlier attempt's
     for record in tail:
         payload = record.get("payload") or {}
         metrics = _metrics_of(payload) if record["event"] in ("metrics", "heartbeat") else None
@@ -206,19 +209,24 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
             done = payload.get("episodes_done")
             summary.global_step = done if isinstance(done, int) and not isinstance(done, bool) else summary.global_step
             summary.last_return = _number(payload.get("mean_return"))
+        if record["event"] == "run_resumed":  # the run goes on: an earlier attempt's end is not its end
+            summary.attempts += 1
+            summary.status, summary.ended_at, summary.reason = "unknown", None, None
+            going_on = True
         if record["event"] == "heartbeat" and isinstance(payload, dict):
             pids.append(payload.get("pid"))
         if record["event"] in TERMINAL:
             summary.status = TERMINAL[record["event"]]
             summary.ended_at = _number(record.get("timestamp"))
             summary.reason = _text(payload.get("error") or payload.get("reason"))
+            going_on = False
     final = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
     if summary.global_step is None and summary.unit == "steps" and isinstance(final.get("global_step"), int):
         summary.global_step = final["global_step"]
     if summary.last_return is None and summary.unit == "steps":
         summary.last_return = _number(final.get("episodic_return_smoothed", final.get("episodic_return")))
     if summary.status == "unknown":
-        status = _text(manifest.get("status"))
+        status = None if going_on else _text(manifest.get("status"))
         if status:
             summary.status = status
         elif first is not None or config:

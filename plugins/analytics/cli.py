@@ -168,10 +168,27 @@ def _list(ns: argparse.Namespace) -> int:
         return 0
     _print_rows(("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "SCORE", "AGE", "DISK"),
                 [(r.run_id, r.worker or "-", os.path.basename(r.algo) if r.algo else "-", r.env_id or "-",
-                  f"{r.status} (imported, untrusted)" if r.run_id in untrusted else r.status,
+                  f"{r.status} (imported, untrusted)" if r.run_id in untrusted else _status(r),
                   _steps(r.global_step, r.total_timesteps, r.unit), format_score(r.score),
                   format_age(r.started_at), format_bytes(r.disk_bytes)) for r in runs])
     return 0
+
+
+def _evaluations(run_dir: Path) -> list[str]:
+    """One line per ``mosaic evaluate`` of the run (``evaluations/<id>/eval.json``), oldest first."""
+    lines = []
+    for found in sorted((run_dir / "evaluations").glob("*/eval.json"), key=lambda p: p.stat().st_mtime):
+        result = _load(found)
+        if isinstance(result, dict) and isinstance(result.get("mean"), (int, float)):
+            protocol = result.get("protocol") if isinstance(result.get("protocol"), dict) else {}
+            lines.append(f"{found.parent.name}: step {result.get('global_step')}, {protocol.get('episodes')} episodes, "
+                         f"return {result['mean']:.2f} ± {result.get('std', 0):.2f}")
+    return lines
+
+
+def _status(summary: Any) -> str:
+    """A run's status, with its attempts when it was resumed (one run, not one per attempt)."""
+    return summary.status if summary.attempts <= 1 else f"{summary.status} ({summary.attempts} attempts)"
 
 
 def _show(ns: argparse.Namespace, run_id: str) -> int:
@@ -189,7 +206,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
         print(json.dumps({"summary": summary.to_dict(), "config": config, "manifest": manifest,
                           "untrusted": imported}, indent=2))
         return 0
-    lines = [("run", summary.run_id), ("path", summary.path), ("status", summary.status),
+    lines = [("run", summary.run_id), ("path", summary.path), ("status", _status(summary)),
              *([("trust", f"imported from {imported.get('imported_from', '?')}, untrusted: nothing in it runs "
                           f"until `mosaic runs trust {summary.run_id}`")] if imported is not None else []),
              *([("reason", summary.reason)] if summary.reason else []),
@@ -222,6 +239,8 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
             lines.append(("notes", manifest["notes"]))
     else:
         lines.append(("manifest", "none yet" if manifest is None else "unreadable"))
+    for evaluation in _evaluations(run_dir):
+        lines.append(("evaluation", evaluation))
     for problem in summary.problems:
         lines.append(("problem", problem))
     for key, value in lines:

@@ -31,7 +31,9 @@ def describe(event: dict[str, Any], episode_event: str | None = None) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(event.get("timestamp", 0)))
     if name == "run_started":
         what = (f"{payload.get('worker')} {payload.get('algo')} on {payload.get('env_id')}, "
-                f"{payload.get('total_timesteps', 0):,} steps in {payload.get('run_dir')}")
+                f"{payload.get('total_timesteps') or 0:,} steps in {payload.get('run_dir')}")  # none: an evaluation
+    elif name == "run_resumed":
+        what = f"resume {payload.get('attempt')} from step {payload.get('from_step')} ({payload.get('checkpoint')})"
     elif name == "metrics":
         what = (f"step {payload.get('global_step', 0):,} ({_number(100 * (payload.get('progress') or 0), 0)}%), "
                 f"return {_number(payload.get('episodic_return_smoothed', payload.get('episodic_return')))}, "

@@ -65,13 +65,21 @@ def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], fo
         console.print(escape(line))
 
 
+# What `mosaic resume` continues of a run, per kind of algorithm (docs/resume-and-evaluate.md).
+RESUME_NOTE = ("bundled algorithms save checkpoints/step_N.cleanrl_model (on a stop too) and `mosaic resume` continues "
+               "them; ppo and dqn also restore RNG, env and loop state (dqn's replay buffer with "
+               "extras.save_replay_buffer), so on classic-control envs a resumed run gives the same returns; Atari, "
+               "MuJoCo, Procgen and envpool envs resume with fresh episodes (their simulators' state is not saved); "
+               "upstream scripts (a checkout or a path) resume only through their own flags")
+
+
 def _list(ns: argparse.Namespace) -> int:
     from cleanrl_worker.registry import ORDER_TEXT, RESOLUTION_ORDER, list_algorithms
 
     entries = list_algorithms(ns.cleanrl_home, origin="--cleanrl-home")
     if ns.json:
-        print(json.dumps({"resolution_order": list(RESOLUTION_ORDER), "algorithms": [e.to_dict() for e in entries]},
-                         indent=2))
+        print(json.dumps({"resolution_order": list(RESOLUTION_ORDER), "resume": RESUME_NOTE,
+                          "algorithms": [e.to_dict() for e in entries]}, indent=2))
         return 0
     from rich.markup import escape
     from rich.table import Table
@@ -97,6 +105,7 @@ def _list(ns: argparse.Namespace) -> int:
                       "mosaic algos --all lists them")
     console.print(f"resolution order: {ORDER_TEXT}")
     console.print("flags of one algorithm: mosaic algos show ALGO; tuned presets: mosaic algos presets")
+    console.print(f"resume: {RESUME_NOTE}")
     return 0
 
 

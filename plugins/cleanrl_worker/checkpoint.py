@@ -43,6 +43,7 @@ import functools
 import importlib
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -111,11 +112,15 @@ def _plain(value: Any) -> Any:
 
 def save_checkpoint(path: str | Path, *, algo: str, args: Any, envs: Any, models: dict[str, Any],
                     optimizers: dict[str, torch.optim.Optimizer], global_step: int, iteration: int,
-                    normalization: dict[str, Any] | None = None, evaluation: dict[str, Any] | None = None) -> Path:
+                    normalization: dict[str, Any] | None = None, evaluation: dict[str, Any] | None = None,
+                    run_name: str | None = None, training_state: dict[str, Any] | None = None,
+                    replay_buffer: Any = None) -> Path:
     """Write a checkpoint atomically, then ask the host to emit ``checkpoint_saved``.
 
     ``evaluation`` (for the best model of periodic evaluation) is stored in the file and sent
-    in the event.
+    in the event. ``run_name`` (the TensorBoard folder's name), ``training_state`` (RNG, env and
+    loop state: :mod:`cleanrl_worker.resumestate`) and ``replay_buffer`` (a
+    :class:`cleanrl_worker.replay.ReplayBuffer`, whose size is printed) make a resume exact.
     """
     path = Path(path)
     payload = {
@@ -136,6 +141,12 @@ def save_checkpoint(path: str | Path, *, algo: str, args: Any, envs: Any, models
     }
     if evaluation is not None:
         payload["evaluation"] = {key: _plain(value) for key, value in evaluation.items()}
+    if run_name is not None:
+        payload["run_name"] = run_name
+    if training_state is not None:
+        payload["training_state"] = training_state
+    if replay_buffer is not None:
+        payload["replay_buffer"] = replay_buffer.state_dict()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -144,7 +155,11 @@ def save_checkpoint(path: str | Path, *, algo: str, args: Any, envs: Any, models
     finally:
         tmp.unlink(missing_ok=True)
     size = path.stat().st_size
-    event = {"path": os.path.relpath(path), "global_step": int(global_step), "algo": algo, "size_bytes": size}
+    if replay_buffer is not None:
+        print(f"replay buffer saved with {len(replay_buffer)} transitions in {path} ({size / 1e6:.1f} MB)",
+              file=sys.stderr)
+    event = {"path": os.path.relpath(path), "global_step": int(global_step), "step": int(global_step),
+             "format": FORMAT, "algo": algo, "size_bytes": size}
     if evaluation is not None:
         event["evaluation"] = payload["evaluation"]
     emit_event("checkpoint_saved", event)

@@ -24,6 +24,7 @@ random numbers from the training generators, so training goes exactly as without
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -180,3 +181,22 @@ class PeriodicEvaluation:
         print(f"eval: global_step={global_step}, mean_return={summary['mean_return']:.2f} "
               f"± {summary['std_return']:.2f}" + (" (best so far)" if improved else ""))
         return improved
+
+
+def evaluate_checkpoint(policy: Policy, make_env: Callable[..., gym.Env], *, algo: str, args: Any, global_step: int,
+                        path: str) -> dict[str, Any]:
+    """``extras.eval_every_checkpoint``: the greedy policy of the checkpoint just saved, played by
+    the run contract's protocol (``args.eval_episodes`` episodes, one env each, seeds from
+    :func:`mosaic_core.contract.eval_seeds`, disjoint from training's), announced as an
+    ``eval_result`` event with the ``mosaic.eval/1`` summary."""
+    from mosaic_core import contract
+    from mosaic_core.child import emit_event
+
+    seeds = contract.eval_seeds(args.eval_episodes, args.seed)
+    result = evaluate(policy, make_env, episodes=len(seeds), num_envs=len(seeds), seed=seeds[0], gamma=args.gamma)
+    summary = contract.eval_result(worker="cleanrl", algo=algo, env_id=args.env_id, checkpoint=os.path.abspath(path),
+                                   global_step=global_step, returns=result.returns, lengths=result.lengths,
+                                   seeds=seeds, deterministic=True)
+    event = {key: summary[key] for key in ("global_step", "checkpoint", "mean", "std", "iqm", "episodes", "protocol")}
+    emit_event("eval_result", event)
+    return event

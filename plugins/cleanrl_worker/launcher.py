@@ -9,17 +9,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import ConfigError, UsageError, WorkerConfig, redact
+from mosaic_core import ConfigError, UsageError, WorkerConfig, contract, redact
 from mosaic_core.procs import python_command  # -P: the run directory (its cwd) never on its sys.path
 from mosaic_core import CodePath, Launch, RunContext, TrackingSettings
 
-MODES = ("train", "resume_training", "policy_eval")
+MODES = contract.MODES  # normalised by the core; the worker's own `interactive` is its --interactive flag
 # eval_* keys the worker owns that are also flags of the bundled scripts (evaluation during training)
 TRAINING_EVAL_KEYS = ("eval_frequency", "eval_episodes")
 
 
-# Modes that run a program of the worker's own instead of an algorithm script.
+# Modes that run a program of the worker's own instead of an algorithm script (named as algorithms).
 MODE_PROGRAMS = {"policy_eval": "cleanrl_worker.policy_eval", "interactive": "cleanrl_worker.interactive"}
+PROGRAM_OF_MODE = {"evaluate": "policy_eval", "interactive": "interactive"}
 
 
 def mode_program(mode: str) -> Any:
@@ -58,9 +59,11 @@ def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
     own ``total_timesteps`` default."""
     extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
     mode = "interactive" if interactive else extras.get("mode")
-    mode = mode if isinstance(mode, str) else None  # a malformed mode is reported by validation
-    if mode in MODE_PROGRAMS:
-        return {"algo": mode, "total_timesteps": 1}
+    mode = contract.normalize_mode(mode) if isinstance(mode, str) else None  # a malformed one: validation says
+    if mode == "evaluate":  # the contract's: no budget
+        return {"algo": PROGRAM_OF_MODE[mode]}
+    if mode == "interactive":  # the worker's own mode steps on request: the core still asks for a budget
+        return {"algo": PROGRAM_OF_MODE[mode], "total_timesteps": 1}
     if data.get("total_timesteps") in (None, "") and extras.get("preset") and data.get("algo") and data.get("env_id"):
         from cleanrl_worker.presets import find_preset
 
@@ -112,13 +115,13 @@ def _mode(config: WorkerConfig) -> str:
     return mode
 
 
-def _existing_file(config: WorkerConfig, key: str) -> Path:
+def _existing_file(config: WorkerConfig, key: str, directory: bool = False) -> Path:
     value = config.extras.get(key)
     if not isinstance(value, str) or not value:
         raise ConfigError(f"extras.{key} is required for mode {config.extras.get('mode')!r}",
                           field=f"extras.{key}", source=config.source)
     path = Path(value).expanduser().resolve()
-    if not path.is_file():
+    if not (path.is_file() or (directory and path.is_dir())):
         raise ConfigError(f"extras.{key}: no such file {path}", field=f"extras.{key}", source=config.source)
     return path
 
@@ -137,8 +140,11 @@ EVAL_FLAGS = {"eval_episodes": int, "eval_batch_size": int, "eval_gamma": float,
 
 
 def eval_flags(config: WorkerConfig) -> list[str]:
-    """``policy_eval`` flags from ``extras.policy_path`` and the ``eval_*`` extras."""
-    flags = [f"--policy-path={_existing_file(config, 'policy_path')}"]
+    """``policy_eval`` flags from ``extras.checkpoint_path`` (or its old name ``policy_path``) and
+    the ``eval_*`` extras."""
+    key = "policy_path" if config.extras.get("policy_path") and not config.extras.get("checkpoint_path") \
+        else "checkpoint_path"
+    flags = [f"--policy-path={_existing_file(config, key, directory=True)}"]
     for key, kind in EVAL_FLAGS.items():
         value = config.extras.get(key)
         if value is None:
@@ -189,32 +195,35 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     from cleanrl_worker.script_args import check_script_argv, resolved_value
 
     mode = "interactive" if run.options.get("interactive") else _mode(config)
-    if mode in MODE_PROGRAMS and run.options.get("extra_argv"):
+    if mode in PROGRAM_OF_MODE and run.options.get("extra_argv"):
         raise UsageError(f"unrecognized arguments for mode {mode}: {' '.join(run.options['extra_argv'])}")
-    if mode in MODE_PROGRAMS:
-        algorithm = mode_program(mode)
+    if mode in PROGRAM_OF_MODE:
+        algorithm = mode_program(PROGRAM_OF_MODE[mode])
     else:
         algorithm = resolve(config.algo, cleanrl_home=config.extras.get("cleanrl_home"), cwd=Path.cwd())
     script_extras = {**run.worker_extras, "algo_params": config.extras.get("algo_params")}
-    if mode in ("train", "resume_training"):  # evaluation during training: flags of the scripts' own Args
+    if mode in ("train", "resume"):  # evaluation during training, and the contract's keys the script reads
         script_extras.update({k: config.extras[k] for k in TRAINING_EVAL_KEYS if k in config.extras})
+        script_extras.update(contract_flags(algorithm.script, config.extras))
     notes: list[str] = []
     num_envs = applied = experiment = None
     env_notes: list[str] = []
     # A dry run checks afresh; a real run asks the cache first (no gymnasium import once it knows).
     check = check_env if run.dry_run else check_env_cached
-    if mode in MODE_PROGRAMS:
+    if mode in PROGRAM_OF_MODE:
         check(config.env_id, None, "mode")  # the id exists; the checkpoint's spaces are checked when it loads
-    if mode == "policy_eval":
+    if mode == "evaluate":
         script_argv = base_flags(config, with_budget=False) + eval_flags(config)
-        command = python_command(sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv, keep_environment=True)
+        command = python_command(sys.executable, "-m", MODE_PROGRAMS["policy_eval"], *script_argv,
+                                 keep_environment=True)
     elif mode == "interactive":
         script_argv = base_flags(config, with_budget=False)
         if config.extras.get("policy_path"):
             script_argv.append(f"--policy-path={_existing_file(config, 'policy_path')}")
         if config.extras.get("interactive_render", True):
             script_argv += ["--render"]
-        command = python_command(sys.executable, "-m", MODE_PROGRAMS[mode], *script_argv, keep_environment=True)
+        command = python_command(sys.executable, "-m", MODE_PROGRAMS["interactive"], *script_argv,
+                                 keep_environment=True)
     else:
         from_extras = extras_to_flags(script_extras, source=config.source)
         typed = command_line_flags(run.options.get("extra_argv") or [], from_extras)
@@ -224,7 +233,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         saving = save_flags(algorithm.script, script_argv, bool(run.options.get("no_save")))
         script_argv += saving
         experiment = plan_experiment(config, run, mode)
-        if mode == "resume_training":
+        if mode == "resume":
             script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
         elif experiment and experiment.get("checkpoint"):
             script_argv.append(f"--resume-from={experiment['checkpoint']}")
@@ -248,18 +257,37 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
                "status": "dry-run", "module": module, "callable": function, "extras": redact(config.extras),
                "env_check": env_check}
     started = {"algo_source": algorithm.source, "script": str(algorithm.script), "argv": script_argv}
-    if mode == "policy_eval":  # what a progress display counts: episodes, not steps
+    if mode == "evaluate":  # what a progress display counts: episodes, not steps
         started["progress"] = {"unit": "episodes", "total": _episodes_total(config.extras), "event": "eval_batch"}
-    if mode not in MODE_PROGRAMS and applied:
+    if mode not in PROGRAM_OF_MODE and applied:
         summary["preset"] = started["preset"] = applied.summary()
         summary["headline"] += f"; {applied.headline()}"
-    if mode not in MODE_PROGRAMS and experiment:
+    if mode not in PROGRAM_OF_MODE and experiment:
         summary["experiment"] = started["experiment"] = experiment
         summary["headline"] += f"; {experiment['decision']}"
         notes.append(experiment["decision"])
     code = (CodePath("algo", str(algorithm.script)),) if algorithm.source in ("script", "checkout") else ()
     return Launch(command=command, cwd=run.run_dir, num_envs=num_envs, summary=summary, started_payload=started,
                   passthrough_stdio=mode == "interactive", notes=notes, code_paths=code)
+
+
+# The contract's standard keys (the core's) that a bundled script reads as flags of its Args.
+CONTRACT_SCRIPT_KEYS = ("checkpoint_frequency", "save_replay_buffer", "eval_every_checkpoint")
+
+
+def contract_flags(script: Path, extras: dict[str, Any]) -> dict[str, Any]:
+    """``checkpoint_frequency``, ``save_replay_buffer``, ``eval_every_checkpoint`` for a script whose ``Args`` has them
+    (a script without them: not passed, as the worker's other scripts never saw them)."""
+    from cleanrl_worker.script_args import NoArgsClassError, read_script_args
+
+    given = {key: extras[key] for key in CONTRACT_SCRIPT_KEYS if key in extras}
+    if not given:
+        return {}
+    try:
+        fields = read_script_args(script).fields
+    except NoArgsClassError:
+        return {}
+    return {key: value for key, value in given.items() if key in fields}
 
 
 SAVE_SPELLINGS = {"--save-model": True, "--save_model": True, "--no-save-model": False, "--no-save_model": False}
@@ -316,8 +344,6 @@ def plan_experiment(config: WorkerConfig, run: RunContext, mode: str) -> dict[st
     """What ``extras.experiment_name`` (``--name``) decides for this run (None without a name)."""
     name = config.extras.get("experiment_name")
     if name is None:
-        if run.options.get("restart"):
-            raise UsageError("--restart needs --name EXP (the experiment to start afresh)")
         return None
     from cleanrl_worker.experiments import decide
 

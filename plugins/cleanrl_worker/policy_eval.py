@@ -18,7 +18,8 @@ same results, and with ``--eval-deterministic`` (greedy actions) the same for an
 ``G`` (default: the checkpoint's training gamma) only discounts the reported discounted
 returns; ``M`` is the episode step limit.
 
-Writes, in the cwd: ``eval_summary.json`` (atomically, after each batch with status
+Writes, in the cwd: the run contract's ``eval.json`` (``mosaic.eval/1``, once completed),
+``eval_summary.json`` (atomically, after each batch with status
 ``running``, then ``completed``), TensorBoard scalars ``eval/*`` under ``runs/<name>/``, and
 with ``--eval-capture-video`` the first episode of each batch under ``videos/<name>/`` (MP4
 when moviepy is installed, else an animated GIF; ``--eval-video-format`` chooses).
@@ -355,6 +356,7 @@ def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Pat
             writer.add_scalar("eval/mean_return", rounds[-1]["mean"], round_index)
         summary = _finish(summary, started, "completed", out_dir)
         write_json_atomic(out_dir / SUMMARY_FILE, summary)
+        write_eval(summary, policy, options, out_dir)
         return summary
     except BaseException as exc:  # the summary says how it ended, with the episodes done so far
         status = "cancelled" if isinstance(exc, (Cancelled, KeyboardInterrupt)) else "failed"
@@ -362,6 +364,21 @@ def run_evaluation(policy: EvalPolicy, options: EvalOptions, out_dir: Path = Pat
         raise
     finally:
         writer.close()
+
+
+def write_eval(summary: dict[str, Any], policy: EvalPolicy, options: EvalOptions, out_dir: Path) -> Path:
+    """The run contract's ``eval.json`` (``mosaic.eval/1``, :func:`mosaic_core.contract.eval_result`),
+    beside ``eval_summary.json`` (this program's fuller record, which other readers keep)."""
+    from mosaic_core import contract
+
+    info = policy.info
+    result = contract.eval_result(
+        worker="cleanrl", algo=str(info["algo"]), env_id=options.env_id, checkpoint=str(info["path"]),
+        global_step=int(info["global_step"]), returns=summary["returns"], lengths=summary["lengths"],
+        seeds=summary["episode_seeds"], deterministic=options.deterministic,
+        extra={"discounted_returns": summary["discounted_returns"], "gamma": summary["gamma"],
+               "videos": summary.get("videos", [])})
+    return contract.write_eval(out_dir / contract.EVAL_FILE, result)
 
 
 def _finish(summary: dict[str, Any], started: float, status: str, out_dir: Path) -> dict[str, Any]:

@@ -120,3 +120,26 @@ class ReplayBuffer:
             dones=self.dones[index].unsqueeze(1),
             rewards=self.rewards[index].unsqueeze(1),
         )
+
+    def state_dict(self) -> dict[str, object]:
+        """The filled part of the buffer, its position and its sampling generator's state:
+        tensors and numbers only (a checkpoint that loads with ``weights_only=True``)."""
+        filled = slice(0, self.size)
+        stores = {"observations": self.observations, "next_observations": self.next_observations,
+                  "actions": self.actions, "rewards": self.rewards, "dones": self.dones}
+        return {"buffer_size": self.buffer_size, "pos": self.pos, "size": self.size,
+                "generator": self._generator.get_state(),
+                **{name: store[filled].cpu().clone() for name, store in stores.items() if store is not None}}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Refill from :meth:`state_dict` (same buffer size); raises ValueError when it does not fit."""
+        if state.get("buffer_size") != self.buffer_size:
+            raise ValueError(f"the saved replay buffer holds {state.get('buffer_size')} transitions, "
+                             f"this run's --buffer-size is {self.buffer_size}")
+        size = int(state["size"])
+        for name in ("observations", "next_observations", "actions", "rewards", "dones"):
+            store = getattr(self, name)
+            if store is not None:
+                store[:size] = state[name].to(self.device)
+        self.pos, self.size = int(state["pos"]), size
+        self._generator.set_state(state["generator"])

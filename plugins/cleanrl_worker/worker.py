@@ -1,5 +1,5 @@
 """The CleanRL worker's interface to the host (:class:`mosaic_core.worker.Worker`): its own
-flags (``--interactive``, ``--preset``, ``--name``, ``--restart``), the config defaults of its
+flags (``--interactive``, ``--preset``, ``--name``; ``--restart`` is the host's), the config defaults of its
 modes, and the launch plan. Everything else of a run is the host's (:mod:`mosaic_core.pipeline`)."""
 
 from __future__ import annotations
@@ -10,27 +10,24 @@ from typing import Any
 
 from mosaic_core import RunContext, UsageError, WorkerConfig
 from mosaic_core import ChildEvent, CodePath, ExtrasKey, FormOption, Launch, TrackingSettings, Worker, WorkerForm
+from mosaic_core.contract import Checkpoint, CheckpointLayout
 
-# The worker's own extras keys; every key no one owns becomes a script flag.
+# The worker's own extras keys (the standard ones, mode, checkpoint_path, eval_episodes…, are the
+# core's: mosaic_core.contract.STANDARD_KEYS); every key no one owns becomes a script flag.
 OWN_KEYS = [
     ExtrasKey("algo_params", "an object of script flags (wins over top-level keys)"),
-    ExtrasKey("mode", "train (default), resume_training or policy_eval"),
-    ExtrasKey("checkpoint_path", "the checkpoint resume_training continues from"),
-    ExtrasKey("policy_path", "the checkpoint policy_eval (or interactive) plays"),
     ExtrasKey("cleanrl_home", "a CleanRL checkout to take algorithms from"),
     ExtrasKey("gym_compat", "gymnasium 1.x: true/false forces 0.29 vector-env semantics on or off for the script"),
     ExtrasKey("interactive", "reserved: use --interactive"),
     ExtrasKey("interactive_render", "interactive mode: send frames (default true)"),
     ExtrasKey("eval", "reserved for evaluation settings"),
     ExtrasKey("eval_", "evaluation settings (the keys below)", prefix=True),
-    ExtrasKey("eval_episodes", "episodes per evaluation: policy_eval's rounds, or training's periodic evaluation"),
     ExtrasKey("eval_frequency", "training: evaluate the policy every N steps, keep best.cleanrl_model"),
     ExtrasKey("eval_batch_size", "policy_eval: episodes played in parallel (default 1)"),
     ExtrasKey("eval_gamma", "policy_eval: discount of the reported discounted return"),
     ExtrasKey("eval_repeat", "policy_eval: rounds of eval_episodes episodes (default 1)"),
     ExtrasKey("eval_max_episode_steps", "policy_eval: the episode step limit"),
     ExtrasKey("eval_capture_video", "policy_eval: record the first episode of each batch"),
-    ExtrasKey("eval_deterministic", "policy_eval: greedy / mean actions"),
     ExtrasKey("eval_realtime", "policy_eval: play at the env's render_fps (to watch live frames)"),
     ExtrasKey("eval_video_format", "policy_eval: gif or mp4 (default: mp4 when moviepy is installed)"),
     ExtrasKey("preset", "hyperparameter preset (--preset): e.g. tuned; see mosaic algos presets"),
@@ -54,7 +51,8 @@ class CleanRLWorker(Worker):
         return OWN_KEYS
 
     def child_events(self) -> list[ChildEvent]:
-        return [ChildEvent("eval_batch", "policy_eval finished a batch of episodes")]
+        return [ChildEvent("eval_batch", "policy_eval finished a batch of episodes"),
+                ChildEvent("eval_result", "a checkpoint evaluated as training goes (extras.eval_every_checkpoint)")]
 
     def code_paths(self, data: dict[str, Any]) -> list[CodePath]:
         """A script given by path as ``algo``, and a CleanRL checkout (``extras.cleanrl_home``);
@@ -125,7 +123,6 @@ class CleanRLWorker(Worker):
         parser.add_argument("--name", metavar="EXP",
                             help="experiment name: resume the latest checkpoint of the latest run named EXP if it "
                                  "was interrupted; else start a new run under that name")
-        parser.add_argument("--restart", action="store_true", help="with --name: start fresh, never resume")
         parser.add_argument("--no-save", action="store_true",
                             help="keep no model: a run saves its final model by default (the script's --save-model; "
                                  "extras {\"save_model\": false} says the same in a config)")
@@ -142,6 +139,37 @@ class CleanRLWorker(Worker):
         from cleanrl_worker.launcher import gpu_request
 
         return gpu_request(config.extras)
+
+    def checkpoint_layout(self, config: WorkerConfig) -> CheckpointLayout | None:
+        """The bundled algorithms' ``checkpoints/step_{step}.cleanrl_model`` (weights, optimizer,
+        RNG and env state: :mod:`cleanrl_worker.resumestate`); scripts of a checkout or a path
+        keep their own files, which the host does not resume."""
+        from cleanrl_worker.checkpoint import FORMAT
+        from cleanrl_worker.registry import bundled_names
+        from cleanrl_worker.resumestate import CHECKPOINTS
+
+        if config.extras.get("cleanrl_home") or config.algo not in bundled_names():
+            return None
+        return CheckpointLayout(CHECKPOINTS, FORMAT)
+
+    def check_checkpoint(self, checkpoint: Checkpoint, config: WorkerConfig) -> str | None:
+        from cleanrl_worker.checkpoint import FORMAT, FORMAT_VERSION
+        from cleanrl_worker.checkpoint_header import read_header
+
+        try:
+            header = read_header(checkpoint.path)
+        except ValueError as exc:
+            return f"checkpoint {checkpoint.path}: {exc}"
+        if header.get("format") != FORMAT:
+            return f"checkpoint {checkpoint.path} is not a {FORMAT} checkpoint (format {header.get('format')!r})"
+        version = header.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            return (f"checkpoint {checkpoint.path} has format version {version}, newer than this worker reads "
+                    f"({FORMAT_VERSION})")
+        for field, expected in (("algo", config.algo), ("env_id", config.env_id)):
+            if header.get(field) != expected:
+                return f"checkpoint {checkpoint.path} was saved with {field} {header.get(field)!r}, not {expected!r}"
+        return None
 
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
         from cleanrl_worker.launcher import plan_launch

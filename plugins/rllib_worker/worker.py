@@ -44,14 +44,6 @@ def _positive_int(extras: dict[str, Any], key: str) -> int | None:
     return value
 
 
-def standard_keys() -> list[ExtrasKey]:
-    """The run contract's keys (:data:`mosaic_core.contract.STANDARD_KEYS`) while the core does
-    not claim them itself; none once it does (``mosaic_core.pipeline.CORE_OWNER``)."""
-    from mosaic_core import pipeline
-
-    return [] if hasattr(pipeline, "CORE_OWNER") else list(contract.STANDARD_KEYS)
-
-
 def latest_checkpoint(path: Path) -> Path | None:
     """An RLlib checkpoint directory as given, or the newest one of a run directory."""
     if (path / CHECKPOINT_MARK).is_file():
@@ -95,7 +87,7 @@ def _checkpoint(config: WorkerConfig, key: str) -> Path:
 
 class RLlibWorker(Worker):
     def extras_keys(self) -> list[ExtrasKey]:
-        return OWN_KEYS + standard_keys()
+        return OWN_KEYS
 
     def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
         return LAYOUT

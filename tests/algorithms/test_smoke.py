@@ -41,7 +41,7 @@ def test_algorithm_trains_logs_saves_and_evaluates(algo, smoke_runs):
     assert final["algo"] == algo and final["env_id"] == TINY[algo][1]
     total = int(TINY[algo][3])
     assert final["global_step"] == total and final["args"]["total_timesteps"] == total
-    saved = sorted(run_dir.glob("checkpoints/step_*.cleanrl_model"))
+    saved = sorted(smoke_runs[algo].cwd.glob("checkpoints/step_*.cleanrl_model"))  # the run directory's (the cwd)
     assert saved, "--checkpoint-frequency saved nothing"
     for path in saved:
         step = int(path.stem.removeprefix("step_"))

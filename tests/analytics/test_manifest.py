@@ -34,7 +34,8 @@ def test_sections_from_a_run_directory(tmp_path):
     touch(d / "runs/CartPole__ppo__1__17/events.out.tfevents.18.host.1.1")
     touch(d / "tb/events.out.tfevents.19.host.2.0")
     touch(d / "wandb/offline-run-x-abc/files/events.out.tfevents.20.host")  # wandb's copy: not listed
-    touch(d / "runs/CartPole__ppo__1__17/ppo.cleanrl_model", 300)
+    touch(d / "runs/CartPole__ppo__1__17/ppo.cleanrl_model", 300)  # a worker's suffix: the core knows it from an event
+    touch(d / "checkpoints/step_2048.cleanrl_model", 200)  # a worker's layout folder: found by looking
     touch(d / "ckpt/agent_step_4096.pt", 100)
     touch(d / "videos/CartPole__ppo__1__17/rl-video-episode-0.mp4", 50)
     touch(d / "study.db")
@@ -44,14 +45,17 @@ def test_sections_from_a_run_directory(tmp_path):
     plugin.mosaic_on_event(run, {"event": "checkpoint_saved", "payload": {"path": "ckpt/agent_step_4096.pt", "global_step": 4096}})
     plugin.mosaic_on_event(run, {"event": "checkpoint_saved", "payload": {"path": str(d / "ckpt/final.bin"), "global_step": 5000}})
     plugin.mosaic_on_event(run, {"event": "checkpoint_saved", "payload": {"path": "../../etc/passwd", "global_step": 1}})
+    plugin.mosaic_on_event(run, {"event": "checkpoint_saved", "payload": {
+        "path": "runs/CartPole__ppo__1__17/ppo.cleanrl_model", "global_step": 4096}})
     sections = plugin.mosaic_build_manifest(run, "completed")
     assert sections["tensorboard"]["event_dirs"] == ["runs/CartPole__ppo__1__17", "tb"]
     assert sections["tensorboard"]["event_files"] == 3 and sections["tensorboard"]["dir"] == "tb"
     files = sections["checkpoints"]["files"]
     assert files == [
+        {"path": "checkpoints/step_2048.cleanrl_model", "step": 2048, "size_bytes": 200},
         {"path": "ckpt/agent_step_4096.pt", "step": 4096, "size_bytes": 100},
+        {"path": "runs/CartPole__ppo__1__17/ppo.cleanrl_model", "step": 4096, "size_bytes": 300},
         {"path": "ckpt/final.bin", "step": 5000, "size_bytes": None, "missing": True},
-        {"path": "runs/CartPole__ppo__1__17/ppo.cleanrl_model", "step": None, "size_bytes": 300},
     ]
     assert sections["checkpoints"]["dir"] == "ckpt"
     assert sections["videos"]["files"] == [{"path": "videos/CartPole__ppo__1__17/rl-video-episode-0.mp4", "size_bytes": 50}]

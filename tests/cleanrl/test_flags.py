@@ -20,7 +20,9 @@ HOST = load_plugin_host()  # the installed plugins, as a run sees them
 
 
 def is_owned(key):
-    return HOST.extras_owner(key) is not None or any(own.matches(key) for own in OWN_KEYS)
+    from mosaic_core.contract import STANDARD_KEYS  # the run contract's keys: the core's
+
+    return (HOST.extras_owner(key) is not None or any(own.matches(key) for own in [*OWN_KEYS, *STANDARD_KEYS]))
 
 
 @dataclasses.dataclass

@@ -10,14 +10,14 @@ def test_policy_eval_dry_run_needs_no_algo(mosaic, workdir):
                                 "eval_deterministic": True}))
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    assert summary["mode"] == "policy_eval" and summary["algorithm"]["source"] == "mode"
+    assert summary["mode"] == "evaluate" and summary["algorithm"]["source"] == "mode"
     assert summary["command"][1:4] == ["-P", "-m", "cleanrl_worker.policy_eval"]  # -P: its cwd never on sys.path
     assert "--eval-deterministic" in summary["argv"] and "--eval-episodes=3" in summary["argv"]
 
 
 def test_policy_eval_without_a_checkpoint_is_a_config_error(mosaic):
     result = mosaic("run", "--worker", "cleanrl", "--env-id", "CartPole-v1", "--extras", '{"mode": "policy_eval"}')
-    assert result.returncode == 2 and "extras.policy_path" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "extras.checkpoint_path" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_interactive_session_through_mosaic_run(mosaic, runs_root):

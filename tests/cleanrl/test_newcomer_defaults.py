@@ -63,7 +63,10 @@ def test_a_default_run_keeps_its_final_model_and_enjoy_plays_it(mosaic, runs_roo
     done = mosaic("run", *TINY, "--run-id", "first")
     assert done.returncode == 0, done.stderr
     saved = [e["payload"] for e in done.events if e["event"] == "checkpoint_saved"]
-    assert len(saved) == 1 and saved[0]["path"].endswith("/ppo.cleanrl_model") and saved[0]["global_step"] == 256
+    # the run's last state in the worker's checkpoint layout (resumable), then its final model
+    assert [p["global_step"] for p in saved] == [256, 256]
+    assert saved[0]["path"].endswith("/checkpoints/step_256.cleanrl_model")
+    assert saved[1]["path"].endswith("/ppo.cleanrl_model")
     enjoy = mosaic("enjoy", "first", "--episodes", "2", "--json")
     assert enjoy.returncode == 0, enjoy.stderr
     played = json.loads(enjoy.stdout)
@@ -95,8 +98,10 @@ def test_ctrl_c_saves_the_model_before_the_run_stops(workdir, runs_root):
     assert proc.returncode == 130, err
     records = [json.loads(line) for line in out.splitlines()]
     saved = [r["payload"] for r in records if r["event"] == "checkpoint_saved"]
-    assert records[-1]["event"] == "run_cancelled" and len(saved) == 1, records[-3:]
-    assert 0 < saved[0]["global_step"] < 10_000_000 and Path(saved[0]["path"]).is_file()
+    assert records[-1]["event"] == "run_cancelled" and len(saved) == 2, records[-3:]  # the layout's and the model
+    assert 0 < saved[0]["global_step"] < 10_000_000 and all(Path(p["path"]).is_file() for p in saved)
+    assert saved[0]["path"].endswith(f"/checkpoints/step_{saved[0]['global_step']}.cleanrl_model")
+    assert records[-1]["payload"]["resumable"] is True and records[-1]["payload"]["from_step"] == saved[0]["global_step"]
 
 
 def test_a_config_the_training_process_refuses_is_a_config_error(mosaic, runs_root):

@@ -132,10 +132,11 @@ def test_heartbeats_are_periodic(workdir, runs_root):
     assert all(b["payload"]["pid"] for b in beats)
 
 
-def test_a_run_id_is_never_reused(mosaic, workdir, runs_root):
+def test_a_completed_run_is_never_run_again_under_its_id(mosaic, workdir, runs_root):
     algo = write(workdir, "ok.py", "pass\n")
     assert mosaic(*run_args(algo, "twice")).returncode == 0
     before = (runs_root / "twice" / "events.jsonl").read_text()
-    again = mosaic(*run_args(algo, "twice"))
-    assert again.returncode == 2 and "already exists" in again.stderr and again.stdout == ""
+    again = mosaic(*run_args(algo, "twice"))  # the same command again would resume it: a completed run is refused
+    assert again.returncode == 2 and "run twice completed" in again.stderr and "--restart" in again.stderr
+    assert again.stdout == ""
     assert (runs_root / "twice" / "events.jsonl").read_text() == before

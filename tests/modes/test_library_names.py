@@ -59,6 +59,6 @@ def test_run_curriculum_training_goes_through_the_stages(tmp_path):
 def test_run_batched_evaluation_evaluates_a_checkpoint(tmp_path, ppo_checkpoint):
     config = parse_worker_config({"run_id": "ev1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1})
     summary = curriculum.run_batched_evaluation(config, ppo_checkpoint, episodes=4, batch_size=2, runs_dir=tmp_path)
-    assert summary["status"] == "completed" and summary["extras"]["mode"] == "policy_eval"
+    assert summary["status"] == "completed" and summary["extras"]["mode"] == "evaluate"  # normalised by the core
     result = json.loads((tmp_path / "ev1" / "eval_summary.json").read_text())
     assert result["episodes"] == 4 and len(result["returns"]) == 4 and result["batch_size"] == 2

@@ -1,7 +1,8 @@
 """The example worker's training process: a plain gymnasium loop, nothing MOSAIC-specific but
 calls to ``mosaic_core.child.report_scalar`` and one ``emit_event("checkpoint_saved", ...)``
-(no-ops when not run by a host). ``--policy`` is random, first, or a Python file defining
-``act(observation, action_space)``.
+(no-ops when not run by a host), and the run contract's stop (``mosaic_core.contract.StopOnSignal``:
+a stop saves ``checkpoints/step_N.json``, which ``--resume-from`` goes on from). ``--policy`` is
+random, first, or a Python file defining ``act(observation, action_space)``.
 
 With ``--direct`` the env is built from its class, bypassing ``gym.make`` (as PettingZoo or EnvPool
 envs do), so the program publishes its frames itself through the public API: it renders only
@@ -19,6 +20,7 @@ import time
 import gymnasium as gym
 
 from mosaic_core.child import emit_event, frame_wanted, publish_frame, report_scalar
+from mosaic_core.contract import StopOnSignal
 
 
 def main() -> None:
@@ -29,6 +31,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=200)
     parser.add_argument("--direct", action="store_true", help="bypass gym.make; publish frames through the API")
+    parser.add_argument("--resume-from", help="a checkpoints/step_N.json a stop left: go on from step N")
     args = parser.parse_args()
     print(f"example worker: gymnasium {gym.__version__} in {sys.prefix}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}", file=sys.stderr, flush=True)
@@ -37,7 +40,13 @@ def main() -> None:
     act = runpy.run_path(args.policy)["act"] if args.policy.endswith(".py") else None
     observation, _ = env.reset(seed=args.seed)
     episode_return, episodes, started = 0.0, 0, time.perf_counter()
-    for step in range(1, args.total_timesteps + 1):
+    first = 1
+    if args.resume_from:  # a random policy keeps nothing but how far it got
+        with open(args.resume_from, encoding="utf-8") as handle:
+            first = int(json.load(handle)["global_step"]) + 1
+    stop = StopOnSignal()  # SIGTERM, SIGUSR1, Ctrl-C: save how far it got, then end as signalled
+    step = first - 1
+    for step in range(first, args.total_timesteps + 1):
         action = act(observation, env.action_space) if act else env.action_space.sample() if args.policy == "random" else 0
         observation, reward, terminated, truncated, _ = env.step(action)
         episode_return += float(reward)
@@ -51,12 +60,27 @@ def main() -> None:
             episode_return, episodes = 0.0, episodes + 1
             observation, _ = env.reset()
         if step % args.log_every == 0:
-            report_scalar("charts/SPS", step / (time.perf_counter() - started), step)
+            report_scalar("charts/SPS", (step - first + 1) / (time.perf_counter() - started), step)
+        if stop.requested:
+            break
     env.close()
+    if stop.requested:
+        _save_progress(step)
+        stop.exit()
     # The policy is its own checkpoint: what was played, for how long (checkpoint_saved is a host event).
     with open("policy.json", "w", encoding="utf-8") as handle:
         json.dump({"policy": args.policy, "global_step": args.total_timesteps}, handle)
     emit_event("checkpoint_saved", {"path": "policy.json", "global_step": args.total_timesteps})
+
+
+def _save_progress(step: int) -> None:
+    """``checkpoints/step_N.json`` (the worker's checkpoint layout), written whole, then announced."""
+    os.makedirs("checkpoints", exist_ok=True)
+    path = f"checkpoints/step_{step}.json"
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump({"format": "example.progress/1", "global_step": step}, handle)
+    os.replace(path + ".tmp", path)
+    emit_event("checkpoint_saved", {"path": path, "global_step": step, "step": step, "format": "example.progress/1"})
 
 
 def _direct_env(env_id: str) -> gym.Env:

@@ -11,6 +11,7 @@ import os
 
 from mosaic_core import CodePath, ConfigError, Launch, WorkerCapabilities, WorkerEnvironment, WorkerForm, WorkerMetadata
 from mosaic_core import Worker
+from mosaic_core.contract import CheckpointLayout
 
 POLICIES = ("random", "first")
 
@@ -59,6 +60,10 @@ class ExampleWorker(Worker):
     def describe_options(self, algo):
         return WorkerForm(algos=POLICIES, algo=algo or "random")  # a submit form offers the policies
 
+    def checkpoint_layout(self, config):
+        """What a stop leaves (SIGTERM, SIGUSR1, Ctrl-C): the step reached, as JSON; `mosaic resume` goes on from it."""
+        return CheckpointLayout("checkpoints/step_{step}.json", "example.progress/1")
+
     def validate(self, config, options):
         problems = []
         if options.get("log_every", 1) < 1:
@@ -78,5 +83,7 @@ class ExampleWorker(Worker):
             command += ["--seed", str(config.seed)]
         if run.options.get("direct"):
             command.append("--direct")
+        if config.extras.get("mode") == "resume":  # the host found the run's newest checkpoint
+            command += ["--resume-from", str(config.extras["checkpoint_path"])]
         return Launch(command=command, num_envs=1, summary={"headline": f"{config.algo} policy on {config.env_id}"},
                       started_payload={"policy": config.algo})

@@ -84,7 +84,7 @@ class Args:
     eval_episodes: int = 10
     """episodes per evaluation during training"""
     checkpoint_frequency: int = 0
-    """save a checkpoint every N global steps to `runs/{run_name}/checkpoints/` (0 = never)"""
+    """save a checkpoint every N global steps to `checkpoints/` (the run directory's; 0 = never)"""
     resume_from: Optional[str] = None
     """path of a .cleanrl_model checkpoint to continue training from"""
 
@@ -306,7 +306,7 @@ if __name__ == "__main__":
                 writer.add_scalar("charts/SPS", sps, global_step)
 
         if args.checkpoint_frequency and (global_step + 1) % args.checkpoint_frequency == 0:
-            save(f"runs/{run_name}/checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
+            save(f"checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
 
         if evaluation.due(global_step + 1):
             greedy = policy({"actor": actor}, vars(args), device, None, deterministic=True)
@@ -315,6 +315,8 @@ if __name__ == "__main__":
         if stop.requested:
             break
 
+    if stop.requested:  # the run as it is now, resumable from its directory (docs/run-contract.md)
+        save(f"checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
         save(model_path, global_step + 1 if stop.requested else args.total_timesteps)

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 import torch.optim as optim
 import tyro
 
-from cleanrl_worker import checkpoint, gymcompat, stopping
-from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
+from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, write_scalars
 from cleanrl_worker.replay import ReplayBuffer
 
 ALGO = "dqn"
@@ -89,7 +89,11 @@ class Args:
     eval_episodes: int = 10
     """episodes per evaluation during training"""
     checkpoint_frequency: int = 0
-    """save a checkpoint every N global steps to `runs/{run_name}/checkpoints/` (0 = never)"""
+    """save a checkpoint every N global steps to `checkpoints/` (0 = at the end and on a stop only)"""
+    save_replay_buffer: bool = False
+    """keep the replay buffer in checkpoints (a resume then trains on it at once, exactly as without the stop)"""
+    eval_every_checkpoint: bool = False
+    """evaluate each checkpoint in checkpoints/ (eval_episodes greedy episodes): an eval_result event each"""
     resume_from: Optional[str] = None
     """path of a .cleanrl_model checkpoint to continue training from"""
 
@@ -159,6 +163,7 @@ if __name__ == "__main__":
         checkpoint.fail(f"{ALGO}: --num-envs {args.num_envs} is not supported, only 1 (as in CleanRL's {ALGO}.py)")
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     resumed = checkpoint.open_for_resume(args.resume_from, algo=ALGO, args=args) if args.resume_from else None
+    run_name = resumed.get("run_name", run_name) if resumed else run_name  # one TensorBoard folder per run
     evaluation = PeriodicEvaluation(args, run_name, functools.partial(make_eval_env, args.env_id))
 
     # TRY NOT TO MODIFY: seeding
@@ -201,9 +206,7 @@ if __name__ == "__main__":
             monitor_gym=True,
             save_code=True,
         )
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer = SummaryWriter(f"runs/{run_name}")
+    writer = resumestate.summary_writer(run_name, start_step if resumed else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
@@ -213,15 +216,35 @@ if __name__ == "__main__":
     autoreset = gymcompat.Autoreset(args.num_envs)
 
     def save(path, steps_done, best=None):
-        return checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs,
-                                          models={"q_network": q_network, "target_network": target_network},
-                                          optimizers={"optimizer": optimizer}, global_step=steps_done,
-                                          iteration=steps_done, evaluation=best)
+        state = {"rng": resumestate.rng_state(), "envs": resumestate.env_state(envs),
+                 "loop": {"obs": torch.as_tensor(obs), "autoreset": torch.as_tensor(autoreset._resetting)}}
+        saved = checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs,
+                                           models={"q_network": q_network, "target_network": target_network},
+                                           optimizers={"optimizer": optimizer}, global_step=steps_done,
+                                           iteration=steps_done, evaluation=best, run_name=run_name,
+                                           training_state=None if best else state,
+                                           replay_buffer=rb if args.save_replay_buffer and not best else None)
+        if args.eval_every_checkpoint and str(path).startswith("checkpoints/"):
+            evaluate_checkpoint(policy({"q_network": q_network}, vars(args), device, None, deterministic=True), functools.partial(make_eval_env, args.env_id), algo=ALGO, args=args,
+                                global_step=steps_done, path=str(path))
+        return saved
 
     start_time = time.time()
 
     # TRY NOT TO MODIFY: start the game
     obs, _ = envs.reset(seed=args.seed)
+    state = resumed.get("training_state") if resumed else None
+    if resumed and "replay_buffer" in resumed:  # trains on at once, as the run would have
+        try:
+            rb.load_state_dict(resumed["replay_buffer"])
+        except (ValueError, KeyError, RuntimeError) as exc:
+            checkpoint.fail(f"--resume-from: {args.resume_from}: {exc}")
+        learning_starts = args.learning_starts
+    if state:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
+        resumestate.restore_rng(state["rng"])
+        if state["envs"] is not None:
+            resumestate.restore_envs(envs, state["envs"])
+            obs, autoreset._resetting = state["loop"]["obs"].numpy().copy(), state["loop"]["autoreset"].numpy().copy()
     stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
     for global_step in range(start_step, args.total_timesteps):
         # ALGO LOGIC: put action logic here
@@ -280,7 +303,7 @@ if __name__ == "__main__":
                     )
 
         if args.checkpoint_frequency and (global_step + 1) % args.checkpoint_frequency == 0:
-            save(f"runs/{run_name}/checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
+            save(resumestate.layout_path(global_step + 1), global_step + 1)
 
         if evaluation.due(global_step + 1):
             greedy = policy({"q_network": q_network}, vars(args), device, None, deterministic=True)
@@ -289,6 +312,9 @@ if __name__ == "__main__":
         if stop.requested:
             break
 
+    steps_done = global_step + 1 if stop.requested else args.total_timesteps
+    if not os.path.exists(resumestate.layout_path(steps_done)):  # the run's last state, resumable (the contract's)
+        save(resumestate.layout_path(steps_done), steps_done)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
         save(model_path, global_step + 1 if stop.requested else args.total_timesteps)

@@ -15,10 +15,10 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 
-from cleanrl_worker import checkpoint, gymcompat, stopping
+from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
 from cleanrl_worker.agents.minigrid import OBSERVATION_SHAPE, CompactMinigridAgent, MinigridAgent
 from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
-from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, write_scalars
 
 ALGO = "ppo"
 
@@ -92,7 +92,9 @@ class Args:
     eval_episodes: int = 10
     """episodes per evaluation during training"""
     checkpoint_frequency: int = 0
-    """save a checkpoint every N global steps to `runs/{run_name}/checkpoints/` (0 = never)"""
+    """save a checkpoint every N global steps to `checkpoints/` (0 = at the end and on a stop only)"""
+    eval_every_checkpoint: bool = False
+    """evaluate each checkpoint in checkpoints/ (eval_episodes greedy episodes): an eval_result event each"""
     resume_from: Optional[str] = None
     """path of a .cleanrl_model checkpoint to continue training from"""
 
@@ -174,6 +176,7 @@ if __name__ == "__main__":
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     resumed = checkpoint.open_for_resume(args.resume_from, algo=ALGO, args=args) if args.resume_from else None
+    run_name = resumed.get("run_name", run_name) if resumed else run_name  # one TensorBoard folder per run
     if resumed and resumed["iteration"] >= args.num_iterations:
         checkpoint.fail(f"--resume-from: checkpoint {args.resume_from} finished iteration {resumed['iteration']} "
                          f"of the {args.num_iterations} that --total-timesteps {args.total_timesteps} allows")
@@ -220,9 +223,7 @@ if __name__ == "__main__":
             monitor_gym=True,
             save_code=True,
         )
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer = SummaryWriter(f"runs/{run_name}")
+    writer = resumestate.summary_writer(run_name, global_step if resumed else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
@@ -239,9 +240,17 @@ if __name__ == "__main__":
     autoreset = gymcompat.Autoreset(args.num_envs)
 
     def save(path, iteration, best=None):
-        return checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs, models={"agent": agent},
-                                          optimizers={"optimizer": optimizer}, global_step=global_step,
-                                          iteration=iteration, evaluation=best)
+        state = {"rng": resumestate.rng_state(), "envs": resumestate.env_state(envs),
+                 "loop": {"next_obs": next_obs.cpu(), "next_done": next_done.cpu(),
+                          "autoreset": torch.as_tensor(autoreset._resetting)}}
+        saved = checkpoint.save_checkpoint(path, algo=ALGO, args=args, envs=envs, models={"agent": agent},
+                                           optimizers={"optimizer": optimizer}, global_step=global_step,
+                                           iteration=iteration, evaluation=best, run_name=run_name,
+                                           training_state=None if best else state)
+        if args.eval_every_checkpoint and str(path).startswith("checkpoints/"):
+            evaluate_checkpoint(policy({"agent": agent}, vars(args), device, None, deterministic=True), functools.partial(make_eval_env, args.env_id), algo=ALGO, args=args,
+                                global_step=global_step, path=str(path))
+        return saved
 
     # TRY NOT TO MODIFY: start the game
     start_step = global_step
@@ -249,6 +258,13 @@ if __name__ == "__main__":
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.Tensor(next_obs).to(device)
     next_done = torch.zeros(args.num_envs).to(device)
+    state = resumed.get("training_state") if resumed else None
+    if state:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
+        resumestate.restore_rng(state["rng"])
+        if state["envs"] is not None:
+            resumestate.restore_envs(envs, state["envs"])
+            next_obs, next_done = state["loop"]["next_obs"].to(device), state["loop"]["next_done"].to(device)
+            autoreset._resetting = state["loop"]["autoreset"].numpy().copy()
     next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency if args.checkpoint_frequency else None
 
     stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
@@ -376,7 +392,7 @@ if __name__ == "__main__":
         writer.add_scalar("charts/SPS", sps, global_step)
 
         if next_checkpoint is not None and global_step >= next_checkpoint:
-            save(f"runs/{run_name}/checkpoints/step_{global_step}{checkpoint.SUFFIX}", iteration)
+            save(resumestate.layout_path(global_step), iteration)
             next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
 
         if evaluation.due(global_step):
@@ -386,6 +402,8 @@ if __name__ == "__main__":
         if stop.requested:
             break
 
+    if not os.path.exists(resumestate.layout_path(global_step)):  # the run's last state, resumable (the contract's)
+        save(resumestate.layout_path(global_step), iteration if stop.requested else args.num_iterations)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
         save(model_path, iteration if stop.requested else args.num_iterations)

@@ -84,7 +84,7 @@ class Args:
 
     # MOSAIC additions
     checkpoint_frequency: int = 0
-    """save a checkpoint every N global steps to `runs/{run_name}/checkpoints/` (0 = never)"""
+    """save a checkpoint every N global steps to `checkpoints/` (the run directory's; 0 = never)"""
     resume_from: Optional[str] = None
     """path of a .cleanrl_model checkpoint to continue training from"""
 
@@ -370,11 +370,13 @@ if __name__ == "__main__":
         writer.add_scalar("charts/SPS", sps, global_step)
 
         if next_checkpoint is not None and global_step >= next_checkpoint:
-            save(f"runs/{run_name}/checkpoints/step_{global_step}{checkpoint.SUFFIX}", iteration)
+            save(f"checkpoints/step_{global_step}{checkpoint.SUFFIX}", iteration)
             next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
         if stop.requested:
             break
 
+    if stop.requested:  # the run as it is now, resumable from its directory (docs/run-contract.md)
+        save(f"checkpoints/step_{global_step}{checkpoint.SUFFIX}", iteration)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
         save(model_path, iteration if stop.requested else args.num_iterations)

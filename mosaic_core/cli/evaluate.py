@@ -1,0 +1,121 @@
+"""``mosaic evaluate RUN|CHECKPOINT [--episodes N] [--deterministic] [--video out.mp4] [--seed S]``:
+one evaluation protocol for every worker (docs/run-contract.md).
+
+The run's worker plays the checkpoint (the run's newest, by the worker's ``checkpoint_layout``,
+or the file given) in mode ``evaluate``: a supervised run like any other, whose directory is
+``RUN_DIR/evaluations/<id>/`` (so ``mosaic runs`` never lists it as a training run; ``mosaic
+runs show RUN`` does, under its run). Its training program writes ``eval.json``
+(``mosaic.eval/1``); this command prints its summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from mosaic_core.errors import UsageError
+
+EVALUATIONS = "evaluations"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from mosaic_core.contract import EVAL_EPISODES, EVAL_SEED_OFFSET
+
+    parser.add_argument("target", metavar="RUN|CHECKPOINT", help="a run id (any unique prefix: its newest checkpoint) "
+                                                                 "or a checkpoint inside a run directory")
+    parser.add_argument("--episodes", type=int, default=EVAL_EPISODES, help=f"episodes (default {EVAL_EPISODES})")
+    parser.add_argument("--deterministic", action="store_true", help="the greedy / mean action")
+    parser.add_argument("--seed", type=int, help=f"the first episode's seed (default: the run's seed + "
+                                                 f"{EVAL_SEED_OFFSET:,}, never one training used)")
+    parser.add_argument("--video", metavar="OUT.mp4", help="record the first episode to this file")
+    parser.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
+    parser.add_argument("--json", action="store_true", help="print eval.json instead of a summary line")
+
+
+def resolve(target: str, root: Path) -> tuple[Path, Path | None]:
+    """(run directory, checkpoint file or None for the newest) that ``target`` names."""
+    from mosaic_core.runs import find_run_dir
+
+    given = Path(target).expanduser()
+    if "/" in target or given.exists():
+        if not given.exists():
+            raise UsageError(f"checkpoint {target}: no such file or directory")
+        for folder in given.absolute().parents:
+            if (folder / "config.json").is_file() and (folder / "events.jsonl").exists():
+                return folder, given.absolute()
+        raise UsageError(f"checkpoint {target} is not inside a run directory (no config.json above it): "
+                         "evaluate a checkpoint of a recorded run")
+    return find_run_dir(root, target), None
+
+
+def run(ns: argparse.Namespace) -> int:
+    from mosaic_core import hostsignals
+    from mosaic_core.config import WorkerConfig, new_run_id, read_config_file
+    from mosaic_core.contract import Checkpoint, eval_seeds, newest_checkpoint
+    from mosaic_core.pipeline import run_worker
+    from mosaic_core.runs import default_runs_root
+    from mosaic_core.runstore.trust import refuse_untrusted
+    from mosaic_core.worker import load_worker
+    from mosaic_core.workers import find_worker
+
+    if ns.episodes < 1:
+        raise UsageError(f"--episodes must be at least 1, got {ns.episodes}")
+    if ns.video and not ns.video.endswith(".mp4"):
+        raise UsageError(f"--video {ns.video}: the file's name must end in .mp4")
+    root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
+    run_dir, given = resolve(ns.target, root)
+    refuse_untrusted(run_dir / "config.json", f"run {run_dir.name}")
+    recorded = read_config_file(run_dir / "config.json", run_file=True)
+    worker_name = recorded.pop("worker", None)
+    if not isinstance(worker_name, str):
+        raise UsageError(f"run {run_dir.name}: its config.json names no worker")
+    item = find_worker(worker_name)
+    worker = load_worker(item)
+    config = WorkerConfig.from_dict(recorded, source=str(run_dir / "config.json"))
+    layout = worker.checkpoint_layout(config)
+    if given is None:
+        found = newest_checkpoint(run_dir, layout, run_dir.name) if layout else None
+        if found is None:
+            what = f"no checkpoint ({layout.pattern})" if layout else f"no checkpoint layout (worker {worker_name!r})"
+            raise UsageError(f"run {run_dir.name} has {what} to evaluate; give a checkpoint file instead")
+    else:
+        found = Checkpoint(given, -1, layout.format if layout else "", bool(layout and layout.code))
+    problem = worker.check_checkpoint(found, config)
+    if problem:
+        raise UsageError(f"cannot evaluate: {problem}")
+    seed = ns.seed if ns.seed is not None else eval_seeds(1, config.seed)[0]
+    extras: dict[str, Any] = {"mode": "evaluate", "checkpoint_path": str(found.path), "eval_episodes": ns.episodes,
+                              "eval_deterministic": ns.deterministic}
+    if ns.video:
+        extras.update(eval_capture_video=True, eval_video_format="mp4")  # the worker's own recording keys
+    evaluation_id = f"eval-{new_run_id()}"
+    argv = ["--config", str(run_dir / "config.json"), "--run-id", evaluation_id, "--runs-dir",
+            str(run_dir / EVALUATIONS), "--seed", str(seed), "--extras", json.dumps(extras), "--quiet"]
+    print(f"mosaic: evaluating {found.path.name} of run {run_dir.name} ({ns.episodes} episodes, first seed {seed})",
+          file=sys.stderr)
+    with hostsignals.guarded(), contextlib.redirect_stdout(sys.stderr):  # stdout: the result only
+        code = run_worker(worker_name, argv, prog="mosaic evaluate")
+    where = run_dir / EVALUATIONS / evaluation_id
+    result_file = where / "eval.json"
+    if code != 0 or not result_file.is_file():
+        if code == 0:
+            print(f"mosaic: error: worker {worker_name!r} wrote no eval.json in {where}", file=sys.stderr)
+        return code or 1
+    result = json.loads(result_file.read_text(encoding="utf-8"))
+    if ns.video:
+        videos = sorted(where.rglob("*.mp4"))
+        if not videos:
+            print(f"mosaic: warning: the evaluation recorded no .mp4 in {where}", file=sys.stderr)
+        else:
+            shutil.copyfile(videos[0], ns.video)
+    if ns.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{result['algo']} on {result['env_id']} at step {result['global_step']}: {len(result['episodes'])} "
+              f"episodes, return {result['mean']:.2f} ± {result['std']:.2f} (IQM {result['iqm']:.2f}); {result_file}")
+    return 0

@@ -1,0 +1,136 @@
+"""The run contract with the bundled algorithms, through the real `mosaic run` / `mosaic resume`:
+a run SIGTERMed near its middle and resumed is the run it would have been (the same episodic
+returns after the resume point as the uninterrupted run: RNG, env, loop and replay-buffer state
+saved), one history in events.jsonl and TensorBoard, and the contract suite for the CleanRL worker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mosaic_core.events import metric_steps, one_history, read_events
+from mosaic_core.testing.contract_suite import WorkerContractSuite
+
+from .conftest import scalars
+
+RUNS = {
+    "ppo": (20_000, {"num_envs": 2, "num_steps": 128, "cuda": False}),
+    "dqn": (8_000, {"learning_starts": 1000, "target_network_frequency": 100, "save_replay_buffer": True,
+                    "cuda": False}),
+}
+
+
+class Runs(WorkerContractSuite):
+    worker = "cleanrl"
+    env_id = "CartPole-v1"
+    seed = 7
+
+
+@pytest.fixture
+def suite(tmp_path):
+    runs = Runs()
+    runs.folder, runs.runs_root = tmp_path, tmp_path / "runs"
+    return runs
+
+
+def returns_after(run_dir, step):
+    """(step, return) of every episode TensorBoard kept past ``step`` (purged steps left out)."""
+    (tb_dir,) = {p.parent for p in (run_dir / "runs").rglob("events.out.tfevents.*")}
+    return [(s, v) for s, v in scalars(tb_dir)["charts/episodic_return"] if s > step]
+
+
+@pytest.mark.parametrize("algo", sorted(RUNS))
+def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
+    total, extras = RUNS[algo]
+    suite.algo, suite.total_timesteps, suite.extras = algo, total, extras
+    whole = suite.cli(*suite.run_args("whole"))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    code, err = suite.stop_at(suite.start(*suite.run_args("cut")), "cut", total // 2)
+    cancelled = suite.events("cut")[-1]
+    assert cancelled["event"] == "run_cancelled" and code == 130, (cancelled, err[-2000:])
+    assert cancelled["payload"]["resumable"] is True
+    from_step = cancelled["payload"]["from_step"]
+    assert total // 4 < from_step < total
+
+    # the same command again continues it
+    again = suite.cli(*suite.run_args("cut"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"mosaic: resuming run cut from step {from_step}" in again.stderr
+    if algo == "dqn":
+        assert "replay buffer saved with" in (suite.run_dir("cut") / "logs" / "cleanrl.stderr.log").read_text()
+
+    after_whole = returns_after(suite.run_dir("whole"), from_step)
+    after_cut = returns_after(suite.run_dir("cut"), from_step)
+    assert len(after_whole) > 5 and after_cut == after_whole
+
+    # one history: TensorBoard steps of each tag never go back (what the first attempt logged past the
+    # checkpoint is purged); two envs ending episodes at one step log that step twice, as CleanRL does
+    (tb_dir,) = {p.parent for p in (suite.run_dir("cut") / "runs").rglob("events.out.tfevents.*")}
+    for tag, values in scalars(tb_dir).items():
+        if not tag.startswith("eval/"):
+            steps = [s for s, _ in values]
+            assert steps == sorted(steps) and steps[-1] <= total, tag
+    events = read_events(suite.run_dir("cut") / "events.jsonl")
+    assert [e["event"] for e in events].count("run_resumed") == 1
+    steps = metric_steps(one_history(events))
+    assert steps and all(a <= b for a, b in zip(steps, steps[1:])), steps  # never back (the closing metrics
+    # event may repeat the last step)
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(1, len(seqs) + 1))  # one log, numbered on
+
+    listed = suite.cli("runs", "--runs-dir", str(suite.runs_root), "--json")
+    (cut,) = [r for r in json.loads(listed.stdout) if r["run_id"] == "cut"]
+    assert cut["status"] == "completed" and cut["attempts"] == 2 and cut["global_step"] <= total
+
+
+def test_resume_refusals_leave_the_run_untouched(suite):
+    suite.algo, suite.total_timesteps, suite.extras = "ppo", 20_000, RUNS["ppo"][1]
+    code, _err = suite.stop_at(suite.start(*suite.run_args("kept")), "kept", 4000)
+    assert code == 130
+    run_dir = suite.run_dir("kept")
+    log = (run_dir / "events.jsonl").read_bytes()
+    (newest,) = sorted(run_dir.glob("checkpoints/step_*.cleanrl_model"))[-1:]
+
+    other = suite.cli(*[a if a != "ppo" else "dqn" for a in suite.run_args("kept")])
+    suite.one_line(other, "algo 'ppo'", "'dqn'")
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # truncated
+    suite.one_line(suite.cli("resume", "kept", "--runs-dir", str(suite.runs_root)), "truncated or corrupt")
+    assert (run_dir / "events.jsonl").read_bytes() == log
+
+
+class TestCleanRLContract(WorkerContractSuite):
+    """The contract suite for the CleanRL worker's bundled PPO."""
+
+    worker = "cleanrl"
+    algo = "ppo"
+    env_id = "CartPole-v1"
+    total_timesteps = 16_384
+    extras = {"num_envs": 2, "num_steps": 128, "cuda": False}
+    evaluate = True
+
+
+def test_every_checkpoint_is_evaluated_by_the_one_protocol(suite):
+    suite.algo, suite.total_timesteps = "dqn", 2000
+    suite.extras = {"checkpoint_frequency": 1000, "eval_every_checkpoint": True, "eval_episodes": 3,
+                    "learning_starts": 500, "cuda": False}
+    result = suite.cli(*suite.run_args("graded"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    graded = [e["payload"] for e in suite.events("graded") if e["event"] == "eval_result"]
+    assert [g["global_step"] for g in graded] == [1000, 2000]
+    for grade in graded:
+        assert [e["seed"] for e in grade["episodes"]] == [1_000_007, 1_000_008, 1_000_009]  # seed 7 + 1,000,000
+        assert grade["mean"] == pytest.approx(sum(e["return"] for e in grade["episodes"]) / 3)
+        assert grade["checkpoint"].endswith(f"checkpoints/step_{grade['global_step']}.cleanrl_model")
+
+
+
+def test_evaluate_refuses_bad_input_in_one_line(suite):
+    suite.runs_root.mkdir(mode=0o700)
+    suite.one_line(suite.cli("evaluate", "any", "--episodes", "0", "--runs-dir", str(suite.runs_root)),
+                   "--episodes must be at least 1, got 0")
+    suite.one_line(suite.cli("evaluate", "nope", "--runs-dir", str(suite.runs_root)), "no run 'nope'")
+    suite.one_line(suite.cli("evaluate", str(suite.folder / "x.cleanrl_model"), "--runs-dir", str(suite.runs_root)),
+                   "no such file")
+    assert list(suite.runs_root.iterdir()) == []
