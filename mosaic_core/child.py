@@ -10,7 +10,7 @@ W&B service, a compiler, a shell tool) pays nothing. A launcher may also call
 
 Order of :func:`install`: the patch points first, then every plugin's
 :func:`~mosaic_core.hookspecs.mosaic_child_setup`, so one plugin's failing setup costs only
-that plugin (its failure is reported to the host and listed in ``analytics.json``).
+that plugin (its failure is reported to the host and listed in ``manifest.json``).
 
 Patch points:
 - ``gymnasium.make``: plugins add kwargs (:func:`~mosaic_core.hookspecs.mosaic_env_make_kwargs`)

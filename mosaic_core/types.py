@@ -84,7 +84,7 @@ class TrackingSettings:
     run_name: str | None = None
     mode: str | None = None  # online, offline or disabled
     notes: str | None = None
-    requested_by: str = "extras.track_wandb"  # the config field that asked for it (named in refusals)
+    requested_by: str | None = None  # the config field that asked for it, named in refusals (else the plugin)
 
     def __post_init__(self) -> None:
         for name in ("project", "entity", "run_name", "mode", "notes"):
