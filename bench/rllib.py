@@ -26,7 +26,6 @@ RLlib's `episode_return_mean` first reached 500 (the run's `rllib/episode_return
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -36,7 +35,8 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
+
+from load import busy_loops  # bench/load.py (this script's folder is on sys.path)
 
 MOSAIC = [sys.executable, "-m", "mosaic_core.cli.main"]
 PLAIN = """
@@ -106,20 +106,6 @@ class PeakMemory:
                 except OSError:
                     continue
             self.peak = max(self.peak, total / 1024)
-
-
-@contextlib.contextmanager
-def busy_loops(count: int) -> Iterator[None]:
-    """``count`` busy Python loops for the length of the block, stopped by pid."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(count)]
-    try:
-        if loops:
-            time.sleep(3)
-        yield
-    finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
 
 
 def plain(python: str, steps: int, env: dict[str, str], params: dict) -> tuple[float, float, float]:

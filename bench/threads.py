@@ -18,32 +18,18 @@ Run by hand (a CleanRL checkout: ``git clone https://github.com/vwxyzjn/cleanrl`
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+
+from load import busy_loops  # bench/load.py (this script's folder is on sys.path)
 
 MOSAIC = [sys.executable, "-m", "mosaic_core.cli.main"]
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-
-
-@contextlib.contextmanager
-def busy_loops(count: int) -> Iterator[None]:
-    """``count`` busy Python loops for the length of the block, stopped by pid."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(count)]
-    try:
-        time.sleep(3)  # let the load average feel them
-        yield
-    finally:
-        for loop in loops:
-            loop.send_signal(signal.SIGKILL)
-            loop.wait()
 
 
 def one_run(ns: argparse.Namespace, budget: int, runs: Path, run_id: str, env: dict[str, str]) -> tuple[float, float]:
