@@ -113,7 +113,8 @@ def plain(python: str, steps: int, env: dict[str, str], params: dict) -> tuple[f
     with tempfile.TemporaryDirectory(prefix="rl-") as folder, PeakMemory(tag) as memory:
         start = time.perf_counter()
         done = subprocess.run([python, "-c", PLAIN, str(steps), folder, json.dumps(params)], env={**env, "BENCH_TAG": tag},
-                              capture_output=True, text=True, cwd=folder)
+                              capture_output=True, text=True, cwd=folder,
+                              start_new_session=True)  # a session of its own, as mosaic run's training (bench/load.py)
         wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"the plain RLlib script failed: {done.stderr[-800:]}")
