@@ -240,7 +240,7 @@ def _ppo_run(mode: str, total: int, algo: str) -> dict:
         events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
         sps = [e["payload"]["sps"] for e in events if e["event"] == "metrics" and e["payload"].get("sps")]
         wall = events[-1]["timestamp"] - events[0]["timestamp"]
-        section = json.loads((run_dir / "analytics.json").read_text()).get("fastlane", {})
+        section = json.loads((run_dir / "manifest.json").read_text()).get("fastlane", {})
     return {"sps": sps[-1] if sps else float("nan"), "frames": section.get("frames_published", 0),
             "share": section.get("render_seconds", 0.0) / wall}
 

@@ -3,7 +3,7 @@ first call (which builds the runs root's index) and the next ones (which read it
 process the index's listing next to reading every run directory (what listing did before it).
 
 Each run directory is what a finished run leaves: config.json, events.jsonl (start, metrics,
-heartbeats, end), analytics.json, a log. Run by hand:
+heartbeats, end), manifest.json, a log. Run by hand:
   .venv/bin/python bench/listing.py [--sizes 20 2000 10000] [--repeat 3]
 """
 
@@ -37,7 +37,7 @@ def make_runs(root: Path, count: int) -> None:
         (run / "events.jsonl").write_text("".join(
             json.dumps({"event": e, "run_id": run.name, "seq": n, "timestamp": start + n, "payload": p}) + "\n"
             for n, (e, p) in enumerate(events, 1)))
-        (run / "analytics.json").write_text(json.dumps({"schema": "mosaic.analytics/1", "status": "completed"}))
+        (run / "manifest.json").write_text(json.dumps({"schema": "mosaic.manifest/1", "status": "completed"}))
         (run / "logs" / "cleanrl.stderr.log").write_text("done\n")
 
 

@@ -2,6 +2,13 @@
 
 Run by hand (after `mosaic workers install rllib`):
     .venv/bin/python bench/rllib.py [--steps 20000] [--repeats 2] [--learning-steps 100000]
+        [--env-runners 1] [--sample-timeout 600] [--loops 0] [--params '{"train_batch_size_per_learner": 1000}']
+
+Under load: ``--loops N`` runs N busy loops beside both sides (started here, stopped by pid), and
+both sides get the same ``--env-runners`` and ``--sample-timeout`` (RLlib's ``sample_timeout_s``,
+60 s by default: on a busy machine an iteration's sampling outlasted it, and RLlib's
+``algo.train()`` then failed with "No samples returned from remote workers"). Each speed row says
+the 1-minute load average before and after it.
 
 Speed: PPO on CartPole-v1 (RLlib's defaults: 4,000-step iterations; one env runner; one torch
 thread in the learner and the env runner; seed 1; a local Ray cluster of its own), run alternately
@@ -29,8 +36,9 @@ import time
 import uuid
 from pathlib import Path
 
+from load import busy_loops  # bench/load.py (this script's folder is on sys.path)
+
 MOSAIC = [sys.executable, "-m", "mosaic_core.cli.main"]
-PARAMS = {"num_env_runners": 1}
 PLAIN = """
 import json, logging, sys, time
 import torch
@@ -39,7 +47,10 @@ import ray
 from ray.rllib.algorithms.ppo import PPOConfig
 steps, folder = int(sys.argv[1]), sys.argv[2]
 ray.init(address="local", _temp_dir=folder, include_dashboard=False, logging_level=logging.WARNING)
-algo = PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=1).debugging(seed=1).build_algo()
+params = json.loads(sys.argv[3])
+config = PPOConfig().environment("CartPole-v1").debugging(seed=1)
+config.update_from_dict(params)
+algo = config.build_algo()
 done, seconds = 0, 0.0
 while done < steps:
     result = algo.train()
@@ -97,12 +108,13 @@ class PeakMemory:
             self.peak = max(self.peak, total / 1024)
 
 
-def plain(python: str, steps: int, env: dict[str, str]) -> tuple[float, float, float]:
+def plain(python: str, steps: int, env: dict[str, str], params: dict) -> tuple[float, float, float]:
     tag = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="rl-") as folder, PeakMemory(tag) as memory:
         start = time.perf_counter()
-        done = subprocess.run([python, "-c", PLAIN, str(steps), folder], env={**env, "BENCH_TAG": tag},
-                              capture_output=True, text=True, cwd=folder)
+        done = subprocess.run([python, "-c", PLAIN, str(steps), folder, json.dumps(params)], env={**env, "BENCH_TAG": tag},
+                              capture_output=True, text=True, cwd=folder,
+                              start_new_session=True)  # a session of its own, as mosaic run's training (bench/load.py)
         wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"the plain RLlib script failed: {done.stderr[-800:]}")
@@ -117,12 +129,12 @@ def events_of(run_dir: Path) -> list[dict]:
     return events
 
 
-def mosaic_run(steps: int, env: dict[str, str], runs: Path, run_id: str) -> tuple[float, float, float]:
+def mosaic_run(steps: int, env: dict[str, str], runs: Path, run_id: str, params: dict) -> tuple[float, float, float]:
     tag = uuid.uuid4().hex
     with PeakMemory(tag) as memory:
         start = time.perf_counter()
         subprocess.run([*MOSAIC, "run", "--worker", "rllib", "--algo", "PPO", "--env-id", "CartPole-v1",
-                        "--total-timesteps", str(steps), "--seed", "1", "--extras", json.dumps({"algo_params": PARAMS}),
+                        "--total-timesteps", str(steps), "--seed", "1", "--extras", json.dumps({"algo_params": params}),
                         "--runs-dir", str(runs), "--run-id", run_id, "--json", "--quiet"], env={**env, "BENCH_TAG": tag},
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - start
@@ -140,7 +152,13 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20000, help="0 skips the speed rows")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--learning-steps", type=int, default=100000, help="0 skips the learning row")
+    parser.add_argument("--env-runners", type=int, default=1, help="RLlib's num_env_runners, both sides")
+    parser.add_argument("--sample-timeout", type=float, default=600.0, help="RLlib's sample_timeout_s, both sides")
+    parser.add_argument("--loops", type=int, default=0, help="busy loops beside the speed rows (load)")
+    parser.add_argument("--params", type=json.loads, default={},
+                        help='more of PPOConfig, both sides (e.g. \'{"train_batch_size_per_learner": 1000}\')')
     ns = parser.parse_args()
+    params = {"num_env_runners": ns.env_runners, "sample_timeout_s": ns.sample_timeout, **ns.params}
     env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     python = worker_python()
@@ -148,11 +166,16 @@ def main() -> int:
         runs = Path(folder)
         if ns.steps:
             own, ours = [], []
-            for repeat in range(ns.repeats):  # alternate, so a busy moment hits both sides alike
-                own.append(plain(python, ns.steps, env))
-                ours.append(mosaic_run(ns.steps, env, runs, f"speed-{repeat}"))
+            with busy_loops(ns.loops):
+                before = os.getloadavg()[0]
+                for repeat in range(ns.repeats):  # alternate, so a busy moment hits both sides alike
+                    own.append(plain(python, ns.steps, env, params))
+                    ours.append(mosaic_run(ns.steps, env, runs, f"speed-{repeat}", params))
+                after = os.getloadavg()[0]
             own_rate, ours_rate = max(r[0] for r in own), max(r[0] for r in ours)
             own_wall, ours_wall = min(r[1] for r in own), min(r[1] for r in ours)
+            print(f"load average {before:.1f} -> {after:.1f} ({ns.loops} busy loops of ours); PPOConfig: "
+                  f"{json.dumps(params)}")
             print(f"{'PPO CartPole-v1, ' + str(ns.steps) + ' steps':34} {'env steps/s':>11} {'wall s':>8} "
                   f"{'peak MiB':>9}")
             print(f"{'plain RLlib script':34} {own_rate:11.0f} {own_wall:8.1f} {max(r[2] for r in own):9.0f}")
@@ -162,7 +185,7 @@ def main() -> int:
         if ns.learning_steps:
             from mosaic_analytics.curves import read_scalars
 
-            mosaic_run(ns.learning_steps, env, runs, "learning")
+            mosaic_run(ns.learning_steps, env, runs, "learning", params)
             means = read_scalars(runs / "learning", "rllib/episode_return_mean")
             reached = next((step for step, value in zip(means.steps, means.values) if value >= 500), None)
             best = max(means.values)

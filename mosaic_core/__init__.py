@@ -35,6 +35,7 @@ _EXPORTS = {
     **_from("hookspecs", "hookimpl"),
     **_from("worker", "Worker", "load_worker"),
     **_from("workers", "find_worker"),
+    **_from("choice", "choose_worker"),
     **_from("capabilities", "WorkerMetadata", "WorkerCapabilities", "WorkerEnvironment"),
     **_from("cli.commands", "CliCommand"),
     **_from("types", "ExtrasKey", "ChildEvent", "CodePath", "Launch", "FrameInfo", "ChildContext", "HookFailure",
@@ -47,7 +48,7 @@ _EXPORTS = {
     **_from("config", "WorkerConfig", "RUN_ID", "REDACTED", "build_config", "parse_json", "read_config_file",
             "unwrap_config", "redact", "is_secret_key", "check_run_id"),
     **_from("runs", "RunContext", "RunDirectory", "default_runs_root", "find_run_dir", "check_runs_root",
-            "read_cancel_note", "write_json_atomic"),
+            "read_cancel_note", "write_json_atomic", "manifest_of"),
     **_from("events", "EventEmitter", "read_events", "EVENT_OF", "STATUS_OF", "TERMINAL"),
     **_from("manifest", "HOST_SECTIONS", "manifest_document"),
     # Running a prepared run (a worker's own console script, a launcher, the sweep).

@@ -249,4 +249,37 @@ def _other_problems(argv: list[str], data: dict[str, Any], source: str | None, k
         RunDirectory.for_run(ns.runs_dir, config.run_id).check_usable()
     except MosaicError as exc:
         problems.append(str(exc))
-    return problems
+    typo = env_id_typo(ns.env_id or data.get("env_id"))
+    return [*problems, typo] if typo else problems
+
+
+def env_id_typo(env_id: Any) -> str | None:
+    """A sentence when ``env_id`` looks like a typo of an env id the host's gymnasium knows
+    (its plugin envs loaded): unknown, while a close id is known and no other version of it is.
+    None when it is known or nothing is close (it may be a worker's own env, known only in that
+    worker's environment), for ``module:Env`` ids, and where the host has no gymnasium."""
+    if not isinstance(env_id, str) or not env_id or ":" in env_id:
+        return None
+    try:
+        from gymnasium.envs.registration import parse_env_id, registry
+    except Exception:  # the light core: each worker checks its env ids
+        return None
+    if env_id in registry:
+        return None
+    known = {other: _name_of(parse_env_id, other) for other in registry}
+    wanted = _name_of(parse_env_id, env_id)
+    if wanted is None or wanted in known.values():
+        return None  # malformed (the worker says so) or another version of a known env
+    if wanted[0] is not None and not any(name and name[0] == wanted[0] for name in known.values()):
+        return None  # a namespace this gymnasium does not have: another registry's
+    close = difflib.get_close_matches(env_id, list(known), n=1, cutoff=0.6)
+    return f"env_id {env_id!r} is not a registered environment; did you mean {close[0]}?" if close else None
+
+
+def _name_of(parse: Any, env_id: str) -> tuple[str | None, str] | None:
+    """(namespace, name) of an env id, its version left out; None when it does not parse."""
+    try:
+        namespace, name, _version = parse(env_id)
+    except Exception:
+        return None
+    return namespace, name

@@ -50,7 +50,7 @@ def render() -> str:
              "Implement a hook with `from mosaic_core import hookimpl` in a module your distribution names in "
              "its `mosaic.plugins` entry points. An implementation may take any subset of the arguments. "
              "Failure policy: `stop` ends the run before it starts (exit 2, naming plugin and hook); `isolate` "
-             "drops only the failing plugin's part, names it once and records it in `analytics.json`.", "",
+             "drops only the failing plugin's part, names it once and records it in `manifest.json`.", "",
              "| hook | runs in | failure |", "|---|---|---|"]
     parts += [f"| [`{n}`](#{n}) | {_where(n)} | {hookspecs.POLICY[n]} |" for n in hooks]
     for name in hooks:

@@ -17,7 +17,7 @@ every implementation, wrappers and training-process hooks included:
 - ``stop``: config hooks. A raising implementation, an invalid result or a conflict stops
   the run before anything starts, exit code 2, naming the plugin and the hook.
 - ``isolate``: contribution and sink hooks. Only the failing plugin's part is dropped; the
-  failure is named once on stderr and recorded in ``analytics.json`` (``plugins`` section);
+  failure is named once on stderr and recorded in ``manifest.json`` (``plugins`` section);
   every other plugin's results are kept and the run goes on. A ``wrapper=True``
   implementation that raises costs only its own part: the call goes on as if it were absent.
 
@@ -377,7 +377,7 @@ def mosaic_frame_source(run_dir: Path, extras: dict[str, Any]) -> FrameSource | 
 # --------------------------------------------------------------------------------------
 @spec(ISOLATE)
 def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None:
-    """Contribute sections to the run's ``analytics.json``.
+    """Contribute sections to the run's ``manifest.json``.
 
     Called once at the end of every run, whatever ``status`` (``completed``, ``failed``,
     ``cancelled``), after the training process is gone and just before the terminal event
@@ -420,11 +420,31 @@ def mosaic_run_scalars(run_dir: Path, tag: str) -> list[tuple[int, float]] | Non
 
 
 @spec(ISOLATE)
+def mosaic_private_run_folders() -> list[str] | None:
+    """Name the folders of a run directory that this plugin's tool keeps for itself (e.g. a
+    tracker's own copies of the run's event files and models).
+
+    Called by whoever scans a run directory for its TensorBoard files, checkpoints and videos
+    (the manifest, the dashboard, export): those folders, at any depth, are not scanned, so
+    their copies are neither listed twice nor counted against the scan's limits. Return plain
+    folder names (no ``/``), or None. Results are joined. Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_private_run_folders():
+            return ["mytracker"]
+    """
+
+
+@spec(ISOLATE)
 def mosaic_run_finished(run: RunContext, status: str) -> None:
     """The run has ended by any path and the manifest sections are collected.
 
     Called exactly once per started run, even after a crash or cancel, after
-    :func:`mosaic_build_manifest` and before ``analytics.json`` and the terminal event are
+    :func:`mosaic_build_manifest` and before ``manifest.json`` and the terminal event are
     written (so its failures are in the manifest): free what :func:`mosaic_run_started` created. Every implementation is
     called even if one raises. Return value ignored. Failure: isolate.
 

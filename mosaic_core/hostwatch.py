@@ -5,7 +5,7 @@ host would have freed, and none of its processes keeps training.
 The host starts the training process with ``PR_SET_PDEATHSIG`` (it gets SIGTERM when the host
 dies). A Python training process trades that for this watchdog, installed by
 :func:`mosaic_core._patchpoints.install`: it notices the host gone, calls every plugin's
-``mosaic_host_lost``, appends ``run_failed`` to ``events.jsonl`` (and writes ``analytics.json`` if
+``mosaic_host_lost``, appends ``run_failed`` to ``events.jsonl`` (and writes ``manifest.json`` if
 the host could not), then stops the run's process group.
 
 "Gone" is the kernel's word, never a guess from timing: the watchdog holds a pidfd of the host
@@ -90,9 +90,10 @@ def record_host_loss(child: ChildContext) -> None:
               "timestamp": time.time(), "payload": {"error": error, "returncode": None, "host_lost": True}}
     with open_append(events) as handle:
         handle.write(json.dumps(finite(record), allow_nan=False) + "\n")
-    manifest = child.run_dir / "analytics.json"
-    if not manifest.exists():
-        write_json_atomic(manifest, {"schema": "mosaic.analytics/1", "run_id": child.run_id, "worker": child.worker,
+    from mosaic_core.runs import MANIFEST_NAME, MANIFEST_SCHEMA, manifest_of
+
+    if not manifest_of(child.run_dir).exists():
+        write_json_atomic(child.run_dir / MANIFEST_NAME, {"schema": MANIFEST_SCHEMA, "run_id": child.run_id, "worker": child.worker,
                                      "status": "failed", "algo": child.algo, "env_id": child.env_id,
                                      "written_at": time.time(), "error": error})
 

@@ -1,4 +1,4 @@
-"""``analytics.json``: the host's header (run id, worker, status…), the ``plugins`` report
+"""``manifest.json``: the host's header (run id, worker, status…), the ``plugins`` report
 (which took part, which failed to load, every hook failure) and the sections plugins
 contribute through ``mosaic_build_manifest``; redacted, written atomically by the caller."""
 
@@ -9,14 +9,15 @@ from typing import Any
 
 from mosaic_core.config import redact
 from mosaic_core.plugins import PluginHost
-from mosaic_core.runs import RunContext
+from mosaic_core.runs import MANIFEST_SCHEMA, OLD_MANIFEST_SCHEMAS, RunContext
 
-MANIFEST_SCHEMA = "mosaic.analytics/1"
+__all__ = ["HOST_SECTIONS", "MANIFEST_SCHEMA", "OLD_MANIFEST_SCHEMAS", "manifest_document"]
+
 HOST_SECTIONS = frozenset({"schema", "run_id", "worker", "status", "algo", "env_id", "written_at", "plugins"})
 
 
 def manifest_document(run: RunContext, host: PluginHost, status: str, sections: dict[str, Any]) -> dict[str, Any]:
-    """``analytics.json``: the host's header, the plugins' report and their sections, redacted."""
+    """``manifest.json``: the host's header, the plugins' report and their sections, redacted."""
     report = {"active": sorted(i.name for i in host.loaded if i.status == "active"),
               "failed_to_load": [{"name": i.name, "distribution": i.distribution, "version": i.version,
                                   "error": i.error} for i in host.load_failures()],

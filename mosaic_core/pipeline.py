@@ -83,7 +83,7 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
     host.add_argument("--num-cpus", type=int, metavar="N",
                       help="CPUs the run may use: its thread budget (OMP_NUM_THREADS and the like; default: the "
-                           "launcher's share, or every usable CPU; your own OMP_NUM_THREADS wins)")
+                           "launcher's share, or 1 for a lone run; your own OMP_NUM_THREADS wins)")
     host.add_argument("--json", action="store_true",
                       help="print lifecycle events as JSON lines on stdout even at a terminal (always in events.jsonl)")
     host.add_argument("--quiet", action="store_true", help="no progress or human lines at a terminal")

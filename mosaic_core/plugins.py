@@ -10,7 +10,7 @@ is carried by each spec and applied by :class:`mosaic_core.hookcalls.GuardedMana
 (``wrapper=True`` ones and training-process hooks included) through a guard: ``stop`` turns
 an exception into a :class:`PluginError` naming plugin and hook (exit 2); ``isolate`` drops
 that plugin's part, records a :class:`HookFailure` (named once on stderr, listed in
-``analytics.json``) and lets pluggy go on with the others (a failed wrapper as if absent).
+``manifest.json``) and lets pluggy go on with the others (a failed wrapper as if absent).
 Each result is tagged with its plugin as it is produced (:class:`Tagged`), never matched
 back by identity.
 ``MOSAIC_TRACE_HOOKS=1`` prints every hook call to stderr through pluggy's monitoring.
@@ -299,6 +299,17 @@ class PluginHost:
             if source is not None:
                 self._invalid("mosaic_frame_source", plugin, f"returned {type(source).__name__}; expected a FrameSource")
         return None
+
+    def private_run_folders(self) -> frozenset[str]:
+        """The run-directory folders plugins keep for themselves (``mosaic_private_run_folders``)."""
+        names: set[str] = set()
+        for plugin, folders in self._lists("mosaic_private_run_folders", self._call("mosaic_private_run_folders"),
+                                           str, "folder name"):
+            if not folders or "/" in folders or folders in (".", ".."):
+                self._invalid("mosaic_private_run_folders", plugin, f"not a plain folder name: {folders!r}")
+            else:
+                names.add(folders)
+        return frozenset(names)
 
     def run_relays(self, run_id: str, extras: dict[str, Any], side: str) -> dict[str, RunRelay]:
         """Each plugin's relay for a run executed elsewhere (``side``: "node" or "caller")."""

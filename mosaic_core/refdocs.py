@@ -147,11 +147,11 @@ def render_schemas() -> str:
               "| `timestamp` | seconds since the epoch |", "| `payload` | an object, redacted; non-finite numbers "
               "become `null` |", "",
               "Terminal events: " + ", ".join(f"`{e}` (status `{events.STATUS_OF[e]}`)" for e in events.TERMINAL) + ".",
-              "", "## Run manifest (`analytics.json`)", "", _doc(manifest), "",
+              "", "## Run manifest (`manifest.json`)", "", _doc(manifest), "",
               f"Schema `{manifest.MANIFEST_SCHEMA}`. The host writes these sections; every other top-level key is "
               "a plugin's section (`mosaic_build_manifest`), named after it:", ""]
     parts += [f"- `{name}`" for name in sorted(manifest.HOST_SECTIONS)]
-    example = contract.eval_result(worker="cleanrl", algo="ppo", env_id="CartPole-v1", checkpoint="runs/…/ppo.cleanrl_model",
+    example = contract.eval_result(worker="example", algo="random", env_id="CartPole-v1", checkpoint="checkpoints/step_50000.json",
                                    global_step=50000, returns=[500.0, 480.0], lengths=[500, 480], seeds=[1000001, 1000002],
                                    deterministic=True)
     example["written"] = 1767225600.0

@@ -2,7 +2,7 @@
 
 ``<runs root>/<run_id>/`` (root: see :func:`default_runs_root`) holds ``config.json``
 (redacted), ``logs/``, ``events.jsonl``, TensorBoard
-events, ``videos/``, checkpoints and ``analytics.json``. Every path taken from config must
+events, ``videos/``, checkpoints and ``manifest.json``. Every path taken from config must
 resolve inside it: :meth:`RunDirectory.inside` is the one check for that.
 """
 
@@ -20,6 +20,20 @@ from mosaic_core.files import check_ancestors, check_own_dir, is_within, run_uma
 
 DEFAULT_RUNS_ROOT = Path("var/trainer/runs")
 RUNS_ROOT_VAR = "MOSAIC_RUNS_DIR"
+MANIFEST_NAME = "manifest.json"  # the run's manifest (:mod:`mosaic_core.manifest`)
+# The manifest's name before it was neutral: runs written then keep it and are still read.
+OLD_MANIFEST_NAMES = ("analytics.json",)
+MANIFEST_SCHEMA = "mosaic.manifest/1"
+OLD_MANIFEST_SCHEMAS = ("mosaic.analytics/1",)  # runs written before the rename (the same fields)
+
+
+def manifest_of(run_dir: Path) -> Path:
+    """The manifest a run directory holds: ``manifest.json``, else the older name when only
+    that exists (a run written before the rename), else ``manifest.json`` (none yet)."""
+    current = run_dir / MANIFEST_NAME
+    if current.exists():
+        return current
+    return next((run_dir / old for old in OLD_MANIFEST_NAMES if (run_dir / old).exists()), current)
 
 
 def default_runs_root(cwd: Path | None = None) -> Path:
@@ -121,7 +135,8 @@ class RunDirectory:
 
     @property
     def manifest(self) -> Path:
-        return self.path / "analytics.json"
+        """Where the host writes the manifest (read an existing run's with :func:`manifest_of`)."""
+        return self.path / MANIFEST_NAME
 
     @property
     def cancel_note(self) -> Path:

@@ -7,7 +7,13 @@ The budget, first found wins:
 2. the run's ``--num-cpus N``;
 3. ``$MOSAIC_CPU_SHARE``: the share a launcher of several runs gives each (the daemon: usable CPUs /
    ``--max-concurrent``; ``mosaic sweep run --workers N``: usable CPUs / N);
-4. every CPU this process may use (a lone run loses nothing to torch's default).
+4. one thread (a lone run): ``--num-cpus N`` asks for more.
+
+Why one for a lone run, not every usable CPU: upstream CleanRL's TD3 on Pendulum through
+``mosaic run`` (``bench/threads.py``, 2 cores) ran at 57 env steps/s with 1 thread and 4 with 2 at
+load 8; the second thread's gain on a quiet machine is smaller than that loss (the figures, and
+the quiet machine's, are in ``docs/benchmarks.md``). A machine's load changes during a run, so
+no budget read from the load at its start would hold; one thread always does.
 
 The training process gets it as ``OMP_NUM_THREADS`` (which torch also takes for its intra-op pool),
 ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and ``NUMEXPR_NUM_THREADS`` — each only where neither
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 SHARE_VAR = "MOSAIC_CPU_SHARE"
+LONE_RUN_THREADS = 1  # see the module docstring
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
@@ -48,7 +55,7 @@ def _positive(raw: str | None) -> int | None:
 @dataclass(frozen=True)
 class ThreadBudget:
     threads: int
-    source: str  # "OMP_NUM_THREADS", "--num-cpus", "MOSAIC_CPU_SHARE" or "usable CPUs"
+    source: str  # "OMP_NUM_THREADS", "--num-cpus", "MOSAIC_CPU_SHARE" or "lone run"
 
     def environment(self, environ: Mapping[str, str], launch_env: Mapping[str, str]) -> dict[str, str]:
         """The thread variables to add to the training process's environment."""
@@ -69,7 +76,7 @@ def budget(num_cpus: int | None = None, environ: Mapping[str, str] | None = None
     given = _positive(environ.get(SHARE_VAR))
     if given is not None:
         return ThreadBudget(given, SHARE_VAR)
-    return ThreadBudget(usable_cpus(), "usable CPUs")
+    return ThreadBudget(LONE_RUN_THREADS, "lone run")
 
 
 def pin_process_threads(requested: int | None = None) -> int:

@@ -24,18 +24,24 @@ class ExtrasKey:
     plugin or worker consumes itself. Keys nobody owns are the worker's to use (the CleanRL
     worker turns them into script flags). ``help`` is shown by ``mosaic plugins --extras``.
     ``switches_envs``: the key asks for env switches during the run (a curriculum), so a worker
-    whose capabilities say ``supports_env_switching=False`` refuses a run that gives it."""
+    whose capabilities say ``supports_env_switching=False`` refuses a run that gives it.
+    ``bookkeeping``: the key changes how a run is watched or recorded (tracking, live frames,
+    metrics cadence), never what it learns, so runs that differ only in it are seeds of one group
+    (:mod:`mosaic_core.runstore.groups`)."""
 
     name: str
     help: str = ""
     prefix: bool = False
     switches_envs: bool = False
+    bookkeeping: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not (_KEY.match(self.name) or (self.prefix and _KEY.match(self.name.rstrip("_")))):
             raise ValueError(f"ExtrasKey.name must be an identifier, got {self.name!r}")
-        if not isinstance(self.help, str) or not isinstance(self.prefix, bool) or not isinstance(self.switches_envs, bool):
-            raise ValueError(f"ExtrasKey {self.name!r}: help must be a string, prefix and switches_envs bools")
+        if not isinstance(self.help, str) or not all(isinstance(flag, bool) for flag in
+                                                     (self.prefix, self.switches_envs, self.bookkeeping)):
+            raise ValueError(f"ExtrasKey {self.name!r}: help must be a string, prefix, switches_envs and "
+                             "bookkeeping bools")
 
     def matches(self, key: str) -> bool:
         return key.startswith(self.name) if self.prefix else key == self.name
@@ -87,7 +93,7 @@ class TrackingSettings:
     run_name: str | None = None
     mode: str | None = None  # online, offline or disabled
     notes: str | None = None
-    requested_by: str = "extras.track_wandb"  # the config field that asked for it (named in refusals)
+    requested_by: str | None = None  # the config field that asked for it, named in refusals (else the plugin)
 
     def __post_init__(self) -> None:
         for name in ("project", "entity", "run_name", "mode", "notes"):

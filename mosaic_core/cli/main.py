@@ -131,7 +131,7 @@ def _run_extras(host: Any, as_json: bool) -> int:
     from mosaic_core.cli.console import console
     from rich.table import Table
 
-    table = Table(title="extras keys and who reads them (any other key is the worker's: CleanRL makes it a flag)")
+    table = Table(title="extras keys and who reads them (any other key is the worker's to interpret, e.g. as a flag)")
     for column in ("key", "owner", "what"):
         table.add_column(column, overflow="fold")
     for row in rows:

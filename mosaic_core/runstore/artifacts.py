@@ -3,12 +3,14 @@ and videos, found by looking (the analytics manifest, the dashboard and export r
 
 Every path is relative to the run directory and checked with
 :meth:`mosaic_core.runs.RunDirectory.inside` (symlinks resolved): anything outside is left out.
-Scanning skips symbolic links and the ``wandb/`` tree (wandb keeps copies of the event files),
+Scanning skips symbolic links, ``__pycache__``/``.git`` and the folders plugins keep for themselves
+(``mosaic_private_run_folders``: a tracker's copies of the event files),
 and stops after ``MAX_FILES`` entries per section.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -21,7 +23,7 @@ EVENT_FILE = "events.out.tfevents."
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
 CHECKPOINT_DIR = "checkpoints"  # a worker's checkpoint layout (mosaic_core.contract) puts them here
 VIDEO_SUFFIXES = (".mp4", ".gif", ".webm")
-SKIP_DIRS = {"wandb", "__pycache__", ".git"}
+SKIP_DIRS = frozenset({"__pycache__", ".git"})
 MAX_FILES = 2000
 MAX_WALK = 50_000
 STEP_IN_NAME = re.compile(r"(?:global_step|step|steps|iter|update)[_\-=]?(\d+)|_(\d+)\.[A-Za-z_]+$")
@@ -35,11 +37,23 @@ def inside(directory: RunDirectory, path: str | Path) -> str | None:
         return None
 
 
+@functools.cache
+def skipped_dirs() -> frozenset[str]:
+    """``SKIP_DIRS`` and the folders the installed plugins keep for themselves (asked once)."""
+    from mosaic_core.plugins import plugin_host
+
+    try:
+        return SKIP_DIRS | plugin_host().private_run_folders()
+    except Exception:  # a broken plugin set: scan everything but the fixed folders
+        return SKIP_DIRS
+
+
 def walk_files(run_dir: Path) -> Iterable[tuple[str, os.stat_result]]:
     """(relative path, stat) of the regular files under ``run_dir``, links and skipped dirs left out."""
     seen = 0
+    skipped = skipped_dirs()
     for root, dirs, files in os.walk(run_dir):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(root, d)))
+        dirs[:] = sorted(d for d in dirs if d not in skipped and not os.path.islink(os.path.join(root, d)))
         for name in sorted(files):
             seen += 1
             if seen > MAX_WALK:

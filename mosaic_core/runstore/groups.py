@@ -10,6 +10,7 @@ groups: the worker when groups come from more than one, the budget, then the set
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -20,16 +21,30 @@ from mosaic_core.runstore.summary import _read_json
 
 PER_SEED_KEYS = ("run_id", "seed", "worker_id", "argv")
 PER_SEED_EXTRAS = ("optuna_seed", "optuna_trial", "notes", "experiment_run")
-BOOKKEEPING = ("metrics_interval_s", "tensorboard_dir", "track_wandb", "wandb", "checkpoints_dir",
-               "checkpoint_frequency", "save_replay_buffer", "schema_id", "schema_version", "supports_pause",
-               "supports_checkpoint", "grpc", "experiment", "experiment_group", "eval_episodes",
+# The core's own keys that never change what is trained; plugins mark theirs
+# (``ExtrasKey(bookkeeping=True)``: tracking, live frames, metrics cadence…).
+BOOKKEEPING = ("checkpoints_dir", "checkpoint_frequency", "save_replay_buffer", "schema_id", "schema_version",
+               "supports_pause", "supports_checkpoint", "grpc", "experiment", "experiment_group", "eval_episodes",
                "eval_deterministic", "eval_seed", "eval_every_checkpoint")
-BOOKKEEPING_PREFIXES = ("wandb_", "fastlane", "optuna_", "grpc_", "mosaic_")
+BOOKKEEPING_PREFIXES = ("optuna_", "grpc_", "mosaic_")
 LABEL_FIRST = ("worker", "algo", "env_id", "total_timesteps")
 
 
+@functools.lru_cache(maxsize=1)
+def _plugins_bookkeeping() -> tuple[Any, ...]:
+    """The extras keys installed plugins mark as bookkeeping (none when plugins cannot load)."""
+    from mosaic_core.errors import MosaicError
+    from mosaic_core.plugins import plugin_host
+
+    try:
+        return tuple(key for _, key in plugin_host().extras_keys() if key.bookkeeping)
+    except MosaicError:
+        return ()
+
+
 def _is_bookkeeping(key: str) -> bool:
-    return key in BOOKKEEPING or key.startswith(BOOKKEEPING_PREFIXES)
+    return (key in BOOKKEEPING or key.startswith(BOOKKEEPING_PREFIXES)
+            or any(declared.matches(key) for declared in _plugins_bookkeeping()))
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:

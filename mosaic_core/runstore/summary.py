@@ -6,7 +6,7 @@ known and gone). Every file is optional and read defensively: a run still starti
 truncated event log, a manifest from an older schema or an unreadable one all still list.
 
 Reading is bounded, whatever a run's files hold (an imported run's too): ``config.json`` and
-``analytics.json`` are read only up to ``MAX_JSON_BYTES``; of ``events.jsonl`` only the first
+``manifest.json`` are read only up to ``MAX_JSON_BYTES``; of ``events.jsonl`` only the first
 line and the last ``TAIL_BYTES``, a line over ``MAX_LINE_BYTES`` skipped without being read whole.
 What was parsed is kept per file (device, inode, size, mtime), so a long-lived lister (the
 dashboard) does not parse an unchanged log again.
@@ -24,6 +24,7 @@ from typing import Any
 from mosaic_core.events import one_history
 from mosaic_core.files import open_private
 from mosaic_core.procs import process_alive
+from mosaic_core.runs import manifest_of
 
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
 ENDED = tuple(TERMINAL.values())  # statuses whose run has a score (runstore.score)
@@ -169,7 +170,7 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
     summary = RunSummary(run_id=run_dir.name, path=str(run_dir))
     problems = summary.problems
     config = _read_json(run_dir / "config.json", problems) or {}
-    manifest = _read_json(run_dir / "analytics.json", problems) or {}
+    manifest = _read_json(manifest_of(run_dir), problems) or {}
     first, tail = _events(run_dir / "events.jsonl")
     summary.worker = _text(config.get("worker")) or _text(manifest.get("worker"))
     summary.algo = _text(config.get("algo")) or _text(manifest.get("algo"))

@@ -15,6 +15,7 @@ from typing import Any
 
 from mosaic_core import CliCommand, UsageError
 from mosaic_core.files import printable, read_private_text
+from mosaic_core import manifest_of
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 
@@ -199,7 +200,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     root = _runs_root(ns.runs_dir)
     run_dir = find_run(root, run_id)
     summary = summarize(run_dir)
-    manifest = _load(run_dir / "analytics.json")
+    manifest = _load(manifest_of(run_dir))
     config = _load(run_dir / "config.json")
     imported = origin(run_dir)
     if ns.json:

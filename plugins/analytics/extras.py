@@ -27,24 +27,24 @@ STRING_KEYS = ("wandb_project_name", "wandb_project", "wandb_entity", "wandb_run
 PROXY_KEYS = ("wandb_http_proxy", "wandb_https_proxy")
 WANDB_MODES = ("online", "offline", "disabled")
 OWNED = [
-    ExtrasKey("track_wandb", "log the run to W&B (the script's --track)"),
-    ExtrasKey("wandb", "reserved for W&B settings"),
-    ExtrasKey("wandb_", "W&B settings (the keys below)", prefix=True),
-    ExtrasKey("wandb_project_name", "W&B project (the script's --wandb-project-name)"),
-    ExtrasKey("wandb_project", "the same as wandb_project_name (MOSAIC's documentation uses both)"),
-    ExtrasKey("wandb_entity", "W&B entity (the script's --wandb-entity)"),
-    ExtrasKey("wandb_run_name", "W&B run name"),
-    ExtrasKey("wandb_api_key", "W&B API key: reaches the script only through its environment"),
-    ExtrasKey("wandb_mode", "online, offline or disabled"),
+    ExtrasKey("track_wandb", "log the run to W&B (the script's --track)", bookkeeping=True),
+    ExtrasKey("wandb", "reserved for W&B settings", bookkeeping=True),
+    ExtrasKey("wandb_", "W&B settings (the keys below)", prefix=True, bookkeeping=True),
+    ExtrasKey("wandb_project_name", "W&B project (the script's --wandb-project-name)", bookkeeping=True),
+    ExtrasKey("wandb_project", "the same as wandb_project_name (MOSAIC's documentation uses both)", bookkeeping=True),
+    ExtrasKey("wandb_entity", "W&B entity (the script's --wandb-entity)", bookkeeping=True),
+    ExtrasKey("wandb_run_name", "W&B run name", bookkeeping=True),
+    ExtrasKey("wandb_api_key", "W&B API key: reaches the script only through its environment", bookkeeping=True),
+    ExtrasKey("wandb_mode", "online, offline or disabled", bookkeeping=True),
     ExtrasKey("wandb_use_vpn_proxy", "route W&B through a proxy: wandb_http(s)_proxy, else WANDB_VPN_HTTP(S)_PROXY, "
-                                     "WANDB_HTTP(S)_PROXY, HTTP(S)_PROXY from the host's environment"),
-    ExtrasKey("wandb_http_proxy", "the HTTP proxy W&B uses (http://host:port)"),
-    ExtrasKey("wandb_https_proxy", "the HTTPS proxy W&B uses (http://host:port)"),
-    ExtrasKey("wandb_run_path", "an existing W&B run path (recorded in the manifest)"),
-    ExtrasKey("tensorboard_dir", "where the script's TensorBoard files go, inside the run directory"),
-    ExtrasKey("checkpoints_dir", "where checkpoints are looked for, inside the run directory"),
-    ExtrasKey("notes", "free text kept in the manifest (and W&B notes)"),
-    ExtrasKey("metrics_interval_s", "seconds between metrics events (default 1)"),
+                                     "WANDB_HTTP(S)_PROXY, HTTP(S)_PROXY from the host's environment", bookkeeping=True),
+    ExtrasKey("wandb_http_proxy", "the HTTP proxy W&B uses (http://host:port)", bookkeeping=True),
+    ExtrasKey("wandb_https_proxy", "the HTTPS proxy W&B uses (http://host:port)", bookkeeping=True),
+    ExtrasKey("wandb_run_path", "an existing W&B run path (recorded in the manifest)", bookkeeping=True),
+    ExtrasKey("tensorboard_dir", "where the script's TensorBoard files go, inside the run directory", bookkeeping=True),
+    ExtrasKey("checkpoints_dir", "where checkpoints are looked for, inside the run directory", bookkeeping=True),
+    ExtrasKey("notes", "free text kept in the manifest (and W&B notes)", bookkeeping=True),
+    ExtrasKey("metrics_interval_s", "seconds between metrics events (default 1)", bookkeeping=True),
 ]
 
 

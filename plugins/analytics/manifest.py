@@ -1,4 +1,4 @@
-"""What the analytics plugin writes into ``analytics.json`` beyond the files a run holds
+"""What the analytics plugin writes into ``manifest.json`` beyond the files a run holds
 (those are found by :mod:`mosaic_core.runstore.artifacts`): secrets scrubbed from every section."""
 
 from __future__ import annotations

@@ -68,6 +68,12 @@ def mosaic_run_scalars(run_dir, tag):
     return list(zip(curve.steps, curve.values))
 
 
+@hookimpl
+def mosaic_private_run_folders():
+    """W&B's own folder of the run (copies of the event files, its logs): not the run's artifacts."""
+    return ["wandb"]
+
+
 # ------------------------------------------------------------------ before a run
 @hookimpl
 def mosaic_extras_keys():

@@ -52,7 +52,8 @@ def settings(extras: dict[str, Any]) -> TrackingSettings | None:
             for key in ("wandb_entity", "wandb_run_name", "wandb_mode", "notes")}
     project = project_name(extras)
     return TrackingSettings(project=project if isinstance(project, str) else None, entity=text["wandb_entity"],
-                            run_name=text["wandb_run_name"], mode=text["wandb_mode"], notes=text["notes"])
+                            run_name=text["wandb_run_name"], mode=text["wandb_mode"], notes=text["notes"],
+                            requested_by="extras.track_wandb")
 
 
 def _has_netrc_login(environ: dict[str, str]) -> bool:

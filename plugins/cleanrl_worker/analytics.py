@@ -1,5 +1,5 @@
 """MOSAIC's documented ``build_manifest`` (``cleanrl_worker.analytics``): a run's
-``analytics.json`` from its config (extras) and run directory, written by the same code as at
+``manifest.json`` from its config (extras) and run directory, written by the same code as at
 the end of every run (the plugins' ``mosaic_build_manifest`` sections under the host's header)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ __all__ = ["build_manifest"]
 
 def build_manifest(run_dir: str | Path, config: WorkerConfig | dict[str, Any], status: str = "completed",
                    worker: str = "cleanrl") -> dict[str, Any]:
-    """Write and return ``<run_dir>/analytics.json``. ``config`` is the run's config (or its
+    """Write and return ``<run_dir>/manifest.json``. ``config`` is the run's config (or its
     mapping); a bare extras mapping is accepted too, for a run directory made elsewhere."""
     run_dir = Path(run_dir).absolute()
     if not isinstance(config, WorkerConfig):

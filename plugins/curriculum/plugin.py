@@ -16,7 +16,7 @@ its envs may live in several processes:
    stage's condition fires, the next stage goes into the stage file and a ``curriculum_stage``
    event names the stage, its env and the clause that fired;
 5. training process: ``curriculum/stage`` is written to TensorBoard at the script's step axis;
-6. host, at the end: a ``curriculum`` section in ``analytics.json``; the stage file is removed.
+6. host, at the end: a ``curriculum`` section in ``manifest.json``; the stage file is removed.
 
 Why not Syllabus-RL: its ``SequentialCurriculum`` does what we need (its condition syntax is
 the one we accept), but ``syllabus-rl`` 0.7 requires ray, torch and pettingzoo, imports ray

@@ -168,9 +168,9 @@ def artifacts(run_dir: Path, run_id: str, announced: list[dict[str, Any]] | None
     Checkpoints: the files a scan recognises, those the manifest lists, and ``announced`` (a
     run's ``checkpoint_saved`` events, :class:`SavedCheckpoints`), directories included."""
     from mosaic_core.runstore.artifacts import scan
-    from mosaic_core import RunDirectory
+    from mosaic_core import RunDirectory, manifest_of
 
-    section = (read_json(run_dir / "analytics.json") or {}).get("checkpoints")
+    section = (read_json(manifest_of(run_dir)) or {}).get("checkpoints")
     listed = section.get("files") if isinstance(section, dict) else None
     seen = [e for e in (checkpoint_entry(run_dir, c) for c in (listed if isinstance(listed, list) else [])) if e]
     found = scan(RunDirectory(run_dir.parent, run_id), seen + list(announced or []))

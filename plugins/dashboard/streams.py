@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from mosaic_dashboard.curves import Curves
+from mosaic_core import manifest_of
 from mosaic_core.runstore.follow import EventFollower, RunGone
 from mosaic_dashboard.rundata import read_json
 
@@ -58,7 +59,7 @@ class RunWatch:
 
     def read_manifest(self) -> dict[str, Any] | None:
         """The manifest when it is new or changed since the last look, else None."""
-        path = self.run_dir / "analytics.json"
+        path = manifest_of(self.run_dir)
         try:
             mark = path.stat().st_mtime
         except OSError:

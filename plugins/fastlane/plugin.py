@@ -97,12 +97,12 @@ def _status(state: HostState) -> dict[str, Any]:
 
 @hookimpl
 def mosaic_extras_keys() -> list[ExtrasKey]:
-    return [ExtrasKey("fastlane", "publish live frames over shared memory (true/false)"),
-            ExtrasKey("fastlane_", "FastLane settings (the keys below)", prefix=True),
-            ExtrasKey("fastlane_video_mode", "single (one probe env), grid (tiles) or off"),
-            ExtrasKey("fastlane_slot", "which env publishes in single mode (default 0)"),
-            ExtrasKey("fastlane_grid_limit", "at most this many envs tiled in grid mode (default 16)"),
-            ExtrasKey("fastlane_record", "also save every Nth frame as PNG under videos/fastlane/")]
+    return [ExtrasKey("fastlane", "publish live frames over shared memory (true/false)", bookkeeping=True),
+            ExtrasKey("fastlane_", "FastLane settings (the keys below)", prefix=True, bookkeeping=True),
+            ExtrasKey("fastlane_video_mode", "single (one probe env), grid (tiles) or off", bookkeeping=True),
+            ExtrasKey("fastlane_slot", "which env publishes in single mode (default 0)", bookkeeping=True),
+            ExtrasKey("fastlane_grid_limit", "at most this many envs tiled in grid mode (default 16)", bookkeeping=True),
+            ExtrasKey("fastlane_record", "also save every Nth frame as PNG under videos/fastlane/", bookkeeping=True)]
 
 
 @hookimpl

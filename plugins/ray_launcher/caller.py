@@ -260,7 +260,7 @@ class RayRun:
 
     def _finish(self, status: str, payload: dict[str, Any]) -> None:
         run, host = self.run, self.job.host
-        if not run.directory.manifest.exists():  # the node's analytics.json did not come back: write ours
+        if not run.directory.manifest.exists():  # the node's manifest.json did not come back: write ours
             sections = host.build_manifest(run, status, reserved=HOST_SECTIONS)
             try:
                 write_json_atomic(run.directory.manifest, manifest_document(run, host, status, sections))

@@ -1,4 +1,4 @@
-"""Host hooks of the Ray launcher: ``analytics.json`` gets a ``ray`` section naming the node.
+"""Host hooks of the Ray launcher: ``manifest.json`` gets a ``ray`` section naming the node.
 
 On the node, the launcher's actor starts ``mosaic run`` with ``MOSAIC_RAY_NODE`` (JSON: node
 id, address, host name); the caller keeps the same in ``run.state["ray"]``."""

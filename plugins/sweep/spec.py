@@ -72,7 +72,7 @@ class SweepSpec:
     algo: str
     env_ids: tuple[str, ...]
     total_timesteps: int
-    worker: str = "cleanrl"
+    worker: str  # the spec's `worker`, else the one `mosaic run` would choose (mosaic_core.choice)
     seeds: tuple[int, ...] = (1,)
     max_trials: int = 20
     storage: str | None = None
@@ -178,7 +178,7 @@ def parse_spec(data: dict[str, Any], where: str = "<spec>", default_name: str = 
     study_name = data.get("study_name", re.sub(r"[^A-Za-z0-9_\-]", "-", default_name))
     _check_name(study_name, "study_name", where)
     algo = _text(data, "algo", fail, required=True)
-    worker = _text(data, "worker", fail) or "cleanrl"
+    worker = _text(data, "worker", fail)
     if "env_id" in data and "env_ids" in data:
         raise fail("env_ids", "give env_id or env_ids, not both")
     envs = data.get("env_ids", [data["env_id"]] if "env_id" in data else None)
@@ -191,18 +191,30 @@ def parse_spec(data: dict[str, Any], where: str = "<spec>", default_name: str = 
         raise fail(key, "lists an env id twice")
     total = _int(data, "total_timesteps", fail, required=True, minimum=1)
     seeds = _seeds(data, fail)
+    extras = _table(data, "extras", fail)
+    worker = worker or _default_worker(algo, envs[0], extras, fail)
     spec = SweepSpec(
         study_name=study_name, algo=algo, worker=worker, env_ids=tuple(envs), total_timesteps=total, seeds=seeds,
         max_trials=_int(data, "max_trials", fail, minimum=1, default=20),
         storage=_text(data, "storage", fail), heartbeat_s=_int(data, "heartbeat_s", fail, minimum=1, default=10),
         max_retries=_int(data, "max_retries", fail, minimum=0, default=2),
-        algo_params=_table(data, "algo_params", fail), extras=_table(data, "extras", fail),
+        algo_params=_table(data, "algo_params", fail), extras=extras,
         objective=_objective(data.get("objective", {}), fail),
         sampler=_choice_table(data, "sampler", SAMPLERS, "tpe", fail),
         pruner=_choice_table(data, "pruner", PRUNERS, "median", fail),
         params=_params(data.get("params", {}), fail), source=where)
     _cross_checks(spec, fail)
     return spec
+
+
+def _default_worker(algo: str, env_id: str, extras: dict[str, Any], fail: Any) -> str:
+    """The worker `mosaic run` would send a run of this algo and env to (the host's rule)."""
+    from mosaic_core import choose_worker
+
+    try:
+        return choose_worker(data={"algo": algo, "env_id": env_id, "extras": extras})
+    except UsageError as exc:
+        raise fail("worker", str(exc)) from None
 
 
 def _unknown(table: dict[str, Any], known: tuple[str, ...], prefix: str, fail: Any) -> None:

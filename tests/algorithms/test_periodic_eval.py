@@ -60,7 +60,7 @@ def test_evaluation_during_training_keeps_the_best_model(mosaic, runs_root, algo
     assert ckpt["global_step"] == best["global_step"] and ckpt["evaluation"]["seed"] == history["seed"]
 
     # the manifest's evaluation section
-    manifest = json.loads((run_dir / "analytics.json").read_text())["evaluation"]["periodic"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())["evaluation"]["periodic"]
     assert manifest["evaluations"] == len(evaluations) and manifest["eval_frequency"] == every
     assert manifest["best"]["mean_return"] == best["mean_return"]
     assert (run_dir / manifest["best_model"]).resolve() == best_file.resolve()

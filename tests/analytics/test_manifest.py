@@ -1,4 +1,4 @@
-"""analytics.json: sections found in a real run directory, paths always inside it, no secret."""
+"""manifest.json: sections found in a real run directory, paths always inside it, no secret."""
 
 import json
 import os
@@ -81,7 +81,7 @@ def test_step_from_file_names():
 def test_a_real_run_manifest(finished_runs):
     """The manifest of a real `mosaic run`: sections read back, paths inside the run dir."""
     run_dir = finished_runs.root / "done"
-    data = json.loads((run_dir / "analytics.json").read_text())
+    data = json.loads((run_dir / "manifest.json").read_text())
     assert data["status"] == "completed" and data["notes"] == "baseline run"
     (event_dir,) = data["tensorboard"]["event_dirs"]
     assert event_dir.startswith("runs/CartPole-v1__tiny_cleanrl__1__") and (run_dir / event_dir).is_dir()
@@ -95,7 +95,7 @@ def test_a_real_run_manifest(finished_runs):
     last_event_metrics = [e for e in finished_runs.completed.events if e["event"] == "metrics"][-1]["payload"]
     assert {k: metrics[k] for k in last_event_metrics} == last_event_metrics
     for failed in ("broken", "stopped"):
-        other = json.loads((finished_runs.root / failed / "analytics.json").read_text())
+        other = json.loads((finished_runs.root / failed / "manifest.json").read_text())
         assert other["status"] == {"broken": "failed", "stopped": "cancelled"}[failed]
         assert other["metrics"]["source"] == "live" and other["tensorboard"]["event_dirs"]
     assert_paths_inside(data, run_dir)

@@ -72,7 +72,7 @@ def test_wandb_offline_run_never_writes_the_api_key(workdir, runs_root, tmp_path
     result = run_cli(run_args("tracked", 600, extras), cwd=workdir, env=env)
     assert result.returncode == 0, result.stderr
     run_dir = runs_root / "tracked"
-    section = json.loads((run_dir / "analytics.json").read_text())["wandb"]
+    section = json.loads((run_dir / "manifest.json").read_text())["wandb"]
     assert section["mode"] == "offline" and section["run_name"] == "tiny-offline"
     assert section["project"] == "mosaic-tests" and section["entity"] == "lab"
     assert section["run_path"] == f"lab/mosaic-tests/{section['run_id']}"

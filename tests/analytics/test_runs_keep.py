@@ -51,7 +51,7 @@ def test_export_then_import_gives_the_same_run(root, tmp_path):
     assert result.returncode == 0, result.stderr
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
-    assert {"done/config.json", "done/events.jsonl", "done/analytics.json", "done/model.pt", "done/EXPORT.json"} <= names
+    assert {"done/config.json", "done/events.jsonl", "done/manifest.json", "done/model.pt", "done/EXPORT.json"} <= names
     assert any(n.startswith("done/logs/") for n in names) and any("tfevents" in n for n in names)
     light = tmp_path / "light.tar.gz"
     assert mosaic(tmp_path, root, "export", "done", "-o", str(light), "--no-checkpoints").returncode == 0
@@ -61,7 +61,7 @@ def test_export_then_import_gives_the_same_run(root, tmp_path):
     other = tmp_path / "other"
     result = mosaic(tmp_path, other, "import", str(archive))
     assert result.returncode == 0, result.stderr
-    for rel in ("config.json", "events.jsonl", "analytics.json", "model.pt"):
+    for rel in ("config.json", "events.jsonl", "manifest.json", "model.pt"):
         assert (other / "done" / rel).read_bytes() == (root / "done" / rel).read_bytes()
     assert not (other / "done" / "EXPORT.json").exists()
     assert oct((other / "done" / "model.pt").stat().st_mode & 0o777) == "0o600"

@@ -49,7 +49,7 @@ def test_bundled_ppo_atari_envpool_follows_a_curriculum(workdir):
                                           {**SMALL_PPO, "curriculum_schedule": schedule, "bf16": False}))  # bf16 above
     stages = [e["payload"] for e in completed(proc) if e["event"] == "curriculum_stage"]
     assert [s["stage"] for s in stages] == [0, 1] and stages[1]["condition"] == "steps>=256"
-    manifest = json.loads((workdir / "var/trainer/runs/envpool-cur/analytics.json").read_text())["curriculum"]
+    manifest = json.loads((workdir / "var/trainer/runs/envpool-cur/manifest.json").read_text())["curriculum"]
     assert manifest["stage"] == 1 and manifest["progress"][1]["steps"] > 0
 
 

@@ -84,7 +84,7 @@ def test_run_goes_through_the_supervised_pipeline(tmp_path, capsys):
     assert summary["status"] == "completed"
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[0]["event"] == "run_started" and lines[-1]["event"] == "run_completed"
-    assert (tmp_path / "facade-real" / "analytics.json").exists()
+    assert (tmp_path / "facade-real" / "manifest.json").exists()
 
 
 def test_lifecycle_emitter_lines():
@@ -109,10 +109,10 @@ def test_build_manifest_writes_analytics_json(tmp_path):
     writer.add_scalar("charts/episodic_return", 10.0, 1)
     writer.close()
     manifest = build_manifest(run_dir, {"optuna_db": "sqlite:///study.db", "wandb_api_key": "sk-x"})
-    written = json.loads((run_dir / "analytics.json").read_text())
+    written = json.loads((run_dir / "manifest.json").read_text())
     assert written == json.loads(json.dumps(manifest))
     assert written["run_id"] == "made-elsewhere" and written["status"] == "completed"
-    assert written["tensorboard"] and "optuna" in written and "sk-x" not in (run_dir / "analytics.json").read_text()
+    assert written["tensorboard"] and "optuna" in written and "sk-x" not in (run_dir / "manifest.json").read_text()
 
 
 def test_register_worker_defaults_against_a_real_daemon(tmp_path):

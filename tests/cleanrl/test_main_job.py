@@ -22,7 +22,7 @@ def test_main_job_leaves_a_complete_run_directory(mosaic, runs_root):
     acc.Reload()
     returns = acc.Scalars("charts/episodic_return")
     assert returns and all(r.value > 0 for r in returns)
-    assert json.loads((run_dir / "analytics.json").read_text())["status"] == "completed"
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
 
 
 def test_dry_run_summary_names_everything_without_running(mosaic, workdir):

@@ -76,7 +76,7 @@ def test_script_outcomes(mosaic, workdir, runs_root, body, code, message):
         assert message in end["payload"]["error"] or message in end["payload"]["stderr_tail"]
         assert end["payload"]["logs"]["stderr"] == "logs/cleanrl.stderr.log"
     assert (run_dir / "logs/cleanrl.stderr.log").exists() and (run_dir / "config.json").exists()
-    assert json.loads((run_dir / "analytics.json").read_text())["status"] == end["event"].removeprefix("run_")
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == end["event"].removeprefix("run_")
     assert [json.loads(l) for l in (run_dir / "events.jsonl").read_text().splitlines()] == result.events
 
 

@@ -101,6 +101,25 @@ def test_mosaic_run_settings_are_typed_descriptors_one_per_type(run):
         host_with(module("c", mosaic_run_settings=lambda: [{"track": True}])).run_settings(run.config)
 
 
+def test_mosaic_private_run_folders_are_joined_and_a_bad_name_isolates_its_plugin(tmp_path):
+    from mosaic_core.runs import RunDirectory
+    from mosaic_core.runstore import artifacts
+
+    a = module("a", mosaic_private_run_folders=lambda: ["tracker"])
+    b = module("b", mosaic_private_run_folders=lambda: ["cache", "tracker"])
+    bad = module("bad", mosaic_private_run_folders=lambda: ["../up"])
+    host = host_with(a, b, bad)
+    assert host.private_run_folders() == {"tracker", "cache"}
+    assert [(r["plugin"], r["hook"]) for r in host.failure_records()] == [("bad", "mosaic_private_run_folders")]
+    # The installed plugins' folders are what a scan of a run directory leaves out.
+    folder = next(iter(artifacts.skipped_dirs() - artifacts.SKIP_DIRS))
+    for where in (folder, "kept"):
+        (tmp_path / "run" / where).mkdir(parents=True)
+        (tmp_path / "run" / where / "model_7.pt").write_bytes(b"x")
+    scanned = artifacts.scan(RunDirectory(tmp_path, "run"), [])
+    assert [c["path"] for c in scanned["checkpoints"]["files"]] == ["kept/model_7.pt"]
+
+
 def test_mosaic_config_defaults_fill_only_missing_fields():
     a = module("a", mosaic_config_defaults=lambda data: {"env_id": "Stage0-v0", "algo": "never"})
     host = host_with(a)
@@ -556,7 +575,7 @@ def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
     assert not any(e["event"] == "undeclared_event" for e in events)
     run_dir = runs_root / "hooks"
     assert json.loads((run_dir / "config.json").read_text())["seed"] == 11  # from mosaic_config_defaults
-    manifest = json.loads((run_dir / "analytics.json").read_text())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["recorder"] == {"status": "completed"} and manifest["status"] == "completed"
     log = [json.loads(line) for line in (run_dir / "hooklog.jsonl").read_text().splitlines()]
     names = [entry[1] for entry in log]

@@ -51,7 +51,7 @@ def test_a_failing_plugin_costs_only_its_own_contribution(mosaic, runs_root, tmp
     beats = [e["payload"] for e in events if e["event"] == "heartbeat"]
     assert beats and all("fastlane" in b for b in beats)
     assert any(e["event"] == "metrics" and "episodic_return" in e["payload"] for e in events)
-    manifest = json.loads((runs_root / "iso" / "analytics.json").read_text())
+    manifest = json.loads((runs_root / "iso" / "manifest.json").read_text())
     assert manifest["fastlane"]["frames_published"] > 0  # patches were installed before the failing setup
     assert manifest["tensorboard"] and manifest["metrics"]
     report = manifest["plugins"]

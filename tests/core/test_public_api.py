@@ -44,7 +44,7 @@ def test_frames_and_agent_scalars_published_through_the_api_reach_fastlane_and_t
     # the agent's series is its own: the run's return is the team's, never the agent's mixed in
     assert last["agents"]["player"]["charts/episodic_return"] > 0 and last["episodic_return"] > 0
     assert not any(tag.startswith("agents/") for tag in last["scalars"])
-    manifest = json.loads((runs_root / "api" / "analytics.json").read_text())
+    manifest = json.loads((runs_root / "api" / "manifest.json").read_text())
     assert manifest["fastlane"]["frames_published"] > 0 and manifest["plugins"]["hook_failures"] == []
     assert not list(Path("/dev/shm").glob("*api*"))
 
@@ -66,7 +66,7 @@ def test_frames_are_throttled_to_the_fastlane_interval(workdir, runs_root):
                     "30000", "--run-id", "slow", "--extras", json.dumps({"fastlane": True})], cwd=workdir,
                    env={"CLEANRL_FASTLANE_INTERVAL_MS": "1000"})
     assert done.returncode == 0, done.stderr
-    manifest = json.loads((runs_root / "slow" / "analytics.json").read_text())
+    manifest = json.loads((runs_root / "slow" / "manifest.json").read_text())
     seconds = done.events[-1]["timestamp"] - done.events[0]["timestamp"]
     assert 1 <= manifest["fastlane"]["frames_published"] <= 2 + seconds < 30000 / 100
 

@@ -60,8 +60,8 @@ def test_the_index_answers_as_the_directories_do_and_follows_their_changes(tmp_p
     shutil.rmtree(root / "r0")  # one is removed, one arrives, one's manifest is rewritten
     make_run(root, "new", step=7)
     time.sleep(0.01)
-    (root / "r1" / "analytics.json.tmp").write_text(json.dumps({"schema": "x", "status": "completed"}))
-    os.replace(root / "r1" / "analytics.json.tmp", root / "r1" / "analytics.json")
+    (root / "r1" / "manifest.json.tmp").write_text(json.dumps({"schema": "x", "status": "completed"}))
+    os.replace(root / "r1" / "manifest.json.tmp", root / "r1" / "manifest.json")
     assert listed(root) == fresh(root)
     by_id = {s.run_id: s for s in list_runs(root)}
     assert by_id["live"].status == "cancelled" and "r0" not in by_id and by_id["new"].global_step == 7

@@ -49,7 +49,7 @@ def test_the_example_worker_gets_frames_metrics_events_and_a_manifest(workdir, r
     assert any(e["event"] == "note" and "thresh_level 5" in e["payload"]["text"] for e in events)
     beats = [e["payload"] for e in events if e["event"] == "heartbeat"]
     assert beats and all("thresh_level" in b for b in beats)
-    manifest = json.loads((runs_root / "ex1" / "analytics.json").read_text())
+    manifest = json.loads((runs_root / "ex1" / "manifest.json").read_text())
     assert manifest["worker"] == "example" and manifest["status"] == "completed"
     assert manifest["thresh_level"]["reached_at_step"] > 0 and manifest["metrics"]
     assert manifest["fastlane"]["frames_published"] > 0
@@ -95,7 +95,7 @@ def test_the_daemon_runs_the_example_worker(daemon_process, tmp_path):
     assert (final.status, final.terminal_event) == (pb.RUN_STATUS_TERM, "run_completed"), final.failure_reason
     events = read_events(Path(final.run_dir) / "events.jsonl")
     assert events[0]["payload"]["worker"] == "example" and events[0]["payload"]["grpc"]["accepted_version"]
-    manifest = json.loads((Path(final.run_dir) / "analytics.json").read_text())
+    manifest = json.loads((Path(final.run_dir) / "manifest.json").read_text())
     assert manifest["worker"] == "example" and "thresh_level" in manifest
     with pytest.raises(Exception, match="no installed plugin owns|not one the example worker runs"):
         client.submit(daemon.target, json.dumps({**config, "algo": "ppo"}), token=daemon.token)

@@ -88,7 +88,7 @@ def test_killing_the_host_leaves_nothing_running_and_says_why(workdir, runs_root
     assert not segment.exists()
     last = json.loads((runs_root / "orphan" / "events.jsonl").read_text().splitlines()[-1])
     assert last["event"] == "run_failed" and "host process" in last["payload"]["error"]
-    assert json.loads((runs_root / "orphan" / "analytics.json").read_text())["status"] == "failed"
+    assert json.loads((runs_root / "orphan" / "manifest.json").read_text())["status"] == "failed"
 
 
 def _alive(pid: int) -> bool:

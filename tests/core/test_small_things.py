@@ -31,7 +31,7 @@ def test_the_example_plugin_changes_no_one_elses_run(mosaic, runs_root):
     result = mosaic("run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "50",
                     "--run-id", "plain", "--heartbeat-interval", "0.05")
     assert result.returncode == 0
-    manifest = json.loads((runs_root / "plain" / "analytics.json").read_text())
+    manifest = json.loads((runs_root / "plain" / "manifest.json").read_text())
     assert "thresh_level" not in manifest and "example" not in manifest
     assert all("thresh_level" not in e["payload"] for e in result.events if e["event"] == "heartbeat")
 

@@ -1,6 +1,6 @@
 """Thread budgets: each run's training process gets OMP_NUM_THREADS (and MKL's, OpenBLAS's,
 numexpr's) from the CPUs it may use — ``--num-cpus``, a launcher's share (the daemon's
-``--max-concurrent``, the sweep's ``--workers``), else every usable CPU — the user's own
+``--max-concurrent``, the sweep's ``--workers``), else one thread (a lone run) — the user's own
 ``OMP_NUM_THREADS`` winning; ``launch.json`` records it."""
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ def _summary(workdir: Path, *args: str, env: dict | None = None) -> dict:
     return json.loads(done.stdout)
 
 
-def test_the_budget_comes_from_num_cpus_else_every_usable_cpu_and_the_users_own_setting_wins(workdir):
+def test_the_budget_comes_from_num_cpus_else_one_thread_and_the_users_own_setting_wins(workdir):
     plain = _summary(workdir)
-    assert plain["threads"] == {"threads": usable_cpus(), "source": "usable CPUs"}
-    assert all(plain["env"][name] == str(usable_cpus()) for name in THREAD_VARS)
+    assert plain["threads"] == {"threads": 1, "source": "lone run"}
+    assert all(plain["env"][name] == "1" for name in THREAD_VARS)
     three = _summary(workdir, "--num-cpus", "3")
     assert three["threads"] == {"threads": 3, "source": "--num-cpus"} and three["env"]["OMP_NUM_THREADS"] == "3"
     shared = _summary(workdir, env={"MOSAIC_CPU_SHARE": "2"})

@@ -80,6 +80,21 @@ def test_several_workers_are_named_with_what_they_offer_and_the_other_problems(m
     assert not (workdir / "var").exists()  # nothing left behind
 
 
+def test_an_env_id_typo_is_reported_beside_the_ambiguous_choice(mosaic, rule, workdir):
+    done = mosaic("run", "--algo", "Ppo", "--env", "CartPol-v1", "--dry-run", env=rule)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("mosaic: error: name the worker: algo 'Ppo' on CartPol-v1 fits 2 installed workers: "), line
+    assert line.endswith("; and: env_id 'CartPol-v1' is not a registered environment; did you mean CartPole-v1?"), line
+    # An id gymnasium has nothing close to may be a worker's own env: not called a typo.
+    own = mosaic("run", "--algo", "Ppo", "--env", "Warehouse-Robots-v0", "--dry-run", env=rule)
+    assert own.returncode == 2 and "env_id" not in own.stderr and "fits 2 installed workers" in own.stderr
+    # Another version of a known env (a worker's own gymnasium may have it): not a typo either.
+    version = mosaic("run", "--algo", "Ppo", "--env", "CartPole-v9", "--dry-run", env=rule)
+    assert version.returncode == 2 and "env_id" not in version.stderr
+    assert not (workdir / "var").exists()
+
+
 def test_an_env_family_settles_a_tie_and_an_unknown_algorithm_says_did_you_mean(mosaic, rule):
     done = mosaic("run", "--algo", "Ppo", "--env", "mpe/simple_spread_v3", "--total-timesteps", "9", "--dry-run",
                   "--emit-summary", env=rule)

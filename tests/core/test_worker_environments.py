@@ -110,7 +110,7 @@ def test_the_core_runs_the_example_worker_in_a_venv_without_torch(venvs, tmp_pat
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[-1]["event"] == "run_completed"
-    manifest = json.loads((tmp_path / "var/trainer/runs/light/analytics.json").read_text())
+    manifest = json.loads((tmp_path / "var/trainer/runs/light/manifest.json").read_text())
     assert manifest["status"] == "completed" and manifest["metrics"]
 
 

@@ -38,7 +38,7 @@ def test_checkpoint_saved_is_a_host_event_that_survives_disabling_the_cleanrl_pl
     assert len(saved) == 1 and saved[0]["payload"]["path"] == str(runs_root / "ck" / "policy.json")
     logged = [json.loads(line) for line in (runs_root / "ck" / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in logged].count("checkpoint_saved") == 1
-    manifest = json.loads((runs_root / "ck" / "analytics.json").read_text())
+    manifest = json.loads((runs_root / "ck" / "manifest.json").read_text())
     assert manifest["checkpoints"]["files"] == [{"path": "policy.json", "step": 300, "size_bytes": 40}]
     assert "cleanrl" not in manifest["plugins"]["active"]
     assert "undeclared" not in result.stderr and "dropped" not in result.stderr

@@ -45,7 +45,7 @@ def check_switches(result, run_dir, total, conditions):
     events = stage_events(result)
     assert [e["stage"] for e in events] == list(range(len(conditions)))
     assert [e["condition"] for e in events] == conditions
-    manifest = json.loads((run_dir / "analytics.json").read_text())["curriculum"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())["curriculum"]
     assert manifest["stage"] == len(conditions) - 1
     assert manifest["transitions"] == events[1:]
     steps, episodes = (sum(p[k] for p in manifest["progress"]) for k in ("steps", "episodes"))
@@ -98,7 +98,7 @@ def test_a_script_whose_envs_bypass_gym_make_follows_the_stages_through_env_swit
     played = [(line["global_step"], line["stage"], line["max_steps"]) for line in lines]
     assert played[0][1:] == (0, 500) and played[-1][1:] == (1, 200)  # CartPole-v1, then v0's time limit
     assert min(step for step, stage, _ in played if stage == 1) > 400  # not before the condition held
-    manifest = json.loads((runs_root / "bypass" / "analytics.json").read_text())["curriculum"]
+    manifest = json.loads((runs_root / "bypass" / "manifest.json").read_text())["curriculum"]
     assert manifest["stage"] == 1 and sum(p["steps"] for p in manifest["progress"]) == 2000
 
 
@@ -115,7 +115,7 @@ def test_a_preset_runs_with_the_bundled_ppo(mosaic, runs_root):
     result = run_curriculum(mosaic, "ppo", "babyai_goto", 512, "preset", algo_params={"num_envs": 2, "num_steps": 128})
     assert stage_events(result) == [{"stage": 0, "env_id": "BabyAI-GoToRedBallNoDists-v0", "condition": "start",
                                      "stages": 4, "until": "episode_return>=0.8|steps>=200000"}]
-    manifest = json.loads((runs_root / "preset" / "analytics.json").read_text())["curriculum"]
+    manifest = json.loads((runs_root / "preset" / "manifest.json").read_text())["curriculum"]
     assert manifest["preset"] == "babyai_goto"
     assert manifest["progress"][0]["steps"] + (manifest["progress"][0]["episodes"] if GYMNASIUM_1 else 0) >= 512
 

@@ -54,7 +54,7 @@ def hostile_runs(root: Path) -> None:
     started = ("run_started", {"worker": IMG, "algo": SCRIPT, "env_id": SVG})
     write_run(root, "hostile", config, [started, metrics(100), metrics(200),
                                         ("heartbeat", {"note": IMG, SCRIPT: SVG, "metrics": {"global_step": 200}})],
-              {f"logs/{FILE_NAME}.log": f"{IMG}\n{SCRIPT}\n{SVG}\n", "analytics.json": json.dumps({"notes": SCRIPT})})
+              {f"logs/{FILE_NAME}.log": f"{IMG}\n{SCRIPT}\n{SVG}\n", "manifest.json": json.dumps({"notes": SCRIPT})})
     write_run(root, "hostile-failed", config, [started, metrics(100), ("run_failed", {"error": f"{IMG} {SCRIPT}"})],
               {f"checkpoints/{FILE_NAME}.pt": "weights"})
 
@@ -67,7 +67,7 @@ def rllib_style_run(root: Path) -> None:
     for step in (100, 200):
         files[f"checkpoints/step_{step:09d}/rllib_checkpoint.json"] = "{}"
         files[f"checkpoints/step_{step:09d}/mosaic_step.json"] = json.dumps({"global_step": step})
-    files["analytics.json"] = json.dumps({"schema": "mosaic.analytics/1", "status": "completed", "checkpoints": {
+    files["manifest.json"] = json.dumps({"schema": "mosaic.manifest/1", "status": "completed", "checkpoints": {
         "files": [{"path": "checkpoints/step_000000200", "step": 200, "size_bytes": None}]}})
     elsewhere = "/home/someone/var/trainer/runs/dir-checkpoints/checkpoints"
     write_run(root, "dir-checkpoints", {"worker": "rllib", "algo": "PPO", "env_id": "CartPole-v1", "total_timesteps": 200},

@@ -35,7 +35,7 @@ def launched():
 
 
 def manifest_of(workdir, run_id):
-    return json.loads((workdir / "var/trainer/runs" / run_id / "analytics.json").read_text())
+    return json.loads((workdir / "var/trainer/runs" / run_id / "manifest.json").read_text())
 
 
 def terminal(events):

@@ -170,7 +170,7 @@ def test_another_users_file_at_a_runs_name_disables_fastlane_for_that_run(kind, 
     assert unchanged(segment, before, data if kind == "segment" else None)  # not written, not removed
     run_dir = workdir / "var/trainer/runs" / run_id
     assert "fastlane" not in (run_dir / "logs/cleanrl.stderr.log").read_text().lower()
-    section = json.loads((run_dir / "analytics.json").read_text())["fastlane"]
+    section = json.loads((run_dir / "manifest.json").read_text())["fastlane"]
     assert section["enabled"] is False and section["frames_published"] == 0
 
 

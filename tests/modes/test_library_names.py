@@ -51,7 +51,7 @@ def test_run_curriculum_training_goes_through_the_stages(tmp_path):
     schedule = [{"env_id": "MiniGrid-Empty-5x5-v0", "until": "steps>=256"}, {"env_id": "MiniGrid-Empty-6x6-v0"}]
     summary = curriculum.run_curriculum_training(config, schedule, runs_dir=tmp_path)
     assert summary["status"] == "completed"
-    manifest = json.loads((tmp_path / "cur1" / "analytics.json").read_text())["curriculum"]
+    manifest = json.loads((tmp_path / "cur1" / "manifest.json").read_text())["curriculum"]
     assert [s["env_id"] for s in manifest["stages"]] == ["MiniGrid-Empty-5x5-v0", "MiniGrid-Empty-6x6-v0"]
     assert manifest["stage"] == 1
 

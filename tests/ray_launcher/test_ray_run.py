@@ -38,7 +38,7 @@ def test_a_run_lands_on_the_chosen_node_and_comes_back(cluster, tmp_path):
     assert ray_info["node_id"] == cluster.node_ids["nodeB"]
     run_dir = Path(events[0]["payload"]["run_dir"])
     assert run_dir.parent == tmp_path / "var" / "trainer" / "runs"
-    manifest = json.loads((run_dir / "analytics.json").read_text())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["ray"]["node_id"] == cluster.node_ids["nodeB"] and manifest["ray"]["address"]
     assert (run_dir / "logs" / "example.stderr.log").exists()
@@ -59,7 +59,7 @@ def test_shared_runs_storage_is_written_by_the_node_and_moved_into_place(cluster
     assert done.returncode == 0, done.stderr
     events = events_of(done.stdout)
     run_dir = runs / events[0]["run_id"]
-    assert json.loads((run_dir / "analytics.json").read_text())["ray"]["node_id"] == cluster.node_ids["nodeA"]
+    assert json.loads((run_dir / "manifest.json").read_text())["ray"]["node_id"] == cluster.node_ids["nodeA"]
     assert (run_dir / "logs" / "example.stdout.log").exists()
     assert sorted(p.name for p in runs.iterdir()) == [run_dir.name]  # the staging folder is gone
 
@@ -91,7 +91,7 @@ def test_ctrl_c_cancels_the_run_on_its_node(cluster, tmp_path):
     while processes_of(run_id) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not processes_of(run_id), "the run's processes on the node outlived the cancel"
-    manifest = json.loads((Path(events[0]["payload"]["run_dir"]) / "analytics.json").read_text())
+    manifest = json.loads((Path(events[0]["payload"]["run_dir"]) / "manifest.json").read_text())
     assert manifest["status"] == "cancelled"
 
 
@@ -139,7 +139,7 @@ def test_fastlane_frames_of_a_remote_run_are_read_here(cluster, tmp_path):
     assert first.pixels.shape[1:] == (512, 3) and len(np.unique(first.pixels)) > 1  # a real 600x400 render, scaled
     assert 0 < first.global_step < later.global_step and later.frame_number > first.frame_number
     assert proc.returncode == 130, err
-    manifest = json.loads((Path(started["payload"]["run_dir"]) / "analytics.json").read_text())
+    manifest = json.loads((Path(started["payload"]["run_dir"]) / "manifest.json").read_text())
     assert manifest["fastlane"]["frames_published"] >= 2  # the node's own count, its manifest brought back
     assert not list(shm.iterdir()), "the caller's segment outlived the run"
     assert set(Path("/dev/shm").glob("mosaic-relay-fl-*")) <= node_dirs, "the node's frame directory outlived the run"
@@ -257,5 +257,5 @@ def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_pa
     assert "run_retried" in names and names[-1] == "run_completed"
     retried = events[names.index("run_retried")]["payload"]
     assert first[:12] in retried["reason"] and retried["attempt"] == 2
-    manifest = json.loads((Path(events[0]["payload"]["run_dir"]) / "analytics.json").read_text())
+    manifest = json.loads((Path(events[0]["payload"]["run_dir"]) / "manifest.json").read_text())
     assert manifest["ray"]["node_id"] != first and manifest["ray"]["node_id"] in node_ids.values()

@@ -55,7 +55,7 @@ def test_a_four_trial_sweep_lands_on_both_nodes(cluster, tmp_path):
     assert len(complete) == 4, [t.state for t in study.trials]
     nodes = set()
     for run_dir in runs.iterdir():
-        manifest = json.loads((run_dir / "analytics.json").read_text())
+        manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["status"] == "completed"
         nodes.add(manifest["ray"]["node_id"])
         assert not processes_of(run_dir.name)
@@ -88,7 +88,7 @@ def test_without_workers_the_cluster_sets_them_and_pruning_stops_trials_on_their
         assert events[-1]["event"] == "run_cancelled", events[-1]
         assert reason.startswith(f"pruned by the sweep: study ray-prune trial {trial.number}, ThresholdPruner at step ")
         assert reason.endswith("(received SIGTERM)"), reason  # the node confirmed, as a local run does
-        manifest = json.loads((runs / run_id / "analytics.json").read_text())
+        manifest = json.loads((runs / run_id / "manifest.json").read_text())
         assert manifest["optuna"]["pruned"] is True and manifest["ray"]["node_id"] in cluster.node_ids.values()
         assert max(e["payload"].get("global_step", 0) for e in events if e["event"] == "metrics") < 500000
         assert not processes_of(run_id)

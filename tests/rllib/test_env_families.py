@@ -33,7 +33,7 @@ def test_trains_on_the_env_family(rllib_env, tmp_path, env_id):
     if extras:  # a frame of the Atari screen (the unwrapped env's render), from the env runner's process
         from PIL import Image
 
-        section = json.loads((tmp_path / "family" / "analytics.json").read_text())["fastlane"]
+        section = json.loads((tmp_path / "family" / "manifest.json").read_text())["fastlane"]
         assert section["frames_published"] >= 1 and section["errors"] == []
         with Image.open(sorted((tmp_path / "family" / "videos" / "fastlane").glob("*.png"))[-1]) as image:
             assert image.size == (160, 210)

@@ -52,7 +52,7 @@ def test_trains_with_metrics_tensorboard_and_checkpoints(trained, algo):
     saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
     assert saved[-1]["reason"] == "final" and saved[-1]["global_step"] >= 1000
     assert (run_dir / "checkpoints" / os.path.basename(saved[-1]["path"]) / "rllib_checkpoint.json").is_file()
-    manifest = json.loads((run_dir / "analytics.json").read_text())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["tensorboard"]["event_dirs"], manifest["tensorboard"]
     if algo == "PPO":
         assert [s["reason"] for s in saved] == ["periodic", "final"]
@@ -67,7 +67,7 @@ def test_a_frame_from_the_env_runner_reaches_fastlane(trained):
     from PIL import Image
 
     _code, _err, run_dir = trained["PPO"]
-    section = json.loads((run_dir / "analytics.json").read_text())["fastlane"]
+    section = json.loads((run_dir / "manifest.json").read_text())["fastlane"]
     assert section["frames_published"] >= 1 and section["errors"] == []
     pngs = sorted((run_dir / "videos" / "fastlane").glob("*.png"))
     assert pngs

@@ -60,7 +60,7 @@ def test_a_four_trial_sweep_runs_as_one_job_array(slurm, no_jobs_left, tmp_path)
     assert len(complete) == 4, [t.state for t in study.trials]
     assert len(list(runs.iterdir())) == 4
     for run_dir in runs.iterdir():
-        assert json.loads((run_dir / "analytics.json").read_text())["status"] == "completed"
+        assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
         assert not processes_of(run_dir.name)
     (folder,) = (tmp_path / "sweeps").iterdir()
     assert sorted(p.name for p in folder.glob("task-*.rc")) == [f"task-{i}.rc" for i in range(4)]

@@ -54,7 +54,7 @@ def test_a_run_executes_as_a_job_with_its_events_on_the_callers_stdout(slurm, no
     assert recorded == events  # the caller printed exactly what the node recorded
     job_id = started["slurm"]["job_id"]
     assert (run_dir / "slurm" / f"job-{job_id}.out").exists() and (run_dir / "slurm" / f"job-{job_id}.err").exists()
-    assert json.loads((run_dir / "analytics.json").read_text())["status"] == "completed"
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
     options = json.loads((run_dir / "slurm" / "job.json").read_text())["options"]
     assert "--requeue" in options and "--signal=B:USR1@120" in options and "--partition=debug" in options
     assert not processes_of(events[0]["run_id"])
@@ -81,7 +81,7 @@ def test_ctrl_c_cancels_the_job_and_records_run_cancelled(slurm, no_jobs_left, w
     events = events_of("".join(lines) + rest)
     assert proc.returncode == 130, stderr
     assert events[-1]["event"] == "run_cancelled" and "SIGINT" in events[-1]["payload"]["reason"]
-    assert json.loads((runs_root / run_id / "analytics.json").read_text())["status"] == "cancelled"
+    assert json.loads((runs_root / run_id / "manifest.json").read_text())["status"] == "cancelled"
     deadline = time.monotonic() + 30
     while (slurm.jobs() or processes_of(run_id)) and time.monotonic() < deadline:
         time.sleep(0.2)

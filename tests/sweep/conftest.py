@@ -83,7 +83,7 @@ def load(study: str, storage: str):
 
 
 def manifest(runs_root: Path, run_id: str) -> dict:
-    return json.loads((runs_root / run_id / "analytics.json").read_text())
+    return json.loads((runs_root / run_id / "manifest.json").read_text())
 
 
 def events(runs_root: Path, run_id: str) -> list[dict]:

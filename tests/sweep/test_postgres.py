@@ -94,7 +94,7 @@ def test_two_workers_on_a_postgresql_study(tmp_path, postgres_url):
     assert len({t.params["learning_rate"] for t in trials}) == 2
     assert len({t.user_attrs["worker"] for t in trials}) == 2
     root = tmp_path / "var/trainer/runs"
-    text = (root / trials[0].user_attrs["runs"][0] / "analytics.json").read_text()
+    text = (root / trials[0].user_attrs["runs"][0] / "manifest.json").read_text()
     assert "sweeper:***@127.0.0.1" in text and PASSWORD not in text
     status = sweep(["status", "tiny", "--storage", postgres_url], cwd=tmp_path)
     assert status.returncode == 0 and "trials: 2 complete" in status.stdout and PASSWORD not in status.stdout

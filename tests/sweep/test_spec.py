@@ -119,6 +119,19 @@ def test_spec_rules(data, message):
         parse_spec(data)
 
 
+def test_a_spec_without_a_worker_gets_the_one_mosaic_run_would_choose(monkeypatch):
+    monkeypatch.delenv("MOSAIC_DEFAULT_WORKER", raising=False)
+    spec = {"algo": "dqn", "env_id": "CartPole-v1", "total_timesteps": 9}
+    assert parse_spec(spec).worker == "cleanrl"  # the one installed worker with dqn
+    assert parse_spec({**spec, "worker": "example"}).worker == "example"
+    monkeypatch.setenv("MOSAIC_DEFAULT_WORKER", "example")
+    assert parse_spec(spec).worker == "example"
+    monkeypatch.delenv("MOSAIC_DEFAULT_WORKER")
+    with pytest.raises(UsageError, match=r"^sweep spec <spec>: worker: no installed worker that can run here runs "
+                                         r"algo 'dqnn'; did you mean dqn \(cleanrl\)"):
+        parse_spec({**spec, "algo": "dqnn"})
+
+
 def test_storage_urls():
     assert resolve(None, "s").url == "sqlite:///var/sweeps/s.db"
     assert resolve("journal:/tmp/x.journal", "s").kind == "journal"

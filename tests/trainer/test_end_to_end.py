@@ -58,7 +58,7 @@ def test_tiny_ppo_run_through_the_daemon(daemon_process, tmp_path):
     events = read_events(Path(final.run_dir) / "events.jsonl")
     assert [e["event"] for e in events][0] == "run_started" and events[-1]["event"] == "run_completed"
     assert events[0]["payload"]["grpc"]["accepted_version"] == "MOSAIC/1.0"
-    assert (Path(final.run_dir) / "analytics.json").exists()
+    assert (Path(final.run_dir) / "manifest.json").exists()
     log = daemon.log()
     assert f"run {run_id}: started (cleanrl, pid " in log and f"run {run_id}: run_completed (exit code 0)" in log
 

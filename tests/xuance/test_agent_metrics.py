@@ -24,7 +24,7 @@ def _fake_run(root, run_id):
     run.mkdir(parents=True)
     (run / "config.json").write_text(json.dumps({"run_id": run_id, "worker": "xuance", "algo": "mappo",
                                                  "env_id": "mpe/simple_spread_v3", "total_timesteps": 100}))
-    (run / "analytics.json").write_text(json.dumps({"status": "completed", "metrics": {
+    (run / "manifest.json").write_text(json.dumps({"status": "completed", "metrics": {
         "global_step": 100, "episodic_return": -30.0,
         "agents": {"agent_0": {"charts/episodic_return": -9.5}, "agent_1": {"charts/episodic_return": -10.5}}}}))
     writer = tensorboardX.SummaryWriter(str(run / "tb"))

@@ -68,7 +68,7 @@ def test_each_algorithm_trains_with_per_agent_metrics(trained, algo):
     assert {k for values in reported for k in values} - {"charts/episodic_return"}, last  # the learner updated
     assert os.path.getsize(os.path.join(saved[-1]["path"], "state.pt")) > 1000
     assert saved[-1]["path"] == str(run_dir / "checkpoints" / f"step_{STEPS}") and saved[-1]["format"] == "xuance"
-    manifest = json.loads((run_dir / "analytics.json").read_text())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["metrics"]["agents"].keys() == AGENTS
     assert manifest["tensorboard"]["event_dirs"], manifest["tensorboard"]
     if algo == "mappo":  # an on-policy update happened: its losses per agent (parameter sharing: agent_0's)
@@ -103,7 +103,7 @@ def test_frames_reach_fastlane_single_and_grid(trained):
     from PIL import Image
 
     _code, _err, single = trained["mappo"]
-    section = json.loads((single / "analytics.json").read_text())["fastlane"]
+    section = json.loads((single / "manifest.json").read_text())["fastlane"]
     assert section["mode"] == "single" and section["frames_published"] >= 3 and section["errors"] == []
     pngs = sorted((single / "videos" / "fastlane").glob("*.png"))
     assert pngs
@@ -112,7 +112,7 @@ def test_frames_reach_fastlane_single_and_grid(trained):
         low, high = image.convert("L").getextrema()
         assert low < high  # a picture: agents and landmarks on the background
     _code, _err, grid = trained["ippo"]
-    section = json.loads((grid / "analytics.json").read_text())["fastlane"]
+    section = json.loads((grid / "manifest.json").read_text())["fastlane"]
     assert section["mode"] == "grid" and {0, 1, 2, 3} <= {s["env_index"] for s in section["slots"]}
 
 

@@ -50,7 +50,7 @@ def test_enjoy_live_publishes_fastlane_frames_from_a_checkpoint_file(trained):
     result = enjoy(trained, str(checkpoint), "--episodes", "1", "--live", "--deterministic", "--run-id", "live01")
     assert result.returncode == 0, result.stderr
     assert "mosaic fastlane watch live01" in result.stderr and "episode 1: return" in result.stdout
-    manifest = json.loads((trained.parent / "live01" / "analytics.json").read_text())
+    manifest = json.loads((trained.parent / "live01" / "manifest.json").read_text())
     assert manifest["fastlane"]["frames_published"] >= 1 and manifest["status"] == "completed"
 
 
