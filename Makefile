@@ -45,8 +45,8 @@ GYM1_TESTS ?= tests/core tests/cleanrl tests/algorithms tests/atari_mujoco tests
 # (its docstring says how) finds them; a new module runs on both lanes until it is listed here.
 GYM1_HOST_ONLY := $(addprefix tests/,cleanrl/test_flags.py cleanrl/test_grpc_handshake.py \
 	core/test_capabilities.py core/test_config.py core/test_contract.py core/test_discovery.py core/test_hook_reference.py \
-	core/test_launchers.py core/test_layering.py core/test_listing_bounds.py core/test_private_dirs.py core/test_reference_docs.py \
-	core/test_run_index.py core/test_startup.py curriculum/test_host.py curriculum/test_schedule.py \
+	core/test_launchers.py core/test_layering.py core/test_listing_bounds.py core/test_no_plugin_names_in_core.py core/test_private_dirs.py core/test_reference_docs.py \
+	core/test_run_index.py core/test_score.py core/test_startup.py curriculum/test_host.py curriculum/test_schedule.py \
 	fastlane/test_frames.py fastlane/test_segment.py fastlane/test_seqlock.py fastlane/test_settings.py)
 GYM1_SKIP := --ignore=tests/core/test_worker_environments.py $(addprefix --ignore=,$(GYM1_HOST_ONLY))
 $(GYM1)/.installed: pyproject.toml
