@@ -27,7 +27,7 @@ from mosaic_core.runstore.score import Score
 
 CARD = "README.md"
 CONFIG = "config.json"
-MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~&])")
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#|~&])")  # values never start a line: - + . ! stay
 
 
 @dataclass
@@ -164,7 +164,7 @@ def front_matter(subject: Subject) -> dict[str, Any]:
                         "name": f"mean return of this seed ({subject.score.describe()})"})
     return {
         "library_name": f"mosaic-{worker}" if worker else "mosaic",
-        "tags": ["reinforcement-learning", "mosaic", worker, algo, env],
+        "tags": ["reinforcement-learning", "mosaic", *(t for t in (worker, algo, env) if t)],
         "model-index": [{"name": f"{algo}-{env}", "results": [{
             "task": {"type": "reinforcement-learning", "name": "reinforcement-learning"},
             "dataset": {"type": env, "name": env},
