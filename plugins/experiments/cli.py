@@ -78,8 +78,9 @@ def _experiment(ns: argparse.Namespace) -> int:
         if ns.concurrency < 1:
             raise UsageError(f"--concurrency must be >= 1, got {ns.concurrency}")
         exp = replace(exp, concurrency=ns.concurrency)
-    launchers.export_settings(ns)  # each run's `mosaic run` inherits the launcher's settings
-    return runner.run(exp, _root(ns.runs_dir, must_exist=False))
+    choice = launchers.select(ns)  # each run's `mosaic run` gets choice.argv(), as the sweep's seeds do
+    choice.check(command="mosaic experiment run")
+    return runner.run(exp, _root(ns.runs_dir, must_exist=False), choice.argv())
 
 
 # ------------------------------------------------------------------ mosaic compare

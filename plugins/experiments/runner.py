@@ -1,6 +1,6 @@
 """``mosaic experiment run``: each (group, seed) is one ``mosaic run`` subprocess, at most
-``concurrency`` at a time, the way the sweep runs its seeds (a launcher's options given here
-reach every run through its environment: ``mosaic_core.launchers.export_settings``).
+``concurrency`` at a time, the way the sweep runs its seeds (a launcher chosen here reaches every
+run as its flags: ``mosaic_core.launchers.LauncherChoice.argv``).
 
 Resumable: a seed whose run completed is not run again. One that was interrupted (cancelled,
 lost, stopped with this command) and has a checkpoint resumes through the run contract: the
@@ -32,7 +32,8 @@ GRACE_S = 5.0
 DRY_RUN_TIMEOUT_S = 120
 
 
-def command(exp: Experiment, group: GroupSpec, seed: int, run_id: str, root: Path, dry_run: bool = False) -> list[str]:
+def command(exp: Experiment, group: GroupSpec, seed: int, run_id: str, root: Path, dry_run: bool = False,
+            launch: list[str] | None = None) -> list[str]:
     extras = {**group.extras, "algo_params": {**group.extras.get("algo_params", {}), **group.overrides},
               "experiment": exp.name, "experiment_group": group.label}
     if not extras["algo_params"]:
@@ -40,7 +41,8 @@ def command(exp: Experiment, group: GroupSpec, seed: int, run_id: str, root: Pat
     argv = [*mosaic_command(), "run", "--worker", group.worker, "--algo", group.algo, "--env-id", group.env,
             "--total-timesteps", str(group.total_timesteps), "--seed", str(seed), "--run-id", run_id,
             "--runs-dir", str(root), "--extras", json.dumps(extras)]
-    return argv + (["--dry-run", "--emit-summary"] if dry_run else ["--quiet", "--grace-period", str(GRACE_S)])
+    return argv + (["--dry-run", "--emit-summary"] if dry_run else
+                   ["--quiet", "--grace-period", str(GRACE_S), *(launch or [])])
 
 
 def preflight(exp: Experiment, root: Path) -> None:
@@ -94,8 +96,8 @@ def resumable(run_dir: Path) -> bool:
 class Pool:
     """Runs the commands, at most ``concurrency`` at a time; ``stop()`` (a signal) cancels them all."""
 
-    def __init__(self, exp: Experiment, root: Path):
-        self.exp, self.root = exp, root
+    def __init__(self, exp: Experiment, root: Path, launch: list[str]):
+        self.exp, self.root, self.launch = exp, root, launch
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.lock = threading.Lock()
         self.stopping = False
@@ -109,8 +111,8 @@ class Pool:
             from mosaic_core import SHARE_VAR, share
 
             env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
-            proc = subprocess.Popen(with_parent_death_signal(command(self.exp, group, seed, run_id, self.root)),
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            argv = command(self.exp, group, seed, run_id, self.root, launch=self.launch)
+            proc = subprocess.Popen(with_parent_death_signal(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     start_new_session=True, env=env)
             self.procs[run_id] = proc
         _say(f"{'resumed' if resuming else 'started'} {run_id} ({group.label}, seed {seed})")
@@ -132,7 +134,8 @@ class Pool:
                     pass
 
 
-def run(exp: Experiment, root: Path) -> int:
+def run(exp: Experiment, root: Path, launch: list[str] | None = None) -> int:
+    """Run what is left of ``exp``; ``launch``: the launcher's flags for each run (none: here)."""
     todo, done = plan(exp, root)
     if todo:
         preflight(exp, root)
@@ -141,7 +144,7 @@ def run(exp: Experiment, root: Path) -> int:
          f"runs completed already, {len(todo)} to run, {exp.concurrency} at a time")
     if not todo:
         return 0
-    pool = Pool(exp, root)
+    pool = Pool(exp, root, launch or [])
     previous = {sig: signal.signal(sig, pool.stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         with ThreadPoolExecutor(max_workers=exp.concurrency) as executor:
