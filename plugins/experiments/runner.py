@@ -112,8 +112,8 @@ class Pool:
 
             env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
             argv = command(self.exp, group, seed, run_id, self.root, launch=self.launch)
-            proc = subprocess.Popen(with_parent_death_signal(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    start_new_session=True, env=env)
+            proc = subprocess.Popen(with_parent_death_signal(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, start_new_session=True, env=env)
             self.procs[run_id] = proc
         _say(f"{'resumed' if resuming else 'started'} {run_id} ({group.label}, seed {seed})")
         _out, err = proc.communicate()
