@@ -43,7 +43,7 @@ class Subject:
     sources: str  # what the scores are, in words
 
 
-def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> Path:
+def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> tuple[Path, Subject]:
     """Check everything, then write DIR: the checkpoint, ``config.json`` and ``README.md``."""
     target = _check_output(out)
     subject = _subject(root, ref, reps, seed)
@@ -61,7 +61,7 @@ def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> Path:
         if created:
             shutil.rmtree(target, ignore_errors=True)
         raise
-    return target
+    return target, subject
 
 
 def _check_output(out: Path) -> Path:
@@ -185,6 +185,7 @@ def render(subject: Subject, ref: str, root: Path) -> str:
              f"A policy trained by MOSAIC's {escape(worker)} worker ({escape(worker_version(worker))}); "
              f"run {escape(subject.model.name)}, checkpoint {escape(subject.checkpoint.path.name)} "
              f"(env step {subject.checkpoint.step}).", "",
+             *([f"Notes: {escape(extras['notes'])}", ""] if extras.get("notes") else []),
              "| | |", "|---|---|",
              f"| library | {escape(worker)} {escape(worker_version(worker))} |",
              f"| env | {escape(config.get('env_id'))} |",

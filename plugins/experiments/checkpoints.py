@@ -11,17 +11,18 @@ from mosaic_core.contract import Checkpoint
 
 
 def newest(run_dir: Path) -> Checkpoint | None:
-    """The run's newest checkpoint; None when it has none, or its worker is not here or keeps none."""
+    """The run's newest checkpoint; None when it has none, or its worker is not here or keeps none.
+    A config.json the host refuses (a ConfigError: one line naming the file and field) is raised."""
     from mosaic_core import WorkerConfig, find_worker, load_worker, read_config_file
     from mosaic_core.contract import newest_checkpoint
 
+    recorded = read_config_file(run_dir / "config.json", run_file=True)
+    worker_name = recorded.pop("worker", None)
+    if not isinstance(worker_name, str):
+        return None
+    config = WorkerConfig.from_dict(recorded, source=str(run_dir / "config.json"))
     try:
-        recorded = read_config_file(run_dir / "config.json", run_file=True)
-        worker_name = recorded.pop("worker", None)
-        if not isinstance(worker_name, str):
-            return None
-        worker = load_worker(find_worker(worker_name))
-        layout = worker.checkpoint_layout(WorkerConfig.from_dict(recorded, source=str(run_dir / "config.json")))
-    except (MosaicError, OSError, ValueError):
+        layout = load_worker(find_worker(worker_name)).checkpoint_layout(config)
+    except MosaicError:  # the worker is not installed here
         return None
     return newest_checkpoint(run_dir, layout, run_dir.name) if layout else None

@@ -53,15 +53,19 @@ def _configure_experiment(parser: argparse.ArgumentParser) -> None:
 
 
 def _card(ns: argparse.Namespace) -> int:
-    from mosaic_experiments import card, compare, stats
+    import sys
+
+    from mosaic_core.files import printable
+
+    from mosaic_experiments import card, stats
 
     reps = stats.REPS if ns.reps is None else ns.reps
     if reps < 100:
         raise UsageError(f"--reps must be >= 100, got {reps}")
     stats.rliable()
-    target = card.write(_root(ns.runs_dir, must_exist=True), ns.ref, Path(ns.output), reps, ns.seed)
-    compare.say(f"wrote the model card {target / card.CARD}; upload the folder with "
-                f"`huggingface-cli upload REPO {target}`")
+    target, subject = card.write(_root(ns.runs_dir, must_exist=True), ns.ref, Path(ns.output), reps, ns.seed)
+    print(printable(f"mosaic runs card: run {subject.model.name}, {subject.checkpoint.path.name}: wrote {target}/"
+                    f"{card.CARD}; upload the folder with `huggingface-cli upload REPO {target}`"), file=sys.stderr)
     return 0
 
 

@@ -90,7 +90,12 @@ def resumable(run_dir: Path) -> bool:
     """A recorded run (our own directory, not a link) with a checkpoint to continue from."""
     from mosaic_experiments.checkpoints import newest
 
-    return run_dir.is_dir() and not run_dir.is_symlink() and newest(run_dir) is not None
+    from mosaic_core import MosaicError
+
+    try:
+        return run_dir.is_dir() and not run_dir.is_symlink() and newest(run_dir) is not None
+    except MosaicError:  # a config the host refuses: a new attempt
+        return False
 
 
 class Pool:

@@ -27,6 +27,7 @@ env = "CartPole-v1"
 overrides = { learning_rate = 0.001 }
 """
 HOSTILE = "evil: x\n---\nlibrary_name: injected\n# [click](http://x) <b>*"
+ONE_LINE = ": x --- library_name: injected # [click](http://x) <b>* '\" &"  # the host refuses newlines here
 
 
 def split(card: str) -> tuple[dict, str]:
@@ -75,7 +76,7 @@ def test_an_experiments_card_has_the_hubs_front_matter_and_compares_iqm(experime
     assert copied.name == newest.name and copied.read_bytes() == newest.read_bytes()
     assert "learning\\_rate | 0.001" in body and "no evaluation" in body.lower() and "training** return" in body
     assert "--total-timesteps 1024 --seed " in body and "learning_rate" in body.split("```bash")[1]
-    assert "cleanrl" in made.stderr and "huggingface-cli upload" in made.stderr
+    assert f"run {run_dir.name}, {newest.name}: wrote" in made.stderr and "huggingface-cli upload" in made.stderr
 
     # after `mosaic evaluate`, the card states the evaluation protocol
     evaluated = run_cli(["evaluate", run_dir.name, "--episodes", "3", "--runs-dir", str(root)], cwd=workdir,
@@ -96,19 +97,29 @@ def test_run_text_cannot_break_the_front_matter_or_the_markdown(experiment, tmp_
     run_dir = hostile_root / "hostile"
     shutil.copytree(source, run_dir, symlinks=True)  # a run file someone else wrote (an imported run)
     config = json.loads((run_dir / "config.json").read_text())
-    config.update(run_id="hostile", algo="ppo" + HOSTILE, env_id="CartPole-v1" + HOSTILE)
+    config.update(run_id="hostile", env_id="CartPole-v1" + ONE_LINE)  # (an unknown algo: no checkpoint layout)
     config["extras"]["algo_params"]["evil: k\n---"] = HOSTILE
+    config["extras"]["notes"] = HOSTILE
     (run_dir / "config.json").write_text(json.dumps(config))
     made = run_cli(["runs", "card", "hostile", "-o", "card", "--runs-dir", str(hostile_root)], cwd=tmp_path)
     assert made.returncode == 0, made.stderr[-3000:]
     card = (tmp_path / "card" / "README.md").read_text()
     meta, body = split(card)
     assert set(meta) == {"library_name", "tags", "model-index"} and meta["library_name"] == "mosaic-cleanrl"
-    assert meta["tags"][-2:] == ["ppo" + HOSTILE, "CartPole-v1" + HOSTILE]  # kept as values, whole
-    assert meta["model-index"][0]["results"][0]["dataset"]["type"] == "CartPole-v1" + HOSTILE
+    assert meta["tags"][-2:] == ["ppo", "CartPole-v1" + ONE_LINE]  # kept as values, whole
+    assert meta["model-index"][0]["results"][0]["dataset"]["type"] == "CartPole-v1" + ONE_LINE
     lines = body.splitlines()
     assert "---" not in lines and not any(line.startswith("library_name") for line in lines)
     headings = [line for line in lines if line.startswith("#")]
     assert headings == [headings[0], "## Evaluation", "## Hyperparameters", "## Reproduce"], headings
-    assert "[click](" not in body and "<b>" not in body
+    prose, fence = body.split("```bash\n")
+    assert "[click](" not in prose and "<b>" not in prose  # escaped; in the command, verbatim (a code block)
+    assert len(fence.splitlines()) == 2 and fence.splitlines()[0].startswith("mosaic run ")
     assert read_events(run_dir / "events.jsonl")[-1]["event"] == "run_completed"
+    assert "Notes: evil: x?---?library\\_name: injected?\\# \\[click\\]\\(http://x\\) \\<b\\>\\*" in body
+
+    config["env_id"] = "CartPole-v1" + HOSTILE  # a newline where the host allows none: refused, nothing written
+    (run_dir / "config.json").write_text(json.dumps(config))
+    refused = run_cli(["runs", "card", "hostile", "-o", "card2", "--runs-dir", str(hostile_root)], cwd=tmp_path)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "control character" in refused.stderr and not (tmp_path / "card2").exists()
