@@ -202,7 +202,7 @@ def render(subject: Subject, ref: str, root: Path) -> str:
         lines.append("")
     else:
         lines += ["One seed: no confidence interval (run seeds with `mosaic experiment run` for one).", ""]
-    if subject.groups:
+    if len(subject.groups) > 1:
         lines += [f"Every group of experiment {escape(ref)} (IQM [95% CI]):", "", "| group | seeds | IQM |",
                   "|---|---|---|"]
         lines += [f"| {escape(label)} | {g['runs']} | {_ci(g['IQM'])} |" for label, g in subject.groups.items()]
