@@ -76,15 +76,14 @@ def _experiment(ns: argparse.Namespace) -> int:
 
     if ns.experiment_action == "card":
         return _card(ns)
-
     exp = spec.load(Path(ns.spec))
     if ns.concurrency is not None:
         if ns.concurrency < 1:
             raise UsageError(f"--concurrency must be >= 1, got {ns.concurrency}")
         exp = replace(exp, concurrency=ns.concurrency)
-    choice = launchers.select(ns)  # each run's `mosaic run` gets choice.argv(), as the sweep's seeds do
+    choice = launchers.select(ns)  # each run's `mosaic run` gets the launcher's flags on its command line
     choice.check(command="mosaic experiment run")
-    return runner.run(exp, _root(ns.runs_dir, must_exist=False), choice.argv())
+    return runner.run(exp, _root(ns.runs_dir, must_exist=False), tuple(choice.argv()))
 
 
 # ------------------------------------------------------------------ mosaic compare

@@ -1,12 +1,13 @@
 """``mosaic experiment run``: each (group, seed) is one ``mosaic run`` subprocess, at most
-``concurrency`` at a time, the way the sweep runs its seeds (a launcher chosen here reaches every
-run as its flags: ``mosaic_core.launchers.LauncherChoice.argv``).
+``concurrency`` at a time, the way the sweep runs its seeds (a launcher's options given here
+reach every run on its command line: ``LauncherChoice.argv()``).
 
 Resumable: a seed whose run completed is not run again. One that was interrupted (cancelled,
 lost, stopped with this command) and has a checkpoint resumes through the run contract: the
 same ``mosaic run --run-id`` again, which the host continues from its newest checkpoint
 (``run_resumed`` in its events). One that failed, or left no checkpoint, runs again as a new
-attempt ``<run id>-a<N>``; the old run stays on record. Every run carries ``extras.experiment`` and ``extras.experiment_group``.
+attempt ``<run id>-a<N>``; the old run stays on record. Every run carries ``extras.experiment``
+and ``extras.experiment_group``.
 Before anything runs, every group is put through ``mosaic run --dry-run`` (the worker's own
 validation of the worker, algorithm, env and overrides), so a bad spec starts nothing.
 """
@@ -33,16 +34,15 @@ DRY_RUN_TIMEOUT_S = 120
 
 
 def command(exp: Experiment, group: GroupSpec, seed: int, run_id: str, root: Path, dry_run: bool = False,
-            launch: list[str] | None = None) -> list[str]:
+            launcher: tuple[str, ...] = ()) -> list[str]:
     extras = {**group.extras, "algo_params": {**group.extras.get("algo_params", {}), **group.overrides},
               "experiment": exp.name, "experiment_group": group.label}
     if not extras["algo_params"]:
         del extras["algo_params"]
     argv = [*mosaic_command(), "run", "--worker", group.worker, "--algo", group.algo, "--env-id", group.env,
             "--total-timesteps", str(group.total_timesteps), "--seed", str(seed), "--run-id", run_id,
-            "--runs-dir", str(root), "--extras", json.dumps(extras)]
-    return argv + (["--dry-run", "--emit-summary"] if dry_run else
-                   ["--quiet", "--grace-period", str(GRACE_S), *(launch or [])])
+            "--runs-dir", str(root), "--extras", json.dumps(extras), *launcher]
+    return argv + (["--dry-run", "--emit-summary"] if dry_run else ["--quiet", "--grace-period", str(GRACE_S)])
 
 
 def preflight(exp: Experiment, root: Path) -> None:
@@ -88,9 +88,9 @@ def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]],
 
 def resumable(run_dir: Path) -> bool:
     """A recorded run (our own directory, not a link) with a checkpoint to continue from."""
-    from mosaic_experiments.checkpoints import newest
-
     from mosaic_core import MosaicError
+
+    from mosaic_experiments.checkpoints import newest
 
     try:
         return run_dir.is_dir() and not run_dir.is_symlink() and newest(run_dir) is not None
@@ -101,8 +101,8 @@ def resumable(run_dir: Path) -> bool:
 class Pool:
     """Runs the commands, at most ``concurrency`` at a time; ``stop()`` (a signal) cancels them all."""
 
-    def __init__(self, exp: Experiment, root: Path, launch: list[str]):
-        self.exp, self.root, self.launch = exp, root, launch
+    def __init__(self, exp: Experiment, root: Path, launcher: tuple[str, ...] = ()):
+        self.exp, self.root, self.launcher = exp, root, launcher
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.lock = threading.Lock()
         self.stopping = False
@@ -116,9 +116,9 @@ class Pool:
             from mosaic_core import SHARE_VAR, share
 
             env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
-            argv = command(self.exp, group, seed, run_id, self.root, launch=self.launch)
-            proc = subprocess.Popen(with_parent_death_signal(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, start_new_session=True, env=env)
+            proc = subprocess.Popen(with_parent_death_signal(command(self.exp, group, seed, run_id, self.root, launcher=self.launcher)),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    start_new_session=True, env=env)
             self.procs[run_id] = proc
         _say(f"{'resumed' if resuming else 'started'} {run_id} ({group.label}, seed {seed})")
         _out, err = proc.communicate()
@@ -139,8 +139,8 @@ class Pool:
                     pass
 
 
-def run(exp: Experiment, root: Path, launch: list[str] | None = None) -> int:
-    """Run what is left of ``exp``; ``launch``: the launcher's flags for each run (none: here)."""
+def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
+    """Run what is left of ``exp``; ``launcher``: the launcher's flags for each run's ``mosaic run``."""
     todo, done = plan(exp, root)
     if todo:
         preflight(exp, root)
@@ -149,7 +149,7 @@ def run(exp: Experiment, root: Path, launch: list[str] | None = None) -> int:
          f"runs completed already, {len(todo)} to run, {exp.concurrency} at a time")
     if not todo:
         return 0
-    pool = Pool(exp, root, launch or [])
+    pool = Pool(exp, root, launcher)
     previous = {sig: signal.signal(sig, pool.stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         with ThreadPoolExecutor(max_workers=exp.concurrency) as executor:
