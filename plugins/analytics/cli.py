@@ -50,18 +50,21 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
                     "       mosaic runs export RUN_ID -o FILE.tar.gz [--no-checkpoints]\n"
                     "       mosaic runs import FILE.tar.gz\n"
                     "       mosaic runs trust RUN_ID\n"
+                    "       mosaic runs card RUN_ID|EXPERIMENT -o DIR\n"
                     "       mosaic runs rm RUN_ID... [--yes]\n"
                     "       mosaic runs gc (--keep-last N | --older-than AGE | --failed) [--yes]")
     parser.add_argument("words", nargs="*", metavar="ACTION ...",
-                        help="show RUN_ID | export RUN_ID | import FILE | trust RUN_ID | rm RUN_ID... | gc")
+                        help="show RUN_ID | export RUN_ID | import FILE | trust RUN_ID | card RUN|EXPERIMENT | "
+                             "rm RUN_ID... | gc")
     parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--name", metavar="EXP", help="only the runs of experiment EXP (a worker's --name)")
     parser.add_argument("--target", metavar="HOST:PORT", help="list the runs of a trainer daemon instead")
     parser.add_argument("--state-dir", help="with --target: the daemon's state dir, whose client.token is sent")
     parser.add_argument("--token-file", help="with --target: a file holding the daemon's client token")
-    keep = parser.add_argument_group("export, import, rm and gc")
-    keep.add_argument("-o", "--output", metavar="FILE.tar.gz", help="export: the archive to write (must not exist)")
+    keep = parser.add_argument_group("export, import, card, rm and gc")
+    keep.add_argument("-o", "--output", metavar="FILE.tar.gz", help="export: the archive to write (must not exist); "
+                                                                    "card: the folder of the model card")
     keep.add_argument("--no-checkpoints", action="store_true", help="export: leave checkpoint files out")
     keep.add_argument("--yes", action="store_true", help="rm, gc: delete (without it they only list what would go)")
     keep.add_argument("--keep-last", type=int, metavar="N", help="gc: remove all but the N newest ended runs")
@@ -71,6 +74,14 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
 
 def _run_runs(ns: argparse.Namespace) -> int:
     action = ns.words[0] if ns.words else None
+    if action == "card":  # the experiments plugin's `mosaic experiment card` (its IQM is rliable's)
+        from mosaic_core import run_command
+
+        if len(ns.words) != 2 or not ns.output:
+            raise UsageError("usage: mosaic runs card RUN_ID|EXPERIMENT -o DIR")
+        return run_command("experiment", ["card", ns.words[1], "-o", ns.output,
+                                          *(["--runs-dir", ns.runs_dir] if ns.runs_dir else [])],
+                           needed_by="mosaic runs card")
     if action in ("export", "import", "trust", "rm", "gc"):
         from mosaic_analytics import runs_manage
 
@@ -84,7 +95,7 @@ def _run_runs(ns: argparse.Namespace) -> int:
     if ns.words[0] == "show" and len(ns.words) == 2:
         return _show(ns, ns.words[1])
     raise UsageError(f"unexpected arguments {' '.join(ns.words)!r}; use `mosaic runs` or "
-                     "`mosaic runs show|export|import|trust|rm|gc ...` (see mosaic runs --help)")
+                     "`mosaic runs show|export|import|trust|card|rm|gc ...` (see mosaic runs --help)")
 
 
 def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None, state_dir: str | None = None) -> int:

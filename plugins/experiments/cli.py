@@ -39,6 +39,34 @@ def _configure_experiment(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--concurrency", type=int, help="runs at a time (overrides the spec's)")
     run.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     launchers.add_arguments(run)
+    card = actions.add_parser("card", help="a Hugging Face model card beside the exported model (also: mosaic runs "
+                                           "card)",
+                              description="Write a Hugging Face model card (README.md with the Hub's front matter) "
+                                          "beside the run's newest checkpoint and its config in DIR: for an "
+                                          "experiment, the best seed of the group with the best IQM. No upload: "
+                                          "DIR is what `huggingface-cli upload` takes.")
+    card.add_argument("ref", metavar="RUN|EXPERIMENT")
+    card.add_argument("-o", "--output", metavar="DIR", required=True, help="a new (or empty) folder")
+    card.add_argument("--reps", type=int, default=None, help="bootstrap replications (default 2000)")
+    card.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0)")
+    card.add_argument("--runs-dir", help=RUNS_DIR_HELP)
+
+
+def _card(ns: argparse.Namespace) -> int:
+    import sys
+
+    from mosaic_core.files import printable
+
+    from mosaic_experiments import card, stats
+
+    reps = stats.REPS if ns.reps is None else ns.reps
+    if reps < 100:
+        raise UsageError(f"--reps must be >= 100, got {reps}")
+    stats.rliable()
+    target, subject = card.write(_root(ns.runs_dir, must_exist=True), ns.ref, Path(ns.output), reps, ns.seed)
+    print(printable(f"mosaic runs card: run {subject.model.name}, {subject.checkpoint.path.name}: wrote {target}/"
+                    f"{card.CARD}; upload the folder with `huggingface-cli upload REPO {target}`"), file=sys.stderr)
+    return 0
 
 
 def _experiment(ns: argparse.Namespace) -> int:
@@ -46,6 +74,8 @@ def _experiment(ns: argparse.Namespace) -> int:
 
     from mosaic_experiments import runner, spec
 
+    if ns.experiment_action == "card":
+        return _card(ns)
     exp = spec.load(Path(ns.spec))
     if ns.concurrency is not None:
         if ns.concurrency < 1:

@@ -67,7 +67,7 @@ def resolve_runs(root: Path, refs: list[str]) -> list[Path]:
         if tagged is None:
             tagged = {}
             for summary in list_runs(root):
-                tag = _experiment_tag(Path(summary.path))
+                tag = experiment_tag(Path(summary.path))
                 if tag:
                     tagged.setdefault(tag, []).append(Path(summary.path))
         if ref in tagged:
@@ -80,7 +80,7 @@ def resolve_runs(root: Path, refs: list[str]) -> list[Path]:
     return list(found)
 
 
-def _experiment_tag(run_dir: Path) -> str | None:
+def experiment_tag(run_dir: Path) -> str | None:
     from mosaic_core.runstore.groups import read_config
 
     extras = read_config(run_dir).get("extras")

@@ -2,9 +2,12 @@
 ``concurrency`` at a time, the way the sweep runs its seeds (a launcher's options given here
 reach every run on its command line: ``LauncherChoice.argv()``).
 
-Resumable: a seed whose run completed is not run again. One that did not (failed, cancelled,
-lost, or interrupted with this command) runs again as a new attempt ``<run id>-a<N>``; the old
-run stays on record. Every run carries ``extras.experiment`` and ``extras.experiment_group``.
+Resumable: a seed whose run completed is not run again. One that was interrupted (cancelled,
+lost, stopped with this command) and has a checkpoint resumes through the run contract: the
+same ``mosaic run --run-id`` again, which the host continues from its newest checkpoint
+(``run_resumed`` in its events). One that failed, or left no checkpoint, runs again as a new
+attempt ``<run id>-a<N>``; the old run stays on record. Every run carries ``extras.experiment``
+and ``extras.experiment_group``.
 Before anything runs, every group is put through ``mosaic run --dry-run`` (the worker's own
 validation of the worker, algorithm, env and overrides), so a bad spec starts nothing.
 """
@@ -61,21 +64,38 @@ def preflight(exp: Experiment, root: Path) -> None:
 
 
 def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]], list[str]]:
-    """What is left to run ((group, seed, run id) each) and the run ids already completed."""
+    """What is left to run ((group, seed, run id) each: an existing run id is resumed) and the
+    run ids already completed."""
     todo, done = [], []
     for group in exp.groups:
         for seed in exp.seeds:
             base = exp.run_id(group, seed)
             attempt, run_id = 1, base
             while (root / run_id).exists():
-                if summarize(root / run_id).status == "completed":
+                status = summarize(root / run_id, with_score=False).status
+                if status == "completed":
                     done.append(run_id)
+                    break
+                if status != "failed" and resumable(root / run_id):
+                    todo.append((group, seed, run_id))
                     break
                 attempt += 1
                 run_id = f"{base}-a{attempt}"
             else:
                 todo.append((group, seed, run_id))
     return todo, done
+
+
+def resumable(run_dir: Path) -> bool:
+    """A recorded run (our own directory, not a link) with a checkpoint to continue from."""
+    from mosaic_core import MosaicError
+
+    from mosaic_experiments.checkpoints import newest
+
+    try:
+        return run_dir.is_dir() and not run_dir.is_symlink() and newest(run_dir) is not None
+    except MosaicError:  # a config the host refuses: a new attempt
+        return False
 
 
 class Pool:
@@ -92,6 +112,7 @@ class Pool:
         with self.lock:
             if self.stopping:
                 return run_id, 130
+            resuming = (self.root / run_id).is_dir()
             from mosaic_core import SHARE_VAR, share
 
             env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
@@ -99,7 +120,7 @@ class Pool:
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     start_new_session=True, env=env)
             self.procs[run_id] = proc
-        _say(f"started {run_id} ({group.label}, seed {seed})")
+        _say(f"{'resumed' if resuming else 'started'} {run_id} ({group.label}, seed {seed})")
         _out, err = proc.communicate()
         with self.lock:
             del self.procs[run_id]

@@ -87,3 +87,24 @@ def test_a_bad_spec_starts_nothing(tmp_path, group, words):
 def test_an_unknown_top_level_key(tmp_path):
     (tmp_path / "spec.toml").write_text('name = "x"\nseed = 3\n[grid]\nworker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\n')
     refused(run_cli(["experiment", "run", "spec.toml"], cwd=tmp_path), "spec.toml", "seed", "unknown key", "seeds")
+
+
+def card(root, *args):
+    return run_cli(["runs", "card", *args, "--runs-dir", str(root)], cwd=root.parent)
+
+
+def test_a_card_of_a_run_with_no_checkpoint(root):
+    refused(card(root, "ppo-s1", "-o", "card"), "ppo-s1", "no checkpoint")
+    assert not (root.parent / "card").exists()
+
+
+def test_a_card_of_an_unknown_experiment(root):
+    refused(card(root, "no-such-experiment", "-o", "card"), "'no-such-experiment'", "neither a run nor an experiment")
+    assert not (root.parent / "card").exists()
+
+
+def test_a_card_into_a_folder_that_is_not_empty(root, tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    refused(card(root, "exp", "-o", str(tmp_path / "full")), "not an empty folder")
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
