@@ -23,9 +23,16 @@ def cleanrl_evaluation(folder: Path, episodes: int = 3) -> dict[str, Any]:
 
 
 def assert_same_schema(result: dict[str, Any], reference: dict[str, Any], seed: int) -> None:
-    """``result`` has ``reference``'s keys, episode keys (``agents`` aside: multi-agent runs add it)
-    and protocol defaults; its seeds are the training ``seed``'s evaluation seeds."""
-    assert set(result) == set(reference), set(result) ^ set(reference)
+    """``result`` has the schema's keys as ``reference`` has them (a key beyond the schema's, a
+    worker's own like CleanRL's ``gamma``, ``discounted_returns``, ``videos``, only as CleanRL names
+    it), the same episode keys (``agents`` aside: multi-agent runs add it) and protocol defaults;
+    its seeds are the training ``seed``'s evaluation seeds."""
+    from mosaic_core.contract import eval_result
+
+    schema = set(eval_result(worker="w", algo="a", env_id="e", checkpoint="c", global_step=0, returns=[0.0],
+                             lengths=[1], seeds=[0], deterministic=False))
+    assert schema <= set(reference) and schema <= set(result), (schema - set(reference), schema - set(result))
+    assert set(result) - schema <= set(reference) - schema, set(result) - set(reference)
     assert result["schema"] == reference["schema"]
     assert set(result["protocol"]) == set(reference["protocol"])
     for key in ("episodes", "deterministic", "normalization"):
