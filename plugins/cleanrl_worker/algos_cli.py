@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from mosaic_core import UsageError
-from mosaic_core.cli.algos import table
+from mosaic_core import print_table as table
 
 VIEWS = ("list", "presets", "show")
 
