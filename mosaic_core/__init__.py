@@ -58,6 +58,7 @@ _EXPORTS = {
     "run_command": "mosaic_core.cli.main",  # another command of the CLI, in this process
     "make_console": "mosaic_core.cli.console:console",
     **_from("cli.console", "said_if_slow"),
+    "print_table": "mosaic_core.cli.algos:table",  # a titled rich table of plain-text cells (mosaic algos' views)
     **_from("environments", "HOST_DISTRIBUTION", "preflight"),
     "take_held_signals": "mosaic_core.hostsignals:take_held",
     # A launcher's node side: the recorded launch.json run as the caller prepared it.

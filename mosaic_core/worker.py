@@ -132,6 +132,23 @@ class Worker:
         is the interpreter of the worker's environment (ask it what only that environment knows)."""
         return []
 
+    def algos_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add this worker's own flags to ``mosaic algos`` (with :meth:`algos_view`); none by default."""
+
+    def algos_view(self, ns: argparse.Namespace, python: str) -> int | None:
+        """Draw ``mosaic algos [VIEW [ALGO]] --worker NAME`` this worker's own way (``ns.view``,
+        ``ns.algo``, ``ns.json`` and the flags of :meth:`algos_arguments`) and return the exit
+        code; None (the default): the host prints :meth:`algorithms` and knows no other view.
+        Without ``--worker``, ``mosaic algos`` is the view of the one installed worker that has one."""
+        return None
+
+    def enjoy_extras(self, *, video_format: str | None, live: bool) -> dict[str, Any] | None:
+        """The extras that make this worker's ``evaluate`` mode record the first episode as
+        ``video_format`` (``"mp4"`` or ``"gif"``, into the evaluation's directory) and, with
+        ``live``, stream its frames through FastLane at the env's pace (``mosaic enjoy``,
+        ``mosaic evaluate --video``). None (the default): it can do neither."""
+        return None if video_format or live else {}
+
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
         """How to start the training process (called for dry runs too: start nothing here).
 

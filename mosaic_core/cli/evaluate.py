@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -26,8 +27,8 @@ EVALUATIONS = "evaluations"
 def configure(parser: argparse.ArgumentParser) -> None:
     from mosaic_core.contract import EVAL_EPISODES, EVAL_SEED_OFFSET
 
-    parser.add_argument("target", metavar="RUN|CHECKPOINT", help="a run id (any unique prefix: its newest checkpoint) "
-                                                                 "or a checkpoint inside a run directory")
+    parser.add_argument("target", metavar="RUN|CHECKPOINT", help="a run id (any unique prefix) or directory: its newest "
+                                                                 "checkpoint; or a checkpoint inside a run directory")
     parser.add_argument("--episodes", type=int, default=EVAL_EPISODES, help=f"episodes (default {EVAL_EPISODES})")
     parser.add_argument("--deterministic", action="store_true", help="the greedy / mean action")
     parser.add_argument("--seed", type=int, help=f"the first episode's seed (default: the run's seed + "
@@ -45,6 +46,8 @@ def resolve(target: str, root: Path) -> tuple[Path, Path | None]:
     if "/" in target or given.exists():
         if not given.exists():
             raise UsageError(f"checkpoint {target}: no such file or directory")
+        if given.is_dir() and (given / "config.json").is_file() and (given / "events.jsonl").exists():
+            return given.absolute(), None  # a run directory: its newest checkpoint
         for folder in given.absolute().parents:
             if (folder / "config.json").is_file() and (folder / "events.jsonl").exists():
                 return folder, given.absolute()
@@ -54,6 +57,25 @@ def resolve(target: str, root: Path) -> tuple[Path, Path | None]:
 
 
 def run(ns: argparse.Namespace) -> int:
+    if ns.video and not ns.video.endswith(".mp4"):
+        raise UsageError(f"--video {ns.video}: the file's name must end in .mp4")
+    code, result, result_file = play(ns, video_format="mp4" if ns.video else None, live=False, prog="mosaic evaluate")
+    if result is None:
+        return code
+    if ns.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{result['algo']} on {result['env_id']} at step {result['global_step']}: {len(result['episodes'])} "
+              f"episodes, return {result['mean']:.2f} ± {result['std']:.2f} (IQM {result['iqm']:.2f}); {result_file}")
+    return 0
+
+
+def play(ns: argparse.Namespace, *, video_format: str | None, live: bool,
+         prog: str) -> tuple[int, dict[str, Any] | None, Path]:
+    """Evaluate ``ns.target`` (``ns.episodes``, ``ns.seed``, ``ns.deterministic``, ``ns.video``,
+    ``ns.runs_dir``) through its worker's ``evaluate`` mode, recording the first episode as
+    ``video_format`` and, with ``live``, streaming it through FastLane: (exit code, the
+    evaluation's ``eval.json`` or None when it wrote none, that file's path)."""
     from mosaic_core import hostsignals
     from mosaic_core.config import WorkerConfig, new_run_id, read_config_file
     from mosaic_core.contract import Checkpoint, eval_seeds, newest_checkpoint
@@ -65,8 +87,10 @@ def run(ns: argparse.Namespace) -> int:
 
     if ns.episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {ns.episodes}")
-    if ns.video and not ns.video.endswith(".mp4"):
-        raise UsageError(f"--video {ns.video}: the file's name must end in .mp4")
+    if ns.seed is not None and ns.seed < 0:
+        raise UsageError(f"--seed must be at least 0, got {ns.seed}")
+    if ns.video and not Path(ns.video).absolute().parent.is_dir():
+        raise UsageError(f"--video {ns.video}: folder {Path(ns.video).absolute().parent} does not exist")
     root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
     run_dir, given = resolve(ns.target, root)
     refuse_untrusted(run_dir / "config.json", f"run {run_dir.name}")
@@ -77,6 +101,10 @@ def run(ns: argparse.Namespace) -> int:
     item = find_worker(worker_name)
     worker = load_worker(item)
     config = WorkerConfig.from_dict(recorded, source=str(run_dir / "config.json"))
+    showing = worker.enjoy_extras(video_format=video_format, live=live)
+    if showing is None:
+        asked = " and ".join(what for what, on in ((f"a .{video_format} video", video_format), ("--live", live)) if on)
+        raise UsageError(f"run {run_dir.name}: worker {worker_name!r} cannot play with {asked}")
     layout = worker.checkpoint_layout(config)
     if given is None:
         found = newest_checkpoint(run_dir, layout, run_dir.name) if layout else None
@@ -90,32 +118,36 @@ def run(ns: argparse.Namespace) -> int:
         raise UsageError(f"cannot evaluate: {problem}")
     seed = ns.seed if ns.seed is not None else eval_seeds(1, config.seed)[0]
     extras: dict[str, Any] = {"mode": "evaluate", "checkpoint_path": str(found.path), "eval_episodes": ns.episodes,
-                              "eval_deterministic": ns.deterministic}
-    if ns.video:
-        extras.update(eval_capture_video=True, eval_video_format="mp4")  # the worker's own recording keys
+                              "eval_deterministic": ns.deterministic, **showing}
     evaluation_id = f"eval-{new_run_id()}"
     argv = ["--config", str(run_dir / "config.json"), "--run-id", evaluation_id, "--runs-dir",
             str(run_dir / EVALUATIONS), "--seed", str(seed), "--extras", json.dumps(extras), "--quiet"]
-    print(f"mosaic: evaluating {found.path.name} of run {run_dir.name} ({ns.episodes} episodes, first seed {seed})",
-          file=sys.stderr)
+    print(f"mosaic: evaluating {found.path.name} of run {run_dir.name} ({ns.episodes} episodes, first seed {seed})"
+          + (f"; watch it: mosaic fastlane watch {evaluation_id}" if live else ""), file=sys.stderr)
     with hostsignals.guarded(), contextlib.redirect_stdout(sys.stderr):  # stdout: the result only
-        code = run_worker(worker_name, argv, prog="mosaic evaluate")
+        code = run_worker(worker_name, argv, prog=prog)
     where = run_dir / EVALUATIONS / evaluation_id
     result_file = where / "eval.json"
     if code != 0 or not result_file.is_file():
         if code == 0:
             print(f"mosaic: error: worker {worker_name!r} wrote no eval.json in {where}", file=sys.stderr)
-        return code or 1
+        return code or 1, None, result_file
     result = json.loads(result_file.read_text(encoding="utf-8"))
     if ns.video:
-        videos = sorted(where.rglob("*.mp4"))
-        if not videos:
-            print(f"mosaic: warning: the evaluation recorded no .mp4 in {where}", file=sys.stderr)
-        else:
-            shutil.copyfile(videos[0], ns.video)
-    if ns.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"{result['algo']} on {result['env_id']} at step {result['global_step']}: {len(result['episodes'])} "
-              f"episodes, return {result['mean']:.2f} ± {result['std']:.2f} (IQM {result['iqm']:.2f}); {result_file}")
-    return 0
+        _copy_video(where, Path(ns.video))
+    return 0, result, result_file
+
+
+def _copy_video(where: Path, out: Path) -> None:
+    """The evaluation's first video to ``out`` (written beside it, then renamed: a link at
+    ``out`` is replaced, never followed)."""
+    videos = sorted(where.rglob("*" + out.suffix.lower()))
+    if not videos:
+        print(f"mosaic: warning: the evaluation recorded no {out.suffix} in {where}", file=sys.stderr)
+        return
+    temporary = out.absolute().with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copyfile(videos[0], temporary)
+        os.replace(temporary, out)
+    finally:
+        temporary.unlink(missing_ok=True)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mosaic_core import procs
+from mosaic_core import resume as resuming
 from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.events import TERMINAL
 from mosaic_core.files import tail_lines
@@ -38,7 +39,7 @@ from mosaic_core.pipeline import REGISTRATION_ENV, SECRET_EXTRAS_ENV
 from mosaic_core.trainer import processes
 from mosaic_core.trainer.auth import new_secret, secrets_match
 from mosaic_core.trainer.recovery import settle_interrupted
-from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, RunRow, RunStore, UnknownRun
+from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, DuplicateRun, RunRow, RunStore, UnknownRun
 from mosaic_core.threads import SHARE_VAR, share
 from mosaic_core.trainer.submission import Submission
 
@@ -58,12 +59,14 @@ class LaunchSpec:
     target: str
     heartbeat_interval: float
     grace_period: float
+    resume: bool = False  # the run's directory holds an earlier attempt: continue it (mosaic_core.resume)
 
 
 def mosaic_run_command(spec: LaunchSpec) -> list[str]:
     return [*procs.mosaic_command(), "run", "--worker", spec.worker, "--config", str(spec.config_path),
             "--runs-dir", str(spec.runs_dir), "--grpc", "--grpc-target", spec.target, "--quiet",
-            "--heartbeat-interval", f"{spec.heartbeat_interval:g}", "--grace-period", f"{spec.grace_period:g}"]
+            "--heartbeat-interval", f"{spec.heartbeat_interval:g}", "--grace-period", f"{spec.grace_period:g}",
+            *(["--run-id", spec.run_id] if spec.resume else [])]  # an existing --run-id resumes it
 
 
 @dataclass
@@ -132,6 +135,10 @@ class RunManager:
         """Record a run (INIT), queue it, start it when a slot is free. DuplicateRun if it exists."""
         config = submission.config
         path = self.configs_dir / f"{config.run_id}.json"
+        if submission.resume:
+            row = self._resubmit(submission, path)
+            self._schedule()
+            return row
         with self._lock:
             if not self.store.room():
                 raise OSError(errno.ENOSPC, f"no space left on device under {self.state_dir}; the daemon takes "
@@ -144,13 +151,40 @@ class RunManager:
             except BaseException:
                 path.unlink(missing_ok=True)
                 raise
-            secret = {key: value for key, value in config.extras.items() if redact({key: value}) != {key: value}}
-            if secret:
-                self._secret_extras[config.run_id] = secret
+            self._keep_secrets(config)
             self._queue.append(config.run_id)
         self.options.log(f"run {config.run_id}: submitted ({submission.worker} {config.algo} {config.env_id})")
         self._schedule()
         return row
+
+    def resumable(self, run_id: str) -> RunRow | None:
+        """The record of ``run_id`` when it ended unfinished (failed or cancelled): a submission
+        with its id resumes it."""
+        row = self.store.get(run_id)
+        return row if row is not None and row.final and row.terminal_event != "run_completed" else None
+
+    def _resubmit(self, submission: Submission, path: Path) -> RunRow:
+        """Queue an unfinished run again (INIT, its earlier end forgotten): its process resumes it."""
+        config = submission.config
+        with self._lock:
+            if self.resumable(config.run_id) is None:  # resubmitted meanwhile
+                raise DuplicateRun(config.run_id)
+            _write_private(path, config)
+            row = self.store.update(config.run_id, status=INIT, digest=submission.digest,
+                                    config_json=json.dumps(config.to_dict()), failure_reason=None, terminal_event=None,
+                                    terminal_payload=None, pid=None, pgid=None, exit_code=None, token_hash=None,
+                                    worker_id=None, registration=None, last_heartbeat=None)
+            self._keep_secrets(config)
+            self._queue.append(config.run_id)
+        self.options.log(f"run {config.run_id}: resubmitted; it resumes ({submission.worker} {config.algo} "
+                         f"{config.env_id})")
+        return row
+
+    def _keep_secrets(self, config: WorkerConfig) -> None:
+        """The run's secret extras, in memory only until its process starts."""
+        secret = {key: value for key, value in config.extras.items() if redact({key: value}) != {key: value}}
+        if secret:
+            self._secret_extras[config.run_id] = secret
 
     def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRow:
         """Stop a queued or running run; returns its record (final for a queued one)."""
@@ -246,7 +280,7 @@ class RunManager:
         opts = self.options
         spec = LaunchSpec(run_id=run_id, worker=row.worker, config_path=Path(row.config_path), runs_dir=self.runs_dir,
                           target=opts.target, heartbeat_interval=max(0.1, opts.heartbeat_timeout / 3),
-                          grace_period=opts.grace_period)
+                          grace_period=opts.grace_period, resume=resuming.recorded(Path(row.run_dir)))
         stderr_path = self.logs_dir / f"{run_id}.stderr.log"
         secret = new_secret()
         env = {**os.environ, "PYTHONUNBUFFERED": "1", REGISTRATION_ENV: secret}

@@ -140,14 +140,16 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             submission = parse_submission(request.config_json, request.run_id, self.daemon.workers(),
                                           self.daemon.gpus, runs_dir=self.manager.runs_dir,
                                           scripts=ScriptPolicy(tuple(options.allow_scripts), options.allow_any_script),
-                                          taken=lambda run_id: self.store.get(run_id) is not None)
+                                          taken=lambda run_id: self.store.get(run_id) is not None,
+                                          resumable=self.manager.resumable)
             row = self.manager.submit(submission)
         except UsageError as exc:
             context.abort(Code.INVALID_ARGUMENT, str(exc))
         except PreconditionError as exc:
             context.abort(Code.FAILED_PRECONDITION, str(exc))
         except DuplicateRun as exc:
-            context.abort(Code.ALREADY_EXISTS, f"run {exc.args[0]!r} exists already; choose another run_id")
+            context.abort(Code.ALREADY_EXISTS, f"run {exc.args[0]!r} exists already (queued, running or completed); "
+                                               "choose another run_id (an unfinished run resumes when submitted again)")
         except (OSError, sqlite3.OperationalError) as exc:  # a full disk under the state dir
             context.abort(Code.RESOURCE_EXHAUSTED, f"cannot record the run: {getattr(exc, 'strerror', None) or exc}")
         return pb.SubmitRunResponse(run_id=row.run_id, digest=row.digest)

@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mosaic_core.choice import choose_worker
 from mosaic_core.config import WorkerConfig, build_config, parse_json, unwrap_config
@@ -23,6 +23,9 @@ from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
 from mosaic_core.types import CodePath
 from mosaic_core.workers import unknown_worker
+
+if TYPE_CHECKING:
+    from mosaic_core.trainer.store import RunRow
 
 SOURCE = "config_json"
 MAX_CONFIG_BYTES = 256 * 1024  # a worker config is a few hundred bytes; this leaves room, not 63 MiB
@@ -67,6 +70,7 @@ class Submission:
     worker: str
     config: WorkerConfig
     digest: str
+    resume: bool = False  # the run id names an unfinished run of this daemon: it continues from its checkpoint
 
     @property
     def run_id(self) -> str:
@@ -92,14 +96,16 @@ def config_digest(worker: str, config: WorkerConfig) -> str:
 
 def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoint], gpus: int, *,
                      runs_dir: Path | str | None = None, scripts: ScriptPolicy = ScriptPolicy(),
-                     taken: Callable[[str], bool] = lambda run_id: False) -> Submission:
+                     taken: Callable[[str], bool] = lambda run_id: False,
+                     resumable: Callable[[str], RunRow | None] = lambda run_id: None) -> Submission:
     """A validated submission, or ConfigError / PreconditionError naming the field, as one
     printable line whatever the config held (DuplicateRun, from :mod:`mosaic_core.trainer.store`,
-    when ``taken(run_id)``)."""
+    when ``taken(run_id)`` and not ``resumable(run_id)``: a run that ended unfinished, which the
+    submission resumes from its newest checkpoint, as ``mosaic resume`` does)."""
     from mosaic_core.cli.errors import one_line
 
     try:
-        return _parse_submission(config_json, run_id, workers, gpus, runs_dir, scripts, taken)
+        return _parse_submission(config_json, run_id, workers, gpus, runs_dir, scripts, taken, resumable)
     except (ConfigError, PreconditionError) as exc:
         message = one_line(str(exc))
         if message == str(exc):
@@ -108,7 +114,8 @@ def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoi
 
 
 def _parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoint], gpus: int,
-                      runs_dir: Path | str | None, scripts: ScriptPolicy, taken: Callable[[str], bool]) -> Submission:
+                      runs_dir: Path | str | None, scripts: ScriptPolicy, taken: Callable[[str], bool],
+                      resumable: Callable[[str], RunRow | None]) -> Submission:
     from mosaic_core.trainer.store import DuplicateRun
 
     size = len(config_json.encode("utf-8", "surrogatepass"))
@@ -130,20 +137,35 @@ def _parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPo
         raise ConfigError(f"worker must be a worker name, got {worker!r}", field="worker", source=SOURCE)
     item = _find_worker(worker, workers)
     wanted = run_id or raw.get("run_id")
+    existing = None
     if isinstance(wanted, str) and wanted and taken(wanted):
-        raise DuplicateRun(wanted)
+        earlier = resumable(wanted)
+        if earlier is None:
+            raise DuplicateRun(wanted)
+        _check_resumed(earlier, worker, raw)
+        existing = "resume"
     try:  # what this host cannot offer is said first (before the dry run's own complaints)
         check_capabilities(item, build_config(raw, source=SOURCE, overrides={"run_id": run_id or None},
                                               generate_run_id=True), gpus)
     except ConfigError:
         pass  # incomplete before the worker's defaults: the dry run below says what is wrong
-    config = checked_config(item, raw, run_id, runs_dir, scripts)
+    config = checked_config(item, raw, run_id, runs_dir, scripts, existing)
     check_capabilities(item, config, gpus)
-    return Submission(worker=worker, config=config, digest=config_digest(worker, config))
+    return Submission(worker=worker, config=config, digest=config_digest(worker, config), resume=existing is not None)
+
+
+def _check_resumed(earlier: RunRow, worker: str, raw: dict[str, Any]) -> None:
+    """A resubmission continues its run: the same worker, algorithm and env."""
+    from mosaic_core.resume import check_recorded
+
+    if earlier.worker != worker:
+        raise ConfigError(f"run {earlier.run_id} is a run of worker {earlier.worker!r}, not {worker!r}: it cannot "
+                          "continue as another run; choose another run_id", field="worker", source=SOURCE)
+    check_recorded(json.loads(earlier.config_json), raw, earlier.run_id)
 
 
 def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str, runs_dir: Path | str | None = None,
-                   scripts: ScriptPolicy = ScriptPolicy()) -> WorkerConfig:
+                   scripts: ScriptPolicy = ScriptPolicy(), existing: str | None = None) -> WorkerConfig:
     """The config as ``mosaic run --dry-run`` would accept it: defaults, validation by the
     host, the plugins and the worker, the run directory, and the worker's plan. Every code
     path the worker declares (before the plan reads it) and its launch executes (after) is
@@ -156,7 +178,7 @@ def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str, run
     try:
         prepared = prepare(item, worker, host, data=raw, source=SOURCE, overrides={"run_id": run_id or None},
                            options=worker_option_defaults(worker), runs_dir=str(runs_dir) if runs_dir else None,
-                           quiet=True, check_code=scripts.check_all)
+                           quiet=True, check_code=scripts.check_all, existing=existing)
     except PluginError as exc:  # a broken plugin or worker on this host: not the submitter's fault
         raise PreconditionError(str(exc)) from None
     return prepared.config

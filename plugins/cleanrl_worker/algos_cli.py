@@ -1,9 +1,8 @@
-"""``mosaic algos``: what the CleanRL worker can run.
+"""The CleanRL worker's view of ``mosaic algos`` (the host's command, :mod:`mosaic_core.cli.algos`):
 
     mosaic algos [--all] [--json] [--cleanrl-home DIR]    every algorithm, its sources, the winner
     mosaic algos presets [ALGO] [--json]                   the tuned hyperparameter presets
     mosaic algos show ALGO [--json]                        the script's flags: type, default, help
-    mosaic algos --worker NAME [--json]                    another worker's algorithms (its ``algorithms()``)
 
 ``show`` reads the script's ``Args`` with the same AST reading the dry run uses
 (:mod:`cleanrl_worker.script_args`): no torch, nothing of the script runs. Only light
@@ -17,28 +16,22 @@ import json
 from typing import Any
 
 from mosaic_core import UsageError
+from mosaic_core import print_table as table
 
 VIEWS = ("list", "presets", "show")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("view", nargs="?", choices=VIEWS, default="list",
-                        help="list (default), presets [ALGO], or show ALGO")
-    parser.add_argument("algo", nargs="?", metavar="ALGO", help="the algorithm for presets and show")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    """The CleanRL worker's own flags of ``mosaic algos`` (the host adds VIEW, ALGO, --worker, --json)."""
     parser.add_argument("--cleanrl-home", metavar="DIR",
-                        help="a CleanRL checkout to include (default: $MOSAIC_CLEANRL_HOME)")
+                        help="cleanrl: a CleanRL checkout to include (default: $MOSAIC_CLEANRL_HOME)")
     parser.add_argument("--all", action="store_true",
-                        help="also list upstream CleanRL names that are not available here")
-    parser.add_argument("--worker", default="cleanrl", metavar="NAME",
-                        help="list another installed worker's algorithms and envs (default cleanrl)")
+                        help="cleanrl: also list upstream CleanRL names that are not available here")
 
 
 def run(ns: argparse.Namespace) -> int:
-    if ns.worker != "cleanrl":
-        if ns.view != "list" or ns.algo:
-            raise UsageError(f"mosaic algos --worker {ns.worker} lists algorithms only (no presets or show)")
-        return _other_worker(ns)
+    if ns.view not in VIEWS:
+        raise UsageError(f"mosaic algos {ns.view}: the cleanrl worker's views are {', '.join(VIEWS)}")
     if ns.view == "show":
         if not ns.algo:
             raise UsageError("mosaic algos show needs ALGO (e.g. mosaic algos show ppo)")
@@ -46,23 +39,6 @@ def run(ns: argparse.Namespace) -> int:
     if ns.algo and ns.view == "list":
         raise UsageError(f"unexpected {ns.algo!r}: mosaic algos [presets [ALGO] | show ALGO]")
     return _presets(ns) if ns.view == "presets" else _list(ns)
-
-
-def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], footer: list[str] = ()) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from mosaic_core import make_console
-
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*(escape(cell) for cell in row))
-    console = make_console()
-    console.print(table)
-    for line in footer:
-        console.print(escape(line))
 
 
 # What `mosaic resume` continues of a run, per kind of algorithm (docs/resume-and-evaluate.md).
@@ -109,27 +85,6 @@ def _list(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _other_worker(ns: argparse.Namespace) -> int:
-    """Any worker's list, from its optional ``algorithms(python)`` (mosaic_core.worker.Worker)."""
-    from mosaic_core import find_worker, load_worker, preflight
-
-    item = find_worker(ns.worker)
-    worker = load_worker(item)
-    python = preflight(item.obj, item.distribution).python
-    algorithms = getattr(worker, "algorithms", None)
-    entries = algorithms(python) if callable(algorithms) else []
-    if not entries:
-        raise UsageError(f"worker {ns.worker!r} does not list its algorithms (it has no algorithms() method)")
-    if ns.json:
-        print(json.dumps({"worker": ns.worker, "algorithms": entries}, indent=2))
-        return 0
-    rows = [(str(e.get("algo")), str(e.get("description", "")), ", ".join(e.get("envs") or []) or "-")
-            for e in entries]
-    _table(f"{ns.worker} worker algorithms (mosaic run --worker {ns.worker} --algo ALGO --env-id ENV)",
-           ("algorithm", "description", "envs"), rows)
-    return 0
-
-
 def _presets(ns: argparse.Namespace) -> int:
     from cleanrl_worker.presets import all_presets
 
@@ -143,7 +98,7 @@ def _presets(ns: argparse.Namespace) -> int:
     rows = [(p.algo, p.name, p.env_id, str(p.total_timesteps or "-"),
              " ".join(f"{k}={_text(v)}" for k, v in p.flags.items()), p.source + (f" ({p.notes})" if p.notes else ""))
             for p in presets]
-    _table("hyperparameter presets (mosaic run --worker cleanrl --algo ALGO --env-id ENV --preset NAME)",
+    table("hyperparameter presets (mosaic run --worker cleanrl --algo ALGO --env-id ENV --preset NAME)",
            ("algo", "preset", "env", "budget", "flags", "source"), rows,
            ["precedence: script defaults < preset < extras < script flags on the command line; "
             "the budget applies when --total-timesteps is not given"])
@@ -178,5 +133,5 @@ def _show(ns: argparse.Namespace) -> int:
     if presets:
         footer.append(f"presets: {', '.join(sorted({p.name for p in presets}))} for "
                       f"{', '.join(p.env_id for p in presets)} (mosaic algos presets {algorithm.name})")
-    _table(f"{algorithm.name}: the script's flags", ("flag", "type", "default", "help"), rows, footer)
+    table(f"{algorithm.name}: the script's flags", ("flag", "type", "default", "help"), rows, footer)
     return 0

@@ -1,8 +1,8 @@
 """Hook implementations of the cleanrl_worker plugin.
 
-Commands: ``mosaic algos`` (:mod:`cleanrl_worker.algos_cli`: list, presets, ``show ALGO``),
-``mosaic enjoy`` (:mod:`cleanrl_worker.enjoy_cli`) and ``mosaic envs [--json] [--family F]
-[--all]``: the env catalog (:mod:`cleanrl_worker.catalog`).
+Command: ``mosaic envs [--json] [--family F] [--all]``: the env catalog (:mod:`cleanrl_worker.catalog`).
+The worker's views of the host's ``mosaic algos`` (list, presets, ``show ALGO``) are in
+:mod:`cleanrl_worker.algos_cli`.
 
 Env families (:mod:`cleanrl_worker.env_families`): a CleanRL run's training process gets the
 family's ids registered (ALE) and ``MUJOCO_GL=egl`` for MuJoCo on a headless machine (a run
@@ -69,13 +69,7 @@ def _run_envs(ns: argparse.Namespace) -> int:
 
 @hookimpl
 def mosaic_cli_commands() -> list[CliCommand]:
-    from cleanrl_worker import algos_cli, enjoy_cli
-
-    return [CliCommand("algos", "the CleanRL worker's algorithms (list, presets, show ALGO: its flags)",
-                       algos_cli.configure, algos_cli.run),
-            CliCommand("enjoy", "play a trained policy: per-episode returns, a video, or live FastLane frames",
-                       enjoy_cli.configure, enjoy_cli.run),
-            CliCommand("envs", "list environments by family: installed or not, spaces, which bundled algorithms fit",
+    return [CliCommand("envs", "list environments by family: installed or not, spaces, which bundled algorithms fit",
                        _configure_envs, _run_envs)]
 
 

@@ -171,6 +171,25 @@ class CleanRLWorker(Worker):
                 return f"checkpoint {checkpoint.path} was saved with {field} {header.get(field)!r}, not {expected!r}"
         return None
 
+    def enjoy_extras(self, *, video_format: str | None, live: bool) -> dict[str, Any] | None:
+        """policy_eval's recording (GIF, or MP4 with moviepy) and FastLane keys, one episode at a time."""
+        extras: dict[str, Any] = {"eval_batch_size": 1} if video_format or live else {}
+        if video_format:
+            extras.update(eval_capture_video=True, eval_video_format=video_format)
+        if live:
+            extras.update(fastlane=True, eval_realtime=True)
+        return extras
+
+    def algos_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from cleanrl_worker.algos_cli import configure
+
+        configure(parser)
+
+    def algos_view(self, ns: argparse.Namespace, python: str) -> int | None:
+        from cleanrl_worker.algos_cli import run
+
+        return run(ns)
+
     def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
         from cleanrl_worker.launcher import plan_launch
 

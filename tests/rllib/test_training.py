@@ -90,14 +90,15 @@ def test_resume_continues_from_the_checkpoint(trained, rllib_env, tmp_path):
     assert saved[-1]["global_step"] >= 2000 and saved[-1]["iteration"] >= 4  # RLlib kept its iteration count
 
 
-def test_enjoy_evaluates_the_policy(trained, rllib_env, tmp_path):
+def test_enjoy_evaluates_the_policy(trained, rllib_env):
     _code, _err, first = trained["PPO"]
-    done = subprocess.run([*MOSAIC, "enjoy", str(first), "--runs-dir", str(tmp_path), "--episodes", "3", "--json"],
+    done = subprocess.run([*MOSAIC, "enjoy", str(first), "--episodes", "3", "--json"],
                           env=rllib_env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout[done.stdout.index("{\n"):])
-    assert summary["status"] == "completed" and summary["episodes"] == 3 and summary["return"]["mean"] > 0
-    assert summary["checkpoint"].startswith(str(first / "checkpoints"))
+    result = json.loads(done.stdout)  # the evaluation's eval.json, recorded under its run
+    assert result["worker"] == "rllib" and len(result["episodes"]) == 3 and result["mean"] > 0
+    assert result["checkpoint"].startswith(str(first / "checkpoints"))
+    assert [p.name for p in (first / "evaluations").glob("eval-*/eval.json")] == ["eval.json"]
 
 
 @pytest.mark.parametrize("grace", ("10", "0.5"))

@@ -208,5 +208,7 @@ def test_enjoy_replays_a_xuance_run(trained, xuance_env):
     done = subprocess.run([*MOSAIC, "enjoy", "mappo", "--runs-dir", str(first.parent), "--episodes", "2", "--json"],
                           env=xuance_env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout[done.stdout.index("{\n"):])  # after the run's JSON event lines
-    assert summary["status"] == "completed" and summary["episodes"] >= 2 and set(summary["agents"]) == AGENTS
+    result = json.loads(done.stdout)  # the evaluation's own eval.json, recorded under its run
+    assert result["worker"] == "xuance" and len(result["episodes"]) >= 2
+    assert all(set(e["agents"]) == AGENTS for e in result["episodes"])
+    assert list((first / "evaluations").glob("eval-*/eval.json"))

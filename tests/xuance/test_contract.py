@@ -1,0 +1,41 @@
+"""The worker contract suite (mosaic_core.testing.contract_suite) for the XuanCe worker: MAPPO on
+simple_spread trains, is SIGTERMed near its middle through the host and continued by `mosaic resume`
+with one history, and `mosaic evaluate` writes the eval.json of a CleanRL evaluation (per agent too)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SMALL, SPREAD
+
+from mosaic_core.testing.contract_suite import WorkerContractSuite
+from tests.eval_schema import assert_same_schema, cleanrl_evaluation
+
+pytestmark = pytest.mark.slow  # a minute of training: the main lane runs them, the gymnasium 1.x lane skips them
+
+AGENTS = {"agent_0", "agent_1", "agent_2"}
+
+
+class TestXuanCeContract(WorkerContractSuite):
+    worker = "xuance"
+    algo = "mappo"
+    env_id = SPREAD
+    total_timesteps = 8000  # 20 updates of 400-step rollouts over 4 envs
+    extras = SMALL
+    evaluate = True
+    timeout = 600.0
+
+    @pytest.fixture(autouse=True)
+    def _built(self, xuance_env) -> None:
+        self.env = {"MOSAIC_VENVS": xuance_env["MOSAIC_VENVS"]} if "MOSAIC_VENVS" in xuance_env else {}
+
+    def test_evaluate_writes_cleanrl_s_schema(self) -> None:
+        first = self.cli(*self.run_args("played"))
+        assert first.returncode == 0, first.stderr[-3000:]
+        done = self.cli("evaluate", "played", "--episodes", "3", "--runs-dir", str(self.runs_root), "--json")
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout)
+        assert result["worker"] == "xuance" and result["global_step"] > 0 and len(result["episodes"]) == 3
+        assert all(set(e["agents"]) == AGENTS for e in result["episodes"])
+        assert_same_schema(result, cleanrl_evaluation(self.folder), self.seed)
