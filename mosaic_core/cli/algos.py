@@ -42,7 +42,7 @@ def _has_view(worker: Any) -> bool:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("view", nargs="?", default="list", metavar="VIEW",
-                        help="list (default), or a view of the worker's own (cleanrl: presets [ALGO], show ALGO)")
+                        help="list (default), or a view of the worker's own (e.g. presets [ALGO], show ALGO)")
     parser.add_argument("algo", nargs="?", metavar="ALGO", help="the algorithm of a worker's view")
     parser.add_argument("--worker", metavar="NAME", help="the worker (default: $MOSAIC_DEFAULT_WORKER, else the "
                                                          "installed worker with its own view, else the only one)")

@@ -27,7 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=int, default=EPISODES, help=f"episodes to play (default {EPISODES})")
     parser.add_argument("--video", metavar="OUT", help="write the first episode to OUT (.gif or .mp4)")
     parser.add_argument("--live", action="store_true",
-                        help="stream frames through FastLane at the env's frame rate (mosaic fastlane watch ID)")
+                        help="publish live frames at the env's frame rate (to the run's frame source: the dashboard shows them)")
     parser.add_argument("--seed", type=int, help="the first episode's seed (default: mosaic evaluate's)")
     parser.add_argument("--deterministic", action="store_true", help="greedy / mean actions instead of sampling")
     parser.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")

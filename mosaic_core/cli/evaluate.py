@@ -123,7 +123,8 @@ def play(ns: argparse.Namespace, *, video_format: str | None, live: bool,
     argv = ["--config", str(run_dir / "config.json"), "--run-id", evaluation_id, "--runs-dir",
             str(run_dir / EVALUATIONS), "--seed", str(seed), "--extras", json.dumps(extras), "--quiet"]
     print(f"mosaic: evaluating {found.path.name} of run {run_dir.name} ({ns.episodes} episodes, first seed {seed})"
-          + (f"; watch it: mosaic fastlane watch {evaluation_id}" if live else ""), file=sys.stderr)
+          + (f"; its live frames: run {evaluation_id} (the dashboard, or your frame viewer)" if live else ""),
+          file=sys.stderr)
     with hostsignals.guarded(), contextlib.redirect_stdout(sys.stderr):  # stdout: the result only
         code = run_worker(worker_name, argv, prog=prog)
     where = run_dir / EVALUATIONS / evaluation_id

@@ -218,9 +218,9 @@ def _algos() -> Any:
 BUILTIN = [
     CliCommand("workers", "list installed workers and their capabilities", _configure_workers, _run_workers),
     CliCommand("plugins", "list plugins: distribution, version, hooks, status", _configure_plugins, _run_plugins),
-    CliCommand("algos", "what a worker can run (cleanrl: list, presets, show ALGO: its flags)",
+    CliCommand("algos", "what a worker can run (a list, and the worker's own views, e.g. show ALGO: its flags)",
                lambda parser: _algos().configure(parser), lambda ns: _algos().run(ns)),
-    CliCommand("enjoy", "play a trained policy (any worker): per-episode returns, a video, or live FastLane frames",
+    CliCommand("enjoy", "play a trained policy (any worker): per-episode returns, a video, or live frames",
                lambda parser: _enjoy().configure(parser), lambda ns: _enjoy().run(ns)),
     CliCommand("evaluate", "play a run's checkpoint (any worker): episodes, seeds disjoint from training's, eval.json",
                lambda parser: _evaluate().configure(parser), lambda ns: _evaluate().run(ns)),

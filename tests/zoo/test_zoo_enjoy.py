@@ -55,7 +55,7 @@ def test_enjoy_live_publishes_fastlane_frames_from_a_checkpoint_file(trained):
     result = enjoy(trained, str(checkpoint), "--episodes", "1", "--live", "--deterministic")
     assert result.returncode == 0, result.stderr
     (where,) = evaluations(trained) - before
-    assert f"mosaic fastlane watch {where.name}" in result.stderr and "episode 1: return" in result.stdout
+    assert f"its live frames: run {where.name}" in result.stderr and "episode 1: return" in result.stdout
     manifest = json.loads((where / "manifest.json").read_text())
     assert manifest["fastlane"]["frames_published"] >= 1 and manifest["status"] == "completed"
     assert json.loads((where / "eval.json").read_text())["protocol"]["deterministic"] is True
