@@ -56,9 +56,7 @@ import torch
 from mosaic_core.child import emit_event
 from mosaic_core import UsageError
 
-FORMAT = "mosaic.cleanrl_model"
-FORMAT_VERSION = 1
-SUFFIX = ".cleanrl_model"
+from cleanrl_worker.checkpoint_header import FORMAT, FORMAT_VERSION, SUFFIX  # noqa: E402,F401 (re-exported)
 
 
 class CheckpointError(UsageError):

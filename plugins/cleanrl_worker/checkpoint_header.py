@@ -17,6 +17,12 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+# The format's names, here so the host side reads them without torch (checkpoint.py re-exports them).
+FORMAT = "mosaic.cleanrl_model"
+FORMAT_VERSION = 1
+SUFFIX = ".cleanrl_model"
+CHECKPOINTS = "checkpoints/step_{step}" + SUFFIX  # the layout, relative to the run directory (the cwd)
+
 FIELDS = ("format", "format_version", "algo", "env_id")
 MEMO_OPS = {"BINPUT", "LONG_BINPUT", "MEMOIZE", "PUT"}
 MAX_PICKLE = 64 * 1024 * 1024

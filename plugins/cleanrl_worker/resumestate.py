@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-CHECKPOINTS = "checkpoints/step_{step}.cleanrl_model"  # relative to the run directory (the cwd)
+from cleanrl_worker.checkpoint_header import CHECKPOINTS  # noqa: E402 (relative to the run directory, the cwd)
 PLAIN_ENVS = ("gymnasium.envs.classic_control", "gym.envs.classic_control")
 WRAPPER_FIELDS = ("_elapsed_steps", "episode_returns", "episode_lengths", "episode_count")
 VECTOR_FIELDS = ("_autoreset_envs",)  # gymnasium 1.x: which sub-envs reset at the next step

@@ -144,17 +144,15 @@ class CleanRLWorker(Worker):
         """The bundled algorithms' ``checkpoints/step_{step}.cleanrl_model`` (weights, optimizer,
         RNG and env state: :mod:`cleanrl_worker.resumestate`); scripts of a checkout or a path
         keep their own files, which the host does not resume."""
-        from cleanrl_worker.checkpoint import FORMAT
+        from cleanrl_worker.checkpoint_header import CHECKPOINTS, FORMAT
         from cleanrl_worker.registry import bundled_names
-        from cleanrl_worker.resumestate import CHECKPOINTS
 
         if config.extras.get("cleanrl_home") or config.algo not in bundled_names():
             return None
         return CheckpointLayout(CHECKPOINTS, FORMAT)
 
     def check_checkpoint(self, checkpoint: Checkpoint, config: WorkerConfig) -> str | None:
-        from cleanrl_worker.checkpoint import FORMAT, FORMAT_VERSION
-        from cleanrl_worker.checkpoint_header import read_header
+        from cleanrl_worker.checkpoint_header import FORMAT, FORMAT_VERSION, read_header
 
         try:
             header = read_header(checkpoint.path)
