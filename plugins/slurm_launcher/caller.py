@@ -44,22 +44,20 @@ def execute(job: Job) -> int:
 
 
 def job_script(job: Job, settings: sbatch.Settings) -> str:
-    """The job's script: the node's host on the prepared run, or, requeued, the same ``mosaic run``."""
-    run_dir, quote = job.run.run_dir, shlex.join
+    """The job's script: one attempt of the run (:mod:`mosaic_slurm.node`): the node's host on the
+    prepared run, or, requeued, the same ``mosaic run … --run-id X``, which resumes it."""
+    run_dir = job.run.run_dir
+    rerun = [*job.rerun_argv, "--config", str(run_dir / "config.json"), "--runs-dir", str(run_dir.parent),
+             "--launcher", "local"]
     node = procs.python_command(sys.executable, "-m", "mosaic_slurm.node", str(run_dir), "--heartbeat-interval",
                                 f"{job.options.heartbeat_interval:g}", "--grace-period", f"{job.options.grace_period:g}")
     cpus = '--num-cpus "${SLURM_CPUS_PER_TASK:-1}"'  # the thread budget: the job's CPUs
-    rerun = [*procs.mosaic_command(), *job.rerun_argv, "--config", str(run_dir / "config.json"), "--runs-dir",
-             str(run_dir.parent), "--launcher", "local"]
     return "\n".join([
         "#!/bin/bash",
-        f"# mosaic run {job.run.run_id} as a Slurm job (written by the Slurm launcher)",
+        f"# mosaic run {job.run.run_id} as a Slurm job (written by the Slurm launcher); a requeued job",
+        "# (SLURM_RESTART_COUNT > 0: a preemption, a time limit) resumes the run with the command after --",
         f"cd {shlex.quote(str(run_dir))} || exit 1",
-        'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
-        "    # requeued (a preemption, a time limit): the same command resumes the run (the run contract)",
-        f"    exec {quote(rerun)}",
-        "fi",
-        f"exec {quote(node)} {cpus}", ""])
+        f"exec {shlex.join(node)} {cpus} -- {shlex.join(rerun)}", ""])
 
 
 def submit_env(env: dict[str, str], extras: dict[str, Any]) -> dict[str, str]:
