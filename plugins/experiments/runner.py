@@ -1,6 +1,6 @@
 """``mosaic experiment run``: each (group, seed) is one ``mosaic run`` subprocess, at most
-``concurrency`` at a time, the way the sweep runs its seeds (a launcher's options given here
-reach every run through its environment: ``mosaic_core.launchers.export_settings``).
+``concurrency`` at a time, the way the sweep runs its seeds (where each runs, ``--launcher`` and
+its options given here, is passed on on each run's command line: ``LauncherChoice.argv``).
 
 Resumable: a seed whose run completed is not run again. One that did not (failed, cancelled,
 lost, or interrupted with this command) runs again as a new attempt ``<run id>-a<N>``; the old
@@ -30,7 +30,9 @@ GRACE_S = 5.0
 DRY_RUN_TIMEOUT_S = 120
 
 
-def command(exp: Experiment, group: GroupSpec, seed: int, run_id: str, root: Path, dry_run: bool = False) -> list[str]:
+def command(exp: Experiment, group: GroupSpec, seed: int, run_id: str, root: Path, dry_run: bool = False,
+            launcher: tuple[str, ...] = ()) -> list[str]:
+    """A seed's ``mosaic run``; ``launcher``: where it runs (``--launcher slurm …``; a dry run is here)."""
     extras = {**group.extras, "algo_params": {**group.extras.get("algo_params", {}), **group.overrides},
               "experiment": exp.name, "experiment_group": group.label}
     if not extras["algo_params"]:
@@ -38,7 +40,9 @@ def command(exp: Experiment, group: GroupSpec, seed: int, run_id: str, root: Pat
     argv = [*mosaic_command(), "run", "--worker", group.worker, "--algo", group.algo, "--env-id", group.env,
             "--total-timesteps", str(group.total_timesteps), "--seed", str(seed), "--run-id", run_id,
             "--runs-dir", str(root), "--extras", json.dumps(extras)]
-    return argv + (["--dry-run", "--emit-summary"] if dry_run else ["--quiet", "--grace-period", str(GRACE_S)])
+    if dry_run:
+        return [*argv, "--dry-run", "--emit-summary", "--launcher", "local"]
+    return [*argv, "--quiet", "--grace-period", str(GRACE_S), *launcher]
 
 
 def preflight(exp: Experiment, root: Path) -> None:
@@ -80,8 +84,8 @@ def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]],
 class Pool:
     """Runs the commands, at most ``concurrency`` at a time; ``stop()`` (a signal) cancels them all."""
 
-    def __init__(self, exp: Experiment, root: Path):
-        self.exp, self.root = exp, root
+    def __init__(self, exp: Experiment, root: Path, launcher: tuple[str, ...]):
+        self.exp, self.root, self.launcher = exp, root, launcher
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.lock = threading.Lock()
         self.stopping = False
@@ -94,7 +98,8 @@ class Pool:
             from mosaic_core import SHARE_VAR, share
 
             env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
-            proc = subprocess.Popen(with_parent_death_signal(command(self.exp, group, seed, run_id, self.root)),
+            proc = subprocess.Popen(with_parent_death_signal(command(self.exp, group, seed, run_id, self.root,
+                                                                     launcher=self.launcher)),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     start_new_session=True, env=env)
             self.procs[run_id] = proc
@@ -117,7 +122,8 @@ class Pool:
                     pass
 
 
-def run(exp: Experiment, root: Path) -> int:
+def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
+    """Every seed not completed yet, each ``mosaic run`` with ``launcher`` (its flags)."""
     todo, done = plan(exp, root)
     if todo:
         preflight(exp, root)
@@ -126,7 +132,7 @@ def run(exp: Experiment, root: Path) -> int:
          f"runs completed already, {len(todo)} to run, {exp.concurrency} at a time")
     if not todo:
         return 0
-    pool = Pool(exp, root)
+    pool = Pool(exp, root, launcher)
     previous = {sig: signal.signal(sig, pool.stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         with ThreadPoolExecutor(max_workers=exp.concurrency) as executor:
