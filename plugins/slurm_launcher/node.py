@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import node_main, read_events, run_command
+from mosaic_core import node_main, read_events, worker_main
 from mosaic_slurm import sbatch
 
 
@@ -49,7 +49,8 @@ def resume(rerun: list[str]) -> int:
             handler(signum, frame)
 
     signal.signal(signal.SIGUSR1, near_end)
-    return run_command.main(rerun)
+    at = rerun.index("--worker")  # run --worker W …
+    return worker_main(rerun[at + 1], [*rerun[1:at], *rerun[at + 2:]], prog=f"mosaic run --worker {rerun[at + 1]}")
 
 
 def events_of(run_dir: Path) -> list[dict[str, Any]]:

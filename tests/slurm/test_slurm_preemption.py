@@ -97,6 +97,17 @@ def job_state(slurm, job_id: str) -> str:
     return done.stdout.strip()
 
 
+def elapsed_s(slurm, job_id: str) -> int:
+    """How long the job has run (squeue's %M: M:SS, H:MM:SS or D-HH:MM:SS)."""
+    done = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%M"], capture_output=True, text=True,
+                          env={**os.environ, **slurm.env()})
+    days, _, clock = done.stdout.strip().rpartition("-")
+    seconds = 0
+    for part in clock.split(":"):
+        seconds = seconds * 60 + int(part)
+    return seconds + int(days or 0) * 86400
+
+
 def release(slurm, job_id: str, *settings: str) -> None:
     """The requeued job, once pending again, made eligible now (and given ``settings``)."""
     deadline = time.monotonic() + WAIT_S
@@ -154,16 +165,20 @@ def test_a_job_requeued_mid_run_resumes_it_to_the_end(slurm, no_jobs_left, workd
 
 
 def test_a_job_at_its_time_limit_checkpoints_requeues_itself_and_finishes(slurm, no_jobs_left, workdir, runs_root):
-    """``--slurm-time 1 --slurm-grace 30``: SIGUSR1 comes to the job's script about 30 s before
-    the limit; the run stops keeping a checkpoint (``run_cancelled`` naming SIGUSR1), and the job,
-    which Slurm does not requeue at a time limit, requeues itself; the next attempt resumes the run.
-    The test gives the requeued job ten minutes, so that it finishes the run."""
-    total = 128000
-    caller = Caller([*ppo(total), "--slurm-time", "1", "--slurm-grace", "30"], workdir)
+    """With ``--slurm-grace 30``, Slurm sends SIGUSR1 to the job's script 30 to 60 s before its
+    time limit (it checks every 30 s); the run stops keeping a checkpoint (``run_cancelled``
+    naming SIGUSR1), and the job, which Slurm does not requeue at a time limit, requeues itself;
+    the next attempt resumes the run. Once the run trains, the test shortens the job's limit to
+    end 30 to 90 s later (a limit of whole minutes), and gives the requeued job ten minutes."""
+    total = 131072
+    caller = Caller([*ppo(total), "--slurm-time", "10:00", "--slurm-grace", "30"], workdir)
     try:
+        caller.wait_for(metrics_past(1000))
+        job_id = caller.events[0]["payload"]["slurm"]["job_id"]
+        minutes = (elapsed_s(slurm, job_id) + 90) // 60
+        slurm.scontrol("update", f"jobid={job_id}", f"TimeLimit={minutes}")
         cancelled = caller.wait_for(event("run_cancelled"))
         assert "SIGUSR1" in caller.events[cancelled]["payload"]["reason"], caller.events[cancelled]
-        job_id = caller.events[0]["payload"]["slurm"]["job_id"]
         release(slurm, job_id, "TimeLimit=10:00")
         caller.wait_for(event("run_resumed"), after=cancelled)
         code = caller.finish()
