@@ -125,8 +125,8 @@ def assert_one_history(events: list[dict[str, Any]], total: int, resumes: int) -
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))  # one log, numbered on
     for index in [i for i, name in enumerate(names) if name == "run_resumed"]:
         from_step = events[index]["payload"]["from_step"]
-        before = metric_steps(events[:index])
-        assert 0 < from_step <= max(before), (from_step, before[-3:])  # from the attempt's own checkpoint
+        stopped = [e for e in events[:index] if e["event"] == "run_cancelled"][-1]["payload"]
+        assert stopped["resumable"] and stopped["from_step"] == from_step > 0  # the stopped attempt's checkpoint
         assert all(step > from_step for step in metric_steps(events[index:])), "a step went back past the resume"
     steps = metric_steps(one_history(events))
     assert all(a <= b for a, b in zip(steps, steps[1:])), steps
