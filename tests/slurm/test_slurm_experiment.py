@@ -27,7 +27,7 @@ def test_an_experiments_seeds_run_as_slurm_jobs(slurm, no_jobs_left, tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC)
     root = tmp_path / "runs"
     done = run_cli(["experiment", "run", "spec.toml", "--runs-dir", str(root), "--launcher", "slurm",
-                    "--slurm-time", "10:00", "--num-cpus", "1"], cwd=tmp_path, timeout=600)
+                    "--slurm-time", "10:00"], cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr
     runs = sorted(p for p in root.iterdir() if p.is_dir())
     assert len(runs) == 2, runs
