@@ -35,6 +35,7 @@ from mosaic_slurm import sbatch
 
 POLL_S = 0.2
 SQUEUE_EVERY_S = 1.0
+REQUEUE_WAIT_S = 10.0  # a requeued job may be missing from squeue this long between its attempts
 CANCEL_EXTRA_S = 20.0  # after the grace period: the node's host records the end, Slurm ends the job
 CODE_OF = {"completed": 0, "cancelled": 130, "failed": 1}
 
@@ -111,6 +112,7 @@ class SlurmRun:
         """The node's events printed as they come, until the job is gone; its terminal event."""
         reader = EventLines(self.run.directory.events)
         terminal, cancel_deadline, next_poll, started = None, None, 0.0, False
+        requeue_by: float | None = None
         while True:
             for line, record in reader.new():
                 started = started or record["event"] == "run_started"
@@ -125,12 +127,22 @@ class SlurmRun:
                 cancel_deadline = float("inf")
             if time.monotonic() >= next_poll:  # soon after the end event: the job is about to leave
                 next_poll = time.monotonic() + (POLL_S if terminal is not None else SQUEUE_EVERY_S)
-                if not sbatch.states(self.job_id):  # ended (a requeued job stays queued: we go on)
+                if sbatch.states(self.job_id):
+                    requeue_by = None
+                elif self._may_be_requeued(terminal) and (requeue_by is None or time.monotonic() < requeue_by):
+                    # a stop that kept the run: its job is being requeued (squeue may miss it a moment)
+                    requeue_by = requeue_by or time.monotonic() + REQUEUE_WAIT_S
+                else:  # ended (a requeued job stays queued: we go on following its next attempt)
                     for line, record in reader.new():
                         terminal = record if record["event"] in TERMINAL else terminal
                         self._show(line, record)
                     return terminal
             time.sleep(POLL_S)
+
+    def _may_be_requeued(self, terminal: dict[str, Any] | None) -> bool:
+        """An attempt that ended keeping the run (a preemption, a time limit), not cancelled from here."""
+        return (self.cancel_reason is None and terminal is not None and terminal["event"] == "run_cancelled"
+                and bool((terminal.get("payload") or {}).get("resumable")))
 
     def _cancel(self, started: bool) -> None:
         state = sbatch.states(self.job_id).get(self.job_id)

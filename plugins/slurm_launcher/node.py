@@ -63,7 +63,8 @@ def events_of(run_dir: Path) -> list[dict[str, Any]]:
 def stopped_near_end(events: list[dict[str, Any]]) -> bool:
     """Did this attempt's events end the run resumable on SIGUSR1 (``run_cancelled`` naming it)?"""
     last = events[-1] if events else {}
-    return last.get("event") == "run_cancelled" and "SIGUSR1" in json.dumps(last.get("payload") or {})
+    payload = last.get("payload") or {}
+    return last.get("event") == "run_cancelled" and bool(payload.get("resumable")) and "SIGUSR1" in json.dumps(payload)
 
 
 def main(argv: list[str]) -> int:
