@@ -109,9 +109,11 @@ def elapsed_s(slurm, job_id: str) -> int:
 
 
 def release(slurm, job_id: str, *settings: str) -> None:
-    """The requeued job, once pending again, made eligible now (and given ``settings``)."""
+    """The requeued job, once pending again and its last attempt gone from the node (a job that
+    requeued itself is pending before its script ends; started again on the node before that,
+    Slurm refuses it: "Job credential revoked"), made eligible now (and given ``settings``)."""
     deadline = time.monotonic() + WAIT_S
-    while job_state(slurm, job_id) != "PENDING":
+    while job_state(slurm, job_id) != "PENDING" or not slurm.idle():
         assert time.monotonic() < deadline, f"job {job_id} was not requeued: {job_state(slurm, job_id)!r}"
         time.sleep(0.3)
     slurm.scontrol("update", f"jobid={job_id}", "StartTime=now", *settings)
