@@ -116,6 +116,9 @@ def release(slurm, job_id: str, *settings: str) -> None:
     while job_state(slurm, job_id) != "PENDING" or not slurm.idle():
         assert time.monotonic() < deadline, f"job {job_id} was not requeued: {job_state(slurm, job_id)!r}"
         time.sleep(0.3)
+    # slurmd refuses a job started in the same second its last credential was revoked (whole
+    # seconds: "Job credential revoked"); Slurm's own two-minute wait avoids it, ours waits past it
+    time.sleep(2.0)
     slurm.scontrol("update", f"jobid={job_id}", "StartTime=now", *settings)
 
 
