@@ -227,19 +227,26 @@ class StopOnSignal:
         save(...)        # a checkpoint of the run as it is now
         stop.exit()      # the process ends as killed by the signal (a no-op without a stop)
 
-    A second signal ends the process at once; the host's SIGKILL after its grace period
-    bounds the whole stop. Installed only from the main thread."""
+    A second signal ends the process at once, unless it comes within ``SAME_STOP_S`` of the
+    first: that is the same stop (a scheduler ending a job signals each of its processes, Slurm
+    on a preemption, and the host passes the stop on too). The host's SIGKILL after its grace
+    period bounds the whole stop. Installed only from the main thread."""
+
+    SAME_STOP_S = 2.0
 
     def __init__(self, signals: tuple[int, ...] = STOP_SIGNALS):
         self.signum: int | None = None
+        self.first_at = 0.0
         if threading.current_thread() is threading.main_thread():
             for signum in signals:
                 signal.signal(signum, self._received)
 
     def _received(self, signum: int, _frame: Any) -> None:
-        if self.signum is not None:  # asked twice: no more waiting
-            self._reraise(signum)
-        self.signum = signum
+        if self.signum is not None:
+            if time.monotonic() - self.first_at < self.SAME_STOP_S:
+                return  # the same stop, from a second sender
+            self._reraise(signum)  # asked twice: no more waiting
+        self.signum, self.first_at = signum, time.monotonic()
 
     @property
     def requested(self) -> bool:

@@ -61,7 +61,8 @@ def supervise(run_dir: Path, heartbeat: float, grace: float, num_cpus: int | Non
     config = WorkerConfig.from_dict(data, source=str(run_dir / "config.json"))
     host = plugin_host()
     run = RunContext(config=config, directory=RunDirectory.for_run(run_dir.parent, run_dir.name), worker=worker,
-                     quiet=True, dry_run=False, settings=tuple(setting for _plugin, setting in host.run_settings(config)))
+                     quiet=True, dry_run=False, settings=tuple(setting for _plugin, setting in host.run_settings(config)),
+                     checkpoint_layout=_checkpoint_layout(worker, config))
     names = [name for name in os.environ.get(PREPARED_ENV, "").split(",") if name]
     own = {name: os.environ[name] for name in names if name in os.environ}
     own.update(host.child_env(run))  # plugins' per-run set-up happens where the run does (FastLane's segment)
@@ -74,6 +75,14 @@ def supervise(run_dir: Path, heartbeat: float, grace: float, num_cpus: int | Non
     signal.signal(signal.SIGUSR1, lambda _s, _f: supervisor.cancel(NEAR_END))
     hostsignals.hold()  # a stop signal from now on cancels the run, which ends with a terminal event
     return supervisor.execute()
+
+
+def _checkpoint_layout(worker: str, config: WorkerConfig) -> Any:
+    """How the worker's checkpoints look (a stopped run's end says whether it can resume), or None."""
+    from mosaic_core.worker import load_worker
+    from mosaic_core.workers import find_worker
+
+    return load_worker(find_worker(worker)).checkpoint_layout(config)
 
 
 def main(argv: list[str] | None = None, started: dict[str, Any] | None = None, prog: str = "mosaic_core.node") -> int:

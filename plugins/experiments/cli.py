@@ -81,8 +81,8 @@ def _experiment(ns: argparse.Namespace) -> int:
         if ns.concurrency < 1:
             raise UsageError(f"--concurrency must be >= 1, got {ns.concurrency}")
         exp = replace(exp, concurrency=ns.concurrency)
-    choice = launchers.select(ns)  # each run's `mosaic run` gets the launcher's flags on its command line
-    choice.check(command="mosaic experiment run")
+    choice = launchers.select(ns)  # where each seed's `mosaic run` executes: its flags on their command lines
+    choice.check(command="mosaic experiment run")  # no sbatch, a cluster that does not answer: before anything runs
     return runner.run(exp, _root(ns.runs_dir, must_exist=False), tuple(choice.argv()))
 
 

@@ -1,6 +1,6 @@
 """``mosaic experiment run``: each (group, seed) is one ``mosaic run`` subprocess, at most
-``concurrency`` at a time, the way the sweep runs its seeds (a launcher's options given here
-reach every run on its command line: ``LauncherChoice.argv()``).
+``concurrency`` at a time, the way the sweep runs its seeds (where each runs, ``--launcher`` and
+its options given here, is passed on on each run's command line: ``LauncherChoice.argv``).
 
 Resumable: a seed whose run completed is not run again. One that was interrupted (cancelled,
 lost, stopped with this command) and has a checkpoint resumes through the run contract: the
@@ -35,14 +35,17 @@ DRY_RUN_TIMEOUT_S = 120
 
 def command(exp: Experiment, group: GroupSpec, seed: int, run_id: str, root: Path, dry_run: bool = False,
             launcher: tuple[str, ...] = ()) -> list[str]:
+    """A seed's ``mosaic run``; ``launcher``: where it runs (``--launcher slurm …``; a dry run is here)."""
     extras = {**group.extras, "algo_params": {**group.extras.get("algo_params", {}), **group.overrides},
               "experiment": exp.name, "experiment_group": group.label}
     if not extras["algo_params"]:
         del extras["algo_params"]
     argv = [*mosaic_command(), "run", "--worker", group.worker, "--algo", group.algo, "--env-id", group.env,
             "--total-timesteps", str(group.total_timesteps), "--seed", str(seed), "--run-id", run_id,
-            "--runs-dir", str(root), "--extras", json.dumps(extras), *launcher]
-    return argv + (["--dry-run", "--emit-summary"] if dry_run else ["--quiet", "--grace-period", str(GRACE_S)])
+            "--runs-dir", str(root), "--extras", json.dumps(extras)]
+    if dry_run:
+        return [*argv, "--dry-run", "--emit-summary", "--launcher", "local"]
+    return [*argv, "--quiet", "--grace-period", str(GRACE_S), *launcher]
 
 
 def preflight(exp: Experiment, root: Path) -> None:
@@ -101,7 +104,7 @@ def resumable(run_dir: Path) -> bool:
 class Pool:
     """Runs the commands, at most ``concurrency`` at a time; ``stop()`` (a signal) cancels them all."""
 
-    def __init__(self, exp: Experiment, root: Path, launcher: tuple[str, ...] = ()):
+    def __init__(self, exp: Experiment, root: Path, launcher: tuple[str, ...]):
         self.exp, self.root, self.launcher = exp, root, launcher
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.lock = threading.Lock()
@@ -116,7 +119,8 @@ class Pool:
             from mosaic_core import SHARE_VAR, share
 
             env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
-            proc = subprocess.Popen(with_parent_death_signal(command(self.exp, group, seed, run_id, self.root, launcher=self.launcher)),
+            proc = subprocess.Popen(with_parent_death_signal(command(self.exp, group, seed, run_id, self.root,
+                                                                     launcher=self.launcher)),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     start_new_session=True, env=env)
             self.procs[run_id] = proc
@@ -140,7 +144,7 @@ class Pool:
 
 
 def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
-    """Run what is left of ``exp``; ``launcher``: the launcher's flags for each run's ``mosaic run``."""
+    """Every seed not completed yet, each ``mosaic run`` with ``launcher`` (its flags)."""
     todo, done = plan(exp, root)
     if todo:
         preflight(exp, root)

@@ -35,6 +35,7 @@ from mosaic_slurm import sbatch
 
 POLL_S = 0.2
 SQUEUE_EVERY_S = 1.0
+REQUEUE_WAIT_S = 10.0  # a requeued job may be missing from squeue this long between its attempts
 CANCEL_EXTRA_S = 20.0  # after the grace period: the node's host records the end, Slurm ends the job
 CODE_OF = {"completed": 0, "cancelled": 130, "failed": 1}
 
@@ -44,22 +45,20 @@ def execute(job: Job) -> int:
 
 
 def job_script(job: Job, settings: sbatch.Settings) -> str:
-    """The job's script: the node's host on the prepared run, or, requeued, the same ``mosaic run``."""
-    run_dir, quote = job.run.run_dir, shlex.join
+    """The job's script: one attempt of the run (:mod:`mosaic_slurm.node`): the node's host on the
+    prepared run, or, requeued, the same ``mosaic run … --run-id X``, which resumes it."""
+    run_dir = job.run.run_dir
+    rerun = [*job.rerun_argv, "--config", str(run_dir / "config.json"), "--runs-dir", str(run_dir.parent),
+             "--launcher", "local"]
     node = procs.python_command(sys.executable, "-m", "mosaic_slurm.node", str(run_dir), "--heartbeat-interval",
                                 f"{job.options.heartbeat_interval:g}", "--grace-period", f"{job.options.grace_period:g}")
     cpus = '--num-cpus "${SLURM_CPUS_PER_TASK:-1}"'  # the thread budget: the job's CPUs
-    rerun = [*procs.mosaic_command(), *job.rerun_argv, "--config", str(run_dir / "config.json"), "--runs-dir",
-             str(run_dir.parent), "--launcher", "local"]
     return "\n".join([
         "#!/bin/bash",
-        f"# mosaic run {job.run.run_id} as a Slurm job (written by the Slurm launcher)",
+        f"# mosaic run {job.run.run_id} as a Slurm job (written by the Slurm launcher); a requeued job",
+        "# (SLURM_RESTART_COUNT > 0: a preemption, a time limit) resumes the run with the command after --",
         f"cd {shlex.quote(str(run_dir))} || exit 1",
-        'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then',
-        "    # requeued (a preemption, a time limit): the same command resumes the run (the run contract)",
-        f"    exec {quote(rerun)}",
-        "fi",
-        f"exec {quote(node)} {cpus}", ""])
+        f"exec {shlex.join(node)} {cpus} -- {shlex.join(rerun)}", ""])
 
 
 def submit_env(env: dict[str, str], extras: dict[str, Any]) -> dict[str, str]:
@@ -113,6 +112,7 @@ class SlurmRun:
         """The node's events printed as they come, until the job is gone; its terminal event."""
         reader = EventLines(self.run.directory.events)
         terminal, cancel_deadline, next_poll, started = None, None, 0.0, False
+        requeue_by: float | None = None
         while True:
             for line, record in reader.new():
                 started = started or record["event"] == "run_started"
@@ -127,12 +127,22 @@ class SlurmRun:
                 cancel_deadline = float("inf")
             if time.monotonic() >= next_poll:  # soon after the end event: the job is about to leave
                 next_poll = time.monotonic() + (POLL_S if terminal is not None else SQUEUE_EVERY_S)
-                if not sbatch.states(self.job_id):  # ended (a requeued job stays queued: we go on)
+                if sbatch.states(self.job_id):
+                    requeue_by = None
+                elif self._may_be_requeued(terminal) and (requeue_by is None or time.monotonic() < requeue_by):
+                    # a stop that kept the run: its job is being requeued (squeue may miss it a moment)
+                    requeue_by = requeue_by or time.monotonic() + REQUEUE_WAIT_S
+                else:  # ended (a requeued job stays queued: we go on following its next attempt)
                     for line, record in reader.new():
                         terminal = record if record["event"] in TERMINAL else terminal
                         self._show(line, record)
                     return terminal
             time.sleep(POLL_S)
+
+    def _may_be_requeued(self, terminal: dict[str, Any] | None) -> bool:
+        """An attempt that ended keeping the run (a preemption, a time limit), not cancelled from here."""
+        return (self.cancel_reason is None and terminal is not None and terminal["event"] == "run_cancelled"
+                and bool((terminal.get("payload") or {}).get("resumable")))
 
     def _cancel(self, started: bool) -> None:
         state = sbatch.states(self.job_id).get(self.job_id)

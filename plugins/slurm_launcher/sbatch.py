@@ -12,6 +12,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +166,15 @@ def cancel(job_id: str, signal_name: str | None = None) -> None:
     """``scancel`` the job; with ``signal_name``, only signal its batch script (the run's host)."""
     argv = [command("scancel"), *(["--batch", f"--signal={signal_name}"] if signal_name else []), job_id]
     _run(argv)
+
+
+def requeue(job_id: str) -> None:
+    """``scontrol requeue`` the job (from inside it: an attempt that ended resumable at its time
+    limit); it waits in the queue and its next attempt resumes the run."""
+    done = _run([command("scontrol"), "requeue", job_id])
+    if done.returncode != 0:
+        print(f"mosaic: the run ended resumable but Slurm did not requeue job {job_id}: {reason(done.stderr)}",
+              file=sys.stderr, flush=True)
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -128,8 +128,9 @@ def test_no_sbatch_on_path_is_one_line(slurm, no_jobs_left, mosaic, runs_root):
 
 def test_the_signal_before_the_time_limit_stops_the_run_keeping_it(slurm, no_jobs_left, workdir, runs_root):
     """Slurm sends SIGUSR1 to the job's script GRACE seconds before its time limit (or a
-    preemption): the run's host on the node stops the training process, which checkpoints, and
-    the run ends cancelled (resumable: the requeued job re-runs the same command)."""
+    preemption): the run's host on the node stops the training process, which checkpoints, the
+    attempt ends cancelled (resumable) and the job requeues itself; cancelled while it waits,
+    the run stays as that attempt left it."""
     long_ppo = [*PPO[:PPO.index("--total-timesteps") + 1], "5000000", *PPO[PPO.index("--total-timesteps") + 2:]]
     proc = subprocess.Popen([str(BIN / "mosaic"), *long_ppo, "--json", "--launcher", "slurm", "--slurm-time", "30:00",
                              "--slurm-grace", "60", "--grace-period", "20"],
@@ -143,6 +144,15 @@ def test_the_signal_before_the_time_limit_stops_the_run_keeping_it(slurm, no_job
                 break
         job_id = json.loads(lines[0])["payload"]["slurm"]["job_id"]
         subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True, timeout=30)
+        for line in proc.stdout:  # the caller follows the run past its first attempt's end
+            lines.append(line)
+            if json.loads(line)["event"] == "run_cancelled":
+                break
+        deadline = time.monotonic() + 60
+        while slurm.jobs() and "PENDING" not in slurm.jobs()[0] and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert slurm.jobs() and "PENDING" in slurm.jobs()[0], slurm.jobs()  # it requeued itself
+        subprocess.run(["scancel", job_id], check=True, timeout=30)  # the user gives up on the run
         rest, stderr = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
