@@ -93,8 +93,16 @@ def scan(directory: RunDirectory, seen_checkpoints: list[dict[str, Any]]) -> dic
             if name.startswith(EVENT_FILE):
                 parent = os.path.dirname(rel) or "."
                 event_dirs[parent] = event_dirs.get(parent, 0) + 1
-            elif is_checkpoint(rel) and len(checkpoints) < MAX_FILES:
-                checkpoints[rel] = {"path": rel, "step": step_from_name(name), "size_bytes": info.st_size}
+            elif is_checkpoint(rel):
+                parts = Path(rel).parts
+                if parts[0] == CHECKPOINT_DIR and len(parts) > 2:  # a directory checkpoint (checkpoints/step_N/…)
+                    rel = f"{parts[0]}/{parts[1]}"
+                entry = checkpoints.get(rel)
+                if entry is not None:
+                    entry["size_bytes"] += info.st_size
+                elif len(checkpoints) < MAX_FILES:
+                    checkpoints[rel] = {"path": rel, "step": step_from_name(os.path.basename(rel)),
+                                        "size_bytes": info.st_size}
             elif name.endswith(VIDEO_SUFFIXES) and len(videos) < MAX_FILES:
                 videos.append({"path": rel, "size_bytes": info.st_size})
     for event in seen_checkpoints:  # checkpoint_saved events name files the scan may not recognise
