@@ -58,8 +58,6 @@ def test_name_resumes_an_interrupted_run_from_its_checkpoint(mosaic, workdir, ru
 
 
 def test_name_errors_are_one_line(mosaic, runs_root):
-    restart = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--restart", "--dry-run")
-    assert restart.returncode == 2 and "--restart needs --name EXP" in restart.stderr
     bad = mosaic(*PPO, "--name", "../x", "--dry-run")
     assert bad.returncode == 2 and "experiment name (--name / extras.experiment_name) must be" in bad.stderr
     assert not runs_root.exists()
