@@ -109,7 +109,7 @@ class WorkerContractSuite:
             reported = [event_step(e) or (e.get("payload") or {}).get("step") for e in events]
             if step is not None and any(isinstance(s, int) and s >= step for s in reported):
                 break
-            time.sleep(0.2)
+            time.sleep(0.05)
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         _out, err = process.communicate(timeout=self.timeout)
