@@ -143,7 +143,7 @@ def assert_nothing_left(slurm, run_id: str, run_dir: Path) -> None:
     while (slurm.jobs() or processes_of(run_id)) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert not processes_of(run_id)
-    analytics = json.loads((run_dir / "analytics.json").read_text())
+    analytics = json.loads((run_dir / "manifest.json").read_text())
     assert analytics["status"] == "completed"
 
 
