@@ -71,9 +71,11 @@ def main(paths: list[str]) -> int:
         pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *paths]
         collected = subprocess.run([*pytest, "--collect-only"], env=env, capture_output=True, text=True)
         # sys.path left as it is (tests check what the processes they start put there)
-        pth.write_text("import sys, importlib.util as u; s = u.spec_from_file_location('gym1_trace', "
-                       f"{os.path.abspath(__file__)!r}); m = sys.modules['gym1_trace'] = u.module_from_spec(s); "
-                       "s.loader.exec_module(m); m.probe_imports()\n")
+        pth.write_text(
+            "import sys, importlib.util as u; s = u.spec_from_file_location('gym1_trace', "
+            f"{os.path.abspath(__file__)!r}); m = sys.modules['gym1_trace'] = u.module_from_spec(s); "
+            "s.loader.exec_module(m); m.probe_imports()\n"
+        )
         try:
             subprocess.run([*pytest, "-p", "gym1_trace", "-W", "ignore::pytest.PytestAssertRewriteWarning"], env=env)
         finally:

@@ -54,7 +54,9 @@ log = true
 """
 
 
-def timed(command: list[str], env: dict[str, str], cwd: Path, phases: list[tuple[float, float, float]] | None = None) -> float:
+def timed(
+    command: list[str], env: dict[str, str], cwd: Path, phases: list[tuple[float, float, float]] | None = None
+) -> float:
     """Wall seconds of ``command``; with ``phases``, also appends (start to run_started, run_started
     to the terminal event, terminal event to exit) read from the JSON events it printed."""
     started, wall_started = time.monotonic(), time.time()
@@ -87,30 +89,67 @@ def main() -> None:
     print(f"two-node loopback cluster up in {time.monotonic() - started:.1f} s ({cluster.address})", flush=True)
     ray_env = {**env, **cluster.client_env()}
     try:
-        run = [str(BIN / "mosaic"), "run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "2000",
-               "--json"]
+        run = [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "example",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "2000",
+            "--json",
+        ]
         here, ray, here_phases, ray_phases = [], [], [], []
         for _ in range(args.runs):  # alternated: the machine's noise hits both alike
             here.append(timed([*run, "--runs-dir", str(work / "runs-here")], env, work, here_phases))
-            ray.append(timed([*run, "--runs-dir", str(work / "runs-ray"), "--ray-address", cluster.address], ray_env,
-                             work, ray_phases))
+            ray.append(
+                timed(
+                    [*run, "--runs-dir", str(work / "runs-ray"), "--ray-address", cluster.address],
+                    ray_env,
+                    work,
+                    ray_phases,
+                )
+            )
         h, r = statistics.median(here), statistics.median(ray)
-        print(f"one run (example worker, 2000 steps), median of {args.runs}, load {os.getloadavg()[0]:.1f}: here "
-              f"{h:.2f} s, through Ray {r:.2f} s, overhead {r - h:+.2f} s per run ({r / h:.2f}x)", flush=True)
-        print(f"  here: {medians(here_phases)}; through Ray: {medians(ray_phases)} (start: to run_started; "
-              "end: the terminal event to the exit)", flush=True)
+        print(
+            f"one run (example worker, 2000 steps), median of {args.runs}, load {os.getloadavg()[0]:.1f}: here "
+            f"{h:.2f} s, through Ray {r:.2f} s, overhead {r - h:+.2f} s per run ({r / h:.2f}x)",
+            flush=True,
+        )
+        print(
+            f"  here: {medians(here_phases)}; through Ray: {medians(ray_phases)} (start: to run_started; "
+            "end: the terminal event to the exit)",
+            flush=True,
+        )
         spec = work / "spec.toml"
         spec.write_text(SPEC.format(timesteps=args.timesteps, trials=args.trials), encoding="utf-8")
         rates = {}
         for name, extra, run_env in (("here", [], env), ("ray", ["--ray-address", cluster.address], ray_env)):
-            sweep = [str(BIN / "mosaic"), "sweep", "run", str(spec), "--workers", "2", "--storage",
-                     f"sqlite:///{work / f'{name}.db'}", "--runs-dir", str(work / f"sweep-{name}"), *extra]
+            sweep = [
+                str(BIN / "mosaic"),
+                "sweep",
+                "run",
+                str(spec),
+                "--workers",
+                "2",
+                "--storage",
+                f"sqlite:///{work / f'{name}.db'}",
+                "--runs-dir",
+                str(work / f"sweep-{name}"),
+                *extra,
+            ]
             seconds = timed(sweep, run_env, work)
             rates[name] = args.trials / seconds * 60
-            print(f"sweep {name}: {args.trials} trials ({args.timesteps} ppo steps each) in {seconds:.1f} s = "
-                  f"{rates[name]:.2f} trials/min", flush=True)
-        print(f"trials per minute: here {rates['here']:.2f}, 2-node loopback Ray {rates['ray']:.2f} "
-              f"(ratio {rates['ray'] / rates['here']:.2f})")
+            print(
+                f"sweep {name}: {args.trials} trials ({args.timesteps} ppo steps each) in {seconds:.1f} s = "
+                f"{rates[name]:.2f} trials/min",
+                flush=True,
+            )
+        print(
+            f"trials per minute: here {rates['here']:.2f}, 2-node loopback Ray {rates['ray']:.2f} "
+            f"(ratio {rates['ray'] / rates['here']:.2f})"
+        )
     finally:
         left = cluster.stop()
         shutil.rmtree(work, ignore_errors=True)

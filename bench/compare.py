@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO))
 
 def aggregation(runs: int, points: int) -> None:
     import numpy as np
+    from mosaic_experiments import report, stats
 
     from mosaic_core.runstore.score import training_score
-    from mosaic_experiments import report, stats
 
     rng = np.random.default_rng(0)
     series = []
@@ -45,9 +45,11 @@ def aggregation(runs: int, points: int) -> None:
     curved = time.perf_counter()
     stats.aggregate(np.array(scores)[:, None], gamma=475.0)
     tabled = time.perf_counter()
-    print(f"aggregating {runs} runs × {points} points: {tabled - started:.2f} s (goal ≤ 2 s): scores "
-          f"{scored - started:.2f} s, step grid {aligned - scored:.2f} s, IQM curve + band "
-          f"({stats.CURVE_REPS} reps) {curved - aligned:.2f} s, table ({stats.REPS} reps) {tabled - curved:.2f} s")
+    print(
+        f"aggregating {runs} runs × {points} points: {tabled - started:.2f} s (goal ≤ 2 s): scores "
+        f"{scored - started:.2f} s, step grid {aligned - scored:.2f} s, IQM curve + band "
+        f"({stats.CURVE_REPS} reps) {curved - aligned:.2f} s, table ({stats.REPS} reps) {tabled - curved:.2f} s"
+    )
 
 
 def live_page(runs: int = 50, events: int = 500) -> None:
@@ -62,24 +64,46 @@ def live_page(runs: int = 50, events: int = 500) -> None:
         for index in range(runs):
             run_dir = Path(scratch) / f"live-{index}"
             run_dir.mkdir()
-            (run_dir / "config.json").write_text(json.dumps({
-                "run_id": run_dir.name, "worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1",
-                "total_timesteps": 100_000, "seed": index, "extras": {"algo_params": {"learning_rate": index % 5}}}))
-            lines = [json.dumps({"event": "run_started", "run_id": run_dir.name, "seq": 0, "timestamp": 0, "payload": {}})]
-            lines += [json.dumps({"event": "metrics", "run_id": run_dir.name, "seq": i + 1, "timestamp": i,
-                                  "payload": {"global_step": 100 * i, "episodic_return": float(i % 200)}})
-                      for i in range(events)]
+            (run_dir / "config.json").write_text(
+                json.dumps(
+                    {
+                        "run_id": run_dir.name,
+                        "worker": "cleanrl",
+                        "algo": "ppo",
+                        "env_id": "CartPole-v1",
+                        "total_timesteps": 100_000,
+                        "seed": index,
+                        "extras": {"algo_params": {"learning_rate": index % 5}},
+                    }
+                )
+            )
+            lines = [
+                json.dumps({"event": "run_started", "run_id": run_dir.name, "seq": 0, "timestamp": 0, "payload": {}})
+            ]
+            lines += [
+                json.dumps(
+                    {
+                        "event": "metrics",
+                        "run_id": run_dir.name,
+                        "seq": i + 1,
+                        "timestamp": i,
+                        "payload": {"global_step": 100 * i, "episodic_return": float(i % 200)},
+                    }
+                )
+                for i in range(events)
+            ]
             (run_dir / "events.jsonl").write_text("\n".join(lines) + "\n")
             dirs.append(run_dir)
         started = time.perf_counter()
         view = group_view(dirs, lambda d: _curves_of(d).get("episodic_return", []))
-        print(f"dashboard Compare page, {runs} live runs in {len(view['groups'])} groups × {events} metrics events: "
-              f"{time.perf_counter() - started:.2f} s a refresh (it refreshes every 3 s)")
+        print(
+            f"dashboard Compare page, {runs} live runs in {len(view['groups'])} groups × {events} metrics events: "
+            f"{time.perf_counter() - started:.2f} s a refresh (it refreshes every 3 s)"
+        )
 
 
 def coverage(draws: int) -> None:
     import numpy as np
-
     from mosaic_experiments import stats
 
     rng = np.random.default_rng(1)
@@ -89,8 +113,10 @@ def coverage(draws: int) -> None:
         for draw in range(draws):
             estimate = stats.aggregate(rng.normal(100, 20, size=(seeds, 1)), reps=1000, seed=draw)["IQM"]
             hits += estimate.low <= 100 <= estimate.high
-        print(f"coverage of the IQM's 95% CI, {seeds:2d} seeds: {hits / draws:.1%} of {draws} draws "
-              f"({time.perf_counter() - started:.0f} s)")
+        print(
+            f"coverage of the IQM's 95% CI, {seeds:2d} seeds: {hits / draws:.1%} of {draws} draws "
+            f"({time.perf_counter() - started:.0f} s)"
+        )
 
 
 def main() -> None:

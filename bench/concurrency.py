@@ -62,7 +62,7 @@ class CpuSplit:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    def __enter__(self) -> "CpuSplit":
+    def __enter__(self) -> CpuSplit:
         self._thread.start()
         return self
 
@@ -93,8 +93,10 @@ class CpuSplit:
     def totals(self) -> dict[str, float]:
         host_own = sum(own for own, _reaped in self.hosts.values())
         # a host's reaped children's time is its training process's whole time, once it ended
-        training = sum(max(reaped, sum(cpu for host, cpu in self.training.values() if host == pid))
-                       for pid, (_own, reaped) in self.hosts.items())
+        training = sum(
+            max(reaped, sum(cpu for host, cpu in self.training.values() if host == pid))
+            for pid, (_own, reaped) in self.hosts.items()
+        )
         return {"daemon": self.daemon, "host": host_own, "training": training}
 
 
@@ -102,10 +104,23 @@ class Daemon:
     def __init__(self, state: Path, max_concurrent: int, env: dict[str, str], allow: list[str]):
         self.state = state
         self.stderr = open(state.parent / "daemon.log", "w")
-        self.proc = subprocess.Popen([str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--state-dir",
-                                      str(state), "--max-concurrent", str(max_concurrent),
-                                      *[arg for folder in allow for arg in ("--allow-scripts", folder)]],
-                                     stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
+        self.proc = subprocess.Popen(
+            [
+                str(BIN / "mosaic"),
+                "daemon",
+                "--listen",
+                "127.0.0.1:0",
+                "--state-dir",
+                str(state),
+                "--max-concurrent",
+                str(max_concurrent),
+                *[arg for folder in allow for arg in ("--allow-scripts", folder)],
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            env=env,
+        )
         ready = json.loads(self.proc.stdout.readline())
         self.target, self.pid = ready["listen_address"], ready["pid"]
         self.token = Path(ready["token_file"]).read_text().strip() if ready.get("token_file") else None
@@ -164,9 +179,13 @@ def direct_run(started: dict, env: dict[str, str]) -> tuple[float, float]:
     path = {"PYTHONPATH": str(home)} if (home / "cleanrl_utils").is_dir() else {}
     with tempfile.TemporaryDirectory() as folder:
         began = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, started["script"], *started["argv"]], cwd=folder,
-                                env={**env, **path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, started["script"], *started["argv"]],
+            cwd=folder,
+            env={**env, **path, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         _pid, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = 0
         if status != 0:
@@ -207,11 +226,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     # bytecode written, as an installed package has it; no thread settings or host variables of this shell
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONDONTWRITEBYTECODE")
-           and not k.startswith("MOSAIC_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONDONTWRITEBYTECODE") and not k.startswith("MOSAIC_")
+    }
     extras = {"cleanrl_home": str(Path(args.cleanrl_home).expanduser())} if args.cleanrl_home else {}
-    config = {"worker": "cleanrl", "algo": args.algo, "env_id": args.env_id,
-              "total_timesteps": args.total_timesteps, "extras": extras}
+    config = {
+        "worker": "cleanrl",
+        "algo": args.algo,
+        "env_id": args.env_id,
+        "total_timesteps": args.total_timesteps,
+        "extras": extras,
+    }
     scratch = Path(tempfile.mkdtemp(prefix="mosaic-bench-concurrency-"))
     daemon = Daemon(scratch / "state", args.runs, env, [extras["cleanrl_home"]] if extras else [])
     walls: dict[int, list[float]] = {1: [], args.runs: []}
@@ -231,23 +258,35 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     alone = statistics.median(walls[1])
     hand_wall, hand_cpu = (statistics.median(values) for values in zip(*by_hand))
-    print(f"{args.algo} on {args.env_id}, {args.total_timesteps} steps, through a daemon with --max-concurrent "
-          f"{args.runs}; {len(os.sched_getaffinity(0))} usable CPUs, load {min(loads):.1f}-{max(loads):.1f} "
-          f"(1-min averages); median of {args.repeat} rounds")
-    print(f"  {'':<16} {'wall s':>7} {'ratio':>6}   CPU s per run: {'training':>8} {'host':>6} {'daemon':>7}   "
-          "MOSAIC's share (host + daemon + training beyond the script by hand)")
+    print(
+        f"{args.algo} on {args.env_id}, {args.total_timesteps} steps, through a daemon with --max-concurrent "
+        f"{args.runs}; {len(os.sched_getaffinity(0))} usable CPUs, load {min(loads):.1f}-{max(loads):.1f} "
+        f"(1-min averages); median of {args.repeat} rounds"
+    )
+    print(
+        f"  {'':<16} {'wall s':>7} {'ratio':>6}   CPU s per run: {'training':>8} {'host':>6} {'daemon':>7}   "
+        "MOSAIC's share (host + daemon + training beyond the script by hand)"
+    )
     for runs in (1, args.runs):
         wall = statistics.median(walls[runs])
-        per_run = {role: statistics.median(c[role] for c in cpus[runs]) / runs for role in ("training", "host", "daemon")}
+        per_run = {
+            role: statistics.median(c[role] for c in cpus[runs]) / runs for role in ("training", "host", "daemon")
+        }
         ours = per_run["host"] + per_run["daemon"] + max(0.0, per_run["training"] - hand_cpu)
         label = "1 run alone" if runs == 1 else f"{runs} runs at once"
-        print(f"  {label:<16} {wall:7.2f} {wall / alone:5.2f}x   {'':15}{per_run['training']:8.2f} "
-              f"{per_run['host']:6.2f} {per_run['daemon']:7.2f}   {ours:.2f} s ({100 * ours / hand_cpu:.0f}% of "
-              "the training's own)")
-    print(f"  {'script by hand':<16} {hand_wall:7.2f} {hand_wall / alone:5.2f}x   {'':15}{hand_cpu:8.2f}   (the same "
-          "script and arguments, no MOSAIC: the training's own CPU)")
-    print(f"  {'the cores alone':<16} {'':7} {statistics.median(floors):5.2f}x   ({args.runs} copies of a fixed Python "
-          "loop at once vs one: what the machine gives any N processes now)")
+        print(
+            f"  {label:<16} {wall:7.2f} {wall / alone:5.2f}x   {'':15}{per_run['training']:8.2f} "
+            f"{per_run['host']:6.2f} {per_run['daemon']:7.2f}   {ours:.2f} s ({100 * ours / hand_cpu:.0f}% of "
+            "the training's own)"
+        )
+    print(
+        f"  {'script by hand':<16} {hand_wall:7.2f} {hand_wall / alone:5.2f}x   {'':15}{hand_cpu:8.2f}   (the same "
+        "script and arguments, no MOSAIC: the training's own CPU)"
+    )
+    print(
+        f"  {'the cores alone':<16} {'':7} {statistics.median(floors):5.2f}x   ({args.runs} copies of a fixed Python "
+        "loop at once vs one: what the machine gives any N processes now)"
+    )
 
 
 if __name__ == "__main__":

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
-
-from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
 from mosaic_curriculum.control import CurriculumController
 from mosaic_curriculum.schedule import load_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 from mosaic_curriculum.wrapper import CurriculumEnv
+
+from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
 
 SCHEDULE = [{"env_id": "CartPole-v1", "steps": 10**12}, {"env_id": "CartPole-v0"}]
 
@@ -65,8 +65,12 @@ def main() -> None:
     reader = StageFile.open(stage_path(run_dir))
 
     def wrapped():
-        return CurriculumEnv(gym.make("CartPole-v1"), schedule, reader.read,
-                             lambda payload, reliable: sender.send("curriculum", payload, reliable))
+        return CurriculumEnv(
+            gym.make("CartPole-v1"),
+            schedule,
+            reader.read,
+            lambda payload, reliable: sender.send("curriculum", payload, reliable),
+        )
 
     cases = {
         "single env, bare": lambda: gym.make("CartPole-v1"),
@@ -92,8 +96,10 @@ def main() -> None:
     stop.set()
     steps, ignored = totals.get(timeout=30)
     host_process.join()
-    print(f"host counted {steps} env steps (reports ignored: {ignored}); datagrams the channel dropped "
-          f"and the wrappers sent again later: {sender.dropped}")
+    print(
+        f"host counted {steps} env steps (reports ignored: {ignored}); datagrams the channel dropped "
+        f"and the wrappers sent again later: {sender.dropped}"
+    )
     reader.close()
     stage_file.remove()
     run_dir.rmdir()

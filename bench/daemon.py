@@ -48,24 +48,49 @@ emit("run_completed", returncode=0)
 
 
 def serve(state_dir: str, worker: str, max_concurrent: int, run_seconds: float) -> None:
-    from mosaic_core.trainer.daemon import DaemonOptions, serve as serve_daemon
+    from mosaic_core.trainer.daemon import DaemonOptions
+    from mosaic_core.trainer.daemon import serve as serve_daemon
 
     def command(spec):
         if worker == "sleep":
             return ["sleep", "600"]
-        return [sys.executable, "-c", TINY_WORKER, str(spec.config_path), str(spec.runs_dir), spec.target,
-                str(run_seconds)]
+        return [
+            sys.executable,
+            "-c",
+            TINY_WORKER,
+            str(spec.config_path),
+            str(spec.runs_dir),
+            spec.target,
+            str(run_seconds),
+        ]
 
-    options = DaemonOptions(state_dir=Path(state_dir), listen="127.0.0.1:0", gpus=0, max_concurrent=max_concurrent,
-                            heartbeat_timeout=120.0, grace_period=1.0, worker_command=command)
+    options = DaemonOptions(
+        state_dir=Path(state_dir),
+        listen="127.0.0.1:0",
+        gpus=0,
+        max_concurrent=max_concurrent,
+        heartbeat_timeout=120.0,
+        grace_period=1.0,
+        worker_command=command,
+    )
     serve_daemon(options, on_ready=lambda d: print(json.dumps({"target": d.address, "pid": d.pid}), flush=True))
 
 
 class Daemon:
     def __init__(self, worker: str, max_concurrent: int, run_seconds: float = 0.0):
         self.state = tempfile.mkdtemp(prefix="mosaic-bench-")
-        argv = [sys.executable, __file__, "--serve", self.state, "--worker", worker,
-                "--max-concurrent", str(max_concurrent), "--run-seconds", str(run_seconds)]
+        argv = [
+            sys.executable,
+            __file__,
+            "--serve",
+            self.state,
+            "--worker",
+            worker,
+            "--max-concurrent",
+            str(max_concurrent),
+            "--run-seconds",
+            str(run_seconds),
+        ]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         ready = json.loads(self.proc.stdout.readline())
         self.target, self.pid = ready["target"], ready["pid"]
@@ -111,8 +136,9 @@ def bench_register(clients: int, seconds: float) -> dict:
             barrier.wait()
             while time.perf_counter() < stop_at[0]:
                 started = time.perf_counter()
-                replacement = client.WorkerSession.register(daemon.target, run_id=f"bench-{n}", schema_id="bench",
-                                                            session_token=session.session_token)
+                replacement = client.WorkerSession.register(
+                    daemon.target, run_id=f"bench-{n}", schema_id="bench", session_token=session.session_token
+                )
                 latencies[n].append(time.perf_counter() - started)
                 session.close()
                 session = replacement
@@ -130,9 +156,15 @@ def bench_register(clients: int, seconds: float) -> dict:
         elapsed = time.perf_counter() - began
         cpu = daemon.cpu_seconds() - cpu0
         every = sorted(x for per in latencies for x in per)
-        return {"clients": clients, "calls": len(every), "per_s": len(every) / elapsed,
-                "p50_ms": 1000 * statistics.median(every), "p99_ms": 1000 * every[int(0.99 * (len(every) - 1))],
-                "daemon_cpu_pct": 100 * cpu / elapsed, "daemon_rss_mb": daemon.rss_mb()}
+        return {
+            "clients": clients,
+            "calls": len(every),
+            "per_s": len(every) / elapsed,
+            "p50_ms": 1000 * statistics.median(every),
+            "p99_ms": 1000 * every[int(0.99 * (len(every) - 1))],
+            "daemon_cpu_pct": 100 * cpu / elapsed,
+            "daemon_rss_mb": daemon.rss_mb(),
+        }
     finally:
         daemon.close()
 
@@ -158,9 +190,16 @@ def bench_supervise(runs: int, run_seconds: float) -> dict:
         elapsed = time.perf_counter() - began
         cpu = daemon.cpu_seconds() - cpu0
         completed = sum(r.terminal_event == "run_completed" for r in records)
-        return {"runs": runs, "completed": completed, "peak_executing": peak_exec, "wall_s": elapsed,
-                "daemon_cpu_s": cpu, "daemon_cpu_pct": 100 * cpu / elapsed, "rss_idle_mb": rss_before,
-                "rss_peak_mb": peak_rss}
+        return {
+            "runs": runs,
+            "completed": completed,
+            "peak_executing": peak_exec,
+            "wall_s": elapsed,
+            "daemon_cpu_s": cpu,
+            "daemon_cpu_pct": 100 * cpu / elapsed,
+            "rss_idle_mb": rss_before,
+            "rss_peak_mb": peak_rss,
+        }
     finally:
         daemon.close()
 
@@ -183,15 +222,23 @@ def main() -> None:
     print(f"{'clients':>8} {'calls':>7} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'daemon CPU %':>13} {'RSS MB':>7}")
     for clients in (int(c) for c in args.clients.split(",")):
         r = bench_register(clients, args.seconds)
-        print(f"{r['clients']:>8} {r['calls']:>7} {r['per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
-              f"{r['daemon_cpu_pct']:>13.0f} {r['daemon_rss_mb']:>7.0f}")
+        print(
+            f"{r['clients']:>8} {r['calls']:>7} {r['per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} "
+            f"{r['daemon_cpu_pct']:>13.0f} {r['daemon_rss_mb']:>7.0f}"
+        )
     r = bench_supervise(args.runs, args.run_seconds)
-    print(f"\nSupervision: {r['runs']} tiny runs of {args.run_seconds:g} s submitted at once "
-          f"(register + heartbeat every 0.5 s over gRPC and JSONL)")
-    print(f"  completed {r['completed']}/{r['runs']}, peak executing at once {r['peak_executing']}, "
-          f"wall {r['wall_s']:.1f} s")
-    print(f"  daemon CPU {r['daemon_cpu_s']:.2f} s ({r['daemon_cpu_pct']:.1f} % of one core), "
-          f"RSS {r['rss_idle_mb']:.0f} MB idle → {r['rss_peak_mb']:.0f} MB peak")
+    print(
+        f"\nSupervision: {r['runs']} tiny runs of {args.run_seconds:g} s submitted at once "
+        f"(register + heartbeat every 0.5 s over gRPC and JSONL)"
+    )
+    print(
+        f"  completed {r['completed']}/{r['runs']}, peak executing at once {r['peak_executing']}, "
+        f"wall {r['wall_s']:.1f} s"
+    )
+    print(
+        f"  daemon CPU {r['daemon_cpu_s']:.2f} s ({r['daemon_cpu_pct']:.1f} % of one core), "
+        f"RSS {r['rss_idle_mb']:.0f} MB idle → {r['rss_peak_mb']:.0f} MB peak"
+    )
 
 
 if __name__ == "__main__":

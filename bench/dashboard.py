@@ -40,8 +40,10 @@ class Viewer:
         self.frames = 0
         self.first = self.last = None
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._frames, daemon=True),
-                        threading.Thread(target=self._events, daemon=True)]
+        self.threads = [
+            threading.Thread(target=self._frames, daemon=True),
+            threading.Thread(target=self._events, daemon=True),
+        ]
         for thread in self.threads:
             thread.start()
 
@@ -122,8 +124,13 @@ def children_cpu() -> float:
 
 
 def start_server(workdir: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([str(BIN / "mosaic"), "serve", "--port", "0", "--runs-dir", str(workdir / "runs")],
-                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), "serve", "--port", "0", "--runs-dir", str(workdir / "runs")],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     ready = json.loads(proc.stdout.readline())
     return proc, f"http://127.0.0.1:{ready['port']}"
 
@@ -135,9 +142,25 @@ def rss(base: str) -> int:
 
 def one_run(base: str, server_pid: int, workdir: Path, viewers: int, steps: int, index: int) -> dict:
     run_id = f"bench-{viewers}v-{index}"
-    cmd = [str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1",
-           "--total-timesteps", str(steps), "--run-id", run_id, "--runs-dir", str(workdir / "runs"), "--quiet",
-           "--extras", json.dumps({"fastlane": True})]
+    cmd = [
+        str(BIN / "mosaic"),
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        str(steps),
+        "--run-id",
+        run_id,
+        "--runs-dir",
+        str(workdir / "runs"),
+        "--quiet",
+        "--extras",
+        json.dumps({"fastlane": True}),
+    ]
     run_cpu, server_cpu = children_cpu(), cpu_seconds(server_pid)
     events_path = workdir / f"{run_id}.jsonl"
     with open(events_path, "wb") as events:  # a file, not a pipe: a long run never blocks on it
@@ -165,9 +188,16 @@ def one_run(base: str, server_pid: int, workdir: Path, viewers: int, steps: int,
         viewer.close()
     fps = [v.fps for v in watching if v.fps is not None]
     share = [v.frames / published[0] for v in watching] if published[0] else []
-    return {"viewers": viewers, "sps": sps, "steps_per_cpu_s": steps / run_cpu,
-            "server_cpu_s": cpu_seconds(server_pid) - server_cpu, "fps": statistics.median(fps) if fps else None,
-            "delivered_share": statistics.median(share) if share else None, "published": published[0], "rss": peak}
+    return {
+        "viewers": viewers,
+        "sps": sps,
+        "steps_per_cpu_s": steps / run_cpu,
+        "server_cpu_s": cpu_seconds(server_pid) - server_cpu,
+        "fps": statistics.median(fps) if fps else None,
+        "delivered_share": statistics.median(share) if share else None,
+        "published": published[0],
+        "rss": peak,
+    }
 
 
 def main() -> int:
@@ -180,17 +210,24 @@ def main() -> int:
         server, base = start_server(workdir)
         try:
             idle_rss = rss(base)
-            results = [one_run(base, server.pid, workdir, n, args.total_timesteps, i)
-                       for i in range(args.repeats) for n in (0, 1, 4)]
+            results = [
+                one_run(base, server.pid, workdir, n, args.total_timesteps, i)
+                for i in range(args.repeats)
+                for n in (0, 1, 4)
+            ]
         finally:
             server.terminate()
             server.wait(timeout=20)
-    print(f"PPO CartPole-v1, FastLane single, {args.total_timesteps} steps, {args.repeats} repeat(s), "
-          f"{os.cpu_count()} CPU(s); server idle RSS {idle_rss / 2**20:.1f} MiB")
+    print(
+        f"PPO CartPole-v1, FastLane single, {args.total_timesteps} steps, {args.repeats} repeat(s), "
+        f"{os.cpu_count()} CPU(s); server idle RSS {idle_rss / 2**20:.1f} MiB"
+    )
     base_sps = statistics.median(r["sps"] for r in results if r["viewers"] == 0)
     base_cpu = statistics.median(r["steps_per_cpu_s"] for r in results if r["viewers"] == 0)
-    print(f"{'viewers':>8} {'train SPS':>10} {'ratio':>7} {'steps/CPU-s':>12} {'ratio':>7} {'server CPU-s':>13} "
-          f"{'frames/s per viewer':>20} {'share of published':>19} {'server peak RSS':>16}")
+    print(
+        f"{'viewers':>8} {'train SPS':>10} {'ratio':>7} {'steps/CPU-s':>12} {'ratio':>7} {'server CPU-s':>13} "
+        f"{'frames/s per viewer':>20} {'share of published':>19} {'server peak RSS':>16}"
+    )
     for n in (0, 1, 4):
         rows = [r for r in results if r["viewers"] == n]
         sps = statistics.median(r["sps"] for r in rows)
@@ -201,10 +238,14 @@ def main() -> int:
         shares = [r["delivered_share"] for r in rows if r["delivered_share"] is not None]
         share_text = f"{statistics.median(shares):.3f}" if shares else "-"
         peak = max(r["rss"] for r in rows) / 2**20
-        print(f"{n:>8} {sps:>10.0f} {sps / base_sps:>7.3f} {per_cpu:>12.0f} {per_cpu / base_cpu:>7.3f} "
-              f"{server_cpu:>13.2f} {fps_text:>20} {share_text:>19} {peak:>13.1f} MiB")
-    print("each run:", json.dumps([{k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()}
-                                   for r in results]))
+        print(
+            f"{n:>8} {sps:>10.0f} {sps / base_sps:>7.3f} {per_cpu:>12.0f} {per_cpu / base_cpu:>7.3f} "
+            f"{server_cpu:>13.2f} {fps_text:>20} {share_text:>19} {peak:>13.1f} MiB"
+        )
+    print(
+        "each run:",
+        json.dumps([{k: (round(v, 1) if isinstance(v, float) else v) for k, v in r.items()} for r in results]),
+    )
     return 0
 
 

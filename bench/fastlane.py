@@ -34,8 +34,9 @@ def _owner(run_id: str, max_dim: int, slots: int = 1, mode: str = "single"):
     from mosaic_fastlane.layout import Mode
     from mosaic_fastlane.segment import SegmentOwner
 
-    return SegmentOwner(run_id, mode=Mode.GRID if mode == "grid" else Mode.SINGLE, slot_count=slots,
-                        max_dim=max_dim, interval_ms=100)
+    return SegmentOwner(
+        run_id, mode=Mode.GRID if mode == "grid" else Mode.SINGLE, slot_count=slots, max_dim=max_dim, interval_ms=100
+    )
 
 
 # ------------------------------------------------------------------------------ 1. publish cost
@@ -94,8 +95,9 @@ def bench_latency(frames: int) -> None:
     for shape in ((84, 84, 3), (341, 512, 3)):
         owner = _owner(f"bench-lat-{os.getpid()}", max_dim=512)
         writer = SlotWriter(open_segment(name=owner.name, writable=True), 0, 0)
-        reader = subprocess.Popen([sys.executable, "-c", LATENCY_READER, owner.name, str(frames)],
-                                  stdout=subprocess.PIPE, text=True)
+        reader = subprocess.Popen(
+            [sys.executable, "-c", LATENCY_READER, owner.name, str(frames)], stdout=subprocess.PIPE, text=True
+        )
         try:
             assert reader.stdout.readline().strip() == "ready"
             frame = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
@@ -106,8 +108,10 @@ def bench_latency(frames: int) -> None:
         finally:
             writer.close()
             owner.remove()
-        print(f"   {'x'.join(map(str, shape)):>10}: median {np.median(latencies):7.1f} us, "
-              f"p99 {np.percentile(latencies, 99):7.1f} us over {len(latencies)} frames")
+        print(
+            f"   {'x'.join(map(str, shape)):>10}: median {np.median(latencies):7.1f} us, "
+            f"p99 {np.percentile(latencies, 99):7.1f} us over {len(latencies)} frames"
+        )
 
 
 # ------------------------------------------------------------------------------ 3/4. training SPS
@@ -143,11 +147,11 @@ envs.close()
 
 def _sps(mode: str, num_envs: int, seconds: float) -> dict:
     """Env steps per wall second and per CPU second of one training process, and frames published."""
-    from mosaic_core.child import ChildContext
-    from mosaic_core.channel import ChannelSender
-
     from mosaic_fastlane import layout, settings
     from mosaic_fastlane.reader import FastLaneReader
+
+    from mosaic_core.channel import ChannelSender
+    from mosaic_core.child import ChildContext
 
     run_id = f"bench-sps-{os.getpid()}-{mode}-{num_envs}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLEANRL_FASTLANE_")}
@@ -161,8 +165,14 @@ def _sps(mode: str, num_envs: int, seconds: float) -> dict:
         env["MOSAIC_CHILD"] = ChildContext(run_id, Path(run_dir), {}, ChannelSender(None), num_envs=num_envs).describe()
         env["PYTHONPATH"] = str(REPO / "mosaic_core" / "_boot")
         try:
-            out = subprocess.run([sys.executable, "-c", SPS_CHILD, str(num_envs), str(seconds)], env=env,
-                                 cwd=run_dir, capture_output=True, text=True, timeout=600)
+            out = subprocess.run(
+                [sys.executable, "-c", SPS_CHILD, str(num_envs), str(seconds)],
+                env=env,
+                cwd=run_dir,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             if out.returncode:
                 raise RuntimeError(out.stderr[-2000:])
             result = json.loads(out.stdout.splitlines()[-1])
@@ -194,8 +204,10 @@ def bench_training(seconds: float, repeats: int) -> None:
     base = _median(results["off"], "cpu")
     for mode, runs in results.items():
         cpu = _median(runs, "cpu")
-        print(f"   {mode:>7} {_median(runs, 'wall'):>11.0f} {cpu:>10.0f} {100 * (1 - cpu / base):>10.1f}% "
-              f"{100 * _median(runs, 'share'):>11.1f}% {_median(runs, 'fps'):>9.1f}")
+        print(
+            f"   {mode:>7} {_median(runs, 'wall'):>11.0f} {cpu:>10.0f} {100 * (1 - cpu / base):>10.1f}% "
+            f"{100 * _median(runs, 'share'):>11.1f}% {_median(runs, 'fps'):>9.1f}"
+        )
 
 
 def bench_grid_scaling(seconds: float, repeats: int) -> None:
@@ -209,8 +221,10 @@ def bench_grid_scaling(seconds: float, repeats: int) -> None:
                 runs[mode].append(_sps(mode, num_envs, seconds))
         off, grid = _median(runs["off"], "cpu"), _median(runs["grid"], "cpu")
         fps = _median(runs["grid"], "fps") / num_envs
-        print(f"   {num_envs:>8} {off:>14.0f} {grid:>15.0f} {100 * (1 - grid / off):>6.1f}% "
-              f"{100 * _median(runs['grid'], 'share'):>11.1f}% {fps:>5.1f}")
+        print(
+            f"   {num_envs:>8} {off:>14.0f} {grid:>15.0f} {100 * (1 - grid / off):>6.1f}% "
+            f"{100 * _median(runs['grid'], 'share'):>11.1f}% {fps:>5.1f}"
+        )
 
 
 def bench_ppo(total: int, algo: str, repeats: int) -> None:
@@ -224,8 +238,10 @@ def bench_ppo(total: int, algo: str, repeats: int) -> None:
     print(f"   {'mode':>7} {'SPS':>7} {'change':>7} {'in FastLane':>12} {'frames':>7}")
     for mode, runs in results.items():
         sps = _median(runs, "sps")
-        print(f"   {mode:>7} {sps:>7.0f} {100 * (sps / base - 1):>+6.1f}% {100 * _median(runs, 'share'):>11.1f}% "
-              f"{_median(runs, 'frames'):>7.0f}")
+        print(
+            f"   {mode:>7} {sps:>7.0f} {100 * (sps / base - 1):>+6.1f}% {100 * _median(runs, 'share'):>11.1f}% "
+            f"{_median(runs, 'frames'):>7.0f}"
+        )
     if not _median(results["single"], "frames"):
         print("   (no frames published: does the script choose a render_mode other than rgb_array?)")
 
@@ -233,16 +249,38 @@ def bench_ppo(total: int, algo: str, repeats: int) -> None:
 def _ppo_run(mode: str, total: int, algo: str) -> dict:
     extras = {} if mode == "off" else {"fastlane_video_mode": mode, "num_envs": 4}
     with tempfile.TemporaryDirectory() as workdir:
-        subprocess.run([str(Path(sys.executable).parent / "mosaic"), "run", "--worker", "cleanrl", "--algo", algo,
-                        "--env-id", "CartPole-v1", "--total-timesteps", str(total), "--run-id", f"bench-ppo-{mode}",
-                        "--extras", json.dumps(extras), "--quiet"], cwd=workdir, capture_output=True, timeout=900)
+        subprocess.run(
+            [
+                str(Path(sys.executable).parent / "mosaic"),
+                "run",
+                "--worker",
+                "cleanrl",
+                "--algo",
+                algo,
+                "--env-id",
+                "CartPole-v1",
+                "--total-timesteps",
+                str(total),
+                "--run-id",
+                f"bench-ppo-{mode}",
+                "--extras",
+                json.dumps(extras),
+                "--quiet",
+            ],
+            cwd=workdir,
+            capture_output=True,
+            timeout=900,
+        )
         run_dir = Path(workdir) / "var/trainer/runs" / f"bench-ppo-{mode}"
         events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
         sps = [e["payload"]["sps"] for e in events if e["event"] == "metrics" and e["payload"].get("sps")]
         wall = events[-1]["timestamp"] - events[0]["timestamp"]
         section = json.loads((run_dir / "manifest.json").read_text()).get("fastlane", {})
-    return {"sps": sps[-1] if sps else float("nan"), "frames": section.get("frames_published", 0),
-            "share": section.get("render_seconds", 0.0) / wall}
+    return {
+        "sps": sps[-1] if sps else float("nan"),
+        "frames": section.get("frames_published", 0),
+        "share": section.get("render_seconds", 0.0) / wall,
+    }
 
 
 def main() -> None:

@@ -38,11 +38,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "cleanrl_worker" / "algorithms"
-PUBLISHED = {("ppo", "CartPole-v1"): "≈490 (500k)", ("dqn", "CartPole-v1"): "≈489 (500k)",
-             ("ppo", "Acrobot-v1"): "≈-86 (500k)",
-             ("ppo_atari", "BreakoutNoFrameskip-v4"): "414.66 ± 28.09 (10M)",
-             ("ppo_atari", "PongNoFrameskip-v4"): "20.36 ± 0.20 (10M)"}
+ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "mosaic_cleanrl" / "algorithms"
+PUBLISHED = {
+    ("ppo", "CartPole-v1"): "≈490 (500k)",
+    ("dqn", "CartPole-v1"): "≈489 (500k)",
+    ("ppo", "Acrobot-v1"): "≈-86 (500k)",
+    ("ppo_atari", "BreakoutNoFrameskip-v4"): "414.66 ± 28.09 (10M)",
+    ("ppo_atari", "PongNoFrameskip-v4"): "20.36 ± 0.20 (10M)",
+}
 DEFAULT_PAIRS = ["ppo:CartPole-v1:500000", "dqn:CartPole-v1:500000"]
 
 
@@ -56,7 +59,7 @@ class Pair:
     preset: str | None = None  # --preset: the pair also runs with this preset (mosaic algos presets)
 
     @classmethod
-    def parse(cls, text: str) -> "Pair":
+    def parse(cls, text: str) -> Pair:
         parts = text.split(":", 3)
         if len(parts) < 2:
             raise SystemExit(f"error: --pair {text!r}: expected ALGO:ENV_ID[:STEPS[:FLAGS]]")
@@ -77,7 +80,7 @@ class Outcome:
 
 def agent_pairs(text: str) -> list[Pair]:
     """``ENV[:STEPS]`` → one PPO pair per ``--agent-arch`` (the same env, budget and seeds)."""
-    from cleanrl_worker.agents import ARCHITECTURES
+    from mosaic_cleanrl.agents import ARCHITECTURES
 
     env_id, _, steps = text.partition(":")
     return [Pair("ppo", env_id, int(steps or 100000), ["--agent-arch", arch]) for arch in ARCHITECTURES]
@@ -102,8 +105,8 @@ def flags_to_extras(flags: list[str]) -> dict:
 
 def preset_flags(pair: Pair) -> list[str]:
     """The preset's values as script flags, less those the pair's own flags set (the package's files)."""
-    from cleanrl_worker.flags import extras_to_flags
-    from cleanrl_worker.presets import apply_preset, find_preset, given_fields
+    from mosaic_cleanrl.flags import extras_to_flags
+    from mosaic_cleanrl.presets import apply_preset, find_preset, given_fields
 
     preset = find_preset(pair.preset, pair.algo, pair.env_id)
     return extras_to_flags(apply_preset(preset, given_fields(pair.flags)).flags)
@@ -116,9 +119,21 @@ def command(pair: Pair, seed: int, via: str, workdir: Path) -> list[str]:
         preset = preset_flags(pair) if pair.preset else []
         return [sys.executable, str(ALGORITHMS / f"{pair.algo}.py"), *base, "--no-cuda", *preset, *pair.flags]
     extras = {"cuda": False, **flags_to_extras(pair.flags)}
-    return [str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", pair.algo, *base, "--quiet",
-            "--runs-dir", str(workdir / "runs-root"), "--extras", json.dumps(extras),
-            *(["--preset", pair.preset] if pair.preset else [])]
+    return [
+        str(BIN / "mosaic"),
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        pair.algo,
+        *base,
+        "--quiet",
+        "--runs-dir",
+        str(workdir / "runs-root"),
+        "--extras",
+        json.dumps(extras),
+        *(["--preset", pair.preset] if pair.preset else []),
+    ]
 
 
 def read_scalars(root: Path) -> dict[str, list[float]]:
@@ -143,8 +158,14 @@ def run_in(workdir: Path, pair: Pair, seed: int, via: str, last: int, home: Path
     if pair.source == "upstream":
         env["MOSAIC_CLEANRL_HOME"] = str(home)
     started = time.perf_counter()
-    proc = subprocess.run(command(pair, seed, via, workdir), cwd=workdir, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.run(
+        command(pair, seed, via, workdir),
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["?"]
@@ -156,44 +177,60 @@ def run_in(workdir: Path, pair: Pair, seed: int, via: str, last: int, home: Path
 
 
 def print_table(outcomes: list[Outcome], last: int) -> None:
-    header = (f"{'algo':<24}{'source':<10}{'env':<26}{'preset':<8}{'flags':<26}{'steps':>9}{'seeds':>6}  "
-              f"{f'return (last {last} eps)':<24}"
-              f"{'SPS':>8}{'wall s':>9}  CleanRL")
+    header = (
+        f"{'algo':<24}{'source':<10}{'env':<26}{'preset':<8}{'flags':<26}{'steps':>9}{'seeds':>6}  "
+        f"{f'return (last {last} eps)':<24}"
+        f"{'SPS':>8}{'wall s':>9}  CleanRL"
+    )
     print(header)
     print("-" * len(header))
     groups: dict[tuple, list[Outcome]] = {}
     for outcome in outcomes:
         pair = outcome.pair
-        groups.setdefault((pair.algo, pair.source, pair.env_id, pair.preset or "-", shlex.join(pair.flags), pair.steps),
-                          []).append(outcome)
+        groups.setdefault(
+            (pair.algo, pair.source, pair.env_id, pair.preset or "-", shlex.join(pair.flags), pair.steps), []
+        ).append(outcome)
     for (algo, source, env_id, preset, flags, steps), group in groups.items():
         ok = [o for o in group if not o.error]
         scores = [o.score for o in ok]
-        score = (f"{statistics.fmean(scores):.1f} ± {statistics.pstdev(scores):.1f}" if scores else "failed")
+        score = f"{statistics.fmean(scores):.1f} ± {statistics.pstdev(scores):.1f}" if scores else "failed"
         sps = statistics.fmean(o.sps for o in ok) if ok else float("nan")
         wall = statistics.fmean(o.wall for o in group)
-        print(f"{algo:<24}{source:<10}{env_id:<26}{preset:<8}{flags or '-':<26}{steps:>9}{len(ok):>6}  {score:<24}"
-              f"{sps:>8.0f}{wall:>9.0f}  {PUBLISHED.get((algo, env_id), '-')}")
+        print(
+            f"{algo:<24}{source:<10}{env_id:<26}{preset:<8}{flags or '-':<26}{steps:>9}{len(ok):>6}  {score:<24}"
+            f"{sps:>8.0f}{wall:>9.0f}  {PUBLISHED.get((algo, env_id), '-')}"
+        )
     for outcome in outcomes:
         detail = outcome.error or f"score {outcome.score:.1f} over {outcome.episodes} episodes"
-        print(f"  {outcome.pair.algo} ({outcome.pair.source}) {outcome.pair.env_id} preset {outcome.pair.preset or '-'} "
-              f"{shlex.join(outcome.pair.flags)} "
-              f"seed {outcome.seed}: {detail}")
+        print(
+            f"  {outcome.pair.algo} ({outcome.pair.source}) {outcome.pair.env_id} preset {outcome.pair.preset or '-'} "
+            f"{shlex.join(outcome.pair.flags)} "
+            f"seed {outcome.seed}: {detail}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pair", action="append", help="ALGO:ENV_ID[:STEPS[:FLAGS]] (repeatable)")
-    parser.add_argument("--agents", action="append", metavar="ENV[:STEPS]",
-                        help="PPO on ENV once per --agent-arch (repeatable), beside any --pair")
+    parser.add_argument(
+        "--agents",
+        action="append",
+        metavar="ENV[:STEPS]",
+        help="PPO on ENV once per --agent-arch (repeatable), beside any --pair",
+    )
     parser.add_argument("--seeds", type=int, default=2, help="seeds 1..K per pair")
     parser.add_argument("--workers", type=int, default=2, help="training processes at a time")
-    parser.add_argument("--via", choices=("direct", "mosaic"), default="direct",
-                        help="run the scripts directly or through `mosaic run`")
+    parser.add_argument(
+        "--via", choices=("direct", "mosaic"), default="direct", help="run the scripts directly or through `mosaic run`"
+    )
     parser.add_argument("--last", type=int, default=10, help="episodes averaged for a run's score")
     parser.add_argument("--keep", type=Path, default=None, help="keep run directories under this folder")
-    parser.add_argument("--cleanrl-home", type=Path, default=None,
-                        help="an upstream CleanRL checkout: run every pair from it too, side by side")
+    parser.add_argument(
+        "--cleanrl-home",
+        type=Path,
+        default=None,
+        help="an upstream CleanRL checkout: run every pair from it too, side by side",
+    )
     parser.add_argument("--preset", help="also run each pair with this preset (e.g. tuned): a row without, a row with")
     args = parser.parse_args()
     pairs = [Pair.parse(text) for text in (args.pair or ([] if args.agents else DEFAULT_PAIRS))]

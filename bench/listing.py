@@ -29,22 +29,37 @@ def make_runs(root: Path, count: int) -> None:
         run = root / f"run{i:06d}"
         (run / "logs").mkdir(parents=True, mode=0o700)
         start = now - 60 * (count - i)
-        (run / "config.json").write_text(json.dumps({"run_id": run.name, "worker": "cleanrl", "algo": "ppo",
-                                                     "env_id": "CartPole-v1", "total_timesteps": 50_000}))
+        (run / "config.json").write_text(
+            json.dumps(
+                {
+                    "run_id": run.name,
+                    "worker": "cleanrl",
+                    "algo": "ppo",
+                    "env_id": "CartPole-v1",
+                    "total_timesteps": 50_000,
+                }
+            )
+        )
         events = [("run_started", {"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1"})]
-        events += [("metrics", {"global_step": step, "episodic_return": step / 1000}) for step in range(0, 50_000, 5000)]
+        events += [
+            ("metrics", {"global_step": step, "episodic_return": step / 1000}) for step in range(0, 50_000, 5000)
+        ]
         events.append(("run_failed" if i % 7 == 0 else "run_completed", {"returncode": 0}))
-        (run / "events.jsonl").write_text("".join(
-            json.dumps({"event": e, "run_id": run.name, "seq": n, "timestamp": start + n, "payload": p}) + "\n"
-            for n, (e, p) in enumerate(events, 1)))
+        (run / "events.jsonl").write_text(
+            "".join(
+                json.dumps({"event": e, "run_id": run.name, "seq": n, "timestamp": start + n, "payload": p}) + "\n"
+                for n, (e, p) in enumerate(events, 1)
+            )
+        )
         (run / "manifest.json").write_text(json.dumps({"schema": "mosaic.manifest/1", "status": "completed"}))
         (run / "logs" / "cleanrl.stderr.log").write_text("done\n")
 
 
 def cli_list(root: Path) -> float:
     started = time.perf_counter()
-    out = subprocess.run([str(BIN / "mosaic"), "runs", "--json", "--runs-dir", str(root)], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [str(BIN / "mosaic"), "runs", "--json", "--runs-dir", str(root)], capture_output=True, text=True, check=True
+    ).stdout
     elapsed = time.perf_counter() - started
     assert out.startswith("["), out[:200]
     return elapsed
@@ -83,10 +98,14 @@ def main() -> None:
             rows.append((size, first, warm, inner, scan))
     base = rows[0][2]
     print(f"mosaic runs --json, {len(os.sched_getaffinity(0))} CPUs, load {os.getloadavg()[0]:.1f}")
-    print(f"  {'runs':>6}  {'CLI, first (builds index)':>25}  {'CLI, indexed':>12}  {'x of ' + str(rows[0][0]):>8}  "
-          f"{'in process: index':>17}  {'reading every dir':>17}")
+    print(
+        f"  {'runs':>6}  {'CLI, first (builds index)':>25}  {'CLI, indexed':>12}  {'x of ' + str(rows[0][0]):>8}  "
+        f"{'in process: index':>17}  {'reading every dir':>17}"
+    )
     for size, first, warm, inner, scan in rows:
-        print(f"  {size:>6}  {first:>23.2f} s  {warm:>10.2f} s  {warm / base:>7.2f}x  {inner:>15.3f} s  {scan:>15.3f} s")
+        print(
+            f"  {size:>6}  {first:>23.2f} s  {warm:>10.2f} s  {warm / base:>7.2f}x  {inner:>15.3f} s  {scan:>15.3f} s"
+        )
 
 
 if __name__ == "__main__":

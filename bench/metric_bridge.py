@@ -79,17 +79,15 @@ class Host:
     """The host side of a run, as the supervisor wires it: channel -> plugin hooks -> events."""
 
     def __init__(self, tmp: Path):
-        from mosaic_core.channel import ChannelReceiver, new_address
+        from mosaic_analytics import plugin
+
+        from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
         from mosaic_core.child import ChildContext
-        from mosaic_core.channel import ChannelSender
         from mosaic_core.config import build_config
         from mosaic_core.events import EventEmitter
         from mosaic_core.runs import RunContext, RunDirectory
 
-        from mosaic_analytics import plugin
-
-        config = build_config({"run_id": "bench", "algo": "ppo", "env_id": "CartPole-v1",
-                               "total_timesteps": 200_000})
+        config = build_config({"run_id": "bench", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 200_000})
         self.run = RunContext(config, RunDirectory(tmp, "bench").create(), "cleanrl", quiet=True)
         self.stream = io.StringIO()
         self.run.emitter = EventEmitter("bench", stream=self.stream)
@@ -130,7 +128,9 @@ def add_scalar_cost(calls: int, tmp: Path) -> float:
     plain, bridged = result["plain"], result["bridged"]
     print(f"1. add_scalar (torch SummaryWriter), {calls:,} calls each, interleaved blocks in one process (median)")
     print(f"   plain add_scalar                    {plain:9.0f} ns/call")
-    print(f"   patched: hooks + metric bridge      {bridged:9.0f} ns/call   (+{bridged - plain:.0f} ns, x{bridged / plain:.3f})")
+    print(
+        f"   patched: hooks + metric bridge      {bridged:9.0f} ns/call   (+{bridged - plain:.0f} ns, x{bridged / plain:.3f})"
+    )
     print(f"   the hook call alone (no writer)     {result['hook']:9.0f} ns/call")
     print(f"   ScalarBuffer.add alone              {alone:9.0f} ns/call;  {host.messages} batches reached the host")
     return max(bridged - plain, result["hook"])
@@ -163,8 +163,23 @@ def training_sps(steps: int, repeat: int, tmp: Path, overhead_ns: float) -> None
             env = {k: v for k, v in os.environ.items() if k not in ("MOSAIC_CHILD", "MOSAIC_DISABLE_PLUGINS")}
             if how == "without analytics":
                 env["MOSAIC_DISABLE_PLUGINS"] = "analytics"
-            cmd = [str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1",
-                   "--total-timesteps", str(steps), "--seed", "1", "--quiet", "--run-id", "r"]
+            cmd = [
+                str(BIN / "mosaic"),
+                "run",
+                "--worker",
+                "cleanrl",
+                "--algo",
+                "ppo",
+                "--env-id",
+                "CartPole-v1",
+                "--total-timesteps",
+                str(steps),
+                "--seed",
+                "1",
+                "--quiet",
+                "--run-id",
+                "r",
+            ]
             out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
             sps, scalars = read_run(cwd)
             rows[how].append(sps)
@@ -174,13 +189,17 @@ def training_sps(steps: int, repeat: int, tmp: Path, overhead_ns: float) -> None
     print(f"2. training: ppo on CartPole-v1, {steps:,} steps, {repeat} alternating launches each (median SPS)")
     for how, values in rows.items():
         print(f"   {how:18} {med[how]:8.0f} SPS   runs: {', '.join(f'{v:.0f}' for v in values)}")
-    print(f"   measured SPS ratio with/without: {med['with analytics'] / med['without analytics']:.3f}  "
-          f"(goal >= 0.99; launches on a shared machine vary by more than the bridge costs); "
-          f"metrics events per run: {metrics_events}")
+    print(
+        f"   measured SPS ratio with/without: {med['with analytics'] / med['without analytics']:.3f}  "
+        f"(goal >= 0.99; launches on a shared machine vary by more than the bridge costs); "
+        f"metrics events per run: {metrics_events}"
+    )
     seconds = steps / med["without analytics"]
     added = scalars * overhead_ns * 1e-9
-    print(f"   derived: {scalars} scalars per run x {overhead_ns:.0f} ns = {added * 1e3:.2f} ms over {seconds:.1f} s "
-          f"of training -> SPS ratio {seconds / (seconds + added):.5f}")
+    print(
+        f"   derived: {scalars} scalars per run x {overhead_ns:.0f} ns = {added * 1e3:.2f} ms over {seconds:.1f} s "
+        f"of training -> SPS ratio {seconds / (seconds + added):.5f}"
+    )
 
 
 def burst_memory(tmp: Path) -> None:
@@ -194,9 +213,11 @@ def burst_memory(tmp: Path) -> None:
     board = host.run.state["analytics"].board
     snap = board.snapshot()
     print("3. burst: 100k distinct tags, then 100k scalars of one tag, as fast as the process can")
-    print(f"   host traced memory: +{(after - before) / 1024:.0f} KiB after, peak +{(peak - before) / 1024:.0f} KiB; "
-          f"{host.messages} batches received; tags kept {len(board._latest)}, dropped {snap['dropped_tags']}; "
-          f"episodes {snap['episodes']:,}; events emitted {host.stream.getvalue().count(chr(10))}")
+    print(
+        f"   host traced memory: +{(after - before) / 1024:.0f} KiB after, peak +{(peak - before) / 1024:.0f} KiB; "
+        f"{host.messages} batches received; tags kept {len(board._latest)}, dropped {snap['dropped_tags']}; "
+        f"episodes {snap['episodes']:,}; events emitted {host.stream.getvalue().count(chr(10))}"
+    )
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "cleanrl_worker" / "algorithms"
+ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "mosaic_cleanrl" / "algorithms"
 
 
 def last_sps(root: Path) -> float:
@@ -61,8 +61,18 @@ def main() -> None:
                     cmd = [sys.executable, str(ALGORITHMS / f"{args.algo}.py"), *flags]
                 else:
                     bin_dir = BIN if how == "mosaic" else args.compare
-                    cmd = [str(bin_dir / "mosaic"), "run", "--worker", "cleanrl", "--algo", args.algo, *flags,
-                           "--runs-dir", str(cwd / "runs-root"), "--quiet"]
+                    cmd = [
+                        str(bin_dir / "mosaic"),
+                        "run",
+                        "--worker",
+                        "cleanrl",
+                        "--algo",
+                        args.algo,
+                        *flags,
+                        "--runs-dir",
+                        str(cwd / "runs-root"),
+                        "--quiet",
+                    ]
                 rows[how]["wall"].append(timed(cmd, cwd))
                 rows[how]["sps"].append(last_sps(cwd))
     print(f"{args.algo} on {args.env_id}, {args.steps} steps, {args.repeat} alternating launches each")
@@ -72,8 +82,10 @@ def main() -> None:
         print(f"{how:8} {med[how]['wall']:16.2f} {med[how]['sps']:14.0f}")
     for how in launches[1:]:
         fixed = statistics.median(m - d for m, d in zip(rows[how]["wall"], rows["direct"]["wall"]))
-        print(f"{how}: wall ratio to direct {med[how]['wall'] / med['direct']['wall']:.3f}, "
-              f"SPS ratio {med[how]['sps'] / med['direct']['sps']:.3f}, fixed cost {fixed:+.3f} s (paired median)")
+        print(
+            f"{how}: wall ratio to direct {med[how]['wall'] / med['direct']['wall']:.3f}, "
+            f"SPS ratio {med[how]['sps'] / med['direct']['sps']:.3f}, fixed cost {fixed:+.3f} s (paired median)"
+        )
     dry = [str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", args.algo, *flags, "--dry-run"]
     bare = statistics.median(timed([sys.executable, "-c", "pass"], Path.cwd()) for _ in range(5))
     dry_s = statistics.median(timed(dry, Path.cwd()) for _ in range(5))

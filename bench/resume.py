@@ -27,8 +27,11 @@ MOSAIC = Path(sys.executable).parent / "mosaic"
 # case: (algo, steps, extras)
 CASES = {
     "ppo": ("ppo", 40_000, {"num_envs": 4, "num_steps": 128, "cuda": False}),
-    "dqn": ("dqn", 20_000, {"learning_starts": 2000, "target_network_frequency": 200, "save_replay_buffer": True,
-                            "cuda": False}),
+    "dqn": (
+        "dqn",
+        20_000,
+        {"learning_starts": 2000, "target_network_frequency": 200, "save_replay_buffer": True, "cuda": False},
+    ),
 }
 
 
@@ -41,9 +44,28 @@ def events(root: Path, run_id: str) -> list[dict]:
 
 
 def argv(root: Path, run_id: str, algo: str, steps: int, extras: dict) -> list[str]:
-    return [str(MOSAIC), "run", "--worker", "cleanrl", "--algo", algo, "--env-id", "CartPole-v1",
-            "--total-timesteps", str(steps), "--seed", "1", "--run-id", run_id, "--runs-dir", str(root),
-            "--json", "--quiet", "--extras", json.dumps(extras)]
+    return [
+        str(MOSAIC),
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        algo,
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        str(steps),
+        "--seed",
+        "1",
+        "--run-id",
+        run_id,
+        "--runs-dir",
+        str(root),
+        "--json",
+        "--quiet",
+        "--extras",
+        json.dumps(extras),
+    ]
 
 
 def last_returns(root: Path, run_id: str, count: int = 20) -> float:
@@ -64,8 +86,9 @@ def case(root: Path, name: str, scale: float) -> dict:
     whole = time.perf_counter() - started
 
     started = time.perf_counter()
-    process = subprocess.Popen(argv(root, "cut", algo, steps, extras), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        argv(root, "cut", algo, steps, extras), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     while process.poll() is None:
         reported = [e["payload"].get("global_step") for e in events(root, "cut") if e["event"] == "metrics"]
         if any(isinstance(s, int) and s >= steps // 2 for s in reported):
@@ -78,8 +101,11 @@ def case(root: Path, name: str, scale: float) -> dict:
     first = time.perf_counter() - started
     cancelled = events(root, "cut")[-1]["payload"]
     resumed_at = time.perf_counter()
-    resume = subprocess.Popen([str(MOSAIC), "resume", "cut", "--runs-dir", str(root), "--json", "--quiet"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    resume = subprocess.Popen(
+        [str(MOSAIC), "resume", "cut", "--runs-dir", str(root), "--json", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     restore_s = None
     seen = len(events(root, "cut"))
     while resume.poll() is None:
@@ -87,13 +113,18 @@ def case(root: Path, name: str, scale: float) -> dict:
             restore_s = time.perf_counter() - resumed_at
         time.sleep(0.05)
     second = time.perf_counter() - resumed_at
-    return {"case": name, "steps": steps, "whole_s": round(whole, 1),
-            "stopped_plus_resumed_s": round(first + second, 1),
-            "stopped_at": cancelled.get("from_step"), "save_on_stop_s": round(save_s, 2),
-            "resume_to_first_metric_s": None if restore_s is None else round(restore_s, 1),
-            "checkpoint_mb": round(Path(cancelled["checkpoint"]).stat().st_size / 1e6, 2),
-            "return_whole": round(last_returns(root, "whole"), 2),
-            "return_resumed": round(last_returns(root, "cut"), 2)}
+    return {
+        "case": name,
+        "steps": steps,
+        "whole_s": round(whole, 1),
+        "stopped_plus_resumed_s": round(first + second, 1),
+        "stopped_at": cancelled.get("from_step"),
+        "save_on_stop_s": round(save_s, 2),
+        "resume_to_first_metric_s": None if restore_s is None else round(restore_s, 1),
+        "checkpoint_mb": round(Path(cancelled["checkpoint"]).stat().st_size / 1e6, 2),
+        "return_whole": round(last_returns(root, "whole"), 2),
+        "return_resumed": round(last_returns(root, "cut"), 2),
+    }
 
 
 def main() -> None:

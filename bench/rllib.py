@@ -83,7 +83,7 @@ class PeakMemory:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self._thread.start()
         return self
 
@@ -112,9 +112,14 @@ def plain(python: str, steps: int, env: dict[str, str], params: dict) -> tuple[f
     tag = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="rl-") as folder, PeakMemory(tag) as memory:
         start = time.perf_counter()
-        done = subprocess.run([python, "-c", PLAIN, str(steps), folder, json.dumps(params)], env={**env, "BENCH_TAG": tag},
-                              capture_output=True, text=True, cwd=folder,
-                              start_new_session=True)  # a session of its own, as mosaic run's training (bench/load.py)
+        done = subprocess.run(
+            [python, "-c", PLAIN, str(steps), folder, json.dumps(params)],
+            env={**env, "BENCH_TAG": tag},
+            capture_output=True,
+            text=True,
+            cwd=folder,
+            start_new_session=True,
+        )  # a session of its own, as mosaic run's training (bench/load.py)
         wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"the plain RLlib script failed: {done.stderr[-800:]}")
@@ -133,10 +138,33 @@ def mosaic_run(steps: int, env: dict[str, str], runs: Path, run_id: str, params:
     tag = uuid.uuid4().hex
     with PeakMemory(tag) as memory:
         start = time.perf_counter()
-        subprocess.run([*MOSAIC, "run", "--worker", "rllib", "--algo", "PPO", "--env-id", "CartPole-v1",
-                        "--total-timesteps", str(steps), "--seed", "1", "--extras", json.dumps({"algo_params": params}),
-                        "--runs-dir", str(runs), "--run-id", run_id, "--json", "--quiet"], env={**env, "BENCH_TAG": tag},
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                *MOSAIC,
+                "run",
+                "--worker",
+                "rllib",
+                "--algo",
+                "PPO",
+                "--env-id",
+                "CartPole-v1",
+                "--total-timesteps",
+                str(steps),
+                "--seed",
+                "1",
+                "--extras",
+                json.dumps({"algo_params": params}),
+                "--runs-dir",
+                str(runs),
+                "--run-id",
+                run_id,
+                "--json",
+                "--quiet",
+            ],
+            env={**env, "BENCH_TAG": tag},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wall = time.perf_counter() - start
     events_of(runs / run_id)
     from mosaic_analytics.curves import read_scalars
@@ -155,8 +183,12 @@ def main() -> int:
     parser.add_argument("--env-runners", type=int, default=1, help="RLlib's num_env_runners, both sides")
     parser.add_argument("--sample-timeout", type=float, default=600.0, help="RLlib's sample_timeout_s, both sides")
     parser.add_argument("--loops", type=int, default=0, help="busy loops beside the speed rows (load)")
-    parser.add_argument("--params", type=json.loads, default={},
-                        help='more of PPOConfig, both sides (e.g. \'{"train_batch_size_per_learner": 1000}\')')
+    parser.add_argument(
+        "--params",
+        type=json.loads,
+        default={},
+        help="more of PPOConfig, both sides (e.g. '{\"train_batch_size_per_learner\": 1000}')",
+    )
     ns = parser.parse_args()
     params = {"num_env_runners": ns.env_runners, "sample_timeout_s": ns.sample_timeout, **ns.params}
     env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
@@ -174,14 +206,19 @@ def main() -> int:
                 after = os.getloadavg()[0]
             own_rate, ours_rate = max(r[0] for r in own), max(r[0] for r in ours)
             own_wall, ours_wall = min(r[1] for r in own), min(r[1] for r in ours)
-            print(f"load average {before:.1f} -> {after:.1f} ({ns.loops} busy loops of ours); PPOConfig: "
-                  f"{json.dumps(params)}")
-            print(f"{'PPO CartPole-v1, ' + str(ns.steps) + ' steps':34} {'env steps/s':>11} {'wall s':>8} "
-                  f"{'peak MiB':>9}")
+            print(
+                f"load average {before:.1f} -> {after:.1f} ({ns.loops} busy loops of ours); PPOConfig: "
+                f"{json.dumps(params)}"
+            )
+            print(
+                f"{'PPO CartPole-v1, ' + str(ns.steps) + ' steps':34} {'env steps/s':>11} {'wall s':>8} {'peak MiB':>9}"
+            )
             print(f"{'plain RLlib script':34} {own_rate:11.0f} {own_wall:8.1f} {max(r[2] for r in own):9.0f}")
             print(f"{'mosaic run --worker rllib':34} {ours_rate:11.0f} {ours_wall:8.1f} {max(r[2] for r in ours):9.0f}")
-            print(f"overhead (env steps/s) {1 - ours_rate / own_rate:.1%}; wall ratio {ours_wall / own_wall:.2f}",
-                  flush=True)
+            print(
+                f"overhead (env steps/s) {1 - ours_rate / own_rate:.1%}; wall ratio {ours_wall / own_wall:.2f}",
+                flush=True,
+            )
         if ns.learning_steps:
             from mosaic_analytics.curves import read_scalars
 
@@ -189,8 +226,10 @@ def main() -> int:
             means = read_scalars(runs / "learning", "rllib/episode_return_mean")
             reached = next((step for step, value in zip(means.steps, means.values) if value >= 500), None)
             best = max(means.values)
-            print(f"learning: PPO CartPole-v1 {ns.learning_steps} steps: episode_return_mean "
-                  + (f"reached 500 at {reached} env steps" if reached else f"peaked at {best:.1f} (NOT 500)"))
+            print(
+                f"learning: PPO CartPole-v1 {ns.learning_steps} steps: episode_return_mean "
+                + (f"reached 500 at {reached} env steps" if reached else f"peaked at {best:.1f} (NOT 500)")
+            )
     return 0
 
 

@@ -49,31 +49,65 @@ def main() -> None:
         cluster.start()
         print(f"one-node Slurm cluster up in {time.monotonic() - started:.1f} s", flush=True)
         slurm_env = {**env, **cluster.env()}
-        run = [str(BIN / "mosaic"), "run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "2000",
-               "--json"]
+        run = [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "example",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "2000",
+            "--json",
+        ]
         here, slurm, here_phases, slurm_phases = [], [], [], []
         for _ in range(args.runs):  # alternated: the machine's noise hits both alike
             here.append(timed([*run, "--runs-dir", str(work / "runs-here")], env, work, here_phases))
-            slurm.append(timed([*run, "--runs-dir", str(work / "runs-slurm"), "--launcher", "slurm"], slurm_env, work,
-                               slurm_phases))
+            slurm.append(
+                timed(
+                    [*run, "--runs-dir", str(work / "runs-slurm"), "--launcher", "slurm"], slurm_env, work, slurm_phases
+                )
+            )
         h, s = statistics.median(here), statistics.median(slurm)
-        print(f"one run (example worker, 2000 steps), median of {args.runs}, load {os.getloadavg()[0]:.1f}: here "
-              f"{h:.2f} s, through Slurm {s:.2f} s, overhead {s - h:+.2f} s per run ({s / h:.2f}x)", flush=True)
-        print(f"  here: {medians(here_phases)}; through Slurm: {medians(slurm_phases)} (start: to run_started; "
-              "end: the terminal event to the exit)", flush=True)
+        print(
+            f"one run (example worker, 2000 steps), median of {args.runs}, load {os.getloadavg()[0]:.1f}: here "
+            f"{h:.2f} s, through Slurm {s:.2f} s, overhead {s - h:+.2f} s per run ({s / h:.2f}x)",
+            flush=True,
+        )
+        print(
+            f"  here: {medians(here_phases)}; through Slurm: {medians(slurm_phases)} (start: to run_started; "
+            "end: the terminal event to the exit)",
+            flush=True,
+        )
         spec = work / "spec.toml"
         spec.write_text(SPEC.format(timesteps=args.timesteps, trials=args.trials), encoding="utf-8")
         rates = {}
-        for name, extra, run_env in (("here", ["--workers", "2"], env),
-                                     ("slurm", ["--launcher", "slurm", "--slurm-array-limit", "2"], slurm_env)):
-            sweep = [str(BIN / "mosaic"), "sweep", "run", str(spec), "--storage", f"sqlite:///{work / f'{name}.db'}",
-                     "--runs-dir", str(work / f"sweep-{name}"), *extra]
+        for name, extra, run_env in (
+            ("here", ["--workers", "2"], env),
+            ("slurm", ["--launcher", "slurm", "--slurm-array-limit", "2"], slurm_env),
+        ):
+            sweep = [
+                str(BIN / "mosaic"),
+                "sweep",
+                "run",
+                str(spec),
+                "--storage",
+                f"sqlite:///{work / f'{name}.db'}",
+                "--runs-dir",
+                str(work / f"sweep-{name}"),
+                *extra,
+            ]
             seconds = timed(sweep, run_env, work)
             rates[name] = args.trials / seconds * 60
-            print(f"sweep {name}: {args.trials} trials ({args.timesteps} ppo steps each) in {seconds:.1f} s = "
-                  f"{rates[name]:.2f} trials/min", flush=True)
-        print(f"trials per minute: here {rates['here']:.2f}, one-node Slurm job array {rates['slurm']:.2f} "
-              f"(ratio {rates['slurm'] / rates['here']:.2f})")
+            print(
+                f"sweep {name}: {args.trials} trials ({args.timesteps} ppo steps each) in {seconds:.1f} s = "
+                f"{rates[name]:.2f} trials/min",
+                flush=True,
+            )
+        print(
+            f"trials per minute: here {rates['here']:.2f}, one-node Slurm job array {rates['slurm']:.2f} "
+            f"(ratio {rates['slurm'] / rates['here']:.2f})"
+        )
     finally:
         left = cluster.stop()
         shutil.rmtree(work, ignore_errors=True)

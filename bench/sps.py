@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "cleanrl_worker" / "algorithms"
+ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "mosaic_cleanrl" / "algorithms"
 MOSAIC = Path(sys.executable).parent / "mosaic"
 
 # algo: (env_id, num_envs, steps, extra flags)
@@ -57,10 +57,20 @@ SUITES = {
         "ppo_atari_envpool:float32": ("Breakout-v5", 8, 16384, ["--no-bf16"]),
         "ppo_atari": ("BreakoutNoFrameskip-v4", 8, 16384, []),
     },
-    "mujoco": {algo: ("HalfCheetah-v4", 1, 8192 if algo.startswith("ppo") else 3000,
-                      [] if algo.startswith("ppo") else ["--learning-starts", "1000"])
-               for algo in ("ppo_continuous_action", "sac_continuous_action", "td3_continuous_action",
-                            "ddpg_continuous_action")},
+    "mujoco": {
+        algo: (
+            "HalfCheetah-v4",
+            1,
+            8192 if algo.startswith("ppo") else 3000,
+            [] if algo.startswith("ppo") else ["--learning-starts", "1000"],
+        )
+        for algo in (
+            "ppo_continuous_action",
+            "sac_continuous_action",
+            "td3_continuous_action",
+            "ddpg_continuous_action",
+        )
+    },
 }
 
 
@@ -68,7 +78,7 @@ def make_plain_env(env_id: str):
     import gymnasium as gym
 
     if env_id.endswith("NoFrameskip-v4"):  # the Atari algorithms' own preprocessing
-        from cleanrl_worker.atari import make_training_env
+        from mosaic_cleanrl.atari import make_training_env
 
         return make_training_env(env_id)
     return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
@@ -83,13 +93,16 @@ def plain_sps(env_id: str, num_envs: int, steps: int) -> float:
     if pool:  # an EnvPool task, made as ppo_atari_envpool makes it
         import envpool
 
-        envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True, seed=0)
+        envs = envpool.make(
+            env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True, seed=0
+        )
     else:
         envs = gym.vector.SyncVectorEnv([lambda: make_plain_env(env_id) for _ in range(num_envs)])
     vector_steps = max(1, steps // num_envs)
     if pool:  # EnvPool takes int32 actions
-        actions = np.random.default_rng(0).integers(envs.single_action_space.n, size=(vector_steps, num_envs),
-                                                    dtype=np.int32)
+        actions = np.random.default_rng(0).integers(
+            envs.single_action_space.n, size=(vector_steps, num_envs), dtype=np.int32
+        )
         envs.reset()  # seeded by envpool.make
     else:
         envs.action_space.seed(0)
@@ -116,8 +129,9 @@ def flags_to_extras(flags: list[str]) -> dict:
     return extras
 
 
-def algo_sps(algo: str, env_id: str, steps: int, flags: list[str], cleanrl_home: Path | None = None,
-             via_mosaic: bool = False) -> float:
+def algo_sps(
+    algo: str, env_id: str, steps: int, flags: list[str], cleanrl_home: Path | None = None, via_mosaic: bool = False
+) -> float:
     """The run's last charts/SPS: the bundled script run directly, or through `mosaic run` (from the
     checkout ``cleanrl_home`` when given, else the bundled one), seed 1."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -127,13 +141,42 @@ def algo_sps(algo: str, env_id: str, steps: int, flags: list[str], cleanrl_home:
             env = {k: v for k, v in os.environ.items() if k != "MOSAIC_CLEANRL_HOME"}
             if cleanrl_home:
                 env["MOSAIC_CLEANRL_HOME"] = str(cleanrl_home)
-            command = [str(MOSAIC), "run", "--worker", "cleanrl", "--algo", algo, "--env-id", env_id, "--seed", "1",
-                       "--total-timesteps", str(steps), "--quiet", "--runs-dir", str(Path(tmp) / "runs-root"),
-                       "--extras", json.dumps({"cuda": False, **flags_to_extras(flags)})]
+            command = [
+                str(MOSAIC),
+                "run",
+                "--worker",
+                "cleanrl",
+                "--algo",
+                algo,
+                "--env-id",
+                env_id,
+                "--seed",
+                "1",
+                "--total-timesteps",
+                str(steps),
+                "--quiet",
+                "--runs-dir",
+                str(Path(tmp) / "runs-root"),
+                "--extras",
+                json.dumps({"cuda": False, **flags_to_extras(flags)}),
+            ]
             subprocess.run(command, cwd=tmp, env=env, check=True, stdout=subprocess.DEVNULL)
         else:
-            subprocess.run([sys.executable, str(ALGORITHMS / f"{algo}.py"), "--env-id", env_id, "--total-timesteps",
-                            str(steps), "--no-cuda", *flags], cwd=tmp, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(ALGORITHMS / f"{algo}.py"),
+                    "--env-id",
+                    env_id,
+                    "--total-timesteps",
+                    str(steps),
+                    "--no-cuda",
+                    *flags,
+                ],
+                cwd=tmp,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         (events,) = list(Path(tmp).rglob("events.out.tfevents.*"))
         acc = EventAccumulator(str(events.parent), size_guidance={"scalars": 0})
         acc.Reload()
@@ -147,8 +190,12 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every step budget")
     parser.add_argument("--cleanrl-home", type=Path, help="an upstream CleanRL checkout to compare with")
     args = parser.parse_args()
-    cases = {f"{name}@{case[0]}": (name, *case) for suite in args.suite or ["classic"]
-             for name, case in SUITES[suite].items() if not args.algo or name.split(":")[0] in args.algo}
+    cases = {
+        f"{name}@{case[0]}": (name, *case)
+        for suite in args.suite or ["classic"]
+        for name, case in SUITES[suite].items()
+        if not args.algo or name.split(":")[0] in args.algo
+    }
     upstream = "" if args.cleanrl_home is None else f"{'upstream':>10}{'ratio':>8}"
     header = f"{'algo':<27}{'env':<24}{'envs':>5}{'steps':>8}{'algo SPS':>10}{'plain SPS':>11}{'ratio':>8}{upstream}"
     print(header)

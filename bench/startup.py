@@ -23,12 +23,24 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-# import name -> folder in a source tree (pyproject.toml's package-dir)
-PACKAGES = {"mosaic_core": "mosaic_core", "cleanrl_worker": "plugins/cleanrl_worker",
-            "mosaic_fastlane": "plugins/fastlane", "mosaic_analytics": "plugins/analytics",
-            "mosaic_curriculum": "plugins/curriculum", "mosaic_dashboard": "plugins/dashboard",
-            "mosaic_sweep": "plugins/sweep", "mosaic_ray": "plugins/ray_launcher",
-            "xuance_worker": "plugins/xuance_worker", "rllib_worker": "plugins/rllib_worker"}
+# import name -> folder in a source tree (pyproject.toml's packages.find roots: ".", "plugins")
+PACKAGES = {
+    "mosaic_core": "mosaic_core",
+    **{
+        name: f"plugins/{name}"
+        for name in (
+            "mosaic_cleanrl",
+            "mosaic_fastlane",
+            "mosaic_analytics",
+            "mosaic_curriculum",
+            "mosaic_dashboard",
+            "mosaic_sweep",
+            "mosaic_ray",
+            "mosaic_xuance",
+            "mosaic_rllib",
+        )
+    },
+}
 FROM_SOURCE = "import sys; from mosaic_core.cli.main import main; sys.exit(main())"
 
 
@@ -36,8 +48,9 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one run of ``cmd``, in a folder with no package of ours
     (``python -c`` puts the current folder first on ``sys.path``)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                            cwd=tempfile.gettempdir())
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tempfile.gettempdir()
+    )
     _pid, _status, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0
     return time.perf_counter() - started, usage.ru_utime + usage.ru_stime
@@ -52,11 +65,24 @@ def source_site(tree: Path, folder: Path) -> Path:
 
 
 def commands(prefix: list[str]) -> dict[str, list[str]]:
-    return {"mosaic --help": [*prefix, "--help"],
-            "mosaic workers": [*prefix, "workers"],
-            "mosaic workers --json": [*prefix, "workers", "--json"],
-            "mosaic run --dry-run (ppo)": [*prefix, "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id",
-                                           "CartPole-v1", "--total-timesteps", "1000", "--dry-run"]}
+    return {
+        "mosaic --help": [*prefix, "--help"],
+        "mosaic workers": [*prefix, "workers"],
+        "mosaic workers --json": [*prefix, "workers", "--json"],
+        "mosaic run --dry-run (ppo)": [
+            *prefix,
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            "ppo",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "1000",
+            "--dry-run",
+        ],
+    }
 
 
 def main() -> None:
@@ -85,8 +111,10 @@ def main() -> None:
             for name, (cmd, case_env) in cases.items():
                 results[name].append(timed(cmd, case_env))
     base = statistics.median(wall for wall, _cpu in results["python -c pass"])
-    print(f"{len(os.sched_getaffinity(0))} usable CPUs, load {os.getloadavg()[0]:.1f} (1-min average at the end), "
-          f"median of {args.repeat}")
+    print(
+        f"{len(os.sched_getaffinity(0))} usable CPUs, load {os.getloadavg()[0]:.1f} (1-min average at the end), "
+        f"median of {args.repeat}"
+    )
     print(f"{'command':58} {'wall s':>7} {'x python':>9} {'cpu s':>7}")
     for name, runs in results.items():
         wall = statistics.median(w for w, _c in runs)

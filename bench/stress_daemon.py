@@ -36,8 +36,10 @@ def main() -> None:
         tail = "" if ok else " | " + (done.stdout.strip().splitlines() or [""])[-1]
         print(f"round {round_}/{args.repeat}: {'pass' if ok else 'FAIL'}{tail}", flush=True)
     load = Path("/proc/loadavg").read_text().split()[0]
-    print(f"{passed} passed, {failed} failed ({aborted} with a process killed by a signal) in "
-          f"{time.perf_counter() - started:.0f} s; load average at the end {load}")
+    print(
+        f"{passed} passed, {failed} failed ({aborted} with a process killed by a signal) in "
+        f"{time.perf_counter() - started:.0f} s; load average at the end {load}"
+    )
 
 
 if __name__ == "__main__":

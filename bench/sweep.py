@@ -58,10 +58,29 @@ def by_hand(workdir: Path, trials: int, seeds: int, steps: int) -> float:
     for trial in range(trials):
         for seed in range(1, seeds + 1):
             extras = json.dumps({"algo_params": {"learning_rate": 10 ** (-4 + 2 * trial / max(trials - 1, 1))}})
-            subprocess.run([str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id",
-                            "CartPole-v1", "--total-timesteps", str(steps), "--seed", str(seed), "--quiet",
-                            "--extras", extras], cwd=workdir, check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    str(BIN / "mosaic"),
+                    "run",
+                    "--worker",
+                    "cleanrl",
+                    "--algo",
+                    "ppo",
+                    "--env-id",
+                    "CartPole-v1",
+                    "--total-timesteps",
+                    str(steps),
+                    "--seed",
+                    str(seed),
+                    "--quiet",
+                    "--extras",
+                    extras,
+                ],
+                cwd=workdir,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
     return time.perf_counter() - started
 
 
@@ -74,14 +93,13 @@ def sweep(workdir: Path, name: str, trials: int, seeds: int, steps: int, workers
 def round_trips(workdir: Path, trials: int = 50) -> float:
     """Seconds per trial of the study bookkeeping a worker does, on SQLite, with no training."""
     import optuna
-
     from mosaic_sweep.storage import open_storage, resolve
     from mosaic_sweep.worker import counted
 
     location = resolve(f"sqlite:///{workdir}/trips.db", "trips")
     storage = open_storage(location, heartbeat_s=10)
     study = optuna.create_study(study_name="trips", storage=storage, direction="maximize")
-    objective = lambda trial: trial.suggest_float("x", 0, 1)  # noqa: E731
+    objective = lambda trial: trial.suggest_float("x", 0, 1)
     started = time.perf_counter()
     for _ in range(trials):
         optuna.storages.fail_stale_trials(study)
@@ -112,8 +130,9 @@ def main() -> int:
     print(f"overhead per trial, 1 worker vs by hand: {overhead:+.2f} s ({100 * (one - hand) / hand:+.1f}%)")
     print(f"2 workers vs 1 worker: x{one / two:.2f} trials per minute")
     print(f"sweep start-up checks (spec, dry run, study) on a finished study: {startup:.2f} s (median of 3)")
-    print(f"study round trips per trial (SQLite: stale check, budget count, ask, heartbeat, tell): "
-          f"{1000 * trip:.1f} ms")
+    print(
+        f"study round trips per trial (SQLite: stale check, budget count, ask, heartbeat, tell): {1000 * trip:.1f} ms"
+    )
     return 0
 
 

@@ -36,10 +36,36 @@ def one_run(ns: argparse.Namespace, budget: int, runs: Path, run_id: str, env: d
     """(env steps/s by upstream's charts/SPS, wall seconds) of one run with ``budget`` threads."""
     extras = {"cleanrl_home": str(ns.cleanrl_home), "learning_starts": ns.learning_starts}
     start = time.perf_counter()
-    done = subprocess.run([*MOSAIC, "run", "--worker", "cleanrl", "--algo", ns.algo, "--env-id", ns.env_id,
-                           "--total-timesteps", str(ns.steps), "--seed", "1", "--num-cpus", str(budget), "--no-save",
-                           "--extras", json.dumps(extras), "--runs-dir", str(runs), "--run-id", run_id, "--quiet"],
-                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        [
+            *MOSAIC,
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            ns.algo,
+            "--env-id",
+            ns.env_id,
+            "--total-timesteps",
+            str(ns.steps),
+            "--seed",
+            "1",
+            "--num-cpus",
+            str(budget),
+            "--no-save",
+            "--extras",
+            json.dumps(extras),
+            "--runs-dir",
+            str(runs),
+            "--run-id",
+            run_id,
+            "--quiet",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wall = time.perf_counter() - start
     launch = json.loads((runs / run_id / "launch.json").read_text()) if (runs / run_id / "launch.json").exists() else {}
     if done.returncode != 0:
@@ -64,8 +90,10 @@ def measure(ns: argparse.Namespace, runs: Path, label: str, env: dict[str, str])
             old = best.get(budget)
             best[budget] = (max(rate, old[0]) if old else rate, min(wall, old[1]) if old else wall)
     after = os.getloadavg()[0]
-    cells = "  ".join(f"{budget} thread{'s' if budget > 1 else ''}: {rate:6.0f} SPS {wall:5.1f} s"
-                      for budget, (rate, wall) in best.items())
+    cells = "  ".join(
+        f"{budget} thread{'s' if budget > 1 else ''}: {rate:6.0f} SPS {wall:5.1f} s"
+        for budget, (rate, wall) in best.items()
+    )
     first = best[ns.budgets[0]][0]
     ratios = "  ".join(f"{b}/{ns.budgets[0]}: {best[b][0] / first:.2f}x" for b in ns.budgets[1:])
     print(f"{label:>6} (load {before:4.1f} -> {after:4.1f})  {cells}  {ratios}", flush=True)
@@ -80,13 +108,19 @@ def main() -> int:
     parser.add_argument("--learning-starts", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--budgets", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--loops", type=int, default=len(os.sched_getaffinity(0)),
-                        help="busy loops beside the loaded rows (default: one per usable CPU)")
+    parser.add_argument(
+        "--loops",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="busy loops beside the loaded rows (default: one per usable CPU)",
+    )
     parser.add_argument("--skip-idle", action="store_true")
     ns = parser.parse_args()
     env = {key: value for key, value in os.environ.items() if key not in THREAD_VARS}
-    print(f"{ns.algo} on {ns.env_id}, {ns.steps} steps (learning from {ns.learning_starts}), "
-          f"{len(os.sched_getaffinity(0))} usable CPUs; best of {ns.repeats}")
+    print(
+        f"{ns.algo} on {ns.env_id}, {ns.steps} steps (learning from {ns.learning_starts}), "
+        f"{len(os.sched_getaffinity(0))} usable CPUs; best of {ns.repeats}"
+    )
     with tempfile.TemporaryDirectory(prefix="threads-") as folder:
         if not ns.skip_idle:
             measure(ns, Path(folder), "idle", env)

@@ -37,9 +37,17 @@ SETTINGS = {"parallels": 4, "vectorize": "DummyVecMultiAgentEnv"}
 # exploring does not beat in 30 k steps. Here: discrete actions, one shared policy, 10 epochs per
 # 1600-step batch from 16 envs (MAPPO's own MPE settings), gamma 0.99, learning rate 3e-4 (at
 # XuanCe's 7e-4 the return rose to -74 by 33 k steps and fell back to -91 by 80 k).
-LEARNING = {"parallels": 16, "vectorize": "DummyVecMultiAgentEnv", "buffer_size": 1600, "n_epochs": 10,
-            "continuous_action": False, "policy": "Categorical_MAAC_Policy", "use_parameter_sharing": True,
-            "gamma": 0.99, "learning_rate": 0.0003}
+LEARNING = {
+    "parallels": 16,
+    "vectorize": "DummyVecMultiAgentEnv",
+    "buffer_size": 1600,
+    "n_epochs": 10,
+    "continuous_action": False,
+    "policy": "Categorical_MAAC_Policy",
+    "use_parameter_sharing": True,
+    "gamma": 0.99,
+    "learning_rate": 0.0003,
+}
 OWN_RUNNER = """
 import json, os, sys, time
 from argparse import Namespace
@@ -70,8 +78,9 @@ def worker_python(env: dict[str, str]) -> str:
 def own_runner(python: str, algo: str, steps: int, env: dict[str, str]) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
-        done = subprocess.run([python, "-c", OWN_RUNNER, algo, str(steps), folder], env=env, capture_output=True,
-                              text=True, cwd=folder)
+        done = subprocess.run(
+            [python, "-c", OWN_RUNNER, algo, str(steps), folder], env=env, capture_output=True, text=True, cwd=folder
+        )
         wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"xuance's runner failed: {done.stderr[-800:]}")
@@ -86,13 +95,37 @@ def metrics_of(run_dir: Path) -> list[dict]:
     return [e["payload"] for e in events if e["event"] == "metrics"]
 
 
-def mosaic_run(algo: str, steps: int, env: dict[str, str], runs: Path, run_id: str,
-               settings: dict | None = None) -> tuple[float, float]:
+def mosaic_run(
+    algo: str, steps: int, env: dict[str, str], runs: Path, run_id: str, settings: dict | None = None
+) -> tuple[float, float]:
     start = time.perf_counter()
-    subprocess.run([*MOSAIC, "run", "--worker", "xuance", "--algo", algo, "--env-id", "mpe/simple_spread_v3",
-                    "--total-timesteps", str(steps), "--seed", "1", "--extras", json.dumps(settings or SETTINGS),
-                    "--runs-dir", str(runs), "--run-id", run_id, "--json", "--quiet"], env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            *MOSAIC,
+            "run",
+            "--worker",
+            "xuance",
+            "--algo",
+            algo,
+            "--env-id",
+            "mpe/simple_spread_v3",
+            "--total-timesteps",
+            str(steps),
+            "--seed",
+            "1",
+            "--extras",
+            json.dumps(settings or SETTINGS),
+            "--runs-dir",
+            str(runs),
+            "--run-id",
+            run_id,
+            "--json",
+            "--quiet",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wall = time.perf_counter() - start
     return metrics_of(runs / run_id)[-1]["sps"], wall
 
@@ -116,8 +149,10 @@ def main() -> int:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1", "SDL_VIDEODRIVER": "dummy"}
     python = worker_python(env)
     algos = ns.algo or ["mappo", "qmix", "iql"]
-    print(f"{'algo':8} {'xuance steps/s':>15} {'mosaic steps/s':>15} {'overhead':>9} {'xuance wall s':>14} "
-          f"{'mosaic wall s':>14}")
+    print(
+        f"{'algo':8} {'xuance steps/s':>15} {'mosaic steps/s':>15} {'overhead':>9} {'xuance wall s':>14} "
+        f"{'mosaic wall s':>14}"
+    )
     with tempfile.TemporaryDirectory() as folder:
         runs = Path(folder)
         for algo in algos if ns.steps else []:
@@ -126,8 +161,11 @@ def main() -> int:
                 own.append(own_runner(python, algo, ns.steps, env))
                 ours.append(mosaic_run(algo, ns.steps, env, runs, f"{algo}-{repeat}"))
             own_rate, ours_rate = max(r for r, _w in own), max(r for r, _w in ours)
-            print(f"{algo:8} {own_rate:15.0f} {ours_rate:15.0f} {1 - ours_rate / own_rate:9.1%} "
-                  f"{min(w for _r, w in own):14.1f} {min(w for _r, w in ours):14.1f}", flush=True)
+            print(
+                f"{algo:8} {own_rate:15.0f} {ours_rate:15.0f} {1 - ours_rate / own_rate:9.1%} "
+                f"{min(w for _r, w in own):14.1f} {min(w for _r, w in ours):14.1f}",
+                flush=True,
+            )
         if ns.learning_steps:
             mosaic_run("mappo", ns.learning_steps, env, runs, "learning", ns.learning_extras)
             print(learning_row(team_returns(runs / "learning"), ns.window, ns.learning_steps, ns.learning_extras))
@@ -139,12 +177,14 @@ def learning_row(returns: list[float], window: int, steps: int, extras: dict) ->
     count = len(returns) // window
     if count < 2:
         return f"learning: only {len(returns)} episodes, fewer than two windows of {window}"
-    means = [statistics.fmean(returns[i * window:(i + 1) * window]) for i in range(count)]
+    means = [statistics.fmean(returns[i * window : (i + 1) * window]) for i in range(count)]
     picked = sorted({round(i * (count - 1) / 5) for i in range(6)})
     trend = " -> ".join(f"{means[i]:.1f}" for i in picked)
     verdict = "rising" if means[-1] > means[0] else "NOT rising"
-    return (f"learning: MAPPO simple_spread_v3 {steps} steps {json.dumps(extras)}, {len(returns)} episodes; team "
-            f"return, mean per {window} episodes: {trend} (first {means[0]:.1f}, last {means[-1]:.1f}: {verdict})")
+    return (
+        f"learning: MAPPO simple_spread_v3 {steps} steps {json.dumps(extras)}, {len(returns)} episodes; team "
+        f"return, mean per {window} episodes: {trend} (first {means[0]:.1f}, last {means[-1]:.1f}: {verdict})"
+    )
 
 
 if __name__ == "__main__":

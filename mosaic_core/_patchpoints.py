@@ -28,7 +28,8 @@ import multiprocessing
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, child_from_environ
 from mosaic_core.types import ChildContext, HookFailure
@@ -47,12 +48,12 @@ def current() -> ChildContext | None:
     return _state.get("child")
 
 
-def plugins() -> "PluginHost | None":
+def plugins() -> PluginHost | None:
     """The plugin host of this training process (None before :func:`install`)."""
     return _state.get("host")
 
 
-def ready() -> tuple[ChildContext, "PluginHost"] | None:
+def ready() -> tuple[ChildContext, PluginHost] | None:
     """The run's context and plugin host, installing them on first use in a process of the run;
     None outside a MOSAIC run (or when installing failed once)."""
     child = current()
@@ -66,7 +67,7 @@ def ready() -> tuple[ChildContext, "PluginHost"] | None:
     return (child, host) if child is not None and host is not None else None
 
 
-def install(host: "PluginHost | None" = None) -> ChildContext | None:
+def install(host: PluginHost | None = None) -> ChildContext | None:
     """Install the patch points in this process once, then run every plugin's
     ``mosaic_child_setup``; returns the context (None when not run by a host)."""
     if "child" in _state:
@@ -110,8 +111,7 @@ def install_lazily() -> None:
 
 def _report_failure(child: ChildContext, failure: HookFailure) -> None:
     print(f"mosaic: warning: {failure.describe()}; its contribution is dropped", file=sys.stderr)
-    child.publish(FAILURE_KIND, {"plugin": failure.plugin, "hook": failure.hook, "error": failure.error},
-                  reliable=True)
+    child.publish(FAILURE_KIND, {"plugin": failure.plugin, "hook": failure.hook, "error": failure.error}, reliable=True)
 
 
 def env_index_hint() -> int | None:
@@ -136,7 +136,7 @@ def restart_env_indices() -> None:
         _state["make_calls"] = 0
 
 
-def _patch_gym_make(child: ChildContext, host: "PluginHost") -> None:
+def _patch_gym_make(child: ChildContext, host: PluginHost) -> None:
     import gymnasium
 
     original = gymnasium.make
@@ -196,7 +196,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         if self._once:  # one shot: from now on this finder matches nothing
             self._names = frozenset()
         finders = sys.meta_path
-        later = finders[finders.index(self) + 1:] if self in finders else finders
+        later = finders[finders.index(self) + 1 :] if self in finders else finders
         for finder in later:  # only the finders after this one: several hooks chain, never loop
             if not hasattr(finder, "find_spec"):
                 continue
@@ -219,7 +219,7 @@ class _CallbackLoader(importlib.abc.Loader):
         self._callback(module)
 
 
-def _patch_writer_module(module: Any, child: ChildContext, host: "PluginHost") -> None:
+def _patch_writer_module(module: Any, child: ChildContext, host: PluginHost) -> None:
     writer = getattr(module, "SummaryWriter", None)
     if writer is None or getattr(writer.add_scalar, "__mosaic_patched__", False):
         return

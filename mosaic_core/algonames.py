@@ -9,7 +9,7 @@ run pipeline applies the rule, and the choice of a worker for a run that names n
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def spelling(algo: str, names: Iterable[str]) -> str | None:

@@ -78,16 +78,30 @@ class WorkerCapabilities:
         if not isinstance(self.worker_type, str) or (self.worker_type and not _NAME.match(self.worker_type)):
             raise ValueError(f"{owner}.worker_type must be a lower-case identifier, got {self.worker_type!r}")
         set_ = object.__setattr__
-        set_(self, "supported_paradigms", _tuple_of_str(owner, "supported_paradigms", self.supported_paradigms, PARADIGMS))
+        set_(
+            self,
+            "supported_paradigms",
+            _tuple_of_str(owner, "supported_paradigms", self.supported_paradigms, PARADIGMS),
+        )
         set_(self, "env_families", _tuple_of_str(owner, "env_families", self.env_families))
         set_(self, "action_spaces", _tuple_of_str(owner, "action_spaces", self.action_spaces, ACTION_SPACES))
-        set_(self, "observation_spaces", _tuple_of_str(owner, "observation_spaces", self.observation_spaces, OBSERVATION_SPACES))
+        set_(
+            self,
+            "observation_spaces",
+            _tuple_of_str(owner, "observation_spaces", self.observation_spaces, OBSERVATION_SPACES),
+        )
         _check_int(owner, "max_agents", self.max_agents, 1)
         _check_int(owner, "gpu_memory_mb", self.gpu_memory_mb, 0)
         _check_int(owner, "cpu_cores", self.cpu_cores, 1)
         _check_int(owner, "estimated_memory_mb", self.estimated_memory_mb, 0)
-        for name in ("supports_self_play", "supports_population", "supports_checkpointing", "supports_pause_resume",
-                     "supports_env_switching", "requires_gpu"):
+        for name in (
+            "supports_self_play",
+            "supports_population",
+            "supports_checkpointing",
+            "supports_pause_resume",
+            "supports_env_switching",
+            "requires_gpu",
+        ):
             _check_bool(owner, name, getattr(self, name))
         if self.gpu_memory_mb and not self.requires_gpu:
             raise ValueError(f"{owner}.gpu_memory_mb is set but requires_gpu is false")
@@ -97,7 +111,7 @@ class WorkerCapabilities:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "WorkerCapabilities":
+    def from_dict(cls, data: Any) -> WorkerCapabilities:
         return _from_dict(cls, data)
 
 
@@ -135,21 +149,28 @@ class WorkerEnvironment:
         owner = "WorkerEnvironment"
         object.__setattr__(self, "requirements", _requirements(owner, "requirements", self.requirements))
         extras = self.host_extras
-        if isinstance(extras, str) or not isinstance(extras, (list, tuple)) or not all(
-                isinstance(e, str) and _NAME.match(e) for e in extras):
+        if (
+            isinstance(extras, str)
+            or not isinstance(extras, (list, tuple))
+            or not all(isinstance(e, str) and _NAME.match(e) for e in extras)
+        ):
             raise ValueError(f"{owner}.host_extras must be a list of extra names, got {extras!r}")
         object.__setattr__(self, "host_extras", tuple(extras))
         if not isinstance(self.optional, dict) or not all(isinstance(k, str) and _NAME.match(k) for k in self.optional):
             raise ValueError(f"{owner}.optional must map extra names to requirement lists, got {self.optional!r}")
-        object.__setattr__(self, "optional", {k: _requirements(owner, f"optional[{k!r}]", v)
-                                              for k, v in sorted(self.optional.items())})
+        object.__setattr__(
+            self, "optional", {k: _requirements(owner, f"optional[{k!r}]", v) for k, v in sorted(self.optional.items())}
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"requirements": list(self.requirements), "host_extras": list(self.host_extras),
-                "optional": {k: list(v) for k, v in self.optional.items()}}
+        return {
+            "requirements": list(self.requirements),
+            "host_extras": list(self.host_extras),
+            "optional": {k: list(v) for k, v in self.optional.items()},
+        }
 
     @classmethod
-    def from_dict(cls, data: Any) -> "WorkerEnvironment":
+    def from_dict(cls, data: Any) -> WorkerEnvironment:
         return _from_dict(cls, data)
 
 
@@ -184,8 +205,9 @@ class WorkerMetadata:
         if not isinstance(self.example, bool):
             raise ValueError(f"{owner}.example must be true or false, got {self.example!r}")
         if self.environment is not None and not isinstance(self.environment, WorkerEnvironment):
-            raise ValueError(f"{owner}.environment must be WorkerEnvironment or None, "
-                             f"got {type(self.environment).__name__}")
+            raise ValueError(
+                f"{owner}.environment must be WorkerEnvironment or None, got {type(self.environment).__name__}"
+            )
         if not isinstance(self.name, str) or (self.name and not _NAME.match(self.name)):
             raise ValueError(f"{owner}.name must be a lower-case identifier, got {self.name!r}")
         for name in ("version", "description"):
@@ -202,7 +224,7 @@ class WorkerMetadata:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{owner}.{name} must be a string or null")
 
-    def named(self, name: str) -> "WorkerMetadata":
+    def named(self, name: str) -> WorkerMetadata:
         """This descriptor with the worker's name (its entry point's) filled in."""
         return self if self.name == name else replace(self, name=name)
 
@@ -213,7 +235,7 @@ class WorkerMetadata:
         return data
 
     @classmethod
-    def from_dict(cls, data: Any) -> "WorkerMetadata":
+    def from_dict(cls, data: Any) -> WorkerMetadata:
         if isinstance(data, dict) and isinstance(data.get("capabilities"), dict):
             data = {**data, "capabilities": WorkerCapabilities.from_dict(data["capabilities"])}
         if isinstance(data, dict) and isinstance(data.get("environment"), dict):

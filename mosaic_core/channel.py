@@ -18,7 +18,8 @@ import os
 import socket
 import struct
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAX_DATAGRAM = 60_000
 CREDENTIALS_SPACE = socket.CMSG_SPACE(struct.calcsize("iII"))
@@ -53,7 +54,7 @@ class ChannelReceiver:
         self._thread = threading.Thread(target=self._loop, name="mosaic-channel", daemon=True)
         self.malformed = 0
 
-    def start(self) -> "ChannelReceiver":
+    def start(self) -> ChannelReceiver:
         self._thread.start()
         return self
 

@@ -15,15 +15,33 @@ import contextlib
 import signal
 import sys
 import time
-from typing import Any, Iterator, NoReturn
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 from mosaic_core import _patchpoints
 from mosaic_core._patchpoints import current, plugins
 from mosaic_core.childenv import LIFECYCLE_KIND, REFUSAL_KIND
 from mosaic_core.types import ChildContext, EnvSwitch, FrameInfo
 
-__all__ = ["ChildContext", "FrameInfo", "current", "plugins", "connect", "publish", "emit_event", "refuse_config",
-           "report_scalar", "frame_wanted", "publish_frame", "evaluation_envs", "env_switch", "EnvSwitch", "HostCancel", "Stopped", "FRAME_CHECK_S"]
+__all__ = [
+    "ChildContext",
+    "FrameInfo",
+    "current",
+    "plugins",
+    "connect",
+    "publish",
+    "emit_event",
+    "refuse_config",
+    "report_scalar",
+    "frame_wanted",
+    "publish_frame",
+    "evaluation_envs",
+    "env_switch",
+    "EnvSwitch",
+    "HostCancel",
+    "Stopped",
+    "FRAME_CHECK_S",
+]
 
 
 def connect() -> ChildContext | None:
@@ -73,8 +91,9 @@ def report_scalar(tag: str, value: float, step: int | None = None, agent: str | 
     multi-agent run (e.g. each agent's episode score; the team's value has no agent)."""
     ready = _patchpoints.ready()
     if ready is not None:
-        ready[1].on_scalar(ready[0], tag, float(value), None if step is None else int(step),
-                           None if agent is None else str(agent))
+        ready[1].on_scalar(
+            ready[0], tag, float(value), None if step is None else int(step), None if agent is None else str(agent)
+        )
 
 
 @contextlib.contextmanager
@@ -126,9 +145,17 @@ def frame_wanted(env_index: int = 0) -> bool:
     return wanted
 
 
-def publish_frame(frame: Any, *, env_index: int = 0, global_step: int = 0, reward: float = 0.0,
-                  rolling_return: float | None = None, step_rate_hz: float = 0.0, episode_count: int = 0,
-                  agent_rewards: dict[str, float] | None = None) -> None:
+def publish_frame(
+    frame: Any,
+    *,
+    env_index: int = 0,
+    global_step: int = 0,
+    reward: float = 0.0,
+    rolling_return: float | None = None,
+    step_rate_hz: float = 0.0,
+    episode_count: int = 0,
+    agent_rewards: dict[str, float] | None = None,
+) -> None:
     """Hand a rendered RGB frame (``HxWx3`` uint8) of env ``env_index`` to every
     ``mosaic_on_frame`` consumer (FastLane's shared memory, its PNG recorder…), with what is
     known about that moment; ``agent_rewards`` maps agent ids to their last rewards (the
@@ -137,10 +164,15 @@ def publish_frame(frame: Any, *, env_index: int = 0, global_step: int = 0, rewar
     ready = _patchpoints.ready()
     if ready is None:
         return
-    info = FrameInfo(global_step=int(global_step), env_index=int(env_index), last_reward=float(reward),
-                     rolling_return=None if rolling_return is None else float(rolling_return),
-                     step_rate_hz=float(step_rate_hz), episode_count=int(episode_count),
-                     agent_rewards=None if agent_rewards is None else {str(k): float(v) for k, v in agent_rewards.items()})
+    info = FrameInfo(
+        global_step=int(global_step),
+        env_index=int(env_index),
+        last_reward=float(reward),
+        rolling_return=None if rolling_return is None else float(rolling_return),
+        step_rate_hz=float(step_rate_hz),
+        episode_count=int(episode_count),
+        agent_rewards=None if agent_rewards is None else {str(k): float(v) for k, v in agent_rewards.items()},
+    )
     ready[1].on_frame(ready[0], frame, info)
 
 
@@ -178,7 +210,7 @@ class HostCancel:
         self.signal: int | None = None
         self._looping = False
 
-    def install(self) -> "HostCancel":
+    def install(self) -> HostCancel:
         """Handle SIGTERM and SIGINT (again after a library installed its own, as ``ray.init`` does)."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
@@ -207,5 +239,3 @@ class HostCancel:
     def exit_code(self) -> int:
         """128 + the signal, as a shell reports a process a signal ended."""
         return 128 + int(self.signal or signal.SIGTERM)
-
-

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from mosaic_core.channel import ChannelSender
 from mosaic_core.types import ChildContext
@@ -35,7 +35,15 @@ def child_from_environ(environ: Mapping[str, str] | None = None) -> ChildContext
     if not raw:
         return None
     spec = json.loads(raw)
-    return ChildContext(run_id=spec["run_id"], run_dir=Path(spec["run_dir"]), extras=spec.get("extras") or {},
-                        channel=ChannelSender(spec.get("channel")), algo=spec.get("algo", ""),
-                        env_id=spec.get("env_id", ""), num_envs=spec.get("num_envs"), worker=spec.get("worker", ""),
-                        plugins=spec.get("plugins"), host_pid=int(spec.get("host_pid") or 0))
+    return ChildContext(
+        run_id=spec["run_id"],
+        run_dir=Path(spec["run_dir"]),
+        extras=spec.get("extras") or {},
+        channel=ChannelSender(spec.get("channel")),
+        algo=spec.get("algo", ""),
+        env_id=spec.get("env_id", ""),
+        num_envs=spec.get("num_envs"),
+        worker=spec.get("worker", ""),
+        plugins=spec.get("plugins"),
+        host_pid=int(spec.get("host_pid") or 0),
+    )

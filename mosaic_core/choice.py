@@ -61,8 +61,9 @@ class Candidate:
             return f"{self.name} (its {found}; envs: {families})"
         if self.names is None:
             return f"{self.name} (algorithms: not declared; envs: {families})"
-        names = ", ".join(self.names[:SHOWN_NAMES]) + (f", … {len(self.names)} in all"
-                                                       if len(self.names) > SHOWN_NAMES else "")
+        names = ", ".join(self.names[:SHOWN_NAMES]) + (
+            f", … {len(self.names)} in all" if len(self.names) > SHOWN_NAMES else ""
+        )
         return f"{self.name} ({names}; envs: {families})"
 
 
@@ -116,15 +117,18 @@ def choose_worker(items: list[LoadedEntryPoint] | None = None, data: dict[str, A
     raise UsageError(_why_not(algo, data.get("env_id"), chosen, ready, everyone))
 
 
-def _why_not(algo: str | None, env_id: Any, chosen: list[Candidate], ready: list[Candidate],
-             everyone: list[Candidate]) -> str:
+def _why_not(
+    algo: str | None, env_id: Any, chosen: list[Candidate], ready: list[Candidate], everyone: list[Candidate]
+) -> str:
     how = f"give --worker NAME or set ${DEFAULT_WORKER_VAR}"
     installed = ", ".join(c.name for c in everyone) or "none"
     if chosen:
         what = f"algo {algo!r}" if algo else "a run with no --algo"
         on = f" on {env_id}" if isinstance(env_id, str) and env_id else ""
-        return (f"name the worker: {what}{on} fits {len(chosen)} installed workers: "
-                f"{'; '.join(c.offers(algo) for c in chosen)}; {how}")
+        return (
+            f"name the worker: {what}{on} fits {len(chosen)} installed workers: "
+            f"{'; '.join(c.offers(algo) for c in chosen)}; {how}"
+        )
     if not ready:
         blocked = "; ".join(f"{c.name}: {c.blocked}" for c in everyone) or "none is installed"
         return f"name the worker: no installed worker can run here ({blocked}); {how}"
@@ -172,16 +176,20 @@ def worker_for_argv(argv: list[str]) -> tuple[str, dict[str, Any] | None]:
     try:
         ns, _rest = _Request().parse_known_args(argv)
     except UsageError as exc:
-        ns, problems = argparse.Namespace(algo=None, env_id=None, config=None, from_run=None, runs_dir=None,
-                                          extras=None), [f"{exc} (see `mosaic run --worker NAME --help`)"]
+        ns, problems = (
+            argparse.Namespace(algo=None, env_id=None, config=None, from_run=None, runs_dir=None, extras=None),
+            [f"{exc} (see `mosaic run --worker NAME --help`)"],
+        )
     read, data, source = None, {}, ns.config
     try:
         if ns.config and not ns.from_run:
             read = read_config_file(ns.config)
             data = dict(read)
         elif ns.from_run and not ns.config:
-            source = str(find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(),
-                                      ns.from_run) / "config.json")
+            source = str(
+                find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(), ns.from_run)
+                / "config.json"
+            )
             data = unwrap_config(read_config_file(source, run_file=True), source)
     except MosaicError as exc:
         problems.append(str(exc))
@@ -231,13 +239,24 @@ def _other_problems(argv: list[str], data: dict[str, Any], source: str | None, k
         extras = parse_extras_json(ns.extras) if ns.extras else None
     except MosaicError:
         extras = None  # in known already
-    overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
-                 "worker_id": ns.worker_id, "run_id": ns.run_id}
+    overrides = {
+        "algo": ns.algo,
+        "env_id": ns.env_id,
+        "total_timesteps": ns.total_timesteps,
+        "seed": ns.seed,
+        "worker_id": ns.worker_id,
+        "run_id": ns.run_id,
+    }
     try:
         # Fields a worker's defaults may fill are filled here with stand-ins: only what is wrong counts.
-        config = build_config({k: v for k, v in data.items() if k != "worker"}, source=source, overrides=overrides,
-                              extras=extras, generate_run_id=True,
-                              defaults=lambda merged: {"algo": "any", "env_id": "any", "total_timesteps": 1})
+        config = build_config(
+            {k: v for k, v in data.items() if k != "worker"},
+            source=source,
+            overrides=overrides,
+            extras=extras,
+            generate_run_id=True,
+            defaults=lambda merged: {"algo": "any", "env_id": "any", "total_timesteps": 1},
+        )
     except MosaicError as exc:
         return [*problems, str(exc)]
     try:

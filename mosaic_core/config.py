@@ -8,9 +8,10 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mosaic_core.errors import ConfigError
 
@@ -31,8 +32,10 @@ def is_secret_key(key: str) -> bool:
 def redact(value: Any) -> Any:
     """A copy of ``value`` with every secret-named key's value replaced by ``***``."""
     if isinstance(value, dict):
-        return {k: REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "") else redact(v)
-                for k, v in value.items()}
+        return {
+            k: REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "") else redact(v)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
     return value
@@ -59,8 +62,9 @@ def _check_name(name: str, value: str, source: str | None) -> None:
         raise ConfigError(f"{name} is {len(value):,} characters long; at most {MAX_NAME:,}", field=name, source=source)
     bad = _NOT_IN_NAMES.search(value)
     if bad:
-        raise ConfigError(f"{name} holds the control character {bad.group()!r} at position {bad.start()}",
-                          field=name, source=source)
+        raise ConfigError(
+            f"{name} holds the control character {bad.group()!r} at position {bad.start()}", field=name, source=source
+        )
 
 
 def _check_text(value: Any, where: str, source: str | None) -> None:
@@ -70,9 +74,12 @@ def _check_text(value: Any, where: str, source: str | None) -> None:
         field = f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]"
         for text, what in ((key, "key"), (item, "value")):
             if isinstance(text, str) and _NOT_ANYWHERE.search(text):
-                raise ConfigError(f"{field if what == 'value' else where}: a {what} holds a NUL or an unpaired "
-                                  "surrogate character, which no command line or file can carry",
-                                  field=where if what == "key" else field, source=source)
+                raise ConfigError(
+                    f"{field if what == 'value' else where}: a {what} holds a NUL or an unpaired "
+                    "surrogate character, which no command line or file can carry",
+                    field=where if what == "key" else field,
+                    source=source,
+                )
         _check_text(item, field, source)
 
 
@@ -80,7 +87,9 @@ def check_run_id(run_id: Any, source: str | None = None) -> str:
     if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
         raise ConfigError(
             f"run_id must be 1-128 letters, digits, '-' or '_' (it becomes a directory name), got {run_id!r}",
-            field="run_id", source=source)
+            field="run_id",
+            source=source,
+        )
     return run_id
 
 
@@ -109,23 +118,31 @@ class WorkerConfig:
         if total is None and not needs_budget(self.extras):
             pass  # resume takes the resumed run's budget; evaluate needs none (docs/run-contract.md)
         elif isinstance(total, bool) or not isinstance(total, int) or total <= 0:
-            raise ConfigError(f"total_timesteps must be an integer > 0, got {total!r}", field="total_timesteps", source=src)
+            raise ConfigError(
+                f"total_timesteps must be an integer > 0, got {total!r}", field="total_timesteps", source=src
+            )
         if total is not None and total > MAX_STEPS:
-            raise ConfigError(f"total_timesteps must be at most {MAX_STEPS} (int64), got {total}",
-                              field="total_timesteps", source=src)
+            raise ConfigError(
+                f"total_timesteps must be at most {MAX_STEPS} (int64), got {total}", field="total_timesteps", source=src
+            )
         seed = self.seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
-            raise ConfigError(f"seed must be an integer from 0 to {MAX_SEED} (numpy's seeding range) or null, "
-                              f"got {seed!r}", field="seed", source=src)
+            raise ConfigError(
+                f"seed must be an integer from 0 to {MAX_SEED} (numpy's seeding range) or null, got {seed!r}",
+                field="seed",
+                source=src,
+            )
         if self.worker_id is not None and not isinstance(self.worker_id, str):
-            raise ConfigError(f"worker_id must be a string or null, got {self.worker_id!r}", field="worker_id", source=src)
+            raise ConfigError(
+                f"worker_id must be a string or null, got {self.worker_id!r}", field="worker_id", source=src
+            )
         if self.worker_id is not None:
             _check_name("worker_id", self.worker_id, src)
         if not isinstance(self.extras, dict):
             raise ConfigError(f"extras must be an object, got {type(self.extras).__name__}", field="extras", source=src)
         _check_text(self.extras, "extras", src)
 
-    def with_overrides(self, **overrides: Any) -> "WorkerConfig":
+    def with_overrides(self, **overrides: Any) -> WorkerConfig:
         """A copy with the given fields replaced (None means "not given"); ``extras`` is merged
         into the current extras, the override winning per key (MOSAIC's semantics)."""
         given = {k: v for k, v in overrides.items() if v is not None}
@@ -134,7 +151,7 @@ class WorkerConfig:
         return replace(self, **given)
 
     @classmethod
-    def from_dict(cls, data: Any, source: str | None = None) -> "WorkerConfig":
+    def from_dict(cls, data: Any, source: str | None = None) -> WorkerConfig:
         """A validated config from a flat mapping or a trainer payload (``metadata.worker.config``)."""
         return build_config(unwrap_config(data, source), source=source)
 
@@ -142,8 +159,6 @@ class WorkerConfig:
         data = asdict(self)
         data.pop("source")
         return redact(data) if redacted else data
-
-
 
 
 def _reject_constant(name: str) -> Any:
@@ -165,8 +180,11 @@ def _depth(value: Any) -> int:
         depth += 1
         if depth > MAX_DEPTH:
             return depth
-        level = [v for item in level for v in (item.values() if isinstance(item, dict) else
-                                               item if isinstance(item, list) else ())]
+        level = [
+            v
+            for item in level
+            for v in (item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+        ]
     return depth
 
 
@@ -176,8 +194,9 @@ def parse_json(text: str, what: str, source: str | None = None, field: str | Non
     try:
         value = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-                          field=field, source=source) from None
+        raise ConfigError(
+            f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", field=field, source=source
+        ) from None
     except ValueError as exc:
         raise ConfigError(f"{what} is not valid JSON: {exc}", field=field, source=source) from None
     except RecursionError:
@@ -213,7 +232,9 @@ def read_config_file(path: str | Path, run_file: bool = False) -> dict[str, Any]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file is not UTF-8 text (byte {exc.start} cannot be decoded)", source=source) from None
+        raise ConfigError(
+            f"config file is not UTF-8 text (byte {exc.start} cannot be decoded)", source=source
+        ) from None
     return unwrap_config(parse_json(text, "the config file", source), source)
 
 
@@ -264,8 +285,11 @@ def build_config(
     known = {"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "extras"}
     unknown = sorted(set(merged) - known)
     if unknown:
-        raise ConfigError(f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}",
-                          field=unknown[0], source=source)
+        raise ConfigError(
+            f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}",
+            field=unknown[0],
+            source=source,
+        )
     if "mode" in merged["extras"]:  # read once, here: workers only ever see the contract's names
         from mosaic_core.contract import normalize_mode
 
@@ -273,8 +297,14 @@ def build_config(
     required = REQUIRED if needs_budget(merged["extras"]) else tuple(n for n in REQUIRED if n != "total_timesteps")
     missing = [name for name in required if merged.get(name) in (None, "")]
     if missing:
-        flags = "" if source else "; give " + ", ".join("--env-id (or --env)" if name == "env_id" else
-                                                         f"--{name.replace('_', '-')}" for name in missing)
+        flags = (
+            ""
+            if source
+            else "; give "
+            + ", ".join(
+                "--env-id (or --env)" if name == "env_id" else f"--{name.replace('_', '-')}" for name in missing
+            )
+        )
         raise ConfigError(f"missing required field(s) {', '.join(missing)}{flags}", field=missing[0], source=source)
     if merged.get("total_timesteps") in (None, ""):
         merged["total_timesteps"] = None

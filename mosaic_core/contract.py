@@ -31,9 +31,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from mosaic_core.types import ExtrasKey
 
@@ -49,8 +50,9 @@ EVAL_SCHEMA = "mosaic.eval/1"
 EVAL_FILE = "eval.json"
 
 STANDARD_KEYS = [
-    ExtrasKey("mode", "train (default), resume or evaluate (resume_training and policy_eval are read as "
-                      "resume and evaluate)"),
+    ExtrasKey(
+        "mode", "train (default), resume or evaluate (resume_training and policy_eval are read as resume and evaluate)"
+    ),
     ExtrasKey("checkpoint_path", "resume / evaluate: a checkpoint, or a run directory (its newest checkpoint)"),
     ExtrasKey("policy_path", "evaluate: the old name of checkpoint_path"),
     ExtrasKey("checkpoint_frequency", "save a checkpoint every N env steps (0 or absent: at the end and on a stop)"),
@@ -72,6 +74,7 @@ def normalize_mode(mode: Any) -> Any:
 
 # Checkpoints --------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CheckpointLayout:
     """How a worker's checkpoints look inside a run directory.
@@ -89,7 +92,9 @@ class CheckpointLayout:
 
     def __post_init__(self) -> None:
         if self.pattern.count("{step}") != 1 or self.pattern.startswith("/") or ".." in Path(self.pattern).parts:
-            raise ValueError(f"CheckpointLayout.pattern must be a relative path with one {{step}}, got {self.pattern!r}")
+            raise ValueError(
+                f"CheckpointLayout.pattern must be a relative path with one {{step}}, got {self.pattern!r}"
+            )
         if self.kind not in ("file", "dir"):
             raise ValueError(f"CheckpointLayout.kind must be 'file' or 'dir', got {self.kind!r}")
 
@@ -98,7 +103,7 @@ class CheckpointLayout:
 
     def regex(self, run_id: str = "") -> re.Pattern[str]:
         head, tail = self.pattern.split("{step}")
-        escape = lambda text: re.escape(text.replace("{run_id}", run_id))  # noqa: E731
+        escape = lambda text: re.escape(text.replace("{run_id}", run_id))
         return re.compile(f"^{escape(head)}(?P<step>[0-9]+){escape(tail)}$")
 
 
@@ -143,6 +148,7 @@ def newest_checkpoint(run_dir: Path, layout: CheckpointLayout, run_id: str = "")
 
 # Evaluation ---------------------------------------------------------------------------------
 
+
 def eval_seeds(episodes: int, training_seed: int | None = None, eval_seed: int | None = None) -> list[int]:
     """One reset seed per evaluation episode: ``eval_seed, eval_seed + 1, …``; by default
     :data:`EVAL_SEED_OFFSET` past the training seed, so they never meet training's seeds."""
@@ -159,7 +165,7 @@ def iqm(values: Sequence[float]) -> float:
     if not ordered:
         return math.nan
     cut = int(0.25 * len(ordered))
-    middle = ordered[cut:len(ordered) - cut]
+    middle = ordered[cut : len(ordered) - cut]
     return sum(middle) / len(middle)
 
 
@@ -170,14 +176,26 @@ def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
-def eval_result(*, worker: str, algo: str, env_id: str, checkpoint: str, global_step: int,
-                returns: Sequence[float], lengths: Sequence[int], seeds: Sequence[int], deterministic: bool,
-                agent_returns: Sequence[dict[str, float]] | None = None,
-                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def eval_result(
+    *,
+    worker: str,
+    algo: str,
+    env_id: str,
+    checkpoint: str,
+    global_step: int,
+    returns: Sequence[float],
+    lengths: Sequence[int],
+    seeds: Sequence[int],
+    deterministic: bool,
+    agent_returns: Sequence[dict[str, float]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The one evaluation schema, ``mosaic.eval/1``. ``returns`` are per-episode (team returns
     for multi-agent runs, whose per-agent returns go in ``agent_returns``); normalisation is
     always frozen during evaluation."""
-    if not (len(returns) == len(lengths) == len(seeds)) or (agent_returns is not None and len(agent_returns) != len(returns)):
+    if not (len(returns) == len(lengths) == len(seeds)) or (
+        agent_returns is not None and len(agent_returns) != len(returns)
+    ):
         raise ValueError("returns, lengths, seeds (and agent_returns) must have one entry per episode")
     episodes = []
     for i, (ret, length, seed) in enumerate(zip(returns, lengths, seeds)):
@@ -187,12 +205,22 @@ def eval_result(*, worker: str, algo: str, env_id: str, checkpoint: str, global_
         episodes.append(episode)
     mean, std = _mean_std([float(r) for r in returns])
     return {
-        "schema": EVAL_SCHEMA, "worker": worker, "algo": algo, "env_id": env_id,
-        "checkpoint": checkpoint, "global_step": int(global_step),
-        "protocol": {"episodes": len(episodes), "deterministic": bool(deterministic),
-                     "first_seed": int(seeds[0]) if seeds else None, "normalization": "frozen"},
+        "schema": EVAL_SCHEMA,
+        "worker": worker,
+        "algo": algo,
+        "env_id": env_id,
+        "checkpoint": checkpoint,
+        "global_step": int(global_step),
+        "protocol": {
+            "episodes": len(episodes),
+            "deterministic": bool(deterministic),
+            "first_seed": int(seeds[0]) if seeds else None,
+            "normalization": "frozen",
+        },
         "episodes": episodes,
-        "mean": mean, "std": std, "iqm": iqm(returns),
+        "mean": mean,
+        "std": std,
+        "iqm": iqm(returns),
         "written": time.time(),
         **(extra or {}),
     }
@@ -267,6 +295,7 @@ class StopOnSignal:
 
 
 # The training program's side ----------------------------------------------------------------
+
 
 def add_host_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The host's fields on a training program's command line, the same names for every worker

@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib
 import os
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from mosaic_core import installed
 from mosaic_core.errors import PluginError
@@ -107,7 +108,9 @@ def load_value(value: str) -> Any:
     return obj
 
 
-def load_listed(group: str, records: list[list[str]], check: Callable[[Any], Any] | None = None) -> list[LoadedEntryPoint]:
+def load_listed(
+    group: str, records: list[list[str]], check: Callable[[Any], Any] | None = None
+) -> list[LoadedEntryPoint]:
     """Load entry points a host already selected (``[name, value, distribution, version]``
     each), without scanning installed metadata again: what a run's training process does."""
     results = []

@@ -28,9 +28,10 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mosaic_core.capabilities import WorkerMetadata
 from mosaic_core.errors import UsageError
@@ -72,13 +73,16 @@ def _private_root(create: bool) -> Path:
         _check_folders(root)
         return root
     except OSError as exc:
-        raise UsageError(f"worker environments directory {root} cannot be made: {exc.strerror or exc} "
-                         f"(set ${VENVS_VAR})") from None
+        raise UsageError(
+            f"worker environments directory {root} cannot be made: {exc.strerror or exc} (set ${VENVS_VAR})"
+        ) from None
     if not os.path.isdir(root) or os.path.islink(root):
         raise UsageError(f"worker environments directory {root} is not a directory (set ${VENVS_VAR})")
     if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        raise UsageError(f"worker environments directory {root} is owned by uid {info.st_uid} or writable by "
-                         f"others; refusing to run code from it (set ${VENVS_VAR} to a private directory)")
+        raise UsageError(
+            f"worker environments directory {root} is owned by uid {info.st_uid} or writable by "
+            f"others; refusing to run code from it (set ${VENVS_VAR} to a private directory)"
+        )
     _check_folders(root)
     return root
 
@@ -130,7 +134,7 @@ def _distribution_requirement(name: str, extras: set[str]) -> list[str]:
         info = json.loads(direct)
         url = info.get("url", "")
         if url.startswith("file://"):
-            path = url[len("file://"):]
+            path = url[len("file://") :]
             if info.get("dir_info", {}).get("editable"):
                 return ["-e", f"{path}{suffix}"]
             if os.path.isdir(path):
@@ -157,8 +161,9 @@ def _plan(meta: WorkerMetadata, distribution: str, extras: tuple[str, ...]) -> t
     # A source tree's pyproject.toml (dependencies, entry points) is part of what a build installed.
     sources = [a.split("[")[0] for a in args if a.startswith("/")]
     projects = {path: _digest(Path(path) / "pyproject.toml") for path in sources}
-    identity = json.dumps({"args": args, "python": sys.version_info[:2], "extras": sorted(extras),
-                           "projects": projects})
+    identity = json.dumps(
+        {"args": args, "python": sys.version_info[:2], "extras": sorted(extras), "projects": projects}
+    )
     return args, hashlib.sha256(identity.encode()).hexdigest()[:12]
 
 
@@ -202,11 +207,18 @@ def status(meta: WorkerMetadata, distribution: str) -> EnvironmentStatus:
     except UsageError as exc:
         return EnvironmentStatus(meta.name, "stale", "", path, extras, f"{exc}; run `{command}`")
     if path.name != f"{meta.name}-{key}":
-        return EnvironmentStatus(meta.name, "stale", "", path, extras,
-                                 f"built for other requirements: run `{install_command(meta.name, extras)}`")
+        return EnvironmentStatus(
+            meta.name,
+            "stale",
+            "",
+            path,
+            extras,
+            f"built for other requirements: run `{install_command(meta.name, extras)}`",
+        )
     if not (path / MARKER).is_file() or not os.access(_python(path), os.X_OK):
-        return EnvironmentStatus(meta.name, "broken", "", path, extras,
-                                 f"{path} is incomplete: run `{install_command(meta.name, extras)}`")
+        return EnvironmentStatus(
+            meta.name, "broken", "", path, extras, f"{path} is incomplete: run `{install_command(meta.name, extras)}`"
+        )
     return EnvironmentStatus(meta.name, "ready", str(_python(path)), path, extras)
 
 
@@ -228,15 +240,24 @@ def check_pins(python: str, requirements: tuple[str, ...] | list[str]) -> list[s
     (a package missing or at another version); the interpreter not running is one too."""
     pins = {m.group(1): m.group(2) for m in map(_PIN.match, requirements) if m}
     try:
-        done = subprocess.run(python_command(python, "-c", _CHECK_PINS, json.dumps(sorted(pins))), capture_output=True,
-                              text=True, timeout=60, cwd=NEUTRAL_CWD, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            python_command(python, "-c", _CHECK_PINS, json.dumps(sorted(pins))),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=NEUTRAL_CWD,
+            stdin=subprocess.DEVNULL,
+        )
         found = json.loads(done.stdout) if done.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         return [f"its interpreter {python} does not run: {exc}"]
     if found is None:
         return [f"its interpreter {python} failed: {done.stderr.strip().splitlines()[-1:]}"]
-    return [f"{name} is {found[name] or 'missing'}, pinned {version}" for name, version in sorted(pins.items())
-            if not _pin_holds(found.get(name), version)]
+    return [
+        f"{name} is {found[name] or 'missing'}, pinned {version}"
+        for name, version in sorted(pins.items())
+        if not _pin_holds(found.get(name), version)
+    ]
 
 
 def _pin_holds(installed: str | None, pinned: str) -> bool:
@@ -257,16 +278,24 @@ def preflight(meta: WorkerMetadata, distribution: str) -> EnvironmentStatus:
         raise UsageError(f"worker {meta.name!r} runs in its own environment, which is {found.detail}")
     assert meta.environment is not None
     requirements = list(meta.environment.requirements) + [
-        r for name in found.extras for r in meta.environment.optional.get(name, ())]
+        r for name in found.extras for r in meta.environment.optional.get(name, ())
+    ]
     problems = check_pins(found.python, requirements)
     if problems:
-        raise UsageError(f"worker {meta.name!r}'s environment {found.path} does not match its pins "
-                         f"({'; '.join(problems)}): run `{install_command(meta.name, found.extras)}`")
+        raise UsageError(
+            f"worker {meta.name!r}'s environment {found.path} does not match its pins "
+            f"({'; '.join(problems)}): run `{install_command(meta.name, found.extras)}`"
+        )
     return found
 
 
-def install(meta: WorkerMetadata, distribution: str, extras: tuple[str, ...] = (), force: bool = False,
-            say: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> EnvironmentStatus:
+def install(
+    meta: WorkerMetadata,
+    distribution: str,
+    extras: tuple[str, ...] = (),
+    force: bool = False,
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> EnvironmentStatus:
     """Build (or reuse) ``meta``'s environment with ``extras``; idempotent. A failed build is
     removed whole and reported in one line naming the package pip could not install."""
     if meta.environment is None:
@@ -285,13 +314,24 @@ def install(meta: WorkerMetadata, distribution: str, extras: tuple[str, ...] = (
         say(f"worker {meta.name!r}: building its environment at {path} (pip: {' '.join(args)})")
         try:
             _build(path, args, meta.name)
-            requirements = list(meta.environment.requirements) + [r for n in extras for r in meta.environment.optional[n]]
+            requirements = list(meta.environment.requirements) + [
+                r for n in extras for r in meta.environment.optional[n]
+            ]
             problems = check_pins(str(_python(path)), requirements)
             if problems:
-                raise UsageError(f"worker {meta.name!r}'s environment does not hold its pins after the build: "
-                                 + "; ".join(problems))
-            write_json_atomic(path / MARKER, {"worker": meta.name, "key": key, "pip_args": args,
-                                              "extras": sorted(set(extras)), "python": sys.version.split()[0]})
+                raise UsageError(
+                    f"worker {meta.name!r}'s environment does not hold its pins after the build: " + "; ".join(problems)
+                )
+            write_json_atomic(
+                path / MARKER,
+                {
+                    "worker": meta.name,
+                    "key": key,
+                    "pip_args": args,
+                    "extras": sorted(set(extras)),
+                    "python": sys.version.split()[0],
+                },
+            )
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)
             raise
@@ -310,14 +350,21 @@ def _build(path: Path, args: list[str], worker: str) -> None:
     root = path.parent
     base = getattr(sys, "_base_executable", sys.executable)
     try:
-        made = subprocess.run(python_command(base, "-m", "venv", str(path)), cwd=root, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)
+        made = subprocess.run(
+            python_command(base, "-m", "venv", str(path)),
+            cwd=root,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
     except OSError as exc:
         made = subprocess.CompletedProcess([], 1, "", f"{base}: {exc.strerror or exc}")
     if made.returncode != 0:
         said = [line.strip() for line in (made.stderr + made.stdout).splitlines() if line.strip()]
-        raise UsageError(f"worker {worker!r}'s environment failed to build: `{base} -m venv {path}` failed: "
-                         f"{said[-1] if said else f'exit code {made.returncode}'}")
+        raise UsageError(
+            f"worker {worker!r}'s environment failed to build: `{base} -m venv {path}` failed: "
+            f"{said[-1] if said else f'exit code {made.returncode}'}"
+        )
     os.chmod(path, 0o700)
     log = root / f"{worker}.install.log"
     command = python_command(_python(path), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *args)
@@ -325,8 +372,10 @@ def _build(path: Path, args: list[str], worker: str) -> None:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root)
     if done.returncode != 0:
         text = log.read_text(encoding="utf-8", errors="replace")
-        raise UsageError(f"worker {worker!r}'s environment failed to build: {_pip_failure(text)}; "
-                         f"the partial environment was removed (pip's output: {log})")
+        raise UsageError(
+            f"worker {worker!r}'s environment failed to build: {_pip_failure(text)}; "
+            f"the partial environment was removed (pip's output: {log})"
+        )
 
 
 def _pip_failure(output: str) -> str:

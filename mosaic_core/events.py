@@ -13,8 +13,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 from mosaic_core.config import redact
 from mosaic_core.files import read_private_text
@@ -27,8 +28,14 @@ EVENT_OF = {status: event for event, status in STATUS_OF.items()}
 class EventEmitter:
     """Thread-safe writer of a run's lifecycle stream; payloads are redacted on the way."""
 
-    def __init__(self, run_id: str, log_path: Path | None = None, stream: IO[str] | None = None,
-                 sinks: list[Callable[[dict[str, Any]], None]] | None = None, to_stream: bool = True):
+    def __init__(
+        self,
+        run_id: str,
+        log_path: Path | None = None,
+        stream: IO[str] | None = None,
+        sinks: list[Callable[[dict[str, Any]], None]] | None = None,
+        to_stream: bool = True,
+    ):
         self.run_id = run_id
         self._stream = (sys.stdout if stream is None else stream) if to_stream else None
         self._log = open_append(log_path) if log_path else None
@@ -43,8 +50,13 @@ class EventEmitter:
             if self.terminal is not None:
                 return None
             self._seq += 1
-            record = {"event": event, "run_id": self.run_id, "seq": self._seq,
-                      "timestamp": time.time(), "payload": finite(redact(payload or {}))}
+            record = {
+                "event": event,
+                "run_id": self.run_id,
+                "seq": self._seq,
+                "timestamp": time.time(),
+                "payload": finite(redact(payload or {})),
+            }
             line = json.dumps(record, default=str, allow_nan=False)
             if event in TERMINAL:
                 self.terminal = record
@@ -88,7 +100,9 @@ def finite(value: Any) -> Any:
 
 def open_append(path: Path) -> Any:
     """Open a run's event log for appending without following a symlink at its name."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)  # less the run's umask
+    fd = os.open(
+        path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
+    )  # less the run's umask
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
@@ -123,8 +137,13 @@ def event_step(record: dict[str, Any]) -> int | None:
 
 def metric_steps(records: list[dict[str, Any]]) -> list[int]:
     """The steps of ``metrics`` events, in order (a heartbeat repeats the latest metrics: left out)."""
-    return [step for record in records if record.get("event") == "metrics"
-            for step in [event_step(record)] if step is not None]
+    return [
+        step
+        for record in records
+        if record.get("event") == "metrics"
+        for step in [event_step(record)]
+        if step is not None
+    ]
 
 
 def one_history(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ def failure_reason(lines: list[str]) -> str | None:
     lines = [line.rstrip() for line in lines]
     starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
     if starts:
-        for line in lines[starts[-1] + 1:]:
+        for line in lines[starts[-1] + 1 :]:
             if line and not line[0].isspace() and _EXCEPTION_LINE.match(line):
                 return line.strip()
     for line in reversed(lines):

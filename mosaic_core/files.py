@@ -7,8 +7,8 @@ import contextlib
 import json
 import os
 import re
-import stat
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -94,11 +94,14 @@ def check_own_dir(path: Path | str, what: str = "directory") -> None:
         kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"
         raise UntrustedPath(f"{what} {path} is {kind} (owner {owner_name(info.st_uid)}); refused")
     if info.st_uid != os.geteuid():
-        raise UntrustedPath(f"{what} {path} belongs to {owner_name(info.st_uid)}, not to you "
-                            f"({owner_name(os.geteuid())}); refused")
+        raise UntrustedPath(
+            f"{what} {path} belongs to {owner_name(info.st_uid)}, not to you ({owner_name(os.geteuid())}); refused"
+        )
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UntrustedPath(f"{what} {path} (owner {owner_name(info.st_uid)}) is writable by others "
-                            f"(mode {stat.S_IMODE(info.st_mode):o}); refused")
+        raise UntrustedPath(
+            f"{what} {path} (owner {owner_name(info.st_uid)}) is writable by others "
+            f"(mode {stat.S_IMODE(info.st_mode):o}); refused"
+        )
 
 
 def check_ancestors(path: Path | str, what: str = "folder") -> None:
@@ -114,17 +117,22 @@ def check_ancestors(path: Path | str, what: str = "folder") -> None:
     for current in dict.fromkeys(chains[0] + chains[1]):  # the path as written, and as resolved
         info = os.lstat(current)
         if info.st_uid not in (os.geteuid(), 0):
-            raise UntrustedPath(f"{what} {path} lies in {current}, which belongs to {owner_name(info.st_uid)}; "
-                                "refused (they could replace what is in it)")
+            raise UntrustedPath(
+                f"{what} {path} lies in {current}, which belongs to {owner_name(info.st_uid)}; "
+                "refused (they could replace what is in it)"
+            )
         if stat.S_ISLNK(info.st_mode):
             continue  # a link's own mode means nothing; its owner was checked
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
-            raise UntrustedPath(f"{what} {path} lies in {current} (owner {owner_name(info.st_uid)}), which others "
-                                f"can write (mode {stat.S_IMODE(info.st_mode):o}, not sticky); refused")
+            raise UntrustedPath(
+                f"{what} {path} lies in {current} (owner {owner_name(info.st_uid)}), which others "
+                f"can write (mode {stat.S_IMODE(info.st_mode):o}, not sticky); refused"
+            )
 
 
-def open_private(path: Path | str, *, owner: int | None = None, any_owner: bool = False,
-                 own_pipe: bool = False) -> BinaryIO:
+def open_private(
+    path: Path | str, *, owner: int | None = None, any_owner: bool = False, own_pipe: bool = False
+) -> BinaryIO:
     """Open a run file for reading without following a link and without blocking on a FIFO;
     only a regular file owned by ``owner`` (default: us) is returned, anything else raises
     UntrustedPath (an OSError, so readers that skip unreadable files skip it too).

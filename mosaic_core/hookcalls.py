@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import pluggy
 
 from mosaic_core import hookspecs
 from mosaic_core.errors import PluginError, UsageError
-
 
 
 class FailureRecorder(Protocol):

@@ -38,27 +38,42 @@ def _markdown(doc: str) -> str:
 def _where(name: str) -> str:
     """The section of the spec module a hook is in (``Host: before a run``, ``Training process``)."""
     source = inspect.getsource(hookspecs)
-    return re.findall(r"^# ([A-Z][^\n]*)$", source[:source.index(f"def {name}(")], re.MULTILINE)[-1]
+    return re.findall(r"^# ([A-Z][^\n]*)$", source[: source.index(f"def {name}(")], re.MULTILINE)[-1]
 
 
 def render() -> str:
     """The reference page, hooks in the order of the spec module (by lifecycle stage)."""
     hooks = sorted(hookspecs.HOOK_NAMES, key=lambda n: inspect.getsourcelines(getattr(hookspecs, n))[1])
-    parts = ["# Hook reference", "",
-             "Generated from `mosaic_core/hookspecs.py` by `python -m mosaic_core.hookdocs > docs/hooks.md`; "
-             "do not edit by hand.", "",
-             "Implement a hook with `from mosaic_core import hookimpl` in a module your distribution names in "
-             "its `mosaic.plugins` entry points. An implementation may take any subset of the arguments. "
-             "Failure policy: `stop` ends the run before it starts (exit 2, naming plugin and hook); `isolate` "
-             "drops only the failing plugin's part, names it once and records it in `manifest.json`.", "",
-             "| hook | runs in | failure |", "|---|---|---|"]
+    parts = [
+        "# Hook reference",
+        "",
+        "Generated from `mosaic_core/hookspecs.py` by `python -m mosaic_core.hookdocs > docs/hooks.md`; "
+        "do not edit by hand.",
+        "",
+        "Implement a hook with `from mosaic_core import hookimpl` in a module your distribution names in "
+        "its `mosaic.plugins` entry points. An implementation may take any subset of the arguments. "
+        "Failure policy: `stop` ends the run before it starts (exit 2, naming plugin and hook); `isolate` "
+        "drops only the failing plugin's part, names it once and records it in `manifest.json`.",
+        "",
+        "| hook | runs in | failure |",
+        "|---|---|---|",
+    ]
     parts += [f"| [`{n}`](#{n}) | {_where(n)} | {hookspecs.POLICY[n]} |" for n in hooks]
     for name in hooks:
         function = getattr(hookspecs, name)
         signature = str(inspect.signature(function)).replace("'", "")
-        parts += ["", f"## {name}", "", "```python", f"def {name}{signature}", "```", "",
-                  f"*Runs in:* {_where(name)}. *Failure policy:* `{hookspecs.POLICY[name]}`.", "",
-                  _markdown(inspect.getdoc(function) or "")]
+        parts += [
+            "",
+            f"## {name}",
+            "",
+            "```python",
+            f"def {name}{signature}",
+            "```",
+            "",
+            f"*Runs in:* {_where(name)}. *Failure policy:* `{hookspecs.POLICY[name]}`.",
+            "",
+            _markdown(inspect.getdoc(function) or ""),
+        ]
     return "\n".join(parts) + "\n"
 
 

@@ -33,7 +33,8 @@ id, run directory, extras and a ``publish(kind, payload)`` side channel back to 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -506,9 +507,7 @@ def mosaic_env_make_kwargs(
 
 
 @spec(ISOLATE)
-def mosaic_wrap_env(
-    child: ChildContext, env: Any, env_id: str, env_index: int | None
-) -> Callable[[Any], Any] | None:
+def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str, env_index: int | None) -> Callable[[Any], Any] | None:
     """Offer a wrapper for an environment just created by ``gym.make``.
 
     Called after each ``gym.make``. Return a callable ``wrap(env) -> env`` or None. The

@@ -25,6 +25,10 @@ def mosaic_extras_keys() -> list[ExtrasKey]:
 
 @hookimpl
 def mosaic_child_events() -> list[ChildEvent]:
-    return [ChildEvent("note", "a free-form remark from the training process (e.g. an interactive episode)"),
-            ChildEvent("checkpoint_saved", "the training process wrote a checkpoint (payload: path, global_step, ...); "
-                                           "any worker may emit it")]
+    return [
+        ChildEvent("note", "a free-form remark from the training process (e.g. an interactive episode)"),
+        ChildEvent(
+            "checkpoint_saved",
+            "the training process wrote a checkpoint (payload: path, global_step, ...); any worker may emit it",
+        ),
+    ]

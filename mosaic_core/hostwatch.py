@@ -23,7 +23,8 @@ import select
 import signal
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from mosaic_core import procs
 from mosaic_core.events import TERMINAL, finite, open_append
@@ -86,16 +87,31 @@ def record_host_loss(child: ChildContext) -> None:
     if last is not None and last.get("event") in TERMINAL:
         return
     error = f"the host process (pid {child.host_pid}) died; the training process stopped itself"
-    record = {"event": "run_failed", "run_id": child.run_id, "seq": int((last or {}).get("seq", 0)) + 1,
-              "timestamp": time.time(), "payload": {"error": error, "returncode": None, "host_lost": True}}
+    record = {
+        "event": "run_failed",
+        "run_id": child.run_id,
+        "seq": int((last or {}).get("seq", 0)) + 1,
+        "timestamp": time.time(),
+        "payload": {"error": error, "returncode": None, "host_lost": True},
+    }
     with open_append(events) as handle:
         handle.write(json.dumps(finite(record), allow_nan=False) + "\n")
     from mosaic_core.runs import MANIFEST_NAME, MANIFEST_SCHEMA, manifest_of
 
     if not manifest_of(child.run_dir).exists():
-        write_json_atomic(child.run_dir / MANIFEST_NAME, {"schema": MANIFEST_SCHEMA, "run_id": child.run_id, "worker": child.worker,
-                                     "status": "failed", "algo": child.algo, "env_id": child.env_id,
-                                     "written_at": time.time(), "error": error})
+        write_json_atomic(
+            child.run_dir / MANIFEST_NAME,
+            {
+                "schema": MANIFEST_SCHEMA,
+                "run_id": child.run_id,
+                "worker": child.worker,
+                "status": "failed",
+                "algo": child.algo,
+                "env_id": child.env_id,
+                "written_at": time.time(),
+                "error": error,
+            },
+        )
 
 
 def _stop_group() -> None:

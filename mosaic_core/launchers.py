@@ -44,9 +44,10 @@ import argparse
 import importlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from mosaic_core.entrypoints import LoadedEntryPoint, load_group
 from mosaic_core.errors import PluginError, UsageError
@@ -75,7 +76,9 @@ class LauncherOption:
     metavar: str | None = None
     switch: bool = False
     selects: bool = False
-    run_only: bool = False  # for `mosaic run` only (--detach): the sweep and the daemon, which follow their runs, refuse it
+    run_only: bool = (
+        False  # for `mosaic run` only (--detach): the sweep and the daemon, which follow their runs, refuse it
+    )
 
     def __post_init__(self) -> None:
         if not _FLAG.fullmatch(self.flag):
@@ -109,8 +112,13 @@ class LauncherInfo:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_-]*", self.name) or self.name == LOCAL:
             raise ValueError(f"launcher name {self.name!r} must be lower-case letters, digits, - or _ (not 'local')")
-        wheres = (("execute", self.execute), ("capacity", self.capacity), ("start_early", self.start_early),
-                  ("validate", self.validate), ("launch_many", self.launch_many))
+        wheres = (
+            ("execute", self.execute),
+            ("capacity", self.capacity),
+            ("start_early", self.start_early),
+            ("validate", self.validate),
+            ("launch_many", self.launch_many),
+        )
         for what, where in wheres:
             if where is not None and ":" not in where:
                 raise ValueError(f"launcher {self.name!r}: {what} must be 'module:function', got {where!r}")
@@ -128,7 +136,7 @@ class LauncherInfo:
         except Exception as exc:
             raise PluginError(f"launcher {self.name!r} failed to load ({where}): {type(exc).__name__}: {exc}") from exc
 
-    def load_execute(self) -> Callable[["Job"], int]:
+    def load_execute(self) -> Callable[[Job], int]:
         return self.load(self.execute)
 
 
@@ -146,7 +154,7 @@ class Job:
     rerun_argv: list[str] = field(default_factory=list)  # `mosaic` arguments that repeat this run elsewhere
     num_cpus: int | None = None  # the run's --num-cpus (its thread budget), for launchers that place it
     early: Any = None  # what the launcher's start_early began for this run, else None
-    launcher: "LauncherChoice | None" = None  # where it executes (None: here)
+    launcher: LauncherChoice | None = None  # where it executes (None: here)
 
     def supervise_here(self) -> int:
         """The local launcher: the Supervisor runs the training process as our subprocess."""
@@ -173,7 +181,10 @@ def discover() -> list[LoadedEntryPoint]:
         if item.status != "active":
             continue
         if item.obj.name != item.name:
-            item.status, item.error = "failed", f"entry point name {item.name!r} differs from the launcher's name {item.obj.name!r}"
+            item.status, item.error = (
+                "failed",
+                f"entry point name {item.name!r} differs from the launcher's name {item.obj.name!r}",
+            )
             continue
         for key in [o.flag for o in item.obj.options] + [o.env for o in item.obj.options]:
             if key in owner:
@@ -206,8 +217,12 @@ def add_arguments(parser: argparse.ArgumentParser, launchers: list[LauncherInfo]
     installed = active() if launchers is None else launchers
     names = ", ".join([LOCAL, *(info.name for info in installed)])
     where = parser.add_argument_group("where the run executes")
-    where.add_argument("--launcher", default=os.environ.get(LAUNCHER_ENV) or None, metavar="NAME",
-                       help=f"the launcher that executes the run: {names} (default local; ${LAUNCHER_ENV})")
+    where.add_argument(
+        "--launcher",
+        default=os.environ.get(LAUNCHER_ENV) or None,
+        metavar="NAME",
+        help=f"the launcher that executes the run: {names} (default local; ${LAUNCHER_ENV})",
+    )
     _add_options(where, COMMON_OPTIONS)
     for info in installed:
         _add_options(parser.add_argument_group(f"{info.name} launcher", info.description), info.options)
@@ -217,11 +232,21 @@ def _add_options(group: Any, options: tuple[LauncherOption, ...]) -> None:
     for option in options:
         default = _env_default(option)
         if option.switch:
-            group.add_argument(option.flag, dest=option.dest, action="store_true",
-                               default=default not in (None, "0", "false", "no"), help=f"{option.help} (${option.env})")
+            group.add_argument(
+                option.flag,
+                dest=option.dest,
+                action="store_true",
+                default=default not in (None, "0", "false", "no"),
+                help=f"{option.help} (${option.env})",
+            )
         else:
-            group.add_argument(option.flag, dest=option.dest, default=default, metavar=option.metavar,
-                               help=f"{option.help} (${option.env})")
+            group.add_argument(
+                option.flag,
+                dest=option.dest,
+                default=default,
+                metavar=option.metavar,
+                help=f"{option.help} (${option.env})",
+            )
 
 
 def settings_of(ns: argparse.Namespace, launchers: list[LauncherInfo]) -> dict[str, Any]:
@@ -269,8 +294,11 @@ class LauncherChoice:
         daemon``: they follow their runs) refuses the options that are for ``mosaic run`` only."""
         problems = self.problems(num_cpus)
         if command is not None and self.info is not None:
-            problems += [f"{o.flag} is for `mosaic run`, not `{command}` (it follows its runs)" for o in self.info.options
-                         if o.run_only and self.settings.get(o.dest) not in (None, False, "")]
+            problems += [
+                f"{o.flag} is for `mosaic run`, not `{command}` (it follows its runs)"
+                for o in self.info.options
+                if o.run_only and self.settings.get(o.dest) not in (None, False, "")
+            ]
         if problems:
             raise UsageError("; ".join(problems))
 
@@ -291,11 +319,17 @@ def select(ns: argparse.Namespace, launchers: list[LauncherInfo] | None = None) 
         info = selecting
     else:
         info = by_name.get(name)
-        given = [option.flag for other in launchers if other is not info for option in other.options
-                 if _given_here(option, settings.get(option.dest))]
+        given = [
+            option.flag
+            for other in launchers
+            if other is not info
+            for option in other.options
+            if _given_here(option, settings.get(option.dest))
+        ]
         if given:
-            raise UsageError(f"--launcher {name} was chosen but {', '.join(given)} (another launcher's) was given "
-                             "too: pick one")
+            raise UsageError(
+                f"--launcher {name} was chosen but {', '.join(given)} (another launcher's) was given too: pick one"
+            )
     if info is None:
         return LauncherChoice()
     own = {o.dest for o in (*COMMON_OPTIONS, *info.options)}

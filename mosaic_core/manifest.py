@@ -18,10 +18,24 @@ HOST_SECTIONS = frozenset({"schema", "run_id", "worker", "status", "algo", "env_
 
 def manifest_document(run: RunContext, host: PluginHost, status: str, sections: dict[str, Any]) -> dict[str, Any]:
     """``manifest.json``: the host's header, the plugins' report and their sections, redacted."""
-    report = {"active": sorted(i.name for i in host.loaded if i.status == "active"),
-              "failed_to_load": [{"name": i.name, "distribution": i.distribution, "version": i.version,
-                                  "error": i.error} for i in host.load_failures()],
-              "hook_failures": host.failure_records()}
-    return redact({"schema": MANIFEST_SCHEMA, "run_id": run.run_id, "worker": run.worker, "status": status,
-                   "algo": run.config.algo, "env_id": run.config.env_id, "written_at": time.time(),
-                   "plugins": report, **sections})
+    report = {
+        "active": sorted(i.name for i in host.loaded if i.status == "active"),
+        "failed_to_load": [
+            {"name": i.name, "distribution": i.distribution, "version": i.version, "error": i.error}
+            for i in host.load_failures()
+        ],
+        "hook_failures": host.failure_records(),
+    }
+    return redact(
+        {
+            "schema": MANIFEST_SCHEMA,
+            "run_id": run.run_id,
+            "worker": run.worker,
+            "status": status,
+            "algo": run.config.algo,
+            "env_id": run.config.env_id,
+            "written_at": time.time(),
+            "plugins": report,
+            **sections,
+        }
+    )

@@ -45,8 +45,9 @@ def prepared_env(env: dict[str, str], extras: dict[str, Any] | None = None) -> d
     return {**env, PREPARED_ENV: ",".join(sorted(env)), **({SECRET_EXTRAS_ENV: json.dumps(secrets)} if secrets else {})}
 
 
-def supervise(run_dir: Path, heartbeat: float, grace: float, num_cpus: int | None,
-              started: dict[str, Any] | None = None) -> int:
+def supervise(
+    run_dir: Path, heartbeat: float, grace: float, num_cpus: int | None, started: dict[str, Any] | None = None
+) -> int:
     """Run the prepared run in ``run_dir`` here; its exit code. ``started``: what the launcher
     adds to ``run_started`` (``node``: where it runs)."""
     from mosaic_core.plugins import plugin_host
@@ -60,16 +61,26 @@ def supervise(run_dir: Path, heartbeat: float, grace: float, num_cpus: int | Non
         data["extras"] = {**(data.get("extras") or {}), **parse_extras_json(secrets)}
     config = WorkerConfig.from_dict(data, source=str(run_dir / "config.json"))
     host = plugin_host()
-    run = RunContext(config=config, directory=RunDirectory.for_run(run_dir.parent, run_dir.name), worker=worker,
-                     quiet=True, dry_run=False, settings=tuple(setting for _plugin, setting in host.run_settings(config)),
-                     checkpoint_layout=_checkpoint_layout(worker, config))
+    run = RunContext(
+        config=config,
+        directory=RunDirectory.for_run(run_dir.parent, run_dir.name),
+        worker=worker,
+        quiet=True,
+        dry_run=False,
+        settings=tuple(setting for _plugin, setting in host.run_settings(config)),
+        checkpoint_layout=_checkpoint_layout(worker, config),
+    )
     names = [name for name in os.environ.get(PREPARED_ENV, "").split(",") if name]
     own = {name: os.environ[name] for name in names if name in os.environ}
     own.update(host.child_env(run))  # plugins' per-run set-up happens where the run does (FastLane's segment)
     env = {**own, **budget(num_cpus).environment(os.environ, own)}  # a user's own OMP_NUM_THREADS wins
     payload = {k: v for k, v in launch.items() if k not in ("command", "cwd", "threads", "worker")}
-    options = SupervisorOptions(heartbeat_interval=heartbeat, grace_period=grace, json_stdout=True,
-                                started_payload={**payload, **(started or {})})
+    options = SupervisorOptions(
+        heartbeat_interval=heartbeat,
+        grace_period=grace,
+        json_stdout=True,
+        started_payload={**payload, **(started or {})},
+    )
     os.umask(run_umask())
     supervisor = Supervisor(run, host, list(launch["command"]), env, options, cwd=Path(launch.get("cwd") or run_dir))
     signal.signal(signal.SIGUSR1, lambda _s, _f: supervisor.cancel(NEAR_END))
@@ -94,8 +105,15 @@ def main(argv: list[str] | None = None, started: dict[str, Any] | None = None, p
     ns = parser.parse_args(argv)
     procs.keep_cwd_off_child_paths()
     with hostsignals.guarded():
-        return run_cli_command(lambda: supervise(ns.run_dir.absolute(), ns.heartbeat_interval, ns.grace_period,
-                                                 ns.num_cpus if ns.num_cpus and ns.num_cpus > 0 else None, started))
+        return run_cli_command(
+            lambda: supervise(
+                ns.run_dir.absolute(),
+                ns.heartbeat_interval,
+                ns.grace_period,
+                ns.num_cpus if ns.num_cpus and ns.num_cpus > 0 else None,
+                started,
+            )
+        )
 
 
 if __name__ == "__main__":

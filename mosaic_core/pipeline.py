@@ -18,16 +18,16 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mosaic_core import hostsignals, launchers, procs
 from mosaic_core import resume as resuming
 from mosaic_core.algonames import spelling, unknown_algorithm
 from mosaic_core.cli.errors import run_cli_command
-from mosaic_core.config import (REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file,
-                                redact)
+from mosaic_core.config import REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
@@ -55,23 +55,39 @@ class OneLineParser(argparse.ArgumentParser):
 def host_parser(prog: str, worker_name: str, description: str) -> argparse.ArgumentParser:
     """The flags every worker's runs share (the worker config's fields and the host's options: the
     CLI reference, `docs/reference/cli.md`); a worker adds its own after them."""
-    parser = OneLineParser(prog=prog, description=description, allow_abbrev=False,
-                                     epilog="Lifecycle events are printed as JSON lines on stdout (at a terminal: "
-                                            "human lines; --json for JSON there too).")
+    parser = OneLineParser(
+        prog=prog,
+        description=description,
+        allow_abbrev=False,
+        epilog="Lifecycle events are printed as JSON lines on stdout (at a terminal: "
+        "human lines; --json for JSON there too).",
+    )
     run = parser.add_argument_group("run")
-    run.add_argument("--config", help="worker config JSON (flat, nested at metadata.worker.config, or a run's "
-                                      "config.json to repeat it)")
-    run.add_argument("--from", dest="from_run", metavar="RUN_ID",
-                     help="repeat a recorded run (its config.json; an id prefix is enough) with a new run id")
+    run.add_argument(
+        "--config",
+        help="worker config JSON (flat, nested at metadata.worker.config, or a run's config.json to repeat it)",
+    )
+    run.add_argument(
+        "--from",
+        dest="from_run",
+        metavar="RUN_ID",
+        help="repeat a recorded run (its config.json; an id prefix is enough) with a new run id",
+    )
     run.add_argument("--algo", help="algorithm (the worker says which names it knows)")
     run.add_argument("--env-id", "--env", dest="env_id", help="environment id (--env: the same)")
     run.add_argument("--total-timesteps", type=int, help="environment steps to train for")
     run.add_argument("--seed", type=int)
     run.add_argument("--worker-id")
-    run.add_argument("--run-id", help="run id (letters, digits, - and _); a ULID is generated when absent; an existing "
-                                      "run's id continues that run from its newest checkpoint")
-    run.add_argument("--restart", action="store_true",
-                     help="with the --run-id of an existing run: start it over (its directory is cleared)")
+    run.add_argument(
+        "--run-id",
+        help="run id (letters, digits, - and _); a ULID is generated when absent; an existing "
+        "run's id continues that run from its newest checkpoint",
+    )
+    run.add_argument(
+        "--restart",
+        action="store_true",
+        help="with the --run-id of an existing run: start it over (its directory is cleared)",
+    )
     run.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
     run.add_argument("--extras", help="JSON object merged into the config's extras (wins per key)")
     host = parser.add_argument_group("host")
@@ -81,11 +97,18 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     host.add_argument("--grpc-target", default=DEFAULT_GRPC_TARGET, help="trainer daemon address (HOST:PORT)")
     host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
-    host.add_argument("--num-cpus", type=int, metavar="N",
-                      help="CPUs the run may use: its thread budget (OMP_NUM_THREADS and the like; default: the "
-                           "launcher's share, or 1 for a lone run; your own OMP_NUM_THREADS wins)")
-    host.add_argument("--json", action="store_true",
-                      help="print lifecycle events as JSON lines on stdout even at a terminal (always in events.jsonl)")
+    host.add_argument(
+        "--num-cpus",
+        type=int,
+        metavar="N",
+        help="CPUs the run may use: its thread budget (OMP_NUM_THREADS and the like; default: the "
+        "launcher's share, or 1 for a lone run; your own OMP_NUM_THREADS wins)",
+    )
+    host.add_argument(
+        "--json",
+        action="store_true",
+        help="print lifecycle events as JSON lines on stdout even at a terminal (always in events.jsonl)",
+    )
     host.add_argument("--quiet", action="store_true", help="no progress or human lines at a terminal")
     host.add_argument("--verbose", action="store_true", help="show tracebacks")
     return parser
@@ -103,9 +126,15 @@ class HostOptions:
     json: bool = True  # JSON lines on stdout (a terminal gets human lines unless --json)
 
     @classmethod
-    def from_namespace(cls, ns: argparse.Namespace) -> "HostOptions":
-        return cls(grpc=ns.grpc, grpc_target=ns.grpc_target, heartbeat_interval=ns.heartbeat_interval,
-                   grace_period=ns.grace_period, quiet=ns.quiet, json=ns.json or not _isatty(sys.stdout))
+    def from_namespace(cls, ns: argparse.Namespace) -> HostOptions:
+        return cls(
+            grpc=ns.grpc,
+            grpc_target=ns.grpc_target,
+            heartbeat_interval=ns.heartbeat_interval,
+            grace_period=ns.grace_period,
+            quiet=ns.quiet,
+            json=ns.json or not _isatty(sys.stdout),
+        )
 
 
 @dataclass
@@ -128,11 +157,20 @@ class Prepared:
 
     def summary(self) -> dict[str, Any]:
         launch = self.launch
-        host = {"run_id": self.config.run_id, "worker": self.run.worker, "config": self.config.to_dict(),
-                "command": list(launch.command), "cwd": str(launch.cwd or self.run.run_dir), "env": redact(self.env),
-                "num_envs": launch.num_envs, "plugin_args": self.run.plugin_args, "notes": list(launch.notes),
-                "worker_extras": sorted(self.run.worker_extras), "python": self.run.python,
-                "threads": self.threads.record() if self.threads else None}
+        host = {
+            "run_id": self.config.run_id,
+            "worker": self.run.worker,
+            "config": self.config.to_dict(),
+            "command": list(launch.command),
+            "cwd": str(launch.cwd or self.run.run_dir),
+            "env": redact(self.env),
+            "num_envs": launch.num_envs,
+            "plugin_args": self.run.plugin_args,
+            "notes": list(launch.notes),
+            "worker_extras": sorted(self.run.worker_extras),
+            "python": self.run.python,
+            "threads": self.threads.record() if self.threads else None,
+        }
         return {**launch.summary, **host}
 
 
@@ -144,11 +182,23 @@ def check_host_options(ns: argparse.Namespace) -> None:
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
 
 
-def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, data: dict[str, Any] | None = None,
-            source: str | None = None, overrides: dict[str, Any] | None = None, extras: dict[str, Any] | None = None,
-            options: dict[str, Any] | None = None, runs_dir: str | None = None, quiet: bool = False,
-            dry_run: bool = True, num_cpus: int | None = None,
-            check_code: Callable[[list[CodePath]], None] | None = None, existing: str | None = None) -> Prepared:
+def prepare(
+    worker_item: LoadedEntryPoint,
+    worker: Worker,
+    host: PluginHost,
+    *,
+    data: dict[str, Any] | None = None,
+    source: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    extras: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
+    runs_dir: str | None = None,
+    quiet: bool = False,
+    dry_run: bool = True,
+    num_cpus: int | None = None,
+    check_code: Callable[[list[CodePath]], None] | None = None,
+    existing: str | None = None,
+) -> Prepared:
     """Config, validation and the worker's plan: every decision of a run, nothing started.
     ``mosaic run`` and the daemon's SubmitRun both come through here. ``dry_run`` (a dry run,
     a daemon's submission) asks the worker for its thorough checks too (``run.dry_run``).
@@ -174,8 +224,9 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
         return {**host.config_defaults(merged), **own}
 
     try:
-        config = build_config(data, source=source, overrides=overrides, extras=extras, generate_run_id=True,
-                              defaults=defaults)
+        config = build_config(
+            data, source=source, overrides=overrides, extras=extras, generate_run_id=True, defaults=defaults
+        )
     except ConfigError as exc:
         if not problems:
             raise
@@ -196,32 +247,54 @@ def prepare(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, *, 
         resume = decide(worker_item, worker, config, directory.path)
         config = config.with_overrides(extras=resume.extras())
     environment = preflight(worker_item.obj, worker_item.distribution)
-    run = RunContext(config=config, directory=directory, worker=worker_item.name, quiet=quiet, options=options,
-                     plugin_args=host.build_args(config), worker_extras=worker_extras, dry_run=dry_run,
-                     python=environment.python, settings=honoured_settings(worker_item, worker, host, config),
-                     worker_events=frozenset(event.name for event in events),
-                     checkpoint_layout=worker.checkpoint_layout(config), resume=resume)
+    run = RunContext(
+        config=config,
+        directory=directory,
+        worker=worker_item.name,
+        quiet=quiet,
+        options=options,
+        plugin_args=host.build_args(config),
+        worker_extras=worker_extras,
+        dry_run=dry_run,
+        python=environment.python,
+        settings=honoured_settings(worker_item, worker, host, config),
+        worker_events=frozenset(event.name for event in events),
+        checkpoint_layout=worker.checkpoint_layout(config),
+        resume=resume,
+    )
     try:
         launch = worker.plan(config, run)
     except (UsageError, PluginError):
         raise
     except Exception as exc:
-        raise UsageError(f"worker {worker_item.name!r} ({worker_item.distribution} {worker_item.version}) failed to "
-                         f"plan the run: {type(exc).__name__}: {exc}") from exc
+        raise UsageError(
+            f"worker {worker_item.name!r} ({worker_item.distribution} {worker_item.version}) failed to "
+            f"plan the run: {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(launch, Launch):
-        raise UsageError(f"worker {worker_item.name!r} ({worker_item.distribution}) returned "
-                         f"{type(launch).__name__} from plan(); expected mosaic_core.types.Launch")
+        raise UsageError(
+            f"worker {worker_item.name!r} ({worker_item.distribution}) returned "
+            f"{type(launch).__name__} from plan(); expected mosaic_core.types.Launch"
+        )
     if check_code is not None:
         check_code(list(launch.code_paths))  # Launch checks its own code_paths are CodePaths
     refuse_untrusted_code(list(launch.code_paths))
     plugin_env = host.child_env(run)
     clash = sorted(set(plugin_env) & set(launch.env))
     if clash:
-        raise PluginError(f"environment variable(s) {', '.join(clash)} set by both worker {worker_item.name!r} "
-                          "and a plugin's mosaic_child_env")
+        raise PluginError(
+            f"environment variable(s) {', '.join(clash)} set by both worker {worker_item.name!r} "
+            "and a plugin's mosaic_child_env"
+        )
     threads = thread_budget(num_cpus)
-    return Prepared(worker_item, run, launch, {**threads.environment(os.environ, launch.env), **launch.env,
-                                               **plugin_env}, threads, restart=existing == "restart")
+    return Prepared(
+        worker_item,
+        run,
+        launch,
+        {**threads.environment(os.environ, launch.env), **launch.env, **plugin_env},
+        threads,
+        restart=existing == "restart",
+    )
 
 
 def refuse_untrusted_code(paths: list[CodePath]) -> None:
@@ -232,8 +305,9 @@ def refuse_untrusted_code(paths: list[CodePath]) -> None:
         refuse_untrusted(code.path, f"{code.field} {code.path}")
 
 
-def spell_algorithm(worker_item: LoadedEntryPoint, worker: Worker, merged: dict[str, Any],
-                    paths: list[CodePath]) -> list[str]:
+def spell_algorithm(
+    worker_item: LoadedEntryPoint, worker: Worker, merged: dict[str, Any], paths: list[CodePath]
+) -> list[str]:
     """``merged["algo"]`` in the worker's own spelling (:mod:`mosaic_core.algonames`), or the
     problem of a name the worker does not run. A path given as ``algo`` is left as it is."""
     algo = merged.get("algo")
@@ -249,8 +323,9 @@ def spell_algorithm(worker_item: LoadedEntryPoint, worker: Worker, merged: dict[
     return []
 
 
-def honoured_settings(worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost,
-                      config: WorkerConfig) -> tuple[Any, ...]:
+def honoured_settings(
+    worker_item: LoadedEntryPoint, worker: Worker, host: PluginHost, config: WorkerConfig
+) -> tuple[Any, ...]:
     """The settings plugins published for this run; one the worker does not honour refuses
     the run in one line naming the setting, its plugin and the worker (exit 2)."""
     honoured = tuple(worker.honoured_settings() or ())
@@ -258,9 +333,12 @@ def honoured_settings(worker_item: LoadedEntryPoint, worker: Worker, host: Plugi
     for plugin, setting in settings:
         if not isinstance(setting, honoured):
             asked = getattr(setting, "requested_by", None) or f"plugin {plugin!r}"
-            raise ConfigError(f"{asked}: worker {worker_item.name!r} cannot honour {type(setting).__name__} "
-                              f"(published by plugin {plugin!r}); leave it out for this worker",
-                              field=asked if asked.startswith("extras.") else None, source=config.source)
+            raise ConfigError(
+                f"{asked}: worker {worker_item.name!r} cannot honour {type(setting).__name__} "
+                f"(published by plugin {plugin!r}); leave it out for this worker",
+                field=asked if asked.startswith("extras.") else None,
+                source=config.source,
+            )
     return tuple(setting for _plugin, setting in settings)
 
 
@@ -274,9 +352,12 @@ def refuse_env_switches(worker_item: LoadedEntryPoint, host: PluginHost, data: d
     for plugin, key in host.extras_keys():
         given = next((name for name in extras if key.switches_envs and key.matches(name)), None)
         if given is not None:
-            raise ConfigError(f"extras.{given} (plugin {plugin}) asks for env switches during the run, and the "
-                              f"{worker_item.name} worker cannot switch envs (its capabilities: "
-                              "supports_env_switching=False): train each env as its own run", field=f"extras.{given}")
+            raise ConfigError(
+                f"extras.{given} (plugin {plugin}) asks for env switches during the run, and the "
+                f"{worker_item.name} worker cannot switch envs (its capabilities: "
+                "supports_env_switching=False): train each env as its own run",
+                field=f"extras.{given}",
+            )
 
 
 CORE_OWNER = "core (the run contract)"
@@ -294,7 +375,9 @@ def claimed_keys(worker_name: str, worker: Worker, host: PluginHost) -> list[tup
     for key in worker.extras_keys() or []:
         if key.name in standard:  # the core's declaration wins (workers drop theirs in time)
             continue
-        owner = next((plugin for plugin, theirs in plugins if theirs.matches(key.name) or key.matches(theirs.name)), None)
+        owner = next(
+            (plugin for plugin, theirs in plugins if theirs.matches(key.name) or key.matches(theirs.name)), None
+        )
         if owner is not None:
             raise PluginError(f"extras key {str(key)!r} is claimed by both worker {worker_name!r} and plugin {owner!r}")
         claimed.append((f"worker {worker_name}", key))
@@ -322,8 +405,14 @@ def split_extras(claimed: list[tuple[str, ExtrasKey]], extras: dict[str, Any]) -
     return unclaimed, problems
 
 
-def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.Namespace, options: dict[str, Any],
-                       host: PluginHost, config_data: dict[str, Any] | None = None) -> Prepared:
+def prepare_from_flags(
+    worker_item: LoadedEntryPoint,
+    worker: Any,
+    ns: argparse.Namespace,
+    options: dict[str, Any],
+    host: PluginHost,
+    config_data: dict[str, Any] | None = None,
+) -> Prepared:
     """``config_data``: the ``--config`` file's contents when read already (a pipe reads once)."""
     check_host_options(ns)
     if ns.config and ns.from_run:
@@ -337,8 +426,10 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
         if not source:
             source, config_data = str(root / ns.run_id / "config.json"), None
     if ns.from_run:
-        source = str(find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(),
-                                  ns.from_run) / "config.json")
+        source = str(
+            find_run_dir(Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root(), ns.from_run)
+            / "config.json"
+        )
     if source:  # a config that came with an imported run is someone else's: it runs once trusted
         from mosaic_core.runstore.trust import refuse_untrusted
 
@@ -348,14 +439,32 @@ def prepare_from_flags(worker_item: LoadedEntryPoint, worker: Any, ns: argparse.
     data = recorded_config(config_data, worker_item.name, source, ns) if source else None
     if existing and data is not None:
         resuming.check_recorded(data, {"algo": ns.algo, "env_id": ns.env_id}, ns.run_id)
-    overrides = {"algo": ns.algo, "env_id": ns.env_id, "total_timesteps": ns.total_timesteps, "seed": ns.seed,
-                 "worker_id": ns.worker_id, "run_id": ns.run_id}
+    overrides = {
+        "algo": ns.algo,
+        "env_id": ns.env_id,
+        "total_timesteps": ns.total_timesteps,
+        "seed": ns.seed,
+        "worker_id": ns.worker_id,
+        "run_id": ns.run_id,
+    }
     extras = parse_extras_json(ns.extras) if ns.extras else None
     if os.environ.get(SECRET_EXTRAS_ENV):
         extras = {**(extras or {}), **parse_extras_json(os.environ.pop(SECRET_EXTRAS_ENV))}
-    return prepare(worker_item, worker, host, data=data, source=source, overrides=overrides, extras=extras,
-                   options=options, runs_dir=ns.runs_dir, quiet=ns.quiet, dry_run=ns.dry_run, num_cpus=ns.num_cpus,
-                   existing=existing)
+    return prepare(
+        worker_item,
+        worker,
+        host,
+        data=data,
+        source=source,
+        overrides=overrides,
+        extras=extras,
+        options=options,
+        runs_dir=ns.runs_dir,
+        quiet=ns.quiet,
+        dry_run=ns.dry_run,
+        num_cpus=ns.num_cpus,
+        existing=existing,
+    )
 
 
 def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: argparse.Namespace) -> dict[str, Any]:
@@ -365,8 +474,9 @@ def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: arg
     data = dict(data)
     recorded_worker = data.pop("worker", worker_name)
     if recorded_worker != worker_name:
-        raise ConfigError(f"the config is for worker {recorded_worker!r}, not {worker_name!r}", field="worker",
-                          source=source)
+        raise ConfigError(
+            f"the config is for worker {recorded_worker!r}, not {worker_name!r}", field="worker", source=source
+        )
     extras = data.get("extras")
     if isinstance(extras, dict) and REDACTED in extras.values():
         data["extras"] = {k: v for k, v in extras.items() if v != REDACTED}
@@ -385,15 +495,23 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost, early: Any = 
 
     run, launch = prepared.run, prepared.launch
     for item in host.load_failures():  # named once, when the run starts; recorded in the manifest
-        print(f"mosaic: warning: plugin {item.name!r} ({item.distribution} {item.version}) failed to load and is "
-              f"not part of this run: {item.error}", file=sys.stderr)
+        print(
+            f"mosaic: warning: plugin {item.name!r} ({item.distribution} {item.version}) failed to load and is "
+            f"not part of this run: {item.error}",
+            file=sys.stderr,
+        )
     for note in launch.notes:
         if not ns.quiet:
             print(f"mosaic: note: {note}", file=sys.stderr)
     run.human = not ns.json and not launch.passthrough_stdio
-    options = SupervisorOptions(heartbeat_interval=ns.heartbeat_interval, grace_period=ns.grace_period,
-                                passthrough_stdio=launch.passthrough_stdio, num_envs=launch.num_envs,
-                                started_payload=dict(launch.started_payload), json_stdout=ns.json)
+    options = SupervisorOptions(
+        heartbeat_interval=ns.heartbeat_interval,
+        grace_period=ns.grace_period,
+        passthrough_stdio=launch.passthrough_stdio,
+        num_envs=launch.num_envs,
+        started_payload=dict(launch.started_payload),
+        json_stdout=ns.json,
+    )
     session = None
     if ns.grpc:
         session = _register(prepared, ns.grpc_target)
@@ -409,17 +527,40 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost, early: Any = 
         if prepared.restart and resuming.existing(directory.path):
             resuming.clear(directory.path)
         directory.create()
-        record = {"worker": run.worker, "command": list(launch.command), "cwd": str(launch.cwd or run.run_dir),
-                  **launch.started_payload, "threads": prepared.threads.record() if prepared.threads else None}
+        record = {
+            "worker": run.worker,
+            "command": list(launch.command),
+            "cwd": str(launch.cwd or run.run_dir),
+            **launch.started_payload,
+            "threads": prepared.threads.record() if prepared.threads else None,
+        }
         if run.resume is not None:  # the run's config stays its own; launch.json records the attempts
             resuming.announce(run.run_id, run.resume)
-            write_json_atomic(directory.launch, redact({**record, "resume": run.resume.payload(),
-                                                        "attempts": resuming.attempts(directory.launch, run.resume)}))
+            write_json_atomic(
+                directory.launch,
+                redact(
+                    {
+                        **record,
+                        "resume": run.resume.payload(),
+                        "attempts": resuming.attempts(directory.launch, run.resume),
+                    }
+                ),
+            )
         else:
             directory.write_config(run.config, run.worker, record)
-        job = launchers.Job(run, host, list(launch.command), prepared.env, launch.cwd, options,
-                            dict(prepared.launcher.settings), rerun_argv=rerun_argv(prepared, ns),
-                            num_cpus=prepared.num_cpus, early=early, launcher=prepared.launcher)
+        job = launchers.Job(
+            run,
+            host,
+            list(launch.command),
+            prepared.env,
+            launch.cwd,
+            options,
+            dict(prepared.launcher.settings),
+            rerun_argv=rerun_argv(prepared, ns),
+            num_cpus=prepared.num_cpus,
+            early=early,
+            launcher=prepared.launcher,
+        )
         return launchers.run_job(job)
     except MosaicError:
         if run.emitter is None and run.resume is None:  # refused before it started: leave nothing (a resumed run
@@ -430,8 +571,9 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost, early: Any = 
             raise
         if run.resume is None:
             shutil.rmtree(directory.path, ignore_errors=True)  # e.g. a full disk before the run started
-        raise MosaicError(f"cannot write run {run.run_id}'s files under {directory.root}: "
-                          f"{exc.strerror or exc}") from None
+        raise MosaicError(
+            f"cannot write run {run.run_id}'s files under {directory.root}: {exc.strerror or exc}"
+        ) from None
     finally:
         os.umask(previous_umask)
         if session is not None:
@@ -442,9 +584,21 @@ def rerun_argv(prepared: Prepared, ns: HostOptions) -> list[str]:
     """The ``mosaic`` arguments that repeat this run elsewhere from its ``config.json`` (a
     launcher puts the file there and appends ``--config PATH --runs-dir DIR``): same run id,
     same worker flags, JSON events; secrets travel in the environment (``MOSAIC_SECRET_EXTRAS``)."""
-    return ["run", "--worker", prepared.run.worker, "--run-id", prepared.config.run_id, "--json", "--quiet",
-            "--heartbeat-interval", str(ns.heartbeat_interval), "--grace-period", str(ns.grace_period),
-            *(["--num-cpus", str(prepared.num_cpus)] if prepared.num_cpus else []), *prepared.worker_argv]
+    return [
+        "run",
+        "--worker",
+        prepared.run.worker,
+        "--run-id",
+        prepared.config.run_id,
+        "--json",
+        "--quiet",
+        "--heartbeat-interval",
+        str(ns.heartbeat_interval),
+        "--grace-period",
+        str(ns.grace_period),
+        *(["--num-cpus", str(prepared.num_cpus)] if prepared.num_cpus else []),
+        *prepared.worker_argv,
+    ]
 
 
 def _register(prepared: Prepared, target: str) -> Any:
@@ -453,12 +607,16 @@ def _register(prepared: Prepared, target: str) -> Any:
     config, worker = prepared.config, prepared.run.worker
     extras = config.extras
     return WorkerSession.register(
-        target, run_id=config.run_id, worker_id=config.worker_id or f"{worker}-worker-{config.run_id[:8]}",
-        worker_kind=worker, schema_id=str(extras.get("schema_id") or f"{worker}.{config.algo}"),
+        target,
+        run_id=config.run_id,
+        worker_id=config.worker_id or f"{worker}-worker-{config.run_id[:8]}",
+        worker_kind=worker,
+        schema_id=str(extras.get("schema_id") or f"{worker}.{config.algo}"),
         schema_version=int(extras.get("schema_version") or 1),
         supports_pause=bool(extras.get("supports_pause", False)),
         supports_checkpoint=bool(extras.get("supports_checkpoint", True)),
-        registration_secret=os.environ.pop(REGISTRATION_ENV, None))
+        registration_secret=os.environ.pop(REGISTRATION_ENV, None),
+    )
 
 
 def dry_run(prepared: Prepared, emit_summary: bool) -> int:
@@ -487,8 +645,9 @@ def worker_option_defaults(worker: Any) -> dict[str, Any]:
     return options
 
 
-def run_worker(worker_name: str, argv: list[str], prog: str | None = None,
-               config_data: dict[str, Any] | None = None) -> int:
+def run_worker(
+    worker_name: str, argv: list[str], prog: str | None = None, config_data: dict[str, Any] | None = None
+) -> int:
     """Parse ``argv`` for worker ``worker_name`` and run (or dry-run) the job (``config_data``:
     the ``--config`` file's contents when read already). Raises MosaicError for anything the
     user can fix; :func:`main` turns that into one line."""

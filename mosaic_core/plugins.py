@@ -24,16 +24,26 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from mosaic_core import hookspecs
-from mosaic_core.hookcalls import GuardedManager, Tagged
-from mosaic_core.entrypoints import (DISABLE_VAR, LOAD_VAR, LoadedEntryPoint, is_blocked, load_group, load_listed,
-                                     report_failure, strict, unknown_selected)
+from mosaic_core.entrypoints import (
+    DISABLE_VAR,
+    LOAD_VAR,
+    LoadedEntryPoint,
+    is_blocked,
+    load_group,
+    load_listed,
+    report_failure,
+    strict,
+    unknown_selected,
+)
 from mosaic_core.errors import PluginError, UsageError
+from mosaic_core.hookcalls import GuardedManager, Tagged
 from mosaic_core.types import ChildEvent, ExtrasKey, HookFailure, RunRelay
 
 if TYPE_CHECKING:
@@ -53,7 +63,9 @@ WRAPPER = "a wrapper implementation"
 
 def _check_module(obj: Any) -> Any:
     if not isinstance(obj, types.ModuleType):
-        raise TypeError(f"a mosaic.plugins entry point must name a module of hook implementations, got {type(obj).__name__}")
+        raise TypeError(
+            f"a mosaic.plugins entry point must name a module of hook implementations, got {type(obj).__name__}"
+        )
     return obj
 
 
@@ -98,8 +110,16 @@ class PluginHost:
 
     def register_module(self, module: types.ModuleType, name: str) -> None:
         """Register an in-process plugin module (used by tests and embedding programs)."""
-        self.add(LoadedEntryPoint(name=name, group=PLUGIN_GROUP, value=module.__name__,
-                                  distribution="(in-process)", version="", obj=module))
+        self.add(
+            LoadedEntryPoint(
+                name=name,
+                group=PLUGIN_GROUP,
+                value=module.__name__,
+                distribution="(in-process)",
+                version="",
+                obj=module,
+            )
+        )
 
     def hooks_of(self, name: str) -> list[str]:
         plugin = self.pm.get_plugin(name)
@@ -126,8 +146,16 @@ class PluginHost:
                 pass
 
     def failure_records(self) -> list[dict[str, Any]]:
-        return [{"plugin": f.plugin, "hook": f.hook, "error": f.error, "where": f.where,
-                 "count": self.failure_counts.get(key, 1)} for key, f in sorted(self.failures.items())]
+        return [
+            {
+                "plugin": f.plugin,
+                "hook": f.hook,
+                "error": f.error,
+                "where": f.where,
+                "count": self.failure_counts.get(key, 1),
+            }
+            for key, f in sorted(self.failures.items())
+        ]
 
     # ----------------------------------------------------------------- calling
     def _call(self, hook: str, _tagged: bool = True, **kwargs: Any) -> list[tuple[str, Any]]:
@@ -163,8 +191,9 @@ class PluginHost:
             raise PluginError(f"plugin {plugin!r} {message} ({hook})")
         self.record_failure(plugin, hook, message)
 
-    def _merge(self, hook: str, what: str, results: list[tuple[str, Any]],
-               reserved: Iterable[str] = ()) -> dict[str, Any]:
+    def _merge(
+        self, hook: str, what: str, results: list[tuple[str, Any]], reserved: Iterable[str] = ()
+    ) -> dict[str, Any]:
         merged: dict[str, Any] = {}
         owners: dict[str, str] = {}
         reserved = set(reserved)
@@ -200,8 +229,9 @@ class PluginHost:
         for i, (plugin, key) in enumerate(owned):
             for other_plugin, other in owned[:i]:
                 if other_plugin != plugin and (key.matches(other.name) or other.matches(key.name)):
-                    raise PluginError(f"extras key {str(key)!r} is owned by both {other_plugin!r} ({other}) "
-                                      f"and {plugin!r}")
+                    raise PluginError(
+                        f"extras key {str(key)!r} is owned by both {other_plugin!r} ({other}) and {plugin!r}"
+                    )
         self._owned = owned
         return owned
 
@@ -221,17 +251,23 @@ class PluginHost:
         from mosaic_core.cli.commands import CliCommand
 
         commands: dict[str, tuple[str, CliCommand]] = {}
-        for plugin, command in self._lists("mosaic_cli_commands", self._call("mosaic_cli_commands"),
-                                           CliCommand, "CliCommand"):
+        for plugin, command in self._lists(
+            "mosaic_cli_commands", self._call("mosaic_cli_commands"), CliCommand, "CliCommand"
+        ):
             if command.name in commands:
-                self._invalid("mosaic_cli_commands", plugin,
-                              f"command {command.name!r} is already contributed by {commands[command.name][0]!r}")
+                self._invalid(
+                    "mosaic_cli_commands",
+                    plugin,
+                    f"command {command.name!r} is already contributed by {commands[command.name][0]!r}",
+                )
                 continue
             commands[command.name] = (plugin, command)
         return [commands[name][1] for name in sorted(commands)]
 
     def config_defaults(self, data: dict[str, Any]) -> dict[str, Any]:
-        defaults = self._merge("mosaic_config_defaults", "config default", self._call("mosaic_config_defaults", data=data))
+        defaults = self._merge(
+            "mosaic_config_defaults", "config default", self._call("mosaic_config_defaults", data=data)
+        )
         return {key: value for key, value in defaults.items() if data.get(key) in (None, "")}
 
     def validate_config(self, config: WorkerConfig) -> list[str]:
@@ -243,8 +279,11 @@ class PluginHost:
         instances); one type from two plugins is an error naming both."""
         hook, owners, settings = "mosaic_run_settings", {}, []
         for plugin, setting in self._lists(hook, self._call(hook, config=config), object, "settings"):
-            if not dataclasses.is_dataclass(setting) or isinstance(setting, type) \
-                    or not type(setting).__dataclass_params__.frozen:
+            if (
+                not dataclasses.is_dataclass(setting)
+                or isinstance(setting, type)
+                or not type(setting).__dataclass_params__.frozen
+            ):
                 self._invalid(hook, plugin, f"published {setting!r:.80}; expected a frozen dataclass instance")
                 continue
             kind = type(setting)
@@ -276,11 +315,17 @@ class PluginHost:
         self._call("mosaic_on_child_message", run=run, kind=kind, payload=payload)
 
     def heartbeat_fields(self, run: RunContext, reserved: Iterable[str] = ()) -> dict[str, Any]:
-        return self._merge("mosaic_on_heartbeat", "heartbeat field", self._call("mosaic_on_heartbeat", run=run), reserved)
+        return self._merge(
+            "mosaic_on_heartbeat", "heartbeat field", self._call("mosaic_on_heartbeat", run=run), reserved
+        )
 
     def build_manifest(self, run: RunContext, status: str, reserved: Iterable[str] = ()) -> dict[str, Any]:
-        return self._merge("mosaic_build_manifest", "manifest section",
-                           self._call("mosaic_build_manifest", run=run, status=status), reserved)
+        return self._merge(
+            "mosaic_build_manifest",
+            "manifest section",
+            self._call("mosaic_build_manifest", run=run, status=status),
+            reserved,
+        )
 
     def run_scalars(self, run_dir: Path, tag: str) -> list[tuple[int, float]] | None:
         """The first series a plugin reads back for ``tag`` (None: no plugin stores scalars)."""
@@ -297,14 +342,17 @@ class PluginHost:
             if isinstance(source, FrameSource):
                 return source
             if source is not None:
-                self._invalid("mosaic_frame_source", plugin, f"returned {type(source).__name__}; expected a FrameSource")
+                self._invalid(
+                    "mosaic_frame_source", plugin, f"returned {type(source).__name__}; expected a FrameSource"
+                )
         return None
 
     def private_run_folders(self) -> frozenset[str]:
         """The run-directory folders plugins keep for themselves (``mosaic_private_run_folders``)."""
         names: set[str] = set()
-        for plugin, folders in self._lists("mosaic_private_run_folders", self._call("mosaic_private_run_folders"),
-                                           str, "folder name"):
+        for plugin, folders in self._lists(
+            "mosaic_private_run_folders", self._call("mosaic_private_run_folders"), str, "folder name"
+        ):
             if not folders or "/" in folders or folders in (".", ".."):
                 self._invalid("mosaic_private_run_folders", plugin, f"not a plain folder name: {folders!r}")
             else:
@@ -330,9 +378,14 @@ class PluginHost:
     def child_setup(self, child: ChildContext) -> None:
         self._call("mosaic_child_setup", child=child)
 
-    def env_make_kwargs(self, child: ChildContext, env_id: str, env_index: int | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return self._merge("mosaic_env_make_kwargs", "gym.make keyword",
-                           self._call("mosaic_env_make_kwargs", child=child, env_id=env_id, env_index=env_index, kwargs=kwargs))
+    def env_make_kwargs(
+        self, child: ChildContext, env_id: str, env_index: int | None, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._merge(
+            "mosaic_env_make_kwargs",
+            "gym.make keyword",
+            self._call("mosaic_env_make_kwargs", child=child, env_id=env_id, env_index=env_index, kwargs=kwargs),
+        )
 
     def wrap_env(self, child: ChildContext, env: Any, env_id: str, env_index: int | None) -> Any:
         hook = "mosaic_wrap_env"
@@ -364,10 +417,13 @@ class PluginHost:
         return None
 
     def frame_wanted(self, child: ChildContext, env_index: int) -> bool:
-        return any(result is True for _plugin, result in
-                   self._call("mosaic_frame_wanted", child=child, env_index=env_index))
+        return any(
+            result is True for _plugin, result in self._call("mosaic_frame_wanted", child=child, env_index=env_index)
+        )
 
-    def on_scalar(self, child: ChildContext, tag: str, value: float, step: int | None, agent: str | None = None) -> None:
+    def on_scalar(
+        self, child: ChildContext, tag: str, value: float, step: int | None, agent: str | None = None
+    ) -> None:
         # The hottest hook (every add_scalar): guarded like every hook, results not tagged.
         self._call("mosaic_on_scalar", False, child=child, tag=tag, value=value, step=step, agent=agent)
 
@@ -399,8 +455,10 @@ def load_plugin_host() -> PluginHost:
     items = load_group(PLUGIN_GROUP, check=_check_module, select=is_blocked)
     unknown = unknown_selected(items)
     if unknown:
-        message = (f"{LOAD_VAR}/{DISABLE_VAR} name(s) {', '.join(unknown)} that no installed plugin has; "
-                   f"installed: {', '.join(sorted(i.name for i in items)) or 'none'}")
+        message = (
+            f"{LOAD_VAR}/{DISABLE_VAR} name(s) {', '.join(unknown)} that no installed plugin has; "
+            f"installed: {', '.join(sorted(i.name for i in items)) or 'none'}"
+        )
         if strict():
             raise PluginError(message)
         print(f"mosaic: warning: {message}", file=sys.stderr)
@@ -415,8 +473,11 @@ def listed_plugin_host(records: list[list[str]]) -> PluginHost:
 
 def plugin_records(host: PluginHost) -> list[list[str]]:
     """``[name, value, distribution, version]`` of every active plugin loaded by entry point."""
-    return [[i.name, i.value, i.distribution, i.version] for i in host.loaded
-            if i.status == "active" and i.group == PLUGIN_GROUP and i.distribution != "(in-process)"]
+    return [
+        [i.name, i.value, i.distribution, i.version]
+        for i in host.loaded
+        if i.status == "active" and i.group == PLUGIN_GROUP and i.distribution != "(in-process)"
+    ]
 
 
 @lru_cache(maxsize=1)

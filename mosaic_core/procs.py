@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -175,8 +175,10 @@ PR_SET_PDEATHSIG = 1
 # subprocess fork() (not vfork) and run Python in a child of a process full of threads (gRPC's
 # pollers, a W&B service): fork handlers and locks held at fork time then abort or hang the
 # child (the SIGABRT after "epoll_wait error: Bad file descriptor" of a run through the daemon).
-_PDEATHSIG = ("import ctypes, os, sys; ctypes.CDLL(None).prctl(1, int(sys.argv[1]), 0, 0, 0); "
-              "os.getppid() == int(sys.argv[2]) or os._exit(1); os.execvp(sys.argv[3], sys.argv[3:])")
+_PDEATHSIG = (
+    "import ctypes, os, sys; ctypes.CDLL(None).prctl(1, int(sys.argv[1]), 0, 0, 0); "
+    "os.getppid() == int(sys.argv[2]) or os._exit(1); os.execvp(sys.argv[3], sys.argv[3:])"
+)
 
 
 def with_parent_death_signal(argv: list[str], sig: int = signal.SIGTERM) -> list[str]:

@@ -15,8 +15,9 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 DISTRIBUTION = "mosaic-workers"
 WIDTH = "100"  # argparse wraps help at $COLUMNS: fixed, so the page is the same on every terminal
@@ -70,7 +71,9 @@ def _worker_parser(name: str) -> argparse.ArgumentParser:
     item = find_worker(name)
     parser = pipeline.host_parser(f"mosaic run --worker {name}", name, item.obj.description)
     own = parser.add_argument_group(f"{name} worker")
-    launchers.add_arguments(parser, [i.obj for i in launchers.discover() if i.status == "active" and i.distribution == DISTRIBUTION])
+    launchers.add_arguments(
+        parser, [i.obj for i in launchers.discover() if i.status == "active" and i.distribution == DISTRIBUTION]
+    )
     load_worker(item).add_arguments(own)
     return parser
 
@@ -80,10 +83,14 @@ def render_cli() -> str:
     from mosaic_core.workers import discover_workers
 
     commands = _our_commands()
-    parts = ["# CLI reference", "",
-             "Generated from the argparse parsers by `python -m mosaic_core.refdocs`; do not edit by hand. "
-             "`mosaic COMMAND --help` prints the same on any machine; a third-party plugin's commands and "
-             "workers are not listed here (`mosaic --help`, `mosaic workers`).", ""]
+    parts = [
+        "# CLI reference",
+        "",
+        "Generated from the argparse parsers by `python -m mosaic_core.refdocs`; do not edit by hand. "
+        "`mosaic COMMAND --help` prints the same on any machine; a third-party plugin's commands and "
+        "workers are not listed here (`mosaic --help`, `mosaic workers`).",
+        "",
+    ]
     parts += [f"- [`mosaic {c.name}`](#mosaic-{c.name}): {c.help}" for c in commands]
     workers = sorted(i.name for i in discover_workers() if i.distribution == DISTRIBUTION and i.status == "active")
     parts += ["- [`mosaic run`](#mosaic-run): the flags every worker's runs share, then each worker's own"]
@@ -93,11 +100,15 @@ def render_cli() -> str:
         parser = argparse.ArgumentParser(prog=f"mosaic {command.name}", description=command.help)
         command.configure(parser)
         parts += _section(f"mosaic {command.name}", parser)
-    parts += ["", "## mosaic run", "",
-              "`mosaic run [--worker NAME] [flags...]`: the host's flags, the same for every worker, then the "
-              "launchers' and the worker's own (`mosaic run --worker NAME --help`). Without `--worker` a run "
-              "goes to `$MOSAIC_DEFAULT_WORKER`, else to the installed worker that runs its `--algo` "
-              "([running runs](../running.md#which-worker-runs-it))."]
+    parts += [
+        "",
+        "## mosaic run",
+        "",
+        "`mosaic run [--worker NAME] [flags...]`: the host's flags, the same for every worker, then the "
+        "launchers' and the worker's own (`mosaic run --worker NAME --help`). Without `--worker` a run "
+        "goes to `$MOSAIC_DEFAULT_WORKER`, else to the installed worker that runs its `--algo` "
+        "([running runs](../running.md#which-worker-runs-it)).",
+    ]
     for name in workers:
         parts += _section(f"mosaic run --worker {name}", _worker_parser(name), 3)
     return "\n".join(parts) + "\n"
@@ -117,47 +128,101 @@ def _type(annotation: Any) -> str:
 def render_schemas() -> str:
     from mosaic_core import config, contract, events, manifest
 
-    parts = ["# Schemas", "",
-             "Generated from the code by `python -m mosaic_core.refdocs`; do not edit by hand. The files a run "
-             "writes under its run directory, and the config it reads.", "",
-             "## Worker config", "", f"`mosaic_core.config.WorkerConfig`: {_doc(config.WorkerConfig)} "
-             "Read from `--config` (flat, or nested at `metadata.worker.config`), flags and `--extras`; written "
-             "to the run's `config.json` with secrets as `" + config.REDACTED + "`.", "",
-             "| field | type | required | default |", "|---|---|---|---|"]
+    parts = [
+        "# Schemas",
+        "",
+        "Generated from the code by `python -m mosaic_core.refdocs`; do not edit by hand. The files a run "
+        "writes under its run directory, and the config it reads.",
+        "",
+        "## Worker config",
+        "",
+        f"`mosaic_core.config.WorkerConfig`: {_doc(config.WorkerConfig)} "
+        "Read from `--config` (flat, or nested at `metadata.worker.config`), flags and `--extras`; written "
+        "to the run's `config.json` with secrets as `" + config.REDACTED + "`.",
+        "",
+        "| field | type | required | default |",
+        "|---|---|---|---|",
+    ]
     for item in dataclasses.fields(config.WorkerConfig):
         if item.name == "source":
             continue
-        default = ("{}" if item.default_factory is not dataclasses.MISSING  # type: ignore[misc]
-                   else "" if item.default is dataclasses.MISSING else json.dumps(item.default))
-        parts.append(f"| `{item.name}` | `{_type(item.type)}` | {'yes' if item.name in config.REQUIRED else 'no'} | "
-                     f"{default and f'`{default}`'} |")
-    parts += ["", "Limits: `run_id` matches `" + config.RUN_ID.pattern + "`; `seed` from 0 to "
-              f"{config.MAX_SEED:,}; `total_timesteps` from 1 to {config.MAX_STEPS:,}; `algo`, `env_id`, "
-              f"`worker_id` at most {config.MAX_NAME:,} characters without control characters; at most "
-              f"{config.MAX_DEPTH} levels deep; a config file at most {config.MAX_CONFIG_FILE_BYTES // 2**20} MiB. "
-              "Secret keys (the name contains " + ", ".join(f"`{m}`" for m in config.SECRET_MARKERS) + ") are "
-              "redacted wherever the config is written or printed.", "",
-              "### Standard extras keys", "", "The run contract's keys, the same for every worker "
-              "([the run contract](../run-contract.md)):", "", "| key | meaning |", "|---|---|"]
+        default = (
+            "{}"
+            if item.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+            else ""
+            if item.default is dataclasses.MISSING
+            else json.dumps(item.default)
+        )
+        parts.append(
+            f"| `{item.name}` | `{_type(item.type)}` | {'yes' if item.name in config.REQUIRED else 'no'} | "
+            f"{default and f'`{default}`'} |"
+        )
+    parts += [
+        "",
+        "Limits: `run_id` matches `" + config.RUN_ID.pattern + "`; `seed` from 0 to "
+        f"{config.MAX_SEED:,}; `total_timesteps` from 1 to {config.MAX_STEPS:,}; `algo`, `env_id`, "
+        f"`worker_id` at most {config.MAX_NAME:,} characters without control characters; at most "
+        f"{config.MAX_DEPTH} levels deep; a config file at most {config.MAX_CONFIG_FILE_BYTES // 2**20} MiB. "
+        "Secret keys (the name contains " + ", ".join(f"`{m}`" for m in config.SECRET_MARKERS) + ") are "
+        "redacted wherever the config is written or printed.",
+        "",
+        "### Standard extras keys",
+        "",
+        "The run contract's keys, the same for every worker ([the run contract](../run-contract.md)):",
+        "",
+        "| key | meaning |",
+        "|---|---|",
+    ]
     parts += [f"| `{key.name}` | {key.help} |" for key in contract.STANDARD_KEYS]
-    parts += ["", "## Lifecycle events (`events.jsonl`)", "", _doc(events),
-              "", "| field | what |", "|---|---|",
-              "| `event` | the event's name (`run_started`, `metrics`, `checkpoint_saved`, `heartbeat`, `note`, …) |",
-              "| `run_id` | the run |", "| `seq` | 1, 2, 3… in the order written |",
-              "| `timestamp` | seconds since the epoch |", "| `payload` | an object, redacted; non-finite numbers "
-              "become `null` |", "",
-              "Terminal events: " + ", ".join(f"`{e}` (status `{events.STATUS_OF[e]}`)" for e in events.TERMINAL) + ".",
-              "", "## Run manifest (`manifest.json`)", "", _doc(manifest), "",
-              f"Schema `{manifest.MANIFEST_SCHEMA}`. The host writes these sections; every other top-level key is "
-              "a plugin's section (`mosaic_build_manifest`), named after it:", ""]
+    parts += [
+        "",
+        "## Lifecycle events (`events.jsonl`)",
+        "",
+        _doc(events),
+        "",
+        "| field | what |",
+        "|---|---|",
+        "| `event` | the event's name (`run_started`, `metrics`, `checkpoint_saved`, `heartbeat`, `note`, …) |",
+        "| `run_id` | the run |",
+        "| `seq` | 1, 2, 3… in the order written |",
+        "| `timestamp` | seconds since the epoch |",
+        "| `payload` | an object, redacted; non-finite numbers become `null` |",
+        "",
+        "Terminal events: " + ", ".join(f"`{e}` (status `{events.STATUS_OF[e]}`)" for e in events.TERMINAL) + ".",
+        "",
+        "## Run manifest (`manifest.json`)",
+        "",
+        _doc(manifest),
+        "",
+        f"Schema `{manifest.MANIFEST_SCHEMA}`. The host writes these sections; every other top-level key is "
+        "a plugin's section (`mosaic_build_manifest`), named after it:",
+        "",
+    ]
     parts += [f"- `{name}`" for name in sorted(manifest.HOST_SECTIONS)]
-    example = contract.eval_result(worker="example", algo="random", env_id="CartPole-v1", checkpoint="checkpoints/step_50000.json",
-                                   global_step=50000, returns=[500.0, 480.0], lengths=[500, 480], seeds=[1000001, 1000002],
-                                   deterministic=True)
+    example = contract.eval_result(
+        worker="example",
+        algo="random",
+        env_id="CartPole-v1",
+        checkpoint="checkpoints/step_50000.json",
+        global_step=50000,
+        returns=[500.0, 480.0],
+        lengths=[500, 480],
+        seeds=[1000001, 1000002],
+        deterministic=True,
+    )
     example["written"] = 1767225600.0
-    parts += ["", f"## Evaluation result (`{contract.EVAL_FILE}`)", "", _doc(contract.eval_result), "",
-              f"Written by `mosaic_core.contract.write_eval` (atomically). For two episodes:", "",
-              "```json", json.dumps(example, indent=2), "```"]
+    parts += [
+        "",
+        f"## Evaluation result (`{contract.EVAL_FILE}`)",
+        "",
+        _doc(contract.eval_result),
+        "",
+        "Written by `mosaic_core.contract.write_eval` (atomically). For two episodes:",
+        "",
+        "```json",
+        json.dumps(example, indent=2),
+        "```",
+    ]
     return "\n".join(parts) + "\n"
 
 

@@ -78,8 +78,10 @@ def check_recorded(recorded: dict[str, Any], given: dict[str, Any], run_id: str)
     for field, flag in (("algo", "--algo"), ("env_id", "--env-id")):
         value = given.get(field)
         if value is not None and recorded.get(field) not in (None, value):
-            raise UsageError(f"run {run_id} has {field} {recorded.get(field)!r}, not {value!r}: it cannot continue as "
-                             f"another run; leave {flag} out to resume it, or choose another --run-id")
+            raise UsageError(
+                f"run {run_id} has {field} {recorded.get(field)!r}, not {value!r}: it cannot continue as "
+                f"another run; leave {flag} out to resume it, or choose another --run-id"
+            )
 
 
 def decide(worker_item: LoadedEntryPoint, worker: Worker, config: WorkerConfig, run_dir: Path) -> Resume:
@@ -87,32 +89,45 @@ def decide(worker_item: LoadedEntryPoint, worker: Worker, config: WorkerConfig, 
     run_id = config.run_id
     terminal, resumes, pid = run_state(run_dir)
     if terminal is None and isinstance(pid, int) and process_alive(pid):
-        raise UsageError(f"run {run_id} is still running (training process {pid}); stop it first "
-                         f"(`mosaic run` ends it with Ctrl-C), then resume it")
+        raise UsageError(
+            f"run {run_id} is still running (training process {pid}); stop it first "
+            f"(`mosaic run` ends it with Ctrl-C), then resume it"
+        )
     if terminal == "run_completed":
-        raise UsageError(f"run {run_id} completed; `mosaic run --run-id {run_id} {RESTART_FLAG}` starts it over "
-                         "(its directory is cleared), or choose another --run-id")
+        raise UsageError(
+            f"run {run_id} completed; `mosaic run --run-id {run_id} {RESTART_FLAG}` starts it over "
+            "(its directory is cleared), or choose another --run-id"
+        )
     layout = worker.checkpoint_layout(config)
     if layout is None:
-        raise UsageError(f"worker {worker_item.name!r} does not say how its checkpoints look "
-                         f"(Worker.checkpoint_layout) for algo {config.algo!r}: run {run_id} cannot be resumed; "
-                         f"{RESTART_FLAG} starts it over")
+        raise UsageError(
+            f"worker {worker_item.name!r} does not say how its checkpoints look "
+            f"(Worker.checkpoint_layout) for algo {config.algo!r}: run {run_id} cannot be resumed; "
+            f"{RESTART_FLAG} starts it over"
+        )
     checkpoint = newest_checkpoint(run_dir, layout, run_id)
     if checkpoint is None:
-        raise UsageError(f"run {run_id} has no checkpoint ({layout.pattern}) in {run_dir} to resume from; "
-                         f"{RESTART_FLAG} starts it over")
+        raise UsageError(
+            f"run {run_id} has no checkpoint ({layout.pattern}) in {run_dir} to resume from; "
+            f"{RESTART_FLAG} starts it over"
+        )
     problem = worker.check_checkpoint(checkpoint, config)
     if problem:
         raise UsageError(f"cannot resume run {run_id}: {problem}")
     if config.total_timesteps is not None and checkpoint.step >= config.total_timesteps:
-        raise UsageError(f"run {run_id}'s newest checkpoint is at step {checkpoint.step}, at or past its "
-                         f"total_timesteps {config.total_timesteps}: give a larger --total-timesteps to train further")
+        raise UsageError(
+            f"run {run_id}'s newest checkpoint is at step {checkpoint.step}, at or past its "
+            f"total_timesteps {config.total_timesteps}: give a larger --total-timesteps to train further"
+        )
     return Resume(checkpoint, resumes + 1)
 
 
 def announce(run_id: str, resume: Resume) -> None:
-    print(f"mosaic: resuming run {run_id} from step {resume.checkpoint.step} ({resume.checkpoint.path.name}; "
-          f"resume {resume.attempt})", file=sys.stderr)
+    print(
+        f"mosaic: resuming run {run_id} from step {resume.checkpoint.step} ({resume.checkpoint.path.name}; "
+        f"resume {resume.attempt})",
+        file=sys.stderr,
+    )
 
 
 def clear(run_dir: Path) -> None:

@@ -85,12 +85,16 @@ def find_run_dir(root: Path, ref: str) -> Path:
     id (26-character ids need not be typed whole). A UsageError lists the ambiguous matches or
     suggests close ids."""
     if not isinstance(ref, str) or not RUN_ID.fullmatch(ref):  # an id or its prefix; never a path or a page
-        raise ConfigError(f"{ref[:200] if isinstance(ref, str) else ref!r} is not a run id (letters, digits, - and _, "
-                          "at most 128)", field="run_id")
+        raise ConfigError(
+            f"{ref[:200] if isinstance(ref, str) else ref!r} is not a run id (letters, digits, - and _, at most 128)",
+            field="run_id",
+        )
     check_runs_root(root)
     if (root / ref).is_dir():
         return _own_run_dir(root / ref)
-    known = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")) if root.is_dir() else []
+    known = (
+        sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")) if root.is_dir() else []
+    )
     matches = [name for name in known if name.startswith(ref)]
     if len(matches) == 1:
         return _own_run_dir(root / matches[0])
@@ -100,7 +104,9 @@ def find_run_dir(root: Path, ref: str) -> Path:
     import difflib
 
     close = difflib.get_close_matches(ref, known, n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else (f"; see `mosaic runs --runs-dir {root}`" if known else "")
+    hint = (
+        f"; did you mean {', '.join(close)}?" if close else (f"; see `mosaic runs --runs-dir {root}`" if known else "")
+    )
     raise UsageError(f"no run {ref!r} under {root}{hint}")
 
 
@@ -147,7 +153,7 @@ class RunDirectory:
         return self.logs / f"{worker}.{stream}.log"
 
     @classmethod
-    def for_run(cls, runs_root: Path | str | None, run_id: str) -> "RunDirectory":
+    def for_run(cls, runs_root: Path | str | None, run_id: str) -> RunDirectory:
         check_run_id(run_id)
         return cls(Path(runs_root).absolute() if runs_root else default_runs_root(), run_id)
 
@@ -174,19 +180,24 @@ class RunDirectory:
             except OSError as exc:
                 raise ConfigError(str(exc), field="run_id") from None
         elif self.path.exists() or self.path.is_symlink():
-            raise ConfigError(f"run {self.run_id!r} already exists in {root}; choose another --run-id "
-                              "(or leave it out to get a new one)", field="run_id")
+            raise ConfigError(
+                f"run {self.run_id!r} already exists in {root}; choose another --run-id "
+                "(or leave it out to get a new one)",
+                field="run_id",
+            )
 
-    def create(self) -> "RunDirectory":
+    def create(self) -> RunDirectory:
         """Make the run directory (0700, or 0750 when runs are shared with the group; the
         process umask must be :func:`run_umask` for its files): it must be new and ours."""
         mode = 0o777 & ~run_umask()
         new_root = not self.root.exists()
         self.root.mkdir(parents=True, exist_ok=True, mode=mode)
         if new_root and self.root.name == DEFAULT_RUNS_ROOT.name:
-            print(f"mosaic: note: made a new runs root {self.root} (no var/trainer/runs of yours above "
-                  f"{self.root.parent.parent.parent}); set --runs-dir or ${RUNS_ROOT_VAR} to use another",
-                  file=sys.stderr)
+            print(
+                f"mosaic: note: made a new runs root {self.root} (no var/trainer/runs of yours above "
+                f"{self.root.parent.parent.parent}); set --runs-dir or ${RUNS_ROOT_VAR} to use another",
+                file=sys.stderr,
+            )
         check_runs_root(self.root)
         try:
             self.path.mkdir(mode=mode)

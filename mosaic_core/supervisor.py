@@ -20,9 +20,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mosaic_core import channel, hostsignals, procs
 from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, GRACE_VAR, LIFECYCLE_KIND, REFUSAL_KIND, describe_child
@@ -62,8 +63,15 @@ class SupervisorOptions:
 class Supervisor:
     """Runs ``argv`` for ``run`` and returns the exit code a CLI should use."""
 
-    def __init__(self, run: RunContext, host: PluginHost, argv: list[str], env: dict[str, str],
-                 options: SupervisorOptions | None = None, cwd: Path | None = None):
+    def __init__(
+        self,
+        run: RunContext,
+        host: PluginHost,
+        argv: list[str],
+        env: dict[str, str],
+        options: SupervisorOptions | None = None,
+        cwd: Path | None = None,
+    ):
         self.run, self.host, self.argv = run, host, argv
         self.env_additions = env
         self.cwd = cwd or run.run_dir
@@ -86,10 +94,17 @@ class Supervisor:
                 self.run.emit(event, self._absolute_paths(payload.get("payload") or {}))
             elif isinstance(event, str) and event not in self._undeclared:
                 self._undeclared.add(event)  # dropped, never silently: once per run and event
-                why = ("terminal events are the host's" if event in TERMINAL else "neither the host, a plugin "
-                       "(mosaic_child_events) nor the worker (Worker.child_events) declared it")
-                print(f"mosaic: warning: worker {self.run.worker!r} emitted child event {event[:80]!r}: {why}; "
-                      "it is dropped", file=sys.stderr)
+                why = (
+                    "terminal events are the host's"
+                    if event in TERMINAL
+                    else "neither the host, a plugin "
+                    "(mosaic_child_events) nor the worker (Worker.child_events) declared it"
+                )
+                print(
+                    f"mosaic: warning: worker {self.run.worker!r} emitted child event {event[:80]!r}: {why}; "
+                    "it is dropped",
+                    file=sys.stderr,
+                )
             return
         if kind == REFUSAL_KIND:  # mosaic_core.child.refuse_config: a config error, said in one line
             if isinstance(payload.get("error"), str) and payload["error"]:
@@ -116,10 +131,18 @@ class Supervisor:
     def child_environment(self, address: str) -> dict[str, str]:
         cfg = self.run.config
         # Secrets reach the child only through the env plugins give it, never a second copy here.
-        child = ChildContext(run_id=cfg.run_id, run_dir=self.run.run_dir, extras=redact(cfg.extras),
-                             channel=channel.ChannelSender(address), algo=cfg.algo, env_id=cfg.env_id,
-                             num_envs=self.options.num_envs, worker=self.run.worker,
-                             plugins=plugin_records(self.host), host_pid=os.getpid())
+        child = ChildContext(
+            run_id=cfg.run_id,
+            run_dir=self.run.run_dir,
+            extras=redact(cfg.extras),
+            channel=channel.ChannelSender(address),
+            algo=cfg.algo,
+            env_id=cfg.env_id,
+            num_envs=self.options.num_envs,
+            worker=self.run.worker,
+            plugins=plugin_records(self.host),
+            host_pid=os.getpid(),
+        )
         env = dict(os.environ)
         for name, value in CHILD_DEFAULTS.items():
             env.setdefault(name, value)
@@ -141,9 +164,15 @@ class Supervisor:
         try:
             # The training process dies with its host even if the host is SIGKILLed (a Python
             # training process trades this for a watchdog that also records why: _patchpoints.install).
-            return subprocess.Popen(procs.with_parent_death_signal(self.argv), cwd=self.cwd, env=env,
-                                    stdin=None if passthrough else subprocess.DEVNULL,
-                                    stdout=None if passthrough else out, stderr=err, start_new_session=True)
+            return subprocess.Popen(
+                procs.with_parent_death_signal(self.argv),
+                cwd=self.cwd,
+                env=env,
+                stdin=None if passthrough else subprocess.DEVNULL,
+                stdout=None if passthrough else out,
+                stderr=err,
+                start_new_session=True,
+            )
         finally:
             out.close()
             err.close()
@@ -151,8 +180,12 @@ class Supervisor:
     def stop_group(self, grace: float | None = None) -> None:
         """SIGTERM the child's process group, then SIGKILL what is left after the grace period."""
         if self.process is not None:
-            procs.stop_group(self.process.pid, self.options.grace_period if grace is None else grace, self.process,
-                             kill_wait=KILL_WAIT_S)
+            procs.stop_group(
+                self.process.pid,
+                self.options.grace_period if grace is None else grace,
+                self.process,
+                kill_wait=KILL_WAIT_S,
+            )
 
     def cancel(self, reason: str) -> None:
         """Ask the run to stop (thread-safe and lock-free: used by signal handlers)."""
@@ -179,8 +212,13 @@ class Supervisor:
     def execute(self) -> int:
         run = self.run
         run.directory.create()
-        emitter = EventEmitter(run.run_id, run.directory.events, stream=self.options.stream, sinks=[self._sink],
-                               to_stream=self.options.json_stdout and not self.options.passthrough_stdio)
+        emitter = EventEmitter(
+            run.run_id,
+            run.directory.events,
+            stream=self.options.stream,
+            sinks=[self._sink],
+            to_stream=self.options.json_stdout and not self.options.passthrough_stdio,
+        )
         run.emitter = emitter
         if run.resume is not None:  # one log: this attempt's events number on from the earlier ones'
             emitter.continue_after(run.directory.events)
@@ -193,9 +231,17 @@ class Supervisor:
             receiver.start()
             if run.resume is not None:  # the same run goes on: its earlier events stay, this attempt follows
                 run.emit("run_resumed", run.resume.payload())
-            run.emit("run_started", {"worker": run.worker, "algo": run.config.algo, "env_id": run.config.env_id,
-                                     "total_timesteps": run.config.total_timesteps, "run_dir": str(run.run_dir),
-                                     **self.options.started_payload})
+            run.emit(
+                "run_started",
+                {
+                    "worker": run.worker,
+                    "algo": run.config.algo,
+                    "env_id": run.config.env_id,
+                    "total_timesteps": run.config.total_timesteps,
+                    "run_dir": str(run.run_dir),
+                    **self.options.started_payload,
+                },
+            )
             started_hooks = True
             record_run(run.run_dir)  # the runs root's index (mosaic_core.runstore.index)
             self.host.run_started(run)
@@ -234,8 +280,9 @@ class Supervisor:
         proc = self.process
         assert proc is not None
         # Wake the loop the moment the child exits (not at the next poll).
-        self._waiter = threading.Thread(target=lambda: (proc.wait(), self._wake_up()), name="mosaic-child-wait",
-                                        daemon=True)
+        self._waiter = threading.Thread(
+            target=lambda: (proc.wait(), self._wake_up()), name="mosaic-child-wait", daemon=True
+        )
         self._waiter.start()
         started = time.monotonic()
         next_beat = started + self.options.heartbeat_interval
@@ -265,8 +312,10 @@ class Supervisor:
         self.run.emit("heartbeat", payload)
 
     def _outcome(self) -> tuple[str, dict[str, Any], int]:
-        logs = {"stdout": self.run.directory.relative(self.run.directory.log(self.run.worker, "stdout")),
-                "stderr": self.run.directory.relative(self.run.directory.log(self.run.worker, "stderr"))}
+        logs = {
+            "stdout": self.run.directory.relative(self.run.directory.log(self.run.worker, "stdout")),
+            "stderr": self.run.directory.relative(self.run.directory.log(self.run.worker, "stderr")),
+        }
         code = self.process.returncode if self.process is not None else None
         if self._cancel_reason is not None:
             note = read_cancel_note(self.run.directory)  # e.g. "pruned by the sweep at step 4096"
@@ -307,15 +356,19 @@ class Supervisor:
             payload.setdefault("manifest_error", str(exc))
         run.emit(EVENT_OF[status], payload)
         if status == "failed" and payload.get("error_kind") == "config":  # --quiet too: the one line of why
-            print(f"mosaic: error: {payload['error']} (run {run.run_id} refused it before its first step)",
-                  file=sys.stderr)
+            print(
+                f"mosaic: error: {payload['error']} (run {run.run_id} refused it before its first step)",
+                file=sys.stderr,
+            )
         elif status == "failed" and payload.get("error"):
             print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
 
 
 def _open_log(path: Path) -> Any:
     """A run's log, appended to without following a symlink at its name."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)  # less the run's umask
+    fd = os.open(
+        path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
+    )  # less the run's umask
     return os.fdopen(fd, "ab")
 
 
@@ -327,7 +380,9 @@ def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:
         if sig == signal.SIGHUP and signal.getsignal(sig) is signal.SIG_IGN:
             continue  # started under nohup: a hangup does not stop the run
         # cancel() takes no lock (a pipe write), so it is safe in a handler that interrupts anything
-        previous[sig] = signal.signal(sig, lambda signum, _frame: supervisor.cancel(f"received {signal.Signals(signum).name}"))
+        previous[sig] = signal.signal(
+            sig, lambda signum, _frame: supervisor.cancel(f"received {signal.Signals(signum).name}")
+        )
     held = hostsignals.take_held()  # one that came after the run directory was made
     if held is not None:
         supervisor.cancel(f"received {signal.Signals(held).name}")

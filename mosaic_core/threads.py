@@ -23,8 +23,8 @@ the user nor the worker's launch set it — and ``launch.json`` records it under
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 SHARE_VAR = "MOSAIC_CPU_SHARE"
 LONE_RUN_THREADS = 1  # see the module docstring

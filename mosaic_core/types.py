@@ -36,12 +36,16 @@ class ExtrasKey:
     bookkeeping: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not (_KEY.match(self.name) or (self.prefix and _KEY.match(self.name.rstrip("_")))):
+        if not isinstance(self.name, str) or not (
+            _KEY.match(self.name) or (self.prefix and _KEY.match(self.name.rstrip("_")))
+        ):
             raise ValueError(f"ExtrasKey.name must be an identifier, got {self.name!r}")
-        if not isinstance(self.help, str) or not all(isinstance(flag, bool) for flag in
-                                                     (self.prefix, self.switches_envs, self.bookkeeping)):
-            raise ValueError(f"ExtrasKey {self.name!r}: help must be a string, prefix, switches_envs and "
-                             "bookkeeping bools")
+        if not isinstance(self.help, str) or not all(
+            isinstance(flag, bool) for flag in (self.prefix, self.switches_envs, self.bookkeeping)
+        ):
+            raise ValueError(
+                f"ExtrasKey {self.name!r}: help must be a string, prefix, switches_envs and bookkeeping bools"
+            )
 
     def matches(self, key: str) -> bool:
         return key.startswith(self.name) if self.prefix else key == self.name
@@ -129,9 +133,16 @@ class FormOption:
         object.__setattr__(self, "choices", tuple(self.choices or ()))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "default": self.default, "help": self.help,
-                "choices": list(self.choices) or None, "item_kind": self.item_kind,
-                "annotation": self.annotation or self.kind, "default_text": self.default_text}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "default": self.default,
+            "help": self.help,
+            "choices": list(self.choices) or None,
+            "item_kind": self.item_kind,
+            "annotation": self.annotation or self.kind,
+            "default_text": self.default_text,
+        }
 
 
 @dataclass(frozen=True)
@@ -183,9 +194,13 @@ class Launch:
         if not command or not all(isinstance(a, str) and "\0" not in a for a in command):
             raise ValueError(f"Launch.command must be a non-empty list of strings, got {self.command!r}")
         object.__setattr__(self, "command", command)
-        if not isinstance(self.env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
+        if not isinstance(self.env, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()
+        ):
             raise ValueError("Launch.env must map strings to strings")
-        if self.num_envs is not None and (isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs < 1):
+        if self.num_envs is not None and (
+            isinstance(self.num_envs, bool) or not isinstance(self.num_envs, int) or self.num_envs < 1
+        ):
             raise ValueError(f"Launch.num_envs must be a positive integer or None, got {self.num_envs!r}")
         object.__setattr__(self, "notes", tuple(self.notes))
         object.__setattr__(self, "code_paths", tuple(self.code_paths))
@@ -234,10 +249,20 @@ class ChildContext:
 
     def describe(self) -> str:
         """The JSON a host puts in ``MOSAIC_CHILD`` (read back by :mod:`mosaic_core.childenv`)."""
-        return json.dumps({"run_id": self.run_id, "run_dir": str(self.run_dir), "extras": self.extras,
-                           "channel": self.channel.address, "algo": self.algo, "env_id": self.env_id,
-                           "num_envs": self.num_envs, "worker": self.worker, "plugins": self.plugins,
-                           "host_pid": self.host_pid})
+        return json.dumps(
+            {
+                "run_id": self.run_id,
+                "run_dir": str(self.run_dir),
+                "extras": self.extras,
+                "channel": self.channel.address,
+                "algo": self.algo,
+                "env_id": self.env_id,
+                "num_envs": self.num_envs,
+                "worker": self.worker,
+                "plugins": self.plugins,
+                "host_pid": self.host_pid,
+            }
+        )
 
 
 class EnvSwitch:

@@ -22,10 +22,11 @@ import os
 import secrets
 import stat
 import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import parse_qs
 
 from mosaic_core.errors import UsageError
@@ -130,16 +131,23 @@ def offered(query_string: str, headers: Mapping[str, str], cookie: str) -> tuple
     return (jar[cookie].value if cookie in jar else None), False
 
 
-def check(expected: str, query_string: str, headers: Mapping[str, str], cookie: str,
-          command: str) -> tuple[int, str, bool]:
+def check(
+    expected: str, query_string: str, headers: Mapping[str, str], cookie: str, command: str
+) -> tuple[int, str, bool]:
     """(status, reason, came in the query): status 0 lets the request through; 401 without a
     token, 403 with a wrong one; the reason names ``command``'s printed URL."""
     if not expected:  # the server has not made its token yet
         return 503, "this server is starting: try again in a moment", False
     value, from_query = offered(query_string, headers, cookie)
     if value is None:
-        return 401, (f"this server needs its token: open the URL `{command}` printed (it ends in ?token=...) "
-                     f"or send the token in {runtime_dir_hint()} as Authorization: Bearer"), False
+        return (
+            401,
+            (
+                f"this server needs its token: open the URL `{command}` printed (it ends in ?token=...) "
+                f"or send the token in {runtime_dir_hint()} as Authorization: Bearer"
+            ),
+            False,
+        )
     if not secrets.compare_digest(value.encode(), expected.encode()):
         return 403, f"wrong token: use the one `{command}` printed when it started", False
     return 0, "", from_query
@@ -169,28 +177,41 @@ class TokenWSGI:
         self.app, self.token, self.cookie, self.command = app, token, cookie_name(port), command
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        headers = {key[5:].replace("_", "-").lower(): value for key, value in environ.items()
-                   if key.startswith("HTTP_")}
-        status, reason, from_query = check(self.token, environ.get("QUERY_STRING", ""), headers, self.cookie,
-                                           self.command)
+        headers = {
+            key[5:].replace("_", "-").lower(): value for key, value in environ.items() if key.startswith("HTTP_")
+        }
+        status, reason, from_query = check(
+            self.token, environ.get("QUERY_STRING", ""), headers, self.cookie, self.command
+        )
         if status:
             body = (reason + "\n").encode()
-            start_response(f"{status} {_REASONS[status]}",
-                           [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))),
-                            ("Cache-Control", "no-store")])
+            start_response(
+                f"{status} {_REASONS[status]}",
+                [
+                    ("Content-Type", "text/plain; charset=utf-8"),
+                    ("Content-Length", str(len(body))),
+                    ("Cache-Control", "no-store"),
+                ],
+            )
             return [body]
         if not from_query:
             return self.app(environ, start_response)
 
         def starting(status_line: str, response_headers: list[tuple[str, str]], *exc_info: Any) -> Any:
-            return start_response(status_line, [*response_headers, ("Set-Cookie", set_cookie(self.token, self.cookie))],
-                                  *exc_info)
+            return start_response(
+                status_line, [*response_headers, ("Set-Cookie", set_cookie(self.token, self.cookie))], *exc_info
+            )
 
         return self.app(environ, starting)
 
 
-def serve_wsgi(app: Callable[..., Iterable[bytes]], port: int, server: str, command: str,
-               announce: Callable[[str, ServerToken], None]) -> int:
+def serve_wsgi(
+    app: Callable[..., Iterable[bytes]],
+    port: int,
+    server: str,
+    command: str,
+    announce: Callable[[str, ServerToken], None],
+) -> int:
     """Serve a WSGI ``app`` behind a new token on 127.0.0.1:``port`` (threaded, stdlib
     ``wsgiref``) until Ctrl-C; ``announce(url_with_token, token)`` once it listens."""
     import socketserver

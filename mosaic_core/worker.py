@@ -181,8 +181,10 @@ def load_worker(item: LoadedEntryPoint) -> Worker:
     except Exception as exc:
         raise UsageError(f"{describe(item)}: cannot load {metadata.worker}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(worker, Worker):
-        raise UsageError(f"{describe(item)}: {metadata.worker} is a {type(worker).__name__}, not a "
-                         "mosaic_core.worker.Worker subclass")
+        raise UsageError(
+            f"{describe(item)}: {metadata.worker} is a {type(worker).__name__}, not a "
+            "mosaic_core.worker.Worker subclass"
+        )
     return worker
 
 
@@ -190,8 +192,9 @@ def declared(item: LoadedEntryPoint, what: str, values: Any, kind: type) -> list
     """A worker's declaration (``child_events()``, ``code_paths()``…) checked: a list of
     ``kind``; anything else is one line naming the worker and its distribution (exit 2)."""
     if not isinstance(values, (list, tuple)) or not all(isinstance(v, kind) for v in values):
-        raise UsageError(f"{describe(item)}: {what} must return a list of mosaic_core.types.{kind.__name__}, "
-                         f"got {values!r:.120}")
+        raise UsageError(
+            f"{describe(item)}: {what} must return a list of mosaic_core.types.{kind.__name__}, got {values!r:.120}"
+        )
     return list(values)
 
 
@@ -216,6 +219,7 @@ def declared_names(item: LoadedEntryPoint, worker: Worker, data: dict[str, Any])
     except Exception as exc:
         raise UsageError(f"{describe(item)}: algorithm_names(data) failed: {type(exc).__name__}: {exc}") from exc
     if names is not None and (not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names)):
-        raise UsageError(f"{describe(item)}: algorithm_names(data) must return a list of strings or None, "
-                         f"got {names!r:.120}")
+        raise UsageError(
+            f"{describe(item)}: algorithm_names(data) must return a list of strings or None, got {names!r:.120}"
+        )
     return None if names is None else list(names)

@@ -24,11 +24,15 @@ def _check_worker(obj: Any) -> WorkerMetadata:
     if isinstance(obj, WorkerMetadata):
         return obj
     if not callable(obj):
-        raise TypeError(f"a mosaic.workers entry point must name a WorkerMetadata (or a function returning one), "
-                        f"got {type(obj).__name__}")
+        raise TypeError(
+            f"a mosaic.workers entry point must name a WorkerMetadata (or a function returning one), "
+            f"got {type(obj).__name__}"
+        )
     metadata = obj()
     if not isinstance(metadata, WorkerMetadata):
-        raise TypeError(f"{getattr(obj, '__qualname__', obj)}() returned {type(metadata).__name__}, expected WorkerMetadata")
+        raise TypeError(
+            f"{getattr(obj, '__qualname__', obj)}() returned {type(metadata).__name__}, expected WorkerMetadata"
+        )
     return metadata
 
 
@@ -62,7 +66,7 @@ def find_worker(name: str) -> LoadedEntryPoint:
 
 
 def unknown_worker(name: str, items: list[LoadedEntryPoint]) -> str:
-    """"unknown worker", the closest installed one, and the installed ones."""
+    """ "unknown worker", the closest installed one, and the installed ones."""
     names = [i.name for i in items if i.status == "active"]
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]}?)" if close else ""

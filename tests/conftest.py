@@ -14,8 +14,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # Variables that change what the host does: a test sets them itself when it means to.
-HOST_VARS = {"MOSAIC_CHILD", "MOSAIC_CHANNEL", "MOSAIC_LOAD_PLUGINS", "MOSAIC_DISABLE_PLUGINS",
-             "MOSAIC_STRICT_PLUGINS", "MOSAIC_TRACE_HOOKS", "MOSAIC_RUNS_DIR", "MOSAIC_CLEANRL_HOME"}
+HOST_VARS = {
+    "MOSAIC_CHILD",
+    "MOSAIC_CHANNEL",
+    "MOSAIC_LOAD_PLUGINS",
+    "MOSAIC_DISABLE_PLUGINS",
+    "MOSAIC_STRICT_PLUGINS",
+    "MOSAIC_TRACE_HOOKS",
+    "MOSAIC_RUNS_DIR",
+    "MOSAIC_CLEANRL_HOME",
+}
 
 
 @dataclass
@@ -30,8 +38,9 @@ class Result:
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
 
-def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
-            input: str | None = None) -> Result:
+def run_cli(
+    args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300, input: str | None = None
+) -> Result:
     """Run ``mosaic ...`` (or another console script when args[0] names one) for real."""
     full_env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
     full_env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
@@ -39,8 +48,9 @@ def run_cli(args: list[str], *, cwd: Path, env: dict[str, str] | None = None, ti
     # console scripts too: ray's `serve` is not `mosaic serve`).
     exe = args[0] if args[0] in ("mosaic", "cleanrl-worker") else "mosaic"
     rest = args[1:] if exe == args[0] else args
-    proc = subprocess.run([str(BIN / exe), *rest], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout, input=input)
+    proc = subprocess.run(
+        [str(BIN / exe), *rest], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, input=input
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -64,8 +74,21 @@ def default_worker_is_cleanrl():
 # without it each test session builds them in a temp dir of its own.
 TEST_VENVS_VAR = "MOSAIC_TEST_VENVS"
 # The user's own settings and secrets: no test reads them (a test that means one sets it itself).
-USER_VARS = ("MOSAIC_RUNS_DIR", "MOSAIC_TOKEN", "MOSAIC_REGISTRATION_SECRET", "MOSAIC_SECRET_EXTRAS",
-             "MOSAIC_SHARE_RUNS", "MOSAIC_CLEANRL_HOME", "MOSAIC_RAY_ADDRESS", "RAY_ADDRESS", "WANDB_API_KEY")
+USER_VARS = (
+    "MOSAIC_RUNS_DIR",
+    "MOSAIC_TOKEN",
+    "MOSAIC_REGISTRATION_SECRET",
+    "MOSAIC_SECRET_EXTRAS",
+    "MOSAIC_SHARE_RUNS",
+    "MOSAIC_CLEANRL_HOME",
+    "MOSAIC_RAY_ADDRESS",
+    "RAY_ADDRESS",
+    "WANDB_API_KEY",
+    # the terminal's size: a piped CLI's tables are as wide under pytest-xdist (which sets 80 x 24)
+    # as in a plain session
+    "COLUMNS",
+    "LINES",
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -81,10 +104,16 @@ def private_user_state(tmp_path_factory):
     home = tmp_path_factory.mktemp("user")
     # pip's download cache stays the user's: content-addressed, it only spares a build the downloads
     pip_cache = os.environ.get("PIP_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pip")
-    private = {"PIP_CACHE_DIR": pip_cache, "MOSAIC_VENVS": os.environ.get(TEST_VENVS_VAR) or str(home / "venvs"),
-               "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
-               "XDG_RUNTIME_DIR": str(home / "runtime"), "NETRC": str(home / "netrc")}
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pip"
+    )
+    private = {
+        "PIP_CACHE_DIR": pip_cache,
+        "MOSAIC_VENVS": os.environ.get(TEST_VENVS_VAR) or str(home / "venvs"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_RUNTIME_DIR": str(home / "runtime"),
+        "NETRC": str(home / "netrc"),
+    }
     (home / "runtime").mkdir(mode=0o700)  # only a directory that exists is used
     saved = {name: os.environ.get(name) for name in (*private, *USER_VARS)}
     for name in USER_VARS:

@@ -13,11 +13,33 @@ def cleanrl_evaluation(folder: Path, episodes: int = 3) -> dict[str, Any]:
     from tests.conftest import run_cli
 
     runs = folder / "cleanrl-runs"
-    trained = run_cli(["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps",
-                       "256", "--num-envs", "2", "--num-steps", "64", "--run-id", "reference", "--runs-dir", str(runs),
-                       "--quiet"], cwd=folder)
+    trained = run_cli(
+        [
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            "ppo",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "256",
+            "--num-envs",
+            "2",
+            "--num-steps",
+            "64",
+            "--run-id",
+            "reference",
+            "--runs-dir",
+            str(runs),
+            "--quiet",
+        ],
+        cwd=folder,
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
-    done = run_cli(["evaluate", "reference", "--episodes", str(episodes), "--runs-dir", str(runs), "--json"], cwd=folder)
+    done = run_cli(
+        ["evaluate", "reference", "--episodes", str(episodes), "--runs-dir", str(runs), "--json"], cwd=folder
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -29,8 +51,19 @@ def assert_same_schema(result: dict[str, Any], reference: dict[str, Any], seed: 
     its seeds are the training ``seed``'s evaluation seeds."""
     from mosaic_core.contract import eval_result
 
-    schema = set(eval_result(worker="w", algo="a", env_id="e", checkpoint="c", global_step=0, returns=[0.0],
-                             lengths=[1], seeds=[0], deterministic=False))
+    schema = set(
+        eval_result(
+            worker="w",
+            algo="a",
+            env_id="e",
+            checkpoint="c",
+            global_step=0,
+            returns=[0.0],
+            lengths=[1],
+            seeds=[0],
+            deterministic=False,
+        )
+    )
     assert schema <= set(reference) and schema <= set(result), (schema - set(reference), schema - set(result))
     assert set(result) - schema <= set(reference) - schema, set(result) - set(reference)
     assert result["schema"] == reference["schema"]

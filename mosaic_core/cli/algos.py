@@ -13,7 +13,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mosaic_core.errors import UsageError
 
@@ -41,11 +42,20 @@ def _has_view(worker: Any) -> bool:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("view", nargs="?", default="list", metavar="VIEW",
-                        help="list (default), or a view of the worker's own (e.g. presets [ALGO], show ALGO)")
+    parser.add_argument(
+        "view",
+        nargs="?",
+        default="list",
+        metavar="VIEW",
+        help="list (default), or a view of the worker's own (e.g. presets [ALGO], show ALGO)",
+    )
     parser.add_argument("algo", nargs="?", metavar="ALGO", help="the algorithm of a worker's view")
-    parser.add_argument("--worker", metavar="NAME", help="the worker (default: $MOSAIC_DEFAULT_WORKER, else the "
-                                                         "installed worker with its own view, else the only one)")
+    parser.add_argument(
+        "--worker",
+        metavar="NAME",
+        help="the worker (default: $MOSAIC_DEFAULT_WORKER, else the "
+        "installed worker with its own view, else the only one)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     for _item, worker in _workers():
         try:
@@ -92,10 +102,12 @@ def run(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps({"worker": item.name, "algorithms": entries}, indent=2))
         return 0
-    rows = [(str(e.get("algo")), str(e.get("description", "")), ", ".join(e.get("envs") or []) or "-")
-            for e in entries]
-    table(f"{item.name} worker algorithms (mosaic run --worker {item.name} --algo ALGO --env-id ENV)",
-          ("algorithm", "description", "envs"), rows)
+    rows = [(str(e.get("algo")), str(e.get("description", "")), ", ".join(e.get("envs") or []) or "-") for e in entries]
+    table(
+        f"{item.name} worker algorithms (mosaic run --worker {item.name} --algo ALGO --env-id ENV)",
+        ("algorithm", "description", "envs"),
+        rows,
+    )
     return 0
 
 

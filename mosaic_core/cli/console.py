@@ -7,7 +7,8 @@ import contextlib
 import os
 import sys
 import threading
-from typing import IO, Any, Iterator
+from collections.abc import Iterator
+from typing import IO, Any
 
 PIPE_WIDTH = 160
 

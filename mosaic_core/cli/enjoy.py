@@ -22,12 +22,18 @@ FORMATS = ("gif", "mp4")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="RUN|CHECKPOINT", help="a run id (any unique prefix) or directory: its newest "
-                                                                 "checkpoint; or a checkpoint inside a run directory")
+    parser.add_argument(
+        "target",
+        metavar="RUN|CHECKPOINT",
+        help="a run id (any unique prefix) or directory: its newest checkpoint; or a checkpoint inside a run directory",
+    )
     parser.add_argument("--episodes", type=int, default=EPISODES, help=f"episodes to play (default {EPISODES})")
     parser.add_argument("--video", metavar="OUT", help="write the first episode to OUT (.gif or .mp4)")
-    parser.add_argument("--live", action="store_true",
-                        help="publish live frames at the env's frame rate (to the run's frame source: the dashboard shows them)")
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="publish live frames at the env's frame rate (to the run's frame source: the dashboard shows them)",
+    )
     parser.add_argument("--seed", type=int, help="the first episode's seed (default: mosaic evaluate's)")
     parser.add_argument("--deterministic", action="store_true", help="greedy / mean actions instead of sampling")
     parser.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
@@ -50,8 +56,10 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     for index, episode in enumerate(result["episodes"], start=1):
         print(f"episode {index}: return {episode['return']:.2f}, length {episode['length']}")
-    print(f"mean return {result['mean']:.2f} ± {result['std']:.2f} over {len(result['episodes'])} episode(s) of "
-          f"{result['env_id']} ({result['algo']} checkpoint at step {result['global_step']})")
+    print(
+        f"mean return {result['mean']:.2f} ± {result['std']:.2f} over {len(result['episodes'])} episode(s) of "
+        f"{result['env_id']} ({result['algo']} checkpoint at step {result['global_step']})"
+    )
     if ns.video:
         print(f"video: {ns.video}")
     print(f"evaluation: {result_file}")

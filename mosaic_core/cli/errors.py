@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import sys
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 from mosaic_core.errors import MosaicError
 from mosaic_core.hostsignals import StoppedBeforeStart
-
 
 MAX_MESSAGE = 2000  # characters of one error line: a value a user pasted by mistake is cut, not echoed whole
 
@@ -23,7 +22,7 @@ def one_line(message: str) -> str:
     text = printable(message).replace("\u2028", "?").replace("\u2029", "?")
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) > MAX_MESSAGE:
-        text = f"{text[:MAX_MESSAGE // 2]} …[{len(text) - MAX_MESSAGE:,} characters cut]… {text[-MAX_MESSAGE // 2:]}"
+        text = f"{text[: MAX_MESSAGE // 2]} …[{len(text) - MAX_MESSAGE:,} characters cut]… {text[-MAX_MESSAGE // 2 :]}"
     return text
 
 
@@ -46,6 +45,9 @@ def run_cli_command(action: Callable[[], int | None], verbose: bool = False, pro
     except Exception as exc:  # a bug: say so in one line; --verbose shows where
         if verbose:
             traceback.print_exc()
-        print(f"{prog}: internal error: {type(exc).__name__}: {one_line(str(exc))} (run with --verbose for the "
-              "traceback)", file=sys.stderr)
+        print(
+            f"{prog}: internal error: {type(exc).__name__}: {one_line(str(exc))} (run with --verbose for the "
+            "traceback)",
+            file=sys.stderr,
+        )
         return 1

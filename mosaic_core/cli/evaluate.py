@@ -27,12 +27,18 @@ EVALUATIONS = "evaluations"
 def configure(parser: argparse.ArgumentParser) -> None:
     from mosaic_core.contract import EVAL_EPISODES, EVAL_SEED_OFFSET
 
-    parser.add_argument("target", metavar="RUN|CHECKPOINT", help="a run id (any unique prefix) or directory: its newest "
-                                                                 "checkpoint; or a checkpoint inside a run directory")
+    parser.add_argument(
+        "target",
+        metavar="RUN|CHECKPOINT",
+        help="a run id (any unique prefix) or directory: its newest checkpoint; or a checkpoint inside a run directory",
+    )
     parser.add_argument("--episodes", type=int, default=EVAL_EPISODES, help=f"episodes (default {EVAL_EPISODES})")
     parser.add_argument("--deterministic", action="store_true", help="the greedy / mean action")
-    parser.add_argument("--seed", type=int, help=f"the first episode's seed (default: the run's seed + "
-                                                 f"{EVAL_SEED_OFFSET:,}, never one training used)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help=f"the first episode's seed (default: the run's seed + {EVAL_SEED_OFFSET:,}, never one training used)",
+    )
     parser.add_argument("--video", metavar="OUT.mp4", help="record the first episode to this file")
     parser.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
     parser.add_argument("--json", action="store_true", help="print eval.json instead of a summary line")
@@ -51,8 +57,10 @@ def resolve(target: str, root: Path) -> tuple[Path, Path | None]:
         for folder in given.absolute().parents:
             if (folder / "config.json").is_file() and (folder / "events.jsonl").exists():
                 return folder, given.absolute()
-        raise UsageError(f"checkpoint {target} is not inside a run directory (no config.json above it): "
-                         "evaluate a checkpoint of a recorded run")
+        raise UsageError(
+            f"checkpoint {target} is not inside a run directory (no config.json above it): "
+            "evaluate a checkpoint of a recorded run"
+        )
     return find_run_dir(root, target), None
 
 
@@ -65,13 +73,16 @@ def run(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{result['algo']} on {result['env_id']} at step {result['global_step']}: {len(result['episodes'])} "
-              f"episodes, return {result['mean']:.2f} ± {result['std']:.2f} (IQM {result['iqm']:.2f}); {result_file}")
+        print(
+            f"{result['algo']} on {result['env_id']} at step {result['global_step']}: {len(result['episodes'])} "
+            f"episodes, return {result['mean']:.2f} ± {result['std']:.2f} (IQM {result['iqm']:.2f}); {result_file}"
+        )
     return 0
 
 
-def play(ns: argparse.Namespace, *, video_format: str | None, live: bool,
-         prog: str) -> tuple[int, dict[str, Any] | None, Path]:
+def play(
+    ns: argparse.Namespace, *, video_format: str | None, live: bool, prog: str
+) -> tuple[int, dict[str, Any] | None, Path]:
     """Evaluate ``ns.target`` (``ns.episodes``, ``ns.seed``, ``ns.deterministic``, ``ns.video``,
     ``ns.runs_dir``) through its worker's ``evaluate`` mode, recording the first episode as
     ``video_format`` and, with ``live``, streaming it through FastLane: (exit code, the
@@ -117,14 +128,32 @@ def play(ns: argparse.Namespace, *, video_format: str | None, live: bool,
     if problem:
         raise UsageError(f"cannot evaluate: {problem}")
     seed = ns.seed if ns.seed is not None else eval_seeds(1, config.seed)[0]
-    extras: dict[str, Any] = {"mode": "evaluate", "checkpoint_path": str(found.path), "eval_episodes": ns.episodes,
-                              "eval_deterministic": ns.deterministic, **showing}
+    extras: dict[str, Any] = {
+        "mode": "evaluate",
+        "checkpoint_path": str(found.path),
+        "eval_episodes": ns.episodes,
+        "eval_deterministic": ns.deterministic,
+        **showing,
+    }
     evaluation_id = f"eval-{new_run_id()}"
-    argv = ["--config", str(run_dir / "config.json"), "--run-id", evaluation_id, "--runs-dir",
-            str(run_dir / EVALUATIONS), "--seed", str(seed), "--extras", json.dumps(extras), "--quiet"]
-    print(f"mosaic: evaluating {found.path.name} of run {run_dir.name} ({ns.episodes} episodes, first seed {seed})"
-          + (f"; its live frames: run {evaluation_id} (the dashboard, or your frame viewer)" if live else ""),
-          file=sys.stderr)
+    argv = [
+        "--config",
+        str(run_dir / "config.json"),
+        "--run-id",
+        evaluation_id,
+        "--runs-dir",
+        str(run_dir / EVALUATIONS),
+        "--seed",
+        str(seed),
+        "--extras",
+        json.dumps(extras),
+        "--quiet",
+    ]
+    print(
+        f"mosaic: evaluating {found.path.name} of run {run_dir.name} ({ns.episodes} episodes, first seed {seed})"
+        + (f"; its live frames: run {evaluation_id} (the dashboard, or your frame viewer)" if live else ""),
+        file=sys.stderr,
+    )
     with hostsignals.guarded(), contextlib.redirect_stdout(sys.stderr):  # stdout: the result only
         code = run_worker(worker_name, argv, prog=prog)
     where = run_dir / EVALUATIONS / evaluation_id

@@ -24,9 +24,12 @@ from mosaic_core.errors import UsageError
 def _configure_workers(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     sub = parser.add_subparsers(dest="workers_action", metavar="ACTION")
-    install = sub.add_parser("install", help="build a worker's own environment (its dependency bundle); idempotent",
-                             description="Build the worker's own Python environment from package registries under "
-                                         "$MOSAIC_VENVS (default ~/.local/share/mosaic/venvs); its runs execute there.")
+    install = sub.add_parser(
+        "install",
+        help="build a worker's own environment (its dependency bundle); idempotent",
+        description="Build the worker's own Python environment from package registries under "
+        "$MOSAIC_VENVS (default ~/.local/share/mosaic/venvs); its runs execute there.",
+    )
     install.add_argument("name", help="the worker (see `mosaic workers`)")
     install.add_argument("--extras", help="optional requirement groups the worker declares, e.g. atari,mujoco")
     install.add_argument("--force", action="store_true", help="rebuild even when the environment is ready")
@@ -41,12 +44,25 @@ def _run_workers(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps([_worker_record(i) for i in items], indent=2))
         return 0
-    from mosaic_core.cli.console import console
     from rich.table import Table
 
+    from mosaic_core.cli.console import console
+
     table = Table(title="MOSAIC workers")
-    for column in ("worker", "version", "distribution", "status", "environment", "paradigms", "actions",
-                   "observations", "env families", "ckpt", "gpu", "memory"):
+    for column in (
+        "worker",
+        "version",
+        "distribution",
+        "status",
+        "environment",
+        "paradigms",
+        "actions",
+        "observations",
+        "env families",
+        "ckpt",
+        "gpu",
+        "memory",
+    ):
         table.add_column(column)
     for item in items:
         meta = item.obj
@@ -55,19 +71,32 @@ def _run_workers(ns: argparse.Namespace) -> int:
             continue
         caps = meta.capabilities
         found = _environment(item)
-        table.add_row(meta.name, meta.version, item.distribution, item.status,
-                      found["state"] if found["state"] in ("host", "ready") else f"[yellow]{found['detail']}[/yellow]",
-                      ", ".join(caps.supported_paradigms),
-                      ", ".join(caps.action_spaces), ", ".join(caps.observation_spaces), ", ".join(caps.env_families),
-                      "yes" if caps.supports_checkpointing else "no", "required" if caps.requires_gpu else "no",
-                      f"{caps.estimated_memory_mb} MB")
+        table.add_row(
+            meta.name,
+            meta.version,
+            item.distribution,
+            item.status,
+            found["state"] if found["state"] in ("host", "ready") else f"[yellow]{found['detail']}[/yellow]",
+            ", ".join(caps.supported_paradigms),
+            ", ".join(caps.action_spaces),
+            ", ".join(caps.observation_spaces),
+            ", ".join(caps.env_families),
+            "yes" if caps.supports_checkpointing else "no",
+            "required" if caps.requires_gpu else "no",
+            f"{caps.estimated_memory_mb} MB",
+        )
     console().print(table)
     return 0
 
 
 def _worker_record(item: Any) -> dict[str, Any]:
-    record = {"name": item.name, "entry_point": item.value, "distribution": item.distribution,
-              "distribution_version": item.version, "status": item.status}
+    record = {
+        "name": item.name,
+        "entry_point": item.value,
+        "distribution": item.distribution,
+        "distribution_version": item.version,
+        "status": item.status,
+    }
     if item.obj is not None:
         record.update(item.obj.to_dict())
         record["environment_status"] = _environment(item)
@@ -84,8 +113,13 @@ def _environment(item: Any) -> dict[str, Any]:
         found = status(item.obj, item.distribution)
     except Exception as exc:  # a broken environment root never breaks the listing
         return {"state": "broken", "python": "", "path": None, "detail": str(exc)}
-    return {"state": found.state, "python": found.python, "path": str(found.path) if found.path else None,
-            "detail": found.detail or found.describe(), "extras": list(found.extras)}
+    return {
+        "state": found.state,
+        "python": found.python,
+        "path": str(found.path) if found.path else None,
+        "detail": found.detail or found.describe(),
+        "extras": list(found.extras),
+    }
 
 
 def _install_worker(ns: argparse.Namespace) -> int:
@@ -94,42 +128,54 @@ def _install_worker(ns: argparse.Namespace) -> int:
 
     extras = tuple(e.strip() for e in ns.extras.split(",")) if ns.extras is not None else ()
     if "" in extras:
-        raise UsageError(f"--extras {ns.extras!r}: an empty name; give the worker's extras separated by commas, "
-                         "e.g. atari,mujoco (`mosaic workers --json` lists them)")
+        raise UsageError(
+            f"--extras {ns.extras!r}: an empty name; give the worker's extras separated by commas, "
+            "e.g. atari,mujoco (`mosaic workers --json` lists them)"
+        )
     item = find_worker(ns.name)
     found = install(item.obj, item.distribution, extras, force=ns.force)
     if found.state == "host":
-        print(f"worker {item.name!r} has no environment of its own: its runs execute in the host's venv", file=sys.stderr)
+        print(
+            f"worker {item.name!r} has no environment of its own: its runs execute in the host's venv", file=sys.stderr
+        )
     return 0
 
 
 # ------------------------------------------------------------------------------ plugins
 def _configure_plugins(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--extras", action="store_true",
-                        help="list the extras keys each plugin owns (keys nobody owns go to the worker)")
+    parser.add_argument(
+        "--extras",
+        action="store_true",
+        help="list the extras keys each plugin owns (keys nobody owns go to the worker)",
+    )
 
 
 def _run_extras(host: Any, as_json: bool) -> int:
-    from mosaic_core.worker import load_worker
-    from mosaic_core.workers import discover_workers
-
     from mosaic_core.contract import STANDARD_KEYS
     from mosaic_core.pipeline import CORE_OWNER
+    from mosaic_core.worker import load_worker
+    from mosaic_core.workers import discover_workers
 
     owned = [*host.extras_keys(), *((CORE_OWNER, key) for key in STANDARD_KEYS)]
     standard = {key.name for key in STANDARD_KEYS}
     for item in discover_workers():
         if item.status == "active":
-            owned += [(f"worker {item.name}", key) for key in load_worker(item).extras_keys() or []
-                      if key.name not in standard]
-    rows = [{"key": str(key), "plugin": owner, "prefix": key.prefix, "help": key.help}
-            for owner, key in sorted(owned, key=lambda pk: (str(pk[1]), pk[0]))]
+            owned += [
+                (f"worker {item.name}", key)
+                for key in load_worker(item).extras_keys() or []
+                if key.name not in standard
+            ]
+    rows = [
+        {"key": str(key), "plugin": owner, "prefix": key.prefix, "help": key.help}
+        for owner, key in sorted(owned, key=lambda pk: (str(pk[1]), pk[0]))
+    ]
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
-    from mosaic_core.cli.console import console
     from rich.table import Table
+
+    from mosaic_core.cli.console import console
 
     table = Table(title="extras keys and who reads them (any other key is the worker's to interpret, e.g. as a flag)")
     for column in ("key", "owner", "what"):
@@ -146,13 +192,24 @@ def _run_plugins(ns: argparse.Namespace) -> int:
     host = plugin_host()
     if ns.extras:
         return _run_extras(host, ns.json)
-    records = [{"name": i.name, "module": i.value, "distribution": i.distribution, "version": i.version,
-                "status": i.status, "hooks": host.hooks_of(i.name), "error": i.error} for i in host.loaded]
+    records = [
+        {
+            "name": i.name,
+            "module": i.value,
+            "distribution": i.distribution,
+            "version": i.version,
+            "status": i.status,
+            "hooks": host.hooks_of(i.name),
+            "error": i.error,
+        }
+        for i in host.loaded
+    ]
     if ns.json:
         print(json.dumps(records, indent=2))
         return 0
-    from mosaic_core.cli.console import console
     from rich.table import Table
+
+    from mosaic_core.cli.console import console
 
     table = Table(title="MOSAIC plugins")
     for column in ("plugin", "distribution", "version", "status", "hooks", "error"):
@@ -218,14 +275,30 @@ def _algos() -> Any:
 BUILTIN = [
     CliCommand("workers", "list installed workers and their capabilities", _configure_workers, _run_workers),
     CliCommand("plugins", "list plugins: distribution, version, hooks, status", _configure_plugins, _run_plugins),
-    CliCommand("algos", "what a worker can run (a list, and the worker's own views, e.g. show ALGO: its flags)",
-               lambda parser: _algos().configure(parser), lambda ns: _algos().run(ns)),
-    CliCommand("enjoy", "play a trained policy (any worker): per-episode returns, a video, or live frames",
-               lambda parser: _enjoy().configure(parser), lambda ns: _enjoy().run(ns)),
-    CliCommand("evaluate", "play a run's checkpoint (any worker): episodes, seeds disjoint from training's, eval.json",
-               lambda parser: _evaluate().configure(parser), lambda ns: _evaluate().run(ns)),
-    CliCommand("resume", "continue a run from its newest checkpoint (the same as re-running it with its --run-id)",
-               _configure_resume, _run_resume),
+    CliCommand(
+        "algos",
+        "what a worker can run (a list, and the worker's own views, e.g. show ALGO: its flags)",
+        lambda parser: _algos().configure(parser),
+        lambda ns: _algos().run(ns),
+    ),
+    CliCommand(
+        "enjoy",
+        "play a trained policy (any worker): per-episode returns, a video, or live frames",
+        lambda parser: _enjoy().configure(parser),
+        lambda ns: _enjoy().run(ns),
+    ),
+    CliCommand(
+        "evaluate",
+        "play a run's checkpoint (any worker): episodes, seeds disjoint from training's, eval.json",
+        lambda parser: _evaluate().configure(parser),
+        lambda ns: _evaluate().run(ns),
+    ),
+    CliCommand(
+        "resume",
+        "continue a run from its newest checkpoint (the same as re-running it with its --run-id)",
+        _configure_resume,
+        _run_resume,
+    ),
 ]
 
 
@@ -248,8 +321,10 @@ def _commands(chosen: str | None = None) -> list[CliCommand]:
         plugin_commands = []
     for command in plugin_commands:
         if command.name in commands or command.name == "run":
-            print(f"mosaic: warning: plugin command {command.name!r} clashes with a built-in one; ignored",
-                  file=sys.stderr)
+            print(
+                f"mosaic: warning: plugin command {command.name!r} clashes with a built-in one; ignored",
+                file=sys.stderr,
+            )
             continue
         commands[command.name] = command
     return [commands[name] for name in sorted(commands)]
@@ -274,13 +349,17 @@ def build_parser(commands: list[CliCommand], chosen: str | None = None) -> argpa
         prog="mosaic",
         description="MOSAIC: run reinforcement-learning training jobs through installed workers and plugins.",
         epilog="Train: mosaic run --algo ppo --env CartPole-v1 --total-timesteps 50000\n"
-               "Help for a worker's flags: mosaic run [--worker NAME] --help",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "Help for a worker's flags: mosaic run [--worker NAME] --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"mosaic {__version__}")
     parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("run", help="run a training job: mosaic run [--worker NAME] [worker flags...] (default: "
-                                  "$MOSAIC_DEFAULT_WORKER, else the one installed worker that runs --algo)")
+    sub.add_parser(
+        "run",
+        help="run a training job: mosaic run [--worker NAME] [worker flags...] (default: "
+        "$MOSAIC_DEFAULT_WORKER, else the one installed worker that runs --algo)",
+    )
     for command in commands:
         parser_of = sub.add_parser(command.name, help=command.help, description=command.help)
         if chosen is None or command.name == chosen:
@@ -320,8 +399,10 @@ def _run_worker(argv: list[str], verbose: bool) -> int:
             if not any(a in ("-h", "--help") for a in rest):
                 raise
             names = ", ".join(i.name for i in discover_workers() if i.status == "active") or "none"
-            print(f"usage: mosaic run [--worker NAME] [worker flags...]\n\ninstalled workers: {names}\n"
-                  "worker flags: mosaic run --worker NAME --help")
+            print(
+                f"usage: mosaic run [--worker NAME] [worker flags...]\n\ninstalled workers: {names}\n"
+                "worker flags: mosaic run --worker NAME --help"
+            )
             return 0
     return run_worker(worker, rest, prog=f"mosaic run --worker {worker}", config_data=config_data)
 
@@ -341,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
 def _command(argv: list[str]) -> int:
     verbose = "--verbose" in argv
     if argv[:1] == ["run"] or (argv[:1] == ["--verbose"] and argv[1:2] == ["run"]):
-        rest = argv[argv.index("run") + 1:]
+        rest = argv[argv.index("run") + 1 :]
         with hostsignals.guarded():  # signalled before its run directory exists, a run leaves nothing
             return run_cli_command(lambda: _run_worker(rest, verbose), verbose=verbose)
     chosen = _chosen_command(argv)

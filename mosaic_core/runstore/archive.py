@@ -102,8 +102,16 @@ def export_run(run_dir: Path, output: Path, checkpoints: bool = True) -> Archive
                     member.size, member.mtime, member.mode = size, int(info.st_mtime), 0o600
                     tar.addfile(member, _Exactly(handle, size))
                 listing[name] = {"size": size, "sha256": digest}
-            document = json.dumps({"format": FORMAT, "run_id": run_id, "exported_at": time.time(),
-                                   "checkpoints": checkpoints, "files": listing}, indent=2).encode()
+            document = json.dumps(
+                {
+                    "format": FORMAT,
+                    "run_id": run_id,
+                    "exported_at": time.time(),
+                    "checkpoints": checkpoints,
+                    "files": listing,
+                },
+                indent=2,
+            ).encode()
             member = tarfile.TarInfo(f"{run_id}/{MANIFEST}")
             member.size, member.mtime, member.mode = len(document), int(time.time()), 0o600
             tar.addfile(member, io.BytesIO(document))

@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from mosaic_core.errors import ConfigError
 from mosaic_core.runs import RunDirectory
@@ -101,8 +102,11 @@ def scan(directory: RunDirectory, seen_checkpoints: list[dict[str, Any]]) -> dic
                 if entry is not None:
                     entry["size_bytes"] += info.st_size
                 elif len(checkpoints) < MAX_FILES:
-                    checkpoints[rel] = {"path": rel, "step": step_from_name(os.path.basename(rel)),
-                                        "size_bytes": info.st_size}
+                    checkpoints[rel] = {
+                        "path": rel,
+                        "step": step_from_name(os.path.basename(rel)),
+                        "size_bytes": info.st_size,
+                    }
             elif name.endswith(VIDEO_SUFFIXES) and len(videos) < MAX_FILES:
                 videos.append({"path": rel, "size_bytes": info.st_size})
     for event in seen_checkpoints:  # checkpoint_saved events name files the scan may not recognise
@@ -119,8 +123,7 @@ def scan(directory: RunDirectory, seen_checkpoints: list[dict[str, Any]]) -> dic
             entry["missing"] = True
     ordered = sorted(checkpoints.values(), key=lambda c: (c["step"] is None, c["step"] or 0, c["path"]))
     return {
-        "tensorboard": {"logdir": ".", "event_dirs": sorted(event_dirs),
-                        "event_files": sum(event_dirs.values())},
+        "tensorboard": {"logdir": ".", "event_dirs": sorted(event_dirs), "event_files": sum(event_dirs.values())},
         "checkpoints": {"files": ordered[:MAX_FILES]},
         "videos": {"files": videos},
     }

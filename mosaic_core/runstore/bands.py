@@ -9,7 +9,8 @@ scipy's ``trim_mean`` of the resampled matrix (a test checks it) at a fraction o
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 GRID_POINTS = 50
 SMOOTH_EPISODES = 10

@@ -23,9 +23,22 @@ PER_SEED_KEYS = ("run_id", "seed", "worker_id", "argv")
 PER_SEED_EXTRAS = ("optuna_seed", "optuna_trial", "notes", "experiment_run")
 # The core's own keys that never change what is trained; plugins mark theirs
 # (``ExtrasKey(bookkeeping=True)``: tracking, live frames, metrics cadence…).
-BOOKKEEPING = ("checkpoints_dir", "checkpoint_frequency", "save_replay_buffer", "schema_id", "schema_version",
-               "supports_pause", "supports_checkpoint", "grpc", "experiment", "experiment_group", "eval_episodes",
-               "eval_deterministic", "eval_seed", "eval_every_checkpoint")
+BOOKKEEPING = (
+    "checkpoints_dir",
+    "checkpoint_frequency",
+    "save_replay_buffer",
+    "schema_id",
+    "schema_version",
+    "supports_pause",
+    "supports_checkpoint",
+    "grpc",
+    "experiment",
+    "experiment_group",
+    "eval_episodes",
+    "eval_deterministic",
+    "eval_seed",
+    "eval_every_checkpoint",
+)
 BOOKKEEPING_PREFIXES = ("optuna_", "grpc_", "mosaic_")
 LABEL_FIRST = ("worker", "algo", "env_id", "total_timesteps")
 
@@ -43,8 +56,11 @@ def _plugins_bookkeeping() -> tuple[Any, ...]:
 
 
 def _is_bookkeeping(key: str) -> bool:
-    return (key in BOOKKEEPING or key.startswith(BOOKKEEPING_PREFIXES)
-            or any(declared.matches(key) for declared in _plugins_bookkeeping()))
+    return (
+        key in BOOKKEEPING
+        or key.startswith(BOOKKEEPING_PREFIXES)
+        or any(declared.matches(key) for declared in _plugins_bookkeeping())
+    )
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -114,8 +130,9 @@ def group_by_fields(dirs: list[Path], fields: list[str]) -> list[Group]:
     members: dict[tuple[str, ...], list[Path]] = {}
     for d in dirs:
         members.setdefault(tuple(_short(_field(settings[d], f)) for f in fields), []).append(d)
-    return [Group(" ".join(key), runs, {f: _field(settings[runs[0]], f) for f in fields})
-            for key, runs in members.items()]
+    return [
+        Group(" ".join(key), runs, {f: _field(settings[runs[0]], f) for f in fields}) for key, runs in members.items()
+    ]
 
 
 def _field(flat: dict[str, Any], name: str) -> Any:
@@ -125,6 +142,7 @@ def _field(flat: dict[str, Any], name: str) -> Any:
 def label_of(mine: dict[str, Any], others: list[dict[str, Any]]) -> str:
     """``cleanrl ppo CartPole-v1 learning_rate=0.001``: the worker when the groups' workers
     differ, algorithm, env, then up to 4 other settings that differ between the groups."""
+
     def differs(key: str) -> bool:
         return any(o.get(key) != mine.get(key) for o in others)
 
@@ -143,8 +161,11 @@ def mixed_budgets(groups: list[Group]) -> str | None:
     budgets = {g.label: g.budget for g in groups}
     if len({json.dumps(b, default=str) for b in budgets.values()}) <= 1:
         return None
-    return "the groups' budgets differ (" + ", ".join(f"{label}: {b}" for label, b in budgets.items()) + \
-        "); their scores are not comparable step for step"
+    return (
+        "the groups' budgets differ ("
+        + ", ".join(f"{label}: {b}" for label, b in budgets.items())
+        + "); their scores are not comparable step for step"
+    )
 
 
 def _short(value: Any) -> str:

@@ -50,7 +50,9 @@ def _mark(run_dir: str, info: os.stat_result) -> str:
 
 
 def _is_run(run_dir: str) -> bool:
-    return os.path.lexists(os.path.join(run_dir, "config.json")) or os.path.lexists(os.path.join(run_dir, "events.jsonl"))
+    return os.path.lexists(os.path.join(run_dir, "config.json")) or os.path.lexists(
+        os.path.join(run_dir, "events.jsonl")
+    )
 
 
 class RunIndex:
@@ -150,9 +152,10 @@ class RunIndex:
             return
         try:
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
-                                [(s.run_id, mark, s.status, s.started_at, s.experiment, json.dumps(s.to_dict()))
-                                 for s, mark in fresh])
+            self.db.executemany(
+                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
+                [(s.run_id, mark, s.status, s.started_at, s.experiment, json.dumps(s.to_dict())) for s, mark in fresh],
+            )
             self.db.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
             self.db.execute("COMMIT")
         except sqlite3.Error:  # locked for too long, a full disk: the directories still answer
@@ -190,5 +193,5 @@ def record_run(run_dir: Path) -> None:
             index.record(run_dir)
         finally:
             index.close()
-    except Exception:  # noqa: BLE001 - the index is a cache: a run never fails for it
+    except Exception:
         pass

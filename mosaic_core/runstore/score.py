@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mosaic_core.contract import EVAL_FILE, EVAL_SCHEMA
 from mosaic_core.files import open_private
@@ -50,7 +51,7 @@ class Score:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Score | None":
+    def from_dict(cls, data: Any) -> Score | None:
         if not isinstance(data, dict):
             return None
         value, episodes, step = data.get("value"), data.get("episodes"), data.get("step")

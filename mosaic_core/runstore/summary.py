@@ -45,7 +45,9 @@ class RunSummary:
     status: str = "unknown"
     global_step: int | None = None
     total_timesteps: int | None = None
-    last_return: float | None = None  # the live moving average of the last 100 episodes' returns (a policy evaluation run: its mean)
+    last_return: float | None = (
+        None  # the live moving average of the last 100 episodes' returns (a policy evaluation run: its mean)
+    )
     score: dict[str, Any] | None = None  # the run's one score (runstore.score.Score.to_dict), once it has ended
     unit: str = "steps"  # what global_step / total_timesteps count: "episodes" for a policy evaluation
     started_at: float | None = None
@@ -66,8 +68,10 @@ def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
         with open_private(path) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > MAX_JSON_BYTES:
-                problems.append(f"{path.name}: {format_bytes(size)}, over the {format_bytes(MAX_JSON_BYTES)} "
-                                "a listing reads; not read")
+                problems.append(
+                    f"{path.name}: {format_bytes(size)}, over the {format_bytes(MAX_JSON_BYTES)} "
+                    "a listing reads; not read"
+                )
                 return None
             text = handle.read(MAX_JSON_BYTES).decode("utf-8", "replace")
     except FileNotFoundError:
@@ -238,7 +242,6 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
     return summary
 
 
-
 def _score(run_dir: Path) -> dict[str, Any] | None:
     """The run's score (runstore.score), None when it has none (or no plugin reads its scalars)."""
     from mosaic_core.runstore.score import run_score
@@ -287,7 +290,7 @@ def format_number(value: Any, digits: int = 2) -> str:
         return "-"
     if isinstance(value, int) or value != value or value in (float("inf"), float("-inf")):
         return str(value)
-    return f"{value:.{digits}f}" if value == 0 or abs(value) >= 10 ** -digits else f"{value:.4g}"
+    return f"{value:.{digits}f}" if value == 0 or abs(value) >= 10**-digits else f"{value:.4g}"
 
 
 def format_age(started_at: float | None, now: float | None = None) -> str:

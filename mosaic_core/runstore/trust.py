@@ -67,8 +67,10 @@ def refuse_untrusted(path: Path | str, what: str) -> None:
     run = untrusted_run(path)
     if run is not None:
         name = printable(run.name)
-        raise UsageError(f"{printable(what)}: run {name} was imported and is untrusted; nothing in it runs (its "
-                         f"config, scripts, checkpoints that are code) until you trust it: `mosaic runs trust {name}`")
+        raise UsageError(
+            f"{printable(what)}: run {name} was imported and is untrusted; nothing in it runs (its "
+            f"config, scripts, checkpoints that are code) until you trust it: `mosaic runs trust {name}`"
+        )
 
 
 def origin(run_dir: Path) -> dict[str, Any] | None:
@@ -116,12 +118,14 @@ def _check_tree(top: Path, what: str) -> None:
         info = os.lstat(current)
         kind = stat.S_IFMT(info.st_mode)
         if kind not in (stat.S_IFDIR, stat.S_IFREG):
-            raise UntrustedPath(f"{what} {top}: {current} is not a regular file or folder (a link, FIFO or device); "
-                                "refused")
+            raise UntrustedPath(
+                f"{what} {top}: {current} is not a regular file or folder (a link, FIFO or device); refused"
+            )
         if info.st_uid != os.geteuid():
             raise UntrustedPath(f"{what} {top}: {current} belongs to {owner_name(info.st_uid)}, not to you; refused")
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise UntrustedPath(f"{what} {top}: {current} is writable by others "
-                                f"(mode {stat.S_IMODE(info.st_mode):o}); refused")
+            raise UntrustedPath(
+                f"{what} {top}: {current} is writable by others (mode {stat.S_IMODE(info.st_mode):o}); refused"
+            )
         if kind == stat.S_IFDIR:
             todo += [Path(entry.path) for entry in os.scandir(current)]

@@ -122,7 +122,7 @@ class _Counted(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         data = self.handle.read(len(buffer))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         self.count += len(data)
         self.digest.update(data)
         return len(data)
@@ -140,16 +140,19 @@ class _Capped(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         data = self.gz.read(len(buffer))
-        buffer[:len(data)] = data
+        buffer[: len(data)] = data
         self.out += len(data)
         limits = self.limits
         if self.out > limits.total_bytes:
-            raise UsageError(f"{self.where}: unpacks to more than {_gib(limits.total_bytes)} (the import limit); "
-                             "refused")
+            raise UsageError(
+                f"{self.where}: unpacks to more than {_gib(limits.total_bytes)} (the import limit); refused"
+            )
         if self.out > limits.ratio_after and self.out > limits.ratio * max(1, self.source.count):
-            raise UsageError(f"{self.where}: unpacks to more than {limits.ratio} times its compressed size "
-                             f"({self.out:,} bytes from {self.source.count:,}; the import limit): a compression bomb; "
-                             "refused")
+            raise UsageError(
+                f"{self.where}: unpacks to more than {limits.ratio} times its compressed size "
+                f"({self.out:,} bytes from {self.source.count:,}; the import limit): a compression bomb; "
+                "refused"
+            )
         return len(data)
 
 
@@ -177,27 +180,37 @@ class _Unpacker:
             for member in tar:
                 count += 1
                 if count > self.limits.members:
-                    raise UsageError(f"{self.where}: more than {self.limits.members:,} members (the import limit); "
-                                     "refused")
+                    raise UsageError(
+                        f"{self.where}: more than {self.limits.members:,} members (the import limit); refused"
+                    )
                 rel = self._place(member)
                 if rel is None:
                     continue
                 if member.size > self.limits.member_bytes:
-                    raise UsageError(f"{self.where}: member {member.name!r} is {member.size:,} bytes, over "
-                                     f"{_gib(self.limits.member_bytes)} (the import limit for one file); refused")
+                    raise UsageError(
+                        f"{self.where}: member {member.name!r} is {member.size:,} bytes, over "
+                        f"{_gib(self.limits.member_bytes)} (the import limit for one file); refused"
+                    )
                 total += member.size
                 if total > self.limits.total_bytes:
-                    raise UsageError(f"{self.where}: its files add up to more than {_gib(self.limits.total_bytes)} "
-                                     "(the import limit); refused")
+                    raise UsageError(
+                        f"{self.where}: its files add up to more than {_gib(self.limits.total_bytes)} "
+                        "(the import limit); refused"
+                    )
                 source = tar.extractfile(member)
                 if rel == MANIFEST:
                     self._read_listing(member, source)
                 else:
                     self.written[rel] = self._write(rel, member, source)
         self._compare()
-        trust.mark_untrusted(self.run_fd, {"imported_from": str(Path(self.where).absolute()),
-                                           "archive_sha256": self.counted.digest.hexdigest(),
-                                           "exported_at": self.document.get("exported_at")})
+        trust.mark_untrusted(
+            self.run_fd,
+            {
+                "imported_from": str(Path(self.where).absolute()),
+                "archive_sha256": self.counted.digest.hexdigest(),
+                "exported_at": self.document.get("exported_at"),
+            },
+        )
         return Archived(self.run_id, len(self.written), sum(size for size, _ in self.written.values()))
 
     def _place(self, member: tarfile.TarInfo) -> str | None:
@@ -205,13 +218,16 @@ class _Unpacker:
         name = member.name
         parts = clean_parts(name.rstrip("/") if member.isdir() else name)
         if parts is None or (self.run_id is not None and parts[0] != self.run_id):
-            raise UsageError(f"{self.where}: member {name!r} lies outside the run's folder or is not a clean "
-                             "relative path (an empty, . or .. part); refused")
+            raise UsageError(
+                f"{self.where}: member {name!r} lies outside the run's folder or is not a clean "
+                "relative path (an empty, . or .. part); refused"
+            )
         if not (member.isreg() or member.isdir()):
             raise UsageError(f"{self.where}: member {name!r} is a link or special file; refused")
         if member.issparse():
-            raise UsageError(f"{self.where}: member {name!r} is a sparse file (its apparent size is "
-                             f"{member.size:,} bytes); refused")
+            raise UsageError(
+                f"{self.where}: member {name!r} is a sparse file (its apparent size is {member.size:,} bytes); refused"
+            )
         if self.run_id is None:
             self._start(parts[0])
         rel = "/".join(parts[1:])
@@ -258,12 +274,15 @@ class _Unpacker:
         try:
             free = os.fstatvfs(parent)
             if member.size + self.limits.spare_bytes > free.f_bavail * free.f_frsize:
-                raise UsageError(f"{self.where}: member {member.name!r} needs {member.size:,} bytes and the disk of "
-                                 f"{self.root} has {free.f_bavail * free.f_frsize:,} free (keeping "
-                                 f"{self.limits.spare_bytes >> 20} MiB spare); refused")
+                raise UsageError(
+                    f"{self.where}: member {member.name!r} needs {member.size:,} bytes and the disk of "
+                    f"{self.root} has {free.f_bavail * free.f_frsize:,} free (keeping "
+                    f"{self.limits.spare_bytes >> 20} MiB spare); refused"
+                )
             try:
-                fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                             dir_fd=parent)
+                fd = os.open(
+                    parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent
+                )
             except FileExistsError:
                 raise UsageError(f"{self.where}: member {member.name!r} appears twice; refused") from None
         finally:
@@ -289,10 +308,15 @@ class _Unpacker:
         try:
             document = json.loads(source.read(member.size))
         except (ValueError, RecursionError):
-            raise UsageError(f"{self.where}: its {MANIFEST} is not valid JSON, or nested too deeply "
-                             "(corrupt archive)") from None
-        if not isinstance(document, dict) or document.get("format") != FORMAT \
-                or document.get("run_id") != self.run_id or not isinstance(document.get("files"), dict):
+            raise UsageError(
+                f"{self.where}: its {MANIFEST} is not valid JSON, or nested too deeply (corrupt archive)"
+            ) from None
+        if (
+            not isinstance(document, dict)
+            or document.get("format") != FORMAT
+            or document.get("run_id") != self.run_id
+            or not isinstance(document.get("files"), dict)
+        ):
             raise UsageError(f"{self.where}: not a MOSAIC run export of format {FORMAT}")
         for rel, entry in document["files"].items():
             what = f"{self.where}: its {MANIFEST} lists {rel!r}"
@@ -320,8 +344,9 @@ class _Unpacker:
                 raise UsageError(f"{self.where}: {rel} does not match its checksum (corrupt archive)")
         missing = sorted(set(listing) - set(self.written))
         if missing:
-            raise UsageError(f"{self.where}: {len(missing)} listed file(s) missing, e.g. {missing[0]!r} "
-                             "(corrupt archive)")
+            raise UsageError(
+                f"{self.where}: {len(missing)} listed file(s) missing, e.g. {missing[0]!r} (corrupt archive)"
+            )
 
 
 def _gib(size: int) -> str:

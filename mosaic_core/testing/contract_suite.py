@@ -78,19 +78,45 @@ class WorkerContractSuite:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``mosaic ARGS`` run to its end in the suite's folder."""
-        return subprocess.run(self._argv(*args), cwd=self.folder, env=self._env(), capture_output=True, text=True,
-                              timeout=self.timeout)
+        return subprocess.run(
+            self._argv(*args), cwd=self.folder, env=self._env(), capture_output=True, text=True, timeout=self.timeout
+        )
 
     def run_args(self, run_id: str, *more: str) -> list[str]:
         """``mosaic run`` of this worker's short run, with ``run_id``."""
-        return ["run", "--worker", self.worker, "--algo", self.algo, "--env-id", self.env_id, "--total-timesteps",
-                str(self.total_timesteps), "--seed", str(self.seed), "--run-id", run_id, "--runs-dir",
-                str(self.runs_root), "--json", "--quiet", "--extras", json.dumps(self.extras), *more]
+        return [
+            "run",
+            "--worker",
+            self.worker,
+            "--algo",
+            self.algo,
+            "--env-id",
+            self.env_id,
+            "--total-timesteps",
+            str(self.total_timesteps),
+            "--seed",
+            str(self.seed),
+            "--run-id",
+            run_id,
+            "--runs-dir",
+            str(self.runs_root),
+            "--json",
+            "--quiet",
+            "--extras",
+            json.dumps(self.extras),
+            *more,
+        ]
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         """``mosaic ARGS`` started, not waited for."""
-        return subprocess.Popen(self._argv(*args), cwd=self.folder, env=self._env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            self._argv(*args),
+            cwd=self.folder,
+            env=self._env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def run_dir(self, run_id: str) -> Path:
         return self.runs_root / run_id

@@ -28,8 +28,9 @@ import hmac
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 
@@ -41,8 +42,9 @@ REGISTRATION_ENV = "MOSAIC_REGISTRATION_SECRET"
 SERVICE = "/gymgui.trainer.TrainerService/"
 OPEN_METHODS = frozenset({"GetHealth"})
 WORKER_METHODS = frozenset({"RegisterWorker", "Heartbeat", "PublishRunSteps", "PublishRunEpisodes", "ControlStream"})
-STREAMING_METHODS = frozenset({"WatchRuns", "StreamRunSteps", "StreamRunEpisodes", "PublishRunSteps",
-                               "PublishRunEpisodes", "ControlStream"})
+STREAMING_METHODS = frozenset(
+    {"WatchRuns", "StreamRunSteps", "StreamRunEpisodes", "PublishRunSteps", "PublishRunEpisodes", "ControlStream"}
+)
 UNARY_RESERVE = 16  # RPC threads kept free of streams for health, list, submit, register, heartbeat
 ANONYMOUS_SLOTS = 4  # calls without a credential (GetHealth) served at once; more: RESOURCE_EXHAUSTED
 SESSION_METADATA = "x-mosaic-session-token"  # == protocol.TOKEN_METADATA (no import: protocol is light)
@@ -72,8 +74,10 @@ def read_token(path: Path | str) -> str:
     try:
         text = Path(path).read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise UsageError(f"cannot read the daemon's client token from {path}: {exc.strerror or exc}; "
-                         f"give --token-file, --state-dir or ${TOKEN_ENV}") from None
+        raise UsageError(
+            f"cannot read the daemon's client token from {path}: {exc.strerror or exc}; "
+            f"give --token-file, --state-dir or ${TOKEN_ENV}"
+        ) from None
     if not text:
         raise UsageError(f"the token file {path} is empty")
     return text
@@ -99,7 +103,7 @@ def bearer(token: str | None) -> list[tuple[str, str]]:
 def presented_token(metadata: Any) -> str | None:
     for key, value in metadata or ():
         if key == AUTH_METADATA and isinstance(value, str) and value.startswith("Bearer "):
-            return value[len("Bearer "):].strip()
+            return value[len("Bearer ") :].strip()
     return None
 
 
@@ -112,9 +116,13 @@ class RpcGate(grpc.ServerInterceptor):
     never reads its body, at most :data:`ANONYMOUS_SLOTS` at once. At most ``max_streams``
     streaming calls at once (beyond: RESOURCE_EXHAUSTED at once, no thread held)."""
 
-    def __init__(self, token: str | None, max_streams: int,
-                 worker_credential: Callable[[str | None, str | None], bool] | None = None,
-                 anonymous_slots: int = ANONYMOUS_SLOTS):
+    def __init__(
+        self,
+        token: str | None,
+        max_streams: int,
+        worker_credential: Callable[[str | None, str | None], bool] | None = None,
+        anonymous_slots: int = ANONYMOUS_SLOTS,
+    ):
         self.token = token
         self.max_streams = max_streams
         self._streams = threading.BoundedSemaphore(max_streams)
@@ -147,8 +155,13 @@ class RpcGate(grpc.ServerInterceptor):
         request-streaming handler whose iterator is left alone: gRPC calls it at once)."""
         if not self._anonymous.acquire(blocking=False):
             limit = self.anonymous_slots
-            return _unread(handler, lambda context: context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED, f"at most {limit} calls without a credential at once; retry later"))
+            return _unread(
+                handler,
+                lambda context: context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"at most {limit} calls without a credential at once; retry later",
+                ),
+            )
         slots = self._anonymous
         if method in OPEN_METHODS:
             empty = handler.request_deserializer(b"") if handler.request_deserializer else None
@@ -159,6 +172,7 @@ class RpcGate(grpc.ServerInterceptor):
                     return behaviour(empty, context)  # GetHealth's request carries nothing
                 finally:
                     slots.release()
+
             return _unread(handler, answer)
         refusal = self._refusal(method)
 
@@ -167,23 +181,30 @@ class RpcGate(grpc.ServerInterceptor):
                 return refusal(None, context)
             finally:
                 slots.release()
+
         return _unread(handler, refuse)
 
     def _refusal(self, method: str) -> Callable[..., Any]:
         code = grpc.StatusCode.UNAUTHENTICATED
         if method == "RegisterWorker":
-            reason = (f"a first RegisterWorker needs the registration secret the daemon gave the run's process "
-                      f"(${REGISTRATION_ENV}), as metadata {REGISTRATION_METADATA!r}; a replacement, its worker's "
-                      f"session token ({SESSION_METADATA!r}); the same answer for every run id")
+            reason = (
+                f"a first RegisterWorker needs the registration secret the daemon gave the run's process "
+                f"(${REGISTRATION_ENV}), as metadata {REGISTRATION_METADATA!r}; a replacement, its worker's "
+                f"session token ({SESSION_METADATA!r}); the same answer for every run id"
+            )
         elif method in WORKER_METHODS:
-            reason = (f"a session token is required: send the one RegisterWorker returned as metadata "
-                      f"{SESSION_METADATA!r}")
+            reason = (
+                f"a session token is required: send the one RegisterWorker returned as metadata {SESSION_METADATA!r}"
+            )
         else:
-            reason = (f"{method} needs the daemon's client token as metadata "
-                      f"'{AUTH_METADATA}: Bearer <token>' (the owner finds it in STATE_DIR/{TOKEN_FILE})")
+            reason = (
+                f"{method} needs the daemon's client token as metadata "
+                f"'{AUTH_METADATA}: Bearer <token>' (the owner finds it in STATE_DIR/{TOKEN_FILE})"
+            )
 
         def refuse(request: Any, context: Any) -> Any:
             context.abort(code, reason)
+
         return refuse
 
     def _bounded(self, behaviour: Callable[..., Any], streaming_response: bool) -> Callable[..., Any]:
@@ -193,6 +214,7 @@ class RpcGate(grpc.ServerInterceptor):
             context.abort(code, f"this daemon serves at most {limit} open streams at once; close one or retry later")
 
         if streaming_response:
+
             def stream(request: Any, context: Any) -> Any:
                 if not slots.acquire(blocking=False):
                     too_many(context)
@@ -200,6 +222,7 @@ class RpcGate(grpc.ServerInterceptor):
                     yield from behaviour(request, context)
                 finally:
                     slots.release()
+
             return stream
 
         def unary(request: Any, context: Any) -> Any:
@@ -209,31 +232,44 @@ class RpcGate(grpc.ServerInterceptor):
                 return behaviour(request, context)
             finally:
                 slots.release()
+
         return unary
 
     @staticmethod
     def _replace(handler: Any, behaviour: Callable[..., Any]) -> Any:
         """``handler`` with another behaviour (same kind, same (de)serializers)."""
-        make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
-                (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+        make = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }
         kind = (handler.request_streaming, handler.response_streaming)
-        return make[kind](behaviour, request_deserializer=handler.request_deserializer,
-                          response_serializer=handler.response_serializer)
+        return make[kind](
+            behaviour,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
 
 
 def _behaviour(handler: Any) -> Callable[..., Any]:
-    return (handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream)
+    return handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
 
 
 def _unread(handler: Any, behaviour: Callable[[Any], Any]) -> Any:
     """A handler of ``handler``'s response kind whose request side is a stream never read:
     ``behaviour(context)`` runs at once, whatever the client sends (or never sends)."""
     if handler.response_streaming:
+
         def stream(_requests: Any, context: Any) -> Any:
             behaviour(context)  # a refusal: it aborts
             yield from ()
-        return grpc.stream_stream_rpc_method_handler(stream, request_deserializer=None,
-                                                     response_serializer=handler.response_serializer)
-    return grpc.stream_unary_rpc_method_handler(lambda _requests, context: behaviour(context),
-                                                request_deserializer=None,
-                                                response_serializer=handler.response_serializer)
+
+        return grpc.stream_stream_rpc_method_handler(
+            stream, request_deserializer=None, response_serializer=handler.response_serializer
+        )
+    return grpc.stream_unary_rpc_method_handler(
+        lambda _requests, context: behaviour(context),
+        request_deserializer=None,
+        response_serializer=handler.response_serializer,
+    )

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import grpc
 
@@ -48,28 +49,47 @@ def rpc_error(target: str, what: str, error: grpc.RpcError) -> MosaicError:
 class WorkerSession:
     """A worker's registration with a daemon: ``session_token`` and ``accepted_version``."""
 
-    def __init__(self, target: str, channel: grpc.Channel, run_id: str, session_token: str,
-                 accepted_version: str, timeout: float):
+    def __init__(
+        self, target: str, channel: grpc.Channel, run_id: str, session_token: str, accepted_version: str, timeout: float
+    ):
         self.target, self.run_id, self.timeout = target, run_id, timeout
         self.session_token, self.accepted_version = session_token, accepted_version
         self._channel = channel
         self._stub = pb_grpc.TrainerServiceStub(channel)
 
     @classmethod
-    def register(cls, target: str, *, run_id: str, worker_id: str = "", worker_kind: str = "",
-                 schema_id: str = "", schema_version: int = 1, supports_pause: bool = False,
-                 supports_checkpoint: bool = False, timeout: float = 5.0, retries: int = 3,
-                 session_token: str | None = None, registration_secret: str | None = None) -> "WorkerSession":
+    def register(
+        cls,
+        target: str,
+        *,
+        run_id: str,
+        worker_id: str = "",
+        worker_kind: str = "",
+        schema_id: str = "",
+        schema_version: int = 1,
+        supports_pause: bool = False,
+        supports_checkpoint: bool = False,
+        timeout: float = 5.0,
+        retries: int = 3,
+        session_token: str | None = None,
+        registration_secret: str | None = None,
+    ) -> WorkerSession:
         """Send RegisterWorker (proto_version MOSAIC/1.0), retrying an unreachable daemon
         ``retries`` times with backoff. ``registration_secret``: the one the daemon gave the
         run in its environment (a first registration needs it); ``session_token``: the run's
         current token, to replace its registered worker."""
         channel = open_channel(target, "--grpc-target")
         stub = pb_grpc.TrainerServiceStub(channel)
-        request = pb.RegisterWorkerRequest(run_id=run_id, worker_id=worker_id, worker_kind=worker_kind,
-                                           proto_version=PROTO_VERSION, schema_id=schema_id,
-                                           schema_version=schema_version, supports_pause=supports_pause,
-                                           supports_checkpoint=supports_checkpoint)
+        request = pb.RegisterWorkerRequest(
+            run_id=run_id,
+            worker_id=worker_id,
+            worker_kind=worker_kind,
+            proto_version=PROTO_VERSION,
+            schema_id=schema_id,
+            schema_version=schema_version,
+            supports_pause=supports_pause,
+            supports_checkpoint=supports_checkpoint,
+        )
         metadata = [(TOKEN_METADATA, session_token)] if session_token else []
         if registration_secret:
             metadata.append((REGISTRATION_METADATA, registration_secret))
@@ -84,7 +104,7 @@ class WorkerSession:
                     channel.close()
                     raise rpc_error(target, f"RegisterWorker for run {run_id!r}", exc) from None
             if attempt + 1 < tries:
-                time.sleep(BACKOFF_S * 2 ** attempt)
+                time.sleep(BACKOFF_S * 2**attempt)
         channel.close()
         raise MosaicError(f"no trainer daemon answered at {target} after {tries} tries: {_details(last)}")
 
@@ -115,7 +135,7 @@ class WorkerSession:
     def close(self) -> None:
         self._channel.close()
 
-    def __enter__(self) -> "WorkerSession":
+    def __enter__(self) -> WorkerSession:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -127,8 +147,9 @@ def _credential(token: str | None) -> list[tuple[str, str]]:
     return bearer(token if token is not None else find_token())
 
 
-def _call(target: str, method: str, request: Any, timeout: float, what: str | None = None,
-          token: str | None = None) -> Any:
+def _call(
+    target: str, method: str, request: Any, timeout: float, what: str | None = None, token: str | None = None
+) -> Any:
     metadata = _credential(token)
     with open_channel(target) as channel:
         stub = pb_grpc.TrainerServiceStub(channel)
@@ -138,27 +159,29 @@ def _call(target: str, method: str, request: Any, timeout: float, what: str | No
             raise rpc_error(target, what or method, exc) from None
 
 
-def submit(target: str, config_json: str, run_id: str = "", timeout: float = 10.0,
-           token: str | None = None) -> pb.SubmitRunResponse:
-    return _call(target, "SubmitRun", pb.SubmitRunRequest(run_id=run_id, config_json=config_json), timeout,
-                 token=token)
+def submit(
+    target: str, config_json: str, run_id: str = "", timeout: float = 10.0, token: str | None = None
+) -> pb.SubmitRunResponse:
+    return _call(target, "SubmitRun", pb.SubmitRunRequest(run_id=run_id, config_json=config_json), timeout, token=token)
 
 
 def cancel(target: str, run_id: str, timeout: float = 30.0, token: str | None = None) -> None:
-    _call(target, "CancelRun", pb.CancelRunRequest(run_id=run_id), timeout, f"CancelRun for run {run_id!r}",
-          token=token)
+    _call(
+        target, "CancelRun", pb.CancelRunRequest(run_id=run_id), timeout, f"CancelRun for run {run_id!r}", token=token
+    )
 
 
 def remove_run(target: str, run_id: str, timeout: float = 60.0, token: str | None = None) -> int:
     """Delete an ended run on the daemon; the bytes its files took."""
-    return _call(target, "RemoveRun", pb.RemoveRunRequest(run_id=run_id), timeout, f"RemoveRun for run {run_id!r}",
-                 token=token).freed_bytes
+    return _call(
+        target, "RemoveRun", pb.RemoveRunRequest(run_id=run_id), timeout, f"RemoveRun for run {run_id!r}", token=token
+    ).freed_bytes
 
 
-def list_runs(target: str, statuses: Iterable[int] = (), timeout: float = 10.0,
-              token: str | None = None) -> list[pb.RunRecord]:
-    return list(_call(target, "ListRuns", pb.ListRunsRequest(status_filter=list(statuses)), timeout,
-                      token=token).runs)
+def list_runs(
+    target: str, statuses: Iterable[int] = (), timeout: float = 10.0, token: str | None = None
+) -> list[pb.RunRecord]:
+    return list(_call(target, "ListRuns", pb.ListRunsRequest(status_filter=list(statuses)), timeout, token=token).runs)
 
 
 def health(target: str, timeout: float = 5.0) -> pb.HealthCheckResponse:
@@ -166,19 +189,25 @@ def health(target: str, timeout: float = 5.0) -> pb.HealthCheckResponse:
     return _call(target, "GetHealth", pb.HealthCheckRequest(), timeout, token="")
 
 
-def list_workers(target: str, refresh: bool = False, timeout: float = 30.0,
-                 token: str | None = None) -> list[pb.WorkerInfo]:
+def list_workers(
+    target: str, refresh: bool = False, timeout: float = 30.0, token: str | None = None
+) -> list[pb.WorkerInfo]:
     return list(_call(target, "ListWorkers", pb.ListWorkersRequest(refresh=refresh), timeout, token=token).workers)
 
 
-def watch_runs(target: str, statuses: Iterable[int] = (), since_seq: int = 0,
-               timeout: float | None = None, token: str | None = None) -> Iterator[pb.RunRecord]:
+def watch_runs(
+    target: str,
+    statuses: Iterable[int] = (),
+    since_seq: int = 0,
+    timeout: float | None = None,
+    token: str | None = None,
+) -> Iterator[pb.RunRecord]:
     """RunRecord updates as they happen (``timeout``: end the stream after that many seconds)."""
     metadata = _credential(token)
     with open_channel(target) as channel:
         stream = pb_grpc.TrainerServiceStub(channel).WatchRuns(
-            pb.WatchRunsRequest(status_filter=list(statuses), since_seq=since_seq), timeout=timeout,
-            metadata=metadata)
+            pb.WatchRunsRequest(status_filter=list(statuses), since_seq=since_seq), timeout=timeout, metadata=metadata
+        )
         try:
             yield from stream
         except grpc.RpcError as exc:
@@ -192,13 +221,20 @@ def record_to_dict(record: pb.RunRecord) -> dict[str, Any]:
     def seconds(ts: Any) -> float | None:
         return ts.ToNanoseconds() / 1e9 if ts.seconds or ts.nanos else None
 
-    return {"run_id": record.run_id, "status": status_name(record.status), "worker": record.worker,
-            "digest": record.digest, "created_at": seconds(record.created_at),
-            "updated_at": seconds(record.updated_at), "last_heartbeat": seconds(record.last_heartbeat),
-            "failure_reason": record.failure_reason if record.HasField("failure_reason") else None,
-            "terminal_event": record.terminal_event or None,
-            "exit_code": record.exit_code if record.HasField("exit_code") else None,
-            "run_dir": record.run_dir or None, "seq_id": record.seq_id}
+    return {
+        "run_id": record.run_id,
+        "status": status_name(record.status),
+        "worker": record.worker,
+        "digest": record.digest,
+        "created_at": seconds(record.created_at),
+        "updated_at": seconds(record.updated_at),
+        "last_heartbeat": seconds(record.last_heartbeat),
+        "failure_reason": record.failure_reason if record.HasField("failure_reason") else None,
+        "terminal_event": record.terminal_event or None,
+        "exit_code": record.exit_code if record.HasField("exit_code") else None,
+        "run_dir": record.run_dir or None,
+        "seq_id": record.seq_id,
+    }
 
 
 def print_runs(target: str, as_json: bool, token: str | None = None) -> int:
@@ -207,15 +243,22 @@ def print_runs(target: str, as_json: bool, token: str | None = None) -> int:
     if as_json:
         print(json.dumps(runs, indent=2))
         return 0
-    from mosaic_core.cli.console import console
     from rich.table import Table
+
+    from mosaic_core.cli.console import console
 
     table = Table(title=f"runs at {target}")
     for column in ("run", "worker", "status", "ended with", "updated", "reason"):
         table.add_column(column)
     for run in runs:
         updated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run["updated_at"])) if run["updated_at"] else ""
-        table.add_row(run["run_id"], run["worker"], run["status"], run["terminal_event"] or "", updated,
-                      run["failure_reason"] or "")
+        table.add_row(
+            run["run_id"],
+            run["worker"],
+            run["status"],
+            run["terminal_event"] or "",
+            updated,
+            run["failure_reason"] or "",
+        )
     console(sys.stdout).print(table)
     return 0

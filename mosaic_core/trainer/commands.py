@@ -30,25 +30,52 @@ def _token(ns: argparse.Namespace) -> str | None:
 
 # ---------------------------------------------------------------------- daemon
 def _configure_daemon(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--listen", default=DEFAULT_LISTEN,
-                        help=f"HOST:PORT to serve on (default {DEFAULT_LISTEN}, loopback only; port 0 picks one)")
-    parser.add_argument("--state-dir", default="var/trainer",
-                        help="runs, configs, logs and the state database (default var/trainer)")
-    parser.add_argument("--max-concurrent", type=int, default=None,
-                        help="runs executing at once; more wait in a queue (default: one per usable CPU)")
-    parser.add_argument("--heartbeat-timeout", type=float, default=90.0,
-                        help="seconds of silence after which a run is failed and stopped")
+    parser.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        help=f"HOST:PORT to serve on (default {DEFAULT_LISTEN}, loopback only; port 0 picks one)",
+    )
+    parser.add_argument(
+        "--state-dir", default="var/trainer", help="runs, configs, logs and the state database (default var/trainer)"
+    )
+    parser.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=None,
+        help="runs executing at once; more wait in a queue (default: one per usable CPU)",
+    )
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=90.0,
+        help="seconds of silence after which a run is failed and stopped",
+    )
     parser.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
-    parser.add_argument("--on-shutdown", choices=("cancel", "wait"), default="cancel",
-                        help="on SIGTERM/SIGINT: cancel running runs (default) or wait for them")
+    parser.add_argument(
+        "--on-shutdown",
+        choices=("cancel", "wait"),
+        default="cancel",
+        help="on SIGTERM/SIGINT: cancel running runs (default) or wait for them",
+    )
     parser.add_argument("--gpus", type=int, default=None, help="GPUs this host offers (default: detected)")
-    parser.add_argument("--allow-scripts", action="append", default=[], metavar="DIR",
-                        help="a submitted algo may be a .py script inside DIR (absolute; repeatable); "
-                             "by default only installed algorithms run")
-    parser.add_argument("--allow-any-script", action="store_true",
-                        help="a submitted algo may be any .py script this user can read (trusted clients only)")
-    parser.add_argument("--insecure", action="store_true",
-                        help="no client token: anyone who can reach the port may submit and cancel (loopback only)")
+    parser.add_argument(
+        "--allow-scripts",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a submitted algo may be a .py script inside DIR (absolute; repeatable); "
+        "by default only installed algorithms run",
+    )
+    parser.add_argument(
+        "--allow-any-script",
+        action="store_true",
+        help="a submitted algo may be any .py script this user can read (trusted clients only)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="no client token: anyone who can reach the port may submit and cancel (loopback only)",
+    )
     # Where submitted runs execute (--launcher, --ray-address…): passed on on each run's `mosaic run` command line.
     launchers.add_arguments(parser)
 
@@ -58,42 +85,71 @@ def _run_daemon(ns: argparse.Namespace) -> int:
 
     choice = launchers.select(ns)  # each spawned `mosaic run` gets choice.argv() on its command line
     choice.check(command="mosaic daemon")
-    options = DaemonOptions(state_dir=Path(ns.state_dir), listen=ns.listen, max_concurrent=ns.max_concurrent,
-                            heartbeat_timeout=ns.heartbeat_timeout, grace_period=ns.grace_period,
-                            on_shutdown=ns.on_shutdown, gpus=ns.gpus, insecure=ns.insecure,
-                            allow_scripts=tuple(Path(d) for d in ns.allow_scripts),
-                            allow_any_script=ns.allow_any_script, launcher_argv=tuple(choice.argv()),
-                            log=lambda message: print(f"mosaic daemon: {message}", file=sys.stderr, flush=True))
+    options = DaemonOptions(
+        state_dir=Path(ns.state_dir),
+        listen=ns.listen,
+        max_concurrent=ns.max_concurrent,
+        heartbeat_timeout=ns.heartbeat_timeout,
+        grace_period=ns.grace_period,
+        on_shutdown=ns.on_shutdown,
+        gpus=ns.gpus,
+        insecure=ns.insecure,
+        allow_scripts=tuple(Path(d) for d in ns.allow_scripts),
+        allow_any_script=ns.allow_any_script,
+        launcher_argv=tuple(choice.argv()),
+        log=lambda message: print(f"mosaic daemon: {message}", file=sys.stderr, flush=True),
+    )
 
     def ready(daemon) -> None:
         token_file = str(daemon.state_dir / "client.token") if daemon.token else None
-        print(json.dumps({"event": "daemon_ready", "listen_address": daemon.address, "pid": daemon.pid,
-                          "state_dir": str(daemon.state_dir), "token_file": token_file}), flush=True)
-        print(f"mosaic daemon: listening on {daemon.address} (state dir {daemon.state_dir}, "
-              f"{options.max_concurrent} concurrent runs, {daemon.gpus} GPU(s)); Ctrl-C stops it",
-              file=sys.stderr, flush=True)
-        say = lambda text: print(f"mosaic daemon: {text}", file=sys.stderr, flush=True)  # noqa: E731
+        print(
+            json.dumps(
+                {
+                    "event": "daemon_ready",
+                    "listen_address": daemon.address,
+                    "pid": daemon.pid,
+                    "state_dir": str(daemon.state_dir),
+                    "token_file": token_file,
+                }
+            ),
+            flush=True,
+        )
+        print(
+            f"mosaic daemon: listening on {daemon.address} (state dir {daemon.state_dir}, "
+            f"{options.max_concurrent} concurrent runs, {daemon.gpus} GPU(s)); Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
+        say = lambda text: print(f"mosaic daemon: {text}", file=sys.stderr, flush=True)
         if not choice.local:
             say(f"runs execute through the {choice.name!r} launcher")
         if token_file:
-            say(f"clients need the token in {token_file} (mosaic submit --state-dir {daemon.state_dir}, "
-                "or $MOSAIC_TOKEN, sent as 'authorization: Bearer <token>')")
+            say(
+                f"clients need the token in {token_file} (mosaic submit --state-dir {daemon.state_dir}, "
+                "or $MOSAIC_TOKEN, sent as 'authorization: Bearer <token>')"
+            )
         else:
-            say("warning: --insecure: anyone on this machine can submit code to run as this user, cancel and "
-                "watch runs")
+            say(
+                "warning: --insecure: anyone on this machine can submit code to run as this user, cancel and watch runs"
+            )
         host = daemon.address.rsplit(":", 1)[0]
         if not is_loopback(host):
-            say(f"warning: {host} is reachable beyond this machine and the protocol has no TLS: the token "
-                "crosses the network in clear")
+            say(
+                f"warning: {host} is reachable beyond this machine and the protocol has no TLS: the token "
+                "crosses the network in clear"
+            )
 
     return serve(options, on_ready=ready)
 
 
 # ---------------------------------------------------------------------- submit / cancel
 def _configure_submit(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="worker config JSON (flat, or nested at metadata.worker.config); "
-                                       "an optional \"worker\" key picks the worker (default: the one "
-                                       "installed, or $MOSAIC_DEFAULT_WORKER)")
+    parser.add_argument(
+        "config",
+        help="worker config JSON (flat, or nested at metadata.worker.config); "
+        'an optional "worker" key picks the worker (default: the one '
+        "installed, or $MOSAIC_DEFAULT_WORKER)",
+    )
     parser.add_argument("--run-id", default="", help="run id (wins over the file's)")
     _target(parser)
 
@@ -108,7 +164,9 @@ def _run_submit(ns: argparse.Namespace) -> int:
     try:
         json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=ns.config) from None
+        raise ConfigError(
+            f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=ns.config
+        ) from None
     reply = submit(ns.target, text, run_id=ns.run_id, token=_token(ns))
     print(json.dumps({"run_id": reply.run_id, "digest": reply.digest}))
     return 0

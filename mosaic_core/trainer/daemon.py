@@ -15,16 +15,16 @@ import signal
 import stat
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import grpc
 
-from mosaic_core.threads import usable_cpus
 from mosaic_core.errors import MosaicError, UsageError
 from mosaic_core.files import write_json_atomic
+from mosaic_core.threads import usable_cpus
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
 from mosaic_core.trainer.auth import UNARY_RESERVE, RpcGate, write_token
 from mosaic_core.trainer.manager import LaunchSpec, ManagerOptions, RunManager, mosaic_run_command
@@ -58,8 +58,10 @@ class DaemonOptions:
     def check(self) -> None:
         host, _ = check_target(self.listen, "--listen")
         if self.insecure and not is_loopback(host):
-            raise UsageError(f"--listen {self.listen} is reachable beyond this machine: refusing to serve it without the "
-                             "client token (--insecure); TLS is not built, so prefer loopback or an SSH tunnel")
+            raise UsageError(
+                f"--listen {self.listen} is reachable beyond this machine: refusing to serve it without the "
+                "client token (--insecure); TLS is not built, so prefer loopback or an SSH tunnel"
+            )
         if self.max_concurrent is None:
             self.max_concurrent = usable_cpus()
         if self.max_concurrent < 1:
@@ -125,10 +127,14 @@ class TrainerDaemon:
             self.token = None if opts.insecure else write_token(self.state_dir)
         except OSError as exc:
             raise MosaicError(f"cannot write the client token in {self.state_dir}: {exc.strerror or exc}") from None
-        gate = RpcGate(self.token, max_streams=opts.rpc_threads - UNARY_RESERVE,
-                       worker_credential=self._worker_credential)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=opts.rpc_threads, thread_name_prefix="mosaic-rpc"),
-                             options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)], interceptors=[gate])
+        gate = RpcGate(
+            self.token, max_streams=opts.rpc_threads - UNARY_RESERVE, worker_credential=self._worker_credential
+        )
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=opts.rpc_threads, thread_name_prefix="mosaic-rpc"),
+            options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)],
+            interceptors=[gate],
+        )
         try:
             port = server.add_insecure_port(opts.listen)
         except RuntimeError as exc:
@@ -138,20 +144,37 @@ class TrainerDaemon:
         host, _ = check_target(opts.listen, "--listen")
         self.address = f"{host}:{port}"
         worker_host = host if host not in ("0.0.0.0", "[::]") else "127.0.0.1"
-        self.manager = RunManager(self.store, ManagerOptions(
-            state_dir=self.state_dir, target=f"{worker_host}:{port}", max_concurrent=opts.max_concurrent,
-            heartbeat_timeout=opts.heartbeat_timeout, grace_period=opts.grace_period,
-            worker_command=opts.worker_command, launcher_argv=opts.launcher_argv, log=opts.log))
+        self.manager = RunManager(
+            self.store,
+            ManagerOptions(
+                state_dir=self.state_dir,
+                target=f"{worker_host}:{port}",
+                max_concurrent=opts.max_concurrent,
+                heartbeat_timeout=opts.heartbeat_timeout,
+                grace_period=opts.grace_period,
+                worker_command=opts.worker_command,
+                launcher_argv=opts.launcher_argv,
+                log=opts.log,
+            ),
+        )
         from mosaic_core.trainer.server import TrainerServicer
 
         pb_grpc.add_TrainerServiceServicer_to_server(TrainerServicer(self), server)
         server.start()
         self._server = server
         self.manager.start()
-        write_json_atomic(self.state_dir / "daemon.json", {
-            "pid": self.pid, "listen_address": self.address, "started_at": self.started_at,
-            "state_dir": str(self.state_dir), "loopback_only": is_loopback(host),
-            "token_required": self.token is not None}, mode=0o600)
+        write_json_atomic(
+            self.state_dir / "daemon.json",
+            {
+                "pid": self.pid,
+                "listen_address": self.address,
+                "started_at": self.started_at,
+                "state_dir": str(self.state_dir),
+                "loopback_only": is_loopback(host),
+                "token_required": self.token is not None,
+            },
+            mode=0o600,
+        )
         return self.address
 
     def _worker_credential(self, session: str | None, secret: str | None) -> bool:
@@ -159,8 +182,10 @@ class TrainerDaemon:
         (of any run: the servicer checks it is the named run's)."""
         from mosaic_core.trainer.store import hash_token
 
-        return bool((session and self.store.get_by_token(hash_token(session)) is not None)
-                    or (secret and self.manager.registration_issued(secret)))
+        return bool(
+            (session and self.store.get_by_token(hash_token(session)) is not None)
+            or (secret and self.manager.registration_issued(secret))
+        )
 
     def stop(self) -> None:
         """Accept no more runs, cancel (or wait for) the running ones, then stop serving."""
@@ -193,15 +218,18 @@ class TrainerDaemon:
         if not stat.S_ISDIR(info.st_mode):
             raise MosaicError(f"the state dir {self.state_dir} is not a directory")
         if info.st_uid != os.geteuid():
-            raise MosaicError(f"the state dir {self.state_dir} belongs to uid {info.st_uid}, not to this user "
-                              f"(uid {os.geteuid()}); a daemon keeps its state in a directory of its own")
+            raise MosaicError(
+                f"the state dir {self.state_dir} belongs to uid {info.st_uid}, not to this user "
+                f"(uid {os.geteuid()}); a daemon keeps its state in a directory of its own"
+            )
         if stat.S_IMODE(info.st_mode) != PRIVATE_DIR:
             os.chmod(self.state_dir, PRIVATE_DIR)
 
     def _lock_state_dir(self) -> None:
         path = self.state_dir / "daemon.lock"
-        handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
-                           "a+", encoding="utf-8")
+        handle = os.fdopen(
+            os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600), "a+", encoding="utf-8"
+        )
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -25,10 +25,11 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mosaic_core import procs
 from mosaic_core import resume as resuming
@@ -36,11 +37,11 @@ from mosaic_core.config import WorkerConfig, redact
 from mosaic_core.events import TERMINAL
 from mosaic_core.files import tail_lines
 from mosaic_core.pipeline import REGISTRATION_ENV, SECRET_EXTRAS_ENV
+from mosaic_core.threads import SHARE_VAR, share
 from mosaic_core.trainer import processes
 from mosaic_core.trainer.auth import new_secret, secrets_match
 from mosaic_core.trainer.recovery import settle_interrupted
 from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, DuplicateRun, RunRow, RunStore, UnknownRun
-from mosaic_core.threads import SHARE_VAR, share
 from mosaic_core.trainer.submission import Submission
 
 KILL_MARGIN_S = 5.0  # the daemon waits this much longer than `mosaic run` itself before SIGKILL
@@ -63,10 +64,25 @@ class LaunchSpec:
 
 
 def mosaic_run_command(spec: LaunchSpec) -> list[str]:
-    return [*procs.mosaic_command(), "run", "--worker", spec.worker, "--config", str(spec.config_path),
-            "--runs-dir", str(spec.runs_dir), "--grpc", "--grpc-target", spec.target, "--quiet",
-            "--heartbeat-interval", f"{spec.heartbeat_interval:g}", "--grace-period", f"{spec.grace_period:g}",
-            *(["--run-id", spec.run_id] if spec.resume else [])]  # an existing --run-id resumes it
+    return [
+        *procs.mosaic_command(),
+        "run",
+        "--worker",
+        spec.worker,
+        "--config",
+        str(spec.config_path),
+        "--runs-dir",
+        str(spec.runs_dir),
+        "--grpc",
+        "--grpc-target",
+        spec.target,
+        "--quiet",
+        "--heartbeat-interval",
+        f"{spec.heartbeat_interval:g}",
+        "--grace-period",
+        f"{spec.grace_period:g}",
+        *(["--run-id", spec.run_id] if spec.resume else []),
+    ]  # an existing --run-id resumes it
 
 
 @dataclass
@@ -141,13 +157,21 @@ class RunManager:
             return row
         with self._lock:
             if not self.store.room():
-                raise OSError(errno.ENOSPC, f"no space left on device under {self.state_dir}; the daemon takes "
-                                            "no new run until there is")
+                raise OSError(
+                    errno.ENOSPC,
+                    f"no space left on device under {self.state_dir}; the daemon takes no new run until there is",
+                )
             _write_private(path, config)  # first: a run is never recorded without its config
             try:
-                row = self.store.insert(run_id=config.run_id, worker=submission.worker, status=INIT,
-                                        digest=submission.digest, config_json=json.dumps(config.to_dict()),
-                                        config_path=str(path), run_dir=str(self.runs_dir / config.run_id))
+                row = self.store.insert(
+                    run_id=config.run_id,
+                    worker=submission.worker,
+                    status=INIT,
+                    digest=submission.digest,
+                    config_json=json.dumps(config.to_dict()),
+                    config_path=str(path),
+                    run_dir=str(self.runs_dir / config.run_id),
+                )
             except BaseException:
                 path.unlink(missing_ok=True)
                 raise
@@ -170,14 +194,27 @@ class RunManager:
             if self.resumable(config.run_id) is None:  # resubmitted meanwhile
                 raise DuplicateRun(config.run_id)
             _write_private(path, config)
-            row = self.store.update(config.run_id, status=INIT, digest=submission.digest,
-                                    config_json=json.dumps(config.to_dict()), failure_reason=None, terminal_event=None,
-                                    terminal_payload=None, pid=None, pgid=None, exit_code=None, token_hash=None,
-                                    worker_id=None, registration=None, last_heartbeat=None)
+            row = self.store.update(
+                config.run_id,
+                status=INIT,
+                digest=submission.digest,
+                config_json=json.dumps(config.to_dict()),
+                failure_reason=None,
+                terminal_event=None,
+                terminal_payload=None,
+                pid=None,
+                pgid=None,
+                exit_code=None,
+                token_hash=None,
+                worker_id=None,
+                registration=None,
+                last_heartbeat=None,
+            )
             self._keep_secrets(config)
             self._queue.append(config.run_id)
-        self.options.log(f"run {config.run_id}: resubmitted; it resumes ({submission.worker} {config.algo} "
-                         f"{config.env_id})")
+        self.options.log(
+            f"run {config.run_id}: resubmitted; it resumes ({submission.worker} {config.algo} {config.env_id})"
+        )
         return row
 
     def _keep_secrets(self, config: WorkerConfig) -> None:
@@ -195,8 +232,9 @@ class RunManager:
             if run_id in self._queue:
                 self._queue.remove(run_id)
                 self._secret_extras.pop(run_id, None)
-                return self.store.update(run_id, status=TERM, terminal_event="run_cancelled",
-                                         failure_reason=f"{reason} before it started")
+                return self.store.update(
+                    run_id, status=TERM, terminal_event="run_cancelled", failure_reason=f"{reason} before it started"
+                )
             proc = self._procs.get(run_id)
             if proc is not None:
                 self._stop(proc, reason, TERM)
@@ -255,7 +293,11 @@ class RunManager:
             if mode == "cancel":
                 for proc in list(self._procs.values()):
                     self._stop(proc, "daemon shutting down", TERM)
-        limit = timeout if timeout is not None else (None if mode == "wait" else self.options.grace_period + 2 * KILL_MARGIN_S)
+        limit = (
+            timeout
+            if timeout is not None
+            else (None if mode == "wait" else self.options.grace_period + 2 * KILL_MARGIN_S)
+        )
         deadline = None if limit is None else time.monotonic() + limit
         while self._procs and (deadline is None or time.monotonic() < deadline):
             time.sleep(0.05)
@@ -278,9 +320,16 @@ class RunManager:
         if row is None or row.status != INIT:
             return
         opts = self.options
-        spec = LaunchSpec(run_id=run_id, worker=row.worker, config_path=Path(row.config_path), runs_dir=self.runs_dir,
-                          target=opts.target, heartbeat_interval=max(0.1, opts.heartbeat_timeout / 3),
-                          grace_period=opts.grace_period, resume=resuming.recorded(Path(row.run_dir)))
+        spec = LaunchSpec(
+            run_id=run_id,
+            worker=row.worker,
+            config_path=Path(row.config_path),
+            runs_dir=self.runs_dir,
+            target=opts.target,
+            heartbeat_interval=max(0.1, opts.heartbeat_timeout / 3),
+            grace_period=opts.grace_period,
+            resume=resuming.recorded(Path(row.run_dir)),
+        )
         stderr_path = self.logs_dir / f"{run_id}.stderr.log"
         secret = new_secret()
         env = {**os.environ, "PYTHONUNBUFFERED": "1", REGISTRATION_ENV: secret}
@@ -302,16 +351,27 @@ class RunManager:
             argv = processes.die_with_parent([*opts.worker_command(spec), *opts.launcher_argv])
             err = os.open(stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
-                popen = subprocess.Popen(argv, cwd=self.state_dir, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+                popen = subprocess.Popen(
+                    argv,
+                    cwd=self.state_dir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    start_new_session=True,
+                )
             finally:
                 os.close(err)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             with self._registration_lock:
                 self._registration.pop(run_id, None)
                 self._issued.pop(run_id, None)
-            self.store.update(run_id, status=FAULT, terminal_event="run_failed",
-                              failure_reason=f"could not start the worker process: {exc}")
+            self.store.update(
+                run_id,
+                status=FAULT,
+                terminal_event="run_failed",
+                failure_reason=f"could not start the worker process: {exc}",
+            )
             opts.log(f"run {run_id}: could not start the worker process: {exc}")
             return
         proc = RunProcess(run_id, popen, Path(row.run_dir), stderr_path)
@@ -371,7 +431,7 @@ class RunManager:
     def _on_event(self, proc: RunProcess, record: dict[str, Any]) -> None:
         event, payload = record["event"], record.get("payload")
         payload = payload if isinstance(payload, dict) else {}
-        not_final = lambda row: not row.final  # noqa: E731
+        not_final = lambda row: not row.final
         now = time.time()
         if event in ("run_started", "heartbeat"):
             proc.tracked.scan(proc.popen.pid)  # the training process and its workers, while they are ours
@@ -456,12 +516,18 @@ class RunManager:
             return
         proc.stop_reason, proc.stop_status = reason, status
         if status == FAULT:
-            self.store.update(proc.run_id, check=lambda r: not r.final, status=FAULT,
-                              terminal_event="run_failed", failure_reason=reason)
+            self.store.update(
+                proc.run_id,
+                check=lambda r: not r.final,
+                status=FAULT,
+                terminal_event="run_failed",
+                failure_reason=reason,
+            )
         grace = self.options.grace_period + KILL_MARGIN_S
         proc.tracked.scan(proc.popen.pid)
-        proc.stopper = self._thread(processes.stop_group, proc.popen.pid, grace, proc.popen,
-                                    name=f"mosaic-stop-{proc.run_id}")
+        proc.stopper = self._thread(
+            processes.stop_group, proc.popen.pid, grace, proc.popen, name=f"mosaic-stop-{proc.run_id}"
+        )
 
     def _watch_heartbeats(self) -> None:
         timeout = self.options.heartbeat_timeout

@@ -16,13 +16,22 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from mosaic_core import procs
 from mosaic_core.procs import descendants, group_alive, group_members, pids, read_stat, stop_group, wait_group_gone
 
-__all__ = ["Tracked", "descendants", "die_with_parent", "find_leader", "group_alive", "group_runs", "stop_group", "wait_group_gone"]
+__all__ = [
+    "Tracked",
+    "descendants",
+    "die_with_parent",
+    "find_leader",
+    "group_alive",
+    "group_runs",
+    "stop_group",
+    "wait_group_gone",
+]
 
 PR_SET_PDEATHSIG = 1
 

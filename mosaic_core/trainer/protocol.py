@@ -39,11 +39,14 @@ def negotiate(requested: str) -> str:
     """The version to answer a worker that asked for ``requested``; VersionError otherwise."""
     match = _VERSION.match(requested or "")
     if not match:
-        raise VersionError(f"proto_version {requested!r} is not of the form MOSAIC/<major>.<minor>; "
-                           f"this daemon speaks {PROTO_VERSION}")
+        raise VersionError(
+            f"proto_version {requested!r} is not of the form MOSAIC/<major>.<minor>; this daemon speaks {PROTO_VERSION}"
+        )
     if int(match.group(1)) != SUPPORTED_MAJOR:
-        raise VersionError(f"proto_version {requested!r} is not supported: this daemon speaks "
-                           f"MOSAIC/{SUPPORTED_MAJOR}.x (answers {PROTO_VERSION})")
+        raise VersionError(
+            f"proto_version {requested!r} is not supported: this daemon speaks "
+            f"MOSAIC/{SUPPORTED_MAJOR}.x (answers {PROTO_VERSION})"
+        )
     return PROTO_VERSION
 
 

@@ -40,8 +40,11 @@ def settle_interrupted(store: RunStore, runs_dir: Path, row: RunRow) -> RunRow |
     if event == "run_completed":
         values.update(status=TERM, terminal_event=event)
     elif event == "run_cancelled":
-        values.update(status=TERM, terminal_event=event, failure_reason=f"{RESTART_REASON}; the run was "
-                      f"cancelled: {payload.get('reason') or 'no reason given'}")
+        values.update(
+            status=TERM,
+            terminal_event=event,
+            failure_reason=f"{RESTART_REASON}; the run was cancelled: {payload.get('reason') or 'no reason given'}",
+        )
     elif event == "run_failed":
         values.update(status=FAULT, terminal_event=event, failure_reason=str(payload.get("error") or RESTART_REASON))
     else:

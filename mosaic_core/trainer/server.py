@@ -20,7 +20,8 @@ import json
 import secrets
 import sqlite3
 import time
-from typing import Any, Iterator, Protocol
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import grpc
 
@@ -32,7 +33,6 @@ from mosaic_core.trainer.auth import REGISTRATION_ENV, REGISTRATION_METADATA
 from mosaic_core.trainer.protocol import TOKEN_METADATA, VersionError, negotiate
 from mosaic_core.trainer.store import HSHK, INIT, RDY, DuplicateRun, RunEnded, RunRow, hash_token, token_matches
 from mosaic_core.trainer.submission import PreconditionError, ScriptPolicy, parse_submission
-
 
 
 class TrainerDaemon(Protocol):
@@ -49,10 +49,13 @@ class TrainerDaemon(Protocol):
 
     def workers(self, refresh: bool = False) -> list[Any]: ...
 
+
 TELEMETRY_BATCH = 500
 MAX_TELEMETRY_ITEM_BYTES = 256 * 1024  # one step or episode; frames travel by FastLane, not here
-JSON_FIELDS = {"steps": ("action_json", "observation_json", "render_hint_json", "render_payload_json"),
-               "episodes": ("metadata_json",)}
+JSON_FIELDS = {
+    "steps": ("action_json", "observation_json", "render_hint_json", "render_payload_json"),
+    "episodes": ("metadata_json",),
+}
 WAIT_SLICE_S = 0.5
 Code = grpc.StatusCode
 
@@ -63,8 +66,15 @@ def _timestamp(target: Any, seconds: float | None) -> None:
 
 
 def to_record(row: RunRow) -> pb.RunRecord:
-    record = pb.RunRecord(run_id=row.run_id, status=row.status, digest=row.digest, seq_id=row.seq_id,
-                          terminal_event=row.terminal_event or "", worker=row.worker, run_dir=row.run_dir)
+    record = pb.RunRecord(
+        run_id=row.run_id,
+        status=row.status,
+        digest=row.digest,
+        seq_id=row.seq_id,
+        terminal_event=row.terminal_event or "",
+        worker=row.worker,
+        run_dir=row.run_dir,
+    )
     _timestamp(record.created_at, row.created_at)
     _timestamp(record.updated_at, row.updated_at)
     _timestamp(record.last_heartbeat, row.last_heartbeat)
@@ -119,8 +129,10 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
     def _authorised(self, run_id: str, context: grpc.ServicerContext) -> RunRow:
         token = _token(context)
         if not token:
-            context.abort(Code.UNAUTHENTICATED, f"a session token is required: send the one RegisterWorker "
-                                                f"returned as metadata {TOKEN_METADATA!r}")
+            context.abort(
+                Code.UNAUTHENTICATED,
+                f"a session token is required: send the one RegisterWorker returned as metadata {TOKEN_METADATA!r}",
+            )
         row = self._run(run_id, context)
         if not token_matches(row, token):
             context.abort(Code.UNAUTHENTICATED, f"the session token does not belong to run {run_id!r}'s current worker")
@@ -137,19 +149,27 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             context.abort(Code.UNAVAILABLE, "the trainer daemon is shutting down and accepts no new runs")
         options = self.daemon.options
         try:
-            submission = parse_submission(request.config_json, request.run_id, self.daemon.workers(),
-                                          self.daemon.gpus, runs_dir=self.manager.runs_dir,
-                                          scripts=ScriptPolicy(tuple(options.allow_scripts), options.allow_any_script),
-                                          taken=lambda run_id: self.store.get(run_id) is not None,
-                                          resumable=self.manager.resumable)
+            submission = parse_submission(
+                request.config_json,
+                request.run_id,
+                self.daemon.workers(),
+                self.daemon.gpus,
+                runs_dir=self.manager.runs_dir,
+                scripts=ScriptPolicy(tuple(options.allow_scripts), options.allow_any_script),
+                taken=lambda run_id: self.store.get(run_id) is not None,
+                resumable=self.manager.resumable,
+            )
             row = self.manager.submit(submission)
         except UsageError as exc:
             context.abort(Code.INVALID_ARGUMENT, str(exc))
         except PreconditionError as exc:
             context.abort(Code.FAILED_PRECONDITION, str(exc))
         except DuplicateRun as exc:
-            context.abort(Code.ALREADY_EXISTS, f"run {exc.args[0]!r} exists already (queued, running or completed); "
-                                               "choose another run_id (an unfinished run resumes when submitted again)")
+            context.abort(
+                Code.ALREADY_EXISTS,
+                f"run {exc.args[0]!r} exists already (queued, running or completed); "
+                "choose another run_id (an unfinished run resumes when submitted again)",
+            )
         except (OSError, sqlite3.OperationalError) as exc:  # a full disk under the state dir
             context.abort(Code.RESOURCE_EXHAUSTED, f"cannot record the run: {getattr(exc, 'strerror', None) or exc}")
         return pb.SubmitRunResponse(run_id=row.run_id, digest=row.digest)
@@ -200,35 +220,61 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             context.abort(Code.FAILED_PRECONDITION, str(exc))
         presented = _token(context)
         token = secrets.token_urlsafe(32)
-        registration = json.dumps({"worker_kind": request.worker_kind, "schema_id": request.schema_id,
-                                   "schema_version": request.schema_version, "proto_version": request.proto_version,
-                                   "supports_pause": request.supports_pause,
-                                   "supports_checkpoint": request.supports_checkpoint})
+        registration = json.dumps(
+            {
+                "worker_kind": request.worker_kind,
+                "schema_id": request.schema_id,
+                "schema_version": request.schema_version,
+                "proto_version": request.proto_version,
+                "supports_pause": request.supports_pause,
+                "supports_checkpoint": request.supports_checkpoint,
+            }
+        )
         with self.store.changed:  # the store's lock: check and replace as one step
             row = self.store.get(request.run_id)
             if row is None or row.final:  # the same answer: nobody learns whether or how a run ended
-                context.abort(Code.NOT_FOUND, f"run {request.run_id!r} has no worker to register: it is not one of "
-                                              "this daemon's runs, or it has ended")
+                context.abort(
+                    Code.NOT_FOUND,
+                    f"run {request.run_id!r} has no worker to register: it is not one of "
+                    "this daemon's runs, or it has ended",
+                )
             if row.status == INIT:
-                context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} is queued and has not started; "
-                                                        "its worker registers once the daemon starts it")
+                context.abort(
+                    Code.FAILED_PRECONDITION,
+                    f"run {row.run_id!r} is queued and has not started; its worker registers once the daemon starts it",
+                )
             if request.worker_kind and request.worker_kind != row.worker:
-                context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} was submitted for worker "
-                                                        f"{row.worker!r}, not {request.worker_kind!r}")
-            if not row.token_hash and not self.manager.take_registration(row.run_id,
-                                                                         _metadata(context, REGISTRATION_METADATA)):
-                context.abort(Code.UNAUTHENTICATED, f"run {row.run_id!r}: a first RegisterWorker needs the registration "
-                                                    f"secret the daemon gave the run's process (${REGISTRATION_ENV}), "
-                                                    f"as metadata {REGISTRATION_METADATA!r}")
+                context.abort(
+                    Code.FAILED_PRECONDITION,
+                    f"run {row.run_id!r} was submitted for worker {row.worker!r}, not {request.worker_kind!r}",
+                )
+            if not row.token_hash and not self.manager.take_registration(
+                row.run_id, _metadata(context, REGISTRATION_METADATA)
+            ):
+                context.abort(
+                    Code.UNAUTHENTICATED,
+                    f"run {row.run_id!r}: a first RegisterWorker needs the registration "
+                    f"secret the daemon gave the run's process (${REGISTRATION_ENV}), "
+                    f"as metadata {REGISTRATION_METADATA!r}",
+                )
             if row.token_hash and not presented:
-                context.abort(Code.ALREADY_EXISTS, f"run {row.run_id!r} already has a registered worker; to replace "
-                                                   f"it, present its session token as metadata {TOKEN_METADATA!r}")
+                context.abort(
+                    Code.ALREADY_EXISTS,
+                    f"run {row.run_id!r} already has a registered worker; to replace "
+                    f"it, present its session token as metadata {TOKEN_METADATA!r}",
+                )
             if row.token_hash and not token_matches(row, presented):
-                context.abort(Code.UNAUTHENTICATED, f"the session token does not belong to run {row.run_id!r}'s "
-                                                    "current worker")
-            self.store.update(row.run_id, token_hash=hash_token(token), worker_id=request.worker_id or None,
-                              registration=registration, last_heartbeat=time.time(),
-                              status=RDY if row.status == HSHK else row.status)
+                context.abort(
+                    Code.UNAUTHENTICATED, f"the session token does not belong to run {row.run_id!r}'s current worker"
+                )
+            self.store.update(
+                row.run_id,
+                token_hash=hash_token(token),
+                worker_id=request.worker_id or None,
+                registration=registration,
+                last_heartbeat=time.time(),
+                status=RDY if row.status == HSHK else row.status,
+            )
         return pb.RegisterWorkerResponse(accepted_version=accepted, session_token=token)
 
     def Heartbeat(self, request, context):
@@ -238,25 +284,40 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         return pb.HeartbeatResponse()
 
     def ControlStream(self, request_iterator, context):
-        context.abort(Code.UNIMPLEMENTED, "ControlStream (pause, resume, grant_steps, max_rate_hz) is not "
-                                          "supported by this daemon; cancel a run with CancelRun")
+        context.abort(
+            Code.UNIMPLEMENTED,
+            "ControlStream (pause, resume, grant_steps, max_rate_hz) is not "
+            "supported by this daemon; cancel a run with CancelRun",
+        )
 
     def GetHealth(self, request, context):
         daemon = self.daemon
-        response = pb.HealthCheckResponse(pid=daemon.pid, listen_address=daemon.address,
-                                          healthy=not daemon.closing, running=self.manager.running,
-                                          queued=self.manager.queued,
-                                          max_concurrent=daemon.options.max_concurrent,
-                                          accepting=self.manager.accepting)
+        response = pb.HealthCheckResponse(
+            pid=daemon.pid,
+            listen_address=daemon.address,
+            healthy=not daemon.closing,
+            running=self.manager.running,
+            queued=self.manager.queued,
+            max_concurrent=daemon.options.max_concurrent,
+            accepting=self.manager.accepting,
+        )
         _timestamp(response.started_at, daemon.started_at)
         return response
 
     def ListWorkers(self, request, context):
         items = self.daemon.workers(refresh=request.refresh)
-        return pb.ListWorkersResponse(workers=[
-            pb.WorkerInfo(name=i.name, status=i.status, error=i.error or "", distribution=i.distribution,
-                          metadata_json=json.dumps(i.obj.to_dict()) if i.obj is not None else "")
-            for i in items])
+        return pb.ListWorkersResponse(
+            workers=[
+                pb.WorkerInfo(
+                    name=i.name,
+                    status=i.status,
+                    error=i.error or "",
+                    distribution=i.distribution,
+                    metadata_json=json.dumps(i.obj.to_dict()) if i.obj is not None else "",
+                )
+                for i in items
+            ]
+        )
 
     # ------------------------------------------------------------------ telemetry
     def PublishRunSteps(self, request_iterator, context):
@@ -269,22 +330,33 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         token = _token(context)
         row = self.store.get_by_token(hash_token(token)) if token else None
         if row is None:
-            context.abort(Code.UNAUTHENTICATED, f"a session token is required: send the one RegisterWorker "
-                                                f"returned as metadata {TOKEN_METADATA!r}")
+            context.abort(
+                Code.UNAUTHENTICATED,
+                f"a session token is required: send the one RegisterWorker returned as metadata {TOKEN_METADATA!r}",
+            )
         if row.final:
-            context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended ({row.terminal_event}); "
-                                                    "its telemetry is no longer recorded")
+            context.abort(
+                Code.FAILED_PRECONDITION,
+                f"run {row.run_id!r} already ended ({row.terminal_event}); its telemetry is no longer recorded",
+            )
         options, batch = self.daemon.options, []
         accepted = dropped = 0
 
         def flush() -> None:
             nonlocal accepted, dropped
             try:
-                stored = self.store.append_telemetry(row.run_id, kind, batch, max_items=options.telemetry_items_per_run,
-                                                     max_bytes=options.telemetry_bytes_per_run)
+                stored = self.store.append_telemetry(
+                    row.run_id,
+                    kind,
+                    batch,
+                    max_items=options.telemetry_items_per_run,
+                    max_bytes=options.telemetry_bytes_per_run,
+                )
             except RunEnded:
-                context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} ended; its telemetry is no longer "
-                                                        f"recorded ({accepted} items were)")
+                context.abort(
+                    Code.FAILED_PRECONDITION,
+                    f"run {row.run_id!r} ended; its telemetry is no longer recorded ({accepted} items were)",
+                )
             accepted, dropped = accepted + stored, dropped + len(batch) - stored
             batch.clear()
 
@@ -293,8 +365,9 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
                 context.abort(Code.UNAUTHENTICATED, f"the session token does not belong to run {message.run_id!r}")
             problem = check_item(message, kind, index)
             if problem:
-                context.abort(Code.INVALID_ARGUMENT, f"Publish{'RunSteps' if kind == 'steps' else 'RunEpisodes'}: "
-                                                     f"{problem}")
+                context.abort(
+                    Code.INVALID_ARGUMENT, f"Publish{'RunSteps' if kind == 'steps' else 'RunEpisodes'}: {problem}"
+                )
             message.run_id = row.run_id
             batch.append(message)
             if len(batch) >= TELEMETRY_BATCH:

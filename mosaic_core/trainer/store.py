@@ -20,9 +20,10 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 RESERVE_BYTES = 1 << 20
 
@@ -190,8 +191,10 @@ class RunStore:
             self._seq += 1
             row = {c: None for c in COLUMNS} | {"created_at": now, "updated_at": now} | values | {"seq_id": self._seq}
             try:
-                self._write(f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
-                            [row[c] for c in COLUMNS])
+                self._write(
+                    f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                    [row[c] for c in COLUMNS],
+                )
             except sqlite3.IntegrityError:
                 self._seq -= 1
                 raise DuplicateRun(values.get("run_id")) from None
@@ -207,8 +210,9 @@ class RunStore:
     def get_by_token(self, token_hash: str) -> RunRow | None:
         """The run whose current worker holds the session token with this hash."""
         with self._lock:
-            found = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM runs WHERE token_hash = ?",
-                                     (token_hash,)).fetchone()
+            found = self._db.execute(
+                f"SELECT {', '.join(COLUMNS)} FROM runs WHERE token_hash = ?", (token_hash,)
+            ).fetchone()
         return RunRow(*found) if found else None
 
     def update(self, run_id: str, check: Callable[[RunRow], bool] | None = None, **values: Any) -> RunRow | None:
@@ -256,8 +260,9 @@ class RunStore:
             return [RunRow(*r) for r in cur.fetchall()]
 
     # ------------------------------------------------------------------ telemetry
-    def append_telemetry(self, run_id: str, kind: str, messages: list[Any], max_items: int | None = None,
-                         max_bytes: int | None = None) -> int:
+    def append_telemetry(
+        self, run_id: str, kind: str, messages: list[Any], max_items: int | None = None, max_bytes: int | None = None
+    ) -> int:
         """Store protobuf messages (with a ``seq_id`` field, set here) for a run that has not
         ended (:class:`RunEnded` otherwise), at most ``max_items`` and ``max_bytes`` per run
         (both kinds together); returns how many were stored (the rest is dropped)."""
@@ -267,17 +272,21 @@ class RunStore:
                 raise RunEnded(run_id)
             usage = self._usage.get(run_id)
             if usage is None:
-                usage = self._usage[run_id] = list(self._db.execute(
-                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM telemetry WHERE run_id = ?",
-                    (run_id,)).fetchone())
-            last = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM telemetry WHERE run_id = ? AND kind = ?",
-                                    (run_id, kind)).fetchone()[0]
+                usage = self._usage[run_id] = list(
+                    self._db.execute(
+                        "SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM telemetry WHERE run_id = ?", (run_id,)
+                    ).fetchone()
+                )
+            last = self._db.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM telemetry WHERE run_id = ? AND kind = ?", (run_id, kind)
+            ).fetchone()[0]
             rows = []
             for message in messages:
                 message.seq_id = last + 1
                 data = message.SerializeToString()
-                if (max_items is not None and usage[0] >= max_items) or \
-                        (max_bytes is not None and usage[1] + len(data) > max_bytes):
+                if (max_items is not None and usage[0] >= max_items) or (
+                    max_bytes is not None and usage[1] + len(data) > max_bytes
+                ):
                     break
                 last += 1
                 usage[0], usage[1] = usage[0] + 1, usage[1] + len(data)
@@ -300,6 +309,8 @@ class RunStore:
 
     def read_telemetry(self, run_id: str, kind: str, since_seq: int, limit: int = 1000) -> list[bytes]:
         with self._lock:
-            cur = self._db.execute("SELECT data FROM telemetry WHERE run_id = ? AND kind = ? AND seq > ? "
-                                   "ORDER BY seq LIMIT ?", (run_id, kind, since_seq, limit))
+            cur = self._db.execute(
+                "SELECT data FROM telemetry WHERE run_id = ? AND kind = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (run_id, kind, since_seq, limit),
+            )
             return [r[0] for r in cur.fetchall()]

@@ -13,9 +13,10 @@ import glob
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from mosaic_core.choice import choose_worker
 from mosaic_core.config import WorkerConfig, build_config, parse_json, unwrap_config
@@ -47,12 +48,15 @@ class ScriptPolicy:
         path = Path(os.path.normpath(value)) if os.path.isabs(value) else None
         if path is None or not any(path == d or Path(d) in path.parents for d in self.allowed_dirs):
             allowed = ", ".join(map(str, self.allowed_dirs)) or "none"
-            raise PreconditionError(f"{field} names code by path; this daemon runs only installed code and "
-                                    f"absolute paths inside the directories its owner allowed (--allow-scripts: "
-                                    f"{allowed})")
+            raise PreconditionError(
+                f"{field} names code by path; this daemon runs only installed code and "
+                f"absolute paths inside the directories its owner allowed (--allow-scripts: "
+                f"{allowed})"
+            )
         real = Path(os.path.realpath(path))
-        if not any(real == Path(os.path.realpath(d)) or Path(os.path.realpath(d)) in real.parents
-                   for d in self.allowed_dirs):
+        if not any(
+            real == Path(os.path.realpath(d)) or Path(os.path.realpath(d)) in real.parents for d in self.allowed_dirs
+        ):
             raise PreconditionError(f"{field} resolves to {real}, outside the directories this daemon's owner allowed")
 
     def check_all(self, paths: list[CodePath]) -> None:
@@ -89,15 +93,23 @@ def detect_gpus() -> int:
 
 
 def config_digest(worker: str, config: WorkerConfig) -> str:
-    canonical = json.dumps({"worker": worker, **config.to_dict(redacted=False)}, sort_keys=True,
-                           separators=(",", ":"), default=str)
+    canonical = json.dumps(
+        {"worker": worker, **config.to_dict(redacted=False)}, sort_keys=True, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoint], gpus: int, *,
-                     runs_dir: Path | str | None = None, scripts: ScriptPolicy = ScriptPolicy(),
-                     taken: Callable[[str], bool] = lambda run_id: False,
-                     resumable: Callable[[str], RunRow | None] = lambda run_id: None) -> Submission:
+def parse_submission(
+    config_json: str,
+    run_id: str,
+    workers: list[LoadedEntryPoint],
+    gpus: int,
+    *,
+    runs_dir: Path | str | None = None,
+    scripts: ScriptPolicy = ScriptPolicy(),
+    taken: Callable[[str], bool] = lambda run_id: False,
+    resumable: Callable[[str], RunRow | None] = lambda run_id: None,
+) -> Submission:
     """A validated submission, or ConfigError / PreconditionError naming the field, as one
     printable line whatever the config held (DuplicateRun, from :mod:`mosaic_core.trainer.store`,
     when ``taken(run_id)`` and not ``resumable(run_id)``: a run that ended unfinished, which the
@@ -113,15 +125,23 @@ def parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoi
         raise type(exc)(message) from None
 
 
-def _parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPoint], gpus: int,
-                      runs_dir: Path | str | None, scripts: ScriptPolicy, taken: Callable[[str], bool],
-                      resumable: Callable[[str], RunRow | None]) -> Submission:
+def _parse_submission(
+    config_json: str,
+    run_id: str,
+    workers: list[LoadedEntryPoint],
+    gpus: int,
+    runs_dir: Path | str | None,
+    scripts: ScriptPolicy,
+    taken: Callable[[str], bool],
+    resumable: Callable[[str], RunRow | None],
+) -> Submission:
     from mosaic_core.trainer.store import DuplicateRun
 
     size = len(config_json.encode("utf-8", "surrogatepass"))
     if size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config_json is {size} bytes; at most {MAX_CONFIG_BYTES} are accepted",
-                          field="config_json", source=SOURCE)
+        raise ConfigError(
+            f"config_json is {size} bytes; at most {MAX_CONFIG_BYTES} are accepted", field="config_json", source=SOURCE
+        )
     data = parse_json(config_json, "config_json", SOURCE, field="config_json")
     _refuse_nul(data, "")
     raw = unwrap_config(data, SOURCE)
@@ -145,8 +165,9 @@ def _parse_submission(config_json: str, run_id: str, workers: list[LoadedEntryPo
         _check_resumed(earlier, worker, raw)
         existing = "resume"
     try:  # what this host cannot offer is said first (before the dry run's own complaints)
-        check_capabilities(item, build_config(raw, source=SOURCE, overrides={"run_id": run_id or None},
-                                              generate_run_id=True), gpus)
+        check_capabilities(
+            item, build_config(raw, source=SOURCE, overrides={"run_id": run_id or None}, generate_run_id=True), gpus
+        )
     except ConfigError:
         pass  # incomplete before the worker's defaults: the dry run below says what is wrong
     config = checked_config(item, raw, run_id, runs_dir, scripts, existing)
@@ -159,13 +180,23 @@ def _check_resumed(earlier: RunRow, worker: str, raw: dict[str, Any]) -> None:
     from mosaic_core.resume import check_recorded
 
     if earlier.worker != worker:
-        raise ConfigError(f"run {earlier.run_id} is a run of worker {earlier.worker!r}, not {worker!r}: it cannot "
-                          "continue as another run; choose another run_id", field="worker", source=SOURCE)
+        raise ConfigError(
+            f"run {earlier.run_id} is a run of worker {earlier.worker!r}, not {worker!r}: it cannot "
+            "continue as another run; choose another run_id",
+            field="worker",
+            source=SOURCE,
+        )
     check_recorded(json.loads(earlier.config_json), raw, earlier.run_id)
 
 
-def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str, runs_dir: Path | str | None = None,
-                   scripts: ScriptPolicy = ScriptPolicy(), existing: str | None = None) -> WorkerConfig:
+def checked_config(
+    item: LoadedEntryPoint,
+    raw: dict[str, Any],
+    run_id: str,
+    runs_dir: Path | str | None = None,
+    scripts: ScriptPolicy = ScriptPolicy(),
+    existing: str | None = None,
+) -> WorkerConfig:
     """The config as ``mosaic run --dry-run`` would accept it: defaults, validation by the
     host, the plugins and the worker, the run directory, and the worker's plan. Every code
     path the worker declares (before the plan reads it) and its launch executes (after) is
@@ -176,9 +207,19 @@ def checked_config(item: LoadedEntryPoint, raw: dict[str, Any], run_id: str, run
 
     worker, host = load_worker(item), plugin_host()
     try:
-        prepared = prepare(item, worker, host, data=raw, source=SOURCE, overrides={"run_id": run_id or None},
-                           options=worker_option_defaults(worker), runs_dir=str(runs_dir) if runs_dir else None,
-                           quiet=True, check_code=scripts.check_all, existing=existing)
+        prepared = prepare(
+            item,
+            worker,
+            host,
+            data=raw,
+            source=SOURCE,
+            overrides={"run_id": run_id or None},
+            options=worker_option_defaults(worker),
+            runs_dir=str(runs_dir) if runs_dir else None,
+            quiet=True,
+            check_code=scripts.check_all,
+            existing=existing,
+        )
     except PluginError as exc:  # a broken plugin or worker on this host: not the submitter's fault
         raise PreconditionError(str(exc)) from None
     return prepared.config
@@ -189,8 +230,9 @@ def _refuse_nul(value: Any, where: str) -> None:
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
         if "\x00" in str(key):
-            raise ConfigError(f"{where or 'the config'} has a key holding a NUL character", field=where or None,
-                              source=SOURCE)
+            raise ConfigError(
+                f"{where or 'the config'} has a key holding a NUL character", field=where or None, source=SOURCE
+            )
         field = f"{where}.{key}" if where else str(key)
         if isinstance(item, str) and "\x00" in item:
             raise ConfigError(f"{field} holds a NUL character", field=field, source=SOURCE)
@@ -216,8 +258,9 @@ def check_capabilities(item: LoadedEntryPoint, config: WorkerConfig, gpus: int) 
         raise PreconditionError(f"worker {name!r} requires a GPU and this host has none")
     asked = load_worker(item).gpu_request(config)
     if asked and gpus == 0:
-        raise PreconditionError(f"{asked} asks for a GPU and this host has none; set it to false "
-                                "or submit to a daemon on a GPU host")
+        raise PreconditionError(
+            f"{asked} asks for a GPU and this host has none; set it to false or submit to a daemon on a GPU host"
+        )
     if extras.get("supports_pause") is True and not caps.supports_pause_resume:
         raise PreconditionError(f"extras.supports_pause is true but worker {name!r} cannot pause")
     if extras.get("supports_checkpoint") is True and not caps.supports_checkpointing:

@@ -10,23 +10,79 @@ from pathlib import Path
 
 import pytest
 
-ALGORITHMS = Path(__file__).resolve().parents[2] / "plugins" / "cleanrl_worker" / "algorithms"
+ALGORITHMS = Path(__file__).resolve().parents[2] / "plugins" / "mosaic_cleanrl" / "algorithms"
 
 # Flags that keep each algorithm's run to a few seconds on a busy CPU.
 TINY = {
     "ppo": ["--env-id", "CartPole-v1", "--total-timesteps", "1024", "--num-envs", "2", "--num-steps", "128"],
-    "ppo_continuous_action": ["--env-id", "Pendulum-v1", "--total-timesteps", "512", "--num-steps", "256",
-                              "--num-minibatches", "4", "--update-epochs", "2"],
-    "dqn": ["--env-id", "CartPole-v1", "--total-timesteps", "1000", "--learning-starts", "200",
-            "--target-network-frequency", "100"],
-    "c51": ["--env-id", "CartPole-v1", "--total-timesteps", "1000", "--learning-starts", "200",
-            "--target-network-frequency", "100"],
-    "sac_continuous_action": ["--env-id", "Pendulum-v1", "--total-timesteps", "450", "--learning-starts", "300",
-                              "--batch-size", "32", "--buffer-size", "1000"],
-    "td3_continuous_action": ["--env-id", "Pendulum-v1", "--total-timesteps", "450", "--learning-starts", "300",
-                              "--batch-size", "32", "--buffer-size", "1000"],
-    "ddpg_continuous_action": ["--env-id", "Pendulum-v1", "--total-timesteps", "450", "--learning-starts", "300",
-                               "--batch-size", "32", "--buffer-size", "1000"],
+    "ppo_continuous_action": [
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "512",
+        "--num-steps",
+        "256",
+        "--num-minibatches",
+        "4",
+        "--update-epochs",
+        "2",
+    ],
+    "dqn": [
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1000",
+        "--learning-starts",
+        "200",
+        "--target-network-frequency",
+        "100",
+    ],
+    "c51": [
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1000",
+        "--learning-starts",
+        "200",
+        "--target-network-frequency",
+        "100",
+    ],
+    "sac_continuous_action": [
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "450",
+        "--learning-starts",
+        "300",
+        "--batch-size",
+        "32",
+        "--buffer-size",
+        "1000",
+    ],
+    "td3_continuous_action": [
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "450",
+        "--learning-starts",
+        "300",
+        "--batch-size",
+        "32",
+        "--buffer-size",
+        "1000",
+    ],
+    "ddpg_continuous_action": [
+        "--env-id",
+        "Pendulum-v1",
+        "--total-timesteps",
+        "450",
+        "--learning-starts",
+        "300",
+        "--batch-size",
+        "32",
+        "--buffer-size",
+        "1000",
+    ],
 }
 
 
@@ -49,8 +105,13 @@ class Run:
 def run_algo(algo: str, *flags: str, cwd: Path, timeout: float = 240) -> Run:
     """``python <bundled algo>.py --no-cuda FLAGS`` in ``cwd`` with this interpreter (so its gymnasium)."""
     cwd.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, str(ALGORITHMS / f"{algo}.py"), "--no-cuda", *flags], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(ALGORITHMS / f"{algo}.py"), "--no-cuda", *flags],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return Run(proc.returncode, proc.stdout, proc.stderr, cwd)
 
 
@@ -93,9 +154,23 @@ def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     """Every bundled algorithm run once with TINY flags, --save-model, --checkpoint-frequency and
     --eval-frequency (the same period, 2 episodes per evaluation)."""
     root = tmp_path_factory.mktemp("smoke")
-    jobs = {algo: (algo, [*flags, "--save-model", "--checkpoint-frequency", str(CHECKPOINT_EVERY.get(algo, 200)),
-                          "--eval-frequency", str(CHECKPOINT_EVERY.get(algo, 200)), "--eval-episodes", "2"],
-                   root / algo) for algo, flags in TINY.items()}
+    jobs = {
+        algo: (
+            algo,
+            [
+                *flags,
+                "--save-model",
+                "--checkpoint-frequency",
+                str(CHECKPOINT_EVERY.get(algo, 200)),
+                "--eval-frequency",
+                str(CHECKPOINT_EVERY.get(algo, 200)),
+                "--eval-episodes",
+                "2",
+            ],
+            root / algo,
+        )
+        for algo, flags in TINY.items()
+    }
     return run_parallel(jobs)
 
 

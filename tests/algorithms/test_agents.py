@@ -1,4 +1,4 @@
-"""The agents of cleanrl_worker.agents: layers exactly as MOSAIC documents them, orthogonal init,
+"""The agents of mosaic_cleanrl.agents: layers exactly as MOSAIC documents them, orthogonal init,
 and the bundled PPO building the right one for a checkpoint (old checkpoints included)."""
 
 from __future__ import annotations
@@ -11,17 +11,19 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+from mosaic_cleanrl.agents.minigrid import CompactMinigridAgent, MinigridAgent, MinigridCNN
+from mosaic_cleanrl.agents.mlp import MLPAgent, SeparateMLPAgent
+from mosaic_cleanrl.algorithms import ppo
+from mosaic_cleanrl.checkpoint import CheckpointError, load_checkpoint, load_policy
 
-from cleanrl_worker.agents.minigrid import CompactMinigridAgent, MinigridAgent, MinigridCNN
-from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
-from cleanrl_worker.algorithms import ppo
-from cleanrl_worker.checkpoint import CheckpointError, load_checkpoint, load_policy
 from tests.conftest import run_cli
 
-MINIGRID = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (7, 7, 3), np.uint8),
-                           single_action_space=gym.spaces.Discrete(7))
-VECTOR = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (4,), np.float32),
-                         single_action_space=gym.spaces.Discrete(2))
+MINIGRID = SimpleNamespace(
+    single_observation_space=gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), single_action_space=gym.spaces.Discrete(7)
+)
+VECTOR = SimpleNamespace(
+    single_observation_space=gym.spaces.Box(-1, 1, (4,), np.float32), single_action_space=gym.spaces.Discrete(2)
+)
 
 
 def layers(module):
@@ -29,8 +31,9 @@ def layers(module):
     described = []
     for layer in module:
         if isinstance(layer, nn.Conv2d):
-            described.append(("Conv2d", layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride,
-                              layer.padding))
+            described.append(
+                ("Conv2d", layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride, layer.padding)
+            )
         elif isinstance(layer, nn.Linear):
             described.append(("Linear", layer.in_features, layer.out_features))
         else:
@@ -49,10 +52,15 @@ def assert_orthogonal(layer, gain):
 def test_minigrid_agent_has_the_documented_layers():
     agent = MinigridAgent(MINIGRID)
     assert layers(agent.cnn.network) == [
-        ("Conv2d", 3, 32, (3, 3), (1, 1), (1, 1)), ("ReLU",),
-        ("Conv2d", 32, 64, (3, 3), (1, 1), (1, 1)), ("ReLU",),
-        ("Conv2d", 64, 64, (3, 3), (1, 1), (1, 1)), ("ReLU",),
-        ("Flatten",), ("Linear", 3136, 128)]
+        ("Conv2d", 3, 32, (3, 3), (1, 1), (1, 1)),
+        ("ReLU",),
+        ("Conv2d", 32, 64, (3, 3), (1, 1), (1, 1)),
+        ("ReLU",),
+        ("Conv2d", 64, 64, (3, 3), (1, 1), (1, 1)),
+        ("ReLU",),
+        ("Flatten",),
+        ("Linear", 3136, 128),
+    ]
     assert layers(agent.actor) == [("Linear", 128, 128), ("ReLU",), ("Linear", 128, 7)]
     assert layers(agent.critic) == [("Linear", 128, 128), ("ReLU",), ("Linear", 128, 1)]
     assert agent.actor is not agent.critic and set(dict(agent.named_children())) == {"cnn", "actor", "critic"}
@@ -105,16 +113,28 @@ def test_mlp_agent_has_a_shared_trunk_and_separate_heads():
 def test_earlier_networks_keep_their_parameter_names():
     # what checkpoints written before --agent-arch hold
     assert list(SeparateMLPAgent(VECTOR).state_dict()) == [
-        f"{net}.{i}.{p}" for net in ("critic", "actor") for i in (0, 2, 4) for p in ("weight", "bias")]
+        f"{net}.{i}.{p}" for net in ("critic", "actor") for i in (0, 2, 4) for p in ("weight", "bias")
+    ]
     assert list(CompactMinigridAgent(MINIGRID).state_dict()) == [
         *(f"network.{i}.{p}" for i in (0, 2, 4, 7) for p in ("weight", "bias")),
-        "actor.weight", "actor.bias", "critic.weight", "critic.bias"]
+        "actor.weight",
+        "actor.bias",
+        "critic.weight",
+        "critic.bias",
+    ]
 
 
-@pytest.mark.parametrize("arch, spaces, expected", [
-    ("documented", MINIGRID, MinigridAgent), ("documented", VECTOR, MLPAgent),
-    ("original", MINIGRID, CompactMinigridAgent), ("original", VECTOR, SeparateMLPAgent),
-    ("auto", MINIGRID, MinigridAgent), ("auto", VECTOR, SeparateMLPAgent)])
+@pytest.mark.parametrize(
+    "arch, spaces, expected",
+    [
+        ("documented", MINIGRID, MinigridAgent),
+        ("documented", VECTOR, MLPAgent),
+        ("original", MINIGRID, CompactMinigridAgent),
+        ("original", VECTOR, SeparateMLPAgent),
+        ("auto", MINIGRID, MinigridAgent),
+        ("auto", VECTOR, SeparateMLPAgent),
+    ],
+)
 def test_ppo_builds_the_agent_its_args_name(arch, spaces, expected):
     assert type(ppo.policy_models(spaces, {"agent_arch": arch})["agent"]) is expected
 
@@ -133,10 +153,25 @@ def minigrid_runs(tmp_path_factory):
     results = {}
     for arch in ("documented", "original"):
         chosen = {"agent_arch": arch} if arch == "original" else {}  # the default, auto, picks documented
-        results[arch] = run_cli(["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "MiniGrid-Empty-5x5-v0",
-                                 "--total-timesteps", "512", "--run-id", f"ppo-{arch}", "--quiet", "--extras",
-                                 json.dumps({**chosen, "num_envs": 2, "num_steps": 128, "save_model": True,
-                                             "cuda": False})], cwd=workdir)
+        results[arch] = run_cli(
+            [
+                "run",
+                "--worker",
+                "cleanrl",
+                "--algo",
+                "ppo",
+                "--env-id",
+                "MiniGrid-Empty-5x5-v0",
+                "--total-timesteps",
+                "512",
+                "--run-id",
+                f"ppo-{arch}",
+                "--quiet",
+                "--extras",
+                json.dumps({**chosen, "num_envs": 2, "num_steps": 128, "save_model": True, "cuda": False}),
+            ],
+            cwd=workdir,
+        )
     return workdir, results
 
 
@@ -150,9 +185,21 @@ def test_each_architecture_trains_and_its_checkpoint_evaluates(minigrid_runs, ar
     assert ckpt["args"]["agent_arch"] == arch
     assert list(ckpt["models"]["agent"]) == list(expected(MINIGRID).state_dict())
 
-    evaluated = run_cli(["run", "--worker", "cleanrl", "--env-id", "MiniGrid-Empty-5x5-v0", "--run-id",
-                         f"eval-{arch}", "--quiet", "--extras",
-                         json.dumps({"mode": "policy_eval", "policy_path": str(path), "eval_episodes": 2})], cwd=workdir)
+    evaluated = run_cli(
+        [
+            "run",
+            "--worker",
+            "cleanrl",
+            "--env-id",
+            "MiniGrid-Empty-5x5-v0",
+            "--run-id",
+            f"eval-{arch}",
+            "--quiet",
+            "--extras",
+            json.dumps({"mode": "policy_eval", "policy_path": str(path), "eval_episodes": 2}),
+        ],
+        cwd=workdir,
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     summary = json.loads((runs_root / f"eval-{arch}" / "eval_summary.json").read_text())
     assert summary["status"] == "completed" and summary["episodes"] == 2

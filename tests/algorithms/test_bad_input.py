@@ -19,10 +19,14 @@ def failures(ppo_checkpoint, dqn_checkpoint, smoke_runs, tmp_path_factory):
     jobs = {
         "other_algo": ("ppo", [*cartpole, "--resume-from", str(dqn_checkpoint)]),
         "truncated": ("ppo", [*cartpole, "--resume-from", str(truncated)]),
-        "steps_reached": ("ppo", ["--env-id", "CartPole-v1", "--total-timesteps", "1024", "--resume-from",
-                                  str(ppo_checkpoint)]),
-        "changed_network": ("c51", [*cartpole, "--n-atoms", "51", "--resume-from",
-                                    str(smoke_runs["c51"].run_dir / "c51.cleanrl_model")]),
+        "steps_reached": (
+            "ppo",
+            ["--env-id", "CartPole-v1", "--total-timesteps", "1024", "--resume-from", str(ppo_checkpoint)],
+        ),
+        "changed_network": (
+            "c51",
+            [*cartpole, "--n-atoms", "51", "--resume-from", str(smoke_runs["c51"].run_dir / "c51.cleanrl_model")],
+        ),
         "dqn_on_pendulum": ("dqn", ["--env-id", "Pendulum-v1", "--total-timesteps", "1000"]),
         "sac_on_cartpole": ("sac_continuous_action", ["--env-id", "CartPole-v1", "--total-timesteps", "1000"]),
         "negative_eval_frequency": ("dqn", [*cartpole, "--eval-frequency", "-5"]),

@@ -6,9 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
-from cleanrl_worker import checkpoint
-from cleanrl_worker.checkpoint import CheckpointError, check_compatible, load_checkpoint, load_policy
+from mosaic_cleanrl import checkpoint
+from mosaic_cleanrl.checkpoint import CheckpointError, check_compatible, load_checkpoint, load_policy
 
 
 def test_file_that_is_not_a_checkpoint_is_named(tmp_path):
@@ -39,9 +38,13 @@ def test_newer_format_and_missing_fields_are_refused(ppo_checkpoint, tmp_path):
 def test_format_records_what_it_promises(ppo_checkpoint):
     ckpt = load_checkpoint(ppo_checkpoint)
     assert ckpt["format"] == "mosaic.cleanrl_model" and ckpt["algo"] == "ppo" and ckpt["env_id"] == "CartPole-v1"
-    assert ckpt["observation_space"] == {"type": "Box", "shape": [4], "dtype": "float32",
-                                         "low": ckpt["observation_space"]["low"],
-                                         "high": ckpt["observation_space"]["high"]}
+    assert ckpt["observation_space"] == {
+        "type": "Box",
+        "shape": [4],
+        "dtype": "float32",
+        "low": ckpt["observation_space"]["low"],
+        "high": ckpt["observation_space"]["high"],
+    }
     assert ckpt["action_space"] == {"type": "Discrete", "n": 2, "start": 0}
     assert set(ckpt["versions"]) == {"torch", "gymnasium", "numpy", "python"}
     assert ckpt["versions"]["gymnasium"] == gym.__version__
@@ -62,9 +65,12 @@ def test_mismatches_are_named(ppo_checkpoint):
 
 
 def test_spaces_round_trip():
-    for space in (gym.spaces.Discrete(3, start=1), gym.spaces.Box(-1.0, 2.0, (2, 3), np.float32),
-                  gym.spaces.Box(np.array([0.0, -5.0]), np.array([1.0, 5.0]), dtype=np.float64),
-                  gym.spaces.Box(0, 255, (7, 7, 3), np.uint8)):
+    for space in (
+        gym.spaces.Discrete(3, start=1),
+        gym.spaces.Box(-1.0, 2.0, (2, 3), np.float32),
+        gym.spaces.Box(np.array([0.0, -5.0]), np.array([1.0, 5.0]), dtype=np.float64),
+        gym.spaces.Box(0, 255, (7, 7, 3), np.uint8),
+    ):
         assert checkpoint.space_from_description(checkpoint.describe_space(space)) == space
 
 
@@ -98,8 +104,10 @@ def test_observation_normalisation_travels_with_the_policy(smoke_runs):
 def _spaces(ckpt):
     from types import SimpleNamespace
 
-    return SimpleNamespace(single_observation_space=checkpoint.space_from_description(ckpt["observation_space"]),
-                           single_action_space=checkpoint.space_from_description(ckpt["action_space"]))
+    return SimpleNamespace(
+        single_observation_space=checkpoint.space_from_description(ckpt["observation_space"]),
+        single_action_space=checkpoint.space_from_description(ckpt["action_space"]),
+    )
 
 
 def test_unknown_algorithm_is_refused(ppo_checkpoint, tmp_path):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-
-from cleanrl_worker.evaluation import evaluate
+from mosaic_cleanrl.evaluation import evaluate
 
 
 def make_cartpole(render_mode=None):
@@ -37,8 +36,9 @@ def test_same_seed_same_results_any_batch_of_envs():
     a = evaluate(lean_policy, make_cartpole, episodes=4, num_envs=4, seed=11)
     b = evaluate(lean_policy, make_cartpole, episodes=4, num_envs=4, seed=11)
     assert a == b
-    one_at_a_time = [evaluate(lean_policy, make_cartpole, episodes=1, num_envs=1, seed=11 + k).returns[0]
-                     for k in range(4)]
+    one_at_a_time = [
+        evaluate(lean_policy, make_cartpole, episodes=1, num_envs=1, seed=11 + k).returns[0] for k in range(4)
+    ]
     assert a.returns == one_at_a_time  # env i of a batch starts from seed + i
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-
-from cleanrl_worker import gymcompat
+from mosaic_cleanrl import gymcompat
 
 
 def cartpole_envs(n: int, max_steps: int = 15):

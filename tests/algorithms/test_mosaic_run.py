@@ -13,9 +13,22 @@ def events_named(result, name):
 
 
 def test_checkpoints_become_events_and_a_run_resumes_from_one(mosaic, runs_root):
-    first = mosaic("run", "--worker", "cleanrl", "--algo", "dqn", "--env-id", "CartPole-v1",
-                   "--total-timesteps", "1000", "--run-id", "dqn-first", "--quiet", "--extras",
-                   json.dumps({"learning_starts": 200, "checkpoint_frequency": 500, "save_model": True, "cuda": False}))
+    first = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "dqn",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1000",
+        "--run-id",
+        "dqn-first",
+        "--quiet",
+        "--extras",
+        json.dumps({"learning_starts": 200, "checkpoint_frequency": 500, "save_model": True, "cuda": False}),
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     assert first.events[-1]["event"] == "run_completed"
     saved = [e["payload"] for e in events_named(first, "checkpoint_saved")]
@@ -26,10 +39,24 @@ def test_checkpoints_become_events_and_a_run_resumes_from_one(mosaic, runs_root)
         assert Path(payload["path"]).stat().st_size == payload["size_bytes"]
     assert saved[-1]["path"].endswith("/dqn.cleanrl_model")
 
-    second = mosaic("run", "--worker", "cleanrl", "--algo", "dqn", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "1500", "--run-id", "dqn-resumed", "--quiet", "--extras",
-                    json.dumps({"mode": "resume_training", "checkpoint_path": saved[0]["path"],
-                                "learning_starts": 100, "cuda": False}))
+    second = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "dqn",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1500",
+        "--run-id",
+        "dqn-resumed",
+        "--quiet",
+        "--extras",
+        json.dumps(
+            {"mode": "resume_training", "checkpoint_path": saved[0]["path"], "learning_starts": 100, "cuda": False}
+        ),
+    )
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.events[-1]["event"] == "run_completed"
     (tb_dir,) = {p.parent for p in (runs_root / "dqn-resumed").rglob("events.out.tfevents.*")}
@@ -39,9 +66,22 @@ def test_checkpoints_become_events_and_a_run_resumes_from_one(mosaic, runs_root)
 
 
 def test_resuming_from_another_algorithm_fails_with_the_reason(mosaic, runs_root, ppo_checkpoint):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "dqn", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "2000", "--run-id", "wrong-algo", "--quiet", "--extras",
-                    json.dumps({"mode": "resume_training", "checkpoint_path": str(ppo_checkpoint)}))
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "dqn",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "2000",
+        "--run-id",
+        "wrong-algo",
+        "--quiet",
+        "--extras",
+        json.dumps({"mode": "resume_training", "checkpoint_path": str(ppo_checkpoint)}),
+    )
     assert result.returncode != 0
     (failed,) = events_named(result, "run_failed")
     assert "saved by algo 'ppo', not 'dqn'" in json.dumps(failed["payload"])

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from cleanrl_worker.checkpoint import load_checkpoint
+from mosaic_cleanrl.checkpoint import load_checkpoint
 
 from .conftest import run_ok, scalars
 
@@ -26,9 +25,22 @@ def events_named(result, name):
 def test_evaluation_during_training_keeps_the_best_model(mosaic, runs_root, algo):
     extras, every, total = CASES[algo]
     run_id = f"{algo}-periodic"
-    result = mosaic("run", "--worker", "cleanrl", "--algo", algo, "--env-id", "CartPole-v1", "--total-timesteps",
-                    str(total), "--run-id", run_id, "--quiet", "--extras",
-                    json.dumps({**extras, "eval_frequency": every, "eval_episodes": 3, "cuda": False}))
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        algo,
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        str(total),
+        "--run-id",
+        run_id,
+        "--quiet",
+        "--extras",
+        json.dumps({**extras, "eval_frequency": every, "eval_episodes": 3, "cuda": False}),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.events[-1]["event"] == "run_completed"
     run_dir = runs_root / run_id
@@ -43,7 +55,10 @@ def test_evaluation_during_training_keeps_the_best_model(mosaic, runs_root, algo
     assert [e["mean_return"] for e in evaluations] == pytest.approx([value for _, value in curve])
     assert all(len(e["returns"]) == 3 for e in evaluations) and history["deterministic"] is True
     best = max(evaluations, key=lambda e: e["mean_return"])  # the first of equals stays the best
-    assert (history["best"]["global_step"], history["best"]["mean_return"]) == (best["global_step"], best["mean_return"])
+    assert (history["best"]["global_step"], history["best"]["mean_return"]) == (
+        best["global_step"],
+        best["mean_return"],
+    )
 
     # the same figure in the metrics events, through the metric bridge
     last_scalars = [p["scalars"] for p in events_named(result, "metrics") if "eval/mean_return" in p.get("scalars", {})]
@@ -51,8 +66,11 @@ def test_evaluation_during_training_keeps_the_best_model(mosaic, runs_root, algo
 
     # one checkpoint_saved per new best, the last one naming the best evaluation
     saved = [p for p in events_named(result, "checkpoint_saved") if p["path"].endswith("/best.cleanrl_model")]
-    improvements = [e for i, e in enumerate(evaluations)
-                    if all(e["mean_return"] > earlier["mean_return"] for earlier in evaluations[:i])]
+    improvements = [
+        e
+        for i, e in enumerate(evaluations)
+        if all(e["mean_return"] > earlier["mean_return"] for earlier in evaluations[:i])
+    ]
     assert [p["global_step"] for p in saved] == [e["global_step"] for e in improvements]
     assert saved[-1]["evaluation"]["mean_return"] == best["mean_return"]
     best_file = run_dir / saved[-1]["path"]
@@ -67,10 +85,28 @@ def test_evaluation_during_training_keeps_the_best_model(mosaic, runs_root, algo
     assert manifest["history"] == str(history_path.relative_to(run_dir))
 
     # policy_eval replays the best model on the evaluation's own seeds: the same returns
-    replay = mosaic("run", "--worker", "cleanrl", "--env-id", "CartPole-v1", "--seed", str(history["seed"]),
-                    "--run-id", f"{algo}-best-replay", "--quiet", "--extras",
-                    json.dumps({"mode": "policy_eval", "policy_path": str(best_file), "eval_episodes": 3,
-                                "eval_batch_size": 3, "eval_deterministic": True}))
+    replay = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--env-id",
+        "CartPole-v1",
+        "--seed",
+        str(history["seed"]),
+        "--run-id",
+        f"{algo}-best-replay",
+        "--quiet",
+        "--extras",
+        json.dumps(
+            {
+                "mode": "policy_eval",
+                "policy_path": str(best_file),
+                "eval_episodes": 3,
+                "eval_batch_size": 3,
+                "eval_deterministic": True,
+            }
+        ),
+    )
     assert replay.returncode == 0, replay.stderr[-3000:]
     summary = json.loads((runs_root / f"{algo}-best-replay" / "eval_summary.json").read_text())
     assert summary["returns"] == best["returns"]

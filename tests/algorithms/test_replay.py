@@ -6,8 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
-from cleanrl_worker.replay import ReplayBuffer
+from mosaic_cleanrl.replay import ReplayBuffer
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 
@@ -15,8 +14,9 @@ OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 def add_steps(buffer, first, count, num_envs=1, valid=None):
     for step in range(first, first + count):
         obs = np.full((num_envs, 3), step, dtype=np.float32)
-        buffer.add(obs, obs + 0.5, np.full(num_envs, step % 2), np.full(num_envs, float(step)),
-                   np.zeros(num_envs), valid)
+        buffer.add(
+            obs, obs + 0.5, np.full(num_envs, step % 2), np.full(num_envs, float(step)), np.zeros(num_envs), valid
+        )
 
 
 def test_oldest_transitions_are_overwritten_first():

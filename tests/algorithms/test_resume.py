@@ -10,8 +10,7 @@ import hashlib
 
 import pytest
 import torch
-
-from cleanrl_worker.checkpoint import load_checkpoint
+from mosaic_cleanrl.checkpoint import load_checkpoint
 
 from .conftest import TINY, Run, run_parallel, scalars
 
@@ -28,8 +27,10 @@ def adam_steps(optimizer_state: dict) -> float:
 def resumed(smoke_runs, tmp_path_factory) -> dict[str, tuple[Run, dict, str]]:
     """ppo_continuous_action and dqn resumed from their smoke checkpoints, with learning rate 0."""
     root = tmp_path_factory.mktemp("resume")
-    budgets = {"ppo_continuous_action": ["--total-timesteps", "1024", "--learning-rate", "0"],
-               "dqn": ["--total-timesteps", "1500", "--learning-rate", "0", "--learning-starts", "100"]}
+    budgets = {
+        "ppo_continuous_action": ["--total-timesteps", "1024", "--learning-rate", "0"],
+        "dqn": ["--total-timesteps", "1500", "--learning-rate", "0", "--learning-starts", "100"],
+    }
     jobs, before = {}, {}
     for algo, extra in budgets.items():
         path = smoke_runs[algo].run_dir / f"{algo}.cleanrl_model"

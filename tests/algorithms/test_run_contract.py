@@ -19,8 +19,16 @@ from .conftest import scalars
 # CartPole runs these budgets in a few seconds); it changes nothing the run learns.
 RUNS = {
     "ppo": (20_000, {"num_envs": 2, "num_steps": 128, "cuda": False, "metrics_interval_s": 0.1}),
-    "dqn": (8_000, {"learning_starts": 1000, "target_network_frequency": 100, "save_replay_buffer": True,
-                    "cuda": False, "metrics_interval_s": 0.1}),
+    "dqn": (
+        8_000,
+        {
+            "learning_starts": 1000,
+            "target_network_frequency": 100,
+            "save_replay_buffer": True,
+            "cuda": False,
+            "metrics_interval_s": 0.1,
+        },
+    ),
 }
 
 
@@ -116,8 +124,13 @@ class TestCleanRLContract(WorkerContractSuite):
 
 def test_every_checkpoint_is_evaluated_by_the_one_protocol(suite):
     suite.algo, suite.total_timesteps = "dqn", 2000
-    suite.extras = {"checkpoint_frequency": 1000, "eval_every_checkpoint": True, "eval_episodes": 3,
-                    "learning_starts": 500, "cuda": False}
+    suite.extras = {
+        "checkpoint_frequency": 1000,
+        "eval_every_checkpoint": True,
+        "eval_episodes": 3,
+        "learning_starts": 500,
+        "cuda": False,
+    }
     result = suite.cli(*suite.run_args("graded"))
     assert result.returncode == 0, result.stderr[-3000:]
     graded = [e["payload"] for e in suite.events("graded") if e["event"] == "eval_result"]
@@ -128,12 +141,14 @@ def test_every_checkpoint_is_evaluated_by_the_one_protocol(suite):
         assert grade["checkpoint"].endswith(f"checkpoints/step_{grade['global_step']}.cleanrl_model")
 
 
-
 def test_evaluate_refuses_bad_input_in_one_line(suite):
     suite.runs_root.mkdir(mode=0o700)
-    suite.one_line(suite.cli("evaluate", "any", "--episodes", "0", "--runs-dir", str(suite.runs_root)),
-                   "--episodes must be at least 1, got 0")
+    suite.one_line(
+        suite.cli("evaluate", "any", "--episodes", "0", "--runs-dir", str(suite.runs_root)),
+        "--episodes must be at least 1, got 0",
+    )
     suite.one_line(suite.cli("evaluate", "nope", "--runs-dir", str(suite.runs_root)), "no run 'nope'")
-    suite.one_line(suite.cli("evaluate", str(suite.folder / "x.cleanrl_model"), "--runs-dir", str(suite.runs_root)),
-                   "no such file")
+    suite.one_line(
+        suite.cli("evaluate", str(suite.folder / "x.cleanrl_model"), "--runs-dir", str(suite.runs_root)), "no such file"
+    )
     assert list(suite.runs_root.iterdir()) == []

@@ -8,8 +8,7 @@ import json
 import os
 
 import pytest
-
-from cleanrl_worker.checkpoint import load_checkpoint, load_policy
+from mosaic_cleanrl.checkpoint import load_checkpoint, load_policy
 
 from .conftest import CHECKPOINT_EVERY, TINY, scalars
 
@@ -22,6 +21,7 @@ LOSS_TAG = {
     "td3_continuous_action": "losses/qf2_loss",
     "ddpg_continuous_action": "losses/qf1_loss",
 }
+
 
 @pytest.mark.parametrize("algo", sorted(TINY))
 def test_algorithm_trains_logs_saves_and_evaluates(algo, smoke_runs):
@@ -68,7 +68,7 @@ def test_algorithm_evaluates_during_training_and_keeps_the_best_model(algo, smok
 @pytest.mark.parametrize("algo", sorted(TINY))
 def test_module_imports_without_side_effects(algo, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    module = importlib.import_module(f"cleanrl_worker.algorithms.{algo}")
+    module = importlib.import_module(f"mosaic_cleanrl.algorithms.{algo}")
     assert os.listdir(tmp_path) == []
     fields = {f.name: f.default for f in dataclasses.fields(module.Args)}
     assert fields["exp_name"] == algo and fields["seed"] == 1 and fields["cuda"] is True

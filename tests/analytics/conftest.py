@@ -24,8 +24,19 @@ TERMINAL = ("run_completed", "run_failed", "run_cancelled")
 
 
 def run_args(run_id: str, total: int = 1000, extras: dict | None = None, *more: str) -> list[str]:
-    args = ["run", "--worker", "cleanrl", "--algo", str(SCRIPT), "--env-id", "CartPole-v1",
-            "--total-timesteps", str(total), "--run-id", run_id]
+    args = [
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        str(SCRIPT),
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        str(total),
+        "--run-id",
+        run_id,
+    ]
     if extras:
         args += ["--extras", json.dumps(extras)]
     return [*args, *more]
@@ -41,8 +52,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def start(args: list[str], cwd: Path, env: dict[str, str] | None = None, stderr=subprocess.PIPE) -> subprocess.Popen:
-    return subprocess.Popen([str(BIN / "mosaic"), *args], cwd=cwd, env=env or clean_env(), stdout=subprocess.PIPE,
-                            stderr=stderr, text=True)
+    return subprocess.Popen(
+        [str(BIN / "mosaic"), *args], cwd=cwd, env=env or clean_env(), stdout=subprocess.PIPE, stderr=stderr, text=True
+    )
 
 
 def read_events_until(proc: subprocess.Popen, wanted) -> list[dict]:
@@ -70,8 +82,9 @@ def run_with_tty_stderr(args: list[str], cwd: Path, timeout: float = 120) -> Tty
     """Run ``mosaic`` with stderr on a pseudo-terminal (as at a shell) and stdout on a pipe."""
     master, slave = pty.openpty()
     env = clean_env(TERM="xterm-256color", COLUMNS="160")
-    proc = subprocess.Popen([str(BIN / "mosaic"), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave,
-                            text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=slave, text=True
+    )
     os.close(slave)
     chunks = []
     while True:  # drain the terminal while the run goes on, so it never blocks on a full pty
@@ -106,8 +119,9 @@ def finished_runs(tmp_path_factory) -> FinishedRuns:
     """One completed (with a checkpoint and notes), one failed and one cancelled run."""
     workdir = tmp_path_factory.mktemp("analytics-runs")
     root = workdir / "var" / "trainer" / "runs"
-    completed = run_cli(run_args("done", 1500, {"save_model": True, "notes": "baseline run"}), cwd=workdir,
-                        env=clean_env())
+    completed = run_cli(
+        run_args("done", 1500, {"save_model": True, "notes": "baseline run"}), cwd=workdir, env=clean_env()
+    )
     assert completed.returncode == 0, completed.stderr
     failed = run_cli(run_args("broken", 1500, {"crash_at": 600}), cwd=workdir, env=clean_env())
     assert failed.returncode != 0

@@ -6,14 +6,14 @@ import json
 import math
 import threading
 
+from mosaic_analytics import plugin
+from mosaic_analytics.board import MetricBoard, classify
+from mosaic_analytics.bridge import MAX_OTHER_TAGS, MAX_TAGS, MESSAGE_KIND, RETURN_WINDOW, ScalarBuffer
+
 from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
 from mosaic_core.config import build_config
 from mosaic_core.events import EventEmitter
 from mosaic_core.runs import RunContext, RunDirectory
-
-from mosaic_analytics import plugin
-from mosaic_analytics.board import MetricBoard, classify
-from mosaic_analytics.bridge import MAX_OTHER_TAGS, MAX_TAGS, MESSAGE_KIND, RETURN_WINDOW, ScalarBuffer
 
 
 class Clock:
@@ -72,7 +72,7 @@ def test_a_failed_send_keeps_the_counts_for_the_next_batch():
     buffer._send = channel.sender.send
     buffer.add("charts/episodic_return", 20.0, 2)
     assert buffer.flush(reliable=True)
-    (_, payload), = channel.close()
+    ((_, payload),) = channel.close()
     assert payload["scalars"]["charts/episodic_return"] == [20.0, 2, 2, 30.0]
 
 
@@ -83,7 +83,7 @@ def test_non_finite_values_are_sent_as_null_and_never_summed():
     buffer.add("losses/value_loss", float("nan"), 2)
     buffer.add("charts/episodic_return", float("inf"), 2)
     buffer.flush(reliable=True)
-    (_, payload), = channel.close()
+    ((_, payload),) = channel.close()
     assert payload["scalars"]["losses/value_loss"] == [None, 2, 1, 1.0]
     assert payload["scalars"]["charts/episodic_return"] == [None, 2, 0, 0.0]
 
@@ -109,12 +109,18 @@ def test_a_burst_of_100k_scalars_stays_bounded_in_the_training_process():
 def test_board_keeps_latest_values_and_a_bounded_return_window():
     board = MetricBoard(total_timesteps=10_000)
     for batch in range(1000):  # 1000 batches of 3 episodes each
-        board.update({"global_step": batch * 10, "scalars": {
-            "charts/episodic_return": [float(batch), batch * 10, 3, 3.0 * batch],
-            "charts/episodic_length": [20.0, batch * 10, 3, 60.0],
-            "charts/SPS": [900.0, batch * 10, 1, 900.0],
-            "losses/policy_loss": [-0.01, batch * 10, 1, -0.01],
-            "charts/learning_rate": [2.5e-4, batch * 10, 1, 2.5e-4]}})
+        board.update(
+            {
+                "global_step": batch * 10,
+                "scalars": {
+                    "charts/episodic_return": [float(batch), batch * 10, 3, 3.0 * batch],
+                    "charts/episodic_length": [20.0, batch * 10, 3, 60.0],
+                    "charts/SPS": [900.0, batch * 10, 1, 900.0],
+                    "losses/policy_loss": [-0.01, batch * 10, 1, -0.01],
+                    "charts/learning_rate": [2.5e-4, batch * 10, 1, 2.5e-4],
+                },
+            }
+        )
     snap = board.snapshot()
     assert snap["global_step"] == 9990 and snap["progress"] == 0.999 and snap["episodes"] == 3000
     assert snap["episodic_return"] == 999.0 and snap["episodic_length"] == 20.0 and snap["sps"] == 900.0
@@ -130,7 +136,13 @@ def test_board_stays_bounded_and_ignores_malformed_batches():
     for i in range(100_000):
         board.update({"global_step": i, "scalars": {f"debug/{i}": [1.0, i, 1, 1.0]}})
     assert len(board._latest) == MAX_OTHER_TAGS and len(board._kinds) == MAX_OTHER_TAGS
-    for bad in ({}, {"scalars": []}, {"scalars": {"a": [1, 2]}}, {"scalars": {"a": "x"}}, {"scalars": {3: [1, 1, 1, 1]}}):
+    for bad in (
+        {},
+        {"scalars": []},
+        {"scalars": {"a": [1, 2]}},
+        {"scalars": {"a": "x"}},
+        {"scalars": {3: [1, 1, 1, 1]}},
+    ):
         assert board.update(bad) is False
     board.update({"scalars": {"charts/episodic_return": ["NaN", -5, True, float("inf")]}})
     assert board.snapshot()["episodic_return"] is None and board.episodes == 0
@@ -146,8 +158,9 @@ def test_tags_are_classified_like_cleanrl_writes_them():
 
 
 def make_run(tmp_path, extras=None):
-    config = build_config({"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1000,
-                           "extras": extras or {}})
+    config = build_config(
+        {"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1000, "extras": extras or {}}
+    )
     run = RunContext(config, RunDirectory(tmp_path, "r1"), "cleanrl")
     stream = io.StringIO()
     run.emitter = EventEmitter("r1", stream=stream, sinks=[lambda record: plugin.mosaic_on_event(run, record)])
@@ -161,8 +174,9 @@ def events_of(stream):
 def test_host_emits_metrics_events_at_a_bounded_rate_and_in_heartbeats(tmp_path):
     run, stream = make_run(tmp_path, {"metrics_interval_s": 3600})
     for i in range(1000):  # a flood of batches from the training process
-        plugin.mosaic_on_child_message(run, MESSAGE_KIND, {"global_step": i, "scalars": {
-            "charts/episodic_return": [float(i), i, 1, float(i)]}})
+        plugin.mosaic_on_child_message(
+            run, MESSAGE_KIND, {"global_step": i, "scalars": {"charts/episodic_return": [float(i), i, 1, float(i)]}}
+        )
     plugin.mosaic_on_child_message(run, "someone.else", {"scalars": {}})  # other kinds are ignored
     metrics = [e for e in events_of(stream) if e["event"] == "metrics"]
     assert len(metrics) == 1 and metrics[0]["payload"]["global_step"] == 0
@@ -174,11 +188,14 @@ def test_host_emits_metrics_events_at_a_bounded_rate_and_in_heartbeats(tmp_path)
 
 
 def test_scalar_hook_feeds_the_host_through_the_real_channel(tmp_path):
-    from mosaic_core.child import ChildContext
     from mosaic_analytics import bridge
 
+    from mosaic_core.child import ChildContext
+
     run, stream = make_run(tmp_path)
-    receiver = ChannelReceiver(new_address("r1"), lambda kind, payload: plugin.mosaic_on_child_message(run, kind, payload))
+    receiver = ChannelReceiver(
+        new_address("r1"), lambda kind, payload: plugin.mosaic_on_child_message(run, kind, payload)
+    )
     receiver.start()
     child = ChildContext(run_id="r1", run_dir=tmp_path / "r1", extras={}, channel=ChannelSender(receiver.address))
     saved, bridge._buffer = bridge._buffer, None

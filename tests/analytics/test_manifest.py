@@ -4,16 +4,17 @@ import json
 import os
 from pathlib import Path
 
+from mosaic_analytics import plugin
+
 from mosaic_core.config import build_config
 from mosaic_core.runs import RunContext, RunDirectory
-
-from mosaic_analytics import manifest, plugin
 from mosaic_core.runstore import artifacts
 
 
 def make_run(tmp_path, **extras):
-    config = build_config({"run_id": "m1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 100,
-                           "extras": extras})
+    config = build_config(
+        {"run_id": "m1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 100, "extras": extras}
+    )
     run = RunContext(config, RunDirectory(tmp_path, "m1"), "cleanrl")
     run.directory.create()
     return run
@@ -27,8 +28,14 @@ def touch(path: Path, size: int = 8) -> Path:
 
 def test_sections_from_a_run_directory(tmp_path):
     secret = "S3CRET-" + "x" * 33
-    run = make_run(tmp_path, notes=f"try lr 3e-4 (key {secret} by mistake)", optuna_db="sqlite:///study.db",
-                   checkpoints_dir="ckpt", tensorboard_dir="tb", wandb_api_key=secret)
+    run = make_run(
+        tmp_path,
+        notes=f"try lr 3e-4 (key {secret} by mistake)",
+        optuna_db="sqlite:///study.db",
+        checkpoints_dir="ckpt",
+        tensorboard_dir="tb",
+        wandb_api_key=secret,
+    )
     d = run.run_dir
     touch(d / "runs/CartPole__ppo__1__17/events.out.tfevents.17.host.1.0")
     touch(d / "runs/CartPole__ppo__1__17/events.out.tfevents.18.host.1.1")
@@ -42,11 +49,22 @@ def test_sections_from_a_run_directory(tmp_path):
     outside = touch(tmp_path / "elsewhere" / "stolen.pt")
     os.symlink(outside, d / "ckpt" / "link.pt")  # a link out of the run dir is never listed
     os.symlink(tmp_path / "elsewhere", d / "linked_dir")
-    plugin.mosaic_on_event(run, {"event": "checkpoint_saved", "payload": {"path": "ckpt/agent_step_4096.pt", "global_step": 4096}})
-    plugin.mosaic_on_event(run, {"event": "checkpoint_saved", "payload": {"path": str(d / "ckpt/final.bin"), "global_step": 5000}})
-    plugin.mosaic_on_event(run, {"event": "checkpoint_saved", "payload": {"path": "../../etc/passwd", "global_step": 1}})
-    plugin.mosaic_on_event(run, {"event": "checkpoint_saved", "payload": {
-        "path": "runs/CartPole__ppo__1__17/ppo.cleanrl_model", "global_step": 4096}})
+    plugin.mosaic_on_event(
+        run, {"event": "checkpoint_saved", "payload": {"path": "ckpt/agent_step_4096.pt", "global_step": 4096}}
+    )
+    plugin.mosaic_on_event(
+        run, {"event": "checkpoint_saved", "payload": {"path": str(d / "ckpt/final.bin"), "global_step": 5000}}
+    )
+    plugin.mosaic_on_event(
+        run, {"event": "checkpoint_saved", "payload": {"path": "../../etc/passwd", "global_step": 1}}
+    )
+    plugin.mosaic_on_event(
+        run,
+        {
+            "event": "checkpoint_saved",
+            "payload": {"path": "runs/CartPole__ppo__1__17/ppo.cleanrl_model", "global_step": 4096},
+        },
+    )
     sections = plugin.mosaic_build_manifest(run, "completed")
     assert sections["tensorboard"]["event_dirs"] == ["runs/CartPole__ppo__1__17", "tb"]
     assert sections["tensorboard"]["event_files"] == 3 and sections["tensorboard"]["dir"] == "tb"
@@ -58,12 +76,15 @@ def test_sections_from_a_run_directory(tmp_path):
         {"path": "ckpt/final.bin", "step": 5000, "size_bytes": None, "missing": True},
     ]
     assert sections["checkpoints"]["dir"] == "ckpt"
-    assert sections["videos"]["files"] == [{"path": "videos/CartPole__ppo__1__17/rl-video-episode-0.mp4", "size_bytes": 50}]
+    assert sections["videos"]["files"] == [
+        {"path": "videos/CartPole__ppo__1__17/rl-video-episode-0.mp4", "size_bytes": 50}
+    ]
     from mosaic_sweep import plugin as sweep
 
     assert "optuna" not in sections  # the sweep plugin's section
     assert sweep.mosaic_build_manifest(run, "completed") == {
-        "optuna": {"db": "study.db", "storage": "sqlite:///study.db", "exists": True}}
+        "optuna": {"db": "study.db", "storage": "sqlite:///study.db", "exists": True}
+    }
     assert sections["notes"] == "try lr 3e-4 (key *** by mistake)"
     assert sections["metrics"]["source"] == "none"
     assert sections["wandb"]["enabled"] is False and sections["wandb"]["run_id"] == "abc"  # found on disk
@@ -112,4 +133,5 @@ def assert_paths_inside(data, run_dir: Path):
         elif isinstance(value, str) and key in ("path", "dir", "db", "event_dirs", "logdir"):
             assert not os.path.isabs(value) and ".." not in Path(value).parts, (key, value)
             assert run_dir in (run_dir / value).resolve().parents or (run_dir / value).resolve() == run_dir
+
     walk(data)

@@ -11,11 +11,10 @@ import urllib.error
 import urllib.request
 
 import pytest
+from mosaic_analytics import curves
 from PIL import Image
 
 from tests.conftest import BIN, run_cli
-
-from mosaic_analytics import curves
 
 
 @pytest.fixture(scope="module")
@@ -63,21 +62,27 @@ def test_a_truncated_event_file_is_reported_and_what_was_read_is_plotted(plots):
     workdir, root = plots
     full = curves.read_scalars(root / "done", curves.DEFAULT_TAG)
     cut = curves.read_scalars(root / "truncated", curves.DEFAULT_TAG)
-    assert cut.damaged and 0 < len(cut.steps) < len(full.steps) and cut.steps == full.steps[:len(cut.steps)]
+    assert cut.damaged and 0 < len(cut.steps) < len(full.steps) and cut.steps == full.steps[: len(cut.steps)]
     result = plot(workdir, root, "truncated", "-o", "cut.png")
     assert result.returncode == 0 and (workdir / "cut.png").stat().st_size > 0
     assert "truncated/runs/" in result.stderr and "truncated or corrupt" in result.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["corrupt"], "run 'corrupt' has only damaged TensorBoard event files"),
-    (["empty"], "run 'empty' has no TensorBoard event files; nothing to plot"),
-    (["done", "--tag", "charts/nope"], "run 'done' has no 'charts/nope' scalars in its 1 TensorBoard event file(s)"),
-    (["nope"], "no run 'nope' under"),
-    (["done", "-o", "missing/dir/x.png"], "directory missing/dir does not exist"),
-    (["done", "-o", "x.jpg"], "the output must be a .png file"),
-    (["done", "--smooth", "0"], "--smooth must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["corrupt"], "run 'corrupt' has only damaged TensorBoard event files"),
+        (["empty"], "run 'empty' has no TensorBoard event files; nothing to plot"),
+        (
+            ["done", "--tag", "charts/nope"],
+            "run 'done' has no 'charts/nope' scalars in its 1 TensorBoard event file(s)",
+        ),
+        (["nope"], "no run 'nope' under"),
+        (["done", "-o", "missing/dir/x.png"], "directory missing/dir does not exist"),
+        (["done", "-o", "x.jpg"], "the output must be a .png file"),
+        (["done", "--smooth", "0"], "--smooth must be >= 1"),
+    ],
+)
 def test_plot_bad_input(plots, args, message):
     workdir, root = plots
     result = plot(workdir, root, *args)
@@ -88,8 +93,13 @@ def test_plot_bad_input(plots, args, message):
 
 def _served_runs(workdir, root, *run_ids):
     """The runs a `mosaic tensorboard` serves (asked with its token; refused without)."""
-    proc = subprocess.Popen([str(BIN / "mosaic"), "tensorboard", *run_ids, "--runs-dir", str(root), "--port", "0"],
-                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), "tensorboard", *run_ids, "--runs-dir", str(root), "--port", "0"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         url = token = None
         for line in proc.stdout:

@@ -10,11 +10,10 @@ import re
 from pathlib import Path
 
 import pytest
+from mosaic_analytics import curves
 from PIL import Image
 
 from tests.conftest import run_cli
-
-from mosaic_analytics import curves
 
 
 def make_run(root: Path, run_id: str, seed: int, lr: float, env_id: str, values: list[float], every: int = 100):
@@ -22,9 +21,17 @@ def make_run(root: Path, run_id: str, seed: int, lr: float, env_id: str, values:
 
     run_dir = root / run_id
     (run_dir / "logs").mkdir(parents=True)
-    config = {"run_id": run_id, "algo": "ppo", "env_id": env_id, "total_timesteps": every * len(values),
-              "seed": seed, "worker_id": None, "worker": "cleanrl", "argv": ["--seed", str(seed)],
-              "extras": {"algo_params": {"learning_rate": lr}, "optuna_seed": seed}}
+    config = {
+        "run_id": run_id,
+        "algo": "ppo",
+        "env_id": env_id,
+        "total_timesteps": every * len(values),
+        "seed": seed,
+        "worker_id": None,
+        "worker": "cleanrl",
+        "argv": ["--seed", str(seed)],
+        "extras": {"algo_params": {"learning_rate": lr}, "optuna_seed": seed},
+    }
     (run_dir / "config.json").write_text(json.dumps(config))
     writer = SummaryWriter(str(run_dir / "runs" / run_id))
     for index, value in enumerate(values):
@@ -60,8 +67,21 @@ def test_table_gives_final_mean_and_std_per_seed_group(seeds):
 
 def test_group_plot_draws_a_band_per_group(seeds):
     workdir, root = seeds
-    result = plot(workdir, root, "--group", "seed", "slow-s1", "slow-s2", "slow-s3", "fast-s1", "fast-s2",
-                  "-o", "bands.png", "--band", "minmax")
+    result = plot(
+        workdir,
+        root,
+        "--group",
+        "seed",
+        "slow-s1",
+        "slow-s2",
+        "slow-s3",
+        "fast-s1",
+        "fast-s2",
+        "-o",
+        "bands.png",
+        "--band",
+        "minmax",
+    )
     assert result.returncode == 0, result.stderr
     assert "learning_rate=0.001: 3 runs" in result.stderr and "learning_rate=0.01: 2 runs" in result.stderr
     with Image.open(workdir / "bands.png") as image:

@@ -54,7 +54,11 @@ def test_no_bar_when_quiet_or_not_a_terminal(workdir, mosaic):
 
 
 def test_paths_outside_the_run_dir_are_a_config_error(mosaic, workdir):
-    for key, value in (("tensorboard_dir", "../../etc"), ("checkpoints_dir", "/etc"), ("optuna_db", "sqlite:///../x.db")):
+    for key, value in (
+        ("tensorboard_dir", "../../etc"),
+        ("checkpoints_dir", "/etc"),
+        ("optuna_db", "sqlite:///../x.db"),
+    ):
         result = mosaic(*run_args("escape", 100, {key: value}), env=clean_env())
         assert result.returncode == 2 and result.stdout == ""
         assert f"extras.{key}" in result.stderr and "outside the run directory" in result.stderr
@@ -66,8 +70,14 @@ def test_wandb_offline_run_never_writes_the_api_key(workdir, runs_root, tmp_path
     home = tmp_path_factory.mktemp("home")
     env_key = "ENVKEY" + "0123456789abcdef" * 2 + "0a1b"
     extras_key = "XTRAKEY" + "fedcba9876543210" * 2 + "9z8"
-    extras = {"track_wandb": True, "wandb_project_name": "mosaic-tests", "wandb_entity": "lab",
-              "wandb_run_name": "tiny-offline", "wandb_api_key": extras_key, "notes": "offline check"}
+    extras = {
+        "track_wandb": True,
+        "wandb_project_name": "mosaic-tests",
+        "wandb_entity": "lab",
+        "wandb_run_name": "tiny-offline",
+        "wandb_api_key": extras_key,
+        "notes": "offline check",
+    }
     env = clean_env(WANDB_MODE="offline", WANDB_API_KEY=env_key, HOME=str(home))
     result = run_cli(run_args("tracked", 600, extras), cwd=workdir, env=env)
     assert result.returncode == 0, result.stderr

@@ -16,16 +16,33 @@ def runs(finished_runs, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("runs-cli")
     root = workdir / "runs"
     shutil.copytree(finished_runs.root, root)
-    started = {"event": "run_started", "run_id": "starting", "seq": 1, "timestamp": time.time() - 7200,
-               "payload": {"worker": "cleanrl", "algo": "dqn", "env_id": "Acrobot-v1", "total_timesteps": 500}}
+    started = {
+        "event": "run_started",
+        "run_id": "starting",
+        "seq": 1,
+        "timestamp": time.time() - 7200,
+        "payload": {"worker": "cleanrl", "algo": "dqn", "env_id": "Acrobot-v1", "total_timesteps": 500},
+    }
     (root / "starting").mkdir()
-    (root / "starting" / "config.json").write_text(json.dumps(
-        {"run_id": "starting", "algo": "dqn", "env_id": "Acrobot-v1", "total_timesteps": 500, "worker": "cleanrl"}))
+    (root / "starting" / "config.json").write_text(
+        json.dumps(
+            {"run_id": "starting", "algo": "dqn", "env_id": "Acrobot-v1", "total_timesteps": 500, "worker": "cleanrl"}
+        )
+    )
     (root / "starting" / "events.jsonl").write_text(json.dumps(started) + "\n" + '{"event": "metr')  # cut mid-line
     (root / "old").mkdir()
-    (root / "old" / "analytics.json").write_text(json.dumps(  # an older schema: flat, lists, no metrics
-        {"schema": "mosaic.analytics/0", "status": "completed", "algo": "ppo", "env_id": "Pong-v5",
-         "checkpoints": ["model.pt"], "tensorboard": "runs"}))
+    (root / "old" / "analytics.json").write_text(
+        json.dumps(  # an older schema: flat, lists, no metrics
+            {
+                "schema": "mosaic.analytics/0",
+                "status": "completed",
+                "algo": "ppo",
+                "env_id": "Pong-v5",
+                "checkpoints": ["model.pt"],
+                "tensorboard": "runs",
+            }
+        )
+    )
     (root / "old" / "config.json").write_text(json.dumps({"run_id": "old", "algo": "ppo", "env_id": "Pong-v5"}))
     (root / "garbled").mkdir()
     (root / "garbled" / "config.json").write_text("{not json")
@@ -44,8 +61,14 @@ def test_runs_json_lists_every_run_with_its_status(runs):
     assert result.returncode == 0, result.stderr
     by_id = {r["run_id"]: r for r in json.loads(result.stdout)}
     assert set(by_id) == {"done", "broken", "stopped", "starting", "old", "garbled"}
-    assert {k: by_id[k]["status"] for k in by_id} == {"done": "completed", "broken": "failed", "stopped": "cancelled",
-                                                      "starting": "running", "old": "completed", "garbled": "unknown"}
+    assert {k: by_id[k]["status"] for k in by_id} == {
+        "done": "completed",
+        "broken": "failed",
+        "stopped": "cancelled",
+        "starting": "running",
+        "old": "completed",
+        "garbled": "unknown",
+    }
     done = by_id["done"]
     assert done["worker"] == "cleanrl" and done["env_id"] == "CartPole-v1" and done["algo"].endswith("tiny_cleanrl.py")
     assert 1400 <= done["global_step"] < 1500 and done["total_timesteps"] == 1500 and done["last_return"] > 0
@@ -77,8 +100,11 @@ def test_runs_show(runs):
     assert shown.returncode == 0, shown.stderr
     assert re.search(r"^status: +completed$", shown.stdout, re.M) and "tiny_cleanrl.cleanrl_model" in shown.stdout
     assert re.search(r"^notes: +baseline run$", shown.stdout, re.M)
-    figures = {line.split(":")[0]: line.split(":", 1)[1].split()[0] for line in shown.stdout.splitlines()
-               if line.startswith(("score:", "last episode:", "moving average:"))}
+    figures = {
+        line.split(":")[0]: line.split(":", 1)[1].split()[0]
+        for line in shown.stdout.splitlines()
+        if line.startswith(("score:", "last episode:", "moving average:"))
+    }
     assert set(figures) == {"score", "last episode", "moving average"}  # each named for what it is
     assert all(re.fullmatch(r"-?\d+\.\d\d", value) for value in figures.values()), figures  # 2 decimals
     assert "train, last 10% of steps" in shown.stdout
@@ -91,13 +117,16 @@ def test_runs_show(runs):
         assert result.returncode == 0 and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["runs", "show", "dnoe"], "no run 'dnoe' under"),
-    (["runs", "show", "../etc"], "is not a run id"),
-    (["runs", "show"], "unexpected arguments 'show'"),
-    (["runs", "frobnicate", "x"], "unexpected arguments"),
-    (["runs", "--runs-dir", "missing-dir"], "no runs directory at missing-dir"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["runs", "show", "dnoe"], "no run 'dnoe' under"),
+        (["runs", "show", "../etc"], "is not a run id"),
+        (["runs", "show"], "unexpected arguments 'show'"),
+        (["runs", "frobnicate", "x"], "unexpected arguments"),
+        (["runs", "--runs-dir", "missing-dir"], "no runs directory at missing-dir"),
+    ],
+)
 def test_runs_bad_input(runs, args, message):
     workdir, root = runs
     if "--runs-dir" not in args:

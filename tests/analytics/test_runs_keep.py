@@ -66,7 +66,9 @@ def test_export_then_import_gives_the_same_run(root, tmp_path):
     assert not (other / "done" / "EXPORT.json").exists()
     assert oct((other / "done" / "model.pt").stat().st_mode & 0o777) == "0o600"
     imported = listed(tmp_path, other)["done"]
-    assert imported["status"] == "completed" and imported["global_step"] == listed(tmp_path, root)["done"]["global_step"]
+    assert (
+        imported["status"] == "completed" and imported["global_step"] == listed(tmp_path, root)["done"]["global_step"]
+    )
     refused(mosaic(tmp_path, other, "import", str(archive)), "exists already")
 
 
@@ -85,8 +87,15 @@ def _file(name, data=b"x"):
 def _listing(run_id, files):
     import hashlib
 
-    body = json.dumps({"format": "mosaic.run-export/1", "run_id": run_id, "files": {
-        rel: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for rel, data in files.items()}}).encode()
+    body = json.dumps(
+        {
+            "format": "mosaic.run-export/1",
+            "run_id": run_id,
+            "files": {
+                rel: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for rel, data in files.items()
+            },
+        }
+    ).encode()
     return _file(f"{run_id}/EXPORT.json", body)
 
 
@@ -121,7 +130,9 @@ def test_import_refuses_foreign_corrupt_and_hostile_archives(root, tmp_path):
 
 
 def test_export_refuses_unwritable_and_existing_paths(root, tmp_path):
-    refused(mosaic(tmp_path, root, "export", "done", "-o", str(tmp_path / "missing" / "a.tar.gz")), "cannot write there")
+    refused(
+        mosaic(tmp_path, root, "export", "done", "-o", str(tmp_path / "missing" / "a.tar.gz")), "cannot write there"
+    )
     refused(mosaic(tmp_path, root, "export", "done", "-o", "/proc/a.tar.gz"), "cannot write")
     (tmp_path / "there.tar.gz").write_text("keep")
     refused(mosaic(tmp_path, root, "export", "done", "-o", str(tmp_path / "there.tar.gz")), "exists already")

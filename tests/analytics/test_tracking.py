@@ -10,30 +10,35 @@ from pathlib import Path
 
 import pytest
 import tyro
+from mosaic_analytics import plugin, tracking
 
 from mosaic_core.config import build_config
 from mosaic_core.runs import RunContext, RunDirectory
-
-from mosaic_analytics import plugin, tracking
 
 SCRIPT = Path(__file__).with_name("tiny_cleanrl.py")
 Args = runpy.run_path(str(SCRIPT))["Args"]  # the script's own Args (its __main__ block does not run)
 
 
 def config(**extras):
-    return build_config({"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10, "extras": extras})
+    return build_config(
+        {"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10, "extras": extras}
+    )
 
 
-@pytest.mark.parametrize("extras", [
-    {"track_wandb": True, "wandb_project_name": "demo", "wandb_entity": "team"},
-    {"track_wandb": False, "wandb_project_name": "--sneaky --total-timesteps 5"},
-    {"track_wandb": True, "wandb_entity": "-dash"},
-    {"track_wandb": True, "wandb_project": "--sneaky --total-timesteps 5"},
-    {},
-])
+@pytest.mark.parametrize(
+    "extras",
+    [
+        {"track_wandb": True, "wandb_project_name": "demo", "wandb_entity": "team"},
+        {"track_wandb": False, "wandb_project_name": "--sneaky --total-timesteps 5"},
+        {"track_wandb": True, "wandb_entity": "-dash"},
+        {"track_wandb": True, "wandb_project": "--sneaky --total-timesteps 5"},
+        {},
+    ],
+)
 def test_tracking_settings_become_the_cleanrl_workers_flags_round_trip_through_tyro(extras, tmp_path):
     """The plugin publishes settings, never flags; the CleanRL worker turns them into its own."""
-    from cleanrl_worker.launcher import tracking_flags
+    from mosaic_cleanrl.launcher import tracking_flags
+
     from mosaic_core.runs import RunContext, RunDirectory
 
     assert not hasattr(plugin, "mosaic_build_args")
@@ -49,8 +54,9 @@ def test_tracking_settings_become_the_cleanrl_workers_flags_round_trip_through_t
 
 def test_child_env_puts_wandb_inside_the_run_dir_and_passes_the_key(tmp_path):
     run_dir = tmp_path / "r1"
-    env = tracking.child_env(run_dir, {"track_wandb": True, "wandb_api_key": "k" * 40, "wandb_run_name": "nice",
-                                       "notes": "why"}, environ={})
+    env = tracking.child_env(
+        run_dir, {"track_wandb": True, "wandb_api_key": "k" * 40, "wandb_run_name": "nice", "notes": "why"}, environ={}
+    )
     assert env["WANDB_API_KEY"] == "k" * 40 and env["WANDB_NAME"] == "nice" and env["WANDB_NOTES"] == "why"
     for name in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR"):
         assert Path(env[name]) == run_dir or run_dir in Path(env[name]).parents
@@ -61,8 +67,11 @@ def test_child_env_puts_wandb_inside_the_run_dir_and_passes_the_key(tmp_path):
 
 def test_a_user_forcing_offline_is_never_overridden(tmp_path):
     for forced in ("offline", "disabled"):
-        env = tracking.child_env(tmp_path, {"track_wandb": True, "wandb_mode": "online", "wandb_api_key": "k" * 40},
-                                 environ={"WANDB_MODE": forced})
+        env = tracking.child_env(
+            tmp_path,
+            {"track_wandb": True, "wandb_mode": "online", "wandb_api_key": "k" * 40},
+            environ={"WANDB_MODE": forced},
+        )
         assert "WANDB_MODE" not in env  # the inherited value stays
     env = tracking.child_env(tmp_path, {"track_wandb": True, "wandb_mode": "offline"}, environ={"WANDB_MODE": "online"})
     assert env["WANDB_MODE"] == "offline"
@@ -108,12 +117,13 @@ def test_wandb_init_wrapper_sets_the_requested_name(tmp_path):
     """wandb.init(name=...) from the script beats WANDB_NAME, so the wrapper puts our name in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env.update(tracking.child_env(tmp_path, {}, environ={}), WANDB_MODE="offline", WANDB_SILENT="true")
-    proc = subprocess.run([sys.executable, "-c", WRAPPER_CHECK], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", WRAPPER_CHECK], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
     assert result["name"] == "chosen"
-    (kind, info), = result["got"]
+    ((kind, info),) = result["got"]
     assert kind == tracking.INFO_KIND and info["name"] == "chosen" and info["project"] == "p"
     assert info["offline"] is True and info["dir"].startswith("wandb/offline-run-")
     section = tracking.manifest_section(tmp_path, {"track_wandb": True}, info, environ={"WANDB_MODE": "offline"})
@@ -125,8 +135,9 @@ def test_wandb_init_wrapper_sets_the_requested_name(tmp_path):
 def test_manifest_section_from_the_directory_alone(tmp_path):
     assert tracking.manifest_section(tmp_path, {}, {}, environ={}) is None
     (tmp_path / "wandb" / "offline-run-20250101_000000-abc123").mkdir(parents=True)
-    section = tracking.manifest_section(tmp_path, {"track_wandb": True, "wandb_project_name": "p",
-                                                   "wandb_entity": "e"}, {}, environ={})
+    section = tracking.manifest_section(
+        tmp_path, {"track_wandb": True, "wandb_project_name": "p", "wandb_entity": "e"}, {}, environ={}
+    )
     assert section["run_id"] == "abc123" and section["run_path"] == "e/p/abc123" and section["mode"] == "offline"
 
 

@@ -20,8 +20,10 @@ MUJOCO_VERSION = "v5" if GYMNASIUM_1 else "v4"
 
 
 def extra_missing(module: str, extra: str) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(importlib.util.find_spec(module) is None,
-                              reason=f"the '{extra}' extra is not installed (make extras EXTRAS={extra})")
+    return pytest.mark.skipif(
+        importlib.util.find_spec(module) is None,
+        reason=f"the '{extra}' extra is not installed (make extras EXTRAS={extra})",
+    )
 
 
 needs_atari = extra_missing("ale_py", "atari")
@@ -29,19 +31,45 @@ needs_mujoco = extra_missing("mujoco", "mujoco")
 
 
 def clean_environ(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("WANDB_", "CLEANRL_FASTLANE_", "MOSAIC_")) and k != "MUJOCO_GL"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("WANDB_", "CLEANRL_FASTLANE_", "MOSAIC_")) and k != "MUJOCO_GL"
+    }
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
 def mosaic_command(run_id: str, algo: str, env_id: str, total: int, extras: dict, *more: str) -> list[str]:
-    return [str(MOSAIC), "run", "--worker", "cleanrl", "--algo", algo, "--env-id", env_id, "--total-timesteps",
-            str(total), "--run-id", run_id, "--quiet", "--extras", json.dumps({"cuda": False, **extras}), *more]
+    return [
+        str(MOSAIC),
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        algo,
+        "--env-id",
+        env_id,
+        "--total-timesteps",
+        str(total),
+        "--run-id",
+        run_id,
+        "--quiet",
+        "--extras",
+        json.dumps({"cuda": False, **extras}),
+        *more,
+    ]
 
 
 def start(workdir: Path, *command: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(list(command), cwd=workdir, env=clean_environ(**(env or {})), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        list(command),
+        cwd=workdir,
+        env=clean_environ(**(env or {})),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 400) -> tuple[list[dict], str]:

@@ -18,16 +18,24 @@ pytestmark = needs_atari
 # Small budgets: a Nature-CNN forward pass takes tens of ms on a busy 2-core CPU. DQN acts at random
 # (end_e 1: no forward pass per step) and trains from step 1850; Pong games last ~800 random steps.
 PPO_FLAGS = {"num_envs": 4, "num_steps": 64, "update_epochs": 1, "checkpoint_frequency": 512}
-DQN_FLAGS = {"learning_starts": 1850, "buffer_size": 5000, "train_frequency": 4, "target_network_frequency": 500,
-             "checkpoint_frequency": 1000, "end_e": 1.0}
+DQN_FLAGS = {
+    "learning_starts": 1850,
+    "buffer_size": 5000,
+    "train_frequency": 4,
+    "target_network_frequency": 500,
+    "checkpoint_frequency": 1000,
+    "end_e": 1.0,
+}
 
 
 @pytest.fixture(scope="module")
 def atari_runs(tmp_path_factory):
     """ppo_atari on Breakout (FastLane on, a frame read while it trains) and dqn_atari on Pong, side by side."""
     workdir = tmp_path_factory.mktemp("atari")
-    ppo = start(workdir, *mosaic_command("ppo-atari", "ppo_atari", "BreakoutNoFrameskip-v4", 1024,
-                                         {**PPO_FLAGS, "fastlane": True}))
+    ppo = start(
+        workdir,
+        *mosaic_command("ppo-atari", "ppo_atari", "BreakoutNoFrameskip-v4", 1024, {**PPO_FLAGS, "fastlane": True}),
+    )
     dqn = start(workdir, *mosaic_command("dqn-atari", "dqn_atari", "PongNoFrameskip-v4", 2000, DQN_FLAGS))
     try:
         frame = wait_for_frame("ppo-atari", ppo)
@@ -44,9 +52,18 @@ def test_ppo_atari_trains_on_breakout_and_logs_cleanrl_tags(atari_runs):
     bridged = [e["payload"] for e in ppo_events if e["event"] == "metrics"]  # the live metric bridge
     assert bridged and max(p["global_step"] for p in bridged) <= 1024 and max(p["episodes"] for p in bridged) >= 1
     values = scalars(runs_root / "ppo-atari")
-    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate",
-                "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl",
-                "losses/clipfrac", "losses/explained_variance"):
+    for tag in (
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/SPS",
+        "charts/learning_rate",
+        "losses/value_loss",
+        "losses/policy_loss",
+        "losses/entropy",
+        "losses/approx_kl",
+        "losses/clipfrac",
+        "losses/explained_variance",
+    ):
         assert tag in values, sorted(values)
     returns = [value for _, value in values["charts/episodic_return"]]
     assert returns and all(r >= 0 and r == int(r) for r in returns)  # whole Breakout scores, not clipped per life
@@ -73,14 +90,33 @@ def test_dqn_atari_trains_on_pong_and_logs_cleanrl_tags(atari_runs):
 @pytest.mark.slow  # the gymnasium 1.x lane (-m "not slow") keeps to the training runs above
 def test_dqn_atari_resumes_from_its_checkpoint(atari_runs):
     workdir, runs_root, _, _, dqn_events = atari_runs
-    (first,) = [e["payload"]["path"] for e in dqn_events
-                if e["event"] == "checkpoint_saved" and e["payload"]["global_step"] == 1000]
-    resumed = start(workdir, *mosaic_command("dqn-atari-resumed", "dqn_atari", "PongNoFrameskip-v4", 1200,
-                                             {**DQN_FLAGS, "learning_starts": 50, "mode": "resume_training",
-                                              "checkpoint_path": str(runs_root / "dqn-atari" / first)}))
+    (first,) = [
+        e["payload"]["path"]
+        for e in dqn_events
+        if e["event"] == "checkpoint_saved" and e["payload"]["global_step"] == 1000
+    ]
+    resumed = start(
+        workdir,
+        *mosaic_command(
+            "dqn-atari-resumed",
+            "dqn_atari",
+            "PongNoFrameskip-v4",
+            1200,
+            {
+                **DQN_FLAGS,
+                "learning_starts": 50,
+                "mode": "resume_training",
+                "checkpoint_path": str(runs_root / "dqn-atari" / first),
+            },
+        ),
+    )
     completed(resumed)
-    steps = [step for tag, values in scalars(runs_root / "dqn-atari-resumed").items() if not tag.startswith("eval/")
-             for step, _ in values]  # the final model's closing evaluation logs by episode (CleanRL's eval/ tags)
+    steps = [
+        step
+        for tag, values in scalars(runs_root / "dqn-atari-resumed").items()
+        if not tag.startswith("eval/")
+        for step, _ in values
+    ]  # the final model's closing evaluation logs by episode (CleanRL's eval/ tags)
     assert min(steps) >= 1000 and max(steps) < 1200
 
 
@@ -88,9 +124,22 @@ def test_dqn_atari_resumes_from_its_checkpoint(atari_runs):
 def test_policy_eval_rebuilds_the_ppo_atari_agent_from_its_checkpoint(atari_runs):
     workdir, runs_root, _, ppo_events, _ = atari_runs
     path = [e["payload"]["path"] for e in ppo_events if e["event"] == "checkpoint_saved"][-1]
-    proc = start(workdir, *mosaic_command("ppo-atari-eval", "ppo_atari", "BreakoutNoFrameskip-v4", 1, {
-        "mode": "policy_eval", "policy_path": str(runs_root / "ppo-atari" / path), "eval_episodes": 2,
-        "eval_batch_size": 2, "eval_max_episode_steps": 300}))
+    proc = start(
+        workdir,
+        *mosaic_command(
+            "ppo-atari-eval",
+            "ppo_atari",
+            "BreakoutNoFrameskip-v4",
+            1,
+            {
+                "mode": "policy_eval",
+                "policy_path": str(runs_root / "ppo-atari" / path),
+                "eval_episodes": 2,
+                "eval_batch_size": 2,
+                "eval_max_episode_steps": 300,
+            },
+        ),
+    )
     completed(proc)
     summary = json.loads((runs_root / "ppo-atari-eval" / "eval_summary.json").read_text())
     assert summary["status"] == "completed" and summary["checkpoint"]["algo"] == "ppo_atari"
@@ -99,11 +148,17 @@ def test_policy_eval_rebuilds_the_ppo_atari_agent_from_its_checkpoint(atari_runs
 
 @pytest.mark.parametrize("algo", ["ppo_atari", "dqn_atari"])
 def test_a_non_atari_env_is_refused_with_one_line(tmp_path, algo):
-    script = Path(__file__).resolve().parents[2] / "plugins" / "cleanrl_worker" / "algorithms" / f"{algo}.py"
-    proc = subprocess.run([sys.executable, str(script), "--env-id", "CartPole-v1"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    script = Path(__file__).resolve().parents[2] / "plugins" / "mosaic_cleanrl" / "algorithms" / f"{algo}.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--env-id", "CartPole-v1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert lines[0] == (f"error: {algo} trains on Atari (ALE) envs such as BreakoutNoFrameskip-v4; "
-                        "CartPole-v1 is a Classic control env")
+    assert lines[0] == (
+        f"error: {algo} trains on Atari (ALE) envs such as BreakoutNoFrameskip-v4; CartPole-v1 is a Classic control env"
+    )
     assert list(tmp_path.iterdir()) == []

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from cleanrl_worker.catalog import ALGORITHM_SPACES, fit_problem
+from mosaic_cleanrl.catalog import ALGORITHM_SPACES, fit_problem
 
 from .conftest import MUJOCO_VERSION, clean_environ, mosaic_command
 
@@ -18,8 +17,14 @@ MOSAIC = Path(sys.executable).parent / "mosaic"
 
 
 def envs_json(tmp_path: Path, *args: str) -> dict:
-    proc = subprocess.run([str(MOSAIC), "envs", "--json", *args], cwd=tmp_path, env=clean_environ(),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(MOSAIC), "envs", "--json", *args],
+        cwd=tmp_path,
+        env=clean_environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert list(tmp_path.iterdir()) == []  # nothing left behind (MuJoCo writes MUJOCO_LOG.TXT on warnings)
     return json.loads(proc.stdout)
@@ -45,8 +50,12 @@ def test_families_say_whether_installed_and_what_installs_them(catalog):
 
 def test_classic_control_envs_list_their_spaces_and_fitting_algorithms(catalog):
     cartpole, pendulum = by_id(catalog)["CartPole-v1"], by_id(catalog)["Pendulum-v1"]
-    assert (cartpole["observation"], cartpole["observation_shape"], cartpole["action"], cartpole["action_size"]) == \
-        ("vector", [4], "discrete", 2)
+    assert (cartpole["observation"], cartpole["observation_shape"], cartpole["action"], cartpole["action_size"]) == (
+        "vector",
+        [4],
+        "discrete",
+        2,
+    )
     assert cartpole["algorithms"] == ["ppo", "dqn", "c51"]
     assert pendulum["action"] == "continuous" and "sac_continuous_action" in pendulum["algorithms"]
     assert catalog["algorithms"]["ppo_atari"] == {"actions": ["discrete"], "observations": ["image (atari)"]}
@@ -74,33 +83,56 @@ def test_one_family_only(tmp_path):
 
 
 def test_every_bundled_algorithm_declares_its_spaces():
-    bundled = Path(__file__).resolve().parents[2] / "plugins" / "cleanrl_worker" / "algorithms"
+    bundled = Path(__file__).resolve().parents[2] / "plugins" / "mosaic_cleanrl" / "algorithms"
     assert set(ALGORITHM_SPACES) == {p.stem for p in bundled.glob("*.py") if p.stem != "__init__"}
-    assert fit_problem("ppo_atari", action="discrete", observation="vector", family="classic_control") == \
-        "ppo_atari takes image (atari) observations, not vector"
-    assert fit_problem("sac_continuous_action", action="discrete", observation="vector", family=None) == \
-        "sac_continuous_action needs a continuous action space, not discrete"
+    assert (
+        fit_problem("ppo_atari", action="discrete", observation="vector", family="classic_control")
+        == "ppo_atari takes image (atari) observations, not vector"
+    )
+    assert (
+        fit_problem("sac_continuous_action", action="discrete", observation="vector", family=None)
+        == "sac_continuous_action needs a continuous action space, not discrete"
+    )
     assert fit_problem("ppo", action="discrete", observation="image", family="minigrid") is None
 
 
 @pytest.mark.skipif(importlib.util.find_spec("Box2D") is not None, reason="Box2D is installed here")
 def test_an_env_whose_family_is_missing_stops_with_one_line_naming_the_install(tmp_path):
-    proc = subprocess.run(mosaic_command("nobox", "ppo", "LunarLander-v2", 1000, {}, "--dry-run"), cwd=tmp_path,
-                          env=clean_environ(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        mosaic_command("nobox", "ppo", "LunarLander-v2", 1000, {}, "--dry-run"),
+        cwd=tmp_path,
+        env=clean_environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "LunarLander-v2 is a Box2D env" in lines[0] and "gymnasium[box2d]" in lines[0], lines
     assert not (tmp_path / "var").exists()
 
 
-@pytest.mark.parametrize("algo, env_id, message", [
-    ("sac_continuous_action", "PongNoFrameskip-v4", "sac_continuous_action needs a continuous action space, not discrete"),
-    ("ppo_atari", "HalfCheetah-v4", "ppo_atari needs a discrete action space, not continuous"),
-    ("ppo", "BreakoutNoFrameskip-v4", "ppo takes vector or image (minigrid) observations, not image (atari)"),
-])
+@pytest.mark.parametrize(
+    "algo, env_id, message",
+    [
+        (
+            "sac_continuous_action",
+            "PongNoFrameskip-v4",
+            "sac_continuous_action needs a continuous action space, not discrete",
+        ),
+        ("ppo_atari", "HalfCheetah-v4", "ppo_atari needs a discrete action space, not continuous"),
+        ("ppo", "BreakoutNoFrameskip-v4", "ppo takes vector or image (minigrid) observations, not image (atari)"),
+    ],
+)
 def test_a_dry_run_refuses_a_bundled_algorithm_on_spaces_it_cannot_take(tmp_path, algo, env_id, message):
-    proc = subprocess.run(mosaic_command("misfit", algo, env_id, 1000, {}, "--dry-run"), cwd=tmp_path,
-                          env=clean_environ(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        mosaic_command("misfit", algo, env_id, 1000, {}, "--dry-run"),
+        cwd=tmp_path,
+        env=clean_environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
     assert "`mosaic envs` lists what fits" in lines[0] and not (tmp_path / "var").exists()

@@ -13,8 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from cleanrl_worker.readiness import missing_extras
+from mosaic_cleanrl.readiness import missing_extras
 
 from .conftest import completed, extra_missing, mosaic_command, scalars, start, wait_for_frame
 
@@ -30,8 +29,9 @@ def returns_of(run_dir: Path) -> list[float]:
 @extra_missing("envpool", "envpool")
 @pytest.mark.slow
 def test_bundled_ppo_atari_envpool_trains_with_fastlane_frames(workdir):
-    proc = start(workdir, *mosaic_command("envpool", "ppo_atari_envpool", "Pong-v5", 1024,
-                                          {**SMALL_PPO, "fastlane": True}))
+    proc = start(
+        workdir, *mosaic_command("envpool", "ppo_atari_envpool", "Pong-v5", 1024, {**SMALL_PPO, "fastlane": True})
+    )
     frame = wait_for_frame("envpool", proc)
     events = completed(proc)
     assert frame.pixels.shape == (84, 84, 3)  # the newest of the four stacked frames, through publish_frame
@@ -45,8 +45,16 @@ def test_bundled_ppo_atari_envpool_trains_with_fastlane_frames(workdir):
 @pytest.mark.slow
 def test_bundled_ppo_atari_envpool_follows_a_curriculum(workdir):
     schedule = [{"env_id": "ALE/Pong-v5", "until": "steps>=256"}, {"env_id": "ALE/Pong-v5"}]
-    proc = start(workdir, *mosaic_command("envpool-cur", "ppo_atari_envpool", "ALE/Pong-v5", 768,  # float32 here,
-                                          {**SMALL_PPO, "curriculum_schedule": schedule, "bf16": False}))  # bf16 above
+    proc = start(
+        workdir,
+        *mosaic_command(
+            "envpool-cur",
+            "ppo_atari_envpool",
+            "ALE/Pong-v5",
+            768,  # float32 here,
+            {**SMALL_PPO, "curriculum_schedule": schedule, "bf16": False},
+        ),
+    )  # bf16 above
     stages = [e["payload"] for e in completed(proc) if e["event"] == "curriculum_stage"]
     assert [s["stage"] for s in stages] == [0, 1] and stages[1]["condition"] == "steps>=256"
     manifest = json.loads((workdir / "var/trainer/runs/envpool-cur/manifest.json").read_text())["curriculum"]
@@ -56,8 +64,10 @@ def test_bundled_ppo_atari_envpool_follows_a_curriculum(workdir):
 @extra_missing("shimmy", "dm-control")
 @pytest.mark.slow
 def test_bundled_algorithms_train_on_dm_control(workdir):
-    proc = start(workdir, *mosaic_command("dmc", "ppo_continuous_action", "dm_control/cartpole-balance-v0", 2048,
-                                          {"num_steps": 1024}))
+    proc = start(
+        workdir,
+        *mosaic_command("dmc", "ppo_continuous_action", "dm_control/cartpole-balance-v0", 2048, {"num_steps": 1024}),
+    )
     completed(proc)
     returns = returns_of(workdir / "var/trainer/runs/dmc")  # cartpole-balance: 1000-step episodes
     assert len(returns) >= 2 and all(0 <= r <= 1000 for r in returns)
@@ -66,8 +76,9 @@ def test_bundled_algorithms_train_on_dm_control(workdir):
 @extra_missing("procgen", "procgen")
 @pytest.mark.slow
 def test_bundled_ppo_procgen_trains_on_procgen(workdir):
-    proc = start(workdir, *mosaic_command("procgen", "ppo_procgen", "procgen-coinrun-v0", 512,
-                                          {**SMALL_PPO, "fastlane": True}))
+    proc = start(
+        workdir, *mosaic_command("procgen", "ppo_procgen", "procgen-coinrun-v0", 512, {**SMALL_PPO, "fastlane": True})
+    )
     frame = wait_for_frame("procgen", proc)
     completed(proc)
     assert frame.pixels.ndim == 3 and frame.pixels.shape[2] == 3
@@ -75,7 +86,7 @@ def test_bundled_ppo_procgen_trains_on_procgen(workdir):
 
 
 # (name, env id, total steps, extras): a few hundred steps of each script that installs here. Upstream's
-# EnvPool scripts are not among them: they speak envpool<0.7's old gym API (see cleanrl_worker.readiness).
+# EnvPool scripts are not among them: they speak envpool<0.7's old gym API (see mosaic_cleanrl.readiness).
 UPSTREAM = [
     ("dqn_jax", "CartPole-v1", 500, {}),
     ("ppo_procgen", "starpilot", 512, {"num_envs": 4}),

@@ -8,8 +8,17 @@ import json
 import numpy as np
 import pytest
 
-from .conftest import (MUJOCO_VERSION, clean_environ, completed, finish, mosaic_command, needs_mujoco, scalars,
-                       start, wait_for_frame)
+from .conftest import (
+    MUJOCO_VERSION,
+    clean_environ,
+    completed,
+    finish,
+    mosaic_command,
+    needs_mujoco,
+    scalars,
+    start,
+    wait_for_frame,
+)
 
 pytestmark = needs_mujoco
 ENV_ID = f"Hopper-{MUJOCO_VERSION}"
@@ -26,8 +35,10 @@ RUNS = {
 def mujoco_runs(tmp_path_factory):
     """The four algorithms side by side; a frame of the SAC run read while it trains."""
     workdir = tmp_path_factory.mktemp("mujoco")
-    procs = {algo: start(workdir, *mosaic_command(algo.replace("_", "-"), algo, ENV_ID, total, extras))
-             for algo, (total, extras) in RUNS.items()}
+    procs = {
+        algo: start(workdir, *mosaic_command(algo.replace("_", "-"), algo, ENV_ID, total, extras))
+        for algo, (total, extras) in RUNS.items()
+    }
     try:
         frame = wait_for_frame("sac-continuous-action", procs["sac_continuous_action"])
         for proc in procs.values():
@@ -62,9 +73,14 @@ def test_headless_mujoco_runs_get_egl_unless_the_user_chose(tmp_path):
 
     def summary(**env):
         headless = {k: v for k, v in clean_environ(**env).items() if k != "DISPLAY"}
-        proc = subprocess.run(mosaic_command("gl", "sac_continuous_action", ENV_ID, 1000, {}, "--dry-run",
-                                             "--emit-summary"), cwd=tmp_path, capture_output=True, text=True,
-                              env=headless, timeout=120)
+        proc = subprocess.run(
+            mosaic_command("gl", "sac_continuous_action", ENV_ID, 1000, {}, "--dry-run", "--emit-summary"),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=headless,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)["env"]
 

@@ -8,18 +8,28 @@ import json
 import time
 
 import pytest
+from mosaic_cleanrl import get_worker_metadata
+from mosaic_cleanrl.analytics import build_manifest
+from mosaic_cleanrl.config import (
+    CleanRLWorkerConfig,
+    WorkerConfig,
+    load_worker_config,
+    load_worker_config_from_string,
+    parse_worker_config,
+)
+from mosaic_cleanrl.runtime import DEFAULT_ALGO_REGISTRY, CleanRLWorkerRuntime, RuntimeSummary
+from mosaic_cleanrl.telemetry import LifecycleEmitter
 
-from cleanrl_worker import get_worker_metadata
-from cleanrl_worker.analytics import build_manifest
-from cleanrl_worker.config import (CleanRLWorkerConfig, WorkerConfig, load_worker_config,
-                                   load_worker_config_from_string, parse_worker_config)
-from cleanrl_worker.runtime import DEFAULT_ALGO_REGISTRY, CleanRLWorkerRuntime, RuntimeSummary
-from cleanrl_worker.telemetry import LifecycleEmitter
 from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
 from mosaic_core.errors import ConfigError, UsageError
 
-FLAT = {"run_id": "facade-run-1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 64,
-        "extras": {"learning_rate": 0.001, "anneal_lr": False, "wandb_api_key": "sk-secret"}}
+FLAT = {
+    "run_id": "facade-run-1",
+    "algo": "ppo",
+    "env_id": "CartPole-v1",
+    "total_timesteps": 64,
+    "extras": {"learning_rate": 0.001, "anneal_lr": False, "wandb_api_key": "sk-secret"},
+}
 
 
 def test_config_names_and_merge_semantics(tmp_path):
@@ -27,8 +37,12 @@ def test_config_names_and_merge_semantics(tmp_path):
     config = parse_worker_config(FLAT)
     assert WorkerConfig.from_dict(config.to_dict(redacted=False)) == config
     merged = config.with_overrides(seed=3, extras={"learning_rate": 0.5, "num_envs": 2})
-    assert merged.seed == 3 and merged.extras == {"learning_rate": 0.5, "anneal_lr": False,
-                                                  "wandb_api_key": "sk-secret", "num_envs": 2}
+    assert merged.seed == 3 and merged.extras == {
+        "learning_rate": 0.5,
+        "anneal_lr": False,
+        "wandb_api_key": "sk-secret",
+        "num_envs": 2,
+    }
     assert config.with_overrides(seed=None).seed is None  # None is "not given"
     nested = {"metadata": {"worker": {"config": FLAT}}}
     (tmp_path / "payload.json").write_text(json.dumps(nested))
@@ -47,12 +61,13 @@ def test_worker_metadata_from_the_package_root():
 
 def test_registry_and_a_dry_run_give_mosaics_five_fields(tmp_path):
     assert {"ppo", "ppo_continuous_action", "ppo_atari", "dqn", "c51", "ppg_procgen", "ppo_rnd_envpool"} <= set(
-        DEFAULT_ALGO_REGISTRY)
-    assert DEFAULT_ALGO_REGISTRY["ppo"] == "cleanrl_worker.algorithms.ppo"  # MOSAIC's mapping
+        DEFAULT_ALGO_REGISTRY
+    )
+    assert DEFAULT_ALGO_REGISTRY["ppo"] == "mosaic_cleanrl.algorithms.ppo"  # MOSAIC's mapping
     assert DEFAULT_ALGO_REGISTRY["rainbow_atari"] == "cleanrl.rainbow_atari" and len(DEFAULT_ALGO_REGISTRY) >= 34
     runtime = CleanRLWorkerRuntime(parse_worker_config(FLAT), dry_run=True, runs_dir=tmp_path)
     module, function = runtime.resolve_entrypoint()
-    assert module == "cleanrl_worker.algorithms.ppo" and function.startswith(module)  # the bundled copy
+    assert module == "mosaic_cleanrl.algorithms.ppo" and function.startswith(module)  # the bundled copy
     args = runtime.build_cleanrl_args()
     assert args[:2] == ["--env-id=CartPole-v1", "--total-timesteps=64"]
     assert "--learning-rate=0.001" in args and "--no-anneal-lr" in args and not any("wandb" in a for a in args)
@@ -68,18 +83,22 @@ def test_registry_and_a_dry_run_give_mosaics_five_fields(tmp_path):
 
 def test_a_registry_of_ones_own_maps_a_name_to_a_module(tmp_path):
     config = parse_worker_config({**FLAT, "algo": "mine", "extras": {}})
-    runtime = CleanRLWorkerRuntime(config, dry_run=True, algo_registry={"mine": "mosaic_example_plugin.random_agent"},
-                                   runs_dir=tmp_path)
-    assert runtime.resolve_entrypoint() == ("mosaic_example_plugin.random_agent",
-                                            "mosaic_example_plugin.random_agent:__main__")
+    runtime = CleanRLWorkerRuntime(
+        config, dry_run=True, algo_registry={"mine": "mosaic_example_plugin.random_agent"}, runs_dir=tmp_path
+    )
+    assert runtime.resolve_entrypoint() == (
+        "mosaic_example_plugin.random_agent",
+        "mosaic_example_plugin.random_agent:__main__",
+    )
     assert runtime.run()["status"] == "dry-run"
     with pytest.raises(UsageError, match="not in the registry"):
         CleanRLWorkerRuntime(config, algo_registry={}).run()
 
 
 def test_run_goes_through_the_supervised_pipeline(tmp_path, capsys):
-    config = parse_worker_config({**FLAT, "run_id": "facade-real", "total_timesteps": 256,
-                                  "extras": {"num_envs": 1, "num_steps": 128}})
+    config = parse_worker_config(
+        {**FLAT, "run_id": "facade-real", "total_timesteps": 256, "extras": {"num_envs": 1, "num_steps": 128}}
+    )
     summary = CleanRLWorkerRuntime(config, runs_dir=tmp_path).run()
     assert summary["status"] == "completed"
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -118,16 +137,20 @@ def test_build_manifest_writes_analytics_json(tmp_path):
 def test_register_worker_defaults_against_a_real_daemon(tmp_path):
     from mosaic_core.trainer import client
     from mosaic_core.trainer.store import RunStore
+    from tests.conftest import BIN
     from tests.trainer.conftest import DaemonProcess, wait_final
 
-    from tests.conftest import BIN
-
     state = tmp_path / "state"
-    daemon = DaemonProcess([str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--state-dir", str(state)],
-                           tmp_path)
+    daemon = DaemonProcess(
+        [str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--state-dir", str(state)], tmp_path
+    )
     try:
-        config = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 128,
-                  "extras": {"num_envs": 1, "num_steps": 64, "schema_version": 3}}
+        config = {
+            "algo": "ppo",
+            "env_id": "CartPole-v1",
+            "total_timesteps": 128,
+            "extras": {"num_envs": 1, "num_steps": 64, "schema_version": 3},
+        }
         run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
         final = wait_final(daemon.target, run_id, timeout=180, token=daemon.token)
         assert final.terminal_event == "run_completed", final.failure_reason

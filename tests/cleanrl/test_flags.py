@@ -10,9 +10,9 @@ import pytest
 import tyro
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mosaic_cleanrl.flags import CONFIG_FIELDS, extras_to_flags, flag_name, flag_problems
+from mosaic_cleanrl.worker import OWN_KEYS
 
-from cleanrl_worker.flags import CONFIG_FIELDS, extras_to_flags, flag_name, flag_problems
-from cleanrl_worker.worker import OWN_KEYS
 from mosaic_core.errors import ConfigError
 from mosaic_core.plugins import load_plugin_host
 
@@ -22,7 +22,7 @@ HOST = load_plugin_host()  # the installed plugins, as a run sees them
 def is_owned(key):
     from mosaic_core.contract import STANDARD_KEYS  # the run contract's keys: the core's
 
-    return (HOST.extras_owner(key) is not None or any(own.matches(key) for own in [*OWN_KEYS, *STANDARD_KEYS]))
+    return HOST.extras_owner(key) is not None or any(own.matches(key) for own in [*OWN_KEYS, *STANDARD_KEYS])
 
 
 @dataclasses.dataclass
@@ -32,8 +32,8 @@ class Args:
     learning_rate: float = 2.5e-4
     num_envs: int = 1
     exp_name: str = "x"
-    target_kl: Optional[float] = None
-    run_tag: Optional[str] = "t"
+    target_kl: float | None = None
+    run_tag: str | None = "t"
     layers: list[int] = dataclasses.field(default_factory=lambda: [64, 64])
     names: list[str] = dataclasses.field(default_factory=lambda: ["a"])
 
@@ -50,10 +50,30 @@ def problem_of(extras) -> ConfigError:
 
 
 # ---------------------------------------------------------------------------- owned keys
-DESIGN_KEYS = ("tensorboard_dir", "track_wandb", "algo_params", "notes", "mode", "policy_path", "checkpoint_path",
-               "curriculum_schedule", "fastlane_video_mode", "eval_episodes", "wandb_api_key", "wandb_run_path",
-               "schema_id", "schema_version", "supports_pause", "supports_checkpoint", "optuna_db",
-               "checkpoints_dir", "cleanrl_home", "metrics_interval_s", "interactive", "fastlane")
+DESIGN_KEYS = (
+    "tensorboard_dir",
+    "track_wandb",
+    "algo_params",
+    "notes",
+    "mode",
+    "policy_path",
+    "checkpoint_path",
+    "curriculum_schedule",
+    "fastlane_video_mode",
+    "eval_episodes",
+    "wandb_api_key",
+    "wandb_run_path",
+    "schema_id",
+    "schema_version",
+    "supports_pause",
+    "supports_checkpoint",
+    "optuna_db",
+    "checkpoints_dir",
+    "cleanrl_home",
+    "metrics_interval_s",
+    "interactive",
+    "fastlane",
+)
 
 
 @pytest.mark.parametrize("key", DESIGN_KEYS)
@@ -168,25 +188,36 @@ TYPES = {
     float: st.floats(allow_nan=False),
     str: st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))),
     Optional[int]: st.none() | st.integers(),
-    Optional[str]: st.none() | st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)))
-    .filter(lambda s: s != "None"),
+    Optional[str]: st.none()
+    | st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))).filter(lambda s: s != "None"),
     list[int]: st.lists(st.integers()),
     list[float]: st.lists(st.floats(allow_nan=False)),
-    list[str]: st.lists(st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)))
-                        .filter(lambda s: not s.startswith("-"))),
+    list[str]: st.lists(
+        st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))).filter(
+            lambda s: not s.startswith("-")
+        )
+    ),
 }
 DEFAULTS = {bool: False, int: 0, float: 0.0, str: "", Optional[int]: 7, Optional[str]: "d"}
 FIELD_NAME = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(
-    lambda n: not keyword.iskeyword(n) and n not in CONFIG_FIELDS and n != "help"
-    and not n.startswith("no_"))
+    lambda n: not keyword.iskeyword(n) and n not in CONFIG_FIELDS and n != "help" and not n.startswith("no_")
+)
 
 
 @st.composite
 def args_and_extras(draw):
     names = draw(st.lists(FIELD_NAME, min_size=1, max_size=8, unique_by=lambda n: flag_name(n)))
     types = [draw(st.sampled_from(list(TYPES))) for _ in names]
-    fields = [(n, t, dataclasses.field(default_factory=list) if t in (list[int], list[float], list[str])
-               else dataclasses.field(default=DEFAULTS[t])) for n, t in zip(names, types)]
+    fields = [
+        (
+            n,
+            t,
+            dataclasses.field(default_factory=list)
+            if t in (list[int], list[float], list[str])
+            else dataclasses.field(default=DEFAULTS[t]),
+        )
+        for n, t in zip(names, types)
+    ]
     cls = dataclasses.make_dataclass("Args", fields)
     values = {n: draw(TYPES[t]) for n, t in zip(names, types) if draw(st.booleans())}
     in_params = {n for n in values if draw(st.booleans())}
@@ -206,16 +237,23 @@ def test_tyro_parses_back_what_went_in(case):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.dictionaries(st.text(max_size=8), st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=2)), max_size=5))
+@given(
+    st.dictionaries(
+        st.text(max_size=8),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+        ),
+        max_size=5,
+    )
+)
 def test_any_json_gives_flags_or_a_config_error(extras):
     try:
         argv = extras_to_flags(extras)
     except ConfigError as exc:
         assert str(exc).startswith("extras")
         return
-    keys = [k for k in extras if k != "algo_params"] + list((extras.get("algo_params") or {}))
+    keys = [k for k in extras if k != "algo_params"] + list(extras.get("algo_params") or {})
     allowed = {flag_name(k) for k in keys} | {"--no-" + flag_name(k)[2:] for k in keys}
     for item in argv:  # anything that looks like an option is one of ours, glued values included
         if item.startswith("-") and not _is_number(item):

@@ -6,8 +6,20 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 
 def test_main_job_leaves_a_complete_run_directory(mosaic, runs_root):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "3000", "--run-id", "main-job", "--quiet")
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "3000",
+        "--run-id",
+        "main-job",
+        "--quiet",
+    )
     assert result.returncode == 0, result.stderr
     events = result.events  # stdout is pure JSONL
     assert events[0]["event"] == "run_started" and events[0]["payload"]["algo_source"] == "bundled"
@@ -26,9 +38,23 @@ def test_main_job_leaves_a_complete_run_directory(mosaic, runs_root):
 
 
 def test_dry_run_summary_names_everything_without_running(mosaic, workdir):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "3000", "--seed", "4", "--dry-run", "--emit-summary",
-                    "--extras", '{"learning_rate": 0.001, "anneal_lr": false, "wandb_api_key": "hush"}')
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "3000",
+        "--seed",
+        "4",
+        "--dry-run",
+        "--emit-summary",
+        "--extras",
+        '{"learning_rate": 0.001, "anneal_lr": false, "wandb_api_key": "hush"}',
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["algorithm"]["source"] == "bundled" and summary["algorithm"]["script"].endswith("ppo.py")
@@ -40,23 +66,66 @@ def test_dry_run_summary_names_everything_without_running(mosaic, workdir):
 
 
 def test_unknown_flag_is_named_with_a_suggestion(mosaic):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "3000", "--extras", '{"learning_rat": 0.1}')
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "3000",
+        "--extras",
+        '{"learning_rat": 0.1}',
+    )
     assert result.returncode == 2 and "--learning-rat" in result.stderr and "--learning-rate" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_worker_cli_module_is_the_seed_interface(workdir, mosaic):
-    (workdir / "worker.json").write_text(json.dumps({"metadata": {"worker": {"config": {
-        "run_id": "seed-iface", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1000}}}}))
+    (workdir / "worker.json").write_text(
+        json.dumps(
+            {
+                "metadata": {
+                    "worker": {
+                        "config": {
+                            "run_id": "seed-iface",
+                            "algo": "ppo",
+                            "env_id": "CartPole-v1",
+                            "total_timesteps": 1000,
+                        }
+                    }
+                }
+            }
+        )
+    )
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "cleanrl_worker.cli", "--config", "worker.json", "--dry-run",
-                           "--emit-summary", "--total-timesteps", "2000"], cwd=workdir, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mosaic_cleanrl.cli",
+            "--config",
+            "worker.json",
+            "--dry-run",
+            "--emit-summary",
+            "--total-timesteps",
+            "2000",
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["run_id"] == "seed-iface" and "--total-timesteps=2000" in summary["argv"]
-    bad = subprocess.run([sys.executable, "-m", "cleanrl_worker.cli", "--config", "worker.json", "--algo", "ppoo",
-                          "--dry-run"], cwd=workdir, capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "mosaic_cleanrl.cli", "--config", "worker.json", "--algo", "ppoo", "--dry-run"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "ppo" in bad.stderr and "Traceback" not in bad.stderr

@@ -13,14 +13,26 @@ from pathlib import Path
 
 import pytest
 
-from mosaic_core.errors import UsageError
 from mosaic_core.choice import choose_worker
+from mosaic_core.errors import UsageError
 from mosaic_core.workers import discover_workers
 from tests.conftest import BIN
 
 ENVS = Path(__file__).parents[1] / "fixtures" / "envs"
-TINY = ["--algo", "ppo", "--env", "CartPole-v1", "--total-timesteps", "256", "--num-envs", "1", "--num-steps", "128",
-        "--update-epochs", "1"]
+TINY = [
+    "--algo",
+    "ppo",
+    "--env",
+    "CartPole-v1",
+    "--total-timesteps",
+    "256",
+    "--num-envs",
+    "1",
+    "--num-steps",
+    "128",
+    "--update-epochs",
+    "1",
+]
 
 
 def test_a_run_without_worker_goes_to_the_one_installed_worker_and_env_is_env_id(mosaic, tmp_path):
@@ -44,8 +56,11 @@ def test_the_default_worker_rule_leaves_examples_out_and_says_when_it_cannot_cho
     assert choose_worker(items) == "cleanrl"  # example workers and workers without their environment don't count
     cleanrl = next(i for i in items if i.name == "cleanrl")
     twin = type(cleanrl)(**{**vars(cleanrl), "name": "cleanrl2"})
-    with pytest.raises(UsageError, match=r"a run with no --algo fits 2 installed workers: cleanrl \(c51, .*\); "
-                                         r"cleanrl2 \(.*\); give --worker NAME or set \$MOSAIC_DEFAULT_WORKER"):
+    with pytest.raises(
+        UsageError,
+        match=r"a run with no --algo fits 2 installed workers: cleanrl \(c51, .*\); "
+        r"cleanrl2 \(.*\); give --worker NAME or set \$MOSAIC_DEFAULT_WORKER",
+    ):
         choose_worker([*items, twin])
     monkeypatch.setenv("MOSAIC_DEFAULT_WORKER", "cleanrl2")
     assert choose_worker([*items, twin]) == "cleanrl2"
@@ -80,9 +95,29 @@ def test_a_default_run_keeps_its_final_model_and_enjoy_plays_it(mosaic, runs_roo
 @pytest.mark.slow
 def test_ctrl_c_saves_the_model_before_the_run_stops(workdir, runs_root):
     env = dict(os.environ)
-    proc = subprocess.Popen([str(BIN / "mosaic"), "run", "--algo", "ppo", "--env", "CartPole-v1", "--total-timesteps",
-                             "10000000", "--num-envs", "1", "--num-steps", "64", "--run-id", "stopped"],
-                            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            "run",
+            "--algo",
+            "ppo",
+            "--env",
+            "CartPole-v1",
+            "--total-timesteps",
+            "10000000",
+            "--num-envs",
+            "1",
+            "--num-steps",
+            "64",
+            "--run-id",
+            "stopped",
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         events = runs_root / "stopped" / "events.jsonl"
         deadline = time.monotonic() + 120
@@ -100,18 +135,31 @@ def test_ctrl_c_saves_the_model_before_the_run_stops(workdir, runs_root):
     assert records[-1]["event"] == "run_cancelled" and len(saved) == 2, records[-3:]  # the layout's and the model
     assert 0 < saved[0]["global_step"] < 10_000_000 and all(Path(p["path"]).is_file() for p in saved)
     assert saved[0]["path"].endswith(f"/checkpoints/step_{saved[0]['global_step']}.cleanrl_model")
-    assert records[-1]["payload"]["resumable"] is True and records[-1]["payload"]["from_step"] == saved[0]["global_step"]
+    assert (
+        records[-1]["payload"]["resumable"] is True and records[-1]["payload"]["from_step"] == saved[0]["global_step"]
+    )
 
 
 def test_a_config_the_training_process_refuses_is_a_config_error(mosaic, runs_root):
     runs_root.mkdir(parents=True, mode=0o700)  # no note about a new runs root: stderr is the error alone
-    done = mosaic("run", "--algo", "ppo", "--env", "big_view_env:MiniGrid-BigView-v0", "--total-timesteps", "256",
-                  "--run-id", "big", env={"PYTHONPATH": str(ENVS)})
+    done = mosaic(
+        "run",
+        "--algo",
+        "ppo",
+        "--env",
+        "big_view_env:MiniGrid-BigView-v0",
+        "--total-timesteps",
+        "256",
+        "--run-id",
+        "big",
+        env={"PYTHONPATH": str(ENVS)},
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         "mosaic: error: ppo's image networks are MiniGrid's CNNs (7x7x3 observations); "
         "big_view_env:MiniGrid-BigView-v0 gives 16x16x3 images: for Atari frames use --algo ppo_atari "
-        "(run big refused it before its first step)"]
+        "(run big refused it before its first step)"
+    ]
     final = done.events[-1]
     assert final["event"] == "run_failed" and final["payload"]["error_kind"] == "config"
     assert "stderr_tail" not in final["payload"] and final["payload"]["returncode"] == 2
@@ -140,11 +188,20 @@ def test_the_daemon_picks_the_worker_by_the_same_rule(monkeypatch, runs_root, tm
 
 
 def test_the_library_loads_the_daemons_worker_json(tmp_path):
-    from cleanrl_worker.config import load_worker_config
+    from mosaic_cleanrl.config import load_worker_config
 
     path = tmp_path / "worker.json"  # as the README shows it for `mosaic submit`: a worker key, no run_id
-    path.write_text(json.dumps({"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 50000,
-                                "extras": {"algo_params": {"num_envs": 4}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "worker": "cleanrl",
+                "algo": "ppo",
+                "env_id": "CartPole-v1",
+                "total_timesteps": 50000,
+                "extras": {"algo_params": {"num_envs": 4}},
+            }
+        )
+    )
     config = load_worker_config(path)
     assert (config.algo, config.total_timesteps, len(config.run_id)) == ("ppo", 50000, 26)
     path.write_text(json.dumps({"worker": "xuance", "algo": "mappo", "env_id": "x", "total_timesteps": 1}))

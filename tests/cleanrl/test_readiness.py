@@ -7,8 +7,8 @@ import importlib.util
 import json
 from pathlib import Path
 
-from cleanrl_worker.readiness import DOCUMENTED, install_command, missing_extras
-from cleanrl_worker.runtime import DEFAULT_ALGO_REGISTRY
+from mosaic_cleanrl.readiness import DOCUMENTED, install_command, missing_extras
+from mosaic_cleanrl.runtime import DEFAULT_ALGO_REGISTRY
 
 FIXTURE_CHECKOUT = Path(__file__).resolve().parents[1] / "atari_mujoco" / "fixture_checkout"
 STATES = {"ready", "needs_extra", "needs_checkout", "cannot_run"}
@@ -25,7 +25,7 @@ def test_every_documented_name_is_listed_with_a_status(mosaic):
     documented = {name for name, a in algos.items() if a["documented"]}
     assert documented == set(DOCUMENTED) and len(documented) == 34
     assert set(DEFAULT_ALGO_REGISTRY) >= documented
-    assert DEFAULT_ALGO_REGISTRY["ppo"] == "cleanrl_worker.algorithms.ppo"
+    assert DEFAULT_ALGO_REGISTRY["ppo"] == "mosaic_cleanrl.algorithms.ppo"
     assert all(a["status"]["state"] in STATES for a in algos.values())
     assert algos["ppo"]["winner"] == "bundled" and algos["ppo"]["status"]["state"] == "ready"
     assert algos["rainbow_atari"]["status"]["state"] == "needs_checkout"
@@ -61,7 +61,9 @@ def test_the_table_shows_the_status_column(mosaic):
 
 def test_a_bundled_envpool_run_without_envpool_is_one_line_naming_the_install(mosaic):
     if importlib.util.find_spec("envpool") is not None:
-        dry = mosaic("run", "--worker", "cleanrl", "--algo", "ppo_atari_envpool", "--env-id", "Breakout-v5", "--dry-run")
+        dry = mosaic(
+            "run", "--worker", "cleanrl", "--algo", "ppo_atari_envpool", "--env-id", "Breakout-v5", "--dry-run"
+        )
         assert dry.returncode == 0, dry.stderr  # EnvPool's id is checked as gymnasium's ALE/Breakout-v5
         return
     result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo_atari_envpool", "--env-id", "Breakout-v5")

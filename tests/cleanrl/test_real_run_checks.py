@@ -30,13 +30,27 @@ def test_a_real_run_is_refused_like_a_dry_run_and_leaves_nothing(mosaic, runs_ro
 def test_ppo_on_atari_frames_is_refused_before_anything_starts(mosaic, runs_root):
     pytest.importorskip("ale_py")
     done = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "BreakoutNoFrameskip-v4")
-    assert done.returncode == 2 and "ppo takes vector or image (minigrid) observations, not image (atari)" in done.stderr
+    assert (
+        done.returncode == 2 and "ppo takes vector or image (minigrid) observations, not image (atari)" in done.stderr
+    )
     assert not runs_root.exists()
 
 
 def test_once_checked_a_real_run_imports_no_gymnasium_in_the_host(workdir, tmp_path):
-    argv = [str(BIN / "python"), "-X", "importtime", "-m", "mosaic_core.cli.main", "run", "--worker", "cleanrl",
-            "--algo", "dqn", "--env-id", "Pendulum-v1"]
+    argv = [
+        str(BIN / "python"),
+        "-X",
+        "importtime",
+        "-m",
+        "mosaic_core.cli.main",
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "dqn",
+        "--env-id",
+        "Pendulum-v1",
+    ]
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     first = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True)
     again = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mosaic_cleanrl import registry
+from mosaic_cleanrl.registry import RESOLUTION_ORDER, list_algorithms, resolve
 
-from cleanrl_worker import registry
-from cleanrl_worker.registry import RESOLUTION_ORDER, list_algorithms, resolve
 from mosaic_core.errors import UsageError
 from tests.core.distributions import make_distribution
 
@@ -66,8 +66,9 @@ def test_each_source_wins_over_the_ones_after_it(tmp_path, site, monkeypatch):
     home = make_checkout(tmp_path / "home", "ppo")
     make_checkout(tmp_path / "installed", "ppo")
     monkeypatch.syspath_prepend(str(tmp_path / "installed"))  # an importable `cleanrl` package
-    make_distribution(site, "ppo-override", {registry.ENTRY_POINT_GROUP: {"ppo": "override_ppo"}},
-                      {"override_ppo": SCRIPT})
+    make_distribution(
+        site, "ppo-override", {registry.ENTRY_POINT_GROUP: {"ppo": "override_ppo"}}, {"override_ppo": SCRIPT}
+    )
     (tmp_path / "ppo.py").write_text(SCRIPT)
 
     assert resolve("./ppo.py", cleanrl_home=home, cwd=tmp_path).source == "script"
@@ -82,7 +83,10 @@ def test_each_source_wins_over_the_ones_after_it(tmp_path, site, monkeypatch):
     assert found.source == "installed" and found.checkout_root == (tmp_path / "installed").resolve()
     if "ppo" in registry.bundled_names():
         assert [s.source for s in next(e for e in list_algorithms(home) if e.name == "ppo").sources] == [
-            "checkout", "installed", "bundled"]
+            "checkout",
+            "installed",
+            "bundled",
+        ]
 
 
 # ---------------------------------------------------------------------------- script paths
@@ -110,9 +114,11 @@ def test_script_path_errors(tmp_path):
 
 # ---------------------------------------------------------------------------- entry points
 def test_example_package_entry_point_is_found_without_importing_the_algorithm():
-    code = ("import sys; from cleanrl_worker.registry import resolve; a = resolve('example_random'); "
-            "print(a.source, a.script.name, a.checkout_root, 'mosaic_example_plugin.random_agent' in sys.modules, "
-            "any(m in sys.modules for m in ('torch', 'gymnasium', 'tyro')))")
+    code = (
+        "import sys; from mosaic_cleanrl.registry import resolve; a = resolve('example_random'); "
+        "print(a.source, a.script.name, a.checkout_root, 'mosaic_example_plugin.random_agent' in sys.modules, "
+        "any(m in sys.modules for m in ('torch', 'gymnasium', 'tyro')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["entry_point", "random_agent.py", "None", "False", "False"]
     assert "mosaic-example-plugin" in resolve("example_random").detail
@@ -122,10 +128,15 @@ def test_module_entry_point_is_not_imported_and_function_entry_point_returns_a_p
     target = tmp_path / "elsewhere" / "algo.py"
     target.parent.mkdir()
     target.write_text(SCRIPT)
-    make_distribution(site, "third-party-algos", {registry.ENTRY_POINT_GROUP: {
-        "explodes_on_import": "explosive_algo", "by_function": "algo_paths:where"}}, {
-        "explosive_algo": "raise RuntimeError('imported!')\n",
-        "algo_paths": f"def where():\n    return {str(target)!r}\n"})
+    make_distribution(
+        site,
+        "third-party-algos",
+        {registry.ENTRY_POINT_GROUP: {"explodes_on_import": "explosive_algo", "by_function": "algo_paths:where"}},
+        {
+            "explosive_algo": "raise RuntimeError('imported!')\n",
+            "algo_paths": f"def where():\n    return {str(target)!r}\n",
+        },
+    )
     found = resolve("explodes_on_import")
     assert found.source == "entry_point" and found.script == (site / "explosive_algo.py").resolve()
     assert "explosive_algo" not in sys.modules
@@ -134,15 +145,30 @@ def test_module_entry_point_is_not_imported_and_function_entry_point_returns_a_p
 
 
 def test_broken_entry_points_name_themselves_and_their_distribution(site):
-    make_distribution(site, "broken-algos", {registry.ENTRY_POINT_GROUP: {
-        "ghost": "no_such_module_qq", "raises": "bad_paths:boom", "nowhere": "bad_paths:missing",
-        "notpy": "bad_paths:text"}}, {
-        "bad_paths": "def boom():\n    raise RuntimeError('kaboom')\n"
-                     "def missing():\n    return '/no/such/script.py'\n"
-                     "def text():\n    return __file__.replace('.py', '.txt')\n"})
+    make_distribution(
+        site,
+        "broken-algos",
+        {
+            registry.ENTRY_POINT_GROUP: {
+                "ghost": "no_such_module_qq",
+                "raises": "bad_paths:boom",
+                "nowhere": "bad_paths:missing",
+                "notpy": "bad_paths:text",
+            }
+        },
+        {
+            "bad_paths": "def boom():\n    raise RuntimeError('kaboom')\n"
+            "def missing():\n    return '/no/such/script.py'\n"
+            "def text():\n    return __file__.replace('.py', '.txt')\n"
+        },
+    )
     (site / "bad_paths.txt").write_text("not python")
-    for name, why in [("ghost", "no_such_module_qq"), ("raises", "kaboom"), ("nowhere", "/no/such/script.py"),
-                      ("notpy", "not an existing .py script")]:
+    for name, why in [
+        ("ghost", "no_such_module_qq"),
+        ("raises", "kaboom"),
+        ("nowhere", "/no/such/script.py"),
+        ("notpy", "not an existing .py script"),
+    ]:
         message = error_of(name)
         assert f"entry point {name!r}" in message and "broken-algos 1.0" in message and why in message
     entry = next(e for e in list_algorithms() if e.name == "ghost")
@@ -151,8 +177,12 @@ def test_broken_entry_points_name_themselves_and_their_distribution(site):
 
 def test_two_distributions_declaring_one_name_is_an_error_naming_both(site):
     for dist in ("algos-one", "algos-two"):
-        make_distribution(site, dist, {registry.ENTRY_POINT_GROUP: {"twin": f"{dist.replace('-', '_')}_twin"}},
-                          {f"{dist.replace('-', '_')}_twin": SCRIPT})
+        make_distribution(
+            site,
+            dist,
+            {registry.ENTRY_POINT_GROUP: {"twin": f"{dist.replace('-', '_')}_twin"}},
+            {f"{dist.replace('-', '_')}_twin": SCRIPT},
+        )
     message = error_of("twin")
     assert "algos-one" in message and "algos-two" in message
 
@@ -202,8 +232,12 @@ def test_bad_checkout_paths(tmp_path, monkeypatch):
 
 def test_upstream_name_without_a_checkout_says_how_to_get_one(tmp_path):
     message = error_of("rainbow_atari", cwd=tmp_path)
-    for needed in ("git clone https://github.com/vwxyzjn/cleanrl", "MOSAIC_CLEANRL_HOME", "extras.cleanrl_home",
-                   "no CleanRL checkout is configured"):
+    for needed in (
+        "git clone https://github.com/vwxyzjn/cleanrl",
+        "MOSAIC_CLEANRL_HOME",
+        "extras.cleanrl_home",
+        "no CleanRL checkout is configured",
+    ):
         assert needed in message
     message = error_of("rainbow_atari", cleanrl_home=CHECKOUT, cwd=tmp_path)
     assert f"{CHECKOUT.resolve()} has no cleanrl/rainbow_atari.py" in message
@@ -212,11 +246,14 @@ def test_upstream_name_without_a_checkout_says_how_to_get_one(tmp_path):
 # ---------------------------------------------------------------------------- installed package
 def test_installed_cleanrl_package_in_a_real_interpreter(tmp_path):
     """An importable `cleanrl` (here the fixture checkout on PYTHONPATH), found without importing it."""
-    code = ("import sys; from cleanrl_worker.registry import resolve; a = resolve('dqn'); "
-            "print(a.source, a.checkout_root, 'cleanrl' in sys.modules)")
+    code = (
+        "import sys; from mosaic_cleanrl.registry import resolve; a = resolve('dqn'); "
+        "print(a.source, a.checkout_root, 'cleanrl' in sys.modules)"
+    )
     env = {"PYTHONPATH": str(CHECKOUT), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
-                         cwd=tmp_path).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=tmp_path
+    ).stdout.split()
     assert out == ["installed", str(CHECKOUT.resolve()), "False"]
 
 
@@ -255,7 +292,9 @@ def test_mosaic_algos_json_through_the_real_cli(mosaic):
     data = json.loads(result.stdout)
     assert data["resolution_order"] == list(RESOLUTION_ORDER)
     algos = {a["name"]: a for a in data["algorithms"]}
-    assert algos["dqn"]["winner"] == "checkout" and algos["dqn"]["sources"][0]["checkout_root"] == str(CHECKOUT.resolve())
+    assert algos["dqn"]["winner"] == "checkout" and algos["dqn"]["sources"][0]["checkout_root"] == str(
+        CHECKOUT.resolve()
+    )
     assert algos["example_random"]["winner"] == "entry_point"
     assert algos["ppo"]["sources"][0]["source"] == "checkout"
     if "ppo" in registry.bundled_names():
@@ -283,11 +322,11 @@ def test_the_worker_modules_stay_import_light():
     """What the host imports to plan a run never pulls in torch, gymnasium, tyro or the like."""
     code = f"""
 import sys
-from cleanrl_worker import plugin, registry, flags, script_args
+from mosaic_cleanrl import plugin, registry, flags, script_args
 registry.list_algorithms({str(CHECKOUT)!r})
 registry.resolve('example_random')
 flags.extras_to_flags({{'learning_rate': 0.1, 'algo_params': {{'track': True}}}})
-script_args.check_script_argv({str(CHECKOUT / 'cleanrl' / 'dqn.py')!r}, ['--seed', '1'])
+script_args.check_script_argv({str(CHECKOUT / "cleanrl" / "dqn.py")!r}, ['--seed', '1'])
 heavy = ('torch', 'gymnasium', 'tyro', 'tensorboard', 'wandb', 'matplotlib', 'numpy', 'rich')
 print(sorted(m for m in heavy if m in sys.modules))
 """

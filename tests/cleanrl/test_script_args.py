@@ -7,17 +7,23 @@ from pathlib import Path
 
 import pytest
 import tyro
+from mosaic_cleanrl import registry
+from mosaic_cleanrl.script_args import (
+    COMPUTED,
+    REQUIRED,
+    NoArgsClassError,
+    check_script_argv,
+    read_script_args,
+    validate_argv,
+)
 
-from cleanrl_worker import registry
-from cleanrl_worker.script_args import (COMPUTED, REQUIRED, NoArgsClassError, check_script_argv, read_script_args,
-                                        validate_argv)
 from mosaic_core.errors import UsageError
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "cleanrl_checkout"
 
-TYPED = '''
+TYPED = """
 raise RuntimeError("this script must never be imported by the Args reader")
-'''
+"""
 PURE = '''
 import os
 from dataclasses import dataclass, field
@@ -147,8 +153,22 @@ def test_required_fields_and_args_nested_in_a_block(tmp_path):
 # ---------------------------------------------------------------------------- validating
 def test_problems_name_the_flag():
     args = read_script_args(CHECKOUT / "cleanrl" / "dqn.py")
-    problems = validate_argv(["--lerning-rate", "0.1", "--total-timesteps", "abc", "--track", "False",
-                              "--no-num-envs", "--gamma", "--seed", "1", "2"], args)
+    problems = validate_argv(
+        [
+            "--lerning-rate",
+            "0.1",
+            "--total-timesteps",
+            "abc",
+            "--track",
+            "False",
+            "--no-num-envs",
+            "--gamma",
+            "--seed",
+            "1",
+            "2",
+        ],
+        args,
+    )
     assert problems == [
         "unknown flag --lerning-rate (did you mean --learning-rate?)",
         "--total-timesteps expects an integer, got 'abc'",
@@ -158,31 +178,81 @@ def test_problems_name_the_flag():
         "--seed takes one value, got 2: 1 2",
     ]
     assert validate_argv(["--track=False"], args) == [
-        "--track is a bool flag and takes no value (write --track or --no-track), got '--track=False'"]
+        "--track is a bool flag and takes no value (write --track or --no-track), got '--track=False'"
+    ]
     assert validate_argv(["stray"], args) == ["unexpected argument 'stray' (no flag before it takes a value)"]
 
 
 def test_valid_argv_passes():
     args = read_script_args(CHECKOUT / "cleanrl" / "ppo.py")
-    argv = ["--env-id", "CartPole-v1", "--total-timesteps", "1_000", "--seed=1", "--no-anneal-lr", "--track",
-            "--target-kl", "None", "--learning-rate", "1e-3", "--wandb-entity", "None", "--exp_name", "x"]
+    argv = [
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1_000",
+        "--seed=1",
+        "--no-anneal-lr",
+        "--track",
+        "--target-kl",
+        "None",
+        "--learning-rate",
+        "1e-3",
+        "--wandb-entity",
+        "None",
+        "--exp_name",
+        "x",
+    ]
     assert validate_argv(argv, args) == []
     assert validate_argv(["--seed=-1", "--learning-rate", "-1e-3"], args, ranges=False) == []  # tyro's own rules
     assert validate_argv(["--seed=-1", "--learning-rate", "-1e-3"], args) == [
-        "--seed must be from 0 to 4294967295 (numpy's seeding range), got -1", "--learning-rate must be > 0, got -1e-3"]
+        "--seed must be from 0 to 4294967295 (numpy's seeding range), got -1",
+        "--learning-rate must be > 0, got -1e-3",
+    ]
 
 
 # Each argv is checked by us and by tyro itself against the same Args: the verdicts must agree.
 AGREEMENT = [
-    [], ["--seed", "3"], ["--seed", "x"], ["--seed"], ["--seed", "1", "2"], ["--seed=-2"], ["--seed", "-2"],
-    ["--cuda"], ["--no-cuda"], ["--cuda", "True"], ["--cuda=False"], ["--no-seed"],
-    ["--learning-rate", "inf"], ["--learning-rate", "1e-3"], ["--learning-rate", "fast"],
-    ["--target-kl", "None"], ["--total-timesteps", "None"], ["--max-steps", "None"], ["--max-steps", "4"],
-    ["--clip", "None"], ["--width", "None"], ["--hidden"], ["--hidden", "1", "2"], ["--hidden", "1", "x"],
-    ["--tags", "a", "b"], ["--schedule", "cosine"], ["--schedule", "step"], ["--exp-name", "--x"],
-    ["--exp-name=--x"], ["--env_id", "Acrobot-v1"], ["--envid", "x"], ["--anneal", "True"], ["--anneal"],
-    ["--no-anneal"], ["--anneal", "None"], ["positional"], ["--scale", "-3"], ["--hidden", "-1", "-2"],
-    ["--optimizer.eps", "0.1"], ["--help"], ["-h"],
+    [],
+    ["--seed", "3"],
+    ["--seed", "x"],
+    ["--seed"],
+    ["--seed", "1", "2"],
+    ["--seed=-2"],
+    ["--seed", "-2"],
+    ["--cuda"],
+    ["--no-cuda"],
+    ["--cuda", "True"],
+    ["--cuda=False"],
+    ["--no-seed"],
+    ["--learning-rate", "inf"],
+    ["--learning-rate", "1e-3"],
+    ["--learning-rate", "fast"],
+    ["--target-kl", "None"],
+    ["--total-timesteps", "None"],
+    ["--max-steps", "None"],
+    ["--max-steps", "4"],
+    ["--clip", "None"],
+    ["--width", "None"],
+    ["--hidden"],
+    ["--hidden", "1", "2"],
+    ["--hidden", "1", "x"],
+    ["--tags", "a", "b"],
+    ["--schedule", "cosine"],
+    ["--schedule", "step"],
+    ["--exp-name", "--x"],
+    ["--exp-name=--x"],
+    ["--env_id", "Acrobot-v1"],
+    ["--envid", "x"],
+    ["--anneal", "True"],
+    ["--anneal"],
+    ["--no-anneal"],
+    ["--anneal", "None"],
+    ["positional"],
+    ["--scale", "-3"],
+    ["--hidden", "-1", "-2"],
+    ["--optimizer.eps", "0.1"],
+    ["--help"],
+    ["-h"],
 ]
 
 
@@ -219,8 +289,10 @@ def run_args(*extra):
 
 
 def test_dry_run_rejects_an_unknown_flag_with_a_suggestion(mosaic, runs_root):
-    result = mosaic(*run_args("--algo", "dqn", "--dry-run", "--extras", '{"lerning_rate": 0.1}'),
-                    env={registry.HOME_VAR: str(CHECKOUT)})
+    result = mosaic(
+        *run_args("--algo", "dqn", "--dry-run", "--extras", '{"lerning_rate": 0.1}'),
+        env={registry.HOME_VAR: str(CHECKOUT)},
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "unknown flag --lerning-rate (did you mean --learning-rate?)" in result.stderr
     assert not runs_root.exists()
@@ -228,13 +300,19 @@ def test_dry_run_rejects_an_unknown_flag_with_a_suggestion(mosaic, runs_root):
 
 def test_dry_run_summary_for_a_checkout_script(mosaic):
     extras = {"algo_params": {"learning_starts": 50, "cuda": False}, "notes": "reserved, not a flag"}
-    result = mosaic(*run_args("--algo", "dqn", "--dry-run", "--emit-summary", "--extras", json.dumps(extras)),
-                    env={registry.HOME_VAR: str(CHECKOUT)})
+    result = mosaic(
+        *run_args("--algo", "dqn", "--dry-run", "--emit-summary", "--extras", json.dumps(extras)),
+        env={registry.HOME_VAR: str(CHECKOUT)},
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["algorithm"]["source"] == "checkout"
     assert summary["algorithm"]["checkout_root"] == str(CHECKOUT.resolve())
-    assert summary["argv"][-3:] == ["--learning-starts=50", "--no-cuda", "--save-model"]  # upstream's own flag, on by default
+    assert summary["argv"][-3:] == [
+        "--learning-starts=50",
+        "--no-cuda",
+        "--save-model",
+    ]  # upstream's own flag, on by default
 
 
 def test_dry_run_of_a_script_without_args_is_not_blocked(mosaic, workdir):
@@ -245,8 +323,17 @@ def test_dry_run_of_a_script_without_args_is_not_blocked(mosaic, workdir):
 
 def test_checkout_script_trains_through_mosaic_run(mosaic, runs_root):
     """The fixture's dqn imports cleanrl_utils: the checkout root must reach the child's sys.path."""
-    result = mosaic(*run_args("--algo", "dqn", "--run-id", "checkout-dqn", "--quiet", "--extras",
-                              '{"learning_starts": 50, "cleanrl_home": "%s"}' % CHECKOUT))
+    result = mosaic(
+        *run_args(
+            "--algo",
+            "dqn",
+            "--run-id",
+            "checkout-dqn",
+            "--quiet",
+            "--extras",
+            '{"learning_starts": 50, "cleanrl_home": "%s"}' % CHECKOUT,
+        )
+    )
     events = result.events
     assert events[-1]["event"] == "run_completed", (events[-1], result.stderr[-2000:])
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

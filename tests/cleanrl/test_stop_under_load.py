@@ -27,10 +27,31 @@ SLACK = 25  # a host still alive after its grace period and this much more fails
 
 
 def start_ppo(workdir: Path, run_id: str) -> subprocess.Popen:
-    return subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1",
-                             "--total-timesteps", "100000000", "--run-id", run_id, "--grace-period", str(GRACE),
-                             "--heartbeat-interval", "1", "--json"], cwd=workdir, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            "ppo",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "100000000",
+            "--run-id",
+            run_id,
+            "--grace-period",
+            str(GRACE),
+            "--heartbeat-interval",
+            "1",
+            "--json",
+        ],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def events_of(run_dir: Path) -> list[dict]:

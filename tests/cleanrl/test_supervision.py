@@ -13,7 +13,7 @@ from tests.conftest import BIN
 
 TERMINAL = {"run_completed", "run_failed", "run_cancelled"}
 
-SLEEPER = '''
+SLEEPER = """
 import os, subprocess, sys, time
 from dataclasses import dataclass
 import tyro
@@ -30,7 +30,7 @@ kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 open("pids.txt", "w").write(f"{os.getpid()} {kid.pid}")
 print("ready", flush=True)
 time.sleep(300)
-'''
+"""
 
 
 def write(workdir: Path, name: str, text: str) -> str:
@@ -39,8 +39,20 @@ def write(workdir: Path, name: str, text: str) -> str:
 
 
 def run_args(algo: str, run_id: str, *extra: str) -> list[str]:
-    return ["run", "--worker", "cleanrl", "--algo", algo, "--env-id", "CartPole-v1", "--total-timesteps", "10",
-            "--run-id", run_id, *extra]
+    return [
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        algo,
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "10",
+        "--run-id",
+        run_id,
+        *extra,
+    ]
 
 
 def terminal(events):
@@ -58,11 +70,14 @@ def alive(pid: int) -> bool:
         return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-@pytest.mark.parametrize("body, code, message", [
-    ("raise RuntimeError('exploded at import')", 1, "RuntimeError: exploded at import"),
-    ("import sys; sys.exit(3)", 3, "exited with code 3"),
-    ("pass", 0, None),
-])
+@pytest.mark.parametrize(
+    "body, code, message",
+    [
+        ("raise RuntimeError('exploded at import')", 1, "RuntimeError: exploded at import"),
+        ("import sys; sys.exit(3)", 3, "exited with code 3"),
+        ("pass", 0, None),
+    ],
+)
 def test_script_outcomes(mosaic, workdir, runs_root, body, code, message):
     algo = write(workdir, "s.py", body + "\n")
     result = mosaic(*run_args(algo, "outcome"))
@@ -83,8 +98,14 @@ def test_script_outcomes(mosaic, workdir, runs_root, body, code, message):
 def start_host(workdir: Path, run_id: str, *extra: str) -> subprocess.Popen:
     algo = write(workdir, "sleeper.py", SLEEPER)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([str(BIN / "mosaic"), *run_args(algo, run_id, "--grace-period", "2", *extra)],
-                            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [str(BIN / "mosaic"), *run_args(algo, run_id, "--grace-period", "2", *extra)],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_pids(run_dir: Path) -> tuple[int, int]:

@@ -10,16 +10,29 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cleanrl_worker import registry, upstream_eval
+from mosaic_cleanrl import registry, upstream_eval
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "cleanrl_checkout"
 
 
 def train(mosaic, runs_root, run_id, **extras):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "dqn", "--env-id", "CartPole-v1", "--total-timesteps",
-                    "300", "--run-id", run_id, "--quiet", "--extras", json.dumps({"learning_starts": 50, **extras}),
-                    env={registry.HOME_VAR: str(CHECKOUT)})
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "dqn",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "300",
+        "--run-id",
+        run_id,
+        "--quiet",
+        "--extras",
+        json.dumps({"learning_starts": 50, **extras}),
+        env={registry.HOME_VAR: str(CHECKOUT)},
+    )
     assert result.events[-1]["event"] == "run_completed", (result.events[-1:], result.stderr[-2000:])
     return runs_root / run_id
 
@@ -58,13 +71,28 @@ def test_a_save_the_user_asks_for_runs_upstreams_evaluation_with_video(mosaic, r
 
 
 def dry_run_command(mosaic, *flags, checkout=True, **extras):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "dqn", "--env-id", "CartPole-v1", "--dry-run",
-                    "--emit-summary", *flags, "--extras", json.dumps(extras),
-                    env={registry.HOME_VAR: str(CHECKOUT)} if checkout else None)
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "dqn",
+        "--env-id",
+        "CartPole-v1",
+        "--dry-run",
+        "--emit-summary",
+        *flags,
+        "--extras",
+        json.dumps(extras),
+        env={registry.HOME_VAR: str(CHECKOUT)} if checkout else None,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    skipped = summary["command"][summary["command"].index("--skip-eval-of") + 1] if "--skip-eval-of" in \
-        summary["command"] else None
+    skipped = (
+        summary["command"][summary["command"].index("--skip-eval-of") + 1]
+        if "--skip-eval-of" in summary["command"]
+        else None
+    )
     if skipped:
         assert upstream_eval.dry_run_note(skipped) in summary["notes"]
     return skipped
@@ -80,26 +108,34 @@ def test_only_a_default_save_of_an_upstream_script_leaves_its_evaluation_out(mos
     assert upstream_eval.skipped_model(upstream, ["--upload-model"], ["--save-model"]) is None  # upstream's save path
 
 
-EVALS = '''
+EVALS = """
 def evaluate(model_path, make_env, env_id, eval_episodes, run_name, Model, **kwargs):
     return [str(model_path)]
-'''
+"""
 
 
-@pytest.mark.parametrize("model_path, returns", [
-    ("runs/CartPole-v1__dqn__1__1/dqn.cleanrl_model", []),  # the final model: left out
-    ("runs/CartPole-v1__dqn__1__1/dqn-offline-100000.cleanrl_model", ["runs/CartPole-v1__dqn__1__1/dqn-offline-100000.cleanrl_model"]),  # noqa: E501
-    ("teacher/q_network.pth", ["teacher/q_network.pth"]),  # QDagger's teacher
-])
+@pytest.mark.parametrize(
+    "model_path, returns",
+    [
+        ("runs/CartPole-v1__dqn__1__1/dqn.cleanrl_model", []),  # the final model: left out
+        (
+            "runs/CartPole-v1__dqn__1__1/dqn-offline-100000.cleanrl_model",
+            ["runs/CartPole-v1__dqn__1__1/dqn-offline-100000.cleanrl_model"],
+        ),
+        ("teacher/q_network.pth", ["teacher/q_network.pth"]),  # QDagger's teacher
+    ],
+)
 def test_only_the_final_models_evaluation_is_left_out(tmp_path, model_path, returns):
     evals = tmp_path / "cleanrl_utils" / "evals"
     evals.mkdir(parents=True)
     (tmp_path / "cleanrl_utils" / "__init__.py").write_text("")
     (evals / "__init__.py").write_text("")
     (evals / "dqn_eval.py").write_text(EVALS)
-    program = ("import json, sys; from cleanrl_worker import upstream_eval; upstream_eval.install('dqn.cleanrl_model');"
-               f"sys.path.insert(0, {str(tmp_path)!r}); from cleanrl_utils.evals.dqn_eval import evaluate;"
-               f"print(json.dumps(evaluate({model_path!r}, None, 'CartPole-v1', 10, 'run', None)))")
+    program = (
+        "import json, sys; from mosaic_cleanrl import upstream_eval; upstream_eval.install('dqn.cleanrl_model');"
+        f"sys.path.insert(0, {str(tmp_path)!r}); from cleanrl_utils.evals.dqn_eval import evaluate;"
+        f"print(json.dumps(evaluate({model_path!r}, None, 'CartPole-v1', 10, 'run', None)))"
+    )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == returns

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def make_distribution(site: Path, name: str, entry_points: dict[str, dict[str, str]],
-                      modules: dict[str, str], version: str = "1.0") -> Path:
+def make_distribution(
+    site: Path, name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str], version: str = "1.0"
+) -> Path:
     site.mkdir(parents=True, exist_ok=True)
     info = site / f"{name.replace('-', '_')}-{version}.dist-info"
     info.mkdir()

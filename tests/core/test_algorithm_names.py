@@ -10,23 +10,30 @@ import pytest
 from mosaic_core.algonames import spelling, unknown_algorithm
 
 
-@pytest.mark.parametrize("algo, names, found", [
-    ("ppo", ["ppo", "dqn"], "ppo"),
-    ("PPO", ["ppo", "dqn"], "ppo"),
-    ("mappo", ["mappo", "MAPPO"], "mappo"),  # as spelt wins over another case
-    ("Mappo", ["mappo", "MAPPO"], None),  # two in another case: none
-    ("ppo2", ["ppo"], None),
-])
+@pytest.mark.parametrize(
+    "algo, names, found",
+    [
+        ("ppo", ["ppo", "dqn"], "ppo"),
+        ("PPO", ["ppo", "dqn"], "ppo"),
+        ("mappo", ["mappo", "MAPPO"], "mappo"),  # as spelt wins over another case
+        ("Mappo", ["mappo", "MAPPO"], None),  # two in another case: none
+        ("ppo2", ["ppo"], None),
+    ],
+)
 def test_spelling(algo, names, found):
     assert spelling(algo, names) == found
 
 
 def test_unknown_names_say_did_you_mean_in_the_workers_spelling():
-    assert unknown_algorithm("PP0", ["PPO", "DQN"], "rllib") == \
-        "algo 'PP0' is not one the rllib worker runs; did you mean PPO? (known: DQN, PPO)"
+    assert (
+        unknown_algorithm("PP0", ["PPO", "DQN"], "rllib")
+        == "algo 'PP0' is not one the rllib worker runs; did you mean PPO? (known: DQN, PPO)"
+    )
     assert "did you mean" not in unknown_algorithm("zzzz", ["ppo"], "cleanrl")
-    assert unknown_algorithm("Mappo", ["mappo", "MAPPO"], "x") == \
-        "algo 'Mappo' matches MAPPO and mappo of the x worker: give one of them as it is spelt"
+    assert (
+        unknown_algorithm("Mappo", ["mappo", "MAPPO"], "x")
+        == "algo 'Mappo' matches MAPPO and mappo of the x worker: give one of them as it is spelt"
+    )
 
 
 def test_every_worker_takes_its_names_in_any_case(mosaic):
@@ -36,7 +43,7 @@ def test_every_worker_takes_its_names_in_any_case(mosaic):
         return json.loads(done.stdout)
 
     cleanrl = algo_of("--worker", "cleanrl", "--algo", "PPO")
-    assert cleanrl["config"]["algo"] == "ppo" and cleanrl["module"] == "cleanrl_worker.algorithms.ppo"
+    assert cleanrl["config"]["algo"] == "ppo" and cleanrl["module"] == "mosaic_cleanrl.algorithms.ppo"
     assert algo_of("--worker", "example", "--algo", "RANDOM")["config"]["algo"] == "random"
     typo = mosaic("run", "--worker", "cleanrl", "--algo", "PPO2", "--env", "CartPole-v1", "--dry-run")
     assert typo.returncode == 2 and "algo 'PPO2' is not one the cleanrl worker runs; did you mean ppo?" in typo.stderr

@@ -3,9 +3,9 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mosaic_cleanrl.metadata import CAPABILITIES, METADATA
 
 from mosaic_core.capabilities import ACTION_SPACES, OBSERVATION_SPACES, PARADIGMS, WorkerCapabilities, WorkerMetadata
-from cleanrl_worker.metadata import CAPABILITIES, METADATA
 
 
 def test_cleanrl_declares_the_design_capabilities():
@@ -17,17 +17,20 @@ def test_cleanrl_declares_the_design_capabilities():
     assert caps.estimated_memory_mb == 512
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"worker_type": "Bad Name"}, "worker_type"),
-    ({"supported_paradigms": ()}, "must not be empty"),
-    ({"action_spaces": ("teleport",)}, "'teleport' is not one of"),
-    ({"observation_spaces": "vector"}, "must be a list"),
-    ({"max_agents": 0}, "max_agents"),
-    ({"requires_gpu": "yes"}, "requires_gpu"),
-    ({"supports_env_switching": "no"}, "supports_env_switching"),
-    ({"gpu_memory_mb": 100}, "requires_gpu is false"),
-    ({"cpu_cores": True}, "cpu_cores"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"worker_type": "Bad Name"}, "worker_type"),
+        ({"supported_paradigms": ()}, "must not be empty"),
+        ({"action_spaces": ("teleport",)}, "'teleport' is not one of"),
+        ({"observation_spaces": "vector"}, "must be a list"),
+        ({"max_agents": 0}, "max_agents"),
+        ({"requires_gpu": "yes"}, "requires_gpu"),
+        ({"supports_env_switching": "no"}, "supports_env_switching"),
+        ({"gpu_memory_mb": 100}, "requires_gpu is false"),
+        ({"cpu_cores": True}, "cpu_cores"),
+    ],
+)
 def test_invalid_capabilities_are_rejected_naming_the_field(change, message):
     data = {**CAPABILITIES.to_dict(), **change}
     with pytest.raises(ValueError, match=message):
@@ -71,10 +74,17 @@ def test_metadata_round_trip_and_unknown_fields():
 def test_the_name_is_given_once_the_entry_points():
     from mosaic_core.workers import discover_workers
 
-    unnamed = WorkerMetadata(version="1", description="d", worker="pkg.mod:W",
-                             capabilities=WorkerCapabilities(supported_paradigms=("sequential",), env_families=("g",),
-                                                             action_spaces=("discrete",),
-                                                             observation_spaces=("vector",)))
+    unnamed = WorkerMetadata(
+        version="1",
+        description="d",
+        worker="pkg.mod:W",
+        capabilities=WorkerCapabilities(
+            supported_paradigms=("sequential",),
+            env_families=("g",),
+            action_spaces=("discrete",),
+            observation_spaces=("vector",),
+        ),
+    )
     named = unnamed.named("mine")
     assert named.name == "mine" and named.capabilities.worker_type == "mine"  # the type defaults to the name
     assert METADATA.named("cleanrl") is METADATA

@@ -4,8 +4,14 @@ import threading
 
 import pytest
 
-from mosaic_core.config import (MAX_CONFIG_FILE_BYTES, REDACTED, build_config, parse_extras_json, read_config_file,
-                                redact)
+from mosaic_core.config import (
+    MAX_CONFIG_FILE_BYTES,
+    REDACTED,
+    build_config,
+    parse_extras_json,
+    read_config_file,
+    redact,
+)
 from mosaic_core.errors import ConfigError
 
 BASE = {"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1000}
@@ -24,8 +30,9 @@ def test_flat_and_nested_forms_give_the_same_config(tmp_path):
 
 
 def test_cli_overrides_win_and_extras_merge_per_key():
-    config = build_config({**BASE, "extras": {"a": 1, "b": 2}}, overrides={"total_timesteps": 5, "seed": None},
-                          extras={"b": 3, "c": 4})
+    config = build_config(
+        {**BASE, "extras": {"a": 1, "b": 2}}, overrides={"total_timesteps": 5, "seed": None}, extras={"b": 3, "c": 4}
+    )
     assert config.total_timesteps == 5 and config.seed is None
     assert config.extras == {"a": 1, "b": 3, "c": 4}
 
@@ -35,29 +42,35 @@ def test_generated_run_id_is_a_ulid():
     assert len(config.run_id) == 26 and config.run_id.isalnum()
 
 
-@pytest.mark.parametrize("data, field", [
-    ({**BASE, "total_timesteps": 0}, "total_timesteps"),
-    ({**BASE, "total_timesteps": "many"}, "total_timesteps"),
-    ({**BASE, "total_timesteps": True}, "total_timesteps"),
-    ({**BASE, "seed": 1.5}, "seed"),
-    ({**BASE, "algo": ""}, "algo"),
-    ({**BASE, "extras": []}, "extras"),
-    ({**BASE, "run_id": "../etc"}, "run_id"),
-    ({**BASE, "run_id": "a/b"}, "run_id"),
-    ({**BASE, "colour": "red"}, "colour"),
-    ({k: v for k, v in BASE.items() if k != "env_id"}, "env_id"),
-])
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({**BASE, "total_timesteps": 0}, "total_timesteps"),
+        ({**BASE, "total_timesteps": "many"}, "total_timesteps"),
+        ({**BASE, "total_timesteps": True}, "total_timesteps"),
+        ({**BASE, "seed": 1.5}, "seed"),
+        ({**BASE, "algo": ""}, "algo"),
+        ({**BASE, "extras": []}, "extras"),
+        ({**BASE, "run_id": "../etc"}, "run_id"),
+        ({**BASE, "run_id": "a/b"}, "run_id"),
+        ({**BASE, "colour": "red"}, "colour"),
+        ({k: v for k, v in BASE.items() if k != "env_id"}, "env_id"),
+    ],
+)
 def test_invalid_fields_are_named_with_the_file(data, field):
     with pytest.raises(ConfigError) as err:
         build_config(data, source="w.json")
     assert err.value.field == field and "w.json" in str(err.value) and err.value.exit_code == 2
 
 
-@pytest.mark.parametrize("text, message", [
-    ("{not json", "not valid JSON: Expecting property name enclosed in double quotes at line 1"),
-    ("[1, 2]", "must be a JSON object, got list"),
-    ('{"metadata": {"worker": {"config": 3}}}', "metadata.worker.config"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not json", "not valid JSON: Expecting property name enclosed in double quotes at line 1"),
+        ("[1, 2]", "must be a JSON object, got list"),
+        ('{"metadata": {"worker": {"config": 3}}}', "metadata.worker.config"),
+    ],
+)
 def test_bad_files(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message):
         read_config_file(write(tmp_path, text))
@@ -108,8 +121,12 @@ def test_extras_json_must_be_an_object():
 
 
 def test_secrets_are_redacted_at_any_depth():
-    data = {"wandb_api_key": "k", "nested": {"My_Token": "t", "list": [{"password": "p"}]}, "keep": "v",
-            "secret_empty": ""}
+    data = {
+        "wandb_api_key": "k",
+        "nested": {"My_Token": "t", "list": [{"password": "p"}]},
+        "keep": "v",
+        "secret_empty": "",
+    }
     out = redact(data)
     assert out["wandb_api_key"] == REDACTED and out["nested"]["My_Token"] == REDACTED
     assert out["nested"]["list"][0]["password"] == REDACTED and out["keep"] == "v"
@@ -119,12 +136,15 @@ def test_secrets_are_redacted_at_any_depth():
     assert config.extras["wandb_api_key"] == "k"
 
 
-@pytest.mark.parametrize("content, expected", [
-    ("{oops", "not valid JSON"),
-    ("[]", "must be a JSON object"),
-    (json.dumps({**BASE, "total_timesteps": -3}), "total_timesteps"),
-    (json.dumps({"algo": "ppo"}), "missing required field"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("{oops", "not valid JSON"),
+        ("[]", "must be a JSON object"),
+        (json.dumps({**BASE, "total_timesteps": -3}), "total_timesteps"),
+        (json.dumps({"algo": "ppo"}), "missing required field"),
+    ],
+)
 def test_cli_bad_config_is_one_line_exit_2(mosaic, workdir, content, expected):
     (workdir / "w.json").write_text(content)
     result = mosaic("run", "--worker", "cleanrl", "--config", "w.json")
@@ -135,9 +155,31 @@ def test_cli_bad_config_is_one_line_exit_2(mosaic, workdir, content, expected):
 
 
 def test_cli_bad_extras_and_run_id(mosaic):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "10", "--run-id", "../../x")
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "10",
+        "--run-id",
+        "../../x",
+    )
     assert result.returncode == 2 and "run_id" in result.stderr and "Traceback" not in result.stderr
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "10", "--extras", "[1]")
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "10",
+        "--extras",
+        "[1]",
+    )
     assert result.returncode == 2 and "--extras must be a JSON object" in result.stderr

@@ -17,9 +17,20 @@ from mosaic_core import contract
 from mosaic_core.contract import CheckpointLayout
 
 
-@pytest.mark.parametrize(("given", "read"), [(None, "train"), ("", "train"), ("train", "train"),
-                                             ("resume_training", "resume"), ("policy_eval", "evaluate"),
-                                             ("resume", "resume"), ("evaluate", "evaluate"), ("bogus", "bogus"), (3, 3)])
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        (None, "train"),
+        ("", "train"),
+        ("train", "train"),
+        ("resume_training", "resume"),
+        ("policy_eval", "evaluate"),
+        ("resume", "resume"),
+        ("evaluate", "evaluate"),
+        ("bogus", "bogus"),
+        (3, 3),
+    ],
+)
 def test_modes_are_read_once_old_names_included(given, read):
     assert contract.normalize_mode(given) == read
 
@@ -29,7 +40,7 @@ def test_the_newest_checkpoint_is_the_highest_step_of_the_declared_kind(tmp_path
     (tmp_path / "checkpoints").mkdir()
     for step in (5, 100, 20):
         (tmp_path / "checkpoints" / f"step_{step}.model").write_bytes(b"x")
-    (tmp_path / "checkpoints" / "step_999").mkdir()                 # a directory: not this layout's kind
+    (tmp_path / "checkpoints" / "step_999").mkdir()  # a directory: not this layout's kind
     (tmp_path / "checkpoints" / "step_7.model.tmp").write_bytes(b"x")  # half-written
     (tmp_path / "checkpoints" / "step_x.model").write_bytes(b"x")
     elsewhere = tmp_path / "other.model"
@@ -71,7 +82,7 @@ def trim_mean_quarter(values):
     """scipy.stats.trim_mean(values, 0.25), written out: int(0.25 * n) cut from each end."""
     ordered = sorted(values)
     cut = int(0.25 * len(ordered))
-    middle = ordered[cut:len(ordered) - cut]
+    middle = ordered[cut : len(ordered) - cut]
     return sum(middle) / len(middle)
 
 
@@ -85,16 +96,34 @@ def test_iqm_is_rliables_interquartile_mean():
 
 
 def test_the_evaluation_schema_and_its_atomic_write(tmp_path):
-    result = contract.eval_result(worker="w", algo="a", env_id="E-v0", checkpoint="c", global_step=9,
-                                  returns=[1, 2, 3, 10], lengths=[5, 6, 7, 8], seeds=[11, 12, 13, 14],
-                                  deterministic=True, agent_returns=[{"a0": 0.5, "a1": 0.5}] * 4)
+    result = contract.eval_result(
+        worker="w",
+        algo="a",
+        env_id="E-v0",
+        checkpoint="c",
+        global_step=9,
+        returns=[1, 2, 3, 10],
+        lengths=[5, 6, 7, 8],
+        seeds=[11, 12, 13, 14],
+        deterministic=True,
+        agent_returns=[{"a0": 0.5, "a1": 0.5}] * 4,
+    )
     assert result["schema"] == "mosaic.eval/1"
     assert result["protocol"] == {"episodes": 4, "deterministic": True, "first_seed": 11, "normalization": "frozen"}
     assert result["episodes"][0] == {"return": 1.0, "length": 5, "seed": 11, "agents": {"a0": 0.5, "a1": 0.5}}
     assert (result["mean"], result["iqm"]) == (4.0, 2.5)
     with pytest.raises(ValueError, match="one entry per episode"):
-        contract.eval_result(worker="w", algo="a", env_id="E", checkpoint="c", global_step=0,
-                             returns=[1], lengths=[], seeds=[1], deterministic=False)
+        contract.eval_result(
+            worker="w",
+            algo="a",
+            env_id="E",
+            checkpoint="c",
+            global_step=0,
+            returns=[1],
+            lengths=[],
+            seeds=[1],
+            deterministic=False,
+        )
 
     target = tmp_path / "eval.json"
     victim = tmp_path / "victim"
@@ -127,8 +156,13 @@ def test_a_stop_signal_lets_the_loop_save_then_ends_as_killed_by_it(tmp_path, si
         stop.exit()
         print("not reached")
     """)
-    done = subprocess.run([sys.executable, "-P", "-c", program], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert done.returncode == -signum, done.stderr
     assert (tmp_path / "saved").read_text() == "saved" and "not reached" not in done.stdout
     assert f"stopped by {signal.Signals(signum).name}" in done.stderr

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +57,7 @@ def blocks(path: Path) -> list[Block]:
         start, body = i, []
         i += 1
         while i < len(lines) and not lines[i].strip().startswith(fence):
-            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
+            body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
             i += 1
         found.append(Block(path, start + 1, language.lower(), MARKERS.get(previous), "\n".join(body)))
         previous, i = "", i + 1
@@ -83,8 +82,10 @@ def test_every_fenced_block_names_its_language():
 
 def test_every_shell_block_is_run_here_or_marked_illustrative():
     unmarked = [block.where for block in ALL if block.language in SHELL and block.marker is None]
-    assert unmarked == [], ("precede each shell block with <!-- smoke --> (this test runs it; keep it cheap) or "
-                            f"<!-- illustrative -->: {unmarked}")
+    assert unmarked == [], (
+        "precede each shell block with <!-- smoke --> (this test runs it; keep it cheap) or "
+        f"<!-- illustrative -->: {unmarked}"
+    )
     misplaced = [block.where for block in ALL if block.marker and block.language not in SHELL]
     assert misplaced == [], f"markers belong before shell blocks: {misplaced}"
 
@@ -94,8 +95,15 @@ def test_smoke_block_runs(block: Block, tmp_path: Path):
     """The block as a user types it, in a fresh directory, with this venv's `mosaic` first on PATH."""
     env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.text],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 0, f"{block.where} failed ({result.returncode}):\n{block.text}\n{result.stderr[-2000:]}"
     assert "Traceback" not in result.stderr
 
@@ -103,8 +111,14 @@ def test_smoke_block_runs(block: Block, tmp_path: Path):
 def _build(site: Path, out: Path) -> subprocess.CompletedProcess:
     pytest.importorskip("material", reason="the docs extra (mkdocs-material) is not installed")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's end-of-life banner
-    return subprocess.run([str(BIN / "mkdocs"), "build", "--strict", "--site-dir", str(out)], cwd=site, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(BIN / "mkdocs"), "build", "--strict", "--site-dir", str(out)],
+        cwd=site,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _copy_site(dest: Path) -> Path:
@@ -125,8 +139,10 @@ def test_the_site_builds_strictly(tmp_path: Path):
     assert (tmp_path / "out" / "workers" / "rllib" / "index.html").is_file()
 
 
-@pytest.mark.parametrize("broken", ["[gone](no-such-page.md)", "[gone](running.md#no-such-section)",
-                                    '--8<-- "plugins/no_such_worker/README.md"'])
+@pytest.mark.parametrize(
+    "broken",
+    ["[gone](no-such-page.md)", "[gone](running.md#no-such-section)", '--8<-- "plugins/no_such_worker/README.md"'],
+)
 def test_a_broken_link_or_include_fails_the_build(tmp_path: Path, broken: str):
     site = _copy_site(tmp_path)
     with (site / "docs" / "install.md").open("a", encoding="utf-8") as page:
@@ -153,6 +169,9 @@ def test_the_code_cites_only_documents_the_repository_has():
         for path in sorted((ROOT / folder).rglob("*")):
             if path.suffix in (".py", ".proto", ".toml", ".sh") or path.name == "run":
                 for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-                    dangling += [f"{path.relative_to(ROOT)}:{number}: {name}" for name in cited.findall(line)
-                                 if not (ROOT / name).exists()]
+                    dangling += [
+                        f"{path.relative_to(ROOT)}:{number}: {name}"
+                        for name in cited.findall(line)
+                        if not (ROOT / name).exists()
+                    ]
     assert dangling == []

@@ -19,22 +19,25 @@ def refused(result, *needles):
         assert needle in lines[0], (needle, lines[0])
 
 
-@pytest.mark.parametrize("extras, needles", [
-    ('{"num_envs": 0}', ("--num-envs must be >= 1, got 0",)),
-    ('{"num_envs": 2.5}', ("--num-envs expects an integer",)),
-    ('{"learning_rate": NaN}', ("NaN is not a number JSON allows",)),
-    ('{"learning_rate": Infinity}', ("Infinity",)),
-    ('{"learning_rate": 1e400}', ("--learning-rate must be a finite number",)),
-    ('{"gamma": 1.5}', ("--gamma must be from 0 to 1",)),
-    ('{"checkpoint_frequency": -3}', ("--checkpoint-frequency must be >= 0",)),
-    ('{"total_timesteps": 5}', ("total_timesteps is a worker-config field",)),
-    ('{"a": 1, "a": 2}', ("duplicate key 'a'",)),
-    ('{"wandb_projekt_name": "x"}', ("extras.wandb_projekt_name", "did you mean wandb_project_name?")),
-    ('{"eval_episods": 3}', ("did you mean eval_episodes?",)),
-    ('{"fastlane_slot": -1}', ("fastlane_slot",)),
-    ('{"fastlane_vidoe_mode": "grid"}', ("extras.fastlane_vidoe_mode", "did you mean fastlane_video_mode?")),
-    ('{"thresh_level": "high"}', ("extras.thresh_level: must be a finite number",)),
-])
+@pytest.mark.parametrize(
+    "extras, needles",
+    [
+        ('{"num_envs": 0}', ("--num-envs must be >= 1, got 0",)),
+        ('{"num_envs": 2.5}', ("--num-envs expects an integer",)),
+        ('{"learning_rate": NaN}', ("NaN is not a number JSON allows",)),
+        ('{"learning_rate": Infinity}', ("Infinity",)),
+        ('{"learning_rate": 1e400}', ("--learning-rate must be a finite number",)),
+        ('{"gamma": 1.5}', ("--gamma must be from 0 to 1",)),
+        ('{"checkpoint_frequency": -3}', ("--checkpoint-frequency must be >= 0",)),
+        ('{"total_timesteps": 5}', ("total_timesteps is a worker-config field",)),
+        ('{"a": 1, "a": 2}', ("duplicate key 'a'",)),
+        ('{"wandb_projekt_name": "x"}', ("extras.wandb_projekt_name", "did you mean wandb_project_name?")),
+        ('{"eval_episods": 3}', ("did you mean eval_episodes?",)),
+        ('{"fastlane_slot": -1}', ("fastlane_slot",)),
+        ('{"fastlane_vidoe_mode": "grid"}', ("extras.fastlane_vidoe_mode", "did you mean fastlane_video_mode?")),
+        ('{"thresh_level": "high"}', ("extras.thresh_level: must be a finite number",)),
+    ],
+)
 def test_bad_values_are_refused_naming_the_key(mosaic, workdir, extras, needles):
     refused(mosaic(*PPO, "--dry-run", "--extras", extras), *needles)
     assert not (workdir / "var").exists()
@@ -68,16 +71,22 @@ def test_files_and_directories(mosaic, workdir):
 
 
 def test_the_documented_wandb_spelling_is_accepted(mosaic):
-    result = mosaic(*PPO, "--dry-run", "--emit-summary", "--extras",
-                    json.dumps({"track_wandb": True, "wandb_project": "mosaic"}))
+    result = mosaic(
+        *PPO, "--dry-run", "--emit-summary", "--extras", json.dumps({"track_wandb": True, "wandb_project": "mosaic"})
+    )
     assert result.returncode == 0, result.stderr
     argv = json.loads(result.stdout)["argv"]
     assert "--wandb-project-name=mosaic" in argv and "--track" in argv
 
 
 def test_evaluation_during_training_reaches_the_script(mosaic):
-    result = mosaic(*PPO, "--dry-run", "--emit-summary", "--extras",
-                    json.dumps({"eval_frequency": 500, "eval_episodes": 5, "eval_gamma": 0.9}))
+    result = mosaic(
+        *PPO,
+        "--dry-run",
+        "--emit-summary",
+        "--extras",
+        json.dumps({"eval_frequency": 500, "eval_episodes": 5, "eval_gamma": 0.9}),
+    )
     assert result.returncode == 0, result.stderr
     argv = json.loads(result.stdout)["argv"]
     assert "--eval-frequency=500" in argv and "--eval-episodes=5" in argv and not any("gamma" in a for a in argv)

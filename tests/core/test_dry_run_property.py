@@ -14,23 +14,69 @@ from hypothesis import strategies as st
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.pipeline import run_worker
 
-KEYS = ["learning_rate", "num_envs", "gamma", "seed", "mode", "fastlane", "fastlane_slot", "fastlane_video_mode",
-        "wandb_project", "wandb_projekt", "track_wandb", "tensorboard_dir", "curriculum_schedule", "algo_params",
-        "eval_episodes", "checkpoint_path", "policy_path", "notes", "metrics_interval_s", "thresh_level", "x",
-        "schema_id", "mosaic_x", "cleanrl_home", "total_timesteps", "anneal_lr", "capture_video"]
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-                    max_leaves=8)
+KEYS = [
+    "learning_rate",
+    "num_envs",
+    "gamma",
+    "seed",
+    "mode",
+    "fastlane",
+    "fastlane_slot",
+    "fastlane_video_mode",
+    "wandb_project",
+    "wandb_projekt",
+    "track_wandb",
+    "tensorboard_dir",
+    "curriculum_schedule",
+    "algo_params",
+    "eval_episodes",
+    "checkpoint_path",
+    "policy_path",
+    "notes",
+    "metrics_interval_s",
+    "thresh_level",
+    "x",
+    "schema_id",
+    "mosaic_x",
+    "cleanrl_home",
+    "total_timesteps",
+    "anneal_lr",
+    "capture_video",
+]
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
 EXTRAS = st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=10), JSON, max_size=5)
 FLAG_VALUES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
-HOST_FLAGS = ["--algo", "--env-id", "--total-timesteps", "--seed", "--run-id", "--heartbeat-interval",
-              "--grace-period", "--worker-id", "--num-envs", "--learning-rate", "--from"]
+HOST_FLAGS = [
+    "--algo",
+    "--env-id",
+    "--total-timesteps",
+    "--seed",
+    "--run-id",
+    "--heartbeat-interval",
+    "--grace-period",
+    "--worker-id",
+    "--num-envs",
+    "--learning-rate",
+    "--from",
+]
 ARGV = st.lists(st.tuples(st.sampled_from(HOST_FLAGS), FLAG_VALUES).map(list), max_size=4).map(
-    lambda pairs: [item for pair in pairs for item in pair])
-CONFIG = st.one_of(st.binary(max_size=60), JSON.map(lambda v: json.dumps(v).encode()),
-                   st.fixed_dictionaries({"algo": st.sampled_from(["ppo", "dqn", "nope", "x.py", ""]),
-                                          "env_id": st.sampled_from(["CartPole-v1", "", "Nope-v0"]),
-                                          "total_timesteps": JSON}).map(lambda v: json.dumps(v).encode()))
+    lambda pairs: [item for pair in pairs for item in pair]
+)
+CONFIG = st.one_of(
+    st.binary(max_size=60),
+    JSON.map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries(
+        {
+            "algo": st.sampled_from(["ppo", "dqn", "nope", "x.py", ""]),
+            "env_id": st.sampled_from(["CartPole-v1", "", "Nope-v0"]),
+            "total_timesteps": JSON,
+        }
+    ).map(lambda v: json.dumps(v).encode()),
+)
 
 
 def _snapshot(root: Path) -> set[str]:
@@ -62,26 +108,105 @@ def test_a_dry_run_never_fails_with_anything_but_a_usage_error(tmp_path_factory,
 
 
 # ------------------------------------------------------------------ every field at its extremes
-ODD_CHARACTERS = st.sampled_from(["\n", "\r", "\t", "\x1b[31m", "\x07", "\x7f", "\x85", "\u2028", "\u202e", "\ufeff",
-                                  "\ud800", "\x00", "/", "\\", ":", ",", "*", "$(id)", "%s", "{}", "'", '"', " ",
-                                  "é", "名前", "🙂"])
+ODD_CHARACTERS = st.sampled_from(
+    [
+        "\n",
+        "\r",
+        "\t",
+        "\x1b[31m",
+        "\x07",
+        "\x7f",
+        "\x85",
+        "\u2028",
+        "\u202e",
+        "\ufeff",
+        "\ud800",
+        "\x00",
+        "/",
+        "\\",
+        ":",
+        ",",
+        "*",
+        "$(id)",
+        "%s",
+        "{}",
+        "'",
+        '"',
+        " ",
+        "é",
+        "名前",
+        "🙂",
+    ]
+)
 ODD_STRINGS = st.one_of(
     st.integers(200, 20_000).map(lambda n: "a" * n),  # very long: past a file name's 255 bytes, past a page
-    st.sampled_from(["", ".", "..", "../x", "/", "/etc/passwd", "a/b", "~", "-", "--help", "-x", "--seed=3",
-                     "con", "NUL", " ", "x" * 255, "x" * 256, "CartPole-v1\n", "ppo\x00"]),  # ids no file can have
+    st.sampled_from(
+        [
+            "",
+            ".",
+            "..",
+            "../x",
+            "/",
+            "/etc/passwd",
+            "a/b",
+            "~",
+            "-",
+            "--help",
+            "-x",
+            "--seed=3",
+            "con",
+            "NUL",
+            " ",
+            "x" * 255,
+            "x" * 256,
+            "CartPole-v1\n",
+            "ppo\x00",
+        ]
+    ),  # ids no file can have
     st.lists(ODD_CHARACTERS | st.text(max_size=4), min_size=1, max_size=4).map("".join),
 )
 ODD_NUMBERS = st.one_of(
-    st.sampled_from([0, -1, 1, 2**31, 2**63 - 1, 2**63, 2**64, 10**30, -10**30, 10**400, 1e308, -1e308, 5e-324,
-                     1e-300, 0.5, -0.0, True, False]),
-    st.integers(), st.floats(allow_nan=False, allow_infinity=False))
-ODD = st.one_of(ODD_STRINGS, ODD_NUMBERS, st.none(), st.lists(ODD_STRINGS | ODD_NUMBERS, max_size=2),
-                st.dictionaries(ODD_STRINGS, ODD_NUMBERS, max_size=2))
+    st.sampled_from(
+        [
+            0,
+            -1,
+            1,
+            2**31,
+            2**63 - 1,
+            2**63,
+            2**64,
+            10**30,
+            -(10**30),
+            10**400,
+            1e308,
+            -1e308,
+            5e-324,
+            1e-300,
+            0.5,
+            -0.0,
+            True,
+            False,
+        ]
+    ),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+ODD = st.one_of(
+    ODD_STRINGS,
+    ODD_NUMBERS,
+    st.none(),
+    st.lists(ODD_STRINGS | ODD_NUMBERS, max_size=2),
+    st.dictionaries(ODD_STRINGS, ODD_NUMBERS, max_size=2),
+)
 FIELDS = ("run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id")
 BASE = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1000}
-ODD_CONFIG = st.fixed_dictionaries({}, optional={
-    **{name: ODD for name in FIELDS},
-    "extras": st.dictionaries(ODD_STRINGS | st.sampled_from(KEYS), ODD, min_size=1, max_size=3)}).filter(bool)
+ODD_CONFIG = st.fixed_dictionaries(
+    {},
+    optional={
+        **{name: ODD for name in FIELDS},
+        "extras": st.dictionaries(ODD_STRINGS | st.sampled_from(KEYS), ODD, min_size=1, max_size=3),
+    },
+).filter(bool)
 
 
 def _as_flag(value) -> str | None:
@@ -105,8 +230,9 @@ def _cli(scratch, args):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(odd=ODD_CONFIG, by_flags=st.booleans())
-def test_any_field_at_its_extremes_is_one_line_and_exit_2_never_an_internal_error(tmp_path_factory, capsys, odd,
-                                                                                  by_flags):
+def test_any_field_at_its_extremes_is_one_line_and_exit_2_never_an_internal_error(
+    tmp_path_factory, capsys, odd, by_flags
+):
     from mosaic_core.errors import UsageError
     from mosaic_core.trainer.store import DuplicateRun
     from mosaic_core.trainer.submission import PreconditionError, parse_submission
@@ -117,8 +243,11 @@ def test_any_field_at_its_extremes_is_one_line_and_exit_2_never_an_internal_erro
     config = {**BASE, **odd}
     if by_flags and all(_as_flag(v) is not None for v in odd.values()):
         for name, value in config.items():
-            args += ([f"--{name.replace('_', '-')}", _as_flag(value)] if name != "extras" else
-                     ["--extras", json.dumps(value)])
+            args += (
+                [f"--{name.replace('_', '-')}", _as_flag(value)]
+                if name != "extras"
+                else ["--extras", json.dumps(value)]
+            )
     else:
         (scratch / "config.json").write_text(json.dumps(config), encoding="utf-8")
         args += ["--config", str(scratch / "config.json")]

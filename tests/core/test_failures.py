@@ -26,7 +26,8 @@ gymnasium.error.DependencyNotInstalled: moviepy is not installed, run `pip insta
 
 def test_the_fatal_exception_wins_over_a_later_warning():
     assert failure_reason(CHAINED.splitlines()) == (
-        "gymnasium.error.DependencyNotInstalled: moviepy is not installed, run `pip install moviepy`")
+        "gymnasium.error.DependencyNotInstalled: moviepy is not installed, run `pip install moviepy`"
+    )
 
 
 def test_without_a_traceback_the_last_error_looking_line():
@@ -34,7 +35,9 @@ def test_without_a_traceback_the_last_error_looking_line():
     assert failure_reason(lines) == "RuntimeError-ish: CUDA error: out of memory"
     assert failure_reason(["just", "words"]) == "words"
     assert failure_reason(["", "  "]) is None
-    assert failure_reason(["Traceback (most recent call last):", '  File "x"', "KeyboardInterrupt"]) == "KeyboardInterrupt"
+    assert (
+        failure_reason(["Traceback (most recent call last):", '  File "x"', "KeyboardInterrupt"]) == "KeyboardInterrupt"
+    )
 
 
 @given(st.lists(st.text(max_size=40), max_size=30))
@@ -45,13 +48,34 @@ def test_any_stderr_gives_one_of_its_lines_or_none(lines):
 
 def test_a_failed_run_prints_its_reason_on_stderr(mosaic, workdir):
     (workdir / "boom.py").write_text("import warnings\nraise ValueError('bad learning rate: -1')\n")
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "boom.py", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "10", "--run-id", "boom")
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "boom.py",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "10",
+        "--run-id",
+        "boom",
+    )
     assert result.returncode == 1
     assert result.events[-1]["payload"]["error"] == "ValueError: bad learning rate: -1"
     assert "mosaic: error: run boom failed: ValueError: bad learning rate: -1" in result.stderr
     shown = mosaic("runs", "show", "boom")
     assert "reason:          ValueError: bad learning rate: -1" in shown.stdout
-    quiet = mosaic("run", "--worker", "cleanrl", "--algo", "boom.py", "--env-id", "CartPole-v1",
-                   "--total-timesteps", "10", "--quiet")
+    quiet = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "boom.py",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "10",
+        "--quiet",
+    )
     assert quiet.stderr.splitlines()[-1].endswith("failed: ValueError: bad learning rate: -1")  # --quiet says why too

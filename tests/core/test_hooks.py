@@ -62,11 +62,14 @@ def test_mosaic_on_heartbeat_merges_and_isolates_a_conflict(run):
 def test_mosaic_build_manifest_drops_only_the_broken_plugins_sections(run):
     a = module("a", mosaic_build_manifest=lambda run, status: {"tensorboard": {"status": status}})
     assert host_with(a).build_manifest(run, "completed") == {"tensorboard": {"status": "completed"}}
-    host = host_with(a, module("b", mosaic_build_manifest=lambda: ["oops"]),
-                     module("c", mosaic_build_manifest=lambda: 1 / 0))
+    host = host_with(
+        a, module("b", mosaic_build_manifest=lambda: ["oops"]), module("c", mosaic_build_manifest=lambda: 1 / 0)
+    )
     assert host.build_manifest(run, "failed") == {"tensorboard": {"status": "failed"}}
-    assert sorted((f.plugin, f.hook) for f in host.failures.values()) == [("b", "mosaic_build_manifest"),
-                                                                         ("c", "mosaic_build_manifest")]
+    assert sorted((f.plugin, f.hook) for f in host.failures.values()) == [
+        ("b", "mosaic_build_manifest"),
+        ("c", "mosaic_build_manifest"),
+    ]
     assert "expected a dict" in host.failures["b", "mosaic_build_manifest"].error
     assert "ZeroDivisionError" in host.failures["c", "mosaic_build_manifest"].error
 
@@ -159,24 +162,30 @@ def test_mosaic_cli_commands_drop_a_duplicate_and_name_both():
 
 
 def test_mosaic_env_make_kwargs_and_mosaic_wrap_env_compose(run):
-    a = module("a", mosaic_env_make_kwargs=lambda env_id: {"render_mode": "rgb_array"},
-               mosaic_wrap_env=lambda env: (lambda e: ("A", e)))
+    a = module(
+        "a",
+        mosaic_env_make_kwargs=lambda env_id: {"render_mode": "rgb_array"},
+        mosaic_wrap_env=lambda env: lambda e: ("A", e),
+    )
     b = module("b", mosaic_wrap_env=lambda env_index: (lambda e: ("B", e)) if env_index == 0 else None)
     host = host_with(a, b)
     assert host.env_make_kwargs(None, "CartPole-v1", 0, {}) == {"render_mode": "rgb_array"}
     wrapped = host.wrap_env(None, "env", "CartPole-v1", 0)
     assert sorted([wrapped[0], wrapped[1][0]]) == ["A", "B"] and wrapped[1][1] == "env"
     assert host.wrap_env(None, "env", "CartPole-v1", 1) == ("A", "env")
-    broken = module("c", mosaic_wrap_env=lambda env: (lambda e: 1 / 0))
+    broken = module("c", mosaic_wrap_env=lambda env: lambda e: 1 / 0)
     assert host_with(a, broken).wrap_env(None, "env", "CartPole-v1", 1) == ("A", "env")
 
 
 def test_lifecycle_hooks_are_called_and_run_finished_survives_failures(run):
     calls = []
-    a = module("a", mosaic_run_started=lambda run: calls.append("started"),
-               mosaic_on_event=lambda event: calls.append(event["event"]),
-               mosaic_on_child_message=lambda kind, payload: calls.append((kind, payload)),
-               mosaic_run_finished=lambda status: 1 / 0)
+    a = module(
+        "a",
+        mosaic_run_started=lambda run: calls.append("started"),
+        mosaic_on_event=lambda event: calls.append(event["event"]),
+        mosaic_on_child_message=lambda kind, payload: calls.append((kind, payload)),
+        mosaic_run_finished=lambda status: 1 / 0,
+    )
     b = module("b", mosaic_run_finished=lambda status: calls.append(("finished", status)))
     host = host_with(a, b)
     host.run_started(run)
@@ -185,7 +194,9 @@ def test_lifecycle_hooks_are_called_and_run_finished_survives_failures(run):
     host.run_finished(run, "failed")
     assert calls == ["started", "heartbeat", ("metrics", {"x": 1}), ("finished", "failed")]
     [record] = host.failure_records()
-    assert record["plugin"] == "a" and record["hook"] == "mosaic_run_finished" and "ZeroDivisionError" in record["error"]
+    assert (
+        record["plugin"] == "a" and record["hook"] == "mosaic_run_finished" and "ZeroDivisionError" in record["error"]
+    )
 
 
 def test_mosaic_run_scalars_takes_the_first_series_and_skips_a_failing_reader(run):
@@ -256,9 +267,12 @@ def test_mosaic_env_switch_gives_the_first_switch_and_names_a_wrong_or_failing_o
 
 def test_training_process_hooks_in_process():
     seen = []
-    a = module("a", mosaic_child_setup=lambda child: seen.append(("setup", child)),
-               mosaic_on_frame=lambda frame, info: seen.append(("frame", frame, info)),
-               mosaic_on_scalar=lambda tag, value, step: seen.append(("scalar", tag, value, step)))
+    a = module(
+        "a",
+        mosaic_child_setup=lambda child: seen.append(("setup", child)),
+        mosaic_on_frame=lambda frame, info: seen.append(("frame", frame, info)),
+        mosaic_on_scalar=lambda tag, value, step: seen.append(("scalar", tag, value, step)),
+    )
     host = host_with(a)
     host.child_setup("ctx")
     host.on_frame("ctx", "pixels", "info")
@@ -267,20 +281,27 @@ def test_training_process_hooks_in_process():
 
 
 def test_a_failing_hook_is_named_once_and_costs_only_its_plugin(run, capsys):
-    host = host_with(module("grumpy", mosaic_on_heartbeat=lambda: {}["missing"], mosaic_on_scalar=lambda: 1 / 0),
-                     module("fine", mosaic_on_heartbeat=lambda: {"fine": True}))
+    host = host_with(
+        module("grumpy", mosaic_on_heartbeat=lambda: {}["missing"], mosaic_on_scalar=lambda: 1 / 0),
+        module("fine", mosaic_on_heartbeat=lambda: {"fine": True}),
+    )
     assert host.heartbeat_fields(run) == host.heartbeat_fields(run) == {"fine": True}
     host.on_scalar(None, "t", 1.0, 1)
     err = capsys.readouterr().err
     assert err.count("plugin 'grumpy' failed in mosaic_on_heartbeat (host): KeyError") == 1
     assert err.count("mosaic_on_scalar") == 1
-    assert {(r["hook"], r["count"]) for r in host.failure_records()} == {("mosaic_on_heartbeat", 2), ("mosaic_on_scalar", 1)}
+    assert {(r["hook"], r["count"]) for r in host.failure_records()} == {
+        ("mosaic_on_heartbeat", 2),
+        ("mosaic_on_scalar", 1),
+    }
 
 
 def test_mosaic_host_lost_runs_every_plugin_even_after_a_failure():
     seen = []
-    host = host_with(module("a", mosaic_host_lost=lambda child: 1 / 0),
-                     module("b", mosaic_host_lost=lambda child: seen.append(child)))
+    host = host_with(
+        module("a", mosaic_host_lost=lambda child: 1 / 0),
+        module("b", mosaic_host_lost=lambda child: seen.append(child)),
+    )
     host.host_lost("ctx")
     assert seen == ["ctx"] and host.failures["a", "mosaic_host_lost"].error.startswith("ZeroDivisionError")
 
@@ -328,10 +349,14 @@ def test_a_raising_wrapper_of_mosaic_on_scalar_and_mosaic_on_frame_costs_only_it
         yield
         raise RuntimeError("broken after yield")
 
-    fine = module("fine", mosaic_on_scalar=lambda tag, value: seen.append((tag, value)),
-                  mosaic_on_frame=lambda frame: seen.append(("frame", frame)))
-    host = host_with(fine, wrapper_module("ws", "mosaic_on_scalar", broken),
-                     wrapper_module("wf", "mosaic_on_frame", broken))
+    fine = module(
+        "fine",
+        mosaic_on_scalar=lambda tag, value: seen.append((tag, value)),
+        mosaic_on_frame=lambda frame: seen.append(("frame", frame)),
+    )
+    host = host_with(
+        fine, wrapper_module("ws", "mosaic_on_scalar", broken), wrapper_module("wf", "mosaic_on_frame", broken)
+    )
     assert not host.load_failures()
     for step in range(3):
         host.on_scalar(None, "charts/SPS", float(step), step)  # the run does not die
@@ -346,16 +371,16 @@ def test_a_raising_wrapper_of_a_stop_hook_names_its_plugin():
         yield
         raise RuntimeError("no")
 
-    host = host_with(module("a", mosaic_build_args=lambda: ["--x"]),
-                     wrapper_module("w", "mosaic_build_args", broken))
+    host = host_with(module("a", mosaic_build_args=lambda: ["--x"]), wrapper_module("w", "mosaic_build_args", broken))
     with pytest.raises(PluginError, match="plugin 'w' failed in mosaic_build_args: RuntimeError: no"):
         host.build_args(build_config({"run_id": "r", "algo": "a", "env_id": "e", "total_timesteps": 1}))
 
 
 def test_results_are_credited_to_the_plugin_that_made_them_even_when_equal_or_identical(run):
     shared = {"same": 1}
-    host = host_with(module("first", mosaic_on_heartbeat=lambda: shared),
-                     module("second", mosaic_on_heartbeat=lambda: shared))
+    host = host_with(
+        module("first", mosaic_on_heartbeat=lambda: shared), module("second", mosaic_on_heartbeat=lambda: shared)
+    )
     assert host.heartbeat_fields(run) == {"same": 1}
     [failure] = host.failures.values()  # the one that came second (pluggy: last registered first)
     assert failure.plugin == "first" and "already contributed by 'second'" in failure.error
@@ -364,10 +389,13 @@ def test_results_are_credited_to_the_plugin_that_made_them_even_when_equal_or_id
         results = yield
         return [{"from_wrapper": True}, *results]
 
-    host = host_with(module("p", mosaic_build_manifest=lambda: shared),
-                     wrapper_module("w", "mosaic_build_manifest", adds_a_section))
-    assert host._call("mosaic_build_manifest", run=run, status="completed") == [("w", {"from_wrapper": True}),
-                                                                                 ("p", shared)]
+    host = host_with(
+        module("p", mosaic_build_manifest=lambda: shared), wrapper_module("w", "mosaic_build_manifest", adds_a_section)
+    )
+    assert host._call("mosaic_build_manifest", run=run, status="completed") == [
+        ("w", {"from_wrapper": True}),
+        ("p", shared),
+    ]
 
 
 def test_old_style_hookwrappers_are_guarded_and_see_plain_results(run):
@@ -421,7 +449,7 @@ def test_trace_prints_each_call(run, capsys):
 
 # ---------------------------------------------------------------------------------------------
 # The real path: a third-party plugin distribution on PYTHONPATH, a real `mosaic run`.
-RECORDER = '''
+RECORDER = """
 import json, os
 from pathlib import Path
 from mosaic_core.hookspecs import hookimpl
@@ -511,9 +539,9 @@ def mosaic_on_scalar(child, tag, value, step):
 @hookimpl
 def mosaic_on_frame(child, frame, info):
     _log(child.run_dir, "on_frame", list(frame.shape), info.global_step)
-'''
+"""
 
-SCRIPT = '''
+SCRIPT = """
 import os, sys
 from dataclasses import dataclass
 import gymnasium as gym
@@ -548,22 +576,53 @@ child.emit_event("checkpoint_saved", {"path": "runs/x/model.cleanrl_model", "glo
 child.emit_event("recorder_said", {"hello": 1})
 child.emit_event("undeclared_event", {"hello": 2})
 import time; time.sleep(0.6)
-'''
+"""
 
 
 def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
-    site = make_distribution(tmp_path / "site", "mosaic-recorder", {"mosaic.plugins": {"recorder": "recorder_plugin"}},
-                             {"recorder_plugin": RECORDER})
+    site = make_distribution(
+        tmp_path / "site",
+        "mosaic-recorder",
+        {"mosaic.plugins": {"recorder": "recorder_plugin"}},
+        {"recorder_plugin": RECORDER},
+    )
     (workdir / "algo.py").write_text(SCRIPT)
     env = {"PYTHONPATH": str(site)}
     hello = mosaic("recorder-hello", "--who", "mosaic", env=env)
     assert hello.returncode == 0 and hello.stdout.strip() == "hello mosaic"
-    rejected = mosaic("run", "--worker", "cleanrl", "--algo", "algo.py", "--env-id", "CartPole-v1",
-                      "--total-timesteps", "10", "--extras", '{"recorder_reject": true}', env=env)
+    rejected = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "algo.py",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "10",
+        "--extras",
+        '{"recorder_reject": true}',
+        env=env,
+    )
     assert rejected.returncode == 2 and "rejected by the recorder plugin" in rejected.stderr
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "algo.py", "--env-id", "CartPole-v1",
-                    "--total-timesteps", "10", "--run-id", "hooks", "--heartbeat-interval", "0.2",
-                    "--extras", '{"recorder_seed": true}', env=env)
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "algo.py",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "10",
+        "--run-id",
+        "hooks",
+        "--heartbeat-interval",
+        "0.2",
+        "--extras",
+        '{"recorder_seed": true}',
+        env=env,
+    )
     assert result.returncode == 0, result.stderr + (runs_root / "hooks/logs/cleanrl.stderr.log").read_text()
     events = result.events
     assert events[0]["event"] == "run_started" and events[-1]["event"] == "run_completed"
@@ -579,8 +638,16 @@ def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
     assert manifest["recorder"] == {"status": "completed"} and manifest["status"] == "completed"
     log = [json.loads(line) for line in (run_dir / "hooklog.jsonl").read_text().splitlines()]
     names = [entry[1] for entry in log]
-    for hook in ("run_started", "on_event", "on_child_message", "run_finished", "child_setup", "wrap_env",
-                 "on_scalar", "on_frame"):
+    for hook in (
+        "run_started",
+        "on_event",
+        "on_child_message",
+        "run_finished",
+        "child_setup",
+        "wrap_env",
+        "on_scalar",
+        "on_frame",
+    ):
         assert hook in names, f"{hook} was never called"
     host_pid = next(e[0] for e in log if e[1] == "run_started")
     child_pid = next(e[0] for e in log if e[1] == "child_setup")
@@ -591,39 +658,66 @@ def test_every_hook_through_a_real_run(mosaic, workdir, runs_root, tmp_path):
     assert names.index("run_finished") < len(names) - 1 and log[-1][1:3] == ["on_event", "run_completed"]
 
 
-TB_SCRIPT = '''
+TB_SCRIPT = """
 from torch.utils.tensorboard import SummaryWriter
 from tensorboardX import SummaryWriter as XWriter
 SummaryWriter("runs/CartPole-v1__x__1__1").add_scalar("charts/SPS", 1.0, 1)
 XWriter(logdir="runs/tbx").add_scalar("charts/SPS", 2.0, 1)
-'''
+"""
 
 
 def test_tensorboard_dir_relocates_the_scripts_writers(mosaic, workdir, runs_root):
     (workdir / "tb.py").write_text(TB_SCRIPT)
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "tb.py", "--env-id", "CartPole-v1", "--total-timesteps",
-                    "1", "--run-id", "tbdir", "--extras", '{"tensorboard_dir": "board"}')
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "tb.py",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1",
+        "--run-id",
+        "tbdir",
+        "--extras",
+        '{"tensorboard_dir": "board"}',
+    )
     assert result.returncode == 0, result.stderr
     run_dir = runs_root / "tbdir"
     assert list((run_dir / "board" / "CartPole-v1__x__1__1").glob("events.out.tfevents.*"))
     assert list((run_dir / "board" / "tbx").glob("events.out.tfevents.*"))
     assert not (run_dir / "runs").exists()
-    outside = mosaic("run", "--worker", "cleanrl", "--algo", "tb.py", "--env-id", "CartPole-v1", "--total-timesteps",
-                     "1", "--extras", '{"tensorboard_dir": "../../etc"}')
+    outside = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "tb.py",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1",
+        "--extras",
+        '{"tensorboard_dir": "../../etc"}',
+    )
     assert outside.returncode == 2 and "tensorboard_dir" in outside.stderr
 
 
 def test_mosaic_frame_wanted_is_any_of_its_answers_and_a_raising_one_costs_only_itself(capsys):
     """``frame_wanted``: True from one implementation is enough; a raising implementation is
     isolated (named once) and the others still answer."""
+
     def broken(child, env_index):
         raise RuntimeError("no clock")
 
     nobody = host_with(module("never", mosaic_frame_wanted=lambda child, env_index: None))
     assert nobody.frame_wanted("ctx", 0) is False
-    host = host_with(module("never", mosaic_frame_wanted=lambda child, env_index: False),
-                     module("odd", mosaic_frame_wanted=lambda child, env_index: env_index % 2 == 1),
-                     module("broken", mosaic_frame_wanted=broken))
+    host = host_with(
+        module("never", mosaic_frame_wanted=lambda child, env_index: False),
+        module("odd", mosaic_frame_wanted=lambda child, env_index: env_index % 2 == 1),
+        module("broken", mosaic_frame_wanted=broken),
+    )
     assert [host.frame_wanted("ctx", i) for i in range(3)] == [False, True, False]
     assert [(f.plugin, f.hook) for f in host.failures.values()] == [("broken", "mosaic_frame_wanted")]
     assert capsys.readouterr().err.count("no clock") == 1
@@ -637,8 +731,9 @@ def test_the_public_frame_wanted_asks_the_plugins_at_most_every_50_ms_per_env_wh
     from mosaic_core import _patchpoints, child
 
     asked, answer = [], {"yes": False}
-    host = host_with(module("counted", mosaic_frame_wanted=lambda child, env_index: asked.append(env_index)
-                            or answer["yes"]))
+    host = host_with(
+        module("counted", mosaic_frame_wanted=lambda child, env_index: asked.append(env_index) or answer["yes"])
+    )
     monkeypatch.setattr(_patchpoints, "ready", lambda: ("ctx", host))
     monkeypatch.setattr(child, "_frames_refused_until", {})
     assert not any(child.frame_wanted(0) for _ in range(100))

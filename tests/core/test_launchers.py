@@ -24,11 +24,18 @@ def test_the_installed_ray_launcher_is_discovered_with_its_options():
 
 
 def _fake_launchers():
-    info = launchers.LauncherInfo("fake", "a test launcher", (
-        launchers.LauncherOption("--fake-where", "MOSAIC_FAKE_WHERE", "where", selects=True),
-        launchers.LauncherOption("--fake-shared", "MOSAIC_FAKE_SHARED", "shared", switch=True)), "nowhere:execute")
-    other = launchers.LauncherInfo("other", "x", (launchers.LauncherOption("--other-at", "MOSAIC_OTHER_AT", "at"),),
-                                   "nowhere:execute")
+    info = launchers.LauncherInfo(
+        "fake",
+        "a test launcher",
+        (
+            launchers.LauncherOption("--fake-where", "MOSAIC_FAKE_WHERE", "where", selects=True),
+            launchers.LauncherOption("--fake-shared", "MOSAIC_FAKE_SHARED", "shared", switch=True),
+        ),
+        "nowhere:execute",
+    )
+    other = launchers.LauncherInfo(
+        "other", "x", (launchers.LauncherOption("--other-at", "MOSAIC_OTHER_AT", "at"),), "nowhere:execute"
+    )
     parser = argparse.ArgumentParser()
     launchers.add_arguments(parser, [info, other])
     return info, other, parser
@@ -46,8 +53,9 @@ def test_a_launcher_is_chosen_by_name_or_by_a_selecting_option(monkeypatch):
 def test_a_choice_passes_on_as_explicit_flags_and_never_through_the_environment(monkeypatch):
     monkeypatch.delenv("MOSAIC_FAKE_WHERE", raising=False)
     info, other, parser = _fake_launchers()
-    choice = launchers.select(parser.parse_args(["--fake-where", "there", "--fake-shared", "--num-gpus", "1"]),
-                              [info, other])
+    choice = launchers.select(
+        parser.parse_args(["--fake-where", "there", "--fake-shared", "--num-gpus", "1"]), [info, other]
+    )
     assert choice.argv() == ["--launcher", "fake", "--num-gpus", "1", "--fake-where", "there", "--fake-shared"]
     import os
 
@@ -56,12 +64,15 @@ def test_a_choice_passes_on_as_explicit_flags_and_never_through_the_environment(
     assert again == choice
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--launcher", "nowhere"], "--launcher 'nowhere': no such launcher (installed: local, fake, other)"),
-    (["--launcher", "other", "--fake-where", "x"], "--launcher other was chosen but --fake-where"),
-    (["--launcher", "local", "--other-at", "x"], "--launcher local was chosen but --other-at"),
-    (["--fake-where", ""], "--fake-where is empty"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--launcher", "nowhere"], "--launcher 'nowhere': no such launcher (installed: local, fake, other)"),
+        (["--launcher", "other", "--fake-where", "x"], "--launcher other was chosen but --fake-where"),
+        (["--launcher", "local", "--other-at", "x"], "--launcher local was chosen but --other-at"),
+        (["--fake-where", ""], "--fake-where is empty"),
+    ],
+)
 def test_a_bad_choice_is_one_usage_error(monkeypatch, argv, message):
     monkeypatch.delenv("MOSAIC_FAKE_WHERE", raising=False)
     info, other, parser = _fake_launchers()
@@ -86,21 +97,33 @@ def test_strip_options_keeps_only_the_worker_flags():
 
 
 def test_a_dry_run_with_a_launcher_imports_nothing_of_it(tmp_path):
-    code = ("import sys; from mosaic_core.pipeline import main; "
-            "rc = main('example', ['--env-id', 'CartPole-v1', '--total-timesteps', '100', '--dry-run', "
-            "'--ray-address', '127.0.0.1:1']); "
-            "assert rc == 0; assert not [m for m in sys.modules if m == 'ray' or m.startswith('ray.')]")
+    code = (
+        "import sys; from mosaic_core.pipeline import main; "
+        "rc = main('example', ['--env-id', 'CartPole-v1', '--total-timesteps', '100', '--dry-run', "
+        "'--ray-address', '127.0.0.1:1']); "
+        "assert rc == 0; assert not [m for m in sys.modules if m == 'ray' or m.startswith('ray.')]"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
 
 def test_an_unreachable_cluster_is_one_line_and_leaves_no_run_directory(mosaic, workdir):
-    done = mosaic("run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "100",
-                  "--ray-address", "127.0.0.1:1")
+    done = mosaic(
+        "run",
+        "--worker",
+        "example",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "100",
+        "--ray-address",
+        "127.0.0.1:1",
+    )
     assert done.returncode == 2
     assert [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")] == [
         "mosaic: error: Ray cluster at 127.0.0.1:1 does not answer: Connection refused "
-        "(is `ray start --head` running there?)"]
+        "(is `ray start --head` running there?)"
+    ]
     runs = workdir / "var" / "trainer" / "runs"
     assert not runs.exists() or not any(runs.iterdir())
 
@@ -111,11 +134,15 @@ def _begin(settings, num_cpus):
 
 def test_start_early_is_the_chosen_launchers_and_none_otherwise():
     option = launchers.LauncherOption("--fake-where", "MOSAIC_FAKE_WHERE", "where", selects=True)
-    early = launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute",
-                                   start_early="tests.core.test_launchers:_begin")
+    early = launchers.LauncherInfo(
+        "fake", "x", (option,), "nowhere:execute", start_early="tests.core.test_launchers:_begin"
+    )
     plain = launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute")
     assert launchers.start_early(launchers.LauncherChoice("fake", early, {"fake_where": "there"}), 2) == (
-        "begun", "there", 2)
+        "begun",
+        "there",
+        2,
+    )
     assert launchers.start_early(launchers.LauncherChoice(), 2) is None  # the local launcher
     assert launchers.start_early(launchers.LauncherChoice("fake", plain, {"fake_where": "there"}), 2) is None
     with pytest.raises(ValueError, match="start_early"):
@@ -123,8 +150,20 @@ def test_start_early_is_the_chosen_launchers_and_none_otherwise():
 
 
 def test_an_unreachable_cluster_and_an_unchosen_worker_are_both_reported(mosaic, workdir):
-    done = mosaic("run", "--algo", "no-such-algo", "--env-id", "CartPole-v1", "--total-timesteps", "100",
-                  "--launcher", "ray", "--ray-address", "127.0.0.1:1", env={"MOSAIC_DEFAULT_WORKER": ""})
+    done = mosaic(
+        "run",
+        "--algo",
+        "no-such-algo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "100",
+        "--launcher",
+        "ray",
+        "--ray-address",
+        "127.0.0.1:1",
+        env={"MOSAIC_DEFAULT_WORKER": ""},
+    )
     assert done.returncode == 2
     lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")]
     assert len(lines) == 1 and "Ray cluster at 127.0.0.1:1 does not answer" in lines[0], done.stderr

@@ -41,12 +41,19 @@ def _packages_of(pyproject: Path) -> dict[str, Path]:
     entry point names."""
     data = tomllib.loads(pyproject.read_text())
     setuptools = data.get("tool", {}).get("setuptools", {})
-    folders = {name: pyproject.parent / folder for name, folder in setuptools.get("package-dir", {}).items()}
-    names = {package.split(".")[0] for package in setuptools.get("packages", [])}
+    packages = setuptools.get("packages", [])  # a list, or {"find": {"where": [...]}}
+    found = packages.get("find", {}) if isinstance(packages, dict) else {}
+    roots = [pyproject.parent / where for where in found.get("where", ["."])]
+    names = {package.split(".")[0] for package in packages if isinstance(packages, list)}
     for group, entries in data.get("project", {}).get("entry-points", {}).items():
         if group.startswith("mosaic."):
             names |= {value.split(":")[0].split(".")[0] for value in entries.values()}
-    return {name: folders.get(name, pyproject.parent / name) for name in names}
+    for root in roots:  # packages.find: every importable folder named mosaic_* under a root
+        names |= {init.parent.name for init in root.glob("mosaic_*/__init__.py")}
+    folders = {}
+    for name in names:
+        folders[name] = next((root / name for root in roots if (root / name).is_dir()), pyproject.parent / name)
+    return folders
 
 
 def _packages() -> dict[str, Path]:
@@ -126,8 +133,17 @@ def _plugin_imports() -> list[tuple[str, Path, ast.AST, str]]:
 
 def test_the_package_list_comes_from_pyproject():
     # what setuptools installs and every mosaic.* entry point, examples included
-    assert {"mosaic_core", "cleanrl_worker", "mosaic_fastlane", "mosaic_dashboard", "mosaic_curriculum",
-            "mosaic_ray", "rllib_worker", "xuance_worker", "mosaic_example_plugin"} <= set(PACKAGES)
+    assert {
+        "mosaic_core",
+        "mosaic_cleanrl",
+        "mosaic_fastlane",
+        "mosaic_dashboard",
+        "mosaic_curriculum",
+        "mosaic_ray",
+        "mosaic_rllib",
+        "mosaic_xuance",
+        "mosaic_example_plugin",
+    } <= set(PACKAGES)
     for name, folder in PACKAGES.items():
         assert (folder / "__init__.py").is_file(), f"{name}: no package at {folder}"
 
@@ -139,7 +155,7 @@ def test_no_import_cycle_in_the_host():
 
     def visit(name: str, path: list[str]) -> None:
         for dep in sorted(edges[name]):
-            assert dep not in path, "import cycle: " + " -> ".join(path[path.index(dep):] + [dep])
+            assert dep not in path, "import cycle: " + " -> ".join(path[path.index(dep) :] + [dep])
             if dep not in done:
                 visit(dep, path + [dep])
         done.add(name)
@@ -155,9 +171,11 @@ def test_the_host_imports_no_plugin():
 
 
 def test_no_plugin_imports_another_plugin():
-    leaks = [f"{path.relative_to(ROOT)}:{node.lineno}: {package} imports {module}"
-             for package, path, node, module in _plugin_imports()
-             if module.split(".")[0] in PLUGIN_PACKAGES and module.split(".")[0] != package]
+    leaks = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {package} imports {module}"
+        for package, path, node, module in _plugin_imports()
+        if module.split(".")[0] in PLUGIN_PACKAGES and module.split(".")[0] != package
+    ]
     assert not leaks, "plugins depend on the host, never on each other:\n" + "\n".join(leaks)
 
 
@@ -168,23 +186,35 @@ def test_plugins_import_only_the_public_surface():
             problem = _surface_problem(node)
             if problem:
                 leaks.append(f"{path.relative_to(ROOT)}:{node.lineno}: {problem}")
-    assert not leaks, ("a core internal (not in mosaic_core.__all__ or mosaic_core.PUBLIC_MODULES):\n"
-                       + "\n".join(sorted(set(leaks))))
+    assert not leaks, "a core internal (not in mosaic_core.__all__ or mosaic_core.PUBLIC_MODULES):\n" + "\n".join(
+        sorted(set(leaks))
+    )
 
 
 def test_the_surface_check_tells_public_from_private():
     def problem(line: str) -> str | None:
         return _surface_problem(ast.parse(line).body[0])
 
-    for public in ("from mosaic_core import hookimpl, Worker", "from mosaic_core import child",
-                   "from mosaic_core.child import emit_event, env_switch", "from mosaic_core.trainer import client",
-                   "from mosaic_core.runstore.trust import untrusted_run", "import mosaic_core.procs",
-                   "from mosaic_core.contract import StopOnSignal"):
+    for public in (
+        "from mosaic_core import hookimpl, Worker",
+        "from mosaic_core import child",
+        "from mosaic_core.child import emit_event, env_switch",
+        "from mosaic_core.trainer import client",
+        "from mosaic_core.runstore.trust import untrusted_run",
+        "import mosaic_core.procs",
+        "from mosaic_core.contract import StopOnSignal",
+    ):
         assert problem(public) is None, public
-    for private in ("from mosaic_core.child import install", "from mosaic_core.child import _state",
-                    "from mosaic_core.pipeline import run_worker", "from mosaic_core import pipeline",
-                    "from mosaic_core.hookspecs import hookimpl", "from mosaic_core import _patchpoints",
-                    "import mosaic_core.supervisor", "from mosaic_core.trainer import store"):
+    for private in (
+        "from mosaic_core.child import install",
+        "from mosaic_core.child import _state",
+        "from mosaic_core.pipeline import run_worker",
+        "from mosaic_core import pipeline",
+        "from mosaic_core.hookspecs import hookimpl",
+        "from mosaic_core import _patchpoints",
+        "import mosaic_core.supervisor",
+        "from mosaic_core.trainer import store",
+    ):
         assert problem(private), private
 
 

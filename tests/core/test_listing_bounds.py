@@ -14,7 +14,6 @@ import time
 
 from mosaic_core.runstore import summary
 from mosaic_core.runstore.summary import summarize
-
 from tests.conftest import BIN, HOST_VARS
 
 GIB = 1 << 30
@@ -38,17 +37,26 @@ def sparse(path, head: bytes = b"", size: int = GIB, tail: bytes = b"") -> None:
 def hostile_root(root):
     good = root / "good"
     good.mkdir(parents=True)
-    (good / "config.json").write_text(json.dumps({"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1",
-                                                  "total_timesteps": 1000}))
-    (good / "events.jsonl").write_bytes(event("run_started", 1, {}) + b"\n"
-                                        + event("metrics", 2, {"global_step": 500}) + b"\n"
-                                        + event("run_completed", 3, {}) + b"\n")
+    (good / "config.json").write_text(
+        json.dumps({"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1000})
+    )
+    (good / "events.jsonl").write_bytes(
+        event("run_started", 1, {})
+        + b"\n"
+        + event("metrics", 2, {"global_step": 500})
+        + b"\n"
+        + event("run_completed", 3, {})
+        + b"\n"
+    )
     (root / "one-line").mkdir()
     sparse(root / "one-line" / "events.jsonl")  # 1 GiB, no newline at all
     (root / "long-line").mkdir()
     (root / "long-line" / "config.json").write_text(json.dumps({"algo": "dqn", "env_id": "Acrobot-v1"}))
-    sparse(root / "long-line" / "events.jsonl", event("run_started", 1, {"worker": "cleanrl"}) + b"\n",
-           tail=b"\n" + event("metrics", 3, {"global_step": 42, "episodic_return": 7.5}) + b"\n")
+    sparse(
+        root / "long-line" / "events.jsonl",
+        event("run_started", 1, {"worker": "cleanrl"}) + b"\n",
+        tail=b"\n" + event("metrics", 3, {"global_step": 42, "episodic_return": 7.5}) + b"\n",
+    )
     (root / "big-config").mkdir()
     sparse(root / "big-config" / "config.json", b'{"algo": "')
     (root / "big-config" / "events.jsonl").write_bytes(event("run_started", 1, {"algo": "sac"}) + b"\n")
@@ -60,17 +68,23 @@ def mosaic_runs_bounded(root, cwd, *args: str) -> tuple[int, str, str, int]:
     process's peak RSS counts the memory of the process it was forked from at exec, which for a
     child of pytest is pytest's own (hundreds of MiB once tests have imported torch)."""
     args = args or ("runs", "--json")
-    limit = ("import os, resource, sys\n"
-             "pid = os.fork()\n"
-             f"if pid == 0: resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE})); "
-             "os.execv(sys.argv[2], sys.argv[2:])\n"
-             "_pid, status, usage = os.wait4(pid, 0)\n"
-             "open(sys.argv[1], 'w').write(str(usage.ru_maxrss * 1024))\n"
-             "sys.exit(os.waitstatus_to_exitcode(status))")
+    limit = (
+        "import os, resource, sys\n"
+        "pid = os.fork()\n"
+        f"if pid == 0: resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE})); "
+        "os.execv(sys.argv[2], sys.argv[2:])\n"
+        "_pid, status, usage = os.wait4(pid, 0)\n"
+        "open(sys.argv[1], 'w').write(str(usage.ru_maxrss * 1024))\n"
+        "sys.exit(os.waitstatus_to_exitcode(status))"
+    )
     env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
     peak = cwd / "peak-rss"
-    proc = subprocess.run([sys.executable, "-c", limit, str(peak), str(BIN / "mosaic"), *args, "--runs-dir", str(root)],
-                          cwd=cwd, env=env, capture_output=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", limit, str(peak), str(BIN / "mosaic"), *args, "--runs-dir", str(root)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+    )
     return proc.returncode, proc.stdout.decode(), proc.stderr.decode(), int(peak.read_text())
 
 

@@ -11,11 +11,23 @@ def metrics(step: int) -> dict:
 
 
 def test_an_earlier_attempts_metrics_past_the_resume_point_are_dropped():
-    log = [{"event": "run_started"}, metrics(100), metrics(200), metrics(300),
-           {"event": "heartbeat", "payload": {"metrics": {"global_step": 300}}}, {"event": "run_cancelled"},
-           {"event": "run_resumed", "payload": {"from_step": 200}}, {"event": "run_started"}, metrics(250),
-           {"event": "run_cancelled"}, {"event": "run_resumed", "payload": {"from_step": 150}},
-           {"event": "run_started"}, metrics(175), metrics(400), {"event": "run_completed"}]
+    log = [
+        {"event": "run_started"},
+        metrics(100),
+        metrics(200),
+        metrics(300),
+        {"event": "heartbeat", "payload": {"metrics": {"global_step": 300}}},
+        {"event": "run_cancelled"},
+        {"event": "run_resumed", "payload": {"from_step": 200}},
+        {"event": "run_started"},
+        metrics(250),
+        {"event": "run_cancelled"},
+        {"event": "run_resumed", "payload": {"from_step": 150}},
+        {"event": "run_started"},
+        metrics(175),
+        metrics(400),
+        {"event": "run_completed"},
+    ]
     kept = one_history(log)
     assert metric_steps(kept) == [100, 175, 400]
     assert [e["event"] for e in kept].count("run_resumed") == 2 and kept[-1]["event"] == "run_completed"

@@ -12,8 +12,15 @@ EXAMPLE = ["run", "--worker", "example", "--env-id", "CartPole-v1"]
 
 
 def test_a_recorded_run_repeats_and_ids_need_only_a_prefix(mosaic, workdir, runs_root):
-    first = mosaic(*EXAMPLE, "--total-timesteps", "200", "--run-id", "origin-run",
-                   "--extras", '{"thresh_level": 2, "wandb_api_key": "sk-never-on-disk"}')
+    first = mosaic(
+        *EXAMPLE,
+        "--total-timesteps",
+        "200",
+        "--run-id",
+        "origin-run",
+        "--extras",
+        '{"thresh_level": 2, "wandb_api_key": "sk-never-on-disk"}',
+    )
     assert first.returncode == 0, first.stderr
     recorded = json.loads((runs_root / "origin-run" / "config.json").read_text())
     assert recorded["worker"] == "example" and recorded["extras"]["wandb_api_key"] == "***"
@@ -42,11 +49,24 @@ def test_the_runs_root_is_found_from_a_subfolder(mosaic, workdir):
 
 
 def test_logs_follow_a_live_run_until_it_ends(workdir):
-    run = subprocess.Popen([str(BIN / "mosaic"), *EXAMPLE, "--total-timesteps", "20000", "--run-id", "live",
-                            "--extras", '{"metrics_interval_s": 0.1}'], cwd=workdir, stdout=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            *EXAMPLE,
+            "--total-timesteps",
+            "20000",
+            "--run-id",
+            "live",
+            "--extras",
+            '{"metrics_interval_s": 0.1}',
+        ],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+    )
     try:
-        follow = subprocess.run([str(BIN / "mosaic"), "logs", "live", "--follow"], cwd=workdir, capture_output=True,
-                                text=True, timeout=120)
+        follow = subprocess.run(
+            [str(BIN / "mosaic"), "logs", "live", "--follow"], cwd=workdir, capture_output=True, text=True, timeout=120
+        )
     finally:
         run.wait(timeout=120)
     assert follow.returncode == 0, follow.stderr

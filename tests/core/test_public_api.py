@@ -20,9 +20,27 @@ def test_frames_and_agent_scalars_published_through_the_api_reach_fastlane_and_t
     from mosaic_fastlane import FastLaneReader
 
     extras = {"fastlane": True, "metrics_interval_s": 0.05}
-    proc = subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "example", "--env-id", "CartPole-v1", "--direct",
-                             "--total-timesteps", "60000", "--run-id", "api", "--extras", json.dumps(extras)],
-                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "example",
+            "--env-id",
+            "CartPole-v1",
+            "--direct",
+            "--total-timesteps",
+            "60000",
+            "--run-id",
+            "api",
+            "--extras",
+            json.dumps(extras),
+        ],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     frame = None
     try:
         deadline = time.monotonic() + 60
@@ -50,21 +68,44 @@ def test_frames_and_agent_scalars_published_through_the_api_reach_fastlane_and_t
 
 
 def test_the_api_is_a_no_op_outside_a_run(workdir):
-    done = subprocess.run([str(BIN / "python"), "-c",
-                           "import numpy as np\n"
-                           "from mosaic_core.child import frame_wanted, publish_frame, report_scalar\n"
-                           "assert frame_wanted() is False\n"
-                           "publish_frame(np.zeros((4, 4, 3), np.uint8)); report_scalar('x', 1.0, 1, agent='a')\n"
-                           "print('ok')"], cwd=workdir, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            str(BIN / "python"),
+            "-c",
+            "import numpy as np\n"
+            "from mosaic_core.child import frame_wanted, publish_frame, report_scalar\n"
+            "assert frame_wanted() is False\n"
+            "publish_frame(np.zeros((4, 4, 3), np.uint8)); report_scalar('x', 1.0, 1, agent='a')\n"
+            "print('ok')",
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
     assert done.stdout.strip() == "ok", done.stderr
 
 
 def test_frames_are_throttled_to_the_fastlane_interval(workdir, runs_root):
     """The program asks before rendering: with a 1 s interval a 2-3 s run publishes a handful of
     frames, not one per step."""
-    done = run_cli(["run", "--worker", "example", "--env-id", "CartPole-v1", "--direct", "--total-timesteps",
-                    "30000", "--run-id", "slow", "--extras", json.dumps({"fastlane": True})], cwd=workdir,
-                   env={"CLEANRL_FASTLANE_INTERVAL_MS": "1000"})
+    done = run_cli(
+        [
+            "run",
+            "--worker",
+            "example",
+            "--env-id",
+            "CartPole-v1",
+            "--direct",
+            "--total-timesteps",
+            "30000",
+            "--run-id",
+            "slow",
+            "--extras",
+            json.dumps({"fastlane": True}),
+        ],
+        cwd=workdir,
+        env={"CLEANRL_FASTLANE_INTERVAL_MS": "1000"},
+    )
     assert done.returncode == 0, done.stderr
     manifest = json.loads((runs_root / "slow" / "manifest.json").read_text())
     seconds = done.events[-1]["timestamp"] - done.events[0]["timestamp"]

@@ -23,8 +23,23 @@ def test_the_committed_reference_pages_are_up_to_date():
 
 def test_the_cli_page_has_every_command_and_every_worker_of_this_distribution():
     cli = PAGES["cli.md"]
-    for command in ["run", "daemon", "submit", "cancel", "logs", "runs", "algos", "envs", "enjoy", "plot",
-                    "tensorboard", "serve", "sweep", "fastlane", *(c.name for c in BUILTIN)]:
+    for command in [
+        "run",
+        "daemon",
+        "submit",
+        "cancel",
+        "logs",
+        "runs",
+        "algos",
+        "envs",
+        "enjoy",
+        "plot",
+        "tensorboard",
+        "serve",
+        "sweep",
+        "fastlane",
+        *(c.name for c in BUILTIN),
+    ]:
         assert f"\n## mosaic {command}\n" in cli, command
     for worker in ("cleanrl", "rllib", "xuance"):
         section = cli.split(f"\n### mosaic run --worker {worker}\n", 1)[1].split("\n### ", 1)[0]

@@ -13,17 +13,41 @@ from mosaic_core.runstore.index import INDEX_NAME, RunIndex, list_runs, record_r
 from mosaic_core.runstore.summary import summarize
 
 
-def make_run(root, run_id, *, end: str | None = "run_completed", step: int = 100, experiment: str | None = None,
-             started: float | None = None):
+def make_run(
+    root,
+    run_id,
+    *,
+    end: str | None = "run_completed",
+    step: int = 100,
+    experiment: str | None = None,
+    started: float | None = None,
+):
     run = root / run_id
     run.mkdir(parents=True)
     extras = {"experiment_name": experiment} if experiment else {}
-    (run / "config.json").write_text(json.dumps({"run_id": run_id, "worker": "cleanrl", "algo": "ppo",
-                                                 "env_id": "CartPole-v1", "total_timesteps": 1000, "extras": extras}))
+    (run / "config.json").write_text(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "worker": "cleanrl",
+                "algo": "ppo",
+                "env_id": "CartPole-v1",
+                "total_timesteps": 1000,
+                "extras": extras,
+            }
+        )
+    )
     t = started or time.time()
-    events = [{"event": "run_started", "run_id": run_id, "seq": 1, "timestamp": t, "payload": {}},
-              {"event": "metrics", "run_id": run_id, "seq": 2, "timestamp": t + 1,
-               "payload": {"global_step": step, "episodic_return": 1.5}}]
+    events = [
+        {"event": "run_started", "run_id": run_id, "seq": 1, "timestamp": t, "payload": {}},
+        {
+            "event": "metrics",
+            "run_id": run_id,
+            "seq": 2,
+            "timestamp": t + 1,
+            "payload": {"global_step": step, "episodic_return": 1.5},
+        },
+    ]
     if end:
         events.append({"event": end, "run_id": run_id, "seq": 3, "timestamp": t + 2, "payload": {"error": "boom"}})
     (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
@@ -31,8 +55,16 @@ def make_run(root, run_id, *, end: str | None = "run_completed", step: int = 100
 
 
 def fresh(root):
-    return sorted((summarize(p).to_dict() for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
-                   and ((p / "config.json").exists() or (p / "events.jsonl").exists())), key=lambda s: s["run_id"])
+    return sorted(
+        (
+            summarize(p).to_dict()
+            for p in root.iterdir()
+            if p.is_dir()
+            and not p.name.startswith(".")
+            and ((p / "config.json").exists() or (p / "events.jsonl").exists())
+        ),
+        key=lambda s: s["run_id"],
+    )
 
 
 def listed(root):
@@ -49,12 +81,28 @@ def test_the_index_answers_as_the_directories_do_and_follows_their_changes(tmp_p
     assert [s.run_id for s in list_runs(root)][:2] == ["live", "r4"]  # newest first
     assert oct((root / INDEX_NAME).stat().st_mode & 0o777) == "0o600"
     rows = sqlite3.connect(root / INDEX_NAME).execute("SELECT run_id, status FROM runs ORDER BY run_id").fetchall()
-    assert dict(rows) == {"live": "running", "r0": "completed", "r1": "completed", "r2": "completed",
-                          "r3": "failed", "r4": "completed"}
+    assert dict(rows) == {
+        "live": "running",
+        "r0": "completed",
+        "r1": "completed",
+        "r2": "completed",
+        "r3": "failed",
+        "r4": "completed",
+    }
 
     with open(root / "live" / "events.jsonl", "a") as handle:  # the running run ends
-        handle.write(json.dumps({"event": "run_cancelled", "run_id": "live", "seq": 3, "timestamp": time.time(),
-                                 "payload": {"reason": "stop"}}) + "\n")
+        handle.write(
+            json.dumps(
+                {
+                    "event": "run_cancelled",
+                    "run_id": "live",
+                    "seq": 3,
+                    "timestamp": time.time(),
+                    "payload": {"reason": "stop"},
+                }
+            )
+            + "\n"
+        )
     import shutil
 
     shutil.rmtree(root / "r0")  # one is removed, one arrives, one's manifest is rewritten
@@ -102,14 +150,17 @@ def test_runs_are_recorded_as_they_start_and_end_and_found_by_experiment(tmp_pat
     list_runs(root)
     sqlite3.connect(root / INDEX_NAME).execute("DELETE FROM runs WHERE run_id = 'b'").connection.commit()
     with open(run / "events.jsonl", "a") as handle:
-        handle.write(json.dumps({"event": "heartbeat", "run_id": "a", "seq": 3, "timestamp": time.time(),
-                                 "payload": {}}) + "\n")
+        handle.write(
+            json.dumps({"event": "heartbeat", "run_id": "a", "seq": 3, "timestamp": time.time(), "payload": {}}) + "\n"
+        )
     record_run(run)  # the host, as the run starts
     stored = dict(sqlite3.connect(root / INDEX_NAME).execute("SELECT run_id, status FROM runs").fetchall())
     assert stored == {"a": "running"}
     with open(run / "events.jsonl", "a") as handle:
-        handle.write(json.dumps({"event": "run_completed", "run_id": "a", "seq": 4, "timestamp": time.time(),
-                                 "payload": {}}) + "\n")
+        handle.write(
+            json.dumps({"event": "run_completed", "run_id": "a", "seq": 4, "timestamp": time.time(), "payload": {}})
+            + "\n"
+        )
     record_run(run)  # and as it ends
     stored = dict(sqlite3.connect(root / INDEX_NAME).execute("SELECT run_id, status FROM runs").fetchall())
     assert stored == {"a": "completed"}

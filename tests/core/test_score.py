@@ -30,9 +30,17 @@ def test_a_thin_window_widens_to_the_last_episodes():
 def _evaluation(run_dir: Path, name: str, step: int, returns: list[float]) -> None:
     folder = run_dir / "evaluations" / name
     folder.mkdir(parents=True)
-    result = contract.eval_result(worker="cleanrl", algo="ppo", env_id="CartPole-v1", checkpoint="c", global_step=step,
-                                  returns=returns, lengths=[1] * len(returns), seeds=list(range(len(returns))),
-                                  deterministic=True)
+    result = contract.eval_result(
+        worker="cleanrl",
+        algo="ppo",
+        env_id="CartPole-v1",
+        checkpoint="c",
+        global_step=step,
+        returns=returns,
+        lengths=[1] * len(returns),
+        seeds=list(range(len(returns))),
+        deterministic=True,
+    )
     contract.write_eval(folder / contract.EVAL_FILE, result)
 
 
@@ -49,9 +57,19 @@ def test_the_final_evaluation_wins_and_an_early_one_does_not(tmp_path):
 def _run(root: Path, run_id: str, seed: int, worker: str, algo: str, total: int, **extras) -> Path:
     run_dir = root / run_id
     run_dir.mkdir(parents=True)
-    (run_dir / "config.json").write_text(json.dumps({
-        "run_id": run_id, "worker": worker, "algo": algo, "env_id": "CartPole-v1", "total_timesteps": total,
-        "seed": seed, "extras": {"metrics_interval_s": 0.5 + seed, "experiment": "e", **extras}}))
+    (run_dir / "config.json").write_text(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "worker": worker,
+                "algo": algo,
+                "env_id": "CartPole-v1",
+                "total_timesteps": total,
+                "seed": seed,
+                "extras": {"metrics_interval_s": 0.5 + seed, "experiment": "e", **extras},
+            }
+        )
+    )
     return run_dir
 
 
@@ -60,9 +78,15 @@ def test_groups_are_labelled_by_what_differs_and_budgets_are_flagged(tmp_path):
     dirs += [_run(tmp_path, f"r{s}", s, "rllib", "PPO", 52_000) for s in (1, 2, 3)]
     groups = group_by_seed(dirs)
     assert [(g.label, [d.name for d in g.runs]) for g in groups] == [
-        ("cleanrl ppo CartPole-v1 30000 steps", ["c1", "c2"]), ("rllib PPO CartPole-v1 52000 steps", ["r1", "r2", "r3"])]
+        ("cleanrl ppo CartPole-v1 30000 steps", ["c1", "c2"]),
+        ("rllib PPO CartPole-v1 52000 steps", ["r1", "r2", "r3"]),
+    ]
     assert "30000" in mixed_budgets(groups) and "52000" in mixed_budgets(groups)
-    same = group_by_seed([_run(tmp_path, f"l{s}", s, "cleanrl", "ppo", 1000, algo_params={"learning_rate": lr})
-                          for s, lr in ((1, 0.1), (2, 0.1), (3, 0.01))])
+    same = group_by_seed(
+        [
+            _run(tmp_path, f"l{s}", s, "cleanrl", "ppo", 1000, algo_params={"learning_rate": lr})
+            for s, lr in ((1, 0.1), (2, 0.1), (3, 0.01))
+        ]
+    )
     assert [g.label for g in same] == ["ppo CartPole-v1 learning_rate=0.1", "ppo CartPole-v1 learning_rate=0.01"]
     assert mixed_budgets(same) is None

@@ -22,9 +22,24 @@ def test_the_example_worker_gets_frames_metrics_events_and_a_manifest(workdir, r
     from mosaic_fastlane import FastLaneReader
 
     extras = {"fastlane": True, "thresh_level": 5, "metrics_interval_s": 0.05}
-    proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "60000", "--run-id", "ex1",
-                             "--heartbeat-interval", "0.3", "--extras", json.dumps(extras)],
-                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            *RUN,
+            "--total-timesteps",
+            "60000",
+            "--run-id",
+            "ex1",
+            "--heartbeat-interval",
+            "0.3",
+            "--extras",
+            json.dumps(extras),
+        ],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     frame = None
     try:
         deadline = time.monotonic() + 60
@@ -58,8 +73,21 @@ def test_the_example_worker_gets_frames_metrics_events_and_a_manifest(workdir, r
 
 
 def test_a_plugins_own_key_never_reaches_a_script_and_its_owner_is_listed(mosaic):
-    dry = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "100",
-                 "--dry-run", "--emit-summary", "--extras", '{"thresh_level": 3, "learning_rate": 0.01}')
+    dry = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "100",
+        "--dry-run",
+        "--emit-summary",
+        "--extras",
+        '{"thresh_level": 3, "learning_rate": 0.01}',
+    )
     assert dry.returncode == 0, dry.stderr
     summary = json.loads(dry.stdout)
     assert "--learning-rate=0.01" in summary["argv"] and not any("thresh" in a for a in summary["argv"])
@@ -118,16 +146,30 @@ def daemon_process(tmp_path):
 
 
 def test_console_scripts_are_the_same_pipeline(workdir):
-    for argv in (["cleanrl-worker"], [sys.executable, "-m", "cleanrl_worker.cli"]):
+    for argv in (["cleanrl-worker"], [sys.executable, "-m", "mosaic_cleanrl.cli"]):
         exe = [str(BIN / argv[0])] if len(argv) == 1 else argv
-        result = subprocess.run([*exe, "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "10",
-                                 "--dry-run", "--emit-summary"], cwd=workdir, capture_output=True, text=True)
+        result = subprocess.run(
+            [
+                *exe,
+                "--algo",
+                "ppo",
+                "--env-id",
+                "CartPole-v1",
+                "--total-timesteps",
+                "10",
+                "--dry-run",
+                "--emit-summary",
+            ],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+        )
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["worker"] == "cleanrl"
     assert run_cli(["cleanrl-worker", "--total-timesteps", "nope"], cwd=workdir).returncode == 2
 
 
-BAD_WORKERS = '''
+BAD_WORKERS = """
 from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
 from mosaic_core.types import ChildEvent
 from mosaic_core.worker import Worker
@@ -170,28 +212,63 @@ class BadEvent(Worker):
 class BadPath(Worker):
     def code_paths(self, data):
         return ["/just/a/string.py"]
-'''
+"""
 
 
-@pytest.mark.parametrize("name, needle", [
-    ("noplan", "worker 'noplan' (mosaic-bad 1.0): bad_workers:NoPlan is a NoPlan, not a mosaic_core.worker.Worker "
-               "subclass"),
-    ("badevent", "worker 'badevent' (mosaic-bad 1.0): child_events() failed: ValueError: ChildEvent.name must be a "
-                 "lower-case identifier, got 'Not An Event'"),
-    ("badpath", "worker 'badpath' (mosaic-bad 1.0): code_paths(data) must return a list of mosaic_core.types.CodePath, "
-                "got ['/just/a/string.py']"),
-    ("raiser", "worker 'raiser' (mosaic-bad 1.0) failed to plan the run: KeyError: 'boom'"),
-    ("wronglaunch", "worker 'wronglaunch' (mosaic-bad) returned list from plan(); expected mosaic_core.types.Launch"),
-])
+@pytest.mark.parametrize(
+    "name, needle",
+    [
+        (
+            "noplan",
+            "worker 'noplan' (mosaic-bad 1.0): bad_workers:NoPlan is a NoPlan, not a mosaic_core.worker.Worker "
+            "subclass",
+        ),
+        (
+            "badevent",
+            "worker 'badevent' (mosaic-bad 1.0): child_events() failed: ValueError: ChildEvent.name must be a "
+            "lower-case identifier, got 'Not An Event'",
+        ),
+        (
+            "badpath",
+            "worker 'badpath' (mosaic-bad 1.0): code_paths(data) must return a list of mosaic_core.types.CodePath, "
+            "got ['/just/a/string.py']",
+        ),
+        ("raiser", "worker 'raiser' (mosaic-bad 1.0) failed to plan the run: KeyError: 'boom'"),
+        (
+            "wronglaunch",
+            "worker 'wronglaunch' (mosaic-bad) returned list from plan(); expected mosaic_core.types.Launch",
+        ),
+    ],
+)
 def test_a_broken_worker_is_one_line_naming_it(mosaic, tmp_path, name, needle):
     from tests.core.distributions import make_distribution
 
-    site = make_distribution(tmp_path / "site", "mosaic-bad", {"mosaic.workers": {
-        "noplan": "bad_workers:no_plan", "raiser": "bad_workers:raises", "wronglaunch": "bad_workers:wrong_launch",
-        "badevent": "bad_workers:bad_event", "badpath": "bad_workers:bad_path"}},
-        {"bad_workers": BAD_WORKERS})
-    result = mosaic("run", "--worker", name, "--algo", "x", "--env-id", "CartPole-v1", "--total-timesteps", "5",
-                    env={"PYTHONPATH": str(site)})
+    site = make_distribution(
+        tmp_path / "site",
+        "mosaic-bad",
+        {
+            "mosaic.workers": {
+                "noplan": "bad_workers:no_plan",
+                "raiser": "bad_workers:raises",
+                "wronglaunch": "bad_workers:wrong_launch",
+                "badevent": "bad_workers:bad_event",
+                "badpath": "bad_workers:bad_path",
+            }
+        },
+        {"bad_workers": BAD_WORKERS},
+    )
+    result = mosaic(
+        "run",
+        "--worker",
+        name,
+        "--algo",
+        "x",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "5",
+        env={"PYTHONPATH": str(site)},
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [f"mosaic: error: {needle}"]
 
@@ -203,8 +280,12 @@ def test_a_worker_declaring_a_code_path_badly_is_one_line_naming_it(tmp_path):
     from mosaic_core.workers import discover_workers
     from tests.core.distributions import make_distribution
 
-    site = make_distribution(tmp_path / "site", "mosaic-bad", {"mosaic.workers": {"badpath": "bad_workers:bad_path"}},
-                             {"bad_workers": BAD_WORKERS})
+    site = make_distribution(
+        tmp_path / "site",
+        "mosaic-bad",
+        {"mosaic.workers": {"badpath": "bad_workers:bad_path"}},
+        {"bad_workers": BAD_WORKERS},
+    )
     sys.path.insert(0, str(site))
     try:
         import importlib
@@ -217,5 +298,6 @@ def test_a_worker_declaring_a_code_path_badly_is_one_line_naming_it(tmp_path):
     finally:
         sys.path.remove(str(site))
         sys.modules.pop("bad_workers", None)
-    assert str(info.value).startswith("worker 'badpath' (mosaic-bad 1.0): code_paths(data) must return a list of "
-                                      "mosaic_core.types.CodePath")
+    assert str(info.value).startswith(
+        "worker 'badpath' (mosaic-bad 1.0): code_paths(data) must return a list of mosaic_core.types.CodePath"
+    )

@@ -21,11 +21,14 @@ from mosaic_core.events import EventEmitter
 from mosaic_core.runs import RunDirectory
 from tests.conftest import BIN
 
-SEND = ("import socket, sys; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
-        "s.sendto(sys.argv[2].encode(), b'\\0' + sys.argv[1].encode())")
+SEND = (
+    "import socket, sys; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
+    "s.sendto(sys.argv[2].encode(), b'\\0' + sys.argv[1].encode())"
+)
 NOTE = json.dumps({"kind": "lifecycle", "payload": {"event": "note", "payload": {"text": "injected by {who}"}}})
-needs_second_user = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                                       reason="needs root and setpriv to act as a second user")
+needs_second_user = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to act as a second user"
+)
 
 
 def _channel_address(run_id: str, timeout: float = 60) -> str:
@@ -47,9 +50,23 @@ def _send(address: str, text: str, as_nobody: bool) -> None:
 
 @needs_second_user
 def test_another_user_cannot_inject_into_a_run(workdir, runs_root):
-    run = subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "example", "--env-id", "CartPole-v1",
-                            "--total-timesteps", "150000", "--run-id", "victim"], cwd=workdir,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "example",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "150000",
+            "--run-id",
+            "victim",
+        ],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         address = _channel_address("victim")
         _send(address, NOTE.replace("{who}", "nobody"), as_nobody=True)
@@ -65,10 +82,28 @@ def test_another_user_cannot_inject_into_a_run(workdir, runs_root):
 
 
 def test_killing_the_host_leaves_nothing_running_and_says_why(workdir, runs_root):
-    run = subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id",
-                            "CartPole-v1", "--total-timesteps", "500000", "--run-id", "orphan", "--extras",
-                            '{"fastlane": true}'], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                           text=True)
+    run = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            "ppo",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "500000",
+            "--run-id",
+            "orphan",
+            "--extras",
+            '{"fastlane": true}',
+        ],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     started = json.loads(run.stdout.readline())
     segment = Path("/dev/shm") / "mosaic-fl-orphan"
     deadline = time.monotonic() + 60
@@ -107,7 +142,7 @@ def test_the_small_things_a_regression_would_slip_past(tmp_path):
     emitter = EventEmitter("r1", tmp_path / "events.jsonl", stream=open(os.devnull, "w"))
     emitter.emit("run_completed", {})
     assert emitter.emit("note", {"text": "after the end"}) is None
-    from cleanrl_worker.flags import extras_to_flags
+    from mosaic_cleanrl.flags import extras_to_flags
 
     with pytest.raises(ConfigError, match="would be read as a flag"):
         extras_to_flags({"names": ["-h"]})
@@ -119,8 +154,15 @@ def test_the_training_process_context_carries_redacted_extras(tmp_path):
     from mosaic_core.runs import RunContext
     from mosaic_core.supervisor import Supervisor
 
-    config = build_config({"run_id": "r2", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 5,
-                           "extras": {"wandb_api_key": "sk-secret-value", "learning_rate": 0.1}})
+    config = build_config(
+        {
+            "run_id": "r2",
+            "algo": "ppo",
+            "env_id": "CartPole-v1",
+            "total_timesteps": 5,
+            "extras": {"wandb_api_key": "sk-secret-value", "learning_rate": 0.1},
+        }
+    )
     run = RunContext(config, RunDirectory(tmp_path, "r2"), "cleanrl")
     env = Supervisor(run, PluginHost(trace=False), ["true"], {}).child_environment("mosaic/r2/x")
     context = json.loads(env["MOSAIC_CHILD"])

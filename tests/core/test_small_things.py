@@ -6,16 +6,38 @@ import json
 
 
 def test_an_unknown_curriculum_preset_is_named_as_such(mosaic):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--total-timesteps", "100", "--dry-run",
-                    "--extras", '{"curriculum_schedule": "doorky"}')
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--total-timesteps",
+        "100",
+        "--dry-run",
+        "--extras",
+        '{"curriculum_schedule": "doorky"}',
+    )
     assert result.returncode == 2
     assert "extras.curriculum_schedule: unknown preset 'doorky' (presets: babyai_goto, doorkey)" in result.stderr
     assert "missing" not in result.stderr
 
 
 def test_wandb_going_offline_is_said(mosaic):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "50",
-                    "--extras", '{"track_wandb": true}', env={"WANDB_API_KEY": "", "HOME": "/nonexistent"})
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "50",
+        "--extras",
+        '{"track_wandb": true}',
+        env={"WANDB_API_KEY": "", "HOME": "/nonexistent"},
+    )
     assert result.returncode == 0, result.stderr
     assert "W&B runs offline (no W&B credential" in result.stderr and "wandb sync" in result.stderr
 
@@ -28,8 +50,19 @@ def test_a_typo_in_the_plugin_allow_list_is_named(mosaic):
 
 
 def test_the_example_plugin_changes_no_one_elses_run(mosaic, runs_root):
-    result = mosaic("run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "50",
-                    "--run-id", "plain", "--heartbeat-interval", "0.05")
+    result = mosaic(
+        "run",
+        "--worker",
+        "example",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "50",
+        "--run-id",
+        "plain",
+        "--heartbeat-interval",
+        "0.05",
+    )
     assert result.returncode == 0
     manifest = json.loads((runs_root / "plain" / "manifest.json").read_text())
     assert "thresh_level" not in manifest and "example" not in manifest
@@ -37,9 +70,8 @@ def test_the_example_plugin_changes_no_one_elses_run(mosaic, runs_root):
 
 
 def test_an_evaluations_episodes_are_not_called_global_steps(mosaic, tmp_path):
-    from torch.utils.tensorboard import SummaryWriter
-
     from mosaic_analytics.curves import x_label
+    from torch.utils.tensorboard import SummaryWriter
 
     assert x_label("eval/episodic_return") == "episode" and x_label("charts/episodic_return") == "global step"
     run = tmp_path / "runs" / "ev1"
@@ -47,8 +79,16 @@ def test_an_evaluations_episodes_are_not_called_global_steps(mosaic, tmp_path):
     for episode in range(5):
         writer.add_scalar("eval/episodic_return", float(episode), episode)
     writer.close()
-    result = mosaic("plot", "ev1", "--runs-dir", str(tmp_path / "runs"), "--tag", "eval/episodic_return",
-                    "-o", str(tmp_path / "eval.png"))
+    result = mosaic(
+        "plot",
+        "ev1",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--tag",
+        "eval/episodic_return",
+        "-o",
+        str(tmp_path / "eval.png"),
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "eval.png").stat().st_size > 1000
 

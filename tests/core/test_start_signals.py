@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import BIN
 
-SLEEPER = '''
+SLEEPER = """
 import time
 from dataclasses import dataclass
 import tyro
@@ -33,7 +33,7 @@ class Args:
 
 tyro.cli(Args)
 time.sleep(300)
-'''
+"""
 
 
 def handles(pid: int, sig: signal.Signals) -> bool:
@@ -50,9 +50,27 @@ def handles(pid: int, sig: signal.Signals) -> bool:
 @pytest.mark.parametrize("moment", ["guarded", "directory"])
 def test_a_run_signalled_while_it_starts_leaves_nothing_or_a_terminal_event(workdir, runs_root, moment, sig):
     (workdir / "sleeper.py").write_text(SLEEPER)
-    host = subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "sleeper.py", "--env-id",
-                             "CartPole-v1", "--total-timesteps", "10", "--run-id", "r", "--json"], cwd=workdir,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    host = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            "sleeper.py",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "10",
+            "--run-id",
+            "r",
+            "--json",
+        ],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     run_dir = runs_root / "r"
     try:
         deadline = time.monotonic() + 120

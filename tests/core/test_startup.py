@@ -14,8 +14,14 @@ HEAVY = ("torch", "gymnasium", "tensorboard", "wandb", "matplotlib", "grpc", "te
 # What start-up no longer pays for: importlib.metadata (and the email parser it brings) once the
 # entry points are cached; pluggy and every plugin module for a built-in command.
 METADATA = ("importlib.metadata", "email.message")
-PLUGINS = ("pluggy", "mosaic_core.plugins", "mosaic_analytics.plugin", "mosaic_curriculum.plugin",
-           "mosaic_fastlane.plugin", "cleanrl_worker.plugin")
+PLUGINS = (
+    "pluggy",
+    "mosaic_core.plugins",
+    "mosaic_analytics.plugin",
+    "mosaic_curriculum.plugin",
+    "mosaic_fastlane.plugin",
+    "mosaic_cleanrl.plugin",
+)
 
 PROBE = """
 import sys
@@ -32,8 +38,14 @@ print("HEAVY:" + ",".join(found), file=sys.stderr)
 def imported(argv, modules, env=None, cwd=None):
     """Which of ``modules`` ``mosaic ARGV`` imported, in a fresh interpreter."""
     code = PROBE.format(argv=argv, heavy=modules)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, **(env or {})}, cwd=cwd)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
     line = [l for l in result.stderr.splitlines() if l.startswith("HEAVY:")][-1]
     return line[6:]
 
@@ -101,9 +113,11 @@ def test_a_cache_file_of_other_text_is_ignored(mosaic, tmp_path):
 
 
 def test_discovery_alone_is_light():
-    code = ("import sys\nfrom mosaic_core.workers import discover_workers\nfrom mosaic_core.plugins import load_plugin_host\n"
-            "discover_workers(); load_plugin_host()\n"
-            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    code = (
+        "import sys\nfrom mosaic_core.workers import discover_workers\nfrom mosaic_core.plugins import load_plugin_host\n"
+        "discover_workers(); load_plugin_host()\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "[]", result.stderr
 
@@ -111,9 +125,11 @@ def test_discovery_alone_is_light():
 def test_a_slow_step_says_what_it_is_doing_at_a_terminal_and_a_quick_one_says_nothing():
     import pty
 
-    code = ("import time\nfrom mosaic_core.cli.console import said_if_slow\n"
-            "with said_if_slow('checking the quick thing', after=5):\n    pass\n"
-            "with said_if_slow('starting the slow thing', after=0.05):\n    time.sleep(1.0)\n")
+    code = (
+        "import time\nfrom mosaic_core.cli.console import said_if_slow\n"
+        "with said_if_slow('checking the quick thing', after=5):\n    pass\n"
+        "with said_if_slow('starting the slow thing', after=0.05):\n    time.sleep(1.0)\n"
+    )
     leader, terminal = pty.openpty()
     try:
         done = subprocess.run([sys.executable, "-c", code], stderr=terminal, timeout=60)

@@ -20,8 +20,15 @@ def run_in_pty(args: list[str], cwd, timeout: float = 240) -> tuple[int, str]:
     primary, secondary = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
     env.update({"COLUMNS": "80", "LINES": "24", "TERM": "xterm"})
-    proc = subprocess.Popen([str(BIN / "mosaic"), *args], cwd=cwd, stdin=subprocess.DEVNULL, stdout=secondary,
-                            stderr=secondary, env=env, close_fds=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+        close_fds=True,
+    )
     os.close(secondary)
     chunks, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -37,9 +44,24 @@ def run_in_pty(args: list[str], cwd, timeout: float = 240) -> tuple[int, str]:
 
 
 def test_a_terminal_gets_human_lines_and_a_summary(workdir, runs_root):
-    code, out = run_in_pty(["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1",
-                            "--total-timesteps", "2048", "--run-id", "tty1", "--extras",
-                            json.dumps({"save_model": True, "num_envs": 2, "num_steps": 256})], workdir)
+    code, out = run_in_pty(
+        [
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            "ppo",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "2048",
+            "--run-id",
+            "tty1",
+            "--extras",
+            json.dumps({"save_model": True, "num_envs": 2, "num_steps": 256}),
+        ],
+        workdir,
+    )
     assert code == 0, out
     assert '{"event"' not in out  # no machine output at a terminal
     assert "run tty1: ppo on CartPole-v1 with cleanrl, 2,048 steps" in out
@@ -53,8 +75,10 @@ def test_a_terminal_gets_human_lines_and_a_summary(workdir, runs_root):
 
 
 def test_json_at_a_terminal_on_request(workdir):
-    code, out = run_in_pty(["run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "300",
-                            "--json", "--quiet"], workdir)
+    code, out = run_in_pty(
+        ["run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "300", "--json", "--quiet"],
+        workdir,
+    )
     assert code == 0, out
     lines = [line for line in out.splitlines() if line.startswith("{")]
     assert json.loads(lines[0])["event"] == "run_started" and json.loads(lines[-1])["event"] == "run_completed"

@@ -44,7 +44,10 @@ def test_the_training_process_runs_with_its_budget_and_launch_json_records_it(wo
     done = run_cli([*RUN, "--num-cpus", "1", "--run-id", "t1"], cwd=workdir)
     assert done.returncode == 0, done.stderr
     assert "OMP_NUM_THREADS=1" in (runs_root / "t1" / "logs" / "example.stderr.log").read_text()
-    assert json.loads((runs_root / "t1" / "launch.json").read_text())["threads"] == {"threads": 1, "source": "--num-cpus"}
+    assert json.loads((runs_root / "t1" / "launch.json").read_text())["threads"] == {
+        "threads": 1,
+        "source": "--num-cpus",
+    }
 
 
 def test_the_daemon_gives_each_run_its_share_of_the_cpus(tmp_path):
@@ -52,8 +55,19 @@ def test_the_daemon_gives_each_run_its_share_of_the_cpus(tmp_path):
     from mosaic_core.trainer import trainer_pb2 as pb
     from tests.trainer.conftest import DaemonProcess, wait_final
 
-    daemon = DaemonProcess([str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--max-concurrent", "2",
-                            "--state-dir", str(tmp_path / "state")], tmp_path)
+    daemon = DaemonProcess(
+        [
+            str(BIN / "mosaic"),
+            "daemon",
+            "--listen",
+            "127.0.0.1:0",
+            "--max-concurrent",
+            "2",
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        tmp_path,
+    )
     try:
         config = {"worker": "example", "env_id": "CartPole-v1", "total_timesteps": 300}
         run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id

@@ -22,12 +22,30 @@ def test_the_session_has_private_environments_caches_and_token_dirs(tmp_path_fac
 
 
 def test_a_session_started_with_the_users_settings_uses_none_of_them(tmp_path):
-    user = {"MOSAIC_VENVS": str(tmp_path / "users-venvs"), "XDG_RUNTIME_DIR": str(tmp_path / "run"),
-            "XDG_DATA_HOME": str(tmp_path / "data"), "MOSAIC_TOKEN": "users-token",
-            "MOSAIC_RUNS_DIR": str(tmp_path / "users-runs"), "WANDB_API_KEY": "k" * 40}
+    user = {
+        "MOSAIC_VENVS": str(tmp_path / "users-venvs"),
+        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "MOSAIC_TOKEN": "users-token",
+        "MOSAIC_RUNS_DIR": str(tmp_path / "users-runs"),
+        "WANDB_API_KEY": "k" * 40,
+    }
     env = {k: v for k, v in os.environ.items() if k != TEST_VENVS_VAR}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::"
-                           "test_the_session_has_private_environments_caches_and_token_dirs"],
-                          cwd=REPO, env={**env, **user}, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{__file__}::test_the_session_has_private_environments_caches_and_token_dirs",
+        ],
+        cwd=REPO,
+        env={**env, **user},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     assert not any(tmp_path.iterdir())  # nothing made where the user's settings point

@@ -17,7 +17,7 @@ from mosaic_core.workers import discover_workers
 from tests.conftest import BIN
 from tests.core.distributions import make_distribution
 
-TWIN = '''
+TWIN = """
 from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
 from mosaic_example_plugin.worker import ExampleWorker
 
@@ -32,21 +32,31 @@ METADATA = WorkerMetadata(
     capabilities=WorkerCapabilities(supported_paradigms=("sequential",), env_families=("gymnasium", "mpe"),
                                     action_spaces=("discrete",), observation_spaces=("vector",)),
     worker="twin_worker:Twin")
-'''
+"""
 
 
 @pytest.fixture
 def rule(tmp_path):
     """The environment of a user with CleanRL and the twin installed, no worker environment
     built, and no $MOSAIC_DEFAULT_WORKER."""
-    site = make_distribution(tmp_path / "site", "mosaic-twin", {"mosaic.workers": {"twin": "twin_worker:METADATA"}},
-                             {"twin_worker": TWIN})
+    site = make_distribution(
+        tmp_path / "site", "mosaic-twin", {"mosaic.workers": {"twin": "twin_worker:METADATA"}}, {"twin_worker": TWIN}
+    )
     return {"MOSAIC_DEFAULT_WORKER": "", "MOSAIC_VENVS": str(tmp_path / "venvs"), "PYTHONPATH": str(site)}
 
 
 def chosen(mosaic, rule, *args, **more):
-    done = mosaic("run", *args, "--env", "CartPole-v1", "--total-timesteps", "100", "--dry-run", "--emit-summary",
-                  env={**rule, **more})
+    done = mosaic(
+        "run",
+        *args,
+        "--env",
+        "CartPole-v1",
+        "--total-timesteps",
+        "100",
+        "--dry-run",
+        "--emit-summary",
+        env={**rule, **more},
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     return summary["worker"], summary["config"]["algo"]
@@ -62,21 +72,60 @@ def test_the_worker_that_has_the_algorithm_runs_it(mosaic, rule):
 
 
 def test_several_workers_are_named_with_what_they_offer_and_the_other_problems(mosaic, rule, workdir):
-    done = mosaic("run", "--algo", "Ppo", "--env", "CartPole-v1", "--seed", "-1", "--grace-period", "0",
-                  "--extras", '{"fastlane_vidoe_mode": "grid"', "--dry-run", env=rule)
+    done = mosaic(
+        "run",
+        "--algo",
+        "Ppo",
+        "--env",
+        "CartPole-v1",
+        "--seed",
+        "-1",
+        "--grace-period",
+        "0",
+        "--extras",
+        '{"fastlane_vidoe_mode": "grid"',
+        "--dry-run",
+        env=rule,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     [line] = done.stderr.splitlines()
-    assert line.startswith("mosaic: error: name the worker: algo 'Ppo' on CartPole-v1 fits 2 installed workers: "
-                           "cleanrl (its ppo; envs: gymnasium, atari, procgen, mujoco, …); twin (its PPO; envs: "
-                           "gymnasium, mpe); give --worker NAME or set $MOSAIC_DEFAULT_WORKER; and: "), line
+    assert line.startswith(
+        "mosaic: error: name the worker: algo 'Ppo' on CartPole-v1 fits 2 installed workers: "
+        "cleanrl (its ppo; envs: gymnasium, atari, procgen, mujoco, …); twin (its PPO; envs: "
+        "gymnasium, mpe); give --worker NAME or set $MOSAIC_DEFAULT_WORKER; and: "
+    ), line
     assert "and: --extras is not valid JSON" in line and "and: --grace-period must be a positive number" in line
-    others = mosaic("run", "--algo", "Ppo", "--env", "CartPole-v1", "--seed", "-1", "--run-id", "a/b",
-                    "--extras", '{"fastlane_vidoe_mode": "grid"}', "--dry-run", env=rule)
+    others = mosaic(
+        "run",
+        "--algo",
+        "Ppo",
+        "--env",
+        "CartPole-v1",
+        "--seed",
+        "-1",
+        "--run-id",
+        "a/b",
+        "--extras",
+        '{"fastlane_vidoe_mode": "grid"}',
+        "--dry-run",
+        env=rule,
+    )
     assert "; and: run_id must be 1-128 letters" in others.stderr
-    typo = mosaic("run", "--algo", "Ppo", "--env", "CartPole-v1", "--extras", '{"fastlane_vidoe_mode": "grid"}',
-                  "--dry-run", env=rule)
-    assert "; and: extras.fastlane_vidoe_mode: unknown key in the fastlane_* settings of fastlane; did you mean " \
-           "fastlane_video_mode?" in typo.stderr
+    typo = mosaic(
+        "run",
+        "--algo",
+        "Ppo",
+        "--env",
+        "CartPole-v1",
+        "--extras",
+        '{"fastlane_vidoe_mode": "grid"}',
+        "--dry-run",
+        env=rule,
+    )
+    assert (
+        "; and: extras.fastlane_vidoe_mode: unknown key in the fastlane_* settings of fastlane; did you mean "
+        "fastlane_video_mode?" in typo.stderr
+    )
     assert not (workdir / "var").exists()  # nothing left behind
 
 
@@ -96,30 +145,53 @@ def test_an_env_id_typo_is_reported_beside_the_ambiguous_choice(mosaic, rule, wo
 
 
 def test_an_env_family_settles_a_tie_and_an_unknown_algorithm_says_did_you_mean(mosaic, rule):
-    done = mosaic("run", "--algo", "Ppo", "--env", "mpe/simple_spread_v3", "--total-timesteps", "9", "--dry-run",
-                  "--emit-summary", env=rule)
+    done = mosaic(
+        "run",
+        "--algo",
+        "Ppo",
+        "--env",
+        "mpe/simple_spread_v3",
+        "--total-timesteps",
+        "9",
+        "--dry-run",
+        "--emit-summary",
+        env=rule,
+    )
     assert done.returncode == 0 and json.loads(done.stdout)["worker"] == "twin", done.stderr
     typo = mosaic("run", "--algo", "dqnn", "--env", "CartPole-v1", "--dry-run", env=rule)
     assert typo.returncode == 2 and typo.stderr.startswith(
-        "mosaic: error: no installed worker that can run here runs algo 'dqnn'; did you mean dqn (cleanrl)?")
+        "mosaic: error: no installed worker that can run here runs algo 'dqnn'; did you mean dqn (cleanrl)?"
+    )
     example = mosaic("run", "--algo", "first", "--env", "CartPole-v1", "--dry-run", env=rule)
     assert "example has it (an example worker, chosen only by name: give --worker example)" in example.stderr
 
 
 def test_a_config_names_its_worker_and_a_pipe_is_read_once(mosaic, rule, workdir, tmp_path):
     recorded = tmp_path / "config.json"
-    recorded.write_text(json.dumps({"worker": "twin", "algo": "random", "env_id": "CartPole-v1",
-                                    "total_timesteps": 50}))
+    recorded.write_text(
+        json.dumps({"worker": "twin", "algo": "random", "env_id": "CartPole-v1", "total_timesteps": 50})
+    )
     assert chosen(mosaic, rule, "--config", str(recorded))[0] == "twin"
     # The algorithm only in a pipe the shell opened: read to choose the worker, and the run has it.
     config = json.dumps({"algo": "dqn", "env_id": "CartPole-v1", "total_timesteps": 64})
-    command = f"{shlex.quote(str(BIN / 'mosaic'))} run --config <(printf %s {shlex.quote(config)}) --dry-run " \
-              "--emit-summary"
-    done = subprocess.run(["bash", "-c", command], cwd=workdir, env={**__import__("os").environ, **rule},
-                          capture_output=True, text=True, timeout=300)
+    command = (
+        f"{shlex.quote(str(BIN / 'mosaic'))} run --config <(printf %s {shlex.quote(config)}) --dry-run --emit-summary"
+    )
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=workdir,
+        env={**__import__("os").environ, **rule},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert (summary["worker"], summary["config"]["algo"], summary["config"]["total_timesteps"]) == ("cleanrl", "dqn", 64)
+    assert (summary["worker"], summary["config"]["algo"], summary["config"]["total_timesteps"]) == (
+        "cleanrl",
+        "dqn",
+        64,
+    )
 
 
 def test_the_rule_in_process_and_for_a_daemon_submission(monkeypatch, tmp_path, rule):

@@ -38,8 +38,11 @@ def _environment(root: Path, cwd: Path) -> dict:
 def test_a_run_of_a_worker_with_its_own_environment_executes_there(venvs, workdir, runs_root):
     status = _environment(venvs, workdir)
     assert status["state"] == "ready" and Path(status["path"]).parent == venvs
-    done = run_cli(["run", "--worker", WORKER, "--env-id", "CartPole-v1", "--total-timesteps", "2000",
-                    "--run-id", "iso"], cwd=workdir, env={"MOSAIC_VENVS": str(venvs)})
+    done = run_cli(
+        ["run", "--worker", WORKER, "--env-id", "CartPole-v1", "--total-timesteps", "2000", "--run-id", "iso"],
+        cwd=workdir,
+        env={"MOSAIC_VENVS": str(venvs)},
+    )
     assert done.returncode == 0, done.stderr
     names = [e["event"] for e in done.events]
     assert names[0] == "run_started" and names[-1] == "run_completed"
@@ -59,8 +62,9 @@ def test_the_daemon_runs_a_worker_in_its_own_environment(venvs, tmp_path, monkey
     from tests.trainer.conftest import DaemonProcess, wait_final
 
     monkeypatch.setenv("MOSAIC_VENVS", str(venvs))  # the daemon (and the runs it spawns) inherit it
-    daemon = DaemonProcess([str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--state-dir",
-                            str(tmp_path / "state")], tmp_path)
+    daemon = DaemonProcess(
+        [str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "state")], tmp_path
+    )
     try:
         config = {"worker": WORKER, "env_id": "CartPole-v1", "total_timesteps": 1500}
         run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
@@ -76,12 +80,16 @@ def test_a_missing_environment_is_one_line_naming_the_install_command(workdir, r
     empty = tmp_path / "no-venvs"
     assert _environment(empty, workdir)["state"] == "missing"
     for extra in ([], ["--dry-run"]):
-        done = run_cli(["run", "--worker", WORKER, "--env-id", "CartPole-v1", "--total-timesteps", "100", *extra],
-                       cwd=workdir, env={"MOSAIC_VENVS": str(empty)})
+        done = run_cli(
+            ["run", "--worker", WORKER, "--env-id", "CartPole-v1", "--total-timesteps", "100", *extra],
+            cwd=workdir,
+            env={"MOSAIC_VENVS": str(empty)},
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert done.stderr.strip().splitlines() == [
             f"mosaic: error: worker {WORKER!r} runs in its own environment, which is not installed: "
-            f"run `mosaic workers install {WORKER}`"]
+            f"run `mosaic workers install {WORKER}`"
+        ]
     assert not runs_root.exists()
 
 
@@ -91,7 +99,9 @@ def test_preflight_checks_the_pins_in_the_environment_itself(venvs):
     status = _environment(venvs, REPO)
     assert check_pins(status["python"], ["gymnasium==1.2.2", "numpy==1.26.4"]) == []
     assert check_pins(status["python"], ["gymnasium==0.29.1", "torch==2.13.0", "pluggy>=1"]) == [
-        "gymnasium is 1.2.2, pinned 0.29.1", "torch is missing, pinned 2.13.0"]
+        "gymnasium is 1.2.2, pinned 0.29.1",
+        "torch is missing, pinned 2.13.0",
+    ]
 
 
 def test_the_core_runs_the_example_worker_in_a_venv_without_torch(venvs, tmp_path):
@@ -99,14 +109,38 @@ def test_the_core_runs_the_example_worker_in_a_venv_without_torch(venvs, tmp_pat
     environment holds only the core's own dependencies, gymnasium and the example package, and
     ``mosaic run`` from there runs the example worker end to end."""
     bin_dir = Path(_environment(venvs, REPO)["python"]).parent
-    missing = subprocess.run([str(bin_dir / "python"), "-c", "import importlib.util as u; print([m for m in "
-                              "('torch', 'wandb', 'tensorboard', 'matplotlib', 'tyro') if u.find_spec(m)])"],
-                             capture_output=True, text=True)
+    missing = subprocess.run(
+        [
+            str(bin_dir / "python"),
+            "-c",
+            "import importlib.util as u; print([m for m in "
+            "('torch', 'wandb', 'tensorboard', 'matplotlib', 'tyro') if u.find_spec(m)])",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert missing.stdout.strip() == "[]", missing.stderr
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOSAIC_")}
-    done = subprocess.run([str(bin_dir / "mosaic"), "run", "--worker", "example", "--env-id", "CartPole-v1",
-                           "--total-timesteps", "2000", "--run-id", "light", "--json"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            str(bin_dir / "mosaic"),
+            "run",
+            "--worker",
+            "example",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "2000",
+            "--run-id",
+            "light",
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[-1]["event"] == "run_completed"
@@ -123,11 +157,20 @@ def test_a_failed_build_names_the_package_and_leaves_nothing(tmp_path, monkeypat
     broken.mkdir()
     (broken / "setup.py").write_text("raise RuntimeError('this package cannot be built')\n")
     monkeypatch.setenv("MOSAIC_VENVS", str(tmp_path / "venvs"))
-    meta = WorkerMetadata(name="brk", version="1", description="a worker whose environment cannot build",
-                          worker="brk:Worker", capabilities=WorkerCapabilities(
-                              worker_type="brk", supported_paradigms=("sequential",), env_families=("gymnasium",),
-                              action_spaces=("discrete",), observation_spaces=("vector",)),
-                          environment=WorkerEnvironment(requirements=(f"broken-pkg @ file://{broken}",)))
+    meta = WorkerMetadata(
+        name="brk",
+        version="1",
+        description="a worker whose environment cannot build",
+        worker="brk:Worker",
+        capabilities=WorkerCapabilities(
+            worker_type="brk",
+            supported_paradigms=("sequential",),
+            env_families=("gymnasium",),
+            action_spaces=("discrete",),
+            observation_spaces=("vector",),
+        ),
+        environment=WorkerEnvironment(requirements=(f"broken-pkg @ file://{broken}",)),
+    )
     with pytest.raises(UsageError) as caught:
         install(meta, "mosaic-workers", say=lambda line: None)
     message = str(caught.value)

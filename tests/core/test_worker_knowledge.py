@@ -17,15 +17,27 @@ def test_a_worker_that_cannot_track_refuses_track_wandb_and_never_receives_track
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines() == [
         "mosaic: error: extras.track_wandb: worker 'example' cannot honour TrackingSettings (published by plugin "
-        "'analytics'); leave it out for this worker (field 'extras.track_wandb')"]
+        "'analytics'); leave it out for this worker (field 'extras.track_wandb')"
+    ]
     assert list(workdir.iterdir()) == []  # nothing was created
     untracked = mosaic(*EXAMPLE, "--dry-run", "--emit-summary", "--extras", json.dumps({"track_wandb": False}))
     assert untracked.returncode == 0, untracked.stderr
     summary = json.loads(untracked.stdout)
     assert summary["plugin_args"] == [] and not any("track" in arg for arg in summary["command"])
     # The CleanRL worker honours the same settings with its own flags.
-    cleanrl = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--dry-run",
-                     "--emit-summary", "--extras", json.dumps({"track_wandb": True, "wandb_entity": "lab"}))
+    cleanrl = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--dry-run",
+        "--emit-summary",
+        "--extras",
+        json.dumps({"track_wandb": True, "wandb_entity": "lab"}),
+    )
     assert cleanrl.returncode == 0, cleanrl.stderr
     argv = json.loads(cleanrl.stdout)["argv"]
     assert "--track" in argv and "--wandb-entity=lab" in argv and json.loads(cleanrl.stdout)["plugin_args"] == []
@@ -46,19 +58,23 @@ def test_checkpoint_saved_is_a_host_event_that_survives_disabling_the_cleanrl_pl
 
 def test_an_undeclared_child_event_is_warned_about_once_naming_it_and_the_worker(mosaic, runs_root, tmp_path):
     policy = tmp_path / "chatty.py"
-    policy.write_text("from mosaic_core.child import emit_event\nCALLS = [0]\n\n"
-                      "def act(observation, action_space):\n    CALLS[0] += 1\n"
-                      "    if CALLS[0] <= 3:\n        emit_event('surprise', {'call': CALLS[0]})\n    return 0\n")
+    policy.write_text(
+        "from mosaic_core.child import emit_event\nCALLS = [0]\n\n"
+        "def act(observation, action_space):\n    CALLS[0] += 1\n"
+        "    if CALLS[0] <= 3:\n        emit_event('surprise', {'call': CALLS[0]})\n    return 0\n"
+    )
     result = mosaic(*EXAMPLE, "--algo", str(policy), "--run-id", "ch", "--json")
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "surprise" in line]
-    assert warnings == ["mosaic: warning: worker 'example' emitted child event 'surprise': neither the host, a plugin "
-                        "(mosaic_child_events) nor the worker (Worker.child_events) declared it; it is dropped"]
+    assert warnings == [
+        "mosaic: warning: worker 'example' emitted child event 'surprise': neither the host, a plugin "
+        "(mosaic_child_events) nor the worker (Worker.child_events) declared it; it is dropped"
+    ]
     assert "surprise" not in (runs_root / "ch" / "events.jsonl").read_text()
 
 
 def test_the_cleanrl_plugins_hooks_leave_other_workers_runs_alone(tmp_path):
-    from cleanrl_worker import plugin
+    from mosaic_cleanrl import plugin
 
     config = build_config({"run_id": "r1", "algo": "random", "env_id": "HalfCheetah-v4", "total_timesteps": 10})
     directory = RunDirectory(tmp_path, "r1")

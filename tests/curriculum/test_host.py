@@ -8,12 +8,12 @@ import subprocess
 import sys
 
 import pytest
+from mosaic_curriculum import plugin
+from mosaic_curriculum.stagefile import StageFile, stage_path
 
 from mosaic_core.config import WorkerConfig
 from mosaic_core.events import EventEmitter, read_events
 from mosaic_core.runs import RunContext, RunDirectory
-from mosaic_curriculum import plugin
-from mosaic_curriculum.stagefile import StageFile, stage_path
 
 SCHEDULE = [
     {"env_id": "CartPole-v1", "steps": 100},
@@ -24,8 +24,9 @@ SCHEDULE = [
 
 @pytest.fixture
 def run(tmp_path):
-    config = WorkerConfig(run_id="r1", algo="ppo", env_id="CartPole-v1", total_timesteps=1000,
-                          extras={"curriculum_schedule": SCHEDULE})
+    config = WorkerConfig(
+        run_id="r1", algo="ppo", env_id="CartPole-v1", total_timesteps=1000, extras={"curriculum_schedule": SCHEDULE}
+    )
     directory = RunDirectory.for_run(tmp_path, "r1").create()
     ctx = RunContext(config=config, directory=directory, worker="cleanrl")
     ctx.emitter = EventEmitter("r1", directory.events, stream=io.StringIO())
@@ -54,8 +55,9 @@ def stage_word(run):
 
 
 def test_stage_zero_is_announced_at_start(run):
-    assert stages(run) == [{"stage": 0, "env_id": "CartPole-v1", "condition": "start", "stages": 3,
-                            "until": "steps>=100"}]
+    assert stages(run) == [
+        {"stage": 0, "env_id": "CartPole-v1", "condition": "start", "stages": 3, "until": "steps>=100"}
+    ]
     assert stage_word(run) == 0
 
 
@@ -66,9 +68,18 @@ def test_reports_from_all_envs_add_up_to_one_decision(run):
     report(run, 0, steps=10)
     assert stage_word(run) == 1
     event = stages(run)[1]
-    assert event == {"stage": 1, "env_id": "CartPole-v0", "condition": "steps>=100", "until": "episodes>=3|episode_return>=50.0",
-                     "previous_stage": 0, "previous_env_id": "CartPole-v1", "stage_steps": 100,
-                     "stage_episodes": 3, "mean_return": 10.0, "total_steps": 100}
+    assert event == {
+        "stage": 1,
+        "env_id": "CartPole-v0",
+        "condition": "steps>=100",
+        "until": "episodes>=3|episode_return>=50.0",
+        "previous_stage": 0,
+        "previous_env_id": "CartPole-v1",
+        "stage_steps": 100,
+        "stage_episodes": 3,
+        "mean_return": 10.0,
+        "total_steps": 100,
+    }
 
 
 def test_reports_from_envs_still_on_an_old_stage_do_not_count_for_the_new_one(run):
@@ -98,7 +109,13 @@ def test_episode_return_condition_and_the_last_stage(run):
 
 
 def test_malformed_reports_are_counted_and_ignored(run):
-    for payload in ({}, {"stage": "x"}, {"stage": 7, "steps": 500}, {"stage": 0, "steps": -5}, {"stage": 0, "returns": 3}):
+    for payload in (
+        {},
+        {"stage": "x"},
+        {"stage": 7, "steps": 500},
+        {"stage": 0, "steps": -5},
+        {"stage": 0, "returns": 3},
+    ):
         plugin.mosaic_on_child_message(run, "curriculum", payload)
     plugin.mosaic_on_child_message(run, "other-kind", {"stage": 0, "steps": 10**6})
     assert stage_word(run) == 0
@@ -109,8 +126,9 @@ def test_heartbeat_manifest_and_cleanup(run):
     report(run, 0, steps=120, returns=[5.0, 7.0])
     report(run, 0, steps=8)  # a late report of stage 0
     report(run, 1, steps=4, episodes=1, returns=[])  # returns lost (host was unreachable), count kept
-    assert plugin.mosaic_on_heartbeat(run) == {"curriculum": {"stage": 1, "env_id": "CartPole-v0",
-                                                              "stage_steps": 4, "stage_episodes": 1}}
+    assert plugin.mosaic_on_heartbeat(run) == {
+        "curriculum": {"stage": 1, "env_id": "CartPole-v0", "stage_steps": 4, "stage_episodes": 1}
+    }
     section = plugin.mosaic_build_manifest(run, "completed")["curriculum"]
     json.dumps(section)  # JSON-ready
     assert section["stage"] == 1 and section["env_id"] == "CartPole-v0"
@@ -138,10 +156,13 @@ def test_no_schedule_no_curriculum(tmp_path):
 def test_stage_file_is_shared_with_other_processes(tmp_path):
     path = stage_path(tmp_path)
     writer = StageFile.create(path)
-    code = ("import sys; from pathlib import Path; from mosaic_curriculum.stagefile import StageFile;"
-            "f = StageFile.open(Path(sys.argv[1])); print(f.read(), flush=True); sys.stdin.readline(); print(f.read())")
-    reader = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    code = (
+        "import sys; from pathlib import Path; from mosaic_curriculum.stagefile import StageFile;"
+        "f = StageFile.open(Path(sys.argv[1])); print(f.read(), flush=True); sys.stdin.readline(); print(f.read())"
+    )
+    reader = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert reader.stdout.readline().strip() == "0"
     writer.write(3)  # the reader's mapping sees the new word without reopening the file
     out, _ = reader.communicate("\n", timeout=30)
@@ -174,7 +195,9 @@ def test_an_evaluation_ignores_the_schedule(tmp_path):
 
 
 def test_importing_the_plugin_stays_light():
-    code = ("import sys, mosaic_curriculum.plugin, mosaic_curriculum.schedule, mosaic_curriculum.control;"
-            "print([m for m in ('gymnasium', 'numpy', 'torch', 'tensorboard', 'tensorboardX') if m in sys.modules])")
+    code = (
+        "import sys, mosaic_curriculum.plugin, mosaic_curriculum.schedule, mosaic_curriculum.control;"
+        "print([m for m in ('gymnasium', 'numpy', 'torch', 'tensorboard', 'tensorboardX') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

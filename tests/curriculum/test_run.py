@@ -10,8 +10,11 @@ import gymnasium
 import pytest
 
 TINY = Path(__file__).with_name("tiny_rollout.py")
-CARTPOLES = [{"env_id": "CartPole-v1", "steps": 1000}, {"env_id": "CartPole-v0", "until": "episodes>=30"},
-             {"env_id": "CartPole-v1"}]
+CARTPOLES = [
+    {"env_id": "CartPole-v1", "steps": 1000},
+    {"env_id": "CartPole-v0", "until": "episodes>=30"},
+    {"env_id": "CartPole-v1"},
+]
 GYMNASIUM_1 = int(gymnasium.__version__.split(".")[0]) >= 1
 PRESET_FIRST = {"doorkey": "MiniGrid-DoorKey-5x5-v0", "babyai_goto": "BabyAI-GoToRedBallNoDists-v0"}
 
@@ -19,9 +22,23 @@ PRESET_FIRST = {"doorkey": "MiniGrid-DoorKey-5x5-v0", "babyai_goto": "BabyAI-GoT
 def run_curriculum(mosaic, algo, schedule, total, run_id, *extra_args, **extras):
     """``mosaic run`` with ``schedule``; the script's --env-id is the first stage's."""
     env_id = schedule[0]["env_id"] if isinstance(schedule, list) else PRESET_FIRST[schedule]
-    result = mosaic("run", "--worker", "cleanrl", "--algo", str(algo), "--env-id", env_id, "--total-timesteps",
-                    str(total), "--run-id", run_id, "--quiet", *extra_args,  # the closing evaluation is not counted
-                    "--extras", json.dumps({"curriculum_schedule": schedule, **extras}))
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        str(algo),
+        "--env-id",
+        env_id,
+        "--total-timesteps",
+        str(total),
+        "--run-id",
+        run_id,
+        "--quiet",
+        *extra_args,  # the closing evaluation is not counted
+        "--extras",
+        json.dumps({"curriculum_schedule": schedule, **extras}),
+    )
     assert result.returncode == 0, result.stderr
     return result
 
@@ -63,16 +80,19 @@ def check_switches(result, run_dir, total, conditions):
     return events
 
 
-@pytest.mark.parametrize("params", [
-    {},  # SyncVectorEnv, torch.utils.tensorboard
-    {"async_envs": True, "tensorboardx": True},  # AsyncVectorEnv (forked workers), tensorboardX
-    {"async_envs": True, "spawn": True},  # spawned workers re-install MOSAIC through sitecustomize
-], ids=["sync", "async-fork", "async-spawn"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},  # SyncVectorEnv, torch.utils.tensorboard
+        {"async_envs": True, "tensorboardx": True},  # AsyncVectorEnv (forked workers), tensorboardX
+        {"async_envs": True, "spawn": True},  # spawned workers re-install MOSAIC through sitecustomize
+    ],
+    ids=["sync", "async-fork", "async-spawn"],
+)
 def test_a_tiny_script_switches_stages_in_every_sub_env(mosaic, runs_root, params):
     if params.get("tensorboardx"):
         pytest.importorskip("tensorboardX")
-    result = run_curriculum(mosaic, TINY, CARTPOLES, 4096, "tiny", "--heartbeat-interval", "0.3",
-                            algo_params=params)
+    result = run_curriculum(mosaic, TINY, CARTPOLES, 4096, "tiny", "--heartbeat-interval", "0.3", algo_params=params)
     run_dir = runs_root / "tiny"
     events = check_switches(result, run_dir, 4096, ["start", "steps>=1000", "episodes>=30"])
     assert events[1]["stage_steps"] >= 1000 and events[2]["stage_episodes"] >= 30
@@ -94,7 +114,9 @@ def test_a_script_whose_envs_bypass_gym_make_follows_the_stages_through_env_swit
     result = run_curriculum(mosaic, TINY.with_name("tiny_bypass.py"), schedule, 2000, "bypass")
     events = stage_events(result)
     assert [e["stage"] for e in events] == [0, 1] and events[1]["condition"] == "steps>=400"
-    lines = [json.loads(line) for line in (runs_root / "bypass" / "logs" / "cleanrl.stdout.log").read_text().splitlines()]
+    lines = [
+        json.loads(line) for line in (runs_root / "bypass" / "logs" / "cleanrl.stdout.log").read_text().splitlines()
+    ]
     played = [(line["global_step"], line["stage"], line["max_steps"]) for line in lines]
     assert played[0][1:] == (0, 500) and played[-1][1:] == (1, 200)  # CartPole-v1, then v0's time limit
     assert min(step for step, stage, _ in played if stage == 1) > 400  # not before the condition held
@@ -104,8 +126,11 @@ def test_a_script_whose_envs_bypass_gym_make_follows_the_stages_through_env_swit
 
 def test_the_bundled_ppo_switches_minigrid_stages(mosaic, runs_root):
     pytest.importorskip("minigrid")
-    schedule = [{"env_id": "MiniGrid-Empty-5x5-v0", "steps": 500}, {"env_id": "MiniGrid-DoorKey-5x5-v0", "steps": 400},
-                {"env_id": "MiniGrid-Empty-6x6-v0"}]
+    schedule = [
+        {"env_id": "MiniGrid-Empty-5x5-v0", "steps": 500},
+        {"env_id": "MiniGrid-DoorKey-5x5-v0", "steps": 400},
+        {"env_id": "MiniGrid-Empty-6x6-v0"},
+    ]
     result = run_curriculum(mosaic, "ppo", schedule, 1536, "ppo-minigrid", algo_params={"num_envs": 2, "num_steps": 64})
     check_switches(result, runs_root / "ppo-minigrid", 1536, ["start", "steps>=500", "steps>=400"])
 
@@ -113,8 +138,15 @@ def test_the_bundled_ppo_switches_minigrid_stages(mosaic, runs_root):
 def test_a_preset_runs_with_the_bundled_ppo(mosaic, runs_root):
     pytest.importorskip("minigrid")
     result = run_curriculum(mosaic, "ppo", "babyai_goto", 512, "preset", algo_params={"num_envs": 2, "num_steps": 128})
-    assert stage_events(result) == [{"stage": 0, "env_id": "BabyAI-GoToRedBallNoDists-v0", "condition": "start",
-                                     "stages": 4, "until": "episode_return>=0.8|steps>=200000"}]
+    assert stage_events(result) == [
+        {
+            "stage": 0,
+            "env_id": "BabyAI-GoToRedBallNoDists-v0",
+            "condition": "start",
+            "stages": 4,
+            "until": "episode_return>=0.8|steps>=200000",
+        }
+    ]
     manifest = json.loads((runs_root / "preset" / "manifest.json").read_text())["curriculum"]
     assert manifest["preset"] == "babyai_goto"
     assert manifest["progress"][0]["steps"] + (manifest["progress"][0]["episodes"] if GYMNASIUM_1 else 0) >= 512
@@ -123,29 +155,69 @@ def test_a_preset_runs_with_the_bundled_ppo(mosaic, runs_root):
 @pytest.mark.parametrize("preset", sorted(PRESET_FIRST))
 def test_presets_pass_the_dry_run(mosaic, runs_root, preset):
     pytest.importorskip("minigrid")
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", PRESET_FIRST[preset], "--total-timesteps", "1000",
-                    "--dry-run", "--extras", json.dumps({"curriculum_schedule": preset}))
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        PRESET_FIRST[preset],
+        "--total-timesteps",
+        "1000",
+        "--dry-run",
+        "--extras",
+        json.dumps({"curriculum_schedule": preset}),
+    )
     assert result.returncode == 0, result.stderr
     assert not runs_root.exists()
 
 
-@pytest.mark.parametrize("schedule, env_id, message", [
-    ([{"env_id": "CartPole-v1", "steps": 100}, {"env_id": "Acrobot-v1"}], "CartPole-v1",
-     "extras.curriculum_schedule[1] (Acrobot-v1): observation space differs from stage 0 (CartPole-v1): "
-     "Box(shape=(6,), dtype=float32) vs Box(shape=(4,), dtype=float32); extras.curriculum_schedule[1] (Acrobot-v1): "
-     "action space differs from stage 0 (CartPole-v1): Discrete(3) vs Discrete(2)"),
-    ("doorkeys", "CartPole-v1", "extras.curriculum_schedule: unknown preset 'doorkeys'"),
-    ([], "CartPole-v1", "extras.curriculum_schedule: the list of stages is empty"),
-    ([{"env_id": "CartPole-v1", "until": "steps=>5"}], "CartPole-v1",
-     "extras.curriculum_schedule[0].until: 'steps=>5' is not 'metric>=value'"),
-    ([{"env_id": "CartPole-v1"}, ["CartPole-v0"]], "CartPole-v1",
-     "extras.curriculum_schedule[1]: a stage must be an object"),
-    ([{"env_id": "CartPole-v0", "steps": 5}, {"env_id": "CartPole-v1"}], "CartPole-v1",
-     "env_id 'CartPole-v1' differs from the first stage of extras.curriculum_schedule ('CartPole-v0')"),
-], ids=["incompatible-spaces", "unknown-preset", "empty", "bad-condition", "non-object-stage", "env-id"])
+@pytest.mark.parametrize(
+    "schedule, env_id, message",
+    [
+        (
+            [{"env_id": "CartPole-v1", "steps": 100}, {"env_id": "Acrobot-v1"}],
+            "CartPole-v1",
+            "extras.curriculum_schedule[1] (Acrobot-v1): observation space differs from stage 0 (CartPole-v1): "
+            "Box(shape=(6,), dtype=float32) vs Box(shape=(4,), dtype=float32); extras.curriculum_schedule[1] (Acrobot-v1): "
+            "action space differs from stage 0 (CartPole-v1): Discrete(3) vs Discrete(2)",
+        ),
+        ("doorkeys", "CartPole-v1", "extras.curriculum_schedule: unknown preset 'doorkeys'"),
+        ([], "CartPole-v1", "extras.curriculum_schedule: the list of stages is empty"),
+        (
+            [{"env_id": "CartPole-v1", "until": "steps=>5"}],
+            "CartPole-v1",
+            "extras.curriculum_schedule[0].until: 'steps=>5' is not 'metric>=value'",
+        ),
+        (
+            [{"env_id": "CartPole-v1"}, ["CartPole-v0"]],
+            "CartPole-v1",
+            "extras.curriculum_schedule[1]: a stage must be an object",
+        ),
+        (
+            [{"env_id": "CartPole-v0", "steps": 5}, {"env_id": "CartPole-v1"}],
+            "CartPole-v1",
+            "env_id 'CartPole-v1' differs from the first stage of extras.curriculum_schedule ('CartPole-v0')",
+        ),
+    ],
+    ids=["incompatible-spaces", "unknown-preset", "empty", "bad-condition", "non-object-stage", "env-id"],
+)
 def test_bad_schedules_are_rejected_at_dry_run(mosaic, runs_root, schedule, env_id, message):
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", env_id, "--total-timesteps", "1000",
-                    "--dry-run", "--extras", json.dumps({"curriculum_schedule": schedule}))
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        env_id,
+        "--total-timesteps",
+        "1000",
+        "--dry-run",
+        "--extras",
+        json.dumps({"curriculum_schedule": schedule}),
+    )
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -157,9 +229,19 @@ def test_a_schedule_alone_sets_the_env_id(mosaic):
     """Without --env-id, a curriculum run starts in its first stage's env (mosaic_config_defaults)."""
     import json as _json
 
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--total-timesteps", "1000", "--dry-run",
-                    "--emit-summary", "--extras", _json.dumps({"curriculum_schedule": [
-                        {"env_id": "CartPole-v1", "steps": 500}, {"env_id": "CartPole-v0"}]}))
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--total-timesteps",
+        "1000",
+        "--dry-run",
+        "--emit-summary",
+        "--extras",
+        _json.dumps({"curriculum_schedule": [{"env_id": "CartPole-v1", "steps": 500}, {"env_id": "CartPole-v0"}]}),
+    )
     assert result.returncode == 0, result.stderr
     assert _json.loads(result.stdout)["argv"][:1] == ["--env-id=CartPole-v1"]
 
@@ -168,10 +250,24 @@ def test_a_schedule_alone_sets_the_env_id(mosaic):
 def test_a_worker_that_cannot_switch_envs_refuses_a_schedule_in_one_line(mosaic, runs_root, worker):
     """Its capabilities say supports_env_switching=False; the host refuses the switching key (no
     worker names the curriculum's key), before any environment or plugin builds a stage env."""
-    result = mosaic("run", "--worker", worker, "--algo", "mappo", "--env-id", "CartPole-v1", "--dry-run",
-                    "--extras", json.dumps({"curriculum_schedule": CARTPOLES}))
+    result = mosaic(
+        "run",
+        "--worker",
+        worker,
+        "--algo",
+        "mappo",
+        "--env-id",
+        "CartPole-v1",
+        "--dry-run",
+        "--extras",
+        json.dumps({"curriculum_schedule": CARTPOLES}),
+    )
     assert result.returncode == 2 and result.stdout == ""
-    line, = result.stderr.strip().splitlines()
-    assert f"extras.curriculum_schedule (plugin curriculum) asks for env switches during the run, and the {worker} " \
-           "worker cannot switch envs" in line and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert (
+        f"extras.curriculum_schedule (plugin curriculum) asks for env switches during the run, and the {worker} "
+        "worker cannot switch envs"
+        in line
+        and "Traceback" not in result.stderr
+    )
     assert not runs_root.exists() or not any(runs_root.iterdir())

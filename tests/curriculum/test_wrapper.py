@@ -5,17 +5,21 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-
-from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
-from mosaic_core.child import ChildContext
 from mosaic_curriculum import plugin
 from mosaic_curriculum.schedule import load_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 from mosaic_curriculum.wrapper import MAX_PENDING_RETURNS, REPORT_EVERY, SEED_STRIDE, CurriculumEnv, passed_kwargs
 
+from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
+from mosaic_core.child import ChildContext
+
 GYMNASIUM_1 = int(gym.__version__.split(".")[0]) >= 1
 pytestmark = pytest.mark.filterwarnings("ignore:.*CartPole-v0 is out of date")
-CARTPOLES = [{"env_id": "CartPole-v1", "steps": 100}, {"env_id": "CartPole-v0", "steps": 100}, {"env_id": "CartPole-v1"}]
+CARTPOLES = [
+    {"env_id": "CartPole-v1", "steps": 100},
+    {"env_id": "CartPole-v0", "steps": 100},
+    {"env_id": "CartPole-v1"},
+]
 
 
 class Host:
@@ -28,8 +32,12 @@ class Host:
         self.receiver = ChannelReceiver(new_address("test"), lambda kind, p: self.messages.append((kind, p))).start()
 
     def child(self, run_dir, schedule):
-        return ChildContext(run_id="test", run_dir=run_dir, extras={"curriculum_schedule": schedule},
-                            channel=ChannelSender(self.receiver.address))
+        return ChildContext(
+            run_id="test",
+            run_dir=run_dir,
+            extras={"curriculum_schedule": schedule},
+            channel=ChannelSender(self.receiver.address),
+        )
 
     def close(self):
         if not self.closed:  # ChannelReceiver.close may run only once
@@ -144,8 +152,12 @@ def test_make_kwargs_follow_the_run_but_registered_defaults_do_not(host, tmp_pat
 def test_counts_wait_while_the_host_cannot_be_reached(tmp_path):
     StageFile.create(stage_path(tmp_path)).close()
     sent = []
-    env = CurriculumEnv(gym.make("CartPole-v1"), load_schedule(CARTPOLES), lambda: 0,
-                        lambda payload, reliable: bool(sent.append(payload)) and False)
+    env = CurriculumEnv(
+        gym.make("CartPole-v1"),
+        load_schedule(CARTPOLES),
+        lambda: 0,
+        lambda payload, reliable: bool(sent.append(payload)) and False,
+    )
     env.reset(seed=0)
     steps = episodes = 0
     while episodes < MAX_PENDING_RETURNS + 5:

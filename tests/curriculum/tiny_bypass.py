@@ -21,8 +21,10 @@ class Args:
 
 def make(env_id):
     spec = gym.spec(env_id)  # the env's own class, not gym.make: no patch point sees it
-    return [gym.wrappers.TimeLimit(gym.envs.registration.load_env_creator(spec.entry_point)(),
-                                   spec.max_episode_steps) for _ in range(Args.num_envs)]
+    return [
+        gym.wrappers.TimeLimit(gym.envs.registration.load_env_creator(spec.entry_point)(), spec.max_episode_steps)
+        for _ in range(Args.num_envs)
+    ]
 
 
 if __name__ == "__main__":
@@ -45,9 +47,17 @@ if __name__ == "__main__":
                     returns[index] = 0.0
                     env.reset()
             global_step += args.num_envs
-        print(json.dumps({"global_step": global_step, "stage": stage,
-                          "env_ids": sorted({env.spec.id if env.spec else env_id for env in envs}),
-                          "max_steps": envs[0]._max_episode_steps}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "global_step": global_step,
+                    "stage": stage,
+                    "env_ids": sorted({env.spec.id if env.spec else env_id for env in envs}),
+                    "max_steps": envs[0]._max_episode_steps,
+                }
+            ),
+            flush=True,
+        )
         if switch:
             switch.report(stage, steps=args.num_steps * args.num_envs, returns=finished)
             if switch.stage() != stage:  # a new stage starts in fresh envs

@@ -13,9 +13,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,16 @@ from tests.conftest import HOST_VARS
 
 BIN = Path(sys.executable).parent
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytest.importorskip("starlette", reason="the [web] extra (starlette, uvicorn, sse-starlette) is not installed")
 
@@ -73,8 +82,14 @@ class Process:
 def start(args: list[str], workdir: Path, name: str, timeout: float = 60.0) -> Process:
     """Start ``mosaic ARGS`` and wait for its first stdout line (a JSON ready event)."""
     stderr_path = workdir / f"{name}.stderr.log"
-    proc = subprocess.Popen([str(BIN / "mosaic"), *args], cwd=workdir, env=child_env(workdir),
-                            stdout=subprocess.PIPE, stderr=open(stderr_path, "wb"), text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), *args],
+        cwd=workdir,
+        env=child_env(workdir),
+        stdout=subprocess.PIPE,
+        stderr=open(stderr_path, "wb"),
+        text=True,
+    )
     deadline = time.monotonic() + timeout
     line = ""
     while time.monotonic() < deadline and not line:
@@ -125,8 +140,11 @@ def serve(workdir: Path, processes: list[Process]):
 @pytest.fixture
 def daemon(workdir: Path, processes: list[Process]) -> Process:
     """A real ``mosaic daemon`` on a free loopback port, state under ``workdir/var/trainer``."""
-    process = start(["daemon", "--listen", "127.0.0.1:0", "--state-dir", str(workdir / "var/trainer"),
-                     "--grace-period", "2"], workdir, "daemon")
+    process = start(
+        ["daemon", "--listen", "127.0.0.1:0", "--state-dir", str(workdir / "var/trainer"), "--grace-period", "2"],
+        workdir,
+        "daemon",
+    )
     processes.append(process)
     return process
 
@@ -141,8 +159,15 @@ def authed(url: str) -> urllib.request.Request:
     return urllib.request.Request(url, headers={"Authorization": f"Bearer {known}"} if known else {})
 
 
-def http(url: str, *, method: str = "GET", body: bytes | None = None, headers: dict[str, str] | None = None,
-         timeout: float = 30.0, token: bool = True) -> tuple[int, dict[str, str], bytes]:
+def http(
+    url: str,
+    *,
+    method: str = "GET",
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30.0,
+    token: bool = True,
+) -> tuple[int, dict[str, str], bytes]:
     """(status, headers, body) of one request; HTTP errors are answers, not exceptions. The
     server's token is sent as ``Authorization: Bearer`` unless ``token=False`` or the request
     carries credentials of its own."""
@@ -165,8 +190,13 @@ def http_json(url: str, **kwargs: Any) -> tuple[int, Any]:
 
 
 def post_json(url: str, data: Any, **kwargs: Any) -> tuple[int, Any]:
-    return http_json(url, method="POST", body=json.dumps(data).encode(),
-                     headers={"Content-Type": "application/json", "X-Mosaic-Dashboard": "1"}, **kwargs)
+    return http_json(
+        url,
+        method="POST",
+        body=json.dumps(data).encode(),
+        headers={"Content-Type": "application/json", "X-Mosaic-Dashboard": "1"},
+        **kwargs,
+    )
 
 
 @pytest.fixture
@@ -174,13 +204,18 @@ def browser(tmp_path: Path):
     """A real headless Chromium page (Debian's package, launched by playwright)."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is not installed: `make browser-deps` installs it (CI does)")
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="playwright is not installed: `make browser-deps` installs it (CI does)")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed: `make browser-deps` installs it (CI does)"
+    )
     profile = tmp_path / "chromium-profile"
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1400, "height": 1000})
+            str(profile),
+            executable_path=str(CHROMIUM),
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1400, "height": 1000},
+        )
         try:
             yield context
         finally:

@@ -6,7 +6,6 @@ without its token. Screenshots land under pytest's tmp dir (printed at the end o
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -57,8 +56,11 @@ def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workd
     page.wait_for_function("document.querySelector('#frame').naturalWidth > 0", timeout=30000)
     frame_before = page.locator("#frame").screenshot()
     number_before = int(page.get_attribute("#frame-metrics", "data-frame-number") or 0)
-    wait_for(lambda: int(page.get_attribute("#frame-metrics", "data-frame-number") or 0) > number_before + 2,
-             30, "FastLane frames to advance")
+    wait_for(
+        lambda: int(page.get_attribute("#frame-metrics", "data-frame-number") or 0) > number_before + 2,
+        30,
+        "FastLane frames to advance",
+    )
     wait_for(lambda: page.locator("#frame").screenshot() != frame_before, 30, "the shown frame to change")
     assert page.locator("#events li.run_started").count() == 1
     page.screenshot(path=str(artifacts / "3-run-live.png"), full_page=True)

@@ -20,15 +20,30 @@ DONE = "ppo CartPole-v1 learning_rate=0.001 variant=<b>slow</b>"
 
 
 def event(run_id: str, name: str, payload: dict, seq: int) -> str:
-    return json.dumps({"event": name, "run_id": run_id, "seq": seq, "timestamp": time.time(), "payload": payload}) + "\n"
+    return (
+        json.dumps({"event": name, "run_id": run_id, "seq": seq, "timestamp": time.time(), "payload": payload}) + "\n"
+    )
 
 
 def start(root: Path, run_id: str, seed: int, lr: float) -> Path:
     run_dir = root / run_id
     run_dir.mkdir(parents=True)
-    (run_dir / "config.json").write_text(json.dumps({
-        "run_id": run_id, "worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 4000,
-        "seed": seed, "extras": {"algo_params": {"learning_rate": lr}, "variant": f"<b>{'slow' if lr < 0.01 else 'fast'}</b>"}}))
+    (run_dir / "config.json").write_text(
+        json.dumps(
+            {
+                "run_id": run_id,
+                "worker": "cleanrl",
+                "algo": "ppo",
+                "env_id": "CartPole-v1",
+                "total_timesteps": 4000,
+                "seed": seed,
+                "extras": {
+                    "algo_params": {"learning_rate": lr},
+                    "variant": f"<b>{'slow' if lr < 0.01 else 'fast'}</b>",
+                },
+            }
+        )
+    )
     (run_dir / "events.jsonl").write_text(event(run_id, "run_started", {"worker": "cleanrl", "algo": "ppo"}, 1))
     return run_dir
 
@@ -36,7 +51,9 @@ def start(root: Path, run_id: str, seed: int, lr: float) -> Path:
 def report(run_dir: Path, steps: range, level: float) -> None:
     with open(run_dir / "events.jsonl", "a") as handle:
         for step in steps:
-            handle.write(event(run_dir.name, "metrics", {"global_step": step, "episodic_return": level + step / 100}, step))
+            handle.write(
+                event(run_dir.name, "metrics", {"global_step": step, "episodic_return": level + step / 100}, step)
+            )
 
 
 def finish(run_dir: Path, level: float) -> None:
@@ -78,8 +95,11 @@ def test_compare_page_draws_iqm_bands_that_grow_as_seeds_train(serve, browser, a
 
     for run_dir in live:  # the live seeds train on, then end
         report(run_dir, range(1100, 4001, 100), 50.0)
-    wait_for(lambda: page.get_attribute(f'#compare-bands path[data-series="{LIVE}"]', "d") != steps_before, 30,
-             "the live group's IQM curve to grow")
+    wait_for(
+        lambda: page.get_attribute(f'#compare-bands path[data-series="{LIVE}"]', "d") != steps_before,
+        30,
+        "the live group's IQM curve to grow",
+    )
     for index, run_dir in enumerate(live):
         finish(run_dir, 100.0 + 10 * index)
     wait_for(lambda: row(LIVE).all_text_contents()[2] == "2", 30, "the live group's runs to be scored")

@@ -28,14 +28,19 @@ document.addEventListener("securitypolicyviolation", e => window.__violations.pu
 """
 
 
-def write_run(root: Path, run_id: str, config: dict, events: list[tuple[str, dict]], files: dict[str, str] = {}) -> Path:
+def write_run(
+    root: Path, run_id: str, config: dict, events: list[tuple[str, dict]], files: dict[str, str] = {}
+) -> Path:
     run = root / run_id
     run.mkdir(parents=True, mode=0o700)
     (run / "config.json").write_text(json.dumps(config))
     now = time.time() - 60
-    (run / "events.jsonl").write_text("".join(
-        json.dumps({"event": name, "run_id": run_id, "seq": i, "timestamp": now + i, "payload": payload}) + "\n"
-        for i, (name, payload) in enumerate(events, 1)))
+    (run / "events.jsonl").write_text(
+        "".join(
+            json.dumps({"event": name, "run_id": run_id, "seq": i, "timestamp": now + i, "payload": payload}) + "\n"
+            for i, (name, payload) in enumerate(events, 1)
+        )
+    )
     for rel, text in files.items():
         (run / rel).parent.mkdir(parents=True, exist_ok=True)
         (run / rel).write_text(text)
@@ -43,20 +48,43 @@ def write_run(root: Path, run_id: str, config: dict, events: list[tuple[str, dic
 
 
 def metrics(step: int) -> tuple[str, dict]:
-    return "metrics", {"global_step": step, "episodic_return": float(step), "sps": 100,
-                       "losses": {IMG: 0.5 / step, SCRIPT: 1.0 / step},
-                       "agents": {SVG: {"charts/episodic_return": step / 2}, QUOTES: {"charts/episodic_return": 1.0}}}
+    return "metrics", {
+        "global_step": step,
+        "episodic_return": float(step),
+        "sps": 100,
+        "losses": {IMG: 0.5 / step, SCRIPT: 1.0 / step},
+        "agents": {SVG: {"charts/episodic_return": step / 2}, QUOTES: {"charts/episodic_return": 1.0}},
+    }
 
 
 def hostile_runs(root: Path) -> None:
-    config = {"worker": IMG, "algo": SCRIPT, "env_id": SVG, "total_timesteps": 1000,
-              "extras": {"experiment_name": IMG, "tags": [SCRIPT, QUOTES], QUOTES: SVG}}
+    config = {
+        "worker": IMG,
+        "algo": SCRIPT,
+        "env_id": SVG,
+        "total_timesteps": 1000,
+        "extras": {"experiment_name": IMG, "tags": [SCRIPT, QUOTES], QUOTES: SVG},
+    }
     started = ("run_started", {"worker": IMG, "algo": SCRIPT, "env_id": SVG})
-    write_run(root, "hostile", config, [started, metrics(100), metrics(200),
-                                        ("heartbeat", {"note": IMG, SCRIPT: SVG, "metrics": {"global_step": 200}})],
-              {f"logs/{FILE_NAME}.log": f"{IMG}\n{SCRIPT}\n{SVG}\n", "manifest.json": json.dumps({"notes": SCRIPT})})
-    write_run(root, "hostile-failed", config, [started, metrics(100), ("run_failed", {"error": f"{IMG} {SCRIPT}"})],
-              {f"checkpoints/{FILE_NAME}.pt": "weights"})
+    write_run(
+        root,
+        "hostile",
+        config,
+        [
+            started,
+            metrics(100),
+            metrics(200),
+            ("heartbeat", {"note": IMG, SCRIPT: SVG, "metrics": {"global_step": 200}}),
+        ],
+        {f"logs/{FILE_NAME}.log": f"{IMG}\n{SCRIPT}\n{SVG}\n", "manifest.json": json.dumps({"notes": SCRIPT})},
+    )
+    write_run(
+        root,
+        "hostile-failed",
+        config,
+        [started, metrics(100), ("run_failed", {"error": f"{IMG} {SCRIPT}"})],
+        {f"checkpoints/{FILE_NAME}.pt": "weights"},
+    )
 
 
 def rllib_style_run(root: Path) -> None:
@@ -67,13 +95,26 @@ def rllib_style_run(root: Path) -> None:
     for step in (100, 200):
         files[f"checkpoints/step_{step:09d}/rllib_checkpoint.json"] = "{}"
         files[f"checkpoints/step_{step:09d}/mosaic_step.json"] = json.dumps({"global_step": step})
-    files["manifest.json"] = json.dumps({"schema": "mosaic.manifest/1", "status": "completed", "checkpoints": {
-        "files": [{"path": "checkpoints/step_000000200", "step": 200, "size_bytes": None}]}})
+    files["manifest.json"] = json.dumps(
+        {
+            "schema": "mosaic.manifest/1",
+            "status": "completed",
+            "checkpoints": {"files": [{"path": "checkpoints/step_000000200", "step": 200, "size_bytes": None}]},
+        }
+    )
     elsewhere = "/home/someone/var/trainer/runs/dir-checkpoints/checkpoints"
-    write_run(root, "dir-checkpoints", {"worker": "rllib", "algo": "PPO", "env_id": "CartPole-v1", "total_timesteps": 200},
-              [("run_started", {}), ("checkpoint_saved", {"path": f"{elsewhere}/step_000000100", "global_step": 100}),
-               ("checkpoint_saved", {"path": f"{elsewhere}/step_000000200", "global_step": 200}),
-               ("run_completed", {})], files)
+    write_run(
+        root,
+        "dir-checkpoints",
+        {"worker": "rllib", "algo": "PPO", "env_id": "CartPole-v1", "total_timesteps": 200},
+        [
+            ("run_started", {}),
+            ("checkpoint_saved", {"path": f"{elsewhere}/step_000000100", "global_step": 100}),
+            ("checkpoint_saved", {"path": f"{elsewhere}/step_000000200", "global_step": 200}),
+            ("run_completed", {}),
+        ],
+        files,
+    )
 
 
 def in_json(text: str) -> str:
@@ -166,9 +207,15 @@ def test_every_response_carries_the_content_security_policy(serve, workdir):
     root.mkdir(parents=True, mode=0o700)
     rllib_style_run(root)
     base, _server = serve()
-    for path, token, status in (("/", True, 200), ("/static/app.js", True, 200), ("/api/runs", True, 200),
-                                ("/api/runs/dir-checkpoints/files", True, 200), ("/api/runs/nope/files", True, 404),
-                                ("/nowhere", True, 404), ("/", False, 401)):
+    for path, token, status in (
+        ("/", True, 200),
+        ("/static/app.js", True, 200),
+        ("/api/runs", True, 200),
+        ("/api/runs/dir-checkpoints/files", True, 200),
+        ("/api/runs/nope/files", True, 404),
+        ("/nowhere", True, 404),
+        ("/", False, 401),
+    ):
         got, headers, _body = http(base + path, token=token)
         headers = {k.lower(): v for k, v in headers.items()}
         assert got == status, path

@@ -35,8 +35,9 @@ def test_loopback_needs_the_token_too_and_refuses_foreign_host_headers(serve):
         assert status == 401 and b"needs its token" in body, path
     status, _headers, body = http(base + "/")
     assert status == 200 and b"MOSAIC dashboard" in body
-    status, data = http_json(base + "/api/runs", headers={"Host": "rebind.example.com",
-                                                          "Authorization": f"Bearer {token}"})
+    status, data = http_json(
+        base + "/api/runs", headers={"Host": "rebind.example.com", "Authorization": f"Bearer {token}"}
+    )
     assert status == 403 and "is not loopback" in data["error"]
     # The token file: 0600 in the user's runtime dir while the server runs, gone after.
     token_file = Path(server.ready["token_file"])
@@ -87,8 +88,13 @@ def test_bad_requests_get_a_status_and_a_reason(serve):
 
 def test_malformed_forms_and_a_daemon_that_is_gone(serve):
     base, _server = serve("--target", f"127.0.0.1:{free_port()}")  # nothing listens there
-    good = {"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": "1000",
-            "args": {"learning_rate": "0.001"}}
+    good = {
+        "worker": "cleanrl",
+        "algo": "ppo",
+        "env_id": "CartPole-v1",
+        "total_timesteps": "1000",
+        "args": {"learning_rate": "0.001"},
+    }
     bad = [
         ({**good, "total_timesteps": "lots"}, "total_timesteps: 'lots' is not a whole number"),
         ({**good, "total_timesteps": "0"}, "total_timesteps: must be > 0"),
@@ -103,8 +109,9 @@ def test_malformed_forms_and_a_daemon_that_is_gone(serve):
     for form, reason in bad:
         status, data = post_json(base + "/api/daemon/submit", form)
         assert status == 400 and reason in data["error"], (form, data)
-    status, _h, body = http(base + "/api/daemon/submit", method="POST", body=b"{not json",
-                            headers={"X-Mosaic-Dashboard": "1"})
+    status, _h, body = http(
+        base + "/api/daemon/submit", method="POST", body=b"{not json", headers={"X-Mosaic-Dashboard": "1"}
+    )
     assert status == 400 and b"must be sent as JSON" in body
     status, data = post_json(base + "/api/daemon/submit", good)
     assert status == 503 and "no trainer daemon answered" in data["error"]
@@ -152,10 +159,29 @@ def read_sse(url: str, until: str, timeout: float = 120.0) -> list[tuple[str, di
 @pytest.mark.slow
 def test_streams_of_a_real_fastlane_run(serve, workdir, processes):
     base, _server = serve()
-    run = subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id",
-                            "CartPole-v1", "--total-timesteps", "6000", "--run-id", "http-ppo", "--quiet",
-                            "--extras", json.dumps({"fastlane_video_mode": "grid", "num_envs": 2})],
-                           cwd=workdir, env=child_env(workdir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            "ppo",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "6000",
+            "--run-id",
+            "http-ppo",
+            "--quiet",
+            "--extras",
+            json.dumps({"fastlane_video_mode": "grid", "num_envs": 2}),
+        ],
+        cwd=workdir,
+        env=child_env(workdir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         listed = read_sse(base + "/api/runs/stream", "http-ppo", timeout=60)
         assert listed[-1][0] == "runs"
@@ -164,8 +190,11 @@ def test_streams_of_a_real_fastlane_run(serve, workdir, processes):
         with urllib.request.urlopen(authed(base + "/api/runs/http-ppo/frames.mjpg"), timeout=120) as response:
             assert response.headers["Content-Type"].startswith("multipart/x-mixed-replace")
             body = response.read()  # until the run ends and its segment goes
-        jpegs = [part.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n", 1)[0]
-                 for part in body.split(b"--mosaicframe\r\n") if part.startswith(b"Content-Type: image/jpeg")]
+        jpegs = [
+            part.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n", 1)[0]
+            for part in body.split(b"--mosaicframe\r\n")
+            if part.startswith(b"Content-Type: image/jpeg")
+        ]
         parts = len(jpegs)
         assert parts >= 2 and len(set(jpegs)) >= 2
         from PIL import Image
@@ -197,7 +226,6 @@ def test_stopping_the_server_with_streams_open_is_clean(serve, workdir):
     import threading
 
     import numpy as np
-
     from mosaic_fastlane.layout import Mode
     from mosaic_fastlane.segment import SegmentOwner, open_segment
     from mosaic_fastlane.writer import SlotWriter
@@ -221,8 +249,10 @@ def test_stopping_the_server_with_streams_open_is_clean(serve, workdir):
     publisher.start()
     base, server = serve()
     try:
-        streams = [urllib.request.urlopen(authed(base + path), timeout=30) for path in
-                   ("/api/runs/stream", f"/api/runs/{run_id}/stream", f"/api/runs/{run_id}/frames.mjpg")]
+        streams = [
+            urllib.request.urlopen(authed(base + path), timeout=30)
+            for path in ("/api/runs/stream", f"/api/runs/{run_id}/stream", f"/api/runs/{run_id}/frames.mjpg")
+        ]
         assert b"Content-Type: image/jpeg" in streams[2].read(200)
         assert server.stop() == 130  # SIGINT, as Ctrl-C: the shell convention
         for stream in streams:
@@ -241,10 +271,11 @@ def test_bad_flags_are_one_line_and_exit_2(serve, workdir):
 
     _base, server = serve()
     for args, message in (
-            (["--port", str(server.ready["port"])], f"--port {server.ready['port']}: cannot listen"),
-            (["--port", "70000"], "--port must be 0..65535"),
-            (["--target", "nowhere"], "--target must look like HOST:PORT"),
-            (["--host", "no.such.host.invalid"], "--host no.such.host.invalid: cannot resolve it")):
+        (["--port", str(server.ready["port"])], f"--port {server.ready['port']}: cannot listen"),
+        (["--port", "70000"], "--port must be 0..65535"),
+        (["--target", "nowhere"], "--target must look like HOST:PORT"),
+        (["--host", "no.such.host.invalid"], "--host no.such.host.invalid: cannot resolve it"),
+    ):
         result = run_cli(["serve", *args], cwd=workdir, timeout=60)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr and result.stdout == ""
@@ -284,18 +315,22 @@ def test_an_imported_run_is_listed_untrusted_until_the_owner_trusts_it(serve, wo
 
     elsewhere = workdir / "theirs"
     (elsewhere / "theirrun").mkdir(parents=True, mode=0o700)
-    (elsewhere / "theirrun" / "events.jsonl").write_bytes(event("run_started", 1, {"algo": "ppo"}) + b"\n"
-                                                         + event("run_completed", 2, {}) + b"\n")
+    (elsewhere / "theirrun" / "events.jsonl").write_bytes(
+        event("run_started", 1, {"algo": "ppo"}) + b"\n" + event("run_completed", 2, {}) + b"\n"
+    )
     archive = workdir / "theirrun.tar.gz"
     root = workdir / "var/trainer/runs"
-    for args in (["runs", "export", "theirrun", "-o", str(archive), "--runs-dir", str(elsewhere)],
-                 ["runs", "import", str(archive), "--runs-dir", str(root)]):
+    for args in (
+        ["runs", "export", "theirrun", "-o", str(archive), "--runs-dir", str(elsewhere)],
+        ["runs", "import", str(archive), "--runs-dir", str(root)],
+    ):
         assert run_cli(args, cwd=workdir).returncode == 0
     base, _server = serve()
     assert [(r["run_id"], r["untrusted"]) for r in http_json(base + "/api/runs")[1]] == [("theirrun", True)]
     assert run_cli(["runs", "trust", "theirrun", "--runs-dir", str(root)], cwd=workdir).returncode == 0
     deadline = time.monotonic() + 30  # the server keeps its list for half a second
-    while (listed := [(r["run_id"], r["untrusted"]) for r in http_json(base + "/api/runs")[1]]) != [("theirrun", False)] \
-            and time.monotonic() < deadline:
+    while (listed := [(r["run_id"], r["untrusted"]) for r in http_json(base + "/api/runs")[1]]) != [
+        ("theirrun", False)
+    ] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert listed == [("theirrun", False)]

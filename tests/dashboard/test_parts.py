@@ -11,15 +11,15 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mosaic_dashboard.access import AccessGuard
 from mosaic_dashboard.curves import Curves
+from mosaic_dashboard.form import FormError, parse_submission
+from mosaic_dashboard.frames import BOUNDARY, FrameFeed, mjpeg_part
+
 from mosaic_core.runstore.follow import READ_LIMIT, EventFollower, RunGone
 from mosaic_core.types import FormOption, WorkerForm
-from mosaic_dashboard.form import FormError, parse_submission
-from mosaic_dashboard.frames import FrameFeed, mjpeg_part, BOUNDARY
-
 from tests.conftest import REPO
 
 
@@ -74,8 +74,14 @@ def test_the_follower_drops_an_over_long_line_as_it_reads_it(tmp_path):
 def test_curves_keep_one_point_per_step_and_stay_bounded():
     curves = Curves(max_points=50)
     for step in range(200):
-        curves.add({"global_step": step * 10, "episodic_return": float(step), "sps": None,
-                    "losses": {"value_loss": 1.0 / (step + 1)}})
+        curves.add(
+            {
+                "global_step": step * 10,
+                "episodic_return": float(step),
+                "sps": None,
+                "losses": {"value_loss": 1.0 / (step + 1)},
+            }
+        )
     curves.add({"global_step": 1990, "episodic_return": 7.0})  # same step: replaces the point
     series = curves.to_dict()
     assert set(series) == {"episodic_return", "losses/value_loss"}
@@ -84,22 +90,41 @@ def test_curves_keep_one_point_per_step_and_stay_bounded():
     assert curves.add({"episodic_return": 1.0}) == {} and curves.add("junk") == {}
 
 
-FIELDS = [{"name": "learning_rate", "kind": "float", "default": 0.00025},
-          {"name": "num_envs", "kind": "int", "default": 4},
-          {"name": "anneal_lr", "kind": "bool", "default": True},
-          {"name": "layers", "kind": "list", "item_kind": "int", "default": [64, 64]},
-          {"name": "mode", "kind": "literal", "choices": ["a", "b"], "default": "a"}]
-DESCRIBED = WorkerForm(algos=("ppo",), algo="ppo", options=tuple(FormOption(**f) for f in FIELDS),
-                       extras_key="algo_params")
+FIELDS = [
+    {"name": "learning_rate", "kind": "float", "default": 0.00025},
+    {"name": "num_envs", "kind": "int", "default": 4},
+    {"name": "anneal_lr", "kind": "bool", "default": True},
+    {"name": "layers", "kind": "list", "item_kind": "int", "default": [64, 64]},
+    {"name": "mode", "kind": "literal", "choices": ["a", "b"], "default": "a"},
+]
+DESCRIBED = WorkerForm(
+    algos=("ppo",), algo="ppo", options=tuple(FormOption(**f) for f in FIELDS), extras_key="algo_params"
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(lr=st.floats(1e-6, 1.0), envs=st.integers(1, 64), anneal=st.booleans(),
-       layers=st.lists(st.integers(1, 512), min_size=1, max_size=4), mode=st.sampled_from(["a", "b"]))
+@given(
+    lr=st.floats(1e-6, 1.0),
+    envs=st.integers(1, 64),
+    anneal=st.booleans(),
+    layers=st.lists(st.integers(1, 512), min_size=1, max_size=4),
+    mode=st.sampled_from(["a", "b"]),
+)
 def test_form_values_reach_algo_params_typed_and_only_when_not_default(lr, envs, anneal, layers, mode):
-    form = {"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": "5000", "seed": "3",
-            "args": {"learning_rate": repr(lr), "num_envs": str(envs), "anneal_lr": anneal,
-                     "layers": ", ".join(map(str, layers)), "mode": mode}}
+    form = {
+        "worker": "cleanrl",
+        "algo": "ppo",
+        "env_id": "CartPole-v1",
+        "total_timesteps": "5000",
+        "seed": "3",
+        "args": {
+            "learning_rate": repr(lr),
+            "num_envs": str(envs),
+            "anneal_lr": anneal,
+            "layers": ", ".join(map(str, layers)),
+            "mode": mode,
+        },
+    }
     config = parse_submission(form, DESCRIBED)
     assert (config["env_id"], config["total_timesteps"], config["seed"]) == ("CartPole-v1", 5000, 3)
     sent = {"learning_rate": lr, "num_envs": envs, "anneal_lr": anneal, "layers": layers, "mode": mode}
@@ -107,35 +132,47 @@ def test_form_values_reach_algo_params_typed_and_only_when_not_default(lr, envs,
     assert config["extras"].get("algo_params", {}) == expected
 
 
-@pytest.mark.parametrize("args, reason", [
-    ({"num_envs": "2.5"}, "args.num_envs: '2.5' is not a whole number"),
-    ({"learning_rate": "nan"}, "args.learning_rate: 'nan' is not a number"),
-    ({"layers": "64, x"}, "args.layers: 'x' is not a whole number"),
-    ({"mode": "c"}, "args.mode: 'c' is not one of a, b"),
-    ({"num_envs": {"x": 1}}, "args.num_envs: expected a int"),
-    ("flags", "args: must be an object"),
-])
+@pytest.mark.parametrize(
+    "args, reason",
+    [
+        ({"num_envs": "2.5"}, "args.num_envs: '2.5' is not a whole number"),
+        ({"learning_rate": "nan"}, "args.learning_rate: 'nan' is not a number"),
+        ({"layers": "64, x"}, "args.layers: 'x' is not a whole number"),
+        ({"mode": "c"}, "args.mode: 'c' is not one of a, b"),
+        ({"num_envs": {"x": 1}}, "args.num_envs: expected a int"),
+        ("flags", "args: must be an object"),
+    ],
+)
 def test_a_malformed_form_names_its_field(args, reason):
     with pytest.raises(FormError, match=reason.replace(".", r"\.").replace("(", r"\(")):
-        parse_submission({"worker": "cleanrl", "env_id": "CartPole-v1", "total_timesteps": "10", "algo": "ppo",
-                          "args": args}, DESCRIBED)
+        parse_submission(
+            {"worker": "cleanrl", "env_id": "CartPole-v1", "total_timesteps": "10", "algo": "ppo", "args": args},
+            DESCRIBED,
+        )
 
 
 def test_any_workers_options_build_the_form_and_the_dashboard_knows_no_worker():
     """The example worker's form, built in a fresh process: its policies, no CleanRL import."""
-    code = ("import sys, json\n"
-            "from mosaic_dashboard.form import form_schema, parse_submission, worker_form\n"
-            "schema = form_schema({'name': 'example', 'metadata': {}}, None)\n"
-            "config = parse_submission({'worker': 'example', 'algo': 'first', 'env_id': 'CartPole-v1',\n"
-            "                           'total_timesteps': '50'}, worker_form('example', 'first'))\n"
-            "print(json.dumps([schema, config, [m for m in sys.modules if m.startswith('cleanrl_worker')]]))\n")
+    code = (
+        "import sys, json\n"
+        "from mosaic_dashboard.form import form_schema, parse_submission, worker_form\n"
+        "schema = form_schema({'name': 'example', 'metadata': {}}, None)\n"
+        "config = parse_submission({'worker': 'example', 'algo': 'first', 'env_id': 'CartPole-v1',\n"
+        "                           'total_timesteps': '50'}, worker_form('example', 'first'))\n"
+        "print(json.dumps([schema, config, [m for m in sys.modules if m.startswith('mosaic_cleanrl')]]))\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     schema, config, imported = json.loads(result.stdout)
     assert schema["algos"] == ["random", "first"] and schema["algo"] == "random" and schema["fields"] == []
-    assert config == {"worker": "example", "algo": "first", "env_id": "CartPole-v1", "total_timesteps": 50,
-                      "extras": {}}
-    assert set(imported) <= {"cleanrl_worker", "cleanrl_worker.metadata"}  # discovery reads descriptors only
+    assert config == {
+        "worker": "example",
+        "algo": "first",
+        "env_id": "CartPole-v1",
+        "total_timesteps": 50,
+        "extras": {},
+    }
+    assert set(imported) <= {"mosaic_cleanrl", "mosaic_cleanrl.metadata"}  # discovery reads descriptors only
     with pytest.raises(FormError, match="worker: required"):
         parse_submission({"env_id": "CartPole-v1", "total_timesteps": "10"}, None)
 
@@ -151,8 +188,13 @@ def call(guard: AccessGuard, path: str, *, method: str = "GET", headers: dict | 
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "path": path, "method": method, "query_string": query.encode(),
-             "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]}
+    scope = {
+        "type": "http",
+        "path": path,
+        "method": method,
+        "query_string": query.encode(),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+    }
     guard.app = inner
     asyncio.run(guard(scope, None, send))
     head = {k.decode(): v.decode() for k, v in sent[0].get("headers", [])}
@@ -167,8 +209,12 @@ def test_the_access_guard():
     status, head, body = call(open_guard, "/api/runs", headers={"Host": "evil.test"})
     assert status == 403 and head["content-type"] == "application/json" and b"not loopback" in body
     assert call(open_guard, "/api/daemon/submit", method="POST", headers={"Host": "127.0.0.1"})[0] == 403
-    assert call(open_guard, "/api/daemon/submit", method="POST",
-                headers={"Host": "127.0.0.1", "X-Mosaic-Dashboard": "1"})[0] == 200
+    assert (
+        call(open_guard, "/api/daemon/submit", method="POST", headers={"Host": "127.0.0.1", "X-Mosaic-Dashboard": "1"})[
+            0
+        ]
+        == 200
+    )
 
     guard = AccessGuard(None, "s3cret", "0.0.0.0:1")
     status, head, body = call(guard, "/")
@@ -190,9 +236,10 @@ def test_mjpeg_parts_are_closed_by_the_next_boundary():
 
 def test_the_frame_feed_encodes_only_while_watched_and_ends_with_the_segment(tmp_path):
     from mosaic_fastlane.layout import Mode
-    from mosaic_core import NoFrames
     from mosaic_fastlane.segment import SegmentOwner, open_segment
     from mosaic_fastlane.writer import SlotWriter
+
+    from mosaic_core import NoFrames
 
     run_id = f"dash-feed-{os.getpid()}"
     owner = SegmentOwner(run_id, mode=Mode.SINGLE, slot_count=1, max_dim=32, interval_ms=10)
@@ -225,9 +272,11 @@ def test_the_frame_feed_encodes_only_while_watched_and_ends_with_the_segment(tmp
 
 def test_the_host_cli_stays_light():
     """`mosaic --help` lists `serve` without importing the web stack or the dashboard's server."""
-    code = ("import sys; from mosaic_core.cli.main import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('starlette', 'uvicorn', 'sse_starlette', 'mosaic_dashboard.app', 'PIL', 'grpc')"
-            " if m in sys.modules]\nprint('HEAVY', heavy)")
+    code = (
+        "import sys; from mosaic_core.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('starlette', 'uvicorn', 'sse_starlette', 'mosaic_dashboard.app', 'PIL', 'grpc')"
+        " if m in sys.modules]\nprint('HEAVY', heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60).stdout
     assert "serve" in out and "HEAVY []" in out, out[-800:]

@@ -17,11 +17,19 @@ def make_run(root: Path, run_id: str, seed: int, algo: str, env_id: str, level: 
 
     run_dir = root / run_id
     (run_dir / "logs").mkdir(parents=True)
-    config = {"run_id": run_id, "worker": "cleanrl", "algo": algo, "env_id": env_id, "total_timesteps": 1000,
-              "seed": seed, "extras": {"experiment": "exp"}}
+    config = {
+        "run_id": run_id,
+        "worker": "cleanrl",
+        "algo": algo,
+        "env_id": env_id,
+        "total_timesteps": 1000,
+        "seed": seed,
+        "extras": {"experiment": "exp"},
+    }
     (run_dir / "config.json").write_text(json.dumps(config))
-    (run_dir / "events.jsonl").write_text(json.dumps({"event": "run_completed", "run_id": run_id, "seq": 1,
-                                                      "timestamp": 1.0, "payload": {}}) + "\n")
+    (run_dir / "events.jsonl").write_text(
+        json.dumps({"event": "run_completed", "run_id": run_id, "seq": 1, "timestamp": 1.0, "payload": {}}) + "\n"
+    )
     writer = SummaryWriter(str(run_dir / "runs" / run_id))
     for step in range(50, 1001, 50):
         writer.add_scalar("charts/episodic_return", level + seed, step)
@@ -54,8 +62,9 @@ def test_a_group_with_one_run(root):
 
 
 def test_envs_mixed_without_group_by(root):
-    refused(compare(root, "ppo-s1", "ppo-s2", "acro-s1", "acro-s2"), "2 envs", "CartPole-v1", "Acrobot-v1",
-            "--group-by")
+    refused(
+        compare(root, "ppo-s1", "ppo-s2", "acro-s1", "acro-s2"), "2 envs", "CartPole-v1", "Acrobot-v1", "--group-by"
+    )
     both = compare(root, "ppo-s1", "ppo-s2", "acro-s1", "acro-s2", "--group-by", "algo")
     assert both.returncode == 0, both.stderr
     assert "== CartPole-v1 ==" in both.stdout and "== Acrobot-v1 ==" in both.stdout
@@ -73,11 +82,17 @@ def test_neither_run_nor_experiment(root):
     refused(compare(root, "nosuch"), "'nosuch'", "neither a run nor an experiment")
 
 
-@pytest.mark.parametrize("group,words", [
-    ('worker = "nosuch"\nalgo = "ppo"\nenv = "CartPole-v1"', ("group 1", "unknown worker 'nosuch'")),
-    ('worker = "cleanrl"\nalgo = "nosuch_algo"\nenv = "CartPole-v1"', ("group 1", "refused", "nosuch_algo")),
-    ('worker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\nlearning_rate = 0.1', ("learning_rate", "unknown key")),
-])
+@pytest.mark.parametrize(
+    "group,words",
+    [
+        ('worker = "nosuch"\nalgo = "ppo"\nenv = "CartPole-v1"', ("group 1", "unknown worker 'nosuch'")),
+        ('worker = "cleanrl"\nalgo = "nosuch_algo"\nenv = "CartPole-v1"', ("group 1", "refused", "nosuch_algo")),
+        (
+            'worker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\nlearning_rate = 0.1',
+            ("learning_rate", "unknown key"),
+        ),
+    ],
+)
 def test_a_bad_spec_starts_nothing(tmp_path, group, words):
     (tmp_path / "spec.toml").write_text(f'name = "x"\nseeds = 2\ntotal_timesteps = 500\n[[group]]\n{group}\n')
     refused(run_cli(["experiment", "run", "spec.toml", "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path), *words)
@@ -85,7 +100,9 @@ def test_a_bad_spec_starts_nothing(tmp_path, group, words):
 
 
 def test_an_unknown_top_level_key(tmp_path):
-    (tmp_path / "spec.toml").write_text('name = "x"\nseed = 3\n[grid]\nworker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\n')
+    (tmp_path / "spec.toml").write_text(
+        'name = "x"\nseed = 3\n[grid]\nworker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\n'
+    )
     refused(run_cli(["experiment", "run", "spec.toml"], cwd=tmp_path), "spec.toml", "seed", "unknown key", "seeds")
 
 

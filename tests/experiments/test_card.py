@@ -79,8 +79,9 @@ def test_an_experiments_card_has_the_hubs_front_matter_and_compares_iqm(experime
     assert f"run {run_dir.name}, {newest.name}: wrote" in made.stderr and "huggingface-cli upload" in made.stderr
 
     # after `mosaic evaluate`, the card states the evaluation protocol
-    evaluated = run_cli(["evaluate", run_dir.name, "--episodes", "3", "--runs-dir", str(root)], cwd=workdir,
-                        timeout=300)
+    evaluated = run_cli(
+        ["evaluate", run_dir.name, "--episodes", "3", "--runs-dir", str(root)], cwd=workdir, timeout=300
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     again = run_cli(["runs", "card", run_dir.name, "-o", "card2", "--runs-dir", str(root)], cwd=workdir, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]

@@ -44,9 +44,15 @@ def test_an_interrupted_seed_resumes_and_a_completed_one_is_not_run_again(tmp_pa
     root = tmp_path / "runs"
     first, second = (root / exp.run_id(exp.groups[0], seed) for seed in exp.seeds)
     env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
-    proc = subprocess.Popen([str(BIN / "mosaic"), "experiment", "run", "spec.toml", "--runs-dir", str(root)],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), "experiment", "run", "spec.toml", "--runs-dir", str(root)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 400
     while proc.poll() is None and time.monotonic() < deadline:
         if (second / "events.jsonl").is_file() and metric_step(second) >= 4000:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.stats
+from mosaic_experiments import stats
 from rliable import library, metrics
 
 from mosaic_core.runstore.bands import trimmed_mean_of_counts
-from mosaic_experiments import stats
 
 PPO = np.array([[480.0], [212.5], [500.0], [350.25], [97.0]])
 DQN = np.array([[125.0], [310.0], [141.5], [133.0], [500.0], [90.0]])
@@ -19,18 +19,21 @@ TWO_TASKS = np.array([[0.9, 0.2], [0.4, 0.8], [1.1, 0.5], [0.3, 0.1]])
 
 def _rliable_interval(matrix, func, seed=7, reps=1000):
     np.random.seed(seed)  # rliable's bootstraps draw from numpy's global state (random_state is not used)
-    points, intervals = library.get_interval_estimates({"x": matrix}, func, reps=reps,
-                                                       random_state=np.random.RandomState(seed))
+    points, intervals = library.get_interval_estimates(
+        {"x": matrix}, func, reps=reps, random_state=np.random.RandomState(seed)
+    )
     return points["x"], intervals["x"]
 
 
 @pytest.mark.parametrize("matrix,gamma", [(PPO, 475.0), (DQN, 475.0), (TWO_TASKS, 1.0)])
 def test_each_metric_and_ci_is_rliables(matrix, gamma):
     ours = stats.aggregate(matrix, gamma, reps=1000, seed=7)
-    alone = {"IQM": lambda x: np.array([metrics.aggregate_iqm(x)]),
-             "median": lambda x: np.array([metrics.aggregate_median(x)]),
-             "mean": lambda x: np.array([metrics.aggregate_mean(x)]),
-             "optimality gap": lambda x: np.array([metrics.aggregate_optimality_gap(x, gamma)])}
+    alone = {
+        "IQM": lambda x: np.array([metrics.aggregate_iqm(x)]),
+        "median": lambda x: np.array([metrics.aggregate_median(x)]),
+        "mean": lambda x: np.array([metrics.aggregate_mean(x)]),
+        "optimality gap": lambda x: np.array([metrics.aggregate_optimality_gap(x, gamma)]),
+    }
     for name, func in alone.items():
         point, interval = _rliable_interval(matrix, func)
         assert ours[name].point == pytest.approx(point[0], abs=1e-6)
@@ -43,10 +46,12 @@ def test_each_metric_and_ci_is_rliables(matrix, gamma):
 def test_probability_of_improvement_is_rliables():
     ours = stats.improvement(PPO, DQN, reps=1000, seed=3)
     np.random.seed(3)
-    points, intervals = library.get_interval_estimates({"p": [PPO, DQN]}, metrics.probability_of_improvement,
-                                                       reps=1000, random_state=np.random.RandomState(3))
+    points, intervals = library.get_interval_estimates(
+        {"p": [PPO, DQN]}, metrics.probability_of_improvement, reps=1000, random_state=np.random.RandomState(3)
+    )
     assert (ours.point, ours.low, ours.high) == pytest.approx(
-        (float(points["p"]), float(intervals["p"][0][0]), float(intervals["p"][1][0])), abs=1e-6)
+        (float(points["p"]), float(intervals["p"][0][0]), float(intervals["p"][1][0])), abs=1e-6
+    )
     # by hand: the pairs (ppo, dqn) with ppo > dqn, ties half, over 5 × 6
     wins = sum((p > d) + 0.5 * (p == d) for p in PPO[:, 0] for d in DQN[:, 0]) / 30
     assert ours.point == pytest.approx(wins)

@@ -8,14 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mosaic_fastlane.plugin as fastlane_plugin
+
 from mosaic_core.channel import ChannelSender
 from mosaic_core.childenv import CHILD_VAR as CHILD_ENV_VAR
-from mosaic_core.types import ChildContext
 from mosaic_core.config import build_config
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import RunContext, RunDirectory
-
-import mosaic_fastlane.plugin as fastlane_plugin
+from mosaic_core.types import ChildContext
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -31,15 +31,22 @@ def plugin_host(*extra_modules) -> PluginHost:
 
 
 def run_context(tmp_path: Path, run_id: str, extras: dict, env_id: str = "CartPole-v1") -> RunContext:
-    config = build_config({"run_id": run_id, "algo": "loop", "env_id": env_id, "total_timesteps": 100,
-                           "extras": extras})
+    config = build_config(
+        {"run_id": run_id, "algo": "loop", "env_id": env_id, "total_timesteps": 100, "extras": extras}
+    )
     directory = RunDirectory.for_run(tmp_path / "runs", run_id).create()
     return RunContext(config=config, directory=directory, worker="cleanrl")
 
 
 def child_context(run: RunContext, num_envs: int | None = None) -> ChildContext:
-    return ChildContext(run_id=run.run_id, run_dir=run.run_dir, extras=run.config.extras,
-                        channel=ChannelSender(None), env_id=run.config.env_id, num_envs=num_envs)
+    return ChildContext(
+        run_id=run.run_id,
+        run_dir=run.run_dir,
+        extras=run.config.extras,
+        channel=ChannelSender(None),
+        env_id=run.config.env_id,
+        num_envs=num_envs,
+    )
 
 
 def child_environ(run: RunContext, host: PluginHost, num_envs: int | None = None) -> dict[str, str]:
@@ -50,16 +57,29 @@ def child_environ(run: RunContext, host: PluginHost, num_envs: int | None = None
     return env
 
 
-LAUNCH = ("import runpy, sys; from mosaic_core.child import connect; connect(); "
-          "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+LAUNCH = (
+    "import runpy, sys; from mosaic_core.child import connect; connect(); "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
-def start_training(run: RunContext, host: PluginHost, script: str, *args: str, num_envs: int | None = None,
-                   env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_training(
+    run: RunContext,
+    host: PluginHost,
+    script: str,
+    *args: str,
+    num_envs: int | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
     """Start a training process the way the host does: install() then the script as __main__."""
-    return subprocess.Popen([sys.executable, "-c", LAUNCH, str(SCRIPTS / script), *args], cwd=run.run_dir,
-                            env={**child_environ(run, host, num_envs), **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", LAUNCH, str(SCRIPTS / script), *args],
+        cwd=run.run_dir,
+        env={**child_environ(run, host, num_envs), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def shm_leftovers(run_id: str) -> list[str]:
@@ -77,10 +97,32 @@ MOSAIC = Path(sys.executable).parent / "mosaic"
 CLEANRL_SCRIPT = SCRIPTS / "fastlane_cleanrl.py"
 
 
-def run_command(run_id: str, extras: dict, *, algo: str | None = None, env_id: str = "CartPole-v1",
-                total: int = 400, more: tuple[str, ...] = ()) -> list[str]:
-    return [str(MOSAIC), "run", "--worker", "cleanrl", "--algo", algo or str(CLEANRL_SCRIPT), "--env-id", env_id,
-            "--total-timesteps", str(total), "--run-id", run_id, "--extras", json.dumps(extras), *more]
+def run_command(
+    run_id: str,
+    extras: dict,
+    *,
+    algo: str | None = None,
+    env_id: str = "CartPole-v1",
+    total: int = 400,
+    more: tuple[str, ...] = (),
+) -> list[str]:
+    return [
+        str(MOSAIC),
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        algo or str(CLEANRL_SCRIPT),
+        "--env-id",
+        env_id,
+        "--total-timesteps",
+        str(total),
+        "--run-id",
+        run_id,
+        "--extras",
+        json.dumps(extras),
+        *more,
+    ]
 
 
 def clean_environ(**extra: str) -> dict[str, str]:
@@ -89,11 +131,19 @@ def clean_environ(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
-def start_run(workdir: Path, run_id: str, extras: dict, *, env: dict[str, str] | None = None,
-              **kwargs) -> subprocess.Popen:
+def start_run(
+    workdir: Path, run_id: str, extras: dict, *, env: dict[str, str] | None = None, **kwargs
+) -> subprocess.Popen:
     """``mosaic run`` in the background (its own session, so tests can signal it alone)."""
-    return subprocess.Popen(run_command(run_id, extras, **kwargs), cwd=workdir, env=clean_environ(**(env or {})),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        run_command(run_id, extras, **kwargs),
+        cwd=workdir,
+        env=clean_environ(**(env or {})),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def wait_for_frames(run_id: str, proc: subprocess.Popen, frames: int = 1, timeout: float = 60):

@@ -13,12 +13,22 @@ from mosaic_fastlane.writer import SlotWriter
 
 def test_list_shows_segments_and_clean_removes_only_dead_hosts(tmp_path):
     env = clean_environ(**{layout.SHM_DIR_VAR: str(tmp_path)})
-    dead = ("import os; from mosaic_fastlane.segment import SegmentOwner; from mosaic_fastlane.layout import Mode; "
-            "SegmentOwner('deadhost', mode=Mode.GRID, slot_count=2, max_dim=16, interval_ms=10); os._exit(0)")
+    dead = (
+        "import os; from mosaic_fastlane.segment import SegmentOwner; from mosaic_fastlane.layout import Mode; "
+        "SegmentOwner('deadhost', mode=Mode.GRID, slot_count=2, max_dim=16, interval_ms=10); os._exit(0)"
+    )
     subprocess.run([sys.executable, "-c", dead], env=env, check=True)
-    live = subprocess.Popen([sys.executable, "-c", dead.replace("deadhost", "livehost").replace(
-        "os._exit(0)", "print('ready', flush=True); input()")], env=env, stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True)
+    live = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            dead.replace("deadhost", "livehost").replace("os._exit(0)", "print('ready', flush=True); input()"),
+        ],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert live.stdout.readline().strip() == "ready"
         (tmp_path / "mosaic-fl-junk").write_bytes(b"junk")

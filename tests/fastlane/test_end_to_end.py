@@ -10,9 +10,16 @@ import time
 
 import numpy as np
 import pytest
-
-from fastlane_helpers import (MOSAIC, SCRIPTS, finish, run_command, shm_leftovers, start_run, clean_environ,
-                              wait_for_frames)
+from fastlane_helpers import (
+    MOSAIC,
+    SCRIPTS,
+    clean_environ,
+    finish,
+    run_command,
+    shm_leftovers,
+    start_run,
+    wait_for_frames,
+)
 from mosaic_fastlane import layout
 
 GYMNASIUM_0 = __import__("gymnasium").__version__.startswith("0.")
@@ -47,8 +54,9 @@ def terminal(events):
 def test_a_ppo_run_is_read_live_by_another_process(workdir, launched):
     run_id = f"e2e-ppo-{os.getpid()}"
     proc = launched(workdir, run_id, {"fastlane": True}, algo="ppo", total=6144)
-    reader = subprocess.run([sys.executable, str(SCRIPTS / "read_frames.py"), run_id, "4"], capture_output=True,
-                            text=True, timeout=120)
+    reader = subprocess.run(
+        [sys.executable, str(SCRIPTS / "read_frames.py"), run_id, "4"], capture_output=True, text=True, timeout=120
+    )
     events, err = finish(proc)
     assert terminal(events)["event"] == "run_completed", err
     section = manifest_of(workdir, run_id)["fastlane"]
@@ -72,9 +80,15 @@ def grid_run(tmp_path_factory):
     """A grid run with AsyncVectorEnv (an env per process) and tiles of four sizes, kept training."""
     workdir = tmp_path_factory.mktemp("grid")
     run_id = f"e2e-grid-{os.getpid()}"
-    proc = start_run(workdir, run_id, {"fastlane_video_mode": "grid", "num_envs": 4, "async_envs": True,
-                                       "step_delay": 0.004}, env_id="FastLaneSized-v0", total=10**7,
-                     more=("--heartbeat-interval", "1"), env={"CLEANRL_FASTLANE_INTERVAL_MS": "50"})
+    proc = start_run(
+        workdir,
+        run_id,
+        {"fastlane_video_mode": "grid", "num_envs": 4, "async_envs": True, "step_delay": 0.004},
+        env_id="FastLaneSized-v0",
+        total=10**7,
+        more=("--heartbeat-interval", "1"),
+        env={"CLEANRL_FASTLANE_INTERVAL_MS": "50"},
+    )
     reader = None
     try:
         reader = wait_for_frames(run_id, proc, frames=8)
@@ -113,23 +127,39 @@ def test_grid_tiles_come_from_four_processes_and_never_mix_steps(grid_run):
 
 def test_snapshot_saves_the_current_frame(grid_run, tmp_path):
     workdir, run_id, _proc, _reader = grid_run
-    out = subprocess.run([str(MOSAIC), "fastlane", "snapshot", run_id, "-o", str(tmp_path / "f.png"), "--slot", "2"],
-                         cwd=workdir, capture_output=True, text=True, env=clean_environ())
+    out = subprocess.run(
+        [str(MOSAIC), "fastlane", "snapshot", run_id, "-o", str(tmp_path / "f.png"), "--slot", "2"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     from PIL import Image
 
     image = np.asarray(Image.open(tmp_path / "f.png"))
     assert image.shape == (333, 500, 3) == (summary["height"], summary["width"], 3) and summary["env_index"] == 2
-    whole = subprocess.run([str(MOSAIC), "fastlane", "snapshot", run_id, "-o", str(tmp_path / "grid.png")],
-                           cwd=workdir, capture_output=True, text=True, env=clean_environ())
+    whole = subprocess.run(
+        [str(MOSAIC), "fastlane", "snapshot", run_id, "-o", str(tmp_path / "grid.png")],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+    )
     assert whole.returncode == 0 and np.asarray(Image.open(tmp_path / "grid.png")).shape == (684, 1026, 3)
 
 
 def test_watch_in_the_terminal(grid_run):
     workdir, run_id, _proc, _reader = grid_run
-    out = subprocess.run([str(MOSAIC), "fastlane", "watch", run_id, "--terminal", "--frames", "2", "--columns", "40"],
-                         cwd=workdir, capture_output=True, text=True, env=clean_environ(), timeout=60)
+    out = subprocess.run(
+        [str(MOSAIC), "fastlane", "watch", run_id, "--terminal", "--frames", "2", "--columns", "40"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("steps/s") == 2 and "\u2580" in out.stdout
 
@@ -139,8 +169,13 @@ def test_watch_serves_a_live_page_on_loopback(grid_run):
     import urllib.request
 
     workdir, run_id, _proc, _reader = grid_run
-    watch = subprocess.Popen([str(MOSAIC), "fastlane", "watch", run_id, "--port", "0"], cwd=workdir,
-                             stderr=subprocess.PIPE, text=True, env=clean_environ())
+    watch = subprocess.Popen(
+        [str(MOSAIC), "fastlane", "watch", run_id, "--port", "0"],
+        cwd=workdir,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_environ(),
+    )
     try:
         line = watch.stderr.readline()
         url, token = line.split(" at ")[1].split()[0].split("?token=")
@@ -168,9 +203,14 @@ def test_heartbeats_carry_fastlane_status(grid_run):
     deadline = time.monotonic() + 30
     beats = []
     while not beats and time.monotonic() < deadline:
-        events = [json.loads(l) for l in (workdir / "var/trainer/runs" / run_id / "events.jsonl").read_text().splitlines()]
-        beats = [e["payload"]["fastlane"] for e in events if e["event"] == "heartbeat" and
-                 e["payload"].get("fastlane", {}).get("frames_published")]
+        events = [
+            json.loads(l) for l in (workdir / "var/trainer/runs" / run_id / "events.jsonl").read_text().splitlines()
+        ]
+        beats = [
+            e["payload"]["fastlane"]
+            for e in events
+            if e["event"] == "heartbeat" and e["payload"].get("fastlane", {}).get("frames_published")
+        ]
         time.sleep(0.2)
     assert beats and beats[-1]["mode"] == "grid" and beats[-1]["step_rate_hz"] > 0
 
@@ -184,8 +224,9 @@ def test_cancelling_the_grid_run_removes_its_segment(grid_run):
     section = manifest_of(workdir, run_id)["fastlane"]
     assert section["mode"] == "grid" and len(section["slots"]) == 4 and section["errors"] == []
     assert min(s["published"] for s in section["slots"]) > 0
-    ended = subprocess.run([str(MOSAIC), "fastlane", "snapshot", run_id], cwd=workdir, capture_output=True,
-                           text=True, env=clean_environ())
+    ended = subprocess.run(
+        [str(MOSAIC), "fastlane", "snapshot", run_id], cwd=workdir, capture_output=True, text=True, env=clean_environ()
+    )
     assert ended.returncode == 1 and f"run {run_id} has ended (cancelled)" in ended.stderr
     assert "Traceback" not in ended.stderr
 
@@ -214,8 +255,13 @@ def test_no_segment_is_left_however_the_run_ends(workdir, launched, ending):
 
 def test_recorder_consumer_writes_every_nth_frame(workdir, launched):
     run_id = f"e2e-record-{os.getpid()}"
-    proc = launched(workdir, run_id, {"fastlane_record": 2, "num_envs": 1, "step_delay": 0.002}, total=300,
-                     env={"CLEANRL_FASTLANE_INTERVAL_MS": "20", "CLEANRL_FASTLANE_RENDER_BUDGET": "1"})
+    proc = launched(
+        workdir,
+        run_id,
+        {"fastlane_record": 2, "num_envs": 1, "step_delay": 0.002},
+        total=300,
+        env={"CLEANRL_FASTLANE_INTERVAL_MS": "20", "CLEANRL_FASTLANE_RENDER_BUDGET": "1"},
+    )
     events, err = finish(proc)
     assert terminal(events)["event"] == "run_completed", err
     section = manifest_of(workdir, run_id)["fastlane"]
@@ -225,8 +271,13 @@ def test_recorder_consumer_writes_every_nth_frame(workdir, launched):
 
 def test_bad_input_is_refused_at_dry_run_time(workdir):
     def dry(extras, **env):
-        out = subprocess.run(run_command("dry", extras, more=("--dry-run",)), cwd=workdir, capture_output=True,
-                             text=True, env=clean_environ(**env))
+        out = subprocess.run(
+            run_command("dry", extras, more=("--dry-run",)),
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            env=clean_environ(**env),
+        )
         return out.returncode, out.stderr
 
     code, err = dry({"fastlane_video_mode": "movie", "fastlane_grid_limit": 0})
@@ -248,10 +299,19 @@ def test_a_shared_memory_failure_disables_fastlane_with_one_warning(workdir, tmp
     if failure == "no-shm-dir":
         env[layout.SHM_DIR_VAR] = str(tmp_path / "missing")
     else:
+
         def limit():  # segments are reserved with fallocate: over the file-size limit fails like a full disk
             resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
-    out = subprocess.run(run_command(run_id, {"fastlane_video_mode": "grid", "num_envs": 2}, total=200),
-                         cwd=workdir, capture_output=True, text=True, env=env, preexec_fn=limit, timeout=120)
+
+    out = subprocess.run(
+        run_command(run_id, {"fastlane_video_mode": "grid", "num_envs": 2}, total=200),
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=limit,
+        timeout=120,
+    )
     events = [json.loads(line) for line in out.stdout.splitlines()]
     assert terminal(events)["event"] == "run_completed", out.stderr
     warnings = [l for l in out.stderr.splitlines() if "fastlane" in l.lower()]
@@ -265,8 +325,13 @@ def test_a_shared_memory_failure_disables_fastlane_with_one_warning(workdir, tmp
 
 def test_cli_explains_why_there_is_no_frame(workdir):
     def snapshot(run_id):
-        out = subprocess.run([str(MOSAIC), "fastlane", "snapshot", run_id], cwd=workdir, capture_output=True,
-                             text=True, env=clean_environ())
+        out = subprocess.run(
+            [str(MOSAIC), "fastlane", "snapshot", run_id],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            env=clean_environ(),
+        )
         assert "Traceback" not in out.stderr
         return out.returncode, out.stderr.strip()
 

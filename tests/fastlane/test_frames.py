@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
-
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from mosaic_fastlane.frames import as_frame, compose_grid, decode_png, downscale, encode_png, terminal_image
 
 
@@ -16,7 +17,9 @@ def test_downscale_fits_max_dim_and_keeps_the_aspect(height, width, channels, ma
     if max(height, width) <= max_dim:
         assert small.shape == image.shape
     else:
-        assert abs(small.shape[0] / small.shape[1] - height / width) <= max(2 / small.shape[1], 2 / small.shape[0]) * max(1, height / width)
+        assert abs(small.shape[0] / small.shape[1] - height / width) <= max(
+            2 / small.shape[1], 2 / small.shape[0]
+        ) * max(1, height / width)
 
 
 def test_downscale_samples_real_pixels():

@@ -4,18 +4,17 @@ import time
 import types
 
 import gymnasium as gym
-import numpy as np
 import pytest
-
 from fastlane_helpers import child_context, manifest, plugin_host, run_context, shm_leftovers
-from mosaic_core import _patchpoints
-from mosaic_core.child import FrameInfo
-from mosaic_core.cli.commands import CliCommand
-from mosaic_core.hookspecs import hookimpl
 from mosaic_fastlane import layout, settings
 from mosaic_fastlane.reader import FastLaneReader
 from mosaic_fastlane.recorder import SUBDIR
 from mosaic_fastlane.wrapper import FastLaneWrapper
+
+from mosaic_core import _patchpoints
+from mosaic_core.child import FrameInfo
+from mosaic_core.cli.commands import CliCommand
+from mosaic_core.hookspecs import hookimpl
 
 
 class NoRender(gym.Env):
@@ -62,7 +61,8 @@ def test_mosaic_validate_config_reports_problems_naming_the_key(tmp_path):
     assert host.validate_config(good.config) == []
     assert host.validate_config(bad.config) == [
         "extras.fastlane_video_mode: 'movie' is not one of single, grid, off",
-        "extras.fastlane_grid_limit: must be an integer >= 1, got 0"]
+        "extras.fastlane_grid_limit: must be an integer >= 1, got 0",
+    ]
 
 
 def test_mosaic_run_started_and_mosaic_child_env_create_one_segment(started):
@@ -134,8 +134,10 @@ def test_mosaic_on_frame_feeds_every_consumer(started, monkeypatch):
     env.close()
     assert seen == [((341, 512, 3), step) for step in (1, 2, 3, 4)]  # 400x600 downscaled to 512
     assert frame.frame_number == 4 and frame.pixels.shape == (341, 512, 3) and frame.global_step == 4
-    assert sorted(p.name for p in (run.run_dir / SUBDIR).iterdir()) == ["env0-step000000002.png",
-                                                                      "env0-step000000004.png"]
+    assert sorted(p.name for p in (run.run_dir / SUBDIR).iterdir()) == [
+        "env0-step000000002.png",
+        "env0-step000000004.png",
+    ]
 
 
 def test_frames_are_throttled_before_rendering(started, monkeypatch):
@@ -222,7 +224,9 @@ def test_loading_the_plugin_and_its_command_imports_nothing_heavy():
     import subprocess
     import sys
 
-    code = ("import sys, mosaic_fastlane, mosaic_fastlane.plugin as p; p.mosaic_cli_commands(); "
-            "print([m for m in ('numpy', 'gymnasium', 'torch', 'wandb', 'matplotlib', 'tensorboard') if m in sys.modules])")
+    code = (
+        "import sys, mosaic_fastlane, mosaic_fastlane.plugin as p; p.mosaic_cli_commands(); "
+        "print([m for m in ('numpy', 'gymnasium', 'torch', 'wandb', 'matplotlib', 'tensorboard') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

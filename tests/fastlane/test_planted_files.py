@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fastlane_helpers import MOSAIC, clean_environ, run_command
 from mosaic_fastlane import layout, trust
 from mosaic_fastlane.layout import Mode
@@ -30,8 +29,9 @@ NOBODY = 65534
 OWNER_PID_OFFSET = 40  # the header's owner_pid (see layout.py)
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                                reason="needs root and setpriv to act as a second user")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to act as a second user"
+)
 
 
 # ------------------------------------------------------------------------------ the attacker
@@ -97,6 +97,7 @@ def shm_names(request):
 @contextmanager
 def no_hang(seconds: float = 20):
     """Fail (instead of hanging the suite) when an open blocks, e.g. on a FIFO."""
+
     def expired(*_):
         raise TimeoutError(f"blocked for {seconds} s")
 
@@ -112,16 +113,22 @@ def no_hang(seconds: float = 20):
 def unchanged(path: Path, before: os.stat_result, data: bytes | None = None) -> bool:
     now = os.lstat(path)
     same = (now.st_ino, now.st_uid, now.st_mode, now.st_mtime_ns) == (
-        before.st_ino, before.st_uid, before.st_mode, before.st_mtime_ns)
+        before.st_ino,
+        before.st_uid,
+        before.st_mode,
+        before.st_mtime_ns,
+    )
     return same and (data is None or path.read_bytes() == data)
 
 
 # ------------------------------------------------------------------------------ creating
 def test_links_planted_at_temporary_names_are_never_followed(victim, shm_names, monkeypatch):
     segment = shm_names("mosaic-fl-tmpattack")
-    run_id = segment.name[len(layout.NAME_PREFIX):]
-    guessed = [segment.parent / f".{segment.name}.{os.getpid()}.tmp",  # the name older versions used
-               segment.parent / f".{segment.name}.{os.getpid()}.{'ab' * 8}.tmp"]
+    run_id = segment.name[len(layout.NAME_PREFIX) :]
+    guessed = [
+        segment.parent / f".{segment.name}.{os.getpid()}.tmp",  # the name older versions used
+        segment.parent / f".{segment.name}.{os.getpid()}.{'ab' * 8}.tmp",
+    ]
     for path in guessed:
         plant("link", path, victim, b"")
     # Make the first random name collide with the planted one: O_EXCL must refuse it, and the
@@ -142,8 +149,9 @@ def test_our_own_odd_leftover_at_the_name_is_replaced(shm_names):
     segment = shm_names("mosaic-fl-ownfifo")
     os.mkfifo(segment, 0o600)
     with no_hang():
-        owner = SegmentOwner(segment.name[len(layout.NAME_PREFIX):], mode=Mode.SINGLE, slot_count=1, max_dim=16,
-                             interval_ms=10)
+        owner = SegmentOwner(
+            segment.name[len(layout.NAME_PREFIX) :], mode=Mode.SINGLE, slot_count=1, max_dim=16, interval_ms=10
+        )
     try:
         assert "a FIFO" in owner.replaced_stale and stat.S_ISREG(os.lstat(segment).st_mode)
     finally:
@@ -151,22 +159,29 @@ def test_our_own_odd_leftover_at_the_name_is_replaced(shm_names):
 
 
 @pytest.mark.parametrize("kind", ["link", "fifo", "segment"])
-def test_another_users_file_at_a_runs_name_disables_fastlane_for_that_run(kind, workdir, tmp_path, victim,
-                                                                            shm_names):
+def test_another_users_file_at_a_runs_name_disables_fastlane_for_that_run(kind, workdir, tmp_path, victim, shm_names):
     segment = shm_names("mosaic-fl-squat")
-    run_id = segment.name[len(layout.NAME_PREFIX):]
+    run_id = segment.name[len(layout.NAME_PREFIX) :]
     data = look_alike(run_id, tmp_path)
     plant(kind, segment, victim, data)
     before = os.lstat(segment)
-    out = subprocess.run(run_command(run_id, {"fastlane": True}, total=300), cwd=workdir, capture_output=True,
-                         text=True, env=clean_environ(), timeout=120)
+    out = subprocess.run(
+        run_command(run_id, {"fastlane": True}, total=300),
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=120,
+    )
     events = [json.loads(line) for line in out.stdout.splitlines()]
     assert events[-1]["event"] == "run_completed", out.stderr
     warnings = [line for line in out.stderr.splitlines() if "fastlane" in line.lower()]
     kind_words = {"link": "a symbolic link", "fifo": "a FIFO", "segment": "a regular file"}[kind]
     assert len(warnings) == 1, out.stderr
-    assert (f"{segment} already exists and is {kind_words} owned by uid 65534 (nobody), not by uid 0 (root)"
-            in warnings[0] and "FastLane is disabled" in warnings[0])
+    assert (
+        f"{segment} already exists and is {kind_words} owned by uid 65534 (nobody), not by uid 0 (root)" in warnings[0]
+        and "FastLane is disabled" in warnings[0]
+    )
     assert unchanged(segment, before, data if kind == "segment" else None)  # not written, not removed
     run_dir = workdir / "var/trainer/runs" / run_id
     assert "fastlane" not in (run_dir / "logs/cleanrl.stderr.log").read_text().lower()
@@ -175,39 +190,60 @@ def test_another_users_file_at_a_runs_name_disables_fastlane_for_that_run(kind, 
 
 
 # ------------------------------------------------------------------------------ reading
-@pytest.mark.parametrize("kind, why", [
-    ("link", "is a symbolic link; FastLane never follows links"),
-    ("fifo", "is a FIFO, not a regular file"),
-    ("segment", "is owned by uid 65534 (nobody), not by uid 0 (root)"),
-])
+@pytest.mark.parametrize(
+    "kind, why",
+    [
+        ("link", "is a symbolic link; FastLane never follows links"),
+        ("fifo", "is a FIFO, not a regular file"),
+        ("segment", "is owned by uid 65534 (nobody), not by uid 0 (root)"),
+    ],
+)
 def test_readers_refuse_links_fifos_and_other_users_files(kind, why, workdir, tmp_path, victim, shm_names):
     segment = shm_names("mosaic-fl-read")
-    run_id = segment.name[len(layout.NAME_PREFIX):]
+    run_id = segment.name[len(layout.NAME_PREFIX) :]
     plant(kind, segment, victim, look_alike(run_id, tmp_path, frame=True))
     with no_hang(), pytest.raises(UntrustedSegment, match=why.replace("(", r"\(").replace(")", r"\)")):
         FastLaneReader(run_id)
-    out = subprocess.run([str(MOSAIC), "fastlane", "snapshot", run_id, "-o", str(tmp_path / "f.png")], cwd=workdir,
-                         capture_output=True, text=True, env=clean_environ(), timeout=60)
+    out = subprocess.run(
+        [str(MOSAIC), "fastlane", "snapshot", run_id, "-o", str(tmp_path / "f.png")],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=60,
+    )
     assert out.returncode == 1 and out.stderr.strip().endswith(why) and len(out.stderr.splitlines()) == 1
     assert "Traceback" not in out.stderr and not (tmp_path / "f.png").exists()
 
 
 def test_another_users_segment_is_read_only_when_asked_for_and_only_if_0600(workdir, tmp_path, shm_names, victim):
     segment = shm_names("mosaic-fl-theirs")
-    run_id = segment.name[len(layout.NAME_PREFIX):]
+    run_id = segment.name[len(layout.NAME_PREFIX) :]
     as_nobody("sh", "-c", 'umask 077; cat > "$1"', "sh", str(segment), data=look_alike(run_id, tmp_path, frame=True))
     with FastLaneReader(run_id, owner_uid=NOBODY) as reader:
         assert reader.latest().global_step == 77
     (workdir / "f.png").symlink_to(victim)  # the PNG replaces the link; the file it points to is untouched
-    out = subprocess.run([str(MOSAIC), "fastlane", "snapshot", run_id, "--owner", "nobody", "-o", "f.png"],
-                         cwd=workdir, capture_output=True, text=True, env=clean_environ(), timeout=60)
+    out = subprocess.run(
+        [str(MOSAIC), "fastlane", "snapshot", run_id, "--owner", "nobody", "-o", "f.png"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=60,
+    )
     assert out.returncode == 0 and json.loads(out.stdout)["global_step"] == 77, out.stderr
     assert not (workdir / "f.png").is_symlink() and (workdir / "f.png").read_bytes()[:4] == b"\x89PNG"
     as_nobody("chmod", "666", str(segment))
     with pytest.raises(UntrustedSegment, match="has mode 0666; FastLane segments are 0600"):
         FastLaneReader(run_id, owner_uid=NOBODY)
-    out = subprocess.run([str(MOSAIC), "fastlane", "snapshot", run_id, "--owner", "nosuchuser"], cwd=workdir,
-                         capture_output=True, text=True, env=clean_environ(), timeout=60)
+    out = subprocess.run(
+        [str(MOSAIC), "fastlane", "snapshot", run_id, "--owner", "nosuchuser"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=clean_environ(),
+        timeout=60,
+    )
     assert out.returncode == 2 and "--owner: no user called 'nosuchuser'" in out.stderr
 
 
@@ -228,8 +264,10 @@ def test_list_and_clean_skip_what_is_not_ours_and_hang_on_nothing(tmp_path, vict
     shm.chmod(0o1777)
     env = clean_environ(**{layout.SHM_DIR_VAR: str(shm)})
     try:
-        dead = ("import os; from mosaic_fastlane.segment import SegmentOwner; from mosaic_fastlane.layout import Mode; "
-                "SegmentOwner('ours', mode=Mode.SINGLE, slot_count=1, max_dim=16, interval_ms=10); os._exit(0)")
+        dead = (
+            "import os; from mosaic_fastlane.segment import SegmentOwner; from mosaic_fastlane.layout import Mode; "
+            "SegmentOwner('ours', mode=Mode.SINGLE, slot_count=1, max_dim=16, interval_ms=10); os._exit(0)"
+        )
         subprocess.run([sys.executable, "-c", dead], env=env, check=True, timeout=60)  # our own host died
         theirs = bytearray(look_alike("theirs", tmp_path))
         struct.pack_into("<I", theirs, OWNER_PID_OFFSET, 999_999_999)  # its host is gone: clean would remove ours
@@ -243,8 +281,9 @@ def test_list_and_clean_skip_what_is_not_ours_and_hang_on_nothing(tmp_path, vict
         assert rows["mosaic-fl-ours"]["host_alive"] is False
         assert "is a FIFO" in rows["mosaic-fl-fifo"]["skipped"] and "symbolic link" in rows["mosaic-fl-link"]["skipped"]
         assert "owned by uid 65534 (nobody)" in rows["mosaic-fl-theirs"]["skipped"]
-        cleaned = subprocess.run([str(MOSAIC), "fastlane", "clean"], env=env, capture_output=True, text=True,
-                                 timeout=60)
+        cleaned = subprocess.run(
+            [str(MOSAIC), "fastlane", "clean"], env=env, capture_output=True, text=True, timeout=60
+        )
         assert json.loads(cleaned.stdout) == {"removed": 1, "skipped": 4}, cleaned.stderr
         assert f"skipped {shm}/.mosaic-fl-half.999999999.0123456789abcdef.tmp: owned by uid 65534" in cleaned.stderr
         assert not (shm / "mosaic-fl-ours").exists()
@@ -254,19 +293,22 @@ def test_list_and_clean_skip_what_is_not_ours_and_hang_on_nothing(tmp_path, vict
 
 
 def test_the_recorder_never_writes_through_a_link_in_the_run_directory(tmp_path):
+    from mosaic_fastlane.recorder import record
+
     from mosaic_core.channel import ChannelSender
     from mosaic_core.child import ChildContext, FrameInfo
-    from mosaic_fastlane.recorder import record
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     run_dir = tmp_path / "run"
     (run_dir / "videos").mkdir(parents=True)
     (run_dir / "videos" / "fastlane").symlink_to(elsewhere)
-    child = ChildContext(run_id="rec", run_dir=str(run_dir), extras={}, channel=ChannelSender(None),
-                         env_id="CartPole-v1")
-    info = FrameInfo(global_step=4, env_index=9, last_reward=0.0, rolling_return=None, step_rate_hz=0.0,
-                     episode_count=0)
+    child = ChildContext(
+        run_id="rec", run_dir=str(run_dir), extras={}, channel=ChannelSender(None), env_id="CartPole-v1"
+    )
+    info = FrameInfo(
+        global_step=4, env_index=9, last_reward=0.0, rolling_return=None, step_rate_hz=0.0, episode_count=0
+    )
     with pytest.raises(OSError, match="is not a directory"):
         record(child, np.zeros((4, 4, 3), np.uint8), info, every=1)
     assert list(elsewhere.iterdir()) == []

@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from mosaic_fastlane import layout
 from mosaic_fastlane.layout import Mode, PixelFormat
 from mosaic_fastlane.reader import FastLaneReader
@@ -40,8 +39,15 @@ def test_frames_and_metrics_round_trip_in_every_pixel_format(owner):
         assert reader.latest() is None and reader.frames_published() == 0
         for channels in (1, 3, 4):
             pixels = np.random.default_rng(channels).integers(0, 255, (7, 9, channels), dtype=np.uint8)
-            w.publish(pixels, tick=channels, global_step=40 * channels, episode_count=2, last_reward=1.5,
-                      rolling_return=None if channels == 1 else 21.0, step_rate_hz=99.5)
+            w.publish(
+                pixels,
+                tick=channels,
+                global_step=40 * channels,
+                episode_count=2,
+                last_reward=1.5,
+                rolling_return=None if channels == 1 else 21.0,
+                step_rate_hz=99.5,
+            )
             frame = reader.latest()
             assert np.array_equal(frame.pixels, pixels)
             assert frame.pixel_format is PixelFormat(channels)
@@ -60,12 +66,15 @@ def test_a_frame_larger_than_a_page_is_refused(owner):
     w.close()
 
 
-@pytest.mark.parametrize("patch, message", [
-    ((0, b"NOTMINE!"), "not a FastLane segment"),
-    ((8, struct.pack("<I", 99)), "layout version 99"),
-    ((16, struct.pack("<I", 500)), "inconsistent geometry"),
-    ((20, struct.pack("<I", 7)), "unknown mode 7"),
-])
+@pytest.mark.parametrize(
+    "patch, message",
+    [
+        ((0, b"NOTMINE!"), "not a FastLane segment"),
+        ((8, struct.pack("<I", 99)), "layout version 99"),
+        ((16, struct.pack("<I", 500)), "inconsistent geometry"),
+        ((20, struct.pack("<I", 7)), "unknown mode 7"),
+    ],
+)
 def test_readers_check_magic_version_mode_and_geometry(owner, patch, message):
     seg = owner()
     offset, data = patch
@@ -90,8 +99,10 @@ def test_a_second_writer_is_refused_in_this_and_another_process(owner):
     first = writer(seg)
     with pytest.raises(FastLaneError, match=f"already has a writer \\(pid {os.getpid()}\\)"):
         writer(seg)
-    code = ("from mosaic_fastlane.segment import open_segment; from mosaic_fastlane.writer import SlotWriter; "
-            f"SlotWriter(open_segment(name={seg.name!r}, writable=True), 0, 0)")
+    code = (
+        "from mosaic_fastlane.segment import open_segment; from mosaic_fastlane.writer import SlotWriter; "
+        f"SlotWriter(open_segment(name={seg.name!r}, writable=True), 0, 0)"
+    )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert other.returncode != 0 and "one writer per slot" in other.stderr
     first.close()
@@ -100,10 +111,12 @@ def test_a_second_writer_is_refused_in_this_and_another_process(owner):
 
 def test_the_slot_of_a_dead_writer_is_taken_over(owner):
     seg = owner()
-    code = ("import numpy as np, os; from mosaic_fastlane.segment import open_segment; "
-            "from mosaic_fastlane.writer import SlotWriter; "
-            f"w = SlotWriter(open_segment(name={seg.name!r}, writable=True), 0, 0); "
-            "w.publish(np.ones((4, 4, 3), np.uint8), tick=5); os._exit(0)")  # dies holding the slot
+    code = (
+        "import numpy as np, os; from mosaic_fastlane.segment import open_segment; "
+        "from mosaic_fastlane.writer import SlotWriter; "
+        f"w = SlotWriter(open_segment(name={seg.name!r}, writable=True), 0, 0); "
+        "w.publish(np.ones((4, 4, 3), np.uint8), tick=5); os._exit(0)"
+    )  # dies holding the slot
     subprocess.run([sys.executable, "-c", code], check=True)
     with FastLaneReader(name=seg.name) as reader:
         state = reader.slots()[0]
@@ -117,8 +130,10 @@ def test_the_slot_of_a_dead_writer_is_taken_over(owner):
 
 def test_a_stale_segment_from_a_dead_host_is_replaced(owner):
     run_id = f"stale-{os.getpid()}"
-    code = ("import os; from mosaic_fastlane.segment import SegmentOwner; from mosaic_fastlane.layout import Mode; "
-            f"SegmentOwner({run_id!r}, mode=Mode.SINGLE, slot_count=1, max_dim=16, interval_ms=10); os._exit(0)")
+    code = (
+        "import os; from mosaic_fastlane.segment import SegmentOwner; from mosaic_fastlane.layout import Mode; "
+        f"SegmentOwner({run_id!r}, mode=Mode.SINGLE, slot_count=1, max_dim=16, interval_ms=10); os._exit(0)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)  # a host that died without cleaning up
     with FastLaneReader(run_id) as reader:
         assert not reader.header.owner_alive and reader.ended()
@@ -140,8 +155,10 @@ def test_our_own_leftover_with_the_name_is_replaced_but_a_live_run_is_not(owner)
 
 def test_readers_never_unlink_even_when_their_process_exits(owner):
     seg = owner()
-    code = (f"from mosaic_fastlane.reader import FastLaneReader; r = FastLaneReader(name={seg.name!r}); "
-            "r.latest(); r.close()")
+    code = (
+        f"from mosaic_fastlane.reader import FastLaneReader; r = FastLaneReader(name={seg.name!r}); "
+        "r.latest(); r.close()"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
     subprocess.run([sys.executable, "-c", code.replace("r.close()", "import os; os._exit(0)")], check=True)
     assert seg.path.exists()
@@ -166,13 +183,19 @@ def test_segment_names_fit_the_limit_and_creation_failures_are_typed(tmp_path):
 
 
 def test_no_space_is_reported_and_leaves_nothing(tmp_path):
-    code = ("import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)); "
-            "from mosaic_fastlane.segment import SegmentOwner, SharedMemoryUnavailable; "
-            "from mosaic_fastlane.layout import Mode\n"
-            "try:\n SegmentOwner('nospace', mode=Mode.SINGLE, slot_count=1, max_dim=64, interval_ms=10)\n"
-            "except SharedMemoryUnavailable as exc:\n print(exc)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, layout.SHM_DIR_VAR: str(tmp_path)})
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)); "
+        "from mosaic_fastlane.segment import SegmentOwner, SharedMemoryUnavailable; "
+        "from mosaic_fastlane.layout import Mode\n"
+        "try:\n SegmentOwner('nospace', mode=Mode.SINGLE, slot_count=1, max_dim=64, interval_ms=10)\n"
+        "except SharedMemoryUnavailable as exc:\n print(exc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, layout.SHM_DIR_VAR: str(tmp_path)},
+    )
     assert "cannot reserve" in out.stdout and "File too large" in out.stdout
     assert list(tmp_path.iterdir()) == []
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from mosaic_fastlane import layout
 from mosaic_fastlane.layout import PAGE_HEADER, PAGE_SEQ, Mode, PixelFormat
 from mosaic_fastlane.reader import FastLaneReader
@@ -38,9 +37,14 @@ def metrics_for(number: int) -> dict:
 def whole(frame) -> bool:
     """Whether every part of a frame a reader returned comes from one published frame."""
     number = frame.global_step
-    return (frame.pixels.shape == SHAPES[number % len(SHAPES)] and bool((frame.pixels == frame_for(number)).all())
-            and frame.tick == number and frame.last_reward == number * 1.5 and frame.episode_count == number % 7
-            and frame.frame_number == number)
+    return (
+        frame.pixels.shape == SHAPES[number % len(SHAPES)]
+        and bool((frame.pixels == frame_for(number)).all())
+        and frame.tick == number
+        and frame.last_reward == number * 1.5
+        and frame.episode_count == number % 7
+        and frame.frame_number == number
+    )
 
 
 class PixelsBeforeBusy(SlotWriter):
@@ -49,7 +53,7 @@ class PixelsBeforeBusy(SlotWriter):
     def publish_steps(self, frame, **metrics):
         page = self.published % layout.PAGES_PER_SLOT
         offset, writing, number = self._page_offsets[page], self._seqs[page] + 1, self.published + 1
-        np.copyto(self._pixels[page][:frame.size].reshape(frame.shape), frame)
+        np.copyto(self._pixels[page][: frame.size].reshape(frame.shape), frame)
         yield "pixels"
         PAGE_SEQ.pack_into(self.mapping.buf, offset, writing)
         yield "busy"
@@ -64,7 +68,7 @@ class SettledBeforeMetrics(SlotWriter):
         offset, writing, number = self._page_offsets[page], self._seqs[page] + 1, self.published + 1
         PAGE_SEQ.pack_into(self.mapping.buf, offset, writing)
         yield "busy"
-        np.copyto(self._pixels[page][:frame.size].reshape(frame.shape), frame)
+        np.copyto(self._pixels[page][: frame.size].reshape(frame.shape), frame)
         yield "pixels"
         PAGE_SEQ.pack_into(self.mapping.buf, offset, writing + 1)
         yield "settled"
@@ -78,9 +82,24 @@ class SettledBeforeMetrics(SlotWriter):
 
 def _header(writer, frame, offset, seq, number, metrics):
     height, width, channels = frame.shape
-    PAGE_HEADER.pack_into(writer.mapping.buf, offset, seq, metrics["tick"], metrics["global_step"],
-                          metrics["episode_count"], height, width, channels, int(PixelFormat(channels)),
-                          metrics["last_reward"], math.nan, 0.0, 0.0, writer.env_index, number)
+    PAGE_HEADER.pack_into(
+        writer.mapping.buf,
+        offset,
+        seq,
+        metrics["tick"],
+        metrics["global_step"],
+        metrics["episode_count"],
+        height,
+        width,
+        channels,
+        int(PixelFormat(channels)),
+        metrics["last_reward"],
+        math.nan,
+        0.0,
+        0.0,
+        writer.env_index,
+        number,
+    )
 
 
 def _finish(writer, frame, page, offset, writing, number, metrics):
@@ -101,8 +120,14 @@ def segment():
     tmp_path = Path(tempfile.mkdtemp(prefix="mosaic-seqlock-", dir=layout.shm_dir()))  # tmpfs: fast to unlink
 
     def make(writer_class=SlotWriter):
-        owner = SegmentOwner(f"seqlock-{os.getpid()}-{len(owners)}", mode=Mode.SINGLE, slot_count=1, max_dim=8,
-                             interval_ms=1, directory=tmp_path)
+        owner = SegmentOwner(
+            f"seqlock-{os.getpid()}-{len(owners)}",
+            mode=Mode.SINGLE,
+            slot_count=1,
+            max_dim=8,
+            interval_ms=1,
+            directory=tmp_path,
+        )
         owners.append(owner)
         writer = writer_class(open_segment(name=owner.name, directory=tmp_path, writable=True), 0, 0)
         return writer, FastLaneReader(name=owner.name, directory=tmp_path)
@@ -172,11 +197,16 @@ def test_the_writer_makes_one_store_per_step_in_the_documented_order(segment):
     writer, reader = segment()
     mapping = writer.mapping
     page_offset = layout.page_offset(0, 0, reader.header.slot_size, reader.header.page_capacity)
-    regions = {"busy": (page_offset, page_offset + 8), "settled": (page_offset, page_offset + 8),
-               "metrics": (page_offset + 8, page_offset + PAGE_HEADER.size),
-               "pixels": (page_offset + layout.PAGE_HEADER_SIZE, page_offset + layout.page_size(reader.header.page_capacity)),
-               "announced": (layout.slot_offset(0, reader.header.slot_size) + layout.SLOT_PUBLISHED_OFFSET,
-                             layout.slot_offset(0, reader.header.slot_size) + layout.SLOT_PUBLISHED_OFFSET + 8)}
+    regions = {
+        "busy": (page_offset, page_offset + 8),
+        "settled": (page_offset, page_offset + 8),
+        "metrics": (page_offset + 8, page_offset + PAGE_HEADER.size),
+        "pixels": (page_offset + layout.PAGE_HEADER_SIZE, page_offset + layout.page_size(reader.header.page_capacity)),
+        "announced": (
+            layout.slot_offset(0, reader.header.slot_size) + layout.SLOT_PUBLISHED_OFFSET,
+            layout.slot_offset(0, reader.header.slot_size) + layout.SLOT_PUBLISHED_OFFSET + 8,
+        ),
+    }
     before = bytes(mapping.buf)
     order = []
     for step in steps_of(writer, 1):
@@ -222,11 +252,14 @@ def test_latest_never_goes_back_when_announcing_lags_a_settled_page(segment):
 
 
 def test_a_grid_reader_never_goes_back_to_an_older_tick(tmp_path):
-    owner = SegmentOwner(f"gridback-{os.getpid()}", mode=Mode.GRID, slot_count=2, max_dim=8, interval_ms=1,
-                         directory=tmp_path)
+    owner = SegmentOwner(
+        f"gridback-{os.getpid()}", mode=Mode.GRID, slot_count=2, max_dim=8, interval_ms=1, directory=tmp_path
+    )
     try:
-        tiles = [SlotWriter(open_segment(name=owner.name, directory=tmp_path, writable=True), slot, slot)
-                 for slot in range(2)]
+        tiles = [
+            SlotWriter(open_segment(name=owner.name, directory=tmp_path, writable=True), slot, slot)
+            for slot in range(2)
+        ]
         with FastLaneReader(name=owner.name, directory=tmp_path) as reader:
             for tick in (3, 5):
                 tiles[0].publish(frame_for(tick), **metrics_for(tick))

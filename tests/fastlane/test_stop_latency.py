@@ -20,17 +20,24 @@ import subprocess
 import time
 
 import pytest
+from fastlane_helpers import clean_environ, run_command, shm_leftovers, wait_for_frames
 
-from fastlane_helpers import run_command, shm_leftovers, clean_environ, wait_for_frames
 from mosaic_core.procs import group_alive
 
 pytestmark = pytest.mark.slow  # trains (or stresses) for more than a few seconds
 GRACE_PERIOD = "30"
-MODES = {"single": {"fastlane": True}, "grid": {"fastlane_video_mode": "grid"}, "off": {"fastlane": False},
-         # with the other plugins at work too: curriculum stage files, analytics' TensorBoard relocation
-         "allplugins": {"fastlane": True, "tensorboard_dir": "tb", "metrics_interval_s": 0.1,
-                                  "curriculum_schedule": [{"env_id": "CartPole-v1", "until": "steps>=100000000"},
-                                                          {"env_id": "CartPole-v1"}]}}
+MODES = {
+    "single": {"fastlane": True},
+    "grid": {"fastlane_video_mode": "grid"},
+    "off": {"fastlane": False},
+    # with the other plugins at work too: curriculum stage files, analytics' TensorBoard relocation
+    "allplugins": {
+        "fastlane": True,
+        "tensorboard_dir": "tb",
+        "metrics_interval_s": 0.1,
+        "curriculum_schedule": [{"env_id": "CartPole-v1", "until": "steps>=100000000"}, {"env_id": "CartPole-v1"}],
+    },
+}
 
 
 def read_events_until(proc: subprocess.Popen, name: str, seen: list[dict], timeout: float = 120) -> None:
@@ -66,10 +73,15 @@ def test_a_signalled_ppo_run_stops_at_once(mode, sig, workdir):
     run_id = f"stop-{mode}-{sig.name}-{os.getpid()}"
     env = clean_environ()
     env.pop("SDL_NO_SIGNAL_HANDLERS", None)
-    proc = subprocess.Popen(run_command(run_id, MODES[mode], algo="ppo", total=200_000,
-                                        more=("--grace-period", GRACE_PERIOD)),
-                            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        run_command(run_id, MODES[mode], algo="ppo", total=200_000, more=("--grace-period", GRACE_PERIOD)),
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     events: list[dict] = []
     try:
         read_events_until(proc, "metrics", events)  # training for real: the script logged its first scalars

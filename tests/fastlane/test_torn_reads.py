@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-
 from fastlane_helpers import SCRIPTS
 from mosaic_fastlane.layout import Mode
 from mosaic_fastlane.segment import SegmentOwner
@@ -32,8 +31,12 @@ def test_readers_never_see_a_torn_or_older_frame_under_cpu_load():
     load = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(LOAD)]
     readers = []
     try:
-        readers = [subprocess.Popen([sys.executable, script, "reader", owner.name, str(FRAMES)],
-                                    stdout=subprocess.PIPE, text=True) for _ in range(READERS)]
+        readers = [
+            subprocess.Popen(
+                [sys.executable, script, "reader", owner.name, str(FRAMES)], stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(READERS)
+        ]
         for reader in readers:
             assert reader.stdout.readline().strip() == "ready"
         writer = subprocess.run([sys.executable, script, "writer", owner.name, str(FRAMES)], timeout=300)

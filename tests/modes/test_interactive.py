@@ -19,12 +19,18 @@ KINDS = {"ready", "reset", "step", "pong", "help", "stopped", "error"}
 
 
 class Interactive:
-    """``python -m cleanrl_worker.interactive ARGS`` with a request/response helper."""
+    """``python -m mosaic_cleanrl.interactive ARGS`` with a request/response helper."""
 
     def __init__(self, *args: str, cwd: Path = REPO):
-        self.proc = subprocess.Popen([sys.executable, "-m", "cleanrl_worker.interactive", *args], cwd=cwd,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mosaic_cleanrl.interactive", *args],
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -106,10 +112,14 @@ def test_reset_step_ping_bad_lines_and_stop(session_factory):
     assert step["terminated"] is False and step["truncated"] is False and step["info"] == {}
     assert step["episode_return"] == 1.0 and "frame" in step
 
-    for bad, expected in (("not json", "malformed JSON"), ("[1, 2]", "JSON object"),
-                          ({"cmd": "fly"}, "unknown command 'fly'"), ({"cmd": "step", "action": 7}, "invalid action 7"),
-                          ({"cmd": "step", "action": "left"}, "needs an integer"),
-                          ({"cmd": "reset", "seed": -1}, "invalid seed")):
+    for bad, expected in (
+        ("not json", "malformed JSON"),
+        ("[1, 2]", "JSON object"),
+        ({"cmd": "fly"}, "unknown command 'fly'"),
+        ({"cmd": "step", "action": 7}, "invalid action 7"),
+        ({"cmd": "step", "action": "left"}, "needs an integer"),
+        ({"cmd": "reset", "seed": -1}, "invalid seed"),
+    ):
         answer = session.ask(bad)
         assert answer["type"] == "error" and expected in answer["message"]
     assert session.ask({"cmd": "ping", "id": 9}) == {"type": "pong", "id": 9}
@@ -150,8 +160,9 @@ def test_policy_actions_are_reproducible(session_factory, ppo_checkpoint):
 
 
 def test_minigrid_policy_and_image_observation(session_factory, minigrid_checkpoint):
-    session = session_factory("--env-id", "MiniGrid-Empty-5x5-v0", "--seed", "1", "--render", "--policy-path",
-                              str(minigrid_checkpoint))
+    session = session_factory(
+        "--env-id", "MiniGrid-Empty-5x5-v0", "--seed", "1", "--render", "--policy-path", str(minigrid_checkpoint)
+    )
     ready = session.receive()
     assert ready["observation_space"]["shape"] == [7, 7, 3]  # the CNN agent's image observation
     reset = session.ask({"cmd": "reset"})
@@ -173,15 +184,24 @@ def test_env_output_stays_off_the_protocol_stream(session_factory):
     assert code == 0 and "noisy: reset" in stderr and "noisy: step" in stderr
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--env-id", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
-    (["--env-id", "CartPole-v1", "--policy-path", "missing.cleanrl_model"], "no such file"),
-    (["--env-id", "Acrobot-v1", "--policy-path", "{ppo}"], "observation space"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--env-id", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
+        (["--env-id", "CartPole-v1", "--policy-path", "missing.cleanrl_model"], "no such file"),
+        (["--env-id", "Acrobot-v1", "--policy-path", "{ppo}"], "observation space"),
+    ],
+)
 def test_bad_start_is_one_line_and_exit_2(tmp_path, ppo_checkpoint, args, expected):
     args = [arg.replace("{ppo}", str(ppo_checkpoint)) for arg in args]
-    proc = subprocess.run([sys.executable, "-m", "cleanrl_worker.interactive", *args], cwd=tmp_path, input="",
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mosaic_cleanrl.interactive", *args],
+        cwd=tmp_path,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(lines) == 1 and lines[0].startswith("error:") and expected in lines[0]
@@ -189,8 +209,8 @@ def test_bad_start_is_one_line_and_exit_2(tmp_path, ppo_checkpoint, args, expect
 
 def test_continuous_actions_in_process(continuous_checkpoint):
     """The session object itself, on a real env with a real policy (normalised observations)."""
-    from cleanrl_worker.interactive import CommandError, Session
-    from cleanrl_worker.policy_eval import load_policy
+    from mosaic_cleanrl.interactive import CommandError, Session
+    from mosaic_cleanrl.policy_eval import load_policy
 
     policy = load_policy(str(continuous_checkpoint), "Pendulum-v1", seed=0)
     session = Session(policy.make_env(), policy.single, seed=4)
@@ -210,8 +230,23 @@ def test_continuous_actions_in_process(continuous_checkpoint):
 
 def test_through_mosaic_run(mosaic, runs_root):
     lines = [{"cmd": "reset", "seed": 0}] + [{"cmd": "step"}] * 60 + [{"cmd": "stop"}]
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "1",
-                    "--interactive", "--run-id", "talk1", "--seed", "0", input="".join(json.dumps(line) + "\n" for line in lines))
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1",
+        "--interactive",
+        "--run-id",
+        "talk1",
+        "--seed",
+        "0",
+        input="".join(json.dumps(line) + "\n" for line in lines),
+    )
     assert result.returncode == 0, result.stderr
     replies = [json.loads(line) for line in result.stdout.splitlines()]
     assert all("event" not in reply for reply in replies)  # lifecycle events go to events.jsonl only
@@ -229,8 +264,7 @@ def test_summaries_are_always_strict_json():
     from hypothesis import given, settings
     from hypothesis import strategies as st
     from hypothesis.extra.numpy import array_shapes, arrays
-
-    from cleanrl_worker.interactive import SMALL, json_safe, summarize
+    from mosaic_cleanrl.interactive import SMALL, json_safe, summarize
 
     dtypes = st.sampled_from([np.float32, np.float64, np.int64, np.uint8, np.bool_])
 

@@ -1,5 +1,5 @@
 """MOSAIC's documented curriculum and evaluation names (mosaic_curriculum.tasks: presets and task
-wrappers; cleanrl_worker.wrappers.curriculum: the worker's runs), used as a library: real MiniGrid
+wrappers; mosaic_cleanrl.wrappers.curriculum: the worker's runs), used as a library: real MiniGrid
 envs, real supervised runs through the worker's pipeline."""
 
 from __future__ import annotations
@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from cleanrl_worker.config import parse_worker_config
-from cleanrl_worker.wrappers import curriculum
+from mosaic_cleanrl.config import parse_worker_config
+from mosaic_cleanrl.wrappers import curriculum
 from mosaic_curriculum import tasks
 from mosaic_curriculum.schedule import PRESETS
 
@@ -19,7 +18,11 @@ pytest.importorskip("minigrid")
 def test_presets_are_the_curriculum_plugins():
     assert tasks.BABYAI_GOTO_CURRICULUM == PRESETS["babyai_goto"]
     assert [s["env_id"] for s in tasks.BABYAI_DOORKEY_CURRICULUM] == [
-        "MiniGrid-DoorKey-5x5-v0", "MiniGrid-DoorKey-6x6-v0", "MiniGrid-DoorKey-8x8-v0", "MiniGrid-DoorKey-16x16-v0"]
+        "MiniGrid-DoorKey-5x5-v0",
+        "MiniGrid-DoorKey-6x6-v0",
+        "MiniGrid-DoorKey-8x8-v0",
+        "MiniGrid-DoorKey-16x16-v0",
+    ]
 
 
 def test_babyai_task_wrapper_switches_envs_at_run_time():
@@ -45,9 +48,15 @@ def test_babyai_task_wrapper_refuses_an_unknown_env_id():
 
 @pytest.mark.slow
 def test_run_curriculum_training_goes_through_the_stages(tmp_path):
-    config = parse_worker_config({"run_id": "cur1", "algo": "ppo", "env_id": "MiniGrid-Empty-5x5-v0",
-                                  "total_timesteps": 1024,
-                                  "extras": {"num_envs": 2, "num_steps": 128, "cuda": False}})
+    config = parse_worker_config(
+        {
+            "run_id": "cur1",
+            "algo": "ppo",
+            "env_id": "MiniGrid-Empty-5x5-v0",
+            "total_timesteps": 1024,
+            "extras": {"num_envs": 2, "num_steps": 128, "cuda": False},
+        }
+    )
     schedule = [{"env_id": "MiniGrid-Empty-5x5-v0", "until": "steps>=256"}, {"env_id": "MiniGrid-Empty-6x6-v0"}]
     summary = curriculum.run_curriculum_training(config, schedule, runs_dir=tmp_path)
     assert summary["status"] == "completed"

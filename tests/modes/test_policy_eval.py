@@ -11,17 +11,45 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SUMMARY_KEYS = {"schema", "status", "env_id", "seed", "episodes", "episodes_total", "eval_episodes", "batch_size",
-                "repeat", "gamma", "gamma_source", "max_episode_steps", "deterministic", "returns", "lengths",
-                "discounted_returns", "episode_seeds", "return", "length", "discounted_return", "rounds",
-                "checkpoint", "tensorboard_dir", "videos", "timing"}
+SUMMARY_KEYS = {
+    "schema",
+    "status",
+    "env_id",
+    "seed",
+    "episodes",
+    "episodes_total",
+    "eval_episodes",
+    "batch_size",
+    "repeat",
+    "gamma",
+    "gamma_source",
+    "max_episode_steps",
+    "deterministic",
+    "returns",
+    "lengths",
+    "discounted_returns",
+    "episode_seeds",
+    "return",
+    "length",
+    "discounted_return",
+    "rounds",
+    "checkpoint",
+    "tensorboard_dir",
+    "videos",
+    "timing",
+}
 STATS = {"mean", "std", "min", "max", "median"}
 
 
 def policy_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "cleanrl_worker.policy_eval", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "mosaic_cleanrl.policy_eval", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 def evaluated(cwd: Path, checkpoint: Path, *args: str, env_id: str = "CartPole-v1") -> dict:
@@ -38,7 +66,7 @@ def cartpole_discounted(length: int, gamma: float) -> float:
 
 def in_process(out_dir: Path, checkpoint: Path, env_id: str = "CartPole-v1", **options) -> dict:
     """The same evaluation as the command line runs, called in this process (no start-up cost)."""
-    from cleanrl_worker.policy_eval import EvalOptions, load_policy, run_evaluation
+    from mosaic_cleanrl.policy_eval import EvalOptions, load_policy, run_evaluation
 
     opts = EvalOptions(env_id=env_id, **options)
     policy = load_policy(str(checkpoint), env_id, seed=opts.seed, deterministic=opts.deterministic)
@@ -49,14 +77,29 @@ def in_process(out_dir: Path, checkpoint: Path, env_id: str = "CartPole-v1", **o
 def test_summary_and_scalars_from_the_command_line(tmp_path, ppo_checkpoint):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    summary = evaluated(tmp_path, ppo_checkpoint, "--seed", "7", "--eval-episodes", "5", "--eval-batch-size", "2",
-                        "--eval-repeat", "2", "--eval-gamma", "0.9")
+    summary = evaluated(
+        tmp_path,
+        ppo_checkpoint,
+        "--seed",
+        "7",
+        "--eval-episodes",
+        "5",
+        "--eval-batch-size",
+        "2",
+        "--eval-repeat",
+        "2",
+        "--eval-gamma",
+        "0.9",
+    )
     assert SUMMARY_KEYS <= summary.keys()
     assert summary["status"] == "completed" and summary["episodes"] == summary["episodes_total"] == 10
     assert len(summary["returns"]) == len(summary["lengths"]) == len(summary["discounted_returns"]) == 10
     assert summary["episode_seeds"] == list(range(7, 17))
-    for key, values in (("return", summary["returns"]), ("length", summary["lengths"]),
-                        ("discounted_return", summary["discounted_returns"])):
+    for key, values in (
+        ("return", summary["returns"]),
+        ("length", summary["lengths"]),
+        ("discounted_return", summary["discounted_returns"]),
+    ):
         assert set(summary[key]) == STATS
         assert summary[key]["mean"] == pytest.approx(np.mean(values))
         assert summary[key]["std"] == pytest.approx(np.std(values))
@@ -81,15 +124,19 @@ def test_summary_and_scalars_from_the_command_line(tmp_path, ppo_checkpoint):
     assert [e.step for e in returns] == list(range(10))
     assert [e.value for e in returns] == pytest.approx(summary["returns"])
     assert [e.value for e in accumulator.Scalars("eval/discounted_return")] == pytest.approx(
-        summary["discounted_returns"])
+        summary["discounted_returns"]
+    )
     assert [e.value for e in accumulator.Scalars("eval/mean_return")] == pytest.approx(
-        [r["mean"] for r in summary["rounds"]])
+        [r["mean"] for r in summary["rounds"]]
+    )
 
 
 def test_same_seed_same_results(tmp_path, ppo_checkpoint):
     options = {"seed": 3, "episodes": 6, "batch_size": 4}
-    first, second = in_process(tmp_path / "a", ppo_checkpoint, **options), in_process(tmp_path / "b", ppo_checkpoint,
-                                                                                      **options)
+    first, second = (
+        in_process(tmp_path / "a", ppo_checkpoint, **options),
+        in_process(tmp_path / "b", ppo_checkpoint, **options),
+    )
     for key in ("returns", "lengths", "discounted_returns"):
         assert first[key] == second[key]
     other = in_process(tmp_path / "c", ppo_checkpoint, **{**options, "seed": 4})
@@ -97,8 +144,10 @@ def test_same_seed_same_results(tmp_path, ppo_checkpoint):
 
 
 def test_greedy_results_do_not_depend_on_batch_size(tmp_path, ppo_checkpoint):
-    results = [in_process(tmp_path / str(batch), ppo_checkpoint, deterministic=True, episodes=4,
-                          batch_size=batch)["returns"] for batch in (1, 3, 4)]
+    results = [
+        in_process(tmp_path / str(batch), ppo_checkpoint, deterministic=True, episodes=4, batch_size=batch)["returns"]
+        for batch in (1, 3, 4)
+    ]
     assert results[0] == results[1] == results[2]
 
 
@@ -116,15 +165,17 @@ def test_episode_limit_checkpoint_gamma_and_video(tmp_path, ppo_checkpoint):
 
 
 def test_minigrid_checkpoint_uses_the_cnn_agent(tmp_path, minigrid_checkpoint):
-    summary = evaluated(tmp_path, minigrid_checkpoint, "--eval-episodes", "2", "--eval-batch-size", "2",
-                        env_id="MiniGrid-Empty-5x5-v0")
+    summary = evaluated(
+        tmp_path, minigrid_checkpoint, "--eval-episodes", "2", "--eval-batch-size", "2", env_id="MiniGrid-Empty-5x5-v0"
+    )
     assert summary["checkpoint"]["observation_space"]["shape"] == [7, 7, 3]
     assert summary["episodes"] == 2 and all(0 < n <= 100 for n in summary["lengths"])
 
 
 def test_continuous_checkpoint_with_normalisation(tmp_path, continuous_checkpoint):
-    summary = in_process(tmp_path, continuous_checkpoint, env_id="Pendulum-v1", episodes=2, batch_size=2,
-                         max_episode_steps=20)
+    summary = in_process(
+        tmp_path, continuous_checkpoint, env_id="Pendulum-v1", episodes=2, batch_size=2, max_episode_steps=20
+    )
     assert summary["checkpoint"]["normalized_observations"] is True
     assert summary["lengths"] == [20, 20] and all(r < 0 for r in summary["returns"])
 
@@ -155,10 +206,31 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, ppo_checkpoint, case):
 
 
 def test_through_mosaic_run(mosaic, runs_root, ppo_checkpoint):
-    extras = {"mode": "policy_eval", "policy_path": str(ppo_checkpoint), "eval_episodes": 5, "eval_batch_size": 2,
-              "eval_gamma": 0.5}
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "1",
-                    "--run-id", "eval1", "--seed", "11", "--extras", json.dumps(extras), "--quiet")
+    extras = {
+        "mode": "policy_eval",
+        "policy_path": str(ppo_checkpoint),
+        "eval_episodes": 5,
+        "eval_batch_size": 2,
+        "eval_gamma": 0.5,
+    }
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1",
+        "--run-id",
+        "eval1",
+        "--seed",
+        "11",
+        "--extras",
+        json.dumps(extras),
+        "--quiet",
+    )
     assert result.returncode == 0, result.stderr
     events = result.events
     batches = [e["payload"] for e in events if e["event"] == "eval_batch"]
@@ -169,16 +241,31 @@ def test_through_mosaic_run(mosaic, runs_root, ppo_checkpoint):
     assert summary["episodes"] == 5 and summary["seed"] == 11 and summary["gamma"] == 0.5
     assert batches[-1]["mean_return"] == pytest.approx(summary["return"]["mean"])
     assert (run_dir / summary["tensorboard_dir"]).is_dir()
-    assert all(math.isclose(d, cartpole_discounted(n, 0.5)) for d, n in zip(summary["discounted_returns"],
-                                                                           summary["lengths"]))
+    assert all(
+        math.isclose(d, cartpole_discounted(n, 0.5)) for d, n in zip(summary["discounted_returns"], summary["lengths"])
+    )
 
 
 def test_corrupt_checkpoint_through_mosaic_run_fails_clearly(mosaic, workdir, runs_root):
     bad = workdir / "bad.cleanrl_model"
     bad.write_bytes(b"not a checkpoint")
     extras = {"mode": "policy_eval", "policy_path": str(bad)}
-    result = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "1",
-                    "--run-id", "bad1", "--extras", json.dumps(extras), "--quiet")
+    result = mosaic(
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "1",
+        "--run-id",
+        "bad1",
+        "--extras",
+        json.dumps(extras),
+        "--quiet",
+    )
     assert result.returncode == 2
     failed = result.events[-1]
     assert failed["event"] == "run_failed"
@@ -190,9 +277,23 @@ def test_sigterm_leaves_a_cancelled_summary(tmp_path, ppo_checkpoint):
     import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "cleanrl_worker.policy_eval", "--policy-path", str(ppo_checkpoint),
-                             "--env-id", "CartPole-v1", "--eval-episodes", "100000"], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mosaic_cleanrl.policy_eval",
+            "--policy-path",
+            str(ppo_checkpoint),
+            "--env-id",
+            "CartPole-v1",
+            "--eval-episodes",
+            "100000",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     summary_file = tmp_path / "eval_summary.json"
     try:
         while not summary_file.exists() and proc.poll() is None:  # the first batch is done

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("ray", reason="the [ray] extra (ray==2.60.0) is not installed")
 
-from tests.conftest import HOST_VARS  # noqa: E402
-from tests.ray_launcher.loopback import LoopbackCluster  # noqa: E402
+from tests.conftest import HOST_VARS
+from tests.ray_launcher.loopback import LoopbackCluster
 
 
 @pytest.fixture(scope="session")

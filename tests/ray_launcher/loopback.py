@@ -69,8 +69,12 @@ class LoopbackCluster:
         """``bin_dir``: the environment whose ``ray`` runs the nodes (a worker's, for its runs)."""
         self.base = Path(tempfile.mkdtemp(prefix="mray-"))  # short: Ray's socket paths must fit 107 bytes
         self.token = secrets.token_hex(32)
-        self.env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token,
-                    "RAY_USAGE_STATS_ENABLED": "0"}
+        self.env = {
+            **os.environ,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": self.token,
+            "RAY_USAGE_STATS_ENABLED": "0",
+        }
         self.env.pop("RAY_ADDRESS", None)
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -85,29 +89,61 @@ class LoopbackCluster:
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token}
 
     def _ports(self, head: bool) -> list[str]:
-        ports = ["--node-manager-port", str(free_port()), "--object-manager-port", str(free_port()),
-                 "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
-                 "--runtime-env-agent-port", str(free_port()), "--metrics-export-port", str(free_port())]
+        ports = [
+            "--node-manager-port",
+            str(free_port()),
+            "--object-manager-port",
+            str(free_port()),
+            "--dashboard-agent-listen-port",
+            str(free_port()),
+            "--dashboard-agent-grpc-port",
+            str(free_port()),
+            "--runtime-env-agent-port",
+            str(free_port()),
+            "--metrics-export-port",
+            str(free_port()),
+        ]
         if head:
             ports += ["--ray-client-server-port", str(free_port()), "--dashboard-port", str(free_port())]
         return ports
 
     def start_node(self, name: str, extra: dict[str, float] | None = None) -> None:
         head = not self.nodes
-        where = ["--head", "--port", str(self.port), "--include-dashboard=false"] if head else ["--address", self.address]
+        where = (
+            ["--head", "--port", str(self.port), "--include-dashboard=false"] if head else ["--address", self.address]
+        )
         log = open(self.base / f"{name}.log", "ab")
-        command = [str(self.bin / "ray"), "start", "--block", *where, "--node-ip-address", "127.0.0.1",
-                   "--num-cpus", str(self.cpus), "--resources", json.dumps({name: 1, **(extra or {})}), "--temp-dir",
-                   str(self.base / name), "--disable-usage-stats", *self._ports(head)]
+        command = [
+            str(self.bin / "ray"),
+            "start",
+            "--block",
+            *where,
+            "--node-ip-address",
+            "127.0.0.1",
+            "--num-cpus",
+            str(self.cpus),
+            "--resources",
+            json.dumps({name: 1, **(extra or {})}),
+            "--temp-dir",
+            str(self.base / name),
+            "--disable-usage-stats",
+            *self._ports(head),
+        ]
         # The node's own /tmp (its actors' work dirs): removed with the cluster, even for a node
         # killed as a machine going away, whose files would otherwise stay on this machine.
         tmp = self.base / f"{name}-tmp"
         tmp.mkdir(mode=0o700, exist_ok=True)
-        self.nodes[name] = subprocess.Popen(command, env={**self.env, "TMPDIR": str(tmp)}, stdout=log, stderr=log,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        self.nodes[name] = subprocess.Popen(
+            command,
+            env={**self.env, "TMPDIR": str(tmp)},
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         log.close()
 
-    def start(self, timeout: float = 180.0) -> "LoopbackCluster":
+    def start(self, timeout: float = 180.0) -> LoopbackCluster:
         self.start_node("nodeA")
         self.wait_nodes(1, timeout)
         self.start_node("nodeB")
@@ -117,16 +153,21 @@ class LoopbackCluster:
     def wait_nodes(self, count: int, timeout: float = 180.0, exact: bool = False) -> None:
         """Until ``count`` nodes (at least, or ``exact``ly) are alive; ``node_ids`` names them."""
         deadline = time.monotonic() + timeout
-        script = ("import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
-                  "print(json.dumps({k: n['NodeID'] for n in ray.nodes() if n['Alive'] "
-                  "for k in n['Resources'] if k.startswith('node') and not k.startswith('node:')}))") % self.address
+        script = (
+            "import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
+            "print(json.dumps({k: n['NodeID'] for n in ray.nodes() if n['Alive'] "
+            "for k in n['Resources'] if k.startswith('node') and not k.startswith('node:')}))"
+        ) % self.address
         last = ""
         while time.monotonic() < deadline:
             for name, proc in self.nodes.items():
                 if proc.poll() is not None:
-                    raise RuntimeError(f"ray start for {name} exited: {(self.base / f'{name}.log').read_text()[-2000:]}")
-            done = subprocess.run([sys.executable, "-c", script], env=self.env, capture_output=True, text=True,
-                                  timeout=120)
+                    raise RuntimeError(
+                        f"ray start for {name} exited: {(self.base / f'{name}.log').read_text()[-2000:]}"
+                    )
+            done = subprocess.run(
+                [sys.executable, "-c", script], env=self.env, capture_output=True, text=True, timeout=120
+            )
             last = done.stderr[-1500:]
             if done.returncode == 0:
                 ids = json.loads(done.stdout.strip().splitlines()[-1])

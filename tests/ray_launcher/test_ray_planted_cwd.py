@@ -29,10 +29,30 @@ def planted():
 
 @needs_second_user
 def test_a_ray_run_from_a_planted_folder_imports_nothing_of_it_on_the_node(cluster, planted, tmp_path):
-    done = subprocess.run([str(BIN / "mosaic"), "run", "--worker", "example", "--env-id", "CartPole-v1",
-                           "--total-timesteps", "2000", "--json", "--runs-dir", str(tmp_path / "runs"),
-                           "--ray-address", cluster.address, "--ray-resources", '{"nodeB": 1}'],
-                          cwd=planted.path, env=caller_env(cluster), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "example",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "2000",
+            "--json",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--ray-address",
+            cluster.address,
+            "--ray-resources",
+            '{"nodeB": 1}',
+        ],
+        cwd=planted.path,
+        env=caller_env(cluster),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     assert events[0]["payload"]["ray"]["node_id"] == cluster.node_ids["nodeB"]

@@ -18,8 +18,14 @@ RUN = ["run", "--worker", "example", "--env-id", "CartPole-v1"]
 
 
 def mosaic(cluster, workdir: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "mosaic"), *args], cwd=workdir, env=caller_env(cluster, **env),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [str(BIN / "mosaic"), *args],
+        cwd=workdir,
+        env=caller_env(cluster, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def events_of(stdout: str) -> list[dict]:
@@ -27,8 +33,20 @@ def events_of(stdout: str) -> list[dict]:
 
 
 def test_a_run_lands_on_the_chosen_node_and_comes_back(cluster, tmp_path):
-    done = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "3000", "--json", "--ray-address", cluster.address,
-                  "--ray-resources", '{"nodeB": 1}', "--num-cpus", "1")
+    done = mosaic(
+        cluster,
+        tmp_path,
+        *RUN,
+        "--total-timesteps",
+        "3000",
+        "--json",
+        "--ray-address",
+        cluster.address,
+        "--ray-resources",
+        '{"nodeB": 1}',
+        "--num-cpus",
+        "1",
+    )
     assert done.returncode == 0, done.stderr
     events = events_of(done.stdout)
     names = [e["event"] for e in events]
@@ -54,8 +72,21 @@ def test_shared_runs_storage_is_written_by_the_node_and_moved_into_place(cluster
     """On loopback every node sees the same disk: the node writes under the runs root's
     staging folder, and the run directory is complete where a local run would be."""
     runs = tmp_path / "shared-runs"
-    done = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "2000", "--json", "--runs-dir", str(runs),
-                  "--ray-address", cluster.address, "--ray-shared-runs", "--ray-resources", '{"nodeA": 1}')
+    done = mosaic(
+        cluster,
+        tmp_path,
+        *RUN,
+        "--total-timesteps",
+        "2000",
+        "--json",
+        "--runs-dir",
+        str(runs),
+        "--ray-address",
+        cluster.address,
+        "--ray-shared-runs",
+        "--ray-resources",
+        '{"nodeA": 1}',
+    )
     assert done.returncode == 0, done.stderr
     events = events_of(done.stdout)
     run_dir = runs / events[0]["run_id"]
@@ -65,10 +96,26 @@ def test_shared_runs_storage_is_written_by_the_node_and_moved_into_place(cluster
 
 
 def test_ctrl_c_cancels_the_run_on_its_node(cluster, tmp_path):
-    proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "50000000", "--json", "--ray-address",
-                             cluster.address, "--ray-resources", '{"nodeA": 1}', "--grace-period", "5"],
-                            cwd=tmp_path, env=caller_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            *RUN,
+            "--total-timesteps",
+            "50000000",
+            "--json",
+            "--ray-address",
+            cluster.address,
+            "--ray-resources",
+            '{"nodeA": 1}',
+            "--grace-period",
+            "5",
+        ],
+        cwd=tmp_path,
+        env=caller_env(cluster),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = []
     try:
         for line in proc.stdout:
@@ -118,10 +165,26 @@ def test_fastlane_frames_of_a_remote_run_are_read_here(cluster, tmp_path):
     shm = tmp_path / "shm"
     shm.mkdir(mode=0o700)
     node_dirs = set(Path("/dev/shm").glob("mosaic-relay-fl-*"))
-    proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "50000000", "--json", "--ray-address",
-                             cluster.address, "--ray-resources", '{"nodeA": 1}', "--extras", '{"fastlane": true}'],
-                            cwd=tmp_path, env=caller_env(cluster, MOSAIC_FASTLANE_SHM_DIR=str(shm)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            *RUN,
+            "--total-timesteps",
+            "50000000",
+            "--json",
+            "--ray-address",
+            cluster.address,
+            "--ray-resources",
+            '{"nodeA": 1}',
+            "--extras",
+            '{"fastlane": true}',
+        ],
+        cwd=tmp_path,
+        env=caller_env(cluster, MOSAIC_FASTLANE_SHM_DIR=str(shm)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         started = json.loads(proc.stdout.readline())
         assert started["event"] == "run_started", started
@@ -155,8 +218,9 @@ def test_bad_input_is_one_line_at_submit(cluster, tmp_path):
     ]
     for flags, env, words in cases:
         started = time.monotonic()
-        done = mosaic(cluster, tmp_path, *RUN, "--total-timesteps", "1000", "--ray-address", cluster.address, *flags,
-                      **env)
+        done = mosaic(
+            cluster, tmp_path, *RUN, "--total-timesteps", "1000", "--ray-address", cluster.address, *flags, **env
+        )
         assert done.returncode == 2, (flags, done.stderr)
         lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")]
         assert len(lines) == 1 and words in lines[0], (flags, done.stderr)
@@ -169,13 +233,15 @@ def test_bad_input_is_one_line_at_submit(cluster, tmp_path):
 
 def left_on_cluster(cluster) -> dict:
     """Jobs not ended and actors not dead on the cluster (this query's own job aside)."""
-    script = ("import json, logging, ray; ray.init(address=%r, logging_level=logging.ERROR, log_to_driver=False); "
-              "me = ray.get_runtime_context().get_job_id(); print(json.dumps({"
-              "'jobs': [j['JobID'] for j in ray._private.state.jobs() if not j['IsDead'] and j['JobID'] != me], "
-              "'actors': [a['ActorClassName'] for a in ray._private.state.actors().values() if a['State'] != 'DEAD']}))"
-              ) % cluster.address
-    done = subprocess.run([str(BIN / "python"), "-c", script], env=caller_env(cluster), capture_output=True, text=True,
-                          timeout=120)
+    script = (
+        "import json, logging, ray; ray.init(address=%r, logging_level=logging.ERROR, log_to_driver=False); "
+        "me = ray.get_runtime_context().get_job_id(); print(json.dumps({"
+        "'jobs': [j['JobID'] for j in ray._private.state.jobs() if not j['IsDead'] and j['JobID'] != me], "
+        "'actors': [a['ActorClassName'] for a in ray._private.state.actors().values() if a['State'] != 'DEAD']}))"
+    ) % cluster.address
+    done = subprocess.run(
+        [str(BIN / "python"), "-c", script], env=caller_env(cluster), capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -207,8 +273,18 @@ def test_the_caller_ends_with_its_run_and_leaves_no_job_or_actor(cluster, tmp_pa
 def test_a_module_the_nodes_python_lacks_is_one_line_naming_what_to_install_there(cluster, tmp_path):
     policy = tmp_path / "policy.py"
     policy.write_text("import not_on_this_node\n\n\ndef act(observation, action_space):\n    return 0\n")
-    done = mosaic(cluster, tmp_path, *RUN, "--algo", str(policy), "--total-timesteps", "500", "--json",
-                  "--ray-address", cluster.address)
+    done = mosaic(
+        cluster,
+        tmp_path,
+        *RUN,
+        "--algo",
+        str(policy),
+        "--total-timesteps",
+        "500",
+        "--json",
+        "--ray-address",
+        cluster.address,
+    )
     failed = events_of(done.stdout)[-1]
     assert done.returncode != 0 and failed["event"] == "run_failed", done.stderr
     error = failed["payload"]["error"]
@@ -216,8 +292,9 @@ def test_a_module_the_nodes_python_lacks_is_one_line_naming_what_to_install_ther
     assert error.endswith("on that node: install the package that provides it into that Python")
     from mosaic_ray.remote import _missing_here  # a module an extra of MOSAIC's brings: that extra is named
 
-    line = _missing_here(json.dumps({"event": "run_failed", "payload": {"error": "ModuleNotFoundError: No module "
-                                                                                 "named 'tyro'"}}))
+    line = _missing_here(
+        json.dumps({"event": "run_failed", "payload": {"error": "ModuleNotFoundError: No module named 'tyro'"}})
+    )
     assert json.loads(line)["payload"]["error"].endswith("-m pip install 'mosaic-workers[cleanrl]'")
 
 
@@ -228,10 +305,26 @@ def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_pa
     cluster.start_node("nodeC", extra={"spare": 1})
     cluster.start_node("nodeD", extra={"spare": 1})
     cluster.wait_nodes(4)
-    proc = subprocess.Popen([str(BIN / "mosaic"), *RUN, "--total-timesteps", "150000", "--json", "--ray-address",
-                             cluster.address, "--ray-resources", '{"spare": 1}', "--log-every", "5000"],
-                            cwd=tmp_path, env=caller_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            *RUN,
+            "--total-timesteps",
+            "150000",
+            "--json",
+            "--ray-address",
+            cluster.address,
+            "--ray-resources",
+            '{"spare": 1}',
+            "--log-every",
+            "5000",
+        ],
+        cwd=tmp_path,
+        env=caller_env(cluster),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = []
     try:
         for line in proc.stdout:

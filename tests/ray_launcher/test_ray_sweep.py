@@ -46,9 +46,29 @@ def test_a_four_trial_sweep_lands_on_both_nodes(cluster, tmp_path):
     spec.write_text(SPEC, encoding="utf-8")
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     runs = tmp_path / "runs"
-    done = subprocess.run([str(BIN / "mosaic"), "sweep", "run", str(spec), "--storage", storage, "--workers", "2",
-                           "--runs-dir", str(runs), "--ray-address", cluster.address, "--ray-num-cpus", "2"],
-                          cwd=tmp_path, env=caller_env(cluster), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            str(BIN / "mosaic"),
+            "sweep",
+            "run",
+            str(spec),
+            "--storage",
+            storage,
+            "--workers",
+            "2",
+            "--runs-dir",
+            str(runs),
+            "--ray-address",
+            cluster.address,
+            "--ray-num-cpus",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=caller_env(cluster),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     study = optuna.load_study(study_name="ray-sweep", storage=storage)
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
@@ -67,17 +87,41 @@ def test_without_workers_the_cluster_sets_them_and_pruning_stops_trials_on_their
     run: 2), said on stderr. A pruner that prunes at the first report: each trial is pruned from
     the live metrics its run relays, and its run is cancelled on its node with the reason."""
     spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC.replace("max_trials = 4", "max_trials = 2").replace('type = "none"', 'type = "threshold"\nlower = 1e9')
-                    .replace("ray-sweep", "ray-prune").replace("total_timesteps = 1024", "total_timesteps = 500000"),
-                    encoding="utf-8")
+    spec.write_text(
+        SPEC.replace("max_trials = 4", "max_trials = 2")
+        .replace('type = "none"', 'type = "threshold"\nlower = 1e9')
+        .replace("ray-sweep", "ray-prune")
+        .replace("total_timesteps = 1024", "total_timesteps = 500000"),
+        encoding="utf-8",
+    )
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     runs = tmp_path / "runs"
-    done = subprocess.run([str(BIN / "mosaic"), "sweep", "run", str(spec), "--storage", storage, "--runs-dir", str(runs),
-                           "--ray-address", cluster.address, "--ray-num-cpus", "2"],
-                          cwd=tmp_path, env=caller_env(cluster), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            str(BIN / "mosaic"),
+            "sweep",
+            "run",
+            str(spec),
+            "--storage",
+            storage,
+            "--runs-dir",
+            str(runs),
+            "--ray-address",
+            cluster.address,
+            "--ray-num-cpus",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=caller_env(cluster),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"mosaic sweep: 2 workers (the Ray cluster at {cluster.address} holds 2 run(s) at a time: 2 node(s), 4 CPUs" \
-        in done.stderr, done.stderr[-3000:]
+    assert (
+        f"mosaic sweep: 2 workers (the Ray cluster at {cluster.address} holds 2 run(s) at a time: 2 node(s), 4 CPUs"
+        in done.stderr
+    ), done.stderr[-3000:]
     trials = optuna.load_study(study_name="ray-prune", storage=storage).trials
     assert [t.state for t in trials] == [optuna.trial.TrialState.PRUNED] * 2
     for trial in trials:

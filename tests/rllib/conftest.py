@@ -24,17 +24,42 @@ def rllib_env():
     env = dict(os.environ)  # $MOSAIC_VENVS: the session's (tests/conftest.py private_user_state)
     env.pop("MOSAIC_RUNS_DIR", None)
     env.pop("RAY_ADDRESS", None)
-    done = subprocess.run([*MOSAIC, "workers", "install", "rllib", "--extras", EXTRAS], env=env, capture_output=True, text=True,
-                          timeout=1800, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [*MOSAIC, "workers", "install", "rllib", "--extras", EXTRAS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, f"mosaic workers install rllib --extras {EXTRAS} failed: {done.stderr[-2000:]}"
     return env
 
 
 def run_args(run_id, runs_dir, algo="PPO", total=1000, extras=None, env_id="CartPole-v1", params=None, more=()):
     extras = {"algo_params": {**(SMALL if algo == "PPO" else {}), **(params or {})}, **(extras or {})}
-    return [*MOSAIC, "run", "--worker", "rllib", "--algo", algo, "--env-id", env_id, "--total-timesteps", str(total),
-            "--extras", json.dumps(extras), "--runs-dir", str(runs_dir), "--run-id", run_id, "--json",
-            "--heartbeat-interval", "1", *more]
+    return [
+        *MOSAIC,
+        "run",
+        "--worker",
+        "rllib",
+        "--algo",
+        algo,
+        "--env-id",
+        env_id,
+        "--total-timesteps",
+        str(total),
+        "--extras",
+        json.dumps(extras),
+        "--runs-dir",
+        str(runs_dir),
+        "--run-id",
+        run_id,
+        "--json",
+        "--heartbeat-interval",
+        "1",
+        *more,
+    ]
 
 
 def events_of(run_dir: Path) -> list[dict]:
@@ -60,7 +85,8 @@ def ray_pids(run_dir: Path, training_pid: int) -> set[int]:
             except OSError:
                 continue
             if int(fields[2]) == training_pid or any(
-                    item.startswith(b"MOSAIC_CHILD=") and context in item for item in environ.split(b"\0")):
+                item.startswith(b"MOSAIC_CHILD=") and context in item for item in environ.split(b"\0")
+            ):
                 pids.add(int(entry))
     return pids
 

@@ -5,6 +5,7 @@ import socket
 import subprocess
 
 import pytest
+
 from tests.rllib.conftest import run_args
 
 
@@ -17,17 +18,32 @@ def _closed_port() -> int:
 CASES = {
     "unknown algo": ("PP0", "CartPole-v1", {}, {}, "did you mean PPO?"),
     "offline algo": ("CQL", "CartPole-v1", {}, {}, "does not run (offline or model-based)"),
-    "unknown key": ("PPO", "CartPole-v1", {"lrr": 1e-3}, {}, "extras.algo_params.lrr is not an option of RLlib's "
-                                                             "PPOConfig; did you mean lr?"),
+    "unknown key": (
+        "PPO",
+        "CartPole-v1",
+        {"lrr": 1e-3},
+        {},
+        "extras.algo_params.lrr is not an option of RLlib's PPOConfig; did you mean lr?",
+    ),
     "reserved key": ("PPO", "CartPole-v1", {"seed": 3}, {}, "use --seed"),
     "missing env": ("PPO", "CartPol-v1", {}, {}, "did you mean CartPole-v1?"),
     "discrete only": ("DQN", "Pendulum-v1", {}, {}, "DQN needs discrete actions"),
     "top-level key": ("PPO", "CartPole-v1", {}, {"lr": 1e-3}, "RLlib options go under extras.algo_params"),
     "bad mode": ("PPO", "CartPole-v1", {}, {"mode": "play"}, "is not one of train"),
-    "no checkpoint": ("PPO", "CartPole-v1", {}, {"mode": "resume_training", "checkpoint_path": "/nonexistent"},
-                      "no RLlib checkpoint at /nonexistent"),
-    "evaluate without a checkpoint": ("PPO", "CartPole-v1", {}, {"mode": "evaluate"},
-                                      "extras.checkpoint_path is required for mode 'evaluate'"),
+    "no checkpoint": (
+        "PPO",
+        "CartPole-v1",
+        {},
+        {"mode": "resume_training", "checkpoint_path": "/nonexistent"},
+        "no RLlib checkpoint at /nonexistent",
+    ),
+    "evaluate without a checkpoint": (
+        "PPO",
+        "CartPole-v1",
+        {},
+        {"mode": "evaluate"},
+        "extras.checkpoint_path is required for mode 'evaluate'",
+    ),
     "zero eval episodes": ("PPO", "CartPole-v1", {}, {"eval_episodes": 0}, "extras.eval_episodes must be a positive"),
     "dead address": ("PPO", "CartPole-v1", {}, {"ray_address": f"127.0.0.1:{_closed_port()}"}, "does not answer"),
 }
@@ -36,8 +52,13 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_refused_in_one_line(case, rllib_env, tmp_path):
     algo, env_id, params, extras, words = CASES[case]
-    done = subprocess.run(run_args("bad", tmp_path / "runs", algo, params=params, extras=extras, env_id=env_id),
-                          env=rllib_env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        run_args("bad", tmp_path / "runs", algo, params=params, extras=extras, env_id=env_id),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
@@ -45,7 +66,12 @@ def test_refused_in_one_line(case, rllib_env, tmp_path):
 
 
 def test_dry_run_names_the_checked_config(rllib_env, tmp_path):
-    done = subprocess.run(run_args("dry", tmp_path, params={"lr": 1e-3}, more=("--dry-run", "--emit-summary")),
-                          env=rllib_env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        run_args("dry", tmp_path, params={"lr": 1e-3}, more=("--dry-run", "--emit-summary")),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert '"lr": 0.001' in done.stdout and "local Ray cluster" in done.stdout

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from tests.rllib.conftest import events_of, run_args
 
 pytestmark = pytest.mark.slow  # each trains RLlib runs of about 1,000 env steps
@@ -60,8 +61,14 @@ def test_daemon_runs_a_submitted_impala_run(rllib_env, tmp_path, monkeypatch):
     from tests.trainer.conftest import completed_daemon_run
 
     monkeypatch.setenv("MOSAIC_VENVS", rllib_env["MOSAIC_VENVS"])  # the daemon's runs find the environment
-    config = {"worker": "rllib", "algo": "IMPALA", "env_id": "CartPole-v1", "total_timesteps": 1000, "seed": 3,
-              "extras": {"algo_params": IMPALA}}
+    config = {
+        "worker": "rllib",
+        "algo": "IMPALA",
+        "env_id": "CartPole-v1",
+        "total_timesteps": 1000,
+        "seed": 3,
+        "extras": {"algo_params": IMPALA},
+    }
     final, events, _log = completed_daemon_run(tmp_path, config)
     assert any("loss" in name for name in _trained(events)["losses"])
     saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
@@ -97,8 +104,9 @@ def test_a_run_joins_an_existing_cluster_and_leaves_it_running(rllib_env, tmp_pa
         cluster.wait_nodes(1)
         env = {**rllib_env, **cluster.client_env()}
         extras = {"ray_address": cluster.address, "checkpoint_frequency": 10**6}
-        done = subprocess.run(run_args("joined", tmp_path, extras=extras), env=env,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            run_args("joined", tmp_path, extras=extras), env=env, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         events = events_of(tmp_path / "joined")
         assert events[0]["payload"]["rllib"]["ray_address"] == cluster.address

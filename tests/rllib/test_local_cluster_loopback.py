@@ -1,5 +1,5 @@
 """Issue 35, item 8: the RLlib worker's own local Ray cluster listens on loopback only. Its node
-address is 127.0.0.1 (``rllib_worker.train.start_ray``), for which Ray binds its servers (GCS,
+address is 127.0.0.1 (``mosaic_rllib.train.start_ray``), for which Ray binds its servers (GCS,
 raylet, object manager, agents, workers' gRPC) to 127.0.0.1; for any other address Ray binds every
 interface. Checked with ``ss`` on every process of the run's cluster while it trains."""
 
@@ -32,8 +32,13 @@ def loopback(address: str) -> bool:
 
 def test_the_local_cluster_listens_on_loopback_only(rllib_env, tmp_path):
     run_dir = tmp_path / "lo"
-    proc = subprocess.Popen(run_args("lo", tmp_path, total=10**6), env=rllib_env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        run_args("lo", tmp_path, total=10**6),
+        env=rllib_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:

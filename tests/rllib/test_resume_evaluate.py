@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import pytest
+
 from tests.rllib.conftest import alive, events_of, ray_pids, run_args
 
 pytestmark = pytest.mark.slow
@@ -23,8 +24,14 @@ SEED = 3
 
 def _run(rllib_env, runs, run_id, extras=None, total=BUDGET, seed=SEED):
     more = ("--seed", str(seed)) if seed is not None else ()
-    done = subprocess.run(run_args(run_id, runs, total=total, params=PARAMS, extras=extras, more=more),
-                          env=rllib_env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        run_args(run_id, runs, total=total, params=PARAMS, extras=extras, more=more),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
     return runs / run_id
 
@@ -45,13 +52,19 @@ def runs(rllib_env, tmp_path_factory):
     """{"whole": the uninterrupted run, "killed": the same run SIGTERMed half-way, "resumed": its resume}."""
     runs = tmp_path_factory.mktemp("runs")
     found = {"whole": _run(rllib_env, runs, "whole")}
-    proc = subprocess.Popen(run_args("killed", runs, total=BUDGET, params=PARAMS, more=("--seed", str(SEED),
-                                                                                        "--grace-period", "60")),
-                            env=rllib_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        run_args("killed", runs, total=BUDGET, params=PARAMS, more=("--seed", str(SEED), "--grace-period", "60")),
+        env=rllib_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
-            if (runs / "killed" / "events.jsonl").exists() and any(s >= STOP_AFTER for s in _metric_steps(runs / "killed")):
+            if (runs / "killed" / "events.jsonl").exists() and any(
+                s >= STOP_AFTER for s in _metric_steps(runs / "killed")
+            ):
                 break
             time.sleep(0.3)
         assert proc.poll() is None, f"the run ended before its SIGTERM: {proc.communicate()[1][-2000:]}"
@@ -62,7 +75,9 @@ def runs(rllib_env, tmp_path_factory):
             proc.kill()
     assert proc.returncode == 130, err
     found["killed"] = runs / "killed"
-    found["resumed"] = _run(rllib_env, runs, "resumed", extras={"mode": "resume", "checkpoint_path": str(found["killed"])})
+    found["resumed"] = _run(
+        rllib_env, runs, "resumed", extras={"mode": "resume", "checkpoint_path": str(found["killed"])}
+    )
     return found
 
 
@@ -123,16 +138,27 @@ def test_learning_rate_continues_its_schedule(runs):
 
 def test_evaluate_writes_the_eval_schema(runs, rllib_env, tmp_path):
     checkpoint = _stop_checkpoint(runs["killed"])
-    extras = {"mode": "evaluate", "checkpoint_path": str(runs["killed"]), "eval_episodes": 3, "eval_deterministic": True}
+    extras = {
+        "mode": "evaluate",
+        "checkpoint_path": str(runs["killed"]),
+        "eval_episodes": 3,
+        "eval_deterministic": True,
+    }
     # No --seed: the first evaluation seed is the checkpoint's training seed + 1,000,000.
-    results = [json.loads((_run(rllib_env, tmp_path, f"eval{i}", extras=extras, seed=None) / "eval.json").read_text())
-               for i in range(2)]
+    results = [
+        json.loads((_run(rllib_env, tmp_path, f"eval{i}", extras=extras, seed=None) / "eval.json").read_text())
+        for i in range(2)
+    ]
     result = results[0]
     assert result["schema"] == "mosaic.eval/1" and result["worker"] == "rllib" and result["algo"] == "PPO"
     assert result["env_id"] == "CartPole-v1" and result["checkpoint"] == checkpoint["path"]
     assert result["global_step"] == checkpoint["step"]
-    assert result["protocol"] == {"episodes": 3, "deterministic": True, "first_seed": SEED + 1_000_000,
-                                  "normalization": "frozen"}
+    assert result["protocol"] == {
+        "episodes": 3,
+        "deterministic": True,
+        "first_seed": SEED + 1_000_000,
+        "normalization": "frozen",
+    }
     assert [e["seed"] for e in result["episodes"]] == [SEED + 1_000_000 + i for i in range(3)]
     assert all(e["return"] == e["length"] > 0 for e in result["episodes"])  # CartPole: 1 per step
     returns = [e["return"] for e in result["episodes"]]
@@ -153,12 +179,19 @@ def test_eval_every_checkpoint(rllib_env, tmp_path):
         assert result["protocol"]["first_seed"] == SEED + 1_000_000 and result["mean"] > 0
 
 
-@pytest.mark.parametrize("algo, env_id, words", (("DQN", "CartPole-v1", "of algorithm PPO, not DQN"),
-                                                 ("PPO", "Acrobot-v1", "of env CartPole-v1, not Acrobot-v1")))
+@pytest.mark.parametrize(
+    "algo, env_id, words",
+    (("DQN", "CartPole-v1", "of algorithm PPO, not DQN"), ("PPO", "Acrobot-v1", "of env CartPole-v1, not Acrobot-v1")),
+)
 def test_a_checkpoint_of_another_algorithm_or_env_is_refused(runs, rllib_env, tmp_path, algo, env_id, words):
     extras = {"mode": "resume", "checkpoint_path": str(runs["killed"])}
-    done = subprocess.run(run_args("other", tmp_path, algo, env_id=env_id, extras=extras), env=rllib_env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        run_args("other", tmp_path, algo, env_id=env_id, extras=extras),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.rllib.conftest import MOSAIC, alive, events_of, ray_pids, run_args
 
 pytestmark = pytest.mark.slow  # tens of seconds each: the main lane runs them, the gymnasium 1.x lane skips them
@@ -27,8 +28,14 @@ def trained(rllib_env, tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     found = {}
     for algo, extras, params in (("PPO", PPO_EXTRAS, None), ("DQN", None, DQN_PARAMS)):
-        done = subprocess.run(run_args(algo, runs, algo, extras=extras, params=params), env=rllib_env,
-                              capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            run_args(algo, runs, algo, extras=extras, params=params),
+            env=rllib_env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
         found[algo] = (done.returncode, done.stderr, runs / algo)
     return found
 
@@ -79,9 +86,13 @@ def test_a_frame_from_the_env_runner_reaches_fastlane(trained):
 
 def test_resume_continues_from_the_checkpoint(trained, rllib_env, tmp_path):
     _code, _err, first = trained["PPO"]
-    done = subprocess.run(run_args("resumed", tmp_path, total=2000,
-                                   extras={"mode": "resume_training", "checkpoint_path": str(first)}),
-                          env=rllib_env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        run_args("resumed", tmp_path, total=2000, extras={"mode": "resume_training", "checkpoint_path": str(first)}),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     events = events_of(tmp_path / "resumed")
     steps = [e["payload"]["global_step"] for e in events if e["event"] == "metrics"]
@@ -92,8 +103,13 @@ def test_resume_continues_from_the_checkpoint(trained, rllib_env, tmp_path):
 
 def test_enjoy_evaluates_the_policy(trained, rllib_env):
     _code, _err, first = trained["PPO"]
-    done = subprocess.run([*MOSAIC, "enjoy", str(first), "--episodes", "3", "--json"],
-                          env=rllib_env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [*MOSAIC, "enjoy", str(first), "--episodes", "3", "--json"],
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)  # the evaluation's eval.json, recorded under its run
     assert result["worker"] == "rllib" and len(result["episodes"]) == 3 and result["mean"] > 0
@@ -125,13 +141,19 @@ def test_sigterm_stops_a_run_within_its_grace_period_under_load(rllib_env, tmp_p
 def _cancelled(rllib_env, tmp_path, grace, timeout, load=None):
     """SIGTERM to a run's host once it reports metrics (``load()`` first, if given); then its
     events (the last one ``run_cancelled``, no Ray process left) and the Ray temp folders left."""
-    proc = subprocess.Popen(run_args("cancel", tmp_path, total=10**6, more=("--grace-period", grace)), env=rllib_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        run_args("cancel", tmp_path, total=10**6, more=("--grace-period", grace)),
+        env=rllib_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if (tmp_path / "cancel" / "events.jsonl").exists() and any(
-                    e["event"] == "metrics" for e in events_of(tmp_path / "cancel")):
+                e["event"] == "metrics" for e in events_of(tmp_path / "cancel")
+            ):
                 break
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.5)

@@ -14,10 +14,32 @@ from tests.trainer.second_user import run_as_nobody
 
 # Modules our programs (or what they start: venv, pip, Ray's workers, the training process)
 # import by name, standard ones included: any of them found in the cwd would run as the owner.
-MODULES = ("venv", "pip", "ensurepip", "sitecustomize", "usercustomize", "tyro", "gymnasium", "numpy", "torch",
-           "json", "grpc", "optuna", "tensorboard")
-PACKAGES = ("mosaic_ray", "mosaic_core", "cleanrl_worker", "mosaic_sweep", "mosaic_dashboard", "mosaic_fastlane",
-            "mosaic_analytics", "rllib_worker", "ray")
+MODULES = (
+    "venv",
+    "pip",
+    "ensurepip",
+    "sitecustomize",
+    "usercustomize",
+    "tyro",
+    "gymnasium",
+    "numpy",
+    "torch",
+    "json",
+    "grpc",
+    "optuna",
+    "tensorboard",
+)
+PACKAGES = (
+    "mosaic_ray",
+    "mosaic_core",
+    "mosaic_cleanrl",
+    "mosaic_sweep",
+    "mosaic_dashboard",
+    "mosaic_fastlane",
+    "mosaic_analytics",
+    "mosaic_rllib",
+    "ray",
+)
 
 PLANT = r"""
 import os, sys
@@ -43,8 +65,18 @@ class PlantedFolder:
         self.path = Path(tempfile.mkdtemp(prefix="mosaic-planted-"))
         self.path.chmod(0o1777)
         self.markers_dir = self.path / "markers"
-        done = run_as_nobody([sys.executable, "-I", "-c", PLANT, str(self.path), str(self.markers_dir),
-                              ",".join(MODULES), ",".join(PACKAGES)])
+        done = run_as_nobody(
+            [
+                sys.executable,
+                "-I",
+                "-c",
+                PLANT,
+                str(self.path),
+                str(self.markers_dir),
+                ",".join(MODULES),
+                ",".join(PACKAGES),
+            ]
+        )
         assert done.returncode == 0 and "planted" in done.stdout, done.stderr
 
     def markers(self) -> dict[str, str]:

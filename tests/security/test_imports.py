@@ -63,11 +63,13 @@ def b64(data: str | bytes) -> str:
 
 
 # A pickle that writes a marker when loaded: what an RLlib checkpoint's class_and_ctor_args.pkl is.
-PAYLOAD = "import pickle, sys\n" \
-          "class Boom:\n" \
-          "    def __reduce__(self):\n" \
-          "        return (exec, (f'open({sys.argv[1]!r}, \"w\").write(\"ran\")',))\n" \
-          "sys.stdout.buffer.write(pickle.dumps(Boom()))"
+PAYLOAD = (
+    "import pickle, sys\n"
+    "class Boom:\n"
+    "    def __reduce__(self):\n"
+    '        return (exec, (f\'open({sys.argv[1]!r}, "w").write("ran")\',))\n'
+    "sys.stdout.buffer.write(pickle.dumps(Boom()))"
+)
 
 
 @pytest.fixture
@@ -90,8 +92,11 @@ def forge(shared: Path, name: str, run_id: str, members: list, listing) -> Path:
     """The attacker (uid 65534) writes the archive ``name`` in ``shared``: ``members`` are
     ``[name, kind, data]``, ``listing`` ``{rel: data}`` (sizes and digests computed) or raw text."""
     out = shared / name
-    spec = {"run_id": run_id, "members": [[n, k, b64(d)] for n, k, d in members],
-            "listing": {rel: b64(d) for rel, d in listing.items()} if isinstance(listing, dict) else listing}
+    spec = {
+        "run_id": run_id,
+        "members": [[n, k, b64(d)] for n, k, d in members],
+        "listing": {rel: b64(d) for rel, d in listing.items()} if isinstance(listing, dict) else listing,
+    }
     done = run_as_nobody([sys.executable, "-c", FORGE, str(out)], input=json.dumps(spec))
     assert done.returncode == 0, done.stderr
     assert out.stat().st_uid == NOBODY
@@ -118,8 +123,10 @@ def test_an_empty_component_naming_a_root_only_file_outside_is_refused_and_the_f
     secret.chmod(0o604)  # a chmod to 0600 by the import would show
     before = (secret.stat().st_mode, secret.read_text())
     cases = {  # the issue's archive, and the same through the listing only
-        "empty": ([["r1/a", "file", "x"], [f"r1/{secret}", "file", "root only\n"]],
-                  {"a": "x", str(secret): "root only\n"}),
+        "empty": (
+            [["r1/a", "file", "x"], [f"r1/{secret}", "file", "root only\n"]],
+            {"a": "x", str(secret): "root only\n"},
+        ),
         "listing only": ([["r1/a", "file", "x"]], {"a": "x", str(secret): "root only\n"}),
         "dot": ([["r1/./a", "file", "x"]], {"a": "x"}),
     }
@@ -174,26 +181,56 @@ def test_caps_special_members_and_bad_listings_are_one_line(shared, root, tmp_pa
     with open(sparse_dir / "holes", "wb") as handle:
         handle.truncate(1 << 30)
     sparse = shared / "sparse.tar.gz"
-    subprocess.run(["tar", "--sparse", "--format=gnu", "-czf", str(sparse), "-C", str(sparse_dir.parent), "r1"],
-                   check=True)
+    subprocess.run(
+        ["tar", "--sparse", "--format=gnu", "-czf", str(sparse), "-C", str(sparse_dir.parent), "r1"], check=True
+    )
     deep = "[" * 100_000 + "]" * 100_000
     cases = {
         "bomb": (bomb, "times its compressed size"),
         "sparse": (sparse, "sparse file"),
         "fifo": (forge(shared, "fifo.tar.gz", "r1", [["r1/events.jsonl", "fifo", ""]], {}), "special file"),
         "device": (forge(shared, "dev.tar.gz", "r1", [["r1/zero", "chr", ""]], {}), "special file"),
-        "not an object": (forge(shared, "entry.tar.gz", "r1", [["r1/a", "file", "x"]], json.dumps(
-            {"format": "mosaic.run-export/1", "run_id": "r1", "files": {"a": 1}})), "instead of an object"),
-        "no sha256": (forge(shared, "sha.tar.gz", "r1", [["r1/a", "file", "x"]], json.dumps(
-            {"format": "mosaic.run-export/1", "run_id": "r1", "files": {"a": {"size": 1}}})), "without a sha256"),
-        "size": (forge(shared, "size.tar.gz", "r1", [["r1/a", "file", "x"]], json.dumps(
-            {"format": "mosaic.run-export/1", "run_id": "r1", "files": {"a": {"size": "1", "sha256": "0" * 64}}})),
-            "not a whole number"),
+        "not an object": (
+            forge(
+                shared,
+                "entry.tar.gz",
+                "r1",
+                [["r1/a", "file", "x"]],
+                json.dumps({"format": "mosaic.run-export/1", "run_id": "r1", "files": {"a": 1}}),
+            ),
+            "instead of an object",
+        ),
+        "no sha256": (
+            forge(
+                shared,
+                "sha.tar.gz",
+                "r1",
+                [["r1/a", "file", "x"]],
+                json.dumps({"format": "mosaic.run-export/1", "run_id": "r1", "files": {"a": {"size": 1}}}),
+            ),
+            "without a sha256",
+        ),
+        "size": (
+            forge(
+                shared,
+                "size.tar.gz",
+                "r1",
+                [["r1/a", "file", "x"]],
+                json.dumps(
+                    {"format": "mosaic.run-export/1", "run_id": "r1", "files": {"a": {"size": "1", "sha256": "0" * 64}}}
+                ),
+            ),
+            "not a whole number",
+        ),
         "nested": (forge(shared, "deep.tar.gz", "r1", [], deep), "nested too deeply"),
-        "reserved": (forge(shared, "marker.tar.gz", "r1", [["r1/UNTRUSTED.json", "file", "{}"]],
-                           {"UNTRUSTED.json": "{}"}), "only the import writes"),
-        "twice": (forge(shared, "twice.tar.gz", "r1", [["r1/a", "file", "x"], ["r1/a", "file", "x"]], {"a": "x"}),
-                  "appears twice"),
+        "reserved": (
+            forge(shared, "marker.tar.gz", "r1", [["r1/UNTRUSTED.json", "file", "{}"]], {"UNTRUSTED.json": "{}"}),
+            "only the import writes",
+        ),
+        "twice": (
+            forge(shared, "twice.tar.gz", "r1", [["r1/a", "file", "x"], ["r1/a", "file", "x"]], {"a": "x"}),
+            "appears twice",
+        ),
     }
     for case, (archive, words) in cases.items():
         one_line_refusal(mosaic(tmp_path, "runs", "import", str(archive), "--runs-dir", str(root)), words)
@@ -202,17 +239,29 @@ def test_caps_special_members_and_bad_listings_are_one_line(shared, root, tmp_pa
 
 def _rllib_run(shared: Path, marker: Path) -> Path:
     """An "rllib" run, forged by the attacker: a checkpoint whose pickle writes ``marker``."""
-    pickle_bytes = subprocess.run([sys.executable, "-c", PAYLOAD, str(marker)], capture_output=True,
-                                  check=True).stdout
-    config = json.dumps({"run_id": "01EVILRUN", "worker": "rllib", "algo": "PPO", "env_id": "CartPole-v1",
-                         "total_timesteps": 1000, "extras": {}})
+    pickle_bytes = subprocess.run([sys.executable, "-c", PAYLOAD, str(marker)], capture_output=True, check=True).stdout
+    config = json.dumps(
+        {
+            "run_id": "01EVILRUN",
+            "worker": "rllib",
+            "algo": "PPO",
+            "env_id": "CartPole-v1",
+            "total_timesteps": 1000,
+            "extras": {},
+        }
+    )
     ckpt = "checkpoints/step_1"
     script = f"open({str(marker)!r}, 'w').write('ran')\n"  # a script its config could name
-    files = {"config.json": config, "evil.py": script, f"{ckpt}/algorithm_state.pkl": pickle_bytes,
-             f"{ckpt}/rllib_checkpoint.json": json.dumps({"type": "Algorithm", "checkpoint_version": "2.1"}),
-             f"{ckpt}/class_and_ctor_args.pkl": pickle_bytes}
-    return forge(shared, "rllib.tar.gz", "01EVILRUN", [[f"01EVILRUN/{rel}", "file", data] for rel, data in files.items()],
-                 files)
+    files = {
+        "config.json": config,
+        "evil.py": script,
+        f"{ckpt}/algorithm_state.pkl": pickle_bytes,
+        f"{ckpt}/rllib_checkpoint.json": json.dumps({"type": "Algorithm", "checkpoint_version": "2.1"}),
+        f"{ckpt}/class_and_ctor_args.pkl": pickle_bytes,
+    }
+    return forge(
+        shared, "rllib.tar.gz", "01EVILRUN", [[f"01EVILRUN/{rel}", "file", data] for rel, data in files.items()], files
+    )
 
 
 def _rllib_python(tmp_path: Path) -> str | None:
@@ -222,8 +271,14 @@ def _rllib_python(tmp_path: Path) -> str | None:
         return None
     done = mosaic(tmp_path, "workers", "--json")
     try:
-        return next((w["environment_status"]["python"] for w in json.loads(done.stdout)
-                     if w["name"] == "rllib" and w["environment_status"]["state"] == "ready"), None)
+        return next(
+            (
+                w["environment_status"]["python"]
+                for w in json.loads(done.stdout)
+                if w["name"] == "rllib" and w["environment_status"]["state"] == "ready"
+            ),
+            None,
+        )
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -241,16 +296,38 @@ def test_an_imported_rllib_checkpoint_never_runs_until_trusted(shared, root, tmp
     assert "mosaic runs trust 01EVILRUN" in mosaic(tmp_path, "runs", "show", "01EVIL", "--runs-dir", str(root)).stdout
 
     checkpoint = run_dir / "checkpoints" / "step_1"
-    rllib = ["run", "--worker", "rllib", "--algo", "PPO", "--env-id", "CartPole-v1", "--total-timesteps", "100",
-             "--runs-dir", str(root)]
+    rllib = [
+        "run",
+        "--worker",
+        "rllib",
+        "--algo",
+        "PPO",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        "100",
+        "--runs-dir",
+        str(root),
+    ]
     attempts = {
         "enjoy": ["enjoy", "01EVIL", "--runs-dir", str(root)],
         "run --from": ["run", "--worker", "rllib", "--from", "01EVILRUN", "--runs-dir", str(root)],
         "--config": ["run", "--worker", "rllib", "--config", str(run_dir / "config.json"), "--runs-dir", str(root)],
         "policy_eval": [*rllib, "--extras", json.dumps({"mode": "policy_eval", "policy_path": str(run_dir)})],
         "resume": [*rllib, "--extras", json.dumps({"mode": "resume_training", "checkpoint_path": str(checkpoint)})],
-        "script": ["run", "--worker", "cleanrl", "--algo", str(run_dir / "evil.py"), "--env-id", "CartPole-v1",
-                   "--total-timesteps", "100", "--runs-dir", str(root)],
+        "script": [
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            str(run_dir / "evil.py"),
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "100",
+            "--runs-dir",
+            str(root),
+        ],
     }
     for how, argv in attempts.items():
         one_line_refusal(mosaic(tmp_path, *argv), "01EVILRUN", "mosaic runs trust 01EVILRUN")
@@ -260,8 +337,15 @@ def test_an_imported_rllib_checkpoint_never_runs_until_trusted(shared, root, tmp
     from mosaic_core.trainer.submission import ScriptPolicy, parse_submission
     from mosaic_core.workers import discover_workers
 
-    submitted = json.dumps({"worker": "rllib", "algo": "PPO", "env_id": "CartPole-v1", "total_timesteps": 100,
-                            "extras": {"mode": "policy_eval", "policy_path": str(checkpoint)}})
+    submitted = json.dumps(
+        {
+            "worker": "rllib",
+            "algo": "PPO",
+            "env_id": "CartPole-v1",
+            "total_timesteps": 100,
+            "extras": {"mode": "policy_eval", "policy_path": str(checkpoint)},
+        }
+    )
     with pytest.raises(UsageError, match="mosaic runs trust 01EVILRUN"):
         parse_submission(submitted, "", discover_workers(), 0, runs_dir=root, scripts=ScriptPolicy(allow_any=True))
     assert sorted(os.listdir(root)) == ["01EVILRUN"] or ".mosaic-index.sqlite3" in os.listdir(root)
@@ -279,11 +363,9 @@ def test_an_imported_rllib_checkpoint_never_runs_until_trusted(shared, root, tmp
 @needs_second_user
 def test_an_rllib_checkpoint_another_user_can_write_is_refused(shared, tmp_path):
     marker = shared / "pwned"
-    pickle_bytes = subprocess.run([sys.executable, "-c", PAYLOAD, str(marker)], capture_output=True,
-                                  check=True).stdout
+    pickle_bytes = subprocess.run([sys.executable, "-c", PAYLOAD, str(marker)], capture_output=True, check=True).stdout
     theirs = shared / "theirs"  # made by uid 65534
-    planted = run_as_nobody([sys.executable, "-c", "import os, sys; os.makedirs(sys.argv[1] + '/step_1')",
-                             str(theirs)])
+    planted = run_as_nobody([sys.executable, "-c", "import os, sys; os.makedirs(sys.argv[1] + '/step_1')", str(theirs)])
     assert planted.returncode == 0, planted.stderr
     ours = shared / "open" / "step_1"  # ours, in a folder everybody can write (not sticky)
     ours.mkdir(parents=True)
@@ -297,20 +379,58 @@ def test_an_rllib_checkpoint_another_user_can_write_is_refused(shared, tmp_path)
     runs = tmp_path / "runs"
     for checkpoint, words in ((theirs / "step_1", "nobody"), (ours, "others can write"), (loose, "others can write")):
         if checkpoint.is_relative_to(theirs):
-            written = run_as_nobody([sys.executable, "-c", "import sys; open(sys.argv[1] + '/rllib_checkpoint.json',"
-                                     " 'w').write('{}')", str(checkpoint)])
+            written = run_as_nobody(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; open(sys.argv[1] + '/rllib_checkpoint.json', 'w').write('{}')",
+                    str(checkpoint),
+                ]
+            )
             assert written.returncode == 0, written.stderr
         for mode, key in (("policy_eval", "policy_path"), ("resume_training", "checkpoint_path")):
-            result = mosaic(tmp_path, "run", "--worker", "rllib", "--algo", "PPO", "--env-id", "CartPole-v1",
-                            "--total-timesteps", "100", "--runs-dir", str(runs), "--extras", json.dumps({"mode": mode, key: str(checkpoint)}))
+            result = mosaic(
+                tmp_path,
+                "run",
+                "--worker",
+                "rllib",
+                "--algo",
+                "PPO",
+                "--env-id",
+                "CartPole-v1",
+                "--total-timesteps",
+                "100",
+                "--runs-dir",
+                str(runs),
+                "--extras",
+                json.dumps({"mode": mode, key: str(checkpoint)}),
+            )
             one_line_refusal(result, words, "run its code")
     assert not marker.exists()
     assert not runs.exists() or os.listdir(runs) == []
     python = _rllib_python(tmp_path)
     if python:  # the training program checks again just before it loads one
-        direct = subprocess.run([python, "-m", "rllib_worker.train", "--algo", "PPO", "--env", "CartPole-v1",
-                                 "--total-timesteps", "10", "--mode", "policy_eval", "--checkpoint", str(loose)],
-                                cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        direct = subprocess.run(
+            [
+                python,
+                "-m",
+                "mosaic_rllib.train",
+                "--algo",
+                "PPO",
+                "--env",
+                "CartPole-v1",
+                "--total-timesteps",
+                "10",
+                "--mode",
+                "policy_eval",
+                "--checkpoint",
+                str(loose),
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert direct.returncode == 2 and "others can write" in direct.stderr, direct.stderr[-2000:]
         assert not marker.exists()
 

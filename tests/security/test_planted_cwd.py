@@ -1,6 +1,6 @@
 """Issue 35, classes 4 and 8, as another local user (uid 65534) would attack: a folder everyone can
 write (``/tmp``, a shared project) holds their ``venv.py``, ``pip.py``, ``sitecustomize.py``,
-``mosaic_core/``, ``cleanrl_worker/``… (:mod:`tests.security.planted`); the owner types our
+``mosaic_core/``, ``mosaic_cleanrl/``… (:mod:`tests.security.planted`); the owner types our
 commands there. Every Python program those commands start runs isolated (``-I``/``-P``, a folder
 of its own; ``PYTHONSAFEPATH`` for what libraries start), so nothing planted is imported and
 every command still works: ``run`` (train and evaluate), ``enjoy``, ``sweep run``, ``serve``,
@@ -25,8 +25,7 @@ from tests.conftest import BIN, run_cli
 from tests.security.planted import PlantedFolder
 from tests.trainer.second_user import AS_NOBODY, needs_second_user
 
-TINY = ["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "256",
-        "--quiet"]
+TINY = ["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "256", "--quiet"]
 SWEEP = """
 algo = "ppo"
 env_id = "CartPole-v1"
@@ -83,17 +82,33 @@ def test_runs_evaluation_enjoy_and_a_sweep_from_a_planted_folder_import_nothing_
     assert trained.returncode == 0, trained.stderr
     assert trained.events[-1]["event"] == "run_completed"
     checkpoint = next((runs / "base").rglob("*.cleanrl_model"))
-    evaluated = run_cli(["run", "--worker", "cleanrl", "--env-id", "CartPole-v1", "--runs-dir", str(runs), "--quiet",
-                         "--run-id", "eval", "--extras", json.dumps({"mode": "policy_eval", "eval_episodes": 1,
-                                                                      "policy_path": str(checkpoint)})],
-                        cwd=planted.path)
+    evaluated = run_cli(
+        [
+            "run",
+            "--worker",
+            "cleanrl",
+            "--env-id",
+            "CartPole-v1",
+            "--runs-dir",
+            str(runs),
+            "--quiet",
+            "--run-id",
+            "eval",
+            "--extras",
+            json.dumps({"mode": "policy_eval", "eval_episodes": 1, "policy_path": str(checkpoint)}),
+        ],
+        cwd=planted.path,
+    )
     assert evaluated.returncode == 0 and evaluated.events[-1]["event"] == "run_completed", evaluated.stderr
     enjoyed = run_cli(["enjoy", "base", "--episodes", "1", "--runs-dir", str(runs), "--json"], cwd=planted.path)
     assert enjoyed.returncode == 0, enjoyed.stderr
     spec = private / "tiny.toml"
     spec.write_text(SWEEP, encoding="utf-8")
-    swept = run_cli(["sweep", "run", str(spec), "--storage", f"sqlite:///{private / 'tiny.db'}", "--runs-dir",
-                     str(runs)], cwd=planted.path, timeout=600)
+    swept = run_cli(
+        ["sweep", "run", str(spec), "--storage", f"sqlite:///{private / 'tiny.db'}", "--runs-dir", str(runs)],
+        cwd=planted.path,
+        timeout=600,
+    )
     assert swept.returncode == 0, swept.stderr
     assert list(runs.glob("tiny-t0-s*"))
     assert planted.markers() == {}
@@ -105,8 +120,13 @@ def test_the_dashboard_and_a_daemon_run_from_a_planted_folder_import_nothing_of_
     from mosaic_core.trainer import trainer_pb2 as pb
     from tests.trainer.conftest import DaemonProcess, wait_final
 
-    serve = subprocess.Popen([str(BIN / "mosaic"), "serve", "--port", "0", "--runs-dir", str(private / "runs")],
-                             cwd=planted.path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    serve = subprocess.Popen(
+        [str(BIN / "mosaic"), "serve", "--port", "0", "--runs-dir", str(private / "runs")],
+        cwd=planted.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert json.loads(serve.stdout.readline())["url"].startswith("http://127.0.0.1:")
     finally:
@@ -117,8 +137,9 @@ def test_the_dashboard_and_a_daemon_run_from_a_planted_folder_import_nothing_of_
             if serve.poll() is None:  # the test fails on the timeout; the server is not left behind
                 serve.kill()
                 serve.wait()
-    daemon = DaemonProcess([str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--state-dir",
-                            str(private / "state")], planted.path)
+    daemon = DaemonProcess(
+        [str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--state-dir", str(private / "state")], planted.path
+    )
     try:
         config = {"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 256}
         run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
@@ -134,8 +155,12 @@ def test_workers_install_from_a_planted_folder_runs_its_venv_and_pip_steps_isola
     """pip is kept from any index (``PIP_NO_INDEX``): the venv step runs whole, pip starts and
     fails on the first requirement, cheaply. Neither imported the folder's ``venv.py``/``pip.py``."""
     venvs = private / "venvs"
-    done = run_cli(["workers", "install", "example-venv"], cwd=planted.path,
-                   env={"MOSAIC_VENVS": str(venvs), "PIP_NO_INDEX": "1"}, timeout=600)
+    done = run_cli(
+        ["workers", "install", "example-venv"],
+        cwd=planted.path,
+        env={"MOSAIC_VENVS": str(venvs), "PIP_NO_INDEX": "1"},
+        timeout=600,
+    )
     _one_line(done, "example-venv", "failed to build: pip could not install")
     assert sorted(p.name for p in venvs.iterdir()) == ["example-venv.install.log", "example-venv.lock"]
     assert planted.markers() == {}
@@ -150,9 +175,20 @@ def test_a_venvs_root_in_a_folder_another_user_owns_is_refused(planted, private)
     made = subprocess.run([*AS_NOBODY, "mkdir", "-m", "755", str(theirs)], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     venvs = theirs / "venvs"
-    for argv in (["workers", "install", "example-venv"],
-                 ["run", "--worker", "example-venv", "--env-id", "CartPole-v1", "--total-timesteps", "100",
-                  "--runs-dir", str(private / "refused-runs")]):
+    for argv in (
+        ["workers", "install", "example-venv"],
+        [
+            "run",
+            "--worker",
+            "example-venv",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "100",
+            "--runs-dir",
+            str(private / "refused-runs"),
+        ],
+    ):
         done = run_cli(argv, cwd=private, env={"MOSAIC_VENVS": str(venvs)})
         _one_line(done, f"worker environments directory {venvs}", f"lies in {theirs}", "nobody")
     assert not venvs.exists() and not list(private.glob("refused-runs/*/config.json"))
@@ -177,8 +213,9 @@ def test_a_failed_venv_step_is_one_line_and_leaves_no_environment(private):
 def test_empty_extras_names_are_refused(private):
     venvs = private / "venvs-extras"
     for extras in (",,", "", "atari,", " "):
-        done = run_cli(["workers", "install", "example-venv", "--extras", extras], cwd=private,
-                       env={"MOSAIC_VENVS": str(venvs)})
+        done = run_cli(
+            ["workers", "install", "example-venv", "--extras", extras], cwd=private, env={"MOSAIC_VENVS": str(venvs)}
+        )
         _one_line(done, "--extras", "an empty name")
     assert not venvs.exists()
 
@@ -208,8 +245,12 @@ def test_python_commands_we_build_are_isolated():
     here = Path(tempfile.mkdtemp())
     try:
         for keep in (False, True):
-            shown = subprocess.run(procs.python_command(sys.executable, "-c", code, keep_environment=keep), cwd=here,
-                                   capture_output=True, text=True)
+            shown = subprocess.run(
+                procs.python_command(sys.executable, "-c", code, keep_environment=keep),
+                cwd=here,
+                capture_output=True,
+                text=True,
+            )
             assert shown.stdout.strip() == "False", shown.stderr
     finally:
         here.rmdir()
@@ -217,9 +258,12 @@ def test_python_commands_we_build_are_isolated():
 
 def test_what_a_command_starts_keeps_the_cwd_off_its_path():
     """``PYTHONSAFEPATH`` for every child; an empty ``PYTHONPATH`` entry (the cwd, ``-P`` or not) dropped."""
-    code = ("import os; from mosaic_core.procs import keep_cwd_off_child_paths as keep; keep(); "
-            "print(os.environ['PYTHONSAFEPATH'], repr(os.environ.get('PYTHONPATH')))")
+    code = (
+        "import os; from mosaic_core.procs import keep_cwd_off_child_paths as keep; keep(); "
+        "print(os.environ['PYTHONSAFEPATH'], repr(os.environ.get('PYTHONPATH')))"
+    )
     for given, kept in ((":/x::/y", "'/x:/y'"), (":", "None"), ("/x", "'/x'")):
-        shown = subprocess.run([sys.executable, "-I", "-c", code], env={**os.environ, "PYTHONPATH": given},
-                               capture_output=True, text=True)
+        shown = subprocess.run(
+            [sys.executable, "-I", "-c", code], env={**os.environ, "PYTHONPATH": given}, capture_output=True, text=True
+        )
         assert shown.stdout.split() == ["1", kept], shown.stderr

@@ -2,7 +2,7 @@
 
 * a planted ``var/trainer/runs`` in a folder everyone can write (``/tmp``), with a process that
   swaps every new run directory in it for a link to the attacker's folder, which holds a
-  ``cleanrl_worker/launch.py`` of its own (this ran as the owner 4 times out of 4 before);
+  ``mosaic_cleanrl/launch.py`` of its own (this ran as the owner 4 times out of 4 before);
 * that root named outright (``--runs-dir``, ``$MOSAIC_RUNS_DIR``): refused in one line naming
   the path and its owner;
 * the training process's ``sys.path`` never holds its run directory (``PYTHONSAFEPATH``);
@@ -27,10 +27,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BIN, run_cli
-from tests.trainer.second_user import AS_NOBODY, NOBODY, needs_second_user, run_as_nobody
+from tests.trainer.second_user import AS_NOBODY, needs_second_user, run_as_nobody
 
-TINY = ["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "256",
-        "--quiet"]
+TINY = ["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "256", "--quiet"]
 
 # The attacker: plants a runs root and a payload package, then swaps every new run directory
 # under the root for a link to the payload's folder until told to stop.
@@ -42,10 +41,10 @@ os.makedirs(root)
 for folder in ("var", "var/trainer", "var/trainer/runs"):
     os.chmod(os.path.join(shared, folder), 0o777)
 evil = os.path.join(shared, "evil")
-os.makedirs(os.path.join(evil, "cleanrl_worker"))
+os.makedirs(os.path.join(evil, "mosaic_cleanrl"))
 marker = os.path.join(shared, "pwned")
 for name in ("__init__.py", "launch.py"):
-    with open(os.path.join(evil, "cleanrl_worker", name), "w") as f:
+    with open(os.path.join(evil, "mosaic_cleanrl", name), "w") as f:
         f.write(f"open({marker!r}, 'w').write('ran as uid %d' % __import__('os').getuid())\n")
 os.chmod(evil, 0o777)
 print("planted", flush=True)
@@ -82,8 +81,13 @@ def _one_line_refusal(result, *words: str) -> None:
 
 @needs_second_user
 def test_a_planted_runs_root_is_never_found_nor_accepted(shared):
-    attacker = subprocess.Popen([*AS_NOBODY, sys.executable, "-c", SWAPPER, str(shared)], cwd="/",
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    attacker = subprocess.Popen(
+        [*AS_NOBODY, sys.executable, "-c", SWAPPER, str(shared)],
+        cwd="/",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert attacker.stdout.readline().strip() == "planted", attacker.stderr.read()
         planted = shared / "var" / "trainer" / "runs"
@@ -118,8 +122,10 @@ def _training_process(run_dir: Path, timeout: float = 120) -> int:
     while time.monotonic() < deadline:
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
-                if os.readlink(f"/proc/{pid}/cwd") == str(run_dir) \
-                        and b"cleanrl_worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                if (
+                    os.readlink(f"/proc/{pid}/cwd") == str(run_dir)
+                    and b"mosaic_cleanrl" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                ):
                     return int(pid)
             except OSError:
                 continue
@@ -132,22 +138,34 @@ def test_run_files_are_private_and_the_run_directory_is_off_sys_path(shared):
     project = shared / "project"
     project.mkdir()
     project.chmod(0o755)
-    host = subprocess.Popen([str(BIN / "mosaic"), *TINY[:-2], "400000", "--quiet", "--run-id", "private-run"],
-                            cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    host = subprocess.Popen(
+        [str(BIN / "mosaic"), *TINY[:-2], "400000", "--quiet", "--run-id", "private-run"],
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     run_dir = project / "var" / "trainer" / "runs" / "private-run"
     try:
         pid = _training_process(run_dir)
-        environ = dict(item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in item)
+        environ = dict(
+            item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in item
+        )
         assert environ[b"PYTHONSAFEPATH"] == b"1"
         # What that buys: a package planted in the working directory is not what gets imported.
         decoy = shared / "decoy"
-        (decoy / "cleanrl_worker").mkdir(parents=True)
+        (decoy / "mosaic_cleanrl").mkdir(parents=True)
         marker = shared / "decoy-imported"
-        (decoy / "cleanrl_worker" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+        (decoy / "mosaic_cleanrl" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
         env = {k.decode(): v.decode() for k, v in environ.items()}
         for safe, imported in (("1", False), ("", True)):  # without it, the decoy wins: the test can fail
-            subprocess.run([sys.executable, "-c", "import cleanrl_worker"], cwd=decoy, check=True, timeout=60,
-                           env={**env, "PYTHONSAFEPATH": safe})
+            subprocess.run(
+                [sys.executable, "-c", "import mosaic_cleanrl"],
+                cwd=decoy,
+                check=True,
+                timeout=60,
+                env={**env, "PYTHONSAFEPATH": safe},
+            )
             assert marker.exists() is imported
             marker.unlink(missing_ok=True)
     finally:
@@ -156,10 +174,17 @@ def test_run_files_are_private_and_the_run_directory_is_off_sys_path(shared):
     modes = {path.relative_to(run_dir): stat.S_IMODE(path.lstat().st_mode) for path in [run_dir, *run_dir.rglob("*")]}
     assert all(mode & 0o077 == 0 for mode in modes.values()), modes
     assert stat.S_IMODE((project / "var" / "trainer" / "runs").stat().st_mode) == 0o700
-    reader = run_as_nobody([sys.executable, "-c", "import sys\nfor p in sys.argv[1:]:\n"
-                            "    try: open(p).read(); print('READ', p)\n    except OSError as e: print(e.errno, p)",
-                            str(run_dir / "config.json"), str(run_dir / "events.jsonl"),
-                            str(run_dir / "logs" / "cleanrl.stderr.log")])
+    reader = run_as_nobody(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfor p in sys.argv[1:]:\n"
+            "    try: open(p).read(); print('READ', p)\n    except OSError as e: print(e.errno, p)",
+            str(run_dir / "config.json"),
+            str(run_dir / "events.jsonl"),
+            str(run_dir / "logs" / "cleanrl.stderr.log"),
+        ]
+    )
     assert "READ" not in reader.stdout and reader.stdout.count("13 ") == 3, reader.stdout
 
 
@@ -188,8 +213,17 @@ def test_fifos_links_and_escapes_in_a_run_directory(tmp_path):
     os.symlink(secret, good / "logs" / "secret.log")
     # Escapes in the good run's events (a title change and a screen clear).
     lines = (good / "events.jsonl").read_text().splitlines(keepends=True)
-    note = json.dumps({"event": "note", "timestamp": time.time(), "run_id": good.name,
-                       "payload": {"text": "\x1b]0;pwned\x07\x1b[2Jcleared\rfake line"}}) + "\n"
+    note = (
+        json.dumps(
+            {
+                "event": "note",
+                "timestamp": time.time(),
+                "run_id": good.name,
+                "payload": {"text": "\x1b]0;pwned\x07\x1b[2Jcleared\rfake line"},
+            }
+        )
+        + "\n"
+    )
     (good / "events.jsonl").write_text("".join([lines[0], note, *lines[1:]]))
     listing = run_cli(["runs"], cwd=tmp_path, timeout=60)  # a FIFO would hang it: the timeout fails the test
     assert listing.returncode == 0, listing.stderr

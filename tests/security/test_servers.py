@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BIN, run_cli
+from tests.conftest import BIN
 from tests.trainer.second_user import needs_second_user, run_as_nobody
 
 # GET/POST each URL without a token (and with a guessed one); print {url: status or errno}.
@@ -97,33 +97,66 @@ TOKEN_FILE = r"token is also in (\S+) "
 @needs_second_user
 def test_dashboard_fastlane_watch_and_tensorboard_refuse_another_user(tmp_path):
     runs = tmp_path / "var" / "trainer" / "runs"
-    run = subprocess.Popen([str(BIN / "mosaic"), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id",
-                            "CartPole-v1", "--total-timesteps", "400000", "--run-id", "live", "--quiet",
-                            "--extras", json.dumps({"fastlane": True})], cwd=tmp_path,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            "ppo",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "400000",
+            "--run-id",
+            "live",
+            "--quiet",
+            "--extras",
+            json.dumps({"fastlane": True}),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     servers: list[subprocess.Popen] = []
     try:
         deadline = time.monotonic() + 120
         while not list((runs / "live").rglob("events.out.tfevents*")) and time.monotonic() < deadline:
             time.sleep(0.5)
-        serve = subprocess.Popen([str(BIN / "mosaic"), "serve", "--port", "0", "--runs-dir", str(runs)], cwd=tmp_path,
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        serve = subprocess.Popen(
+            [str(BIN / "mosaic"), "serve", "--port", "0", "--runs-dir", str(runs)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         servers.append(serve)
         ready = json.loads(serve.stdout.readline())
         dash, dash_token = ready["url"].split("?token=")
         watch, found = _started([str(BIN / "mosaic"), "fastlane", "watch", "live", "--port", "0"], tmp_path, URL)
         servers.append(watch)
         watch_url, watch_token = found.group(1), found.group(3)
-        board, found = _started([str(BIN / "mosaic"), "tensorboard", "live", "--port", "0"], tmp_path,
-                                URL + r".*?" + TOKEN_FILE)
+        board, found = _started(
+            [str(BIN / "mosaic"), "tensorboard", "live", "--port", "0"], tmp_path, URL + r".*?" + TOKEN_FILE
+        )
         servers.append(board)
         board_url, board_token, board_file = found.group(1), found.group(3), found.group(4)
 
-        found = _probe(f"GET {dash}api/runs", f"GET {dash}api/runs/live/logs", f"POST {dash}api/runs/live/cancel",
-                       f"POST {dash}api/daemon/submit", f"GET {dash}api/daemon/form?algo=/etc/shadow",
-                       f"GET {watch_url}metrics.json", f"GET {watch_url}frame.png", f"GET {watch_url}",
-                       f"GET {board_url}data/runs", f"GET {board_url}",
-                       f"READ {ready['token_file']}", f"READ {board_file}")
+        found = _probe(
+            f"GET {dash}api/runs",
+            f"GET {dash}api/runs/live/logs",
+            f"POST {dash}api/runs/live/cancel",
+            f"POST {dash}api/daemon/submit",
+            f"GET {dash}api/daemon/form?algo=/etc/shadow",
+            f"GET {watch_url}metrics.json",
+            f"GET {watch_url}frame.png",
+            f"GET {watch_url}",
+            f"GET {board_url}data/runs",
+            f"GET {board_url}",
+            f"READ {ready['token_file']}",
+            f"READ {board_file}",
+        )
         statuses = {k: v for k, v in found.items() if not k.startswith("READ")}
         assert {v for k, v in statuses.items() if "guessed" not in k} == {401}, found
         assert {v for k, v in statuses.items() if "guessed" in k} == {403}, found
@@ -151,12 +184,16 @@ def test_sweep_dashboard_refuses_another_user(tmp_path):
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     study = optuna.create_study(study_name="shared", storage=storage)
     study.enqueue_trial({"x": 0.5})
-    board, found = _started([str(BIN / "mosaic"), "sweep", "dashboard", "shared", "--storage", storage, "--port", "0"],
-                            tmp_path, URL + r".*?" + TOKEN_FILE)
+    board, found = _started(
+        [str(BIN / "mosaic"), "sweep", "dashboard", "shared", "--storage", storage, "--port", "0"],
+        tmp_path,
+        URL + r".*?" + TOKEN_FILE,
+    )
     try:
         url, token, token_file = found.group(1), found.group(3), found.group(4)
-        found = _probe(f"GET {url}api/studies", f"POST {url}api/studies/0/trials/0/tell", f"GET {url}",
-                       f"READ {token_file}")
+        found = _probe(
+            f"GET {url}api/studies", f"POST {url}api/studies/0/trials/0/tell", f"GET {url}", f"READ {token_file}"
+        )
         statuses = {k: v for k, v in found.items() if not k.startswith("READ")}
         assert {v for k, v in statuses.items() if "guessed" not in k} == {401}, found
         assert {v for k, v in statuses.items() if "guessed" in k} == {403}, found
@@ -175,7 +212,9 @@ def test_a_squatted_tmp_runtime_dir_only_moves_the_token_file_home(tmp_path, req
     shared.chmod(0o1777)
     request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
     squat = shared / f"mosaic-{os.geteuid()}"
-    made = run_as_nobody([sys.executable, "-c", f"import os; os.mkdir({str(squat)!r}); os.chmod({str(squat)!r}, 0o777)"])
+    made = run_as_nobody(
+        [sys.executable, "-c", f"import os; os.mkdir({str(squat)!r}); os.chmod({str(squat)!r}, 0o777)"]
+    )
     assert made.returncode == 0, made.stderr
     env = {key: value for key, value in os.environ.items() if key != "XDG_RUNTIME_DIR"}
     env.update(TMPDIR=str(shared), XDG_CACHE_HOME=str(tmp_path / "cache"))

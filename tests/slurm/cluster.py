@@ -53,11 +53,24 @@ class SlurmCluster:
         for sub in ("state", "spool"):
             (self.root / sub).mkdir(exist_ok=True)
         key = self.root / "munge.key"
-        subprocess.run(["mungekey", "--create", "--keyfile", str(key)], check=True, capture_output=True, env=self._env())
+        subprocess.run(
+            ["mungekey", "--create", "--keyfile", str(key)], check=True, capture_output=True, env=self._env()
+        )
         key.chmod(0o600)
-        self._spawn("munged", ["munged", "--foreground", "--force", "--socket", str(self.socket),
-                               f"--key-file={key}", f"--pid-file={self.root / 'munged.pid'}",
-                               f"--log-file={self.root / 'munged.log'}", f"--seed-file={self.root / 'munged.seed'}"])
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                "--socket",
+                str(self.socket),
+                f"--key-file={key}",
+                f"--pid-file={self.root / 'munged.pid'}",
+                f"--log-file={self.root / 'munged.log'}",
+                f"--seed-file={self.root / 'munged.seed'}",
+            ],
+        )
         self._wait(lambda: self.socket.exists(), "munged's socket")
         self.conf.write_text(self._conf(_free_port(), _free_port()))
         self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
@@ -75,12 +88,12 @@ SlurmdPort={slurmd_port}
 AuthType=auth/munge
 AuthInfo=socket={self.socket}
 CredType=cred/munge
-StateSaveLocation={r / 'state'}
-SlurmdSpoolDir={r / 'spool'}
-SlurmctldPidFile={r / 'slurmctld.pid'}
-SlurmdPidFile={r / 'slurmd.pid'}
-SlurmctldLogFile={r / 'slurmctld.log'}
-SlurmdLogFile={r / 'slurmd.log'}
+StateSaveLocation={r / "state"}
+SlurmdSpoolDir={r / "spool"}
+SlurmctldPidFile={r / "slurmctld.pid"}
+SlurmdPidFile={r / "slurmd.pid"}
+SlurmctldLogFile={r / "slurmctld.log"}
+SlurmdLogFile={r / "slurmd.log"}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SwitchType=switch/none
@@ -104,8 +117,14 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.root / f"{name}.out", "ab")
         try:
-            self.procs[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                                env=self._env(), start_new_session=True)
+            self.procs[name] = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env(),
+                start_new_session=True,
+            )
         finally:
             log.close()
 

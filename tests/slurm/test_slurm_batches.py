@@ -48,9 +48,26 @@ def test_a_four_trial_sweep_runs_as_one_job_array(slurm, no_jobs_left, tmp_path)
     spec.write_text(SPEC, encoding="utf-8")
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     runs = tmp_path / "runs"
-    done = subprocess.run([str(BIN / "mosaic"), "sweep", "run", str(spec), "--storage", storage, "--runs-dir", str(runs),
-                           "--launcher", "slurm", "--slurm-array-limit", "2"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            str(BIN / "mosaic"),
+            "sweep",
+            "run",
+            str(spec),
+            "--storage",
+            storage,
+            "--runs-dir",
+            str(runs),
+            "--launcher",
+            "slurm",
+            "--slurm-array-limit",
+            "2",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     found = re.search(r"4 commands as Slurm job array (\d+) \(0-3%2\)", done.stderr)
     assert found, done.stderr[-3000:]
@@ -70,21 +87,46 @@ def test_a_four_trial_sweep_runs_as_one_job_array(slurm, no_jobs_left, tmp_path)
 def test_the_daemon_dispatches_a_submission_as_a_slurm_job(slurm, no_jobs_left, tmp_path):
     state = tmp_path / "daemon"
     err = tempfile.TemporaryFile("w+")
-    daemon = subprocess.Popen([str(BIN / "mosaic"), "daemon", "--listen", "127.0.0.1:0", "--state-dir", str(state),
-                               "--launcher", "slurm", "--slurm-partition", "debug"],
-                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=err, text=True)
+    daemon = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            "daemon",
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(state),
+            "--launcher",
+            "slurm",
+            "--slurm-partition",
+            "debug",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=err,
+        text=True,
+    )
     try:
         ready = json.loads(daemon.stdout.readline())
         target = ready["listen_address"]
         config = tmp_path / "job.json"
         config.write_text(json.dumps({"worker": "example", "env_id": "CartPole-v1", "total_timesteps": 3000}))
-        submit = subprocess.run([str(BIN / "mosaic"), "submit", str(config), "--target", target, "--state-dir",
-                                 str(state)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        submit = subprocess.run(
+            [str(BIN / "mosaic"), "submit", str(config), "--target", target, "--state-dir", str(state)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert submit.returncode == 0, submit.stderr
         deadline, rows = time.monotonic() + 300, []
         while time.monotonic() < deadline:
-            listed = subprocess.run([str(BIN / "mosaic"), "runs", "--target", target, "--state-dir", str(state),
-                                     "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+            listed = subprocess.run(
+                [str(BIN / "mosaic"), "runs", "--target", target, "--state-dir", str(state), "--json"],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             rows = json.loads(listed.stdout or "[]")
             if rows and rows[0]["terminal_event"]:
                 break
@@ -108,9 +150,20 @@ def open_log(err) -> str:
 @pytest.mark.parametrize("command", [["sweep", "run", "spec.toml"], ["daemon", "--listen", "127.0.0.1:0"]])
 def test_detach_is_refused_where_the_runs_are_followed(slurm, no_jobs_left, tmp_path, command):
     (tmp_path / "spec.toml").write_text(SPEC, encoding="utf-8")
-    done = subprocess.run([str(BIN / "mosaic"), *command, "--launcher", "slurm", "--detach"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(BIN / "mosaic"), *command, "--launcher", "slurm", "--detach"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].endswith("--detach is for `mosaic run`, not "
-                                                         f"`mosaic {command[0]}{' run' if command[0] == 'sweep' else ''}`"
-                                                         " (it follows its runs)"), done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "--detach is for `mosaic run`, not "
+            f"`mosaic {command[0]}{' run' if command[0] == 'sweep' else ''}`"
+            " (it follows its runs)"
+        )
+    ), done.stderr

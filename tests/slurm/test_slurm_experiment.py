@@ -26,8 +26,11 @@ extras = { num_envs = 1, num_steps = 128 }
 def test_an_experiments_seeds_run_as_slurm_jobs(slurm, no_jobs_left, tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC)
     root = tmp_path / "runs"
-    done = run_cli(["experiment", "run", "spec.toml", "--runs-dir", str(root), "--launcher", "slurm",
-                    "--slurm-time", "10:00"], cwd=tmp_path, timeout=600)
+    done = run_cli(
+        ["experiment", "run", "spec.toml", "--runs-dir", str(root), "--launcher", "slurm", "--slurm-time", "10:00"],
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     runs = sorted(p for p in root.iterdir() if p.is_dir())
     assert len(runs) == 2, runs
@@ -43,8 +46,10 @@ def test_an_experiments_seeds_run_as_slurm_jobs(slurm, no_jobs_left, tmp_path):
 def test_a_partition_slurm_refuses_starts_nothing(slurm, no_jobs_left, tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC)
     root = tmp_path / "runs"
-    done = run_cli(["experiment", "run", "spec.toml", "--runs-dir", str(root), "--launcher", "slurm",
-                    "--slurm-partition", "nope"], cwd=tmp_path)
+    done = run_cli(
+        ["experiment", "run", "spec.toml", "--runs-dir", str(root), "--launcher", "slurm", "--slurm-partition", "nope"],
+        cwd=tmp_path,
+    )
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if not line.startswith("mosaic: note:")]
     assert len(lines) == 1 and "Invalid partition name specified" in lines[0], done.stderr

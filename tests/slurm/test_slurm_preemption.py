@@ -15,11 +15,11 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mosaic_core.events import metric_steps, one_history
-
 from tests.conftest import BIN
 from tests.slurm.test_slurm_run import processes_of
 
@@ -27,22 +27,47 @@ WAIT_S = 300.0
 
 
 def ppo(total: int) -> list[str]:
-    return ["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", str(total),
-            "--extras", '{"num_envs": 1, "num_steps": 128}', "--json", "--launcher", "slurm", "--num-cpus", "1",
-            "--grace-period", "20"]
+    return [
+        "run",
+        "--worker",
+        "cleanrl",
+        "--algo",
+        "ppo",
+        "--env-id",
+        "CartPole-v1",
+        "--total-timesteps",
+        str(total),
+        "--extras",
+        '{"num_envs": 1, "num_steps": 128}',
+        "--json",
+        "--launcher",
+        "slurm",
+        "--num-cpus",
+        "1",
+        "--grace-period",
+        "20",
+    ]
 
 
 class Caller:
     """``mosaic run … --launcher slurm --json`` in the background, its events collected as they come."""
 
     def __init__(self, argv: list[str], cwd: Path):
-        self.proc = subprocess.Popen([str(BIN / "mosaic"), *argv], cwd=cwd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            [str(BIN / "mosaic"), *argv],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         self.events: list[dict[str, Any]] = []
         self.stderr = ""
         self.changed = threading.Condition()
-        self.readers = [threading.Thread(target=self._read_events, daemon=True),
-                        threading.Thread(target=self._read_stderr, daemon=True)]
+        self.readers = [
+            threading.Thread(target=self._read_events, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
         for reader in self.readers:
             reader.start()
 
@@ -66,8 +91,9 @@ class Caller:
                 if found:
                     return found[0]
                 if self.proc.poll() is not None and not self.readers[0].is_alive():
-                    raise AssertionError(f"the caller ended ({self.proc.returncode}) first: {self.events[-3:]} "
-                                         f"{self.stderr[-2000:]}")
+                    raise AssertionError(
+                        f"the caller ended ({self.proc.returncode}) first: {self.events[-3:]} {self.stderr[-2000:]}"
+                    )
                 assert time.monotonic() < deadline, f"no such event within {WAIT_S:g} s: {self.events[-3:]}"
                 self.changed.wait(1.0)
 
@@ -92,15 +118,17 @@ def metrics_past(step: int) -> Callable[[dict[str, Any]], bool]:
 
 
 def job_state(slurm, job_id: str) -> str:
-    done = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
-                          env={**os.environ, **slurm.env()})
+    done = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, env={**os.environ, **slurm.env()}
+    )
     return done.stdout.strip()
 
 
 def elapsed_s(slurm, job_id: str) -> int:
     """How long the job has run (squeue's %M: M:SS, H:MM:SS or D-HH:MM:SS)."""
-    done = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%M"], capture_output=True, text=True,
-                          env={**os.environ, **slurm.env()})
+    done = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%M"], capture_output=True, text=True, env={**os.environ, **slurm.env()}
+    )
     days, _, clock = done.stdout.strip().rpartition("-")
     seconds = 0
     for part in clock.split(":"):

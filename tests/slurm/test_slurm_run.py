@@ -16,8 +16,19 @@ import pytest
 
 from tests.conftest import BIN, run_cli
 
-PPO = ["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--total-timesteps", "512",
-       "--extras", '{"num_envs": 1, "num_steps": 128}']
+PPO = [
+    "run",
+    "--worker",
+    "cleanrl",
+    "--algo",
+    "ppo",
+    "--env-id",
+    "CartPole-v1",
+    "--total-timesteps",
+    "512",
+    "--extras",
+    '{"num_envs": 1, "num_steps": 128}',
+]
 LONG = ["run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "50000000"]
 
 
@@ -40,8 +51,19 @@ def processes_of(run_id: str) -> list[int]:
 
 
 def test_a_run_executes_as_a_job_with_its_events_on_the_callers_stdout(slurm, no_jobs_left, mosaic, runs_root):
-    done = mosaic(*PPO, "--json", "--launcher", "slurm", "--slurm-partition", "debug", "--slurm-time", "10:00",
-                  "--num-cpus", "1", timeout=600)
+    done = mosaic(
+        *PPO,
+        "--json",
+        "--launcher",
+        "slurm",
+        "--slurm-partition",
+        "debug",
+        "--slurm-time",
+        "10:00",
+        "--num-cpus",
+        "1",
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     events = done.events
     names = [e["event"] for e in events]
@@ -61,9 +83,14 @@ def test_a_run_executes_as_a_job_with_its_events_on_the_callers_stdout(slurm, no
 
 
 def test_ctrl_c_cancels_the_job_and_records_run_cancelled(slurm, no_jobs_left, workdir, runs_root):
-    proc = subprocess.Popen([str(BIN / "mosaic"), *LONG, "--json", "--launcher", "slurm", "--grace-period", "5"],
-                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), *LONG, "--json", "--launcher", "slurm", "--grace-period", "5"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     lines = []
     try:
         for line in proc.stdout:
@@ -102,12 +129,15 @@ def test_detach_submits_prints_the_job_and_returns(slurm, no_jobs_left, mosaic, 
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("flags, expected", [
-    (["--slurm-partition", "nope"], "Invalid partition name specified"),
-    (["--num-cpus", "64"], "Requested node configuration is not available"),
-    (["--slurm-time", "1:00"], "--slurm-time 1:00 is not longer than the grace period (120 s, --slurm-grace)"),
-    (["--slurm-extra", "--constraint='a100"], "--slurm-extra"),
-])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--slurm-partition", "nope"], "Invalid partition name specified"),
+        (["--num-cpus", "64"], "Requested node configuration is not available"),
+        (["--slurm-time", "1:00"], "--slurm-time 1:00 is not longer than the grace period (120 s, --slurm-grace)"),
+        (["--slurm-extra", "--constraint='a100"], "--slurm-extra"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_nothing_submitted(slurm, no_jobs_left, mosaic, runs_root, flags, expected):
     done = mosaic(*PPO, "--launcher", "slurm", *flags)
     assert done.returncode == 2, done.stderr
@@ -121,8 +151,10 @@ def test_no_sbatch_on_path_is_one_line(slurm, no_jobs_left, mosaic, runs_root):
     done = mosaic(*PPO, "--launcher", "slurm", env={"PATH": str(BIN)})
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if not line.startswith("mosaic: note:")]
-    assert lines == ["mosaic: error: the Slurm launcher needs `sbatch`, which is not on PATH (run on a Slurm login "
-                     "node, or put Slurm's client commands on PATH)"]
+    assert lines == [
+        "mosaic: error: the Slurm launcher needs `sbatch`, which is not on PATH (run on a Slurm login "
+        "node, or put Slurm's client commands on PATH)"
+    ]
     assert not runs_root.exists() or not any(runs_root.iterdir())
 
 
@@ -131,11 +163,27 @@ def test_the_signal_before_the_time_limit_stops_the_run_keeping_it(slurm, no_job
     preemption): the run's host on the node stops the training process, which checkpoints, the
     attempt ends cancelled (resumable) and the job requeues itself; cancelled while it waits,
     the run stays as that attempt left it."""
-    long_ppo = [*PPO[:PPO.index("--total-timesteps") + 1], "5000000", *PPO[PPO.index("--total-timesteps") + 2:]]
-    proc = subprocess.Popen([str(BIN / "mosaic"), *long_ppo, "--json", "--launcher", "slurm", "--slurm-time", "30:00",
-                             "--slurm-grace", "60", "--grace-period", "20"],
-                            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    long_ppo = [*PPO[: PPO.index("--total-timesteps") + 1], "5000000", *PPO[PPO.index("--total-timesteps") + 2 :]]
+    proc = subprocess.Popen(
+        [
+            str(BIN / "mosaic"),
+            *long_ppo,
+            "--json",
+            "--launcher",
+            "slurm",
+            "--slurm-time",
+            "30:00",
+            "--slurm-grace",
+            "60",
+            "--grace-period",
+            "20",
+        ],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     lines = []
     try:
         for line in proc.stdout:
@@ -163,5 +211,6 @@ def test_the_signal_before_the_time_limit_stops_the_run_keeping_it(slurm, no_job
     assert "SIGUSR1" in events[-1]["payload"]["reason"]
     assert proc.returncode == 130
     run_id = events[0]["run_id"]
-    assert list((runs_root / run_id).rglob("*.pt")) or list((runs_root / run_id).rglob("*.cleanrl_model")), \
+    assert list((runs_root / run_id).rglob("*.pt")) or list((runs_root / run_id).rglob("*.cleanrl_model")), (
         "the stopped run left no checkpoint"
+    )

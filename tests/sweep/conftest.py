@@ -62,13 +62,20 @@ def sweep_env() -> dict[str, str]:
 
 
 def sweep(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "mosaic"), "sweep", *args], cwd=cwd, env=sweep_env(), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [str(BIN / "mosaic"), "sweep", *args], cwd=cwd, env=sweep_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def start_sweep(args: list[str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([str(BIN / "mosaic"), "sweep", *args], cwd=cwd, env=sweep_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [str(BIN / "mosaic"), "sweep", *args],
+        cwd=cwd,
+        env=sweep_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def load(study: str, storage: str):
@@ -99,7 +106,8 @@ def running_trial_of(study_name: str, db: Path, pid: int, timeout: float = 120) 
                 with sqlite3.connect(db) as conn:
                     rows = conn.execute(
                         "SELECT t.number, a.value_json FROM trials t JOIN trial_user_attributes a "
-                        "ON a.trial_id = t.trial_id WHERE t.state = 'RUNNING' AND a.key = 'worker'").fetchall()
+                        "ON a.trial_id = t.trial_id WHERE t.state = 'RUNNING' AND a.key = 'worker'"
+                    ).fetchall()
             except sqlite3.OperationalError:
                 rows = []
             for number, worker in rows:

@@ -24,8 +24,9 @@ print("HEAVY:" + ",".join(sorted(m for m in {heavy!r} if m in sys.modules)), fil
 
 @pytest.mark.parametrize("argv", [["--help"], ["sweep", "--help"], ["sweep", "run", "--help"], ["workers"]])
 def test_help_and_other_commands_import_no_optuna(argv):
-    result = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], capture_output=True, text=True, timeout=60
+    )
     line = [l for l in result.stderr.splitlines() if l.startswith("HEAVY:")][-1]
     assert line == "HEAVY:", f"{argv} imported {line[6:]}"
 
@@ -41,6 +42,7 @@ def test_dashboard_without_optuna_dashboard_says_how_to_get_it(tmp_path):
     pytest.importorskip("optuna")
     try:
         import optuna_dashboard  # noqa: F401
+
         pytest.skip("optuna-dashboard is installed here")
     except ImportError:
         pass
@@ -49,5 +51,7 @@ def test_dashboard_without_optuna_dashboard_says_how_to_get_it(tmp_path):
     (tmp_path / "var/sweeps").mkdir(parents=True)
     optuna.create_study(study_name="s", storage=f"sqlite:///{tmp_path}/var/sweeps/s.db")
     result = sweep(["dashboard", "s"], cwd=tmp_path)
-    assert result.returncode == 1 and "optuna-dashboard is not installed (it comes with the sweep extra" in result.stderr
+    assert (
+        result.returncode == 1 and "optuna-dashboard is not installed (it comes with the sweep extra" in result.stderr
+    )
     assert len(result.stderr.strip().splitlines()) == 1

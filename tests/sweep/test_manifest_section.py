@@ -5,17 +5,28 @@ from __future__ import annotations
 
 from mosaic_sweep.extras import manifest_section as optuna_section
 from mosaic_sweep.extras import validate
+
 from mosaic_core.runs import RunDirectory, read_cancel_note
 
-TRIAL = {"optuna_study": "s", "optuna_trial": 4, "optuna_params": {"learning_rate": 0.01}, "optuna_seed": 2,
-         "optuna_storage": "postgresql+psycopg://me:pw123@db:5432/opt"}
+TRIAL = {
+    "optuna_study": "s",
+    "optuna_trial": 4,
+    "optuna_params": {"learning_rate": 0.01},
+    "optuna_seed": 2,
+    "optuna_storage": "postgresql+psycopg://me:pw123@db:5432/opt",
+}
 
 
 def test_trial_keys_make_the_section_with_the_password_redacted(tmp_path):
     directory = RunDirectory.for_run(tmp_path, "r1").create()
     section = optuna_section(directory, TRIAL, "completed")
-    assert section == {"study": "s", "trial": 4, "params": {"learning_rate": 0.01}, "seed": 2,
-                       "storage": "postgresql+psycopg://me:***@db:5432/opt"}
+    assert section == {
+        "study": "s",
+        "trial": 4,
+        "params": {"learning_rate": 0.01},
+        "seed": 2,
+        "storage": "postgresql+psycopg://me:***@db:5432/opt",
+    }
 
 
 def test_a_pruned_run_carries_the_reason(tmp_path):
@@ -34,5 +45,8 @@ def test_no_optuna_keys_no_section(tmp_path):
 def test_trial_keys_are_validated():
     assert validate(TRIAL) == []
     problems = validate({"optuna_trial": -1, "optuna_params": [1], "optuna_study": 3})
-    assert problems == ["extras.optuna_study: must be a string, got 3", "extras.optuna_trial: must be an integer >= 0, "
-                        "got -1", "extras.optuna_params: must be an object, got [1]"]
+    assert problems == [
+        "extras.optuna_study: must be a string, got 3",
+        "extras.optuna_trial: must be an integer >= 0, got -1",
+        "extras.optuna_params: must be an object, got [1]",
+    ]

@@ -45,8 +45,11 @@ def test_a_study_another_user_can_write_is_refused(shared, tmp_path):
     planted = run_as_nobody([os.sys.executable, "-c", FORGE, str(folder), storage])
     assert planted.returncode == 0 and "planted" in planted.stdout, planted.stderr
     spec = write_spec(tmp_path)
-    for args in (["run", str(spec), "--storage", storage, "--max-trials", "1"], ["best", "tiny", "--storage", storage],
-                 ["status", "tiny", "--storage", storage]):
+    for args in (
+        ["run", str(spec), "--storage", storage, "--max-trials", "1"],
+        ["best", "tiny", "--storage", storage],
+        ["status", "tiny", "--storage", storage],
+    ):
         result = sweep(args, cwd=tmp_path)
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert result.returncode == 2 and len(lines) == 1, result.stderr
@@ -83,19 +86,38 @@ def test_best_config_is_the_spec_with_the_best_parameters_only(tmp_path):
     spec = write_spec(tmp_path)
     storage = f"sqlite:///{tmp_path / 'tiny.db'}"
     study = _study_of(spec, storage)
-    evil = {"worker": "cleanrl", "algo": "/tmp/evil.py", "env_id": "CartPole-v1", "total_timesteps": 10**9,
-            "seeds": [1], "extras": {"algo_params": {"learning_rate": 0.001}, "cleanrl_home": "/tmp"}}
+    evil = {
+        "worker": "cleanrl",
+        "algo": "/tmp/evil.py",
+        "env_id": "CartPole-v1",
+        "total_timesteps": 10**9,
+        "seeds": [1],
+        "extras": {"algo_params": {"learning_rate": 0.001}, "cleanrl_home": "/tmp"},
+    }
     distributions = {"learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)}
-    study.add_trial(optuna.trial.create_trial(params={"learning_rate": 0.001}, distributions=distributions,
-                                              value=500.0, user_attrs={"config": evil}))
+    study.add_trial(
+        optuna.trial.create_trial(
+            params={"learning_rate": 0.001}, distributions=distributions, value=500.0, user_attrs={"config": evil}
+        )
+    )
     result = sweep(["best", "tiny", "--storage", storage, "--config", "best.json"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     config = json.loads((tmp_path / "best.json").read_text())
-    assert config == {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1024, "seed": 1,
-                      "extras": {"algo_params": {"learning_rate": 0.001}}}
+    assert config == {
+        "algo": "ppo",
+        "env_id": "CartPole-v1",
+        "total_timesteps": 1024,
+        "seed": 1,
+        "extras": {"algo_params": {"learning_rate": 0.001}},
+    }
     # A best trial whose stored values leave the spec is not written at all.
-    study.add_trial(optuna.trial.create_trial(params={"learning_rate": 0.9}, value=900.0, distributions={
-        "learning_rate": optuna.distributions.FloatDistribution(1e-4, 1.0, log=True)}))
+    study.add_trial(
+        optuna.trial.create_trial(
+            params={"learning_rate": 0.9},
+            value=900.0,
+            distributions={"learning_rate": optuna.distributions.FloatDistribution(1e-4, 1.0, log=True)},
+        )
+    )
     result = sweep(["best", "tiny", "--storage", storage, "--config", "worse.json"], cwd=tmp_path)
     assert result.returncode == 1 and "learning_rate=0.9 is outside the spec's range" in result.stderr
     assert not (tmp_path / "worse.json").exists()
@@ -109,7 +131,8 @@ def test_the_sweep_lock_never_follows_a_link(tmp_path):
     studies = tmp_path / "studies"
     studies.mkdir(mode=0o700)
     os.symlink(private / "created-through-the-link", studies / "tiny.db.sweep-lock")
-    result = sweep(["run", str(spec), "--storage", f"sqlite:///{studies / 'tiny.db'}", "--max-trials", "1"],
-                   cwd=tmp_path)
+    result = sweep(
+        ["run", str(spec), "--storage", f"sqlite:///{studies / 'tiny.db'}", "--max-trials", "1"], cwd=tmp_path
+    )
     assert result.returncode == 2 and "sweep lock" in result.stderr and "never followed" in result.stderr, result.stderr
     assert list(private.iterdir()) == []  # nothing was created where the link points

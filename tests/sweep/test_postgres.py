@@ -45,8 +45,10 @@ def _free_port() -> int:
 def postgres_url():
     initdb, postgres = _bin("initdb"), _bin("postgres")
     if not initdb or not postgres:
-        pytest.skip("PostgreSQL server binaries not found (apt-get install postgresql); the postgresql:// "
-                    "storage path is not tested here")
+        pytest.skip(
+            "PostgreSQL server binaries not found (apt-get install postgresql); the postgresql:// "
+            "storage path is not tested here"
+        )
     if os.geteuid() == 0 and not shutil.which("setpriv"):
         pytest.skip("running as root without setpriv: cannot start postgres as an unprivileged user")
     home = Path(tempfile.mkdtemp(prefix="mosaic-pg-"))
@@ -56,13 +58,32 @@ def postgres_url():
     if os.geteuid() == 0:
         for path in (home, sockets, home / "pw"):
             os.chown(path, NOBODY, NOBODY)
-    subprocess.run(_as_nobody(initdb, "-D", str(data), "-U", "sweeper", f"--pwfile={home / 'pw'}",
-                              "--auth=scram-sha-256", "-E", "UTF8", "--no-sync"),
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        _as_nobody(
+            initdb,
+            "-D",
+            str(data),
+            "-U",
+            "sweeper",
+            f"--pwfile={home / 'pw'}",
+            "--auth=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     port = _free_port()
-    server = subprocess.Popen(_as_nobody(postgres, "-D", str(data), "-h", "127.0.0.1", "-p", str(port),
-                                         "-k", str(sockets), "-c", "fsync=off"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        _as_nobody(
+            postgres, "-D", str(data), "-h", "127.0.0.1", "-p", str(port), "-k", str(sockets), "-c", "fsync=off"
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -7,10 +7,10 @@ import os
 import socket
 import subprocess
 
-from tests.sweep.conftest import optuna
-
 from mosaic_sweep.storage import open_storage, resolve
 from mosaic_sweep.worker import reap_dead_local_trials
+
+from tests.sweep.conftest import optuna
 
 TrialState = optuna.trial.TrialState
 
@@ -53,8 +53,12 @@ def test_workers_creating_one_fresh_sqlite_study_at_once_all_succeed(tmp_path):
     import time
 
     start = str(time.time() + 3)
-    procs = [subprocess.Popen([sys.executable, "-c", RACE, start], cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, start], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     results = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, results
     assert len(optuna.get_all_study_summaries(f"sqlite:///{tmp_path}/race.db")) == 1

@@ -9,8 +9,17 @@ import time
 
 import pytest
 
-from tests.sweep.conftest import (events, load, manifest, optuna, processes_in, running_trial_of, start_sweep, sweep,
-                                  write_spec)
+from tests.sweep.conftest import (
+    events,
+    load,
+    manifest,
+    optuna,
+    processes_in,
+    running_trial_of,
+    start_sweep,
+    sweep,
+    write_spec,
+)
 
 COMPLETE = optuna.trial.TrialState.COMPLETE
 pytestmark = pytest.mark.slow  # every test here trains (ppo, tiny budgets)
@@ -40,8 +49,13 @@ def test_two_workers_share_one_sqlite_study_without_duplicates(two_workers):
         (run_id,) = trial.user_attrs["runs"]
         assert events(root, run_id)[-1]["event"] == "run_completed"
         section = manifest(root, run_id)["optuna"]
-        assert section == {"study": "tiny", "trial": trial.number, "params": trial.params, "seed": 1,
-                           "storage": "sqlite:///var/sweeps/tiny.db"}
+        assert section == {
+            "study": "tiny",
+            "trial": trial.number,
+            "params": trial.params,
+            "seed": 1,
+            "storage": "sqlite:///var/sweeps/tiny.db",
+        }
         config = json.loads((root / run_id / "config.json").read_text())
         assert config["extras"]["algo_params"]["learning_rate"] == trial.params["learning_rate"]
         argv = json.loads((root / run_id / "launch.json").read_text())["argv"]
@@ -75,13 +89,16 @@ def test_status_and_best_config(two_workers):
 
 def test_a_study_with_another_search_space_is_refused(two_workers):
     workdir, _ = two_workers
-    other = write_spec(workdir, "other", extra='study_name = "tiny"',
-                       params='[params.gamma]\ntype = "float"\nlow = 0.9\nhigh = 0.999')
+    other = write_spec(
+        workdir, "other", extra='study_name = "tiny"', params='[params.gamma]\ntype = "float"\nlow = 0.9\nhigh = 0.999'
+    )
     before = sorted(p.name for p in (workdir / "var/trainer/runs").iterdir())
     result = sweep(["run", str(other)], cwd=workdir)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
-    assert "study 'tiny' in sqlite:///var/sweeps/tiny.db exists with a different search space (params.gamma" \
+    assert (
+        "study 'tiny' in sqlite:///var/sweeps/tiny.db exists with a different search space (params.gamma"
         in result.stderr
+    )
     assert sorted(p.name for p in (workdir / "var/trainer/runs").iterdir()) == before
 
 
@@ -151,7 +168,7 @@ def test_grid_mode_runs_each_env_once_across_workers(tmp_path):
     text = write_spec(tmp_path).read_text()
     text = text.replace('env_id = "CartPole-v1"', 'env_ids = ["CartPole-v1", "MountainCar-v0"]')
     text = text.replace('type = "random"\nseed = 0', 'type = "grid"').replace("max_trials = 3", "max_trials = 50")
-    text = text[:text.index("[params.learning_rate]")]
+    text = text[: text.index("[params.learning_rate]")]
     spec = write_spec(tmp_path, "grid", text=text)
     result = sweep(["run", str(spec), "--workers", "2"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr

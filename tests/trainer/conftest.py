@@ -11,8 +11,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -45,8 +46,11 @@ def record(target: str, run_id: str, token: str | None = None):
 def wait_final(target: str, run_id: str, timeout: float = 60.0, token: str | None = None):
     from mosaic_core.trainer.protocol import FINAL_STATUSES
 
-    return wait_for(lambda: (r := record(target, run_id, token)) is not None and r.status in FINAL_STATUSES and r,
-                    timeout, f"run {run_id} to end")
+    return wait_for(
+        lambda: (r := record(target, run_id, token)) is not None and r.status in FINAL_STATUSES and r,
+        timeout,
+        f"run {run_id} to end",
+    )
 
 
 def fake_config(fake: dict | None = None, extras: dict | None = None, **fields: Any) -> str:
@@ -74,8 +78,16 @@ def start_daemon(state_dir: Path, monkeypatch):
     daemons: list[TrainerDaemon] = []
 
     def start(**overrides: Any) -> TrainerDaemon:
-        options = {"state_dir": state_dir, "listen": "127.0.0.1:0", "gpus": 0, "grace_period": 1.0,
-                   "heartbeat_timeout": 30.0, "worker_command": fake_command, "max_concurrent": 4, **overrides}
+        options = {
+            "state_dir": state_dir,
+            "listen": "127.0.0.1:0",
+            "gpus": 0,
+            "grace_period": 1.0,
+            "heartbeat_timeout": 30.0,
+            "worker_command": fake_command,
+            "max_concurrent": 4,
+            **overrides,
+        }
         daemon = TrainerDaemon(DaemonOptions(**options))
         daemon.start()
         daemons.append(daemon)
@@ -133,13 +145,23 @@ def completed_daemon_run(tmp_path: Path, config: dict, timeout: float = 400.0) -
     log must name its start. Returns (the final record, the run's events, the daemon's log)."""
     from mosaic_core.trainer import trainer_pb2 as pb
 
-    daemon = DaemonProcess([str(Path(sys.executable).with_name("mosaic")), "daemon", "--listen", "127.0.0.1:0",
-                            "--state-dir", str(tmp_path / "state")], tmp_path)
+    daemon = DaemonProcess(
+        [
+            str(Path(sys.executable).with_name("mosaic")),
+            "daemon",
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        tmp_path,
+    )
     try:
         run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
         final = wait_final(daemon.target, run_id, timeout=timeout, token=daemon.token)
-        assert (final.status, final.terminal_event, final.exit_code) == (pb.RUN_STATUS_TERM, "run_completed", 0), \
+        assert (final.status, final.terminal_event, final.exit_code) == (pb.RUN_STATUS_TERM, "run_completed", 0), (
             final.failure_reason
+        )
         events = [json.loads(line) for line in Path(final.run_dir, "events.jsonl").read_text().splitlines() if line]
         assert events[0]["payload"]["grpc"]["accepted_version"] == "MOSAIC/1.0"
         log = daemon.log()

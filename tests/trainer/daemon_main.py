@@ -21,15 +21,32 @@ parser.add_argument("--on-shutdown", default="cancel")
 parser.add_argument("--grace-period", type=float, default=1.0)
 parser.add_argument("--insecure", action="store_true")
 ns = parser.parse_args()
-options = DaemonOptions(state_dir=Path(ns.state_dir), listen="127.0.0.1:0", gpus=0, worker_command=command,
-                        heartbeat_timeout=ns.heartbeat_timeout, max_concurrent=ns.max_concurrent,
-                        on_shutdown=ns.on_shutdown, grace_period=ns.grace_period, insecure=ns.insecure)
+options = DaemonOptions(
+    state_dir=Path(ns.state_dir),
+    listen="127.0.0.1:0",
+    gpus=0,
+    worker_command=command,
+    heartbeat_timeout=ns.heartbeat_timeout,
+    max_concurrent=ns.max_concurrent,
+    on_shutdown=ns.on_shutdown,
+    grace_period=ns.grace_period,
+    insecure=ns.insecure,
+)
 
 
 def ready(daemon) -> None:
     token_file = str(daemon.state_dir / "client.token") if daemon.token else None
-    print(json.dumps({"listen_address": daemon.address, "pid": daemon.pid, "state_dir": str(daemon.state_dir),
-                      "token_file": token_file}), flush=True)
+    print(
+        json.dumps(
+            {
+                "listen_address": daemon.address,
+                "pid": daemon.pid,
+                "state_dir": str(daemon.state_dir),
+                "token_file": token_file,
+            }
+        ),
+        flush=True,
+    )
 
 
 sys.exit(serve(options, on_ready=ready))

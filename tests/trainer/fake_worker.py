@@ -27,8 +27,18 @@ SCRIPT = Path(__file__).resolve()
 
 def command(spec) -> list[str]:
     """The daemon's worker command for this fake (a ``worker_command`` for DaemonOptions)."""
-    return [sys.executable, str(SCRIPT), "--config", str(spec.config_path), "--runs-dir", str(spec.runs_dir),
-            "--grpc-target", spec.target, "--heartbeat-interval", f"{spec.heartbeat_interval:g}"]
+    return [
+        sys.executable,
+        str(SCRIPT),
+        "--config",
+        str(spec.config_path),
+        "--runs-dir",
+        str(spec.runs_dir),
+        "--grpc-target",
+        spec.target,
+        "--heartbeat-interval",
+        f"{spec.heartbeat_interval:g}",
+    ]
 
 
 EVENTS: list[Path] = []
@@ -37,8 +47,9 @@ EVENTS: list[Path] = []
 def emit(run_id: str, event: str, payload: dict | None = None) -> None:
     global seq
     seq += 1
-    line = json.dumps({"event": event, "run_id": run_id, "seq": seq, "timestamp": time.time(),
-                       "payload": payload or {}})
+    line = json.dumps(
+        {"event": event, "run_id": run_id, "seq": seq, "timestamp": time.time(), "payload": payload or {}}
+    )
     for path in EVENTS:
         with open(path, "a") as fh:
             fh.write(line + "\n")
@@ -73,23 +84,30 @@ def main() -> int:
     if fake.get("register", True):
         from mosaic_core.trainer.client import WorkerSession
 
-        session = WorkerSession.register(ns.grpc_target, run_id=run_id, worker_id="fake-1", worker_kind="cleanrl",
-                                         schema_id="fake.test", schema_version=1, registration_secret=secret)
+        session = WorkerSession.register(
+            ns.grpc_target,
+            run_id=run_id,
+            worker_id="fake-1",
+            worker_kind="cleanrl",
+            schema_id="fake.test",
+            schema_version=1,
+            registration_secret=secret,
+        )
     elif secret:
         (run_dir / "registration.secret").write_text(secret)
     pids = {"worker": os.getpid()}
     grandchild = None
     if fake.get("grandchild"):
-        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], cwd=run_dir,
-                                      start_new_session=True)
+        grandchild = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(600)"], cwd=run_dir, start_new_session=True
+        )
         pids["grandchild"] = grandchild.pid
     (run_dir / "pids.json").write_text(json.dumps(pids))
     emit(run_id, "run_started", {"run_dir": fake.get("report_run_dir", str(run_dir)), "pids": pids})
     if fake.get("publish_steps") and session is not None:
         from mosaic_core.trainer import trainer_pb2 as pb
 
-        session.publish_steps(pb.RunStep(run_id=run_id, step_index=i, reward=1.0)
-                              for i in range(fake["publish_steps"]))
+        session.publish_steps(pb.RunStep(run_id=run_id, step_index=i, reward=1.0) for i in range(fake["publish_steps"]))
 
     deadline = time.monotonic() + float(fake.get("duration", 0.3))
     next_beat = time.monotonic()

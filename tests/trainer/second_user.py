@@ -15,7 +15,8 @@ SETPRIV = shutil.which("setpriv")
 NOBODY = 65534
 needs_second_user = pytest.mark.skipif(
     os.geteuid() != 0 or SETPRIV is None,
-    reason="acting as a second user needs root and setpriv (util-linux) to drop to uid 65534")
+    reason="acting as a second user needs root and setpriv (util-linux) to drop to uid 65534",
+)
 AS_NOBODY = [str(SETPRIV), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 
 # The attacker: every control call the daemon offers, with no token and with a guessed one,

@@ -44,8 +44,14 @@ def test_a_second_user_can_neither_control_nor_read_the_daemon(daemon_process, t
         folder.chmod(0o755)
         script = folder / "evil.py"
         script.write_text("open('/tmp/mosaic-pwned', 'w').write('root')\n")
-        files = [state / "client.token", state / "trainer.sqlite3", state / "trainer.sqlite3-wal",
-                 state / "configs" / f"{victim}.json", state / "logs" / f"{victim}.stderr.log", state / "daemon.json"]
+        files = [
+            state / "client.token",
+            state / "trainer.sqlite3",
+            state / "trainer.sqlite3-wal",
+            state / "configs" / f"{victim}.json",
+            state / "logs" / f"{victim}.stderr.log",
+            state / "daemon.json",
+        ]
         found = attack(daemon.target, victim, str(script), files)
     finally:
         script.unlink()
@@ -64,8 +70,10 @@ def test_a_second_user_can_neither_control_nor_read_the_daemon(daemon_process, t
 def test_registration_needs_the_secret_the_run_was_given(daemon_process, tmp_path):
     daemon = daemon_process("--state-dir", str(tmp_path / "state"))
     seen: list[bytes] = []
-    watcher = threading.Thread(target=lambda: seen.extend(
-        r.SerializeToString() for r in client.watch_runs(daemon.target, timeout=6)), daemon=True)
+    watcher = threading.Thread(
+        target=lambda: seen.extend(r.SerializeToString() for r in client.watch_runs(daemon.target, timeout=6)),
+        daemon=True,
+    )
     watcher.start()
     run_id, secret = _waiting_run(daemon.target)
     # Holding the client token is not enough to register as a run's worker.
@@ -98,13 +106,20 @@ def test_state_files_are_private(daemon_process, tmp_path):
     state = tmp_path / "state"
     state.mkdir(mode=0o755)  # a pre-existing, looser state dir is made private
     daemon = daemon_process("--state-dir", str(state))
-    run_id = client.submit(daemon.target, fake_config({"duration": 0.2},
-                                                      extras={"learning_rate": 0.01})).run_id
+    run_id = client.submit(daemon.target, fake_config({"duration": 0.2}, extras={"learning_rate": 0.01})).run_id
     wait_final(daemon.target, run_id)
     token = state / "client.token"
     assert token.read_text().strip() == daemon.token and len(daemon.token) >= 40
-    files = [token, state / "daemon.json", state / "daemon.lock", state / "trainer.sqlite3",
-             state / "trainer.sqlite3-wal", state / "trainer.sqlite3-shm", state / "configs" / f"{run_id}.json", state / "logs" / f"{run_id}.stderr.log"]
+    files = [
+        token,
+        state / "daemon.json",
+        state / "daemon.lock",
+        state / "trainer.sqlite3",
+        state / "trainer.sqlite3-wal",
+        state / "trainer.sqlite3-shm",
+        state / "configs" / f"{run_id}.json",
+        state / "logs" / f"{run_id}.stderr.log",
+    ]
     assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in files} == {path.name: 0o600 for path in files}
     for folder in (state, state / "configs", state / "logs", state / "runs"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
@@ -116,14 +131,17 @@ def test_every_control_call_needs_the_token_and_health_does_not(daemon_process, 
     daemon = daemon_process("--state-dir", str(tmp_path / "state"))
     channel = grpc.insecure_channel(daemon.target)
     stub = pb_grpc.TrainerServiceStub(channel)
-    calls = {"SubmitRun": lambda md: stub.SubmitRun(pb.SubmitRunRequest(config_json=fake_config()), timeout=10, metadata=md),
-             "CancelRun": lambda md: stub.CancelRun(pb.CancelRunRequest(run_id="x"), timeout=10, metadata=md),
-             "ListRuns": lambda md: stub.ListRuns(pb.ListRunsRequest(), timeout=10, metadata=md),
-             "RemoveRun": lambda md: stub.RemoveRun(pb.RemoveRunRequest(run_id="x"), timeout=10, metadata=md),
-             "ListWorkers": lambda md: stub.ListWorkers(pb.ListWorkersRequest(), timeout=10, metadata=md),
-             "WatchRuns": lambda md: list(stub.WatchRuns(pb.WatchRunsRequest(), timeout=2, metadata=md)),
-             "StreamRunEpisodes": lambda md: list(stub.StreamRunEpisodes(pb.StreamEpisodesRequest(run_id="x"),
-                                                                         timeout=2, metadata=md))}
+    calls = {
+        "SubmitRun": lambda md: stub.SubmitRun(pb.SubmitRunRequest(config_json=fake_config()), timeout=10, metadata=md),
+        "CancelRun": lambda md: stub.CancelRun(pb.CancelRunRequest(run_id="x"), timeout=10, metadata=md),
+        "ListRuns": lambda md: stub.ListRuns(pb.ListRunsRequest(), timeout=10, metadata=md),
+        "RemoveRun": lambda md: stub.RemoveRun(pb.RemoveRunRequest(run_id="x"), timeout=10, metadata=md),
+        "ListWorkers": lambda md: stub.ListWorkers(pb.ListWorkersRequest(), timeout=10, metadata=md),
+        "WatchRuns": lambda md: list(stub.WatchRuns(pb.WatchRunsRequest(), timeout=2, metadata=md)),
+        "StreamRunEpisodes": lambda md: list(
+            stub.StreamRunEpisodes(pb.StreamEpisodesRequest(run_id="x"), timeout=2, metadata=md)
+        ),
+    }
     with channel:
         for name, call in calls.items():
             for metadata in ([], bearer("wrong"), [("authorization", daemon.token)]):
@@ -142,16 +160,24 @@ def test_the_cli_finds_the_token(mosaic, workdir, daemon_process):
     target = ["--target", daemon.target]
     without = {TOKEN_ENV: ""}
     refused = mosaic("submit", "w.json", *target, env=without, timeout=60)
-    assert refused.returncode == 1 and "refused SubmitRun: UNAUTHENTICATED: SubmitRun needs the daemon's client token" \
-        in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
-    for run_id, how in (("by-state-dir", ["--state-dir", str(state)]),
-                        ("by-token-file", ["--token-file", str(state / "client.token")])):
+    assert (
+        refused.returncode == 1
+        and "refused SubmitRun: UNAUTHENTICATED: SubmitRun needs the daemon's client token" in refused.stderr
+        and len(refused.stderr.strip().splitlines()) == 1
+    )
+    for run_id, how in (
+        ("by-state-dir", ["--state-dir", str(state)]),
+        ("by-token-file", ["--token-file", str(state / "client.token")]),
+    ):
         result = mosaic("submit", "w.json", *target, "--run-id", run_id, *how, env=without, timeout=60)
         assert result.returncode == 0, result.stderr
     result = mosaic("submit", "w.json", *target, "--run-id", "by-env", env={TOKEN_ENV: daemon.token}, timeout=60)
     assert result.returncode == 0, result.stderr
-    for how, env in (([], {TOKEN_ENV: daemon.token}), (["--state-dir", str(state)], without),
-                     (["--token-file", str(state / "client.token")], without)):
+    for how, env in (
+        ([], {TOKEN_ENV: daemon.token}),
+        (["--state-dir", str(state)], without),
+        (["--token-file", str(state / "client.token")], without),
+    ):
         listed = mosaic("runs", *target, "--json", *how, env=env, timeout=60)
         assert sorted(r["run_id"] for r in json.loads(listed.stdout)) == ["by-env", "by-state-dir", "by-token-file"]
     refused = mosaic("runs", *target, env=without, timeout=60)

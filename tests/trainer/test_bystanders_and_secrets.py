@@ -18,8 +18,12 @@ from mosaic_core.trainer import trainer_pb2 as pb
 from .conftest import fake_config, pid_alive, record, wait_final, wait_for
 from .second_user import AS_NOBODY, SETPRIV
 
-PPO = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 50_000_000,
-       "extras": {"algo_params": {"num_envs": 1, "num_steps": 64}}}
+PPO = {
+    "algo": "ppo",
+    "env_id": "CartPole-v1",
+    "total_timesteps": 50_000_000,
+    "extras": {"algo_params": {"num_envs": 1, "num_steps": 64}},
+}
 
 
 def _pids(run_dir: str) -> dict[str, int]:
@@ -38,8 +42,9 @@ def _bystanders(run_dir: str) -> list[subprocess.Popen]:
 
 
 def test_clean_up_stops_what_the_daemon_started_and_nothing_else(daemon):
-    run_id = client.submit(daemon.address, fake_config({"duration": 120, "grandchild": True,
-                                                        "ignore_sigterm": True})).run_id
+    run_id = client.submit(
+        daemon.address, fake_config({"duration": 120, "grandchild": True, "ignore_sigterm": True})
+    ).run_id
     wait_for(lambda: record(daemon.address, run_id).status == pb.RUN_STATUS_EXEC, what="the run to start")
     run_dir = record(daemon.address, run_id).run_dir
     pids = _pids(run_dir)
@@ -51,8 +56,10 @@ def test_clean_up_stops_what_the_daemon_started_and_nothing_else(daemon):
         client.cancel(daemon.address, run_id)  # its worker ignores SIGTERM: killed, its grandchild orphaned
         assert wait_final(daemon.address, run_id).exit_code == -signal.SIGKILL
         assert wait_final(daemon.address, quick).terminal_event == "run_completed"
-        wait_for(lambda: not pid_alive(pids["worker"]) and not pid_alive(pids["grandchild"]),
-                 what="the run's own processes to be stopped")
+        wait_for(
+            lambda: not pid_alive(pids["worker"]) and not pid_alive(pids["grandchild"]),
+            what="the run's own processes to be stopped",
+        )
         assert [b.poll() for b in bystanders] == [None] * len(bystanders)
     finally:
         for process in bystanders:

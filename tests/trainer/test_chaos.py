@@ -49,18 +49,24 @@ def test_a_daemon_killed_at_random_moments_loses_no_run_and_leaves_no_process(da
     state = tmp_path / "state"
     submitted = []
     for index in range(RUNS):
-        daemon = daemon_process("--state-dir", str(state), "--grace-period", "2", "--max-concurrent", "2",
-                                mosaic=True)
+        daemon = daemon_process("--state-dir", str(state), "--grace-period", "2", "--max-concurrent", "2", mosaic=True)
         # Short runs that may end before the kill; the kill falls anywhere in the first two seconds.
-        config = {"worker": "example", "algo": "random", "env_id": "CartPole-v1",
-                  "total_timesteps": rng.choice([50, 400, 100_000])}
+        config = {
+            "worker": "example",
+            "algo": "random",
+            "env_id": "CartPole-v1",
+            "total_timesteps": rng.choice([50, 400, 100_000]),
+        }
         submitted.append(client.submit(daemon.target, json.dumps(config)).run_id)
         time.sleep(rng.choice([0.0, rng.uniform(0.0, 0.2), rng.uniform(0.2, 2.0)]))
         os.kill(daemon.pid, signal.SIGKILL)
         daemon.proc.wait()
         # The killed daemon's runs stop themselves (parent-death signal); nothing of them lingers.
-        wait_for(lambda: not _processes_naming(str(state)), timeout=60,
-                 what=f"the runs of killed daemon #{index} (seed {seed}) to stop")
+        wait_for(
+            lambda: not _processes_naming(str(state)),
+            timeout=60,
+            what=f"the runs of killed daemon #{index} (seed {seed}) to stop",
+        )
     last = daemon_process("--state-dir", str(state), "--grace-period", "2", mosaic=True)
     records = client.list_runs(last.target)
     assert sorted(r.run_id for r in records) == sorted(submitted)  # each once

@@ -40,8 +40,11 @@ def test_daemon_killed_and_restarted_keeps_state(daemon_process, tmp_path):
     os.kill(first.pid, signal.SIGKILL)
     first.proc.wait()
     # Its run is not left unsupervised: the parent-death signal makes it cancel itself.
-    wait_for(lambda: not pid_alive(pids["worker"]) and not pid_alive(pids["grandchild"]), timeout=30,
-             what="the orphaned run to stop itself")
+    wait_for(
+        lambda: not pid_alive(pids["worker"]) and not pid_alive(pids["grandchild"]),
+        timeout=30,
+        what="the orphaned run to stop itself",
+    )
 
     second = daemon_process("--state-dir", state, "--max-concurrent", "1")
     runs = {r.run_id: r for r in client.list_runs(second.target)}
@@ -60,8 +63,10 @@ def test_a_run_that_completed_while_its_daemon_was_dead_is_recorded_completed(da
     silent, silent_pids = _running(first.target, {"duration": 3, "ignore_sigterm": True, "terminal": False})
     os.kill(first.pid, signal.SIGKILL)
     first.proc.wait()
-    wait_for(lambda: not pid_alive(pids["worker"]) and not pid_alive(silent_pids["worker"]),
-             what="the runs to finish on their own")
+    wait_for(
+        lambda: not pid_alive(pids["worker"]) and not pid_alive(silent_pids["worker"]),
+        what="the runs to finish on their own",
+    )
     second = daemon_process("--state-dir", state)
     completed, unknown = record(second.target, run_id), record(second.target, silent)
     assert (completed.status, completed.terminal_event) == (pb.RUN_STATUS_TERM, "run_completed")
@@ -81,8 +86,11 @@ def test_sigterm_cancels_runs_and_exits_cleanly(daemon_process, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
     again = daemon_process("--state-dir", str(state))
     rec = record(again.target, run_id)
-    assert (rec.status, rec.terminal_event, rec.failure_reason) == (pb.RUN_STATUS_TERM, "run_cancelled",
-                                                                    "daemon shutting down")
+    assert (rec.status, rec.terminal_event, rec.failure_reason) == (
+        pb.RUN_STATUS_TERM,
+        "run_cancelled",
+        "daemon shutting down",
+    )
 
 
 def test_on_shutdown_wait_lets_runs_finish(daemon_process, tmp_path):
@@ -105,13 +113,16 @@ def test_one_daemon_per_state_dir(daemon_process, mosaic, tmp_path):
     assert result.returncode == 1 and "cannot use the state dir /proc/no-such-dir" in result.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["daemon", "--listen", "localhost"], "--listen must look like HOST:PORT"),
-    (["daemon", "--max-concurrent", "0"], "--max-concurrent must be at least 1"),
-    (["daemon", "--allow-scripts", "scripts"], "--allow-scripts scripts: not an absolute path to a directory"),
-    (["submit", "missing.json"], "cannot read the config"),
-    (["cancel", "r1", "--target", "nowhere"], "--target must look like HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["daemon", "--listen", "localhost"], "--listen must look like HOST:PORT"),
+        (["daemon", "--max-concurrent", "0"], "--max-concurrent must be at least 1"),
+        (["daemon", "--allow-scripts", "scripts"], "--allow-scripts scripts: not an absolute path to a directory"),
+        (["submit", "missing.json"], "cannot read the config"),
+        (["cancel", "r1", "--target", "nowhere"], "--target must look like HOST:PORT"),
+    ],
+)
 def test_cli_usage_errors(mosaic, workdir, args, message):
     result = mosaic(*args, timeout=60)
     assert result.returncode == 2, result.stderr
@@ -150,6 +161,8 @@ def test_cli_submit_and_cancel(mosaic, workdir, daemon_process):
 
 
 def test_cli_start_up_does_not_import_grpc():
-    code = ("import sys; import mosaic_core.trainer.commands; "
-            "assert not {'grpc', 'google.protobuf'} & set(sys.modules), sorted(sys.modules)")
+    code = (
+        "import sys; import mosaic_core.trainer.commands; "
+        "assert not {'grpc', 'google.protobuf'} & set(sys.modules), sorted(sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -17,19 +17,33 @@ from mosaic_core.trainer import trainer_pb2 as pb
 from .conftest import record, wait_final, wait_for
 
 BUDGET = 6400  # 50 iterations of 2 envs x 64 steps
-PPO = {"worker": "cleanrl", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": BUDGET,
-       "extras": {"algo_params": {"num_envs": 2, "num_steps": 64}}}
+PPO = {
+    "worker": "cleanrl",
+    "algo": "ppo",
+    "env_id": "CartPole-v1",
+    "total_timesteps": BUDGET,
+    "extras": {"algo_params": {"num_envs": 2, "num_steps": 64}},
+}
 
 
 def test_a_cancelled_run_submitted_again_resumes(daemon_process, tmp_path):
-    daemon = daemon_process("--state-dir", str(tmp_path / "state"), "--heartbeat-timeout", "30",
-                            "--grace-period", "30", mosaic=True)
+    daemon = daemon_process(
+        "--state-dir", str(tmp_path / "state"), "--heartbeat-timeout", "30", "--grace-period", "30", mosaic=True
+    )
     run_id = client.submit(daemon.target, json.dumps(PPO), run_id="ppo-resumed").run_id
-    run_dir = Path(wait_for(lambda: (r := record(daemon.target, run_id)).status == pb.RUN_STATUS_EXEC and r.run_dir,
-                            timeout=240, what="the run to start"))
+    run_dir = Path(
+        wait_for(
+            lambda: (r := record(daemon.target, run_id)).status == pb.RUN_STATUS_EXEC and r.run_dir,
+            timeout=240,
+            what="the run to start",
+        )
+    )
     events_path = run_dir / "events.jsonl"
-    wait_for(lambda: any(s >= BUDGET // 4 for s in metric_steps(read_events(events_path))) or None,
-             timeout=240, what="a quarter of the budget")
+    wait_for(
+        lambda: any(s >= BUDGET // 4 for s in metric_steps(read_events(events_path))) or None,
+        timeout=240,
+        what="a quarter of the budget",
+    )
     client.cancel(daemon.target, run_id, timeout=60)
     cancelled = record(daemon.target, run_id)
     assert (cancelled.status, cancelled.terminal_event) == (pb.RUN_STATUS_TERM, "run_cancelled")
@@ -41,8 +55,9 @@ def test_a_cancelled_run_submitted_again_resumes(daemon_process, tmp_path):
     again = client.submit(daemon.target, json.dumps(PPO), run_id=run_id)
     assert again.run_id == run_id
     final = wait_final(daemon.target, run_id, timeout=300)
-    assert (final.status, final.terminal_event, final.exit_code) == (pb.RUN_STATUS_TERM, "run_completed", 0), \
+    assert (final.status, final.terminal_event, final.exit_code) == (pb.RUN_STATUS_TERM, "run_completed", 0), (
         final.failure_reason
+    )
     assert Path(final.run_dir) == run_dir
     events = read_events(events_path)
     marks = [e["payload"] for e in events if e["event"] == "run_resumed"]

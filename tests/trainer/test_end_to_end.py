@@ -46,13 +46,15 @@ def _host_of(config_path: str) -> int | None:
 def test_tiny_ppo_run_through_the_daemon(daemon_process, tmp_path):
     daemon = daemon_process("--state-dir", str(tmp_path / "state"), "--heartbeat-timeout", "30", mosaic=True)
     statuses: list[int] = []
-    watcher = threading.Thread(target=lambda: statuses.extend(
-        r.status for r in client.watch_runs(daemon.target, timeout=240)), daemon=True)
+    watcher = threading.Thread(
+        target=lambda: statuses.extend(r.status for r in client.watch_runs(daemon.target, timeout=240)), daemon=True
+    )
     watcher.start()
     run_id = client.submit(daemon.target, json.dumps({**PPO, "total_timesteps": 2000})).run_id
     final = wait_final(daemon.target, run_id, timeout=240)
-    assert (final.status, final.terminal_event, final.exit_code) == (pb.RUN_STATUS_TERM, "run_completed", 0), \
+    assert (final.status, final.terminal_event, final.exit_code) == (pb.RUN_STATUS_TERM, "run_completed", 0), (
         final.failure_reason
+    )
     wait_for(lambda: pb.RUN_STATUS_TERM in statuses, what="WatchRuns to see the end")
     assert statuses.index(pb.RUN_STATUS_HSHK) < statuses.index(pb.RUN_STATUS_RDY) < statuses.index(pb.RUN_STATUS_EXEC)
     events = read_events(Path(final.run_dir) / "events.jsonl")
@@ -65,14 +67,21 @@ def test_tiny_ppo_run_through_the_daemon(daemon_process, tmp_path):
 
 def test_cancel_a_real_run_leaves_no_process(daemon_process, tmp_path):
     # heartbeat every 1 s (timeout / 3): the worker's gRPC heartbeats show up quickly.
-    daemon = daemon_process("--state-dir", str(tmp_path / "state"), "--heartbeat-timeout", "3",
-                            "--grace-period", "5", mosaic=True)
+    daemon = daemon_process(
+        "--state-dir", str(tmp_path / "state"), "--heartbeat-timeout", "3", "--grace-period", "5", mosaic=True
+    )
     run_id = client.submit(daemon.target, json.dumps({**PPO, "total_timesteps": 50_000_000})).run_id
-    run_dir = wait_for(lambda: (r := record(daemon.target, run_id)).status == pb.RUN_STATUS_EXEC and r.run_dir,
-                       timeout=120, what="the run to start")
+    run_dir = wait_for(
+        lambda: (r := record(daemon.target, run_id)).status == pb.RUN_STATUS_EXEC and r.run_dir,
+        timeout=120,
+        what="the run to start",
+    )
     events_path = Path(run_dir) / "events.jsonl"
-    beat = wait_for(lambda: next((e for e in read_events(events_path) if e["event"] == "heartbeat"), None),
-                    timeout=120, what="a heartbeat")
+    beat = wait_for(
+        lambda: next((e for e in read_events(events_path) if e["event"] == "heartbeat"), None),
+        timeout=120,
+        what="a heartbeat",
+    )
     assert beat["payload"]["grpc_heartbeat"] == {"ok": True}
     training = wait_for(lambda: _processes_in(run_dir), what="the training process")
     host = _host_of(str(tmp_path / "state" / "configs" / f"{run_id}.json"))
@@ -93,16 +102,22 @@ def test_a_killed_daemon_takes_its_real_run_down_and_the_restart_records_how(dae
     state = tmp_path / "state"
     first = daemon_process("--state-dir", str(state), "--grace-period", "5", mosaic=True)
     run_id = client.submit(first.target, json.dumps({**PPO, "total_timesteps": 50_000_000})).run_id
-    run_dir = wait_for(lambda: (r := record(first.target, run_id)).status == pb.RUN_STATUS_EXEC and r.run_dir,
-                       timeout=120, what="the run to start")
+    run_dir = wait_for(
+        lambda: (r := record(first.target, run_id)).status == pb.RUN_STATUS_EXEC and r.run_dir,
+        timeout=120,
+        what="the run to start",
+    )
     training = wait_for(lambda: _processes_in(run_dir), what="the training process")
     host = _host_of(str(state / "configs" / f"{run_id}.json"))
     assert host is not None
     os.kill(first.pid, signal.SIGKILL)
     first.proc.wait()
     # The parent-death signal: `mosaic run` cancels its training process and ends the run itself.
-    wait_for(lambda: not pid_alive(host) and not any(pid_alive(p) for p in training), timeout=60,
-             what="the orphaned run to stop")
+    wait_for(
+        lambda: not pid_alive(host) and not any(pid_alive(p) for p in training),
+        timeout=60,
+        what="the orphaned run to stop",
+    )
     assert read_events(Path(run_dir) / "events.jsonl")[-1]["event"] == "run_cancelled"
     second = daemon_process("--state-dir", str(state), mosaic=True)
     final = wait_final(second.target, run_id)

@@ -27,12 +27,20 @@ def test_a_run_recorded_as_launching_without_a_pid_is_found_stopped_and_settled(
     config = state_dir / "configs" / "launching.json"
     config.write_text("{}")
     store = RunStore(state_dir / "trainer.sqlite3")
-    store.insert(run_id="launching", worker="fake", status=HSHK, digest="-", config_json="{}",
-                 config_path=str(config), run_dir=str(state_dir / "runs" / "launching"))
+    store.insert(
+        run_id="launching",
+        worker="fake",
+        status=HSHK,
+        digest="-",
+        config_json="{}",
+        config_path=str(config),
+        run_dir=str(state_dir / "runs" / "launching"),
+    )
     store.close()
     # What a killed daemon leaves: the run's process (its config path on its command line), no pid recorded.
-    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", str(config)],
-                              start_new_session=True)
+    orphan = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(300)", str(config)], start_new_session=True
+    )
     try:
         daemon = start_daemon()
         final = wait_final(daemon.address, "launching")
@@ -50,8 +58,9 @@ def small_disk(tmp_path):
     """A 16 MiB tmpfs (root only; skipped where mounting is not permitted)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip() or done.returncode}")
     yield mount
@@ -80,8 +89,10 @@ def test_a_full_disk_fails_the_run_cleanly_and_the_database_stays_readable(start
     before = client.submit(daemon.address, fake_config({"duration": 0.1})).run_id
     assert wait_final(daemon.address, before).terminal_event == "run_completed"
     live = client.submit(daemon.address, fake_config({"duration": 1.5})).run_id
-    wait_for(lambda: any(r.run_id == live and r.status == pb.RUN_STATUS_EXEC for r in client.list_runs(daemon.address)),
-             what="run_started")
+    wait_for(
+        lambda: any(r.run_id == live and r.status == pb.RUN_STATUS_EXEC for r in client.list_runs(daemon.address)),
+        what="run_started",
+    )
     filler = fill(small_disk)
     # A run ending on a full disk is recorded (or failed) and the daemon goes on answering.
     ended = wait_final(daemon.address, live)
@@ -109,8 +120,23 @@ def test_a_full_runs_root_refuses_a_local_run_in_one_line_and_leaves_nothing(sma
     runs = small_disk / "runs"
     runs.mkdir(mode=0o700)
     filler = fill(small_disk)
-    result = run_cli(["run", "--worker", "example", "--algo", "random", "--env-id", "CartPole-v1",
-                      "--total-timesteps", "50", "--runs-dir", str(runs), "--quiet"], cwd=tmp_path)
+    result = run_cli(
+        [
+            "run",
+            "--worker",
+            "example",
+            "--algo",
+            "random",
+            "--env-id",
+            "CartPole-v1",
+            "--total-timesteps",
+            "50",
+            "--runs-dir",
+            str(runs),
+            "--quiet",
+        ],
+        cwd=tmp_path,
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("mosaic: error: cannot write run ") and last.endswith("No space left on device"), last

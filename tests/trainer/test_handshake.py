@@ -62,13 +62,18 @@ def test_good_handshake_then_heartbeats(daemon, waiting_run):
 def test_minor_versions_accepted_other_majors_refused(daemon, waiting_run):
     channel, stub = _stub(daemon.address)
     with channel:
-        reply = stub.RegisterWorker(pb.RegisterWorkerRequest(run_id=waiting_run, proto_version="MOSAIC/1.3",
-                                                             worker_kind="cleanrl"), timeout=5,
-                                    metadata=[(REGISTRATION_METADATA, SECRETS[waiting_run])])
+        reply = stub.RegisterWorker(
+            pb.RegisterWorkerRequest(run_id=waiting_run, proto_version="MOSAIC/1.3", worker_kind="cleanrl"),
+            timeout=5,
+            metadata=[(REGISTRATION_METADATA, SECRETS[waiting_run])],
+        )
         assert reply.accepted_version == "MOSAIC/1.0"
         with pytest.raises(grpc.RpcError) as info:
-            stub.RegisterWorker(pb.RegisterWorkerRequest(run_id=waiting_run, proto_version="MOSAIC/2.0"), timeout=5,
-                                metadata=[(TOKEN_METADATA, reply.session_token)])
+            stub.RegisterWorker(
+                pb.RegisterWorkerRequest(run_id=waiting_run, proto_version="MOSAIC/2.0"),
+                timeout=5,
+                metadata=[(TOKEN_METADATA, reply.session_token)],
+            )
         assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "MOSAIC/2.0" in info.value.details() and "MOSAIC/1.x" in info.value.details()
 
@@ -77,8 +82,10 @@ def test_unknown_run_and_wrong_worker_kind_refused(daemon, waiting_run):
     # Without a credential the gate answers before reading the body: the same for every run id.
     with pytest.raises(MosaicError, match="UNAUTHENTICATED: a first RegisterWorker needs the registration secret"):
         _register(daemon.address, "ghost")
-    with pytest.raises(MosaicError, match="NOT_FOUND: run 'ghost' has no worker to register: it is not one of "
-                                          "this daemon's runs, or it has ended"):
+    with pytest.raises(
+        MosaicError,
+        match="NOT_FOUND: run 'ghost' has no worker to register: it is not one of this daemon's runs, or it has ended",
+    ):
         _register(daemon.address, "ghost", registration_secret=SECRETS[waiting_run])
     with pytest.raises(MosaicError, match="FAILED_PRECONDITION: .*submitted for worker 'cleanrl', not 'other'"):
         _register(daemon.address, waiting_run, worker_kind="other")
@@ -138,8 +145,10 @@ def test_token_required_for_heartbeat_and_telemetry(daemon, waiting_run):
     session = _register(daemon.address, waiting_run)
     channel, stub = _stub(daemon.address)
     with channel, session:
-        for metadata, expected in ((None, "a session token is required"),  # the gate answers both,
-                                   ([(TOKEN_METADATA, "wrong")], "a session token is required")):  # unread
+        for metadata, expected in (
+            (None, "a session token is required"),  # the gate answers both,
+            ([(TOKEN_METADATA, "wrong")], "a session token is required"),
+        ):  # unread
             with pytest.raises(grpc.RpcError) as info:
                 stub.Heartbeat(pb.HeartbeatRequest(run_id=waiting_run), timeout=5, metadata=metadata)
             assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED and expected in info.value.details()
@@ -161,12 +170,12 @@ def test_token_required_for_heartbeat_and_telemetry(daemon, waiting_run):
         assert reply.accepted == 1
         client.cancel(daemon.address, waiting_run)
         auth = bearer(daemon.token)
-        steps = list(stub.StreamRunSteps(pb.StreamStepsRequest(run_id=waiting_run, since_seq=1000), timeout=10,
-                                         metadata=auth))
+        steps = list(
+            stub.StreamRunSteps(pb.StreamStepsRequest(run_id=waiting_run, since_seq=1000), timeout=10, metadata=auth)
+        )
         assert [s.step_index for s in steps] == list(range(1000, 1200))
         assert [s.seq_id for s in steps] == list(range(1001, 1201))
-        episodes = list(stub.StreamRunEpisodes(pb.StreamEpisodesRequest(run_id=waiting_run), timeout=10,
-                                               metadata=auth))
+        episodes = list(stub.StreamRunEpisodes(pb.StreamEpisodesRequest(run_id=waiting_run), timeout=10, metadata=auth))
         assert [e.total_reward for e in episodes] == [3.0]
         # After the run ended nothing more is recorded for it.
         with pytest.raises(grpc.RpcError) as info:
@@ -180,7 +189,9 @@ def test_no_daemon_gives_a_clear_error():
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(MosaicError, match=rf"no trainer daemon answered at 127.0.0.1:{port} after 3 tries: UNAVAILABLE"):
+    with pytest.raises(
+        MosaicError, match=rf"no trainer daemon answered at 127.0.0.1:{port} after 3 tries: UNAVAILABLE"
+    ):
         client.WorkerSession.register(f"127.0.0.1:{port}", run_id="r", timeout=1.0)
 
 

@@ -25,11 +25,15 @@ def test_idle_watch_streams_do_not_starve_the_daemon(daemon_process, tmp_path):
     daemon = daemon_process("--state-dir", str(tmp_path / "state"))
     channel = grpc.insecure_channel(daemon.target)
     stub = pb_grpc.TrainerServiceStub(channel)
-    streams = [stub.WatchRuns(pb.WatchRunsRequest(since_seq=10**9), timeout=120, metadata=bearer(daemon.token))
-               for _ in range(64)]
+    streams = [
+        stub.WatchRuns(pb.WatchRunsRequest(since_seq=10**9), timeout=120, metadata=bearer(daemon.token))
+        for _ in range(64)
+    ]
     try:
-        wait_for(lambda: sum(not s.running() for s in streams) >= 16 or all(s.running() for s in streams),
-                 what="the streams to be served or refused")
+        wait_for(
+            lambda: sum(not s.running() for s in streams) >= 16 or all(s.running() for s in streams),
+            what="the streams to be served or refused",
+        )
         # Health, list and submit answer at once, and a run's worker can still register.
         assert client.health(daemon.target, timeout=5).healthy
         assert client.list_runs(daemon.target, timeout=5) == []
@@ -61,12 +65,15 @@ def test_telemetry_is_capped_strict_and_refused_after_the_run(start_daemon):
         reply = session.publish_steps(pb.RunStep(step_index=i, observation_json="[1, 2]") for i in range(80))
         assert (reply.accepted, reply.dropped) == (50, 30)
         assert session.publish_episodes([pb.RunEpisode(run_id=run_id)]).dropped == 1  # the cap covers both kinds
-        for bad, problem in ((pb.RunStep(run_id=run_id, observation_json="[NaN]"),
-                              "item 0: observation_json is not valid JSON: NaN is not a number JSON allows"),
-                             (pb.RunStep(run_id=run_id, action_json="{"), "item 0: action_json is not valid JSON"),
-                             (pb.RunStep(run_id=run_id, render_payload_json='"' + "x" * 300_000 + '"'),
-                              "item 0 is 300"),
-                             (pb.RunStep(run_id=run_id, action_json="[" * 40 + "]" * 40), "item 0: action_json nests deeper than 32")):
+        for bad, problem in (
+            (
+                pb.RunStep(run_id=run_id, observation_json="[NaN]"),
+                "item 0: observation_json is not valid JSON: NaN is not a number JSON allows",
+            ),
+            (pb.RunStep(run_id=run_id, action_json="{"), "item 0: action_json is not valid JSON"),
+            (pb.RunStep(run_id=run_id, render_payload_json='"' + "x" * 300_000 + '"'), "item 0 is 300"),
+            (pb.RunStep(run_id=run_id, action_json="[" * 40 + "]" * 40), "item 0: action_json nests deeper than 32"),
+        ):
             with pytest.raises(MosaicError, match="INVALID_ARGUMENT: PublishRunSteps: " + problem):
                 session.publish_steps([bad])
         with pytest.raises(MosaicError, match=r"INVALID_ARGUMENT: PublishRunEpisodes: item 0: metadata_json"):
@@ -93,15 +100,22 @@ def test_a_publish_stream_stops_storing_when_its_run_ends(start_daemon):
     assert len(daemon.store.read_telemetry(run_id, "steps", 0)) == 0  # the batch in hand was not stored
 
 
-@pytest.mark.parametrize("config, code, message", [
-    ({**CONFIG, "extras": {"pad": "x" * 300_000}}, "INVALID_ARGUMENT", "config_json is 3000"),
-    ("[" * 100 + "]" * 100, "INVALID_ARGUMENT", "config_json nests deeper than 32 levels"),
-    ({**CONFIG, "extras": {"tensorboard_dir": "../../outside"}}, "INVALID_ARGUMENT", "tensorboard_dir"),
-    ({**CONFIG, "env_id": "Cart\u0000Pole-v1"}, "INVALID_ARGUMENT", "env_id holds a NUL character"),
-    ({**CONFIG, "extras": {"algo_params": {"x\u0000": 1}}}, "INVALID_ARGUMENT", "extras.algo_params has a key holding a NUL"),
-    ({**CONFIG, "extras": {"learning_rat": 0.1}}, "INVALID_ARGUMENT", "unknown flag --learning-rat"),
-    ({**CONFIG, "run_id": "run\n"}, "INVALID_ARGUMENT", "run_id must be"),
-])
+@pytest.mark.parametrize(
+    "config, code, message",
+    [
+        ({**CONFIG, "extras": {"pad": "x" * 300_000}}, "INVALID_ARGUMENT", "config_json is 3000"),
+        ("[" * 100 + "]" * 100, "INVALID_ARGUMENT", "config_json nests deeper than 32 levels"),
+        ({**CONFIG, "extras": {"tensorboard_dir": "../../outside"}}, "INVALID_ARGUMENT", "tensorboard_dir"),
+        ({**CONFIG, "env_id": "Cart\u0000Pole-v1"}, "INVALID_ARGUMENT", "env_id holds a NUL character"),
+        (
+            {**CONFIG, "extras": {"algo_params": {"x\u0000": 1}}},
+            "INVALID_ARGUMENT",
+            "extras.algo_params has a key holding a NUL",
+        ),
+        ({**CONFIG, "extras": {"learning_rat": 0.1}}, "INVALID_ARGUMENT", "unknown flag --learning-rat"),
+        ({**CONFIG, "run_id": "run\n"}, "INVALID_ARGUMENT", "run_id must be"),
+    ],
+)
 def test_submissions_are_checked_as_a_dry_run_before_anything_is_stored(daemon, config, code, message):
     text = config if isinstance(config, str) else json.dumps(config)
     with pytest.raises(MosaicError) as info:
@@ -115,10 +129,11 @@ def test_script_paths_run_only_where_the_owner_allowed(start_daemon, tmp_path):
     allowed, other = tmp_path / "allowed", tmp_path / "other"
     for folder in (allowed, other):
         folder.mkdir()
-        (folder / "algo.py").write_text((Path(__file__).parents[2] / "plugins/cleanrl_worker/algorithms/ppo.py")
-                                        .read_text())
+        (folder / "algo.py").write_text(
+            (Path(__file__).parents[2] / "plugins/mosaic_cleanrl/algorithms/ppo.py").read_text()
+        )
     (allowed / "escape.py").symlink_to(other / "algo.py")
-    config = lambda algo, **extras: json.dumps({**CONFIG, "algo": algo, "extras": extras})  # noqa: E731
+    config = lambda algo, **extras: json.dumps({**CONFIG, "algo": algo, "extras": extras})
     default = start_daemon()
     refusals = []
     for algo in (str(allowed / "algo.py"), str(other / "algo.py"), str(other / "missing.py"), "algo.py", "/etc/shadow"):
@@ -133,9 +148,11 @@ def test_script_paths_run_only_where_the_owner_allowed(start_daemon, tmp_path):
     owner = start_daemon(allow_scripts=(allowed,))
     accepted = client.submit(owner.address, config(str(allowed / "algo.py"))).run_id
     assert record(owner.address, accepted) is not None
-    for algo, why in ((str(other / "algo.py"), "algo names code by path"),
-                      (str(allowed / ".." / "other" / "algo.py"), "algo names code by path"),
-                      (str(allowed / "escape.py"), f"algo resolves to {other / 'algo.py'}, outside")):
+    for algo, why in (
+        (str(other / "algo.py"), "algo names code by path"),
+        (str(allowed / ".." / "other" / "algo.py"), "algo names code by path"),
+        (str(allowed / "escape.py"), f"algo resolves to {other / 'algo.py'}, outside"),
+    ):
         with pytest.raises(MosaicError, match=f"FAILED_PRECONDITION: {why}"):
             client.submit(owner.address, config(algo))
 

@@ -15,8 +15,11 @@ from .conftest import fake_config, record, wait_final, wait_for
 
 
 def rm(state, *args):
-    return run_cli(["runs", "rm", *args, "--runs-dir", str(state / "runs")], cwd=state.parent,
-                   env={"MOSAIC_RUNS_DIR": "", "MOSAIC_TOKEN": ""})
+    return run_cli(
+        ["runs", "rm", *args, "--runs-dir", str(state / "runs")],
+        cwd=state.parent,
+        env={"MOSAIC_RUNS_DIR": "", "MOSAIC_TOKEN": ""},
+    )
 
 
 def test_removing_a_daemons_runs(start_daemon, state_dir):

@@ -157,14 +157,31 @@ def test_watch_runs_since_seq_and_filter(daemon):
     assert list(client.watch_runs(daemon.address, since_seq=final.seq_id, timeout=1.0)) == []
 
 
-@pytest.mark.parametrize("text, code, message", [
-    ("{not json", "INVALID_ARGUMENT", "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
-    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 0}', "INVALID_ARGUMENT", "field 'total_timesteps'"),
-    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 5, "worker": "ghost"}', "INVALID_ARGUMENT",
-     "unknown worker 'ghost'; installed workers: "),
-    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 5, "extras": {"cuda": true}}', "FAILED_PRECONDITION",
-     "extras.cuda asks for a GPU and this host has none"),
-])
+@pytest.mark.parametrize(
+    "text, code, message",
+    [
+        (
+            "{not json",
+            "INVALID_ARGUMENT",
+            "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2",
+        ),
+        (
+            '{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 0}',
+            "INVALID_ARGUMENT",
+            "field 'total_timesteps'",
+        ),
+        (
+            '{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 5, "worker": "ghost"}',
+            "INVALID_ARGUMENT",
+            "unknown worker 'ghost'; installed workers: ",
+        ),
+        (
+            '{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 5, "extras": {"cuda": true}}',
+            "FAILED_PRECONDITION",
+            "extras.cuda asks for a GPU and this host has none",
+        ),
+    ],
+)
 def test_bad_submissions_refused(daemon, text, code, message):
     with pytest.raises(MosaicError) as info:
         client.submit(daemon.address, text)

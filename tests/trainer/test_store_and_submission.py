@@ -5,20 +5,27 @@ from __future__ import annotations
 import json
 
 import pytest
+from mosaic_cleanrl.launcher import gpu_request
 
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer.protocol import PROTO_VERSION, VersionError, check_target, negotiate, status_value
 from mosaic_core.trainer.store import EXEC, HSHK, INIT, TERM, DuplicateRun, RunStore, hash_token, token_matches
-from cleanrl_worker.launcher import gpu_request
 from mosaic_core.trainer.submission import PreconditionError, parse_submission
 from mosaic_core.workers import discover_workers
 
 
 def _insert(store: RunStore, run_id: str, **values):
-    values = {"worker": "cleanrl", "status": INIT, "digest": "d", "config_json": "{}",
-              "config_path": f"/x/{run_id}.json", "run_dir": f"/x/{run_id}", **values}
+    values = {
+        "worker": "cleanrl",
+        "status": INIT,
+        "digest": "d",
+        "config_json": "{}",
+        "config_path": f"/x/{run_id}.json",
+        "run_dir": f"/x/{run_id}",
+        **values,
+    }
     return store.insert(run_id=run_id, **values)
 
 
@@ -86,32 +93,57 @@ def workers() -> list[LoadedEntryPoint]:
 
 
 def test_submission_flat_nested_and_worker_key(workers):
-    flat = parse_submission(json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10,
-                                        "worker": "cleanrl"}), "r1", workers, gpus=0)
+    flat = parse_submission(
+        json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10, "worker": "cleanrl"}),
+        "r1",
+        workers,
+        gpus=0,
+    )
     assert (flat.run_id, flat.worker, flat.config.algo) == ("r1", "cleanrl", "ppo")
-    nested = parse_submission(json.dumps({"metadata": {"worker": {"config": {
-        "run_id": "r2", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10}}}}), "", workers, gpus=0)
+    nested = parse_submission(
+        json.dumps(
+            {
+                "metadata": {
+                    "worker": {
+                        "config": {"run_id": "r2", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10}
+                    }
+                }
+            }
+        ),
+        "",
+        workers,
+        gpus=0,
+    )
     assert nested.run_id == "r2" and nested.worker == "cleanrl"
-    generated = parse_submission(json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1}), "", workers, 0)
+    generated = parse_submission(
+        json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1}), "", workers, 0
+    )
     assert len(generated.run_id) == 26  # a ULID
     assert flat.digest != generated.digest and len(flat.digest) == 64
 
 
-@pytest.mark.parametrize("text, field", [
-    ('{"algo": "ppo", ', "config_json"),
-    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": -1}', "total_timesteps"),
-    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "worker": "nope"}', "worker"),
-    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "extras": []}', "extras"),
-    ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "run_id": "../x"}', "run_id"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('{"algo": "ppo", ', "config_json"),
+        ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": -1}', "total_timesteps"),
+        ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "worker": "nope"}', "worker"),
+        ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "extras": []}', "extras"),
+        ('{"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "run_id": "../x"}', "run_id"),
+    ],
+)
 def test_malformed_submissions_name_the_field(workers, text, field):
     with pytest.raises(ConfigError, match=f"field '{field}'"):
         parse_submission(text, "", workers, gpus=0)
 
 
 def test_gpu_requests_refused_without_a_gpu(workers):
-    for extras, key in (({"cuda": True}, "extras.cuda"), ({"algo_params": {"cuda": True}}, "extras.algo_params.cuda"),
-                        ({"device": "cuda:0"}, "extras.device"), ({"num_gpus": 2}, "extras.num_gpus")):
+    for extras, key in (
+        ({"cuda": True}, "extras.cuda"),
+        ({"algo_params": {"cuda": True}}, "extras.algo_params.cuda"),
+        ({"device": "cuda:0"}, "extras.device"),
+        ({"num_gpus": 2}, "extras.num_gpus"),
+    ):
         assert gpu_request(extras) == key
         text = json.dumps({"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1, "extras": extras})
         with pytest.raises(PreconditionError, match=f"{key} asks for a GPU"):

@@ -12,16 +12,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import grpc
-import pytest
 
 from mosaic_core.trainer import client
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
 
-from .conftest import fake_config, record, wait_final, wait_for
+from .conftest import fake_config, record, wait_final
 from .second_user import AS_NOBODY, needs_second_user, run_as_nobody
 
 # Opens 80 half-open SubmitRun and 80 half-open GetHealth calls, says "open", waits for a line
@@ -90,8 +88,14 @@ def _peak_rss_mib(pid: int) -> float:
 @needs_second_user
 def test_half_open_calls_without_a_token_neither_hold_threads_nor_starve_the_owner(daemon_process, tmp_path):
     daemon = daemon_process("--state-dir", str(tmp_path / "state"))
-    attacker = subprocess.Popen([*AS_NOBODY, sys.executable, "-c", HALF_OPEN, daemon.target], cwd="/",
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    attacker = subprocess.Popen(
+        [*AS_NOBODY, sys.executable, "-c", HALF_OPEN, daemon.target],
+        cwd="/",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert attacker.stdout.readline().strip() == "open", attacker.stderr.read()
         # While the attacker's 160 calls are open, the owner is served (the daemon has 64 RPC threads).

@@ -22,8 +22,9 @@ def test_the_daemon_refuses_another_workers_code_path_outside_allow_scripts(star
         folder.mkdir()
         (folder / "policy.py").write_text(POLICY)
     (allowed / "escape.py").symlink_to(other / "policy.py")
-    config = lambda algo: json.dumps({"worker": "example", "algo": algo, "env_id": "CartPole-v1",  # noqa: E731
-                                      "total_timesteps": 10})
+    config = lambda algo: json.dumps(
+        {"worker": "example", "algo": algo, "env_id": "CartPole-v1", "total_timesteps": 10}
+    )
     default = start_daemon()
     for algo in (str(allowed / "policy.py"), str(other / "missing.py"), "policy.py"):
         with pytest.raises(MosaicError, match="FAILED_PRECONDITION: algo names code by path"):

@@ -20,16 +20,41 @@ def xuance_env():
     """The environment variables under which `mosaic` finds the built XuanCe environment."""
     env = dict(os.environ)  # $MOSAIC_VENVS: the session's (tests/conftest.py private_user_state)
     env.pop("MOSAIC_RUNS_DIR", None)
-    done = subprocess.run([*MOSAIC, "workers", "install", "xuance"], env=env, capture_output=True, text=True,
-                          timeout=1800, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [*MOSAIC, "workers", "install", "xuance"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, f"mosaic workers install xuance failed: {done.stderr[-2000:]}"
     return env
 
 
 def run_args(run_id, runs_dir, algo="mappo", total=2000, extras=None, env_id=SPREAD, more=()):
-    return [*MOSAIC, "run", "--worker", "xuance", "--algo", algo, "--env-id", env_id, "--total-timesteps", str(total),
-            "--extras", json.dumps({**SMALL, **(extras or {})}), "--runs-dir", str(runs_dir), "--run-id", run_id,
-            "--json", "--heartbeat-interval", "1", *more]
+    return [
+        *MOSAIC,
+        "run",
+        "--worker",
+        "xuance",
+        "--algo",
+        algo,
+        "--env-id",
+        env_id,
+        "--total-timesteps",
+        str(total),
+        "--extras",
+        json.dumps({**SMALL, **(extras or {})}),
+        "--runs-dir",
+        str(runs_dir),
+        "--run-id",
+        run_id,
+        "--json",
+        "--heartbeat-interval",
+        "1",
+        *more,
+    ]
 
 
 def events_of(run_dir: Path) -> list[dict]:

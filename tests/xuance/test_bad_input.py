@@ -17,15 +17,31 @@ CASES = {
     "mixed observations": ("mappo", "mpe/simple_push_v3", {}, "XuanCe 1.4.4's on-policy buffer (mappo)"),
     "no env class": ("iql", "magent2/adversarial_pursuit_v4", {}, "ships magent2 configs but no magent2 env"),
     "unknown algo": ("ppo", "mpe/simple_spread_v3", {}, "not one the xuance worker runs"),
-    "curriculum": ("mappo", "mpe/simple_spread_v3", {"curriculum_schedule": STAGES},
-                   "the xuance worker cannot switch envs"),
+    "curriculum": (
+        "mappo",
+        "mpe/simple_spread_v3",
+        {"curriculum_schedule": STAGES},
+        "the xuance worker cannot switch envs",
+    ),
     "bad mode": ("mappo", "mpe/simple_spread_v3", {"mode": "play"}, "is not one of train"),
-    "no checkpoint": ("mappo", "mpe/simple_spread_v3", {"mode": "resume", "checkpoint_path": "/nonexistent"},
-                      "no XuanCe checkpoint (checkpoints/step_{step}) at /nonexistent"),
-    "zero episodes": ("mappo", "mpe/simple_spread_v3", {"mode": "evaluate", "checkpoint_path": "/x", "eval_episodes": 0},
-                      "extras.eval_episodes must be a positive integer"),
-    "replay buffer": ("qmix", "mpe/simple_spread_v3", {"save_replay_buffer": True},
-                      "does not keep XuanCe's replay buffers"),
+    "no checkpoint": (
+        "mappo",
+        "mpe/simple_spread_v3",
+        {"mode": "resume", "checkpoint_path": "/nonexistent"},
+        "no XuanCe checkpoint (checkpoints/step_{step}) at /nonexistent",
+    ),
+    "zero episodes": (
+        "mappo",
+        "mpe/simple_spread_v3",
+        {"mode": "evaluate", "checkpoint_path": "/x", "eval_episodes": 0},
+        "extras.eval_episodes must be a positive integer",
+    ),
+    "replay buffer": (
+        "qmix",
+        "mpe/simple_spread_v3",
+        {"save_replay_buffer": True},
+        "does not keep XuanCe's replay buffers",
+    ),
 }
 
 
@@ -36,8 +52,13 @@ def test_refused_in_one_line(case, xuance_env, tmp_path, monkeypatch):
         monkeypatch.setenv("HOME", str(tmp_path))  # no ~/StarCraftII
         xuance_env = {**xuance_env, "HOME": str(tmp_path)}
         xuance_env.pop("SC2PATH", None)
-    done = subprocess.run(run_args("bad", tmp_path / "runs", algo, extras=extras, env_id=env_id), env=xuance_env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        run_args("bad", tmp_path / "runs", algo, extras=extras, env_id=env_id),
+        env=xuance_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
@@ -45,8 +66,15 @@ def test_refused_in_one_line(case, xuance_env, tmp_path, monkeypatch):
 
 
 def test_an_algorithm_in_another_case_is_the_workers_own(xuance_env, tmp_path):
-    done = subprocess.run(run_args("up", tmp_path / "runs", "MAPPO", more=("--dry-run", "--emit-summary")),
-                          env=xuance_env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        run_args("up", tmp_path / "runs", "MAPPO", more=("--dry-run", "--emit-summary")),
+        env=xuance_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert summary["config"]["algo"] == "mappo" and summary["command"][summary["command"].index("--algo") + 1] == "mappo"
+    assert (
+        summary["config"]["algo"] == "mappo" and summary["command"][summary["command"].index("--algo") + 1] == "mappo"
+    )

@@ -45,8 +45,14 @@ def test_daemon_runs_a_submitted_xuance_run(xuance_env, tmp_path, monkeypatch):
     from tests.trainer.conftest import completed_daemon_run
 
     monkeypatch.setenv("MOSAIC_VENVS", xuance_env["MOSAIC_VENVS"])  # the daemon's runs find the environment
-    config = {"worker": "xuance", "algo": "vdn", "env_id": SPREAD, "total_timesteps": 500, "seed": 3,
-              "extras": {**SMALL, "learning_rate": 0.001}}
+    config = {
+        "worker": "xuance",
+        "algo": "vdn",
+        "env_id": SPREAD,
+        "total_timesteps": 500,
+        "seed": 3,
+        "extras": {**SMALL, "learning_rate": 0.001},
+    }
     final, events, _log = completed_daemon_run(tmp_path, config, timeout=300)
     last = [e["payload"] for e in events if e["event"] == "metrics"][-1]
     assert last["global_step"] >= 450 and set(last["agents"]) == AGENTS

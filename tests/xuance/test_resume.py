@@ -36,8 +36,13 @@ def _metric_steps(events):
 
 def _signalled(xuance_env, runs, run_id, total, extras, ready, send):
     """A run given ``send(proc, events)`` once ``ready(metric steps)``; (host's exit code, stderr, events)."""
-    proc = subprocess.Popen(run_args(run_id, runs, total=total, extras=extras), env=xuance_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        run_args(run_id, runs, total=total, extras=extras),
+        env=xuance_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -55,9 +60,15 @@ def _signalled(xuance_env, runs, run_id, total, extras, ready, send):
 
 def _sigterm_midway(xuance_env, runs, run_id):
     """A run SIGTERMed once its metrics pass half the budget; its events."""
-    code, err, events = _signalled(xuance_env, runs, run_id, BUDGET, DECAY,
-                                   lambda steps: any(s >= BUDGET // 2 for s in steps),
-                                   lambda proc, _events: proc.send_signal(signal.SIGTERM))
+    code, err, events = _signalled(
+        xuance_env,
+        runs,
+        run_id,
+        BUDGET,
+        DECAY,
+        lambda steps: any(s >= BUDGET // 2 for s in steps),
+        lambda proc, _events: proc.send_signal(signal.SIGTERM),
+    )
     assert code == 130, err
     return events
 
@@ -69,15 +80,31 @@ def interrupted(xuance_env, tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
 
     def uninterrupted():
-        return subprocess.run(run_args("whole", runs, total=BUDGET, extras=DECAY), env=xuance_env,
-                              capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            run_args("whole", runs, total=BUDGET, extras=DECAY),
+            env=xuance_env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
 
     with ThreadPoolExecutor(1) as pool:
         whole = pool.submit(uninterrupted)
         killed = _sigterm_midway(xuance_env, runs, "killed")
-        resumed = subprocess.run(run_args("resumed", runs, total=BUDGET, extras={
-            **DECAY, "mode": "resume", "checkpoint_path": str(runs / "killed")}), env=xuance_env,
-            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        resumed = subprocess.run(
+            run_args(
+                "resumed",
+                runs,
+                total=BUDGET,
+                extras={**DECAY, "mode": "resume", "checkpoint_path": str(runs / "killed")},
+            ),
+            env=xuance_env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
         done = whole.result()
     assert done.returncode == 0, done.stderr
     return runs / "whole", runs / "killed", killed, runs / "resumed", resumed
@@ -120,9 +147,18 @@ def test_resume_continues_steps_and_the_learning_rate_schedule(interrupted):
 
 def test_evaluate_writes_the_schema_with_per_agent_returns(interrupted, xuance_env, tmp_path):
     whole_dir = interrupted[0]
-    done = subprocess.run(run_args("eval", tmp_path, total=1, extras={
-        "mode": "evaluate", "checkpoint_path": str(whole_dir), "eval_episodes": 3, "eval_seed": 7}),
-        env=xuance_env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        run_args(
+            "eval",
+            tmp_path,
+            total=1,
+            extras={"mode": "evaluate", "checkpoint_path": str(whole_dir), "eval_episodes": 3, "eval_seed": 7},
+        ),
+        env=xuance_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "eval" / "eval.json").read_text())
     assert result["schema"] == "mosaic.eval/1" and result["worker"] == "xuance" and result["algo"] == "mappo"
@@ -133,9 +169,18 @@ def test_evaluate_writes_the_schema_with_per_agent_returns(interrupted, xuance_e
     for episode in result["episodes"]:
         assert set(episode["agents"]) == AGENTS and episode["length"] == 25
         assert episode["return"] == pytest.approx(sum(episode["agents"].values())) and episode["return"] < 0
-    again = subprocess.run(run_args("again", tmp_path, total=1, extras={
-        "mode": "evaluate", "checkpoint_path": str(whole_dir), "eval_episodes": 3, "eval_seed": 7}),
-        env=xuance_env, capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        run_args(
+            "again",
+            tmp_path,
+            total=1,
+            extras={"mode": "evaluate", "checkpoint_path": str(whole_dir), "eval_episodes": 3, "eval_seed": 7},
+        ),
+        env=xuance_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 0, again.stderr
     repeated = json.loads((tmp_path / "again" / "eval.json").read_text())
     assert repeated["episodes"] == result["episodes"]  # the protocol is the same every time
@@ -152,8 +197,13 @@ def _copy_checkpoint(run_dir, tmp_path):
 
 
 def _refused(xuance_env, tmp_path, extras, algo="mappo"):
-    done = subprocess.run(run_args("bad", tmp_path / "runs", algo, total=BUDGET, extras=extras), env=xuance_env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        run_args("bad", tmp_path / "runs", algo, total=BUDGET, extras=extras),
+        env=xuance_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")]
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr

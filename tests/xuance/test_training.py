@@ -22,14 +22,22 @@ STEPS = 1000
 # tiles its four envs.
 EARLY = {"start_training": 200}
 ON_POLICY_SMALL = {"buffer_size": 400, "n_epochs": 2}
-EXTRAS = {"mappo": {"fastlane_record": 1, "checkpoint_frequency": 500, "eval_every_checkpoint": True, "eval_episodes": 2},
-          "ippo": {"fastlane_video_mode": "grid", **ON_POLICY_SMALL}, "coma": ON_POLICY_SMALL,
-          "qmix": EARLY, "vdn": EARLY, "iql": EARLY, "maddpg": EARLY}
+EXTRAS = {
+    "mappo": {"fastlane_record": 1, "checkpoint_frequency": 500, "eval_every_checkpoint": True, "eval_episodes": 2},
+    "ippo": {"fastlane_video_mode": "grid", **ON_POLICY_SMALL},
+    "coma": ON_POLICY_SMALL,
+    "qmix": EARLY,
+    "vdn": EARLY,
+    "iql": EARLY,
+    "maddpg": EARLY,
+}
 
 
 # Beyond simple_spread: {name: (algo, env id, steps, extras)}; their agents are not spread's.
-OTHER_ENVS = {"adversary": ("maddpg", "mpe/simple_adversary_v3", STEPS, {}),
-              "warehouse": ("mappo", "robotic_warehouse/rware-tiny-2ag-v2", STEPS, {"parallels": 2})}
+OTHER_ENVS = {
+    "adversary": ("maddpg", "mpe/simple_adversary_v3", STEPS, {}),
+    "warehouse": ("mappo", "robotic_warehouse/rware-tiny-2ag-v2", STEPS, {"parallels": 2}),
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +49,14 @@ def trained(xuance_env, tmp_path_factory):
 
     def train(name):
         algo, env_id, total, extras = jobs[name]
-        done = subprocess.run(run_args(name, runs, algo, total=total, extras=extras, env_id=env_id), env=xuance_env,
-                              capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            run_args(name, runs, algo, total=total, extras=extras, env_id=env_id),
+            env=xuance_env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
         return name, (done.returncode, done.stderr, runs / name)
 
     with ThreadPoolExecutor(2) as pool:
@@ -77,7 +91,9 @@ def test_each_algorithm_trains_with_per_agent_metrics(trained, algo):
         evaluated = [e["payload"] for e in events if e["event"] == "eval_result"]
         assert [(e["global_step"], e["episodes"]) for e in evaluated] == [(400, 2), (1000, 2)]
         assert all(e["mean"] < 0 for e in evaluated)
-        assert json.loads((run_dir / "checkpoints" / "step_400" / "eval.json").read_text())["mean"] == evaluated[0]["mean"]
+        assert (
+            json.loads((run_dir / "checkpoints" / "step_400" / "eval.json").read_text())["mean"] == evaluated[0]["mean"]
+        )
     pytest.importorskip("tensorboard")
     from mosaic_analytics.curves import read_agent_scalars, read_scalars
 
@@ -118,9 +134,13 @@ def test_frames_reach_fastlane_single_and_grid(trained):
 
 def test_resume_continues_from_the_checkpoint(trained, xuance_env, tmp_path):
     _code, _err, first = trained["mappo"]
-    done = subprocess.run(run_args("resumed", tmp_path, total=1500,
-                                   extras={"mode": "resume_training", "checkpoint_path": str(first)}),
-                          env=xuance_env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        run_args("resumed", tmp_path, total=1500, extras={"mode": "resume_training", "checkpoint_path": str(first)}),
+        env=xuance_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     events = events_of(tmp_path / "resumed")
     steps = [e["payload"]["global_step"] for e in events if e["event"] == "metrics"]
@@ -132,9 +152,13 @@ def test_resume_continues_from_the_checkpoint(trained, xuance_env, tmp_path):
 def test_policy_eval_plays_per_agent_episodes(trained, xuance_env, tmp_path):
     """The old mode and key names still work; the summary `mosaic enjoy` reads is written beside eval.json."""
     _code, _err, first = trained["mappo"]
-    done = subprocess.run(run_args("eval", tmp_path, extras={"mode": "policy_eval", "policy_path": str(first),
-                                                             "eval_episodes": 4}),
-                          env=xuance_env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        run_args("eval", tmp_path, extras={"mode": "policy_eval", "policy_path": str(first), "eval_episodes": 4}),
+        env=xuance_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "eval" / "eval.json").read_text())
     assert result["schema"] == "mosaic.eval/1" and len(result["episodes"]) == 4 and result["mean"] < 0
@@ -160,8 +184,13 @@ def test_sigterm_stops_a_run_within_its_grace_period_under_load(xuance_env, tmp_
 def _cancelled(xuance_env, tmp_path, timeout, more=(), load=None):
     """SIGTERM to a run's host once it reports metrics (``load()`` first, if given): the run ends
     cancelled with a checkpoint and no process left; returns its events."""
-    proc = subprocess.Popen(run_args("cancel", tmp_path, total=10**6, more=more), env=xuance_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        run_args("cancel", tmp_path, total=10**6, more=more),
+        env=xuance_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300
         events_file = tmp_path / "cancel" / "events.jsonl"
@@ -189,8 +218,9 @@ def _cancelled(xuance_env, tmp_path, timeout, more=(), load=None):
 
 
 def test_algos_lists_algorithms_and_envs(xuance_env):
-    done = subprocess.run([*MOSAIC, "algos", "--worker", "xuance", "--json"], env=xuance_env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [*MOSAIC, "algos", "--worker", "xuance", "--json"], env=xuance_env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     listed = {e["algo"]: e for e in json.loads(done.stdout)["algorithms"]}
     assert set(listed) == set(ALGOS)
@@ -205,8 +235,13 @@ def test_algos_lists_algorithms_and_envs(xuance_env):
 
 def test_enjoy_replays_a_xuance_run(trained, xuance_env):
     _code, _err, first = trained["mappo"]
-    done = subprocess.run([*MOSAIC, "enjoy", "mappo", "--runs-dir", str(first.parent), "--episodes", "2", "--json"],
-                          env=xuance_env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [*MOSAIC, "enjoy", "mappo", "--runs-dir", str(first.parent), "--episodes", "2", "--json"],
+        env=xuance_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)  # the evaluation's own eval.json, recorded under its run
     assert result["worker"] == "xuance" and len(result["episodes"]) >= 2

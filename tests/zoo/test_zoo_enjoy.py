@@ -15,9 +15,28 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.conftest import run_cli
 
     workdir = tmp_path_factory.mktemp("enjoy")
-    result = run_cli(["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--run-id", "trained01",
-                      "--total-timesteps", "512", "--num-envs", "2", "--num-steps", "128", "--save-model", "--json"],
-                     cwd=workdir)
+    result = run_cli(
+        [
+            "run",
+            "--worker",
+            "cleanrl",
+            "--algo",
+            "ppo",
+            "--env-id",
+            "CartPole-v1",
+            "--run-id",
+            "trained01",
+            "--total-timesteps",
+            "512",
+            "--num-envs",
+            "2",
+            "--num-steps",
+            "128",
+            "--save-model",
+            "--json",
+        ],
+        cwd=workdir,
+    )
     assert result.returncode == 0, result.stderr
     return workdir / "var" / "trainer" / "runs" / "trained01"
 
@@ -63,10 +82,12 @@ def test_enjoy_live_publishes_fastlane_frames_from_a_checkpoint_file(trained):
 
 def test_enjoy_refuses_bad_input_in_one_line(trained):
     before = evaluations(trained)
-    for args, message in ((["nope"], "no run 'nope' under"),
-                          (["trained", "--video", "x.avi"], "give a .gif or .mp4 file name"),
-                          (["trained", "--episodes", "0"], "--episodes must be at least 1"),
-                          (["missing/step_1.cleanrl_model"], "no such file or directory")):
+    for args, message in (
+        (["nope"], "no run 'nope' under"),
+        (["trained", "--video", "x.avi"], "give a .gif or .mp4 file name"),
+        (["trained", "--episodes", "0"], "--episodes must be at least 1"),
+        (["missing/step_1.cleanrl_model"], "no such file or directory"),
+    ):
         result = enjoy(trained, *args)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

@@ -10,8 +10,23 @@ import subprocess
 
 from tests.conftest import BIN, HOST_VARS
 
-PPO = ["run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--num-envs", "2",
-       "--num-steps", "64", "--checkpoint-frequency", "256", "--name", "exp1"]
+PPO = [
+    "run",
+    "--worker",
+    "cleanrl",
+    "--algo",
+    "ppo",
+    "--env-id",
+    "CartPole-v1",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "64",
+    "--checkpoint-frequency",
+    "256",
+    "--name",
+    "exp1",
+]
 
 
 def first_step(run_dir) -> int:
@@ -25,8 +40,14 @@ def first_step(run_dir) -> int:
 
 def test_name_resumes_an_interrupted_run_from_its_checkpoint(mosaic, workdir, runs_root):
     env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
-    proc = subprocess.Popen([str(BIN / "mosaic"), *PPO, "--total-timesteps", "500000", "--run-id", "first", "--json"],
-                            cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), *PPO, "--total-timesteps", "500000", "--run-id", "first", "--json"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     saved = None
     for line in proc.stdout:
         event = json.loads(line)

@@ -6,16 +6,17 @@ import json
 import subprocess
 import sys
 
-from cleanrl_worker.presets import all_presets, given_fields
-from cleanrl_worker.registry import resolve
-from cleanrl_worker.script_args import read_script_args
+from mosaic_cleanrl.presets import all_presets, given_fields
+from mosaic_cleanrl.registry import resolve
+from mosaic_cleanrl.script_args import read_script_args
 
 PENDULUM = ["run", "--worker", "cleanrl", "--algo", "ppo_continuous_action", "--env-id", "Pendulum-v1"]
 
 
 def test_a_preset_is_applied_below_extras_and_command_line_flags(mosaic):
-    result = mosaic(*PENDULUM, "--preset", "tuned", "--gamma", "0.95", "--extras", '{"num_envs": 2}',
-                    "--dry-run", "--emit-summary")
+    result = mosaic(
+        *PENDULUM, "--preset", "tuned", "--gamma", "0.95", "--extras", '{"num_envs": 2}', "--dry-run", "--emit-summary"
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     argv = summary["argv"]
@@ -32,8 +33,9 @@ def test_a_preset_is_applied_below_extras_and_command_line_flags(mosaic):
 
 
 def test_a_missing_preset_is_one_line_naming_what_exists(mosaic, runs_root):
-    env = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "Pendulum-v1", "--preset", "tuned",
-                 "--dry-run")
+    env = mosaic(
+        "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "Pendulum-v1", "--preset", "tuned", "--dry-run"
+    )
     assert env.returncode == 2 and len(env.stderr.strip().splitlines()) == 1
     assert "no 'tuned' preset for ppo on Pendulum-v1; ppo has it for Acrobot-v1, CartPole-v1" in env.stderr
     algo = mosaic("run", "--worker", "cleanrl", "--algo", "c51", "--env-id", "CartPole-v1", "--preset", "tuned")
@@ -45,10 +47,13 @@ def test_a_missing_preset_is_one_line_naming_what_exists(mosaic, runs_root):
 
 def test_every_preset_names_its_source_and_only_fields_of_its_script():
     presets = all_presets()
-    assert {(p.algo, p.env_id) for p in presets} >= {("ppo", "CartPole-v1"), ("dqn", "CartPole-v1"),
-                                                     ("ppo_continuous_action", "Pendulum-v1"),
-                                                     ("sac_continuous_action", "Pendulum-v1"),
-                                                     ("td3_continuous_action", "Pendulum-v1")}
+    assert {(p.algo, p.env_id) for p in presets} >= {
+        ("ppo", "CartPole-v1"),
+        ("dqn", "CartPole-v1"),
+        ("ppo_continuous_action", "Pendulum-v1"),
+        ("sac_continuous_action", "Pendulum-v1"),
+        ("td3_continuous_action", "Pendulum-v1"),
+    }
     for preset in presets:
         fields = read_script_args(resolve(preset.algo).script).fields
         assert preset.source and set(preset.flags) <= set(fields), preset
@@ -68,13 +73,19 @@ def test_algos_presets_lists_them(mosaic):
 def test_algos_show_prints_the_scripts_flags_without_torch(mosaic):
     table = mosaic("algos", "show", "ppo", env={"COLUMNS": "200"})
     assert table.returncode == 0, table.stderr
-    assert "--learning-rate" in table.stdout and "0.00025" in table.stdout and "the learning rate of the optimizer" in table.stdout
+    assert (
+        "--learning-rate" in table.stdout
+        and "0.00025" in table.stdout
+        and "the learning rate of the optimizer" in table.stdout
+    )
     assert "--anneal-lr / --no-anneal-lr" in table.stdout and "presets: tuned" in table.stdout
     shown = json.loads(mosaic("algos", "show", "dqn", "--json").stdout)
     flags = {f["name"]: f for f in shown["flags"]}
     assert flags["buffer_size"]["annotation"] == "int" and flags["buffer_size"]["default"] == 10000
-    code = ("import sys; from mosaic_core.cli.main import main; rc = main(['algos', 'show', 'ppo', '--json']); "
-            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    code = (
+        "import sys; from mosaic_core.cli.main import main; rc = main(['algos', 'show', 'ppo', '--json']); "
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
     quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert quiet.returncode == 0, quiet.stderr
     missing = mosaic("algos", "show")
@@ -84,6 +95,9 @@ def test_algos_show_prints_the_scripts_flags_without_torch(mosaic):
 def test_config_defaults_may_fill_extras_keys_the_user_left_out():
     from mosaic_core.config import build_config
 
-    config = build_config({"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10},
-                          extras={"preset": "mine"}, defaults=lambda merged: {"extras": {"preset": "tuned", "x": 1}})
+    config = build_config(
+        {"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10},
+        extras={"preset": "mine"},
+        defaults=lambda merged: {"extras": {"preset": "tuned", "x": 1}},
+    )
     assert config.extras == {"preset": "mine", "x": 1}  # the user's keys win

@@ -22,7 +22,9 @@ def mosaic_extras_keys():
 @hookimpl
 def mosaic_validate_config(config):
     value = config.extras.get(KEY)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+    ):
         return [f"extras.{KEY}: must be a finite number, got {value!r}"]
     return None
 

@@ -25,7 +25,9 @@ if __name__ == "__main__":
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(f"runs/{run_name}")
-    envs = gym.vector.SyncVectorEnv([lambda: gym.wrappers.RecordEpisodeStatistics(gym.make(args.env_id)) for _ in range(args.num_envs)])
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: gym.wrappers.RecordEpisodeStatistics(gym.make(args.env_id)) for _ in range(args.num_envs)]
+    )
     envs.reset(seed=args.seed)
     returns = np.zeros(args.num_envs)
     for global_step in range(0, args.total_timesteps, args.num_envs):

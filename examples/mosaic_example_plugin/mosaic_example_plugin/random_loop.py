@@ -33,8 +33,12 @@ def main() -> None:
     parser.add_argument("--direct", action="store_true", help="bypass gym.make; publish frames through the API")
     parser.add_argument("--resume-from", help="a checkpoints/step_N.json a stop left: go on from step N")
     args = parser.parse_args()
-    print(f"example worker: gymnasium {gym.__version__} in {sys.prefix}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}", file=sys.stderr, flush=True)
+    print(
+        f"example worker: gymnasium {gym.__version__} in {sys.prefix}, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}",
+        file=sys.stderr,
+        flush=True,
+    )
     env = _direct_env(args.env_id) if args.direct else gym.make(args.env_id)
     env.action_space.seed(args.seed)
     act = runpy.run_path(args.policy)["act"] if args.policy.endswith(".py") else None
@@ -47,12 +51,21 @@ def main() -> None:
     stop = StopOnSignal()  # SIGTERM, SIGUSR1, Ctrl-C: save how far it got, then end as signalled
     step = first - 1
     for step in range(first, args.total_timesteps + 1):
-        action = act(observation, env.action_space) if act else env.action_space.sample() if args.policy == "random" else 0
+        action = (
+            act(observation, env.action_space) if act else env.action_space.sample() if args.policy == "random" else 0
+        )
         observation, reward, terminated, truncated, _ = env.step(action)
         episode_return += float(reward)
         if args.direct and frame_wanted(0):
-            publish_frame(env.render(), env_index=0, global_step=step, reward=float(reward), episode_count=episodes,
-                          step_rate_hz=step / (time.perf_counter() - started), agent_rewards={"player": float(reward)})
+            publish_frame(
+                env.render(),
+                env_index=0,
+                global_step=step,
+                reward=float(reward),
+                episode_count=episodes,
+                step_rate_hz=step / (time.perf_counter() - started),
+                agent_rewards={"player": float(reward)},
+            )
         if terminated or truncated:
             report_scalar("charts/episodic_return", episode_return, step)
             if args.direct:

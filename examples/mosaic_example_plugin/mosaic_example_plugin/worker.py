@@ -9,42 +9,64 @@ from __future__ import annotations
 import argparse
 import os
 
-from mosaic_core import CodePath, ConfigError, Launch, WorkerCapabilities, WorkerEnvironment, WorkerForm, WorkerMetadata
-from mosaic_core import Worker
+from mosaic_core import (
+    CodePath,
+    ConfigError,
+    Launch,
+    Worker,
+    WorkerCapabilities,
+    WorkerEnvironment,
+    WorkerForm,
+    WorkerMetadata,
+)
 from mosaic_core.contract import CheckpointLayout
 
 POLICIES = ("random", "first")
 
 
-CAPABILITIES = WorkerCapabilities(worker_type="example", supported_paradigms=("sequential",),
-                                  env_families=("gymnasium",), action_spaces=("discrete", "continuous"),
-                                  observation_spaces=("vector", "image"), estimated_memory_mb=128)
+CAPABILITIES = WorkerCapabilities(
+    worker_type="example",
+    supported_paradigms=("sequential",),
+    env_families=("gymnasium",),
+    action_spaces=("discrete", "continuous"),
+    observation_spaces=("vector", "image"),
+    estimated_memory_mb=128,
+)
 
 
 def get_worker_metadata() -> WorkerMetadata:
     """The ``mosaic.workers`` entry point: cheap to call (imports nothing heavy). The worker's
     name is the entry point's (``example``), given once."""
     return WorkerMetadata(
-        version="0.2.0", worker="mosaic_example_plugin.worker:ExampleWorker",
+        version="0.2.0",
+        worker="mosaic_example_plugin.worker:ExampleWorker",
         description="Plays a random (or always-first-action) policy in a gymnasium env; an example worker",
-        capabilities=CAPABILITIES, example=True)
+        capabilities=CAPABILITIES,
+        example=True,
+    )
 
 
 def get_isolated_worker_metadata() -> WorkerMetadata:
     """The same worker in its own environment (`mosaic workers install example-venv`): gymnasium
     1.2.2 there, whatever the host's venv holds, and no torch."""
     return WorkerMetadata(
-        version="0.2.0", worker="mosaic_example_plugin.worker:ExampleWorker",
+        version="0.2.0",
+        worker="mosaic_example_plugin.worker:ExampleWorker",
         description="The example worker in its own environment (gymnasium 1.2.2, no torch)",
-        capabilities=CAPABILITIES, example=True,
-        environment=WorkerEnvironment(requirements=("gymnasium==1.2.2", "numpy==1.26.4")))
+        capabilities=CAPABILITIES,
+        example=True,
+        environment=WorkerEnvironment(requirements=("gymnasium==1.2.2", "numpy==1.26.4")),
+    )
 
 
 class ExampleWorker(Worker):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--log-every", type=int, default=200, help="steps between charts/SPS reports")
-        parser.add_argument("--direct", action="store_true",
-                            help="build the env without gym.make and publish frames through mosaic_core.child")
+        parser.add_argument(
+            "--direct",
+            action="store_true",
+            help="build the env without gym.make and publish frames through mosaic_core.child",
+        )
 
     def config_defaults(self, data, options):
         return {"algo": "random"}  # the one algorithm-like choice this worker has: the policy
@@ -73,17 +95,33 @@ class ExampleWorker(Worker):
     def plan(self, config, run) -> Launch:
         if run.worker_extras:  # keys no plugin owns would be this worker's, and it has none
             key = sorted(run.worker_extras)[0]
-            raise ConfigError(f"extras.{key}: no installed plugin owns this key and the example worker takes no "
-                              "extras of its own", field=f"extras.{key}", source=config.source)
-        command = [run.python, "-m", "mosaic_example_plugin.random_loop", "--env-id", config.env_id,
-                   "--total-timesteps", str(config.total_timesteps), "--policy",
-                   os.path.abspath(config.algo) if config.algo.endswith(".py") else config.algo,
-                   "--log-every", str(run.options["log_every"])]
+            raise ConfigError(
+                f"extras.{key}: no installed plugin owns this key and the example worker takes no extras of its own",
+                field=f"extras.{key}",
+                source=config.source,
+            )
+        command = [
+            run.python,
+            "-m",
+            "mosaic_example_plugin.random_loop",
+            "--env-id",
+            config.env_id,
+            "--total-timesteps",
+            str(config.total_timesteps),
+            "--policy",
+            os.path.abspath(config.algo) if config.algo.endswith(".py") else config.algo,
+            "--log-every",
+            str(run.options["log_every"]),
+        ]
         if config.seed is not None:
             command += ["--seed", str(config.seed)]
         if run.options.get("direct"):
             command.append("--direct")
         if config.extras.get("mode") == "resume":  # the host found the run's newest checkpoint
             command += ["--resume-from", str(config.extras["checkpoint_path"])]
-        return Launch(command=command, num_envs=1, summary={"headline": f"{config.algo} policy on {config.env_id}"},
-                      started_payload={"policy": config.algo})
+        return Launch(
+            command=command,
+            num_envs=1,
+            summary={"headline": f"{config.algo} policy on {config.env_id}"},
+            started_payload={"policy": config.algo},
+        )

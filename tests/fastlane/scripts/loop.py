@@ -1,6 +1,6 @@
 """A CleanRL-shaped training loop without the learning: random actions in a vector env.
 
-    python loop.py --env-id CartPole-v1 --num-envs 4 --steps 400 [--vector async|sync] [--crash-at N]
+python loop.py --env-id CartPole-v1 --num-envs 4 --steps 400 [--vector async|sync] [--crash-at N]
 """
 
 import argparse

@@ -12,7 +12,6 @@ import sys
 import zlib
 
 import numpy as np
-
 from mosaic_fastlane.reader import FastLaneReader
 from mosaic_fastlane.segment import open_segment
 from mosaic_fastlane.writer import SlotWriter
@@ -27,8 +26,13 @@ def write(name, frames):
     for number in range(1, frames + 1):
         frame = pool[number % len(pool)]
         frame.reshape(-1)[:8] = np.frombuffer(number.to_bytes(8, "little"), np.uint8)
-        writer.publish(frame, tick=number, global_step=number, episode_count=frame.shape[2],
-                       last_reward=float(zlib.crc32(frame.tobytes())))
+        writer.publish(
+            frame,
+            tick=number,
+            global_step=number,
+            episode_count=frame.shape[2],
+            last_reward=float(zlib.crc32(frame.tobytes())),
+        )
     writer.close()
 
 
@@ -38,9 +42,13 @@ def read(name, frames):
     def check(frame):
         pixels = frame.pixels
         number = int.from_bytes(pixels.reshape(-1)[:8].tobytes(), "little")
-        bad = (zlib.crc32(pixels.tobytes()) != frame.last_reward or number != frame.global_step
-               or number != frame.frame_number or pixels.shape != SHAPES[number % len(SHAPES)]
-               or frame.episode_count != pixels.shape[2])
+        bad = (
+            zlib.crc32(pixels.tobytes()) != frame.last_reward
+            or number != frame.global_step
+            or number != frame.frame_number
+            or pixels.shape != SHAPES[number % len(SHAPES)]
+            or frame.episode_count != pixels.shape[2]
+        )
         if bad:
             print(json.dumps({"torn": number, "step": frame.global_step}))
             sys.exit(1)

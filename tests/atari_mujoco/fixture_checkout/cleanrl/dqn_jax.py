@@ -8,7 +8,6 @@ import flax.linen as nn
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 import tyro
 from flax.training.train_state import TrainState
@@ -41,8 +40,11 @@ if __name__ == "__main__":
     env = gym.wrappers.RecordEpisodeStatistics(gym.make(args.env_id))
     obs, _ = env.reset(seed=args.seed)
     network = QNetwork(action_dim=env.action_space.n)
-    state = TrainState.create(apply_fn=network.apply, params=network.init(jax.random.PRNGKey(args.seed), obs),
-                              tx=optax.adam(args.learning_rate))
+    state = TrainState.create(
+        apply_fn=network.apply,
+        params=network.init(jax.random.PRNGKey(args.seed), obs),
+        tx=optax.adam(args.learning_rate),
+    )
 
     @jax.jit
     def update(state, obs, action, reward, next_obs, done):

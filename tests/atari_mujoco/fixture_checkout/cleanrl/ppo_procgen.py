@@ -23,8 +23,9 @@ if __name__ == "__main__":
     args = tyro.cli(Args)
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     writer = SummaryWriter(f"runs/{run_name}")
-    envs = ProcgenEnv(num_envs=args.num_envs, env_name=args.env_id, num_levels=0, start_level=0,
-                      distribution_mode="easy")
+    envs = ProcgenEnv(
+        num_envs=args.num_envs, env_name=args.env_id, num_levels=0, start_level=0, distribution_mode="easy"
+    )
     envs = gym.wrappers.TransformObservation(envs, lambda obs: obs["rgb"])
     envs.single_action_space = envs.action_space
     envs.reset()

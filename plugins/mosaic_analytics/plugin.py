@@ -1,0 +1,225 @@
+"""Hook implementations of the analytics plugin.
+
+Training process: every ``add_scalar`` goes into a :class:`~mosaic_analytics.bridge.ScalarBuffer`
+that sends batches to the host; ``wandb.init`` is wrapped to carry the requested run name.
+Host: batches feed a :class:`~mosaic_analytics.board.MetricBoard`, which is emitted as
+``metrics`` events (at most every ``extras.metrics_interval_s``, default 1 s) and put in every
+heartbeat; a progress bar follows the events at a terminal; at the end, the manifest sections
+``tensorboard``, ``checkpoints``, ``videos``, ``metrics`` and, when relevant, ``wandb``,
+and ``notes``. CLI: ``mosaic runs``, ``mosaic plot``, ``mosaic tensorboard``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from mosaic_analytics import bridge, extras, logdir, manifest, tracking
+from mosaic_analytics.board import MetricBoard
+from mosaic_core import hookimpl, is_secret_key
+
+STATE_KEY = "analytics"
+MAX_SEEN_CHECKPOINTS = 1000
+
+
+@dataclass
+class RunAnalytics:
+    """What the plugin keeps about one run on the host (``run.state["analytics"]``)."""
+
+    board: MetricBoard
+    interval: float
+    progress: Any = None
+    counted: Any = None  # what the run's progress counts (mosaic_core.runstore.summary.Progress)
+    human: Any = None  # terminal.HumanLines when a person watches the run
+    started: dict[str, Any] = field(default_factory=dict)  # the run_started payload
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    wandb: dict[str, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def state(run: Any) -> RunAnalytics:
+    current = run.state.get(STATE_KEY)
+    if current is None:
+        current = run.state.setdefault(
+            STATE_KEY,
+            RunAnalytics(
+                board=MetricBoard(run.config.total_timesteps), interval=extras.metrics_interval(run.config.extras)
+            ),
+        )
+    return current
+
+
+# ------------------------------------------------------------------ command line
+@hookimpl
+def mosaic_cli_commands():
+    from mosaic_analytics.cli import COMMANDS
+
+    return list(COMMANDS)
+
+
+@hookimpl
+def mosaic_run_scalars(run_dir, tag):
+    """A run's series from its TensorBoard files (None when it wrote none)."""
+    from mosaic_analytics.curves import event_files, read_scalars
+
+    if not event_files(run_dir):
+        return None
+    curve = read_scalars(run_dir, tag)
+    return list(zip(curve.steps, curve.values))
+
+
+@hookimpl
+def mosaic_private_run_folders():
+    """W&B's own folder of the run (copies of the event files, its logs): not the run's artifacts."""
+    return ["wandb"]
+
+
+# ------------------------------------------------------------------ before a run
+@hookimpl
+def mosaic_extras_keys():
+    return extras.OWNED
+
+
+@hookimpl
+def mosaic_validate_config(config):
+    return extras.validate(config.extras) or None
+
+
+@hookimpl
+def mosaic_run_settings(config):
+    """``extras.track_wandb: true`` -> :class:`TrackingSettings` for the worker to honour (the
+    CleanRL worker's ``--track``); a worker that cannot track refuses the run."""
+    settings = tracking.settings(config.extras)
+    return [settings] if settings else None
+
+
+@hookimpl
+def mosaic_child_env(run):
+    return tracking.child_env(run.run_dir, run.config.extras)
+
+
+@hookimpl
+def mosaic_run_started(run):
+    from mosaic_analytics import progress
+    from mosaic_core.runstore.summary import progress_of
+
+    current = state(run)
+    if extras.tracking_enabled(run.config.extras):
+        mode, why = tracking.resolve_mode(run.config.extras, dict(os.environ))
+        if mode == "offline" and why.startswith("no W&B credential"):
+            print(
+                f"mosaic: note: W&B runs offline ({why}); its files go to {run.run_dir / 'wandb'}, "
+                "`wandb sync` uploads them later",
+                file=sys.stderr,
+            )
+    counted = current.counted = progress_of(current.started, run.config.total_timesteps)
+    if progress.wanted(run.quiet):
+        current.progress = progress.ProgressView(run.run_id, counted.total, counted.unit)
+    if run.human and not run.quiet:
+        from mosaic_analytics.terminal import HumanLines
+
+        view = current.progress
+        current.human = HumanLines(run, view.print if view is not None else None)
+        current.human.opening(counted)
+
+
+# ------------------------------------------------------------------ while it trains
+@hookimpl
+def mosaic_on_child_message(run, kind, payload):
+    if kind == bridge.MESSAGE_KIND:
+        current = state(run)
+        if current.board.update(payload) and run.emitter is not None:
+            snapshot = current.board.take_due(current.interval)
+            if snapshot is not None:
+                run.emit("metrics", snapshot)
+    elif kind == tracking.INFO_KIND:
+        current = state(run)
+        current.wandb = {k: v for k, v in payload.items() if isinstance(v, (str, bool)) and not is_secret_key(k)}
+
+
+@hookimpl
+def mosaic_on_event(run, event):
+    name, payload = event.get("event"), event.get("payload") or {}
+    current = state(run)
+    if name == "run_started":  # emitted before mosaic_run_started: what the run counts comes from it
+        current.started = payload
+    if name == "checkpoint_saved" and isinstance(payload.get("path"), str):
+        step = payload.get("global_step", payload.get("step"))
+        with current.lock:
+            if len(current.checkpoints) < MAX_SEEN_CHECKPOINTS:
+                current.checkpoints.append({"path": payload["path"], "step": step if isinstance(step, int) else None})
+    if current.human is not None:
+        current.human.on_event(name, payload, current.board.snapshot())
+    view = current.progress
+    if view is None:
+        return
+    if name == "metrics":
+        view.update(payload)
+    elif current.counted is not None and name == current.counted.event:  # e.g. an evaluation's episodes
+        view.update_episodes(payload.get("episodes_done"), payload.get("episodes_total"))
+    elif name == "heartbeat" and isinstance(payload.get("metrics"), dict):
+        view.update(payload["metrics"])
+    elif name in ("run_completed", "run_failed", "run_cancelled"):
+        view.finish(name.removeprefix("run_"))
+
+
+@hookimpl
+def mosaic_on_heartbeat(run):
+    return {"metrics": state(run).board.snapshot()}
+
+
+# ------------------------------------------------------------------ after the run
+def _secrets(run: Any) -> list[str]:
+    found = [v for k, v in run.config.extras.items() if is_secret_key(k) and isinstance(v, str) and len(v) >= 4]
+    key = os.environ.get("WANDB_API_KEY")
+    return found + ([key] if key and len(key) >= 4 else [])
+
+
+@hookimpl
+def mosaic_build_manifest(run, status):
+    from mosaic_core.runstore import artifacts
+
+    current = state(run)
+    final = current.board.take_pending()
+    if final is not None and run.emitter is not None:
+        run.emit("metrics", final)  # the last values, before the terminal event
+    config_extras = run.config.extras
+    with current.lock:
+        seen = list(current.checkpoints)
+    sections = artifacts.scan(run.directory, seen)
+    for key, section in (("tensorboard_dir", "tensorboard"), ("checkpoints_dir", "checkpoints")):
+        if isinstance(config_extras.get(key), str):
+            sections[section]["dir"] = artifacts.inside(run.directory, config_extras[key])
+    metrics = current.board.snapshot()
+    metrics["source"] = "live" if current.board.has_data else "none"
+    sections["metrics"] = metrics
+    wandb = tracking.manifest_section(run.run_dir, config_extras, current.wandb)
+    if wandb is not None:
+        sections["wandb"] = wandb
+    if isinstance(config_extras.get("notes"), str):
+        sections["notes"] = config_extras["notes"]
+    return manifest.scrub(sections, _secrets(run))
+
+
+@hookimpl
+def mosaic_run_finished(run, status):
+    view = state(run).progress
+    if view is not None:
+        view.finish(status)
+
+
+# ------------------------------------------------------------------ training process
+@hookimpl
+def mosaic_child_setup(child):
+    tracking.install_init_wrapper(child)
+    logdir.install(child)
+
+
+@hookimpl
+def mosaic_on_scalar(child, tag, value, step, agent):
+    # A multi-agent run's per-agent values are series of their own (``agents/<id>/<tag>``),
+    # never mixed into the run's (team's) series of the same tag.
+    (bridge._buffer or bridge.buffer_for(child)).add(tag if agent is None else f"agents/{agent}/{tag}", value, step)

@@ -1,0 +1,87 @@
+"""What ``mosaic run`` shows a person at a terminal instead of JSON lines: one human line per
+event worth reading (start, checkpoints, curriculum stages, evaluations, notes) above the
+progress bar, and a closing summary (status, final return, wall time, SPS, run directory,
+checkpoints). The JSON stream still goes to ``events.jsonl`` (and to stdout with ``--json``
+or when stdout is not a terminal)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mosaic_core.files import printable
+
+
+def _number(value: Any, digits: int = 2) -> str:
+    return f"{value:,.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+class HumanLines:
+    """Renders a run's events as lines through ``write`` (the progress bar's console when one
+    is shown, so lines land above it; stdout otherwise)."""
+
+    def __init__(self, run: Any, write: Callable[[str], None] | None = None):
+        self.run = run
+        shown = write or (lambda line: print(line, file=sys.stdout, flush=True))
+        self.write = lambda line: shown(printable(line, keep_newlines=True))  # a run's text never drives the terminal
+        self.started = time.monotonic()
+        self.checkpoints: list[str] = []
+        self.episodes: tuple[Any, Any] | None = None  # (episodes done, mean return) of an evaluation
+        self.episode_event: str | None = None  # the event that counts them (the run_started payload's progress)
+
+    def opening(self, counted: Any = None) -> None:
+        """The first line (``run_started`` is emitted before plugins hear of the run); ``counted``:
+        what its progress counts (:class:`mosaic_core.runstore.summary.Progress`), steps if None."""
+        run = self.run
+        self.episode_event = counted.event if counted is not None else None
+        unit, total = (counted.unit, counted.total) if counted is not None else ("steps", run.config.total_timesteps)
+        self.write(
+            f"run {run.run_id}: {run.config.algo} on {run.config.env_id} with {run.worker}, "
+            f"{total:,} {unit} -> {run.run_dir}"
+        )
+
+    def on_event(self, name: str, payload: dict[str, Any], metrics: dict[str, Any]) -> None:
+        if name == "checkpoint_saved":
+            path = str(payload.get("path", "?"))
+            self.checkpoints.append(path)
+            self.write(f"checkpoint at step {payload.get('global_step', '?')}: {path}")
+        elif name == "curriculum_stage":
+            self.write(
+                f"curriculum: stage {payload.get('stage')} ({payload.get('env_id')}), "
+                f"{payload.get('condition', '')}".rstrip(", ")
+            )
+        elif name == self.episode_event:
+            self.episodes = (payload.get("episodes_done"), payload.get("mean_return"))
+            self.write(
+                f"evaluation: {payload.get('episodes_done')}/{payload.get('episodes_total')} episodes, "
+                f"mean return {_number(payload.get('mean_return'))}"
+            )
+        elif name == "note" and isinstance(payload.get("text"), str):
+            self.write(f"note: {payload['text']}")
+        elif name in ("run_completed", "run_failed", "run_cancelled"):
+            self._summary(name.removeprefix("run_"), payload, metrics)
+
+    def _summary(self, status: str, payload: dict[str, Any], metrics: dict[str, Any]) -> None:
+        wall = time.monotonic() - self.started
+        ret = metrics.get("episodic_return_smoothed", metrics.get("episodic_return"))
+        if self.episodes is not None:  # an evaluation: what it played, not the steps it took
+            done, mean = self.episodes
+            figures = f"{done} episode(s), mean return {_number(mean)}"
+        else:
+            figures = (
+                f"step {metrics.get('global_step', 0):,}, return {_number(ret)}, {_number(metrics.get('sps'), 0)} SPS"
+            )
+        lines = [f"run {self.run.run_id} {status} in {wall:,.1f} s: {figures}"]
+        if status == "failed" and payload.get("error"):
+            lines.append(f"  error: {payload['error']}")
+        elif status == "cancelled" and payload.get("reason"):
+            lines.append(f"  reason: {payload['reason']}")
+        lines.append(f"  run dir: {self.run.run_dir}")
+        for path in self.checkpoints[-3:]:
+            lines.append(f"  checkpoint: {path}")
+        for path in sorted(Path(self.run.run_dir).glob("eval_summary.json")):
+            lines.append(f"  evaluation: {path}")
+        self.write("\n".join(lines))

@@ -1,0 +1,204 @@
+"""``mosaic experiment run SPEC.toml`` and ``mosaic compare EXPERIMENT | RUN…``.
+
+Only argparse is imported at start-up; numpy, rliable and matplotlib inside the actions."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mosaic_core import CliCommand, UsageError, launchers
+
+RUNS_DIR_HELP = "runs root (default var/trainer/runs or $MOSAIC_RUNS_DIR)"
+
+
+def _root(value: str | None, must_exist: bool) -> Path:
+    from mosaic_core import check_runs_root, default_runs_root
+
+    root = Path(value) if value else default_runs_root()
+    if must_exist and not root.is_dir():
+        raise UsageError(f"no runs directory at {root}; pass --runs-dir DIR")
+    if root.is_dir():
+        try:
+            check_runs_root(root.absolute())
+        except OSError as exc:
+            raise UsageError(str(exc)) from None
+    return root
+
+
+# ------------------------------------------------------------------ mosaic experiment
+def _configure_experiment(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="experiment_action", metavar="ACTION", required=True)
+    run = actions.add_parser(
+        "run",
+        help="run an experiment spec: a grid of (worker, algo, env, overrides) × seeds; "
+        "again: only the seeds not completed",
+        description="Run every (group, seed) of an experiment as a `mosaic run`, skipping the seeds already completed.",
+    )
+    run.add_argument("spec", metavar="SPEC.toml")
+    run.add_argument("--concurrency", type=int, help="runs at a time (overrides the spec's)")
+    run.add_argument("--runs-dir", help=RUNS_DIR_HELP)
+    launchers.add_arguments(run)
+    card = actions.add_parser(
+        "card",
+        help="a Hugging Face model card beside the exported model (also: mosaic runs card)",
+        description="Write a Hugging Face model card (README.md with the Hub's front matter) "
+        "beside the run's newest checkpoint and its config in DIR: for an "
+        "experiment, the best seed of the group with the best IQM. No upload: "
+        "DIR is what `huggingface-cli upload` takes.",
+    )
+    card.add_argument("ref", metavar="RUN|EXPERIMENT")
+    card.add_argument("-o", "--output", metavar="DIR", required=True, help="a new (or empty) folder")
+    card.add_argument("--reps", type=int, default=None, help="bootstrap replications (default 2000)")
+    card.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0)")
+    card.add_argument("--runs-dir", help=RUNS_DIR_HELP)
+
+
+def _card(ns: argparse.Namespace) -> int:
+    import sys
+
+    from mosaic_core.files import printable
+    from mosaic_experiments import card, stats
+
+    reps = stats.REPS if ns.reps is None else ns.reps
+    if reps < 100:
+        raise UsageError(f"--reps must be >= 100, got {reps}")
+    stats.rliable()
+    target, subject = card.write(_root(ns.runs_dir, must_exist=True), ns.ref, Path(ns.output), reps, ns.seed)
+    print(
+        printable(
+            f"mosaic runs card: run {subject.model.name}, {subject.checkpoint.path.name}: wrote {target}/"
+            f"{card.CARD}; upload the folder with `huggingface-cli upload REPO {target}`"
+        ),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _experiment(ns: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from mosaic_experiments import runner, spec
+
+    if ns.experiment_action == "card":
+        return _card(ns)
+    exp = spec.load(Path(ns.spec))
+    if ns.concurrency is not None:
+        if ns.concurrency < 1:
+            raise UsageError(f"--concurrency must be >= 1, got {ns.concurrency}")
+        exp = replace(exp, concurrency=ns.concurrency)
+    choice = launchers.select(ns)  # where each seed's `mosaic run` executes: its flags on their command lines
+    choice.check(command="mosaic experiment run")  # no sbatch, a cluster that does not answer: before anything runs
+    return runner.run(exp, _root(ns.runs_dir, must_exist=False), tuple(choice.argv()))
+
+
+# ------------------------------------------------------------------ mosaic compare
+def _configure_compare(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Compare groups of runs (runs that differ only by seed, or --group-by fields) by IQM, "
+        "median, mean and optimality gap with stratified bootstrap 95%% CIs (rliable), and the "
+        "probability of improvement of each pair. A run's score is its final evaluation's mean "
+        "return where it has one, else its mean training return over the last 10%% of its steps."
+    )
+    parser.add_argument("refs", nargs="+", metavar="EXPERIMENT|RUN", help="an experiment's name, or run ids")
+    parser.add_argument(
+        "--group-by",
+        help="comma-separated fields that make a group: worker, algo, env_id or an "
+        "extras key (algo_params.learning_rate); needed across envs",
+    )
+    parser.add_argument(
+        "--metric",
+        help="a scalar tag scored over the last 10%% of steps instead of the return (e.g. charts/episodic_length)",
+    )
+    parser.add_argument(
+        "--agent",
+        help="multi-agent runs: this agent's return (charts/episodic_return/AGENT) instead of the team return",
+    )
+    parser.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="ENV=SCORE",
+        help="an env's reference score: normalises it for the overall table, sets the optimality "
+        "gap's threshold (default: the env's registered reward_threshold)",
+    )
+    parser.add_argument("--reps", type=int, default=None, help="bootstrap replications (default 2000)")
+    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0)")
+    parser.add_argument(
+        "-o", "--output", metavar="REPORT.png", help="IQM intervals, performance profiles and sample-efficiency curves"
+    )
+    parser.add_argument("--export", metavar="FILE", help="rliable.npz (score matrices) or marl-eval.json")
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
+
+
+def _compare(ns: argparse.Namespace) -> int:
+    from mosaic_core.runstore.score import RETURN_TAG
+    from mosaic_experiments import compare, stats, tables
+
+    reps = stats.REPS if ns.reps is None else ns.reps
+    if reps < 100:
+        raise UsageError(f"--reps must be >= 100, got {reps}")
+    if ns.metric and ns.agent:
+        raise UsageError("--metric and --agent: give one")
+    tag = ns.metric or (f"{RETURN_TAG}/{ns.agent}" if ns.agent else RETURN_TAG)
+    fields = [f.strip() for f in ns.group_by.split(",") if f.strip()] if ns.group_by else None
+    if ns.group_by is not None and not fields:
+        raise UsageError("--group-by: name at least one field (worker, algo, env_id, …)")
+    output = Path(ns.output) if ns.output else None
+    if output is not None and (output.suffix.lower() != ".png" or not output.absolute().parent.is_dir()):
+        raise UsageError(f"-o {ns.output}: a .png file in an existing folder is needed")
+    export = Path(ns.export) if ns.export else None
+    if export is not None and export.suffix not in (".npz", ".json"):
+        raise UsageError(f"--export {ns.export}: the file must end in .npz (rliable) or .json (marl-eval)")
+    references = compare.parse_references(ns.reference)
+    stats.rliable()  # a missing extra says so before anything is read
+    root = _root(ns.runs_dir, must_exist=True)
+    dirs = compare.resolve_runs(root, ns.refs)
+    comparison = compare.compare(dirs, fields, tag, references)
+    compare.say(f"{len(dirs)} runs in {len(comparison.groups)} groups; scores: {compare.sources(comparison)}")
+    for warning in comparison.warnings:
+        compare.say(f"warning: {warning}")
+    sections = tables.estimate(comparison, reps, ns.seed)
+    if ns.json:
+        print(
+            compare.to_json(
+                {
+                    "scores": compare.sources(comparison),
+                    "warnings": comparison.warnings,
+                    "sections": tables.as_json(sections),
+                }
+            )
+        )
+    else:
+        print(
+            f"# {tag} scores; IQM, median, mean and optimality gap with stratified bootstrap 95% CIs "
+            f"({reps} replications, seed {ns.seed}; rliable)"
+        )
+        tables.print_sections(sections, comparison)
+    if output is not None or export is not None:
+        from mosaic_experiments import report
+
+        if export is not None:
+            report.export(comparison, export)
+            compare.say(f"wrote {export}")
+        if output is not None:
+            report.write_png(comparison, sections, output, reps, ns.seed)
+            compare.say(f"wrote {output}")
+    return 0
+
+
+COMMANDS = [
+    CliCommand(
+        "experiment",
+        "run a grid of (worker, algo, env, overrides) × seeds, resumable (run)",
+        _configure_experiment,
+        _experiment,
+    ),
+    CliCommand(
+        "compare",
+        "IQM, median, mean, optimality gap with bootstrap CIs of groups of runs",
+        _configure_compare,
+        _compare,
+    ),
+]

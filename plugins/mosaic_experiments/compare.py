@@ -1,0 +1,206 @@
+"""``mosaic compare``: runs → groups (runs that differ only by seed, or ``--group-by`` fields) →
+each run's one score (:mod:`mosaic_core.runstore.score`) → per env and overall, IQM, median,
+mean and optimality gap with stratified bootstrap 95 % CIs and the probability of improvement
+for each pair of groups (:mod:`mosaic_experiments.stats`, rliable's functions).
+
+The overall table puts envs together, so it needs scores on one scale: each env's score is
+normalised to ``score / reference`` where the reference is ``--reference ENV=VALUE`` or the
+env's registered ``reward_threshold`` (positive); the optimality gap is then at 1 (and per env,
+at the reference).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mosaic_core import MosaicError, UsageError
+from mosaic_core.runstore.groups import Group, group_by_fields, group_by_seed, mixed_budgets
+from mosaic_core.runstore.score import RETURN_TAG, WINDOW_NAME, Score, run_score, training_score
+
+FEW_SEEDS = 5
+
+
+@dataclass
+class Scored:
+    run_dir: Path
+    env_id: str
+    score: Score
+    points: list[tuple[int, float]]  # the run's (step, value) series of the tag (sample-efficiency curves)
+
+
+@dataclass
+class Comparison:
+    tag: str
+    groups: list[Group]
+    scores: dict[str, dict[str, list[Scored]]]  # group label → env → its runs' scores
+    envs: list[str]
+    references: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def matrix(self, label: str, env: str) -> list[list[float]]:
+        """rliable's layout: runs × tasks (one task)."""
+        return [[s.score.value] for s in self.scores[label].get(env, [])]
+
+    def overall(self, label: str) -> list[list[float]] | None:
+        """runs × envs, normalised by each env's reference; None when the envs' seed counts differ
+        or an env has no reference."""
+        columns = [
+            [s.score.value / self.references[env] for s in self.scores[label].get(env, [])]
+            for env in self.envs
+            if env in self.references
+        ]
+        if len(columns) != len(self.envs) or len({len(c) for c in columns}) != 1:
+            return None
+        return [list(row) for row in zip(*columns)]
+
+
+def resolve_runs(root: Path, refs: list[str]) -> list[Path]:
+    """Each argument: a run (id or unique prefix) or an experiment (its runs, by their
+    ``experiment`` tag); one line naming an argument that is neither."""
+    from mosaic_core import find_run_dir
+    from mosaic_core.runstore.index import list_runs
+
+    found: dict[Path, None] = {}
+    tagged: dict[str, list[Path]] | None = None
+    for ref in refs:
+        if tagged is None:
+            tagged = {}
+            for summary in list_runs(root):
+                tag = experiment_tag(Path(summary.path))
+                if tag:
+                    tagged.setdefault(tag, []).append(Path(summary.path))
+        if ref in tagged:
+            found.update(dict.fromkeys(sorted(tagged[ref])))
+            continue
+        try:
+            found[find_run_dir(root, ref)] = None
+        except MosaicError:
+            raise UsageError(f"{ref!r} is neither a run nor an experiment under {root}") from None
+    return list(found)
+
+
+def experiment_tag(run_dir: Path) -> str | None:
+    from mosaic_core.runstore.groups import read_config
+
+    extras = read_config(run_dir).get("extras")
+    tag = extras.get("experiment") if isinstance(extras, dict) else None
+    return tag if isinstance(tag, str) else None
+
+
+def compare(
+    dirs: list[Path], group_by: list[str] | None, tag: str = RETURN_TAG, references: dict[str, float] | None = None
+) -> Comparison:
+    """Group and score ``dirs``; a bad comparison (one line, exit 2) is refused here."""
+    from mosaic_core import plugin_host
+    from mosaic_core.runstore.groups import setting
+
+    settings = {d: setting(d) for d in dirs}
+    envs = {d: str(settings[d].get("env_id", "?")) for d in dirs}
+    for name in group_by or []:
+        if not any(name in s or f"extras.{name}" in s for s in settings.values()):
+            known = sorted({k.removeprefix("extras.") for s in settings.values() for k in s})
+            raise UsageError(f"--group-by {name}: no run has this field (they have: {', '.join(known)})")
+    distinct = list(dict.fromkeys(envs.values()))
+    if not group_by and len(distinct) > 1:
+        raise UsageError(
+            f"the runs are of {len(distinct)} envs ({', '.join(distinct)}): say what to compare "
+            "across them, e.g. --group-by worker,algo"
+        )
+    groups = group_by_fields(dirs, group_by) if group_by else group_by_seed(dirs)
+    comparison = Comparison(tag, groups, {}, distinct)
+    host, missing, unscored = plugin_host(), [], []
+    for group in groups:
+        by_env: dict[str, list[Scored]] = {}
+        for run_dir in group.runs:
+            points = host.run_scalars(run_dir, tag) or []
+            score = run_score(run_dir, points) if tag == RETURN_TAG else training_score(points)
+            if not points and (score is None or score.source != "eval"):
+                missing.append(run_dir.name)
+            elif score is None:
+                unscored.append(run_dir.name)
+            else:
+                by_env.setdefault(envs[run_dir], []).append(Scored(run_dir, envs[run_dir], score, points))
+        comparison.scores[group.label] = by_env
+    if missing and len(missing) == len(dirs):
+        raise UsageError(f"metric {tag!r}: no run has it ({', '.join(missing[:5])}{'…' if len(missing) > 5 else ''})")
+    if missing:
+        raise UsageError(f"metric {tag!r}: run(s) {', '.join(missing[:5])} have none of it; leave them out")
+    for group in groups:
+        for env, scored in comparison.scores[group.label].items():
+            if len(scored) < 2:
+                raise UsageError(
+                    f"group {group.label!r} has one run on {env} ({scored[0].run_dir.name}): a "
+                    "confidence interval needs at least 2 seeds"
+                )
+    comparison.references = _references(distinct, references or {})
+    _warn(comparison)
+    return comparison
+
+
+def _references(envs: list[str], given: dict[str, float]) -> dict[str, float]:
+    """Each env's reference score: given, else gymnasium's registered ``reward_threshold`` when positive."""
+    found = {env: value for env, value in given.items() if env in envs}
+    for env in envs:
+        if env in found:
+            continue
+        try:
+            import gymnasium
+
+            threshold = gymnasium.spec(env).reward_threshold
+        except Exception:  # not a gymnasium id, or gymnasium is not here: no reference
+            continue
+        if isinstance(threshold, (int, float)) and threshold > 0:
+            found[env] = float(threshold)
+    return found
+
+
+def _warn(comparison: Comparison) -> None:
+    budget = mixed_budgets(comparison.groups)
+    if budget:
+        comparison.warnings.append(budget)
+    few = [
+        f"{label} ({len(s)} on {env})"
+        for label, by_env in comparison.scores.items()
+        for env, s in by_env.items()
+        if len(s) < FEW_SEEDS
+    ]
+    if few:
+        comparison.warnings.append(f"fewer than {FEW_SEEDS} seeds: {', '.join(few)}; the 95% CIs are wide")
+
+
+def sources(comparison: Comparison) -> str:
+    """What the scores are, in words: ``eval 3, train 3`` and the window's name."""
+    counts: dict[str, int] = {}
+    for by_env in comparison.scores.values():
+        for scored in by_env.values():
+            for s in scored:
+                counts[s.score.source] = counts.get(s.score.source, 0) + 1
+    words = ", ".join(f"{source} {n}" for source, n in sorted(counts.items()))
+    if comparison.tag != RETURN_TAG:
+        return f"{comparison.tag}, mean over the {WINDOW_NAME} ({words})"
+    return f"{words} (eval: the final evaluation's mean return; train: the mean training return over the {WINDOW_NAME})"
+
+
+def parse_references(values: list[str]) -> dict[str, float]:
+    out = {}
+    for value in values:
+        env, sep, number = value.partition("=")
+        try:
+            out[env] = float(number)
+        except ValueError:
+            sep = ""
+        if not sep or not env or out[env] <= 0:
+            raise UsageError(f"--reference {value!r}: expected ENV=POSITIVE_NUMBER (e.g. CartPole-v1=500)")
+    return out
+
+
+def say(message: str) -> None:
+    print(f"mosaic compare: {message}", file=sys.stderr, flush=True)
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, indent=2, default=str)

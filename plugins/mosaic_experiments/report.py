@@ -1,0 +1,114 @@
+"""What ``mosaic compare`` writes: ``-o report.png`` (IQM with CIs, performance profiles,
+sample-efficiency curves), ``--export rliable.npz`` / ``--export marl-eval.json``.
+numpy and matplotlib are imported inside the functions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mosaic_core import UsageError
+from mosaic_core.runstore.bands import curve_matrix
+from mosaic_experiments import stats
+from mosaic_experiments.compare import Comparison
+
+
+def write_png(comparison: Comparison, sections: dict[str, Any], output: Path, reps: int, seed: int) -> None:
+    """One row per env: IQM with its 95 % CI per group, the performance profile (fraction of
+    runs scoring above each τ) with its CI band, and the sample-efficiency curve (IQM over env
+    steps with its CI band) per group."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    envs = comparison.envs
+    figure, axes = plt.subplots(len(envs), 3, figsize=(16, 4.5 * len(envs)), dpi=90, squeeze=False)
+    try:
+        for row, env in zip(axes, envs):
+            section = sections[env]
+            labels = list(section["groups"])
+            colors = {label: f"C{i % 10}" for i, label in enumerate(comparison.scores)}
+            for i, label in enumerate(labels):
+                iqm = section["groups"][label]["IQM"]
+                row[0].errorbar(
+                    [iqm.point],
+                    [i],
+                    xerr=[[iqm.point - iqm.low], [iqm.high - iqm.point]],
+                    fmt="o",
+                    color=colors[label],
+                    capsize=6,
+                    linewidth=2,
+                )
+            row[0].set_yticks(range(len(labels)), labels)
+            row[0].set_xlabel(f"IQM of the score, 95% CI ({env})")
+            matrices = {label: comparison.matrix(label, env) for label in labels}
+            everything = np.concatenate([np.ravel(m) for m in matrices.values()])
+            taus = np.linspace(everything.min(), everything.max(), 60)
+            profiles, cis = stats.profiles(matrices, taus, reps=min(reps, 1000), seed=seed)
+            for label in labels:
+                row[1].plot(taus, profiles[label], color=colors[label], label=label)
+                row[1].fill_between(taus, cis[label][0], cis[label][1], color=colors[label], alpha=0.2, linewidth=0)
+            row[1].set_xlabel("score τ")
+            row[1].set_ylabel("fraction of runs with score > τ")
+            row[1].legend(fontsize="small")
+            for label in labels:
+                grid, values = curve_matrix([s.points for s in comparison.scores[label][env] if s.points])
+                iqm, low, high = stats.iqm_curve(values, seed=seed)
+                row[2].plot(grid, iqm, color=colors[label], label=label)
+                row[2].fill_between(grid, low, high, color=colors[label], alpha=0.2, linewidth=0)
+            row[2].set_xlabel("env steps")
+            row[2].set_ylabel(f"IQM of {comparison.tag} (95% CI)")
+            for axis in row:
+                axis.grid(True, alpha=0.3)
+        figure.tight_layout()
+        try:
+            figure.savefig(output, format="png")
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(figure)
+
+
+def export(comparison: Comparison, path: Path) -> None:
+    """``.npz``: rliable's layout, one ``runs × envs`` matrix per group (raw scores) and ``__tasks__``;
+    ``.json``: marl-eval's nesting ``{"mosaic": {env: {group: {"run_k": {"absolute_metrics": {"return": [score]}}}}}}``."""
+    import numpy as np
+
+    if path.suffix == ".npz":
+        matrices: dict[str, Any] = {"__tasks__": np.array(comparison.envs)}
+        for label, by_env in comparison.scores.items():
+            columns = [[s.score.value for s in by_env.get(env, [])] for env in comparison.envs]
+            if len({len(c) for c in columns}) != 1:
+                raise UsageError(
+                    f"--export {path}: group {label!r} has different seed counts per env; "
+                    "rliable's matrices need one count"
+                )
+            matrices[label] = np.array(columns, dtype=float).T
+        _write(path, lambda handle: np.savez(handle, **matrices))
+    elif path.suffix == ".json":
+        data = {
+            "mosaic": {
+                env: {
+                    label: {
+                        f"run_{i}": {"absolute_metrics": {"return": [s.score.value]}}
+                        for i, s in enumerate(by_env.get(env, []))
+                    }
+                    for label, by_env in comparison.scores.items()
+                }
+                for env in comparison.envs
+            }
+        }
+        _write(path, lambda handle: handle.write(json.dumps(data, indent=2).encode()))
+    else:
+        raise UsageError(f"--export {path}: the file must end in .npz (rliable) or .json (marl-eval)")
+
+
+def _write(path: Path, write) -> None:
+    try:
+        with open(path, "wb") as handle:
+            write(handle)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,215 @@
+"""``mosaic experiment run``: each (group, seed) is one ``mosaic run`` subprocess, at most
+``concurrency`` at a time, the way the sweep runs its seeds (where each runs, ``--launcher`` and
+its options given here, is passed on on each run's command line: ``LauncherChoice.argv``).
+
+Resumable: a seed whose run completed is not run again. One that was interrupted (cancelled,
+lost, stopped with this command) and has a checkpoint resumes through the run contract: the
+same ``mosaic run --run-id`` again, which the host continues from its newest checkpoint
+(``run_resumed`` in its events). One that failed, or left no checkpoint, runs again as a new
+attempt ``<run id>-a<N>``; the old run stays on record. Every run carries ``extras.experiment``
+and ``extras.experiment_group``.
+Before anything runs, every group is put through ``mosaic run --dry-run`` (the worker's own
+validation of the worker, algorithm, env and overrides), so a bad spec starts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from mosaic_core import UsageError
+from mosaic_core.procs import mosaic_command, with_parent_death_signal
+from mosaic_core.runstore.summary import summarize
+from mosaic_experiments.spec import Experiment, GroupSpec
+
+GRACE_S = 5.0
+DRY_RUN_TIMEOUT_S = 120
+
+
+def command(
+    exp: Experiment,
+    group: GroupSpec,
+    seed: int,
+    run_id: str,
+    root: Path,
+    dry_run: bool = False,
+    launcher: tuple[str, ...] = (),
+) -> list[str]:
+    """A seed's ``mosaic run``; ``launcher``: where it runs (``--launcher slurm …``; a dry run is here)."""
+    extras = {
+        **group.extras,
+        "algo_params": {**group.extras.get("algo_params", {}), **group.overrides},
+        "experiment": exp.name,
+        "experiment_group": group.label,
+    }
+    if not extras["algo_params"]:
+        del extras["algo_params"]
+    argv = [
+        *mosaic_command(),
+        "run",
+        "--worker",
+        group.worker,
+        "--algo",
+        group.algo,
+        "--env-id",
+        group.env,
+        "--total-timesteps",
+        str(group.total_timesteps),
+        "--seed",
+        str(seed),
+        "--run-id",
+        run_id,
+        "--runs-dir",
+        str(root),
+        "--extras",
+        json.dumps(extras),
+    ]
+    if dry_run:
+        return [*argv, "--dry-run", "--emit-summary", "--launcher", "local"]
+    return [*argv, "--quiet", "--grace-period", str(GRACE_S), *launcher]
+
+
+def preflight(exp: Experiment, root: Path) -> None:
+    """The worker's own check of each group (``mosaic run --dry-run``); one line naming the first refused."""
+    from mosaic_core import find_worker
+
+    for index, group in enumerate(exp.groups):
+        try:
+            find_worker(group.worker)
+        except UsageError as exc:
+            raise UsageError(f"experiment spec {exp.source}: group {index + 1}: {exc}") from None
+        done = subprocess.run(
+            command(exp, group, exp.seeds[0], f"{exp.name}-preflight", root, dry_run=True),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=DRY_RUN_TIMEOUT_S,
+        )
+        if done.returncode != 0:
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            why = lines[-1].removeprefix("mosaic: error: ") if lines else f"exit code {done.returncode}"
+            raise UsageError(
+                f"experiment spec {exp.source}: group {index + 1} ({group.label}) is refused by `mosaic run`: {why}"
+            )
+
+
+def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]], list[str]]:
+    """What is left to run ((group, seed, run id) each: an existing run id is resumed) and the
+    run ids already completed."""
+    todo, done = [], []
+    for group in exp.groups:
+        for seed in exp.seeds:
+            base = exp.run_id(group, seed)
+            attempt, run_id = 1, base
+            while (root / run_id).exists():
+                status = summarize(root / run_id, with_score=False).status
+                if status == "completed":
+                    done.append(run_id)
+                    break
+                if status != "failed" and resumable(root / run_id):
+                    todo.append((group, seed, run_id))
+                    break
+                attempt += 1
+                run_id = f"{base}-a{attempt}"
+            else:
+                todo.append((group, seed, run_id))
+    return todo, done
+
+
+def resumable(run_dir: Path) -> bool:
+    """A recorded run (our own directory, not a link) with a checkpoint to continue from."""
+    from mosaic_core import MosaicError
+    from mosaic_experiments.checkpoints import newest
+
+    try:
+        return run_dir.is_dir() and not run_dir.is_symlink() and newest(run_dir) is not None
+    except MosaicError:  # a config the host refuses: a new attempt
+        return False
+
+
+class Pool:
+    """Runs the commands, at most ``concurrency`` at a time; ``stop()`` (a signal) cancels them all."""
+
+    def __init__(self, exp: Experiment, root: Path, launcher: tuple[str, ...]):
+        self.exp, self.root, self.launcher = exp, root, launcher
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def one(self, item: tuple[GroupSpec, int, str]) -> tuple[str, int]:
+        group, seed, run_id = item
+        with self.lock:
+            if self.stopping:
+                return run_id, 130
+            resuming = (self.root / run_id).is_dir()
+            from mosaic_core import SHARE_VAR, share
+
+            env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
+            proc = subprocess.Popen(
+                with_parent_death_signal(command(self.exp, group, seed, run_id, self.root, launcher=self.launcher)),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+            )
+            self.procs[run_id] = proc
+        _say(f"{'resumed' if resuming else 'started'} {run_id} ({group.label}, seed {seed})")
+        _out, err = proc.communicate()
+        with self.lock:
+            del self.procs[run_id]
+        status = summarize(self.root / run_id).status if (self.root / run_id).is_dir() else "failed"
+        tail = [line for line in err.decode(errors="replace").splitlines() if line.strip()][-1:]
+        _say(f"{run_id}: {status}" + (f" ({tail[0][:200]})" if status != "completed" and tail else ""))
+        return run_id, proc.returncode
+
+    def stop(self, signum: int, _frame: object) -> None:
+        with self.lock:
+            self.stopping = True
+            for proc in self.procs.values():
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+
+def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
+    """Every seed not completed yet, each ``mosaic run`` with ``launcher`` (its flags)."""
+    todo, done = plan(exp, root)
+    if todo:
+        preflight(exp, root)
+    total = len(exp.groups) * len(exp.seeds)
+    _say(
+        f"experiment {exp.name}: {len(exp.groups)} groups × {len(exp.seeds)} seeds; {len(done)} of {total} "
+        f"runs completed already, {len(todo)} to run, {exp.concurrency} at a time"
+    )
+    if not todo:
+        return 0
+    pool = Pool(exp, root, launcher)
+    previous = {sig: signal.signal(sig, pool.stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        with ThreadPoolExecutor(max_workers=exp.concurrency) as executor:
+            codes = [code for _run_id, code in executor.map(pool.one, todo)]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    failed = sum(code != 0 for code in codes)
+    _say(
+        f"experiment {exp.name}: {len(codes) - failed} runs completed, {failed} not"
+        + ("; run the same command again to run those" if failed else "")
+        + f"; compare them: mosaic compare {exp.name}"
+        + (f" --runs-dir {root}" if root else "")
+    )
+    if pool.stopping:
+        return 130
+    return 1 if failed else 0
+
+
+def _say(message: str) -> None:
+    print(f"mosaic experiment: {message}", file=sys.stderr, flush=True)
