@@ -26,8 +26,14 @@ train: venv
 # In CI (CI=true) each lane ends with its 25 slowest tests, to see where the minutes go.
 DURATIONS := $(if $(CI),--durations=25)
 
+# The suite runs in $(JOBS) processes (pytest-xdist; tests sharing a session's cluster stay in one,
+# tests/conftest.py). The tests marked `alone` judge a run against a clock (a stop sent at half the
+# budget, a grace period): they run afterwards by themselves, so no other test's load decides them.
+JOBS ?= 2
+PARALLEL = -n $(JOBS) --dist loadgroup
 test: venv
-	$(BIN)/python -m pytest -q $(DURATIONS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not alone" $(DURATIONS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m alone $(DURATIONS) $(PYTEST_ARGS) || [ $$? = 5 ]  # 5: none selected
 
 # A second, smaller lane: our code on gymnasium 1.x. It runs the tests of the code that meets
 # gymnasium (the host's training-process side, the CleanRL worker and its algorithms, FastLane,
@@ -61,7 +67,8 @@ extras:
 	  torch==2.13.0 numpy==1.26.4 "gymnasium$$(test $$venv = $(GYM1) && echo '>=1.0,<2' || echo '==0.29.1')" || exit 1; done
 
 test-gym1: $(GYM1)/.installed
-	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider $(DURATIONS) -m "not slow" $(GYM1_SKIP) $(GYM1_TESTS)
+	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider $(PARALLEL) $(DURATIONS) -m "not slow and not alone" $(GYM1_SKIP) $(GYM1_TESTS)
+	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider $(DURATIONS) -m "alone and not slow" $(GYM1_SKIP) $(GYM1_TESTS) || [ $$? = 5 ]
 
 # A third lane: the extras upstream CleanRL's other scripts need (envpool, jax, dm-control; about 1.5 GB),
 # in a venv of their own built once per CI run rather than in every venv (procgen is left out: its gym3

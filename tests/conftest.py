@@ -162,3 +162,17 @@ def mosaic(workdir: Path):
 @pytest.fixture
 def runs_root(workdir: Path) -> Path:
     return workdir / "var" / "trainer" / "runs"
+
+
+# `make test` runs the suite in two processes (pytest-xdist, --dist loadgroup). Tests that share a
+# session-wide cluster fixture run in one of them: the Slurm cluster binds fixed ports, and one Ray
+# cluster per session is what the cluster tests are written for.
+SHARED_CLUSTERS = ("slurm", "cluster")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name in SHARED_CLUSTERS:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(name))
+
