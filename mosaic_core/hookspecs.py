@@ -88,8 +88,7 @@ def mosaic_cli_commands() -> list[CliCommand]:
 
         @hookimpl
         def mosaic_cli_commands():
-            return [CliCommand("hello", "say hello", lambda parser: None,
-                               lambda ns: print("hello") or 0)]
+            return [CliCommand("hello", "say hello", lambda parser: None, lambda ns: print("hello") or 0)]
     """
 
 

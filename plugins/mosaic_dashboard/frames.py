@@ -90,7 +90,7 @@ class FrameFeed:
         try:
             while True:
                 async with self._changed:
-                    await self._changed.wait_for(lambda: self.number > seen or self.ended)
+                    await self._changed.wait_for(lambda seen=seen: self.number > seen or self.ended)
                 if self.number > seen and self.jpeg is not None:
                     seen = self.number
                     yield self.jpeg
