@@ -522,6 +522,7 @@ def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str, env_index: int |
         @hookimpl
         def mosaic_wrap_env(child, env, env_id, env_index):
             import gymnasium as gym
+
             return gym.wrappers.RecordEpisodeStatistics
     """
 
