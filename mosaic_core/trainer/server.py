@@ -36,7 +36,6 @@ from mosaic_core.trainer.submission import PreconditionError, ScriptPolicy, pars
 
 if TYPE_CHECKING:
     from mosaic_core.entrypoints import LoadedEntryPoint
-    from mosaic_core.trainer.daemon import DaemonOptions
     from mosaic_core.trainer.manager import RunManager
     from mosaic_core.trainer.store import RunStore
 
@@ -46,7 +45,7 @@ class TrainerDaemon(Protocol):
 
     store: RunStore | None
     manager: RunManager | None
-    options: DaemonOptions
+    options: Any  # mosaic_core.trainer.daemon.DaemonOptions (the daemon imports this module)
     gpus: int
     closing: bool
     pid: int
