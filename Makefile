@@ -7,9 +7,9 @@ PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 # Optional extras installed in both venvs: the test suite exercises them (their tests skip without
 # them; cleanrl, analytics and wandb are the built-in worker's and plugins' heavy dependencies, which
 # the light core leaves out). `make extras` adds them to venvs built before.
-EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray,docs
+EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray,docs,lint
 
-.PHONY: venv extras train test test-gym1 test-extras proto clean browser-deps docs
+.PHONY: venv extras train test test-gym1 test-extras proto clean browser-deps docs lint
 
 venv: $(VENV)/.installed
 
@@ -98,6 +98,13 @@ docs: venv
 	$(BIN)/python -m mosaic_core.refdocs --check
 	$(BIN)/python -m mosaic_core.hookdocs | cmp -s - docs/hooks.md || { echo "docs/hooks.md is stale: python -m mosaic_core.hookdocs > docs/hooks.md" >&2; exit 1; }
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(or $(SITE_DIR),site)
+
+# Lint (a CI lane, before the tests: it takes seconds): ruff's checks and its format on the whole tree,
+# mypy strict on mosaic_core (pyproject.toml: [tool.ruff], [tool.mypy]). docs/contributing.md says how.
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Regenerate the gRPC code from mosaic_core/trainer/trainer.proto (generated files are committed).
 proto: venv

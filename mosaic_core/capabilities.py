@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 PARADIGMS = frozenset({"sequential", "parallel", "self_play", "population", "hierarchical"})
 ACTION_SPACES = frozenset({"discrete", "continuous", "multi_discrete", "multi_binary", "hybrid"})
@@ -40,7 +43,10 @@ def _check_bool(owner: str, name: str, value: Any) -> None:
         raise ValueError(f"{owner}.{name} must be true or false, got {value!r}")
 
 
-def _from_dict(cls: type, data: Any) -> Any:
+_D = TypeVar("_D", bound="DataclassInstance")
+
+
+def _from_dict(cls: type[_D], data: Any) -> _D:
     if not isinstance(data, dict):
         raise ValueError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
     known = {f.name for f in fields(cls)}

@@ -103,7 +103,10 @@ class CheckpointLayout:
 
     def regex(self, run_id: str = "") -> re.Pattern[str]:
         head, tail = self.pattern.split("{step}")
-        escape = lambda text: re.escape(text.replace("{run_id}", run_id))
+
+        def escape(text: str) -> str:
+            return re.escape(text.replace("{run_id}", run_id))
+
         return re.compile(f"^{escape(head)}(?P<step>[0-9]+){escape(tail)}$")
 
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import traceback
@@ -94,7 +95,7 @@ def load_group(
         if reason:
             item.status, item.error = "blocked", reason
             continue
-        load_into(item, lambda: load_value(item.value), check)
+        load_into(item, functools.partial(load_value, item.value), check)
     return results
 
 
@@ -116,7 +117,7 @@ def load_listed(
     results = []
     for name, value, distribution, version in records:
         item = LoadedEntryPoint(name=name, group=group, value=value, distribution=distribution, version=version)
-        load_into(item, lambda: load_value(value), check)
+        load_into(item, functools.partial(load_value, value), check)
         results.append(item)
     return results
 

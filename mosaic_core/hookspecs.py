@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-ligh
     from pathlib import Path
 
     import numpy as np
+    from numpy.typing import NDArray
 
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
@@ -64,7 +65,8 @@ def spec(policy: str, **options: Any) -> Callable[[Callable[..., Any]], Callable
 
     def mark(function: Callable[..., Any]) -> Callable[..., Any]:
         function.mosaic_policy = policy  # type: ignore[attr-defined]
-        return hookspec(**options)(function)
+        marked: Callable[..., Any] = hookspec(**options)(function)
+        return marked
 
     return mark
 
@@ -73,7 +75,7 @@ def spec(policy: str, **options: Any) -> Callable[[Callable[..., Any]], Callable
 # Host: command line
 # --------------------------------------------------------------------------------------
 @spec(ISOLATE)  # a broken plugin never breaks the CLI (--help included)
-def mosaic_cli_commands() -> list[CliCommand]:
+def mosaic_cli_commands() -> list[CliCommand] | None:
     """Contribute subcommands to the ``mosaic`` CLI (``mosaic plot``, ``mosaic fastlane``…).
 
     Called once when the CLI builds its parser. Return a list of
@@ -88,8 +90,7 @@ def mosaic_cli_commands() -> list[CliCommand]:
 
         @hookimpl
         def mosaic_cli_commands():
-            return [CliCommand("hello", "say hello", lambda parser: None,
-                               lambda ns: print("hello") or 0)]
+            return [CliCommand("hello", "say hello", lambda parser: None, lambda ns: print("hello") or 0)]
     """
 
 
@@ -523,6 +524,7 @@ def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str, env_index: int |
         @hookimpl
         def mosaic_wrap_env(child, env, env_id, env_index):
             import gymnasium as gym
+
             return gym.wrappers.RecordEpisodeStatistics
     """
 
@@ -548,7 +550,7 @@ def mosaic_env_switch(child: ChildContext) -> EnvSwitch | None:
 
 
 @spec(ISOLATE)
-def mosaic_on_frame(child: ChildContext, frame: np.ndarray, info: FrameInfo) -> None:
+def mosaic_on_frame(child: ChildContext, frame: NDArray[np.uint8], info: FrameInfo) -> None:
     """A rendered frame and its step metrics are available in the training process.
 
     Called by the plugin that renders (FastLane) each time it renders, with an ``HxWxC``

@@ -130,7 +130,8 @@ class LauncherInfo:
         """The function at ``where`` (its execute or capacity); its module is imported now."""
         module, _, name = where.partition(":")
         try:
-            return getattr(importlib.import_module(module), name)
+            function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+            return function
         except ImportError as exc:
             raise UsageError(f"launcher {self.name!r} cannot run: {exc} (is its extra installed?)") from exc
         except Exception as exc:
@@ -394,9 +395,10 @@ def can_launch_many(choice: LauncherChoice) -> bool:
 def launch_many(choice: LauncherChoice, batch: Batch) -> int:
     """Run ``batch`` through the chosen launcher's ``launch_many`` until every command ended
     (a signal to this process cancels them all); the worst exit code (130: cancelled)."""
-    if not can_launch_many(choice):
+    info = choice.info
+    if info is None or info.launch_many is None:
         raise UsageError(f"launcher {choice.name!r} cannot run a batch as one submission")
-    return int(choice.info.load(choice.info.launch_many)(dict(choice.settings), batch))
+    return int(info.load(info.launch_many)(dict(choice.settings), batch))
 
 
 def capacity(choice: LauncherChoice) -> tuple[int, str] | None:

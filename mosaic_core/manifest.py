@@ -26,7 +26,7 @@ def manifest_document(run: RunContext, host: PluginHost, status: str, sections: 
         ],
         "hook_failures": host.failure_records(),
     }
-    return redact(
+    manifest: dict[str, Any] = redact(
         {
             "schema": MANIFEST_SCHEMA,
             "run_id": run.run_id,
@@ -39,3 +39,4 @@ def manifest_document(run: RunContext, host: PluginHost, status: str, sections: 
             **sections,
         }
     )
+    return manifest

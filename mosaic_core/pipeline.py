@@ -436,7 +436,7 @@ def prepare_from_flags(
         refuse_untrusted(source, f"--from {ns.from_run}" if ns.from_run else f"--config {source}")
     if source and (config_data is None or ns.from_run):
         config_data = read_config_file(source, run_file=bool(ns.from_run))
-    data = recorded_config(config_data, worker_item.name, source, ns) if source else None
+    data = recorded_config(config_data, worker_item.name, source, ns) if source and config_data is not None else None
     if existing and data is not None:
         resuming.check_recorded(data, {"algo": ns.algo, "env_id": ns.env_id}, ns.run_id)
     overrides = {

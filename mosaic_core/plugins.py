@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -212,7 +212,7 @@ class PluginHost:
         return merged
 
     def _lists(self, hook: str, results: list[tuple[str, Any]], kind: type, what: str) -> list[tuple[str, Any]]:
-        items = []
+        items: list[tuple[str, Any]] = []
         for plugin, result in results:
             if not isinstance(result, (list, tuple)) or not all(isinstance(x, kind) for x in result):
                 self._invalid(hook, plugin, f"returned {result!r:.120}; expected a list of {what}")
@@ -277,12 +277,15 @@ class PluginHost:
     def run_settings(self, config: WorkerConfig) -> list[tuple[str, Any]]:
         """(plugin, setting) for every typed setting published for the run (frozen dataclass
         instances); one type from two plugins is an error naming both."""
-        hook, owners, settings = "mosaic_run_settings", {}, []
+        hook = "mosaic_run_settings"
+        owners: dict[type, str] = {}
+        settings: list[tuple[str, Any]] = []
         for plugin, setting in self._lists(hook, self._call(hook, config=config), object, "settings"):
             if (
                 not dataclasses.is_dataclass(setting)
                 or isinstance(setting, type)
-                or not type(setting).__dataclass_params__.frozen
+                # typeshed's DataclassInstance declares __dataclass_fields__ only; every dataclass has the params
+                or not type(setting).__dataclass_params__.frozen  # type: ignore[attr-defined]
             ):
                 self._invalid(hook, plugin, f"published {setting!r:.80}; expected a frozen dataclass instance")
                 continue
@@ -436,12 +439,14 @@ def _enable_trace(pm: pluggy.PluginManager) -> None:
     """Print every hook call, its implementations, time and result (pluggy's monitoring)."""
     started: list[float] = []
 
-    def before(hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+    def before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         names = ", ".join(i.plugin_name for i in reversed(impls)) or "no implementation"
         print(f"mosaic-trace: {hook_name} -> {names}", file=sys.stderr)
         started.append(time.perf_counter())
 
-    def after(outcome: Any, hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+    def after(
+        outcome: pluggy.Result[Any], hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]
+    ) -> None:
         elapsed = (time.perf_counter() - started.pop()) * 1e3 if started else 0.0
         shown = f"raised {outcome.exception!r}" if outcome.exception else f"{outcome.get_result()!r:.200}"
         print(f"mosaic-trace: {hook_name} <- {elapsed:.2f} ms: {shown}", file=sys.stderr)

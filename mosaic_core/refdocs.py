@@ -148,7 +148,7 @@ def render_schemas() -> str:
             continue
         default = (
             "{}"
-            if item.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+            if item.default_factory is not dataclasses.MISSING
             else ""
             if item.default is dataclasses.MISSING
             else json.dumps(item.default)

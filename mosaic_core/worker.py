@@ -41,8 +41,9 @@ class Worker:
 
     accepts_extra_argv = False
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the worker's own flags to ``mosaic run --worker NAME``. Their parsed values
+    def add_arguments(self, parser: argparse._ArgumentGroup) -> None:
+        """Add the worker's own flags to ``mosaic run --worker NAME`` (``parser`` is the host's
+        argument group for them, what ``add_argument_group`` returns). Their parsed values
         reach :meth:`config_defaults`, :meth:`validate` and :meth:`plan` as ``options``
         (``run.options`` in ``plan``), keyed by ``dest``."""
 

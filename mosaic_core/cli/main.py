@@ -192,7 +192,7 @@ def _run_plugins(ns: argparse.Namespace) -> int:
     host = plugin_host()
     if ns.extras:
         return _run_extras(host, ns.json)
-    records = [
+    records: list[dict[str, Any]] = [
         {
             "name": i.name,
             "module": i.value,

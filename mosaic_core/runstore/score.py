@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from mosaic_core.contract import EVAL_FILE, EVAL_SCHEMA
 from mosaic_core.files import open_private
@@ -60,7 +60,7 @@ class Score:
         return cls(float(value), data["source"], episodes, step if isinstance(step, int) else None)
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -55,7 +55,9 @@ def new_secret() -> str:
 
 
 def secrets_match(expected: str | None, presented: str | None) -> bool:
-    return bool(expected and presented) and hmac.compare_digest(expected.encode(), presented.encode())
+    if not expected or not presented:
+        return False
+    return hmac.compare_digest(expected.encode(), presented.encode())
 
 
 def write_token(state_dir: Path) -> str:
@@ -253,7 +255,10 @@ class RpcGate(grpc.ServerInterceptor):
 
 
 def _behaviour(handler: Any) -> Callable[..., Any]:
-    return handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
+    behaviour: Callable[..., Any] = (
+        handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
+    )
+    return behaviour
 
 
 def _unread(handler: Any, behaviour: Callable[[Any], Any]) -> Any:

@@ -93,7 +93,8 @@ class WorkerSession:
         metadata = [(TOKEN_METADATA, session_token)] if session_token else []
         if registration_secret:
             metadata.append((REGISTRATION_METADATA, registration_secret))
-        tries, last = max(1, retries), None
+        tries = max(1, retries)
+        last: grpc.RpcError | None = None
         for attempt in range(tries):
             try:
                 reply = stub.RegisterWorker(request, timeout=timeout, metadata=metadata)
@@ -106,6 +107,7 @@ class WorkerSession:
             if attempt + 1 < tries:
                 time.sleep(BACKOFF_S * 2**attempt)
         channel.close()
+        assert last is not None  # at least one try, and each one that did not return failed with an RpcError
         raise MosaicError(f"no trainer daemon answered at {target} after {tries} tries: {_details(last)}")
 
     @property
@@ -128,7 +130,10 @@ class WorkerSession:
 
     def _publish(self, method: Any, items: Iterable[Any], what: str) -> pb.PublishTelemetryResponse:
         try:
-            return method(iter(items), timeout=max(self.timeout, 30.0), metadata=self.metadata)
+            reply: pb.PublishTelemetryResponse = method(
+                iter(items), timeout=max(self.timeout, 30.0), metadata=self.metadata
+            )
+            return reply
         except grpc.RpcError as exc:
             raise rpc_error(self.target, what, exc) from None
 
@@ -162,7 +167,10 @@ def _call(
 def submit(
     target: str, config_json: str, run_id: str = "", timeout: float = 10.0, token: str | None = None
 ) -> pb.SubmitRunResponse:
-    return _call(target, "SubmitRun", pb.SubmitRunRequest(run_id=run_id, config_json=config_json), timeout, token=token)
+    reply: pb.SubmitRunResponse = _call(
+        target, "SubmitRun", pb.SubmitRunRequest(run_id=run_id, config_json=config_json), timeout, token=token
+    )
+    return reply
 
 
 def cancel(target: str, run_id: str, timeout: float = 30.0, token: str | None = None) -> None:
@@ -173,20 +181,22 @@ def cancel(target: str, run_id: str, timeout: float = 30.0, token: str | None = 
 
 def remove_run(target: str, run_id: str, timeout: float = 60.0, token: str | None = None) -> int:
     """Delete an ended run on the daemon; the bytes its files took."""
-    return _call(
+    reply: pb.RemoveRunResponse = _call(
         target, "RemoveRun", pb.RemoveRunRequest(run_id=run_id), timeout, f"RemoveRun for run {run_id!r}", token=token
-    ).freed_bytes
+    )
+    return reply.freed_bytes
 
 
 def list_runs(
-    target: str, statuses: Iterable[int] = (), timeout: float = 10.0, token: str | None = None
+    target: str, statuses: Iterable[pb.RunStatus] = (), timeout: float = 10.0, token: str | None = None
 ) -> list[pb.RunRecord]:
     return list(_call(target, "ListRuns", pb.ListRunsRequest(status_filter=list(statuses)), timeout, token=token).runs)
 
 
 def health(target: str, timeout: float = 5.0) -> pb.HealthCheckResponse:
     """GetHealth needs no credential."""
-    return _call(target, "GetHealth", pb.HealthCheckRequest(), timeout, token="")
+    reply: pb.HealthCheckResponse = _call(target, "GetHealth", pb.HealthCheckRequest(), timeout, token="")
+    return reply
 
 
 def list_workers(
@@ -197,7 +207,7 @@ def list_workers(
 
 def watch_runs(
     target: str,
-    statuses: Iterable[int] = (),
+    statuses: Iterable[pb.RunStatus] = (),
     since_seq: int = 0,
     timeout: float | None = None,
     token: str | None = None,

@@ -14,6 +14,7 @@ of leaving them unsupervised.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from collections.abc import Callable
@@ -81,10 +82,10 @@ class Tracked:
         hit = []
         for pid, (_, pgid) in list(self.processes.items()):
             if pid == pgid and self.same(pid):
-                _signal(lambda: os.killpg(pgid, signal.SIGKILL))
+                _signal(functools.partial(os.killpg, pgid, signal.SIGKILL))
                 hit.append(pid)
         for pid in list(self.processes):
-            if self.same(pid) and _signal(lambda: os.kill(pid, signal.SIGKILL)):
+            if self.same(pid) and _signal(functools.partial(os.kill, pid, signal.SIGKILL)):
                 hit.append(pid)
         return sorted(set(hit))
 

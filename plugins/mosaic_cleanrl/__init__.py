@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from mosaic_cleanrl.metadata import VERSION as __version__
 
+__all__ = ["__version__", "get_worker_metadata"]
+
 if TYPE_CHECKING:
     from mosaic_core import WorkerCapabilities, WorkerMetadata
 

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -405,7 +406,7 @@ class Relays:
         for plugin, items in relayed.items():
             relay = self.relays.get(plugin)
             if relay is not None and items:
-                self._guarded(plugin, lambda: relay.deliver(items), "deliver")
+                self._guarded(plugin, functools.partial(relay.deliver, items), "deliver")
 
     def record_node_failures(self, failures: dict[str, str]) -> None:
         """The node's side of a relay failed (``RemoteRun.read`` said so): recorded, and ours stops."""

@@ -135,7 +135,12 @@ class TrialObjective:
             process = SeedProcess(run)
             pruned: list[str] = []
 
-            def on_metrics(payload: dict[str, Any], offset: int = index * spec.total_timesteps) -> None:
+            def on_metrics(
+                payload: dict[str, Any],
+                offset: int = index * spec.total_timesteps,
+                pruned: list[str] = pruned,
+                process: SeedProcess = process,
+            ) -> None:
                 nonlocal last_step
                 current = intermediate_value(payload, spec.objective.metric)
                 step = payload.get("global_step")

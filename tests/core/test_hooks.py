@@ -34,7 +34,7 @@ def module(name, **functions):
 
 def host_with(*modules):
     host = PluginHost(trace=False)
-    for i, mod in enumerate(modules):
+    for mod in modules:
         host.register_module(mod, mod.__name__)
     return host
 

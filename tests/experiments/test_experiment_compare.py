@@ -59,7 +59,9 @@ def test_compare_prints_rliables_iqm_and_cis(experiment):
         assert group["runs"] == 3
         for name, func in (("IQM", metrics.aggregate_iqm), ("mean", metrics.aggregate_mean)):
             np.random.seed(4)  # rliable draws its bootstrap from numpy's global state
-            points, intervals = library.get_interval_estimates({"g": matrix}, lambda x: np.array([func(x)]), reps=500)
+            points, intervals = library.get_interval_estimates(
+                {"g": matrix}, lambda x, func=func: np.array([func(x)]), reps=500
+            )
             assert group[name]["point"] == pytest.approx(points["g"][0], abs=1e-6)
             assert [group[name]["low"], group[name]["high"]] == pytest.approx(
                 [intervals["g"][0][0], intervals["g"][1][0]], abs=1e-6
