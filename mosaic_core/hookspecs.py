@@ -55,7 +55,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-ligh
     from mosaic_core.capabilities import WorkerMetadata
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
-    from mosaic_core.launchers import LauncherInfo
     from mosaic_core.frames import FrameSource
     from mosaic_core.runs import RunContext
     from mosaic_core.types import ChildContext, ChildEvent, EnvSwitch, ExtrasKey, FrameInfo, RunRelay
@@ -91,8 +90,8 @@ def mosaic_workers() -> list[WorkerMetadata] | None:
     descriptors only (data: the worker class and its ``run_hooks`` are named as strings and
     imported when a run needs them), so listing stays cheap. Each descriptor is checked in one
     place: a wrong type, a missing name or a name another distribution provides too marks it
-    failed in ``mosaic workers``, naming this plugin's entry point and distribution. Failure:
-    isolate (this plugin's workers are listed as failed; every other worker works).
+    failed in ``mosaic workers``, naming this plugin's entry point and distribution.
+    Failure: isolate (this plugin's workers are listed as failed; every other worker works).
 
     **Example:**
 
@@ -107,7 +106,7 @@ def mosaic_workers() -> list[WorkerMetadata] | None:
 
 
 @spec(ISOLATE)  # a broken plugin never hides another's launchers
-def mosaic_launchers() -> list[LauncherInfo] | None:
+def mosaic_launchers() -> list[Any] | None:  # LauncherInfo (mosaic_core.launchers imports the plugin host)
     """Provide launchers: one :class:`mosaic_core.launchers.LauncherInfo` each (where prepared
     runs execute besides here: Ray, Slurm).
 
@@ -115,7 +114,8 @@ def mosaic_launchers() -> list[LauncherInfo] | None:
     options. Return descriptors only (``execute`` and the others are ``"module:function"``
     strings, imported when a run uses the launcher). Checked in one place as
     :func:`mosaic_workers`' are; two launchers declaring one flag: the second fails, naming
-    both. Failure: isolate.
+    both.
+    Failure: isolate.
 
     **Example:**
 
@@ -131,11 +131,12 @@ def mosaic_launchers() -> list[LauncherInfo] | None:
 @spec(ISOLATE)
 def mosaic_hookspecs() -> list[ModuleType] | None:
     """Declare hooks of this plugin's own, for other packages to implement (the CleanRL worker's
-    ``mosaic_cleanrl_algorithms``): modules whose functions are marked with
-    ``@hookspec(STOP)`` or ``@hookspec(ISOLATE)`` (``from mosaic_core import hookspec``).
+    ``mosaic_cleanrl_algorithms``).
 
     Called once, after every plugin is registered and before their hooks are checked, so an
-    implementation registered before its spec is still checked against it. Implement a hook
+    implementation registered before its spec is still checked against it. Return modules whose
+    functions are marked with ``@hookspec(STOP)`` or ``@hookspec(ISOLATE)`` (``from mosaic_core
+    import hookspec``), or None. Implement a hook
     another plugin declares with ``@hookimpl(optionalhook=True)``: your package then loads
     whether or not that plugin is installed (or disabled). Two plugins declaring one hook name:
     the second fails to load. Failure: isolate.
