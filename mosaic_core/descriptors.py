@@ -39,7 +39,9 @@ def collect(
         if value is None:
             continue
         if not isinstance(value, (list, tuple)):
-            items.append(_failed(plugin, plugin.name, f"{hook} returned {value!r:.80}; expected a list of {kind.__name__}"))
+            items.append(
+                _failed(plugin, plugin.name, f"{hook} returned {value!r:.80}; expected a list of {kind.__name__}")
+            )
             continue
         for descriptor in value:
             items.append(_checked(plugin, hook, kind, descriptor))

@@ -194,7 +194,9 @@ class GuardedManager(pluggy.PluginManager):
             if self.parse_hookspec_opts(module_or_class, name) is not None:
                 policy = getattr(getattr(module_or_class, name), "mosaic_policy", None)
                 if policy not in (hookspecs.STOP, hookspecs.ISOLATE):
-                    raise ValueError(f"hook spec {name} has no failure policy: mark it @hookspec(STOP) or @hookspec(ISOLATE)")
+                    raise ValueError(
+                        f"hook spec {name} has no failure policy: mark it @hookspec(STOP) or @hookspec(ISOLATE)"
+                    )
                 policies[name] = policy
         super().add_hookspecs(module_or_class)
         self.policy.update(policies)

@@ -47,10 +47,9 @@ import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-light
     from pathlib import Path
+    from types import ModuleType
 
     import numpy as np
-
-    from types import ModuleType
 
     from mosaic_core.capabilities import WorkerMetadata
     from mosaic_core.cli.commands import CliCommand

@@ -180,7 +180,9 @@ def discover() -> list[LoadedEntryPoint]:
     from mosaic_core.descriptors import collect
     from mosaic_core.plugins import plugin_host
 
-    items = collect(plugin_host(), "mosaic_launchers", LauncherInfo, lambda: load_group(LEGACY_GROUP, check=_check_info))
+    items = collect(
+        plugin_host(), "mosaic_launchers", LauncherInfo, lambda: load_group(LEGACY_GROUP, check=_check_info)
+    )
     owner: dict[str, str] = {}
     for item in items:
         if item.status != "active":

@@ -75,9 +75,7 @@ def _check_module(obj: Any) -> Any:
 class PluginHost:
     """A pluggy manager with the loaded plugins and typed accessors for every hook."""
 
-    def __init__(
-        self, loaded: list[LoadedEntryPoint] | None = None, trace: bool | None = None, listed: bool = False
-    ):
+    def __init__(self, loaded: list[LoadedEntryPoint] | None = None, trace: bool | None = None, listed: bool = False):
         self.pm = GuardedManager(self)
         self.pm.add_hookspecs(hookspecs)
         self.loaded: list[LoadedEntryPoint] = []
@@ -145,7 +143,9 @@ class PluginHost:
         ]
         unknown = sorted({c.name for c, impl in implemented if c.spec is None and not impl.optionalhook})
         if unknown:
-            self._fail(item, f"unknown hook(s) {', '.join(unknown)}: neither MOSAIC's nor one an installed plugin declares")
+            self._fail(
+                item, f"unknown hook(s) {', '.join(unknown)}: neither MOSAIC's nor one an installed plugin declares"
+            )
             return
         outside = sorted({c.name for c, _impl in implemented if allowed is not None and c.name not in allowed})
         if outside:
@@ -602,7 +602,9 @@ def listed_plugin_host(records: list[list[str]]) -> PluginHost:
     plugins = [r for r in records if not r[0].startswith(WORKER_HOOKS)]
     host = PluginHost(load_listed(PLUGIN_GROUP, plugins, check=_check_module), listed=True)
     for name, value, distribution, version in (r for r in records if r[0].startswith(WORKER_HOOKS)):
-        host.add_worker_hooks(name.removeprefix(WORKER_HOOKS), LoadedEntryPoint(name, PLUGIN_GROUP, value, distribution, version))
+        host.add_worker_hooks(
+            name.removeprefix(WORKER_HOOKS), LoadedEntryPoint(name, PLUGIN_GROUP, value, distribution, version)
+        )
     return host
 
 

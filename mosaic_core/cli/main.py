@@ -246,7 +246,9 @@ def _run_plugins(ns: argparse.Namespace) -> int:
             f"worker {name}" + (f" (its runs: {', '.join(h.removeprefix('mosaic_') for h in own)})" if own else "")
             for name, own in r["workers"].items()
         ] + [f"launcher {name}" for name in r["launchers"]]
-        table.add_row(r["name"], r["distribution"], r["version"], r["status"], hooks, "; ".join(provided), r["error"] or "")
+        table.add_row(
+            r["name"], r["distribution"], r["version"], r["status"], hooks, "; ".join(provided), r["error"] or ""
+        )
     console().print(table)
     return 0
 

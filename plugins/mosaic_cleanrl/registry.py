@@ -180,7 +180,9 @@ class _Contributions:
             origin = f"{HOOK} of {plugin.describe()}"
             if error is not None:
                 continue  # the host has said so (a failed hook is named once)
-            if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            ):
                 _warn_once(f"warning: {origin} returned {value!r:.80}; expected a dict of names to 'pkg.module[:func]'")
                 continue
             for name, where in sorted(value.items()):
@@ -208,7 +210,9 @@ def _legacy_entry_points() -> list[tuple[str, str, str]]:
             f"entry-point group; implement {HOOK}() in a module its 'mosaic.plugins' entry point names "
             "(docs/extending/plugin.md)"
         )
-        found.append((ep.name, ep.value, f"entry point {ep.name!r} = {ep.value!r} (group {LEGACY_GROUP}, from {distribution})"))
+        found.append(
+            (ep.name, ep.value, f"entry point {ep.name!r} = {ep.value!r} (group {LEGACY_GROUP}, from {distribution})")
+        )
     return found
 
 
@@ -258,9 +262,13 @@ def _from_plugin(name: str, found: list[_Contribution]) -> ResolvedAlgorithm:
                 raise ModuleNotFoundError(f"module {module!r} not found")
             script = Path(spec.origin).resolve()
     except Exception as exc:  # a broken third-party algorithm must not take the host down
-        raise UsageError(f"broken {name!r} = {contribution.value!r} ({contribution.origin}): {type(exc).__name__}: {exc}") from exc
+        raise UsageError(
+            f"broken {name!r} = {contribution.value!r} ({contribution.origin}): {type(exc).__name__}: {exc}"
+        ) from exc
     if not script.is_file() or script.suffix != ".py":
-        raise UsageError(f"broken {name!r} = {contribution.value!r} ({contribution.origin}): {script} is not an existing .py script")
+        raise UsageError(
+            f"broken {name!r} = {contribution.value!r} ({contribution.origin}): {script} is not an existing .py script"
+        )
     return ResolvedAlgorithm(name, script, "plugin", None, f"{name!r} = {contribution.value!r} ({contribution.origin})")
 
 

@@ -190,13 +190,17 @@ def test_broken_algorithms_name_themselves_their_plugin_and_distribution(site):
 
 def test_two_distributions_declaring_one_name_is_an_error_naming_both(site):
     for dist in ("algos-one", "algos-two"):
-        add_algorithms(site, dist, {"twin": f"{dist.replace('-', '_')}_twin"}, {f"{dist.replace('-', '_')}_twin": SCRIPT})
+        add_algorithms(
+            site, dist, {"twin": f"{dist.replace('-', '_')}_twin"}, {f"{dist.replace('-', '_')}_twin": SCRIPT}
+        )
     message = error_of("twin")
     assert "algos-one" in message and "algos-two" in message
 
 
 def test_the_deprecated_entry_point_group_still_adds_an_algorithm_with_a_notice(site, capsys):
-    make_distribution(site, "old-algos", {registry.LEGACY_GROUP: {"old_style": "old_style_algo"}}, {"old_style_algo": SCRIPT})
+    make_distribution(
+        site, "old-algos", {registry.LEGACY_GROUP: {"old_style": "old_style_algo"}}, {"old_style_algo": SCRIPT}
+    )
     found = resolve("old_style")
     assert found.source == "plugin" and found.script == (site / "old_style_algo.py").resolve()
     notice = [line for line in capsys.readouterr().err.splitlines() if "old-algos" in line]
