@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mosaic_core.entrypoints import LoadedEntryPoint
+from mosaic_core.capabilities import WorkerMetadata
+from mosaic_core.entrypoints import LoadedEntryPoint, load_group
 
-if TYPE_CHECKING:
-    from mosaic_core.plugins import PluginHost
+WORKERS_GROUP = "mosaic.workers"  # deprecated: a plugin's mosaic_workers hook instead
 
 _noticed: set[tuple[str, str, str]] = set()  # (group, distribution, name) said this process
 
 
 def collect(
-    host: PluginHost,
+    host: Any,  # a mosaic_core.plugins.PluginHost (which imports this module)
     hook: str,
     kind: type,
     legacy: Callable[[], list[LoadedEntryPoint]] | None = None,
@@ -51,6 +51,46 @@ def collect(
             _notice(item, hook)
             items.append(item)
     return _unique(items)
+
+
+def worker_items(host: Any) -> list[LoadedEntryPoint]:
+    """Every worker ``host``'s plugins provide (then the deprecated group's): ``obj`` is its
+    WorkerMetadata when active."""
+    return collect(host, "mosaic_workers", WorkerMetadata, _legacy_workers)
+
+
+def _legacy_workers() -> list[LoadedEntryPoint]:
+    return [_named(item) for item in load_group(WORKERS_GROUP, check=_check_worker)]
+
+
+def _check_worker(obj: Any) -> WorkerMetadata:
+    if isinstance(obj, WorkerMetadata):
+        return obj
+    if not callable(obj):
+        raise TypeError(
+            f"a {WORKERS_GROUP} entry point must name a WorkerMetadata (or a function returning one), "
+            f"got {type(obj).__name__}"
+        )
+    metadata = obj()
+    if not isinstance(metadata, WorkerMetadata):
+        raise TypeError(
+            f"{getattr(obj, '__qualname__', obj)}() returned {type(metadata).__name__}, expected WorkerMetadata"
+        )
+    return metadata
+
+
+def _named(item: LoadedEntryPoint) -> LoadedEntryPoint:
+    """A deprecated entry point's worker, named by its entry point."""
+    if item.status == "active":
+        if item.obj.name and item.obj.name != item.name:
+            item.status = "failed"
+            item.error = f"entry point name {item.name!r} differs from the worker's name {item.obj.name!r}"
+            return item
+        try:
+            item.obj = item.obj.named(item.name)
+        except ValueError as exc:  # an entry point name that is no worker name
+            item.status, item.error = "failed", str(exc)
+    return item
 
 
 def _checked(plugin: LoadedEntryPoint, hook: str, kind: type, descriptor: Any) -> LoadedEntryPoint:

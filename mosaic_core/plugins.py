@@ -209,9 +209,9 @@ class PluginHost:
         """Register ``worker``'s run hooks (its metadata's ``run_hooks``) for its runs, once."""
         if not worker or worker in self.worker_hooks:
             return
-        from mosaic_core.workers import discover_workers
+        from mosaic_core.descriptors import worker_items
 
-        found = next((i for i in discover_workers(self) if i.name == worker and i.status == "active"), None)
+        found = next((i for i in worker_items(self) if i.name == worker and i.status == "active"), None)
         where = found.obj.run_hooks if found is not None else None
         if found is None or not where:
             self.worker_hooks[worker] = None

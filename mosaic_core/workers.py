@@ -11,57 +11,24 @@ entry point; its name the worker's) is still read, with a deprecation notice.
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from mosaic_core.capabilities import WorkerMetadata
-from mosaic_core.entrypoints import LoadedEntryPoint, load_group
+from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import UsageError
 
 if TYPE_CHECKING:
     from mosaic_core.plugins import PluginHost
 
-LEGACY_GROUP = "mosaic.workers"  # deprecated: a plugin's mosaic_workers hook instead
 DEFAULT_WORKER_VAR = "MOSAIC_DEFAULT_WORKER"  # the worker of runs that name none (mosaic_core.choice)
-
-
-def _check_worker(obj: Any) -> WorkerMetadata:
-    if isinstance(obj, WorkerMetadata):
-        return obj
-    if not callable(obj):
-        raise TypeError(
-            f"a {LEGACY_GROUP} entry point must name a WorkerMetadata (or a function returning one), "
-            f"got {type(obj).__name__}"
-        )
-    metadata = obj()
-    if not isinstance(metadata, WorkerMetadata):
-        raise TypeError(
-            f"{getattr(obj, '__qualname__', obj)}() returned {type(metadata).__name__}, expected WorkerMetadata"
-        )
-    return metadata
-
-
-def _named(item: LoadedEntryPoint) -> LoadedEntryPoint:
-    """A deprecated entry point's worker, named by its entry point."""
-    if item.status == "active":
-        if item.obj.name and item.obj.name != item.name:
-            item.status = "failed"
-            item.error = f"entry point name {item.name!r} differs from the worker's name {item.obj.name!r}"
-            return item
-        try:
-            item.obj = item.obj.named(item.name)
-        except ValueError as exc:  # an entry point name that is no worker name
-            item.status, item.error = "failed", str(exc)
-    return item
 
 
 def discover_workers(host: PluginHost | None = None) -> list[LoadedEntryPoint]:
     """Every worker the plugins provide (then the deprecated group's), loaded (``obj`` is the
     WorkerMetadata) or failed; ``host``: the process's plugin host unless given."""
-    from mosaic_core.descriptors import collect
+    from mosaic_core.descriptors import worker_items
     from mosaic_core.plugins import plugin_host
 
-    legacy = lambda: [_named(item) for item in load_group(LEGACY_GROUP, check=_check_worker)]
-    return collect(host or plugin_host(), "mosaic_workers", WorkerMetadata, legacy)
+    return worker_items(host or plugin_host())
 
 
 def find_worker(name: str) -> LoadedEntryPoint:
