@@ -34,13 +34,18 @@ def discover_workers(host: PluginHost | None = None) -> list[LoadedEntryPoint]:
 def find_worker(name: str) -> LoadedEntryPoint:
     """The installed worker called ``name`` (``obj`` is its WorkerMetadata); a UsageError
     lists the installed ones."""
-    items = discover_workers()
+    from mosaic_core.plugins import plugin_host
+
+    host = plugin_host()
+    items = discover_workers(host)
     for item in items:
         if item.name == name:
             if item.status != "active":
                 raise UsageError(f"worker {name!r} is installed but failed to load: {item.error} ({item.describe()})")
             return item
-    raise UsageError(unknown_worker(name, items))
+    blocked = next((i for i in host.loaded if i.name == name and i.status == "blocked"), None)
+    hint = f" (plugin {name!r} is not loaded: {blocked.error})" if blocked else ""
+    raise UsageError(unknown_worker(name, items) + hint)
 
 
 def unknown_worker(name: str, items: list[LoadedEntryPoint]) -> str:

@@ -219,6 +219,10 @@ def test_an_algorithm_package_loads_without_the_cleanrl_worker(mosaic):
     assert plugins["example-provides"]["status"] == "active" and plugins["cleanrl"]["status"] == "blocked"
     workers = json.loads(mosaic("workers", "--json", env=env).stdout)
     assert "cleanrl" not in {w["name"] for w in workers} and "example" in {w["name"] for w in workers}
+    refused = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--dry-run", env=env)
+    assert refused.returncode == 2 and refused.stderr.strip().endswith(
+        "(plugin 'cleanrl' is not loaded: listed in MOSAIC_DISABLE_PLUGINS)"
+    )
 
 
 # ---------------------------------------------------------------------------- checkout
