@@ -72,6 +72,13 @@ def _check_module(obj: Any) -> Any:
     return obj
 
 
+def _worker_namespace(module: Any, name: str) -> types.ModuleType:
+    """A worker's run-hooks module as a plugin of its own (two workers may name one module)."""
+    namespace = types.ModuleType(name)
+    namespace.__dict__.update({k: v for k, v in vars(_check_module(module)).items() if not k.startswith("__")})
+    return namespace
+
+
 class PluginHost:
     """A pluggy manager with the loaded plugins and typed accessors for every hook."""
 
@@ -90,6 +97,7 @@ class PluginHost:
         # How a failure is announced the first time (the training process also tells its host).
         self.on_failure: Callable[[HookFailure], None] = _print_failure
         self._lock = threading.Lock()
+        self._workers_lock = threading.RLock()
         self._owned: list[tuple[str, ExtrasKey]] | None = None
         trace = os.environ.get(TRACE_VAR, "") not in ("", "0") if trace is None else trace
         if trace:
@@ -211,20 +219,24 @@ class PluginHost:
             return
         from mosaic_core.descriptors import worker_items
 
-        found = next((i for i in worker_items(self) if i.name == worker and i.status == "active"), None)
-        where = found.obj.run_hooks if found is not None else None
-        if found is None or not where:
-            self.worker_hooks[worker] = None
-            return
-        self.add_worker_hooks(
-            worker, LoadedEntryPoint(f"worker:{worker}", PLUGIN_GROUP, where, found.distribution, found.version)
-        )
+        with self._workers_lock:  # a run's threads may ask at once
+            if worker in self.worker_hooks:
+                return
+            found = next((i for i in worker_items(self) if i.name == worker and i.status == "active"), None)
+            where = found.obj.run_hooks if found is not None else None
+            if found is None or not where:
+                self.worker_hooks[worker] = None
+                return
+            self.add_worker_hooks(
+                worker,
+                LoadedEntryPoint(f"{WORKER_HOOKS}{worker}", PLUGIN_GROUP, where, found.distribution, found.version),
+            )
 
     def add_worker_hooks(self, worker: str, hooks: LoadedEntryPoint) -> None:
         """Load and register a worker's run-hooks module; one that fails stops the run."""
         self.worker_hooks[worker] = hooks
         self._scoped.clear()
-        load_into(hooks, lambda: _check_module(load_value(hooks.value)), None)
+        load_into(hooks, lambda: _worker_namespace(load_value(hooks.value), hooks.name), None)
         if hooks.status == "active":
             try:
                 self.pm.register(hooks.obj, name=hooks.name)

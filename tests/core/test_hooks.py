@@ -836,7 +836,7 @@ def test_a_worker_s_run_hooks_are_called_for_its_own_runs_only(tmp_path, monkeyp
         "from mosaic_core import hookimpl\n\n@hookimpl\ndef mosaic_extras_keys():\n    return []\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    workers = [_metadata("alpha", "alpha_hooks"), _metadata("beta", "beta_hooks"), _metadata("gamma", "gamma_hooks")]
+    workers = [_metadata(n, f"{n}_hooks") for n in ("alpha", "beta", "gamma")] + [_metadata("delta", "alpha_hooks")]
     host = host_with(module("everyone", mosaic_on_heartbeat=lambda: {"all": 1}, mosaic_workers=lambda: workers))
     config = build_config({"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10})
 
@@ -847,6 +847,8 @@ def test_a_worker_s_run_hooks_are_called_for_its_own_runs_only(tmp_path, monkeyp
     assert host.heartbeat_fields(run_of("beta")) == {"all": 1, "beta": "r1"}
     assert host.heartbeat_fields(run_of("alpha")) == {"all": 1, "alpha": "r1"}  # beta's stay out
     assert host.heartbeat_fields(run_of("other")) == {"all": 1}
+    assert host.heartbeat_fields(run_of("delta")) == {"all": 1, "alpha": "r1"}  # alpha's module, its own copy
+    assert host.heartbeat_fields(run_of("alpha")) == {"all": 1, "alpha": "r1"}
     assert host.hooks_of("worker:alpha") == ["mosaic_on_heartbeat"]
     with pytest.raises(PluginError, match="worker 'gamma'.*gamma_hooks.*mosaic_extras_keys"):
         host.heartbeat_fields(run_of("gamma"))  # a run hook that is not one of a run's
