@@ -215,13 +215,16 @@ class PluginHost:
 
     def use_worker(self, worker: str) -> None:
         """Register ``worker``'s run hooks (its metadata's ``run_hooks``) for its runs, once."""
-        if not worker or worker in self.worker_hooks:
+        if not worker:
+            return
+        if worker in self.worker_hooks:
+            self._check_worker_hooks(worker)
             return
         from mosaic_core.descriptors import worker_items
 
         with self._workers_lock:  # a run's threads may ask at once
             if worker in self.worker_hooks:
-                return
+                return self._check_worker_hooks(worker)
             found = next((i for i in worker_items(self) if i.name == worker and i.status == "active"), None)
             where = found.obj.run_hooks if found is not None else None
             if found is None or not where:
@@ -243,7 +246,12 @@ class PluginHost:
             except Exception as exc:
                 hooks.status, hooks.error, hooks.obj = "failed", f"{type(exc).__name__}: {exc}", None
             self._verify(hooks, allowed=hookspecs.PER_RUN)
-        if hooks.status != "active":
+        self._check_worker_hooks(worker)
+
+    def _check_worker_hooks(self, worker: str) -> None:
+        """A worker whose run hooks failed to load cannot run (asked again, it says so again)."""
+        hooks = self.worker_hooks.get(worker)
+        if hooks is not None and hooks.status != "active":
             raise PluginError(
                 f"worker {worker!r} ({hooks.distribution} {hooks.version}): its run hooks {hooks.value} "
                 f"failed to load: {hooks.error}"

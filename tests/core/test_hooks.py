@@ -852,3 +852,5 @@ def test_a_worker_s_run_hooks_are_called_for_its_own_runs_only(tmp_path, monkeyp
     assert host.hooks_of("worker:alpha") == ["mosaic_on_heartbeat"]
     with pytest.raises(PluginError, match="worker 'gamma'.*gamma_hooks.*mosaic_extras_keys"):
         host.heartbeat_fields(run_of("gamma"))  # a run hook that is not one of a run's
+    with pytest.raises(PluginError, match="worker 'gamma'"):
+        host.heartbeat_fields(run_of("gamma"))  # asked again, it says so again
