@@ -32,7 +32,8 @@ def _from(module: str, *names: str) -> dict[str, str]:
 # Public name -> "module" or "module:attribute" that defines it (imported on first use).
 _EXPORTS = {
     # Extending: a plugin's hooks, a worker, a CLI command, the types they exchange.
-    **_from("hookspecs", "hookimpl"),
+    **_from("hookspecs", "hookimpl", "STOP", "ISOLATE"),
+    "hookspec": "mosaic_core.hookspecs:spec",  # a plugin's own hook: @hookspec(STOP) or @hookspec(ISOLATE)
     **_from("worker", "Worker", "load_worker"),
     **_from("workers", "find_worker"),
     **_from("choice", "choose_worker"),

@@ -36,9 +36,11 @@ class LoadedEntryPoint:
     error: str | None = None
     detail: str | None = field(default=None, repr=False)  # traceback of a failure
     obj: Any = field(default=None, repr=False)
+    plugin: str = ""  # what a plugin provides (a worker, a launcher): that plugin's entry point name
 
     def describe(self) -> str:
-        return f"entry point {self.name!r} ({self.value}) from {self.distribution} {self.version}"
+        name = self.plugin or self.name
+        return f"entry point {name!r} ({self.value}) from {self.distribution} {self.version}"
 
 
 def _names(var: str) -> set[str] | None:

@@ -6,10 +6,11 @@ every lifecycle event of the run (exactly one terminal event) through ``job.run.
 
 - ``local`` (built in, the default): the :class:`~mosaic_core.supervisor.Supervisor` runs the
   training process as a subprocess of this host.
-- Others come from plugins through the ``mosaic.launchers`` entry-point group: each entry
-  point names a function returning a :class:`LauncherInfo`. Discovery imports only that
-  module; the launcher's ``execute`` (``"module:function"``) is imported when a run uses it,
-  so a launcher's heavy dependency (Ray, a Kubernetes client) is never imported otherwise.
+- Others come from plugins: a plugin's ``mosaic_launchers`` hook returns a :class:`LauncherInfo`
+  each. Discovery imports only the plugin module; the launcher's ``execute``
+  (``"module:function"``) is imported when a run uses it, so a launcher's heavy dependency (Ray,
+  a Kubernetes client) is never imported otherwise. (The ``mosaic.launchers`` entry-point group,
+  a function returning a LauncherInfo per entry point, is still read, with a deprecation notice.)
 
 A launcher is chosen by name (``--launcher NAME``, default ``local``, or ``$MOSAIC_LAUNCHER``);
 an option that ``selects`` (``--ray-address``) is a shorthand for its launcher. A launcher
@@ -22,7 +23,7 @@ run before anything is prepared (a cluster that does not answer, no ``sbatch`` o
 problem is one line of the refusal (exit 2), beside the other problems of the run.
 
 A new launcher (Ray and Slurm are plugins; Kubernetes: a Job per run) is one small module:
-``get_launcher_info()`` plus an ``execute(job)`` that runs the job where it belongs, its events
+its :class:`LauncherInfo` (from its plugin's ``mosaic_launchers``) plus an ``execute(job)`` that runs the job where it belongs, its events
 reaching this process's stdout and ``job.run.run_dir`` (relayed through ``job.run.emit``, or
 written there by the node on a shared runs root); its ``run_started`` payload carries ``node`` (a
 short "where", shown by ``mosaic runs --target``). On the node, ``python -I -m mosaic_core.node
@@ -57,7 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mosaic_core.runs import RunContext
     from mosaic_core.supervisor import SupervisorOptions
 
-LAUNCHER_GROUP = "mosaic.launchers"
+LEGACY_GROUP = "mosaic.launchers"  # deprecated: a plugin's mosaic_launchers hook instead
 LOCAL = "local"
 LAUNCHER_ENV = "MOSAIC_LAUNCHER"
 _FLAG = re.compile(r"--[a-z][a-z0-9-]*")
@@ -93,7 +94,7 @@ class LauncherOption:
 
 @dataclass(frozen=True)
 class LauncherInfo:
-    """What a ``mosaic.launchers`` entry point returns: a name, one line for ``--help``, its
+    """What a plugin's ``mosaic_launchers`` hook returns for a launcher: a name, one line for ``--help``, its
     options and where its ``execute(job) -> int`` lives (``"module:function"``); optionally where
     its ``capacity(settings) -> (runs, why)`` lives: how many runs it takes at a time, and its
     ``start_early(settings, num_cpus) -> handle``: what takes time on its side and needs no
@@ -166,7 +167,7 @@ class Job:
 
 def _check_info(obj: Any) -> LauncherInfo:
     if not callable(obj):
-        raise TypeError(f"a {LAUNCHER_GROUP} entry point must name a function, got {type(obj).__name__}")
+        raise TypeError(f"a {LEGACY_GROUP} entry point must name a function, got {type(obj).__name__}")
     info = obj()
     if not isinstance(info, LauncherInfo):
         raise TypeError(f"{getattr(obj, '__qualname__', obj)}() returned {type(info).__name__}, expected LauncherInfo")
@@ -174,9 +175,15 @@ def _check_info(obj: Any) -> LauncherInfo:
 
 
 def discover() -> list[LoadedEntryPoint]:
-    """Every launcher entry point (``obj`` is its LauncherInfo when active), sorted by name.
-    Two launchers declaring one flag or variable: the second is marked failed, naming both."""
-    items = load_group(LAUNCHER_GROUP, check=_check_info)
+    """Every launcher the plugins provide (then the deprecated group's): ``obj`` is its
+    LauncherInfo when active. Two launchers declaring one flag or variable: the second is
+    marked failed, naming both."""
+    from mosaic_core.descriptors import collect
+    from mosaic_core.plugins import plugin_host
+
+    items = collect(
+        plugin_host(), "mosaic_launchers", LauncherInfo, lambda: load_group(LEGACY_GROUP, check=_check_info)
+    )
     owner: dict[str, str] = {}
     for item in items:
         if item.status != "active":

@@ -140,7 +140,7 @@ class Supervisor:
             env_id=cfg.env_id,
             num_envs=self.options.num_envs,
             worker=self.run.worker,
-            plugins=plugin_records(self.host),
+            plugins=plugin_records(self.host, self.run.worker),
             host_pid=os.getpid(),
         )
         env = dict(os.environ)

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 def get_worker_metadata() -> tuple[WorkerMetadata, WorkerCapabilities]:
     """MOSAIC's shape: ``(WorkerMetadata, WorkerCapabilities)``. The host itself reads the
-    one descriptor, :data:`mosaic_cleanrl.metadata.METADATA`, through the ``mosaic.workers``
-    entry point."""
+    one descriptor, :data:`mosaic_cleanrl.metadata.METADATA`, from the ``mosaic_workers`` hook
+    of its plugin module (:mod:`mosaic_cleanrl.plugin`)."""
     from mosaic_cleanrl.metadata import METADATA
 
     return METADATA, METADATA.capabilities

@@ -14,7 +14,7 @@ from typing import Any
 from mosaic_core import ConfigError, WorkerConfig, build_config, parse_json, read_config_file, unwrap_config
 
 CleanRLWorkerConfig = WorkerConfig
-WORKER_NAME = "cleanrl"  # this worker's entry point name
+WORKER_NAME = "cleanrl"  # this worker's name (its metadata's)
 
 __all__ = [
     "WorkerConfig",

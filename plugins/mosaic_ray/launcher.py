@@ -1,4 +1,4 @@
-"""The Ray launcher's descriptor (``mosaic.launchers`` entry point): options only, no Ray import."""
+"""The Ray launcher's descriptor (its plugin's ``mosaic_launchers`` returns it): options only, no Ray import."""
 
 from __future__ import annotations
 

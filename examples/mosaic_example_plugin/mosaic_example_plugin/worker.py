@@ -35,9 +35,10 @@ CAPABILITIES = WorkerCapabilities(
 
 
 def get_worker_metadata() -> WorkerMetadata:
-    """The ``mosaic.workers`` entry point: cheap to call (imports nothing heavy). The worker's
-    name is the entry point's (``example``), given once."""
+    """The worker's descriptor (the package's ``mosaic_workers`` hook returns it): cheap to
+    build (imports nothing heavy); the worker class is named, imported when a run needs it."""
     return WorkerMetadata(
+        name="example",
         version="0.2.0",
         worker="mosaic_example_plugin.worker:ExampleWorker",
         description="Plays a random (or always-first-action) policy in a gymnasium env; an example worker",
@@ -50,6 +51,7 @@ def get_isolated_worker_metadata() -> WorkerMetadata:
     """The same worker in its own environment (`mosaic workers install example-venv`): gymnasium
     1.2.2 there, whatever the host's venv holds, and no torch."""
     return WorkerMetadata(
+        name="example-venv",
         version="0.2.0",
         worker="mosaic_example_plugin.worker:ExampleWorker",
         description="The example worker in its own environment (gymnasium 1.2.2, no torch)",
