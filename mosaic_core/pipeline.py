@@ -671,7 +671,7 @@ def run_worker(
     choice = launchers.select(ns, installed)  # an unknown launcher, two chosen: say so before anything
     if not ns.dry_run:
         choice.check(ns.num_cpus)  # a cluster that does not answer, no sbatch: one line, nothing started
-    # A launcher's slow start (joining a Ray cluster, a worker process on its node) goes on while the run is prepared.
+    # A launcher's slow start (joining a Ray cluster, an actor's process on its node) goes on while the run is prepared.
     early = None if ns.dry_run else launchers.start_early(choice, ns.num_cpus)
     try:
         host = plugin_host()

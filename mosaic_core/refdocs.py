@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-DISTRIBUTION = "mosaic-workers"
+DISTRIBUTION = "mosaic-rl"
 WIDTH = "100"  # argparse wraps help at $COLUMNS: fixed, so the page is the same on every terminal
 PAGES = ("cli.md", "schemas.md")
 

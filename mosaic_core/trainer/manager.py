@@ -370,9 +370,9 @@ class RunManager:
                 run_id,
                 status=FAULT,
                 terminal_event="run_failed",
-                failure_reason=f"could not start the worker process: {exc}",
+                failure_reason=f"could not start the run's process: {exc}",
             )
-            opts.log(f"run {run_id}: could not start the worker process: {exc}")
+            opts.log(f"run {run_id}: could not start the run's process: {exc}")
             return
         proc = RunProcess(run_id, popen, Path(row.run_dir), stderr_path)
         self._procs[run_id] = proc
@@ -476,7 +476,7 @@ class RunManager:
     def _exit_reason(self, proc: RunProcess, code: int | None) -> str:
         last = _last_line(proc.stderr_path)
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-        return f"worker process {how} without a terminal event" + (f": {last}" if last else "")
+        return f"the run's process {how} without a terminal event" + (f": {last}" if last else "")
 
     def _owns(self, path: str | Path) -> bool:
         """Whether ``path`` is a run directory under this daemon's runs dir."""
