@@ -62,7 +62,7 @@ def test_a_second_user_can_neither_control_nor_read_the_daemon(daemon_process, t
     assert {found[f"read {path}"] for path in files} == {"EACCES"}
     # The victim is untouched: still running, and its own worker registers with its secret.
     assert [r.run_id for r in client.list_runs(daemon.target)] == [victim]
-    with client.WorkerSession.register(daemon.target, run_id=victim, registration_secret=secret) as session:
+    with client.RunSession.register(daemon.target, run_id=victim, registration_secret=secret) as session:
         assert session.heartbeat() == {"ok": True}
     assert record(daemon.target, victim).status == pb.RUN_STATUS_EXEC
 
@@ -79,10 +79,10 @@ def test_registration_needs_the_secret_the_run_was_given(daemon_process, tmp_pat
     # Holding the client token is not enough to register as a run's worker.
     for wrong in (None, "not-the-secret"):
         with pytest.raises(MosaicError, match="UNAUTHENTICATED: a first RegisterWorker needs the registration"):
-            client.WorkerSession.register(daemon.target, run_id=run_id, registration_secret=wrong)
-    session = client.WorkerSession.register(daemon.target, run_id=run_id, registration_secret=secret)
+            client.RunSession.register(daemon.target, run_id=run_id, registration_secret=wrong)
+    session = client.RunSession.register(daemon.target, run_id=run_id, registration_secret=secret)
     with pytest.raises(MosaicError, match="ALREADY_EXISTS"):  # a secret opens one registration
-        client.WorkerSession.register(daemon.target, run_id=run_id, registration_secret=secret)
+        client.RunSession.register(daemon.target, run_id=run_id, registration_secret=secret)
     session.heartbeat()
     client.cancel(daemon.target, run_id)
     watcher.join()

@@ -50,12 +50,12 @@ def test_idle_watch_streams_do_not_starve_the_daemon(daemon_process, tmp_path):
         channel.close()
 
 
-def _worker_for(daemon) -> tuple[str, client.WorkerSession]:
+def _worker_for(daemon) -> tuple[str, client.RunSession]:
     run_id = client.submit(daemon.address, fake_config({"register": False, "duration": 120})).run_id
     wait_for(lambda: record(daemon.address, run_id).status == pb.RUN_STATUS_EXEC, what="the run to start")
     path = Path(record(daemon.address, run_id).run_dir) / "registration.secret"
     secret = wait_for(lambda: path.exists() and path.read_text(), what="its registration secret")
-    return run_id, client.WorkerSession.register(daemon.address, run_id=run_id, registration_secret=secret)
+    return run_id, client.RunSession.register(daemon.address, run_id=run_id, registration_secret=secret)
 
 
 def test_telemetry_is_capped_strict_and_refused_after_the_run(start_daemon):
