@@ -88,7 +88,7 @@ def mosaic_run_command(spec: LaunchSpec) -> list[str]:
 @dataclass
 class ManagerOptions:
     state_dir: Path
-    target: str = ""  # the daemon's own address, given to workers
+    target: str = ""  # the daemon's own address, given to the runs' training programs
     max_concurrent: int = 4
     heartbeat_timeout: float = 90.0
     grace_period: float = 10.0

@@ -1,4 +1,4 @@
-"""A tiny real worker process for daemon tests: registers over gRPC, prints lifecycle JSONL.
+"""A tiny real training program for daemon tests: registers over gRPC, prints lifecycle JSONL.
 
 Behaviour comes from the config's ``program_id``, ``fake:<JSON object>``:
 ``duration`` (s, default 0.3), ``register`` (default true), ``heartbeats`` (default true),

@@ -110,7 +110,7 @@ def test_concurrent_registrations_one_wins(daemon, waiting_run):
     sessions = [r for r in results if isinstance(r, client.RunSession)]
     errors = [str(r) for r in results if isinstance(r, MosaicError)]
     assert len(sessions) == 1 and len(errors) == 7
-    assert all("ALREADY_EXISTS" in e and "already has a registered worker" in e for e in errors)
+    assert all("ALREADY_EXISTS" in e and "already has a registered training program" in e for e in errors)
     winner = sessions[0]
     # Only the current token may replace the worker; the old token is void afterwards.
     with pytest.raises(MosaicError, match="UNAUTHENTICATED"):

@@ -34,7 +34,7 @@ def test_idle_watch_streams_do_not_starve_the_daemon(daemon_process, tmp_path):
             lambda: sum(not s.running() for s in streams) >= 16 or all(s.running() for s in streams),
             what="the streams to be served or refused",
         )
-        # Health, list and submit answer at once, and a run's worker can still register.
+        # Health, list and submit answer at once, and a run's training program can still register.
         assert client.health(daemon.target, timeout=5).healthy
         assert client.list_runs(daemon.target, timeout=5) == []
         run_id = client.submit(daemon.target, fake_config({"duration": 0.2}), timeout=10).run_id
