@@ -34,9 +34,7 @@ class _RenamedFlag(argparse.Action):
 
 
 def add_renamed_flag(parser: argparse.ArgumentParser, old: str, new: str, **kwargs: Any) -> None:
-    """``old`` as a hidden alias of the flag ``new`` (added already): same destination, same
-    ``type``; using it says ``new``'s name."""
-    target = next(a for a in parser._actions if new in a.option_strings)
-    kwargs.setdefault("type", target.type)
-    kwargs.setdefault("metavar", target.metavar)
-    parser.add_argument(old, dest=target.dest, action=_RenamedFlag, new=new, help=argparse.SUPPRESS, **kwargs)
+    """``old`` as a hidden alias of the flag ``new``: the same destination (argparse's, from
+    ``new``'s name); give the same ``type``. Using it says ``new``'s name."""
+    dest = new.lstrip("-").replace("-", "_")
+    parser.add_argument(old, dest=dest, action=_RenamedFlag, new=new, help=argparse.SUPPRESS, **kwargs)

@@ -37,7 +37,7 @@ def _configure_experiment(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("spec", metavar="SPEC.toml")
     run.add_argument("--parallel", type=int, metavar="N", help="runs at a time (overrides the spec's parallel)")
-    add_renamed_flag(run, "--concurrency", "--parallel")
+    add_renamed_flag(run, "--concurrency", "--parallel", type=int)
     run.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     launchers.add_arguments(run)
     card = actions.add_parser(
