@@ -142,6 +142,11 @@ class WorkerConfig:
             raise ConfigError(f"extras must be an object, got {type(self.extras).__name__}", field="extras", source=src)
         _check_text(self.extras, "extras", src)
 
+    @property
+    def worker_id(self) -> str | None:
+        """``program_id``'s old name, for code that still reads it."""
+        return self.program_id
+
     def with_overrides(self, **overrides: Any) -> WorkerConfig:
         """A copy with the given fields replaced (None means "not given"); ``extras`` is merged
         into the current extras, the override winning per key (MOSAIC's semantics)."""
