@@ -118,7 +118,7 @@ def _report_failure(child: ChildContext, failure: HookFailure) -> None:
 def env_index_hint() -> int | None:
     """This env's index in its vector env, when it can be known.
 
-    In an ``AsyncVectorEnv`` worker the process name ends with the index
+    In an ``AsyncVectorEnv`` env process the process name ends with the index
     (``Worker<AsyncVectorEnv>-3``); in one process, ``gym.make`` calls are counted in order
     (``SyncVectorEnv`` makes its envs in index order).
     """

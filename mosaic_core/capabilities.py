@@ -142,7 +142,7 @@ class WorkerEnvironment:
 
     ``requirements`` are pip requirement strings, pinned where it matters (pre-flight checks
     every ``==`` pin before a run starts); ``host_extras`` are extras of the host's distribution
-    (``mosaic-workers``) to install with it (the host's core and the plugins are always there,
+    (``mosaic-rl``) to install with it (the host's core and the plugins are always there,
     so the training process imports ``mosaic_core`` and the plugins as in the host);
     ``optional`` maps names to more requirements ``mosaic workers install NAME --extras a,b``
     adds (e.g. env families)."""

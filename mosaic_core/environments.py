@@ -40,7 +40,7 @@ from mosaic_core.procs import NEUTRAL_CWD, python_command
 
 VENVS_VAR = "MOSAIC_VENVS"
 MARKER = "mosaic-environment.json"
-HOST_DISTRIBUTION = "mosaic-workers"  # the host's own distribution (pyproject.toml)
+HOST_DISTRIBUTION = "mosaic-rl"  # the host's own distribution (pyproject.toml)
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)\s*$")
 # pip's own words for the requirement it could not satisfy or build
 _PIP_FAILURES = (

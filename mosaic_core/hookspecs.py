@@ -376,7 +376,7 @@ def mosaic_on_child_message(run: RunContext, kind: str, payload: dict[str, Any])
     """A message arrived from the training process over the side channel.
 
     Called on the host for every ``ChildContext.publish(kind, payload)`` made in the
-    training process (or its env worker processes), in arrival order. A plugin handles the
+    training process (or its env processes), in arrival order. A plugin handles the
     kinds it publishes and ignores the rest. Return value ignored. Failure: isolate.
 
     **Example:**
@@ -550,7 +550,7 @@ def mosaic_child_setup(child: ChildContext) -> None:
     """The training process is starting, before the algorithm script is imported.
 
     Called once in every process of the run that imports the patch points (the training
-    process itself and vector-env worker processes started with ``spawn``), after the patch
+    process itself and a vector env's env processes started with ``spawn``), after the patch
     points are installed. Install process-wide state here (e.g. a FastLane writer). Return
     value ignored. Failure: isolate (only that plugin's setup is missing; the patch points and
     every other plugin's setup stay).
@@ -571,7 +571,7 @@ def mosaic_env_make_kwargs(
 ) -> dict[str, Any] | None:
     """Contribute keyword arguments to a ``gym.make`` call made by the script.
 
-    Called for each ``gym.make`` in the training process and its env workers; ``env_index``
+    Called for each ``gym.make`` in the training process and its env processes; ``env_index``
     is the env's index in its vector env when known (None otherwise), ``kwargs`` what the
     script passed. Return extra kwargs (e.g. ``{"render_mode": "rgb_array"}``) or None.
     The script's own kwargs win (an explicit None counts as not given, as in

@@ -30,7 +30,7 @@ short "where", shown by ``mosaic runs --target``). On the node, ``python -I -m m
 RUN_DIR`` supervises the prepared run from its ``launch.json`` (the run is not prepared again).
 A launcher that submits many runs as one unit (Slurm's job array) names a ``launch_many(settings,
 batch) -> exit code`` (:class:`Batch`: ``mosaic`` command lines; a sweep's trials). A launcher that knows how many runs its place takes at a time names a
-``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--workers`` runs
+``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--parallel`` runs
 that many trials at a time and prints ``why``. A launcher whose start is slow and needs no prepared run
 (joining a cluster, a process on a node) names a ``start_early(settings, num_cpus)``: ``mosaic run``
 calls it before preparing the run (not for a dry run), so that work goes on meanwhile, and hands

@@ -1,9 +1,10 @@
-"""Talking to a trainer daemon: the worker's handshake (:class:`WorkerSession`) and the calls
+"""Talking to a trainer daemon: a run's handshake (:class:`RunSession`; the wire calls it
+RegisterWorker, the registering training program the "worker") and the calls
 behind ``mosaic submit / cancel / runs --target``.
 
 Every call has a deadline; channels use 64 MiB message limits. The CLI's calls send the
 daemon's client token (``authorization: Bearer``; ``token=None`` finds it as
-:func:`mosaic_core.trainer.auth.find_token` does); a worker's calls send its registration
+:func:`mosaic_core.trainer.auth.find_token` does); a training program's calls send its registration
 secret, then its session token (``x-mosaic-session-token``). Errors become :class:`MosaicError` with one clear
 line (a :class:`UsageError`, exit 2, when the daemon says the request itself is invalid).
 """
@@ -46,8 +47,8 @@ def rpc_error(target: str, what: str, error: grpc.RpcError) -> MosaicError:
     return cls(f"trainer daemon at {target} refused {what}: {_details(error)}")
 
 
-class WorkerSession:
-    """A worker's registration with a daemon: ``session_token`` and ``accepted_version``."""
+class RunSession:
+    """A run's training program registered with a daemon: ``session_token`` and ``accepted_version``."""
 
     def __init__(
         self, target: str, channel: grpc.Channel, run_id: str, session_token: str, accepted_version: str, timeout: float
@@ -63,7 +64,7 @@ class WorkerSession:
         target: str,
         *,
         run_id: str,
-        worker_id: str = "",
+        program_id: str = "",
         worker_kind: str = "",
         schema_id: str = "",
         schema_version: int = 1,
@@ -73,16 +74,19 @@ class WorkerSession:
         retries: int = 3,
         session_token: str | None = None,
         registration_secret: str | None = None,
-    ) -> WorkerSession:
+        worker_id: str = "",
+    ) -> RunSession:
         """Send RegisterWorker (proto_version MOSAIC/1.0), retrying an unreachable daemon
         ``retries`` times with backoff. ``registration_secret``: the one the daemon gave the
         run in its environment (a first registration needs it); ``session_token``: the run's
-        current token, to replace its registered worker."""
+        current token, to replace its registered program. ``program_id``: the training program's
+        name (the wire's ``worker_id``; ``worker_id=``, its old name here, still works);
+        ``worker_kind``: the worker the run trains through."""
         channel = open_channel(target, "--grpc-target")
         stub = pb_grpc.TrainerServiceStub(channel)
         request = pb.RegisterWorkerRequest(
             run_id=run_id,
-            worker_id=worker_id,
+            worker_id=program_id or worker_id,
             worker_kind=worker_kind,
             proto_version=PROTO_VERSION,
             schema_id=schema_id,
@@ -140,7 +144,7 @@ class WorkerSession:
     def close(self) -> None:
         self._channel.close()
 
-    def __enter__(self) -> WorkerSession:
+    def __enter__(self) -> RunSession:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -148,6 +152,9 @@ class WorkerSession:
 
 
 # ---------------------------------------------------------------------- CLI side
+WorkerSession = RunSession  # its name before "worker" meant only the RL adapter (docs/glossary.md)
+
+
 def _credential(token: str | None) -> list[tuple[str, str]]:
     return bearer(token if token is not None else find_token())
 

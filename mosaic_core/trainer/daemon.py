@@ -132,7 +132,7 @@ class TrainerDaemon:
         except OSError as exc:
             raise MosaicError(f"cannot write the client token in {self.state_dir}: {exc.strerror or exc}") from None
         gate = RpcGate(
-            self.token, max_streams=opts.rpc_threads - UNARY_RESERVE, worker_credential=self._worker_credential
+            self.token, max_streams=opts.rpc_threads - UNARY_RESERVE, program_credential=self._program_credential
         )
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=opts.rpc_threads, thread_name_prefix="mosaic-rpc"),
@@ -181,8 +181,8 @@ class TrainerDaemon:
         )
         return self.address
 
-    def _worker_credential(self, session: str | None, secret: str | None) -> bool:
-        """A session token of a run's worker or the registration secret of a live run's process
+    def _program_credential(self, session: str | None, secret: str | None) -> bool:
+        """A session token of a run's training program or the registration secret of a live run's process
         (of any run: the servicer checks it is the named run's)."""
         from mosaic_core.trainer.store import hash_token
 

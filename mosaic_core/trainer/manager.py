@@ -88,7 +88,7 @@ def mosaic_run_command(spec: LaunchSpec) -> list[str]:
 @dataclass
 class ManagerOptions:
     state_dir: Path
-    target: str = ""  # the daemon's own address, given to workers
+    target: str = ""  # the daemon's own address, given to the runs' training programs
     max_concurrent: int = 4
     heartbeat_timeout: float = 90.0
     grace_period: float = 10.0
@@ -371,9 +371,9 @@ class RunManager:
                 run_id,
                 status=FAULT,
                 terminal_event="run_failed",
-                failure_reason=f"could not start the worker process: {exc}",
+                failure_reason=f"could not start the run's process: {exc}",
             )
-            opts.log(f"run {run_id}: could not start the worker process: {exc}")
+            opts.log(f"run {run_id}: could not start the run's process: {exc}")
             return
         proc = RunProcess(run_id, popen, Path(row.run_dir), stderr_path)
         self._procs[run_id] = proc
@@ -479,7 +479,7 @@ class RunManager:
     def _exit_reason(self, proc: RunProcess, code: int | None) -> str:
         last = _last_line(proc.stderr_path)
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-        return f"worker process {how} without a terminal event" + (f": {last}" if last else "")
+        return f"the run's process {how} without a terminal event" + (f": {last}" if last else "")
 
     def _owns(self, path: str | Path) -> bool:
         """Whether ``path`` is a run directory under this daemon's runs dir."""

@@ -2,7 +2,7 @@
 
 A run is ``mosaic run`` (leader of its own process group, started by the daemon) plus the
 training process it supervises, which leads a process group of its own, plus whatever that
-one starts (vector-env workers). The daemon stops a run's ``mosaic run`` group (which stops
+one starts (a vector env's env processes). The daemon stops a run's ``mosaic run`` group (which stops
 its child cleanly on SIGTERM), then what it has seen descend from it: :class:`Tracked` holds
 those processes by pid *and* start time, so a reused pid is never hit, and a process that
 merely works in the run directory is never touched.

@@ -142,7 +142,9 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             )
         row = self._run(run_id, context)
         if not token_matches(row, token):
-            context.abort(Code.UNAUTHENTICATED, f"the session token does not belong to run {run_id!r}'s current worker")
+            context.abort(
+                Code.UNAUTHENTICATED, f"the session token does not belong to run {run_id!r}'s current training program"
+            )
         return row
 
     def _wait(self, seq: int) -> None:
@@ -250,7 +252,7 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             if row.status == INIT:
                 context.abort(
                     Code.FAILED_PRECONDITION,
-                    f"run {row.run_id!r} is queued and has not started; its worker registers once the daemon starts it",
+                    f"run {row.run_id!r} is queued and has not started; its training program registers once the daemon starts it",
                 )
             if request.worker_kind and request.worker_kind != row.worker:
                 context.abort(
@@ -269,12 +271,13 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             if row.token_hash and not presented:
                 context.abort(
                     Code.ALREADY_EXISTS,
-                    f"run {row.run_id!r} already has a registered worker; to replace "
+                    f"run {row.run_id!r} already has a registered training program; to replace "
                     f"it, present its session token as metadata {TOKEN_METADATA!r}",
                 )
             if row.token_hash and not token_matches(row, presented):
                 context.abort(
-                    Code.UNAUTHENTICATED, f"the session token does not belong to run {row.run_id!r}'s current worker"
+                    Code.UNAUTHENTICATED,
+                    f"the session token does not belong to run {row.run_id!r}'s current training program",
                 )
             self.store.update(
                 row.run_id,

@@ -2,7 +2,7 @@
 
 Every run's record lives in table ``runs``; every change of a record gives it the next
 ``seq_id`` (one counter for the whole store), which is what WatchRuns' ``since_seq`` refers
-to. Telemetry published by workers (steps, episodes) lives in table ``telemetry`` as
+to. Telemetry published by training programs (steps, episodes) lives in table ``telemetry`` as
 serialized protobuf messages, numbered per run and kind. WAL journaling: a daemon killed with
 SIGKILL loses nothing it had committed. The file (and its WAL) is 0600.
 
@@ -88,7 +88,7 @@ class RunRow:
     pgid: int | None
     exit_code: int | None
     token_hash: str | None
-    worker_id: str | None
+    worker_id: str | None  # the registered training program's name (config program_id; the wire's name kept)
     registration: str | None
     seq_id: int
 
@@ -209,7 +209,7 @@ class RunStore:
         return RunRow(*found) if found else None
 
     def get_by_token(self, token_hash: str) -> RunRow | None:
-        """The run whose current worker holds the session token with this hash."""
+        """The run whose current training program holds the session token with this hash."""
         with self._lock:
             found = self._db.execute(
                 f"SELECT {', '.join(COLUMNS)} FROM runs WHERE token_hash = ?", (token_hash,)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mosaic_core import CliCommand, UsageError, launchers
+from mosaic_core import CliCommand, UsageError, add_renamed_flag, launchers
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs or $MOSAIC_RUNS_DIR)"
 
@@ -36,7 +36,8 @@ def _configure_experiment(parser: argparse.ArgumentParser) -> None:
         description="Run every (group, seed) of an experiment as a `mosaic run`, skipping the seeds already completed.",
     )
     run.add_argument("spec", metavar="SPEC.toml")
-    run.add_argument("--concurrency", type=int, help="runs at a time (overrides the spec's)")
+    run.add_argument("--parallel", type=int, metavar="N", help="runs at a time (overrides the spec's parallel)")
+    add_renamed_flag(run, "--concurrency", "--parallel", type=int)
     run.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     launchers.add_arguments(run)
     card = actions.add_parser(
@@ -83,10 +84,10 @@ def _experiment(ns: argparse.Namespace) -> int:
     if ns.experiment_action == "card":
         return _card(ns)
     exp = spec.load(Path(ns.spec))
-    if ns.concurrency is not None:
-        if ns.concurrency < 1:
-            raise UsageError(f"--concurrency must be >= 1, got {ns.concurrency}")
-        exp = replace(exp, concurrency=ns.concurrency)
+    if ns.parallel is not None:
+        if ns.parallel < 1:
+            raise UsageError(f"--parallel must be >= 1, got {ns.parallel}")
+        exp = replace(exp, parallel=ns.parallel)
     choice = launchers.select(ns)  # where each seed's `mosaic run` executes: its flags on their command lines
     choice.check(command="mosaic experiment run")  # no sbatch, a cluster that does not answer: before anything runs
     return runner.run(exp, _root(ns.runs_dir, must_exist=False), tuple(choice.argv()))

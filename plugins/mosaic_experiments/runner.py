@@ -1,5 +1,5 @@
 """``mosaic experiment run``: each (group, seed) is one ``mosaic run`` subprocess, at most
-``concurrency`` at a time, the way the sweep runs its seeds (where each runs, ``--launcher`` and
+``parallel`` at a time, the way the sweep runs its seeds (where each runs, ``--launcher`` and
 its options given here, is passed on on each run's command line: ``LauncherChoice.argv``).
 
 Resumable: a seed whose run completed is not run again. One that was interrupted (cancelled,
@@ -134,7 +134,7 @@ def resumable(run_dir: Path) -> bool:
 
 
 class Pool:
-    """Runs the commands, at most ``concurrency`` at a time; ``stop()`` (a signal) cancels them all."""
+    """Runs the commands, at most ``parallel`` at a time; ``stop()`` (a signal) cancels them all."""
 
     def __init__(self, exp: Experiment, root: Path, launcher: tuple[str, ...]):
         self.exp, self.root, self.launcher = exp, root, launcher
@@ -150,7 +150,7 @@ class Pool:
             resuming = (self.root / run_id).is_dir()
             from mosaic_core import SHARE_VAR, share
 
-            env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
+            env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.parallel))}
             proc = subprocess.Popen(
                 with_parent_death_signal(command(self.exp, group, seed, run_id, self.root, launcher=self.launcher)),
                 stdin=subprocess.DEVNULL,
@@ -187,14 +187,14 @@ def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
     total = len(exp.groups) * len(exp.seeds)
     _say(
         f"experiment {exp.name}: {len(exp.groups)} groups × {len(exp.seeds)} seeds; {len(done)} of {total} "
-        f"runs completed already, {len(todo)} to run, {exp.concurrency} at a time"
+        f"runs completed already, {len(todo)} to run, {exp.parallel} at a time"
     )
     if not todo:
         return 0
     pool = Pool(exp, root, launcher)
     previous = {sig: signal.signal(sig, pool.stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
-        with ThreadPoolExecutor(max_workers=exp.concurrency) as executor:
+        with ThreadPoolExecutor(max_workers=exp.parallel) as executor:
             codes = [code for _run_id, code in executor.map(pool.one, todo)]
     finally:
         for sig, handler in previous.items():

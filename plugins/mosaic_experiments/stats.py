@@ -45,7 +45,7 @@ def rliable():
         from rliable import library, metrics
     except ImportError as exc:
         raise MosaicError(
-            f"mosaic compare needs rliable, which is not installed ({exc}); pip install 'mosaic-workers[compare]'"
+            f"mosaic compare needs rliable, which is not installed ({exc}); pip install 'mosaic-rl[compare]'"
         ) from None
     return library, metrics
 

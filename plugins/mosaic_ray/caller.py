@@ -70,7 +70,7 @@ def execute(job: Job) -> int:
 
 def start_early(raw: dict[str, Any], num_cpus: int | None) -> Started:
     """The launcher's ``start_early``: joined, checked, and the first attempt's actor asked for
-    (its worker process starts on a node, about a second, while the caller prepares the run)."""
+    (its process starts on a node, about a second, while the caller prepares the run)."""
     return Started(cluster.Settings.parse(raw, num_cpus))
 
 

@@ -49,7 +49,7 @@ OPTIONS = (
 def get_launcher_info() -> LauncherInfo:
     return LauncherInfo(
         name="ray",
-        description="run on a node of an existing Ray cluster (pip install 'mosaic-workers[ray]')",
+        description="run on a node of an existing Ray cluster (pip install 'mosaic-rl[ray]')",
         options=OPTIONS,
         execute="mosaic_ray.caller:execute",
         capacity="mosaic_ray.cluster:capacity",

@@ -242,7 +242,7 @@ class Session:
 
 def train(session: Session, stop: Stop) -> None:
     """Train in chunks (one per checkpoint) up to the budget, XuanCe's step counter being the
-    run's. A stop leaves XuanCe's loop as Stopped (or as the error a subprocess env's workers,
+    run's. A stop leaves XuanCe's loop as Stopped (or as the error a subprocess env's env processes,
     ended by the host's signal, make): a checkpoint is saved, then Stopped."""
     agent, budget = session.agent, session.budget
     every = session.ns.checkpoint_frequency or budget
@@ -382,7 +382,7 @@ def run(ns: Namespace, threads: int, stop: Stop) -> None:
             if agent is not None:
                 agent.finish()
             envs.close()
-        except Exception:  # a subprocess env whose workers the host's signal already ended
+        except Exception:  # a subprocess env whose env processes the host's signal already ended
             if not stop.requested:
                 raise
 

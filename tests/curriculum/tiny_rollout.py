@@ -27,7 +27,7 @@ class Args:
     async_envs: bool = False
     """use AsyncVectorEnv (one process per env) instead of SyncVectorEnv"""
     spawn: bool = False
-    """start AsyncVectorEnv workers with `spawn` instead of the platform default"""
+    """start AsyncVectorEnv env processes with `spawn` instead of the platform default"""
     tensorboardx: bool = False
     """write TensorBoard events with tensorboardX instead of torch.utils.tensorboard"""
 

@@ -295,7 +295,7 @@ def test_a_module_the_nodes_python_lacks_is_one_line_naming_what_to_install_ther
     line = _missing_here(
         json.dumps({"event": "run_failed", "payload": {"error": "ModuleNotFoundError: No module named 'tyro'"}})
     )
-    assert json.loads(line)["payload"]["error"].endswith("-m pip install 'mosaic-workers[cleanrl]'")
+    assert json.loads(line)["payload"]["error"].endswith("-m pip install 'mosaic-rl[cleanrl]'")
 
 
 def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_path):
