@@ -208,9 +208,9 @@ class PluginHost:
             item = self._item(plugin) or LoadedEntryPoint(plugin, PLUGIN_GROUP, "?", "?", "?")
             found.append((item, result, None))
         for (plugin, failed_hook), failure in sorted(self.failures.items()):
-            item = self._item(plugin)
-            if failed_hook == hook and item is not None:
-                found.append((item, None, failure.error))
+            failed = self._item(plugin)
+            if failed_hook == hook and failed is not None:
+                found.append((failed, None, failure.error))
         return found
 
     def use_worker(self, worker: str) -> None:

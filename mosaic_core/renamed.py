@@ -33,7 +33,9 @@ class _RenamedFlag(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def add_renamed_flag(parser: argparse.ArgumentParser, old: str, new: str, **kwargs: Any) -> None:
+def add_renamed_flag(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, old: str, new: str, **kwargs: Any
+) -> None:
     """``old`` as a hidden alias of the flag ``new``: the same destination (argparse's, from
     ``new``'s name); give the same ``type``. Using it says ``new``'s name."""
     dest = new.lstrip("-").replace("-", "_")

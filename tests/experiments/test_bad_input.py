@@ -106,7 +106,9 @@ def test_an_unknown_top_level_key(tmp_path):
     refused(run_cli(["experiment", "run", "spec.toml"], cwd=tmp_path), "spec.toml", "seed", "unknown key", "seeds")
 
 
-SPEC = 'name = "x"\nseeds = 2\ntotal_timesteps = 500\n{top}[grid]\nworker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\n'
+SPEC = (
+    'name = "x"\nseeds = 2\ntotal_timesteps = 500\n{top}[grid]\nworker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\n'
+)
 
 
 def test_parallel_below_one_and_the_old_spellings_of_parallel(tmp_path):
