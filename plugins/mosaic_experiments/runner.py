@@ -22,6 +22,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from mosaic_core import UsageError
 from mosaic_core.procs import mosaic_command, with_parent_death_signal
@@ -42,14 +43,6 @@ def command(
     launcher: tuple[str, ...] = (),
 ) -> list[str]:
     """A seed's ``mosaic run``; ``launcher``: where it runs (``--launcher slurm …``; a dry run is here)."""
-    extras = {
-        **group.extras,
-        "algo_params": {**group.extras.get("algo_params", {}), **group.overrides},
-        "experiment": exp.name,
-        "experiment_group": group.label,
-    }
-    if not extras["algo_params"]:
-        del extras["algo_params"]
     argv = [
         *mosaic_command(),
         "run",
@@ -68,11 +61,24 @@ def command(
         "--runs-dir",
         str(root),
         "--extras",
-        json.dumps(extras),
+        json.dumps(run_extras(exp, group)),
     ]
     if dry_run:
         return [*argv, "--dry-run", "--emit-summary", "--launcher", "local"]
     return [*argv, "--quiet", "--grace-period", str(GRACE_S), *launcher]
+
+
+def run_extras(exp: Experiment, group: GroupSpec) -> dict[str, Any]:
+    """A run's extras: the group's, its overrides as ``algo_params``, the experiment's tags."""
+    extras = {
+        **group.extras,
+        "algo_params": {**group.extras.get("algo_params", {}), **group.overrides},
+        "experiment": exp.name,
+        "experiment_group": group.label,
+    }
+    if not extras["algo_params"]:
+        del extras["algo_params"]
+    return extras
 
 
 def preflight(exp: Experiment, root: Path) -> None:
@@ -160,13 +166,13 @@ class Pool:
                 env=env,
             )
             self.procs[run_id] = proc
-        _say(f"{'resumed' if resuming else 'started'} {run_id} ({group.label}, seed {seed})")
+        say(f"{'resumed' if resuming else 'started'} {run_id} ({group.label}, seed {seed})")
         _out, err = proc.communicate()
         with self.lock:
             del self.procs[run_id]
         status = summarize(self.root / run_id).status if (self.root / run_id).is_dir() else "failed"
         tail = [line for line in err.decode(errors="replace").splitlines() if line.strip()][-1:]
-        _say(f"{run_id}: {status}" + (f" ({tail[0][:200]})" if status != "completed" and tail else ""))
+        say(f"{run_id}: {status}" + (f" ({tail[0][:200]})" if status != "completed" and tail else ""))
         return run_id, proc.returncode
 
     def stop(self, signum: int, _frame: object) -> None:
@@ -185,7 +191,7 @@ def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
     if todo:
         preflight(exp, root)
     total = len(exp.groups) * len(exp.seeds)
-    _say(
+    say(
         f"experiment {exp.name}: {len(exp.groups)} groups × {len(exp.seeds)} seeds; {len(done)} of {total} "
         f"runs completed already, {len(todo)} to run, {exp.concurrency} at a time"
     )
@@ -200,7 +206,7 @@ def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     failed = sum(code != 0 for code in codes)
-    _say(
+    say(
         f"experiment {exp.name}: {len(codes) - failed} runs completed, {failed} not"
         + ("; run the same command again to run those" if failed else "")
         + f"; compare them: mosaic compare {exp.name}"
@@ -211,5 +217,5 @@ def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
     return 1 if failed else 0
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
     print(f"mosaic experiment: {message}", file=sys.stderr, flush=True)
