@@ -8,6 +8,8 @@
   the episodes that ended in the last :data:`WINDOW_FRACTION` of the env steps the run
   reached (step ≥ 0.9 × its last step); when fewer than :data:`MIN_EPISODES` ended there,
   its last :data:`MIN_EPISODES` episodes.
+- one agent of a multi-agent run (on request): the same, from that agent's returns
+  (``episodes[i].agents`` in the evaluation, ``charts/episodic_return/AGENT`` in training).
 
 Both come from the run's own files; a reader that cannot run code and reads a bounded size.
 """
@@ -116,20 +118,31 @@ def final_evaluation(run_dir: Path, last_step: int | None = None) -> dict[str, A
     return best
 
 
-def evaluation_score(evaluation: dict[str, Any]) -> Score:
-    return Score(float(evaluation["mean"]), "eval", len(evaluation["episodes"]), evaluation["global_step"])
+def evaluation_score(evaluation: dict[str, Any], agent: str | None = None) -> Score | None:
+    """The evaluation's mean return; ``agent``: that agent's mean (``episodes[i].agents``), None
+    when an episode lacks it."""
+    if agent is None:
+        return Score(float(evaluation["mean"]), "eval", len(evaluation["episodes"]), evaluation["global_step"])
+    values = [e.get("agents", {}).get(agent) if isinstance(e, dict) else None for e in evaluation["episodes"]]
+    if not values or not all(_finite(v) for v in values):
+        return None
+    return Score(sum(values) / len(values), "eval", len(values), evaluation["global_step"])
 
 
-def run_score(run_dir: Path, points: Sequence[tuple[int, float]] | None = None) -> Score | None:
+def run_score(
+    run_dir: Path, points: Sequence[tuple[int, float]] | None = None, agent: str | None = None
+) -> Score | None:
     """A run's score: its final evaluation's, else the ``train`` window of ``points`` (read back
-    through the ``mosaic_run_scalars`` hook when not given: the analytics plugin's TensorBoard reader)."""
+    through the ``mosaic_run_scalars`` hook when not given: the analytics plugin's TensorBoard reader).
+    ``agent``: a multi-agent run's agent instead of the team (``charts/episodic_return/AGENT``)."""
     if points is None:
         from mosaic_core.plugins import plugin_host
 
-        points = plugin_host().run_scalars(run_dir, RETURN_TAG) or []
+        points = plugin_host().run_scalars(run_dir, f"{RETURN_TAG}/{agent}" if agent else RETURN_TAG) or []
     trained = training_score(points)
     evaluation = final_evaluation(run_dir, trained.step if trained else None)
-    return evaluation_score(evaluation) if evaluation is not None else trained
+    scored = evaluation_score(evaluation, agent) if evaluation is not None else None
+    return scored if scored is not None else trained
 
 
 def format_score(score: dict[str, Any] | Score | None, digits: int = 2) -> str:

@@ -184,7 +184,7 @@ def _compare(ns: argparse.Namespace) -> int:
     stats.rliable()  # a missing extra says so before anything is read
     root = _root(ns.runs_dir, must_exist=True)
     dirs = compare.resolve_runs(root, ns.refs)
-    comparison = compare.compare(dirs, fields, tag, references)
+    comparison = compare.compare(dirs, fields, tag, references, ns.agent)
     compare.say(f"{len(dirs)} runs in {len(comparison.groups)} groups; scores: {compare.sources(comparison)}")
     for warning in comparison.warnings:
         compare.say(f"warning: {warning}")
