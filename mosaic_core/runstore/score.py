@@ -73,7 +73,9 @@ def window_start(last_step: int) -> float:
 
 def training_score(points: Sequence[tuple[int, float]]) -> Score | None:
     """The ``train`` score of per-episode ``(step, return)`` points (any order); None without points."""
-    finite = sorted((int(s), float(v)) for s, v in points if _finite(v))
+    # by step only: episodes that ended at one step (parallel envs) keep their logged order, so
+    # the window's cut never picks among them by value
+    finite = sorted(((int(s), float(v)) for s, v in points if _finite(v)), key=lambda point: point[0])
     if not finite:
         return None
     last = finite[-1][0]

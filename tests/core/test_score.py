@@ -27,6 +27,14 @@ def test_a_thin_window_widens_to_the_last_episodes():
     assert training_score([]) is None and training_score([(5, float("nan"))]) is None
 
 
+def test_episodes_ending_at_one_step_are_cut_in_their_logged_order_not_by_value():
+    """Parallel envs end episodes at the same step: the last 10 episodes are the last 10 logged,
+    whatever their returns (a multi-agent run's team and agent series then cover the same episodes)."""
+    logged = [(100 * (i // 4), float(v)) for i, v in enumerate([5, 1, 9, 2] * 4)]  # 4 episodes per step
+    assert training_score(logged).value == sum([9, 2] + [5, 1, 9, 2] * 2) / MIN_EPISODES
+    assert training_score([(s, -v) for s, v in logged]).value == -training_score(logged).value
+
+
 def _evaluation(run_dir: Path, name: str, step: int, returns: list[float]) -> None:
     folder = run_dir / "evaluations" / name
     folder.mkdir(parents=True)
