@@ -141,7 +141,8 @@ def _configure_compare(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--agent",
-        help="multi-agent runs: this agent's return (charts/episodic_return/AGENT) instead of the team return",
+        help="multi-agent runs: score this agent's return instead of the team's (its final evaluation's "
+        "per-agent mean, else its training returns, charts/episodic_return/AGENT)",
     )
     parser.add_argument(
         "--reference",

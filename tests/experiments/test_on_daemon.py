@@ -111,8 +111,9 @@ def test_an_experiment_runs_through_the_daemon_resumes_there_and_compares(tmp_pa
     assert (first / "events.jsonl").read_text() == first_events  # not run again
     assert f"mosaic compare on-daemon --runs-dir {runs}" in again.stderr
 
-    tags = {json.loads((d / "config.json").read_text())["extras"]["experiment"] for d in runs.iterdir()}
-    assert tags == {"on-daemon"}
+    extras = [json.loads((d / "config.json").read_text())["extras"] for d in runs.iterdir()]
+    assert {e["experiment"] for e in extras} == {"on-daemon"}
+    assert {e["experiment_group"] for e in extras} == {g.label for g in exp.groups}
     compared = run_cli(["compare", "on-daemon", "--runs-dir", str(runs), "--reps", "200", "--json"], cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr
     groups = json.loads(compared.stdout)["sections"]["CartPole-v1"]["groups"]
