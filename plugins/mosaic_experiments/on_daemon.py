@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import MosaicError
-from mosaic_experiments.runner import resumable, run_extras, say
+from mosaic_experiments.runner import attempts, resumable, run_extras, say
 from mosaic_experiments.spec import Experiment, GroupSpec
 
 POLL_S = 0.5
@@ -40,7 +40,7 @@ class Seed:
     group: GroupSpec
     seed: int
     run_id: str
-    how: str  # "submit" (a new run), "resubmit" (the daemon resumes it) or "follow" (already there)
+    how: str  # "new" (submitted), "resume" (submitted again: the daemon resumes it) or "follow" (already there)
 
 
 def records(daemon: Daemon) -> dict[str, dict[str, Any]]:
@@ -51,25 +51,24 @@ def records(daemon: Daemon) -> dict[str, dict[str, Any]]:
 
 def plan(exp: Experiment, known: dict[str, dict[str, Any]]) -> tuple[list[Seed], list[str]]:
     """What is left (each seed's run id and how it runs) and the run ids completed already."""
+
+    def state(run_id: str) -> str | None:
+        record = known.get(run_id)
+        if record is None:
+            return None
+        if record["status"] not in ENDED:
+            return "follow"
+        if record["terminal_event"] == "run_completed" and record["exit_code"] in (0, None):
+            return "done"
+        cancelled = record["status"] == "TERM" and record["run_dir"]
+        return "resume" if cancelled and resumable(Path(record["run_dir"])) else "again"
+
     todo, done = [], []
-    for group in exp.groups:
-        for seed in exp.seeds:
-            base = exp.run_id(group, seed)
-            attempt, run_id = 1, base
-            while (record := known.get(run_id)) is not None:
-                if record["status"] not in ENDED:
-                    todo.append(Seed(group, seed, run_id, "follow"))
-                    break
-                if record["terminal_event"] == "run_completed" and record["exit_code"] in (0, None):
-                    done.append(run_id)
-                    break
-                if record["status"] == "TERM" and record["run_dir"] and resumable(Path(record["run_dir"])):
-                    todo.append(Seed(group, seed, run_id, "resubmit"))
-                    break
-                attempt += 1
-                run_id = f"{base}-a{attempt}"
-            else:
-                todo.append(Seed(group, seed, run_id, "submit"))
+    for group, seed, run_id, what in attempts(exp, state):
+        if what == "done":
+            done.append(run_id)
+        else:
+            todo.append(Seed(group, seed, run_id, what))
     return todo, done
 
 
@@ -112,7 +111,7 @@ class DaemonPool:
                     say(f"{item.run_id}: not submitted: {exc}")
                     return item.run_id, 1
             self.live.add(item.run_id)
-        verb = {"submit": "submitted", "resubmit": "resumed", "follow": "following"}[item.how]
+        verb = {"new": "submitted", "resume": "resumed", "follow": "following"}[item.how]
         say(f"{verb} {item.run_id} ({item.group.label}, seed {item.seed}) on the daemon at {self.daemon.target}")
         record = self._wait(item.run_id)
         with self.lock:

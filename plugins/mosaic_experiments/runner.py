@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -105,26 +106,38 @@ def preflight(exp: Experiment, root: Path) -> None:
             )
 
 
-def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]], list[str]]:
-    """What is left to run ((group, seed, run id) each: an existing run id is resumed) and the
-    run ids already completed."""
-    todo, done = [], []
+def attempts(exp: Experiment, state: Callable[[str], str | None]) -> Iterator[tuple[GroupSpec, int, str, str]]:
+    """Each seed's (group, seed, run id, what to do). ``state(run_id)`` says what its run asks
+    for: ``done``, ``resume``, ``follow`` (it is still running), ``again`` (a new attempt
+    ``<run id>-a<N>``, the next id asked in turn) or None (no such run yet: ``new``)."""
     for group in exp.groups:
         for seed in exp.seeds:
             base = exp.run_id(group, seed)
             attempt, run_id = 1, base
-            while (root / run_id).exists():
-                status = summarize(root / run_id, with_score=False).status
-                if status == "completed":
-                    done.append(run_id)
-                    break
-                if status != "failed" and resumable(root / run_id):
-                    todo.append((group, seed, run_id))
-                    break
+            while (what := state(run_id)) == "again":
                 attempt += 1
                 run_id = f"{base}-a{attempt}"
-            else:
-                todo.append((group, seed, run_id))
+            yield group, seed, run_id, what or "new"
+
+
+def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]], list[str]]:
+    """What is left to run ((group, seed, run id) each: an existing run id is resumed) and the
+    run ids already completed."""
+
+    def state(run_id: str) -> str | None:
+        if not (root / run_id).exists():
+            return None
+        status = summarize(root / run_id, with_score=False).status
+        if status == "completed":
+            return "done"
+        return "resume" if status != "failed" and resumable(root / run_id) else "again"
+
+    todo, done = [], []
+    for group, seed, run_id, what in attempts(exp, state):
+        if what == "done":
+            done.append(run_id)
+        else:
+            todo.append((group, seed, run_id))
     return todo, done
 
 
