@@ -18,6 +18,7 @@ LEVELS[("dqn", "Acrobot-v1")] = -120.0
 REFERENCE = {"CartPole-v1": 475.0, "Acrobot-v1": 100.0}  # CartPole's reward_threshold; Acrobot's given
 
 
+@pytest.mark.filterwarnings("ignore:random_state is deprecated:FutureWarning")  # arch, as rliable calls it
 def test_an_overall_table_on_normalised_scores(tmp_path):
     root = tmp_path / "runs"
     for (algo, env), level in LEVELS.items():
