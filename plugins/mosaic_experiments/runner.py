@@ -1,6 +1,7 @@
 """``mosaic experiment run``: each (group, seed) is one ``mosaic run`` subprocess, at most
 ``concurrency`` at a time, the way the sweep runs its seeds (where each runs, ``--launcher`` and
-its options given here, is passed on on each run's command line: ``LauncherChoice.argv``).
+its options given here, is passed on on each run's command line: ``LauncherChoice.argv``; through a
+trainer daemon instead: :mod:`mosaic_experiments.on_daemon`).
 
 Resumable: a seed whose run completed is not run again. One that was interrupted (cancelled,
 lost, stopped with this command) and has a checkpoint resumes through the run contract: the
