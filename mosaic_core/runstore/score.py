@@ -125,8 +125,14 @@ def evaluation_score(evaluation: dict[str, Any], agent: str | None = None) -> Sc
     when an episode lacks it."""
     if agent is None:
         return Score(float(evaluation["mean"]), "eval", len(evaluation["episodes"]), evaluation["global_step"])
-    values = [e.get("agents", {}).get(agent) if isinstance(e, dict) else None for e in evaluation["episodes"]]
-    if not values or not all(_finite(v) for v in values):
+    values: list[float] = []
+    for episode in evaluation["episodes"]:
+        agents = episode.get("agents") if isinstance(episode, dict) else None
+        value = agents.get(agent) if isinstance(agents, dict) else None
+        if not _finite(value):
+            return None
+        values.append(float(value))
+    if not values:
         return None
     return Score(sum(values) / len(values), "eval", len(values), evaluation["global_step"])
 

@@ -62,6 +62,31 @@ def test_the_final_evaluation_wins_and_an_early_one_does_not(tmp_path):
     assert run_score(tmp_path, points).source == "train"  # a damaged file is no evaluation
 
 
+def test_an_agents_score_is_its_mean_in_the_final_evaluation_else_its_training_returns(tmp_path):
+    points = [(step, -1.0) for step in range(100, 1_001, 100)]
+    folder = tmp_path / "evaluations" / "final"
+    folder.mkdir(parents=True)
+    result = contract.eval_result(
+        worker="xuance",
+        algo="mappo",
+        env_id="mpe/simple_spread_v3",
+        checkpoint="c",
+        global_step=1_000,
+        returns=[-30.0, -20.0],
+        lengths=[25, 25],
+        seeds=[1, 2],
+        deterministic=True,
+        agent_returns=[{"agent_0": -10.0, "agent_1": -20.0}, {"agent_0": -6.0, "agent_1": -14.0}],
+    )
+    contract.write_eval(folder / contract.EVAL_FILE, result)
+    assert run_score(tmp_path, points) == Score(-25.0, "eval", 2, 1_000)  # the team
+    assert run_score(tmp_path, points, "agent_0") == Score(-8.0, "eval", 2, 1_000)
+    assert run_score(tmp_path, points, "agent_9") == Score(-1.0, "train", 10, 1_000)  # not evaluated: training's
+    result["episodes"][1]["agents"] = "not a table"
+    (folder / contract.EVAL_FILE).write_text(json.dumps(result))
+    assert run_score(tmp_path, points, "agent_0").source == "train"
+
+
 def _run(root: Path, run_id: str, seed: int, worker: str, algo: str, total: int, **extras) -> Path:
     run_dir = root / run_id
     run_dir.mkdir(parents=True)
