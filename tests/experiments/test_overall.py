@@ -1,6 +1,7 @@
 """`mosaic compare --group-by` across envs: a table per env and an overall table on scores divided
 by each env's reference (`--reference ENV=SCORE`, else its registered reward_threshold), whose IQM,
-CIs and probability of improvement equal rliable's on the normalised `runs × envs` matrices."""
+CIs and probability of improvement equal rliable's on the normalised `runs × envs` matrices; groups
+trained on different budgets are flagged."""
 
 from __future__ import annotations
 
@@ -57,3 +58,17 @@ def test_an_overall_table_on_normalised_scores(tmp_path):
         cwd=tmp_path,
     )
     assert "== overall: scores / reference (Acrobot-v1 100, CartPole-v1 475) ==" in table.stdout
+
+
+def test_groups_of_different_budgets_are_flagged(tmp_path):
+    root = tmp_path / "runs"
+    for algo, budget in (("ppo", 1000), ("dqn", 3000)):
+        for seed in (1, 2):
+            make_run(root, f"{algo}-s{seed}", seed, algo, "CartPole-v1", 50.0)
+            config = json.loads((root / f"{algo}-s{seed}" / "config.json").read_text())
+            (root / f"{algo}-s{seed}" / "config.json").write_text(json.dumps({**config, "total_timesteps": budget}))
+    done = run_cli(["compare", "exp", "--runs-dir", str(root), "--reps", "200"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    flagged = [line for line in done.stderr.splitlines() if "budgets differ" in line]
+    assert len(flagged) == 1 and "1000" in flagged[0] and "3000" in flagged[0], done.stderr
+    assert "1000" in done.stdout and "3000" in done.stdout  # the budget labels the groups
