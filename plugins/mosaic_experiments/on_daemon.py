@@ -27,6 +27,7 @@ from mosaic_experiments.spec import Experiment, GroupSpec
 
 POLL_S = 0.5
 ENDED = ("FAULT", "TERM")
+GONE = {"status": "FAULT", "terminal_event": None, "exit_code": None, "run_dir": None}  # no daemon answered
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ class DaemonPool:
         self.lock = threading.Lock()
         self.stopping = False
         self.runs_root: Path | None = None
+        self.polling = threading.Lock()
+        self.asked_at = -float("inf")  # when the cached records were asked for
+        self.cache: dict[str, dict[str, Any]] = {}
 
     def one(self, item: Seed) -> tuple[str, int]:
         from mosaic_core.trainer import client
@@ -111,9 +115,10 @@ class DaemonPool:
                     say(f"{item.run_id}: not submitted: {exc}")
                     return item.run_id, 1
             self.live.add(item.run_id)
+            since = time.monotonic()
         verb = {"new": "submitted", "resume": "resumed", "follow": "following"}[item.how]
         say(f"{verb} {item.run_id} ({item.group.label}, seed {item.seed}) on the daemon at {self.daemon.target}")
-        record = self._wait(item.run_id)
+        record = self._wait(item.run_id, since)
         with self.lock:
             self.live.discard(item.run_id)
         if record["run_dir"]:
@@ -124,18 +129,32 @@ class DaemonPool:
         say(f"{item.run_id}: {status}{why}")
         return item.run_id, 0 if completed else 1
 
-    def _wait(self, run_id: str) -> dict[str, Any]:
-        """The run's record once the daemon has recorded its end."""
+    def _wait(self, run_id: str, since: float) -> dict[str, Any]:
+        """The run's record once the daemon has recorded its end, from records asked for after
+        ``since`` (its submission: a resubmitted run's earlier end is not its end). A daemon that
+        stops answering is asked again, as it may restart, until this command is stopped."""
+        silent = False
         while True:
             try:
-                record = records(self.daemon).get(run_id)
-            except MosaicError as exc:  # the daemon went away: say so once, keep asking
-                say(f"{run_id}: {exc}")
-                record = None
-                time.sleep(5 * POLL_S)
+                record = self._known(since).get(run_id)
+            except MosaicError as exc:
+                if self.stopping:
+                    return {**GONE, "failure_reason": str(exc)}
+                if not silent:
+                    say(f"{run_id}: {exc}; asking again")
+                silent, record = True, None
             if record is not None and record["status"] in ENDED:
                 return record
             time.sleep(POLL_S)
+
+    def _known(self, since: float) -> dict[str, dict[str, Any]]:
+        """The daemon's records asked for after ``since``, at most once per :data:`POLL_S` for all
+        the threads."""
+        with self.polling:
+            now = time.monotonic()
+            if self.asked_at <= since or now - self.asked_at >= POLL_S:
+                self.cache, self.asked_at = records(self.daemon), now
+            return self.cache
 
     def stop(self, signum: int, _frame: object) -> None:
         with self.lock:
@@ -174,21 +193,14 @@ def run(exp: Experiment, daemon: Daemon, check: Any) -> int:
                 signal.signal(sig, handler)
     else:
         codes = []
-    root = pool.runs_root or _root_of(daemon, done)
     failed = sum(code != 0 for code in codes)
     if todo:
         say(
             f"experiment {exp.name}: {len(codes) - failed} runs completed, {failed} not"
             + ("; run the same command again to run those" if failed else "")
             + f"; compare them: mosaic compare {exp.name}"
-            + (f" --runs-dir {root}" if root else "")
+            + (f" --runs-dir {pool.runs_root}" if pool.runs_root else "")
         )
     if pool.stopping:
         return 130
     return 1 if failed else 0
-
-
-def _root_of(daemon: Daemon, run_ids: list[str]) -> Path | None:
-    known = records(daemon)
-    dirs = [known[r]["run_dir"] for r in run_ids if known.get(r, {}).get("run_dir")]
-    return Path(dirs[0]).parent if dirs else None
