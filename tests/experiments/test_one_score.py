@@ -1,6 +1,6 @@
 """One score, defined once: a run's score is the same number in `mosaic runs --json`, `mosaic runs
-show`, `mosaic plot --table`, `mosaic compare` (its rliable export) and the dashboard (its run list
-and Compare page's data). Three seeds whose returns climb with the step (so the final window, the
+show`, `mosaic plot --table`, `mosaic compare` (its rliable export), the dashboard (its run list
+and Compare page's data) and `mosaic sweep best` (each seed's value). Three seeds whose returns climb with the step (so the final window, the
 last episode and the mean of the last points all differ), one of them with an evaluation of its
 final policy (its score is the evaluation's mean). Runs written as a run host writes them:
 config.json, events.jsonl, TensorBoard files (tensorboardX), eval.json (mosaic_core.contract)."""
@@ -117,3 +117,26 @@ def test_the_dashboard_shows_the_same_scores(root):
     finally:
         process.stop()
         TOKENS.pop(base, None)
+
+
+@pytest.mark.slow
+def test_sweep_best_gives_each_seeds_run_score(tmp_path):
+    """`mosaic sweep best --json`: each seed's value is its run's score as `mosaic runs` shows it."""
+    pytest.importorskip("optuna", reason="the [sweep] extra (optuna) is not installed")
+    from tests.sweep.conftest import sweep, write_spec
+
+    spec = (
+        write_spec(tmp_path, extra="")
+        .read_text()
+        .replace("seeds = 1", "seeds = 2")
+        .replace("max_trials = 3", "max_trials = 1")
+    )
+    (tmp_path / "one.toml").write_text(spec.replace('algo = "ppo"', 'study_name = "one"\nalgo = "ppo"', 1))
+    done = sweep(["run", "one.toml"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    best = json.loads(sweep(["best", "one", "--json"], cwd=tmp_path).stdout)
+    listed = json.loads(run_cli(["runs", "--json"], cwd=tmp_path).stdout)
+    scores = {r["run_id"]: r["score"]["value"] for r in listed}
+    assert sorted(best["runs"]) == sorted(scores) and len(scores) == 2
+    assert best["seed_values"] == pytest.approx([scores[run] for run in best["runs"]], abs=1e-9)
+    assert best["value"] == pytest.approx(np.mean(list(scores.values())), abs=1e-9)
