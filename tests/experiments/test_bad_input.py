@@ -91,6 +91,10 @@ def test_neither_run_nor_experiment(root):
             'worker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\nlearning_rate = 0.1',
             ("learning_rate", "unknown key"),
         ),
+        (
+            'worker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\noverrides = { nosuch_param = 1 }',
+            ("group 1", "refused", "nosuch-param"),
+        ),
     ],
 )
 def test_a_bad_spec_starts_nothing(tmp_path, group, words):
