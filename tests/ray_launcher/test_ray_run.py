@@ -403,3 +403,56 @@ def test_a_node_lost_mid_run_resumes_elsewhere_from_its_copied_back_checkpoint(c
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["ray"]["node_id"] != first and manifest["ray"]["node_id"] in node_ids.values()
+
+
+def test_a_run_stopped_on_the_cluster_resumes_there_from_its_checkpoint(cluster, tmp_path):
+    """Ctrl-C'd on its node, the run's checkpoint comes back with it; `mosaic resume` through the
+    cluster takes that checkpoint to the node the run lands on and goes on from its step."""
+    total = 6000
+    policy = tmp_path / "slow_policy.py"
+    policy.write_text(SLOW_POLICY)
+    argv = [*RUN, "--algo", str(policy), "--total-timesteps", str(total), "--log-every", "500", "--json"]
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), *argv, "--ray-address", cluster.address],
+        cwd=tmp_path,
+        env=caller_env(cluster),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if json.loads(line)["event"] == "metrics" and json.loads(line)["payload"].get("global_step", 0) >= 1000:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stopped = events_of("".join(lines) + out)
+    assert proc.returncode == 130 and stopped[-1]["event"] == "run_cancelled", err
+    from_step = stopped[-1]["payload"]["from_step"]
+    run_id, run_dir = stopped[0]["run_id"], Path(stopped[0]["payload"]["run_dir"])
+    assert stopped[-1]["payload"]["resumable"] and (run_dir / "checkpoints" / f"step_{from_step}.json").is_file()
+    done = mosaic(cluster, tmp_path, "resume", run_id, "--json", MOSAIC_RAY_ADDRESS=cluster.address)
+    assert done.returncode == 0, done.stderr
+    assert f"resuming run {run_id} from step {from_step}" in done.stderr
+    resumed = events_of(done.stdout)
+    assert [e["event"] for e in resumed[:2]] == ["run_resumed", "run_started"] and resumed[-1][
+        "event"
+    ] == "run_completed"
+    assert resumed[0]["payload"] == {
+        "from_step": from_step,
+        "checkpoint": str(run_dir / "checkpoints" / f"step_{from_step}.json"),
+        "attempt": 1,
+    }
+    assert resumed[1]["payload"]["ray"]["node_id"] in cluster.node_ids.values()
+    from mosaic_core.events import metric_steps, one_history
+
+    recorded = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["seq"] for e in recorded] == list(range(1, len(recorded) + 1))
+    assert min(metric_steps(resumed)) > from_step
+    steps = metric_steps(one_history(recorded))
+    assert steps == sorted(set(steps)) and steps[-1] == total
