@@ -31,7 +31,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -242,6 +242,14 @@ def write_eval(path: Path, result: dict[str, Any]) -> Path:
 # Stopping -----------------------------------------------------------------------------------
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+_AT_STOP_EXIT: list[Callable[[], Any]] = []
+
+
+def at_stop_exit(callback: Callable[[], Any]) -> None:
+    """Have ``callback`` run when a stopped training program ends (:meth:`StopOnSignal.exit`),
+    before the process ends as signalled (no ``atexit`` handler runs then): e.g. a tracker's
+    ``finish``, so what it logged up to the checkpoint is written. Its errors are ignored."""
+    _AT_STOP_EXIT.append(callback)
 
 
 class StopOnSignal:
@@ -283,6 +291,11 @@ class StopOnSignal:
     def exit(self) -> None:
         """After a requested stop, end the process as killed by the signal (a no-op otherwise)."""
         if self.signum is not None:
+            for callback in _AT_STOP_EXIT:
+                try:
+                    callback()
+                except Exception:  # the stop goes on: the checkpoint is saved already
+                    pass
             print(f"stopped by {signal.Signals(self.signum).name} after saving what the run keeps", file=sys.stderr)
             sys.stderr.flush()
             sys.stdout.flush()
