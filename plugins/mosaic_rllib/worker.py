@@ -176,12 +176,11 @@ class RLlibWorker(Worker):
                 _checkpoint(config, key)
             except ConfigError as exc:
                 problems.append(str(exc))
-        if extras.get("eval_capture_video") not in (None, False) and (
-            extras["eval_capture_video"] is not True or _mode(extras) != "evaluate"
-        ):
-            problems.append(
-                f"extras.eval_capture_video must be true in mode evaluate only, got {extras['eval_capture_video']!r}"
-            )
+        video = extras.get("eval_capture_video", False)
+        if not isinstance(video, bool):
+            problems.append(f"extras.eval_capture_video must be true or false, got {video!r}")
+        elif video and _mode(extras) != "evaluate":
+            problems.append("extras.eval_capture_video: a video is recorded in mode evaluate only")
         return problems
 
     def gpu_request(self, config: WorkerConfig) -> str | None:
