@@ -268,6 +268,14 @@ def video_encoder(python: str | None = None) -> str | None:
     return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
+def mp4_enjoy_extras(video_format: str | None, live: bool) -> dict[str, Any] | None:
+    """``Worker.enjoy_extras`` of a worker whose evaluate mode records an MP4 of the first episode
+    (``extras.eval_capture_video``) and streams nothing live: no GIF, no ``--live``."""
+    if live or video_format not in (None, "mp4"):
+        return None
+    return {"eval_capture_video": True} if video_format else {}
+
+
 def no_video_encoder(worker: str) -> str:
     """The one line that refuses ``--video`` where a worker's environment has no encoder."""
     return (

@@ -98,9 +98,7 @@ class XuanCeWorker(Worker):
 
     def enjoy_extras(self, *, video_format: str | None, live: bool) -> dict[str, Any] | None:
         """An MP4 of the first evaluation episode (OpenCV, which XuanCe brings, writes it); no GIF, no --live."""
-        if live or video_format not in (None, "mp4"):
-            return None
-        return {"eval_capture_video": True} if video_format else {}
+        return contract.mp4_enjoy_extras(video_format, live)
 
     def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
         return LAYOUT
