@@ -151,10 +151,15 @@ def continue_in_place(run: RunContext) -> Launch:
     checkpoint = _usable_checkpoint(worker_item, worker, run.config, run.run_dir)
     resume = Resume(checkpoint, run_state(run.run_dir)[1] + 1)
     config = run.config.with_overrides(extras=resume.extras())
-    run.config, run.resume = config, resume
-    launch = worker.plan(config, run)
-    if not isinstance(launch, Launch):
-        raise UsageError(f"worker {worker_item.name!r} returned {type(launch).__name__} from plan(), not a Launch")
+    before = run.config, run.resume
+    run.config, run.resume = config, resume  # what the plan sees, as for `mosaic resume`
+    try:
+        launch = worker.plan(config, run)
+        if not isinstance(launch, Launch):
+            raise UsageError(f"worker {worker_item.name!r} returned {type(launch).__name__} from plan(), not a Launch")
+    except BaseException:
+        run.config, run.resume = before  # not continued: the run is as it was
+        raise
     try:
         record = json.loads(run.directory.launch.read_text(encoding="utf-8"))
     except (OSError, ValueError):
