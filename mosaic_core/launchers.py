@@ -164,6 +164,18 @@ class Job:
 
         return Supervisor(self.run, self.host, list(self.command), self.env, self.options, cwd=self.cwd).execute()
 
+    def continue_from_checkpoint(self) -> None:
+        """For a launcher running the job again after losing it (its node died): the run goes on
+        from the newest checkpoint its directory holds (the run contract, as ``mosaic resume``):
+        ``run.resume`` is set, ``launch.json`` records the attempt, ``command`` and ``env`` become
+        the worker's plan for it and plugins' variables for a resume (``mosaic_child_env``: W&B's
+        run id). A UsageError says why it cannot (then the launcher starts over)."""
+        from mosaic_core.resume import continue_in_place
+
+        launch = continue_in_place(self.run)
+        self.command = list(launch.command)
+        self.env = {**self.env, **launch.env, **self.host.child_env(self.run)}
+
 
 def _check_info(obj: Any) -> LauncherInfo:
     if not callable(obj):

@@ -85,13 +85,17 @@ class ExampleWorker(Worker):
         return WorkerForm(algos=POLICIES, algo=algo or "random")  # a submit form offers the policies
 
     def checkpoint_layout(self, config):
-        """What a stop leaves (SIGTERM, SIGUSR1, Ctrl-C): the step reached, as JSON; `mosaic resume` goes on from it."""
+        """What a stop leaves (SIGTERM, SIGUSR1, Ctrl-C), and every ``extras.checkpoint_frequency``
+        steps: the step reached, as JSON; `mosaic resume` goes on from it."""
         return CheckpointLayout("checkpoints/step_{step}.json", "example.progress/1")
 
     def validate(self, config, options):
         problems = []
         if options.get("log_every", 1) < 1:
             problems.append("--log-every must be >= 1")
+        every = config.extras.get("checkpoint_frequency", 0)
+        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+            problems.append(f"extras.checkpoint_frequency must be a whole number of steps >= 0, got {every!r}")
         return problems
 
     def plan(self, config, run) -> Launch:
@@ -119,6 +123,8 @@ class ExampleWorker(Worker):
             command += ["--seed", str(config.seed)]
         if run.options.get("direct"):
             command.append("--direct")
+        if config.extras.get("checkpoint_frequency"):
+            command += ["--checkpoint-every", str(config.extras["checkpoint_frequency"])]
         if config.extras.get("mode") == "resume":  # the host found the run's newest checkpoint
             command += ["--resume-from", str(config.extras["checkpoint_path"])]
         return Launch(
