@@ -304,7 +304,7 @@ def write_mp4(path: Path, frames: Sequence[Any], fps: int = VIDEO_FPS) -> Path:
         if encoder == "cv2":
             import cv2
 
-            writer = cv2.VideoWriter(str(temporary), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, height))
+            writer = cv2.VideoWriter(str(temporary), cv2.VideoWriter.fourcc(*"mp4v"), fps, (width, height))
             for image in images:
                 writer.write(cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
             writer.release()
