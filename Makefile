@@ -7,14 +7,19 @@ PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 # Optional extras installed in both venvs: the test suite exercises them (their tests skip without
 # them; cleanrl, analytics and wandb are the built-in worker's and plugins' heavy dependencies, which
 # the light core leaves out). `make extras` adds them to venvs built before.
-EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray,docs
+EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray,docs,lint
 
-.PHONY: venv extras train test test-gym1 test-extras proto clean browser-deps docs
+# The distribution was `mosaic-workers` before it was `mosaic-rl`: a venv or checkout built before would keep
+# the old one's entry points beside the new one's (every plugin twice) unless they go.
+forget_old_name = $(1)/bin/pip uninstall -q -y mosaic-workers >/dev/null 2>&1 || true; rm -rf mosaic_workers.egg-info
+
+.PHONY: venv extras train test test-gym1 test-extras proto clean browser-deps docs lint
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml examples/*/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(call forget_old_name,$(VENV))
 	$(BIN)/pip install -q $(PINS)
 	$(BIN)/pip install -q -e '.[$(EXTRAS)]' $(PINS)
 	for ex in examples/*/pyproject.toml; do $(BIN)/pip install -q -e "$$(dirname $$ex)" $(PINS) || exit 1; done
@@ -57,6 +62,7 @@ GYM1_HOST_ONLY := $(addprefix tests/,cleanrl/test_flags.py cleanrl/test_grpc_han
 GYM1_SKIP := --ignore=tests/core/test_worker_environments.py $(addprefix --ignore=,$(GYM1_HOST_ONLY))
 $(GYM1)/.installed: pyproject.toml
 	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)
+	$(call forget_old_name,$(GYM1))
 	$(GYM1)/bin/pip install -q torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
 	$(GYM1)/bin/pip install -q -e '.[$(EXTRAS)]' -e examples/mosaic_example_plugin torch==2.13.0 'gymnasium>=1.0,<2' numpy==1.26.4
 	touch $@
@@ -78,6 +84,7 @@ EXTRAS_VENV := .venv-cleanrl-extras
 EXTRAS_LANE := cleanrl,analytics,test,atari,mujoco,envpool,jax,dm-control
 $(EXTRAS_VENV)/.installed: pyproject.toml
 	test -x $(EXTRAS_VENV)/bin/python || $(PYTHON) -m venv $(EXTRAS_VENV)
+	$(call forget_old_name,$(EXTRAS_VENV))
 	$(EXTRAS_VENV)/bin/pip install -q $(PINS)
 	$(EXTRAS_VENV)/bin/pip install -q -e '.[$(EXTRAS_LANE)]' -e examples/mosaic_example_plugin $(PINS)
 	touch $@
@@ -98,6 +105,13 @@ docs: venv
 	$(BIN)/python -m mosaic_core.refdocs --check
 	$(BIN)/python -m mosaic_core.hookdocs | cmp -s - docs/hooks.md || { echo "docs/hooks.md is stale: python -m mosaic_core.hookdocs > docs/hooks.md" >&2; exit 1; }
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(or $(SITE_DIR),site)
+
+# Lint (a CI lane, before the tests: it takes seconds): ruff's checks and its format on the whole tree,
+# mypy strict on mosaic_core (pyproject.toml: [tool.ruff], [tool.mypy]). docs/contributing.md says how.
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Regenerate the gRPC code from mosaic_core/trainer/trainer.proto (generated files are committed).
 proto: venv

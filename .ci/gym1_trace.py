@@ -66,7 +66,7 @@ def pytest_runtest_logfinish(nodeid, location):
 def main(paths: list[str]) -> int:
     pth = Path(site.getsitepackages()[0]) / "zz_mosaic_gym1_trace.pth"
     with tempfile.TemporaryDirectory() as tmp:
-        log, listing = Path(tmp) / "met.log", Path(tmp) / "tests.txt"
+        log = Path(tmp) / "met.log"
         env = {**os.environ, LOG_VAR: str(log)}
         pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *paths]
         collected = subprocess.run([*pytest, "--collect-only"], env=env, capture_output=True, text=True)

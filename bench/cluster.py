@@ -8,7 +8,7 @@ free ports, a fresh token; stopped by pid at the end), then:
 1. per-run overhead: the example worker with a tiny budget, ``mosaic run`` here vs with
    ``--ray-address`` (median wall seconds of ``--runs`` runs each);
 2. trials per minute: the same 4-trial ppo sweep (1 seed, ``--timesteps`` steps) with
-   ``--workers 2`` here, and with ``--workers 2 --ray-address`` (1 CPU per run).
+   ``--parallel 2`` here, and with ``--parallel 2 --ray-address`` (1 CPU per run).
 On one machine both sides share the same cores: the cluster shows its overhead, not a speed-up;
 on N machines the trial rate scales with the nodes' cores.
 """
@@ -131,7 +131,7 @@ def main() -> None:
                 "sweep",
                 "run",
                 str(spec),
-                "--workers",
+                "--parallel",
                 "2",
                 "--storage",
                 f"sqlite:///{work / f'{name}.db'}",

@@ -31,12 +31,12 @@ sys.path.insert(0, str(REPO))
 
 TINY_WORKER = r"""
 import json, sys, time
-from mosaic_core.trainer.client import WorkerSession
+from mosaic_core.trainer.client import RunSession
 config_path, runs_dir, target, seconds = sys.argv[1:5]
 run_id = json.load(open(config_path))["run_id"]
 def emit(event, **payload):
     print(json.dumps({"event": event, "run_id": run_id, "timestamp": time.time(), "payload": payload}), flush=True)
-session = WorkerSession.register(target, run_id=run_id, schema_id="bench.tiny")
+session = RunSession.register(target, run_id=run_id, schema_id="bench.tiny")
 emit("run_started")
 end = time.monotonic() + float(seconds)
 while time.monotonic() < end:
@@ -132,11 +132,11 @@ def bench_register(clients: int, seconds: float) -> dict:
         stop_at = [0.0]
 
         def worker(n: int) -> None:
-            session = client.WorkerSession.register(daemon.target, run_id=f"bench-{n}", schema_id="bench")
+            session = client.RunSession.register(daemon.target, run_id=f"bench-{n}", schema_id="bench")
             barrier.wait()
             while time.perf_counter() < stop_at[0]:
                 started = time.perf_counter()
-                replacement = client.WorkerSession.register(
+                replacement = client.RunSession.register(
                     daemon.target, run_id=f"bench-{n}", schema_id="bench", session_token=session.session_token
                 )
                 latencies[n].append(time.perf_counter() - started)

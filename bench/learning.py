@@ -2,7 +2,7 @@
 
 Run by hand (it trains for real; use `nice`):
     nice .venv/bin/python bench/learning.py                       # ppo and dqn on CartPole-v1, 500k, 2 seeds
-    nice .venv/bin/python bench/learning.py --pair ppo:CartPole-v1:100000 --seeds 3 --workers 2
+    nice .venv/bin/python bench/learning.py --pair ppo:CartPole-v1:100000 --seeds 3 --parallel 2
     nice .venv/bin/python bench/learning.py --pair "sac_continuous_action:Pendulum-v1:15000:--learning-starts 1000"
     nice .venv/bin/python bench/learning.py --via mosaic ...      # through `mosaic run` instead of the script
     nice .venv/bin/python bench/learning.py --agents MiniGrid-DoorKey-5x5-v0:100000 --seeds 3
@@ -219,7 +219,7 @@ def main() -> None:
         help="PPO on ENV once per --agent-arch (repeatable), beside any --pair",
     )
     parser.add_argument("--seeds", type=int, default=2, help="seeds 1..K per pair")
-    parser.add_argument("--workers", type=int, default=2, help="training processes at a time")
+    parser.add_argument("--parallel", type=int, default=2, help="training processes at a time")
     parser.add_argument(
         "--via", choices=("direct", "mosaic"), default="direct", help="run the scripts directly or through `mosaic run`"
     )
@@ -243,8 +243,8 @@ def main() -> None:
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     jobs = [(pair, seed) for pair in pairs for seed in range(1, args.seeds + 1)]
-    print(f"training {len(jobs)} runs, {args.workers} at a time, via {args.via} ...", file=sys.stderr)
-    with ThreadPoolExecutor(args.workers) as pool:
+    print(f"training {len(jobs)} runs, {args.parallel} at a time, via {args.via} ...", file=sys.stderr)
+    with ThreadPoolExecutor(args.parallel) as pool:
         outcomes = list(pool.map(lambda job: train(*job, args.via, args.last, args.keep, args.cleanrl_home), jobs))
     print_table(outcomes, args.last)
 

@@ -53,7 +53,7 @@ def main() -> None:
     flags = ["--env-id", args.env_id, "--total-timesteps", str(args.steps), "--seed", "1"]
     launches = ["direct", "mosaic"] + (["compare"] if args.compare else [])
     rows: dict[str, dict[str, list[float]]] = {how: {"wall": [], "sps": []} for how in launches}
-    for i in range(args.repeat):
+    for _ in range(args.repeat):
         for how in launches:
             with tempfile.TemporaryDirectory() as tmp:
                 cwd = Path(tmp)

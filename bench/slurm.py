@@ -7,7 +7,7 @@ Starts a real one-node Slurm cluster (tests/slurm/cluster.py: munged with its ow
 socket, slurmctld, slurmd; 2 CPUs; needs root and slurm-wlm; stopped by pid at the end), then:
 1. per-run overhead: the example worker with a tiny budget, ``mosaic run`` here vs with
    ``--launcher slurm`` (median wall seconds of ``--runs`` runs each, and where the time goes);
-2. trials per minute: the same ppo sweep (1 seed, ``--timesteps`` steps) with ``--workers 2``
+2. trials per minute: the same ppo sweep (1 seed, ``--timesteps`` steps) with ``--parallel 2``
    here, and with ``--launcher slurm --slurm-array-limit 2`` (one job array, 1 CPU a task).
 On one machine both sides share the same cores: Slurm shows its overhead, not a speed-up.
 """
@@ -83,7 +83,7 @@ def main() -> None:
         spec.write_text(SPEC.format(timesteps=args.timesteps, trials=args.trials), encoding="utf-8")
         rates = {}
         for name, extra, run_env in (
-            ("here", ["--workers", "2"], env),
+            ("here", ["--parallel", "2"], env),
             ("slurm", ["--launcher", "slurm", "--slurm-array-limit", "2"], slurm_env),
         ):
             sweep = [

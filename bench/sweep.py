@@ -1,13 +1,13 @@
-"""What a sweep costs: trials per minute with 1 and 2 workers for tiny budgets, and the
+"""What a sweep costs: trials per minute with 1 and 2 sweep processes (--parallel) for tiny budgets, and the
 overhead per trial next to the same `mosaic run`s done by hand, measured side by side.
 
 Run by hand: nice .venv/bin/python bench/sweep.py [--trials 6] [--steps 1024] [--seeds 1]
 
 Prints, per mode, wall time, trials per minute and seconds per trial:
   by hand     the trials' `mosaic run`s one after another (what a user would type)
-  1 worker    `mosaic sweep run` on the default SQLite study
-  2 workers   the same with --workers 2
-then the overhead per trial (1 worker minus by hand, and its share), the start-up checks of a
+  1 at a time `mosaic sweep run` on the default SQLite study
+  2 at a time the same with --parallel 2
+then the overhead per trial (1 at a time minus by hand, and its share), the start-up checks of a
 sweep (spec, dry run, study creation: `mosaic sweep run` on an already-finished study), and the
 study's own round trips (budget count, ask, heartbeat, tell) per trial on SQLite, without
 training, from an in-process loop of 50 trials.
@@ -84,17 +84,17 @@ def by_hand(workdir: Path, trials: int, seeds: int, steps: int) -> float:
     return time.perf_counter() - started
 
 
-def sweep(workdir: Path, name: str, trials: int, seeds: int, steps: int, workers: int) -> float:
+def sweep(workdir: Path, name: str, trials: int, seeds: int, steps: int, parallel: int) -> float:
     spec = workdir / f"{name}.toml"
     spec.write_text(SPEC.format(name=name, steps=steps, seeds=seeds, trials=trials))
-    return timed([str(BIN / "mosaic"), "sweep", "run", str(spec), "--workers", str(workers)], workdir)
+    return timed([str(BIN / "mosaic"), "sweep", "run", str(spec), "--parallel", str(parallel)], workdir)
 
 
 def round_trips(workdir: Path, trials: int = 50) -> float:
-    """Seconds per trial of the study bookkeeping a worker does, on SQLite, with no training."""
+    """Seconds per trial of the study bookkeeping a sweep process does, on SQLite, with no training."""
     import optuna
+    from mosaic_sweep.loop import counted
     from mosaic_sweep.storage import open_storage, resolve
-    from mosaic_sweep.worker import counted
 
     location = resolve(f"sqlite:///{workdir}/trips.db", "trips")
     storage = open_storage(location, heartbeat_s=10)
@@ -124,11 +124,11 @@ def main() -> int:
         trip = round_trips(workdir)
     print(f"ppo on CartPole-v1, {steps} steps x {seeds} seed(s) per trial, {trials} trials")
     print(f"{'mode':<10} {'wall s':>8} {'trials/min':>11} {'s/trial':>8}")
-    for label, wall in (("by hand", hand), ("1 worker", one), ("2 workers", two)):
+    for label, wall in (("by hand", hand), ("1 at a time", one), ("2 at a time", two)):
         print(f"{label:<10} {wall:>8.1f} {60 * trials / wall:>11.2f} {wall / trials:>8.2f}")
     overhead = (one - hand) / trials
-    print(f"overhead per trial, 1 worker vs by hand: {overhead:+.2f} s ({100 * (one - hand) / hand:+.1f}%)")
-    print(f"2 workers vs 1 worker: x{one / two:.2f} trials per minute")
+    print(f"overhead per trial, 1 at a time vs by hand: {overhead:+.2f} s ({100 * (one - hand) / hand:+.1f}%)")
+    print(f"2 at a time vs 1: x{one / two:.2f} trials per minute")
     print(f"sweep start-up checks (spec, dry run, study) on a finished study: {startup:.2f} s (median of 3)")
     print(
         f"study round trips per trial (SQLite: stale check, budget count, ask, heartbeat, tell): {1000 * trip:.1f} ms"

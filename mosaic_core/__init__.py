@@ -32,7 +32,8 @@ def _from(module: str, *names: str) -> dict[str, str]:
 # Public name -> "module" or "module:attribute" that defines it (imported on first use).
 _EXPORTS = {
     # Extending: a plugin's hooks, a worker, a CLI command, the types they exchange.
-    **_from("hookspecs", "hookimpl"),
+    **_from("hookspecs", "hookimpl", "STOP", "ISOLATE"),
+    "hookspec": "mosaic_core.hookspecs:spec",  # a plugin's own hook: @hookspec(STOP) or @hookspec(ISOLATE)
     **_from("worker", "Worker", "load_worker"),
     **_from("workers", "find_worker"),
     **_from("choice", "choose_worker"),
@@ -103,6 +104,7 @@ _EXPORTS = {
     **_from("cli.console", "said_if_slow"),
     "print_table": "mosaic_core.cli.algos:table",  # a titled rich table of plain-text cells (mosaic algos' views)
     **_from("environments", "HOST_DISTRIBUTION", "preflight"),
+    **_from("renamed", "add_renamed_flag", "say_renamed"),  # an old spelling a user typed, said once
     "take_held_signals": "mosaic_core.hostsignals:take_held",
     # A launcher's node side: the recorded launch.json run as the caller prepared it.
     **_from("node", "prepared_env"),

@@ -71,7 +71,8 @@ def install(host: PluginHost | None = None) -> ChildContext | None:
     """Install the patch points in this process once, then run every plugin's
     ``mosaic_child_setup``; returns the context (None when not run by a host)."""
     if "child" in _state:
-        return _state["child"]
+        installed: ChildContext | None = _state["child"]
+        return installed
     child = child_from_environ()
     if child is None:
         return None
@@ -117,7 +118,7 @@ def _report_failure(child: ChildContext, failure: HookFailure) -> None:
 def env_index_hint() -> int | None:
     """This env's index in its vector env, when it can be known.
 
-    In an ``AsyncVectorEnv`` worker the process name ends with the index
+    In an ``AsyncVectorEnv`` env process the process name ends with the index
     (``Worker<AsyncVectorEnv>-3``); in one process, ``gym.make`` calls are counted in order
     (``SyncVectorEnv`` makes its envs in index order).
     """
@@ -157,10 +158,11 @@ def _patch_gym_make(child: ChildContext, host: PluginHost) -> None:
 
     make.__mosaic_patched__ = True  # type: ignore[attr-defined]
     make.__wrapped__ = original  # type: ignore[attr-defined]
-    gymnasium.make = make
+    # a wrapper that forwards what it gets: gymnasium's own signature is the one callers see
+    gymnasium.make = make  # type: ignore[assignment]
     import gymnasium.envs.registration as registration
 
-    registration.make = make
+    registration.make = make  # type: ignore[assignment]
 
 
 def after_import(module_names: tuple[str, ...] | str, callback: Callable[[Any], None], once: bool = False) -> None:

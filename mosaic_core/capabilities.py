@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 PARADIGMS = frozenset({"sequential", "parallel", "self_play", "population", "hierarchical"})
 ACTION_SPACES = frozenset({"discrete", "continuous", "multi_discrete", "multi_binary", "hybrid"})
@@ -40,7 +43,10 @@ def _check_bool(owner: str, name: str, value: Any) -> None:
         raise ValueError(f"{owner}.{name} must be true or false, got {value!r}")
 
 
-def _from_dict(cls: type, data: Any) -> Any:
+_D = TypeVar("_D", bound="DataclassInstance")
+
+
+def _from_dict(cls: type[_D], data: Any) -> _D:
     if not isinstance(data, dict):
         raise ValueError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
     known = {f.name for f in fields(cls)}
@@ -136,7 +142,7 @@ class WorkerEnvironment:
 
     ``requirements`` are pip requirement strings, pinned where it matters (pre-flight checks
     every ``==`` pin before a run starts); ``host_extras`` are extras of the host's distribution
-    (``mosaic-workers``) to install with it (the host's core and the plugins are always there,
+    (``mosaic-rl``) to install with it (the host's core and the plugins are always there,
     so the training process imports ``mosaic_core`` and the plugins as in the host);
     ``optional`` maps names to more requirements ``mosaic workers install NAME --extras a,b``
     adds (e.g. env families)."""
@@ -176,15 +182,17 @@ class WorkerEnvironment:
 
 @dataclass(frozen=True, kw_only=True)
 class WorkerMetadata:
-    """Who a worker is, what it wraps, and how the host runs it: the one descriptor a
-    distribution's ``mosaic.workers`` entry point names (the descriptor itself, or a function
-    returning it). The worker's name is given once, as the entry point's name: ``name`` may be
-    left out (discovery fills it in; given, it must be the same), and so may
-    ``capabilities.worker_type`` (then the name).
+    """Who a worker is, what it wraps, and how the host runs it: the one descriptor a plugin's
+    ``mosaic_workers`` hook returns for it (``name`` given there; a deprecated ``mosaic.workers``
+    entry point may leave it out: its entry point's name fills it in). ``capabilities.worker_type``
+    may be left out (then the name).
 
     ``worker`` is a ``module:attribute`` naming the worker interface (a class with a no-argument
     constructor, or an object; see :class:`mosaic_core.worker.Worker`). The host imports it
-    only when it runs or checks a job, so discovery stays import-light. ``environment``
+    only when it runs or checks a job, so discovery stays import-light. ``run_hooks`` (optional):
+    a module (``package.module``) of hook implementations the host registers for this worker's
+    runs only (the hooks taking ``run`` or ``child``: :data:`mosaic_core.hookspecs.PER_RUN`),
+    imported when a run of this worker starts. ``environment``
     (optional) gives the worker its own Python environment (:class:`WorkerEnvironment`).
     ``example``: a worker that shows how to write one (or a test fixture): listed and run by
     name, never chosen for a run that names no worker (:func:`mosaic_core.workers.default_worker`).
@@ -199,6 +207,7 @@ class WorkerMetadata:
     upstream_version: str | None = None
     environment: WorkerEnvironment | None = None
     example: bool = False
+    run_hooks: str | None = None
 
     def __post_init__(self) -> None:
         owner = "WorkerMetadata"
@@ -219,6 +228,10 @@ class WorkerMetadata:
             object.__setattr__(self, "capabilities", replace(self.capabilities, worker_type=self.name))
         if not isinstance(self.worker, str) or not re.match(r"^[\w.]+:[\w.]+$", self.worker):
             raise ValueError(f"{owner}.worker must look like 'package.module:Worker', got {self.worker!r}")
+        if self.run_hooks is not None and (
+            not isinstance(self.run_hooks, str) or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", self.run_hooks)
+        ):
+            raise ValueError(f"{owner}.run_hooks must name a module ('package.module'), got {self.run_hooks!r}")
         for name in ("upstream_library", "upstream_version"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):

@@ -1,7 +1,7 @@
 """The side channel from a run's training processes to its host.
 
 A Linux abstract-namespace Unix datagram socket: no file on disk, no path-length limit,
-reachable from every process of the run (the training process and its env workers, forked
+reachable from every process of the run (the training process and its env processes, forked
 or spawned), message boundaries kept. Each datagram is one JSON object
 ``{"kind": str, "payload": {...}}``. Senders never block on the hot path: when the host is
 slow, best-effort messages are dropped and counted; reliable ones wait up to a second.

@@ -137,8 +137,10 @@ def _why_not(
     return f"no installed worker that can run here runs algo {algo!r}{hint} (installed: {installed}); {how}"
 
 
-def _did_you_mean(algo: str, ready: list[Candidate]) -> str:
-    close = []
+def _did_you_mean(algo: str | None, ready: list[Candidate]) -> str:
+    close: list[str] = []
+    if not algo:
+        return ""
     for candidate in ready:
         by_fold = {name.casefold(): name for name in candidate.names or ()}
         for match in difflib.get_close_matches(algo.casefold(), list(by_fold), n=1, cutoff=0.6):
@@ -195,7 +197,9 @@ def worker_for_argv(argv: list[str]) -> tuple[str, dict[str, Any] | None]:
         problems.append(str(exc))
     if isinstance(data.get("worker"), str) and data["worker"]:
         return data["worker"], read  # the config says whose it is (a run's config.json)
-    extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+    extras = data.get("extras")
+    if not isinstance(extras, dict):
+        extras = {}
     try:
         extras = {**extras, **(parse_extras_json(ns.extras) if ns.extras else {})}
     except MosaicError as exc:
@@ -244,7 +248,7 @@ def _other_problems(argv: list[str], data: dict[str, Any], source: str | None, k
         "env_id": ns.env_id,
         "total_timesteps": ns.total_timesteps,
         "seed": ns.seed,
-        "worker_id": ns.worker_id,
+        "program_id": ns.program_id,
         "run_id": ns.run_id,
     }
     try:

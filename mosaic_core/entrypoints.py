@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import traceback
@@ -35,9 +36,11 @@ class LoadedEntryPoint:
     error: str | None = None
     detail: str | None = field(default=None, repr=False)  # traceback of a failure
     obj: Any = field(default=None, repr=False)
+    plugin: str = ""  # what a plugin provides (a worker, a launcher): that plugin's entry point name
 
     def describe(self) -> str:
-        return f"entry point {self.name!r} ({self.value}) from {self.distribution} {self.version}"
+        name = self.plugin or self.name
+        return f"entry point {name!r} ({self.value}) from {self.distribution} {self.version}"
 
 
 def _names(var: str) -> set[str] | None:
@@ -94,7 +97,7 @@ def load_group(
         if reason:
             item.status, item.error = "blocked", reason
             continue
-        load_into(item, lambda: load_value(item.value), check)
+        load_into(item, functools.partial(load_value, item.value), check)
     return results
 
 
@@ -116,7 +119,7 @@ def load_listed(
     results = []
     for name, value, distribution, version in records:
         item = LoadedEntryPoint(name=name, group=group, value=value, distribution=distribution, version=version)
-        load_into(item, lambda: load_value(value), check)
+        load_into(item, functools.partial(load_value, value), check)
         results.append(item)
     return results
 

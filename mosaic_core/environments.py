@@ -40,7 +40,7 @@ from mosaic_core.procs import NEUTRAL_CWD, python_command
 
 VENVS_VAR = "MOSAIC_VENVS"
 MARKER = "mosaic-environment.json"
-HOST_DISTRIBUTION = "mosaic-workers"  # the host's own distribution (pyproject.toml)
+HOST_DISTRIBUTION = "mosaic-rl"  # the host's own distribution (pyproject.toml)
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)\s*$")
 # pip's own words for the requirement it could not satisfy or build
 _PIP_FAILURES = (
@@ -367,7 +367,9 @@ def _build(path: Path, args: list[str], worker: str) -> None:
         )
     os.chmod(path, 0o700)
     log = root / f"{worker}.install.log"
-    command = python_command(_python(path), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *args)
+    command = python_command(
+        str(_python(path)), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *args
+    )
     with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root)
     if done.returncode != 0:

@@ -130,7 +130,9 @@ def event_step(record: dict[str, Any]) -> int | None:
     payload = record.get("payload")
     if not isinstance(payload, dict):
         return None
-    metrics = payload.get("metrics") if isinstance(payload.get("metrics"), dict) else payload
+    metrics = payload.get("metrics")
+    if not isinstance(metrics, dict):
+        metrics = payload
     step = metrics.get("global_step")
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 

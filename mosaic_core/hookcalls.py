@@ -60,6 +60,7 @@ class GuardedManager(pluggy.PluginManager):
 
     def __init__(self, host: FailureRecorder):
         super().__init__(hookspecs.PROJECT)
+        self.policy: dict[str, str] = {}  # hook name -> STOP or ISOLATE, from every spec added
         self._host = host
         self.tagging = threading.local()  # .on: the next hook call (an accessor's) tags its results
         self._guarded: dict[tuple[int, bool], tuple[Any, Any]] = {}
@@ -67,7 +68,7 @@ class GuardedManager(pluggy.PluginManager):
     def _hookexec(self, hook_name: str, methods: Any, kwargs: Any, firstresult: bool) -> Any:
         local = self.tagging
         tag, local.on = getattr(local, "on", False), False  # only the accessor's own call is tagged
-        policy = hookspecs.POLICY.get(hook_name)
+        policy = self.policy.get(hook_name)
         if policy is not None:
             methods = [self._guard(hook_name, policy, impl, tag) for impl in methods]
         return super()._hookexec(hook_name, methods, kwargs, firstresult)
@@ -185,6 +186,21 @@ class GuardedManager(pluggy.PluginManager):
                 outcome.force_result(_retag(out, results or [], plugin) if tag else out)
 
         return guarded
+
+    def add_hookspecs(self, module_or_class: Any) -> None:
+        """pluggy's, refusing a spec without a failure policy (``@hookspec(STOP|ISOLATE)``)."""
+        policies = {}
+        for name in dir(module_or_class):
+            if self.parse_hookspec_opts(module_or_class, name) is not None:
+                policy = getattr(getattr(module_or_class, name), "mosaic_policy", None)
+                if policy not in (hookspecs.STOP, hookspecs.ISOLATE):
+                    raise ValueError(
+                        f"hook spec {name} has no failure policy: mark it @hookspec(STOP) or @hookspec(ISOLATE)"
+                    )
+                policies[name] = policy
+        super().add_hookspecs(module_or_class)
+        self.policy.update(policies)
+        self._guarded.clear()
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:
         self._guarded.clear()

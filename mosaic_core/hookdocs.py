@@ -38,7 +38,8 @@ def _markdown(doc: str) -> str:
 def _where(name: str) -> str:
     """The section of the spec module a hook is in (``Host: before a run``, ``Training process``)."""
     source = inspect.getsource(hookspecs)
-    return re.findall(r"^# ([A-Z][^\n]*)$", source[: source.index(f"def {name}(")], re.MULTILINE)[-1]
+    sections: list[str] = re.findall(r"^# ([A-Z][^\n]*)$", source[: source.index(f"def {name}(")], re.MULTILINE)
+    return sections[-1]
 
 
 def render() -> str:

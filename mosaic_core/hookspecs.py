@@ -1,8 +1,15 @@
 """Every hook a MOSAIC plugin can implement, grouped by where and when it runs.
 
-A plugin is a module (registered through the ``mosaic.plugins`` entry-point group) whose
-functions carry the :data:`hookimpl` marker and a name below. An implementation may take
-any subset of a hook's arguments, so hooks can grow arguments without breaking plugins.
+A plugin is a module (registered through the ``mosaic.plugins`` entry-point group, the one
+registration group) whose functions carry the :data:`hookimpl` marker and a name below. An
+implementation may take any subset of a hook's arguments, so hooks can grow arguments without
+breaking plugins. What a plugin provides besides hooks (workers, launchers, hook specs of its
+own) it returns from the hooks of the first section, as typed descriptors.
+
+A worker's hooks for its own runs live in a module its :class:`~mosaic_core.WorkerMetadata`
+names (``run_hooks``): the host registers it for that worker's runs only, so no hook body asks
+which worker a run has. Such a module implements only the hooks in :data:`PER_RUN` (those
+taking ``run`` or ``child``); a plugin's hooks in a ``mosaic.plugins`` module see every run.
 
 Order: plugins are registered sorted by entry-point name, and implementations run in
 pluggy's order (last registered first, ``tryfirst``/``trylast`` honoured, ``wrapper=True``
@@ -40,9 +47,12 @@ import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only, keeps discovery import-light
     from pathlib import Path
+    from types import ModuleType
 
     import numpy as np
+    from numpy.typing import NDArray
 
+    from mosaic_core.capabilities import WorkerMetadata
     from mosaic_core.cli.commands import CliCommand
     from mosaic_core.config import WorkerConfig
     from mosaic_core.frames import FrameSource
@@ -64,16 +74,90 @@ def spec(policy: str, **options: Any) -> Callable[[Callable[..., Any]], Callable
 
     def mark(function: Callable[..., Any]) -> Callable[..., Any]:
         function.mosaic_policy = policy  # type: ignore[attr-defined]
-        return hookspec(**options)(function)
+        marked: Callable[..., Any] = hookspec(**options)(function)
+        return marked
 
     return mark
+
+
+# --------------------------------------------------------------------------------------
+# Host: what a plugin provides
+# --------------------------------------------------------------------------------------
+@spec(ISOLATE)  # a broken plugin never hides another's workers
+def mosaic_workers() -> list[WorkerMetadata] | None:
+    """Provide workers: one :class:`mosaic_core.WorkerMetadata` each, its ``name`` given.
+
+    Called when the host lists or looks up workers (``mosaic workers``, ``mosaic run``). Return
+    descriptors only (data: the worker class and its ``run_hooks`` are named as strings and
+    imported when a run needs them), so listing stays cheap. Each descriptor is checked in one
+    place: a wrong type, a missing name or a name another distribution provides too marks it
+    failed in ``mosaic workers``, naming this plugin's entry point and distribution.
+    Failure: isolate (this plugin's workers are listed as failed; every other worker works).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_workers():
+            return [WorkerMetadata(name="random", version="1.0", description="a random policy",
+                                   capabilities=CAPABILITIES, worker="my_pkg.worker:RandomWorker",
+                                   run_hooks="my_pkg.run_hooks")]
+    """
+
+
+@spec(ISOLATE)  # a broken plugin never hides another's launchers
+def mosaic_launchers() -> list[Any] | None:  # LauncherInfo (mosaic_core.launchers imports the plugin host)
+    """Provide launchers: one :class:`mosaic_core.launchers.LauncherInfo` each (where prepared
+    runs execute besides here: Ray, Slurm).
+
+    Called when the host builds ``mosaic run``'s, ``mosaic sweep run``'s and ``mosaic daemon``'s
+    options. Return descriptors only (``execute`` and the others are ``"module:function"``
+    strings, imported when a run uses the launcher). Checked in one place as
+    :func:`mosaic_workers`' are; two launchers declaring one flag: the second fails, naming
+    both.
+    Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_launchers():
+            return [LauncherInfo(name="k8s", description="a Kubernetes Job per run", options=(),
+                                 execute="my_pkg.k8s:execute")]
+    """
+
+
+@spec(ISOLATE)
+def mosaic_hookspecs() -> list[ModuleType] | None:
+    """Declare hooks of this plugin's own, for other packages to implement (the CleanRL worker's
+    ``mosaic_cleanrl_algorithms``).
+
+    Called once, after every plugin is registered and before their hooks are checked, so an
+    implementation registered before its spec is still checked against it. Return modules whose
+    functions are marked with ``@hookspec(STOP)`` or ``@hookspec(ISOLATE)`` (``from mosaic_core
+    import hookspec``), or None. Implement a hook
+    another plugin declares with ``@hookimpl(optionalhook=True)``: your package then loads
+    whether or not that plugin is installed (or disabled). Two plugins declaring one hook name:
+    the second fails to load. Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_hookspecs():
+            from my_pkg import hookspecs
+            return [hookspecs]
+    """
 
 
 # --------------------------------------------------------------------------------------
 # Host: command line
 # --------------------------------------------------------------------------------------
 @spec(ISOLATE)  # a broken plugin never breaks the CLI (--help included)
-def mosaic_cli_commands() -> list[CliCommand]:
+def mosaic_cli_commands() -> list[CliCommand] | None:
     """Contribute subcommands to the ``mosaic`` CLI (``mosaic plot``, ``mosaic fastlane``…).
 
     Called once when the CLI builds its parser. Return a list of
@@ -88,8 +172,7 @@ def mosaic_cli_commands() -> list[CliCommand]:
 
         @hookimpl
         def mosaic_cli_commands():
-            return [CliCommand("hello", "say hello", lambda parser: None,
-                               lambda ns: print("hello") or 0)]
+            return [CliCommand("hello", "say hello", lambda parser: None, lambda ns: print("hello") or 0)]
     """
 
 
@@ -293,7 +376,7 @@ def mosaic_on_child_message(run: RunContext, kind: str, payload: dict[str, Any])
     """A message arrived from the training process over the side channel.
 
     Called on the host for every ``ChildContext.publish(kind, payload)`` made in the
-    training process (or its env worker processes), in arrival order. A plugin handles the
+    training process (or its env processes), in arrival order. A plugin handles the
     kinds it publishes and ignores the rest. Return value ignored. Failure: isolate.
 
     **Example:**
@@ -467,7 +550,7 @@ def mosaic_child_setup(child: ChildContext) -> None:
     """The training process is starting, before the algorithm script is imported.
 
     Called once in every process of the run that imports the patch points (the training
-    process itself and vector-env worker processes started with ``spawn``), after the patch
+    process itself and a vector env's env processes started with ``spawn``), after the patch
     points are installed. Install process-wide state here (e.g. a FastLane writer). Return
     value ignored. Failure: isolate (only that plugin's setup is missing; the patch points and
     every other plugin's setup stay).
@@ -477,9 +560,8 @@ def mosaic_child_setup(child: ChildContext) -> None:
     .. code-block:: python
 
         @hookimpl
-        def mosaic_child_setup(child):
-            if child.worker == "cleanrl":  # a hook that only makes sense for one worker says so
-                os.environ.setdefault("MY_LIB_THREADS", "1")
+        def mosaic_child_setup(child):  # in a worker's run_hooks module: its runs only
+            os.environ.setdefault("MY_LIB_THREADS", "1")
     """
 
 
@@ -489,7 +571,7 @@ def mosaic_env_make_kwargs(
 ) -> dict[str, Any] | None:
     """Contribute keyword arguments to a ``gym.make`` call made by the script.
 
-    Called for each ``gym.make`` in the training process and its env workers; ``env_index``
+    Called for each ``gym.make`` in the training process and its env processes; ``env_index``
     is the env's index in its vector env when known (None otherwise), ``kwargs`` what the
     script passed. Return extra kwargs (e.g. ``{"render_mode": "rgb_array"}``) or None.
     The script's own kwargs win (an explicit None counts as not given, as in
@@ -523,6 +605,7 @@ def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str, env_index: int |
         @hookimpl
         def mosaic_wrap_env(child, env, env_id, env_index):
             import gymnasium as gym
+
             return gym.wrappers.RecordEpisodeStatistics
     """
 
@@ -548,7 +631,7 @@ def mosaic_env_switch(child: ChildContext) -> EnvSwitch | None:
 
 
 @spec(ISOLATE)
-def mosaic_on_frame(child: ChildContext, frame: np.ndarray, info: FrameInfo) -> None:
+def mosaic_on_frame(child: ChildContext, frame: NDArray[np.uint8], info: FrameInfo) -> None:
     """A rendered frame and its step metrics are available in the training process.
 
     Called by the plugin that renders (FastLane) each time it renders, with an ``HxWxC``
@@ -637,6 +720,18 @@ def mosaic_host_lost(child: ChildContext) -> None:
 
 # --------------------------------------------------------------------------------------
 HOOK_NAMES = tuple(name for name in sorted(globals()) if name.startswith("mosaic_"))
+
+
+def _per_run() -> frozenset[str]:
+    import inspect
+
+    return frozenset(
+        name for name in HOOK_NAMES if {"run", "child"} & set(inspect.signature(globals()[name]).parameters)
+    )
+
+
+# The hooks a worker's ``run_hooks`` module may implement: those called for one run (``run`` or ``child``).
+PER_RUN = _per_run()
 
 
 def _policies() -> dict[str, str]:

@@ -56,7 +56,11 @@ def _host_exit_waiter(host_pid: int) -> Callable[[], None]:
     if pidfd is not None:
         exited = select.poll()
         exited.register(pidfd, select.POLLIN)  # readable once the process has exited
-        return lambda: exited.poll() and None
+
+        def wait() -> None:
+            exited.poll()
+
+        return wait
 
     def poll() -> None:
         while os.getppid() == host_pid or procs.process_alive(host_pid, start):

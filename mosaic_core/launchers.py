@@ -6,10 +6,11 @@ every lifecycle event of the run (exactly one terminal event) through ``job.run.
 
 - ``local`` (built in, the default): the :class:`~mosaic_core.supervisor.Supervisor` runs the
   training process as a subprocess of this host.
-- Others come from plugins through the ``mosaic.launchers`` entry-point group: each entry
-  point names a function returning a :class:`LauncherInfo`. Discovery imports only that
-  module; the launcher's ``execute`` (``"module:function"``) is imported when a run uses it,
-  so a launcher's heavy dependency (Ray, a Kubernetes client) is never imported otherwise.
+- Others come from plugins: a plugin's ``mosaic_launchers`` hook returns a :class:`LauncherInfo`
+  each. Discovery imports only the plugin module; the launcher's ``execute``
+  (``"module:function"``) is imported when a run uses it, so a launcher's heavy dependency (Ray,
+  a Kubernetes client) is never imported otherwise. (The ``mosaic.launchers`` entry-point group,
+  a function returning a LauncherInfo per entry point, is still read, with a deprecation notice.)
 
 A launcher is chosen by name (``--launcher NAME``, default ``local``, or ``$MOSAIC_LAUNCHER``);
 an option that ``selects`` (``--ray-address``) is a shorthand for its launcher. A launcher
@@ -22,14 +23,14 @@ run before anything is prepared (a cluster that does not answer, no ``sbatch`` o
 problem is one line of the refusal (exit 2), beside the other problems of the run.
 
 A new launcher (Ray and Slurm are plugins; Kubernetes: a Job per run) is one small module:
-``get_launcher_info()`` plus an ``execute(job)`` that runs the job where it belongs, its events
+its :class:`LauncherInfo` (from its plugin's ``mosaic_launchers``) plus an ``execute(job)`` that runs the job where it belongs, its events
 reaching this process's stdout and ``job.run.run_dir`` (relayed through ``job.run.emit``, or
 written there by the node on a shared runs root); its ``run_started`` payload carries ``node`` (a
 short "where", shown by ``mosaic runs --target``). On the node, ``python -I -m mosaic_core.node
 RUN_DIR`` supervises the prepared run from its ``launch.json`` (the run is not prepared again).
 A launcher that submits many runs as one unit (Slurm's job array) names a ``launch_many(settings,
 batch) -> exit code`` (:class:`Batch`: ``mosaic`` command lines; a sweep's trials). A launcher that knows how many runs its place takes at a time names a
-``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--workers`` runs
+``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--parallel`` runs
 that many trials at a time and prints ``why``. A launcher whose start is slow and needs no prepared run
 (joining a cluster, a process on a node) names a ``start_early(settings, num_cpus)``: ``mosaic run``
 calls it before preparing the run (not for a dry run), so that work goes on meanwhile, and hands
@@ -57,7 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mosaic_core.runs import RunContext
     from mosaic_core.supervisor import SupervisorOptions
 
-LAUNCHER_GROUP = "mosaic.launchers"
+LEGACY_GROUP = "mosaic.launchers"  # deprecated: a plugin's mosaic_launchers hook instead
 LOCAL = "local"
 LAUNCHER_ENV = "MOSAIC_LAUNCHER"
 _FLAG = re.compile(r"--[a-z][a-z0-9-]*")
@@ -93,7 +94,7 @@ class LauncherOption:
 
 @dataclass(frozen=True)
 class LauncherInfo:
-    """What a ``mosaic.launchers`` entry point returns: a name, one line for ``--help``, its
+    """What a plugin's ``mosaic_launchers`` hook returns for a launcher: a name, one line for ``--help``, its
     options and where its ``execute(job) -> int`` lives (``"module:function"``); optionally where
     its ``capacity(settings) -> (runs, why)`` lives: how many runs it takes at a time, and its
     ``start_early(settings, num_cpus) -> handle``: what takes time on its side and needs no
@@ -130,7 +131,8 @@ class LauncherInfo:
         """The function at ``where`` (its execute or capacity); its module is imported now."""
         module, _, name = where.partition(":")
         try:
-            return getattr(importlib.import_module(module), name)
+            function: Callable[..., Any] = getattr(importlib.import_module(module), name)
+            return function
         except ImportError as exc:
             raise UsageError(f"launcher {self.name!r} cannot run: {exc} (is its extra installed?)") from exc
         except Exception as exc:
@@ -162,10 +164,22 @@ class Job:
 
         return Supervisor(self.run, self.host, list(self.command), self.env, self.options, cwd=self.cwd).execute()
 
+    def continue_from_checkpoint(self) -> None:
+        """For a launcher running the job again after losing it (its node died): the run goes on
+        from the newest checkpoint its directory holds (the run contract, as ``mosaic resume``):
+        ``run.resume`` is set, ``launch.json`` records the attempt, ``command`` and ``env`` become
+        the worker's plan for it and plugins' variables for a resume (``mosaic_child_env``: W&B's
+        run id). A UsageError says why it cannot (then the launcher starts over)."""
+        from mosaic_core.resume import continue_in_place
+
+        launch = continue_in_place(self.run)
+        self.command = list(launch.command)
+        self.env = {**self.env, **launch.env, **self.host.child_env(self.run)}
+
 
 def _check_info(obj: Any) -> LauncherInfo:
     if not callable(obj):
-        raise TypeError(f"a {LAUNCHER_GROUP} entry point must name a function, got {type(obj).__name__}")
+        raise TypeError(f"a {LEGACY_GROUP} entry point must name a function, got {type(obj).__name__}")
     info = obj()
     if not isinstance(info, LauncherInfo):
         raise TypeError(f"{getattr(obj, '__qualname__', obj)}() returned {type(info).__name__}, expected LauncherInfo")
@@ -173,9 +187,15 @@ def _check_info(obj: Any) -> LauncherInfo:
 
 
 def discover() -> list[LoadedEntryPoint]:
-    """Every launcher entry point (``obj`` is its LauncherInfo when active), sorted by name.
-    Two launchers declaring one flag or variable: the second is marked failed, naming both."""
-    items = load_group(LAUNCHER_GROUP, check=_check_info)
+    """Every launcher the plugins provide (then the deprecated group's): ``obj`` is its
+    LauncherInfo when active. Two launchers declaring one flag or variable: the second is
+    marked failed, naming both."""
+    from mosaic_core.descriptors import collect
+    from mosaic_core.plugins import plugin_host
+
+    items = collect(
+        plugin_host(), "mosaic_launchers", LauncherInfo, lambda: load_group(LEGACY_GROUP, check=_check_info)
+    )
     owner: dict[str, str] = {}
     for item in items:
         if item.status != "active":
@@ -394,9 +414,10 @@ def can_launch_many(choice: LauncherChoice) -> bool:
 def launch_many(choice: LauncherChoice, batch: Batch) -> int:
     """Run ``batch`` through the chosen launcher's ``launch_many`` until every command ended
     (a signal to this process cancels them all); the worst exit code (130: cancelled)."""
-    if not can_launch_many(choice):
+    info = choice.info
+    if info is None or info.launch_many is None:
         raise UsageError(f"launcher {choice.name!r} cannot run a batch as one submission")
-    return int(choice.info.load(choice.info.launch_many)(dict(choice.settings), batch))
+    return int(info.load(info.launch_many)(dict(choice.settings), batch))
 
 
 def capacity(choice: LauncherChoice) -> tuple[int, str] | None:

@@ -18,15 +18,16 @@ HOST_SECTIONS = frozenset({"schema", "run_id", "worker", "status", "algo", "env_
 
 def manifest_document(run: RunContext, host: PluginHost, status: str, sections: dict[str, Any]) -> dict[str, Any]:
     """``manifest.json``: the host's header, the plugins' report and their sections, redacted."""
+    own = host.worker_hooks.get(run.worker)  # the run's worker's run hooks (worker:NAME), when it has some
     report = {
-        "active": sorted(i.name for i in host.loaded if i.status == "active"),
+        "active": sorted(i.name for i in [*host.loaded, *([own] if own else [])] if i.status == "active"),
         "failed_to_load": [
             {"name": i.name, "distribution": i.distribution, "version": i.version, "error": i.error}
             for i in host.load_failures()
         ],
         "hook_failures": host.failure_records(),
     }
-    return redact(
+    manifest: dict[str, Any] = redact(
         {
             "schema": MANIFEST_SCHEMA,
             "run_id": run.run_id,
@@ -39,3 +40,4 @@ def manifest_document(run: RunContext, host: PluginHost, status: str, sections: 
             **sections,
         }
     )
+    return manifest

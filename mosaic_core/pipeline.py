@@ -33,6 +33,7 @@ from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
 from mosaic_core.files import run_umask, write_json_atomic
 from mosaic_core.plugins import PluginHost, plugin_host
+from mosaic_core.renamed import add_renamed_flag
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
 from mosaic_core.threads import ThreadBudget
 from mosaic_core.threads import budget as thread_budget
@@ -77,7 +78,8 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     run.add_argument("--env-id", "--env", dest="env_id", help="environment id (--env: the same)")
     run.add_argument("--total-timesteps", type=int, help="environment steps to train for")
     run.add_argument("--seed", type=int)
-    run.add_argument("--worker-id")
+    run.add_argument("--program-id", help="the training program's name to a daemon (default WORKER-RUN_ID[:8])")
+    add_renamed_flag(run, "--worker-id", "--program-id")
     run.add_argument(
         "--run-id",
         help="run id (letters, digits, - and _); a ULID is generated when absent; an existing "
@@ -436,7 +438,7 @@ def prepare_from_flags(
         refuse_untrusted(source, f"--from {ns.from_run}" if ns.from_run else f"--config {source}")
     if source and (config_data is None or ns.from_run):
         config_data = read_config_file(source, run_file=bool(ns.from_run))
-    data = recorded_config(config_data, worker_item.name, source, ns) if source else None
+    data = recorded_config(config_data, worker_item.name, source, ns) if source and config_data is not None else None
     if existing and data is not None:
         resuming.check_recorded(data, {"algo": ns.algo, "env_id": ns.env_id}, ns.run_id)
     overrides = {
@@ -444,7 +446,7 @@ def prepare_from_flags(
         "env_id": ns.env_id,
         "total_timesteps": ns.total_timesteps,
         "seed": ns.seed,
-        "worker_id": ns.worker_id,
+        "program_id": ns.program_id,
         "run_id": ns.run_id,
     }
     extras = parse_extras_json(ns.extras) if ns.extras else None
@@ -602,14 +604,14 @@ def rerun_argv(prepared: Prepared, ns: HostOptions) -> list[str]:
 
 
 def _register(prepared: Prepared, target: str) -> Any:
-    from mosaic_core.trainer.client import WorkerSession
+    from mosaic_core.trainer.client import RunSession
 
     config, worker = prepared.config, prepared.run.worker
     extras = config.extras
-    return WorkerSession.register(
+    return RunSession.register(
         target,
         run_id=config.run_id,
-        worker_id=config.worker_id or f"{worker}-worker-{config.run_id[:8]}",
+        program_id=config.program_id or f"{worker}-{config.run_id[:8]}",
         worker_kind=worker,
         schema_id=str(extras.get("schema_id") or f"{worker}.{config.algo}"),
         schema_version=int(extras.get("schema_version") or 1),
@@ -671,7 +673,7 @@ def run_worker(
     choice = launchers.select(ns, installed)  # an unknown launcher, two chosen: say so before anything
     if not ns.dry_run:
         choice.check(ns.num_cpus)  # a cluster that does not answer, no sbatch: one line, nothing started
-    # A launcher's slow start (joining a Ray cluster, a worker process on its node) goes on while the run is prepared.
+    # A launcher's slow start (joining a Ray cluster, an actor's process on its node) goes on while the run is prepared.
     early = None if ns.dry_run else launchers.start_early(choice, ns.num_cpus)
     try:
         host = plugin_host()

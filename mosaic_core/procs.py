@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))  # a group of zombies still "exists": count live members
 
 
-def wait_group_gone(pgid: int, timeout: float, proc: subprocess.Popen | None = None) -> bool:
+def wait_group_gone(pgid: int, timeout: float, proc: subprocess.Popen[Any] | None = None) -> bool:
     """Wait up to ``timeout`` s for the group to empty (reaping ``proc``, its leader, if given)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -102,7 +103,9 @@ def wait_group_gone(pgid: int, timeout: float, proc: subprocess.Popen | None = N
         time.sleep(0.02)
 
 
-def stop_group(pgid: int, grace: float, proc: subprocess.Popen | None = None, kill_wait: float = 5.0) -> str | None:
+def stop_group(
+    pgid: int, grace: float, proc: subprocess.Popen[Any] | None = None, kill_wait: float = 5.0
+) -> str | None:
     """SIGTERM the group, SIGKILL whatever is left after ``grace`` seconds, and wait up to
     ``kill_wait`` s more for it to be gone (then for ``proc``, its leader, if given and alive).
 

@@ -10,6 +10,7 @@ are each one line, exit code 2, nothing written.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -26,6 +27,8 @@ from mosaic_core.procs import process_alive
 if TYPE_CHECKING:
     from mosaic_core.config import WorkerConfig
     from mosaic_core.entrypoints import LoadedEntryPoint
+    from mosaic_core.runs import RunContext
+    from mosaic_core.types import Launch
     from mosaic_core.worker import Worker
 
 RESTART_FLAG = "--restart"
@@ -98,6 +101,14 @@ def decide(worker_item: LoadedEntryPoint, worker: Worker, config: WorkerConfig, 
             f"run {run_id} completed; `mosaic run --run-id {run_id} {RESTART_FLAG}` starts it over "
             "(its directory is cleared), or choose another --run-id"
         )
+    return Resume(_usable_checkpoint(worker_item, worker, config, run_dir), resumes + 1)
+
+
+def _usable_checkpoint(
+    worker_item: LoadedEntryPoint, worker: Worker, config: WorkerConfig, run_dir: Path
+) -> Checkpoint:
+    """The run's newest checkpoint if its worker can continue from it, else a UsageError saying why."""
+    run_id = config.run_id
     layout = worker.checkpoint_layout(config)
     if layout is None:
         raise UsageError(
@@ -119,7 +130,46 @@ def decide(worker_item: LoadedEntryPoint, worker: Worker, config: WorkerConfig, 
             f"run {run_id}'s newest checkpoint is at step {checkpoint.step}, at or past its "
             f"total_timesteps {config.total_timesteps}: give a larger --total-timesteps to train further"
         )
-    return Resume(checkpoint, resumes + 1)
+    return checkpoint
+
+
+def continue_in_place(run: RunContext) -> Launch:
+    """For a launcher that runs ``run`` again after losing it (its node died): the run continues
+    from the newest checkpoint its directory holds (one copied back from the node), as ``mosaic
+    resume`` would, without asking whether its last process is alive (that was on the node).
+    ``run`` becomes the resume (``run.resume``, ``run.config`` in mode ``resume``), ``launch.json``
+    records the attempt, and the worker's plan for it is returned. A UsageError saying why when
+    it cannot continue (no checkpoint, an unusable one): the launcher then starts it over."""
+    from mosaic_core.config import redact
+    from mosaic_core.files import write_json_atomic
+    from mosaic_core.types import Launch
+    from mosaic_core.worker import load_worker
+    from mosaic_core.workers import find_worker
+
+    worker_item = find_worker(run.worker)
+    worker = load_worker(worker_item)
+    checkpoint = _usable_checkpoint(worker_item, worker, run.config, run.run_dir)
+    resume = Resume(checkpoint, run_state(run.run_dir)[1] + 1)
+    config = run.config.with_overrides(extras=resume.extras())
+    before = run.config, run.resume
+    run.config, run.resume = config, resume  # what the plan sees, as for `mosaic resume`
+    try:
+        launch = worker.plan(config, run)
+        if not isinstance(launch, Launch):
+            raise UsageError(f"worker {worker_item.name!r} returned {type(launch).__name__} from plan(), not a Launch")
+    except BaseException:
+        run.config, run.resume = before  # not continued: the run is as it was
+        raise
+    try:
+        record = json.loads(run.directory.launch.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    record = record if isinstance(record, dict) else {}
+    record.update(
+        command=list(launch.command), resume=resume.payload(), attempts=attempts(run.directory.launch, resume)
+    )
+    write_json_atomic(run.directory.launch, redact(record))
+    return launch
 
 
 def announce(run_id: str, resume: Resume) -> None:
@@ -143,8 +193,6 @@ def clear(run_dir: Path) -> None:
 
 def attempts(launch_file: Path, resume: Resume) -> list[dict[str, Any]]:
     """Every resume of the run so far, this one last (``launch.json`` keeps them)."""
-    import json
-
     try:
         earlier = json.loads(launch_file.read_text(encoding="utf-8")).get("attempts", [])
     except (OSError, ValueError, AttributeError):

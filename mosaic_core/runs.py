@@ -12,11 +12,14 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mosaic_core.config import RUN_ID, WorkerConfig, check_run_id, redact
 from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.files import check_ancestors, check_own_dir, is_within, run_umask, write_json_atomic
+
+if TYPE_CHECKING:
+    from mosaic_core.events import EventEmitter
 
 DEFAULT_RUNS_ROOT = Path("var/trainer/runs")
 RUNS_ROOT_VAR = "MOSAIC_RUNS_DIR"
@@ -248,7 +251,7 @@ class RunContext:
     config: WorkerConfig
     directory: RunDirectory
     worker: str
-    emitter: Any = None  # mosaic_core.events.EventEmitter once the run starts
+    emitter: EventEmitter | None = None  # once the run starts
     state: dict[str, Any] = field(default_factory=dict)
     pid: int | None = None
     quiet: bool = False  # --quiet: no human-facing progress on stderr

@@ -140,7 +140,7 @@ class Supervisor:
             env_id=cfg.env_id,
             num_envs=self.options.num_envs,
             worker=self.run.worker,
-            plugins=plugin_records(self.host),
+            plugins=plugin_records(self.host, self.run.worker),
             host_pid=os.getpid(),
         )
         env = dict(os.environ)
@@ -225,7 +225,8 @@ class Supervisor:
         receiver = channel.ChannelReceiver(channel.new_address(run.run_id), self._on_child_message)
         previous = _install_signal_handlers(self)
         started_hooks = False
-        status, terminal_payload, exit_code = "failed", {}, 1
+        terminal_payload: dict[str, Any] = {}
+        status, exit_code = "failed", 1
         try:
             env = self.child_environment(receiver.address)
             receiver.start()
@@ -279,10 +280,13 @@ class Supervisor:
     def _supervise(self) -> None:
         proc = self.process
         assert proc is not None
+
         # Wake the loop the moment the child exits (not at the next poll).
-        self._waiter = threading.Thread(
-            target=lambda: (proc.wait(), self._wake_up()), name="mosaic-child-wait", daemon=True
-        )
+        def wait_then_wake() -> None:
+            proc.wait()
+            self._wake_up()
+
+        self._waiter = threading.Thread(target=wait_then_wake, name="mosaic-child-wait", daemon=True)
         self._waiter.start()
         started = time.monotonic()
         next_beat = started + self.options.heartbeat_interval
@@ -375,7 +379,7 @@ def _open_log(path: Path) -> Any:
 def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:
     if threading.current_thread() is not threading.main_thread():
         return {}
-    previous = {}
+    previous: dict[int, Any] = {}
     for sig in hostsignals.STOP_SIGNALS:
         if sig == signal.SIGHUP and signal.getsignal(sig) is signal.SIG_IGN:
             continue  # started under nohup: a hangup does not stop the run

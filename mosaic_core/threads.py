@@ -6,7 +6,7 @@ The budget, first found wins:
 1. the user's own ``OMP_NUM_THREADS`` in the host's environment (left as it is);
 2. the run's ``--num-cpus N``;
 3. ``$MOSAIC_CPU_SHARE``: the share a launcher of several runs gives each (the daemon: usable CPUs /
-   ``--max-concurrent``; ``mosaic sweep run --workers N``: usable CPUs / N);
+   ``--max-concurrent``; ``mosaic sweep run --parallel N``: usable CPUs / N);
 4. one thread (a lone run): ``--num-cpus N`` asks for more.
 
 Why one for a lone run, not every usable CPU: upstream CleanRL's TD3 on Pendulum through

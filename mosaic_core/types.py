@@ -245,7 +245,8 @@ class ChildContext:
 
     def publish(self, kind: str, payload: dict[str, Any], reliable: bool = False) -> bool:
         """Send a message to the host (see :mod:`mosaic_core.channel`)."""
-        return self.channel.send(kind, payload, reliable=reliable)
+        sent: bool = self.channel.send(kind, payload, reliable=reliable)
+        return sent
 
     def describe(self) -> str:
         """The JSON a host puts in ``MOSAIC_CHILD`` (read back by :mod:`mosaic_core.childenv`)."""

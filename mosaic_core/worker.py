@@ -3,8 +3,8 @@
 The host owns a run from flags to terminal event (:mod:`mosaic_core.pipeline`); a worker
 only says what to launch and declares what it owns. Subclass :class:`Worker` (the one model:
 the host calls its methods, and the base class answers every one but :meth:`plan`) and name
-it in your :class:`~mosaic_core.capabilities.WorkerMetadata`, the descriptor your
-distribution's ``mosaic.workers`` entry point names::
+it in your :class:`~mosaic_core.capabilities.WorkerMetadata`, the descriptor your plugin's
+``mosaic_workers`` hook returns::
 
     class RandomWorker(Worker):
         def plan(self, config, run):
@@ -41,8 +41,9 @@ class Worker:
 
     accepts_extra_argv = False
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the worker's own flags to ``mosaic run --worker NAME``. Their parsed values
+    def add_arguments(self, parser: argparse._ArgumentGroup) -> None:
+        """Add the worker's own flags to ``mosaic run --worker NAME`` (``parser`` is the host's
+        argument group for them, what ``add_argument_group`` returns). Their parsed values
         reach :meth:`config_defaults`, :meth:`validate` and :meth:`plan` as ``options``
         (``run.options`` in ``plan``), keyed by ``dest``."""
 
@@ -167,7 +168,7 @@ def describe(item: LoadedEntryPoint) -> str:
 
 
 def load_worker(item: LoadedEntryPoint) -> Worker:
-    """The :class:`Worker` named by an active ``mosaic.workers`` entry point's metadata.
+    """The :class:`Worker` named by an active worker item's metadata (:func:`mosaic_core.workers.discover_workers`).
 
     A wrong target, or one that is not a :class:`Worker`, is a :class:`UsageError` naming the
     worker and its distribution (exit 2)."""

@@ -1,68 +1,51 @@
-"""Worker discovery from the ``mosaic.workers`` entry-point group.
+"""Worker discovery: the :class:`WorkerMetadata` descriptors plugins return from their
+``mosaic_workers`` hook (:mod:`mosaic_core.descriptors` checks them).
 
-Each entry point names a worker's one descriptor, a :class:`WorkerMetadata` (or a function
-returning it); the entry point's name is the worker's name (given once: the descriptor may
-leave ``name`` out). Discovery imports only the module holding the descriptor, so workers keep
-heavy imports out of it; a broken one is reported with its entry point name, distribution and
-error, and never stops the host.
+Discovery imports only the plugin modules (kept import-light) and calls that hook: the worker
+class and its run hooks are named as strings and imported when a run needs them. A broken
+worker is reported with its plugin's entry point, distribution and error, and never stops the
+host. The ``mosaic.workers`` entry-point group (a descriptor, or a function returning one, per
+entry point; its name the worker's) is still read, with a deprecation notice.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING
 
-from mosaic_core.capabilities import WorkerMetadata
-from mosaic_core.entrypoints import LoadedEntryPoint, load_group
+from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import UsageError
 
-WORKER_GROUP = "mosaic.workers"
+if TYPE_CHECKING:
+    from mosaic_core.plugins import PluginHost
+
 DEFAULT_WORKER_VAR = "MOSAIC_DEFAULT_WORKER"  # the worker of runs that name none (mosaic_core.choice)
 
 
-def _check_worker(obj: Any) -> WorkerMetadata:
-    if isinstance(obj, WorkerMetadata):
-        return obj
-    if not callable(obj):
-        raise TypeError(
-            f"a mosaic.workers entry point must name a WorkerMetadata (or a function returning one), "
-            f"got {type(obj).__name__}"
-        )
-    metadata = obj()
-    if not isinstance(metadata, WorkerMetadata):
-        raise TypeError(
-            f"{getattr(obj, '__qualname__', obj)}() returned {type(metadata).__name__}, expected WorkerMetadata"
-        )
-    return metadata
+def discover_workers(host: PluginHost | None = None) -> list[LoadedEntryPoint]:
+    """Every worker the plugins provide (then the deprecated group's), loaded (``obj`` is the
+    WorkerMetadata) or failed; ``host``: the process's plugin host unless given."""
+    from mosaic_core.descriptors import worker_items
+    from mosaic_core.plugins import plugin_host
 
-
-def discover_workers() -> list[LoadedEntryPoint]:
-    """Every worker entry point, loaded (``obj`` is the WorkerMetadata) or failed."""
-    items = load_group(WORKER_GROUP, check=_check_worker)
-    for item in items:
-        if item.status != "active":
-            continue
-        if item.obj.name and item.obj.name != item.name:
-            item.status = "failed"
-            item.error = f"entry point name {item.name!r} differs from the worker's name {item.obj.name!r}"
-            continue
-        try:
-            item.obj = item.obj.named(item.name)
-        except ValueError as exc:  # an entry point name that is no worker name
-            item.status, item.error = "failed", str(exc)
-    return items
+    return worker_items(host or plugin_host())
 
 
 def find_worker(name: str) -> LoadedEntryPoint:
     """The installed worker called ``name`` (``obj`` is its WorkerMetadata); a UsageError
     lists the installed ones."""
-    items = discover_workers()
+    from mosaic_core.plugins import plugin_host
+
+    host = plugin_host()
+    items = discover_workers(host)
     for item in items:
         if item.name == name:
             if item.status != "active":
                 raise UsageError(f"worker {name!r} is installed but failed to load: {item.error} ({item.describe()})")
             return item
-    raise UsageError(unknown_worker(name, items))
+    blocked = next((i for i in host.loaded if i.name == name and i.status == "blocked"), None)
+    hint = f" (plugin {name!r} is not loaded: {blocked.error})" if blocked else ""
+    raise UsageError(unknown_worker(name, items) + hint)
 
 
 def unknown_worker(name: str, items: list[LoadedEntryPoint]) -> str:

@@ -175,4 +175,3 @@ def pytest_collection_modifyitems(config, items):
         for name in SHARED_CLUSTERS:
             if name in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(name))
-

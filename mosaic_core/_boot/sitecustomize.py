@@ -1,6 +1,6 @@
 """Every Python process of a MOSAIC run imports this (the host puts this folder on the
 training process's PYTHONPATH): it arms MOSAIC's patch points to install on the first import
-of gymnasium or a TensorBoard writer (env workers started with ``spawn`` included), then
+of gymnasium or a TensorBoard writer (env processes started with ``spawn`` included), then
 runs the ``sitecustomize`` this one shadows, if there is one."""
 
 import os

@@ -91,7 +91,7 @@ def run(ns: argparse.Namespace) -> int:
 
     item, worker = chosen_worker(ns.worker)
     python = preflight(item.obj, item.distribution).python
-    drawn = worker.algos_view(ns, python)
+    drawn: int | None = worker.algos_view(ns, python)
     if drawn is not None:
         return drawn
     if ns.view != "list" or ns.algo:
@@ -111,7 +111,7 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-def table(title: str, columns: Sequence[str], rows: list[tuple[str, ...]], footer: Sequence[str] = ()) -> None:
+def table(title: str, columns: Sequence[str], rows: Sequence[tuple[str, ...]], footer: Sequence[str] = ()) -> None:
     """A rich table of plain-text cells (escaped), then ``footer`` lines."""
     from rich.markup import escape
     from rich.table import Table

@@ -93,6 +93,7 @@ def _worker_record(item: Any) -> dict[str, Any]:
     record = {
         "name": item.name,
         "entry_point": item.value,
+        "plugin": item.plugin or None,  # the mosaic.plugins entry point providing it (None: a deprecated group's)
         "distribution": item.distribution,
         "distribution_version": item.version,
         "status": item.status,
@@ -186,13 +187,37 @@ def _run_extras(host: Any, as_json: bool) -> int:
     return 0
 
 
+def _provided_by(host: Any) -> dict[str, dict[str, Any]]:
+    """Per plugin: the workers it provides (each with the hooks it has for its own runs) and launchers."""
+    from mosaic_core import launchers
+    from mosaic_core.errors import MosaicError
+    from mosaic_core.workers import discover_workers
+
+    provided: dict[str, dict[str, Any]] = {}
+    for item in discover_workers(host):
+        if item.plugin and item.status == "active":
+            try:
+                host.use_worker(item.name)
+            except MosaicError:  # its run hooks fail to load: listed, without them
+                pass
+            hooks = host.worker_hooks.get(item.name)
+            own = host.hooks_of(hooks.name) if hooks is not None and hooks.status == "active" else []
+            entry = provided.setdefault(item.plugin, {"workers": {}, "launchers": []})
+            entry["workers"][item.name] = own
+    for item in launchers.discover():
+        if item.plugin and item.status == "active":
+            provided.setdefault(item.plugin, {"workers": {}, "launchers": []})["launchers"].append(item.name)
+    return provided
+
+
 def _run_plugins(ns: argparse.Namespace) -> int:
     from mosaic_core.plugins import plugin_host
 
     host = plugin_host()
     if ns.extras:
         return _run_extras(host, ns.json)
-    records = [
+    provides = _provided_by(host)
+    records: list[dict[str, Any]] = [
         {
             "name": i.name,
             "module": i.value,
@@ -200,6 +225,7 @@ def _run_plugins(ns: argparse.Namespace) -> int:
             "version": i.version,
             "status": i.status,
             "hooks": host.hooks_of(i.name),
+            **provides.get(i.name, {"workers": {}, "launchers": []}),
             "error": i.error,
         }
         for i in host.loaded
@@ -212,11 +238,17 @@ def _run_plugins(ns: argparse.Namespace) -> int:
     from mosaic_core.cli.console import console
 
     table = Table(title="MOSAIC plugins")
-    for column in ("plugin", "distribution", "version", "status", "hooks", "error"):
+    for column in ("plugin", "distribution", "version", "status", "hooks", "provides", "error"):
         table.add_column(column)
     for r in records:
         hooks = ", ".join(h.removeprefix("mosaic_") for h in r["hooks"])
-        table.add_row(r["name"], r["distribution"], r["version"], r["status"], hooks, r["error"] or "")
+        provided = [
+            f"worker {name}" + (f" (its runs: {', '.join(h.removeprefix('mosaic_') for h in own)})" if own else "")
+            for name, own in r["workers"].items()
+        ] + [f"launcher {name}" for name in r["launchers"]]
+        table.add_row(
+            r["name"], r["distribution"], r["version"], r["status"], hooks, "; ".join(provided), r["error"] or ""
+        )
     console().print(table)
     return 0
 

@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from mosaic_core.errors import UsageError
 from mosaic_core.files import open_private
@@ -88,7 +89,7 @@ def export_run(run_dir: Path, output: Path, checkpoints: bool = True) -> Archive
     if folder == run_dir.absolute() or run_dir.absolute() in folder.parents:
         raise UsageError(f"-o {output}: the archive cannot go inside the run it exports")
     names, skipped = _members(run_dir, checkpoints)
-    listing: dict[str, dict[str, object]] = {}
+    listing: dict[str, dict[str, int | str]] = {}
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
@@ -124,7 +125,7 @@ def export_run(run_dir: Path, output: Path, checkpoints: bool = True) -> Archive
     return Archived(run_id, len(names), sum(int(v["size"]) for v in listing.values()), tuple(skipped))
 
 
-def _hash_copy(handle) -> tuple[str, int]:
+def _hash_copy(handle: BinaryIO) -> tuple[str, int]:
     digest, size = hashlib.sha256(), 0
     while chunk := handle.read(CHUNK):
         digest.update(chunk)
@@ -135,7 +136,7 @@ def _hash_copy(handle) -> tuple[str, int]:
 class _Exactly(io.RawIOBase):
     """``size`` bytes of a file that may still grow (a live run's log): tar needs the size it was told."""
 
-    def __init__(self, handle, size: int):
+    def __init__(self, handle: BinaryIO, size: int):
         self.handle, self.left = handle, size
 
     def readable(self) -> bool:

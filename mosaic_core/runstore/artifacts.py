@@ -110,13 +110,13 @@ def scan(directory: RunDirectory, seen_checkpoints: list[dict[str, Any]]) -> dic
             elif name.endswith(VIDEO_SUFFIXES) and len(videos) < MAX_FILES:
                 videos.append({"path": rel, "size_bytes": info.st_size})
     for event in seen_checkpoints:  # checkpoint_saved events name files the scan may not recognise
-        rel = inside(directory, event["path"])
-        if rel is None:
+        named = inside(directory, event["path"])
+        if named is None:
             continue
-        entry = checkpoints.setdefault(rel, {"path": rel, "step": None, "size_bytes": None})
+        entry = checkpoints.setdefault(named, {"path": named, "step": None, "size_bytes": None})
         if event.get("step") is not None:
             entry["step"] = event["step"]
-        full = run_dir / rel
+        full = run_dir / named
         if entry["size_bytes"] is None:
             entry["size_bytes"] = full.stat().st_size if full.is_file() else None
         if not full.exists():

@@ -43,7 +43,7 @@ def _mark(run_dir: str, info: os.stat_result) -> str:
     except OSError:
         tail = "-"
     try:  # an evaluation added after the run ended changes its score
-        evaluations = os.stat(os.path.join(run_dir, "evaluations"), follow_symlinks=False).st_mtime_ns
+        evaluations = str(os.stat(os.path.join(run_dir, "evaluations"), follow_symlinks=False).st_mtime_ns)
     except OSError:
         evaluations = "-"
     return f"{info.st_ino}:{info.st_mtime_ns}:{tail}:{evaluations}"

@@ -8,6 +8,8 @@
   the episodes that ended in the last :data:`WINDOW_FRACTION` of the env steps the run
   reached (step ≥ 0.9 × its last step); when fewer than :data:`MIN_EPISODES` ended there,
   its last :data:`MIN_EPISODES` episodes.
+- one agent of a multi-agent run (on request): the same, from that agent's returns
+  (``episodes[i].agents`` in the evaluation, ``charts/episodic_return/AGENT`` in training).
 
 Both come from the run's own files; a reader that cannot run code and reads a bounded size.
 """
@@ -20,7 +22,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from mosaic_core.contract import EVAL_FILE, EVAL_SCHEMA
 from mosaic_core.files import open_private
@@ -60,7 +62,7 @@ class Score:
         return cls(float(value), data["source"], episodes, step if isinstance(step, int) else None)
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -71,7 +73,9 @@ def window_start(last_step: int) -> float:
 
 def training_score(points: Sequence[tuple[int, float]]) -> Score | None:
     """The ``train`` score of per-episode ``(step, return)`` points (any order); None without points."""
-    finite = sorted((int(s), float(v)) for s, v in points if _finite(v))
+    # by step only: episodes that ended at one step (parallel envs) keep their logged order, so
+    # the window's cut never picks among them by value
+    finite = sorted(((int(s), float(v)) for s, v in points if _finite(v)), key=lambda point: point[0])
     if not finite:
         return None
     last = finite[-1][0]
@@ -116,20 +120,37 @@ def final_evaluation(run_dir: Path, last_step: int | None = None) -> dict[str, A
     return best
 
 
-def evaluation_score(evaluation: dict[str, Any]) -> Score:
-    return Score(float(evaluation["mean"]), "eval", len(evaluation["episodes"]), evaluation["global_step"])
+def evaluation_score(evaluation: dict[str, Any], agent: str | None = None) -> Score | None:
+    """The evaluation's mean return; ``agent``: that agent's mean (``episodes[i].agents``), None
+    when an episode lacks it."""
+    if agent is None:
+        return Score(float(evaluation["mean"]), "eval", len(evaluation["episodes"]), evaluation["global_step"])
+    values: list[float] = []
+    for episode in evaluation["episodes"]:
+        agents = episode.get("agents") if isinstance(episode, dict) else None
+        value = agents.get(agent) if isinstance(agents, dict) else None
+        if not _finite(value):
+            return None
+        values.append(float(value))
+    if not values:
+        return None
+    return Score(sum(values) / len(values), "eval", len(values), evaluation["global_step"])
 
 
-def run_score(run_dir: Path, points: Sequence[tuple[int, float]] | None = None) -> Score | None:
+def run_score(
+    run_dir: Path, points: Sequence[tuple[int, float]] | None = None, agent: str | None = None
+) -> Score | None:
     """A run's score: its final evaluation's, else the ``train`` window of ``points`` (read back
-    through the ``mosaic_run_scalars`` hook when not given: the analytics plugin's TensorBoard reader)."""
+    through the ``mosaic_run_scalars`` hook when not given: the analytics plugin's TensorBoard reader).
+    ``agent``: a multi-agent run's agent instead of the team (``charts/episodic_return/AGENT``)."""
     if points is None:
         from mosaic_core.plugins import plugin_host
 
-        points = plugin_host().run_scalars(run_dir, RETURN_TAG) or []
+        points = plugin_host().run_scalars(run_dir, f"{RETURN_TAG}/{agent}" if agent else RETURN_TAG) or []
     trained = training_score(points)
     evaluation = final_evaluation(run_dir, trained.step if trained else None)
-    return evaluation_score(evaluation) if evaluation is not None else trained
+    scored = evaluation_score(evaluation, agent) if evaluation is not None else None
+    return scored if scored is not None else trained
 
 
 def format_score(score: dict[str, Any] | Score | None, digits: int = 2) -> str:

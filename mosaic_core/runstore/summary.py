@@ -139,8 +139,9 @@ def _number(value: Any) -> float | None:
 def _metrics_of(payload: Any) -> dict[str, Any] | None:
     if not isinstance(payload, dict):
         return None
-    if isinstance(payload.get("metrics"), dict):  # a heartbeat carries them nested
-        return payload["metrics"]
+    metrics = payload.get("metrics")
+    if isinstance(metrics, dict):  # a heartbeat carries them nested
+        return metrics
     return payload if "global_step" in payload else None
 
 
@@ -182,7 +183,9 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
     total = config.get("total_timesteps")
     summary.total_timesteps = total if isinstance(total, int) and not isinstance(total, bool) else None
     summary.manifest_schema = _text(manifest.get("schema")) if manifest else None
-    extras = config.get("extras") if isinstance(config.get("extras"), dict) else {}
+    extras = config.get("extras")
+    if not isinstance(extras, dict):
+        extras = {}
     summary.experiment = _text(extras.get("experiment_name"))
     summary.disk_bytes = disk_usage(run_dir)
     progress = Progress("steps", 0)
@@ -225,7 +228,9 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
             summary.ended_at = _number(record.get("timestamp"))
             summary.reason = _text(payload.get("error") or payload.get("reason"))
             going_on = False
-    final = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
+    final = manifest.get("metrics")
+    if not isinstance(final, dict):
+        final = {}
     if summary.global_step is None and summary.unit == "steps" and isinstance(final.get("global_step"), int):
         summary.global_step = final["global_step"]
     if summary.last_return is None and summary.unit == "steps":
@@ -276,10 +281,11 @@ def disk_usage(path: Path) -> int:
 def format_bytes(size: int | None) -> str:
     if size is None:
         return "-"
+    scaled = float(size)
     for unit in ("B", "K", "M", "G"):
-        if size < 1024 or unit == "G":
-            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
-        size /= 1024
+        if scaled < 1024 or unit == "G":
+            return f"{scaled:.0f}{unit}" if unit == "B" else f"{scaled:.1f}{unit}"
+        scaled /= 1024
     return "-"
 
 

@@ -29,12 +29,16 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from mosaic_core.config import check_run_id
 from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.files import check_own_dir, open_private, printable, run_umask
 from mosaic_core.runstore import trust
 from mosaic_core.runstore.archive import CHUNK, FORMAT, MANIFEST, Archived
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 GiB = 1 << 30
 
@@ -114,15 +118,16 @@ def clean_parts(name: object) -> list[str] | None:
 class _Counted(io.RawIOBase):
     """The compressed archive, counted and hashed as gzip reads it."""
 
-    def __init__(self, handle):
+    def __init__(self, handle: BinaryIO):
         self.handle, self.count, self.digest = handle, 0, hashlib.sha256()
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
-        data = self.handle.read(len(buffer))
-        buffer[: len(data)] = data
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer)
+        data = self.handle.read(len(view))
+        view[: len(data)] = data
         self.count += len(data)
         self.digest.update(data)
         return len(data)
@@ -138,9 +143,10 @@ class _Capped(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
-        data = self.gz.read(len(buffer))
-        buffer[: len(data)] = data
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer)
+        data = self.gz.read(len(view))
+        view[: len(data)] = data
         self.out += len(data)
         limits = self.limits
         if self.out > limits.total_bytes:
@@ -159,14 +165,15 @@ class _Capped(io.RawIOBase):
 class _Unpacker:
     """One import: the archive read once, each member written through fds under ``staging_fd``."""
 
-    def __init__(self, raw, root: Path, root_fd: int, staging_fd: int, where: str, limits: Limits):
+    def __init__(self, raw: BinaryIO, root: Path, root_fd: int, staging_fd: int, where: str, limits: Limits):
         self.counted = _Counted(raw)
         self.stream = _Capped(self.counted, where, limits)
-        self.root, self.root_fd, self.staging_fd, self.where, self.limits = root, root_fd, staging_fd, where, limits
+        self.root, self.root_fd, self.where, self.limits = root, root_fd, where, limits
+        self.staging_fd: int | None = staging_fd
         self.run_id: str | None = None
         self.run_fd: int | None = None
         self.written: dict[str, tuple[int, str]] = {}
-        self.document: dict | None = None
+        self.document: dict[str, Any] | None = None
 
     def close(self) -> None:
         for fd in (self.run_fd, self.staging_fd):
@@ -198,11 +205,14 @@ class _Unpacker:
                         "(the import limit); refused"
                     )
                 source = tar.extractfile(member)
+                assert source is not None  # a regular file: _place refused links and special files
                 if rel == MANIFEST:
                     self._read_listing(member, source)
                 else:
                     self.written[rel] = self._write(rel, member, source)
         self._compare()
+        # _compare found the listing, which comes after the member that opened the run's folder
+        assert self.document is not None and self.run_id is not None and self.run_fd is not None
         trust.mark_untrusted(
             self.run_fd,
             {
@@ -253,6 +263,7 @@ class _Unpacker:
 
     def _folder(self, parts: list[str]) -> int:
         """An fd of the run's folder ``parts``, made where missing, each step without following a link."""
+        assert self.run_fd is not None  # _place opens the run's folder before any member in it
         fd = os.dup(self.run_fd)
         try:
             for part in parts:
@@ -268,7 +279,7 @@ class _Unpacker:
             os.close(fd)
             raise
 
-    def _write(self, rel: str, member: tarfile.TarInfo, source) -> tuple[int, str]:
+    def _write(self, rel: str, member: tarfile.TarInfo, source: IO[bytes]) -> tuple[int, str]:
         parts = rel.split("/")
         parent = self._folder(parts[:-1])
         try:
@@ -300,7 +311,7 @@ class _Unpacker:
             os.fchmod(fd, 0o666 & ~run_umask())
         return size, digest.hexdigest()
 
-    def _read_listing(self, member: tarfile.TarInfo, source) -> None:
+    def _read_listing(self, member: tarfile.TarInfo, source: IO[bytes]) -> None:
         if self.document is not None:
             raise UsageError(f"{self.where}: two {MANIFEST} in it (corrupt archive)")
         if member.size > self.limits.listing_bytes:

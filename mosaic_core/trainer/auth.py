@@ -8,7 +8,7 @@ Three credentials, each for one kind of caller (see SECURITY.md):
   state dir), as Jupyter does; whoever can read that file may use the daemon.
 - the **registration secret**: one per spawned run, handed to it in its environment
   (:data:`REGISTRATION_ENV`) and sent back as :data:`REGISTRATION_METADATA` by its first
-  RegisterWorker, so no one else can register as the run's worker.
+  RegisterWorker, so no one else can register as the run's training program (the wire's "worker").
 - the **session token** RegisterWorker returns (``x-mosaic-session-token``): Heartbeat and
   Publish* for that run.
 
@@ -41,7 +41,8 @@ REGISTRATION_METADATA = "x-mosaic-registration-secret"
 REGISTRATION_ENV = "MOSAIC_REGISTRATION_SECRET"
 SERVICE = "/gymgui.trainer.TrainerService/"
 OPEN_METHODS = frozenset({"GetHealth"})
-WORKER_METHODS = frozenset({"RegisterWorker", "Heartbeat", "PublishRunSteps", "PublishRunEpisodes", "ControlStream"})
+# What a run's training program calls (the wire's "worker": RegisterWorker and after).
+PROGRAM_METHODS = frozenset({"RegisterWorker", "Heartbeat", "PublishRunSteps", "PublishRunEpisodes", "ControlStream"})
 STREAMING_METHODS = frozenset(
     {"WatchRuns", "StreamRunSteps", "StreamRunEpisodes", "PublishRunSteps", "PublishRunEpisodes", "ControlStream"}
 )
@@ -55,7 +56,9 @@ def new_secret() -> str:
 
 
 def secrets_match(expected: str | None, presented: str | None) -> bool:
-    return bool(expected and presented) and hmac.compare_digest(expected.encode(), presented.encode())
+    if not expected or not presented:
+        return False
+    return hmac.compare_digest(expected.encode(), presented.encode())
 
 
 def write_token(state_dir: Path) -> str:
@@ -110,7 +113,7 @@ def presented_token(metadata: Any) -> str | None:
 class RpcGate(grpc.ServerInterceptor):
     """A ``grpc.ServerInterceptor``: client token on every method but :data:`OPEN_METHODS`
     and the worker's, which need a live registration secret or session token
-    (``worker_credential(session_token, registration_secret)``; the servicer then checks it
+    (``program_credential(session_token, registration_secret)``; the servicer then checks it
     belongs to the run named in the body). Decided on metadata alone, before the body is read:
     a call with no valid credential is refused (or, for GetHealth, answered) by a handler that
     never reads its body, at most :data:`ANONYMOUS_SLOTS` at once. At most ``max_streams``
@@ -120,13 +123,13 @@ class RpcGate(grpc.ServerInterceptor):
         self,
         token: str | None,
         max_streams: int,
-        worker_credential: Callable[[str | None, str | None], bool] | None = None,
+        program_credential: Callable[[str | None, str | None], bool] | None = None,
         anonymous_slots: int = ANONYMOUS_SLOTS,
     ):
         self.token = token
         self.max_streams = max_streams
         self._streams = threading.BoundedSemaphore(max_streams)
-        self.worker_credential = worker_credential or (lambda _session, _secret: False)
+        self.program_credential = program_credential or (lambda _session, _secret: False)
         self._anonymous = threading.BoundedSemaphore(anonymous_slots)
         self.anonymous_slots = anonymous_slots
 
@@ -144,10 +147,10 @@ class RpcGate(grpc.ServerInterceptor):
     def _credentialed(self, method: str, metadata: Any) -> bool:
         if secrets_match(self.token, presented_token(metadata)):
             return True
-        if method in WORKER_METHODS:
+        if method in PROGRAM_METHODS:
             found = dict((key, value) for key, value in metadata or () if isinstance(value, str))
             session, secret = found.get(SESSION_METADATA), found.get(REGISTRATION_METADATA)
-            return bool(session or secret) and self.worker_credential(session, secret)
+            return bool(session or secret) and self.program_credential(session, secret)
         return False
 
     def _anonymous_call(self, method: str, handler: Any) -> Any:
@@ -189,10 +192,10 @@ class RpcGate(grpc.ServerInterceptor):
         if method == "RegisterWorker":
             reason = (
                 f"a first RegisterWorker needs the registration secret the daemon gave the run's process "
-                f"(${REGISTRATION_ENV}), as metadata {REGISTRATION_METADATA!r}; a replacement, its worker's "
+                f"(${REGISTRATION_ENV}), as metadata {REGISTRATION_METADATA!r}; a replacement, its training program's "
                 f"session token ({SESSION_METADATA!r}); the same answer for every run id"
             )
-        elif method in WORKER_METHODS:
+        elif method in PROGRAM_METHODS:
             reason = (
                 f"a session token is required: send the one RegisterWorker returned as metadata {SESSION_METADATA!r}"
             )
@@ -253,7 +256,10 @@ class RpcGate(grpc.ServerInterceptor):
 
 
 def _behaviour(handler: Any) -> Callable[..., Any]:
-    return handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
+    behaviour: Callable[..., Any] = (
+        handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
+    )
+    return behaviour
 
 
 def _unread(handler: Any, behaviour: Callable[[Any], Any]) -> Any:

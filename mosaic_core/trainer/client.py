@@ -1,9 +1,10 @@
-"""Talking to a trainer daemon: the worker's handshake (:class:`WorkerSession`) and the calls
+"""Talking to a trainer daemon: a run's handshake (:class:`RunSession`; the wire calls it
+RegisterWorker, the registering training program the "worker") and the calls
 behind ``mosaic submit / cancel / runs --target``.
 
 Every call has a deadline; channels use 64 MiB message limits. The CLI's calls send the
 daemon's client token (``authorization: Bearer``; ``token=None`` finds it as
-:func:`mosaic_core.trainer.auth.find_token` does); a worker's calls send its registration
+:func:`mosaic_core.trainer.auth.find_token` does); a training program's calls send its registration
 secret, then its session token (``x-mosaic-session-token``). Errors become :class:`MosaicError` with one clear
 line (a :class:`UsageError`, exit 2, when the daemon says the request itself is invalid).
 """
@@ -46,8 +47,8 @@ def rpc_error(target: str, what: str, error: grpc.RpcError) -> MosaicError:
     return cls(f"trainer daemon at {target} refused {what}: {_details(error)}")
 
 
-class WorkerSession:
-    """A worker's registration with a daemon: ``session_token`` and ``accepted_version``."""
+class RunSession:
+    """A run's training program registered with a daemon: ``session_token`` and ``accepted_version``."""
 
     def __init__(
         self, target: str, channel: grpc.Channel, run_id: str, session_token: str, accepted_version: str, timeout: float
@@ -63,7 +64,7 @@ class WorkerSession:
         target: str,
         *,
         run_id: str,
-        worker_id: str = "",
+        program_id: str = "",
         worker_kind: str = "",
         schema_id: str = "",
         schema_version: int = 1,
@@ -73,16 +74,19 @@ class WorkerSession:
         retries: int = 3,
         session_token: str | None = None,
         registration_secret: str | None = None,
-    ) -> WorkerSession:
+        worker_id: str = "",
+    ) -> RunSession:
         """Send RegisterWorker (proto_version MOSAIC/1.0), retrying an unreachable daemon
         ``retries`` times with backoff. ``registration_secret``: the one the daemon gave the
         run in its environment (a first registration needs it); ``session_token``: the run's
-        current token, to replace its registered worker."""
+        current token, to replace its registered program. ``program_id``: the training program's
+        name (the wire's ``worker_id``; ``worker_id=``, its old name here, still works);
+        ``worker_kind``: the worker the run trains through."""
         channel = open_channel(target, "--grpc-target")
         stub = pb_grpc.TrainerServiceStub(channel)
         request = pb.RegisterWorkerRequest(
             run_id=run_id,
-            worker_id=worker_id,
+            worker_id=program_id or worker_id,
             worker_kind=worker_kind,
             proto_version=PROTO_VERSION,
             schema_id=schema_id,
@@ -93,7 +97,8 @@ class WorkerSession:
         metadata = [(TOKEN_METADATA, session_token)] if session_token else []
         if registration_secret:
             metadata.append((REGISTRATION_METADATA, registration_secret))
-        tries, last = max(1, retries), None
+        tries = max(1, retries)
+        last: grpc.RpcError | None = None
         for attempt in range(tries):
             try:
                 reply = stub.RegisterWorker(request, timeout=timeout, metadata=metadata)
@@ -106,6 +111,7 @@ class WorkerSession:
             if attempt + 1 < tries:
                 time.sleep(BACKOFF_S * 2**attempt)
         channel.close()
+        assert last is not None  # at least one try, and each one that did not return failed with an RpcError
         raise MosaicError(f"no trainer daemon answered at {target} after {tries} tries: {_details(last)}")
 
     @property
@@ -128,14 +134,17 @@ class WorkerSession:
 
     def _publish(self, method: Any, items: Iterable[Any], what: str) -> pb.PublishTelemetryResponse:
         try:
-            return method(iter(items), timeout=max(self.timeout, 30.0), metadata=self.metadata)
+            reply: pb.PublishTelemetryResponse = method(
+                iter(items), timeout=max(self.timeout, 30.0), metadata=self.metadata
+            )
+            return reply
         except grpc.RpcError as exc:
             raise rpc_error(self.target, what, exc) from None
 
     def close(self) -> None:
         self._channel.close()
 
-    def __enter__(self) -> WorkerSession:
+    def __enter__(self) -> RunSession:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -143,6 +152,9 @@ class WorkerSession:
 
 
 # ---------------------------------------------------------------------- CLI side
+WorkerSession = RunSession  # its name before "worker" meant only the RL adapter (docs/glossary.md)
+
+
 def _credential(token: str | None) -> list[tuple[str, str]]:
     return bearer(token if token is not None else find_token())
 
@@ -162,7 +174,10 @@ def _call(
 def submit(
     target: str, config_json: str, run_id: str = "", timeout: float = 10.0, token: str | None = None
 ) -> pb.SubmitRunResponse:
-    return _call(target, "SubmitRun", pb.SubmitRunRequest(run_id=run_id, config_json=config_json), timeout, token=token)
+    reply: pb.SubmitRunResponse = _call(
+        target, "SubmitRun", pb.SubmitRunRequest(run_id=run_id, config_json=config_json), timeout, token=token
+    )
+    return reply
 
 
 def cancel(target: str, run_id: str, timeout: float = 30.0, token: str | None = None) -> None:
@@ -173,20 +188,22 @@ def cancel(target: str, run_id: str, timeout: float = 30.0, token: str | None = 
 
 def remove_run(target: str, run_id: str, timeout: float = 60.0, token: str | None = None) -> int:
     """Delete an ended run on the daemon; the bytes its files took."""
-    return _call(
+    reply: pb.RemoveRunResponse = _call(
         target, "RemoveRun", pb.RemoveRunRequest(run_id=run_id), timeout, f"RemoveRun for run {run_id!r}", token=token
-    ).freed_bytes
+    )
+    return reply.freed_bytes
 
 
 def list_runs(
-    target: str, statuses: Iterable[int] = (), timeout: float = 10.0, token: str | None = None
+    target: str, statuses: Iterable[pb.RunStatus] = (), timeout: float = 10.0, token: str | None = None
 ) -> list[pb.RunRecord]:
     return list(_call(target, "ListRuns", pb.ListRunsRequest(status_filter=list(statuses)), timeout, token=token).runs)
 
 
 def health(target: str, timeout: float = 5.0) -> pb.HealthCheckResponse:
     """GetHealth needs no credential."""
-    return _call(target, "GetHealth", pb.HealthCheckRequest(), timeout, token="")
+    reply: pb.HealthCheckResponse = _call(target, "GetHealth", pb.HealthCheckRequest(), timeout, token="")
+    return reply
 
 
 def list_workers(
@@ -197,7 +214,7 @@ def list_workers(
 
 def watch_runs(
     target: str,
-    statuses: Iterable[int] = (),
+    statuses: Iterable[pb.RunStatus] = (),
     since_seq: int = 0,
     timeout: float | None = None,
     token: str | None = None,

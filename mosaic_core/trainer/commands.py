@@ -9,11 +9,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mosaic_core import launchers
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.errors import ConfigError
 from mosaic_core.trainer.protocol import DEFAULT_LISTEN, is_loopback  # no grpc there
+
+if TYPE_CHECKING:
+    from mosaic_core.trainer.daemon import TrainerDaemon
 
 
 def _target(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +104,7 @@ def _run_daemon(ns: argparse.Namespace) -> int:
         log=lambda message: print(f"mosaic daemon: {message}", file=sys.stderr, flush=True),
     )
 
-    def ready(daemon) -> None:
+    def ready(daemon: TrainerDaemon) -> None:
         token_file = str(daemon.state_dir / "client.token") if daemon.token else None
         print(
             json.dumps(
@@ -120,7 +124,10 @@ def _run_daemon(ns: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        say = lambda text: print(f"mosaic daemon: {text}", file=sys.stderr, flush=True)
+
+        def say(text: str) -> None:
+            print(f"mosaic daemon: {text}", file=sys.stderr, flush=True)
+
         if not choice.local:
             say(f"runs execute through the {choice.name!r} launcher")
         if token_file:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 import grpc
 
@@ -31,6 +32,9 @@ from mosaic_core.trainer.manager import LaunchSpec, ManagerOptions, RunManager, 
 from mosaic_core.trainer.protocol import CHANNEL_OPTIONS, DEFAULT_LISTEN, check_target, is_loopback
 from mosaic_core.trainer.store import RunStore
 from mosaic_core.trainer.submission import detect_gpus
+
+if TYPE_CHECKING:
+    from mosaic_core.entrypoints import LoadedEntryPoint
 
 SHUTDOWN_MODES = ("cancel", "wait")
 PRIVATE_DIR = 0o700
@@ -94,13 +98,13 @@ class TrainerDaemon:
         self.address = ""
         self.token: str | None = None
         self.closing = False
-        self._lock_file = None
-        self._workers = None
+        self._lock_file: TextIO | None = None
+        self._workers: list[LoadedEntryPoint] | None = None
         self.store: RunStore | None = None
         self.manager: RunManager | None = None
         self._server: grpc.Server | None = None
 
-    def workers(self, refresh: bool = False):
+    def workers(self, refresh: bool = False) -> list[LoadedEntryPoint]:
         from mosaic_core.workers import discover_workers
 
         if refresh or self._workers is None:
@@ -128,7 +132,7 @@ class TrainerDaemon:
         except OSError as exc:
             raise MosaicError(f"cannot write the client token in {self.state_dir}: {exc.strerror or exc}") from None
         gate = RpcGate(
-            self.token, max_streams=opts.rpc_threads - UNARY_RESERVE, worker_credential=self._worker_credential
+            self.token, max_streams=opts.rpc_threads - UNARY_RESERVE, program_credential=self._program_credential
         )
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=opts.rpc_threads, thread_name_prefix="mosaic-rpc"),
@@ -149,7 +153,7 @@ class TrainerDaemon:
             ManagerOptions(
                 state_dir=self.state_dir,
                 target=f"{worker_host}:{port}",
-                max_concurrent=opts.max_concurrent,
+                max_concurrent=opts.max_concurrent or usable_cpus(),  # check() has set it
                 heartbeat_timeout=opts.heartbeat_timeout,
                 grace_period=opts.grace_period,
                 worker_command=opts.worker_command,
@@ -177,14 +181,17 @@ class TrainerDaemon:
         )
         return self.address
 
-    def _worker_credential(self, session: str | None, secret: str | None) -> bool:
-        """A session token of a run's worker or the registration secret of a live run's process
+    def _program_credential(self, session: str | None, secret: str | None) -> bool:
+        """A session token of a run's training program or the registration secret of a live run's process
         (of any run: the servicer checks it is the named run's)."""
         from mosaic_core.trainer.store import hash_token
 
+        store, manager = self.store, self.manager
+        if store is None or manager is None:  # not serving yet: no credential is valid
+            return False
         return bool(
-            (session and self.store.get_by_token(hash_token(session)) is not None)
-            or (secret and self.manager.registration_issued(secret))
+            (session and store.get_by_token(hash_token(session)) is not None)
+            or (secret and manager.registration_issued(secret))
         )
 
     def stop(self) -> None:

@@ -88,7 +88,7 @@ def mosaic_run_command(spec: LaunchSpec) -> list[str]:
 @dataclass
 class ManagerOptions:
     state_dir: Path
-    target: str = ""  # the daemon's own address, given to workers
+    target: str = ""  # the daemon's own address, given to the runs' training programs
     max_concurrent: int = 4
     heartbeat_timeout: float = 90.0
     grace_period: float = 10.0
@@ -215,6 +215,7 @@ class RunManager:
         self.options.log(
             f"run {config.run_id}: resubmitted; it resumes ({submission.worker} {config.algo} {config.env_id})"
         )
+        assert row is not None  # resumable() found it under the same lock
         return row
 
     def _keep_secrets(self, config: WorkerConfig) -> None:
@@ -223,8 +224,8 @@ class RunManager:
         if secret:
             self._secret_extras[config.run_id] = secret
 
-    def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRow:
-        """Stop a queued or running run; returns its record (final for a queued one)."""
+    def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRow | None:
+        """Stop a queued or running run; returns its record (final for a queued one; None: no such run)."""
         with self._lock:
             row = self.store.get(run_id)
             if row is None or row.final:
@@ -370,9 +371,9 @@ class RunManager:
                 run_id,
                 status=FAULT,
                 terminal_event="run_failed",
-                failure_reason=f"could not start the worker process: {exc}",
+                failure_reason=f"could not start the run's process: {exc}",
             )
-            opts.log(f"run {run_id}: could not start the worker process: {exc}")
+            opts.log(f"run {run_id}: could not start the run's process: {exc}")
             return
         proc = RunProcess(run_id, popen, Path(row.run_dir), stderr_path)
         self._procs[run_id] = proc
@@ -380,7 +381,7 @@ class RunManager:
         opts.log(f"run {run_id}: started ({row.worker}, pid {popen.pid})")
         self._thread(self._read_stdout, proc, name=f"mosaic-run-{run_id}")
 
-    def _thread(self, target: Callable[..., None], *args: Any, name: str) -> threading.Thread:
+    def _thread(self, target: Callable[..., object], *args: Any, name: str) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
@@ -470,13 +471,15 @@ class RunManager:
         row = self.store.update(proc.run_id, check=lambda r: not r.final, **values)
         if row is None and code is not None:  # already final: keep the verdict, add the exit code
             row = self.store.update(proc.run_id, exit_code=code)
+        if row is None:  # final already, and no exit code to add: nothing was recorded
+            return
         why = f": {row.failure_reason}" if row.failure_reason else ""
         self.options.log(f"run {proc.run_id}: {row.terminal_event} (exit code {code}){why}")
 
     def _exit_reason(self, proc: RunProcess, code: int | None) -> str:
         last = _last_line(proc.stderr_path)
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-        return f"worker process {how} without a terminal event" + (f": {last}" if last else "")
+        return f"the run's process {how} without a terminal event" + (f": {last}" if last else "")
 
     def _owns(self, path: str | Path) -> bool:
         """Whether ``path`` is a run directory under this daemon's runs dir."""
@@ -562,9 +565,9 @@ class RunManager:
         self._settle_interrupted(row)
 
     def _settle_interrupted(self, row: RunRow) -> None:
-        row = settle_interrupted(self.store, self.runs_dir, row)
-        if row is not None:
-            self.options.log(f"run {row.run_id}: {row.terminal_event} (found after a restart)")
+        settled = settle_interrupted(self.store, self.runs_dir, row)
+        if settled is not None:
+            self.options.log(f"run {settled.run_id}: {settled.terminal_event} (found after a restart)")
 
 
 def _write_private(path: Path, config: WorkerConfig) -> None:

@@ -2,7 +2,7 @@
 
 A run is ``mosaic run`` (leader of its own process group, started by the daemon) plus the
 training process it supervises, which leads a process group of its own, plus whatever that
-one starts (vector-env workers). The daemon stops a run's ``mosaic run`` group (which stops
+one starts (a vector env's env processes). The daemon stops a run's ``mosaic run`` group (which stops
 its child cleanly on SIGTERM), then what it has seen descend from it: :class:`Tracked` holds
 those processes by pid *and* start time, so a reused pid is never hit, and a process that
 merely works in the run directory is never touched.
@@ -14,6 +14,7 @@ of leaving them unsupervised.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from collections.abc import Callable
@@ -81,10 +82,10 @@ class Tracked:
         hit = []
         for pid, (_, pgid) in list(self.processes.items()):
             if pid == pgid and self.same(pid):
-                _signal(lambda: os.killpg(pgid, signal.SIGKILL))
+                _signal(functools.partial(os.killpg, pgid, signal.SIGKILL))
                 hit.append(pid)
         for pid in list(self.processes):
-            if self.same(pid) and _signal(lambda: os.kill(pid, signal.SIGKILL)):
+            if self.same(pid) and _signal(functools.partial(os.kill, pid, signal.SIGKILL)):
                 hit.append(pid)
         return sorted(set(hit))
 

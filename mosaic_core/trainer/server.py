@@ -21,7 +21,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import grpc
 
@@ -34,20 +34,25 @@ from mosaic_core.trainer.protocol import TOKEN_METADATA, VersionError, negotiate
 from mosaic_core.trainer.store import HSHK, INIT, RDY, DuplicateRun, RunEnded, RunRow, hash_token, token_matches
 from mosaic_core.trainer.submission import PreconditionError, ScriptPolicy, parse_submission
 
+if TYPE_CHECKING:
+    from mosaic_core.entrypoints import LoadedEntryPoint
+    from mosaic_core.trainer.manager import RunManager
+    from mosaic_core.trainer.store import RunStore
+
 
 class TrainerDaemon(Protocol):
     """What the servicer needs of its daemon (:class:`mosaic_core.trainer.daemon.TrainerDaemon`)."""
 
-    store: Any
-    manager: Any
-    options: Any
+    store: RunStore | None
+    manager: RunManager | None
+    options: Any  # mosaic_core.trainer.daemon.DaemonOptions (the daemon imports this module)
     gpus: int
     closing: bool
     pid: int
     address: str
     started_at: float
 
-    def workers(self, refresh: bool = False) -> list[Any]: ...
+    def workers(self, refresh: bool = False) -> list[LoadedEntryPoint]: ...
 
 
 TELEMETRY_BATCH = 500
@@ -68,7 +73,7 @@ def _timestamp(target: Any, seconds: float | None) -> None:
 def to_record(row: RunRow) -> pb.RunRecord:
     record = pb.RunRecord(
         run_id=row.run_id,
-        status=row.status,
+        status=cast("pb.RunStatus", row.status),  # an int: the generated stub takes only its enum's members
         digest=row.digest,
         seq_id=row.seq_id,
         terminal_event=row.terminal_event or "",
@@ -88,7 +93,7 @@ def to_record(row: RunRow) -> pb.RunRecord:
 def _metadata(context: grpc.ServicerContext, name: str) -> str | None:
     for key, value in context.invocation_metadata() or ():
         if key == name:
-            return value
+            return value if isinstance(value, str) else None  # bytes only for the "-bin" keys, none of ours
     return None
 
 
@@ -113,9 +118,11 @@ def check_item(message: Any, kind: str, index: int) -> str | None:
 
 class TrainerServicer(pb_grpc.TrainerServiceServicer):
     def __init__(self, daemon: TrainerDaemon):
+        if daemon.store is None or daemon.manager is None:
+            raise RuntimeError("the servicer needs the daemon's store and manager: start them first")
         self.daemon = daemon
-        self.store = daemon.store
-        self.manager = daemon.manager
+        self.store: RunStore = daemon.store
+        self.manager: RunManager = daemon.manager
 
     # ------------------------------------------------------------------ helpers
     def _run(self, run_id: str, context: grpc.ServicerContext) -> RunRow:
@@ -135,7 +142,9 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             )
         row = self._run(run_id, context)
         if not token_matches(row, token):
-            context.abort(Code.UNAUTHENTICATED, f"the session token does not belong to run {run_id!r}'s current worker")
+            context.abort(
+                Code.UNAUTHENTICATED, f"the session token does not belong to run {run_id!r}'s current training program"
+            )
         return row
 
     def _wait(self, seq: int) -> None:
@@ -144,7 +153,7 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
                 self.store.changed.wait(WAIT_SLICE_S)
 
     # ------------------------------------------------------------------ runs
-    def SubmitRun(self, request, context):
+    def SubmitRun(self, request: pb.SubmitRunRequest, context: grpc.ServicerContext) -> pb.SubmitRunResponse:
         if not self.manager.accepting:
             context.abort(Code.UNAVAILABLE, "the trainer daemon is shutting down and accepts no new runs")
         options = self.daemon.options
@@ -174,7 +183,7 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             context.abort(Code.RESOURCE_EXHAUSTED, f"cannot record the run: {getattr(exc, 'strerror', None) or exc}")
         return pb.SubmitRunResponse(run_id=row.run_id, digest=row.digest)
 
-    def CancelRun(self, request, context):
+    def CancelRun(self, request: pb.CancelRunRequest, context: grpc.ServicerContext) -> pb.CancelRunResponse:
         row = self._run(request.run_id, context)
         if row.final:
             context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended ({row.terminal_event})")
@@ -184,7 +193,7 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         self.manager.wait_final(row.run_id, min(limit, remaining - 0.5) if remaining is not None else limit)
         return pb.CancelRunResponse()
 
-    def RemoveRun(self, request, context):
+    def RemoveRun(self, request: pb.RemoveRunRequest, context: grpc.ServicerContext) -> pb.RemoveRunResponse:
         from mosaic_core.trainer.removal import RunStillActive
 
         row = self._run(request.run_id, context)
@@ -196,10 +205,10 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             context.abort(Code.INTERNAL, f"could not remove run {row.run_id!r}: {exc}")
         return pb.RemoveRunResponse(freed_bytes=freed)
 
-    def ListRuns(self, request, context):
+    def ListRuns(self, request: pb.ListRunsRequest, context: grpc.ServicerContext) -> pb.ListRunsResponse:
         return pb.ListRunsResponse(runs=[to_record(r) for r in self.store.list(request.status_filter)])
 
-    def WatchRuns(self, request, context) -> Iterator[pb.RunRecord]:
+    def WatchRuns(self, request: pb.WatchRunsRequest, context: grpc.ServicerContext) -> Iterator[pb.RunRecord]:
         wanted, seq = set(request.status_filter), request.since_seq
         while context.is_active() and not self.daemon.closing:
             rows = self.store.changed_since(seq)
@@ -211,7 +220,9 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
                 self._wait(seq)
 
     # ------------------------------------------------------------------ workers
-    def RegisterWorker(self, request, context):
+    def RegisterWorker(
+        self, request: pb.RegisterWorkerRequest, context: grpc.ServicerContext
+    ) -> pb.RegisterWorkerResponse:
         if not request.run_id:
             context.abort(Code.INVALID_ARGUMENT, "run_id is required")
         try:
@@ -241,7 +252,7 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             if row.status == INIT:
                 context.abort(
                     Code.FAILED_PRECONDITION,
-                    f"run {row.run_id!r} is queued and has not started; its worker registers once the daemon starts it",
+                    f"run {row.run_id!r} is queued and has not started; its training program registers once the daemon starts it",
                 )
             if request.worker_kind and request.worker_kind != row.worker:
                 context.abort(
@@ -260,12 +271,13 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             if row.token_hash and not presented:
                 context.abort(
                     Code.ALREADY_EXISTS,
-                    f"run {row.run_id!r} already has a registered worker; to replace "
+                    f"run {row.run_id!r} already has a registered training program; to replace "
                     f"it, present its session token as metadata {TOKEN_METADATA!r}",
                 )
             if row.token_hash and not token_matches(row, presented):
                 context.abort(
-                    Code.UNAUTHENTICATED, f"the session token does not belong to run {row.run_id!r}'s current worker"
+                    Code.UNAUTHENTICATED,
+                    f"the session token does not belong to run {row.run_id!r}'s current training program",
                 )
             self.store.update(
                 row.run_id,
@@ -277,20 +289,22 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             )
         return pb.RegisterWorkerResponse(accepted_version=accepted, session_token=token)
 
-    def Heartbeat(self, request, context):
+    def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatResponse:
         row = self._authorised(request.run_id, context)
         if row.final or self.manager.heartbeat(row.run_id) is None:
             context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended")
         return pb.HeartbeatResponse()
 
-    def ControlStream(self, request_iterator, context):
+    def ControlStream(
+        self, request_iterator: Iterator[pb.ControlEvent], context: grpc.ServicerContext
+    ) -> Iterator[pb.ControlEvent]:
         context.abort(
             Code.UNIMPLEMENTED,
             "ControlStream (pause, resume, grant_steps, max_rate_hz) is not "
             "supported by this daemon; cancel a run with CancelRun",
         )
 
-    def GetHealth(self, request, context):
+    def GetHealth(self, request: pb.HealthCheckRequest, context: grpc.ServicerContext) -> pb.HealthCheckResponse:
         daemon = self.daemon
         response = pb.HealthCheckResponse(
             pid=daemon.pid,
@@ -304,7 +318,7 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         _timestamp(response.started_at, daemon.started_at)
         return response
 
-    def ListWorkers(self, request, context):
+    def ListWorkers(self, request: pb.ListWorkersRequest, context: grpc.ServicerContext) -> pb.ListWorkersResponse:
         items = self.daemon.workers(refresh=request.refresh)
         return pb.ListWorkersResponse(
             workers=[
@@ -320,13 +334,19 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         )
 
     # ------------------------------------------------------------------ telemetry
-    def PublishRunSteps(self, request_iterator, context):
+    def PublishRunSteps(
+        self, request_iterator: Iterator[pb.RunStep], context: grpc.ServicerContext
+    ) -> pb.PublishTelemetryResponse:
         return self._publish(request_iterator, context, "steps")
 
-    def PublishRunEpisodes(self, request_iterator, context):
+    def PublishRunEpisodes(
+        self, request_iterator: Iterator[pb.RunEpisode], context: grpc.ServicerContext
+    ) -> pb.PublishTelemetryResponse:
         return self._publish(request_iterator, context, "episodes")
 
-    def _publish(self, messages, context, kind: str) -> pb.PublishTelemetryResponse:
+    def _publish(
+        self, messages: Iterator[pb.RunStep | pb.RunEpisode], context: grpc.ServicerContext, kind: str
+    ) -> pb.PublishTelemetryResponse:
         token = _token(context)
         row = self.store.get_by_token(hash_token(token)) if token else None
         if row is None:
@@ -339,7 +359,8 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
                 Code.FAILED_PRECONDITION,
                 f"run {row.run_id!r} already ended ({row.terminal_event}); its telemetry is no longer recorded",
             )
-        options, batch = self.daemon.options, []
+        options = self.daemon.options
+        batch: list[pb.RunStep | pb.RunEpisode] = []
         accepted = dropped = 0
 
         def flush() -> None:
@@ -376,19 +397,28 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             flush()
         return pb.PublishTelemetryResponse(accepted=accepted, dropped=dropped)
 
-    def StreamRunSteps(self, request, context):
+    def StreamRunSteps(self, request: pb.StreamStepsRequest, context: grpc.ServicerContext) -> Iterator[pb.RunStep]:
         return self._stream(request, context, "steps", pb.RunStep)
 
-    def StreamRunEpisodes(self, request, context):
+    def StreamRunEpisodes(
+        self, request: pb.StreamEpisodesRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.RunEpisode]:
         return self._stream(request, context, "episodes", pb.RunEpisode)
 
-    def _stream(self, request, context, kind: str, message_type: Any) -> Iterator[Any]:
+    def _stream(
+        self,
+        request: pb.StreamStepsRequest | pb.StreamEpisodesRequest,
+        context: grpc.ServicerContext,
+        kind: str,
+        message_type: Any,
+    ) -> Iterator[Any]:
         """Stored telemetry after ``since_seq``, then new items until the run has ended."""
         self._run(request.run_id, context)
         since = request.since_seq
         while context.is_active() and not self.daemon.closing:
             seen = self.store.seq
-            ended = self.store.get(request.run_id).final
+            row = self.store.get(request.run_id)
+            ended = row is None or row.final  # None: removed meanwhile (RemoveRun), its telemetry with it
             items = self.store.read_telemetry(request.run_id, kind, since)
             for data in items:
                 message = message_type.FromString(data)

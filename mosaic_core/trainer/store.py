@@ -2,7 +2,7 @@
 
 Every run's record lives in table ``runs``; every change of a record gives it the next
 ``seq_id`` (one counter for the whole store), which is what WatchRuns' ``since_seq`` refers
-to. Telemetry published by workers (steps, episodes) lives in table ``telemetry`` as
+to. Telemetry published by training programs (steps, episodes) lives in table ``telemetry`` as
 serialized protobuf messages, numbered per run and kind. WAL journaling: a daemon killed with
 SIGKILL loses nothing it had committed. The file (and its WAL) is 0600.
 
@@ -14,6 +14,7 @@ telemetry (counted as dropped by the caller).
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import hmac
 import os
@@ -87,7 +88,7 @@ class RunRow:
     pgid: int | None
     exit_code: int | None
     token_hash: str | None
-    worker_id: str | None
+    worker_id: str | None  # the registered training program's name (config program_id; the wire's name kept)
     registration: str | None
     seq_id: int
 
@@ -135,7 +136,7 @@ class RunStore:
         self.disk_full = not self._make_reserve()
         self._lock = threading.RLock()
         self.changed = threading.Condition(self._lock)
-        self._seq = self._db.execute("SELECT COALESCE(MAX(seq_id), 0) FROM runs").fetchone()[0]
+        self._seq: int = self._db.execute("SELECT COALESCE(MAX(seq_id), 0) FROM runs").fetchone()[0]
         self._usage: dict[str, list[int]] = {}  # run -> [items, bytes] of telemetry stored
 
     def close(self) -> None:
@@ -208,7 +209,7 @@ class RunStore:
         return RunRow(*found) if found else None
 
     def get_by_token(self, token_hash: str) -> RunRow | None:
-        """The run whose current worker holds the session token with this hash."""
+        """The run whose current training program holds the session token with this hash."""
         with self._lock:
             found = self._db.execute(
                 f"SELECT {', '.join(COLUMNS)} FROM runs WHERE token_hash = ?", (token_hash,)
@@ -244,13 +245,13 @@ class RunStore:
             self._usage.pop(run_id, None)
             self.changed.notify_all()
 
-    def list(self, statuses: Iterable[int] = ()) -> list[RunRow]:
+    def list(self, statuses: Iterable[int] = ()) -> builtins.list[RunRow]:
         return self._select("1 = 1", (), statuses, order="created_at, run_id")
 
-    def changed_since(self, seq: int, statuses: Iterable[int] = ()) -> list[RunRow]:
+    def changed_since(self, seq: int, statuses: Iterable[int] = ()) -> builtins.list[RunRow]:
         return self._select("seq_id > ?", (seq,), statuses, order="seq_id")
 
-    def _select(self, where: str, args: tuple, statuses: Iterable[int], order: str) -> list[RunRow]:
+    def _select(self, where: str, args: tuple[Any, ...], statuses: Iterable[int], order: str) -> builtins.list[RunRow]:
         wanted = sorted(set(statuses))
         if wanted:
             where += f" AND status IN ({', '.join('?' * len(wanted))})"
@@ -261,7 +262,12 @@ class RunStore:
 
     # ------------------------------------------------------------------ telemetry
     def append_telemetry(
-        self, run_id: str, kind: str, messages: list[Any], max_items: int | None = None, max_bytes: int | None = None
+        self,
+        run_id: str,
+        kind: str,
+        messages: builtins.list[Any],
+        max_items: int | None = None,
+        max_bytes: int | None = None,
     ) -> int:
         """Store protobuf messages (with a ``seq_id`` field, set here) for a run that has not
         ended (:class:`RunEnded` otherwise), at most ``max_items`` and ``max_bytes`` per run
@@ -307,7 +313,7 @@ class RunStore:
             self.changed.notify_all()
             return len(rows)
 
-    def read_telemetry(self, run_id: str, kind: str, since_seq: int, limit: int = 1000) -> list[bytes]:
+    def read_telemetry(self, run_id: str, kind: str, since_seq: int, limit: int = 1000) -> builtins.list[bytes]:
         with self._lock:
             cur = self._db.execute(
                 "SELECT data FROM telemetry WHERE run_id = ? AND kind = ? AND seq > ? ORDER BY seq LIMIT ?",

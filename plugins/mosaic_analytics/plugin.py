@@ -98,7 +98,7 @@ def mosaic_run_settings(config):
 
 @hookimpl
 def mosaic_child_env(run):
-    return tracking.child_env(run.run_dir, run.config.extras)
+    return tracking.child_env(run.run_dir, run.config.extras, resumed=run.resume is not None)
 
 
 @hookimpl

@@ -16,6 +16,10 @@
   host's ``WANDB_VPN_HTTP(S)_PROXY``, ``WANDB_HTTP(S)_PROXY``, ``HTTP(S)_PROXY``/``http(s)_proxy``,
   first non-empty wins; it reaches the child as ``WANDB_HTTP(S)_PROXY``, ``HTTP(S)_PROXY`` and
   ``http(s)_proxy``, with ``localhost`` and ``127.0.0.1`` added to ``NO_PROXY``/``no_proxy``.
+- A resume (``mosaic resume``, the run contract) goes on in the same W&B run: ``WANDB_RUN_ID``
+  is the id of the newest W&B run in the run directory and ``WANDB_RESUME=allow``. Offline, each
+  attempt writes a folder of its own under that one id; the resumed attempt logs only the steps
+  after its checkpoint (its TensorBoard writer starts past it, and W&B syncs TensorBoard).
 - ``extras.wandb_run_name``: CleanRL calls ``wandb.init(name=run_name)``, and an explicit
   ``name=`` beats ``WANDB_NAME`` in wandb's settings. So besides ``WANDB_NAME`` the training
   process wraps ``wandb.init`` (when the script imports wandb) to put the requested name in;
@@ -24,6 +28,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import netrc
 import os
 from pathlib import Path
@@ -31,6 +36,7 @@ from typing import Any
 
 from mosaic_analytics.extras import PROXY_KEYS, tracking_enabled
 from mosaic_core import TrackingSettings
+from mosaic_core.contract import at_stop_exit
 
 INFO_KIND = "analytics.wandb"
 FORCED_MODES = ("offline", "disabled", "dryrun")
@@ -97,8 +103,10 @@ def resolve_mode(extras: dict[str, Any], environ: dict[str, str]) -> tuple[str |
     return None, "wandb default"
 
 
-def child_env(run_dir: Path, extras: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment variables for the training process."""
+def child_env(
+    run_dir: Path, extras: dict[str, Any], environ: dict[str, str] | None = None, resumed: bool = False
+) -> dict[str, str]:
+    """Environment variables for the training process (``resumed``: a resume of the run in ``run_dir``)."""
     environ = dict(os.environ if environ is None else environ)
     wandb_root = run_dir / "wandb"
     env = {"WANDB_DIR": str(run_dir)}
@@ -122,7 +130,21 @@ def child_env(run_dir: Path, extras: dict[str, Any], environ: dict[str, str] | N
     if isinstance(notes, str) and notes and tracking_enabled(extras) and not environ.get("WANDB_NOTES"):
         env["WANDB_NOTES"] = notes
     env.update(proxy_env(extras, environ))
+    if resumed:
+        env.update(same_run_env(run_dir, extras, environ))
     return env
+
+
+def same_run_env(run_dir: Path, extras: dict[str, Any], environ: dict[str, str]) -> dict[str, str]:
+    """A resumed tracked run's W&B run: the id of the newest W&B run its directory holds, resumed
+    (``allow``: offline there is no server to ask). A user's own ``WANDB_RUN_ID`` is kept."""
+    if not tracking_enabled(extras) or environ.get("WANDB_RUN_ID"):
+        return {}
+    found = _run_dirs(run_dir)  # offline-run-<time>-<id> and run-<time>-<id>: the newest by its time
+    if not found:
+        return {}
+    newest = max(found, key=lambda path: path.name.rsplit("-", 2)[-2])
+    return {"WANDB_RUN_ID": newest.name.rsplit("-", 1)[-1], "WANDB_RESUME": "allow"}
 
 
 def _first(*values: Any) -> str | None:
@@ -174,12 +196,24 @@ def _wrap_init(module: Any, child: Any) -> None:
             child.publish(INFO_KIND, describe_run(run, child.run_dir), True)
         except Exception:  # reporting is best effort; the run goes on
             pass
+        at_stop_exit(lambda: _finish_preempted(module))
         return run
 
     init.__mosaic_wrapped__ = True  # type: ignore[attr-defined]
     init.__wrapped__ = original  # type: ignore[attr-defined]
     init.__doc__ = original.__doc__
     module.init = init
+
+
+def _finish_preempted(module: Any) -> None:
+    """A stopped run (the run contract's stop) ends its W&B run as preempted, its data written:
+    the process ends by its signal next, and W&B's own exit handler would not run."""
+    run = getattr(module, "run", None)
+    if run is None:
+        return
+    with contextlib.suppress(Exception):
+        run.mark_preempting()
+    module.finish(exit_code=0)
 
 
 def describe_run(run: Any, run_dir: Path) -> dict[str, Any]:

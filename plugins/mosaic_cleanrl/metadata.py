@@ -1,5 +1,5 @@
-"""The CleanRL worker's one descriptor (the ``mosaic.workers`` entry point names
-:data:`METADATA`; the entry point's name, ``cleanrl``, is the worker's name).
+"""The CleanRL worker's one descriptor (its plugin's ``mosaic_workers`` hook returns
+:data:`METADATA`; its run hooks, :mod:`mosaic_cleanrl.run_hooks`, are called for its runs only).
 
 Kept import-light: discovery imports this module and nothing else of the worker, and it
 imports nothing of the worker's package either."""
@@ -23,11 +23,12 @@ CAPABILITIES = WorkerCapabilities(
 )
 
 METADATA = WorkerMetadata(
-    name="cleanrl",  # MOSAIC's documented shape names it; discovery checks it is the entry point's name
+    name="cleanrl",
     version=VERSION,
     description="Runs CleanRL single-file algorithms (bundled or from a checkout) in a supervised subprocess",
     capabilities=CAPABILITIES,
     worker="mosaic_cleanrl.worker:CleanRLWorker",
     upstream_library="cleanrl",
     upstream_version="master (single-file scripts)",
+    run_hooks="mosaic_cleanrl.run_hooks",
 )

@@ -146,7 +146,7 @@ def status_of(name: str, sources: tuple[str, ...], extras: tuple[str, ...] = ())
         extras = entry.extras
         if entry.blocker and not (name == "ppo_continuous_action_isaacgym" and _found("isaacgym")):
             return Status("cannot_run", entry.blocker)
-    if "envpool" in extras and (not sources or sources[0] not in ("bundled", "entry_point")) and not _old_envpool():
+    if "envpool" in extras and (not sources or sources[0] not in ("bundled", "plugin")) and not _old_envpool():
         return Status(
             "cannot_run",
             OLD_ENVPOOL

@@ -6,10 +6,12 @@ wins; explicit choices beat defaults):
 
 1. ``script``      -- ``--algo path/to/x.py`` (anything with a ``/`` or ending in ``.py``),
                       resolved against the current directory; the file must exist.
-2. ``entry_point`` -- a ``mosaic.cleanrl.algorithms`` entry point of an installed package:
+2. ``plugin``      -- a plugin's ``mosaic_cleanrl_algorithms`` hook (the hook the worker
+                      declares, :mod:`mosaic_cleanrl.hookspecs`) maps the name to
                       ``pkg.module`` (that module's file, found with find_spec: the module
                       itself is never imported, only its parent package) or
-                      ``pkg.module:func`` (a function returning the script's path).
+                      ``pkg.module:func`` (a function returning the script's path). The
+                      deprecated ``mosaic.cleanrl.algorithms`` entry points are read too.
 3. ``checkout``    -- an upstream CleanRL git checkout named by ``extras.cleanrl_home`` or,
                       failing that, ``MOSAIC_CLEANRL_HOME``: ``<home>/cleanrl/<name>.py``
                       (or ``<home>/cleanrl/<name>/<name>.py``); ``<home>`` goes on sys.path
@@ -25,18 +27,20 @@ Nothing here imports torch, gymnasium, tyro or an algorithm module.
 from __future__ import annotations
 
 import difflib
+import importlib
 import importlib.util
 import os
 import re
+import sys
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from mosaic_core import UsageError
 
-RESOLUTION_ORDER = ("script", "entry_point", "checkout", "installed", "bundled")
-ORDER_TEXT = "script path > entry point (mosaic.cleanrl.algorithms) > checkout (extras.cleanrl_home, then MOSAIC_CLEANRL_HOME) > installed cleanrl package > bundled"
-ENTRY_POINT_GROUP = "mosaic.cleanrl.algorithms"
+RESOLUTION_ORDER = ("script", "plugin", "checkout", "installed", "bundled")
+ORDER_TEXT = "script path > plugin (mosaic_cleanrl_algorithms) > checkout (extras.cleanrl_home, then MOSAIC_CLEANRL_HOME) > installed cleanrl package > bundled"
+HOOK = "mosaic_cleanrl_algorithms"
+LEGACY_GROUP = "mosaic.cleanrl.algorithms"  # deprecated: the hook instead
 HOME_VAR = "MOSAIC_CLEANRL_HOME"
 BUNDLED_DIR = Path(__file__).resolve().parent / "algorithms"
 CLONE_HINT = (
@@ -143,31 +147,73 @@ class AlgorithmEntry:
         }
 
 
-@dataclass
-class _EntryPoints:
-    """``mosaic.cleanrl.algorithms`` entry points by name (several when names clash)."""
+@dataclass(frozen=True)
+class _Contribution:
+    """One algorithm a package adds: ``value`` is ``pkg.module`` or ``pkg.module:func``."""
 
-    by_name: dict[str, list[metadata.EntryPoint]] = field(default_factory=dict)
+    name: str
+    value: str
+    origin: str  # the plugin (or deprecated entry point) and its distribution, for messages
+
+
+_noticed: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _noticed:
+        _noticed.add(message)
+        print(f"mosaic: {message}", file=sys.stderr)
+
+
+@dataclass
+class _Contributions:
+    """Algorithms plugins add (``mosaic_cleanrl_algorithms``), by name (several when names clash)."""
+
+    by_name: dict[str, list[_Contribution]] = field(default_factory=dict)
 
     @classmethod
-    def scan(cls) -> _EntryPoints:
+    def scan(cls) -> _Contributions:
+        from mosaic_core import plugin_host
+
         found = cls()
-        seen = set()
-        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
-            key = (ep.name, ep.value, _distribution(ep))
-            if key not in seen:  # the same distribution seen twice on sys.path
-                seen.add(key)
-                found.by_name.setdefault(ep.name, []).append(ep)
+        for plugin, value, error in plugin_host().provided(HOOK):
+            origin = f"{HOOK} of {plugin.describe()}"
+            if error is not None:
+                continue  # the host has said so (a failed hook is named once)
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            ):
+                _warn_once(f"warning: {origin} returned {value!r:.80}; expected a dict of names to 'pkg.module[:func]'")
+                continue
+            for name, where in sorted(value.items()):
+                found.add(_Contribution(name, where, origin))
+        for name, where, origin in _legacy_entry_points():
+            found.add(_Contribution(name, where, origin))
         return found
 
+    def add(self, contribution: _Contribution) -> None:
+        same = self.by_name.setdefault(contribution.name, [])
+        if all((c.value, c.origin) != (contribution.value, contribution.origin) for c in same):
+            same.append(contribution)  # the same distribution seen twice on sys.path counts once
 
-def _distribution(ep: metadata.EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    return f"{dist.metadata['Name']} {dist.version}" if dist else "an unknown distribution"
 
+def _legacy_entry_points() -> list[tuple[str, str, str]]:
+    """The deprecated group's entry points, each with a one-line notice naming its distribution."""
+    from importlib import metadata
 
-def _describe(ep: metadata.EntryPoint) -> str:
-    return f"entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINT_GROUP}, from {_distribution(ep)})"
+    found = []
+    for ep in sorted(metadata.entry_points(group=LEGACY_GROUP), key=lambda e: (e.name, e.value)):
+        dist = getattr(ep, "dist", None)
+        distribution = f"{dist.metadata['Name']} {dist.version}" if dist else "an unknown distribution"
+        _warn_once(
+            f"deprecated: {distribution} adds CleanRL algorithm {ep.name!r} through the {LEGACY_GROUP!r} "
+            f"entry-point group; implement {HOOK}() in a module its 'mosaic.plugins' entry point names "
+            "(docs/extending/plugin.md)"
+        )
+        found.append(
+            (ep.name, ep.value, f"entry point {ep.name!r} = {ep.value!r} (group {LEGACY_GROUP}, from {distribution})")
+        )
+    return found
 
 
 # ------------------------------------------------------------------------------------ sources
@@ -188,7 +234,7 @@ def _from_script(algo: str, cwd: Path) -> ResolvedAlgorithm:
         hint = ""
         stem = Path(algo).stem
         if "/" not in algo and stem in set(CLEANRL_ALGORITHMS) | set(bundled_names()) | set(
-            _EntryPoints.scan().by_name
+            _Contributions.scan().by_name
         ):
             hint = f"; to run the registered algorithm, use --algo {stem}"
         raise UsageError(f"--algo {_shown(algo)}: script {_shown(path)} does not exist{hint}")
@@ -198,25 +244,32 @@ def _from_script(algo: str, cwd: Path) -> ResolvedAlgorithm:
     return ResolvedAlgorithm(path.stem, path, "script", root, detail)
 
 
-def _from_entry_point(name: str, eps: list[metadata.EntryPoint]) -> ResolvedAlgorithm:
-    if len(eps) > 1:
-        both = " and ".join(_describe(ep) for ep in eps)
+def _from_plugin(name: str, found: list[_Contribution]) -> ResolvedAlgorithm:
+    if len(found) > 1:
+        both = " and ".join(c.origin for c in found)
         raise UsageError(f"algorithm {name!r} is declared twice: {both}; uninstall one of them")
-    ep = eps[0]
+    contribution = found[0]
+    module, _colon, attr = (part.strip() for part in contribution.value.partition(":"))
     try:
-        if ep.attr:  # pkg.module:func -> a function returning the script's path
-            target = ep.load()()
-            script = Path(os.fspath(target)).expanduser().resolve()
+        if attr:  # pkg.module:func -> a function returning the script's path
+            target = importlib.import_module(module)
+            for part in attr.split("."):
+                target = getattr(target, part)
+            script = Path(os.fspath(target())).expanduser().resolve()
         else:  # pkg.module -> that module's file, found without importing it
-            spec = importlib.util.find_spec(ep.module)
+            spec = importlib.util.find_spec(module)
             if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
-                raise ModuleNotFoundError(f"module {ep.module!r} not found")
+                raise ModuleNotFoundError(f"module {module!r} not found")
             script = Path(spec.origin).resolve()
-    except Exception as exc:  # a broken third-party entry point must not take the host down
-        raise UsageError(f"broken {_describe(ep)}: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # a broken third-party algorithm must not take the host down
+        raise UsageError(
+            f"broken {name!r} = {contribution.value!r} ({contribution.origin}): {type(exc).__name__}: {exc}"
+        ) from exc
     if not script.is_file() or script.suffix != ".py":
-        raise UsageError(f"broken {_describe(ep)}: {script} is not an existing .py script")
-    return ResolvedAlgorithm(name, script, "entry_point", None, _describe(ep))
+        raise UsageError(
+            f"broken {name!r} = {contribution.value!r} ({contribution.origin}): {script} is not an existing .py script"
+        )
+    return ResolvedAlgorithm(name, script, "plugin", None, f"{name!r} = {contribution.value!r} ({contribution.origin})")
 
 
 def checkout_home(
@@ -312,9 +365,9 @@ def resolve(
         raise UsageError(
             f"--algo {_shown(algo)} is neither an algorithm name (letters, digits, _) nor a path to a .py script"
         )
-    eps = _EntryPoints.scan().by_name.get(algo)
-    if eps:
-        return _from_entry_point(algo, eps)
+    added = _Contributions.scan().by_name.get(algo)
+    if added:
+        return _from_plugin(algo, added)
     home = checkout_home(cleanrl_home, cwd)
     skipped = ""
     if home:
@@ -347,12 +400,12 @@ def _unknown_message(algo: str, home: tuple[Path, str] | None) -> str:
 
 def known_names(home: tuple[Path, str] | None) -> list[str]:
     """Every name :func:`resolve` finds or explains: upstream CleanRL's (those not here too),
-    entry points', the checkout's, an installed cleanrl package's and the bundled ones."""
+    plugins', the checkout's, an installed cleanrl package's and the bundled ones."""
     installed = {p.stem for d in installed_package_dirs() for p in d.glob("*.py") if not p.name.startswith("_")}
     return sorted(
         set(CLEANRL_ALGORITHMS)
         | set(bundled_names())
-        | set(_EntryPoints.scan().by_name)
+        | set(_Contributions.scan().by_name)
         | set(_checkout_names(home))
         | installed
     )
@@ -380,19 +433,19 @@ def list_algorithms(
     """
     cwd = Path(cwd or Path.cwd())
     home = checkout_home(cleanrl_home, cwd, origin)
-    eps = _EntryPoints.scan().by_name
+    added = _Contributions.scan().by_name
     package_dirs = installed_package_dirs()
     installed = sorted({p.stem for d in package_dirs for p in d.glob("*.py") if not p.name.startswith("_")})
     names = sorted(
-        set(CLEANRL_ALGORITHMS) | set(eps) | set(_checkout_names(home)) | set(installed) | set(bundled_names())
+        set(CLEANRL_ALGORITHMS) | set(added) | set(_checkout_names(home)) | set(installed) | set(bundled_names())
     )
     entries = []
     for name in names:
         sources: list[ResolvedAlgorithm] = []
         error = None
-        if name in eps:
+        if name in added:
             try:
-                sources.append(_from_entry_point(name, eps[name]))
+                sources.append(_from_plugin(name, added[name]))
             except UsageError as exc:
                 error = str(exc)
         for found in (

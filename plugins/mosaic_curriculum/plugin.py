@@ -9,7 +9,7 @@ its envs may live in several processes:
    that observation and action spaces match stage 0's (``mosaic_validate_config``, exit 2);
 2. host, at start: the stage file ``<run dir>/curriculum.stage`` is created (stage 0) and a
    ``curriculum_stage`` event with ``condition: "start"`` is emitted;
-3. training process and env workers: each env ``gym.make`` builds for stage 0 is wrapped in
+3. training process and env processes: each env ``gym.make`` builds for stage 0 is wrapped in
    :class:`~mosaic_curriculum.wrapper.CurriculumEnv`, which reports steps and episode returns
    over the side channel and, at each reset, swaps its inner env when the stage word changed;
 4. host: the reports are added up per stage (``mosaic_on_child_message``); when the current
@@ -136,7 +136,7 @@ def mosaic_run_finished(run: RunContext, status: str) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Training process (and its env worker processes)
+# Training process (and its env processes)
 # --------------------------------------------------------------------------------------
 class _StageReader:
     """Reads the stage word; maps the file on first use (once per process, shared by envs)."""

@@ -2,7 +2,7 @@
 
 :class:`CurriculumEnv` sits directly on the env ``gym.make`` built for stage 0 (beneath the
 script's wrappers and other plugins'), so it works the same in ``SyncVectorEnv`` and in
-``AsyncVectorEnv`` worker processes. At every ``reset`` it reads the stage word the host
+``AsyncVectorEnv``'s env processes. At every ``reset`` it reads the stage word the host
 writes (:mod:`mosaic_curriculum.stagefile`); when the stage has changed it makes the new
 stage's env with the same ``gym.make`` keyword arguments and swaps it in. The training loop
 and the algorithm script never notice: spaces are checked to match before the run starts.

@@ -47,7 +47,7 @@ def missing_web_modules() -> list[str]:
 def run(args: argparse.Namespace) -> int:
     missing = missing_web_modules()
     if missing:
-        raise UsageError(f"mosaic serve needs {', '.join(missing)}: pip install 'mosaic-workers[web]'")
+        raise UsageError(f"mosaic serve needs {', '.join(missing)}: pip install 'mosaic-rl[web]'")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
     token = None

@@ -89,8 +89,12 @@ class FrameFeed:
         seen = 0
         try:
             while True:
+
+                def news(seen: int = seen) -> bool:
+                    return self.number > seen or self.ended
+
                 async with self._changed:
-                    await self._changed.wait_for(lambda: self.number > seen or self.ended)
+                    await self._changed.wait_for(news)
                 if self.number > seen and self.jpeg is not None:
                     seen = self.number
                     yield self.jpeg

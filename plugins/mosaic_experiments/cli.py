@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mosaic_core import CliCommand, UsageError, launchers
+from mosaic_core import CliCommand, UsageError, add_renamed_flag, launchers
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs or $MOSAIC_RUNS_DIR)"
 
@@ -36,8 +36,15 @@ def _configure_experiment(parser: argparse.ArgumentParser) -> None:
         description="Run every (group, seed) of an experiment as a `mosaic run`, skipping the seeds already completed.",
     )
     run.add_argument("spec", metavar="SPEC.toml")
-    run.add_argument("--concurrency", type=int, help="runs at a time (overrides the spec's)")
+    run.add_argument("--parallel", type=int, metavar="N", help="runs at a time (overrides the spec's parallel)")
+    add_renamed_flag(run, "--concurrency", "--parallel", type=int)
     run.add_argument("--runs-dir", help=RUNS_DIR_HELP)
+    daemon = run.add_argument_group(
+        "through a trainer daemon", "submit each run to `mosaic daemon` instead (its runs root holds them)"
+    )
+    daemon.add_argument("--target", metavar="HOST:PORT", help="the daemon's address (e.g. 127.0.0.1:50055)")
+    daemon.add_argument("--state-dir", help="the daemon's state dir: its client.token is sent")
+    daemon.add_argument("--token-file", help="a file holding the daemon's client token (wins over $MOSAIC_TOKEN)")
     launchers.add_arguments(run)
     card = actions.add_parser(
         "card",
@@ -83,13 +90,36 @@ def _experiment(ns: argparse.Namespace) -> int:
     if ns.experiment_action == "card":
         return _card(ns)
     exp = spec.load(Path(ns.spec))
-    if ns.concurrency is not None:
-        if ns.concurrency < 1:
-            raise UsageError(f"--concurrency must be >= 1, got {ns.concurrency}")
-        exp = replace(exp, concurrency=ns.concurrency)
+    if ns.parallel is not None:
+        if ns.parallel < 1:
+            raise UsageError(f"--parallel must be >= 1, got {ns.parallel}")
+        exp = replace(exp, parallel=ns.parallel)
     choice = launchers.select(ns)  # where each seed's `mosaic run` executes: its flags on their command lines
+    if ns.target is not None:
+        return _on_daemon(ns, exp, choice)
+    if ns.state_dir or ns.token_file:
+        raise UsageError("--state-dir and --token-file are for a daemon: give --target HOST:PORT too")
     choice.check(command="mosaic experiment run")  # no sbatch, a cluster that does not answer: before anything runs
     return runner.run(exp, _root(ns.runs_dir, must_exist=False), tuple(choice.argv()))
+
+
+def _on_daemon(ns: argparse.Namespace, exp, choice: launchers.LauncherChoice) -> int:
+    """The experiment's runs submitted to the daemon at ``--target`` (its runs root holds them)."""
+    from mosaic_core import default_runs_root, find_token
+    from mosaic_core.trainer.client import open_channel
+    from mosaic_experiments import on_daemon, runner
+
+    if not choice.local:
+        raise UsageError(
+            f"--target and --launcher {choice.name}: the daemon runs its runs where its own launcher says "
+            "(mosaic daemon --launcher …); give one"
+        )
+    if ns.runs_dir:
+        raise UsageError("--target and --runs-dir: the daemon keeps its runs under its state dir; give --state-dir")
+    open_channel(ns.target).close()  # a malformed address: one line before anything
+    root = Path(ns.state_dir) / "runs" if ns.state_dir else default_runs_root()
+    daemon = on_daemon.Daemon(ns.target, find_token(ns.token_file, ns.state_dir))
+    return on_daemon.run(exp, daemon, lambda: runner.preflight(exp, root))
 
 
 # ------------------------------------------------------------------ mosaic compare
@@ -112,7 +142,8 @@ def _configure_compare(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--agent",
-        help="multi-agent runs: this agent's return (charts/episodic_return/AGENT) instead of the team return",
+        help="multi-agent runs: score this agent's return instead of the team's (its final evaluation's "
+        "per-agent mean, else its training returns, charts/episodic_return/AGENT)",
     )
     parser.add_argument(
         "--reference",
@@ -155,7 +186,7 @@ def _compare(ns: argparse.Namespace) -> int:
     stats.rliable()  # a missing extra says so before anything is read
     root = _root(ns.runs_dir, must_exist=True)
     dirs = compare.resolve_runs(root, ns.refs)
-    comparison = compare.compare(dirs, fields, tag, references)
+    comparison = compare.compare(dirs, fields, tag, references, ns.agent)
     compare.say(f"{len(dirs)} runs in {len(comparison.groups)} groups; scores: {compare.sources(comparison)}")
     for warning in comparison.warnings:
         compare.say(f"warning: {warning}")

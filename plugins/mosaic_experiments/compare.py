@@ -40,6 +40,7 @@ class Comparison:
     envs: list[str]
     references: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    agent: str | None = None  # a multi-agent run's agent scored instead of the team
 
     def matrix(self, label: str, env: str) -> list[list[float]]:
         """rliable's layout: runs × tasks (one task)."""
@@ -92,9 +93,14 @@ def experiment_tag(run_dir: Path) -> str | None:
 
 
 def compare(
-    dirs: list[Path], group_by: list[str] | None, tag: str = RETURN_TAG, references: dict[str, float] | None = None
+    dirs: list[Path],
+    group_by: list[str] | None,
+    tag: str = RETURN_TAG,
+    references: dict[str, float] | None = None,
+    agent: str | None = None,
 ) -> Comparison:
-    """Group and score ``dirs``; a bad comparison (one line, exit 2) is refused here."""
+    """Group and score ``dirs`` (``agent``: that agent's return, ``tag`` is its series); a bad
+    comparison (one line, exit 2) is refused here."""
     from mosaic_core import plugin_host
     from mosaic_core.runstore.groups import setting
 
@@ -111,13 +117,13 @@ def compare(
             "across them, e.g. --group-by worker,algo"
         )
     groups = group_by_fields(dirs, group_by) if group_by else group_by_seed(dirs)
-    comparison = Comparison(tag, groups, {}, distinct)
+    comparison = Comparison(tag, groups, {}, distinct, agent=agent)
     host, missing, unscored = plugin_host(), [], []
     for group in groups:
         by_env: dict[str, list[Scored]] = {}
         for run_dir in group.runs:
             points = host.run_scalars(run_dir, tag) or []
-            score = run_score(run_dir, points) if tag == RETURN_TAG else training_score(points)
+            score = run_score(run_dir, points, agent) if tag == RETURN_TAG or agent else training_score(points)
             if not points and (score is None or score.source != "eval"):
                 missing.append(run_dir.name)
             elif score is None:
@@ -125,6 +131,11 @@ def compare(
             else:
                 by_env.setdefault(envs[run_dir], []).append(Scored(run_dir, envs[run_dir], score, points))
         comparison.scores[group.label] = by_env
+    if missing and agent:
+        raise UsageError(
+            f"--agent {agent}: run(s) {', '.join(missing[:5])}{'…' if len(missing) > 5 else ''} have no return "
+            f"of this agent ({tag}); `mosaic runs show RUN` names a multi-agent run's agents"
+        )
     if missing and len(missing) == len(dirs):
         raise UsageError(f"metric {tag!r}: no run has it ({', '.join(missing[:5])}{'…' if len(missing) > 5 else ''})")
     if missing:
@@ -180,6 +191,10 @@ def sources(comparison: Comparison) -> str:
             for s in scored:
                 counts[s.score.source] = counts.get(s.score.source, 0) + 1
     words = ", ".join(f"{source} {n}" for source, n in sorted(counts.items()))
+    if comparison.agent:
+        return (
+            f"{words} (agent {comparison.agent}'s return; eval: its final evaluation's mean, train: its {WINDOW_NAME})"
+        )
     if comparison.tag != RETURN_TAG:
         return f"{comparison.tag}, mean over the {WINDOW_NAME} ({words})"
     return f"{words} (eval: the final evaluation's mean return; train: the mean training return over the {WINDOW_NAME})"

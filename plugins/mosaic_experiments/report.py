@@ -13,6 +13,9 @@ from mosaic_core.runstore.bands import curve_matrix
 from mosaic_experiments import stats
 from mosaic_experiments.compare import Comparison
 
+MARL_EVAL_STEPS = 20  # points of each run's curve in the marl-eval export
+METRIC = "return"
+
 
 def write_png(comparison: Comparison, sections: dict[str, Any], output: Path, reps: int, seed: int) -> None:
     """One row per env: IQM with its 95 % CI per group, the performance profile (fraction of
@@ -74,7 +77,7 @@ def write_png(comparison: Comparison, sections: dict[str, Any], output: Path, re
 
 def export(comparison: Comparison, path: Path) -> None:
     """``.npz``: rliable's layout, one ``runs × envs`` matrix per group (raw scores) and ``__tasks__``;
-    ``.json``: marl-eval's nesting ``{"mosaic": {env: {group: {"run_k": {"absolute_metrics": {"return": [score]}}}}}}``."""
+    ``.json``: marl-eval's raw-data layout (:func:`marl_eval`)."""
     import numpy as np
 
     if path.suffix == ".npz":
@@ -89,21 +92,37 @@ def export(comparison: Comparison, path: Path) -> None:
             matrices[label] = np.array(columns, dtype=float).T
         _write(path, lambda handle: np.savez(handle, **matrices))
     elif path.suffix == ".json":
-        data = {
-            "mosaic": {
-                env: {
-                    label: {
-                        f"run_{i}": {"absolute_metrics": {"return": [s.score.value]}}
-                        for i, s in enumerate(by_env.get(env, []))
-                    }
-                    for label, by_env in comparison.scores.items()
-                }
-                for env in comparison.envs
-            }
-        }
+        data = marl_eval(comparison)
         _write(path, lambda handle: handle.write(json.dumps(data, indent=2).encode()))
     else:
         raise UsageError(f"--export {path}: the file must end in .npz (rliable) or .json (marl-eval)")
+
+
+def marl_eval(comparison: Comparison, points: int = MARL_EVAL_STEPS) -> dict[str, Any]:
+    """marl-eval's raw-data layout: ``{"mosaic": {env: {group: {"run_k": {"step_i": {"step_count": N,
+    "return": [v]}, …, "absolute_metrics": {"return": [score]}}}}}}``. The steps are one grid per
+    env (every run's curve, as the sample-efficiency plot draws it); ``absolute_metrics`` (last,
+    as marl-eval reads it) holds the run's score. An env with a run that has no curve (an
+    evaluation alone) gets ``absolute_metrics`` only."""
+    out: dict[str, Any] = {}
+    for env in comparison.envs:
+        runs = [(label, s) for label, by_env in comparison.scores.items() for s in by_env.get(env, [])]
+        curves = None
+        if runs and all(s.points for _label, s in runs):
+            curves = curve_matrix([s.points for _label, s in runs], points=points)
+        tables: dict[str, Any] = {label: {} for label, by_env in comparison.scores.items() if by_env.get(env)}
+        for row, (label, scored) in enumerate(runs):
+            steps = {}
+            if curves is not None:
+                grid, values = curves
+                steps = {
+                    f"step_{i + 1}": {"step_count": int(step), METRIC: [float(values[row][i])]}
+                    for i, step in enumerate(grid)
+                }
+            run = f"run_{len(tables[label])}"
+            tables[label][run] = {**steps, "absolute_metrics": {METRIC: [scored.score.value]}}
+        out[env] = tables
+    return {"mosaic": out}
 
 
 def _write(path: Path, write) -> None:

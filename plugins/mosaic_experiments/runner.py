@@ -1,6 +1,7 @@
 """``mosaic experiment run``: each (group, seed) is one ``mosaic run`` subprocess, at most
-``concurrency`` at a time, the way the sweep runs its seeds (where each runs, ``--launcher`` and
-its options given here, is passed on on each run's command line: ``LauncherChoice.argv``).
+``parallel`` at a time, the way the sweep runs its seeds (where each runs, ``--launcher`` and
+its options given here, is passed on on each run's command line: ``LauncherChoice.argv``; through a
+trainer daemon instead: :mod:`mosaic_experiments.on_daemon`).
 
 Resumable: a seed whose run completed is not run again. One that was interrupted (cancelled,
 lost, stopped with this command) and has a checkpoint resumes through the run contract: the
@@ -20,8 +21,10 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from mosaic_core import UsageError
 from mosaic_core.procs import mosaic_command, with_parent_death_signal
@@ -42,14 +45,6 @@ def command(
     launcher: tuple[str, ...] = (),
 ) -> list[str]:
     """A seed's ``mosaic run``; ``launcher``: where it runs (``--launcher slurm …``; a dry run is here)."""
-    extras = {
-        **group.extras,
-        "algo_params": {**group.extras.get("algo_params", {}), **group.overrides},
-        "experiment": exp.name,
-        "experiment_group": group.label,
-    }
-    if not extras["algo_params"]:
-        del extras["algo_params"]
     argv = [
         *mosaic_command(),
         "run",
@@ -68,11 +63,24 @@ def command(
         "--runs-dir",
         str(root),
         "--extras",
-        json.dumps(extras),
+        json.dumps(run_extras(exp, group)),
     ]
     if dry_run:
         return [*argv, "--dry-run", "--emit-summary", "--launcher", "local"]
     return [*argv, "--quiet", "--grace-period", str(GRACE_S), *launcher]
+
+
+def run_extras(exp: Experiment, group: GroupSpec) -> dict[str, Any]:
+    """A run's extras: the group's, its overrides as ``algo_params``, the experiment's tags."""
+    extras = {
+        **group.extras,
+        "algo_params": {**group.extras.get("algo_params", {}), **group.overrides},
+        "experiment": exp.name,
+        "experiment_group": group.label,
+    }
+    if not extras["algo_params"]:
+        del extras["algo_params"]
+    return extras
 
 
 def preflight(exp: Experiment, root: Path) -> None:
@@ -99,26 +107,38 @@ def preflight(exp: Experiment, root: Path) -> None:
             )
 
 
-def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]], list[str]]:
-    """What is left to run ((group, seed, run id) each: an existing run id is resumed) and the
-    run ids already completed."""
-    todo, done = [], []
+def attempts(exp: Experiment, state: Callable[[str], str | None]) -> Iterator[tuple[GroupSpec, int, str, str]]:
+    """Each seed's (group, seed, run id, what to do). ``state(run_id)`` says what its run asks
+    for: ``done``, ``resume``, ``follow`` (it is still running), ``again`` (a new attempt
+    ``<run id>-a<N>``, the next id asked in turn) or None (no such run yet: ``new``)."""
     for group in exp.groups:
         for seed in exp.seeds:
             base = exp.run_id(group, seed)
             attempt, run_id = 1, base
-            while (root / run_id).exists():
-                status = summarize(root / run_id, with_score=False).status
-                if status == "completed":
-                    done.append(run_id)
-                    break
-                if status != "failed" and resumable(root / run_id):
-                    todo.append((group, seed, run_id))
-                    break
+            while (what := state(run_id)) == "again":
                 attempt += 1
                 run_id = f"{base}-a{attempt}"
-            else:
-                todo.append((group, seed, run_id))
+            yield group, seed, run_id, what or "new"
+
+
+def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]], list[str]]:
+    """What is left to run ((group, seed, run id) each: an existing run id is resumed) and the
+    run ids already completed."""
+
+    def state(run_id: str) -> str | None:
+        if not (root / run_id).exists():
+            return None
+        status = summarize(root / run_id, with_score=False).status
+        if status == "completed":
+            return "done"
+        return "resume" if status != "failed" and resumable(root / run_id) else "again"
+
+    todo, done = [], []
+    for group, seed, run_id, what in attempts(exp, state):
+        if what == "done":
+            done.append(run_id)
+        else:
+            todo.append((group, seed, run_id))
     return todo, done
 
 
@@ -134,7 +154,7 @@ def resumable(run_dir: Path) -> bool:
 
 
 class Pool:
-    """Runs the commands, at most ``concurrency`` at a time; ``stop()`` (a signal) cancels them all."""
+    """Runs the commands, at most ``parallel`` at a time; ``stop()`` (a signal) cancels them all."""
 
     def __init__(self, exp: Experiment, root: Path, launcher: tuple[str, ...]):
         self.exp, self.root, self.launcher = exp, root, launcher
@@ -150,7 +170,7 @@ class Pool:
             resuming = (self.root / run_id).is_dir()
             from mosaic_core import SHARE_VAR, share
 
-            env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.concurrency))}
+            env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.parallel))}
             proc = subprocess.Popen(
                 with_parent_death_signal(command(self.exp, group, seed, run_id, self.root, launcher=self.launcher)),
                 stdin=subprocess.DEVNULL,
@@ -160,13 +180,13 @@ class Pool:
                 env=env,
             )
             self.procs[run_id] = proc
-        _say(f"{'resumed' if resuming else 'started'} {run_id} ({group.label}, seed {seed})")
+        say(f"{'resumed' if resuming else 'started'} {run_id} ({group.label}, seed {seed})")
         _out, err = proc.communicate()
         with self.lock:
             del self.procs[run_id]
         status = summarize(self.root / run_id).status if (self.root / run_id).is_dir() else "failed"
         tail = [line for line in err.decode(errors="replace").splitlines() if line.strip()][-1:]
-        _say(f"{run_id}: {status}" + (f" ({tail[0][:200]})" if status != "completed" and tail else ""))
+        say(f"{run_id}: {status}" + (f" ({tail[0][:200]})" if status != "completed" and tail else ""))
         return run_id, proc.returncode
 
     def stop(self, signum: int, _frame: object) -> None:
@@ -185,22 +205,22 @@ def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
     if todo:
         preflight(exp, root)
     total = len(exp.groups) * len(exp.seeds)
-    _say(
+    say(
         f"experiment {exp.name}: {len(exp.groups)} groups × {len(exp.seeds)} seeds; {len(done)} of {total} "
-        f"runs completed already, {len(todo)} to run, {exp.concurrency} at a time"
+        f"runs completed already, {len(todo)} to run, {exp.parallel} at a time"
     )
     if not todo:
         return 0
     pool = Pool(exp, root, launcher)
     previous = {sig: signal.signal(sig, pool.stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
-        with ThreadPoolExecutor(max_workers=exp.concurrency) as executor:
+        with ThreadPoolExecutor(max_workers=exp.parallel) as executor:
             codes = [code for _run_id, code in executor.map(pool.one, todo)]
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     failed = sum(code != 0 for code in codes)
-    _say(
+    say(
         f"experiment {exp.name}: {len(codes) - failed} runs completed, {failed} not"
         + ("; run the same command again to run those" if failed else "")
         + f"; compare them: mosaic compare {exp.name}"
@@ -211,5 +231,5 @@ def run(exp: Experiment, root: Path, launcher: tuple[str, ...] = ()) -> int:
     return 1 if failed else 0
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
     print(f"mosaic experiment: {message}", file=sys.stderr, flush=True)

@@ -5,7 +5,7 @@
     name = "cartpole"            # letters, digits, - and _; tags every run (extras.experiment)
     seeds = [1, 2, 3]            # or a count: 3 → seeds 1, 2, 3
     total_timesteps = 20000
-    concurrency = 2              # runs at a time on this machine (default 1)
+    parallel = 2                 # runs at a time on this machine (default 1; `concurrency` before)
 
     [grid]                       # every combination of these lists
     worker = ["cleanrl"]
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import UsageError
+from mosaic_core import UsageError, say_renamed
 
-TOP_KEYS = ("name", "seeds", "total_timesteps", "concurrency", "grid", "group")
+TOP_KEYS = ("name", "seeds", "total_timesteps", "parallel", "grid", "group")
 GROUP_KEYS = ("worker", "algo", "env", "overrides", "extras", "total_timesteps")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -71,7 +71,7 @@ class Experiment:
     name: str
     seeds: list[int]
     groups: list[GroupSpec]
-    concurrency: int
+    parallel: int  # runs at a time
     source: Path
 
     def run_id(self, group: GroupSpec, seed: int) -> str:
@@ -89,6 +89,9 @@ def load(path: Path) -> Experiment:
     def fail(where: str, why: str) -> UsageError:
         return UsageError(f"experiment spec {path}: {where}: {why}")
 
+    if "concurrency" in data:  # parallel's old name
+        say_renamed("concurrency", "parallel", f"experiment spec {path}")
+        data.setdefault("parallel", data.pop("concurrency"))
     _known(data, TOP_KEYS, "", fail)
     name = data.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):
@@ -104,7 +107,7 @@ def load(path: Path) -> Experiment:
     ):
         raise fail("seeds", f"a count or a list of distinct seeds (integers >= 0), got {data.get('seeds')!r}")
     budget = _positive(data.get("total_timesteps"), "total_timesteps", fail, required=False)
-    concurrency = _positive(data.get("concurrency", 1), "concurrency", fail)
+    parallel = _positive(data.get("parallel", 1), "parallel", fail)
     entries = _grid(data.get("grid"), fail)
     listed = data.get("group", [])
     if not isinstance(listed, list):
@@ -115,7 +118,7 @@ def load(path: Path) -> Experiment:
     groups = [_group(entry, i, budget, fail) for i, entry in enumerate(entries)]
     if len({g.key for g in groups}) != len(groups):
         raise fail("group", "two groups train the same thing")
-    return Experiment(name, seeds, groups, concurrency, path)
+    return Experiment(name, seeds, groups, parallel, path)
 
 
 def _known(table: dict[str, Any], keys: tuple[str, ...], where: str, fail) -> None:

@@ -45,7 +45,7 @@ def rliable():
         from rliable import library, metrics
     except ImportError as exc:
         raise MosaicError(
-            f"mosaic compare needs rliable, which is not installed ({exc}); pip install 'mosaic-workers[compare]'"
+            f"mosaic compare needs rliable, which is not installed ({exc}); pip install 'mosaic-rl[compare]'"
         ) from None
     return library, metrics
 
@@ -100,7 +100,8 @@ def improvement(scores_x: Any, scores_y: Any, reps: int = REPS, seed: int = SEED
             confidence_interval_size=CONFIDENCE,
             random_state=np.random.RandomState(seed),
         )
-    return Estimate(float(points["pair"]), float(intervals["pair"][0]), float(intervals["pair"][1]))
+    point, (low, high) = np.ravel(points["pair"])[0], (np.ravel(bound)[0] for bound in intervals["pair"])
+    return Estimate(float(point), float(low), float(high))  # rliable returns 1-element arrays
 
 
 def profiles(score_dict: dict[str, Any], taus: Sequence[float], reps: int = REPS, seed: int = SEED):

@@ -12,7 +12,7 @@ process (grid; all of them with SyncVectorEnv) stretches the next interval when 
 Grid mode: tiles must show one moment. Every env counts its *clock*: one tick per vector
 step it takes part in (a ``step`` call, plus an autoreset ``reset`` that gymnasium 1.x makes
 in place of a step). Envs of a vector env are stepped in lockstep, so clocks agree across
-envs, also across ``AsyncVectorEnv`` worker processes. The leader (env 0) decides when a
+envs, also across ``AsyncVectorEnv``'s env processes. The leader (env 0) decides when a
 frame is due and writes "render at clock c + 1" into the segment header; every grid env
 renders when its clock reaches that value and tags its tile with it. The next vector step
 starts only after every env finished the current one, so every env sees the request in

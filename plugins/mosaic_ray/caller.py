@@ -14,7 +14,10 @@
    the end (with ``--ray-shared-runs`` the node writes to the shared runs root and the directory
    is moved into place at the end);
 4. Ctrl-C (SIGINT/SIGTERM/SIGHUP) cancels the run on the node; a node that dies has its run
-   started again on another (``--ray-retries``), else the run fails naming the node;
+   started again on another (``--ray-retries``), from the newest checkpoint copied back (the run
+   contract's resume: ``run_resumed``, one history; the checkpoint goes to the new node with the
+   run), else from the start; with no node left the run fails naming the node. A resumed run
+   (``mosaic resume … --ray-address``) takes its checkpoint to its node the same way;
 5. a ``mosaic`` process that ends with the run ends at once (``procs.ask_exit_at_once``): no Ray
    teardown, whose driver connection the raylet closes, ending the job and its actors.
 """
@@ -22,6 +25,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -38,6 +42,7 @@ from mosaic_core import (
     STATUS_OF,
     TERMINAL,
     EventEmitter,
+    MosaicError,
     manifest_document,
     prepared_env,
     procs,
@@ -69,7 +74,7 @@ def execute(job: Job) -> int:
 
 def start_early(raw: dict[str, Any], num_cpus: int | None) -> Started:
     """The launcher's ``start_early``: joined, checked, and the first attempt's actor asked for
-    (its worker process starts on a node, about a second, while the caller prepares the run)."""
+    (its process starts on a node, about a second, while the caller prepares the run)."""
     return Started(cluster.Settings.parse(raw, num_cpus))
 
 
@@ -137,6 +142,7 @@ class RayRun:
         self.remote_dir: str | None = None
         self.started = False
         self.copied: dict[str, list[int]] = {}  # node files already here: path -> [size, mtime_ns] there
+        self.resume_to_announce = job.run.resume  # run_resumed goes out when its attempt starts on a node
 
     # ------------------------------------------------------------------ main
     def execute(self) -> int:
@@ -149,6 +155,8 @@ class RayRun:
             to_stream=options.json_stdout,
         )
         run.emitter = emitter
+        if run.resume is not None:  # one log: this attempt's events number on from the earlier ones'
+            emitter.continue_after(run.directory.events)
         previous = self._install_signal_handlers()
         status, payload, code = "failed", {}, 1
         try:
@@ -160,8 +168,9 @@ class RayRun:
                     if attempt > self.settings.retries or self.cancel_reason is not None:
                         status, payload, code = "failed", {"error": str(lost)}, 1
                         break
+                    restart = self._continue_from_checkpoint()
                     if self.started:
-                        run.emit("run_retried", {"reason": str(lost), "attempt": attempt + 1})
+                        run.emit("run_retried", {"reason": str(lost), "attempt": attempt + 1, **restart})
                     lost_node = (run.state.get("ray") or {}).get("node_id")
                     if lost_node:  # until Ray knows, it may place the next attempt on the same dead node
                         cluster.wait_node_gone(lost_node, NODE_GONE_WAIT_S)
@@ -172,6 +181,16 @@ class RayRun:
             self._finish(status, payload)
             emitter.close()
         return code
+
+    def _continue_from_checkpoint(self) -> dict[str, Any]:
+        """The next attempt goes on from the newest checkpoint copied back (the run contract's
+        resume); without a usable one it starts over. What ``run_retried`` says about it."""
+        try:
+            self.job.continue_from_checkpoint()
+        except MosaicError as exc:  # no checkpoint came back (or none it can continue from)
+            return {"starts_over": str(exc)}
+        self.resume_to_announce = self.run.resume
+        return {"resumes_from": self.run.resume.checkpoint.step}
 
     def _attempt(self, attempt: int) -> tuple[str, dict[str, Any], int]:
         settings, run = self.settings, self.run
@@ -197,12 +216,13 @@ class RayRun:
                     "--grace-period",
                     f"{options.grace_period:g}",
                 ],
+                _checkpoint_tar(run.run_dir, run.resume.checkpoint.path) if run.resume is not None else b"",
             )
             node = self._wait(start, actor, "start")
             if node is None:  # cancelled while waiting for a node
                 return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
             self.remote_dir = node.pop("run_dir")
-            self.copied = {}  # a new attempt: a new directory on its node
+            self.copied = node.pop("seeded", {})  # a new attempt: a new directory on its node (the checkpoint in it)
             node.pop("pid", None)
             node["attempt"] = attempt
             run.state["ray"] = node
@@ -246,6 +266,9 @@ class RayRun:
         if event == "run_started":
             where = f"{node['hostname']} {node['address']} ({node['node_id'][:12]})"
             payload = {**payload, "run_dir": str(self.run.run_dir), "ray": node, "node": where}
+            if self.resume_to_announce is not None:  # as a local resume: run_resumed, then the attempt
+                self.run.emit("run_resumed", self.resume_to_announce.payload())
+                self.resume_to_announce = None
             if self.started:
                 return  # a retry's second start: run_retried said so
             self.run.emit(event, payload)
@@ -405,7 +428,7 @@ class Relays:
         for plugin, items in relayed.items():
             relay = self.relays.get(plugin)
             if relay is not None and items:
-                self._guarded(plugin, lambda: relay.deliver(items), "deliver")
+                self._guarded(plugin, functools.partial(relay.deliver, items), "deliver")
 
     def record_node_failures(self, failures: dict[str, str]) -> None:
         """The node's side of a relay failed (``RemoteRun.read`` said so): recorded, and ours stops."""
@@ -435,6 +458,19 @@ class Relays:
     def close(self) -> None:
         for plugin in list(self.relays):
             self._drop(plugin)
+
+
+def _checkpoint_tar(run_dir: Any, checkpoint: Any) -> bytes:
+    """A checkpoint (a file, or a directory's files) as a gzip tar of paths relative to the run
+    directory, for the node's copy of the run; links are left out."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
+        tar.add(
+            checkpoint,
+            arcname=os.path.relpath(checkpoint, run_dir),
+            filter=lambda info: None if info.issym() or info.islnk() else info,
+        )
+    return buffer.getvalue()
 
 
 def _parse(line: str) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from mosaic_core import UsageError
 
 CONNECT_TIMEOUT_S = 3.0
 JOIN_TIMEOUT_S = 10.0
-EXTRA_INSTALL = "pip install 'mosaic-workers[ray]'"
+EXTRA_INSTALL = "pip install 'mosaic-rl[ray]'"
 STAGING = ".ray-staging"  # under a shared runs root: the node's copy while the run lasts
 
 
@@ -279,7 +279,7 @@ def check_resources(settings: Settings) -> None:
 
 def capacity(raw: dict[str, Any]) -> tuple[int, str]:
     """How many runs with these settings the cluster's alive nodes hold at once, and why: the
-    sum over nodes of the runs each fits (a sweep's default ``--workers``)."""
+    sum over nodes of the runs each fits (a sweep's default ``--parallel``)."""
     settings = Settings.parse(raw)
     with connect(settings.address):
         check_resources(settings)

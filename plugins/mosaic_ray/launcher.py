@@ -1,4 +1,4 @@
-"""The Ray launcher's descriptor (``mosaic.launchers`` entry point): options only, no Ray import."""
+"""The Ray launcher's descriptor (its plugin's ``mosaic_launchers`` returns it): options only, no Ray import."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ OPTIONS = (
 def get_launcher_info() -> LauncherInfo:
     return LauncherInfo(
         name="ray",
-        description="run on a node of an existing Ray cluster (pip install 'mosaic-workers[ray]')",
+        description="run on a node of an existing Ray cluster (pip install 'mosaic-rl[ray]')",
         options=OPTIONS,
         execute="mosaic_ray.caller:execute",
         capacity="mosaic_ray.cluster:capacity",

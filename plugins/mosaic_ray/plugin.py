@@ -1,4 +1,6 @@
-"""Host hooks of the Ray launcher: ``manifest.json`` gets a ``ray`` section naming the node.
+"""The Ray launcher's plugin module: it provides the launcher (``mosaic_launchers``: its
+descriptor, :func:`mosaic_ray.launcher.get_launcher_info`) and ``manifest.json`` gets a ``ray``
+section naming the node.
 
 On the node, the launcher's actor starts ``mosaic run`` with ``MOSAIC_RAY_NODE`` (JSON: node
 id, address, host name); the caller keeps the same in ``run.state["ray"]``."""
@@ -21,6 +23,13 @@ def node_info(run) -> dict | None:
     except json.JSONDecodeError:
         return None
     return info if isinstance(info, dict) else None
+
+
+@hookimpl
+def mosaic_launchers():
+    from mosaic_ray.launcher import get_launcher_info
+
+    return [get_launcher_info()]
 
 
 @hookimpl

@@ -131,13 +131,16 @@ class RemoteRun:
         relaying: list[str] | None = None,
         caller_run_dir: str = "",
         host_flags: list[str] | None = None,
+        seed: bytes = b"",
     ) -> dict[str, Any]:
         """Supervise the prepared run here (``python -I -m mosaic_core.node``: the command the
         caller's ``launch.json`` records, not prepared again); ``env`` (secrets included) only in
         its environment. ``runs_dir``: shared storage, else a private temp dir on this node; the
         caller's run directory in the plan's paths becomes this one. Plugins that relay live data
         of the run (FastLane) set up their side here first, those of ``relaying`` (the caller's;
-        none: no plugin is loaded here). ``host_flags``: ``--heartbeat-interval``, ``--grace-period``."""
+        none: no plugin is loaded here). ``host_flags``: ``--heartbeat-interval``, ``--grace-period``.
+        ``seed``: a gzip tar of the checkpoint a resumed run goes on from, put in its run directory
+        here (``seeded``: those files, for the caller's next :meth:`snapshot`)."""
         import ray
 
         self.work = files.private_dir(WORK_PREFIX)  # 0700: the config holds no secret, still private
@@ -145,6 +148,7 @@ class RemoteRun:
         self.run_dir = runs / run_id
         runs.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.run_dir.mkdir(mode=0o700)
+        seeded = self._seed(seed)
         (self.run_dir / "config.json").write_text(config_text, encoding="utf-8")
         (self.run_dir / "launch.json").write_text(
             json.dumps(_moved(json.loads(launch_text), caller_run_dir, str(self.run_dir))), encoding="utf-8"
@@ -177,7 +181,21 @@ class RemoteRun:
         )
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
         threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr), daemon=True).start()
-        return {**node, "run_dir": str(self.run_dir), "pid": self.proc.pid}
+        return {**node, "run_dir": str(self.run_dir), "pid": self.proc.pid, "seeded": seeded}
+
+    def _seed(self, seed: bytes) -> dict[str, list[int]]:
+        """The caller's checkpoint into this run directory (no links, nothing outside it)."""
+        assert self.run_dir is not None
+        if not seed:
+            return {}
+        with tarfile.open(fileobj=io.BytesIO(seed), mode="r:gz") as tar:
+            tar.extractall(self.run_dir, filter="data")
+        seeded = {}
+        for path in self.run_dir.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                found = path.stat()
+                seeded[str(path.relative_to(self.run_dir))] = [found.st_size, found.st_mtime_ns]
+        return seeded
 
     def _pump(self, stream: Any, into: list[str]) -> None:
         for line in stream:

@@ -7,6 +7,7 @@ left as it was: its env runners, connector statistics and random generators are 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mosaic_core import contract
@@ -28,14 +29,45 @@ def _frozen_runner(algo: Any) -> Any:
     return runner
 
 
-def play(algo: Any, seeds: Sequence[int], deterministic: bool) -> tuple[list[float], list[int]]:
-    """One episode per seed; (returns, lengths)."""
+def _recording(runner: Any, frames: list[Any]) -> None:
+    """``runner``'s env 0 rendered (``rgb_array``) after its reset and after each of its steps."""
+    from mosaic_rllib.callbacks import render_first
+
+    def rendered(method: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            results = method(*args, **kwargs)
+            image = render_first(runner.env)
+            if image is not None:
+                frames.append(image)
+            return results
+
+        return call
+
+    runner._try_env_reset = rendered(runner._try_env_reset)
+    runner._try_env_step = rendered(runner._try_env_step)
+
+
+def _stop_recording(runner: Any) -> None:
+    for name in ("_try_env_reset", "_try_env_step"):
+        runner.__dict__.pop(name, None)  # the class's own methods again
+
+
+def play(
+    algo: Any, seeds: Sequence[int], deterministic: bool, video: Path | None = None
+) -> tuple[list[float], list[int]]:
+    """One episode per seed; (returns, lengths). ``video``: the first episode as an MP4 there."""
     runner = _frozen_runner(algo)
     returns, lengths = [], []
+    frames: list[Any] = []
     try:
         for seed in seeds:
             runner._seed = int(seed)  # the reset seed of the episode that sample() starts
+            if video is not None and not returns:
+                _recording(runner, frames)
             episodes = runner.sample(num_episodes=1, explore=not deterministic)
+            if video is not None and not returns:
+                _stop_recording(runner)
+                contract.write_mp4(video, frames)
             returns.append(sum(float(e.get_return()) for e in episodes))
             lengths.append(sum(len(e) for e in episodes))
     finally:
@@ -54,10 +86,11 @@ def evaluate(
     training_seed: int | None,
     eval_seed: int | None,
     deterministic: bool,
+    video: Path | None = None,
 ) -> dict[str, Any]:
-    """The ``mosaic.eval/1`` result of ``episodes`` episodes of ``algo``."""
+    """The ``mosaic.eval/1`` result of ``episodes`` episodes of ``algo`` (``video``: the first as an MP4)."""
     seeds = contract.eval_seeds(episodes, training_seed, eval_seed)
-    returns, lengths = play(algo, seeds, deterministic)
+    returns, lengths = play(algo, seeds, deterministic, video)
     return contract.eval_result(
         worker=WORKER,
         algo=algo_name,

@@ -1,4 +1,4 @@
-"""The RLlib worker's identity, capabilities and environment (the ``mosaic.workers`` entry point).
+"""The RLlib worker's identity, capabilities and environment (its plugin's ``mosaic_workers`` returns it).
 
 Kept import-light: discovery imports this module and nothing else of the worker."""
 

@@ -417,6 +417,7 @@ def evaluate_checkpoint(algo: Any, ns: Namespace, checkpoint: Path) -> None:
         training_seed=algo.config.seed,
         eval_seed=first,
         deterministic=ns.eval_deterministic,
+        video=Path(ns.video).absolute() if ns.video else None,
     )
     path = write_eval(Path(ns.eval_out).absolute(), result)
     returns = [e["return"] for e in result["episodes"]]  # what `mosaic enjoy` reads until it reads eval.json
@@ -466,11 +467,13 @@ def check_arguments(ns: Namespace) -> None:
         refuse_config(f"--total-timesteps must be positive in mode {ns.mode}, got {ns.total_timesteps}")
     if ns.eval_episodes < 1:
         refuse_config(f"--eval-episodes must be at least 1, got {ns.eval_episodes}")
+    if ns.video and ns.mode != "evaluate":
+        refuse_config(f"--video: a video is recorded in mode evaluate only, not {ns.mode}")
     if ns.video:
-        refuse_config(
-            "--video: the RLlib worker records no video (gymnasium's RecordVideo needs moviepy, "
-            "which its environment does not have)"
-        )
+        from mosaic_core import contract
+
+        if contract.video_encoder() is None:
+            refuse_config(contract.no_video_encoder("rllib"))
 
 
 def run(ns: Namespace, threads: int, stop: HostCancel) -> int:

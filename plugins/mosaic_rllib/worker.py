@@ -45,8 +45,8 @@ OWN_KEYS = [
     ExtrasKey("preset", "hyperparameters from RLlib's tuned examples (--preset): tuned"),
     ExtrasKey(
         "eval_capture_video",
-        "evaluate: not available for RLlib runs (gymnasium's RecordVideo needs moviepy, "
-        "which the RLlib environment lacks)",
+        "evaluate: record the first episode as video.mp4 in the evaluation's folder (mosaic evaluate "
+        "--video; needs an MP4 encoder in the RLlib environment: opencv, imageio-ffmpeg or moviepy)",
     ),
 ]
 # Flags of the training program from the standard keys (contract.STANDARD_KEYS), beside the checkpoint's.
@@ -104,9 +104,17 @@ def _checkpoint(config: WorkerConfig, key: str) -> Path:
     return found
 
 
+VIDEO_FILE = "video.mp4"  # mosaic evaluate --video copies it out of the evaluation's folder
+
+
 class RLlibWorker(Worker):
     def extras_keys(self) -> list[ExtrasKey]:
         return OWN_KEYS
+
+    def enjoy_extras(self, *, video_format: str | None, live: bool) -> dict[str, Any] | None:
+        """An MP4 of the first evaluation episode (when the RLlib environment has an encoder: the
+        plan says so otherwise); no GIF, no --live."""
+        return contract.mp4_enjoy_extras(video_format, live)
 
     def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
         return LAYOUT
@@ -166,11 +174,11 @@ class RLlibWorker(Worker):
                 _checkpoint(config, key)
             except ConfigError as exc:
                 problems.append(str(exc))
-        if extras.get("eval_capture_video"):
-            problems.append(
-                "extras.eval_capture_video: the rllib worker records no video (gymnasium's RecordVideo "
-                "needs moviepy, which its environment does not have)"
-            )
+        video = extras.get("eval_capture_video", False)
+        if not isinstance(video, bool):
+            problems.append(f"extras.eval_capture_video must be true or false, got {video!r}")
+        elif video and _mode(extras) != "evaluate":
+            problems.append("extras.eval_capture_video: a video is recorded in mode evaluate only")
         return problems
 
     def gpu_request(self, config: WorkerConfig) -> str | None:
@@ -232,6 +240,10 @@ class RLlibWorker(Worker):
             if value is not None:
                 command += [f"--{key.replace('_', '-')}", str(value)]
         command += [f"--{key.replace('_', '-')}" for key in SWITCHES if extras.get(key) is True]
+        if extras.get("eval_capture_video") is True:
+            if contract.video_encoder(run.python) is None:  # said before the run starts, in one line
+                raise ConfigError(contract.no_video_encoder("rllib"), source=config.source)
+            command += ["--video", VIDEO_FILE]
         summary = answer["summary"]
         envs = summary.get("num_envs_per_env_runner")
         where = address or "a local Ray cluster"

@@ -1,4 +1,4 @@
-"""The Slurm launcher's descriptor (``mosaic.launchers`` entry point): options only, no subprocess."""
+"""The Slurm launcher's descriptor (its plugin's ``mosaic_launchers`` returns it): options only, no subprocess."""
 
 from __future__ import annotations
 

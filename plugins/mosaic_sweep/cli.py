@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mosaic_core import CliCommand, MosaicError, UsageError, launchers
+from mosaic_core import CliCommand, MosaicError, UsageError, add_renamed_flag, launchers
 
 STORAGE_HELP = (
     "sqlite:///FILE, journal:FILE or postgresql://user:pass@host/db "
@@ -30,27 +30,29 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("spec", metavar="SPEC", help="sweep spec (.toml or .json; see examples/sweep/)")
     run.add_argument("--study-name", help="override the spec's study_name")
-    run.add_argument("--max-trials", type=int, help="trials in the whole study, counted across all workers")
+    run.add_argument("--max-trials", type=int, help="trials in the whole study, counted across all its sweep processes")
     run.add_argument("--total-timesteps", type=int, help="override the per-seed training budget")
     run.add_argument("--seeds", type=int, help="seeds per trial (override)")
     run.add_argument("--storage", help=STORAGE_HELP)
     run.add_argument(
-        "--workers",
+        "--parallel",
         type=int,
         default=None,
-        help="trials at a time, each a worker process on this machine (default 1; on a cluster "
+        metavar="N",
+        help="trials at a time, each in a sweep process of its own on this machine (default 1; on a cluster "
         "(--ray-address): as many runs as its resources hold, at most --max-trials)",
     )
+    add_renamed_flag(run, "--workers", "--parallel", type=int)
     run.add_argument("--runs-dir", help="runs root for the trials' runs (default var/trainer/runs or $MOSAIC_RUNS_DIR)")
-    # Set by --workers N for its worker processes: the worker's index (the study exists already).
-    run.add_argument("--as-worker", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
-    # Set for a job array's task (a launcher's launch_many): that worker runs one trial.
+    # Set by --parallel N for its sweep processes: the process's index (the study exists already).
+    run.add_argument("--as-process", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
+    # Set for a job array's task (a launcher's launch_many): that sweep process runs one trial.
     run.add_argument("--one-trial", action="store_true", help=argparse.SUPPRESS)
     # Where each seed's `mosaic run` executes (--launcher, --ray-address…): passed on on their command lines.
     launchers.add_arguments(run)
 
     for name, text in (
-        ("status", "trials, states, best so far and running workers of a study"),
+        ("status", "trials, states, best so far and running sweep processes of a study"),
         ("best", "the best trial: value, parameters, runs; a ready worker config with --config"),
     ):
         sub = actions.add_parser(name, help=text, description=text)
@@ -77,7 +79,7 @@ def _require_optuna() -> None:
     try:
         import optuna  # noqa: F401
     except ImportError:
-        raise MosaicError("mosaic sweep needs Optuna: pip install 'mosaic-workers[sweep]'") from None
+        raise MosaicError("mosaic sweep needs Optuna: pip install 'mosaic-rl[sweep]'") from None
 
 
 def _run(ns: argparse.Namespace) -> int:
@@ -95,12 +97,12 @@ def _run(ns: argparse.Namespace) -> int:
 
 def _sweep_run(ns: argparse.Namespace) -> int:
     from mosaic_core import default_runs_root
-    from mosaic_sweep import preflight, storage, study, worker
+    from mosaic_sweep import loop, preflight, storage, study
     from mosaic_sweep.spec import load_spec
 
-    if ns.workers is not None and ns.workers < 1:
-        raise UsageError(f"--workers must be >= 1, got {ns.workers}")
-    choice = launchers.select(ns)  # the seeds' `mosaic run` (and --workers' processes) get choice.argv()
+    if ns.parallel is not None and ns.parallel < 1:
+        raise UsageError(f"--parallel must be >= 1, got {ns.parallel}")
+    choice = launchers.select(ns)  # the seeds' `mosaic run` (and --parallel's processes) get choice.argv()
     choice.check(command="mosaic sweep run")  # a cluster that does not answer, no sbatch: before any study is made
     spec = load_spec(ns.spec).with_overrides(
         study_name=ns.study_name,
@@ -109,50 +111,50 @@ def _sweep_run(ns: argparse.Namespace) -> int:
         seeds=ns.seeds,
         storage=ns.storage,
     )
-    given_workers = ns.workers
-    as_array = ns.as_worker is None and launchers.can_launch_many(choice)  # trials as one submission
-    if ns.workers is None:
-        ns.workers = 1 if ns.as_worker is not None or as_array else _default_workers(choice, spec.max_trials)
+    given_parallel = ns.parallel
+    as_array = ns.as_process is None and launchers.can_launch_many(choice)  # trials as one submission
+    if ns.parallel is None:
+        ns.parallel = 1 if ns.as_process is not None or as_array else _default_parallel(choice, spec.max_trials)
     location = storage.resolve(spec.storage, spec.study_name)
     runs_root = Path(ns.runs_dir) if ns.runs_dir else default_runs_root()
     study.build_sampler(spec), study.build_pruner(spec)  # option errors before anything is written
-    worker_process = ns.as_worker is not None
-    if worker_process:
-        spec = spec.for_worker(ns.as_worker)
+    one_of_many = ns.as_process is not None
+    if one_of_many:
+        spec = spec.for_process(ns.as_process)
     else:
         preflight.check(spec, runs_root)
     handle = storage.open_storage(location, spec.heartbeat_s if location.kind != "journal" else None, spec.max_retries)
-    the_study = study.open_study(spec, handle, create=not worker_process, shown_url=location.shown)
+    the_study = study.open_study(spec, handle, create=not one_of_many, shown_url=location.shown)
     if as_array:
-        code = _array_workers(ns, choice, spec.max_trials, given_workers, runs_root, spec.study_name)
-    elif worker_process or ns.workers == 1:
-        code = worker.run_worker(
+        code = _array_trials(ns, choice, spec.max_trials, given_parallel, runs_root, spec.study_name)
+    elif one_of_many or ns.parallel == 1:
+        code = loop.take_trials(
             spec, the_study, location, runs_root, choice.argv(), own_trials=1 if ns.one_trial else None
         )
     else:
-        code = _spawn_workers(ns, choice)
-    if not worker_process:
+        code = _spawn_processes(ns, choice)
+    if not one_of_many:
         from mosaic_sweep import report
 
         report.summary(the_study, location.shown)
     return code
 
 
-def _default_workers(choice: launchers.LauncherChoice, max_trials: int) -> int:
+def _default_parallel(choice: launchers.LauncherChoice, max_trials: int) -> int:
     """1 here; on a launcher that knows its capacity (a Ray cluster) that many, at most the
     study's trials, said on stderr."""
     fits = launchers.capacity(choice)
     if fits is None:
         return 1
     runs, why = fits
-    workers = min(runs, max_trials)
-    capped = f", at most max_trials {max_trials}" if workers < runs else ""
-    print(f"mosaic sweep: {workers} workers ({why}{capped}; --workers N to choose)", file=sys.stderr, flush=True)
-    return workers
+    parallel = min(runs, max_trials)
+    capped = f", at most max_trials {max_trials}" if parallel < runs else ""
+    print(f"mosaic sweep: {parallel} at a time ({why}{capped}; --parallel N to choose)", file=sys.stderr, flush=True)
+    return parallel
 
 
-def _worker_command(ns: argparse.Namespace) -> list[str]:
-    """This sweep's ``mosaic sweep run`` for one of its workers (``--as-worker INDEX`` follows)."""
+def _process_command(ns: argparse.Namespace) -> list[str]:
+    """This sweep's ``mosaic sweep run`` for one of its sweep processes (``--as-process INDEX`` follows)."""
     from mosaic_sweep.seeds import mosaic_command
 
     command = [*mosaic_command(), "sweep", "run", str(Path(ns.spec).absolute())]
@@ -164,7 +166,7 @@ def _worker_command(ns: argparse.Namespace) -> list[str]:
     return command
 
 
-def _array_workers(
+def _array_trials(
     ns: argparse.Namespace,
     choice: launchers.LauncherChoice,
     trials: int,
@@ -173,38 +175,38 @@ def _array_workers(
     study_name: str,
 ) -> int:
     """The trials as one submission of the launcher (Slurm: a job array, ``%limit`` at a time):
-    task ``i`` is a sweep worker that runs one trial, its seeds on the task's node (``--launcher
+    task ``i`` is a sweep process that runs one trial, its seeds on the task's node (``--launcher
     local`` there), pruning from their live metrics as here; the study's storage is shared."""
     import time
 
     commands = tuple(
-        (*_worker_command(ns), "--as-worker", str(index), "--one-trial", "--launcher", "local")
+        (*_process_command(ns), "--as-process", str(index), "--one-trial", "--launcher", "local")
         for index in range(trials)
     )
     folder = runs_root.absolute().parent / "sweeps" / f"{study_name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     return launchers.launch_many(choice, launchers.Batch(commands, folder, f"mosaic-sweep-{study_name}", limit))
 
 
-def _spawn_workers(ns: argparse.Namespace, choice: launchers.LauncherChoice) -> int:
-    """N worker processes, each this same command with ``--as-worker``; SIGTERM/SIGINT to this
+def _spawn_processes(ns: argparse.Namespace, choice: launchers.LauncherChoice) -> int:
+    """N sweep processes, each this same command with ``--as-process``; SIGTERM/SIGINT to this
     process is passed on to all of them (each cancels its running seed and exits)."""
     from mosaic_sweep.seeds import _die_with_parent
 
-    command = [*_worker_command(ns), *choice.argv()]
+    command = [*_process_command(ns), *choice.argv()]
     from mosaic_core import SHARE_VAR, share
 
     env = {**os.environ}
-    env.setdefault(SHARE_VAR, str(share(ns.workers)))  # each worker's runs: a thread budget of its share
+    env.setdefault(SHARE_VAR, str(share(ns.parallel)))  # each sweep process's runs: a thread budget of its share
     procs = [
         subprocess.Popen(
-            _die_with_parent([*command, "--as-worker", str(index)]),
+            _die_with_parent([*command, "--as-process", str(index)]),
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             env=env,
         )
-        for index in range(ns.workers)
+        for index in range(ns.parallel)
     ]
-    print(f"mosaic sweep: {ns.workers} workers: pids {', '.join(str(p.pid) for p in procs)}", file=sys.stderr)
+    print(f"mosaic sweep: {ns.parallel} sweep processes: pids {', '.join(str(p.pid) for p in procs)}", file=sys.stderr)
 
     def forward(signum: int, _frame: object) -> None:
         for proc in procs:

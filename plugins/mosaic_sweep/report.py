@@ -12,6 +12,7 @@ from typing import Any
 from mosaic_core import MosaicError, UsageError
 from mosaic_sweep import storage as storages
 from mosaic_sweep.spec import ENV_PARAM, NAME, check_params
+from mosaic_sweep.trial import trial_process
 
 
 def load(study_name: str, storage_value: str | None) -> tuple[Any, str]:
@@ -53,7 +54,7 @@ def _record(trial: Any) -> dict[str, Any]:
         "params": trial.params,
         "seed_values": attrs.get("seed_values"),
         "runs": attrs.get("runs", []),
-        "worker": attrs.get("worker"),
+        "process": trial_process(trial) or None,
         "duration_s": duration,
         "note": attrs.get("pruned") or attrs.get("seed_failure") or attrs.get("interrupted"),
         "retry_of": trial.system_attrs.get("failed_trial"),
@@ -83,14 +84,14 @@ def status(study_name: str, storage_value: str | None, as_json: bool) -> int:
     study, shown = load(study_name, storage_value)
     trials = [_record(t) for t in study.get_trials(deepcopy=False)]
     best = _best(study)
-    running = sorted({t["worker"] for t in trials if t["state"] == "running" and t["worker"]})
+    running = sorted({t["process"] for t in trials if t["state"] == "running" and t["process"]})
     data = {
         "study": study.study_name,
         "storage": shown,
         "direction": study.direction.name.lower(),
         "counts": counts(study),
         "best": _record(best) if best else None,
-        "running_workers": running,
+        "running_processes": running,
         "trials": trials,
     }
     if as_json:
@@ -99,8 +100,8 @@ def status(study_name: str, storage_value: str | None, as_json: bool) -> int:
     print(f"study {data['study']} ({data['direction']}) in {shown}")
     print("trials: " + (", ".join(f"{n} {s}" for s, n in sorted(data["counts"].items())) or "none"))
     print(f"best: trial {best.number}, {best.value:.4g} ({_params(best)})" if best else "best: none yet")
-    print("running workers: " + (", ".join(running) or "none"))
-    rows = [("#", "STATE", "VALUE", "SECONDS", "WORKER", "PARAMS / NOTE")]
+    print("running sweep processes: " + (", ".join(running) or "none"))
+    rows = [("#", "STATE", "VALUE", "SECONDS", "PROCESS", "PARAMS / NOTE")]
     for t in trials:
         value = "-" if t["value"] is None else f"{t['value']:.4g}"
         seconds = "-" if t["duration_s"] is None else f"{t['duration_s']:.0f}"
@@ -113,7 +114,7 @@ def status(study_name: str, storage_value: str | None, as_json: bool) -> int:
                 t["state"],
                 value,
                 seconds,
-                t["worker"] or "-",
+                t["process"] or "-",
                 (params or "-") + (f" [{t['note']}]" if t["note"] else ""),
             )
         )

@@ -5,7 +5,7 @@ events on stdout feed the pruner: each ``metrics`` event gives an intermediate v
 prune, the sweep writes the reason into the run directory (``RunDirectory.cancel_note``) and
 sends SIGTERM to the ``mosaic run`` host's process group; the host cancels its training
 process group and ends the run ``run_cancelled`` with that reason. The host is started in its
-own session with a parent-death signal, so a sweep worker killed with SIGKILL still takes its
+own session with a parent-death signal, so a sweep process killed with SIGKILL still takes its
 runs down (no orphans).
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import RunDirectory
-from mosaic_core.procs import mosaic_command  # the seeds' and the sweep workers' command
+from mosaic_core.procs import mosaic_command  # the seeds' and the sweep processes' command
 
 GRACE_S = 5.0  # the run host's own SIGTERM→SIGKILL grace for its training process
 RETURN_METRIC = "charts/episodic_return"
@@ -81,7 +81,7 @@ def command_for(run: SeedRun, dry_run: bool = False) -> list[str]:
 
 
 def _die_with_parent(argv: list[str]) -> list[str]:
-    """``argv`` started so that it gets SIGTERM when the sweep worker dies, whatever kills it."""
+    """``argv`` started so that it gets SIGTERM when the sweep process dies, whatever kills it."""
     from mosaic_core.procs import with_parent_death_signal
 
     return with_parent_death_signal(argv)

@@ -127,7 +127,7 @@ class SweepSpec:
         return grid
 
     def space(self) -> dict[str, Any]:
-        """What must match for two workers to share a study: params, envs, direction."""
+        """What must match for two sweep processes to share a study: params, envs, direction."""
         return {
             "params": [_param_record(p) for p in self.params],
             "env_ids": list(self.env_ids),
@@ -142,9 +142,9 @@ class SweepSpec:
         data.pop("source")
         return data
 
-    def for_worker(self, index: int) -> SweepSpec:
-        """Worker ``index`` of ``--workers N``: a fixed sampler seed becomes seed + index, or
-        every worker would draw the same parameters (Optuna's samplers are per process)."""
+    def for_process(self, index: int) -> SweepSpec:
+        """Sweep process ``index`` of ``--parallel N``: a fixed sampler seed becomes seed + index, or
+        every process would draw the same parameters (Optuna's samplers are per process)."""
         seed = self.sampler.get("seed")
         if isinstance(seed, int) and not isinstance(seed, bool) and index:
             return replace(self, sampler={**self.sampler, "seed": seed + index})

@@ -101,7 +101,7 @@ def _prepare_file(location: StorageURL) -> _Created:
         for directory in reversed(missing):
             try:
                 directory.mkdir(mode=0o700)
-            except FileExistsError:  # another worker made it just now
+            except FileExistsError:  # another sweep process made it just now
                 continue
             created.dirs.append(directory)
     except OSError as exc:
@@ -117,7 +117,7 @@ def _prepare_file(location: StorageURL) -> _Created:
 def open_storage(
     location: StorageURL, heartbeat_s: int | None = None, max_retries: int = 2, create: bool = True
 ) -> Any:
-    """An Optuna storage; RDB storages get heartbeats and a retry callback for dead workers' trials.
+    """An Optuna storage; RDB storages get heartbeats and a retry callback for dead sweep processes' trials.
 
     With ``create=False`` a missing file is an error instead of a new, empty study.
     """
@@ -144,7 +144,7 @@ def open_storage(
             engine = {"connect_args": {"connect_timeout": 5}, "pool_pre_ping": True}
         elif location.kind == "sqlite":
             engine = {"connect_args": {"timeout": 30}}
-        with FileLock(location):  # two workers creating the tables of a fresh SQLite file at once corrupt it
+        with FileLock(location):  # two sweep processes creating the tables of a fresh SQLite file at once corrupt it
             return _rdb_storage(location.url, engine, kwargs)
     except UsageError:
         created.undo()
@@ -178,8 +178,8 @@ def check_private(path: Path, shown: str) -> None:
 
 class FileLock:
     """An exclusive ``flock`` on ``<storage file>.sweep-lock`` (no-op for PostgreSQL): held while
-    a worker creates the tables of a fresh SQLite file, and from the budget count until Optuna
-    has created a trial (:mod:`mosaic_sweep.worker`). Safe to release twice."""
+    a sweep process creates the tables of a fresh SQLite file, and from the budget count until Optuna
+    has created a trial (:mod:`mosaic_sweep.loop`). Safe to release twice."""
 
     def __init__(self, location: StorageURL):
         self.path = Path(f"{location.path}.sweep-lock") if location.path is not None else None
@@ -219,7 +219,7 @@ class FileLock:
 
 
 def _rdb_storage(url: str, engine: dict[str, Any], kwargs: dict[str, Any]) -> Any:
-    """``RDBStorage``, retried when another worker is creating the same tables right now
+    """``RDBStorage``, retried when another sweep process is creating the same tables right now
     (SQLite: ``table studies already exists``; PostgreSQL: a duplicate key in pg_type)."""
     import optuna
 
@@ -245,7 +245,7 @@ def quiet_optuna() -> None:
 
 
 def retry_callback(max_retries: int) -> Any:
-    """Optuna's callback that re-queues a dead worker's trial with the same parameters."""
+    """Optuna's callback that re-queues a dead sweep process's trial with the same parameters."""
     import optuna
 
     cls = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback

@@ -1,9 +1,9 @@
 """The Optuna side of a sweep: sampler and pruner from the spec, the study, the search space.
 
-The study is created once, before any worker starts, with ``load_if_exists`` (two processes
+The study is created once, before any sweep process starts, with ``load_if_exists`` (two processes
 creating a study on a fresh SQLite file at once crash with ``table studies already exists``,
 so a failed create is retried as a load). The spec's search space is stored in the study's
-user attributes: a second worker or machine whose spec differs is refused (exit 2) instead of
+user attributes: a second sweep process or machine whose spec differs is refused (exit 2) instead of
 mixing two experiments in one study. Optuna is imported inside functions only.
 """
 
@@ -92,7 +92,7 @@ def _create(spec: SweepSpec, storage: Any, sampler: Any, pruner: Any) -> Any:
                 load_if_exists=True,
             )
         except optuna.exceptions.DuplicatedStudyError:
-            pass  # created by another worker between the check and the insert
+            pass  # created by another sweep process between the check and the insert
         except Exception:  # e.g. "table studies already exists" from a concurrent first create
             if attempt == 4:
                 raise

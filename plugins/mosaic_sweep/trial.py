@@ -31,8 +31,8 @@ METRICS_INTERVAL_S = 0.5
 AGGREGATE = {"mean": statistics.fmean, "median": statistics.median, "min": min, "max": max}
 
 
-class WorkerStopped(Exception):
-    """The sweep worker got SIGTERM/SIGINT while a trial ran; its seeds were cancelled."""
+class SweepStopped(Exception):
+    """The sweep process got SIGTERM/SIGINT while a trial ran; its seeds were cancelled."""
 
 
 @dataclass
@@ -47,11 +47,18 @@ class Stopper:
             self.reason = reason
         seed = self.current
         if seed is not None:
-            seed.stop(f"sweep worker stopped ({reason})")
+            seed.stop(f"sweep process stopped ({reason})")
 
 
-def worker_label() -> str:
+def process_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def trial_process(trial: Any) -> str:
+    """The ``host:pid`` of the sweep process that ran ``trial`` ("" if none); a study made before
+    the rename keeps it as ``worker``."""
+    attrs = trial.user_attrs
+    return str(attrs.get("process", attrs.get("worker", "")))
 
 
 def final_value(run_dir: Path, metric: str, last_n: int) -> float | None:
@@ -101,7 +108,7 @@ class TrialObjective:
             self.last_error = error
             _say(f"trial {trial.number}: failed: {error}")
             raise SeedFailed(error)
-        trial.set_user_attr("worker", worker_label())
+        trial.set_user_attr("process", process_label())
         trial.set_user_attr(
             "config",
             {
@@ -118,7 +125,7 @@ class TrialObjective:
         last_step = -1
         for index, seed in enumerate(spec.seeds):
             if self.stopper.reason is not None:
-                raise WorkerStopped(self.stopper.reason)
+                raise SweepStopped(self.stopper.reason)
             run = SeedRun(
                 run_id=self._run_id(trial.number, seed),
                 worker=spec.worker,
@@ -135,7 +142,12 @@ class TrialObjective:
             process = SeedProcess(run)
             pruned: list[str] = []
 
-            def on_metrics(payload: dict[str, Any], offset: int = index * spec.total_timesteps) -> None:
+            def on_metrics(
+                payload: dict[str, Any],
+                offset: int = index * spec.total_timesteps,
+                pruned: list[str] = pruned,
+                process: SeedProcess = process,
+            ) -> None:
                 nonlocal last_step
                 current = intermediate_value(payload, spec.objective.metric)
                 step = payload.get("global_step")
@@ -155,7 +167,7 @@ class TrialObjective:
             self.stopper.current = process.start()
             try:
                 if self.stopper.reason is not None:  # a signal came while the process started
-                    process.stop(f"sweep worker stopped ({self.stopper.reason})")
+                    process.stop(f"sweep process stopped ({self.stopper.reason})")
                 outcome = process.follow(on_metrics)
             finally:
                 self.stopper.current = None
@@ -165,7 +177,7 @@ class TrialObjective:
                 raise optuna.TrialPruned(pruned[0])
             if self.stopper.reason is not None:
                 trial.set_user_attr("interrupted", self.stopper.reason)
-                raise WorkerStopped(self.stopper.reason)
+                raise SweepStopped(self.stopper.reason)
             value = self._seed_value(trial, outcome, run)
             finals.append(value)
             trial.set_user_attr("seed_values", finals)

@@ -53,6 +53,7 @@ class MosaicCallback(MultiAgentBaseCallback):
         self.episodes = 0
         self.eval_episodes: list[tuple[dict[str, float], int]] = []  # (returns per agent, length)
         self.evaluating = False  # XuanCe's own test scores are not the run's metrics then
+        self.recording: list[Any] | None = None  # an evaluation episode's frames, for its video
         self._add_scalar: Any = None
         self._agent_keys: tuple[str, ...] = ()
         self._log_infos: Any = None
@@ -166,6 +167,11 @@ class MosaicCallback(MultiAgentBaseCallback):
         self.check_stop()
         envs, step = kwargs["envs"], int(kwargs.get("current_step") or 0)
         self._frames(envs, kwargs["rewards"], step)
+        if self.recording is not None:
+            singles = getattr(envs, "envs", None)
+            image = singles[0].render("rgb_array") if singles is not None else envs.render("rgb_array")[0]
+            if image is not None:
+                self.recording.append(np.asarray(image))
         terminals, truncations, infos = kwargs["terminals"], kwargs["truncations"], kwargs["infos"]
         for i in range(envs.num_envs):
             if all(terminals[i].values()) or truncations[i]:

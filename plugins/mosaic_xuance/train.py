@@ -195,9 +195,10 @@ class Session:
             },
         )
 
-    def play(self, checkpoint: Path, step: int) -> dict[str, Any]:
+    def play(self, checkpoint: Path, step: int, video: Path | None = None) -> dict[str, Any]:
         """The evaluation protocol: one episode per seed, each in a one-env vector env built with
-        that seed (XuanCe seeds an env when it builds it), torch/numpy/python seeded too."""
+        that seed (XuanCe seeds an env when it builds it), torch/numpy/python seeded too. ``video``:
+        the first episode's frames (``rgb_array``) written there as an MP4."""
         from xuance.environment import make_envs
 
         from mosaic_xuance import state
@@ -219,13 +220,16 @@ class Session:
                     )
                 )
                 self.callback.eval_episodes.clear()
+                self.callback.recording = [] if video is not None and not returns else None
                 agent.test(test_episodes=1, test_envs=envs, close_envs=True, **options)
+                if self.callback.recording is not None:
+                    contract.write_mp4(video, self.callback.recording)
                 scores, length = self.callback.eval_episodes[0]
                 returns.append(sum(scores.values()))
                 lengths.append(length)
                 per_agent.append(scores)
         finally:
-            self.callback.evaluating = False
+            self.callback.evaluating, self.callback.recording = False, None
         return contract.eval_result(
             worker=XUANCE_WORKER,
             algo=ns.algo,
@@ -242,7 +246,7 @@ class Session:
 
 def train(session: Session, stop: Stop) -> None:
     """Train in chunks (one per checkpoint) up to the budget, XuanCe's step counter being the
-    run's. A stop leaves XuanCe's loop as Stopped (or as the error a subprocess env's workers,
+    run's. A stop leaves XuanCe's loop as Stopped (or as the error a subprocess env's env processes,
     ended by the host's signal, make): a checkpoint is saved, then Stopped."""
     agent, budget = session.agent, session.budget
     every = session.ns.checkpoint_frequency or budget
@@ -262,7 +266,8 @@ def train(session: Session, stop: Stop) -> None:
 
 def evaluate(session: Session, checkpoint: Path, meta: dict[str, Any]) -> None:
     """``--eval-out`` in the run contract's schema (and ``eval_summary.json`` for ``mosaic enjoy``)."""
-    result = session.play(checkpoint, int(meta["global_step"]))
+    video = Path(session.ns.video) if session.ns.video else None
+    result = session.play(checkpoint, int(meta["global_step"]), video=video)
     contract.write_eval(Path(session.ns.eval_out), result)
     agents = sorted({k for e in result["episodes"] for k in e["agents"]})
     legacy = {
@@ -341,8 +346,10 @@ def run(ns: Namespace, threads: int, stop: Stop) -> None:
     checkpoint = Path(ns.checkpoint).absolute() if ns.checkpoint else None
     if ns.mode != "train" and checkpoint is None:
         refuse_config(f"--checkpoint is required in mode {ns.mode}")
-    if ns.video:
-        refuse_config("--video: the xuance worker does not record evaluation videos yet")
+    if ns.video and ns.mode != "evaluate":
+        refuse_config(f"--video: a video is recorded in mode evaluate only, not {ns.mode}")
+    if ns.video and contract.video_encoder() is None:
+        refuse_config(contract.no_video_encoder("xuance"))
     meta: dict[str, Any] = {}
     if checkpoint is not None:
         try:
@@ -382,7 +389,7 @@ def run(ns: Namespace, threads: int, stop: Stop) -> None:
             if agent is not None:
                 agent.finish()
             envs.close()
-        except Exception:  # a subprocess env whose workers the host's signal already ended
+        except Exception:  # a subprocess env whose env processes the host's signal already ended
             if not stop.requested:
                 raise
 

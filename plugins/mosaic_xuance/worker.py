@@ -24,10 +24,15 @@ OWN_KEYS = [
         "algo_params",
         "XuanCe config keys as an object, over the top-level ones (how `mosaic sweep` passes a trial's parameters)",
     ),
+    ExtrasKey(
+        "eval_capture_video",
+        "evaluate: record the first episode as video.mp4 in the evaluation's folder (mosaic evaluate --video)",
+    ),
 ]
+VIDEO_FILE = "video.mp4"
 STANDARD = {key.name for key in contract.STANDARD_KEYS}
 POSITIVE = ("checkpoint_frequency", "eval_episodes", "torch_threads")
-FLAGS = ("eval_deterministic", "eval_every_checkpoint")
+FLAGS = ("eval_deterministic", "eval_every_checkpoint", "eval_capture_video")
 
 
 def mode_of(extras: dict[str, Any]) -> Any:
@@ -53,6 +58,8 @@ def _problems(extras: dict[str, Any]) -> list[str]:
     for key in FLAGS:
         if not isinstance(extras.get(key, False), bool):
             problems.append(f"extras.{key} must be true or false, got {extras[key]!r}")
+    if extras.get("eval_capture_video") and mode != "evaluate":
+        problems.append("extras.eval_capture_video: a video is recorded in mode evaluate only")
     if extras.get("save_replay_buffer"):
         problems.append(
             "extras.save_replay_buffer: the xuance worker does not keep XuanCe's replay buffers in its "
@@ -88,6 +95,10 @@ class XuanCeWorker(Worker):
                 "(global_step, mean, std, iqm, episodes; schema mosaic.eval/1's summary)",
             )
         ]
+
+    def enjoy_extras(self, *, video_format: str | None, live: bool) -> dict[str, Any] | None:
+        """An MP4 of the first evaluation episode (OpenCV, which XuanCe brings, writes it); no GIF, no --live."""
+        return contract.mp4_enjoy_extras(video_format, live)
 
     def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
         return LAYOUT
@@ -150,6 +161,10 @@ class XuanCeWorker(Worker):
             )  # policy_path: evaluate's old name
             command += ["--checkpoint", str(resolve(extras.get(key), key, config.algo, env))]
         command += _host_flags(extras, mode)
+        if extras.get("eval_capture_video"):
+            if contract.video_encoder(run.python) is None:
+                raise ConfigError(contract.no_video_encoder("xuance"), source=config.source)
+            command += ["--video", VIDEO_FILE]
         summary = answer["summary"]
         parallels = 1 if mode == "evaluate" else summary.get("parallels")
         return Launch(

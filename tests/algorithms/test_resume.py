@@ -38,7 +38,7 @@ def resumed(smoke_runs, tmp_path_factory) -> dict[str, tuple[Run, dict, str]]:
         flags = [*TINY[algo][:2], *TINY[algo][4:], *extra, "--resume-from", str(path), "--save-model"]
         jobs[algo] = (algo, flags, root / algo)
     runs = run_parallel(jobs)
-    for algo, (_, sha, path) in before.items():
+    for _, sha, path in before.values():
         assert digest(path) == sha, f"{path} was changed by resuming from it"
     return {algo: (runs[algo], before[algo][0], before[algo][2]) for algo in budgets}
 

@@ -4,7 +4,6 @@ import copy
 import dataclasses
 import keyword
 import math
-from typing import Optional
 
 import pytest
 import tyro
@@ -187,8 +186,8 @@ TYPES = {
     int: st.integers(min_value=-(10**30), max_value=10**30),
     float: st.floats(allow_nan=False),
     str: st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))),
-    Optional[int]: st.none() | st.integers(),
-    Optional[str]: st.none()
+    int | None: st.none() | st.integers(),
+    str | None: st.none()
     | st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))).filter(lambda s: s != "None"),
     list[int]: st.lists(st.integers()),
     list[float]: st.lists(st.floats(allow_nan=False)),
@@ -198,7 +197,7 @@ TYPES = {
         )
     ),
 }
-DEFAULTS = {bool: False, int: 0, float: 0.0, str: "", Optional[int]: 7, Optional[str]: "d"}
+DEFAULTS = {bool: False, int: 0, float: 0.0, str: "", int | None: 7, str | None: "d"}
 FIELD_NAME = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(
     lambda n: not keyword.iskeyword(n) and n not in CONFIG_FIELDS and n != "help" and not n.startswith("no_")
 )

@@ -1,7 +1,8 @@
 """Algorithm resolution: every source, the documented order, errors, and ``mosaic algos``.
 
-Entry points are real: the installed example package, and tiny distributions written to a
-folder put on sys.path (importlib.metadata finds them exactly as it finds pip-installed ones).
+Plugins are real: the installed example package, and tiny distributions written to a folder put
+on sys.path (importlib.metadata finds them exactly as it finds pip-installed ones), whose
+``mosaic.plugins`` module implements the CleanRL worker's ``mosaic_cleanrl_algorithms`` hook.
 """
 
 import json
@@ -16,6 +17,7 @@ from mosaic_cleanrl import registry
 from mosaic_cleanrl.registry import RESOLUTION_ORDER, list_algorithms, resolve
 
 from mosaic_core.errors import UsageError
+from mosaic_core.plugins import plugin_host
 from tests.core.distributions import make_distribution
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "cleanrl_checkout"
@@ -29,11 +31,24 @@ def no_home(monkeypatch):
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
-    """A folder on sys.path for tiny installed distributions."""
+    """A folder on sys.path for tiny installed distributions (the process's plugin host is
+    loaded again after the test: it saw them)."""
     path = tmp_path / "site"
     path.mkdir()
     monkeypatch.syspath_prepend(str(path))
-    return path
+    yield path
+    plugin_host.cache_clear()
+
+
+def add_algorithms(site: Path, dist: str, algorithms: dict[str, str], modules: dict[str, str] | None = None) -> None:
+    """A distribution whose plugin adds ``algorithms`` through ``mosaic_cleanrl_algorithms``."""
+    plugin = f"{dist.replace('-', '_')}_plugin"
+    source = (
+        "from mosaic_core import hookimpl\n\n@hookimpl(optionalhook=True)\n"
+        f"def mosaic_cleanrl_algorithms():\n    return {algorithms!r}\n"
+    )
+    make_distribution(site, dist, {"mosaic.plugins": {dist: plugin}}, {plugin: source, **(modules or {})})
+    plugin_host.cache_clear()  # the process's plugin host sees it
 
 
 def make_checkout(root: Path, *names: str) -> Path:
@@ -55,7 +70,7 @@ def error_of(*args, **kwargs) -> str:
 
 # ---------------------------------------------------------------------------- order
 def test_resolution_order_is_documented_and_exposed():
-    assert RESOLUTION_ORDER == ("script", "entry_point", "checkout", "installed", "bundled")
+    assert RESOLUTION_ORDER == ("script", "plugin", "checkout", "installed", "bundled")
     doc = registry.__doc__
     positions = [doc.index(f"``{source}``") for source in RESOLUTION_ORDER]
     assert positions == sorted(positions)
@@ -66,18 +81,17 @@ def test_each_source_wins_over_the_ones_after_it(tmp_path, site, monkeypatch):
     home = make_checkout(tmp_path / "home", "ppo")
     make_checkout(tmp_path / "installed", "ppo")
     monkeypatch.syspath_prepend(str(tmp_path / "installed"))  # an importable `cleanrl` package
-    make_distribution(
-        site, "ppo-override", {registry.ENTRY_POINT_GROUP: {"ppo": "override_ppo"}}, {"override_ppo": SCRIPT}
-    )
+    add_algorithms(site, "ppo-override", {"ppo": "override_ppo"}, {"override_ppo": SCRIPT})
     (tmp_path / "ppo.py").write_text(SCRIPT)
 
     assert resolve("./ppo.py", cleanrl_home=home, cwd=tmp_path).source == "script"
-    assert resolve("ppo", cleanrl_home=home, cwd=tmp_path).source == "entry_point"
+    assert resolve("ppo", cleanrl_home=home, cwd=tmp_path).source == "plugin"
     entry = next(e for e in list_algorithms(home, cwd=tmp_path) if e.name == "ppo")
-    assert [s.source for s in entry.sources][:3] == ["entry_point", "checkout", "installed"]
-    assert entry.winner.source == "entry_point"
+    assert [s.source for s in entry.sources][:3] == ["plugin", "checkout", "installed"]
+    assert entry.winner.source == "plugin"
 
     (site / "ppo_override-1.0.dist-info" / "entry_points.txt").unlink()
+    plugin_host.cache_clear()
     assert resolve("ppo", cleanrl_home=home, cwd=tmp_path).source == "checkout"
     found = resolve("ppo", cwd=tmp_path)
     assert found.source == "installed" and found.checkout_root == (tmp_path / "installed").resolve()
@@ -112,49 +126,47 @@ def test_script_path_errors(tmp_path):
     assert "not a Python script" in error_of("dir.py", cwd=tmp_path)
 
 
-# ---------------------------------------------------------------------------- entry points
-def test_example_package_entry_point_is_found_without_importing_the_algorithm():
+# ---------------------------------------------------------------------------- plugins
+def test_example_package_algorithm_is_found_without_importing_the_algorithm():
     code = (
         "import sys; from mosaic_cleanrl.registry import resolve; a = resolve('example_random'); "
         "print(a.source, a.script.name, a.checkout_root, 'mosaic_example_plugin.random_agent' in sys.modules, "
         "any(m in sys.modules for m in ('torch', 'gymnasium', 'tyro')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["entry_point", "random_agent.py", "None", "False", "False"]
+    assert out == ["plugin", "random_agent.py", "None", "False", "False"]
     assert "mosaic-example-plugin" in resolve("example_random").detail
 
 
-def test_module_entry_point_is_not_imported_and_function_entry_point_returns_a_path(tmp_path, site):
+def test_a_module_is_not_imported_and_a_function_returns_a_path(tmp_path, site):
     target = tmp_path / "elsewhere" / "algo.py"
     target.parent.mkdir()
     target.write_text(SCRIPT)
-    make_distribution(
+    add_algorithms(
         site,
         "third-party-algos",
-        {registry.ENTRY_POINT_GROUP: {"explodes_on_import": "explosive_algo", "by_function": "algo_paths:where"}},
+        {"explodes_on_import": "explosive_algo", "by_function": "algo_paths:where"},
         {
             "explosive_algo": "raise RuntimeError('imported!')\n",
             "algo_paths": f"def where():\n    return {str(target)!r}\n",
         },
     )
     found = resolve("explodes_on_import")
-    assert found.source == "entry_point" and found.script == (site / "explosive_algo.py").resolve()
+    assert found.source == "plugin" and found.script == (site / "explosive_algo.py").resolve()
     assert "explosive_algo" not in sys.modules
     found = resolve("by_function")
     assert found.script == target.resolve() and "third-party-algos 1.0" in found.detail
 
 
-def test_broken_entry_points_name_themselves_and_their_distribution(site):
-    make_distribution(
+def test_broken_algorithms_name_themselves_their_plugin_and_distribution(site):
+    add_algorithms(
         site,
         "broken-algos",
         {
-            registry.ENTRY_POINT_GROUP: {
-                "ghost": "no_such_module_qq",
-                "raises": "bad_paths:boom",
-                "nowhere": "bad_paths:missing",
-                "notpy": "bad_paths:text",
-            }
+            "ghost": "no_such_module_qq",
+            "raises": "bad_paths:boom",
+            "nowhere": "bad_paths:missing",
+            "notpy": "bad_paths:text",
         },
         {
             "bad_paths": "def boom():\n    raise RuntimeError('kaboom')\n"
@@ -170,21 +182,47 @@ def test_broken_entry_points_name_themselves_and_their_distribution(site):
         ("notpy", "not an existing .py script"),
     ]:
         message = error_of(name)
-        assert f"entry point {name!r}" in message and "broken-algos 1.0" in message and why in message
+        assert f"{name!r} = " in message and "entry point 'broken-algos'" in message and why in message
+        assert "broken-algos 1.0" in message
     entry = next(e for e in list_algorithms() if e.name == "ghost")
     assert entry.winner is None and "no_such_module_qq" in entry.error
 
 
 def test_two_distributions_declaring_one_name_is_an_error_naming_both(site):
     for dist in ("algos-one", "algos-two"):
-        make_distribution(
-            site,
-            dist,
-            {registry.ENTRY_POINT_GROUP: {"twin": f"{dist.replace('-', '_')}_twin"}},
-            {f"{dist.replace('-', '_')}_twin": SCRIPT},
+        add_algorithms(
+            site, dist, {"twin": f"{dist.replace('-', '_')}_twin"}, {f"{dist.replace('-', '_')}_twin": SCRIPT}
         )
     message = error_of("twin")
     assert "algos-one" in message and "algos-two" in message
+
+
+def test_the_deprecated_entry_point_group_still_adds_an_algorithm_with_a_notice(site, capsys):
+    make_distribution(
+        site, "old-algos", {registry.LEGACY_GROUP: {"old_style": "old_style_algo"}}, {"old_style_algo": SCRIPT}
+    )
+    found = resolve("old_style")
+    assert found.source == "plugin" and found.script == (site / "old_style_algo.py").resolve()
+    notice = [line for line in capsys.readouterr().err.splitlines() if "old-algos" in line]
+    assert notice == [
+        "mosaic: deprecated: old-algos 1.0 adds CleanRL algorithm 'old_style' through the 'mosaic.cleanrl.algorithms' "
+        "entry-point group; implement mosaic_cleanrl_algorithms() in a module its 'mosaic.plugins' entry point names "
+        "(docs/extending/plugin.md)"
+    ]
+
+
+def test_an_algorithm_package_loads_without_the_cleanrl_worker(mosaic):
+    """The example package implements the worker's hook as optional: with the CleanRL plugin
+    disabled (strict mode), it loads, and only the worker and its algorithms are gone."""
+    env = {"MOSAIC_DISABLE_PLUGINS": "cleanrl", "MOSAIC_STRICT_PLUGINS": "1"}
+    plugins = {p["name"]: p for p in json.loads(mosaic("plugins", "--json", env=env).stdout)}
+    assert plugins["example-provides"]["status"] == "active" and plugins["cleanrl"]["status"] == "blocked"
+    workers = json.loads(mosaic("workers", "--json", env=env).stdout)
+    assert "cleanrl" not in {w["name"] for w in workers} and "example" in {w["name"] for w in workers}
+    refused = mosaic("run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "CartPole-v1", "--dry-run", env=env)
+    assert refused.returncode == 2 and refused.stderr.strip().endswith(
+        "(plugin 'cleanrl' is not loaded: listed in MOSAIC_DISABLE_PLUGINS)"
+    )
 
 
 # ---------------------------------------------------------------------------- checkout
@@ -280,7 +318,7 @@ def test_unknown_names_suggest_the_closest_and_list_the_known_ones(tmp_path):
 def test_list_covers_every_known_name_with_json_ready_entries(tmp_path):
     entries = {e.name: e for e in list_algorithms(CHECKOUT, cwd=tmp_path)}
     assert set(registry.CLEANRL_ALGORITHMS) <= set(entries)
-    assert entries["dqn"].winner.source == "checkout" and entries["example_random"].winner.source == "entry_point"
+    assert entries["dqn"].winner.source == "checkout" and entries["example_random"].winner.source == "plugin"
     assert entries["rainbow_atari"].sources == () and entries["rainbow_atari"].upstream
     json.dumps([e.to_dict() for e in entries.values()])
 
@@ -295,7 +333,7 @@ def test_mosaic_algos_json_through_the_real_cli(mosaic):
     assert algos["dqn"]["winner"] == "checkout" and algos["dqn"]["sources"][0]["checkout_root"] == str(
         CHECKOUT.resolve()
     )
-    assert algos["example_random"]["winner"] == "entry_point"
+    assert algos["example_random"]["winner"] == "plugin"
     assert algos["ppo"]["sources"][0]["source"] == "checkout"
     if "ppo" in registry.bundled_names():
         assert [s["source"] for s in algos["ppo"]["sources"]] == ["checkout", "bundled"]
@@ -306,7 +344,7 @@ def test_mosaic_algos_table_marks_the_winner_and_prints_the_order(mosaic):
     assert result.returncode == 0, result.stderr
     row = next(line for line in result.stdout.splitlines() if " dqn " in line)
     assert "*checkout" in row
-    assert "resolution order: script path > entry point" in " ".join(result.stdout.split())
+    assert "resolution order: script path > plugin (mosaic_cleanrl_algorithms)" in " ".join(result.stdout.split())
     assert "rainbow_atari" in result.stdout  # one of MOSAIC's documented names: always listed, with its status
     assert "ppo_trxl" not in result.stdout  # an upstream name outside MOSAIC's table
     assert "ppo_trxl" in mosaic("algos", "--all").stdout

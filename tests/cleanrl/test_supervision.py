@@ -25,7 +25,7 @@ class Args:
     seed: int = 1
 
 tyro.cli(Args)
-# a grandchild in the same process group, as an AsyncVectorEnv worker would be
+# a grandchild in the same process group, as an AsyncVectorEnv env process would be
 kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
 open("pids.txt", "w").write(f"{os.getpid()} {kid.pid}")
 print("ready", flush=True)

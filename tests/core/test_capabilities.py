@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -38,7 +39,7 @@ def test_invalid_capabilities_are_rejected_naming_the_field(change, message):
 
 
 def test_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         CAPABILITIES.max_agents = 3  # type: ignore[misc]
 
 

@@ -146,6 +146,7 @@ def test_training_programs_parse_the_hosts_fields_with_the_contracts_defaults():
 def test_a_stop_signal_lets_the_loop_save_then_ends_as_killed_by_it(tmp_path, signum):
     program = textwrap.dedent(f"""
         import os, signal, sys
+        from mosaic_core import contract
         from mosaic_core.contract import StopOnSignal
         stop = StopOnSignal()
         os.kill(os.getpid(), {int(signum)})
@@ -153,6 +154,8 @@ def test_a_stop_signal_lets_the_loop_save_then_ends_as_killed_by_it(tmp_path, si
         while not stop.requested:
             steps += 1
         open({str(tmp_path / "saved")!r}, "w").write("saved")
+        contract.at_stop_exit(lambda: open({str(tmp_path / "finished")!r}, "w").write("after the save"))
+        contract.at_stop_exit(lambda: 1 / 0)  # a failing callback does not stop the stop
         stop.exit()
         print("not reached")
     """)
@@ -165,4 +168,25 @@ def test_a_stop_signal_lets_the_loop_save_then_ends_as_killed_by_it(tmp_path, si
     )
     assert done.returncode == -signum, done.stderr
     assert (tmp_path / "saved").read_text() == "saved" and "not reached" not in done.stdout
+    assert (tmp_path / "finished").read_text() == "after the save"  # what a plugin asked to run at the stop
     assert f"stopped by {signal.Signals(signum).name}" in done.stderr
+
+
+def test_an_evaluation_video_is_an_mp4_of_the_frames_written_whole(tmp_path):
+    cv2 = pytest.importorskip("cv2")
+    import numpy as np
+
+    assert contract.video_encoder() == contract.video_encoder(sys.executable) == "cv2"  # this venv has OpenCV
+    frames = [np.full((40, 60, 3), (10 * i, 0, 200), dtype=np.uint8) for i in range(12)]
+    path = contract.write_mp4(tmp_path / "out.mp4", frames)
+    capture = cv2.VideoCapture(str(path))
+    size = (
+        capture.get(cv2.CAP_PROP_FRAME_COUNT),
+        capture.get(cv2.CAP_PROP_FRAME_WIDTH),
+        capture.get(cv2.CAP_PROP_FRAME_HEIGHT),
+    )
+    ok, first = capture.read()
+    capture.release()
+    assert size == (12, 60, 40) and ok and first[..., 0].mean() > 150  # RGB in: blue read back (BGR) as blue
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4"]  # no temporary left
+    assert "no MP4 encoder" in contract.no_video_encoder("rllib") and "rllib" in contract.no_video_encoder("rllib")

@@ -37,7 +37,7 @@ def test_example_package_is_discovered_with_its_hooks(mosaic):
         "mosaic_on_event",
     }
     for builtin in ("cleanrl", "fastlane", "analytics", "curriculum"):
-        assert plugins[builtin]["distribution"] == "mosaic-workers"
+        assert plugins[builtin]["distribution"] == "mosaic-rl"
 
 
 def test_workers_table_and_json(mosaic):

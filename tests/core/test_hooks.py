@@ -34,7 +34,7 @@ def module(name, **functions):
 
 def host_with(*modules):
     host = PluginHost(trace=False)
-    for i, mod in enumerate(modules):
+    for mod in modules:
         host.register_module(mod, mod.__name__)
     return host
 
@@ -436,7 +436,8 @@ def test_call_monitoring_sees_every_hook_call(run):
     host.heartbeat_fields(run)
     host.on_scalar(None, "t", 1.0, 1)
     host.extras_keys()
-    assert seen == ["mosaic_on_heartbeat", "mosaic_on_scalar", "mosaic_extras_keys"]
+    # the run's worker's run hooks are looked up once (mosaic_workers), then every call is seen
+    assert seen == ["mosaic_workers", "mosaic_on_heartbeat", "mosaic_on_scalar", "mosaic_extras_keys"]
 
 
 def test_trace_prints_each_call(run, capsys):
@@ -743,3 +744,113 @@ def test_the_public_frame_wanted_asks_the_plugins_at_most_every_50_ms_per_env_wh
     time.sleep(child.FRAME_CHECK_S)
     assert child.frame_wanted(0) and child.frame_wanted(0)
     assert asked == [0, 1, 0, 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# What plugins provide: descriptors from hooks, checked in one place; a worker's own run hooks.
+def _metadata(name, run_hooks=None):
+    from mosaic_core import WorkerCapabilities, WorkerMetadata
+
+    caps = WorkerCapabilities(
+        supported_paradigms=("sequential",),
+        env_families=("gymnasium",),
+        action_spaces=("discrete",),
+        observation_spaces=("vector",),
+    )
+    return WorkerMetadata(name=name, version="1", description="d", capabilities=caps, worker="m:W", run_hooks=run_hooks)
+
+
+def test_mosaic_workers_descriptors_are_checked_in_one_place_naming_the_plugin():
+    from mosaic_core.workers import discover_workers
+
+    host = host_with(
+        module("good", mosaic_workers=lambda: [_metadata("alpha")]),
+        module("wrong", mosaic_workers=lambda: [{"name": "beta"}]),
+        module("copy", mosaic_workers=lambda: [_metadata("alpha")]),
+        module("boom", mosaic_workers=lambda: 1 / 0),
+    )
+    mine = {(i.plugin, i.name): i for i in discover_workers(host) if i.distribution == "(in-process)"}
+    assert mine[("good", "alpha")].status == "active" or mine[("copy", "alpha")].status == "active"
+    failed = {key: item.error for key, item in mine.items() if item.status == "failed"}
+    assert failed.pop(("wrong", "wrong")) == (
+        "entry point 'wrong' (wrong) from (in-process) : mosaic_workers returned {'name': 'beta'}; expected WorkerMetadata"
+    )
+    assert "ZeroDivisionError" in failed.pop(("boom", "boom"))
+    [duplicate] = failed.values()
+    assert duplicate.startswith("duplicate name 'alpha': provided by (in-process) (")
+
+
+def test_mosaic_launchers_provide_launcher_descriptors():
+    from mosaic_core.descriptors import collect
+    from mosaic_core.launchers import LauncherInfo
+
+    info = LauncherInfo(name="k8s", description="a Job per run", options=(), execute="k8s:execute")
+    host = host_with(module("kube", mosaic_launchers=lambda: [info]), module("bad", mosaic_launchers=lambda: "x"))
+    items = {i.name: i for i in collect(host, "mosaic_launchers", LauncherInfo)}
+    assert items["k8s"].obj is info and items["k8s"].plugin == "kube"
+    assert items["bad"].status == "failed" and "expected a list of LauncherInfo" in items["bad"].error
+
+
+def test_mosaic_hookspecs_declares_a_hook_others_implement_even_when_registered_first(tmp_path, monkeypatch):
+    (tmp_path / "declared_specs.py").write_text(
+        "from mosaic_core import ISOLATE, hookspec\n\n@hookspec(ISOLATE)\ndef mosaic_shout(word):\n"
+        "    '''Called to shout. Return None. Failure: isolate.'''\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import declared_specs
+
+    early = module("early", mosaic_shout=lambda word: word.upper())
+    typo = module("typo", mosaic_shuot=lambda word: word)
+    optional = types.ModuleType("optional")
+    optional.mosaic_absent = hookspecs.hookimpl(optionalhook=True)(lambda: None)
+    host = PluginHost(
+        [
+            _entry(early),
+            _entry(typo),
+            _entry(optional),
+            _entry(module("owner", mosaic_hookspecs=lambda: [declared_specs])),
+        ],
+        trace=False,
+    )
+    status = {i.name: (i.status, i.error) for i in host.loaded}
+    assert status["early"] == ("active", None) and status["owner"] == ("active", None)
+    assert status["optional"] == ("active", None)  # a hook of a plugin that is not installed: optionalhook
+    assert status["typo"][0] == "failed" and "mosaic_shuot" in status["typo"][1]
+    assert [value for _plugin, value in host._call("mosaic_shout", word="hey")] == ["HEY"]
+    assert host.pm.policy["mosaic_shout"] == "isolate"
+
+
+def _entry(mod):
+    from mosaic_core.entrypoints import LoadedEntryPoint
+
+    return LoadedEntryPoint(mod.__name__, "mosaic.plugins", mod.__name__, "(in-process)", "", obj=mod)
+
+
+def test_a_worker_s_run_hooks_are_called_for_its_own_runs_only(tmp_path, monkeypatch):
+    for name in ("alpha", "beta"):
+        (tmp_path / f"{name}_hooks.py").write_text(
+            "from mosaic_core import hookimpl\n\n@hookimpl\ndef mosaic_on_heartbeat(run):\n"
+            f"    return {{'{name}': run.run_id}}\n"
+        )
+    (tmp_path / "gamma_hooks.py").write_text(
+        "from mosaic_core import hookimpl\n\n@hookimpl\ndef mosaic_extras_keys():\n    return []\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    workers = [_metadata(n, f"{n}_hooks") for n in ("alpha", "beta", "gamma")] + [_metadata("delta", "alpha_hooks")]
+    host = host_with(module("everyone", mosaic_on_heartbeat=lambda: {"all": 1}, mosaic_workers=lambda: workers))
+    config = build_config({"run_id": "r1", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 10})
+
+    def run_of(worker):
+        return RunContext(config, RunDirectory(tmp_path, "r1"), worker)
+
+    assert host.heartbeat_fields(run_of("alpha")) == {"all": 1, "alpha": "r1"}
+    assert host.heartbeat_fields(run_of("beta")) == {"all": 1, "beta": "r1"}
+    assert host.heartbeat_fields(run_of("alpha")) == {"all": 1, "alpha": "r1"}  # beta's stay out
+    assert host.heartbeat_fields(run_of("other")) == {"all": 1}
+    assert host.heartbeat_fields(run_of("delta")) == {"all": 1, "alpha": "r1"}  # alpha's module, its own copy
+    assert host.heartbeat_fields(run_of("alpha")) == {"all": 1, "alpha": "r1"}
+    assert host.hooks_of("worker:alpha") == ["mosaic_on_heartbeat"]
+    with pytest.raises(PluginError, match="worker 'gamma'.*gamma_hooks.*mosaic_extras_keys"):
+        host.heartbeat_fields(run_of("gamma"))  # a run hook that is not one of a run's
+    with pytest.raises(PluginError, match="worker 'gamma'"):
+        host.heartbeat_fields(run_of("gamma"))  # asked again, it says so again

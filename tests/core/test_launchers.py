@@ -16,7 +16,7 @@ from mosaic_core.errors import UsageError
 
 def test_the_installed_ray_launcher_is_discovered_with_its_options():
     found = {item.name: item for item in launchers.discover()}
-    assert found["ray"].status == "active" and found["ray"].distribution == "mosaic-workers"
+    assert found["ray"].status == "active" and found["ray"].distribution == "mosaic-rl"
     info = found["ray"].obj
     assert {"--ray-address", "--ray-num-cpus", "--ray-resources"} <= {o.flag for o in info.options}
     assert found["slurm"].status == "active"  # both launchers installed, no flag declared twice

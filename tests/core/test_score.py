@@ -27,6 +27,14 @@ def test_a_thin_window_widens_to_the_last_episodes():
     assert training_score([]) is None and training_score([(5, float("nan"))]) is None
 
 
+def test_episodes_ending_at_one_step_are_cut_in_their_logged_order_not_by_value():
+    """Parallel envs end episodes at the same step: the last 10 episodes are the last 10 logged,
+    whatever their returns (a multi-agent run's team and agent series then cover the same episodes)."""
+    logged = [(100 * (i // 4), float(v)) for i, v in enumerate([5, 1, 9, 2] * 4)]  # 4 episodes per step
+    assert training_score(logged).value == sum([9, 2] + [5, 1, 9, 2] * 2) / MIN_EPISODES
+    assert training_score([(s, -v) for s, v in logged]).value == -training_score(logged).value
+
+
 def _evaluation(run_dir: Path, name: str, step: int, returns: list[float]) -> None:
     folder = run_dir / "evaluations" / name
     folder.mkdir(parents=True)
@@ -52,6 +60,31 @@ def test_the_final_evaluation_wins_and_an_early_one_does_not(tmp_path):
     assert run_score(tmp_path, points) == Score(250.0, "eval", 2, 10_000)
     (tmp_path / "evaluations" / "final" / contract.EVAL_FILE).write_text("{not json")
     assert run_score(tmp_path, points).source == "train"  # a damaged file is no evaluation
+
+
+def test_an_agents_score_is_its_mean_in_the_final_evaluation_else_its_training_returns(tmp_path):
+    points = [(step, -1.0) for step in range(100, 1_001, 100)]
+    folder = tmp_path / "evaluations" / "final"
+    folder.mkdir(parents=True)
+    result = contract.eval_result(
+        worker="xuance",
+        algo="mappo",
+        env_id="mpe/simple_spread_v3",
+        checkpoint="c",
+        global_step=1_000,
+        returns=[-30.0, -20.0],
+        lengths=[25, 25],
+        seeds=[1, 2],
+        deterministic=True,
+        agent_returns=[{"agent_0": -10.0, "agent_1": -20.0}, {"agent_0": -6.0, "agent_1": -14.0}],
+    )
+    contract.write_eval(folder / contract.EVAL_FILE, result)
+    assert run_score(tmp_path, points) == Score(-25.0, "eval", 2, 1_000)  # the team
+    assert run_score(tmp_path, points, "agent_0") == Score(-8.0, "eval", 2, 1_000)
+    assert run_score(tmp_path, points, "agent_9") == Score(-1.0, "train", 10, 1_000)  # not evaluated: training's
+    result["episodes"][1]["agents"] = "not a table"
+    (folder / contract.EVAL_FILE).write_text(json.dumps(result))
+    assert run_score(tmp_path, points, "agent_0").source == "train"
 
 
 def _run(root: Path, run_id: str, seed: int, worker: str, algo: str, total: int, **extras) -> Path:

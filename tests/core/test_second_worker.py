@@ -212,6 +212,12 @@ class BadEvent(Worker):
 class BadPath(Worker):
     def code_paths(self, data):
         return ["/just/a/string.py"]
+
+from mosaic_core import hookimpl
+
+@hookimpl
+def mosaic_workers():
+    return [no_plan(), raises(), wrong_launch(), bad_event(), bad_path()]
 """
 
 
@@ -246,15 +252,7 @@ def test_a_broken_worker_is_one_line_naming_it(mosaic, tmp_path, name, needle):
     site = make_distribution(
         tmp_path / "site",
         "mosaic-bad",
-        {
-            "mosaic.workers": {
-                "noplan": "bad_workers:no_plan",
-                "raiser": "bad_workers:raises",
-                "wronglaunch": "bad_workers:wrong_launch",
-                "badevent": "bad_workers:bad_event",
-                "badpath": "bad_workers:bad_path",
-            }
-        },
+        {"mosaic.plugins": {"bad": "bad_workers"}},
         {"bad_workers": BAD_WORKERS},
     )
     result = mosaic(
@@ -283,15 +281,17 @@ def test_a_worker_declaring_a_code_path_badly_is_one_line_naming_it(tmp_path):
     site = make_distribution(
         tmp_path / "site",
         "mosaic-bad",
-        {"mosaic.workers": {"badpath": "bad_workers:bad_path"}},
+        {"mosaic.plugins": {"bad": "bad_workers"}},
         {"bad_workers": BAD_WORKERS},
     )
     sys.path.insert(0, str(site))
     try:
         import importlib
 
+        from mosaic_core.plugins import load_plugin_host
+
         importlib.invalidate_caches()
-        workers = discover_workers()
+        workers = discover_workers(load_plugin_host())  # a host that sees the site just added
         config = json.dumps({"worker": "badpath", "algo": "x", "env_id": "CartPole-v1", "total_timesteps": 5})
         with pytest.raises(UsageError) as info:
             parse_submission(config, "", workers, 0, runs_dir=tmp_path / "runs", scripts=ScriptPolicy())

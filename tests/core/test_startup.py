@@ -1,5 +1,7 @@
 """The host CLI's start-up path imports nothing heavy (checked in a fresh interpreter), reads
-installed metadata once (then from its cache) and loads no plugin for a built-in command."""
+installed metadata once (then from its cache) and loads no plugin for a built-in command that
+needs no descriptor (``mosaic workers`` and the commands with launcher flags ask the plugins'
+``mosaic_workers`` / ``mosaic_launchers``: light modules, no heavy import)."""
 
 import json
 import os
@@ -62,7 +64,7 @@ def test_cached_entry_points_need_no_importlib_metadata(argv, tmp_path):
     assert imported(argv, METADATA, env, cwd=tmp_path) == "", f"{argv} read installed metadata again"
 
 
-@pytest.mark.parametrize("argv", [["workers"], ["workers", "--json"], ["plugins", "--help"], ["daemon", "--help"]])
+@pytest.mark.parametrize("argv", [["plugins", "--help"], ["cancel", "--help"]])
 def test_built_in_commands_load_no_plugin(argv, tmp_path):
     assert imported(argv, PLUGINS, {"MOSAIC_VENVS": str(tmp_path / "venvs")}) == "", f"{argv} loaded plugins"
 
@@ -79,20 +81,20 @@ def test_an_installed_changed_or_removed_distribution_is_seen_at_once(mosaic, tm
     added in place (an egg-info rewritten by ``pip install -e``), a distribution removed."""
     site = tmp_path / "site"
     env = {"PYTHONPATH": str(site)}
-    metadata = {"mosaic.workers": {"first": "mosaic_core.workers:find_worker"}}
+    metadata = {"mosaic.plugins": {"first": "mosaic_core.host_plugin"}}
     make_distribution(site, "cache-probe", metadata, {})
 
     def names():
-        result = mosaic("workers", "--json", env=env)
+        result = mosaic("plugins", "--json", env=env)
         assert result.returncode == 0, result.stderr
-        return {w["name"]: w["distribution"] for w in json.loads(result.stdout)}
+        return {p["name"]: p["distribution"] for p in json.loads(result.stdout)}
 
     assert names()["first"] == "cache-probe"
     assert names()["first"] == "cache-probe"  # from the cache
     points = site / "cache_probe-1.0.dist-info" / "entry_points.txt"
-    points.write_text(points.read_text() + "second = mosaic_core.workers:find_worker\n")
+    points.write_text(points.read_text() + "second = mosaic_core.host_plugin\n")
     assert {"first", "second"} <= set(names())
-    make_distribution(site, "cache-probe-two", {"mosaic.workers": {"third": "mosaic_core.workers:find_worker"}}, {})
+    make_distribution(site, "cache-probe-two", {"mosaic.plugins": {"third": "mosaic_core.host_plugin"}}, {})
     assert names()["third"] == "cache-probe-two"
     for path in sorted((site / "cache_probe-1.0.dist-info").iterdir()):
         path.unlink()
@@ -105,7 +107,7 @@ def test_a_cache_file_of_other_text_is_ignored(mosaic, tmp_path):
     env = {"XDG_CACHE_HOME": str(cache)}
     assert mosaic("workers", "--json", env=env).returncode == 0
     (written,) = (cache / "mosaic" / "entry-points").iterdir()
-    written.write_text('{"stamp": 1, "groups": {"mosaic.workers": [["x", "os:system", "evil", "1"]]}}')
+    written.write_text('{"stamp": 1, "groups": {"mosaic.plugins": [["x", "os:system", "evil", "1"]]}}')
     result = mosaic("workers", "--json", env=env)
     assert result.returncode == 0 and "evil" not in result.stdout
     written.write_text("not json")

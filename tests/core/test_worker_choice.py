@@ -13,11 +13,13 @@ import pytest
 
 from mosaic_core.choice import choose_worker
 from mosaic_core.errors import UsageError
+from mosaic_core.plugins import load_plugin_host
 from mosaic_core.workers import discover_workers
 from tests.conftest import BIN
 from tests.core.distributions import make_distribution
 
 TWIN = """
+from mosaic_core import hookimpl
 from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
 from mosaic_example_plugin.worker import ExampleWorker
 
@@ -28,10 +30,15 @@ class Twin(ExampleWorker):
 
 
 METADATA = WorkerMetadata(
-    version="1.0", description="the example worker under another name, with a PPO of its own",
+    name="twin", version="1.0", description="the example worker under another name, with a PPO of its own",
     capabilities=WorkerCapabilities(supported_paradigms=("sequential",), env_families=("gymnasium", "mpe"),
                                     action_spaces=("discrete",), observation_spaces=("vector",)),
     worker="twin_worker:Twin")
+
+
+@hookimpl
+def mosaic_workers():
+    return [METADATA]
 """
 
 
@@ -40,7 +47,7 @@ def rule(tmp_path):
     """The environment of a user with CleanRL and the twin installed, no worker environment
     built, and no $MOSAIC_DEFAULT_WORKER."""
     site = make_distribution(
-        tmp_path / "site", "mosaic-twin", {"mosaic.workers": {"twin": "twin_worker:METADATA"}}, {"twin_worker": TWIN}
+        tmp_path / "site", "mosaic-twin", {"mosaic.plugins": {"twin": "twin_worker"}}, {"twin_worker": TWIN}
     )
     return {"MOSAIC_DEFAULT_WORKER": "", "MOSAIC_VENVS": str(tmp_path / "venvs"), "PYTHONPATH": str(site)}
 
@@ -200,7 +207,7 @@ def test_the_rule_in_process_and_for_a_daemon_submission(monkeypatch, tmp_path, 
     monkeypatch.setenv("MOSAIC_DEFAULT_WORKER", "")
     monkeypatch.setenv("MOSAIC_VENVS", rule["MOSAIC_VENVS"])
     monkeypatch.syspath_prepend(rule["PYTHONPATH"])
-    items = discover_workers()
+    items = discover_workers(load_plugin_host())  # a host that sees the twin just put on the path
     assert choose_worker(items, {"algo": "PPO"}) == "twin" and choose_worker(items, {"algo": "ppo"}) == "cleanrl"
     with pytest.raises(UsageError, match="fits 2 installed workers"):
         choose_worker(items, {"algo": "pPo", "env_id": "CartPole-v1"})

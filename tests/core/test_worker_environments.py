@@ -172,7 +172,7 @@ def test_a_failed_build_names_the_package_and_leaves_nothing(tmp_path, monkeypat
         environment=WorkerEnvironment(requirements=(f"broken-pkg @ file://{broken}",)),
     )
     with pytest.raises(UsageError) as caught:
-        install(meta, "mosaic-workers", say=lambda line: None)
+        install(meta, "mosaic-rl", say=lambda line: None)
     message = str(caught.value)
     assert "\n" not in message and f"pip could not install {broken}" in message and "removed" in message
     assert sorted(p.name for p in (tmp_path / "venvs").iterdir()) == ["brk.install.log", "brk.lock"]

@@ -73,14 +73,23 @@ def test_an_undeclared_child_event_is_warned_about_once_naming_it_and_the_worker
     assert "surprise" not in (runs_root / "ch" / "events.jsonl").read_text()
 
 
-def test_the_cleanrl_plugins_hooks_leave_other_workers_runs_alone(tmp_path):
-    from mosaic_cleanrl import plugin
+def test_the_cleanrl_worker_s_run_hooks_leave_other_workers_runs_alone(tmp_path, monkeypatch):
+    """Its run hooks (WorkerMetadata.run_hooks) are registered for CleanRL runs only: no hook
+    body asks which worker a run has, and an example run never reaches them."""
+    from mosaic_core.plugins import load_plugin_host
 
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     config = build_config({"run_id": "r1", "algo": "random", "env_id": "HalfCheetah-v4", "total_timesteps": 10})
     directory = RunDirectory(tmp_path, "r1")
     directory.create()
     (directory.path / "eval_summary.json").write_text(json.dumps({"status": "completed", "episodes": 1}))
-    other = RunContext(config, directory, "example")
-    assert plugin.mosaic_build_manifest(other, "completed") is None
-    assert plugin.mosaic_child_env(other) is None
-    assert plugin.mosaic_build_manifest(RunContext(config, directory, "cleanrl"), "completed")["evaluation"]
+    host = load_plugin_host()
+    other, own = RunContext(config, directory, "example"), RunContext(config, directory, "cleanrl")
+    assert "evaluation" not in host.build_manifest(other, "completed") and "MUJOCO_GL" not in host.child_env(other)
+    assert host.build_manifest(own, "completed")["evaluation"]["status"] == "completed"
+    assert host.child_env(own)["MUJOCO_GL"] == "egl"
+    assert "mosaic_build_manifest" in host.hooks_of("worker:cleanrl") and not host.hooks_of("cleanrl").count(
+        "mosaic_build_manifest"
+    )

@@ -84,8 +84,8 @@ def check_switches(result, run_dir, total, conditions):
     "params",
     [
         {},  # SyncVectorEnv, torch.utils.tensorboard
-        {"async_envs": True, "tensorboardx": True},  # AsyncVectorEnv (forked workers), tensorboardX
-        {"async_envs": True, "spawn": True},  # spawned workers re-install MOSAIC through sitecustomize
+        {"async_envs": True, "tensorboardx": True},  # AsyncVectorEnv (forked env processes), tensorboardX
+        {"async_envs": True, "spawn": True},  # spawned env processes re-install MOSAIC through sitecustomize
     ],
     ids=["sync", "async-fork", "async-spawn"],
 )

@@ -126,7 +126,7 @@ def test_a_long_episode_on_the_old_stage_is_truncated_at_the_next_check(host, tm
     env = make(host.child(tmp_path, schedule), "MiniGrid-Empty-8x8-v0")
     env.reset(seed=0)
     host.stage_file.write(1)
-    for step in range(1, 200):  # turning left forever: the episode would last 256 steps
+    for step in range(1, 200):  # turning left forever: the episode would last 256 steps  # noqa: B007 (step is read after the loop)
         _, _, terminated, truncated, _ = env.step(0)
         if terminated or truncated:
             break

@@ -27,7 +27,7 @@ class Args:
     async_envs: bool = False
     """use AsyncVectorEnv (one process per env) instead of SyncVectorEnv"""
     spawn: bool = False
-    """start AsyncVectorEnv workers with `spawn` instead of the platform default"""
+    """start AsyncVectorEnv env processes with `spawn` instead of the platform default"""
     tensorboardx: bool = False
     """write TensorBoard events with tensorboardX instead of torch.utils.tensorboard"""
 
@@ -60,7 +60,7 @@ if __name__ == "__main__":
 
     global_step = 0
     for iteration in range(args.total_timesteps // (args.num_envs * args.num_steps)):
-        for step in range(args.num_steps):
+        for _ in range(args.num_steps):
             global_step += args.num_envs
             envs.step(envs.action_space.sample())
         env_ids = [env.spec.id for env in envs.get_attr("unwrapped")]

@@ -29,7 +29,7 @@ document.addEventListener("securitypolicyviolation", e => window.__violations.pu
 
 
 def write_run(
-    root: Path, run_id: str, config: dict, events: list[tuple[str, dict]], files: dict[str, str] = {}
+    root: Path, run_id: str, config: dict, events: list[tuple[str, dict]], files: dict[str, str] | None = None
 ) -> Path:
     run = root / run_id
     run.mkdir(parents=True, mode=0o700)
@@ -41,7 +41,7 @@ def write_run(
             for i, (name, payload) in enumerate(events, 1)
         )
     )
-    for rel, text in files.items():
+    for rel, text in (files or {}).items():
         (run / rel).parent.mkdir(parents=True, exist_ok=True)
         (run / rel).write_text(text)
     return run

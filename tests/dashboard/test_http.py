@@ -26,7 +26,7 @@ def free_port() -> int:
 
 def test_loopback_needs_the_token_too_and_refuses_foreign_host_headers(serve):
     base, server = serve()
-    url, port = server.ready["url"], server.ready["port"]
+    url = server.ready["url"]
     token = url.split("?token=", 1)[1]
     assert server.ready["token_required"] is True and url == f"{base}/?token={token}"
     # Any local user can reach a loopback port: without the token, nothing answers.

@@ -91,6 +91,10 @@ def test_neither_run_nor_experiment(root):
             'worker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\nlearning_rate = 0.1',
             ("learning_rate", "unknown key"),
         ),
+        (
+            'worker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\noverrides = { nosuch_param = 1 }',
+            ("group 1", "refused", "nosuch-param"),
+        ),
     ],
 )
 def test_a_bad_spec_starts_nothing(tmp_path, group, words):
@@ -104,6 +108,30 @@ def test_an_unknown_top_level_key(tmp_path):
         'name = "x"\nseed = 3\n[grid]\nworker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\n'
     )
     refused(run_cli(["experiment", "run", "spec.toml"], cwd=tmp_path), "spec.toml", "seed", "unknown key", "seeds")
+
+
+SPEC = (
+    'name = "x"\nseeds = 2\ntotal_timesteps = 500\n{top}[grid]\nworker = "cleanrl"\nalgo = "ppo"\nenv = "CartPole-v1"\n'
+)
+
+
+def test_parallel_below_one_and_the_old_spellings_of_parallel(tmp_path):
+    (tmp_path / "spec.toml").write_text(SPEC.format(top=""))
+    refused(run_cli(["experiment", "run", "spec.toml", "--parallel", "0"], cwd=tmp_path), "--parallel must be >= 1")
+    old_flag = run_cli(["experiment", "run", "spec.toml", "--concurrency", "0"], cwd=tmp_path)
+    assert old_flag.returncode == 2 and old_flag.stderr.splitlines() == [
+        "mosaic: --concurrency is deprecated; use --parallel",
+        "mosaic: error: --parallel must be >= 1, got 0",
+    ]
+    (tmp_path / "spec.toml").write_text(SPEC.format(top="concurrency = 0\n"))
+    old_key = run_cli(["experiment", "run", "spec.toml"], cwd=tmp_path)
+    notice, error = old_key.stderr.splitlines()
+    assert (
+        old_key.returncode == 2
+        and notice == "mosaic: concurrency in experiment spec spec.toml is deprecated; use parallel"
+    )
+    assert error.startswith("mosaic: error: experiment spec spec.toml: parallel:"), error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
 
 
 def card(root, *args):

@@ -17,7 +17,7 @@ SPEC = """
 name = "done-when"
 seeds = [1, 2, 3]
 total_timesteps = 1500
-concurrency = 2
+concurrency = 2  # parallel's old name: still read
 
 [grid]
 worker = ["cleanrl"]
@@ -33,6 +33,7 @@ def experiment(tmp_path_factory):
     root = workdir / "runs"
     result = run_cli(["experiment", "run", "spec.toml", "--runs-dir", str(root)], cwd=workdir, timeout=600)
     assert result.returncode == 0, result.stderr
+    assert "mosaic: concurrency in experiment spec spec.toml is deprecated; use parallel" in result.stderr
     return workdir, root
 
 
@@ -59,7 +60,9 @@ def test_compare_prints_rliables_iqm_and_cis(experiment):
         assert group["runs"] == 3
         for name, func in (("IQM", metrics.aggregate_iqm), ("mean", metrics.aggregate_mean)):
             np.random.seed(4)  # rliable draws its bootstrap from numpy's global state
-            points, intervals = library.get_interval_estimates({"g": matrix}, lambda x: np.array([func(x)]), reps=500)
+            points, intervals = library.get_interval_estimates(
+                {"g": matrix}, lambda x, func=func: np.array([func(x)]), reps=500
+            )
             assert group[name]["point"] == pytest.approx(points["g"][0], abs=1e-6)
             assert [group[name]["low"], group[name]["high"]] == pytest.approx(
                 [intervals["g"][0][0], intervals["g"][1][0]], abs=1e-6

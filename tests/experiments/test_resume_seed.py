@@ -20,7 +20,7 @@ SPEC = """
 name = "cut"
 seeds = [1, 2]
 total_timesteps = 20000
-concurrency = 1
+parallel = 1
 
 [[group]]
 worker = "cleanrl"

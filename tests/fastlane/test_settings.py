@@ -122,7 +122,7 @@ values = st.recursive(
 )
 def test_any_input_gives_problems_or_resolves_never_a_crash(extras, environ):
     found = problems(extras, environ)
-    assert all(isinstance(p, str) and (p.startswith("extras.fastlane") or p.startswith("CLEANRL_")) for p in found)
+    assert all(isinstance(p, str) and p.startswith(("extras.fastlane", "CLEANRL_")) for p in found)
     if not found:
         resolved = resolve(extras, "seg", "/dev/shm", environ=environ)
         assert resolved.mode in settings.MODES and resolved.interval_ms > 0 and resolved.slots >= 1

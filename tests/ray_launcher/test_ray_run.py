@@ -295,13 +295,27 @@ def test_a_module_the_nodes_python_lacks_is_one_line_naming_what_to_install_ther
     line = _missing_here(
         json.dumps({"event": "run_failed", "payload": {"error": "ModuleNotFoundError: No module named 'tyro'"}})
     )
-    assert json.loads(line)["payload"]["error"].endswith("-m pip install 'mosaic-workers[cleanrl]'")
+    assert json.loads(line)["payload"]["error"].endswith("-m pip install 'mosaic-rl[cleanrl]'")
 
 
-def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_path):
-    """Two nodes started here offer "spare" (nodeC, nodeD); the one the run lands on is killed (its
-    whole process tree, as a machine going away); the run starts again on the other and completes.
-    The other is then stopped: the shared cluster is back to nodeA and nodeB."""
+SLOW_POLICY = """import time
+
+
+def act(observation, action_space):
+    time.sleep(0.001)  # at most 1,000 steps a second: the run is still going when its node is lost
+    return action_space.sample()
+"""
+
+
+def test_a_node_lost_mid_run_resumes_elsewhere_from_its_copied_back_checkpoint(cluster, tmp_path):
+    """Two nodes started here offer "spare" (nodeC, nodeD). Once a checkpoint of the run has come
+    back to the caller's run directory, the node the run is on is killed (its whole process tree,
+    as a machine going away); the run goes on on the other node from the newest checkpoint copied
+    back (run_resumed, one history: metric steps strictly increasing up to the total), not from
+    step 0. The other node is then stopped: the shared cluster is back to nodeA and nodeB."""
+    total, every = 12000, 2000
+    policy = tmp_path / "slow_policy.py"
+    policy.write_text(SLOW_POLICY)
     cluster.start_node("nodeC", extra={"spare": 1})
     cluster.start_node("nodeD", extra={"spare": 1})
     cluster.wait_nodes(4)
@@ -309,15 +323,19 @@ def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_pa
         [
             str(BIN / "mosaic"),
             *RUN,
+            "--algo",
+            str(policy),
             "--total-timesteps",
-            "150000",
+            str(total),
             "--json",
             "--ray-address",
             cluster.address,
             "--ray-resources",
             '{"spare": 1}',
             "--log-every",
-            "5000",
+            "500",
+            "--extras",
+            json.dumps({"checkpoint_frequency": every}),
         ],
         cwd=tmp_path,
         env=caller_env(cluster),
@@ -325,12 +343,20 @@ def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_pa
         stderr=subprocess.PIPE,
         text=True,
     )
-    lines = []
+    lines, copied_back = [], None
     try:
         for line in proc.stdout:
             lines.append(line)
-            if json.loads(line)["event"] == "metrics":
+            record = json.loads(line)
+            if record["event"] == "checkpoint_saved":
+                run_dir = Path(json.loads(lines[0])["payload"]["run_dir"])
+                copied_back = run_dir / record["payload"]["path"]
+                deadline = time.monotonic() + 60
+                while not copied_back.exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert copied_back.exists(), f"{copied_back} did not come back"
                 break
+        assert copied_back is not None, "".join(lines)
         first = json.loads(lines[0])["payload"]["ray"]["node_id"]
         victim = next(name for name, node_id in cluster.node_ids.items() if node_id == first)
         assert victim in ("nodeC", "nodeD")
@@ -347,8 +373,86 @@ def test_a_node_lost_mid_run_has_the_run_started_again_elsewhere(cluster, tmp_pa
     events = events_of("".join(lines) + out)
     names = [e["event"] for e in events]
     assert proc.returncode == 0, err
-    assert "run_retried" in names and names[-1] == "run_completed"
+    assert names.count("run_retried") == 1 and names.count("run_resumed") == 1 and names[-1] == "run_completed"
+    assert names.index("run_retried") < names.index("run_resumed")
     retried = events[names.index("run_retried")]["payload"]
+    resumed = events[names.index("run_resumed")]["payload"]
     assert first[:12] in retried["reason"] and retried["attempt"] == 2
-    manifest = json.loads((Path(events[0]["payload"]["run_dir"]) / "manifest.json").read_text())
+    # From the newest checkpoint that came back before the node was lost: at least the one seen here.
+    saved_before = [
+        e["payload"]["step"] for e in events[: names.index("run_retried")] if e["event"] == "checkpoint_saved"
+    ]
+    from_step = resumed["from_step"]
+    assert from_step in saved_before and from_step >= int(copied_back.stem.split("_")[1]) and from_step % every == 0
+    assert retried["resumes_from"] == from_step and resumed["attempt"] == 1
+    assert resumed["checkpoint"] == str(run_dir / "checkpoints" / f"step_{from_step}.json")
+    # One history: what the lost node did past the checkpoint is dropped; the steps go on from
+    # the checkpoint, never twice, to the total.
+    from mosaic_core.events import metric_steps, one_history
+
+    after = metric_steps(events[names.index("run_resumed") :])
+    assert after and min(after) > from_step and max(after) == total
+    steps = metric_steps(one_history(events))
+    assert steps == sorted(set(steps)) and steps[-1] == total
+    assert [e for e in events if e["event"] == "checkpoint_saved"][-1]["payload"]["global_step"] == total
+    recorded = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["seq"] for e in recorded] == list(range(1, len(recorded) + 1))
+    assert [e["event"] for e in recorded] == names
+    launch = json.loads((run_dir / "launch.json").read_text())
+    assert [a["from_step"] for a in launch["attempts"]] == [from_step] and "--resume-from" in launch["command"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed"
     assert manifest["ray"]["node_id"] != first and manifest["ray"]["node_id"] in node_ids.values()
+
+
+def test_a_run_stopped_on_the_cluster_resumes_there_from_its_checkpoint(cluster, tmp_path):
+    """Ctrl-C'd on its node, the run's checkpoint comes back with it; `mosaic resume` through the
+    cluster takes that checkpoint to the node the run lands on and goes on from its step."""
+    total = 6000
+    policy = tmp_path / "slow_policy.py"
+    policy.write_text(SLOW_POLICY)
+    argv = [*RUN, "--algo", str(policy), "--total-timesteps", str(total), "--log-every", "500", "--json"]
+    proc = subprocess.Popen(
+        [str(BIN / "mosaic"), *argv, "--ray-address", cluster.address],
+        cwd=tmp_path,
+        env=caller_env(cluster),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if json.loads(line)["event"] == "metrics" and json.loads(line)["payload"].get("global_step", 0) >= 1000:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stopped = events_of("".join(lines) + out)
+    assert proc.returncode == 130 and stopped[-1]["event"] == "run_cancelled", err
+    from_step = stopped[-1]["payload"]["from_step"]
+    run_id, run_dir = stopped[0]["run_id"], Path(stopped[0]["payload"]["run_dir"])
+    assert stopped[-1]["payload"]["resumable"] and (run_dir / "checkpoints" / f"step_{from_step}.json").is_file()
+    done = mosaic(cluster, tmp_path, "resume", run_id, "--json", MOSAIC_RAY_ADDRESS=cluster.address)
+    assert done.returncode == 0, done.stderr
+    assert f"resuming run {run_id} from step {from_step}" in done.stderr
+    resumed = events_of(done.stdout)
+    assert [e["event"] for e in resumed[:2]] == ["run_resumed", "run_started"] and resumed[-1][
+        "event"
+    ] == "run_completed"
+    assert resumed[0]["payload"] == {
+        "from_step": from_step,
+        "checkpoint": str(run_dir / "checkpoints" / f"step_{from_step}.json"),
+        "attempt": 1,
+    }
+    assert resumed[1]["payload"]["ray"]["node_id"] in cluster.node_ids.values()
+    from mosaic_core.events import metric_steps, one_history
+
+    recorded = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["seq"] for e in recorded] == list(range(1, len(recorded) + 1))
+    assert min(metric_steps(resumed)) > from_step
+    steps = metric_steps(one_history(recorded))
+    assert steps == sorted(set(steps)) and steps[-1] == total

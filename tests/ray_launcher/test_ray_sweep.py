@@ -54,7 +54,7 @@ def test_a_four_trial_sweep_lands_on_both_nodes(cluster, tmp_path):
             str(spec),
             "--storage",
             storage,
-            "--workers",
+            "--parallel",
             "2",
             "--runs-dir",
             str(runs),
@@ -82,8 +82,8 @@ def test_a_four_trial_sweep_lands_on_both_nodes(cluster, tmp_path):
     assert nodes == {cluster.node_ids["nodeA"], cluster.node_ids["nodeB"]}
 
 
-def test_without_workers_the_cluster_sets_them_and_pruning_stops_trials_on_their_nodes(cluster, tmp_path):
-    """No --workers: as many trials at a time as the cluster holds (2 nodes x 2 CPUs, 2 CPUs a
+def test_without_parallel_the_cluster_sets_it_and_pruning_stops_trials_on_their_nodes(cluster, tmp_path):
+    """No --parallel: as many trials at a time as the cluster holds (2 nodes x 2 CPUs, 2 CPUs a
     run: 2), said on stderr. A pruner that prunes at the first report: each trial is pruned from
     the live metrics its run relays, and its run is cancelled on its node with the reason."""
     spec = tmp_path / "spec.toml"
@@ -119,7 +119,7 @@ def test_without_workers_the_cluster_sets_them_and_pruning_stops_trials_on_their
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (
-        f"mosaic sweep: 2 workers (the Ray cluster at {cluster.address} holds 2 run(s) at a time: 2 node(s), 4 CPUs"
+        f"mosaic sweep: 2 at a time (the Ray cluster at {cluster.address} holds 2 run(s) at a time: 2 node(s), 4 CPUs"
         in done.stderr
     ), done.stderr[-3000:]
     trials = optuna.load_study(study_name="ray-prune", storage=storage).trials

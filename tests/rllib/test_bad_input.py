@@ -44,6 +44,13 @@ CASES = {
         {"mode": "evaluate"},
         "extras.checkpoint_path is required for mode 'evaluate'",
     ),
+    "video in training": (
+        "PPO",
+        "CartPole-v1",
+        {},
+        {"eval_capture_video": True},
+        "extras.eval_capture_video: a video is recorded in mode evaluate only",
+    ),
     "zero eval episodes": ("PPO", "CartPole-v1", {}, {"eval_episodes": 0}, "extras.eval_episodes must be a positive"),
     "dead address": ("PPO", "CartPole-v1", {}, {"ray_address": f"127.0.0.1:{_closed_port()}"}, "does not answer"),
 }

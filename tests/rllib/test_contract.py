@@ -42,3 +42,38 @@ class TestRLlibContract(WorkerContractSuite):
         assert result["worker"] == "rllib" and result["global_step"] > 0 and len(result["episodes"]) == 3
         assert all(e["return"] == e["length"] > 0 for e in result["episodes"])  # CartPole: 1 per step
         assert_same_schema(result, cleanrl_evaluation(self.folder), self.seed)
+
+    def test_evaluate_with_a_video_records_an_mp4_or_says_the_environment_has_no_encoder(self) -> None:
+        """`mosaic evaluate --video` of an RLlib run: with an MP4 encoder in the RLlib environment
+        (opencv from `--extras atari`, imageio-ffmpeg, moviepy) the first episode's frames
+        (CartPole rendered rgb_array) are the video; without one (the base environment) it is one
+        line, exit 2, before anything runs or is written."""
+        from pathlib import Path
+
+        from mosaic_core import contract
+
+        args = self.run_args("filmed")
+        args[args.index("--total-timesteps") + 1] = "1000"
+        first = self.cli(*args)
+        assert first.returncode == 0, first.stderr[-3000:]
+        venvs = Path(self.env.get("MOSAIC_VENVS") or self._env()["MOSAIC_VENVS"])
+        (python,) = venvs.glob("rllib-*/bin/python")
+        video = self.folder / "cart.mp4"
+        evaluations = self.run_dir("filmed") / "evaluations"
+        before = sorted(evaluations.iterdir()) if evaluations.is_dir() else []
+        done = self.cli(
+            "evaluate", "filmed", "--episodes", "2", "--video", str(video), "--runs-dir", str(self.runs_root), "--json"
+        )
+        if contract.video_encoder(str(python)) is None:
+            self.one_line(done, "the rllib worker's environment has no MP4 encoder")
+            assert not video.exists()
+            assert (sorted(evaluations.iterdir()) if evaluations.is_dir() else []) == before
+            return
+        import cv2
+
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout)
+        capture = cv2.VideoCapture(str(video))
+        frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        capture.release()
+        assert frames == result["episodes"][0]["length"] + 1, (frames, result["episodes"][0])  # the reset's frame too

@@ -1,11 +1,13 @@
 """The run contract for the RLlib worker (docs/run-contract.md), through the real `mosaic run`: a PPO
-run on CartPole SIGTERMed near its middle, without checkpoint_frequency, saves the iteration under
+run on CartPole Ctrl-C'd near its middle (SIGINT to its terminal's process group; the contract suite
+SIGTERMs one), without checkpoint_frequency, saves the iteration under
 way as `checkpoints/step_N` and ends cancelled; resumed into a new run it continues from exactly N
 to the budget, its learning-rate schedule where the uninterrupted run's is; evaluation writes
 `eval.json` (mosaic.eval/1) with seeded episodes."""
 
 import json
 import math
+import os
 import signal
 import subprocess
 import time
@@ -17,7 +19,7 @@ from tests.rllib.conftest import alive, events_of, ray_pids, run_args
 pytestmark = pytest.mark.slow
 
 BUDGET = 4000  # 8 iterations of 500 env steps (conftest.SMALL)
-STOP_AFTER = 1500  # SIGTERM once the host reports this many steps (the run is then about half-way)
+STOP_AFTER = 1500  # Ctrl-C once the host reports this many steps (the run is then about half-way)
 PARAMS = {"lr": [[0, 1e-3], [BUDGET, 1e-5]]}  # PPO's learning rate, annealed over the env steps
 SEED = 3
 
@@ -49,7 +51,7 @@ def _scalars(run_dir, tag):
 
 @pytest.fixture(scope="module")
 def runs(rllib_env, tmp_path_factory):
-    """{"whole": the uninterrupted run, "killed": the same run SIGTERMed half-way, "resumed": its resume}."""
+    """{"whole": the uninterrupted run, "killed": the same run Ctrl-C'd half-way, "resumed": its resume}."""
     runs = tmp_path_factory.mktemp("runs")
     found = {"whole": _run(rllib_env, runs, "whole")}
     proc = subprocess.Popen(
@@ -58,6 +60,7 @@ def runs(rllib_env, tmp_path_factory):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as at a terminal: Ctrl-C signals the group
     )
     try:
         deadline = time.monotonic() + 300
@@ -67,8 +70,8 @@ def runs(rllib_env, tmp_path_factory):
             ):
                 break
             time.sleep(0.3)
-        assert proc.poll() is None, f"the run ended before its SIGTERM: {proc.communicate()[1][-2000:]}"
-        proc.send_signal(signal.SIGTERM)
+        assert proc.poll() is None, f"the run ended before its Ctrl-C: {proc.communicate()[1][-2000:]}"
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
         _out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -87,10 +90,10 @@ def _stop_checkpoint(run_dir):
     return saved[0]
 
 
-def test_sigterm_saves_the_iteration_under_way(runs):
+def test_ctrl_c_saves_the_iteration_under_way(runs):
     killed = runs["killed"]
     events = events_of(killed)
-    assert events[-1]["event"] == "run_cancelled"
+    assert events[-1]["event"] == "run_cancelled" and events[-1]["payload"]["resumable"] is True
     saved = _stop_checkpoint(killed)
     step = saved["step"]
     assert STOP_AFTER <= step < BUDGET and step % 500 == 0

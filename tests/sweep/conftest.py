@@ -98,7 +98,7 @@ def events(runs_root: Path, run_id: str) -> list[dict]:
 
 
 def running_trial_of(study_name: str, db: Path, pid: int, timeout: float = 120) -> int:
-    """Wait until worker ``pid`` has a RUNNING trial whose first seed's run has started."""
+    """Wait until sweep process ``pid`` has a RUNNING trial whose first seed's run has started."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if db.exists():
@@ -106,15 +106,15 @@ def running_trial_of(study_name: str, db: Path, pid: int, timeout: float = 120) 
                 with sqlite3.connect(db) as conn:
                     rows = conn.execute(
                         "SELECT t.number, a.value_json FROM trials t JOIN trial_user_attributes a "
-                        "ON a.trial_id = t.trial_id WHERE t.state = 'RUNNING' AND a.key = 'worker'"
+                        "ON a.trial_id = t.trial_id WHERE t.state = 'RUNNING' AND a.key = 'process'"
                     ).fetchall()
             except sqlite3.OperationalError:
                 rows = []
-            for number, worker in rows:
-                if json.loads(worker).endswith(f":{pid}"):
+            for number, label in rows:
+                if json.loads(label).endswith(f":{pid}"):
                     return number
         time.sleep(0.3)
-    raise AssertionError(f"worker {pid} never ran a trial")
+    raise AssertionError(f"sweep process {pid} never ran a trial")
 
 
 def processes_in(directory: Path) -> list[int]:

@@ -105,15 +105,15 @@ def postgres_url():
         shutil.rmtree(home, ignore_errors=True)
 
 
-def test_two_workers_on_a_postgresql_study(tmp_path, postgres_url):
+def test_two_sweep_processes_on_a_postgresql_study(tmp_path, postgres_url):
     spec = write_spec(tmp_path)
-    result = sweep(["run", str(spec), "--workers", "2", "--max-trials", "2", "--storage", postgres_url], cwd=tmp_path)
+    result = sweep(["run", str(spec), "--parallel", "2", "--max-trials", "2", "--storage", postgres_url], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert PASSWORD not in result.stderr + result.stdout
     trials = load("tiny", postgres_url).get_trials()
     assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 2
     assert len({t.params["learning_rate"] for t in trials}) == 2
-    assert len({t.user_attrs["worker"] for t in trials}) == 2
+    assert len({t.user_attrs["process"] for t in trials}) == 2
     root = tmp_path / "var/trainer/runs"
     text = (root / trials[0].user_attrs["runs"][0] / "manifest.json").read_text()
     assert "sweeper:***@127.0.0.1" in text and PASSWORD not in text

@@ -1,5 +1,5 @@
-"""Optuna 5's journal storage has no heartbeats: a worker re-queues the RUNNING trials of dead
-workers on its own host (checked against a real journal file and a real, finished process)."""
+"""Optuna 5's journal storage has no heartbeats: a sweep process re-queues the RUNNING trials of
+dead sweep processes on its own host (checked against a real journal file and a real, finished process)."""
 
 from __future__ import annotations
 
@@ -7,25 +7,25 @@ import os
 import socket
 import subprocess
 
+from mosaic_sweep.loop import reap_dead_local_trials
 from mosaic_sweep.storage import open_storage, resolve
-from mosaic_sweep.worker import reap_dead_local_trials
 
 from tests.sweep.conftest import optuna
 
 TrialState = optuna.trial.TrialState
 
 
-def test_a_dead_local_workers_trial_is_failed_and_requeued(tmp_path):
+def test_a_dead_local_sweep_process_trial_is_failed_and_requeued(tmp_path):
     storage = open_storage(resolve(f"journal:{tmp_path}/s.journal", "s"))
     study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
     gone = subprocess.Popen(["true"])
     gone.wait()
     dead = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)})
-    dead.set_user_attr("worker", f"{socket.gethostname()}:{gone.pid}")
+    dead.set_user_attr("worker", f"{socket.gethostname()}:{gone.pid}")  # a study made before the rename
     alive = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)})
-    alive.set_user_attr("worker", f"{socket.gethostname()}:{os.getpid()}")
+    alive.set_user_attr("process", f"{socket.gethostname()}:{os.getpid()}")
     remote = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)})
-    remote.set_user_attr("worker", f"another-host:{gone.pid}")
+    remote.set_user_attr("process", f"another-host:{gone.pid}")
     reap_dead_local_trials(study, max_retries=1)
     trials = optuna.load_study(study_name="s", storage=storage).get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.RUNNING, TrialState.RUNNING, TrialState.WAITING]
@@ -47,8 +47,8 @@ print("ok")
 """
 
 
-def test_workers_creating_one_fresh_sqlite_study_at_once_all_succeed(tmp_path):
-    """Plain Optuna crashes here with `table studies already exists`; workers retry instead."""
+def test_sweep_processes_creating_one_fresh_sqlite_study_at_once_all_succeed(tmp_path):
+    """Plain Optuna crashes here with `table studies already exists`; sweep processes retry instead."""
     import sys
     import time
 

@@ -79,12 +79,21 @@ def test_a_file_that_is_not_a_database_is_refused_and_left_alone(tmp_path):
         (["--max-trials", "0"], "--max-trials must be >= 1"),
         (["--seeds", "0"], "--seeds must be >= 1"),
         (["--study-name", "a b"], "--study-name: must be 1-64 letters"),
-        (["--workers", "0"], "--workers must be >= 1"),
+        (["--parallel", "0"], "--parallel must be >= 1"),
     ],
 )
 def test_bad_overrides(tmp_path, args, message):
     result = sweep(["run", str(write_spec(tmp_path)), *args], cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
+
+
+def test_the_old_workers_flag_is_parallel_and_says_so(tmp_path):
+    result = sweep(["run", str(write_spec(tmp_path)), "--workers", "0"], cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "mosaic: --workers is deprecated; use --parallel",
+        "mosaic: error: --parallel must be >= 1, got 0",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
 
 
@@ -172,9 +181,9 @@ def test_storage_urls():
 
 
 @pytest.mark.slow  # three real runs
-def test_a_worker_stops_after_three_failed_trials_in_a_row(tmp_path):
+def test_a_sweep_process_stops_after_three_failed_trials_in_a_row(tmp_path):
     """Runs that crash (a tiny CleanRL-style script asked to raise) fail their trials, which
-    do not use up the budget; the worker gives up after three in a row, naming the last error."""
+    do not use up the budget; the sweep process gives up after three in a row, naming the last error."""
     from tests.conftest import REPO
 
     script = REPO / "tests/analytics/tiny_cleanrl.py"
@@ -199,7 +208,7 @@ high = 0.001
     result = sweep(["run", str(spec)], cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert (
-        "mosaic: error: 3 trials in a row failed; stopping this worker. Last: run tiny-t2-s1 (seed 1) failed: "
+        "mosaic: error: 3 trials in a row failed; stopping this sweep process. Last: run tiny-t2-s1 (seed 1) failed: "
         "RuntimeError: crash requested at step 0"
     ) in result.stderr
     status = sweep(["status", "tiny", "--json"], cwd=tmp_path)

@@ -1,5 +1,5 @@
 """`mosaic sweep run` for real: trials of the bundled ppo on CartPole-v1 as `mosaic run`
-subprocesses, several workers against one study, and what a study tells afterwards."""
+subprocesses, several sweep processes against one study, and what a study tells afterwards."""
 
 from __future__ import annotations
 
@@ -26,22 +26,22 @@ pytestmark = pytest.mark.slow  # every test here trains (ppo, tiny budgets)
 
 
 @pytest.fixture(scope="module")
-def two_workers(tmp_path_factory):
-    """One sweep with --workers 2 on the default SQLite storage: 3 trials, 1 seed each."""
-    workdir = tmp_path_factory.mktemp("two-workers")
+def two_processes(tmp_path_factory):
+    """One sweep with --parallel 2 on the default SQLite storage: 3 trials, 1 seed each."""
+    workdir = tmp_path_factory.mktemp("two-processes")
     spec = write_spec(workdir)
-    result = sweep(["run", str(spec), "--workers", "2"], cwd=workdir)
+    result = sweep(["run", str(spec), "--parallel", "2"], cwd=workdir)
     assert result.returncode == 0, result.stderr
     return workdir, result
 
 
-def test_two_workers_share_one_sqlite_study_without_duplicates(two_workers):
-    workdir, result = two_workers
+def test_two_sweep_processes_share_one_sqlite_study_without_duplicates(two_processes):
+    workdir, result = two_processes
     study = load("tiny", f"sqlite:///{workdir}/var/sweeps/tiny.db")
     trials = study.get_trials()
-    assert [t.state for t in trials] == [COMPLETE] * 3  # --max-trials counted across both workers
+    assert [t.state for t in trials] == [COMPLETE] * 3  # --max-trials counted across both processes
     assert len({t.params["learning_rate"] for t in trials}) == 3
-    assert len({t.user_attrs["worker"] for t in trials}) == 2  # both workers took trials
+    assert len({t.user_attrs["process"] for t in trials}) == 2  # both processes took trials
     runs = [run for t in trials for run in t.user_attrs["runs"]]
     assert sorted(runs) == sorted({f"tiny-t{t.number}-s1" for t in trials})
     root = workdir / "var/trainer/runs"
@@ -64,11 +64,11 @@ def test_two_workers_share_one_sqlite_study_without_duplicates(two_workers):
     assert "best trial" in result.stderr and processes_in(workdir) == []
 
 
-def test_status_and_best_config(two_workers):
-    workdir, _ = two_workers
+def test_status_and_best_config(two_processes):
+    workdir, _ = two_processes
     status = sweep(["status", "tiny", "--json"], cwd=workdir)
     data = json.loads(status.stdout)
-    assert data["counts"] == {"complete": 3} and data["running_workers"] == []
+    assert data["counts"] == {"complete": 3} and data["running_processes"] == []
     best = max(data["trials"], key=lambda t: t["value"])
     assert data["best"]["number"] == best["number"]
     table = sweep(["status", "tiny"], cwd=workdir).stdout
@@ -87,8 +87,8 @@ def test_status_and_best_config(two_workers):
     assert ready.returncode == 0, ready.stderr
 
 
-def test_a_study_with_another_search_space_is_refused(two_workers):
-    workdir, _ = two_workers
+def test_a_study_with_another_search_space_is_refused(two_processes):
+    workdir, _ = two_processes
     other = write_spec(
         workdir, "other", extra='study_name = "tiny"', params='[params.gamma]\ntype = "float"\nlow = 0.9\nhigh = 0.999'
     )
@@ -114,12 +114,12 @@ def test_two_processes_share_a_journal_file(tmp_path):
     trials = load("tiny", f"journal:{tmp_path}/studies/tiny.journal").get_trials()
     assert [t.state for t in trials] == [COMPLETE] * 3
     assert len({t.params["learning_rate"] for t in trials}) == 3
-    assert len({t.user_attrs["worker"] for t in trials}) == 2
+    assert len({t.user_attrs["process"] for t in trials}) == 2
     section = manifest(tmp_path / "var/trainer/runs", trials[0].user_attrs["runs"][0])["optuna"]
     assert section["storage"] == "journal:studies/tiny.journal"
 
 
-def test_a_killed_workers_trial_is_retried_by_another(tmp_path):
+def test_a_killed_sweep_process_trial_is_retried_by_another(tmp_path):
     spec = write_spec(tmp_path, extra="max_retries = 1", params="")
     spec.write_text(spec.read_text().replace("max_trials = 3", "max_trials = 2"))
     db = tmp_path / "var/sweeps/tiny.db"
@@ -135,7 +135,7 @@ def test_a_killed_workers_trial_is_retried_by_another(tmp_path):
     assert dead.state == optuna.trial.TrialState.FAIL
     retries = [t for t in trials if t.system_attrs.get("failed_trial") == number]
     assert len(retries) == 1 and retries[0].state == COMPLETE
-    assert retries[0].params == dead.params and retries[0].user_attrs["worker"] != dead.user_attrs["worker"]
+    assert retries[0].params == dead.params and retries[0].user_attrs["process"] != dead.user_attrs["process"]
     assert sum(t.state == COMPLETE for t in trials) == 2
     root = tmp_path / "var/trainer/runs"
     (killed_run,) = dead.user_attrs["runs"]
@@ -164,14 +164,15 @@ def test_a_hopeless_trial_is_pruned_from_live_metrics(tmp_path):
     assert "pruned by the sweep" in result.stderr and processes_in(tmp_path) == []
 
 
-def test_grid_mode_runs_each_env_once_across_workers(tmp_path):
+def test_grid_mode_runs_each_env_once_across_sweep_processes_given_by_the_old_flag(tmp_path):
     text = write_spec(tmp_path).read_text()
     text = text.replace('env_id = "CartPole-v1"', 'env_ids = ["CartPole-v1", "MountainCar-v0"]')
     text = text.replace('type = "random"\nseed = 0', 'type = "grid"').replace("max_trials = 3", "max_trials = 50")
     text = text[: text.index("[params.learning_rate]")]
     spec = write_spec(tmp_path, "grid", text=text)
-    result = sweep(["run", str(spec), "--workers", "2"], cwd=tmp_path)
+    result = sweep(["run", str(spec), "--workers", "2"], cwd=tmp_path)  # the old spelling of --parallel
     assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("mosaic: --workers is deprecated; use --parallel\n")
     trials = load("grid", f"sqlite:///{tmp_path}/var/sweeps/grid.db").get_trials()
     assert [t.state for t in trials] == [COMPLETE] * 2
     assert sorted(t.params["env_id"] for t in trials) == ["CartPole-v1", "MountainCar-v0"]
@@ -183,10 +184,10 @@ def test_grid_mode_runs_each_env_once_across_workers(tmp_path):
 
 def test_sigterm_to_a_sweep_cancels_every_running_seed(tmp_path):
     spec = write_spec(tmp_path)
-    proc = start_sweep(["run", str(spec), "--workers", "2", "--total-timesteps", "200000"], tmp_path)
+    proc = start_sweep(["run", str(spec), "--parallel", "2", "--total-timesteps", "200000"], tmp_path)
     db = tmp_path / "var/sweeps/tiny.db"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # both workers have a seed that started training
+    while time.monotonic() < deadline:  # both sweep processes have a seed that started training
         runs = list((tmp_path / "var/trainer/runs").glob("*/events.jsonl"))
         if len(runs) == 2 and all('"run_started"' in p.read_text() for p in runs):
             break
@@ -202,5 +203,5 @@ def test_sigterm_to_a_sweep_cancels_every_running_seed(tmp_path):
     for trial in trials:
         last = events(root, trial.user_attrs["runs"][0])[-1]
         assert last["event"] == "run_cancelled"
-        assert last["payload"]["reason"] == "sweep worker stopped (received SIGTERM) (received SIGTERM)"
+        assert last["payload"]["reason"] == "sweep process stopped (received SIGTERM) (received SIGTERM)"
     assert processes_in(tmp_path) == []

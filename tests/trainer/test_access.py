@@ -60,9 +60,9 @@ def test_a_second_user_can_neither_control_nor_read_the_daemon(daemon_process, t
     assert set(controls.values()) == {"UNAUTHENTICATED"}, controls
     assert found["GetHealth"] == "OK"  # whether a daemon answers is no secret
     assert {found[f"read {path}"] for path in files} == {"EACCES"}
-    # The victim is untouched: still running, and its own worker registers with its secret.
+    # The victim is untouched: still running, and its own training program registers with its secret.
     assert [r.run_id for r in client.list_runs(daemon.target)] == [victim]
-    with client.WorkerSession.register(daemon.target, run_id=victim, registration_secret=secret) as session:
+    with client.RunSession.register(daemon.target, run_id=victim, registration_secret=secret) as session:
         assert session.heartbeat() == {"ok": True}
     assert record(daemon.target, victim).status == pb.RUN_STATUS_EXEC
 
@@ -76,13 +76,13 @@ def test_registration_needs_the_secret_the_run_was_given(daemon_process, tmp_pat
     )
     watcher.start()
     run_id, secret = _waiting_run(daemon.target)
-    # Holding the client token is not enough to register as a run's worker.
+    # Holding the client token is not enough to register as a run's training program.
     for wrong in (None, "not-the-secret"):
         with pytest.raises(MosaicError, match="UNAUTHENTICATED: a first RegisterWorker needs the registration"):
-            client.WorkerSession.register(daemon.target, run_id=run_id, registration_secret=wrong)
-    session = client.WorkerSession.register(daemon.target, run_id=run_id, registration_secret=secret)
+            client.RunSession.register(daemon.target, run_id=run_id, registration_secret=wrong)
+    session = client.RunSession.register(daemon.target, run_id=run_id, registration_secret=secret)
     with pytest.raises(MosaicError, match="ALREADY_EXISTS"):  # a secret opens one registration
-        client.WorkerSession.register(daemon.target, run_id=run_id, registration_secret=secret)
+        client.RunSession.register(daemon.target, run_id=run_id, registration_secret=secret)
     session.heartbeat()
     client.cancel(daemon.target, run_id)
     watcher.join()

@@ -18,7 +18,7 @@ PPO = {"algo": "ppo", "env_id": "CartPole-v1", "extras": {"algo_params": {"num_e
 
 
 def _processes_in(directory: str) -> list[int]:
-    """Live processes working in ``directory`` (the training process and its env workers)."""
+    """Live processes working in ``directory`` (the training process and its env processes)."""
     found = []
     for entry in os.listdir("/proc"):
         try:

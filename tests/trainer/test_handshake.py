@@ -40,9 +40,9 @@ def waiting_run(daemon):
     return _waiting(daemon.address)
 
 
-def _register(target: str, run_id: str, **kwargs) -> client.WorkerSession:
+def _register(target: str, run_id: str, **kwargs) -> client.RunSession:
     kwargs.setdefault("registration_secret", SECRETS.get(run_id))
-    return client.WorkerSession.register(target, run_id=run_id, schema_id="fake.test", **kwargs)
+    return client.RunSession.register(target, run_id=run_id, schema_id="fake.test", **kwargs)
 
 
 def _stub(target: str):
@@ -51,7 +51,7 @@ def _stub(target: str):
 
 
 def test_good_handshake_then_heartbeats(daemon, waiting_run):
-    with _register(daemon.address, waiting_run, worker_id="w1") as session:
+    with _register(daemon.address, waiting_run, program_id="w1") as session:
         assert session.accepted_version == PROTO_VERSION
         assert len(session.session_token) >= 32
         before = record(daemon.address, waiting_run).last_heartbeat.ToNanoseconds()
@@ -107,10 +107,10 @@ def test_concurrent_registrations_one_wins(daemon, waiting_run):
         t.start()
     for t in threads:
         t.join()
-    sessions = [r for r in results if isinstance(r, client.WorkerSession)]
+    sessions = [r for r in results if isinstance(r, client.RunSession)]
     errors = [str(r) for r in results if isinstance(r, MosaicError)]
     assert len(sessions) == 1 and len(errors) == 7
-    assert all("ALREADY_EXISTS" in e and "already has a registered worker" in e for e in errors)
+    assert all("ALREADY_EXISTS" in e and "already has a registered training program" in e for e in errors)
     winner = sessions[0]
     # Only the current token may replace the worker; the old token is void afterwards.
     with pytest.raises(MosaicError, match="UNAUTHENTICATED"):
@@ -125,7 +125,7 @@ def test_concurrent_registrations_one_wins(daemon, waiting_run):
 
 def test_concurrent_registrations_for_many_runs(daemon):
     run_ids = [_waiting(daemon.address) for _ in range(4)]
-    sessions: dict[str, client.WorkerSession] = {}
+    sessions: dict[str, client.RunSession] = {}
 
     def attempt(run_id: str) -> None:
         sessions[run_id] = _register(daemon.address, run_id)
@@ -192,7 +192,7 @@ def test_no_daemon_gives_a_clear_error():
     with pytest.raises(
         MosaicError, match=rf"no trainer daemon answered at 127.0.0.1:{port} after 3 tries: UNAVAILABLE"
     ):
-        client.WorkerSession.register(f"127.0.0.1:{port}", run_id="r", timeout=1.0)
+        client.RunSession.register(f"127.0.0.1:{port}", run_id="r", timeout=1.0)
 
 
 def test_control_stream_unimplemented(daemon, waiting_run):

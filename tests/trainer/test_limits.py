@@ -34,7 +34,7 @@ def test_idle_watch_streams_do_not_starve_the_daemon(daemon_process, tmp_path):
             lambda: sum(not s.running() for s in streams) >= 16 or all(s.running() for s in streams),
             what="the streams to be served or refused",
         )
-        # Health, list and submit answer at once, and a run's worker can still register.
+        # Health, list and submit answer at once, and a run's training program can still register.
         assert client.health(daemon.target, timeout=5).healthy
         assert client.list_runs(daemon.target, timeout=5) == []
         run_id = client.submit(daemon.target, fake_config({"duration": 0.2}), timeout=10).run_id
@@ -50,12 +50,12 @@ def test_idle_watch_streams_do_not_starve_the_daemon(daemon_process, tmp_path):
         channel.close()
 
 
-def _worker_for(daemon) -> tuple[str, client.WorkerSession]:
+def _worker_for(daemon) -> tuple[str, client.RunSession]:
     run_id = client.submit(daemon.address, fake_config({"register": False, "duration": 120})).run_id
     wait_for(lambda: record(daemon.address, run_id).status == pb.RUN_STATUS_EXEC, what="the run to start")
     path = Path(record(daemon.address, run_id).run_dir) / "registration.secret"
     secret = wait_for(lambda: path.exists() and path.read_text(), what="its registration secret")
-    return run_id, client.WorkerSession.register(daemon.address, run_id=run_id, registration_secret=secret)
+    return run_id, client.RunSession.register(daemon.address, run_id=run_id, registration_secret=secret)
 
 
 def test_telemetry_is_capped_strict_and_refused_after_the_run(start_daemon):

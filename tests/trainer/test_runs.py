@@ -136,7 +136,7 @@ def test_cancel_a_queued_run(start_daemon):
     assert record(daemon.address, queued).status == pb.RUN_STATUS_INIT
     # A queued run's process has no registration secret yet: refused on metadata, like any run id.
     with pytest.raises(MosaicError, match="UNAUTHENTICATED: a first RegisterWorker needs the registration secret"):
-        client.WorkerSession.register(daemon.address, run_id=queued)
+        client.RunSession.register(daemon.address, run_id=queued)
     client.cancel(daemon.address, queued)
     final = record(daemon.address, queued)
     assert final.terminal_event == "run_cancelled" and "before it started" in final.failure_reason

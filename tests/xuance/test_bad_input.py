@@ -36,6 +36,12 @@ CASES = {
         {"mode": "evaluate", "checkpoint_path": "/x", "eval_episodes": 0},
         "extras.eval_episodes must be a positive integer",
     ),
+    "video in training": (
+        "mappo",
+        "mpe/simple_spread_v3",
+        {"eval_capture_video": True},
+        "extras.eval_capture_video: a video is recorded in mode evaluate only",
+    ),
     "replay buffer": (
         "qmix",
         "mpe/simple_spread_v3",

@@ -39,3 +39,27 @@ class TestXuanCeContract(WorkerContractSuite):
         assert result["worker"] == "xuance" and result["global_step"] > 0 and len(result["episodes"]) == 3
         assert all(set(e["agents"]) == AGENTS for e in result["episodes"])
         assert_same_schema(result, cleanrl_evaluation(self.folder), self.seed)
+
+    def test_evaluate_records_the_first_episode_as_an_mp4(self) -> None:
+        """`mosaic evaluate --video` of a XuanCe run: the first episode's frames (MPE rendered
+        rgb_array), written as an MP4 with the OpenCV XuanCe brings; a GIF is refused in one line."""
+        import cv2
+
+        args = self.run_args("filmed")
+        args[args.index("--total-timesteps") + 1] = "800"
+        first = self.cli(*args)
+        assert first.returncode == 0, first.stderr[-3000:]
+        video = self.folder / "spread.mp4"
+        done = self.cli(
+            "evaluate", "filmed", "--episodes", "2", "--video", str(video), "--runs-dir", str(self.runs_root), "--json"
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout)
+        capture = cv2.VideoCapture(str(video))
+        frames, width = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)), int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
+        ok, image = capture.read()
+        capture.release()
+        assert ok and width > 0 and frames == result["episodes"][0]["length"], (frames, result["episodes"][0])
+        assert len({int(v) for v in image.reshape(-1)[::97]}) > 1  # a rendered scene, not a blank frame
+        gif = self.cli("enjoy", "filmed", "--video", str(self.folder / "spread.gif"), "--runs-dir", str(self.runs_root))
+        self.one_line(gif, "worker 'xuance' cannot play with a .gif video")

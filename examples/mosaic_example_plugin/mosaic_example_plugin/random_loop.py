@@ -1,7 +1,8 @@
 """The example worker's training process: a plain gymnasium loop, nothing MOSAIC-specific but
 calls to ``mosaic_core.child.report_scalar`` and one ``emit_event("checkpoint_saved", ...)``
 (no-ops when not run by a host), and the run contract's stop (``mosaic_core.contract.StopOnSignal``:
-a stop saves ``checkpoints/step_N.json``, which ``--resume-from`` goes on from). ``--policy`` is
+a stop saves ``checkpoints/step_N.json``, which ``--resume-from`` goes on from; so does
+``--checkpoint-every N``, every N steps). ``--policy`` is
 random, first, or a Python file defining ``act(observation, action_space)``.
 
 With ``--direct`` the env is built from its class, bypassing ``gym.make`` (as PettingZoo or EnvPool
@@ -32,6 +33,7 @@ def main() -> None:
     parser.add_argument("--log-every", type=int, default=200)
     parser.add_argument("--direct", action="store_true", help="bypass gym.make; publish frames through the API")
     parser.add_argument("--resume-from", help="a checkpoints/step_N.json a stop left: go on from step N")
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="save checkpoints/step_N.json every N steps")
     args = parser.parse_args()
     print(
         f"example worker: gymnasium {gym.__version__} in {sys.prefix}, "
@@ -74,6 +76,8 @@ def main() -> None:
             observation, _ = env.reset()
         if step % args.log_every == 0:
             report_scalar("charts/SPS", (step - first + 1) / (time.perf_counter() - started), step)
+        if args.checkpoint_every and step % args.checkpoint_every == 0 and step < args.total_timesteps:
+            _save_progress(step)
         if stop.requested:
             break
     env.close()

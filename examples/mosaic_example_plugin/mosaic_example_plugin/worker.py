@@ -35,9 +35,10 @@ CAPABILITIES = WorkerCapabilities(
 
 
 def get_worker_metadata() -> WorkerMetadata:
-    """The ``mosaic.workers`` entry point: cheap to call (imports nothing heavy). The worker's
-    name is the entry point's (``example``), given once."""
+    """The worker's descriptor (the package's ``mosaic_workers`` hook returns it): cheap to
+    build (imports nothing heavy); the worker class is named, imported when a run needs it."""
     return WorkerMetadata(
+        name="example",
         version="0.2.0",
         worker="mosaic_example_plugin.worker:ExampleWorker",
         description="Plays a random (or always-first-action) policy in a gymnasium env; an example worker",
@@ -50,6 +51,7 @@ def get_isolated_worker_metadata() -> WorkerMetadata:
     """The same worker in its own environment (`mosaic workers install example-venv`): gymnasium
     1.2.2 there, whatever the host's venv holds, and no torch."""
     return WorkerMetadata(
+        name="example-venv",
         version="0.2.0",
         worker="mosaic_example_plugin.worker:ExampleWorker",
         description="The example worker in its own environment (gymnasium 1.2.2, no torch)",
@@ -83,13 +85,17 @@ class ExampleWorker(Worker):
         return WorkerForm(algos=POLICIES, algo=algo or "random")  # a submit form offers the policies
 
     def checkpoint_layout(self, config):
-        """What a stop leaves (SIGTERM, SIGUSR1, Ctrl-C): the step reached, as JSON; `mosaic resume` goes on from it."""
+        """What a stop leaves (SIGTERM, SIGUSR1, Ctrl-C), and every ``extras.checkpoint_frequency``
+        steps: the step reached, as JSON; `mosaic resume` goes on from it."""
         return CheckpointLayout("checkpoints/step_{step}.json", "example.progress/1")
 
     def validate(self, config, options):
         problems = []
         if options.get("log_every", 1) < 1:
             problems.append("--log-every must be >= 1")
+        every = config.extras.get("checkpoint_frequency", 0)
+        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+            problems.append(f"extras.checkpoint_frequency must be a whole number of steps >= 0, got {every!r}")
         return problems
 
     def plan(self, config, run) -> Launch:
@@ -117,6 +123,8 @@ class ExampleWorker(Worker):
             command += ["--seed", str(config.seed)]
         if run.options.get("direct"):
             command.append("--direct")
+        if config.extras.get("checkpoint_frequency"):
+            command += ["--checkpoint-every", str(config.extras["checkpoint_frequency"])]
         if config.extras.get("mode") == "resume":  # the host found the run's newest checkpoint
             command += ["--resume-from", str(config.extras["checkpoint_path"])]
         return Launch(

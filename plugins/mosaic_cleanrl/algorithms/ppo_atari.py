@@ -317,7 +317,7 @@ if __name__ == "__main__":
 
         # Optimizing the policy and value network
         clipfracs = []
-        for epoch in range(args.update_epochs):
+        for _epoch in range(args.update_epochs):
             b_inds = np.random.permutation(b_valid)
             for mb_inds in np.array_split(b_inds, args.num_minibatches):
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])

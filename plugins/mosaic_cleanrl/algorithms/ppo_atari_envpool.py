@@ -294,7 +294,7 @@ if __name__ == "__main__":
             rewards[step] = torch.tensor(reward).to(device).view(-1)
             next_obs, next_done = network_input(next_obs_np, device, input_dtype), torch.Tensor(resetting).to(device)
 
-            for env_index, episodic_return, episodic_length in statistics.update(infos, truncations):
+            for _env_index, episodic_return, episodic_length in statistics.update(infos, truncations):
                 episodes.append(episodic_return)
                 print(f"global_step={global_step}, episodic_return={episodic_return}")
                 writer.add_scalar("charts/episodic_return", episodic_return, global_step)
@@ -348,7 +348,7 @@ if __name__ == "__main__":
 
         # Optimizing the policy and value network
         clipfracs = []
-        for epoch in range(args.update_epochs):
+        for _epoch in range(args.update_epochs):
             b_inds = np.random.permutation(b_valid)
             for mb_inds in np.array_split(b_inds, args.num_minibatches):
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])

@@ -20,7 +20,7 @@ def published(env):
 if __name__ == "__main__":
     gym.make("CartPole-v1").close()  # training's env 0
     batches = []
-    for batch in range(2):
+    for _ in range(2):
         with evaluation_envs():
             envs = [gym.make("CartPole-v1") for _ in range(2)]
         batches.append([published(env) for env in envs])

@@ -1,18 +1,18 @@
-"""A sweep worker: takes trials from the study until the budget is covered, one at a time.
+"""A sweep process: takes trials from the study until the budget is covered, one at a time.
 
-* Budget: ``--max-trials`` (the grid's size in grid mode) counted across every worker of the
+* Budget: ``--max-trials`` (the grid's size in grid mode) counted across every sweep process of the
   study, as trials complete, pruned, running, or failed by a seed. Before asking Optuna for a
-  trial a worker counts them; with a file storage it holds an ``flock`` on
-  ``<file>.sweep-lock`` from the count until Optuna has created the trial, so local workers
+  trial a process counts them; with a file storage it holds an ``flock`` on
+  ``<file>.sweep-lock`` from the count until Optuna has created the trial, so local processes
   never overshoot (on PostgreSQL, machines counting at the same instant can overshoot by one
   each).
-* Dead workers: RDB storages (SQLite, PostgreSQL) get Optuna's heartbeats; a trial whose
-  worker stopped beating is failed and re-queued with the same parameters
-  (``RetryFailedTrialCallback``) by the next worker that starts a trial. Optuna 5's journal
-  storage has no heartbeats: there a worker re-queues the running trials of workers on its own
+* Dead processes: RDB storages (SQLite, PostgreSQL) get Optuna's heartbeats; a trial whose
+  process stopped beating is failed and re-queued with the same parameters
+  (``RetryFailedTrialCallback``) by the next process that starts a trial. Optuna 5's journal
+  storage has no heartbeats: there a process re-queues the running trials of processes on its own
   host whose process is gone.
 * SIGTERM/SIGINT/SIGHUP: the running seed's ``mosaic run`` is cancelled (its whole process
-  group, by the run host), the trial is marked failed (``interrupted``), the worker exits 130.
+  group, by the run host), the trial is marked failed (``interrupted``), the process exits 130.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from mosaic_core import MosaicError
 from mosaic_sweep.spec import SweepSpec
 from mosaic_sweep.storage import FileLock, StorageURL, retry_callback
 from mosaic_sweep.study import grid_size
-from mosaic_sweep.trial import SeedFailed, Stopper, TrialObjective, WorkerStopped, _say
+from mosaic_sweep.trial import SeedFailed, Stopper, SweepStopped, TrialObjective, _say, trial_process
 
 MAX_FAILURES_IN_A_ROW = 3
 
@@ -41,7 +41,7 @@ def budget(spec: SweepSpec) -> int:
 
 def counted(study: Any) -> int:
     """Trials that use up the budget: complete, pruned, running, or failed by a seed (not
-    the ones failed because their worker died or was stopped: those are re-run)."""
+    the ones failed because their process died or was stopped: those are re-run)."""
     from optuna.trial import TrialState
 
     total = 0
@@ -54,19 +54,19 @@ def counted(study: Any) -> int:
 
 
 def reap_dead_local_trials(study: Any, max_retries: int) -> None:
-    """Journal storage: fail and re-queue RUNNING trials of dead workers on this host."""
+    """Journal storage: fail and re-queue RUNNING trials of dead sweep processes on this host."""
     from optuna.trial import TrialState
 
     host = socket.gethostname()
     retry = retry_callback(max_retries)
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        label = str(trial.user_attrs.get("worker", ""))
+        label = trial_process(trial)
         name, _, pid = label.rpartition(":")
         if name != host or not pid.isdigit() or _alive(int(pid)):
             continue
         if study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
             retry(study, study._storage.get_trial(trial._trial_id))
-            _say(f"trial {trial.number}: its worker {label} is gone; re-queued")
+            _say(f"trial {trial.number}: its sweep process {label} is gone; re-queued")
 
 
 def _alive(pid: int) -> bool:
@@ -100,7 +100,7 @@ def _signals(stopper: Stopper) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run_worker(
+def take_trials(
     spec: SweepSpec,
     study: Any,
     location: StorageURL,
@@ -108,7 +108,7 @@ def run_worker(
     launcher_argv: list[str] | None = None,
     own_trials: int | None = None,
 ) -> int:
-    """Run trials until the budget is covered (or ``own_trials`` of this worker's: a job array's
+    """Run trials until the budget is covered (or ``own_trials`` of this process's: a job array's
     task runs one); 0 when done, 130 when stopped by a signal. ``launcher_argv``: where each
     seed's ``mosaic run`` executes (``LauncherChoice.argv()``)."""
     import optuna
@@ -133,16 +133,16 @@ def run_worker(
                 own_trials = None if own_trials is None else own_trials - 1
                 if own_trials == 0:
                     break
-            except WorkerStopped:
+            except SweepStopped:
                 break
             finally:
                 lock.release()
             failures = failures + 1 if objective.last_error is not before else 0
             if failures >= MAX_FAILURES_IN_A_ROW:
                 raise MosaicError(
-                    f"{failures} trials in a row failed; stopping this worker. Last: {objective.last_error}"
+                    f"{failures} trials in a row failed; stopping this sweep process. Last: {objective.last_error}"
                 )
     if stopper.reason is not None:
-        _say(f"worker {os.getpid()} stopped ({stopper.reason}); its running seed was cancelled")
+        _say(f"sweep process {os.getpid()} stopped ({stopper.reason}); its running seed was cancelled")
         return 130
     return 0
