@@ -100,9 +100,16 @@ def mosaic_workers() -> list[WorkerMetadata] | None:
 
         @hookimpl
         def mosaic_workers():
-            return [WorkerMetadata(name="random", version="1.0", description="a random policy",
-                                   capabilities=CAPABILITIES, worker="my_pkg.worker:RandomWorker",
-                                   run_hooks="my_pkg.run_hooks")]
+            return [
+                WorkerMetadata(
+                    name="random",
+                    version="1.0",
+                    description="a random policy",
+                    capabilities=CAPABILITIES,
+                    worker="my_pkg.worker:RandomWorker",
+                    run_hooks="my_pkg.run_hooks",
+                )
+            ]
     """
 
 
@@ -124,8 +131,7 @@ def mosaic_launchers() -> list[Any] | None:  # LauncherInfo (mosaic_core.launche
 
         @hookimpl
         def mosaic_launchers():
-            return [LauncherInfo(name="k8s", description="a Kubernetes Job per run", options=(),
-                                 execute="my_pkg.k8s:execute")]
+            return [LauncherInfo(name="k8s", description="a Kubernetes Job per run", options=(), execute="my_pkg.k8s:execute")]
     """
 
 
@@ -149,6 +155,7 @@ def mosaic_hookspecs() -> list[ModuleType] | None:
         @hookimpl
         def mosaic_hookspecs():
             from my_pkg import hookspecs
+
             return [hookspecs]
     """
 
