@@ -1,7 +1,10 @@
 """Resume, measured: per case, an uninterrupted `mosaic run` next to the same run SIGTERMed near
-its middle and continued with `mosaic resume` (CleanRL's bundled PPO and DQN on CartPole).
+its middle and continued with `mosaic resume`, per worker: CleanRL's bundled PPO and DQN on
+CartPole, RLlib's PPO on CartPole, XuanCe's MAPPO on MPE simple_spread (the last two need their
+worker environments: `mosaic workers install rllib|xuance`; a case whose worker is not ready is
+skipped, saying so).
 
-Run by hand: .venv/bin/python bench/resume.py [--case ppo --case dqn] [--scale 1.0]
+Run by hand: .venv/bin/python bench/resume.py [--case ppo --case rllib-ppo …] [--scale 1.0]
 
 Prints, per case: wall time of the whole run and of the two attempts together (process start-up
 counted twice), the steps the stop landed at, the cost of the stop's save (from SIGTERM to the
@@ -24,14 +27,24 @@ import time
 from pathlib import Path
 
 MOSAIC = Path(sys.executable).parent / "mosaic"
-# case: (algo, steps, extras)
+# case: (worker, algo, env, steps, extras)
 CASES = {
-    "ppo": ("ppo", 40_000, {"num_envs": 4, "num_steps": 128, "cuda": False}),
+    "ppo": ("cleanrl", "ppo", "CartPole-v1", 40_000, {"num_envs": 4, "num_steps": 128, "cuda": False}),
     "dqn": (
+        "cleanrl",
         "dqn",
+        "CartPole-v1",
         20_000,
         {"learning_starts": 2000, "target_network_frequency": 200, "save_replay_buffer": True, "cuda": False},
     ),
+    "rllib-ppo": (
+        "rllib",
+        "PPO",
+        "CartPole-v1",
+        20_000,
+        {"algo_params": {"num_env_runners": 1, "train_batch_size_per_learner": 1000, "minibatch_size": 128}},
+    ),
+    "xuance-mappo": ("xuance", "mappo", "mpe/simple_spread_v3", 20_000, {"parallels": 4}),
 }
 
 
@@ -43,16 +56,16 @@ def events(root: Path, run_id: str) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def argv(root: Path, run_id: str, algo: str, steps: int, extras: dict) -> list[str]:
+def argv(root: Path, run_id: str, worker: str, algo: str, env: str, steps: int, extras: dict) -> list[str]:
     return [
         str(MOSAIC),
         "run",
         "--worker",
-        "cleanrl",
+        worker,
         "--algo",
         algo,
         "--env-id",
-        "CartPole-v1",
+        env,
         "--total-timesteps",
         str(steps),
         "--seed",
@@ -78,16 +91,28 @@ def last_returns(root: Path, run_id: str, count: int = 20) -> float:
     return sum(values) / len(values)
 
 
+def size_mb(path: Path) -> float:
+    """A checkpoint's size: a file, or a directory's files (RLlib's)."""
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    return sum(p.stat().st_size for p in files) / 1e6
+
+
+def worker_ready(worker: str) -> bool:
+    listed = subprocess.run([str(MOSAIC), "workers", "--json"], capture_output=True, text=True, check=True)
+    found = [w for w in json.loads(listed.stdout) if w["name"] == worker]
+    return bool(found) and (found[0].get("environment_status") or {"state": "host"})["state"] in ("ready", "host")
+
+
 def case(root: Path, name: str, scale: float) -> dict:
-    algo, steps, extras = CASES[name]
+    worker, algo, env, steps, extras = CASES[name]
     steps = max(4096, int(steps * scale))
     started = time.perf_counter()
-    subprocess.run(argv(root, "whole", algo, steps, extras), check=True, capture_output=True)
+    subprocess.run(argv(root, "whole", worker, algo, env, steps, extras), check=True, capture_output=True)
     whole = time.perf_counter() - started
 
     started = time.perf_counter()
     process = subprocess.Popen(
-        argv(root, "cut", algo, steps, extras), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        argv(root, "cut", worker, algo, env, steps, extras), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     while process.poll() is None:
         reported = [e["payload"].get("global_step") for e in events(root, "cut") if e["event"] == "metrics"]
@@ -121,7 +146,7 @@ def case(root: Path, name: str, scale: float) -> dict:
         "stopped_at": cancelled.get("from_step"),
         "save_on_stop_s": round(save_s, 2),
         "resume_to_first_metric_s": None if restore_s is None else round(restore_s, 1),
-        "checkpoint_mb": round(Path(cancelled["checkpoint"]).stat().st_size / 1e6, 2),
+        "checkpoint_mb": round(size_mb(Path(cancelled["checkpoint"])), 2),
         "return_whole": round(last_returns(root, "whole"), 2),
         "return_resumed": round(last_returns(root, "cut"), 2),
     }
@@ -133,7 +158,10 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     ns = parser.parse_args()
     rows = []
-    for name in ns.case or sorted(CASES):
+    for name in ns.case or list(CASES):
+        if not worker_ready(CASES[name][0]):
+            print(f"{name}: skipped, the {CASES[name][0]} worker is not ready (mosaic workers)", file=sys.stderr)
+            continue
         root = Path(tempfile.mkdtemp(prefix="mosaic-bench-resume-"))
         try:
             rows.append(case(root, name, ns.scale))
