@@ -83,6 +83,13 @@ def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
         if not tag.startswith("eval/"):
             steps = [s for s, _ in values]
             assert steps == sorted(steps) and steps[-1] <= total, tag
+    if algo == "ppo":  # the annealed learning rate goes on from the value it had at the stop
+        (whole_tb,) = {p.parent for p in (suite.run_dir("whole") / "runs").rglob("events.out.tfevents.*")}
+        lr_whole = dict(scalars(whole_tb)["charts/learning_rate"])
+        lr_cut = scalars(tb_dir)["charts/learning_rate"]
+        resumed = [(step, lr) for step, lr in lr_cut if step > from_step]
+        assert resumed and all(lr_whole[step] == lr for step, lr in resumed)  # at resume and after
+        assert lr_cut[-1] == max(lr_whole.items())  # its schedule ends where the uninterrupted run's does
     events = read_events(suite.run_dir("cut") / "events.jsonl")
     assert [e["event"] for e in events].count("run_resumed") == 1
     steps = metric_steps(one_history(events))

@@ -172,7 +172,13 @@ def test_any_workers_options_build_the_form_and_the_dashboard_knows_no_worker():
         "total_timesteps": 50,
         "extras": {},
     }
-    assert set(imported) <= {"mosaic_cleanrl", "mosaic_cleanrl.metadata"}  # discovery reads descriptors only
+    # discovery reads descriptors only: the plugin module that returns them, not the worker's code
+    assert set(imported) <= {
+        "mosaic_cleanrl",
+        "mosaic_cleanrl.metadata",
+        "mosaic_cleanrl.plugin",
+        "mosaic_cleanrl.hookspecs",
+    }
     with pytest.raises(FormError, match="worker: required"):
         parse_submission({"env_id": "CartPole-v1", "total_timesteps": "10"}, None)
 

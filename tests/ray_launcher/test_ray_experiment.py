@@ -15,7 +15,7 @@ SPEC = """
 name = "on-ray"
 seeds = [1, 2]
 total_timesteps = 1024
-concurrency = 2
+parallel = 2
 
 [[group]]
 worker = "cleanrl"

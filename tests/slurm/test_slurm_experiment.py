@@ -13,7 +13,7 @@ SPEC = """
 name = "on-slurm"
 seeds = [1, 2]
 total_timesteps = 512
-concurrency = 2
+parallel = 2
 
 [[group]]
 worker = "cleanrl"

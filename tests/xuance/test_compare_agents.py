@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow  # four XuanCe runs of 800 steps and an evaluation
 
 AGENTS = ("agent_0", "agent_1", "agent_2")
 EXTRAS = ", ".join(f"{k} = {json.dumps(v)}" for k, v in SMALL.items())
-SPEC = 'name = "spread"\nseeds = [1, 2]\ntotal_timesteps = 800\nconcurrency = 2\n' + "".join(
+SPEC = 'name = "spread"\nseeds = [1, 2]\ntotal_timesteps = 800\nparallel = 2\n' + "".join(
     f'[[group]]\nworker = "xuance"\nalgo = "{algo}"\nenv = "{SPREAD}"\nextras = {{ {EXTRAS} }}\n'
     for algo in ("mappo", "iql")
 )
