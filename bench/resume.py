@@ -84,11 +84,13 @@ def argv(root: Path, run_id: str, worker: str, algo: str, env: str, steps: int, 
 def last_returns(root: Path, run_id: str, count: int = 20) -> float:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    (folder,) = {p.parent for p in (root / run_id / "runs").rglob("events.out.tfevents.*")}
-    accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0})
-    accumulator.Reload()
-    values = [e.value for e in accumulator.Scalars("charts/episodic_return")][-count:]
-    return sum(values) / len(values)
+    for folder in sorted({p.parent for p in (root / run_id).rglob("events.out.tfevents.*")}):
+        accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        if "charts/episodic_return" in accumulator.Tags()["scalars"]:  # the team return, for XuanCe
+            values = [e.value for e in accumulator.Scalars("charts/episodic_return")][-count:]
+            return sum(values) / len(values)
+    raise SystemExit(f"no charts/episodic_return in {root / run_id}'s TensorBoard files")
 
 
 def size_mb(path: Path) -> float:
