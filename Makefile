@@ -31,11 +31,12 @@ train: venv
 # In CI (CI=true) each lane ends with its 25 slowest tests, to see where the minutes go.
 DURATIONS := $(if $(CI),--durations=25)
 
-# The suite runs in $(JOBS) processes (pytest-xdist; tests sharing a session's cluster stay in one,
-# tests/conftest.py). The tests marked `alone` judge a run against a clock (a stop sent at half the
-# budget, a grace period): they run afterwards by themselves, so no other test's load decides them.
+# The suite runs in $(JOBS) processes (pytest-xdist), a module (or a cluster's tests) to a process,
+# longest first (tests/conftest.py). The tests marked `alone` judge a run against a clock (a stop
+# sent at half the budget, a grace period): they run afterwards by themselves, so no other test's
+# load decides them.
 JOBS ?= 2
-PARALLEL = -n $(JOBS) --dist loadgroup
+PARALLEL = -n $(JOBS) --dist loadscope
 test: venv
 	$(BIN)/python -m pytest -q $(PARALLEL) -m "not alone" $(DURATIONS) $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q -m alone $(DURATIONS) $(PYTEST_ARGS) || [ $$? = 5 ]  # 5: none selected

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,14 +165,42 @@ def runs_root(workdir: Path) -> Path:
     return workdir / "var" / "trainer" / "runs"
 
 
-# `make test` runs the suite in two processes (pytest-xdist, --dist loadgroup). Tests that share a
-# session-wide cluster fixture run in one of them: the Slurm cluster binds fixed ports, and one Ray
-# cluster per session is what the cluster tests are written for.
-SHARED_CLUSTERS = ("slurm", "cluster")
+# `make test` runs the suite in two processes (pytest-xdist, `--dist loadscope`, scheduled here).
+# Each test goes with its module, so a module's fixtures are made once and not once per process. A
+# folder whose conftest has session fixtures that cost (training runs: tests/algorithms, modes,
+# analytics; a cluster: tests/slurm, whose cluster binds fixed ports, and tests/ray_launcher, written
+# for one Ray cluster per session) goes whole, for the same reason. The work is queued longest first
+# (tests/durations.json, made by .ci/durations.py), so the last to finish is a short one. (xdist's
+# own `loadgroup` would do the grouping, but does not on pytest 9.2: pytest-xdist#1386.)
+ONE_PROCESS = {f"tests/{name}" for name in ("algorithms", "modes", "analytics", "slurm", "ray_launcher")}
+MODULE_SECONDS: dict[str, float] = json.loads((Path(__file__).parent / "durations.json").read_text())
+UNKNOWN_SECONDS = 5.0  # a module not in the table yet: a middling one
+
+
+def xdist_scope(nodeid: str) -> str:
+    module = nodeid.split("::")[0]
+    folder = module.rpartition("/")[0]
+    return folder if folder in ONE_PROCESS else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndFolders(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    config.option.loadscopereorder = False  # the queue is in the workers' order (below)
+    return ModulesAndFolders(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):
+        return  # not an xdist worker, whose collection order is the queue's
+    modules: dict[str, set[str]] = defaultdict(set)
     for item in items:
-        for name in SHARED_CLUSTERS:
-            if name in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(name))
+        modules[xdist_scope(item.nodeid)].add(item.nodeid.split("::")[0])
+    cost = {scope: sum(MODULE_SECONDS.get(m, UNKNOWN_SECONDS) for m in found) for scope, found in modules.items()}
+    items.sort(key=lambda item: -cost[xdist_scope(item.nodeid)])  # stable: each scope's own order kept

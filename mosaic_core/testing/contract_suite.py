@@ -13,7 +13,9 @@ inherited tests::
         extras = {"checkpoint_frequency": 1000}
 
 Every test runs the real ``mosaic`` command line in a fresh folder (``tmp_path``) with its own
-runs root; nothing is mocked. What the suite checks:
+runs root; nothing is mocked. The tests that need only a finished run (the first, the completed one,
+evaluate) each get a copy of one run, completed once per suite (the ``completed`` fixture), rather
+than training again. What the suite checks:
 
 - ``test_trains_with_metrics_and_a_checkpoint``: a run completes, its events carry metric
   steps, and the worker's ``checkpoint_layout`` finds a checkpoint at the end;
@@ -30,14 +32,17 @@ runs root; nothing is mocked. What the suite checks:
 
 Knobs (class attributes): ``worker``, ``algo``, ``env_id``, ``total_timesteps``, ``extras``,
 ``seed``, ``evaluate``, ``timeout`` (seconds per command), ``env`` (extra environment
-variables for the CLI). Helpers a subclass may use in its own tests: :meth:`cli`,
-:meth:`start`, :meth:`events`, :meth:`run_dir`, :meth:`stop_at`.
+variables for the CLI). A worker whose environment must be built first overrides the class-scoped
+``worker_env`` fixture (the variables it returns are added to ``env``). Helpers a subclass may use
+in its own tests: :meth:`cli`, :meth:`start`, :meth:`events`, :meth:`run_dir`, :meth:`stop_at`,
+:meth:`copy_of` (a copy of the ``completed`` run in this test's runs root).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,13 +66,38 @@ class WorkerContractSuite:
     extras: ClassVar[dict[str, Any]] = {}
     evaluate: ClassVar[bool] = False
     timeout: ClassVar[float] = 300.0
-    env: ClassVar[dict[str, str]] = {}
+    env: dict[str, str] = {}  # reassigned per test (never changed in place)
 
     # -------------------------------------------------------------------------------- helpers
+    @pytest.fixture(scope="class")
+    @classmethod
+    def worker_env(cls) -> dict[str, str]:
+        """Environment variables the CLI needs beyond ``env``: a subclass overrides this fixture
+        (class-scoped) to build its worker's environment first."""
+        return {}
+
     @pytest.fixture(autouse=True)
-    def _folder(self, tmp_path: Path) -> None:
+    def _folder(self, tmp_path: Path, worker_env: dict[str, str]) -> None:
         self.folder = tmp_path
         self.runs_root = tmp_path / "runs"
+        self.env = {**self.env, **worker_env}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def completed(cls, tmp_path_factory: pytest.TempPathFactory, worker_env: dict[str, str]) -> Path:
+        """The directory of this worker's short run (run id ``trained``), completed once per suite."""
+        maker = cls()
+        maker.folder = tmp_path_factory.mktemp("completed")
+        maker.runs_root = maker.folder / "runs"
+        maker.env = {**maker.env, **worker_env}
+        result = maker.cli(*maker.run_args("trained"))
+        assert result.returncode == 0, result.stderr[-3000:]
+        return maker.run_dir("trained")
+
+    def copy_of(self, completed: Path) -> str:
+        """Copy the ``completed`` run into this test's runs root; its run id."""
+        shutil.copytree(completed, self.run_dir(completed.name), symlinks=True)
+        return completed.name
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
@@ -150,10 +180,8 @@ class WorkerContractSuite:
             assert word in lines[0], (word, lines[0])
 
     # -------------------------------------------------------------------------------- the contract
-    def test_trains_with_metrics_and_a_checkpoint(self) -> None:
-        result = self.cli(*self.run_args("trained"))
-        assert result.returncode == 0, result.stderr[-3000:]
-        events = self.events("trained")
+    def test_trains_with_metrics_and_a_checkpoint(self, completed: Path) -> None:
+        events = read_events(completed / "events.jsonl")
         assert events[-1]["event"] == "run_completed"
         assert any(event_step(e) is not None for e in events), "no metric event carried a global_step"
         saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
@@ -183,25 +211,23 @@ class WorkerContractSuite:
         # metrics event may repeat the last step)
         assert self.total_timesteps * 0.9 <= max(steps) <= self.total_timesteps, steps  # the budget (its last batch)
 
-    def test_completed_run_is_not_resumed(self) -> None:
-        first = self.cli(*self.run_args("done"))
-        assert first.returncode == 0, first.stderr[-3000:]
-        log = (self.run_dir("done") / "events.jsonl").read_bytes()
-        again = self.cli("resume", "done", "--runs-dir", str(self.runs_root))
+    def test_completed_run_is_not_resumed(self, completed: Path) -> None:
+        done = self.copy_of(completed)
+        log = (self.run_dir(done) / "events.jsonl").read_bytes()
+        again = self.cli("resume", done, "--runs-dir", str(self.runs_root))
         self.one_line(again, "completed", "--restart")
-        assert (self.run_dir("done") / "events.jsonl").read_bytes() == log
-        restarted = self.cli(*self.run_args("done", "--restart"))
+        assert (self.run_dir(done) / "events.jsonl").read_bytes() == log
+        restarted = self.cli(*self.run_args(done, "--restart"))
         assert restarted.returncode == 0, restarted.stderr[-3000:]
-        assert [e["event"] for e in self.events("done")].count("run_started") == 1  # started over, not appended
+        assert [e["event"] for e in self.events(done)].count("run_started") == 1  # started over, not appended
 
-    def test_evaluate_writes_the_one_schema(self) -> None:
+    def test_evaluate_writes_the_one_schema(self, completed: Path) -> None:
         if not self.evaluate:
             pytest.skip(f"worker {self.worker!r}: the suite's evaluate test is off (evaluate = False)")
-        first = self.cli(*self.run_args("played"))
-        assert first.returncode == 0, first.stderr[-3000:]
-        result = self.cli("evaluate", "played", "--episodes", "2", "--runs-dir", str(self.runs_root))
+        played = self.copy_of(completed)
+        result = self.cli("evaluate", played, "--episodes", "2", "--runs-dir", str(self.runs_root))
         assert result.returncode == 0, result.stderr[-3000:]
-        (found,) = (self.run_dir("played") / "evaluations").glob("*/eval.json")
+        (found,) = (self.run_dir(played) / "evaluations").glob("*/eval.json")
         document = json.loads(found.read_text())
         assert document["schema"] == "mosaic.eval/1" and len(document["episodes"]) == 2
         assert document["worker"] == self.worker and document["env_id"] == self.env_id

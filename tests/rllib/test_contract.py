@@ -25,25 +25,25 @@ class TestRLlibContract(WorkerContractSuite):
     evaluate = True
     timeout = 600.0
 
-    @pytest.fixture(autouse=True)
-    def _built(self, rllib_env) -> None:
-        self.env = {"MOSAIC_VENVS": rllib_env["MOSAIC_VENVS"]} if "MOSAIC_VENVS" in rllib_env else {}
+    @pytest.fixture(scope="class")
+    @classmethod
+    def worker_env(cls, rllib_env) -> dict[str, str]:
+        return {"MOSAIC_VENVS": rllib_env["MOSAIC_VENVS"]} if "MOSAIC_VENVS" in rllib_env else {}
 
-    def test_evaluate_without_the_cleanrl_plugin_writes_cleanrl_s_schema(self) -> None:
-        first = self.cli(*self.run_args("played"))
-        assert first.returncode == 0, first.stderr[-3000:]
+    def test_evaluate_without_the_cleanrl_plugin_writes_cleanrl_s_schema(self, completed) -> None:
+        played = self.copy_of(completed)
         self.env = {**self.env, "MOSAIC_DISABLE_PLUGINS": "cleanrl"}
         listed = self.cli("algos", "--worker", "rllib", "--json")
         assert listed.returncode == 0, listed.stderr[-3000:]
         assert {"PPO", "DQN"} <= {e["algo"] for e in json.loads(listed.stdout)["algorithms"]}
-        done = self.cli("evaluate", "played", "--episodes", "3", "--runs-dir", str(self.runs_root), "--json")
+        done = self.cli("evaluate", played, "--episodes", "3", "--runs-dir", str(self.runs_root), "--json")
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout)
         assert result["worker"] == "rllib" and result["global_step"] > 0 and len(result["episodes"]) == 3
         assert all(e["return"] == e["length"] > 0 for e in result["episodes"])  # CartPole: 1 per step
         assert_same_schema(result, cleanrl_evaluation(self.folder), self.seed)
 
-    def test_evaluate_with_a_video_records_an_mp4_or_says_the_environment_has_no_encoder(self) -> None:
+    def test_evaluate_with_a_video_records_an_mp4_or_says_the_environment_has_no_encoder(self, completed) -> None:
         """`mosaic evaluate --video` of an RLlib run: with an MP4 encoder in the RLlib environment
         (opencv from `--extras atari`, imageio-ffmpeg, moviepy) the first episode's frames
         (CartPole rendered rgb_array) are the video; without one (the base environment) it is one
@@ -52,17 +52,14 @@ class TestRLlibContract(WorkerContractSuite):
 
         from mosaic_core import contract
 
-        args = self.run_args("filmed")
-        args[args.index("--total-timesteps") + 1] = "1000"
-        first = self.cli(*args)
-        assert first.returncode == 0, first.stderr[-3000:]
+        filmed = self.copy_of(completed)
         venvs = Path(self.env.get("MOSAIC_VENVS") or self._env()["MOSAIC_VENVS"])
         (python,) = venvs.glob("rllib-*/bin/python")
         video = self.folder / "cart.mp4"
-        evaluations = self.run_dir("filmed") / "evaluations"
+        evaluations = self.run_dir(filmed) / "evaluations"
         before = sorted(evaluations.iterdir()) if evaluations.is_dir() else []
         done = self.cli(
-            "evaluate", "filmed", "--episodes", "2", "--video", str(video), "--runs-dir", str(self.runs_root), "--json"
+            "evaluate", filmed, "--episodes", "2", "--video", str(video), "--runs-dir", str(self.runs_root), "--json"
         )
         if contract.video_encoder(str(python)) is None:
             self.one_line(done, "the rllib worker's environment has no MP4 encoder")

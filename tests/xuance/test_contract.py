@@ -26,32 +26,29 @@ class TestXuanCeContract(WorkerContractSuite):
     evaluate = True
     timeout = 600.0
 
-    @pytest.fixture(autouse=True)
-    def _built(self, xuance_env) -> None:
-        self.env = {"MOSAIC_VENVS": xuance_env["MOSAIC_VENVS"]} if "MOSAIC_VENVS" in xuance_env else {}
+    @pytest.fixture(scope="class")
+    @classmethod
+    def worker_env(cls, xuance_env) -> dict[str, str]:
+        return {"MOSAIC_VENVS": xuance_env["MOSAIC_VENVS"]} if "MOSAIC_VENVS" in xuance_env else {}
 
-    def test_evaluate_writes_cleanrl_s_schema(self) -> None:
-        first = self.cli(*self.run_args("played"))
-        assert first.returncode == 0, first.stderr[-3000:]
-        done = self.cli("evaluate", "played", "--episodes", "3", "--runs-dir", str(self.runs_root), "--json")
+    def test_evaluate_writes_cleanrl_s_schema(self, completed) -> None:
+        played = self.copy_of(completed)
+        done = self.cli("evaluate", played, "--episodes", "3", "--runs-dir", str(self.runs_root), "--json")
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout)
         assert result["worker"] == "xuance" and result["global_step"] > 0 and len(result["episodes"]) == 3
         assert all(set(e["agents"]) == AGENTS for e in result["episodes"])
         assert_same_schema(result, cleanrl_evaluation(self.folder), self.seed)
 
-    def test_evaluate_records_the_first_episode_as_an_mp4(self) -> None:
+    def test_evaluate_records_the_first_episode_as_an_mp4(self, completed) -> None:
         """`mosaic evaluate --video` of a XuanCe run: the first episode's frames (MPE rendered
         rgb_array), written as an MP4 with the OpenCV XuanCe brings; a GIF is refused in one line."""
         import cv2
 
-        args = self.run_args("filmed")
-        args[args.index("--total-timesteps") + 1] = "800"
-        first = self.cli(*args)
-        assert first.returncode == 0, first.stderr[-3000:]
+        filmed = self.copy_of(completed)
         video = self.folder / "spread.mp4"
         done = self.cli(
-            "evaluate", "filmed", "--episodes", "2", "--video", str(video), "--runs-dir", str(self.runs_root), "--json"
+            "evaluate", filmed, "--episodes", "2", "--video", str(video), "--runs-dir", str(self.runs_root), "--json"
         )
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout)
@@ -61,5 +58,5 @@ class TestXuanCeContract(WorkerContractSuite):
         capture.release()
         assert ok and width > 0 and frames == result["episodes"][0]["length"], (frames, result["episodes"][0])
         assert len({int(v) for v in image.reshape(-1)[::97]}) > 1  # a rendered scene, not a blank frame
-        gif = self.cli("enjoy", "filmed", "--video", str(self.folder / "spread.gif"), "--runs-dir", str(self.runs_root))
+        gif = self.cli("enjoy", filmed, "--video", str(self.folder / "spread.gif"), "--runs-dir", str(self.runs_root))
         self.one_line(gif, "worker 'xuance' cannot play with a .gif video")
