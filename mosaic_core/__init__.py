@@ -103,7 +103,7 @@ _EXPORTS = {
     "make_console": "mosaic_core.cli.console:console",
     **_from("cli.console", "said_if_slow"),
     "print_table": "mosaic_core.cli.algos:table",  # a titled rich table of plain-text cells (mosaic algos' views)
-    **_from("environments", "HOST_DISTRIBUTION", "preflight"),
+    **_from("environments", "HOST_DISTRIBUTION", "preflight", "ask_environment"),
     **_from("renamed", "add_renamed_flag", "say_renamed"),  # an old spelling a user typed, said once
     "take_held_signals": "mosaic_core.hostsignals:take_held",
     # A launcher's node side: the recorded launch.json run as the caller prepared it.

@@ -7,6 +7,7 @@ Layout, under :func:`venvs_root` (``$MOSAIC_VENVS``, else ``$XDG_DATA_HOME/mosai
 
     <name>-<key>/                 the venv; <key> hashes everything that went into it
     <name>-<key>/mosaic-environment.json   written last: the build completed (and what it holds)
+    <name>-<key>/mosaic-answers/  what its libraries said of a config, kept (ask_environment)
     <name>.json                   which build the worker uses now, and the --extras it was built with
     <name>.lock                   held while a build runs
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -35,11 +37,12 @@ from typing import Any
 
 from mosaic_core.capabilities import WorkerMetadata
 from mosaic_core.errors import UsageError
-from mosaic_core.files import UntrustedPath, check_ancestors, write_json_atomic
+from mosaic_core.files import UntrustedPath, check_ancestors, read_private_text, write_json_atomic
 from mosaic_core.procs import NEUTRAL_CWD, python_command
 
 VENVS_VAR = "MOSAIC_VENVS"
 MARKER = "mosaic-environment.json"
+ANSWERS = "mosaic-answers"  # in an environment: what its libraries said of a config (ask_environment)
 HOST_DISTRIBUTION = "mosaic-rl"  # the host's own distribution (pyproject.toml)
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)\s*$")
 # pip's own words for the requirement it could not satisfy or build
@@ -398,3 +401,71 @@ def _pip_failure(output: str) -> str:
             return f"pip could not install {working_on} ({reason.rstrip('.')})"
     errors = [line for line in lines if line.startswith("ERROR:")]
     return errors[-1] if errors else (lines[-1] if lines else "pip failed")
+
+
+def ask_environment(
+    python: str, module: str, args: list[str], *, worker: str, timeout: float = 120, remember: bool = False
+) -> dict[str, Any]:
+    """``python -m MODULE ARGS`` in a worker's environment: its last line of output, a JSON object.
+
+    How a worker asks its own libraries what the host cannot import (RLlib's, XuanCe's: does this
+    config hold, which envs are there); a failure is one line naming the reinstall. With
+    ``remember``, an answer naming no ``problems`` is kept in the environment (``<env>/mosaic-answers/``)
+    and given again without a process, keyed by the arguments, the environment's packages (its
+    site-packages' listing changes when pip installs or removes one) and the asking package's code:
+    the seeds of an experiment, a resume or a rerun then check their config once (about 3 s of
+    importing RLlib each)."""
+    key = _answer_key(python, module, args) if remember else None
+    if key is not None:
+        try:
+            kept = json.loads(read_private_text(key))
+        except (OSError, ValueError):
+            kept = None
+        if isinstance(kept, dict) and not kept.get("problems"):
+            return kept
+    try:
+        done = subprocess.run(
+            python_command(python, "-m", module, *args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            cwd=NEUTRAL_CWD,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"the {worker} worker's environment ({python}) did not answer: {exc}") from exc
+    lines = done.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if done.returncode == 0 and lines else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        last = (done.stderr.strip().splitlines() or lines or ["no output"])[-1]
+        raise UsageError(
+            f"the {worker} worker's environment ({python}) could not answer `{module} {args[0]}`: {last}; "
+            f"run `mosaic workers install {worker} --force`"
+        )
+    if key is not None and not answer.get("problems"):
+        try:
+            key.parent.mkdir(mode=0o700, exist_ok=True)
+            write_json_atomic(key, answer, mode=0o600)
+        except OSError:
+            pass  # not kept: asked again next time
+    return answer
+
+
+def _answer_key(python: str, module: str, args: list[str]) -> Path | None:
+    """Where an answer of the environment of ``python`` to ``module args`` is kept (None: a Python
+    outside a venv of its own, whose answers are not kept)."""
+    root = Path(python).parent.parent
+    packages = sorted(root.glob("lib/python*/site-packages"))
+    spec = importlib.util.find_spec(module.split(".")[0])
+    if not (root / "pyvenv.cfg").is_file() or not packages or spec is None or not spec.submodule_search_locations:
+        return None
+    digest = hashlib.sha256(json.dumps([python, module, args]).encode())
+    for folder in packages:
+        digest.update(str(folder.stat().st_mtime_ns).encode())
+    for location in spec.submodule_search_locations:
+        for source in sorted(Path(location).glob("*.py")):
+            digest.update(source.name.encode() + source.read_bytes())
+    return root / ANSWERS / f"{digest.hexdigest()[:32]}.json"

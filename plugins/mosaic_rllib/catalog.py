@@ -7,14 +7,11 @@ in the worker's environment (one short subprocess, before anything starts).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
 from typing import Any
 
-from mosaic_core import ConfigError, UsageError
-from mosaic_core.procs import NEUTRAL_CWD, python_command
+from mosaic_core import ConfigError
 
 # MOSAIC's name (RLlib's) -> what it is; each trains on RLlib's new API stack.
 ALGORITHMS = {
@@ -75,25 +72,9 @@ def check_answers(address: str) -> None:
 
 
 def ask_configs(python: str, args: list[str]) -> dict[str, Any]:
-    """Run ``python -m mosaic_rllib.configs ARGS`` in the worker's environment; its JSON answer."""
-    from mosaic_core import said_if_slow
+    """``python -m mosaic_rllib.configs ARGS`` in the worker's environment: its JSON answer (one that
+    found no problem is remembered there, mosaic_core.ask_environment)."""
+    from mosaic_core import ask_environment, said_if_slow
 
-    try:
-        with said_if_slow("checking the run in the rllib worker's environment (its Python imports Ray RLlib)"):
-            done = subprocess.run(
-                python_command(python, "-m", "mosaic_rllib.configs", *args),
-                capture_output=True,
-                text=True,
-                timeout=120,
-                stdin=subprocess.DEVNULL,
-                cwd=NEUTRAL_CWD,
-            )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"the rllib worker's environment ({python}) did not answer: {exc}") from exc
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UsageError(
-            f"the rllib worker's environment ({python}) could not check the config: {last}; "
-            "run `mosaic workers install rllib --force`"
-        )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    with said_if_slow("checking the run in the rllib worker's environment (its Python imports Ray RLlib)"):
+        return ask_environment(python, "mosaic_rllib.configs", args, worker="rllib", remember=True)

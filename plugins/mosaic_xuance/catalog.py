@@ -7,14 +7,11 @@ MPE scenario (``simple_spread_v3``) means ``mpe/``. Which pairs have a config is
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import ConfigError, UsageError
-from mosaic_core.procs import NEUTRAL_CWD, python_command
+from mosaic_core import ConfigError
 
 # MOSAIC's name -> what XuanCe's agent is (the names are XuanCe's config folders).
 ALGORITHMS = {
@@ -61,22 +58,8 @@ def check_starcraft(scenario: str) -> None:
 
 
 def ask_configs(python: str, args: list[str]) -> dict[str, Any]:
-    """Run ``python -m mosaic_xuance.configs ARGS`` in the worker's environment; its JSON answer."""
-    try:
-        done = subprocess.run(
-            python_command(python, "-m", "mosaic_xuance.configs", *args),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-            cwd=NEUTRAL_CWD,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"the xuance worker's environment ({python}) did not answer: {exc}") from exc
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UsageError(
-            f"the xuance worker's environment ({python}) could not read XuanCe's configs: {last}; "
-            "run `mosaic workers install xuance --force`"
-        )
-    return json.loads(done.stdout)
+    """``python -m mosaic_xuance.configs ARGS`` in the worker's environment: its JSON answer (one that
+    found no problem is remembered there, mosaic_core.ask_environment)."""
+    from mosaic_core import ask_environment
+
+    return ask_environment(python, "mosaic_xuance.configs", args, worker="xuance", timeout=60, remember=True)

@@ -1,8 +1,10 @@
 """What the RLlib worker refuses: one line on stderr, exit 2, no traceback, no run directory, no
 Ray process started."""
 
+import json
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +84,40 @@ def test_dry_run_names_the_checked_config(rllib_env, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert '"lr": 0.001' in done.stdout and "local Ray cluster" in done.stdout
+
+
+def test_a_checked_config_is_remembered_in_the_environment_and_a_refused_one_is_not(rllib_env, tmp_path):
+    """RLlib's verdict on a config it found no problem with is kept in the worker's environment
+    (mosaic_core.ask_environment) and given again without a process that imports RLlib: the
+    seeds of an experiment, a resume and a rerun check once. A refused config is asked every time."""
+    params = {"lr": 0.000123}  # this test's own config
+    (python,) = Path(rllib_env["MOSAIC_VENVS"]).glob("rllib-*/bin/python")
+    answers = python.parent.parent / "mosaic-answers"
+
+    def mine():
+        return [p for p in answers.glob("*.json") if "0.000123" in p.read_text()] if answers.is_dir() else []
+
+    def dry_run(params):
+        return subprocess.run(
+            run_args("dry", tmp_path, params=params, more=("--dry-run", "--emit-summary")),
+            env=rllib_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    for kept in mine():
+        kept.unlink()  # a kept answer of an earlier session
+    first = dry_run(params)
+    assert first.returncode == 0 and '"lr": 0.000123' in first.stdout, first.stderr
+    (kept,) = mine()
+    answer = json.loads(kept.read_text())
+    answer["summary"]["lr"] = "kept"  # what only the kept answer says
+    kept.write_text(json.dumps(answer))
+    second = dry_run(params)
+    assert second.returncode == 0 and '"lr": "kept"' in second.stdout, second.stderr
+
+    before = sorted(answers.iterdir())
+    refused = dry_run({"lrr": 0.000123})
+    assert refused.returncode == 2 and "did you mean lr?" in refused.stderr
+    assert sorted(answers.iterdir()) == before
