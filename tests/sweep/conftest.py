@@ -98,7 +98,8 @@ def events(runs_root: Path, run_id: str) -> list[dict]:
 
 
 def running_trial_of(study_name: str, db: Path, pid: int, timeout: float = 120) -> int:
-    """Wait until sweep process ``pid`` has a RUNNING trial whose first seed's run has started."""
+    """Wait until sweep process ``pid`` has a RUNNING trial whose first seed's run has started and
+    whose heartbeat Optuna has recorded (a trial without one is never found stale)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if db.exists():
@@ -106,7 +107,8 @@ def running_trial_of(study_name: str, db: Path, pid: int, timeout: float = 120) 
                 with sqlite3.connect(db) as conn:
                     rows = conn.execute(
                         "SELECT t.number, a.value_json FROM trials t JOIN trial_user_attributes a "
-                        "ON a.trial_id = t.trial_id WHERE t.state = 'RUNNING' AND a.key = 'process'"
+                        "ON a.trial_id = t.trial_id JOIN trial_heartbeats h ON h.trial_id = t.trial_id "
+                        "WHERE t.state = 'RUNNING' AND a.key = 'process'"
                     ).fetchall()
             except sqlite3.OperationalError:
                 rows = []

@@ -128,6 +128,8 @@ def test_a_killed_sweep_process_trial_is_retried_by_another(tmp_path):
     time.sleep(2)
     first.kill()  # SIGKILL: no handler runs; its seed's `mosaic run` gets SIGTERM from the kernel
     first.communicate()
+    time.sleep(2 * 1 + 1 + 1)  # past the grace period (2 heartbeats of heartbeat_s = 1, + 1 s: storage.py):
+    # the next sweep process finds the trial stale when it starts, however long its own trial takes
     second = sweep(["run", str(spec)], cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     trials = load("tiny", f"sqlite:///{db}").get_trials()
