@@ -165,7 +165,7 @@ def runs_root(workdir: Path) -> Path:
     return workdir / "var" / "trainer" / "runs"
 
 
-# `make test` runs the suite in two processes (pytest-xdist, `--dist loadscope`, scheduled here).
+# `make test` runs the suite in three processes (pytest-xdist, `--dist loadscope`, scheduled here).
 # Each test goes with its module, so a module's fixtures are made once and not once per process. A
 # folder whose conftest has session fixtures that cost (training runs: tests/algorithms, modes,
 # analytics; a cluster: tests/slurm, whose cluster binds fixed ports, and tests/ray_launcher, written
