@@ -84,6 +84,7 @@ def ended(host: subprocess.Popen, training: int) -> None:
             os.killpg(training, signal.SIGKILL)
 
 
+@pytest.mark.alone  # judged against its grace period, under load of its own making
 def test_sigterm_stops_a_ppo_run_within_its_grace_period_under_load(workdir, runs_root, busy_cores):
     host = start_ppo(workdir, "stop")
     training = training_pid(runs_root / "stop", host)
@@ -96,6 +97,7 @@ def test_sigterm_stops_a_ppo_run_within_its_grace_period_under_load(workdir, run
     assert not group_alive(training)
 
 
+@pytest.mark.alone  # judged against its grace period, under load of its own making
 def test_a_host_whose_training_process_is_killed_ends_the_run_under_load(workdir, runs_root, busy_cores):
     host = start_ppo(workdir, "killed")
     training = training_pid(runs_root / "killed", host)

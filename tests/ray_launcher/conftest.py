@@ -1,5 +1,6 @@
-"""One real two-node Ray cluster on loopback for the test session (starting one costs 20-60 s here).
-Tests share it as it is: a test that adds nodes takes them away again before it ends."""
+"""One real two-node Ray cluster on loopback for this folder's tests (starting one costs 20-60 s
+here), stopped when they end (its idle daemons would take CPU from the rest of the session). Tests
+share it as it is: a test that adds nodes takes them away again before it ends."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tests.conftest import HOST_VARS
 from tests.ray_launcher.loopback import LoopbackCluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster():
     ray_cluster = LoopbackCluster(cpus_per_node=2)
     try:

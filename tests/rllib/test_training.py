@@ -128,6 +128,7 @@ def test_cancel_leaves_no_ray_process(rllib_env, tmp_path, grace):
         assert folders == [], f"the run's Ray temp folder outlived it: {folders}"
 
 
+@pytest.mark.alone  # judged against its grace period, under load of its own making
 def test_sigterm_stops_a_run_within_its_grace_period_under_load(rllib_env, tmp_path, busy_cores):
     """The goal: any run stops within 5 s of SIGTERM with every core busy. The driver ends by itself
     (128 + SIGTERM, or 1 when Ray's core worker ends it as its raylet dies), not by the host's

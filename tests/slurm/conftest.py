@@ -1,4 +1,4 @@
-"""One real Slurm cluster (one node, 2 CPUs) for the test session; skipped, saying why, where
+"""One real Slurm cluster (one node, 2 CPUs) for this folder's tests, stopped when they end; skipped, saying why, where
 slurm-wlm is not installed or we are not root. Tests find it through ``$SLURM_CONF``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from tests.slurm.cluster import SlurmCluster, why_not_here
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def slurm(tmp_path_factory):
     reason = why_not_here()
     if reason:

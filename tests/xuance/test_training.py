@@ -172,6 +172,7 @@ def test_sigterm_cancels_with_a_checkpoint_and_no_process_left(xuance_env, tmp_p
     _cancelled(xuance_env, tmp_path, timeout=120)
 
 
+@pytest.mark.alone  # judged against its grace period, under load of its own making
 def test_sigterm_stops_a_run_within_its_grace_period_under_load(xuance_env, tmp_path, busy_cores):
     """The goal: any run stops within 5 s of SIGTERM with every core busy. The training process
     saves its checkpoint and ends by the SIGTERM itself, not by the host's SIGKILL when the grace
