@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -167,12 +168,13 @@ def runs_root(workdir: Path) -> Path:
 
 # `make test` runs the suite in three processes (pytest-xdist, `--dist loadscope`, scheduled here).
 # Each test goes with its module, so a module's fixtures are made once and not once per process. A
-# folder whose conftest has session fixtures that cost (training runs: tests/algorithms, modes,
-# analytics; a cluster: tests/slurm, whose cluster binds fixed ports, and tests/ray_launcher, written
-# for one Ray cluster per session) goes whole, for the same reason. The work is queued longest first
+# folder whose conftest has session fixtures that cost (training runs: tests/modes, analytics; a
+# cluster: tests/slurm, whose cluster binds fixed ports, and tests/ray_launcher, written for one Ray
+# cluster) goes whole, for the same reason; or its fixture is made once for every process
+# (once_per_session: tests/algorithms' smoke runs, which its folder's modules share). The work is queued longest first
 # (tests/durations.json, made by .ci/durations.py), so the last to finish is a short one. (xdist's
 # own `loadgroup` would do the grouping, but does not on pytest 9.2: pytest-xdist#1386.)
-ONE_PROCESS = {f"tests/{name}" for name in ("algorithms", "modes", "analytics", "slurm", "ray_launcher")}
+ONE_PROCESS = {f"tests/{name}" for name in ("modes", "analytics", "slurm", "ray_launcher")}
 MODULE_SECONDS: dict[str, float] = json.loads((Path(__file__).parent / "durations.json").read_text())
 UNKNOWN_SECONDS = 5.0  # a module not in the table yet: a middling one
 
@@ -204,3 +206,19 @@ def pytest_collection_modifyitems(config, items):
         modules[xdist_scope(item.nodeid)].add(item.nodeid.split("::")[0])
     cost = {scope: sum(MODULE_SECONDS.get(m, UNKNOWN_SECONDS) for m in found) for scope, found in modules.items()}
     items.sort(key=lambda item: -cost[xdist_scope(item.nodeid)])  # stable: each scope's own order kept
+
+
+def once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str, make, to_json, from_json):
+    """``make()`` once for the whole test session, however many pytest-xdist processes ask: the
+    first holds a lock while it makes the value and writes ``to_json(value)`` beside the processes'
+    temp folders (the session's own); the others wait, then read ``from_json(...)`` back."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return make()  # one process: its session fixture is once already
+    kept = tmp_path_factory.getbasetemp().parent / f"{name}.json"  # pytest-N/, shared by this session's processes
+    with open(f"{kept}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if kept.is_file():
+            return from_json(json.loads(kept.read_text()))
+        value = make()
+        kept.write_text(json.dumps(to_json(value)))
+        return value

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import once_per_session
+
 ALGORITHMS = Path(__file__).resolve().parents[2] / "plugins" / "mosaic_cleanrl" / "algorithms"
 
 # Flags that keep each algorithm's run to a few seconds on a busy CPU.
@@ -152,7 +154,18 @@ CHECKPOINT_EVERY = {"ppo": 512, "ppo_continuous_action": 256, "dqn": 500, "c51":
 @pytest.fixture(scope="session")
 def smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     """Every bundled algorithm run once with TINY flags, --save-model, --checkpoint-frequency and
-    --eval-frequency (the same period, 2 episodes per evaluation)."""
+    --eval-frequency (the same period, 2 episodes per evaluation); once per test session, whichever
+    pytest-xdist process asks first."""
+    return once_per_session(
+        tmp_path_factory,
+        "smoke_runs",
+        lambda: _smoke_runs(tmp_path_factory),
+        lambda runs: {key: [run.returncode, run.stdout, run.stderr, str(run.cwd)] for key, run in runs.items()},
+        lambda kept: {key: Run(code, out, err, Path(cwd)) for key, (code, out, err, cwd) in kept.items()},
+    )
+
+
+def _smoke_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     root = tmp_path_factory.mktemp("smoke")
     jobs = {
         algo: (
