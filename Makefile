@@ -13,7 +13,7 @@ EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray,docs,
 # the old one's entry points beside the new one's (every plugin twice) unless they go.
 forget_old_name = $(1)/bin/pip uninstall -q -y mosaic-workers >/dev/null 2>&1 || true; rm -rf mosaic_workers.egg-info
 
-.PHONY: venv extras train test test-gym1 test-gym1-parallel test-gym1-alone test-extras proto clean browser-deps docs lint
+.PHONY: venv extras train test test-gym1 test-extras proto clean browser-deps docs lint
 
 venv: $(VENV)/.installed
 
@@ -76,10 +76,8 @@ extras:
 	for venv in $(VENV) $(GYM1); do test ! -x $$venv/bin/pip || $$venv/bin/pip install -q -e '.[$(EXTRAS)]' \
 	  torch==2.13.0 numpy==1.26.4 "gymnasium$$(test $$venv = $(GYM1) && echo '>=1.0,<2' || echo '==0.29.1')" || exit 1; done
 
-test-gym1: test-gym1-parallel test-gym1-alone
-test-gym1-parallel: $(GYM1)/.installed
+test-gym1: $(GYM1)/.installed
 	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider $(PARALLEL) $(DURATIONS) -m "not slow and not alone" $(GYM1_SKIP) $(GYM1_TESTS)
-test-gym1-alone: $(GYM1)/.installed
 	$(GYM1)/bin/python -m pytest -q -p no:cacheprovider $(DURATIONS) -m "alone and not slow" $(GYM1_SKIP) $(GYM1_TESTS) || [ $$? = 5 ]
 
 # A third lane: the extras upstream CleanRL's other scripts need (envpool, jax, dm-control; about 1.5 GB),
