@@ -37,10 +37,7 @@ class DaemonLink:
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         target = self._require()
-        from mosaic_core.trainer import client
-
-        if function is not client.health:  # every other RPC carries the daemon's client token
-            kwargs.setdefault("token", self.token)
+        kwargs.setdefault("token", self.token)
         try:
             return function(target, *args, **kwargs)
         except UsageError as exc:
