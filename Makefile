@@ -63,7 +63,13 @@ GYM1_HOST_ONLY := $(addprefix tests/,cleanrl/test_flags.py cleanrl/test_grpc_han
 	core/test_launchers.py core/test_layering.py core/test_listing_bounds.py core/test_no_plugin_names_in_core.py core/test_private_dirs.py core/test_reference_docs.py \
 	core/test_run_index.py core/test_score.py core/test_startup.py curriculum/test_host.py curriculum/test_schedule.py \
 	fastlane/test_frames.py fastlane/test_segment.py fastlane/test_seqlock.py fastlane/test_settings.py)
-GYM1_SKIP := --ignore=tests/core/test_worker_environments.py $(addprefix --ignore=,$(GYM1_HOST_ONLY))
+# And these meet it through a CartPole run that is only their vehicle (the manual's smoke blocks, the CLI's
+# small things, the worker choice, hooks, terminal output, plugin isolation, the shared machine, the user's
+# state, paths and ids, registration, thread budgets), as the daemon's and the security tests do.
+GYM1_VEHICLE_ONLY := $(addprefix tests/core/,test_docs.py test_small_things.py test_worker_choice.py test_hooks.py \
+	test_terminal.py test_isolation.py test_shared_machine.py test_user_state.py test_paths_and_ids.py \
+	test_registration.py test_thread_budget.py)
+GYM1_SKIP := --ignore=tests/core/test_worker_environments.py $(addprefix --ignore=,$(GYM1_HOST_ONLY) $(GYM1_VEHICLE_ONLY))
 $(GYM1)/.installed: pyproject.toml
 	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)
 	$(call forget_old_name,$(GYM1))

@@ -24,7 +24,8 @@ than training again. What the suite checks:
   directory (``run_resumed``) to the budget, and the metric steps, read as one history, never go
   back;
 - ``test_completed_run_is_not_resumed``: resuming a completed run is one line naming
-  ``--restart``, exit code 2, the run's files untouched; ``--restart`` runs it again;
+  ``--restart``, exit code 2, the run's files untouched; ``--restart`` starts it over (a new
+  event log, stopped once started);
 - ``test_evaluate_writes_the_one_schema``: (only when :attr:`evaluate` is true) ``mosaic
   evaluate RUN --episodes 2`` writes ``mosaic.eval/1`` under ``RUN_DIR/evaluations/``;
 - ``test_bad_input_is_one_line``: a run with no checkpoint to resume and an unknown run id:
@@ -217,9 +218,10 @@ class WorkerContractSuite:
         again = self.cli("resume", done, "--runs-dir", str(self.runs_root))
         self.one_line(again, "completed", "--restart")
         assert (self.run_dir(done) / "events.jsonl").read_bytes() == log
-        restarted = self.cli(*self.run_args(done, "--restart"))
-        assert restarted.returncode == 0, restarted.stderr[-3000:]
-        assert [e["event"] for e in self.events(done)].count("run_started") == 1  # started over, not appended
+        restarted = self.start(*self.run_args(done, "--restart"))
+        code, err = self.stop_at(restarted, done, None)  # stopped once it started: training is tested above
+        started = [e["event"] for e in self.events(done)].count("run_started")
+        assert started == 1, (code, err[-3000:])  # started over, not appended
 
     def test_evaluate_writes_the_one_schema(self, completed: Path) -> None:
         if not self.evaluate:

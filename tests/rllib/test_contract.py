@@ -1,7 +1,7 @@
 """The worker contract suite (mosaic_core.testing.contract_suite) for the RLlib worker: PPO on
 CartPole trains, is SIGTERMed near its middle through the host and continued by `mosaic resume` with
-one history, and `mosaic evaluate` writes the eval.json of a CleanRL evaluation; with the CleanRL
-plugin disabled, `mosaic algos --worker rllib` and `mosaic evaluate` still work."""
+one history, and `mosaic evaluate` writes the eval.json of a CleanRL evaluation; all with the CleanRL plugin
+disabled (`mosaic algos --worker rllib` too)."""
 
 from __future__ import annotations
 
@@ -24,24 +24,24 @@ class TestRLlibContract(WorkerContractSuite):
     extras = {"algo_params": SMALL}
     evaluate = True
     timeout = 600.0
+    env = {"MOSAIC_DISABLE_PLUGINS": "cleanrl"}  # every test without the CleanRL plugin
 
     @pytest.fixture(scope="class")
     @classmethod
     def worker_env(cls, rllib_env) -> dict[str, str]:
         return {"MOSAIC_VENVS": rllib_env["MOSAIC_VENVS"]} if "MOSAIC_VENVS" in rllib_env else {}
 
-    def test_evaluate_without_the_cleanrl_plugin_writes_cleanrl_s_schema(self, completed) -> None:
-        played = self.copy_of(completed)
-        self.env = {**self.env, "MOSAIC_DISABLE_PLUGINS": "cleanrl"}
+    def test_evaluate_writes_the_one_schema(self, completed) -> None:
+        """The suite's evaluation, held to a CleanRL evaluation's schema (the suite runs without the
+        CleanRL plugin: `mosaic algos --worker rllib` and `mosaic evaluate` need none of it)."""
+        super().test_evaluate_writes_the_one_schema(completed)
+        (found,) = (self.run_dir(completed.name) / "evaluations").glob("*/eval.json")
+        result = json.loads(found.read_text())
+        assert result["global_step"] > 0 and all(e["return"] == e["length"] > 0 for e in result["episodes"])  # CartPole
+        assert_same_schema(result, cleanrl_evaluation(self.folder, episodes=2), self.seed)
         listed = self.cli("algos", "--worker", "rllib", "--json")
         assert listed.returncode == 0, listed.stderr[-3000:]
         assert {"PPO", "DQN"} <= {e["algo"] for e in json.loads(listed.stdout)["algorithms"]}
-        done = self.cli("evaluate", played, "--episodes", "3", "--runs-dir", str(self.runs_root), "--json")
-        assert done.returncode == 0, done.stderr[-3000:]
-        result = json.loads(done.stdout)
-        assert result["worker"] == "rllib" and result["global_step"] > 0 and len(result["episodes"]) == 3
-        assert all(e["return"] == e["length"] > 0 for e in result["episodes"])  # CartPole: 1 per step
-        assert_same_schema(result, cleanrl_evaluation(self.folder), self.seed)
 
     def test_evaluate_with_a_video_records_an_mp4_or_says_the_environment_has_no_encoder(self, completed) -> None:
         """`mosaic evaluate --video` of an RLlib run: with an MP4 encoder in the RLlib environment
