@@ -13,7 +13,8 @@ Three credentials, each for one kind of caller (see SECURITY.md):
   Publish* for that run.
 
 ``GetHealth`` needs none: it says whether a daemon answers (pid, address, counts) and lets a
-client tell "no daemon" from "no credential". :class:`RpcGate` (a server interceptor) checks
+client tell "no daemon" from "no credential" (the owner's client sends the token anyway, so others'
+calls never take its place). :class:`RpcGate` (a server interceptor) checks
 the credentials in a call's metadata before gRPC reads its body (interceptors run on the
 server's polling thread, before a pool thread waits for the request message): a call without
 one is answered by a handler that never reads the body (so a half-open call or a 60 MiB
