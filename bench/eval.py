@@ -5,7 +5,7 @@
 
 Without ``--policy-path`` a PPO checkpoint is made first (bundled ppo, 4,096 steps, in a
 temporary folder). Each batch size runs the same ``run_evaluation`` that
-``python -m mosaic_cleanrl.policy_eval`` runs (summary, TensorBoard scalars and all), in
+``python -m cleanrl_worker.policy_eval`` runs (summary, TensorBoard scalars and all), in
 this process, after one warm-up. Greedy actions by default, so every batch size plays the
 very same episodes (``--sample`` samples like CleanRL's evaluation instead). Prints the
 median over ``--repeats`` of episodes/s and env steps/s, and the speed-up over batch size 1.
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def make_checkpoint(workdir: Path, env_id: str) -> Path:
-    script = REPO / "plugins" / "mosaic_cleanrl" / "algorithms" / "ppo.py"
+    script = REPO / "plugins" / "cleanrl_worker" / "algorithms" / "ppo.py"
     subprocess.run(
         [sys.executable, str(script), "--env-id", env_id, "--total-timesteps", "4096", "--save-model", "--no-cuda"],
         cwd=workdir,
@@ -46,7 +46,7 @@ def main() -> None:
     ns = parser.parse_args()
 
     import torch
-    from mosaic_cleanrl.policy_eval import EvalOptions, load_policy, run_evaluation
+    from cleanrl_worker.policy_eval import EvalOptions, load_policy, run_evaluation
 
     torch.set_num_threads(1)  # as policy_eval does
     with tempfile.TemporaryDirectory(prefix="mosaic-bench-eval-") as tmp:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "mosaic_cleanrl" / "algorithms"
+ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "cleanrl_worker" / "algorithms"
 PUBLISHED = {
     ("ppo", "CartPole-v1"): "≈490 (500k)",
     ("dqn", "CartPole-v1"): "≈489 (500k)",
@@ -80,7 +80,7 @@ class Outcome:
 
 def agent_pairs(text: str) -> list[Pair]:
     """``ENV[:STEPS]`` → one PPO pair per ``--agent-arch`` (the same env, budget and seeds)."""
-    from mosaic_cleanrl.agents import ARCHITECTURES
+    from cleanrl_worker.agents import ARCHITECTURES
 
     env_id, _, steps = text.partition(":")
     return [Pair("ppo", env_id, int(steps or 100000), ["--agent-arch", arch]) for arch in ARCHITECTURES]
@@ -105,8 +105,8 @@ def flags_to_extras(flags: list[str]) -> dict:
 
 def preset_flags(pair: Pair) -> list[str]:
     """The preset's values as script flags, less those the pair's own flags set (the package's files)."""
-    from mosaic_cleanrl.flags import extras_to_flags
-    from mosaic_cleanrl.presets import apply_preset, find_preset, given_fields
+    from cleanrl_worker.flags import extras_to_flags
+    from cleanrl_worker.presets import apply_preset, find_preset, given_fields
 
     preset = find_preset(pair.preset, pair.algo, pair.env_id)
     return extras_to_flags(apply_preset(preset, given_fields(pair.flags)).flags)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "mosaic_cleanrl" / "algorithms"
+ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "cleanrl_worker" / "algorithms"
 
 
 def last_sps(root: Path) -> float:

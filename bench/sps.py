@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "mosaic_cleanrl" / "algorithms"
+ALGORITHMS = Path(__file__).resolve().parents[1] / "plugins" / "cleanrl_worker" / "algorithms"
 MOSAIC = Path(sys.executable).parent / "mosaic"
 
 # algo: (env_id, num_envs, steps, extra flags)
@@ -78,7 +78,7 @@ def make_plain_env(env_id: str):
     import gymnasium as gym
 
     if env_id.endswith("NoFrameskip-v4"):  # the Atari algorithms' own preprocessing
-        from mosaic_cleanrl.atari import make_training_env
+        from cleanrl_worker.atari import make_training_env
 
         return make_training_env(env_id)
     return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))

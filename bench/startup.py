@@ -29,15 +29,15 @@ PACKAGES = {
     **{
         name: f"plugins/{name}"
         for name in (
-            "mosaic_cleanrl",
+            "cleanrl_worker",
             "mosaic_fastlane",
             "mosaic_analytics",
             "mosaic_curriculum",
             "mosaic_dashboard",
             "mosaic_sweep",
             "mosaic_ray",
-            "mosaic_xuance",
-            "mosaic_rllib",
+            "xuance_worker",
+            "ray_worker",
         )
     },
 }

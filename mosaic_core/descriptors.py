@@ -1,12 +1,15 @@
 """What plugins provide besides hooks (workers, launchers), collected and checked in one place.
 
-A plugin's ``mosaic_workers`` / ``mosaic_launchers`` hook returns typed descriptors; each one
-becomes a :class:`~mosaic_core.entrypoints.LoadedEntryPoint` named after what it provides, with
+Workers register through the ``mosaic.workers`` entry-point group (the design card's and
+MOSAIC's: ``NAME = "pkg:get_worker_metadata"``, a function returning the worker's
+:class:`WorkerMetadata`, or MOSAIC's ``(metadata, capabilities)`` pair); a plugin may also provide
+workers from its ``mosaic_workers`` hook. A plugin's ``mosaic_launchers`` hook returns launcher
+descriptors. Each one becomes a :class:`~mosaic_core.entrypoints.LoadedEntryPoint` named after what it provides, with
 the providing plugin's entry point and distribution, ``active`` or ``failed`` with one error
 format: ``entry point 'NAME' (VALUE) from DIST VERSION: HOOK ...``. A name provided twice:
-the second is failed, naming both. The groups these replace (``mosaic.workers``,
-``mosaic.launchers``) are still read for third-party distributions, with a one-line
-deprecation notice naming the distribution and what to change.
+the second is failed, naming both. The ``mosaic.launchers`` group, which the hook replaced, is
+still read for third-party distributions, with a one-line deprecation notice naming the
+distribution and what to change.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from mosaic_core.capabilities import WorkerMetadata
-from mosaic_core.entrypoints import LoadedEntryPoint, load_group
+from mosaic_core.entrypoints import LoadedEntryPoint, is_blocked, load_group
 
-WORKERS_GROUP = "mosaic.workers"  # deprecated: a plugin's mosaic_workers hook instead
+WORKERS_GROUP = "mosaic.workers"  # the design card's group: NAME = "pkg:get_worker_metadata"
 
 _noticed: set[tuple[str, str, str]] = set()  # (group, distribution, name) said this process
 
@@ -28,10 +31,14 @@ def collect(
     hook: str,
     kind: type,
     legacy: Callable[[], list[LoadedEntryPoint]] | None = None,
+    group: Callable[[], list[LoadedEntryPoint]] | None = None,
 ) -> list[LoadedEntryPoint]:
-    """Every ``kind`` descriptor the plugins' ``hook`` returns, one item each, then what
-    ``legacy`` loads from a deprecated group (not in a training process, which scans nothing)."""
+    """What ``group`` loads from an entry-point group, then every ``kind`` descriptor the plugins'
+    ``hook`` returns, one item each, then what ``legacy`` loads from a deprecated group (neither
+    group in a training process, which scans nothing)."""
     items: list[LoadedEntryPoint] = []
+    if group is not None and not host.listed:
+        items.extend(group())
     for plugin, value, error in host.provided(hook):
         if error is not None:
             items.append(_failed(plugin, plugin.name, f"{hook} raised {error}"))
@@ -45,7 +52,7 @@ def collect(
             continue
         for descriptor in value:
             items.append(_checked(plugin, hook, kind, descriptor))
-    items.sort(key=lambda item: (item.name, item.plugin))
+    items.sort(key=lambda item: (item.group != WORKERS_GROUP, item.name, item.plugin))
     if legacy is not None and not host.listed:
         for item in legacy():
             _notice(item, hook)
@@ -54,13 +61,16 @@ def collect(
 
 
 def worker_items(host: Any) -> list[LoadedEntryPoint]:
-    """Every worker ``host``'s plugins provide (then the deprecated group's): ``obj`` is its
-    WorkerMetadata when active."""
-    return collect(host, "mosaic_workers", WorkerMetadata, _legacy_workers)
+    """Every worker of the ``mosaic.workers`` group, then those ``host``'s plugins provide:
+    ``obj`` is its WorkerMetadata when active."""
+    return collect(host, "mosaic_workers", WorkerMetadata, group=_group_workers)
 
 
-def _legacy_workers() -> list[LoadedEntryPoint]:
-    return [_named(item) for item in load_group(WORKERS_GROUP, check=_check_worker)]
+def _group_workers() -> list[LoadedEntryPoint]:
+    """The group's workers the environment's allow/block lists keep (``MOSAIC_LOAD_PLUGINS``,
+    ``MOSAIC_DISABLE_PLUGINS`` name workers as they name plugins)."""
+    items = load_group(WORKERS_GROUP, check=_check_worker, select=is_blocked)
+    return [_named(item) for item in items if item.status != "blocked"]
 
 
 def _check_worker(obj: Any) -> WorkerMetadata:
@@ -72,15 +82,18 @@ def _check_worker(obj: Any) -> WorkerMetadata:
             f"got {type(obj).__name__}"
         )
     metadata = obj()
+    if isinstance(metadata, tuple) and len(metadata) == 2 and isinstance(metadata[0], WorkerMetadata):
+        metadata = metadata[0]  # MOSAIC's shape: (WorkerMetadata, WorkerCapabilities)
     if not isinstance(metadata, WorkerMetadata):
         raise TypeError(
-            f"{getattr(obj, '__qualname__', obj)}() returned {type(metadata).__name__}, expected WorkerMetadata"
+            f"{getattr(obj, '__qualname__', obj)}() returned {type(metadata).__name__}, expected WorkerMetadata "
+            "(or MOSAIC's (WorkerMetadata, WorkerCapabilities) pair)"
         )
     return metadata
 
 
 def _named(item: LoadedEntryPoint) -> LoadedEntryPoint:
-    """A deprecated entry point's worker, named by its entry point."""
+    """A ``mosaic.workers`` entry point's worker, named by its entry point."""
     if item.status == "active":
         if item.obj.name and item.obj.name != item.name:
             item.status = "failed"

@@ -1,7 +1,8 @@
 """Our own entry-point loop: each load isolated, every failure reported, names unique.
 
 ``MOSAIC_LOAD_PLUGINS`` (unset = all, empty = none, ``a,b`` = only those) and
-``MOSAIC_DISABLE_PLUGINS`` (``a,b``) select what is loaded from ``mosaic.plugins``;
+``MOSAIC_DISABLE_PLUGINS`` (``a,b``) select what is loaded from ``mosaic.plugins`` and
+``mosaic.workers``;
 ``MOSAIC_STRICT_PLUGINS=1`` turns any load failure into an error (for CI).
 """
 
@@ -136,10 +137,11 @@ def load_into(item: LoadedEntryPoint, load: Callable[[], Any], check: Callable[[
         report_failure(item)
 
 
-def unknown_selected(items: list[LoadedEntryPoint]) -> list[str]:
+def unknown_selected(items: list[LoadedEntryPoint], also: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """Names in ``MOSAIC_LOAD_PLUGINS`` / ``MOSAIC_DISABLE_PLUGINS`` that no entry point has
-    (a typo there would otherwise block or keep every plugin without a word)."""
-    known = {item.name for item in items}
+    (a typo there would otherwise block or keep every plugin without a word); ``also``: other
+    names those lists may hold (the workers')."""
+    known = {item.name for item in items} | set(also)
     listed = (_names(LOAD_VAR) or set()) | (_names(DISABLE_VAR) or set())
     return sorted(listed - known)
 
@@ -148,3 +150,8 @@ def report_failure(item: LoadedEntryPoint) -> None:
     """In strict mode a load failure is an error; otherwise it is only recorded on ``item``."""
     if strict():
         raise PluginError(f"{item.describe()} failed to load ({STRICT_VAR}=1): {item.error}")
+
+
+def worker_names() -> set[str]:
+    """The names of the ``mosaic.workers`` entry points (nothing of them is imported)."""
+    return {name for name, *_ in installed.entry_points("mosaic.workers")}

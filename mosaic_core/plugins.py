@@ -43,6 +43,7 @@ from mosaic_core.entrypoints import (
     report_failure,
     strict,
     unknown_selected,
+    worker_names,
 )
 from mosaic_core.errors import PluginError, UsageError
 from mosaic_core.hookcalls import GuardedManager, Tagged
@@ -608,7 +609,7 @@ def load_plugin_host() -> PluginHost:
     """Load every ``mosaic.plugins`` entry point allowed by the environment. A name in the
     allow or block list that no plugin has is an error in strict mode, a warning otherwise."""
     items = load_group(PLUGIN_GROUP, check=_check_module, select=is_blocked)
-    unknown = unknown_selected(items)
+    unknown = unknown_selected(items, also=worker_names())
     if unknown:
         message = (
             f"{LOAD_VAR}/{DISABLE_VAR} name(s) {', '.join(unknown)} that no installed plugin has; "

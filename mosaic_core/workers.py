@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING
 
-from mosaic_core.entrypoints import LoadedEntryPoint
+from mosaic_core.entrypoints import LoadedEntryPoint, is_blocked
 from mosaic_core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ def find_worker(name: str) -> LoadedEntryPoint:
             return item
     blocked = next((i for i in host.loaded if i.name == name and i.status == "blocked"), None)
     hint = f" (plugin {name!r} is not loaded: {blocked.error})" if blocked else ""
+    hint = hint or (f" (worker {name!r} is not loaded: {why})" if (why := is_blocked(name)) else "")
     raise UsageError(unknown_worker(name, items) + hint)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import once_per_session
 
-ALGORITHMS = Path(__file__).resolve().parents[2] / "plugins" / "mosaic_cleanrl" / "algorithms"
+ALGORITHMS = Path(__file__).resolve().parents[2] / "plugins" / "cleanrl_worker" / "algorithms"
 
 # Flags that keep each algorithm's run to a few seconds on a busy CPU.
 TINY = {

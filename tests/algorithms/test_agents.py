@@ -1,4 +1,4 @@
-"""The agents of mosaic_cleanrl.agents: layers exactly as MOSAIC documents them, orthogonal init,
+"""The agents of cleanrl_worker.agents: layers exactly as MOSAIC documents them, orthogonal init,
 and the bundled PPO building the right one for a checkpoint (old checkpoints included)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-from mosaic_cleanrl.agents.minigrid import CompactMinigridAgent, MinigridAgent, MinigridCNN
-from mosaic_cleanrl.agents.mlp import MLPAgent, SeparateMLPAgent
-from mosaic_cleanrl.algorithms import ppo
-from mosaic_cleanrl.checkpoint import CheckpointError, load_checkpoint, load_policy
+from cleanrl_worker.agents.minigrid import CompactMinigridAgent, MinigridAgent, MinigridCNN
+from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
+from cleanrl_worker.algorithms import ppo
+from cleanrl_worker.checkpoint import CheckpointError, load_checkpoint, load_policy
 
 from tests.conftest import run_cli
 

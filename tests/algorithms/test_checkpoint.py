@@ -6,8 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from mosaic_cleanrl import checkpoint
-from mosaic_cleanrl.checkpoint import CheckpointError, check_compatible, load_checkpoint, load_policy
+from cleanrl_worker import checkpoint
+from cleanrl_worker.checkpoint import CheckpointError, check_compatible, load_checkpoint, load_policy
 
 
 def test_file_that_is_not_a_checkpoint_is_named(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from mosaic_cleanrl.evaluation import evaluate
+from cleanrl_worker.evaluation import evaluate
 
 
 def make_cartpole(render_mode=None):

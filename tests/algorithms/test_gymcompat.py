@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from mosaic_cleanrl import gymcompat
+from cleanrl_worker import gymcompat
 
 
 def cartpole_envs(n: int, max_steps: int = 15):

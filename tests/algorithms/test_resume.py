@@ -10,7 +10,7 @@ import hashlib
 
 import pytest
 import torch
-from mosaic_cleanrl.checkpoint import load_checkpoint
+from cleanrl_worker.checkpoint import load_checkpoint
 
 from .conftest import TINY, Run, run_parallel, scalars
 

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from mosaic_cleanrl.checkpoint import load_checkpoint, load_policy
+from cleanrl_worker.checkpoint import load_checkpoint, load_policy
 
 from .conftest import CHECKPOINT_EVERY, TINY, scalars
 
@@ -68,7 +68,7 @@ def test_algorithm_evaluates_during_training_and_keeps_the_best_model(algo, smok
 @pytest.mark.parametrize("algo", sorted(TINY))
 def test_module_imports_without_side_effects(algo, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    module = importlib.import_module(f"mosaic_cleanrl.algorithms.{algo}")
+    module = importlib.import_module(f"cleanrl_worker.algorithms.{algo}")
     assert os.listdir(tmp_path) == []
     fields = {f.name: f.default for f in dataclasses.fields(module.Args)}
     assert fields["exp_name"] == algo and fields["seed"] == 1 and fields["cuda"] is True

@@ -37,7 +37,7 @@ def config(**extras):
 )
 def test_tracking_settings_become_the_cleanrl_workers_flags_round_trip_through_tyro(extras, tmp_path):
     """The plugin publishes settings, never flags; the CleanRL worker turns them into its own."""
-    from mosaic_cleanrl.launcher import tracking_flags
+    from cleanrl_worker.launcher import tracking_flags
 
     from mosaic_core.runs import RunContext, RunDirectory
 

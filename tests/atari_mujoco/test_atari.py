@@ -148,7 +148,7 @@ def test_policy_eval_rebuilds_the_ppo_atari_agent_from_its_checkpoint(atari_runs
 
 @pytest.mark.parametrize("algo", ["ppo_atari", "dqn_atari"])
 def test_a_non_atari_env_is_refused_with_one_line(tmp_path, algo):
-    script = Path(__file__).resolve().parents[2] / "plugins" / "mosaic_cleanrl" / "algorithms" / f"{algo}.py"
+    script = Path(__file__).resolve().parents[2] / "plugins" / "cleanrl_worker" / "algorithms" / f"{algo}.py"
     proc = subprocess.run(
         [sys.executable, str(script), "--env-id", "CartPole-v1"],
         cwd=tmp_path,

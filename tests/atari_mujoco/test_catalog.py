@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mosaic_cleanrl.catalog import ALGORITHM_SPACES, fit_problem
+from cleanrl_worker.catalog import ALGORITHM_SPACES, fit_problem
 
 from .conftest import MUJOCO_VERSION, clean_environ, mosaic_command
 
@@ -83,7 +83,7 @@ def test_one_family_only(tmp_path):
 
 
 def test_every_bundled_algorithm_declares_its_spaces():
-    bundled = Path(__file__).resolve().parents[2] / "plugins" / "mosaic_cleanrl" / "algorithms"
+    bundled = Path(__file__).resolve().parents[2] / "plugins" / "cleanrl_worker" / "algorithms"
     assert set(ALGORITHM_SPACES) == {p.stem for p in bundled.glob("*.py") if p.stem != "__init__"}
     assert (
         fit_problem("ppo_atari", action="discrete", observation="vector", family="classic_control")

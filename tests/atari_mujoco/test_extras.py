@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from mosaic_cleanrl.readiness import missing_extras
+from cleanrl_worker.readiness import missing_extras
 
 from .conftest import completed, extra_missing, mosaic_command, scalars, start, wait_for_frame
 
@@ -86,7 +86,7 @@ def test_bundled_ppo_procgen_trains_on_procgen(workdir):
 
 
 # (name, env id, total steps, extras): a few hundred steps of each script that installs here. Upstream's
-# EnvPool scripts are not among them: they speak envpool<0.7's old gym API (see mosaic_cleanrl.readiness).
+# EnvPool scripts are not among them: they speak envpool<0.7's old gym API (see cleanrl_worker.readiness).
 UPSTREAM = [
     ("dqn_jax", "CartPole-v1", 500, {}),
     ("ppo_procgen", "starpilot", 512, {"num_envs": 4}),

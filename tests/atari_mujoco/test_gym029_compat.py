@@ -12,7 +12,7 @@ import pytest
 from .conftest import GYMNASIUM_1, clean_environ, completed, finish, mosaic_command, scalars, start
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "gym029_scripts"
-BUNDLED_PPO = Path(__file__).resolve().parents[2] / "plugins" / "mosaic_cleanrl" / "algorithms" / "ppo.py"
+BUNDLED_PPO = Path(__file__).resolve().parents[2] / "plugins" / "cleanrl_worker" / "algorithms" / "ppo.py"
 only_gymnasium_1 = pytest.mark.skipif(not GYMNASIUM_1, reason="about gymnasium 1.x: 0.29.1 has these semantics itself")
 
 

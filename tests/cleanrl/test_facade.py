@@ -8,17 +8,17 @@ import json
 import time
 
 import pytest
-from mosaic_cleanrl import get_worker_metadata
-from mosaic_cleanrl.analytics import build_manifest
-from mosaic_cleanrl.config import (
+from cleanrl_worker import get_worker_metadata
+from cleanrl_worker.analytics import build_manifest
+from cleanrl_worker.config import (
     CleanRLWorkerConfig,
     WorkerConfig,
     load_worker_config,
     load_worker_config_from_string,
     parse_worker_config,
 )
-from mosaic_cleanrl.runtime import DEFAULT_ALGO_REGISTRY, CleanRLWorkerRuntime, RuntimeSummary
-from mosaic_cleanrl.telemetry import LifecycleEmitter
+from cleanrl_worker.runtime import DEFAULT_ALGO_REGISTRY, CleanRLWorkerRuntime, RuntimeSummary
+from cleanrl_worker.telemetry import LifecycleEmitter
 
 from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
 from mosaic_core.errors import ConfigError, UsageError
@@ -63,11 +63,11 @@ def test_registry_and_a_dry_run_give_mosaics_five_fields(tmp_path):
     assert {"ppo", "ppo_continuous_action", "ppo_atari", "dqn", "c51", "ppg_procgen", "ppo_rnd_envpool"} <= set(
         DEFAULT_ALGO_REGISTRY
     )
-    assert DEFAULT_ALGO_REGISTRY["ppo"] == "mosaic_cleanrl.algorithms.ppo"  # MOSAIC's mapping
+    assert DEFAULT_ALGO_REGISTRY["ppo"] == "cleanrl_worker.algorithms.ppo"  # MOSAIC's mapping
     assert DEFAULT_ALGO_REGISTRY["rainbow_atari"] == "cleanrl.rainbow_atari" and len(DEFAULT_ALGO_REGISTRY) >= 34
     runtime = CleanRLWorkerRuntime(parse_worker_config(FLAT), dry_run=True, runs_dir=tmp_path)
     module, function = runtime.resolve_entrypoint()
-    assert module == "mosaic_cleanrl.algorithms.ppo" and function.startswith(module)  # the bundled copy
+    assert module == "cleanrl_worker.algorithms.ppo" and function.startswith(module)  # the bundled copy
     args = runtime.build_cleanrl_args()
     assert args[:2] == ["--env-id=CartPole-v1", "--total-timesteps=64"]
     assert "--learning-rate=0.001" in args and "--no-anneal-lr" in args and not any("wandb" in a for a in args)

@@ -107,7 +107,7 @@ def test_worker_cli_module_is_the_seed_interface(workdir, mosaic):
         [
             sys.executable,
             "-m",
-            "mosaic_cleanrl.cli",
+            "cleanrl_worker.cli",
             "--config",
             "worker.json",
             "--dry-run",
@@ -123,7 +123,7 @@ def test_worker_cli_module_is_the_seed_interface(workdir, mosaic):
     summary = json.loads(proc.stdout)
     assert summary["run_id"] == "seed-iface" and "--total-timesteps=2000" in summary["argv"]
     bad = subprocess.run(
-        [sys.executable, "-m", "mosaic_cleanrl.cli", "--config", "worker.json", "--algo", "ppoo", "--dry-run"],
+        [sys.executable, "-m", "cleanrl_worker.cli", "--config", "worker.json", "--algo", "ppoo", "--dry-run"],
         cwd=workdir,
         capture_output=True,
         text=True,

@@ -21,7 +21,7 @@ def test_policy_eval_dry_run_needs_no_algo(mosaic, workdir):
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["mode"] == "evaluate" and summary["algorithm"]["source"] == "mode"
-    assert summary["command"][1:4] == ["-P", "-m", "mosaic_cleanrl.policy_eval"]  # -P: its cwd never on sys.path
+    assert summary["command"][1:4] == ["-P", "-m", "cleanrl_worker.policy_eval"]  # -P: its cwd never on sys.path
     assert "--eval-deterministic" in summary["argv"] and "--eval-episodes=3" in summary["argv"]
 
 

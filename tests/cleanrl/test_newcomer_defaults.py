@@ -188,7 +188,7 @@ def test_the_daemon_picks_the_worker_by_the_same_rule(monkeypatch, runs_root, tm
 
 
 def test_the_library_loads_the_daemons_worker_json(tmp_path):
-    from mosaic_cleanrl.config import load_worker_config
+    from cleanrl_worker.config import load_worker_config
 
     path = tmp_path / "worker.json"  # as the README shows it for `mosaic submit`: a worker key, no run_id
     path.write_text(

@@ -7,8 +7,8 @@ import importlib.util
 import json
 from pathlib import Path
 
-from mosaic_cleanrl.readiness import DOCUMENTED, install_command, missing_extras
-from mosaic_cleanrl.runtime import DEFAULT_ALGO_REGISTRY
+from cleanrl_worker.readiness import DOCUMENTED, install_command, missing_extras
+from cleanrl_worker.runtime import DEFAULT_ALGO_REGISTRY
 
 FIXTURE_CHECKOUT = Path(__file__).resolve().parents[1] / "atari_mujoco" / "fixture_checkout"
 STATES = {"ready", "needs_extra", "needs_checkout", "cannot_run"}
@@ -25,7 +25,7 @@ def test_every_documented_name_is_listed_with_a_status(mosaic):
     documented = {name for name, a in algos.items() if a["documented"]}
     assert documented == set(DOCUMENTED) and len(documented) == 34
     assert set(DEFAULT_ALGO_REGISTRY) >= documented
-    assert DEFAULT_ALGO_REGISTRY["ppo"] == "mosaic_cleanrl.algorithms.ppo"
+    assert DEFAULT_ALGO_REGISTRY["ppo"] == "cleanrl_worker.algorithms.ppo"
     assert all(a["status"]["state"] in STATES for a in algos.values())
     assert algos["ppo"]["winner"] == "bundled" and algos["ppo"]["status"]["state"] == "ready"
     assert algos["rainbow_atari"]["status"]["state"] == "needs_checkout"

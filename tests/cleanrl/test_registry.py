@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mosaic_cleanrl import registry
-from mosaic_cleanrl.registry import RESOLUTION_ORDER, list_algorithms, resolve
+from cleanrl_worker import registry
+from cleanrl_worker.registry import RESOLUTION_ORDER, list_algorithms, resolve
 
 from mosaic_core.errors import UsageError
 from mosaic_core.plugins import plugin_host
@@ -129,7 +129,7 @@ def test_script_path_errors(tmp_path):
 # ---------------------------------------------------------------------------- plugins
 def test_example_package_algorithm_is_found_without_importing_the_algorithm():
     code = (
-        "import sys; from mosaic_cleanrl.registry import resolve; a = resolve('example_random'); "
+        "import sys; from cleanrl_worker.registry import resolve; a = resolve('example_random'); "
         "print(a.source, a.script.name, a.checkout_root, 'mosaic_example_plugin.random_agent' in sys.modules, "
         "any(m in sys.modules for m in ('torch', 'gymnasium', 'tyro')))"
     )
@@ -285,7 +285,7 @@ def test_upstream_name_without_a_checkout_says_how_to_get_one(tmp_path):
 def test_installed_cleanrl_package_in_a_real_interpreter(tmp_path):
     """An importable `cleanrl` (here the fixture checkout on PYTHONPATH), found without importing it."""
     code = (
-        "import sys; from mosaic_cleanrl.registry import resolve; a = resolve('dqn'); "
+        "import sys; from cleanrl_worker.registry import resolve; a = resolve('dqn'); "
         "print(a.source, a.checkout_root, 'cleanrl' in sys.modules)"
     )
     env = {"PYTHONPATH": str(CHECKOUT), "PATH": "/usr/bin:/bin"}
@@ -360,7 +360,7 @@ def test_the_worker_modules_stay_import_light():
     """What the host imports to plan a run never pulls in torch, gymnasium, tyro or the like."""
     code = f"""
 import sys
-from mosaic_cleanrl import plugin, registry, flags, script_args
+from cleanrl_worker import plugin, registry, flags, script_args
 registry.list_algorithms({str(CHECKOUT)!r})
 registry.resolve('example_random')
 flags.extras_to_flags({{'learning_rate': 0.1, 'algo_params': {{'track': True}}}})

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import tyro
-from mosaic_cleanrl import registry
-from mosaic_cleanrl.script_args import (
+from cleanrl_worker import registry
+from cleanrl_worker.script_args import (
     COMPUTED,
     REQUIRED,
     NoArgsClassError,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mosaic_cleanrl import registry, upstream_eval
+from cleanrl_worker import registry, upstream_eval
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "cleanrl_checkout"
 
@@ -132,7 +132,7 @@ def test_only_the_final_models_evaluation_is_left_out(tmp_path, model_path, retu
     (evals / "__init__.py").write_text("")
     (evals / "dqn_eval.py").write_text(EVALS)
     program = (
-        "import json, sys; from mosaic_cleanrl import upstream_eval; upstream_eval.install('dqn.cleanrl_model');"
+        "import json, sys; from cleanrl_worker import upstream_eval; upstream_eval.install('dqn.cleanrl_model');"
         f"sys.path.insert(0, {str(tmp_path)!r}); from cleanrl_utils.evals.dqn_eval import evaluate;"
         f"print(json.dumps(evaluate({model_path!r}, None, 'CartPole-v1', 10, 'run', None)))"
     )

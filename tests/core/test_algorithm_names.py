@@ -43,7 +43,7 @@ def test_every_worker_takes_its_names_in_any_case(mosaic):
         return json.loads(done.stdout)
 
     cleanrl = algo_of("--worker", "cleanrl", "--algo", "PPO")
-    assert cleanrl["config"]["algo"] == "ppo" and cleanrl["module"] == "mosaic_cleanrl.algorithms.ppo"
+    assert cleanrl["config"]["algo"] == "ppo" and cleanrl["module"] == "cleanrl_worker.algorithms.ppo"
     assert algo_of("--worker", "example", "--algo", "RANDOM")["config"]["algo"] == "random"
     typo = mosaic("run", "--worker", "cleanrl", "--algo", "PPO2", "--env", "CartPole-v1", "--dry-run")
     assert typo.returncode == 2 and "algo 'PPO2' is not one the cleanrl worker runs; did you mean ppo?" in typo.stderr

@@ -37,11 +37,13 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _packages_of(pyproject: Path) -> dict[str, Path]:
-    """Top-level package -> its folder: what setuptools installs and what each ``mosaic.*``
-    entry point names."""
+    """Top-level package -> its folder: what setuptools installs (``packages``, mapped by
+    ``package-dir``, or found under ``packages.find``'s roots) and what each ``mosaic.*`` entry
+    point names."""
     data = tomllib.loads(pyproject.read_text())
     setuptools = data.get("tool", {}).get("setuptools", {})
     packages = setuptools.get("packages", [])  # a list, or {"find": {"where": [...]}}
+    mapped = {name: pyproject.parent / folder for name, folder in setuptools.get("package-dir", {}).items()}
     found = packages.get("find", {}) if isinstance(packages, dict) else {}
     roots = [pyproject.parent / where for where in found.get("where", ["."])]
     names = {package.split(".")[0] for package in packages if isinstance(packages, list)}
@@ -52,8 +54,23 @@ def _packages_of(pyproject: Path) -> dict[str, Path]:
         names |= {init.parent.name for init in root.glob("mosaic_*/__init__.py")}
     folders = {}
     for name in names:
-        folders[name] = next((root / name for root in roots if (root / name).is_dir()), pyproject.parent / name)
+        default = next((root / name for root in roots if (root / name).is_dir()), pyproject.parent / name)
+        folders[name] = mapped.get(name, default)
     return folders
+
+
+def test_every_package_folder_is_installed():
+    """Each folder with an ``__init__.py`` under ``plugins/`` and ``mosaic_core/`` is a package
+    ``pyproject.toml`` lists (a new subpackage left out would be missing from a wheel)."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folder_of = {name: ROOT / folder for name, folder in data["package-dir"].items()} | {"mosaic_core": CORE}
+    listed = set()
+    for package in data["packages"]:
+        top, *rest = package.split(".")
+        listed.add(folder_of[top].joinpath(*rest))
+    on_disk = {init.parent for root in (CORE, ROOT / "plugins") for init in root.rglob("__init__.py")}
+    assert on_disk - listed == set()
+    assert listed <= on_disk
 
 
 def _packages() -> dict[str, Path]:
@@ -135,13 +152,13 @@ def test_the_package_list_comes_from_pyproject():
     # what setuptools installs and every mosaic.* entry point, examples included
     assert {
         "mosaic_core",
-        "mosaic_cleanrl",
+        "cleanrl_worker",
         "mosaic_fastlane",
         "mosaic_dashboard",
         "mosaic_curriculum",
         "mosaic_ray",
-        "mosaic_rllib",
-        "mosaic_xuance",
+        "ray_worker",
+        "xuance_worker",
         "mosaic_example_plugin",
     } <= set(PACKAGES)
     for name, folder in PACKAGES.items():

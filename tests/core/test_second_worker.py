@@ -146,7 +146,7 @@ def daemon_process(tmp_path):
 
 
 def test_console_scripts_are_the_same_pipeline(workdir):
-    for argv in (["cleanrl-worker"], [sys.executable, "-m", "mosaic_cleanrl.cli"]):
+    for argv in (["cleanrl-worker"], [sys.executable, "-m", "cleanrl_worker.cli"]):
         exe = [str(BIN / argv[0])] if len(argv) == 1 else argv
         result = subprocess.run(
             [

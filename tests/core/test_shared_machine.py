@@ -142,7 +142,7 @@ def test_the_small_things_a_regression_would_slip_past(tmp_path):
     emitter = EventEmitter("r1", tmp_path / "events.jsonl", stream=open(os.devnull, "w"))
     emitter.emit("run_completed", {})
     assert emitter.emit("note", {"text": "after the end"}) is None
-    from mosaic_cleanrl.flags import extras_to_flags
+    from cleanrl_worker.flags import extras_to_flags
 
     with pytest.raises(ConfigError, match="would be read as a flag"):
         extras_to_flags({"names": ["-h"]})

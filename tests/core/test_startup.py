@@ -22,7 +22,7 @@ PLUGINS = (
     "mosaic_analytics.plugin",
     "mosaic_curriculum.plugin",
     "mosaic_fastlane.plugin",
-    "mosaic_cleanrl.plugin",
+    "cleanrl_worker.plugin",
 )
 
 PROBE = """

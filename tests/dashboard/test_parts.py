@@ -159,7 +159,7 @@ def test_any_workers_options_build_the_form_and_the_dashboard_knows_no_worker():
         "schema = form_schema({'name': 'example', 'metadata': {}}, None)\n"
         "config = parse_submission({'worker': 'example', 'algo': 'first', 'env_id': 'CartPole-v1',\n"
         "                           'total_timesteps': '50'}, worker_form('example', 'first'))\n"
-        "print(json.dumps([schema, config, [m for m in sys.modules if m.startswith('mosaic_cleanrl')]]))\n"
+        "print(json.dumps([schema, config, [m for m in sys.modules if m.startswith('cleanrl_worker')]]))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -174,10 +174,10 @@ def test_any_workers_options_build_the_form_and_the_dashboard_knows_no_worker():
     }
     # discovery reads descriptors only: the plugin module that returns them, not the worker's code
     assert set(imported) <= {
-        "mosaic_cleanrl",
-        "mosaic_cleanrl.metadata",
-        "mosaic_cleanrl.plugin",
-        "mosaic_cleanrl.hookspecs",
+        "cleanrl_worker",
+        "cleanrl_worker.metadata",
+        "cleanrl_worker.plugin",
+        "cleanrl_worker.hookspecs",
     }
     with pytest.raises(FormError, match="worker: required"):
         parse_submission({"env_id": "CartPole-v1", "total_timesteps": "10"}, None)

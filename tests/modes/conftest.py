@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ALGORITHMS = Path(__file__).resolve().parents[2] / "plugins" / "mosaic_cleanrl" / "algorithms"
+ALGORITHMS = Path(__file__).resolve().parents[2] / "plugins" / "cleanrl_worker" / "algorithms"
 
 
 def train(workdir: Path, algo: str, *flags: str) -> Path:

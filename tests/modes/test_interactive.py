@@ -19,11 +19,11 @@ KINDS = {"ready", "reset", "step", "pong", "help", "stopped", "error"}
 
 
 class Interactive:
-    """``python -m mosaic_cleanrl.interactive ARGS`` with a request/response helper."""
+    """``python -m cleanrl_worker.interactive ARGS`` with a request/response helper."""
 
     def __init__(self, *args: str, cwd: Path = REPO):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mosaic_cleanrl.interactive", *args],
+            [sys.executable, "-m", "cleanrl_worker.interactive", *args],
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -195,7 +195,7 @@ def test_env_output_stays_off_the_protocol_stream(session_factory):
 def test_bad_start_is_one_line_and_exit_2(tmp_path, ppo_checkpoint, args, expected):
     args = [arg.replace("{ppo}", str(ppo_checkpoint)) for arg in args]
     proc = subprocess.run(
-        [sys.executable, "-m", "mosaic_cleanrl.interactive", *args],
+        [sys.executable, "-m", "cleanrl_worker.interactive", *args],
         cwd=tmp_path,
         input="",
         capture_output=True,
@@ -209,8 +209,8 @@ def test_bad_start_is_one_line_and_exit_2(tmp_path, ppo_checkpoint, args, expect
 
 def test_continuous_actions_in_process(continuous_checkpoint):
     """The session object itself, on a real env with a real policy (normalised observations)."""
-    from mosaic_cleanrl.interactive import CommandError, Session
-    from mosaic_cleanrl.policy_eval import load_policy
+    from cleanrl_worker.interactive import CommandError, Session
+    from cleanrl_worker.policy_eval import load_policy
 
     policy = load_policy(str(continuous_checkpoint), "Pendulum-v1", seed=0)
     session = Session(policy.make_env(), policy.single, seed=4)
@@ -264,7 +264,7 @@ def test_summaries_are_always_strict_json():
     from hypothesis import given, settings
     from hypothesis import strategies as st
     from hypothesis.extra.numpy import array_shapes, arrays
-    from mosaic_cleanrl.interactive import SMALL, json_safe, summarize
+    from cleanrl_worker.interactive import SMALL, json_safe, summarize
 
     dtypes = st.sampled_from([np.float32, np.float64, np.int64, np.uint8, np.bool_])
 

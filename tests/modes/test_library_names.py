@@ -1,5 +1,5 @@
 """MOSAIC's documented curriculum and evaluation names (mosaic_curriculum.tasks: presets and task
-wrappers; mosaic_cleanrl.wrappers.curriculum: the worker's runs), used as a library: real MiniGrid
+wrappers; cleanrl_worker.wrappers.curriculum: the worker's runs), used as a library: real MiniGrid
 envs, real supervised runs through the worker's pipeline."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from mosaic_cleanrl.config import parse_worker_config
-from mosaic_cleanrl.wrappers import curriculum
+from cleanrl_worker.config import parse_worker_config
+from cleanrl_worker.wrappers import curriculum
 from mosaic_curriculum import tasks
 from mosaic_curriculum.schedule import PRESETS
 

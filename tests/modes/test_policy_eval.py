@@ -44,7 +44,7 @@ STATS = {"mean", "std", "min", "max", "median"}
 def policy_eval(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
-        [sys.executable, "-m", "mosaic_cleanrl.policy_eval", *args],
+        [sys.executable, "-m", "cleanrl_worker.policy_eval", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -66,7 +66,7 @@ def cartpole_discounted(length: int, gamma: float) -> float:
 
 def in_process(out_dir: Path, checkpoint: Path, env_id: str = "CartPole-v1", **options) -> dict:
     """The same evaluation as the command line runs, called in this process (no start-up cost)."""
-    from mosaic_cleanrl.policy_eval import EvalOptions, load_policy, run_evaluation
+    from cleanrl_worker.policy_eval import EvalOptions, load_policy, run_evaluation
 
     opts = EvalOptions(env_id=env_id, **options)
     policy = load_policy(str(checkpoint), env_id, seed=opts.seed, deterministic=opts.deterministic)
@@ -281,7 +281,7 @@ def test_sigterm_leaves_a_cancelled_summary(tmp_path, ppo_checkpoint):
         [
             sys.executable,
             "-m",
-            "mosaic_cleanrl.policy_eval",
+            "cleanrl_worker.policy_eval",
             "--policy-path",
             str(ppo_checkpoint),
             "--env-id",

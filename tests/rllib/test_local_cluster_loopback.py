@@ -1,5 +1,5 @@
 """Issue 35, item 8: the RLlib worker's own local Ray cluster listens on loopback only. Its node
-address is 127.0.0.1 (``mosaic_rllib.train.start_ray``), for which Ray binds its servers (GCS,
+address is 127.0.0.1 (``ray_worker.train.start_ray``), for which Ray binds its servers (GCS,
 raylet, object manager, agents, workers' gRPC) to 127.0.0.1; for any other address Ray binds every
 interface. Checked with ``ss`` on every process of the run's cluster while it trains."""
 

@@ -32,12 +32,12 @@ MODULES = (
 PACKAGES = (
     "mosaic_ray",
     "mosaic_core",
-    "mosaic_cleanrl",
+    "cleanrl_worker",
     "mosaic_sweep",
     "mosaic_dashboard",
     "mosaic_fastlane",
     "mosaic_analytics",
-    "mosaic_rllib",
+    "ray_worker",
     "ray",
 )
 

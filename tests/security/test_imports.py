@@ -414,7 +414,7 @@ def test_an_rllib_checkpoint_another_user_can_write_is_refused(shared, tmp_path)
             [
                 python,
                 "-m",
-                "mosaic_rllib.train",
+                "ray_worker.train",
                 "--algo",
                 "PPO",
                 "--env",

@@ -1,6 +1,6 @@
 """Issue 35, classes 4 and 8, as another local user (uid 65534) would attack: a folder everyone can
 write (``/tmp``, a shared project) holds their ``venv.py``, ``pip.py``, ``sitecustomize.py``,
-``mosaic_core/``, ``mosaic_cleanrl/``… (:mod:`tests.security.planted`); the owner types our
+``mosaic_core/``, ``cleanrl_worker/``… (:mod:`tests.security.planted`); the owner types our
 commands there. Every Python program those commands start runs isolated (``-I``/``-P``, a folder
 of its own; ``PYTHONSAFEPATH`` for what libraries start), so nothing planted is imported and
 every command still works: ``run`` (train and evaluate), ``enjoy``, ``sweep run``, ``serve``,

@@ -2,7 +2,7 @@
 
 * a planted ``var/trainer/runs`` in a folder everyone can write (``/tmp``), with a process that
   swaps every new run directory in it for a link to the attacker's folder, which holds a
-  ``mosaic_cleanrl/launch.py`` of its own (this ran as the owner 4 times out of 4 before);
+  ``cleanrl_worker/launch.py`` of its own (this ran as the owner 4 times out of 4 before);
 * that root named outright (``--runs-dir``, ``$MOSAIC_RUNS_DIR``): refused in one line naming
   the path and its owner;
 * the training process's ``sys.path`` never holds its run directory (``PYTHONSAFEPATH``);
@@ -41,10 +41,10 @@ os.makedirs(root)
 for folder in ("var", "var/trainer", "var/trainer/runs"):
     os.chmod(os.path.join(shared, folder), 0o777)
 evil = os.path.join(shared, "evil")
-os.makedirs(os.path.join(evil, "mosaic_cleanrl"))
+os.makedirs(os.path.join(evil, "cleanrl_worker"))
 marker = os.path.join(shared, "pwned")
 for name in ("__init__.py", "launch.py"):
-    with open(os.path.join(evil, "mosaic_cleanrl", name), "w") as f:
+    with open(os.path.join(evil, "cleanrl_worker", name), "w") as f:
         f.write(f"open({marker!r}, 'w').write('ran as uid %d' % __import__('os').getuid())\n")
 os.chmod(evil, 0o777)
 print("planted", flush=True)
@@ -124,7 +124,7 @@ def _training_process(run_dir: Path, timeout: float = 120) -> int:
             try:
                 if (
                     os.readlink(f"/proc/{pid}/cwd") == str(run_dir)
-                    and b"mosaic_cleanrl" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                    and b"cleanrl_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
                 ):
                     return int(pid)
             except OSError:
@@ -154,13 +154,13 @@ def test_run_files_are_private_and_the_run_directory_is_off_sys_path(shared):
         assert environ[b"PYTHONSAFEPATH"] == b"1"
         # What that buys: a package planted in the working directory is not what gets imported.
         decoy = shared / "decoy"
-        (decoy / "mosaic_cleanrl").mkdir(parents=True)
+        (decoy / "cleanrl_worker").mkdir(parents=True)
         marker = shared / "decoy-imported"
-        (decoy / "mosaic_cleanrl" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+        (decoy / "cleanrl_worker" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
         env = {k.decode(): v.decode() for k, v in environ.items()}
         for safe, imported in (("1", False), ("", True)):  # without it, the decoy wins: the test can fail
             subprocess.run(
-                [sys.executable, "-c", "import mosaic_cleanrl"],
+                [sys.executable, "-c", "import cleanrl_worker"],
                 cwd=decoy,
                 check=True,
                 timeout=60,

@@ -130,7 +130,7 @@ def test_script_paths_run_only_where_the_owner_allowed(start_daemon, tmp_path):
     for folder in (allowed, other):
         folder.mkdir()
         (folder / "algo.py").write_text(
-            (Path(__file__).parents[2] / "plugins/mosaic_cleanrl/algorithms/ppo.py").read_text()
+            (Path(__file__).parents[2] / "plugins/cleanrl_worker/algorithms/ppo.py").read_text()
         )
     (allowed / "escape.py").symlink_to(other / "algo.py")
     config = lambda algo, **extras: json.dumps({**CONFIG, "algo": algo, "extras": extras})

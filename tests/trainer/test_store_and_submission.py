@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from mosaic_cleanrl.launcher import gpu_request
+from cleanrl_worker.launcher import gpu_request
 
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, UsageError

@@ -6,9 +6,9 @@ import json
 import subprocess
 import sys
 
-from mosaic_cleanrl.presets import all_presets, given_fields
-from mosaic_cleanrl.registry import resolve
-from mosaic_cleanrl.script_args import read_script_args
+from cleanrl_worker.presets import all_presets, given_fields
+from cleanrl_worker.registry import resolve
+from cleanrl_worker.script_args import read_script_args
 
 PENDULUM = ["run", "--worker", "cleanrl", "--algo", "ppo_continuous_action", "--env-id", "Pendulum-v1"]
 

@@ -35,7 +35,7 @@ CAPABILITIES = WorkerCapabilities(
 
 
 def get_worker_metadata() -> WorkerMetadata:
-    """The worker's descriptor (the package's ``mosaic_workers`` hook returns it): cheap to
+    """The worker's descriptor (its ``mosaic.workers`` entry point): cheap to
     build (imports nothing heavy); the worker class is named, imported when a run needs it."""
     return WorkerMetadata(
         name="example",

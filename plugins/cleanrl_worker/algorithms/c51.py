@@ -1,0 +1,355 @@
+# C51 (distributional DQN) for discrete actions and vector observations, CleanRL style.
+# Docs of the algorithm: https://docs.cleanrl.dev/rl-algorithms/c51/#c51py
+#
+# Resume: the replay buffer is not checkpointed. A resumed run refills it with the restored
+# policy (epsilon continues from the schedule at the resumed step), and learning starts again
+# `learning_starts` steps after the resumed step.
+import functools
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+
+from cleanrl_worker import checkpoint, gymcompat, stopping
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
+from cleanrl_worker.replay import ReplayBuffer
+
+ALGO = "c51"
+EVAL_EPSILON = 0.05
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=False`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled by default"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (check out `videos` folder)"""
+    save_model: bool = False
+    """whether to save model into the `runs/{run_name}` folder"""
+    upload_model: bool = False
+    """whether to upload the saved model to huggingface"""
+    hf_entity: str = ""
+    """the user or org name of the model repository from the Hugging Face Hub"""
+
+    # Algorithm specific arguments
+    env_id: str = "CartPole-v1"
+    """the id of the environment"""
+    total_timesteps: int = 500000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 1
+    """the number of parallel game environments"""
+    n_atoms: int = 101
+    """the number of atoms"""
+    v_min: float = -100
+    """the return lower bound"""
+    v_max: float = 100
+    """the return upper bound"""
+    buffer_size: int = 10000
+    """the replay memory buffer size"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    target_network_frequency: int = 500
+    """the timesteps it takes to update the target network"""
+    batch_size: int = 128
+    """the batch size of sample from the reply memory"""
+    start_e: float = 1
+    """the starting epsilon for exploration"""
+    end_e: float = 0.05
+    """the ending epsilon for exploration"""
+    exploration_fraction: float = 0.5
+    """the fraction of `total-timesteps` it takes from start-e to go end-e"""
+    learning_starts: int = 10000
+    """timestep to start learning"""
+    train_frequency: int = 10
+    """the frequency of training"""
+
+    # MOSAIC additions
+    eval_frequency: int = 0
+    """evaluate the greedy policy every N global steps on separately seeded envs, keep the best model (0 = never)"""
+    eval_episodes: int = 10
+    """episodes per evaluation during training"""
+    checkpoint_frequency: int = 0
+    """save a checkpoint every N global steps to `checkpoints/` (the run directory's; 0 = never)"""
+    resume_from: str | None = None
+    """path of a .cleanrl_model checkpoint to continue training from"""
+
+
+def make_eval_env(env_id, render_mode=None):
+    return gym.make(env_id, render_mode=render_mode)
+
+
+def make_env(env_id, seed, idx, capture_video, run_name):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id)
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env.action_space.seed(seed)
+        return env
+
+    return thunk
+
+
+# ALGO LOGIC: initialize agent here:
+class QNetwork(nn.Module):
+    def __init__(self, env, n_atoms=101, v_min=-100, v_max=100):
+        super().__init__()
+        self.n_atoms = n_atoms
+        self.register_buffer("atoms", torch.linspace(v_min, v_max, steps=n_atoms))
+        self.n = env.single_action_space.n
+        self.network = nn.Sequential(
+            nn.Linear(np.array(env.single_observation_space.shape).prod(), 120),
+            nn.ReLU(),
+            nn.Linear(120, 84),
+            nn.ReLU(),
+            nn.Linear(84, self.n * n_atoms),
+        )
+
+    def get_action(self, x, action=None):
+        logits = self.network(x)
+        # probability mass function for each action
+        pmfs = torch.softmax(logits.view(len(x), self.n, self.n_atoms), dim=2)
+        q_values = (pmfs * self.atoms).sum(2)
+        if action is None:
+            action = torch.argmax(q_values, 1)
+        return action, pmfs[torch.arange(len(x)), action]
+
+
+def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
+    slope = (end_e - start_e) / duration
+    return max(slope * t + start_e, end_e)
+
+
+def policy_models(envs, args=None):
+    args = args or {}
+    return {"q_network": QNetwork(envs, args.get("n_atoms", 101), args.get("v_min", -100), args.get("v_max", 100))}
+
+
+def policy(models, args, device, generator, deterministic=False):
+    q_network = models["q_network"]
+
+    @torch.inference_mode()
+    def act(obs):
+        actions, _ = q_network.get_action(torch.as_tensor(obs, dtype=torch.float32, device=device))
+        if not deterministic:  # epsilon-greedy, as CleanRL evaluates
+            explore = torch.rand(len(actions), generator=generator, device=device) < EVAL_EPSILON
+            random_actions = torch.randint(0, q_network.n, actions.shape, generator=generator, device=device)
+            actions = torch.where(explore, random_actions, actions)
+        return actions.cpu().numpy()
+
+    return act
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    if args.num_envs != 1:
+        checkpoint.fail(f"{ALGO}: --num-envs {args.num_envs} is not supported, only 1 (as in CleanRL's {ALGO}.py)")
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    resumed = checkpoint.open_for_resume(args.resume_from, algo=ALGO, args=args) if args.resume_from else None
+    evaluation = PeriodicEvaluation(args, run_name, functools.partial(make_eval_env, args.env_id))
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(1)  # small networks: more threads cost more than they give on few cores
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, args.seed + i, i, args.capture_video, run_name) for i in range(args.num_envs)]
+    )
+    gymcompat.require_action_space(envs, gym.spaces.Discrete, ALGO, args.env_id)
+
+    q_network = QNetwork(envs, n_atoms=args.n_atoms, v_min=args.v_min, v_max=args.v_max).to(device)
+    optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate, eps=0.01 / args.batch_size)
+    target_network = QNetwork(envs, n_atoms=args.n_atoms, v_min=args.v_min, v_max=args.v_max).to(device)
+    start_step, learning_starts = 0, args.learning_starts
+    if resumed:
+        checkpoint.restore_training(
+            resumed,
+            args.resume_from,
+            envs=envs,
+            models={"q_network": q_network, "target_network": target_network},
+            optimizers={"optimizer": optimizer},
+        )
+        start_step = resumed["global_step"]
+        learning_starts = start_step + args.learning_starts  # the buffer refills first
+    else:
+        target_network.load_state_dict(q_network.state_dict())
+
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            monitor_gym=True,
+            save_code=True,
+        )
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+
+    rb = ReplayBuffer(args.buffer_size, envs.single_observation_space, envs.single_action_space, device, seed=args.seed)
+    autoreset = gymcompat.Autoreset(args.num_envs)
+
+    def save(path, steps_done, best=None):
+        return checkpoint.save_checkpoint(
+            path,
+            algo=ALGO,
+            args=args,
+            envs=envs,
+            models={"q_network": q_network, "target_network": target_network},
+            optimizers={"optimizer": optimizer},
+            global_step=steps_done,
+            iteration=steps_done,
+            evaluation=best,
+        )
+
+    start_time = time.time()
+
+    # TRY NOT TO MODIFY: start the game
+    obs, _ = envs.reset(seed=args.seed)
+    stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
+    for global_step in range(start_step, args.total_timesteps):
+        # ALGO LOGIC: put action logic here
+        epsilon = linear_schedule(
+            args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step
+        )
+        if random.random() < epsilon:
+            actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
+        else:
+            with torch.no_grad():
+                actions, pmf = q_network.get_action(torch.Tensor(obs).to(device))
+            actions = actions.cpu().numpy()
+
+        # TRY NOT TO MODIFY: execute the game and log data.
+        next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+        valid = autoreset.step(terminations, truncations)
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        for _, episodic_return, episodic_length in gymcompat.episodes(infos):
+            print(f"global_step={global_step}, episodic_return={episodic_return}")
+            writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+            writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+
+        # TRY NOT TO MODIFY: save data to reply buffer; handle the last observation of an episode
+        real_next_obs = gymcompat.real_next_obs(next_obs, np.logical_or(terminations, truncations), infos)
+        rb.add(obs, real_next_obs, actions, rewards, terminations, valid)
+
+        # TRY NOT TO MODIFY: CRUCIAL step easy to overlook
+        obs = next_obs
+
+        # ALGO LOGIC: training.
+        if global_step > learning_starts:
+            if global_step % args.train_frequency == 0:
+                data = rb.sample(args.batch_size)
+                with torch.no_grad():
+                    _, next_pmfs = target_network.get_action(data.next_observations)
+                    next_atoms = data.rewards + args.gamma * target_network.atoms * (1 - data.dones)
+                    # projection
+                    delta_z = target_network.atoms[1] - target_network.atoms[0]
+                    tz = next_atoms.clamp(args.v_min, args.v_max)
+
+                    b = (tz - args.v_min) / delta_z
+                    l = b.floor().clamp(0, args.n_atoms - 1)
+                    u = b.ceil().clamp(0, args.n_atoms - 1)
+                    # (l == u).float() handles the case where bj is exactly an integer
+                    # example bj = 1, then the upper ceiling should be uj= 2, and lj= 1
+                    d_m_l = (u + (l == u).float() - b) * next_pmfs
+                    d_m_u = (b - l) * next_pmfs
+                    # one index_add over the flattened batch instead of a Python loop over rows
+                    offset = (torch.arange(len(b), device=device) * args.n_atoms).unsqueeze(1)
+                    target_pmfs = torch.zeros_like(next_pmfs).view(-1)
+                    target_pmfs.index_add_(0, (l.long() + offset).view(-1), d_m_l.view(-1))
+                    target_pmfs.index_add_(0, (u.long() + offset).view(-1), d_m_u.view(-1))
+                    target_pmfs = target_pmfs.view_as(next_pmfs)
+
+                _, old_pmfs = q_network.get_action(data.observations, data.actions.flatten())
+                loss = (-(target_pmfs * old_pmfs.clamp(min=1e-5, max=1 - 1e-5).log()).sum(-1)).mean()
+
+                if global_step % 100 == 0:
+                    writer.add_scalar("losses/loss", loss.item(), global_step)
+                    old_val = (old_pmfs * q_network.atoms).sum(1)
+                    writer.add_scalar("losses/q_values", old_val.mean().item(), global_step)
+                    sps = int((global_step - start_step) / (time.time() - start_time))
+                    print("SPS:", sps)
+                    writer.add_scalar("charts/SPS", sps, global_step)
+
+                # optimize the model
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+            # update target network
+            if global_step % args.target_network_frequency == 0:
+                target_network.load_state_dict(q_network.state_dict())
+
+        if args.checkpoint_frequency and (global_step + 1) % args.checkpoint_frequency == 0:
+            save(f"checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
+
+        if evaluation.due(global_step + 1):
+            greedy = policy({"q_network": q_network}, vars(args), device, None, deterministic=True)
+            if evaluation.run(greedy, global_step + 1, writer):  # the best mean return so far
+                save(evaluation.best_path, global_step + 1, best=evaluation.best)
+        if stop.requested:
+            break
+
+    if stop.requested:  # the run as it is now, resumable from its directory (docs/run-contract.md)
+        save(f"checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
+        save(model_path, global_step + 1 if stop.requested else args.total_timesteps)
+        print(f"model saved to {model_path}")
+        if not stop.requested:  # a stop has the grace period only: no evaluation
+            loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
+            result = evaluate(
+                loaded.act,
+                loaded.make_env,
+                episodes=10,
+                seed=args.seed,
+                gamma=args.gamma,
+                capture_video=args.capture_video,
+                video_dir=f"videos/{run_name}-eval",
+            )
+            write_scalars(writer, result)
+        if args.upload_model:
+            print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
+
+    envs.close()
+    writer.close()
+    stop.exit()

@@ -1,0 +1,361 @@
+# DQN for discrete actions and vector observations, CleanRL style.
+# Docs of the algorithm: https://docs.cleanrl.dev/rl-algorithms/dqn/#dqnpy
+#
+# Resume: the replay buffer is not checkpointed. A resumed run refills it with the restored
+# policy (epsilon continues from the schedule at the resumed step), and learning starts again
+# `learning_starts` steps after the resumed step.
+import functools
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.optim as optim
+import tyro
+
+from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, write_scalars
+from cleanrl_worker.replay import ReplayBuffer
+
+ALGO = "dqn"
+EVAL_EPSILON = 0.05
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=False`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled by default"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (check out `videos` folder)"""
+    save_model: bool = False
+    """whether to save model into the `runs/{run_name}` folder"""
+    upload_model: bool = False
+    """whether to upload the saved model to huggingface"""
+    hf_entity: str = ""
+    """the user or org name of the model repository from the Hugging Face Hub"""
+
+    # Algorithm specific arguments
+    env_id: str = "CartPole-v1"
+    """the id of the environment"""
+    total_timesteps: int = 500000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 1
+    """the number of parallel game environments"""
+    buffer_size: int = 10000
+    """the replay memory buffer size"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    tau: float = 1.0
+    """the target network update rate"""
+    target_network_frequency: int = 500
+    """the timesteps it takes to update the target network"""
+    batch_size: int = 128
+    """the batch size of sample from the reply memory"""
+    start_e: float = 1
+    """the starting epsilon for exploration"""
+    end_e: float = 0.05
+    """the ending epsilon for exploration"""
+    exploration_fraction: float = 0.5
+    """the fraction of `total-timesteps` it takes from start-e to go end-e"""
+    learning_starts: int = 10000
+    """timestep to start learning"""
+    train_frequency: int = 10
+    """the frequency of training"""
+
+    # MOSAIC additions
+    eval_frequency: int = 0
+    """evaluate the greedy policy every N global steps on separately seeded envs, keep the best model (0 = never)"""
+    eval_episodes: int = 10
+    """episodes per evaluation during training"""
+    checkpoint_frequency: int = 0
+    """save a checkpoint every N global steps to `checkpoints/` (0 = at the end and on a stop only)"""
+    save_replay_buffer: bool = False
+    """keep the replay buffer in checkpoints (a resume then trains on it at once, exactly as without the stop)"""
+    eval_every_checkpoint: bool = False
+    """evaluate each checkpoint in checkpoints/ (eval_episodes greedy episodes): an eval_result event each"""
+    resume_from: str | None = None
+    """path of a .cleanrl_model checkpoint to continue training from"""
+
+
+def make_eval_env(env_id, render_mode=None):
+    return gym.make(env_id, render_mode=render_mode)
+
+
+def make_env(env_id, seed, idx, capture_video, run_name):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id)
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+        env.action_space.seed(seed)
+        return env
+
+    return thunk
+
+
+# ALGO LOGIC: initialize agent here:
+class QNetwork(nn.Module):
+    def __init__(self, env):
+        super().__init__()
+        self.network = nn.Sequential(
+            nn.Linear(np.array(env.single_observation_space.shape).prod(), 120),
+            nn.ReLU(),
+            nn.Linear(120, 84),
+            nn.ReLU(),
+            nn.Linear(84, env.single_action_space.n),
+        )
+
+    def forward(self, x):
+        return self.network(x)
+
+
+def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
+    slope = (end_e - start_e) / duration
+    return max(slope * t + start_e, end_e)
+
+
+def policy_models(envs, args=None):
+    return {"q_network": QNetwork(envs)}
+
+
+def policy(models, args, device, generator, deterministic=False):
+    q_network = models["q_network"]
+
+    @torch.inference_mode()
+    def act(obs):
+        q_values = q_network(torch.as_tensor(obs, dtype=torch.float32, device=device))
+        actions = q_values.argmax(dim=1)
+        if not deterministic:  # epsilon-greedy, as CleanRL evaluates
+            explore = torch.rand(len(actions), generator=generator, device=device) < EVAL_EPSILON
+            random_actions = torch.randint(0, q_values.shape[1], actions.shape, generator=generator, device=device)
+            actions = torch.where(explore, random_actions, actions)
+        return actions.cpu().numpy()
+
+    return act
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    if args.num_envs != 1:
+        checkpoint.fail(f"{ALGO}: --num-envs {args.num_envs} is not supported, only 1 (as in CleanRL's {ALGO}.py)")
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    resumed = checkpoint.open_for_resume(args.resume_from, algo=ALGO, args=args) if args.resume_from else None
+    run_name = resumed.get("run_name", run_name) if resumed else run_name  # one TensorBoard folder per run
+    evaluation = PeriodicEvaluation(args, run_name, functools.partial(make_eval_env, args.env_id))
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(1)  # small networks: more threads cost more than they give on few cores
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup
+    envs = gym.vector.SyncVectorEnv(
+        [make_env(args.env_id, args.seed + i, i, args.capture_video, run_name) for i in range(args.num_envs)]
+    )
+    gymcompat.require_action_space(envs, gym.spaces.Discrete, ALGO, args.env_id)
+
+    q_network = QNetwork(envs).to(device)
+    optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate)
+    target_network = QNetwork(envs).to(device)
+    start_step, learning_starts = 0, args.learning_starts
+    if resumed:
+        checkpoint.restore_training(
+            resumed,
+            args.resume_from,
+            envs=envs,
+            models={"q_network": q_network, "target_network": target_network},
+            optimizers={"optimizer": optimizer},
+        )
+        start_step = resumed["global_step"]
+        learning_starts = start_step + args.learning_starts  # the buffer refills first
+    else:
+        target_network.load_state_dict(q_network.state_dict())
+
+    if args.track:
+        import wandb
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            monitor_gym=True,
+            save_code=True,
+        )
+    writer = resumestate.summary_writer(run_name, start_step if resumed else None)
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+
+    rb = ReplayBuffer(args.buffer_size, envs.single_observation_space, envs.single_action_space, device, seed=args.seed)
+    autoreset = gymcompat.Autoreset(args.num_envs)
+
+    def save(path, steps_done, best=None):
+        state = {
+            "rng": resumestate.rng_state(),
+            "envs": resumestate.env_state(envs),
+            "loop": {"obs": torch.as_tensor(obs), "autoreset": torch.as_tensor(autoreset._resetting)},
+        }
+        saved = checkpoint.save_checkpoint(
+            path,
+            algo=ALGO,
+            args=args,
+            envs=envs,
+            models={"q_network": q_network, "target_network": target_network},
+            optimizers={"optimizer": optimizer},
+            global_step=steps_done,
+            iteration=steps_done,
+            evaluation=best,
+            run_name=run_name,
+            training_state=None if best else state,
+            replay_buffer=rb if args.save_replay_buffer and not best else None,
+        )
+        if args.eval_every_checkpoint and str(path).startswith("checkpoints/"):
+            evaluate_checkpoint(
+                policy({"q_network": q_network}, vars(args), device, None, deterministic=True),
+                functools.partial(make_eval_env, args.env_id),
+                algo=ALGO,
+                args=args,
+                global_step=steps_done,
+                path=str(path),
+            )
+        return saved
+
+    start_time = time.time()
+
+    # TRY NOT TO MODIFY: start the game
+    obs, _ = envs.reset(seed=args.seed)
+    state = resumed.get("training_state") if resumed else None
+    if resumed and "replay_buffer" in resumed:  # trains on at once, as the run would have
+        try:
+            rb.load_state_dict(resumed["replay_buffer"])
+        except (ValueError, KeyError, RuntimeError) as exc:
+            checkpoint.fail(f"--resume-from: {args.resume_from}: {exc}")
+        learning_starts = args.learning_starts
+    if state:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
+        resumestate.restore_rng(state["rng"])
+        if state["envs"] is not None:
+            resumestate.restore_envs(envs, state["envs"])
+            obs, autoreset._resetting = state["loop"]["obs"].numpy().copy(), state["loop"]["autoreset"].numpy().copy()
+    stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
+    for global_step in range(start_step, args.total_timesteps):
+        # ALGO LOGIC: put action logic here
+        epsilon = linear_schedule(
+            args.start_e, args.end_e, args.exploration_fraction * args.total_timesteps, global_step
+        )
+        if random.random() < epsilon:
+            actions = np.array([envs.single_action_space.sample() for _ in range(envs.num_envs)])
+        else:
+            with torch.no_grad():
+                q_values = q_network(torch.Tensor(obs).to(device))
+            actions = torch.argmax(q_values, dim=1).cpu().numpy()
+
+        # TRY NOT TO MODIFY: execute the game and log data.
+        next_obs, rewards, terminations, truncations, infos = envs.step(actions)
+        valid = autoreset.step(terminations, truncations)
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        for _, episodic_return, episodic_length in gymcompat.episodes(infos):
+            print(f"global_step={global_step}, episodic_return={episodic_return}")
+            writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+            writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+
+        # TRY NOT TO MODIFY: save data to reply buffer; handle the last observation of an episode
+        real_next_obs = gymcompat.real_next_obs(next_obs, np.logical_or(terminations, truncations), infos)
+        rb.add(obs, real_next_obs, actions, rewards, terminations, valid)
+
+        # TRY NOT TO MODIFY: CRUCIAL step easy to overlook
+        obs = next_obs
+
+        # ALGO LOGIC: training.
+        if global_step > learning_starts:
+            if global_step % args.train_frequency == 0:
+                data = rb.sample(args.batch_size)
+                with torch.no_grad():
+                    target_max, _ = target_network(data.next_observations).max(dim=1)
+                    td_target = data.rewards.flatten() + args.gamma * target_max * (1 - data.dones.flatten())
+                old_val = q_network(data.observations).gather(1, data.actions).squeeze()
+                loss = F.mse_loss(td_target, old_val)
+
+                if global_step % 100 == 0:
+                    writer.add_scalar("losses/td_loss", loss, global_step)
+                    writer.add_scalar("losses/q_values", old_val.mean().item(), global_step)
+                    sps = int((global_step - start_step) / (time.time() - start_time))
+                    print("SPS:", sps)
+                    writer.add_scalar("charts/SPS", sps, global_step)
+
+                # optimize the model
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+            # update target network
+            if global_step % args.target_network_frequency == 0:
+                for target_network_param, q_network_param in zip(target_network.parameters(), q_network.parameters()):
+                    target_network_param.data.copy_(
+                        args.tau * q_network_param.data + (1.0 - args.tau) * target_network_param.data
+                    )
+
+        if args.checkpoint_frequency and (global_step + 1) % args.checkpoint_frequency == 0:
+            save(resumestate.layout_path(global_step + 1), global_step + 1)
+
+        if evaluation.due(global_step + 1):
+            greedy = policy({"q_network": q_network}, vars(args), device, None, deterministic=True)
+            if evaluation.run(greedy, global_step + 1, writer):  # the best mean return so far
+                save(evaluation.best_path, global_step + 1, best=evaluation.best)
+        if stop.requested:
+            break
+
+    steps_done = global_step + 1 if stop.requested else args.total_timesteps
+    if not os.path.exists(resumestate.layout_path(steps_done)):  # the run's last state, resumable (the contract's)
+        save(resumestate.layout_path(steps_done), steps_done)
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
+        save(model_path, global_step + 1 if stop.requested else args.total_timesteps)
+        print(f"model saved to {model_path}")
+        if not stop.requested:  # a stop has the grace period only: no evaluation
+            loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
+            result = evaluate(
+                loaded.act,
+                loaded.make_env,
+                episodes=10,
+                seed=args.seed,
+                gamma=args.gamma,
+                capture_video=args.capture_video,
+                video_dir=f"videos/{run_name}-eval",
+            )
+            write_scalars(writer, result)
+        if args.upload_model:
+            print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
+
+    envs.close()
+    writer.close()
+    stop.exit()

@@ -1,0 +1,53 @@
+"""MOSAIC's documented config API for the CleanRL worker (``cleanrl_worker.config``), as names
+over :mod:`mosaic_core.config`: one implementation of loading, merging and validating.
+
+``WorkerConfig`` (alias ``CleanRLWorkerConfig``): required ``run_id``, ``algo``, ``env_id``,
+``total_timesteps``; optional ``seed``, ``program_id``, ``extras``; ``with_overrides`` merges
+``extras`` (the override wins per key); ``to_dict`` / ``from_dict``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mosaic_core import ConfigError, WorkerConfig, build_config, parse_json, read_config_file, unwrap_config
+
+CleanRLWorkerConfig = WorkerConfig
+WORKER_NAME = "cleanrl"  # this worker's name (its metadata's)
+
+__all__ = [
+    "WorkerConfig",
+    "CleanRLWorkerConfig",
+    "load_worker_config",
+    "load_worker_config_from_string",
+    "parse_worker_config",
+]
+
+
+def parse_worker_config(payload: Any, source: str | None = None) -> WorkerConfig:
+    """A validated config from a flat worker config or a trainer payload holding
+    ``metadata.worker.config``; a missing or bad field is a ConfigError naming it (exit 2).
+    A ``worker`` key (as ``mosaic submit``'s files carry) must name this worker; a missing
+    ``run_id`` is generated (a ULID), as for ``mosaic run``."""
+    return build_config(_this_workers(unwrap_config(payload, source), source), source=source, generate_run_id=True)
+
+
+def load_worker_config(path: str | Path) -> WorkerConfig:
+    """:func:`parse_worker_config` of a JSON file (strict JSON, UTF-8)."""
+    return parse_worker_config(read_config_file(path), str(path))
+
+
+def _this_workers(data: Any, source: str | None) -> Any:
+    if not isinstance(data, dict) or "worker" not in data:
+        return data
+    data = dict(data)
+    worker = data.pop("worker")
+    if worker != WORKER_NAME:
+        raise ConfigError(f"the config is for worker {worker!r}, not {WORKER_NAME!r}", field="worker", source=source)
+    return data
+
+
+def load_worker_config_from_string(text: str, source: str = "<string>") -> WorkerConfig:
+    """:func:`parse_worker_config` of JSON text."""
+    return parse_worker_config(parse_json(text, "the config", source), source)

@@ -1,0 +1,42 @@
+"""The training process: install MOSAIC's patch points, then run a CleanRL script as ``__main__``.
+
+``python -m cleanrl_worker.launch [--root DIR] SCRIPT -- ARGS...`` sets ``sys.argv`` and
+``__file__`` as if the script were run directly (CleanRL scripts have no ``main()``), puts the
+CleanRL checkout root on ``sys.path`` (for ``cleanrl_utils``) and never swallows an exception:
+a crash prints its traceback to the run's stderr log and exits non-zero. ``--skip-eval-of FILE``
+leaves out upstream's evaluation of the model the default save keeps (:mod:`cleanrl_worker.upstream_eval`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+from pathlib import Path
+
+from cleanrl_worker import upstream_eval
+from cleanrl_worker.gym029_compat import install_for as install_gym029_compat
+from mosaic_core import child
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="cleanrl_worker.launch")
+    parser.add_argument("script", type=Path)
+    parser.add_argument("--root", type=Path, action="append", default=[], help="prepend to sys.path")
+    parser.add_argument("--skip-eval-of", metavar="FILE", help="leave out cleanrl_utils.evals' evaluation of FILE")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    ns = parser.parse_args(argv)
+    script = ns.script.resolve()
+    script_args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
+    for root in reversed([script.parent, *ns.root]):
+        sys.path.insert(0, str(root.resolve()))
+    child.connect()
+    install_gym029_compat(script, getattr(child.current(), "extras", {}))  # 0.29-era scripts on gymnasium 1.x
+    if ns.skip_eval_of:
+        upstream_eval.install(ns.skip_eval_of)
+    sys.argv = [str(script), *script_args]
+    runpy.run_path(str(script), run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""A replay buffer for the off-policy algorithms (dqn, c51, sac, td3, ddpg).
+
+Stores transitions in preallocated tensors on the training device, so sampling a batch
+copies nothing between host and device; each ``add`` moves one step's data there once.
+Samples carry the field names of stable-baselines3's ``ReplayBufferSamples``
+(``observations``, ``actions``, ``next_observations``, ``dones``, ``rewards``; the last two
+shaped ``(batch, 1)``), so CleanRL-style update code reads the same.
+
+Timeouts: store ``terminations`` as ``dones`` (not truncations), and the real last
+observation as ``next_obs`` (:func:`cleanrl_worker.gymcompat.real_next_obs`), so an episode
+cut by a time limit still bootstraps. Pass ``valid`` to skip transitions that are not real
+(gymnasium 1.x autoreset steps, :class:`cleanrl_worker.gymcompat.Autoreset`).
+
+``optimize_memory_usage`` (for image observations, as stable-baselines3's option of that name
+that CleanRL's Atari scripts use): no separate next-observation store; a transition's next
+observation is the next slot's observation, so once the buffer is full the oldest slot cannot be sampled. Only for one
+sub-env; at an episode's end the next slot holds the next episode's first observation, which
+matters only for truncated episodes (terminated ones do not bootstrap). Storage is allocated
+uninitialised, so the memory of a large buffer is taken as it fills.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+
+class ReplayBufferSamples(NamedTuple):
+    observations: torch.Tensor
+    actions: torch.Tensor
+    next_observations: torch.Tensor
+    dones: torch.Tensor
+    rewards: torch.Tensor
+
+
+def _torch_dtype(space: gym.Space) -> torch.dtype:
+    if isinstance(space, gym.spaces.Discrete):
+        return torch.long
+    return torch.uint8 if space.dtype == np.uint8 else torch.float32
+
+
+class ReplayBuffer:
+    """A circular buffer of ``buffer_size`` transitions; the oldest are overwritten first."""
+
+    def __init__(
+        self,
+        buffer_size: int,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        device: torch.device | str = "cpu",
+        seed: int | None = None,
+        optimize_memory_usage: bool = False,
+    ):
+        if buffer_size <= 0:
+            raise ValueError(f"buffer_size must be > 0, got {buffer_size}")
+        self.buffer_size, self.device = buffer_size, torch.device(device)
+        obs_shape = observation_space.shape
+        # discrete actions are kept as (batch, 1), as stable-baselines3 does (``q.gather(1, actions)``)
+        self._action_shape = (1,) if isinstance(action_space, gym.spaces.Discrete) else action_space.shape
+        obs_dtype = _torch_dtype(observation_space)
+
+        def storage(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+            return torch.empty((buffer_size, *shape), dtype=dtype, device=self.device)  # only filled slots are read
+
+        self.optimize_memory_usage = optimize_memory_usage
+        self.observations = storage(obs_shape, obs_dtype)
+        self.next_observations = None if optimize_memory_usage else storage(obs_shape, obs_dtype)
+        self.actions = storage(self._action_shape, _torch_dtype(action_space))
+        self.rewards = storage((), torch.float32)
+        self.dones = storage((), torch.float32)
+        self.pos, self.size = 0, 0
+        self._generator = torch.Generator(device=self.device)
+        self._generator.manual_seed(seed if seed is not None else torch.seed())
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(
+        self,
+        obs: np.ndarray,
+        next_obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        dones: np.ndarray,
+        valid: np.ndarray | None = None,
+    ) -> None:
+        """Add one vector step (one row per sub-env; rows where ``valid`` is False are skipped)."""
+        if valid is not None and not valid.all():
+            keep = np.flatnonzero(valid)
+            obs, next_obs, actions, rewards, dones = (
+                obs[keep],
+                next_obs[keep],
+                actions[keep],
+                rewards[keep],
+                dones[keep],
+            )
+        count = len(obs)
+        if count == 0:
+            return
+        actions = np.asarray(actions).reshape(count, *self._action_shape)
+        index = (torch.arange(count) + self.pos) % self.buffer_size
+        if self.device.type != "cpu":
+            index = index.to(self.device)
+        if self.optimize_memory_usage:
+            if count != 1:
+                raise ValueError("optimize_memory_usage stores one sub-env's transitions, got a step of several")
+            stores = (
+                (self.observations, obs),
+                (self.observations, next_obs),
+                (self.actions, actions),
+                (self.rewards, rewards),
+                (self.dones, dones),
+            )
+            indices = (index, (index + 1) % self.buffer_size, index, index, index)
+        else:
+            stores = (
+                (self.observations, obs),
+                (self.next_observations, next_obs),
+                (self.actions, actions),
+                (self.rewards, rewards),
+                (self.dones, dones),
+            )
+            indices = (index,) * 5
+        for (store, values), where in zip(stores, indices):
+            store[where] = torch.as_tensor(np.asarray(values), dtype=store.dtype).to(self.device, non_blocking=True)
+        self.pos = (self.pos + count) % self.buffer_size
+        self.size = min(self.size + count, self.buffer_size)
+
+    def sample(self, batch_size: int) -> ReplayBufferSamples:
+        """``batch_size`` transitions drawn uniformly, with replacement."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        if self.optimize_memory_usage and self.size == self.buffer_size:
+            # the slot about to be overwritten lost its observation to the newest next observation
+            index = (
+                torch.randint(1, self.buffer_size, (batch_size,), device=self.device, generator=self._generator)
+                + self.pos
+            ) % self.buffer_size
+        else:
+            index = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self._generator)
+        if self.optimize_memory_usage:
+            next_observations = self.observations[(index + 1) % self.buffer_size]
+        else:
+            next_observations = self.next_observations[index]
+        return ReplayBufferSamples(
+            observations=self.observations[index],
+            actions=self.actions[index],
+            next_observations=next_observations,
+            dones=self.dones[index].unsqueeze(1),
+            rewards=self.rewards[index].unsqueeze(1),
+        )
+
+    def state_dict(self) -> dict[str, object]:
+        """The filled part of the buffer, its position and its sampling generator's state:
+        tensors and numbers only (a checkpoint that loads with ``weights_only=True``)."""
+        filled = slice(0, self.size)
+        stores = {
+            "observations": self.observations,
+            "next_observations": self.next_observations,
+            "actions": self.actions,
+            "rewards": self.rewards,
+            "dones": self.dones,
+        }
+        return {
+            "buffer_size": self.buffer_size,
+            "pos": self.pos,
+            "size": self.size,
+            "generator": self._generator.get_state(),
+            **{name: store[filled].cpu().clone() for name, store in stores.items() if store is not None},
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Refill from :meth:`state_dict` (same buffer size); raises ValueError when it does not fit."""
+        if state.get("buffer_size") != self.buffer_size:
+            raise ValueError(
+                f"the saved replay buffer holds {state.get('buffer_size')} transitions, "
+                f"this run's --buffer-size is {self.buffer_size}"
+            )
+        size = int(state["size"])
+        for name in ("observations", "next_observations", "actions", "rewards", "dones"):
+            store = getattr(self, name)
+            if store is not None:
+                store[:size] = state[name].to(self.device)
+        self.pos, self.size = int(state["pos"]), size
+        self._generator.set_state(state["generator"])

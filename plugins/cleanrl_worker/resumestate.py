@@ -1,0 +1,190 @@
+"""What a bundled algorithm's checkpoint carries besides weights so that a resumed run is the
+run it would have been (docs/run-contract.md): the RNG states of python, numpy and torch, the
+vector env's sub-envs, the loop's own variables, and the run name its TensorBoard folder and
+final model are named by.
+
+Everything is stored as tensors, numbers and strings (JSON text for nested plain values: numpy's
+128-bit generator states are ints no tensor holds), so a checkpoint still loads with
+``torch.load(..., weights_only=True)``: no pickle, no code.
+
+Env state is saved where it is plain: classic control (CartPole, Acrobot, MountainCar,
+Pendulum…), whose ``state``, ``np_random`` and step counters are all there is. Atari (an
+emulator in C++), MuJoCo (a simulator's data), Procgen and envpool keep state no Python
+attribute holds: their runs resume with fresh episodes (:func:`env_state` returns None;
+``mosaic algos`` says so).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+from cleanrl_worker.checkpoint_header import CHECKPOINTS
+
+PLAIN_ENVS = ("gymnasium.envs.classic_control", "gym.envs.classic_control")
+WRAPPER_FIELDS = ("_elapsed_steps", "episode_returns", "episode_lengths", "episode_count")
+VECTOR_FIELDS = ("_autoreset_envs",)  # gymnasium 1.x: which sub-envs reset at the next step
+
+
+def layout_path(step: int) -> str:
+    """Where the checkpoint at env step ``step`` goes (the worker's ``checkpoint_layout``)."""
+    return CHECKPOINTS.format(step=int(step))
+
+
+# Plain values <-> JSON ------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return {"__array__": value.tolist(), "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        return {"__scalar__": value.item(), "dtype": str(value.dtype)}
+    if isinstance(value, tuple):
+        return {"__tuple__": [_plain(v) for v in value]}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def _restored(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "__array__" in value:
+            return np.asarray(value["__array__"], dtype=np.dtype(value["dtype"]))
+        if "__scalar__" in value:
+            return np.dtype(value["dtype"]).type(value["__scalar__"])
+        if "__tuple__" in value:
+            return tuple(_restored(v) for v in value["__tuple__"])
+        return {k: _restored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restored(v) for v in value]
+    return value
+
+
+def to_text(value: Any) -> str:
+    return json.dumps(_plain(value))
+
+
+def from_text(text: str) -> Any:
+    return _restored(json.loads(text))
+
+
+# RNG states ---------------------------------------------------------------------------------------
+
+
+def rng_state() -> dict[str, Any]:
+    return {
+        "python": to_text(random.getstate()),
+        "numpy": to_text(np.random.get_state()),
+        "torch": torch.get_rng_state(),
+    }
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    version, internal, gauss = from_text(state["python"])
+    random.setstate((version, tuple(internal), gauss))
+    np.random.set_state(from_text(state["numpy"]))
+    torch.set_rng_state(state["torch"])
+
+
+# Env state ----------------------------------------------------------------------------------------
+
+
+def _generator_state(generator: Any) -> Any:
+    return None if generator is None else generator.bit_generator.state
+
+
+def _layers(env: Any) -> list[Any]:
+    layers = [env]
+    while hasattr(layers[-1], "env"):
+        layers.append(layers[-1].env)
+    return layers
+
+
+def _space_rngs(space: Any) -> Any:
+    return _generator_state(getattr(space, "_np_random", None))
+
+
+def env_state(envs: Any) -> str | None:
+    """The sub-envs' state as JSON text, or None when any of them keeps state that is not plain."""
+    subs = getattr(envs, "envs", None)
+    if subs is None:
+        return None
+    records = []
+    for env in subs:
+        base = env.unwrapped
+        if not type(base).__module__.startswith(PLAIN_ENVS):
+            return None
+        layers = _layers(env)
+        records.append(
+            {
+                "wrappers": [
+                    {name: getattr(layer, name) for name in WRAPPER_FIELDS if name in vars(layer)} for layer in layers
+                ],
+                "env": {
+                    name: value
+                    for name, value in vars(base).items()
+                    if name in ("state", "steps_beyond_terminated", "steps_beyond_done", "last_u")
+                },
+                "np_random": _generator_state(getattr(base, "_np_random", None)),
+                "action_space": _space_rngs(env.action_space),
+                "observation_space": _space_rngs(env.observation_space),
+            }
+        )
+    vector = {name: getattr(envs, name) for name in VECTOR_FIELDS if name in vars(envs)}
+    return to_text(
+        {
+            "envs": records,
+            "vector": vector,
+            "single_action_space": _space_rngs(envs.single_action_space),
+            "action_space": _space_rngs(envs.action_space),
+        }
+    )
+
+
+def _set_generator(holder: Any, attribute: str, state: Any) -> None:
+    if state is None:
+        return
+    generator = getattr(holder, attribute, None)
+    if generator is None:
+        generator = np.random.Generator(getattr(np.random, state["bit_generator"])())
+        setattr(holder, attribute, generator)
+    generator.bit_generator.state = state
+
+
+def restore_envs(envs: Any, text: str) -> None:
+    """Put the sub-envs back as :func:`env_state` found them (same env id and number of envs),
+    after the run's ``envs.reset`` (which readies the wrappers)."""
+    saved = from_text(text)
+    if len(saved["envs"]) != len(envs.envs):
+        raise ValueError(f"the checkpoint saved {len(saved['envs'])} sub-envs, this run has {len(envs.envs)}")
+    for env, record in zip(envs.envs, saved["envs"]):
+        for layer, fields in zip(_layers(env), record["wrappers"]):
+            for name, value in fields.items():
+                setattr(layer, name, value)
+        base = env.unwrapped
+        for name, value in record["env"].items():
+            setattr(base, name, value)
+        _set_generator(base, "_np_random", record["np_random"])
+        _set_generator(env.action_space, "_np_random", record["action_space"])
+        _set_generator(env.observation_space, "_np_random", record["observation_space"])
+    for name, value in saved.get("vector", {}).items():
+        setattr(envs, name, value)
+    _set_generator(envs.single_action_space, "_np_random", saved["single_action_space"])
+    _set_generator(envs.action_space, "_np_random", saved["action_space"])
+
+
+# TensorBoard --------------------------------------------------------------------------------------
+
+
+def summary_writer(run_name: str, from_step: int | None) -> Any:
+    """The run's TensorBoard writer, ``runs/{run_name}``; on a resume the same folder, with what
+    an earlier attempt wrote after ``from_step`` purged (one history, no overlapping steps)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(f"runs/{run_name}", purge_step=None if from_step is None else from_step + 1)

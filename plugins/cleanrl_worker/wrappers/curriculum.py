@@ -1,0 +1,59 @@
+"""MOSAIC's documented curriculum and evaluation runs of the CleanRL worker, as a library:
+:func:`run_curriculum_training` and :func:`run_batched_evaluation`, a supervised run of the worker
+in curriculum mode or ``policy_eval`` mode (:class:`cleanrl_worker.runtime.CleanRLWorkerRuntime`,
+the same pipeline as ``mosaic run``); each returns MOSAIC's five fields plus the run directory.
+The curriculum's presets and task wrappers are the curriculum plugin's (``mosaic_curriculum.tasks``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mosaic_core import WorkerConfig
+
+__all__ = ["run_curriculum_training", "run_batched_evaluation"]
+
+
+def _run(config: WorkerConfig, extras: dict[str, Any], runs_dir: str | Path | None, quiet: bool) -> dict[str, Any]:
+    from cleanrl_worker.runtime import CleanRLWorkerRuntime
+
+    runtime = CleanRLWorkerRuntime(config.with_overrides(extras=extras), runs_dir=runs_dir, quiet=quiet)
+    summary = runtime.run()
+    summary["run_dir"] = str(runtime.run_dir)
+    return summary
+
+
+def run_curriculum_training(
+    config: WorkerConfig,
+    schedule: str | list[dict[str, Any]] | None = None,
+    *,
+    runs_dir: str | Path | None = None,
+    quiet: bool = True,
+) -> dict[str, Any]:
+    """Train ``config`` stage by stage (``schedule``: a preset name or stage list; default the
+    config's ``extras.curriculum_schedule``, else the ``babyai_goto`` preset)."""
+    schedule = schedule or config.extras.get("curriculum_schedule") or "babyai_goto"
+    return _run(config, {"curriculum_schedule": schedule}, runs_dir, quiet)
+
+
+def run_batched_evaluation(
+    config: WorkerConfig,
+    policy_path: str | Path | None = None,
+    *,
+    episodes: int | None = None,
+    batch_size: int | None = None,
+    runs_dir: str | Path | None = None,
+    quiet: bool = True,
+) -> dict[str, Any]:
+    """Evaluate a checkpoint (``policy_path``, else ``extras.policy_path``) in ``policy_eval`` mode:
+    ``episodes`` per round, ``batch_size`` played in parallel; results in ``eval_summary.json``."""
+    extras: dict[str, Any] = {"mode": "policy_eval"}
+    for key, value in (
+        ("policy_path", str(policy_path) if policy_path else None),
+        ("eval_episodes", episodes),
+        ("eval_batch_size", batch_size),
+    ):
+        if value is not None:
+            extras[key] = value
+    return _run(config, extras, runs_dir, quiet)

@@ -1,0 +1,109 @@
+"""Evaluation of an RLlib algorithm by the run contract (``mosaic.eval/1``): episodes played on the
+driver by an env runner of its own (one env, no Ray actor), one reset seed per episode
+(:func:`mosaic_core.contract.eval_seeds`), with the algorithm's weights and connector states and
+normalisation frozen (``MeanStdFilter`` and its kind stop updating). The training algorithm is
+left as it was: its env runners, connector statistics and random generators are not touched."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mosaic_core import contract
+
+WORKER = "rllib"
+
+
+def _frozen_runner(algo: Any) -> Any:
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    config = algo.config.copy(copy_frozen=False)
+    # No seed: an env runner seeds the process's global generators (random, numpy, torch) at its start.
+    config.env_runners(num_env_runners=0, num_envs_per_env_runner=1).debugging(seed=None)
+    runner = SingleAgentEnvRunner(config=config)
+    runner.set_state(algo.env_runner.get_state())  # the module's weights, the connectors' statistics
+    for piece in getattr(runner._env_to_module, "connectors", ()):
+        if hasattr(piece, "_update_stats"):  # MeanStdFilter: normalisation frozen
+            piece._update_stats = False
+    return runner
+
+
+def _recording(runner: Any, frames: list[Any]) -> None:
+    """``runner``'s env 0 rendered (``rgb_array``) after its reset and after each of its steps."""
+    from ray_worker.callbacks import render_first
+
+    def rendered(method: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            results = method(*args, **kwargs)
+            image = render_first(runner.env)
+            if image is not None:
+                frames.append(image)
+            return results
+
+        return call
+
+    runner._try_env_reset = rendered(runner._try_env_reset)
+    runner._try_env_step = rendered(runner._try_env_step)
+
+
+def _stop_recording(runner: Any) -> None:
+    for name in ("_try_env_reset", "_try_env_step"):
+        runner.__dict__.pop(name, None)  # the class's own methods again
+
+
+def play(
+    algo: Any, seeds: Sequence[int], deterministic: bool, video: Path | None = None
+) -> tuple[list[float], list[int]]:
+    """One episode per seed; (returns, lengths). ``video``: the first episode as an MP4 there."""
+    runner = _frozen_runner(algo)
+    returns, lengths = [], []
+    frames: list[Any] = []
+    try:
+        for seed in seeds:
+            runner._seed = int(seed)  # the reset seed of the episode that sample() starts
+            if video is not None and not returns:
+                _recording(runner, frames)
+            episodes = runner.sample(num_episodes=1, explore=not deterministic)
+            if video is not None and not returns:
+                _stop_recording(runner)
+                contract.write_mp4(video, frames)
+            returns.append(sum(float(e.get_return()) for e in episodes))
+            lengths.append(sum(len(e) for e in episodes))
+    finally:
+        runner.stop()
+    return returns, lengths
+
+
+def evaluate(
+    algo: Any,
+    *,
+    algo_name: str,
+    env_id: str,
+    checkpoint: str,
+    global_step: int,
+    episodes: int,
+    training_seed: int | None,
+    eval_seed: int | None,
+    deterministic: bool,
+    video: Path | None = None,
+) -> dict[str, Any]:
+    """The ``mosaic.eval/1`` result of ``episodes`` episodes of ``algo`` (``video``: the first as an MP4)."""
+    seeds = contract.eval_seeds(episodes, training_seed, eval_seed)
+    returns, lengths = play(algo, seeds, deterministic, video)
+    return contract.eval_result(
+        worker=WORKER,
+        algo=algo_name,
+        env_id=env_id,
+        checkpoint=checkpoint,
+        global_step=global_step,
+        returns=returns,
+        lengths=lengths,
+        seeds=seeds,
+        deterministic=deterministic,
+    )
+
+
+def summary(result: dict[str, Any]) -> dict[str, Any]:
+    """What an ``eval_result`` event carries of a result."""
+    return {key: result[key] for key in ("global_step", "checkpoint", "mean", "std", "iqm", "episodes", "protocol")}

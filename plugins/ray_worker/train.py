@@ -1,0 +1,569 @@
+"""The training program of an RLlib run (the Ray driver), in the worker's environment::
+
+    python -m ray_worker.train --algo PPO --env CartPole-v1 --total-timesteps 200000 [--params JSON]
+
+It starts a local Ray cluster of the run's own (``address="local"``: a bare ``ray.init()``
+attaches to whatever cluster ``$RAY_TMPDIR`` records), with its files in a private directory
+(the run's ``ray/`` when Ray's unix socket paths fit under it, else a private temporary one,
+removed at the end), or joins ``--ray-address``. Then ``algo.train()`` until the env steps are
+done, each iteration reported by :class:`ray_worker.report.Reporter`.
+
+Modes (the run contract, docs/run-contract.md): ``train``; ``resume`` (``Algorithm.from_checkpoint``:
+iteration, lifetime counters, learner, optimizer and connector states; the env runners sample with
+the restored weights from the first iteration; steps continue from the checkpoint's);
+``evaluate`` (:mod:`ray_worker.evaluation`: ``mosaic.eval/1`` to ``--eval-out``).
+
+Checkpoints (:mod:`ray_worker.checkpoints`): ``checkpoints/step_<N>/`` every
+``--checkpoint-frequency`` env steps, at the end and on a stop. A stop (SIGTERM, SIGUSR1, SIGINT)
+lets the iteration under way finish, saves it and ends the run as killed by the signal; Ray's
+processes of the run's own cluster are in process groups of their own, so the host's SIGTERM to the
+run's group does not end them first. When the host's grace period runs out before that, a thread
+woken by the signal ends the run at once (:func:`end_when_signalled`), keeping its last checkpoint.
+Threads: the run's budget (``OMP_NUM_THREADS``, else 1)
+one torch thread in the learner (the driver; ``--torch-threads`` for more: with the run's budget of
+2 on a busy 2-core machine PPO sampled 6 env steps/s instead of 95) and one in every env runner
+(inherited on a local cluster, RLlib's ``extra_python_environs_for_worker`` on an existing one).
+Ray is shut down on completion and failure; a cancelled local cluster is killed, its workers
+included; when the host SIGKILLs the driver, Ray's processes of a local cluster die with it
+(kernel fate sharing), their workers with their raylet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import sys
+import threading
+import time
+from argparse import Namespace
+from pathlib import Path
+from typing import Any, NoReturn
+
+from mosaic_core import THREAD_VARS, procs
+from mosaic_core.child import HostCancel, Stopped
+from mosaic_core.contract import STOP_SIGNALS
+from ray_worker.checkpoints import SAVING, save, saved_step
+
+TENSORBOARD = "tensorboard"
+# Ray's longest unix socket path under its temp dir (session_<date>_<time>_<pid>/sockets/plasma_store)
+# must stay under the kernel's 107 characters.
+SESSION_PATH_LEN = 64
+EMPTY_ITERATIONS_MAX = 5
+SOCKET_PATH_MAX = 107
+# Ray's switch that makes a node's address loopback (ray._private.services.get_node_ip_address)
+LOOPBACK_NODE_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+KILL_WAIT_S = 3.0  # for the local cluster's processes to be stopped
+HARD_CANCEL_S = 3.0  # kept from the host's grace period for the hard cancel (end_cancelled_local_run)
+DEFAULT_GRACE_S = 10.0  # the host's default --grace-period, when it does not say
+SIGNAL_WAIT_S = 1.0  # for a failure on the run's own cluster: the signal that killed it may be on its way
+_SIGNALLED = threading.Event()  # a cancel reached end_when_signalled's thread
+_LOOPING = threading.Event()  # the training loop runs: a stop waits for the iteration's checkpoint
+_KEPT = threading.Event()  # the stop's checkpoint is saved: Ray is shut down as after a completed run
+_ENDING = threading.Lock()
+
+
+def parse_args(argv: list[str] | None) -> Namespace:
+    from mosaic_core.contract import add_host_arguments
+
+    parser = add_host_arguments(argparse.ArgumentParser(prog="python -m ray_worker.train"))
+    parser.add_argument("--env", required=True)
+    parser.add_argument("--params", default="{}", help="a JSON object of RLlib config options")
+    parser.add_argument(
+        "--eval-every-checkpoint",
+        action="store_true",
+        help="evaluate each checkpoint as training goes (an eval_result event each)",
+    )
+    parser.add_argument("--ray-address", help="an existing cluster (default: a local cluster of the run's own)")
+    return parser.parse_args(argv)
+
+
+def private_temp_dir() -> tuple[Path, Path | None]:
+    """(Ray's temp dir for a local cluster, the folder to remove at the end, if any). Ray makes its
+    temp dir world-writable (0777), so it lies inside a folder only we can enter: the run directory
+    when the path is short enough for Ray's sockets, else a 0700 folder of this process in the
+    temp dir (:func:`mosaic_core.files.private_dir`, which also removes those of killed runs)."""
+    from mosaic_core.files import private_dir
+
+    here = Path("ray").absolute()  # the cwd is the run directory
+    if len(str(here)) + SESSION_PATH_LEN <= SOCKET_PATH_MAX:
+        return here, None
+    folder = private_dir("rllib-")
+    return folder / "r", folder
+
+
+def without_boot_path() -> None:
+    """Ray's processes inherit this environment: they get the run's context (``MOSAIC_CHILD``, for
+    the public API) but not the host's ``sitecustomize`` patch points, so ``gym.make`` in each env
+    runner is RLlib's own (frames come from the callback, from one env runner)."""
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).name != "_boot"]
+    os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+
+
+def say(text: str) -> None:
+    """A line the person at the run's terminal sees (a ``note`` event) before a step that can
+    take long (tens of seconds on a loaded machine): otherwise the run is silent meanwhile."""
+    from mosaic_core.child import emit_event
+
+    emit_event("note", {"text": text})
+
+
+def start_ray(ns: Namespace, temp: Path | None) -> None:
+    """Join ``--ray-address`` (``temp`` None) or start a local cluster with its files in ``temp``."""
+    if not ns.ray_address:
+        # The local cluster's node address is loopback, so its servers (GCS, raylet, object manager,
+        # agents, workers) listen on 127.0.0.1 only: Ray binds all interfaces for any other address.
+        # Read when Ray is imported (ray._private.ray_constants), and by the processes it starts.
+        os.environ[LOOPBACK_NODE_VAR] = "0"
+    say(
+        f"joining the Ray cluster at {ns.ray_address}…"
+        if ns.ray_address
+        else "starting Ray (a local cluster of the run's own)…"
+    )
+    import ray
+
+    if ns.ray_address:  # the plan checked that it answers (catalog.check_answers)
+        ray.init(
+            address=ns.ray_address,
+            logging_level=logging.WARNING,
+            configure_logging=False,
+            job_config=job_config(ns.ray_address),
+        )
+        return
+    without_boot_path()
+    own_process_groups()
+    # The driver's disconnect waits this long to flush task events to the GCS (5 s by default: a
+    # cancelled run, whose GCS is dying, spent them past a short grace period). We keep none.
+    os.environ.setdefault("RAY_task_events_shutdown_flush_timeout_ms", "500")
+    driver = {name: os.environ[name] for name in THREAD_VARS if name in os.environ}
+    os.environ.update({name: "1" for name in THREAD_VARS})  # what Ray's worker processes inherit
+    try:
+        ray.init(
+            address="local",
+            _temp_dir=str(temp),
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+            configure_logging=False,
+            num_cpus=max(2, os.cpu_count() or 1),
+            job_config=job_config("local"),
+        )
+    finally:
+        os.environ.update(driver)
+
+
+def own_process_groups() -> None:
+    """Ray's processes of the run's own cluster (GCS, raylet, log monitor, agents) start in process
+    groups of their own: the host's SIGTERM to the run's group reaches the driver alone, so the
+    cluster lives on while the iteration under way finishes and is saved. They still die with the
+    driver (Ray's kernel fate sharing on Linux, ``PR_SET_PDEATHSIG``), its workers with their raylet;
+    a cancel ends them all (:func:`end_cancelled_local_run`)."""
+    from ray._private import services
+
+    started = services.ConsolePopen
+    if getattr(started, "own_process_group", False):
+        return
+
+    class OwnGroupPopen(started):  # type: ignore[misc, valid-type]
+        own_process_group = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("process_group", 0)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = OwnGroupPopen
+
+
+def job_config(address: str) -> Any:
+    """The driver's job config: the cluster's workers get no folder of ours first on sys.path
+    (Ray's driver otherwise gives them its cwd, the run directory, which on another node of an
+    existing cluster is a path another user may make). Through Ray Client (``ray://``) Ray adds none."""
+    if address.startswith("ray://"):
+        return None
+    from ray.job_config import JobConfig
+
+    class WithoutDriverPaths(JobConfig):
+        @property
+        def _py_driver_sys_path(self) -> list[str]:
+            return []  # what Ray extends (ray._private.worker.connect) is a new list each time
+
+        @_py_driver_sys_path.setter
+        def _py_driver_sys_path(self, _paths: list[str]) -> None:
+            pass
+
+    return WithoutDriverPaths()
+
+
+def grace_period() -> float:
+    """The host's seconds between its SIGTERM and its SIGKILL."""
+    from mosaic_core import GRACE_VAR
+
+    try:
+        return max(0.0, float(os.environ.get(GRACE_VAR, DEFAULT_GRACE_S)))
+    except ValueError:
+        return DEFAULT_GRACE_S
+
+
+def end_when_signalled(folder: Path | None) -> None:
+    """On the run's own cluster, a stop (SIGTERM, SIGUSR1, SIGINT) is watched from a thread: in the
+    training loop, the iteration under way finishes and is saved (the main thread does it, then ends
+    the run); when that has not happened ``HARD_CANCEL_S`` before the host's grace period runs out,
+    or at a second signal, or before the loop, the run ends at once from here (after a checkpoint
+    being written). The driver's main thread spends most of its time inside Ray's C++
+    (``ray.wait`` on the env runners), where Python's signal handlers run only when it returns:
+    seconds later on a busy machine. The signal's wake-up fd is written at delivery."""
+    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+    def next_signal(timeout: float | None = None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while deadline is None or (left := deadline - time.monotonic()) > 0:
+            if deadline is not None and not select.select([read_fd], [], [], left)[0]:
+                return None
+            if (received := os.read(read_fd, 1)[0]) in STOP_SIGNALS:
+                return received
+        return None
+
+    def wait_for_signal() -> None:
+        received = next_signal()
+        _SIGNALLED.set()
+        if _LOOPING.is_set():
+            print(
+                f"rllib worker: {signal.Signals(received).name}: saving a checkpoint after the iteration under way",
+                file=sys.stderr,
+            )
+            next_signal(grace_period() - HARD_CANCEL_S)  # a second signal: no more waiting
+        with SAVING:
+            print(f"rllib worker: stopped by signal {received}", file=sys.stderr)
+            end_cancelled_local_run(folder, 128 + received)
+
+    threading.Thread(target=wait_for_signal, name="rllib-worker-cancel", daemon=True).start()
+
+
+def cluster_processes() -> dict[int, tuple[int, int]]:
+    """Every process of the run's local cluster: those below the driver (GCS, raylet, agents, the
+    raylet's workers) and those that inherited the run's context but lost their parent (a worker
+    whose raylet died first), found by the run's ``MOSAIC_CHILD`` in their environment."""
+    from mosaic_core import CHILD_VAR
+
+    found = procs.descendants(os.getpid())
+    if os.environ.get(CHILD_VAR):
+        found.update(procs.with_environment(CHILD_VAR, os.environ[CHILD_VAR]))
+    found.pop(os.getpid(), None)
+    return found
+
+
+def end_cancelled_local_run(folder: Path | None, code: int) -> NoReturn:
+    """End a cancelled run on its own local cluster now. Every process of the cluster
+    (:func:`cluster_processes`; Ray's workers sit in process groups of their own) is stopped
+    (SIGSTOP: it can neither write nor start another), so the private temp folder is removed with
+    nothing writing in it; then they are SIGKILLed and the driver exits at once, without Ray's
+    shutdown, whose disconnect waits on the GCS just killed (on a busy machine for longer than
+    any grace period). Killed first, the raylet took the driver down before the folder was gone:
+    Ray's core worker ends its process (exit 1) when its raylet dies, which can still come first
+    and changes only the exit code. The run keeps its last checkpoint; the metrics of the last
+    moment before the signal may not reach the host."""
+    _ENDING.acquire()  # once, from whichever thread comes first; the other waits for the exit
+    _SIGNALLED.set()
+    stopped: dict[int, tuple[int, int]] = {}
+    deadline = time.monotonic() + KILL_WAIT_S
+    while (
+        new := {pid: found for pid, found in cluster_processes().items() if pid not in stopped}
+    ) and time.monotonic() < deadline:  # again: one the raylet started as it was stopped
+        procs.signal_processes(new, signal.SIGSTOP)
+        stopped.update(new)
+    if folder is not None:
+        remove_folder(folder)
+    procs.signal_processes(stopped, signal.SIGKILL)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def remove_folder(folder: Path, patience: float = 5.0) -> None:
+    """Remove the private temp folder. Ray's workers (in process groups of their own) write their
+    last log lines for a second or two after their raylet is gone, so a removal can race a new
+    file: try again until the folder is gone (then nothing can be created in it)."""
+    deadline = time.monotonic() + patience
+    while True:
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists() or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+
+
+def build_config(ns: Namespace, threads: int) -> Any:
+    from ray_worker.callbacks import MosaicCallbacks
+    from ray_worker.configs import build_config as rllib_config
+
+    params = json.loads(ns.params)
+    params.setdefault("env_config", {"render_mode": "rgb_array"})  # frames: env 0 renders when asked
+    config = rllib_config(ns.algo, ns.env, params, ns.seed)
+    # One thread per env runner: its per-step inference on a few observations gains nothing from more,
+    # and N runners each taking the run's budget would oversubscribe the cores (2 threads each made
+    # PPO's sampling 20x slower on a busy 2-core machine). The learner (here, the driver) has the budget.
+    config.python_environment(extra_python_environs_for_worker={name: "1" for name in THREAD_VARS})
+    config.callbacks(MosaicCallbacks)
+    return config
+
+
+def sync_restored_weights(algo: Any) -> None:
+    """The env runners sample with the restored weights from the first iteration on."""
+    group = getattr(algo, "env_runner_group", None)
+    if group is not None and getattr(algo, "learner_group", None) is not None:
+        group.sync_weights(from_worker_or_learner_group=algo.learner_group, inference_only=True)
+
+
+class EnvRunnersLost(RuntimeError):
+    """RLlib's env runners are gone (``train()`` does not raise: its results just lack samples)."""
+
+
+def check_env_runners(algo: Any, empty: int) -> None:
+    """After ``empty`` iterations in a row without samples: fail when no env runner is healthy,
+    or after ``EMPTY_ITERATIONS_MAX`` (RLlib's sample timeout on a busy machine returns nothing too)."""
+    group = algo.env_runner_group
+    remote = group.num_remote_env_runners()
+    if remote and group.num_healthy_remote_workers() == 0:
+        raise EnvRunnersLost(
+            f"all {remote} of RLlib's env runners are gone (crashed or killed: see the Ray logs "
+            "in the run's ray/ directory)"
+        )
+    if empty >= EMPTY_ITERATIONS_MAX:
+        raise EnvRunnersLost(f"RLlib's env runners sampled nothing in {empty} iterations in a row")
+    print(
+        f"rllib worker: iteration sampled nothing ({empty} in a row; {group.num_healthy_remote_workers()} of "
+        f"{remote} env runners healthy)",
+        file=sys.stderr,
+    )
+
+
+def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
+    """``algo.train()`` until ``--total-timesteps`` env steps (from ``offset``, a resumed run's
+    checkpoint step); on a stop, the iteration under way is reported and saved, then the run ends."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from ray_worker.report import Reporter
+
+    # A resumed run's TensorBoard files drop what an earlier attempt wrote after the checkpoint.
+    writer = SummaryWriter(TENSORBOARD, purge_step=offset + 1 if offset else None)
+    reporter = Reporter(writer, step=offset)
+    every = ns.checkpoint_frequency if ns.checkpoint_frequency and ns.checkpoint_frequency > 0 else None
+    next_save = offset + every if every else None
+    empty = 0
+    _LOOPING.set()
+    try:
+        while reporter.step < ns.total_timesteps:
+            result = algo.train()
+            step = reporter.iteration(result)
+            writer.flush()
+            if stop.requested or _SIGNALLED.is_set():  # the iteration under way is kept
+                checkpoint(algo, ns, reporter.step, "cancelled")
+                _KEPT.set()
+                raise Stopped()
+            if step is None:  # train() does not raise when env runners crash: it returns no samples
+                empty += 1
+                check_env_runners(algo, empty)
+                continue
+            empty = 0
+            if next_save is not None and ns.total_timesteps > step >= next_save:
+                checkpoint(algo, ns, step, "periodic")
+                while next_save <= step:
+                    next_save += every
+        checkpoint(algo, ns, reporter.step, "final")
+    finally:
+        writer.close()
+
+
+def checkpoint(algo: Any, ns: Namespace, step: int, reason: str) -> None:
+    """Save ``algo`` at ``step``; with ``--eval-every-checkpoint``, evaluate it (``eval_result``)."""
+    path = save(algo, step, reason, ns.env)
+    if ns.eval_every_checkpoint and reason != "cancelled":  # a stop has no time for it
+        from mosaic_core.child import emit_event
+        from ray_worker.evaluation import evaluate, summary
+
+        result = evaluate(
+            algo,
+            algo_name=ns.algo,
+            env_id=ns.env,
+            checkpoint=str(path),
+            global_step=step,
+            episodes=ns.eval_episodes,
+            training_seed=ns.seed,
+            eval_seed=ns.eval_seed,
+            deterministic=ns.eval_deterministic,
+        )
+        emit_event("eval_result", summary(result))
+
+
+def evaluate_checkpoint(algo: Any, ns: Namespace, checkpoint: Path) -> None:
+    """Mode ``evaluate``: ``--eval-episodes`` episodes of the checkpoint, ``mosaic.eval/1`` to ``--eval-out``."""
+    from mosaic_core.contract import write_eval
+    from ray_worker.evaluation import evaluate
+
+    # The first seed: --eval-seed, else --seed (`mosaic evaluate` passes the first evaluation seed as the
+    # run's seed), else the training seed of the checkpoint + 1,000,000.
+    first = ns.eval_seed if ns.eval_seed is not None else ns.seed
+    result = evaluate(
+        algo,
+        algo_name=ns.algo,
+        env_id=ns.env,
+        checkpoint=str(checkpoint),
+        global_step=saved_step(checkpoint),
+        episodes=ns.eval_episodes,
+        training_seed=algo.config.seed,
+        eval_seed=first,
+        deterministic=ns.eval_deterministic,
+        video=Path(ns.video).absolute() if ns.video else None,
+    )
+    path = write_eval(Path(ns.eval_out).absolute(), result)
+    returns = [e["return"] for e in result["episodes"]]  # what `mosaic enjoy` reads until it reads eval.json
+    Path("eval_summary.json").write_text(
+        json.dumps(
+            {
+                "status": "completed",
+                "episodes": len(returns),
+                "checkpoint": str(checkpoint),
+                "algo": ns.algo,
+                "env_id": ns.env,
+                "return": {"mean": result["mean"], "std": result["std"]},
+                "episode_returns": returns,
+                "episode_lengths": [e["length"] for e in result["episodes"]],
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
+    print(
+        f"rllib worker: {len(result['episodes'])} episodes, mean return {result['mean']:.2f} "
+        f"(std {result['std']:.2f}, IQM {result['iqm']:.2f}): {path}",
+        file=sys.stderr,
+    )
+
+
+def check_checkpoint(checkpoint: Path) -> None:
+    """Loading an RLlib checkpoint unpickles it (runs its code): checked again just before, as
+    the plan did, so only a checkpoint the owner made, outside any untrusted run, is loaded."""
+    from mosaic_core import UsageError
+    from mosaic_core.child import refuse_config
+    from mosaic_core.runstore.trust import check_code_checkpoint
+
+    try:
+        check_code_checkpoint(checkpoint, "RLlib checkpoint")
+    except UsageError as exc:
+        refuse_config(str(exc))
+
+
+def check_arguments(ns: Namespace) -> None:
+    """One line and exit 2 for what this program cannot do (before Ray starts)."""
+    from mosaic_core.child import refuse_config
+
+    if ns.mode in ("resume", "evaluate") and not ns.checkpoint:
+        refuse_config(f"mode {ns.mode} needs --checkpoint (an RLlib checkpoint directory)")
+    if ns.mode != "evaluate" and ns.total_timesteps <= 0:
+        refuse_config(f"--total-timesteps must be positive in mode {ns.mode}, got {ns.total_timesteps}")
+    if ns.eval_episodes < 1:
+        refuse_config(f"--eval-episodes must be at least 1, got {ns.eval_episodes}")
+    if ns.video and ns.mode != "evaluate":
+        refuse_config(f"--video: a video is recorded in mode evaluate only, not {ns.mode}")
+    if ns.video:
+        from mosaic_core import contract
+
+        if contract.video_encoder() is None:
+            refuse_config(contract.no_video_encoder("rllib"))
+
+
+def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
+    import torch
+
+    torch.set_num_threads(threads)
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    checkpoint = Path(ns.checkpoint) if ns.checkpoint else None
+    say(f"building {ns.algo} and its env runners" + (" from the checkpoint…" if checkpoint is not None else "…"))
+    if checkpoint is not None:
+        check_checkpoint(checkpoint)
+        # Iteration, lifetime counters (the schedules' position), learner and optimizer state,
+        # connector states; RLlib syncs the restored weights to the env runners (sync_restored_weights
+        # again: the first iteration must not sample with the weights the env runners started with).
+        algo = Algorithm.from_checkpoint(str(checkpoint))
+        sync_restored_weights(algo)
+    else:
+        algo = build_config(ns, threads).build_algo()
+    try:
+        stop.looping()
+        if ns.mode == "evaluate":
+            evaluate_checkpoint(algo, ns, checkpoint)
+        else:
+            train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)
+    finally:
+        if _KEPT.is_set() or not (stop.requested or _SIGNALLED.is_set()):  # else the cluster ends at once
+            algo.stop()
+    return 0
+
+
+class Stop(HostCancel):
+    """The host's cancel, and SIGUSR1 (a scheduler's warning before a time limit) the same way."""
+
+    def install(self) -> Stop:
+        super().install()
+        signal.signal(signal.SIGUSR1, self._on_signal)
+        return self
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(argv)
+    from mosaic_core import child, pin_process_threads
+
+    threads = pin_process_threads(ns.torch_threads)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # CartPole renders off-screen through pygame
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    child.connect()
+    check_arguments(ns)
+    # A stop (SIGTERM, SIGUSR1, SIGINT) in the training loop: the iteration under way finishes and is
+    # saved; before the loop, the run ends at once. On the run's own cluster end_when_signalled
+    # watches it and ends the run at once when the host's grace period is running out.
+    stop = Stop()
+    # Made before ray.init (a signal can end the run within it), removed whatever the end.
+    temp, folder = private_temp_dir() if not ns.ray_address else (None, None)
+    code = 1
+    try:
+        stop.install()
+        if not ns.ray_address:
+            end_when_signalled(folder)
+        start_ray(ns, temp)
+        stop.install()  # ray.init installed its own
+        code = run(ns, threads, stop)
+    except Exception as exc:
+        # On an existing cluster the host's SIGTERM may reach Ray's processes of this machine too:
+        # an iteration under way then fails, which is the cancel, not a failure (on the run's own
+        # cluster a failure may come before the signal's thread has said so).
+        if (
+            not isinstance(exc, Stopped)
+            and not stop.requested
+            and (ns.ray_address or not _SIGNALLED.wait(SIGNAL_WAIT_S))
+        ):
+            raise
+        print(f"rllib worker: stopped by signal {stop.signal}", file=sys.stderr)
+        code = stop.exit_code()
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
+        if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address and not _KEPT.is_set():
+            end_cancelled_local_run(folder, stop.exit_code())
+        # Completed, failed, or stopped with its checkpoint saved: the cluster (of its own process groups)
+        # is shut down in order, and the process exits normally (the last metrics are sent at exit);
+        # end_when_signalled's thread still bounds a stop by the host's grace period.
+        import ray
+
+        ray.shutdown()
+        if folder is not None:
+            remove_folder(folder)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

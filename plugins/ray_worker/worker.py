@@ -1,0 +1,260 @@
+"""The RLlib worker's interface to the host (:class:`mosaic_core.worker.Worker`): its extras keys,
+validation (against RLlib's config class and gymnasium's registry, in the worker's environment),
+and the launch plan of :mod:`ray_worker.train`.
+
+RLlib's options go under ``extras.algo_params`` (``lr``, ``train_batch_size_per_learner``,
+``num_env_runners``, ``model_config``...), each checked at dry run; a top-level extras key that no
+plugin owns is refused (naming ``algo_params`` when it is an RLlib option)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from mosaic_core import (
+    ChildEvent,
+    CodePath,
+    ConfigError,
+    ExtrasKey,
+    Launch,
+    RunContext,
+    UsageError,
+    Worker,
+    WorkerConfig,
+    contract,
+)
+from mosaic_core.procs import python_command
+from ray_worker.catalog import ALGORITHMS, ask_configs, check_answers, not_run_here, ray_address
+from ray_worker.checkpoints import CHECKPOINT_MARK, LAYOUT, problem
+from ray_worker.presets import preset_params
+
+OWN_KEYS = [
+    ExtrasKey(
+        "algo_params",
+        "RLlib options of the algorithm's config (lr, gamma, train_batch_size_per_learner, "
+        "num_env_runners, num_envs_per_env_runner, model_config...), checked at dry run",
+    ),
+    ExtrasKey(
+        "ray_address",
+        "an existing Ray cluster (HOST:PORT or ray://HOST:PORT; default $RAY_ADDRESS, else a "
+        "local cluster of the run's own)",
+    ),
+    ExtrasKey("torch_threads", "the learner's torch threads (default 1; env runners use one each)"),
+    ExtrasKey("preset", "hyperparameters from RLlib's tuned examples (--preset): tuned"),
+    ExtrasKey(
+        "eval_capture_video",
+        "evaluate: record the first episode as video.mp4 in the evaluation's folder (mosaic evaluate "
+        "--video; needs an MP4 encoder in the RLlib environment: opencv, imageio-ffmpeg or moviepy)",
+    ),
+]
+# Flags of the training program from the standard keys (contract.STANDARD_KEYS), beside the checkpoint's.
+NUMBERS = ("checkpoint_frequency", "eval_episodes", "torch_threads")
+SWITCHES = ("eval_deterministic", "eval_every_checkpoint")
+
+
+def _positive_int(extras: dict[str, Any], key: str) -> int | None:
+    value = extras.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"extras.{key} must be a positive integer, got {value!r}", field=f"extras.{key}")
+    return value
+
+
+def latest_checkpoint(path: Path) -> Path | None:
+    """An RLlib checkpoint directory as given, or the newest one of a run directory."""
+    if (path / CHECKPOINT_MARK).is_file():
+        return path
+    found = contract.newest_checkpoint(path, LAYOUT)
+    return found.path if found is not None else None
+
+
+def _mode(extras: dict[str, Any]) -> Any:
+    return contract.normalize_mode(extras.get("mode"))
+
+
+def _checkpoint_key(extras: dict[str, Any]) -> str | None:
+    """The key naming the checkpoint to load (``policy_path``: evaluate's old name)."""
+    mode = _mode(extras)
+    if mode == "evaluate" and not extras.get("checkpoint_path") and "policy_path" in extras:
+        return "policy_path"
+    return "checkpoint_path" if mode in ("resume", "evaluate") else None
+
+
+def _checkpoint(config: WorkerConfig, key: str) -> Path:
+    """The checkpoint to load: RLlib unpickles it (cloudpickle), so it is code and must be the
+    owner's (:func:`mosaic_core.runstore.trust.check_code_checkpoint`)."""
+    from mosaic_core.runstore.trust import check_code_checkpoint
+
+    value = config.extras.get(key)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"extras.{key} is required for mode {_mode(config.extras)!r}", field=f"extras.{key}")
+    found = latest_checkpoint(Path(value).expanduser().resolve())
+    if found is None:
+        raise ConfigError(f"extras.{key}: no RLlib checkpoint at {value}", field=f"extras.{key}")
+    try:
+        check_code_checkpoint(found, f"extras.{key}: RLlib checkpoint")
+    except UsageError as exc:
+        raise ConfigError(str(exc), field=f"extras.{key}") from None
+    wrong = problem(found, config.algo, config.env_id)
+    if wrong:
+        raise ConfigError(f"extras.{key}: {wrong}", field=f"extras.{key}")
+    return found
+
+
+VIDEO_FILE = "video.mp4"  # mosaic evaluate --video copies it out of the evaluation's folder
+
+
+class RLlibWorker(Worker):
+    def extras_keys(self) -> list[ExtrasKey]:
+        return OWN_KEYS
+
+    def enjoy_extras(self, *, video_format: str | None, live: bool) -> dict[str, Any] | None:
+        """An MP4 of the first evaluation episode (when the RLlib environment has an encoder: the
+        plan says so otherwise); no GIF, no --live."""
+        return contract.mp4_enjoy_extras(video_format, live)
+
+    def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
+        return LAYOUT
+
+    def check_checkpoint(self, checkpoint: contract.Checkpoint, config: WorkerConfig) -> str | None:
+        """An RLlib checkpoint of this algorithm and env, complete, of a format this worker reads
+        (its JSON files only: the pickles are not opened)."""
+        path = latest_checkpoint(Path(checkpoint.path))
+        return (
+            problem(path, config.algo, config.env_id)
+            if path is not None
+            else f"no RLlib checkpoint at {checkpoint.path}"
+        )
+
+    def child_events(self) -> list[ChildEvent]:
+        return [
+            ChildEvent(
+                "eval_result",
+                "extras.eval_every_checkpoint: a checkpoint's evaluation (global_step, mean, std, iqm, episodes)",
+            )
+        ]
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--preset",
+            metavar="NAME",
+            help="hyperparameters from RLlib's tuned examples for this algo and env (tuned); "
+            "extras.algo_params win over it",
+        )
+
+    def code_paths(self, data: dict[str, Any]) -> list[CodePath]:
+        """The checkpoint a resume or an evaluation loads: RLlib checkpoints are pickles, i.e. code."""
+        extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+        key = _checkpoint_key(extras)
+        value = extras.get(key) if key else None
+        return [CodePath(f"extras.{key}", value)] if isinstance(value, str) and value and "\0" not in value else []
+
+    def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
+        problems = [problem for problem in (not_run_here(config.algo),) if problem]
+        extras = config.extras
+        mode = _mode(extras)
+        if mode not in contract.MODES:
+            problems.append(
+                f"extras.mode {extras.get('mode')!r} is not one of {', '.join(contract.MODES)} "
+                f"(or the old names {', '.join(contract.OLD_NAMES)})"
+            )
+        for key in NUMBERS:
+            try:
+                _positive_int(extras, key)
+            except ConfigError as exc:
+                problems.append(str(exc))
+        if not isinstance(extras.get("algo_params", {}), dict):
+            problems.append("extras.algo_params must be an object of RLlib options")
+        key = _checkpoint_key(extras)
+        if key and isinstance(extras.get(key), str) and extras[key]:  # whose it is, before any environment starts
+            try:
+                _checkpoint(config, key)
+            except ConfigError as exc:
+                problems.append(str(exc))
+        video = extras.get("eval_capture_video", False)
+        if not isinstance(video, bool):
+            problems.append(f"extras.eval_capture_video must be true or false, got {video!r}")
+        elif video and _mode(extras) != "evaluate":
+            problems.append("extras.eval_capture_video: a video is recorded in mode evaluate only")
+        return problems
+
+    def gpu_request(self, config: WorkerConfig) -> str | None:
+        """RLlib uses GPUs only when asked (``num_gpus_per_learner``): a daemon without one refuses the run."""
+        params = config.extras.get("algo_params")
+        gpus = params.get("num_gpus_per_learner") if isinstance(params, dict) else None
+        return "extras.algo_params.num_gpus_per_learner" if isinstance(gpus, (int, float)) and gpus > 0 else None
+
+    def algorithm_names(self, data: dict[str, Any]) -> list[str]:
+        return list(ALGORITHMS)
+
+    def algorithms(self, python: str) -> list[dict[str, Any]]:
+        return [{"algo": algo, "description": text} for algo, text in ALGORITHMS.items()]
+
+    def plan(self, config: WorkerConfig, run: RunContext) -> Launch:
+        algo = config.algo  # RLlib's spelling (the host's rule, mosaic_core.algonames)
+        extras = config.extras
+        for key in run.worker_extras:  # keys no plugin owns: RLlib's options live under algo_params
+            raise ConfigError(
+                f"extras.{key} is not a key of the rllib worker; RLlib options go under "
+                f'extras.algo_params (e.g. {{"algo_params": {{"{key}": ...}}}})',
+                field=f"extras.{key}",
+            )
+        preset_name = run.options.get("preset") or extras.get("preset")
+        preset = preset_params(preset_name, algo, config.env_id) if preset_name else {}
+        params = {**preset, **(extras.get("algo_params") or {})}
+        address = ray_address(extras)
+        if address:
+            check_answers(address)
+        answer = ask_configs(
+            run.python, ["check", "--algo", algo, "--env", config.env_id, "--params", json.dumps(params)]
+        )
+        if answer["problems"]:
+            raise ConfigError("; ".join(answer["problems"]), source=config.source)
+        mode = _mode(extras)
+        command = [
+            *python_command(run.python, "-m", "ray_worker.train", keep_environment=True),
+            "--algo",
+            algo,
+            "--env",
+            config.env_id,
+            "--mode",
+            mode,
+            "--params",
+            json.dumps(params, sort_keys=True),
+        ]
+        if config.total_timesteps:
+            command += ["--total-timesteps", str(config.total_timesteps)]
+        for key, value in (("seed", config.seed), ("eval_seed", extras.get("eval_seed"))):
+            if isinstance(value, int) and not isinstance(value, bool):
+                command += [f"--{key.replace('_', '-')}", str(value)]
+        if address:
+            command += ["--ray-address", address]
+        key = _checkpoint_key(extras)
+        if key:
+            command += ["--checkpoint", str(_checkpoint(config, key))]
+        for key in NUMBERS:
+            value = _positive_int(extras, key)
+            if value is not None:
+                command += [f"--{key.replace('_', '-')}", str(value)]
+        command += [f"--{key.replace('_', '-')}" for key in SWITCHES if extras.get(key) is True]
+        if extras.get("eval_capture_video") is True:
+            if contract.video_encoder(run.python) is None:  # said before the run starts, in one line
+                raise ConfigError(contract.no_video_encoder("rllib"), source=config.source)
+            command += ["--video", VIDEO_FILE]
+        summary = answer["summary"]
+        envs = summary.get("num_envs_per_env_runner")
+        where = address or "a local Ray cluster"
+        return Launch(
+            command=command,
+            num_envs=envs if isinstance(envs, int) and envs > 0 else None,
+            summary={
+                "headline": f"RLlib {algo} on {config.env_id} ({mode}, {summary.get('num_env_runners')} "
+                f"env runner(s), {where})",
+                "rllib": summary,
+                **({"preset": {"name": preset_name, "applied": preset}} if preset_name else {}),
+            },
+            started_payload={"rllib": {"algo": algo, "mode": mode, "ray_address": address or "local"}},
+        )
