@@ -248,7 +248,7 @@ def _other_problems(argv: list[str], data: dict[str, Any], source: str | None, k
         "env_id": ns.env_id,
         "total_timesteps": ns.total_timesteps,
         "seed": ns.seed,
-        "program_id": ns.program_id,
+        "worker_id": ns.worker_id,
         "run_id": ns.run_id,
     }
     try:

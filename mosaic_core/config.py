@@ -52,7 +52,7 @@ def new_run_id() -> str:
     return "".join(CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
-MAX_NAME = 1000  # characters of algo, env_id, program_id: a name or a path, never a page
+MAX_NAME = 1000  # characters of algo, env_id, worker_id: a name or a path, never a page
 _NOT_IN_NAMES = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")  # controls, line breaks, lone surrogates
 _NOT_ANYWHERE = re.compile(r"[\x00\ud800-\udfff]")  # NUL and lone surrogates reach no command line, file or terminal
 
@@ -102,7 +102,7 @@ class WorkerConfig:
     env_id: str
     total_timesteps: int | None
     seed: int | None = None
-    program_id: str | None = None  # the training program's name to the daemon (wire: worker_id)
+    worker_id: str | None = None  # the training program's name to the daemon (RegisterWorker.worker_id)
     extras: dict[str, Any] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)
 
@@ -132,20 +132,15 @@ class WorkerConfig:
                 field="seed",
                 source=src,
             )
-        if self.program_id is not None and not isinstance(self.program_id, str):
+        if self.worker_id is not None and not isinstance(self.worker_id, str):
             raise ConfigError(
-                f"program_id must be a string or null, got {self.program_id!r}", field="program_id", source=src
+                f"worker_id must be a string or null, got {self.worker_id!r}", field="worker_id", source=src
             )
-        if self.program_id is not None:
-            _check_name("program_id", self.program_id, src)
+        if self.worker_id is not None:
+            _check_name("worker_id", self.worker_id, src)
         if not isinstance(self.extras, dict):
             raise ConfigError(f"extras must be an object, got {type(self.extras).__name__}", field="extras", source=src)
         _check_text(self.extras, "extras", src)
-
-    @property
-    def worker_id(self) -> str | None:
-        """``program_id``'s old name, for code that still reads it."""
-        return self.program_id
 
     def with_overrides(self, **overrides: Any) -> WorkerConfig:
         """A copy with the given fields replaced (None means "not given"); ``extras`` is merged
@@ -270,7 +265,7 @@ def build_config(
     ``defaults`` (e.g. :meth:`PluginHost.config_defaults`) fills fields still missing; an
     ``"extras"`` object among them fills extras keys still missing."""
     merged = dict(data or {})
-    _rename_worker_id(merged, source)
+    _rename_program_id(merged, source)
     for key, value in (overrides or {}).items():
         if value is not None:
             merged[key] = value
@@ -288,7 +283,7 @@ def build_config(
         merged.update({k: v for k, v in found.items() if merged.get(k) in (None, "")})
     if generate_run_id and not merged.get("run_id"):
         merged["run_id"] = new_run_id()
-    known = {"run_id", "algo", "env_id", "total_timesteps", "seed", "program_id", "extras"}
+    known = {"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "extras"}
     unknown = sorted(set(merged) - known)
     if unknown:
         raise ConfigError(
@@ -317,18 +312,18 @@ def build_config(
     return WorkerConfig(**merged, source=source)
 
 
-def _rename_worker_id(data: dict[str, Any], source: str | None) -> None:
-    """``worker_id``, ``program_id``'s old name (a config a user wrote, a run recorded before):
-    read as ``program_id`` (which wins), said when it holds a value."""
-    if "worker_id" not in data:
+def _rename_program_id(data: dict[str, Any], source: str | None) -> None:
+    """``program_id``, the name ``worker_id`` had for a while (a config written then, a run
+    recorded then): read as ``worker_id`` (MOSAIC's name, which wins), said when it holds a value."""
+    if "program_id" not in data:
         return
-    old = data.pop("worker_id")
+    old = data.pop("program_id")
     if old is not None:
         from mosaic_core.renamed import say_renamed
 
-        say_renamed("worker_id", "program_id", source or "the config")
-        if data.get("program_id") is None:
-            data["program_id"] = old
+        say_renamed("program_id", "worker_id", source or "the config")
+        if data.get("worker_id") is None:
+            data["worker_id"] = old
 
 
 def needs_budget(extras: Any) -> bool:

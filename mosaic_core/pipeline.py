@@ -78,8 +78,8 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     run.add_argument("--env-id", "--env", dest="env_id", help="environment id (--env: the same)")
     run.add_argument("--total-timesteps", type=int, help="environment steps to train for")
     run.add_argument("--seed", type=int)
-    run.add_argument("--program-id", help="the training program's name to a daemon (default WORKER-RUN_ID[:8])")
-    add_renamed_flag(run, "--worker-id", "--program-id")
+    run.add_argument("--worker-id", help="the training program's name to a daemon (default WORKER-worker-RUN_ID[:8])")
+    add_renamed_flag(run, "--program-id", "--worker-id")
     run.add_argument(
         "--run-id",
         help="run id (letters, digits, - and _); a ULID is generated when absent; an existing "
@@ -446,7 +446,7 @@ def prepare_from_flags(
         "env_id": ns.env_id,
         "total_timesteps": ns.total_timesteps,
         "seed": ns.seed,
-        "program_id": ns.program_id,
+        "worker_id": ns.worker_id,
         "run_id": ns.run_id,
     }
     extras = parse_extras_json(ns.extras) if ns.extras else None
@@ -611,7 +611,7 @@ def _register(prepared: Prepared, target: str) -> Any:
     return RunSession.register(
         target,
         run_id=config.run_id,
-        program_id=config.program_id or f"{worker}-{config.run_id[:8]}",
+        worker_id=config.worker_id or f"{worker}-worker-{config.run_id[:8]}",
         worker_kind=worker,
         schema_id=str(extras.get("schema_id") or f"{worker}.{config.algo}"),
         schema_version=int(extras.get("schema_version") or 1),

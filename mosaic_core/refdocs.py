@@ -161,7 +161,7 @@ def render_schemas() -> str:
         "",
         "Limits: `run_id` matches `" + config.RUN_ID.pattern + "`; `seed` from 0 to "
         f"{config.MAX_SEED:,}; `total_timesteps` from 1 to {config.MAX_STEPS:,}; `algo`, `env_id`, "
-        f"`program_id` at most {config.MAX_NAME:,} characters without control characters; at most "
+        f"`worker_id` at most {config.MAX_NAME:,} characters without control characters; at most "
         f"{config.MAX_DEPTH} levels deep; a config file at most {config.MAX_CONFIG_FILE_BYTES // 2**20} MiB. "
         "Secret keys (the name contains " + ", ".join(f"`{m}`" for m in config.SECRET_MARKERS) + ") are "
         "redacted wherever the config is written or printed.",

@@ -1,7 +1,7 @@
 """Which runs belong together: runs whose configs are equal once the seed is left out.
 
 Read from each run's ``config.json`` (bounded, never through a link). Left out of the
-comparison: what changes from seed to seed (run id, seed, program id, the argv repeating them, a
+comparison: what changes from seed to seed (run id, seed, worker id, the argv repeating them, a
 sweep's per-seed bookkeeping) and the bookkeeping keys that never change what is trained
 (:data:`BOOKKEEPING`: metrics cadence, tracking, FastLane, notes, evaluation settings, an
 experiment's tags). A group's label is its algorithm and env plus what differs between the
@@ -19,7 +19,7 @@ from typing import Any
 
 from mosaic_core.runstore.summary import _read_json
 
-PER_SEED_KEYS = ("run_id", "seed", "program_id", "worker_id", "argv")  # worker_id: program_id's old name
+PER_SEED_KEYS = ("run_id", "seed", "worker_id", "program_id", "argv")  # program_id: worker_id's name for a while
 PER_SEED_EXTRAS = ("optuna_seed", "optuna_trial", "notes", "experiment_run")
 # The core's own keys that never change what is trained; plugins mark theirs
 # (``ExtrasKey(bookkeeping=True)``: tracking, live frames, metrics cadence…).

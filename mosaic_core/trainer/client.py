@@ -64,7 +64,7 @@ class RunSession:
         target: str,
         *,
         run_id: str,
-        program_id: str = "",
+        worker_id: str = "",
         worker_kind: str = "",
         schema_id: str = "",
         schema_version: int = 1,
@@ -74,19 +74,17 @@ class RunSession:
         retries: int = 3,
         session_token: str | None = None,
         registration_secret: str | None = None,
-        worker_id: str = "",
     ) -> RunSession:
         """Send RegisterWorker (proto_version MOSAIC/1.0), retrying an unreachable daemon
         ``retries`` times with backoff. ``registration_secret``: the one the daemon gave the
         run in its environment (a first registration needs it); ``session_token``: the run's
-        current token, to replace its registered program. ``program_id``: the training program's
-        name (the wire's ``worker_id``; ``worker_id=``, its old name here, still works);
-        ``worker_kind``: the worker the run trains through."""
+        current token, to replace its registered program. ``worker_id``: the training program's
+        name; ``worker_kind``: the worker the run trains through."""
         channel = open_channel(target, "--grpc-target")
         stub = pb_grpc.TrainerServiceStub(channel)
         request = pb.RegisterWorkerRequest(
             run_id=run_id,
-            worker_id=program_id or worker_id,
+            worker_id=worker_id,
             worker_kind=worker_kind,
             proto_version=PROTO_VERSION,
             schema_id=schema_id,

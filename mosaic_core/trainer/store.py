@@ -88,7 +88,7 @@ class RunRow:
     pgid: int | None
     exit_code: int | None
     token_hash: str | None
-    worker_id: str | None  # the registered training program's name (config program_id; the wire's name kept)
+    worker_id: str | None  # the registered training program's name (config worker_id)
     registration: str | None
     seq_id: int
 

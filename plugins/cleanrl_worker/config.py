@@ -2,7 +2,7 @@
 over :mod:`mosaic_core.config`: one implementation of loading, merging and validating.
 
 ``WorkerConfig`` (alias ``CleanRLWorkerConfig``): required ``run_id``, ``algo``, ``env_id``,
-``total_timesteps``; optional ``seed``, ``program_id``, ``extras``; ``with_overrides`` merges
+``total_timesteps``; optional ``seed``, ``worker_id``, ``extras``; ``with_overrides`` merges
 ``extras`` (the override wins per key); ``to_dict`` / ``from_dict``.
 """
 

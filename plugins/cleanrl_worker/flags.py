@@ -29,7 +29,7 @@ from typing import Any
 
 from mosaic_core import ConfigError
 
-CONFIG_FIELDS = frozenset({"run_id", "algo", "env_id", "total_timesteps", "seed", "program_id", "worker_id"})
+CONFIG_FIELDS = frozenset({"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "program_id"})
 KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

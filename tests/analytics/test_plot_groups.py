@@ -27,7 +27,7 @@ def make_run(root: Path, run_id: str, seed: int, lr: float, env_id: str, values:
         "env_id": env_id,
         "total_timesteps": every * len(values),
         "seed": seed,
-        "program_id": None,
+        "worker_id": None,
         "worker": "cleanrl",
         "argv": ["--seed", str(seed)],
         "extras": {"algo_params": {"learning_rate": lr}, "optuna_seed": seed},

@@ -159,6 +159,6 @@ def test_register_worker_defaults_against_a_real_daemon(tmp_path):
         daemon.stop()
     row = RunStore(state / "trainer.sqlite3").get(run_id)
     registration = json.loads(row.registration)
-    assert row.worker_id == f"cleanrl-{run_id[:8]}"  # the config's program_id, by default
+    assert row.worker_id == f"cleanrl-worker-{run_id[:8]}"  # MOSAIC's default
     assert registration["schema_id"] == "cleanrl.ppo" and registration["schema_version"] == 3
     assert registration["worker_kind"] == "cleanrl" and registration["supports_checkpoint"] is True

@@ -58,7 +58,7 @@ HOST_FLAGS = [
     "--run-id",
     "--heartbeat-interval",
     "--grace-period",
-    "--program-id",
+    "--worker-id",
     "--num-envs",
     "--learning-rate",
     "--from",
@@ -198,7 +198,7 @@ ODD = st.one_of(
     st.lists(ODD_STRINGS | ODD_NUMBERS, max_size=2),
     st.dictionaries(ODD_STRINGS, ODD_NUMBERS, max_size=2),
 )
-FIELDS = ("run_id", "algo", "env_id", "total_timesteps", "seed", "program_id")
+FIELDS = ("run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id")
 BASE = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1000}
 ODD_CONFIG = st.fixed_dictionaries(
     {},

@@ -55,8 +55,8 @@ def wait_final(target: str, run_id: str, timeout: float = 60.0, token: str | Non
 
 def fake_config(fake: dict | None = None, extras: dict | None = None, **fields: Any) -> str:
     """A worker config JSON (one the CleanRL worker accepts: the daemon validates it as a dry
-    run would) whose ``program_id``, ``fake:<JSON>``, drives the fake worker."""
-    return json.dumps({**CONFIG, **fields, "program_id": "fake:" + json.dumps(fake or {}), "extras": extras or {}})
+    run would) whose ``worker_id``, ``fake:<JSON>``, drives the fake worker."""
+    return json.dumps({**CONFIG, **fields, "worker_id": "fake:" + json.dumps(fake or {}), "extras": extras or {}})
 
 
 def pid_alive(pid: int) -> bool:

@@ -1,6 +1,6 @@
 """A tiny real training program for daemon tests: registers over gRPC, prints lifecycle JSONL.
 
-Behaviour comes from the config's ``program_id``, ``fake:<JSON object>``:
+Behaviour comes from the config's ``worker_id``, ``fake:<JSON object>``:
 ``duration`` (s, default 0.3), ``register`` (default true), ``heartbeats`` (default true),
 ``exit_code`` (default 0), ``terminal`` (print a terminal event, default true),
 ``report_run_dir`` (the run_dir it claims), ``grandchild`` (start a sleeping process in its own session with cwd = the run dir, as the
@@ -67,7 +67,7 @@ def main() -> int:
     parser.add_argument("--heartbeat-interval", type=float, default=1.0)
     ns = parser.parse_args()
     config = json.loads(Path(ns.config).read_text())
-    fake = json.loads(config["program_id"].removeprefix("fake:")) if config.get("program_id") else {}
+    fake = json.loads(config["worker_id"].removeprefix("fake:")) if config.get("worker_id") else {}
     run_id = config["run_id"]
     run_dir = Path(ns.runs_dir) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -87,7 +87,7 @@ def main() -> int:
         session = RunSession.register(
             ns.grpc_target,
             run_id=run_id,
-            program_id="fake-1",
+            worker_id="fake-1",
             worker_kind="cleanrl",
             schema_id="fake.test",
             schema_version=1,

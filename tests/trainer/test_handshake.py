@@ -51,7 +51,7 @@ def _stub(target: str):
 
 
 def test_good_handshake_then_heartbeats(daemon, waiting_run):
-    with _register(daemon.address, waiting_run, program_id="w1") as session:
+    with _register(daemon.address, waiting_run, worker_id="w1") as session:
         assert session.accepted_version == PROTO_VERSION
         assert len(session.session_token) >= 32
         before = record(daemon.address, waiting_run).last_heartbeat.ToNanoseconds()
