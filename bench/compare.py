@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO))
 
 def aggregation(runs: int, points: int) -> None:
     import numpy as np
-    from mosaic_experiments import report, stats
 
     from mosaic_core.runstore.score import training_score
+    from mosaic_experiments import report, stats
 
     rng = np.random.default_rng(0)
     series = []
@@ -104,6 +104,7 @@ def live_page(runs: int = 50, events: int = 500) -> None:
 
 def coverage(draws: int) -> None:
     import numpy as np
+
     from mosaic_experiments import stats
 
     rng = np.random.default_rng(1)

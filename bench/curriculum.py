@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import gymnasium as gym
+
+from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
 from mosaic_curriculum.control import CurriculumController
 from mosaic_curriculum.schedule import load_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 from mosaic_curriculum.wrapper import CurriculumEnv
-
-from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
 
 SCHEDULE = [{"env_id": "CartPole-v1", "steps": 10**12}, {"env_id": "CartPole-v0"}]
 

@@ -46,6 +46,7 @@ def main() -> None:
     ns = parser.parse_args()
 
     import torch
+
     from cleanrl_worker.policy_eval import EvalOptions, load_policy, run_evaluation
 
     torch.set_num_threads(1)  # as policy_eval does

@@ -147,11 +147,10 @@ envs.close()
 
 def _sps(mode: str, num_envs: int, seconds: float) -> dict:
     """Env steps per wall second and per CPU second of one training process, and frames published."""
-    from mosaic_fastlane import layout, settings
-    from mosaic_fastlane.reader import FastLaneReader
-
     from mosaic_core.channel import ChannelSender
     from mosaic_core.child import ChildContext
+    from mosaic_fastlane import layout, settings
+    from mosaic_fastlane.reader import FastLaneReader
 
     run_id = f"bench-sps-{os.getpid()}-{mode}-{num_envs}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLEANRL_FASTLANE_")}

@@ -80,7 +80,6 @@ class Host:
 
     def __init__(self, tmp: Path):
         from mosaic_analytics import plugin
-
         from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
         from mosaic_core.child import ChildContext
         from mosaic_core.config import build_config

@@ -93,6 +93,7 @@ def sweep(workdir: Path, name: str, trials: int, seeds: int, steps: int, paralle
 def round_trips(workdir: Path, trials: int = 50) -> float:
     """Seconds per trial of the study bookkeeping a sweep process does, on SQLite, with no training."""
     import optuna
+
     from mosaic_sweep.loop import counted
     from mosaic_sweep.storage import open_storage, resolve
 

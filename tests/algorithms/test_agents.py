@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+
 from cleanrl_worker.agents.minigrid import CompactMinigridAgent, MinigridAgent, MinigridCNN
 from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
 from cleanrl_worker.algorithms import ppo
 from cleanrl_worker.checkpoint import CheckpointError, load_checkpoint, load_policy
-
 from tests.conftest import run_cli
 
 MINIGRID = SimpleNamespace(

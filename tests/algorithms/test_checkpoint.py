@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+
 from cleanrl_worker import checkpoint
 from cleanrl_worker.checkpoint import CheckpointError, check_compatible, load_checkpoint, load_policy
 

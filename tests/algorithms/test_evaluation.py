@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+
 from cleanrl_worker.evaluation import evaluate
 
 

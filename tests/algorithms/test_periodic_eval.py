@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from cleanrl_worker.checkpoint import load_checkpoint
 
 from .conftest import run_ok, scalars

@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+
 from cleanrl_worker.replay import ReplayBuffer
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)

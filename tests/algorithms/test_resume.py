@@ -10,6 +10,7 @@ import hashlib
 
 import pytest
 import torch
+
 from cleanrl_worker.checkpoint import load_checkpoint
 
 from .conftest import TINY, Run, run_parallel, scalars

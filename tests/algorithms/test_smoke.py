@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+
 from cleanrl_worker.checkpoint import load_checkpoint, load_policy
 
 from .conftest import CHECKPOINT_EVERY, TINY, scalars

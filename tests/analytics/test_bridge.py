@@ -9,7 +9,6 @@ import threading
 from mosaic_analytics import plugin
 from mosaic_analytics.board import MetricBoard, classify
 from mosaic_analytics.bridge import MAX_OTHER_TAGS, MAX_TAGS, MESSAGE_KIND, RETURN_WINDOW, ScalarBuffer
-
 from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
 from mosaic_core.config import build_config
 from mosaic_core.events import EventEmitter
@@ -189,7 +188,6 @@ def test_host_emits_metrics_events_at_a_bounded_rate_and_in_heartbeats(tmp_path)
 
 def test_scalar_hook_feeds_the_host_through_the_real_channel(tmp_path):
     from mosaic_analytics import bridge
-
     from mosaic_core.child import ChildContext
 
     run, stream = make_run(tmp_path)

@@ -3,8 +3,8 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mosaic_analytics import extras, plugin
 
+from mosaic_analytics import extras, plugin
 from mosaic_core.config import build_config
 from mosaic_core.errors import ConfigError
 from mosaic_core.runs import RunDirectory

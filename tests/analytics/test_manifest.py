@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 from mosaic_analytics import plugin
-
 from mosaic_core.config import build_config
 from mosaic_core.runs import RunContext, RunDirectory
 from mosaic_core.runstore import artifacts

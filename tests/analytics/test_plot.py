@@ -11,9 +11,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from mosaic_analytics import curves
 from PIL import Image
 
+from mosaic_analytics import curves
 from tests.conftest import BIN, run_cli
 
 

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
-from mosaic_analytics import curves
 from PIL import Image
 
+from mosaic_analytics import curves
 from tests.conftest import run_cli
 
 

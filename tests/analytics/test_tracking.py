@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import tyro
-from mosaic_analytics import plugin, tracking
 
+from mosaic_analytics import plugin, tracking
 from mosaic_core.config import build_config
 from mosaic_core.runs import RunContext, RunDirectory
 
@@ -38,7 +38,6 @@ def config(**extras):
 def test_tracking_settings_become_the_cleanrl_workers_flags_round_trip_through_tyro(extras, tmp_path):
     """The plugin publishes settings, never flags; the CleanRL worker turns them into its own."""
     from cleanrl_worker.launcher import tracking_flags
-
     from mosaic_core.runs import RunContext, RunDirectory
 
     assert not hasattr(plugin, "mosaic_build_args")

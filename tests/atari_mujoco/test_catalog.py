@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cleanrl_worker.catalog import ALGORITHM_SPACES, fit_problem
 
 from .conftest import MUJOCO_VERSION, clean_environ, mosaic_command

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from cleanrl_worker.readiness import missing_extras
 
 from .conftest import completed, extra_missing, mosaic_command, scalars, start, wait_for_frame

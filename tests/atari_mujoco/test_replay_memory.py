@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+
 from cleanrl_worker.replay import ReplayBuffer
 
 SPACE = gym.spaces.Box(0, 255, (2,), np.uint8)

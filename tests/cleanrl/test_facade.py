@@ -8,6 +8,7 @@ import json
 import time
 
 import pytest
+
 from cleanrl_worker import get_worker_metadata
 from cleanrl_worker.analytics import build_manifest
 from cleanrl_worker.config import (
@@ -19,7 +20,6 @@ from cleanrl_worker.config import (
 )
 from cleanrl_worker.runtime import DEFAULT_ALGO_REGISTRY, CleanRLWorkerRuntime, RuntimeSummary
 from cleanrl_worker.telemetry import LifecycleEmitter
-
 from mosaic_core.capabilities import WorkerCapabilities, WorkerMetadata
 from mosaic_core.errors import ConfigError, UsageError
 

@@ -9,9 +9,9 @@ import pytest
 import tyro
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from cleanrl_worker.flags import CONFIG_FIELDS, extras_to_flags, flag_name, flag_problems
 from cleanrl_worker.worker import OWN_KEYS
-
 from mosaic_core.errors import ConfigError
 from mosaic_core.plugins import load_plugin_host
 

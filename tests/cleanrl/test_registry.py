@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from cleanrl_worker import registry
 from cleanrl_worker.registry import RESOLUTION_ORDER, list_algorithms, resolve
-
 from mosaic_core.errors import UsageError
 from mosaic_core.plugins import plugin_host
 from tests.core.distributions import make_distribution

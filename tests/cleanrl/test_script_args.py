@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import tyro
+
 from cleanrl_worker import registry
 from cleanrl_worker.script_args import (
     COMPUTED,
@@ -16,7 +17,6 @@ from cleanrl_worker.script_args import (
     read_script_args,
     validate_argv,
 )
-
 from mosaic_core.errors import UsageError
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "cleanrl_checkout"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cleanrl_worker import registry, upstream_eval
 
 CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "cleanrl_checkout"

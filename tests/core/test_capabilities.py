@@ -4,8 +4,8 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from cleanrl_worker.metadata import CAPABILITIES, METADATA
 
+from cleanrl_worker.metadata import CAPABILITIES, METADATA
 from mosaic_core.capabilities import ACTION_SPACES, OBSERVATION_SPACES, PARADIGMS, WorkerCapabilities, WorkerMetadata
 
 

@@ -70,8 +70,9 @@ def test_the_example_plugin_changes_no_one_elses_run(mosaic, runs_root):
 
 
 def test_an_evaluations_episodes_are_not_called_global_steps(mosaic, tmp_path):
-    from mosaic_analytics.curves import x_label
     from torch.utils.tensorboard import SummaryWriter
+
+    from mosaic_analytics.curves import x_label
 
     assert x_label("eval/episodic_return") == "episode" and x_label("charts/episodic_return") == "global step"
     run = tmp_path / "runs" / "ev1"

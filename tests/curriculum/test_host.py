@@ -8,12 +8,12 @@ import subprocess
 import sys
 
 import pytest
-from mosaic_curriculum import plugin
-from mosaic_curriculum.stagefile import StageFile, stage_path
 
 from mosaic_core.config import WorkerConfig
 from mosaic_core.events import EventEmitter, read_events
 from mosaic_core.runs import RunContext, RunDirectory
+from mosaic_curriculum import plugin
+from mosaic_curriculum.stagefile import StageFile, stage_path
 
 SCHEDULE = [
     {"env_id": "CartPole-v1", "steps": 100},

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gymnasium import spaces
+
+from mosaic_core.config import WorkerConfig
 from mosaic_curriculum.plugin import mosaic_validate_config
 from mosaic_curriculum.schedule import load_schedule
 from mosaic_curriculum.spaces import check_stage_spaces, mismatch
-
-from mosaic_core.config import WorkerConfig
 
 
 def config(schedule, env_id="CartPole-v1"):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+
+from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
+from mosaic_core.child import ChildContext
 from mosaic_curriculum import plugin
 from mosaic_curriculum.schedule import load_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 from mosaic_curriculum.wrapper import MAX_PENDING_RETURNS, REPORT_EVERY, SEED_STRIDE, CurriculumEnv, passed_kwargs
-
-from mosaic_core.channel import ChannelReceiver, ChannelSender, new_address
-from mosaic_core.child import ChildContext
 
 GYMNASIUM_1 = int(gym.__version__.split(".")[0]) >= 1
 pytestmark = pytest.mark.filterwarnings("ignore:.*CartPole-v0 is out of date")

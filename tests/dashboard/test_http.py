@@ -226,6 +226,7 @@ def test_stopping_the_server_with_streams_open_is_clean(serve, workdir):
     import threading
 
     import numpy as np
+
     from mosaic_fastlane.layout import Mode
     from mosaic_fastlane.segment import SegmentOwner, open_segment
     from mosaic_fastlane.writer import SlotWriter

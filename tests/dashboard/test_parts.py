@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from mosaic_core.runstore.follow import READ_LIMIT, EventFollower, RunGone
+from mosaic_core.types import FormOption, WorkerForm
 from mosaic_dashboard.access import AccessGuard
 from mosaic_dashboard.curves import Curves
 from mosaic_dashboard.form import FormError, parse_submission
 from mosaic_dashboard.frames import BOUNDARY, FrameFeed, mjpeg_part
-
-from mosaic_core.runstore.follow import READ_LIMIT, EventFollower, RunGone
-from mosaic_core.types import FormOption, WorkerForm
 from tests.conftest import REPO
 
 
@@ -241,11 +241,10 @@ def test_mjpeg_parts_are_closed_by_the_next_boundary():
 
 
 def test_the_frame_feed_encodes_only_while_watched_and_ends_with_the_segment(tmp_path):
+    from mosaic_core import NoFrames
     from mosaic_fastlane.layout import Mode
     from mosaic_fastlane.segment import SegmentOwner, open_segment
     from mosaic_fastlane.writer import SlotWriter
-
-    from mosaic_core import NoFrames
 
     run_id = f"dash-feed-{os.getpid()}"
     owner = SegmentOwner(run_id, mode=Mode.SINGLE, slot_count=1, max_dim=32, interval_ms=10)

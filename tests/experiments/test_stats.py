@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.stats
-from mosaic_experiments import stats
 from rliable import library, metrics
 
 from mosaic_core.runstore.bands import trimmed_mean_of_counts
+from mosaic_experiments import stats
 
 PPO = np.array([[480.0], [212.5], [500.0], [350.25], [97.0]])
 DQN = np.array([[125.0], [310.0], [141.5], [133.0], [500.0], [90.0]])

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import mosaic_fastlane.plugin as fastlane_plugin
-
 from mosaic_core.channel import ChannelSender
 from mosaic_core.childenv import CHILD_VAR as CHILD_ENV_VAR
 from mosaic_core.config import build_config

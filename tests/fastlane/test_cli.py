@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from fastlane_helpers import MOSAIC, clean_environ, plugin_host, run_context, shm_leftovers, start_training
+
 from mosaic_fastlane import layout
 from mosaic_fastlane.segment import open_segment
 from mosaic_fastlane.writer import SlotWriter

@@ -20,6 +20,7 @@ from fastlane_helpers import (
     start_run,
     wait_for_frames,
 )
+
 from mosaic_fastlane import layout
 
 GYMNASIUM_0 = __import__("gymnasium").__version__.startswith("0.")

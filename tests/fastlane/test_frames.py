@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+
 from mosaic_fastlane.frames import as_frame, compose_grid, decode_png, downscale, encode_png, terminal_image
 
 

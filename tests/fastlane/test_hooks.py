@@ -6,15 +6,15 @@ import types
 import gymnasium as gym
 import pytest
 from fastlane_helpers import child_context, manifest, plugin_host, run_context, shm_leftovers
-from mosaic_fastlane import layout, settings
-from mosaic_fastlane.reader import FastLaneReader
-from mosaic_fastlane.recorder import SUBDIR
-from mosaic_fastlane.wrapper import FastLaneWrapper
 
 from mosaic_core import _patchpoints
 from mosaic_core.child import FrameInfo
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.hookspecs import hookimpl
+from mosaic_fastlane import layout, settings
+from mosaic_fastlane.reader import FastLaneReader
+from mosaic_fastlane.recorder import SUBDIR
+from mosaic_fastlane.wrapper import FastLaneWrapper
 
 
 class NoRender(gym.Env):

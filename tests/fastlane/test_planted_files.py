@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastlane_helpers import MOSAIC, clean_environ, run_command
+
 from mosaic_fastlane import layout, trust
 from mosaic_fastlane.layout import Mode
 from mosaic_fastlane.reader import FastLaneReader
@@ -293,10 +294,9 @@ def test_list_and_clean_skip_what_is_not_ours_and_hang_on_nothing(tmp_path, vict
 
 
 def test_the_recorder_never_writes_through_a_link_in_the_run_directory(tmp_path):
-    from mosaic_fastlane.recorder import record
-
     from mosaic_core.channel import ChannelSender
     from mosaic_core.child import ChildContext, FrameInfo
+    from mosaic_fastlane.recorder import record
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

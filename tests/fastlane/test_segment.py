@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from mosaic_fastlane import layout
 from mosaic_fastlane.layout import Mode, PixelFormat
 from mosaic_fastlane.reader import FastLaneReader

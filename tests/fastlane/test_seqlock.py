@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from mosaic_fastlane import layout
 from mosaic_fastlane.layout import PAGE_HEADER, PAGE_SEQ, Mode, PixelFormat
 from mosaic_fastlane.reader import FastLaneReader

@@ -3,6 +3,7 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from mosaic_fastlane import settings
 from mosaic_fastlane.settings import Settings, is_enabled, problems, resolve
 

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from fastlane_helpers import SCRIPTS
+
 from mosaic_fastlane.layout import Mode
 from mosaic_fastlane.segment import SegmentOwner
 

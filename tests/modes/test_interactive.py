@@ -264,6 +264,7 @@ def test_summaries_are_always_strict_json():
     from hypothesis import given, settings
     from hypothesis import strategies as st
     from hypothesis.extra.numpy import array_shapes, arrays
+
     from cleanrl_worker.interactive import SMALL, json_safe, summarize
 
     dtypes = st.sampled_from([np.float32, np.float64, np.int64, np.uint8, np.bool_])

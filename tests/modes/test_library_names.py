@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from cleanrl_worker.config import parse_worker_config
 from cleanrl_worker.wrappers import curriculum
 from mosaic_curriculum import tasks

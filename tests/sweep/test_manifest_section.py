@@ -3,10 +3,9 @@ supervisor puts in `run_cancelled` (unit level; the end-to-end path is in test_s
 
 from __future__ import annotations
 
+from mosaic_core.runs import RunDirectory, read_cancel_note
 from mosaic_sweep.extras import manifest_section as optuna_section
 from mosaic_sweep.extras import validate
-
-from mosaic_core.runs import RunDirectory, read_cancel_note
 
 TRIAL = {
     "optuna_study": "s",

@@ -9,7 +9,6 @@ import subprocess
 
 from mosaic_sweep.loop import reap_dead_local_trials
 from mosaic_sweep.storage import open_storage, resolve
-
 from tests.sweep.conftest import optuna
 
 TrialState = optuna.trial.TrialState

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from mosaic_sweep.spec import load_spec, parse_spec
-from mosaic_sweep.storage import resolve
 
 from mosaic_core.errors import UsageError
+from mosaic_sweep.spec import load_spec, parse_spec
+from mosaic_sweep.storage import resolve
 from tests.sweep.conftest import TINY, sweep, write_spec
 
 BASE = {"algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 1024}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from cleanrl_worker.launcher import gpu_request
 
+from cleanrl_worker.launcher import gpu_request
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, UsageError
 from mosaic_core.trainer import trainer_pb2 as pb

@@ -12,6 +12,7 @@ import sys
 import zlib
 
 import numpy as np
+
 from mosaic_fastlane.reader import FastLaneReader
 from mosaic_fastlane.segment import open_segment
 from mosaic_fastlane.writer import SlotWriter
