@@ -69,8 +69,11 @@ def worker_items(host: Any) -> list[LoadedEntryPoint]:
 def _group_workers() -> list[LoadedEntryPoint]:
     """The group's workers the environment's allow/block lists keep (``MOSAIC_LOAD_PLUGINS``,
     ``MOSAIC_DISABLE_PLUGINS`` name workers as they name plugins)."""
-    items = load_group(WORKERS_GROUP, check=_check_worker, select=is_blocked)
-    return [_named(item) for item in items if item.status != "blocked"]
+    items = [_named(item) for item in load_group(WORKERS_GROUP, check=_check_worker, select=is_blocked)]
+    for item in items:
+        if item.status == "failed" and item.error and not item.error.startswith("entry point "):
+            item.error = f"{item.describe()}: {item.error}"  # the one error format, as a hook's
+    return [item for item in items if item.status != "blocked"]
 
 
 def _check_worker(obj: Any) -> WorkerMetadata:

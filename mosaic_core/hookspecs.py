@@ -85,7 +85,8 @@ def spec(policy: str, **options: Any) -> Callable[[Callable[..., Any]], Callable
 # --------------------------------------------------------------------------------------
 @spec(ISOLATE)  # a broken plugin never hides another's workers
 def mosaic_workers() -> list[WorkerMetadata] | None:
-    """Provide workers: one :class:`mosaic_core.WorkerMetadata` each, its ``name`` given.
+    """Provide workers: one :class:`mosaic_core.WorkerMetadata` each, its ``name`` given (besides
+    the ``mosaic.workers`` entry-point group, where a distribution registers a worker by itself).
 
     Called when the host lists or looks up workers (``mosaic workers``, ``mosaic run``). Return
     descriptors only (data: the worker class and its ``run_hooks`` are named as strings and

@@ -1,7 +1,8 @@
-"""One registration group: third-party distributions (on PYTHONPATH, found by importlib.metadata
-as pip-installed ones) provide workers and launchers through ``mosaic.plugins`` hooks; a worker's
-run hooks run for its own runs only, in the host and in the training process; the old groups
-still work, each with a one-line deprecation notice. Through the real CLI and real runs."""
+"""Registration: third-party distributions (on PYTHONPATH, found by importlib.metadata as
+pip-installed ones) register workers through ``mosaic.workers`` (the design card's group, MOSAIC's
+``pkg:get_worker_metadata``) or a ``mosaic.plugins`` module's hook, and launchers through hooks; a
+worker's run hooks run for its own runs only, in the host and in the training process; the old
+launcher group still works, with a one-line deprecation notice. Through the real CLI and real runs."""
 
 from __future__ import annotations
 
@@ -131,7 +132,7 @@ def test_broken_worker_descriptors_name_their_plugin_and_distribution(mosaic, si
         "entry point 'wrongtype' (wrong_plugin) from bad-workers 1.0: mosaic_workers returned "
         "{'name': 'wrongtype'}; expected WorkerMetadata"
     )
-    assert by_plugin[("cleanrl", "cleanrl")]["status"] == "active"
+    assert by_plugin[(None, "cleanrl")]["status"] == "active"  # the mosaic.workers entry point
     copy = by_plugin[("copycat", "cleanrl")]
     assert copy["status"] == "failed" and "duplicate name 'cleanrl'" in copy["error"] and "bad-workers" in copy["error"]
     result = mosaic("run", "--worker", "crashy", env=env)
@@ -148,44 +149,70 @@ def test_a_plugin_provides_a_launcher_whose_options_become_flags(mosaic, site):
     assert listed["kube"]["launchers"] == ["kube"] and listed["kube"]["hooks"] == ["mosaic_launchers"]
 
 
-def test_the_deprecated_groups_still_register_with_a_one_line_notice_each(mosaic, site):
+def test_the_workers_group_registers_mosaic_s_way_and_names_a_broken_entry(mosaic, site):
+    """``mosaic.workers`` entries: a function returning the metadata or MOSAIC's (metadata,
+    capabilities) pair, or the metadata itself, each named by its entry point, no notice; a
+    broken one is listed as failed, naming its entry point and distribution."""
     make_distribution(
         site,
-        "mosaic-old",
+        "mosaic-third",
         {
-            "mosaic.workers": {"oldie": "old_pkg:METADATA"},
-            "mosaic.launchers": {"oldlaunch": "old_pkg:launcher"},
+            "mosaic.workers": {
+                "oldie": "third_pkg:METADATA",
+                "pair": "third_pkg:get_worker_metadata",
+                "broken": "third_pkg:broken",
+                "wrong": "third_pkg:wrong",
+            }
         },
         {
-            "old_pkg": "from mosaic_core import WorkerCapabilities, WorkerMetadata\n"
-            "from mosaic_core.launchers import LauncherInfo\n"
+            "third_pkg": "from mosaic_core import WorkerCapabilities, WorkerMetadata\n"
             f"METADATA = WorkerMetadata(version='1', description='d', capabilities={CAPS}, "
             "worker='mosaic_example_plugin.worker:ExampleWorker', example=True)\n"
-            "def launcher():\n    return LauncherInfo(name='oldlaunch', description='d', options=(), execute='old_pkg:x')\n"
+            "def get_worker_metadata():\n    return METADATA, METADATA.capabilities\n"
+            "def broken():\n    raise RuntimeError('no metadata today')\n"
+            "def wrong():\n    return {'name': 'wrong'}\n"
         },
     )
     env = {"PYTHONPATH": str(site)}
     listed = mosaic("workers", "--json", env=env)
-    oldie = next(w for w in json.loads(listed.stdout) if w["name"] == "oldie")
-    assert oldie["status"] == "active" and oldie["plugin"] is None and oldie["distribution"] == "mosaic-old"
-    assert [line for line in listed.stderr.splitlines() if "deprecated" in line] == [
-        "mosaic: deprecated: mosaic-old registers worker 'oldie' through the 'mosaic.workers' entry-point group; "
-        "name a module in 'mosaic.plugins' instead whose mosaic_workers() hook returns its descriptor "
-        "(docs/extending/plugin.md)"
-    ]
-    ran = mosaic("run", "--worker", "oldie", *EXAMPLE_RUN, "--dry-run", env=env)
+    workers = {w["name"]: w for w in json.loads(listed.stdout)}
+    assert "deprecated" not in listed.stderr
+    for name in ("oldie", "pair"):
+        assert workers[name]["status"] == "active" and workers[name]["distribution"] == "mosaic-third"
+    assert workers["broken"]["status"] == "failed" and "no metadata today" in workers["broken"]["error"]
+    assert "mosaic-third" in workers["broken"]["error"]
+    assert workers["wrong"]["status"] == "failed" and "expected WorkerMetadata" in workers["wrong"]["error"]
+    ran = mosaic("run", "--worker", "pair", *EXAMPLE_RUN, "--dry-run", env=env)
     assert ran.returncode == 0, ran.stderr
+    blocked = mosaic(
+        "run", "--worker", "pair", *EXAMPLE_RUN, "--dry-run", env={**env, "MOSAIC_DISABLE_PLUGINS": "pair"}
+    )
+    assert blocked.returncode == 2 and "listed in MOSAIC_DISABLE_PLUGINS" in blocked.stderr
+
+
+def test_the_deprecated_launcher_group_still_registers_with_a_one_line_notice(mosaic, site):
+    make_distribution(
+        site,
+        "mosaic-old",
+        {"mosaic.launchers": {"oldlaunch": "old_pkg:launcher"}},
+        {
+            "old_pkg": "from mosaic_core.launchers import LauncherInfo\n"
+            "def launcher():\n    return LauncherInfo(name='oldlaunch', description='d', options=(), execute='old_pkg:x')\n"
+        },
+    )
+    env = {"PYTHONPATH": str(site)}
     helped = mosaic("run", "--worker", "example", "--help", env=env)
     assert "--launcher NAME" in helped.stdout and "oldlaunch" in helped.stdout
     notices = [line for line in helped.stderr.splitlines() if "deprecated" in line]
-    assert len(notices) == 2 and "launcher 'oldlaunch' through the 'mosaic.launchers'" in notices[-1]
+    assert len(notices) == 1 and "launcher 'oldlaunch' through the 'mosaic.launchers'" in notices[0]
 
 
-def test_our_own_distributions_use_only_the_plugins_group():
+def test_our_own_distributions_register_workers_in_the_workers_group_and_the_rest_as_plugins():
     import tomllib
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     for pyproject in [root / "pyproject.toml", *root.glob("examples/*/pyproject.toml")]:
         groups = tomllib.loads(pyproject.read_text())["project"]["entry-points"]
-        assert [g for g in groups if g.startswith("mosaic.")] == ["mosaic.plugins"], pyproject
+        assert [g for g in groups if g.startswith("mosaic.")] == ["mosaic.workers", "mosaic.plugins"], pyproject
+        assert all(value.endswith("worker_metadata") for value in groups["mosaic.workers"].values())
