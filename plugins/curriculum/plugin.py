@@ -56,6 +56,22 @@ def enabled(extras: dict[str, Any]) -> bool:
 # Host
 # --------------------------------------------------------------------------------------
 @hookimpl
+def mosaic_hookspecs():
+    from mosaic_curriculum import hookspecs
+
+    return [hookspecs]
+
+
+@hookimpl
+def mosaic_curriculum_presets() -> dict[str, list[dict[str, Any]]]:
+    import copy
+
+    from mosaic_curriculum.schedule import PRESETS
+
+    return copy.deepcopy(PRESETS)
+
+
+@hookimpl
 def mosaic_extras_keys() -> list[ExtrasKey]:
     return [
         ExtrasKey(SCHEDULE_KEY, "a list of stages or a preset name (doorkey, babyai_goto)", switches_envs=True),

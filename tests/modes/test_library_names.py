@@ -16,8 +16,13 @@ from mosaic_curriculum.schedule import PRESETS
 pytest.importorskip("minigrid")
 
 
-def test_presets_are_the_curriculum_plugins():
+def test_presets_are_the_curriculum_plugins_and_import_where_mosaic_s_users_import_them():
     assert tasks.BABYAI_GOTO_CURRICULUM == PRESETS["babyai_goto"]
+    from cleanrl_worker.wrappers.curriculum import BABYAI_DOORKEY_CURRICULUM, BABYAI_GOTO_CURRICULUM
+
+    assert BABYAI_GOTO_CURRICULUM == PRESETS["babyai_goto"] and BABYAI_DOORKEY_CURRICULUM == PRESETS["doorkey"]
+    BABYAI_GOTO_CURRICULUM.clear()  # a copy: the plugin's presets are untouched
+    assert curriculum.BABYAI_GOTO_CURRICULUM == PRESETS["babyai_goto"] != []
     assert [s["env_id"] for s in tasks.BABYAI_DOORKEY_CURRICULUM] == [
         "MiniGrid-DoorKey-5x5-v0",
         "MiniGrid-DoorKey-6x6-v0",

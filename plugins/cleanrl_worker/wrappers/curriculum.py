@@ -2,7 +2,9 @@
 :func:`run_curriculum_training` and :func:`run_batched_evaluation`, a supervised run of the worker
 in curriculum mode or ``policy_eval`` mode (:class:`cleanrl_worker.runtime.CleanRLWorkerRuntime`,
 the same pipeline as ``mosaic run``); each returns MOSAIC's five fields plus the run directory.
-The curriculum's presets and task wrappers are the curriculum plugin's (``mosaic_curriculum.tasks``).
+MOSAIC's presets are importable here as they were, :data:`BABYAI_GOTO_CURRICULUM` and
+:data:`BABYAI_DOORKEY_CURRICULUM` (copies of the curriculum plugin's, asked through its
+``mosaic_curriculum_presets`` hook); its task wrappers are ``mosaic_curriculum.tasks``'.
 """
 
 from __future__ import annotations
@@ -12,7 +14,21 @@ from typing import Any
 
 from mosaic_core import WorkerConfig
 
-__all__ = ["run_curriculum_training", "run_batched_evaluation"]
+__all__ = ["run_curriculum_training", "run_batched_evaluation", "BABYAI_GOTO_CURRICULUM", "BABYAI_DOORKEY_CURRICULUM"]
+PRESET_NAMES = {"BABYAI_GOTO_CURRICULUM": "babyai_goto", "BABYAI_DOORKEY_CURRICULUM": "doorkey"}
+
+
+def __getattr__(name: str) -> Any:
+    """MOSAIC's preset constants, from the installed curriculum plugin (a fresh copy each time)."""
+    preset = PRESET_NAMES.get(name)
+    if preset is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from mosaic_core import plugin_host
+
+    for _plugin, presets, _error in plugin_host().provided("mosaic_curriculum_presets"):
+        if isinstance(presets, dict) and preset in presets:
+            return presets[preset]
+    raise AttributeError(f"{name}: the curriculum plugin (its preset {preset!r}) is not installed or is disabled")
 
 
 def _run(config: WorkerConfig, extras: dict[str, Any], runs_dir: str | Path | None, quiet: bool) -> dict[str, Any]:
