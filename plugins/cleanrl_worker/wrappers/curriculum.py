@@ -14,8 +14,8 @@ from typing import Any
 
 from mosaic_core import WorkerConfig
 
-__all__ = ["run_curriculum_training", "run_batched_evaluation", "BABYAI_GOTO_CURRICULUM", "BABYAI_DOORKEY_CURRICULUM"]
 PRESET_NAMES = {"BABYAI_GOTO_CURRICULUM": "babyai_goto", "BABYAI_DOORKEY_CURRICULUM": "doorkey"}
+__all__ = ["run_curriculum_training", "run_batched_evaluation", *PRESET_NAMES]
 
 
 def __getattr__(name: str) -> Any:
