@@ -38,19 +38,18 @@ from typing import Any
 
 from mosaic_core import (
     EVENT_OF,
-    HOST_SECTIONS,
     STATUS_OF,
     TERMINAL,
     EventEmitter,
     MosaicError,
-    manifest_document,
     prepared_env,
     procs,
     read_cancel_note,
+    record_run_end,
     redact,
     take_held_signals,
 )
-from mosaic_core.files import is_within, write_json_atomic
+from mosaic_core.files import is_within
 from mosaic_core.launchers import Job
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
@@ -326,12 +325,8 @@ class RayRun:
     def _finish(self, status: str, payload: dict[str, Any]) -> None:
         run, host = self.run, self.job.host
         if not run.directory.manifest.exists():  # the node's manifest.json did not come back: write ours
-            sections = host.build_manifest(run, status, reserved=HOST_SECTIONS)
-            try:
-                write_json_atomic(run.directory.manifest, manifest_document(run, host, status, sections))
-            except OSError as exc:
-                payload.setdefault("manifest_error", str(exc))
-        if self.started:
+            payload = record_run_end(run, host, status, payload, started=self.started)
+        elif self.started:
             host.run_finished(run, status)
         run.emit(EVENT_OF[status], payload)
         if status == "failed" and not run.quiet and payload.get("error"):
