@@ -102,15 +102,16 @@ def _wandb(run_dir: Path, extras: dict[str, Any], section: dict[str, Any]) -> di
     run_id = _text(section.get("run_id")) or (run_path.rsplit("/", 1)[-1] if run_path else None)
     offline = section.get("mode") == "offline"
     folder = _text(section.get("dir"))
+    used = bool(section.get("enabled") or folder)  # tracked, or W&B wrote its folder
     return {
-        "enabled": bool(run_path or section.get("enabled") or folder),
+        "enabled": bool(run_path or used),
         "run_path": run_path,
         "run_id": run_id,
         "entity": _text(extras.get("wandb_entity")) or _text(section.get("entity")),
         "project": _text(extras.get("wandb_project_name"))
         or _text(extras.get("wandb_project"))
         or _text(section.get("project")),
-        "mode": section.get("mode"),
+        "mode": section.get("mode") if used else None,
         "offline_dir": _absolute(run_dir, folder) if offline else None,
     }
 
