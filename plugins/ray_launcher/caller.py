@@ -38,6 +38,7 @@ from typing import Any
 
 from mosaic_core import (
     EVENT_OF,
+    HOST_TERMINAL_FIELDS,
     STATUS_OF,
     TERMINAL,
     EventEmitter,
@@ -49,12 +50,13 @@ from mosaic_core import (
     redact,
     take_held_signals,
 )
-from mosaic_core.files import is_within
+from mosaic_core.files import is_within, read_private_text
 from mosaic_core.launchers import Job
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 
 POLL_S = 0.25
+MANIFEST_LIMIT = 4 * 2**20  # the node's manifest.json, read back
 CANCEL_EXTRA_S = 20.0  # after the grace period: the node's host needs a moment to record the end
 NODE_GONE_WAIT_S = 60.0
 
@@ -326,11 +328,23 @@ class RayRun:
         run, host = self.run, self.job.host
         if not run.directory.manifest.exists():  # the node's manifest.json did not come back: write ours
             payload = record_run_end(run, host, status, payload, started=self.started)
-        elif self.started:
-            host.run_finished(run, status)
+        else:
+            if self.started:
+                host.run_finished(run, status)
+            # The plugins' terminal fields (and the files they derive) made again from the node's
+            # manifest, here: their paths are this host's, not the node's.
+            fields = host.terminal_payload(run, status, self._node_manifest(), HOST_TERMINAL_FIELDS)
+            payload = {**payload, **fields}
         run.emit(EVENT_OF[status], payload)
         if status == "failed" and not run.quiet and payload.get("error"):
             print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
+
+    def _node_manifest(self) -> dict[str, Any]:
+        try:
+            document = json.loads(read_private_text(self.run.directory.manifest, MANIFEST_LIMIT))
+        except (OSError, ValueError):
+            return {}
+        return document if isinstance(document, dict) else {}
 
     # ------------------------------------------------------------------ what the node gets
     def _config_text(self) -> str:
