@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import (
+    STATUS_OF,
     ConfigError,
     RunContext,
-    STATUS_OF,
     RunDirectory,
     WorkerConfig,
     build_config,

@@ -93,7 +93,9 @@ def test_mosaic_terminal_payload_reaches_the_terminal_event_and_the_manifest_nam
     written = json.loads(run.directory.manifest.read_text())
     failures = {f["plugin"]: f["error"] for f in written["plugins"]["hook_failures"]}
     assert set(failures) == {"huge", "host_field", "broken"}
-    assert "at most 32768" in failures["huge"] and "host's terminal payload field 'returncode'" in failures["host_field"]
+    assert (
+        "at most 32768" in failures["huge"] and "host's terminal payload field 'returncode'" in failures["host_field"]
+    )
 
 
 def test_mosaic_check_run_joins_problems_and_counts_a_raising_check(tmp_path):

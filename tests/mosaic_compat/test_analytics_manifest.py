@@ -41,6 +41,7 @@ import os, pathlib
 os.makedirs("checkpoints", exist_ok=True)
 pathlib.Path("checkpoints/step_5.pt").write_bytes(b"weights")
 os.symlink(os.environ["PLANTED"], "tb")  # the configured TensorBoard dir, now a link out of the run
+os.symlink(os.path.join(os.environ["PLANTED"], "victim.json"), "analytics.json")  # a link where it is written
 raise RuntimeError("exploded after a checkpoint")
 """
 SLEEPING = """
@@ -172,7 +173,12 @@ def test_mosaic_run_finds_the_tensorboard_files_where_the_worker_writes_them(wor
     assert tensorboard["enabled"] is True and tensorboard["relative_path"].startswith("runs/")
     assert list(Path(tensorboard["log_dir"]).glob("events.out.tfevents.*"))
     assert analytics["artifacts"]["wandb"]["enabled"] is False and analytics["wandb_run_path"] is None
-    assert analytics["artifacts"]["optuna"] == {"enabled": False, "db_path": None, "relative_path": None, "exists": False}
+    assert analytics["artifacts"]["optuna"] == {
+        "enabled": False,
+        "db_path": None,
+        "relative_path": None,
+        "exists": False,
+    }
     assert analytics["checkpoints_dir"] == str(run_dir / "checkpoints") and analytics["notes"] is None
     carried(terminal(result.events)["payload"], analytics)
 
@@ -182,6 +188,7 @@ def test_a_failed_run_writes_it_with_its_status_and_never_follows_a_planted_link
     planted = tmp_path / "elsewhere"
     planted.mkdir()
     (planted / "events.out.tfevents.1.other").write_bytes(b"not this run's")
+    (planted / "victim.json").write_text("untouched")
     extras = {"tensorboard_dir": "tb", "notes": "will fail", "wandb_api_key": SECRET}
     result = mosaic(
         "run", "--worker", "cleanrl", "--algo", "fail.py", "--env-id", "CartPole-v1", "--total-timesteps", "10",
@@ -195,7 +202,10 @@ def test_a_failed_run_writes_it_with_its_status_and_never_follows_a_planted_link
     assert tensorboard["enabled"] is False and tensorboard["log_dir"] is None and analytics["tensorboard_dir"] is None
     assert tensorboard["error"] == "extras.tensorboard_dir resolves outside the run directory: left out"
     assert str(planted) not in (run_dir / "analytics.json").read_text()
-    assert analytics["artifacts"]["checkpoints"]["files"] == [{"path": str(run_dir / "checkpoints/step_5.pt"), "step": 5}]
+    assert not (run_dir / "analytics.json").is_symlink() and (planted / "victim.json").read_text() == "untouched"
+    assert analytics["artifacts"]["checkpoints"]["files"] == [
+        {"path": str(run_dir / "checkpoints/step_5.pt"), "step": 5}
+    ]
     end = terminal(result.events)
     assert end["event"] == "run_failed" and "exploded after a checkpoint" in end["payload"]["error"]
     carried(end["payload"], analytics)
@@ -227,7 +237,6 @@ def test_a_cancelled_run_writes_it_with_its_status(workdir, runs_root):
 
 def test_build_manifest_from_python_as_mosaic_calls_it(cli_run, tmp_path):
     from cleanrl_worker.analytics import AnalyticsManifest, build_manifest
-
     from mosaic_core import ConfigError
 
     run_dir, _result = cli_run
@@ -257,7 +266,13 @@ def test_build_manifest_from_python_as_mosaic_calls_it(cli_run, tmp_path):
     "key, value", [("optuna_db", "../../outside.db"), ("checkpoints_dir", "/etc"), ("tensorboard_dir", "../tb")]
 )
 def test_a_path_out_of_the_run_directory_is_one_line(tmp_path, key, value):
-    config = {"run_id": "escape", "algo": "ppo", "env_id": "CartPole-v1", "total_timesteps": 512, "extras": {key: value}}
+    config = {
+        "run_id": "escape",
+        "algo": "ppo",
+        "env_id": "CartPole-v1",
+        "total_timesteps": 512,
+        "extras": {key: value},
+    }
     (tmp_path / "worker.json").write_text(json.dumps(config))
     result = python_m("cleanrl_worker.cli", "--config", "worker.json", cwd=tmp_path)
     lines = result.stderr.strip().splitlines()
