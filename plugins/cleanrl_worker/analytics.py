@@ -46,15 +46,23 @@ def build_manifest(
     worker: str = "cleanrl",
     *,
     extras: dict[str, Any] | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """Write ``<run_dir>/manifest.json`` and ``analytics.json``; return ``analytics.json`` when
-    called MOSAIC's way (``extras=``), else ``manifest.json``. ``config`` is the run's config (or
-    its mapping); a bare extras mapping is accepted too, for a run directory made elsewhere."""
+    called MOSAIC's way (``extras=``, and MOSAIC's optional ``run_id=``: here a run's id is its
+    directory's name), else ``manifest.json``. ``config`` is the run's config (or its mapping); a
+    bare extras mapping is accepted too, for a run directory made elsewhere."""
     if (config is None) == (extras is None):
         raise TypeError("build_manifest(run_dir, extras={...}) or build_manifest(run_dir, config): give one")
     if status not in STATUS_OF.values():
         raise ValueError(f"status {status!r} is not one of {', '.join(STATUS_OF.values())}")
     run_dir = Path(run_dir).absolute()
+    if run_id is not None and run_id != run_dir.name:
+        raise ConfigError(
+            f"run_id {run_id!r} is not the run directory's name {run_dir.name!r} (MOSAIC recorded any "
+            "run_id; here a run's id is its directory's name)",
+            field="run_id",
+        )
     if not run_dir.is_dir():
         raise ConfigError(f"run directory {run_dir} does not exist", field="run_dir")
     config = _config(run_dir, config) if extras is None else _config(run_dir, {}, extras)

@@ -252,6 +252,9 @@ def test_build_manifest_from_python_as_mosaic_calls_it(cli_run, tmp_path):
     assert files and all(f in original["artifacts"]["checkpoints"]["files"] for f in files)  # what a scan finds
     assert built["checkpoints_dir"] == str(copy / "ckpt") and SECRET not in json.dumps(built)
 
+    assert build_manifest(copy, extras={"notes": "again"}, run_id="seeded")["notes"] == "again"  # MOSAIC's run_id=
+    with pytest.raises(ConfigError, match="run_id 'other' is not the run directory's name 'seeded'"):
+        build_manifest(copy, extras={}, run_id="other")
     kept = (copy / "analytics.json").read_text()
     with pytest.raises(ConfigError, match=r"extras\.checkpoints_dir: '\.\./\.\./etc' points outside the run directory"):
         build_manifest(copy, extras={"checkpoints_dir": "../../etc"})
