@@ -84,7 +84,7 @@ _EXPORTS = {
         "manifest_of",
     ),
     **_from("events", "EventEmitter", "read_events", "EVENT_OF", "STATUS_OF", "TERMINAL"),
-    **_from("manifest", "HOST_SECTIONS", "manifest_document"),
+    **_from("manifest", "HOST_SECTIONS", "HOST_TERMINAL_FIELDS", "manifest_document", "record_run_end"),
     # Running a prepared run (a worker's own console script, a launcher, the sweep).
     **_from(
         "pipeline",

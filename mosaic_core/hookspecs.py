@@ -489,6 +489,55 @@ def mosaic_build_manifest(run: RunContext, status: str) -> dict[str, Any] | None
 
 
 @spec(ISOLATE)
+def mosaic_terminal_payload(run: RunContext, status: str, manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """Contribute fields to the payload of the run's terminal event (``run_completed``,
+    ``run_failed`` or ``run_cancelled``), e.g. what the plugin derived from the manifest.
+
+    Called once at the end of every run, whatever ``status``, after :func:`mosaic_build_manifest`
+    and :func:`mosaic_run_finished` and just before ``manifest.json`` and the terminal event are
+    written. ``manifest`` is the document ``manifest.json`` will hold (the host's header and every
+    plugin's section, redacted): read it, never change it. A plugin may write a file of its own
+    derived from it here, so it exists when a reader sees the run end. Return a mapping merged into
+    the payload, or None; keep it small (a reader skips an event line over 64 KiB: a plugin's
+    fields over 32 KiB of JSON are dropped). Failure: isolate (a raising plugin, a non-dict result or
+    fields over the limit drop that plugin's fields; a field another plugin already set or one the
+    host sets itself — ``returncode``, ``logs``, ``error``, ``reason``… — drops that field; each
+    names the plugin in ``manifest.json``).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_terminal_payload(run, status, manifest):
+            return {"my_plugin_samples": (manifest.get("my_plugin") or {}).get("samples")}
+    """
+
+
+@spec(ISOLATE)
+def mosaic_check_run(run_dir: Path) -> list[str] | None:
+    """Check a finished run's directory for what this plugin promises to leave in it (its files,
+    their shape, its fields in the terminal event).
+
+    Called by the worker contract suite (:mod:`mosaic_core.testing.contract_suite`) on a run each
+    worker under test completed for real, so a plugin's promise is proven for every worker without
+    the suite knowing the plugin. Return one line per problem (an empty list or None: all kept).
+    Results are joined, each line prefixed with its plugin's name. Failure: isolate (a raising check
+    is reported as a problem of its plugin).
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_check_run(run_dir):
+            if not (run_dir / "my_plugin.json").is_file():
+                return ["my_plugin.json is missing"]
+            return None
+    """
+
+
+@spec(ISOLATE)
 def mosaic_run_scalars(run_dir: Path, tag: str) -> list[tuple[int, float]] | None:
     """The ``(step, value)`` series a finished or running run recorded under ``tag``.
 

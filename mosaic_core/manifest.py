@@ -1,6 +1,8 @@
 """``manifest.json``: the host's header (run id, worker, status…), the ``plugins`` report
 (which took part, which failed to load, every hook failure) and the sections plugins
-contribute through ``mosaic_build_manifest``; redacted, written atomically by the caller."""
+contribute through ``mosaic_build_manifest``; redacted, written atomically at the end of every
+run by :func:`record_run_end`, with the plugins' fields for the terminal event
+(``mosaic_terminal_payload``)."""
 
 from __future__ import annotations
 
@@ -8,12 +10,36 @@ import time
 from typing import Any
 
 from mosaic_core.config import redact
+from mosaic_core.files import write_json_atomic
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import MANIFEST_SCHEMA, OLD_MANIFEST_SCHEMAS, RunContext
 
-__all__ = ["HOST_SECTIONS", "MANIFEST_SCHEMA", "OLD_MANIFEST_SCHEMAS", "manifest_document"]
+__all__ = [
+    "HOST_SECTIONS",
+    "HOST_TERMINAL_FIELDS",
+    "MANIFEST_SCHEMA",
+    "OLD_MANIFEST_SCHEMAS",
+    "manifest_document",
+    "record_run_end",
+]
 
 HOST_SECTIONS = frozenset({"schema", "run_id", "worker", "status", "algo", "env_id", "written_at", "plugins"})
+# What the host itself may put in a terminal event's payload: no plugin sets these.
+HOST_TERMINAL_FIELDS = frozenset(
+    {
+        "returncode",
+        "logs",
+        "error",
+        "error_kind",
+        "stderr_tail",
+        "reason",
+        "resumable",
+        "from_step",
+        "checkpoint",
+        "manifest_error",
+        "host_lost",
+    }
+)
 
 
 def manifest_document(run: RunContext, host: PluginHost, status: str, sections: dict[str, Any]) -> dict[str, Any]:
@@ -41,3 +67,24 @@ def manifest_document(run: RunContext, host: PluginHost, status: str, sections: 
         }
     )
     return manifest
+
+
+def record_run_end(
+    run: RunContext, host: PluginHost, status: str, payload: dict[str, Any], started: bool = True
+) -> dict[str, Any]:
+    """Put a run's end on disk, the same way whoever ends it (the supervisor, a launcher's caller,
+    a facade): the plugins' manifest sections, ``mosaic_run_finished`` (``started``: for a run whose
+    ``mosaic_run_started`` ran), the plugins' terminal fields, then ``manifest.json`` (its report
+    names every failure of those hooks). Returns the terminal event's payload: the caller's
+    ``payload`` with the plugins' fields beside it (a write error as ``manifest_error``)."""
+    sections = host.build_manifest(run, status, reserved=HOST_SECTIONS)
+    if started:
+        host.run_finished(run, status)
+    reserved = HOST_TERMINAL_FIELDS | set(payload)
+    fields = host.terminal_payload(run, status, manifest_document(run, host, status, sections), reserved)
+    ended = {**fields, **payload}
+    try:
+        write_json_atomic(run.directory.manifest, manifest_document(run, host, status, sections))
+    except OSError as exc:
+        ended.setdefault("manifest_error", str(exc))
+    return ended

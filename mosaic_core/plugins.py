@@ -19,6 +19,7 @@ back by identity.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import threading
@@ -63,6 +64,8 @@ WORKER_HOOKS = "worker:"  # the plugin name of a worker's run hooks: worker:NAME
 TRACE_VAR = "MOSAIC_TRACE_HOOKS"
 HOOK_NAMES = hookspecs.HOOK_NAMES
 WRAPPER = "a wrapper implementation"
+# A plugin's fields in a terminal event, as JSON (readers skip an event line over 64 KiB).
+TERMINAL_FIELDS_LIMIT = 32 * 1024
 
 
 def _check_module(obj: Any) -> Any:
@@ -480,6 +483,33 @@ class PluginHost:
             self._call("mosaic_build_manifest", run=run, status=status),
             reserved,
         )
+
+    def terminal_payload(
+        self, run: RunContext, status: str, manifest: dict[str, Any], reserved: Iterable[str] = ()
+    ) -> dict[str, Any]:
+        """The plugins' fields for the run's terminal event; a plugin's fields over
+        :data:`TERMINAL_FIELDS_LIMIT` bytes of JSON are dropped, naming it."""
+        hook = "mosaic_terminal_payload"
+        kept = []
+        for plugin, fields in self._call(hook, run=run, status=status, manifest=manifest):
+            size = len(json.dumps(fields, default=str)) if isinstance(fields, dict) else 0
+            if size > TERMINAL_FIELDS_LIMIT:
+                self._invalid(hook, plugin, f"contributed {size} bytes of fields; at most {TERMINAL_FIELDS_LIMIT}")
+                continue
+            kept.append((plugin, fields))
+        return self._merge(hook, "terminal payload field", kept, reserved)
+
+    def check_run(self, run_dir: Path) -> list[str]:
+        """Every plugin's problems with a finished run directory (``mosaic_check_run``), each
+        line prefixed with its plugin; a check that raised is one of them."""
+        hook = "mosaic_check_run"
+        counts = {key: n for key, n in self.failure_counts.items() if key[1] == hook}
+        results = self._lists(hook, self._call(hook, run_dir=run_dir), str, "strings")
+        problems = [f"{plugin}: {problem}" for plugin, problem in results]
+        for key, count in self.failure_counts.items():
+            if key[1] == hook and count > counts.get(key, 0):
+                problems.append(f"{key[0]}: its check failed: {self.failures[key].error}")
+        return problems
 
     def run_scalars(self, run_dir: Path, tag: str) -> list[tuple[int, float]] | None:
         """The first series a plugin reads back for ``tag`` (None: no plugin stores scalars)."""

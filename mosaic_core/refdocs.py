@@ -120,6 +120,20 @@ def _doc(obj: Any) -> str:
     return re.sub(r":(?:func|class|meth|mod|data|attr):`~?([^`]+)`", r"`\1`", text).replace("``", "`")
 
 
+def _implementations(hook: str) -> list[tuple[str, str]]:
+    """(plugin, docstring) of each of this distribution's active plugins implementing ``hook``; the
+    docstring as written (Markdown), reST roles and double backticks as code."""
+    from mosaic_core.plugins import plugin_host
+
+    found = []
+    for item in sorted(plugin_host().loaded, key=lambda i: i.name):
+        function = getattr(item.obj, hook, None)
+        if item.status == "active" and item.distribution == DISTRIBUTION and function is not None:
+            text = inspect.getdoc(function) or ""
+            found.append((item.name, re.sub(r":(?:func|class|meth|mod|data|attr):`~?([^`]+)`", r"`\1`", text)))
+    return found
+
+
 def _type(annotation: Any) -> str:
     name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
     return name.replace(" | ", " or ")  # a pipe would split the Markdown table
@@ -199,6 +213,17 @@ def render_schemas() -> str:
         "",
     ]
     parts += [f"- `{name}`" for name in sorted(manifest.HOST_SECTIONS)]
+    parts += [
+        "",
+        "### At a run's end: the terminal event's payload",
+        "",
+        "A terminal event's payload holds the host's fields ("
+        + ", ".join(f"`{name}`" for name in sorted(manifest.HOST_TERMINAL_FIELDS))
+        + ") and those plugins contribute through `mosaic_terminal_payload`, which may also write a file "
+        "derived from the manifest. This distribution's plugins, in their own words:",
+    ]
+    for name, text in _implementations("mosaic_terminal_payload"):
+        parts += ["", f"#### Plugin `{name}`", "", text]
     example = contract.eval_result(
         worker="example",
         algo="random",

@@ -8,6 +8,7 @@ resolve inside it: :meth:`RunDirectory.inside` is the one check for that.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mosaic_core.config import RUN_ID, WorkerConfig, check_run_id, redact
 from mosaic_core.errors import ConfigError, UsageError
-from mosaic_core.files import check_ancestors, check_own_dir, is_within, run_umask, write_json_atomic
+from mosaic_core.files import check_ancestors, check_own_dir, is_within, read_private_text, run_umask, write_json_atomic
 
 if TYPE_CHECKING:
     from mosaic_core.events import EventEmitter
@@ -24,19 +25,34 @@ if TYPE_CHECKING:
 DEFAULT_RUNS_ROOT = Path("var/trainer/runs")
 RUNS_ROOT_VAR = "MOSAIC_RUNS_DIR"
 MANIFEST_NAME = "manifest.json"  # the run's manifest (:mod:`mosaic_core.manifest`)
-# The manifest's name before it was neutral: runs written then keep it and are still read.
+# The manifest's name before it was neutral: runs written then keep it and are still read. (A
+# plugin may write a file of that name beside manifest.json, in MOSAIC's shape: it has no
+# ``schema``, and is never taken for an old manifest.)
 OLD_MANIFEST_NAMES = ("analytics.json",)
 MANIFEST_SCHEMA = "mosaic.manifest/1"
 OLD_MANIFEST_SCHEMAS = ("mosaic.analytics/1",)  # runs written before the rename (the same fields)
+OLD_MANIFEST_PEEK_BYTES = 4 * 2**20  # read of an old-named file to tell (a longer one is taken for a manifest)
 
 
 def manifest_of(run_dir: Path) -> Path:
-    """The manifest a run directory holds: ``manifest.json``, else the older name when only
-    that exists (a run written before the rename), else ``manifest.json`` (none yet)."""
+    """The manifest a run directory holds: ``manifest.json``, else an old manifest under the older
+    name (a run written before the rename), else ``manifest.json`` (none yet)."""
     current = run_dir / MANIFEST_NAME
     if current.exists():
         return current
-    return next((run_dir / old for old in OLD_MANIFEST_NAMES if (run_dir / old).exists()), current)
+    return next((run_dir / old for old in OLD_MANIFEST_NAMES if _is_old_manifest(run_dir / old)), current)
+
+
+def _is_old_manifest(path: Path) -> bool:
+    """Whether ``path`` is one of our old manifests: every one had a ``schema``; a file in MOSAIC's
+    own shape (no ``schema``) is not. A damaged one is, so its reader says what is wrong."""
+    try:
+        data = json.loads(read_private_text(path, OLD_MANIFEST_PEEK_BYTES))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True
+    return not isinstance(data, dict) or "schema" in data
 
 
 def default_runs_root(cwd: Path | None = None) -> Path:

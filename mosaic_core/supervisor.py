@@ -30,8 +30,8 @@ from mosaic_core.childenv import CHILD_VAR, FAILURE_KIND, GRACE_VAR, LIFECYCLE_K
 from mosaic_core.config import redact
 from mosaic_core.events import EVENT_OF, TERMINAL, EventEmitter
 from mosaic_core.failures import failure_reason
-from mosaic_core.files import tail_lines, write_json_atomic
-from mosaic_core.manifest import HOST_SECTIONS, manifest_document
+from mosaic_core.files import tail_lines
+from mosaic_core.manifest import record_run_end
 from mosaic_core.plugins import PluginHost, plugin_records
 from mosaic_core.runs import RunContext, read_cancel_note
 from mosaic_core.runstore.index import record_run
@@ -351,13 +351,7 @@ class Supervisor:
 
     def _finish(self, status: str, payload: dict[str, Any], started_hooks: bool) -> None:
         run = self.run
-        sections = self.host.build_manifest(run, status, reserved=HOST_SECTIONS)
-        if started_hooks:
-            self.host.run_finished(run, status)
-        try:
-            write_json_atomic(run.directory.manifest, manifest_document(run, self.host, status, sections))
-        except OSError as exc:
-            payload.setdefault("manifest_error", str(exc))
+        payload = record_run_end(run, self.host, status, payload, started=started_hooks)
         run.emit(EVENT_OF[status], payload)
         if status == "failed" and payload.get("error_kind") == "config":  # --quiet too: the one line of why
             print(

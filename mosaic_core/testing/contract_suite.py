@@ -19,8 +19,12 @@ than training again. What the suite checks:
 
 - ``test_trains_with_metrics_and_a_checkpoint``: a run completes, its events carry metric
   steps, and the worker's ``checkpoint_layout`` finds a checkpoint at the end;
+- ``test_plugins_find_what_they_promise``: every installed plugin's ``mosaic_check_run`` finds
+  what it promises in the completed run (the analytics plugin: MOSAIC's ``analytics.json``, in its
+  shape, carried by ``run_completed``), so a plugin's promise holds for every worker;
 - ``test_stop_and_resume_is_one_history``: SIGTERM near the middle ends the run as a resumable
-  ``run_cancelled`` (``from_step``, ``checkpoint``); ``mosaic resume`` continues it in the same
+  ``run_cancelled`` (``from_step``, ``checkpoint``; the plugins' checks pass on it too);
+  ``mosaic resume`` continues it in the same
   directory (``run_resumed``) to the budget, and the metric steps, read as one history, never go
   back;
 - ``test_completed_run_is_not_resumed``: resuming a completed run is one line naming
@@ -189,12 +193,20 @@ class WorkerContractSuite:
         assert saved, "no checkpoint_saved event"
         assert all(Path(p["path"]).exists() for p in saved)
 
+    def test_plugins_find_what_they_promise(self, completed: Path) -> None:
+        from mosaic_core.plugins import plugin_host
+
+        assert plugin_host().check_run(completed) == []
+
     def test_stop_and_resume_is_one_history(self) -> None:
+        from mosaic_core.plugins import plugin_host
+
         process = self.start(*self.run_args("stopped"))
         code, err = self.stop_at(process, "stopped", self.total_timesteps // 2)
         events = self.events("stopped")
         end = events[-1]
         assert end["event"] == "run_cancelled" and code != 0, (code, end, err[-2000:])
+        assert plugin_host().check_run(self.run_dir("stopped")) == []  # a cancelled run's too
         assert end["payload"]["resumable"] is True, end
         from_step = end["payload"]["from_step"]
         assert 0 < from_step < self.total_timesteps and Path(end["payload"]["checkpoint"]).exists()

@@ -52,7 +52,11 @@ OWNED = [
     ),
     ExtrasKey("wandb_http_proxy", "the HTTP proxy W&B uses (http://host:port)", bookkeeping=True),
     ExtrasKey("wandb_https_proxy", "the HTTPS proxy W&B uses (http://host:port)", bookkeeping=True),
-    ExtrasKey("wandb_run_path", "an existing W&B run path (recorded in the manifest)", bookkeeping=True),
+    ExtrasKey(
+        "wandb_run_path",
+        "a W&B run path (entity/project/run_id), recorded in the manifest and analytics.json (artifacts.wandb.run_path)",
+        bookkeeping=True,
+    ),
     ExtrasKey("tensorboard_dir", "where the script's TensorBoard files go, inside the run directory", bookkeeping=True),
     ExtrasKey("checkpoints_dir", "where checkpoints are looked for, inside the run directory", bookkeeping=True),
     ExtrasKey("notes", "free text kept in the manifest (and W&B notes)", bookkeeping=True),

@@ -6,7 +6,8 @@ Host: batches feed a :class:`~mosaic_analytics.board.MetricBoard`, which is emit
 ``metrics`` events (at most every ``extras.metrics_interval_s``, default 1 s) and put in every
 heartbeat; a progress bar follows the events at a terminal; at the end, the manifest sections
 ``tensorboard``, ``checkpoints``, ``videos``, ``metrics`` and, when relevant, ``wandb``,
-and ``notes``. CLI: ``mosaic runs``, ``mosaic plot``, ``mosaic tensorboard``.
+and ``notes``; then MOSAIC's ``analytics.json`` (:mod:`~mosaic_analytics.analytics_json`), also
+carried by the terminal event. CLI: ``mosaic runs``, ``mosaic plot``, ``mosaic tensorboard``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from mosaic_analytics import bridge, extras, logdir, manifest, tracking
+from mosaic_analytics import analytics_json, bridge, extras, logdir, manifest, tracking
 from mosaic_analytics.board import MetricBoard
 from mosaic_core import hookimpl, is_secret_key
 
@@ -202,6 +203,78 @@ def mosaic_build_manifest(run, status):
     if isinstance(config_extras.get("notes"), str):
         sections["notes"] = config_extras["notes"]
     return manifest.scrub(sections, _secrets(run))
+
+
+@hookimpl
+def mosaic_terminal_payload(run, status, manifest):
+    """`analytics.json`, MOSAIC's analytics manifest, is written beside `manifest.json` at the end of
+    every run, whatever its status, and the terminal event's payload carries the same document
+    (MOSAIC's `run_completed` payload was that manifest): `artifacts.tensorboard` (the run's
+    TensorBoard directory: `extras.tensorboard_dir`, else the folder holding the event files the
+    worker wrote), `artifacts.wandb` (`extras.wandb_run_path`, `wandb_entity`,
+    `wandb_project_name`/`wandb_project`, else what the run's W&B folder shows), `artifacts.optuna`
+    (`extras.optuna_db`), `artifacts.checkpoints` (`extras.checkpoints_dir`, else the run's
+    `checkpoints/`, with every checkpoint file and its step), MOSAIC's flat fields and `notes`.
+    Paths are absolute, under the run directory (`relative_path`: relative to it); a configured path
+    that resolves outside the run directory is left out with an `error` line. No secret. In the
+    event, `checkpoints.files` keeps the newest 20 and `tensorboard.event_dirs` the first 20
+    (`files_total`: how many the file lists), and notes their first 2,000 characters. For a PPO run
+    with `{"tensorboard_dir": "tb", "checkpoints_dir": "ckpt", "optuna_db": "sqlite:///study.db",
+    "track_wandb": true, "wandb_entity": "team", "wandb_project_name": "demo", "notes": "lr sweep"}`
+    in `var/trainer/runs/RUN`:
+
+    ```json
+    {
+      "run_id": "RUN",
+      "status": "completed",
+      "artifacts": {
+        "tensorboard": {
+          "enabled": true,
+          "log_dir": "/home/me/var/trainer/runs/RUN/tb",
+          "relative_path": "tb",
+          "event_dirs": ["tb/CartPole-v1__ppo__1__1767225600"],
+          "event_files": 1
+        },
+        "wandb": {
+          "enabled": true,
+          "run_path": "team/demo/1a2b3c4d",
+          "run_id": "1a2b3c4d",
+          "entity": "team",
+          "project": "demo",
+          "mode": "offline",
+          "offline_dir": "/home/me/var/trainer/runs/RUN/wandb/offline-run-20260101_000000-1a2b3c4d"
+        },
+        "optuna": {
+          "enabled": true,
+          "db_path": "/home/me/var/trainer/runs/RUN/study.db",
+          "relative_path": "study.db",
+          "exists": true
+        },
+        "checkpoints": {
+          "enabled": true,
+          "dir": "/home/me/var/trainer/runs/RUN/ckpt",
+          "relative_path": "ckpt",
+          "files": [{"path": "/home/me/var/trainer/runs/RUN/ckpt/step_2048.cleanrl_model", "step": 2048}],
+          "files_total": 1
+        }
+      },
+      "tensorboard_dir": "/home/me/var/trainer/runs/RUN/tb",
+      "wandb_run_path": "team/demo/1a2b3c4d",
+      "optuna_db_path": "/home/me/var/trainer/runs/RUN/study.db",
+      "checkpoints_dir": "/home/me/var/trainer/runs/RUN/ckpt",
+      "notes": "lr sweep"
+    }
+    ```
+    """
+    document = analytics_json.document(run.run_dir, run.run_id, status, run.config.extras, manifest)
+    document = analytics_json.scrubbed(document, _secrets(run))
+    analytics_json.write(run.run_dir, document)
+    return analytics_json.for_event(document)
+
+
+@hookimpl
+def mosaic_check_run(run_dir):
+    return analytics_json.check(run_dir) or None
 
 
 @hookimpl

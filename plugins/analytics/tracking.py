@@ -253,11 +253,14 @@ def _run_dirs(run_dir: Path) -> list[Path]:
 def manifest_section(
     run_dir: Path, extras: dict[str, Any], reported: dict[str, Any], environ: dict[str, str] | None = None
 ) -> dict[str, Any] | None:
-    """The ``wandb`` section, or None when the run neither tracked nor left a wandb dir."""
+    """The ``wandb`` section, or None when the run neither tracked, nor left a wandb dir, nor named
+    a W&B run (``extras.wandb_run_path``: then it is the section's ``run_path``)."""
     environ = dict(os.environ if environ is None else environ)
     found = _run_dirs(run_dir)
     enabled = tracking_enabled(extras)
-    if not enabled and not found and not reported:
+    given = extras.get("wandb_run_path")  # a W&B run named by the config (MOSAIC's extras key)
+    given = given if isinstance(given, str) and given.strip() else None
+    if not enabled and not found and not reported and not given:
         return None
     run_id = reported.get("id")
     directory = reported.get("dir")
@@ -281,7 +284,7 @@ def manifest_section(
         "entity": entity,
         "run_id": run_id,
         "run_name": reported.get("name") or extras.get("wandb_run_name"),
-        "run_path": "/".join(p for p in (entity, project, run_id) if p) if run_id and project else None,
+        "run_path": given or ("/".join(p for p in (entity, project, run_id) if p) if run_id and project else None),
         "dir": directory,
     }
     if offline and directory:

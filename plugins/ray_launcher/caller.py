@@ -38,24 +38,25 @@ from typing import Any
 
 from mosaic_core import (
     EVENT_OF,
-    HOST_SECTIONS,
+    HOST_TERMINAL_FIELDS,
     STATUS_OF,
     TERMINAL,
     EventEmitter,
     MosaicError,
-    manifest_document,
     prepared_env,
     procs,
     read_cancel_note,
+    record_run_end,
     redact,
     take_held_signals,
 )
-from mosaic_core.files import is_within, write_json_atomic
+from mosaic_core.files import is_within, read_private_text
 from mosaic_core.launchers import Job
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 
 POLL_S = 0.25
+MANIFEST_LIMIT = 4 * 2**20  # the node's manifest.json, read back
 CANCEL_EXTRA_S = 20.0  # after the grace period: the node's host needs a moment to record the end
 NODE_GONE_WAIT_S = 60.0
 
@@ -326,16 +327,24 @@ class RayRun:
     def _finish(self, status: str, payload: dict[str, Any]) -> None:
         run, host = self.run, self.job.host
         if not run.directory.manifest.exists():  # the node's manifest.json did not come back: write ours
-            sections = host.build_manifest(run, status, reserved=HOST_SECTIONS)
-            try:
-                write_json_atomic(run.directory.manifest, manifest_document(run, host, status, sections))
-            except OSError as exc:
-                payload.setdefault("manifest_error", str(exc))
-        if self.started:
-            host.run_finished(run, status)
+            payload = record_run_end(run, host, status, payload, started=self.started)
+        else:
+            if self.started:
+                host.run_finished(run, status)
+            # The plugins' terminal fields (and the files they derive) made again from the node's
+            # manifest, here: their paths are this host's, not the node's.
+            fields = host.terminal_payload(run, status, self._node_manifest(), HOST_TERMINAL_FIELDS)
+            payload = {**payload, **fields}
         run.emit(EVENT_OF[status], payload)
         if status == "failed" and not run.quiet and payload.get("error"):
             print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
+
+    def _node_manifest(self) -> dict[str, Any]:
+        try:
+            document = json.loads(read_private_text(self.run.directory.manifest, MANIFEST_LIMIT))
+        except (OSError, ValueError):
+            return {}
+        return document if isinstance(document, dict) else {}
 
     # ------------------------------------------------------------------ what the node gets
     def _config_text(self) -> str:

@@ -29,14 +29,13 @@ from typing import Any
 
 from mosaic_core import (
     EVENT_OF,
-    HOST_SECTIONS,
     STATUS_OF,
     TERMINAL,
     THREAD_VARS,
     EventEmitter,
-    manifest_document,
     prepared_env,
     procs,
+    record_run_end,
     take_held_signals,
 )
 from mosaic_core.files import write_json_atomic
@@ -222,8 +221,7 @@ class SlurmRun:
         )
         try:
             if not run.directory.manifest.exists():
-                sections = self.job.host.build_manifest(run, status, reserved=HOST_SECTIONS)
-                write_json_atomic(run.directory.manifest, manifest_document(run, self.job.host, status, sections))
+                payload = record_run_end(run, self.job.host, status, payload, started=False)
             run.emit(EVENT_OF[status], payload)
         finally:
             run.emitter.close()

@@ -74,6 +74,43 @@ def test_mosaic_build_manifest_drops_only_the_broken_plugins_sections(run):
     assert "ZeroDivisionError" in host.failures["c", "mosaic_build_manifest"].error
 
 
+def test_mosaic_terminal_payload_reaches_the_terminal_event_and_the_manifest_names_failures(run):
+    from mosaic_core.manifest import record_run_end
+
+    seen = []
+    a = module(
+        "a",
+        mosaic_build_manifest=lambda: {"counts": {"n": 3}},
+        mosaic_terminal_payload=lambda status, manifest: seen.append(manifest) or {"n": manifest["counts"]["n"]},
+    )
+    huge = module("huge", mosaic_terminal_payload=lambda: {"blob": "x" * 40_000})
+    host_field = module("host_field", mosaic_terminal_payload=lambda: {"returncode": 7, "fine": 1})
+    broken = module("broken", mosaic_terminal_payload=lambda: 1 / 0)
+    run.directory.create()
+    payload = record_run_end(run, host_with(a, huge, host_field, broken), "failed", {"error": "boom"}, started=False)
+    assert payload == {"error": "boom", "n": 3, "fine": 1}  # the host's fields stay the host's
+    assert seen[0]["status"] == "failed" and seen[0]["counts"] == {"n": 3}  # the manifest as it is written
+    written = json.loads(run.directory.manifest.read_text())
+    failures = {f["plugin"]: f["error"] for f in written["plugins"]["hook_failures"]}
+    assert set(failures) == {"huge", "host_field", "broken"}
+    assert (
+        "at most 32768" in failures["huge"] and "host's terminal payload field 'returncode'" in failures["host_field"]
+    )
+
+
+def test_mosaic_check_run_joins_problems_and_counts_a_raising_check(tmp_path):
+    fine = module("fine", mosaic_check_run=lambda run_dir: None)
+    strict = module("strict", mosaic_check_run=lambda run_dir: [f"{run_dir.name}: no report"])
+    broken = module("broken", mosaic_check_run=lambda: 1 / 0)
+    host = host_with(fine, strict, broken)
+    for _ in range(2):  # a check that raises again is reported again
+        problems = host.check_run(tmp_path)
+        assert sorted(problems) == [
+            "broken: its check failed: ZeroDivisionError: division by zero",
+            f"strict: {tmp_path.name}: no report",
+        ]
+
+
 def test_mosaic_child_env_values_are_strings(run):
     assert host_with(module("a", mosaic_child_env=lambda: {"A": "1"})).child_env(run) == {"A": "1"}
     with pytest.raises(PluginError, match="must be strings"):
