@@ -1,4 +1,4 @@
-"""``manifest.json``: the host's header (run id, worker, status…), the ``plugins`` report
+"""``manifest.json``: the host's header (run id, worker, status, ``agent_id`` when given…), the ``plugins`` report
 (which took part, which failed to load, every hook failure) and the sections plugins
 contribute through ``mosaic_build_manifest``; redacted, written atomically by the caller."""
 
@@ -7,13 +7,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from mosaic_core.config import redact
+from mosaic_core.config import redact, run_metadata
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import MANIFEST_SCHEMA, OLD_MANIFEST_SCHEMAS, RunContext
 
 __all__ = ["HOST_SECTIONS", "MANIFEST_SCHEMA", "OLD_MANIFEST_SCHEMAS", "manifest_document"]
 
-HOST_SECTIONS = frozenset({"schema", "run_id", "worker", "status", "algo", "env_id", "written_at", "plugins"})
+HOST_SECTIONS = frozenset(
+    {"schema", "run_id", "worker", "status", "algo", "env_id", "agent_id", "written_at", "plugins"}
+)
 
 
 def manifest_document(run: RunContext, host: PluginHost, status: str, sections: dict[str, Any]) -> dict[str, Any]:
@@ -35,6 +37,7 @@ def manifest_document(run: RunContext, host: PluginHost, status: str, sections: 
             "status": status,
             "algo": run.config.algo,
             "env_id": run.config.env_id,
+            **run_metadata(run.config),
             "written_at": time.time(),
             "plugins": report,
             **sections,
