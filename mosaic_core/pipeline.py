@@ -338,12 +338,15 @@ def resolve_config(
     options: dict[str, Any] | None = None,
     claimed: list[tuple[str, ExtrasKey]] | None = None,
     code: Callable[[dict[str, Any]], list[CodePath]] | None = None,
+    known_algorithms: bool = True,
 ) -> tuple[WorkerConfig, list[str]]:
     """A run's config, and the problems found on the way (an algorithm the worker does not run):
     file data, flags and ``--extras``; a flat config's keys outside the schema placed by who
     claims them (:func:`mosaic_core.config.place_loose_keys`); then the defaults, the worker's
     (e.g. the algorithm's own ``env_id``) before the plugins'. A config that cannot be built is a
-    ConfigError; with an algorithm the worker does not run, that is what it names."""
+    ConfigError; with an algorithm the worker does not run, that is what it names.
+    ``known_algorithms=False`` leaves ``algo`` as given, unchecked (a caller with a registry of
+    its own checks it)."""
     options = {} if options is None else options
     claimed = claimed_keys(worker_item.name, worker, host) if claimed is None else claimed
     code = code or code_check(worker_item, worker, None)
@@ -351,7 +354,8 @@ def resolve_config(
 
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:
         paths = code(merged)  # before any default is computed: defaults may read the files
-        problems.extend(spell_algorithm(worker_item, worker, merged, paths))  # defaults see the worker's spelling
+        if known_algorithms:  # the defaults see the worker's spelling
+            problems.extend(spell_algorithm(worker_item, worker, merged, paths))
         refuse_env_switches(worker_item, host, merged)  # before a plugin builds envs the worker cannot switch
         own = worker.config_defaults(merged, options) or {}
         return {**host.config_defaults(merged), **own}

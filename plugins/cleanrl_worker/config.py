@@ -47,12 +47,13 @@ __all__ = [
 def parse_worker_config(payload: Any, source: str | None = None, raw: Any = None) -> WorkerConfig:
     """A validated config from a flat worker config or a trainer payload holding
     ``metadata.worker.config``; a missing or bad field is a ConfigError naming it (exit 2).
-    A ``worker`` key (as ``mosaic submit``'s files carry) must name this worker. ``raw``: the
-    payload ``payload`` was read from, when not ``payload`` itself."""
+    A ``worker`` key (as ``mosaic submit``'s files carry) must name this worker. ``algo`` is not
+    checked here (as MOSAIC's parser did not): the runtime resolves it, with its registry. ``raw``:
+    the payload ``payload`` was read from, when not ``payload`` itself."""
     item = find_worker(WORKER_NAME)
     worker = load_worker(item)
     data = _this_workers(unwrap_config(payload, source), source)
-    config, problems = resolve_config(
+    config, _problems = resolve_config(
         item,
         worker,
         plugin_host(),
@@ -60,9 +61,8 @@ def parse_worker_config(payload: Any, source: str | None = None, raw: Any = None
         raw=payload if raw is None else raw,
         source=source,
         options=worker_option_defaults(worker),
+        known_algorithms=False,
     )
-    if problems:
-        raise ConfigError("; ".join(problems), field="algo", source=source)
     return config
 
 
