@@ -108,7 +108,11 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     host.add_argument("--dry-run", action="store_true", help="resolve and validate everything; run nothing")
     host.add_argument("--emit-summary", action="store_true", help="with --dry-run: print the resolved launch as JSON")
     host.add_argument("--grpc", action="store_true", help="register with a trainer daemon before running")
-    host.add_argument("--grpc-target", default=DEFAULT_GRPC_TARGET, help="trainer daemon address (HOST:PORT)")
+    host.add_argument(
+        "--grpc-target",
+        default=DEFAULT_GRPC_TARGET,
+        help=f"trainer daemon address (HOST:PORT; default {DEFAULT_GRPC_TARGET})",
+    )
     host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
     host.add_argument(
