@@ -419,6 +419,9 @@ def test_lifecycle_emitter_takes_the_originals_run_id_and_payload():
 
 
 def test_register_worker_carries_the_seeds_capability_hints(tmp_path):
+    """Seed 000's hints: ``supports_pause: true`` is refused at submission (a CleanRL script cannot
+    pause: the daemon would wait on a pause that never comes); the rest reach RegisterWorker."""
+    from mosaic_core.errors import MosaicError
     from mosaic_core.trainer import client
     from mosaic_core.trainer.store import RunStore
     from tests.trainer.conftest import DaemonProcess, wait_final
@@ -438,6 +441,9 @@ def test_register_worker_carries_the_seeds_capability_hints(tmp_path):
             "agent_id": "agent-1",
             "extras": {"supports_pause": True, "supports_checkpoint": True, "schema_version": 2},
         }
+        with pytest.raises(MosaicError, match="supports_pause is true but worker 'cleanrl' cannot pause"):
+            client.submit(daemon.target, json.dumps(config), token=daemon.token)
+        config["extras"]["supports_pause"] = False
         run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
         final = wait_final(daemon.target, run_id, timeout=180, token=daemon.token)
         assert final.terminal_event == "run_completed", final.failure_reason
@@ -449,4 +455,4 @@ def test_register_worker_carries_the_seeds_capability_hints(tmp_path):
     assert row.worker_id == "gui-worker-1" and registration["worker_kind"] == "cleanrl"
     assert registration["proto_version"] == "MOSAIC/1.0" and registration["schema_id"] == "cleanrl.ppo"
     assert registration["schema_version"] == 2
-    assert registration["supports_pause"] is True and registration["supports_checkpoint"] is True
+    assert registration["supports_pause"] is False and registration["supports_checkpoint"] is True
