@@ -401,34 +401,39 @@ def place_loose_keys(
     top-level key outside the schema is an extras key when someone claims one of that name
     (``mode``, ``track_wandb``, ``agent_id``…), else a hyperparameter of the algorithm, in
     ``extras.algo_params`` (checked there like any other). ``extras`` (the file's and
-    ``--extras`` merged) is completed in place: a value the file also gives under extras must
-    agree with it, and one from ``--extras`` wins."""
-    params = extras.get(HYPERPARAMETERS)
+    ``--extras`` merged) is completed in place; ``file_extras`` is the file's own."""
+    _fill(extras, {k: v for k, v in loose.items() if extras_key(k)}, file_extras, "extras", source)
+    hyperparameters = {k: v for k, v in loose.items() if not extras_key(k)}
+    if not hyperparameters:
+        return
+    params = extras.get(HYPERPARAMETERS) or {}
+    if not isinstance(params, dict):
+        where = f"extras.{HYPERPARAMETERS}"
+        raise ConfigError(f"{where} must be an object, got {type(params).__name__}", field=where, source=source)
     file_params = file_extras.get(HYPERPARAMETERS)
-    for key, value in loose.items():
-        into_extras = extras_key(key)
-        if not into_extras and params is not None and not isinstance(params, dict):
+    extras[HYPERPARAMETERS] = params = dict(params)
+    _fill(
+        params,
+        hyperparameters,
+        file_params if isinstance(file_params, dict) else {},
+        f"extras.{HYPERPARAMETERS}",
+        source,
+    )
+
+
+def _fill(
+    target: dict[str, Any], values: dict[str, Any], in_file: dict[str, Any], where: str, source: str | None
+) -> None:
+    """``values`` into ``target`` where it has none of its own (``--extras`` wins); a key the file
+    also gives at ``where`` must have the same value there."""
+    for key, value in values.items():
+        if key in in_file and in_file[key] != value:
             raise ConfigError(
-                f"extras.{HYPERPARAMETERS} must be an object, got {type(params).__name__}",
-                field=f"extras.{HYPERPARAMETERS}",
-                source=source,
-            )
-        target = extras if into_extras else (params or {})
-        spelt = f"extras.{key}" if into_extras else f"extras.{HYPERPARAMETERS}.{key}"
-        mine = file_extras if into_extras else (file_params if isinstance(file_params, dict) else {})
-        if key in mine and mine[key] != value:
-            raise ConfigError(
-                f"{key} is given at the top level ({value!r}) and as {spelt} ({mine[key]!r}); give it once",
+                f"{key} is given at the top level ({value!r}) and as {where}.{key} ({in_file[key]!r}); give it once",
                 field=key,
                 source=source,
             )
-        if key in target:
-            continue  # the same value, or --extras's (the command line wins)
-        if into_extras:
-            extras[key] = value
-        else:
-            params = {**target, key: value}
-            extras[HYPERPARAMETERS] = params
+        target.setdefault(key, value)
 
 
 def _rename_algorithm(data: dict[str, Any], source: str | None) -> None:

@@ -242,6 +242,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     """Every decision of a launch, or a ConfigError/UsageError naming what is wrong."""
     from cleanrl_worker import gym029_compat, upstream_eval
     from cleanrl_worker.envcheck import check_env, check_env_cached
+    from cleanrl_worker.extras_flags import check_extras_flags, mosaic_flags
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import entrypoint_of, resolve
     from cleanrl_worker.script_args import check_script_argv, resolved_value
@@ -257,7 +258,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     if mode in ("train", "resume"):  # evaluation during training, and the contract's keys the script reads
         script_extras.update({k: config.extras[k] for k in TRAINING_EVAL_KEYS if k in config.extras})
         script_extras.update(contract_flags(algorithm.script, config.extras))
-        script_extras.update(mosaic_flags(algorithm.script, config))
+        script_extras.update(mosaic_flags(algorithm.script, config))  # use_cuda, total_frames
     notes: list[str] = []
     num_envs = applied = experiment = None
     env_notes: list[str] = []
@@ -341,84 +342,6 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         notes=notes,
         code_paths=code,
     )
-
-
-def mosaic_flags(script: Path, config: WorkerConfig) -> dict[str, Any]:
-    """MOSAIC's own names for script flags: ``use_cuda`` is ``cuda`` (``--cuda`` / ``--no-cuda``);
-    ``total_frames`` is ``--total-frames`` for a script whose ``Args`` has it, and refused for one
-    without (MOSAIC forwarded it anyway, and the run failed)."""
-    extras = config.extras
-    params = extras.get("algo_params") if isinstance(extras.get("algo_params"), dict) else {}
-    flags: dict[str, Any] = {}
-    use_cuda = extras.get("use_cuda")
-    if use_cuda is not None:
-        if not isinstance(use_cuda, bool):
-            raise ConfigError(
-                f"extras.use_cuda must be true or false, got {use_cuda!r}",
-                field="extras.use_cuda",
-                source=config.source,
-            )
-        cuda = params.get("cuda", extras.get("cuda"))
-        if cuda is not None and cuda != use_cuda:
-            raise ConfigError(
-                f"extras.use_cuda ({str(use_cuda).lower()}) and cuda ({str(cuda).lower()}) disagree; give one",
-                field="extras.use_cuda",
-                source=config.source,
-            )
-        if cuda is None:
-            flags["cuda"] = use_cuda
-    for where, given in (("extras.algo_params", params), ("extras", extras)):
-        if "total_frames" in given:
-            if _script_fields(script).get("total_frames") is None:
-                raise ConfigError(
-                    f"{where}.total_frames: {script.name}'s Args has no total_frames (MOSAIC forwarded "
-                    f"--total-frames={given['total_frames']}, which such a script rejects, and the run failed); "
-                    "give total_timesteps instead",
-                    field=f"{where}.total_frames",
-                    source=config.source,
-                )
-            if where == "extras" and "total_frames" not in params:
-                flags["total_frames"] = given["total_frames"]
-            break
-    return flags
-
-
-def _script_fields(script: Path) -> dict[str, Any]:
-    """The fields of ``script``'s ``Args`` (none when it has no such class)."""
-    from cleanrl_worker.script_args import NoArgsClassError, read_script_args
-
-    try:
-        return dict(read_script_args(script).fields)
-    except NoArgsClassError:
-        return {}
-
-
-def check_extras_flags(script: Path, script_extras: dict[str, Any], config: WorkerConfig) -> None:
-    """Each extras key's flags checked against the script's ``Args``, so a problem names its key
-    (``extras.algo_params.lerning_rate``; a flat config's top-level key by its own name) and the file."""
-    from cleanrl_worker.flags import extras_to_flags
-    from cleanrl_worker.script_args import validate_argv
-
-    fields = _script_fields(script)
-    if not fields:
-        return  # no Args to check against: check_script_argv says so
-    params = script_extras.get("algo_params") if isinstance(script_extras.get("algo_params"), dict) else {}
-    given = [(f"extras.algo_params.{key}", {"algo_params": {key: value}}) for key, value in params.items()]
-    given += [(f"extras.{k}", {k: v}) for k, v in script_extras.items() if k != "algo_params" and k not in params]
-    problems = []
-    for where, one in given:
-        for problem in validate_argv(extras_to_flags(one, source=config.source), fields):
-            problems.append((where, f"{_spelt(config, where)}: {problem} in {script.name}'s Args"))
-    if problems:
-        more = f" (and {len(problems) - 1} more: {'; '.join(p for _, p in problems[1:])})" if len(problems) > 1 else ""
-        raise ConfigError(problems[0][1] + more, field=problems[0][0], source=config.source)
-
-
-def _spelt(config: WorkerConfig, where: str) -> str:
-    """``where`` as the user wrote it: a flat config's top-level key is named by itself."""
-    key = where.rsplit(".", 1)[-1]
-    folded = where.startswith("extras.algo_params.") and key in config.raw
-    return f"{key} (a top-level key, read as {where})" if folded else where
 
 
 # The contract's standard keys (the core's) that a bundled script reads as flags of its Args.
