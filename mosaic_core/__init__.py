@@ -94,6 +94,7 @@ _EXPORTS = {
         "host_parser",
         "prepare",
         "prepare_from_flags",
+        "resolve_config",
         "execute",
         "run_worker",
         "worker_option_defaults",

@@ -101,7 +101,8 @@ def choose_worker(items: list[LoadedEntryPoint] | None = None, data: dict[str, A
     if named:
         return named
     data = dict(data or {})
-    algo = data.get("algo") if isinstance(data.get("algo"), str) and data.get("algo") else None
+    named_algo = data.get("algo") or data.get("algorithm")  # `algorithm`: MOSAIC's flat configs' spelling
+    algo = named_algo if isinstance(named_algo, str) and named_algo else None
     active = [item for item in (discover_workers() if items is None else items) if item.status == "active"]
     everyone = [_candidate(item, data) for item in active]
     ready = [c for c in everyone if c.blocked is None]

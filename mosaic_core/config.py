@@ -4,12 +4,13 @@ redact. Every error names the field and the file, and is a :class:`ConfigError` 
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,127}")
 SECRET_MARKERS = ("api_key", "apikey", "token", "password", "secret")
 REDACTED = "***"
 REQUIRED = ("run_id", "algo", "env_id", "total_timesteps")
+FIELDS = ("run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "extras")  # the config's schema
 MAX_DEPTH = 32  # nesting a worker config never needs; deeper input is refused, not recursed into
 MAX_SEED = 2**32 - 1  # numpy's seeding range (torch accepts more, gymnasium passes seeds to numpy)
 MAX_STEPS = 2**63 - 1  # int64: what the scripts' counters and TensorBoard steps hold
@@ -39,6 +41,16 @@ def redact(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
     return value
+
+
+def redact_payload(payload: Any) -> Any:
+    """A loaded payload (:attr:`WorkerConfig.raw`) as it may be shown: :func:`redact`, and every
+    value of a trainer payload's ``environment`` object masked (it carries credentials under any
+    name: ``WANDB_API_KEY``, ``WANDB_EMAIL``…)."""
+    shown = redact(payload)
+    if isinstance(shown, dict) and isinstance(shown.get("environment"), dict):
+        shown["environment"] = {name: REDACTED for name in shown["environment"]}
+    return shown
 
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -105,6 +117,9 @@ class WorkerConfig:
     worker_id: str | None = None  # the training program's name to the daemon (RegisterWorker.worker_id)
     extras: dict[str, Any] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)
+    # The whole payload as loaded (a flat config, or the trainer payload around it), for debugging:
+    # in memory only (never in to_dict, config.json or events), and not part of equality.
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         src = self.source
@@ -141,24 +156,60 @@ class WorkerConfig:
         if not isinstance(self.extras, dict):
             raise ConfigError(f"extras must be an object, got {type(self.extras).__name__}", field="extras", source=src)
         _check_text(self.extras, "extras", src)
+        agent_id = self.extras.get("agent_id")
+        if agent_id is not None:
+            if not isinstance(agent_id, str) or not agent_id.strip():
+                raise ConfigError(
+                    f"agent_id must be a non-empty string, got {agent_id!r}", field="extras.agent_id", source=src
+                )
+            _check_name("extras.agent_id", agent_id, src)
 
-    def with_overrides(self, **overrides: Any) -> WorkerConfig:
-        """A copy with the given fields replaced (None means "not given"); ``extras`` is merged
-        into the current extras, the override winning per key (MOSAIC's semantics)."""
-        given = {k: v for k, v in overrides.items() if v is not None}
-        if isinstance(given.get("extras"), dict):
-            given["extras"] = {**self.extras, **given["extras"]}
+    def with_overrides(
+        self,
+        *,
+        algo: str | None = None,
+        env_id: str | None = None,
+        total_timesteps: int | None = None,
+        seed: int | None = None,
+        worker_id: str | None = None,
+        extras: dict[str, Any] | None = None,
+    ) -> WorkerConfig:
+        """A copy with the given fields replaced (None means "not given"), validated again;
+        ``extras`` is merged into the current extras, the override winning per key (MOSAIC's
+        semantics). ``raw`` stays the payload the config was loaded from."""
+        given: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("algo", algo),
+                ("env_id", env_id),
+                ("total_timesteps", total_timesteps),
+                ("seed", seed),
+                ("worker_id", worker_id),
+            )
+            if value is not None
+        }
+        if extras is not None:
+            if not isinstance(extras, dict):
+                raise ConfigError(f"extras must be an object, got {type(extras).__name__}", field="extras")
+            given["extras"] = {**self.extras, **extras}
         return replace(self, **given)
 
     @classmethod
     def from_dict(cls, data: Any, source: str | None = None) -> WorkerConfig:
         """A validated config from a flat mapping or a trainer payload (``metadata.worker.config``)."""
-        return build_config(unwrap_config(data, source), source=source)
+        return build_config(unwrap_config(data, source), source=source, raw=data)
 
     def to_dict(self, redacted: bool = True) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("source")
+        """The config's fields (what ``config.json`` records); ``source`` and ``raw`` are not among them."""
+        data = {name: copy.deepcopy(getattr(self, name)) for name in FIELDS}
         return redact(data) if redacted else data
+
+
+def run_metadata(config: WorkerConfig) -> dict[str, Any]:
+    """What a run records about itself beside its config (``run_started``, the manifest): MOSAIC's
+    ``agent_id``, when the config gives one (``extras.agent_id``; never a script flag)."""
+    agent_id = config.extras.get("agent_id")
+    return {"agent_id": agent_id} if agent_id else {}
 
 
 def _reject_constant(name: str) -> Any:
@@ -209,7 +260,21 @@ def parse_json(text: str, what: str, source: str | None = None, field: str | Non
 MAX_CONFIG_FILE_BYTES = 16 * 1024 * 1024
 
 
-def read_config_file(path: str | Path, run_file: bool = False) -> dict[str, Any]:
+class ConfigFile(dict[str, Any]):
+    """A config file's worker config (the file itself, or its ``metadata.worker.config``);
+    ``raw`` is the whole payload the file held (it becomes :attr:`WorkerConfig.raw`)."""
+
+    def __init__(self, config: dict[str, Any], raw: Any):
+        super().__init__(config)
+        self.raw = raw
+
+
+def raw_payload(data: Any) -> Any:
+    """The whole payload ``data`` was read from (a :class:`ConfigFile`'s), else ``data`` itself."""
+    return data.raw if isinstance(data, ConfigFile) else data
+
+
+def read_config_file(path: str | Path, run_file: bool = False) -> ConfigFile:
     """The worker-config object from a flat or nested (trainer payload) JSON file, at most
     :data:`MAX_CONFIG_FILE_BYTES`. A file the user named may be a pipe of theirs (``--config
     <(…)``), read once; a device, or a FIFO someone else made, is refused, never waited on.
@@ -235,7 +300,8 @@ def read_config_file(path: str | Path, run_file: bool = False) -> dict[str, Any]
         raise ConfigError(
             f"config file is not UTF-8 text (byte {exc.start} cannot be decoded)", source=source
         ) from None
-    return unwrap_config(parse_json(text, "the config file", source), source)
+    payload = parse_json(text, "the config file", source)
+    return ConfigFile(unwrap_config(payload, source), payload)
 
 
 def unwrap_config(data: Any, source: str | None = None) -> dict[str, Any]:
@@ -259,13 +325,21 @@ def build_config(
     extras: dict[str, Any] | None = None,
     generate_run_id: bool = False,
     defaults: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    extras_key: Callable[[str], bool] | None = None,
+    raw: Any = None,
 ) -> WorkerConfig:
     """Merge file data, CLI overrides (win) and ``--extras`` (merged per key), then validate.
 
+    ``extras_key`` (whether someone claims an extras key of that name) reads a flat config in
+    MOSAIC's shape (:func:`place_loose_keys`); without it a key outside the schema is an error.
     ``defaults`` (e.g. :meth:`PluginHost.config_defaults`) fills fields still missing; an
-    ``"extras"`` object among them fills extras keys still missing."""
+    ``"extras"`` object among them fills extras keys still missing. ``raw``: the payload ``data``
+    came from (:attr:`WorkerConfig.raw`; default ``data`` as given)."""
+    raw = dict(data or {}) if raw is None else raw
     merged = dict(data or {})
     _rename_program_id(merged, source)
+    _rename_algorithm(merged, source)
+    loose = {key: merged.pop(key) for key in list(merged) if key not in FIELDS} if extras_key else {}
     for key, value in (overrides or {}).items():
         if value is not None:
             merged[key] = value
@@ -275,6 +349,8 @@ def build_config(
     if not isinstance(file_extras, dict):
         raise ConfigError(f"extras must be an object, got {type(file_extras).__name__}", field="extras", source=source)
     merged["extras"] = {**file_extras, **(extras or {})}
+    if extras_key is not None:
+        place_loose_keys(loose, merged["extras"], file_extras, extras_key, source)
     if defaults is not None:
         found = dict(defaults(merged))
         extras_defaults = found.pop("extras", None)
@@ -283,11 +359,10 @@ def build_config(
         merged.update({k: v for k, v in found.items() if merged.get(k) in (None, "")})
     if generate_run_id and not merged.get("run_id"):
         merged["run_id"] = new_run_id()
-    known = {"run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "extras"}
-    unknown = sorted(set(merged) - known)
+    unknown = sorted(set(merged) - set(FIELDS))
     if unknown:
         raise ConfigError(
-            f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}",
+            f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(FIELDS))}",
             field=unknown[0],
             source=source,
         )
@@ -309,7 +384,71 @@ def build_config(
         raise ConfigError(f"missing required field(s) {', '.join(missing)}{flags}", field=missing[0], source=source)
     if merged.get("total_timesteps") in (None, ""):
         merged["total_timesteps"] = None
-    return WorkerConfig(**merged, source=source)
+    return WorkerConfig(**merged, source=source, raw=raw if isinstance(raw, dict) else {})
+
+
+HYPERPARAMETERS = "algo_params"  # the extras key every worker reads its algorithm's own settings from
+
+
+def place_loose_keys(
+    loose: dict[str, Any],
+    extras: dict[str, Any],
+    file_extras: dict[str, Any],
+    extras_key: Callable[[str], bool],
+    source: str | None,
+) -> None:
+    """A flat config in MOSAIC's shape (``{"algorithm": "ppo", "learning_rate": 3e-4, …}``): a
+    top-level key outside the schema is an extras key when someone claims one of that name
+    (``mode``, ``track_wandb``, ``agent_id``…), else a hyperparameter of the algorithm, in
+    ``extras.algo_params`` (checked there like any other). ``extras`` (the file's and
+    ``--extras`` merged) is completed in place; ``file_extras`` is the file's own."""
+    _fill(extras, {k: v for k, v in loose.items() if extras_key(k)}, file_extras, "extras", source)
+    hyperparameters = {k: v for k, v in loose.items() if not extras_key(k)}
+    if not hyperparameters:
+        return
+    params = extras.get(HYPERPARAMETERS) or {}
+    if not isinstance(params, dict):
+        where = f"extras.{HYPERPARAMETERS}"
+        raise ConfigError(f"{where} must be an object, got {type(params).__name__}", field=where, source=source)
+    file_params = file_extras.get(HYPERPARAMETERS)
+    extras[HYPERPARAMETERS] = params = dict(params)
+    _fill(
+        params,
+        hyperparameters,
+        file_params if isinstance(file_params, dict) else {},
+        f"extras.{HYPERPARAMETERS}",
+        source,
+    )
+
+
+def _fill(
+    target: dict[str, Any], values: dict[str, Any], in_file: dict[str, Any], where: str, source: str | None
+) -> None:
+    """``values`` into ``target`` where it has none of its own (``--extras`` wins); a key the file
+    also gives at ``where`` must have the same value there."""
+    for key, value in values.items():
+        if key in in_file and in_file[key] != value:
+            raise ConfigError(
+                f"{key} is given at the top level ({value!r}) and as {where}.{key} ({in_file[key]!r}); give it once",
+                field=key,
+                source=source,
+            )
+        target.setdefault(key, value)
+
+
+def _rename_algorithm(data: dict[str, Any], source: str | None) -> None:
+    """``algorithm``, MOSAIC's spelling of ``algo`` in flat configs: read as ``algo``."""
+    if "algorithm" not in data:
+        return
+    algorithm = data.pop("algorithm")
+    if data.get("algo") not in (None, "", algorithm):
+        raise ConfigError(
+            f"algorithm {algorithm!r} and algo {data['algo']!r} disagree (algorithm is MOSAIC's name "
+            "for algo); give one",
+            field="algorithm",
+            source=source,
+        )
+    data["algo"] = algorithm
 
 
 def _rename_program_id(data: dict[str, Any], source: str | None) -> None:

@@ -54,7 +54,12 @@ STANDARD_KEYS = [
         "mode", "train (default), resume or evaluate (resume_training and policy_eval are read as resume and evaluate)"
     ),
     ExtrasKey("checkpoint_path", "resume / evaluate: a checkpoint, or a run directory (its newest checkpoint)"),
-    ExtrasKey("policy_path", "evaluate: the old name of checkpoint_path"),
+    ExtrasKey("policy_path", "resume / evaluate: the old name of checkpoint_path"),
+    ExtrasKey(
+        "agent_id",
+        "the agent's name (MOSAIC's run metadata): recorded in config.json, run_started and the manifest, never a flag",
+        bookkeeping=True,
+    ),
     ExtrasKey("checkpoint_frequency", "save a checkpoint every N env steps (0 or absent: at the end and on a stop)"),
     ExtrasKey("save_replay_buffer", "off-policy algorithms: keep the replay buffer in checkpoints (its size is said)"),
     ExtrasKey("eval_episodes", f"evaluation episodes (default {EVAL_EPISODES}, the same for every worker)"),

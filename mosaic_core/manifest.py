@@ -1,4 +1,4 @@
-"""``manifest.json``: the host's header (run id, worker, status…), the ``plugins`` report
+"""``manifest.json``: the host's header (run id, worker, status, ``agent_id`` when given…), the ``plugins`` report
 (which took part, which failed to load, every hook failure) and the sections plugins
 contribute through ``mosaic_build_manifest``; redacted, written atomically at the end of every
 run by :func:`record_run_end`, with the plugins' fields for the terminal event
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from mosaic_core.config import redact
+from mosaic_core.config import redact, run_metadata
 from mosaic_core.files import write_json_atomic
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import MANIFEST_SCHEMA, OLD_MANIFEST_SCHEMAS, RunContext
@@ -23,7 +23,9 @@ __all__ = [
     "record_run_end",
 ]
 
-HOST_SECTIONS = frozenset({"schema", "run_id", "worker", "status", "algo", "env_id", "written_at", "plugins"})
+HOST_SECTIONS = frozenset(
+    {"schema", "run_id", "worker", "status", "algo", "env_id", "agent_id", "written_at", "plugins"}
+)
 # What the host itself may put in a terminal event's payload: no plugin sets these.
 HOST_TERMINAL_FIELDS = frozenset(
     {
@@ -61,6 +63,7 @@ def manifest_document(run: RunContext, host: PluginHost, status: str, sections: 
             "status": status,
             "algo": run.config.algo,
             "env_id": run.config.env_id,
+            **run_metadata(run.config),
             "written_at": time.time(),
             "plugins": report,
             **sections,

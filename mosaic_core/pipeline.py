@@ -27,7 +27,19 @@ from mosaic_core import hostsignals, launchers, procs
 from mosaic_core import resume as resuming
 from mosaic_core.algonames import spelling, unknown_algorithm
 from mosaic_core.cli.errors import run_cli_command
-from mosaic_core.config import REDACTED, RUN_ID, WorkerConfig, build_config, parse_extras_json, read_config_file, redact
+from mosaic_core.config import (
+    FIELDS,
+    REDACTED,
+    RUN_ID,
+    WorkerConfig,
+    build_config,
+    parse_extras_json,
+    raw_payload,
+    read_config_file,
+    redact,
+    redact_payload,
+    run_metadata,
+)
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
@@ -96,7 +108,11 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
     host.add_argument("--dry-run", action="store_true", help="resolve and validate everything; run nothing")
     host.add_argument("--emit-summary", action="store_true", help="with --dry-run: print the resolved launch as JSON")
     host.add_argument("--grpc", action="store_true", help="register with a trainer daemon before running")
-    host.add_argument("--grpc-target", default=DEFAULT_GRPC_TARGET, help="trainer daemon address (HOST:PORT)")
+    host.add_argument(
+        "--grpc-target",
+        default=DEFAULT_GRPC_TARGET,
+        help=f"trainer daemon address (HOST:PORT; default {DEFAULT_GRPC_TARGET})",
+    )
     host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
     host.add_argument(
@@ -158,11 +174,16 @@ class Prepared:
         return self.run.config
 
     def summary(self) -> dict[str, Any]:
+        """What a dry run's ``--emit-summary`` prints: the worker's summary, then the host's
+        fields, among them the config's own at the top level as MOSAIC printed them (``raw``
+        shown redacted, its ``environment`` values masked)."""
         launch = self.launch
+        config = self.config.to_dict()
         host = {
-            "run_id": self.config.run_id,
+            **{name: config[name] for name in FIELDS},
+            "raw": redact_payload(self.config.raw),
             "worker": self.run.worker,
-            "config": self.config.to_dict(),
+            "config": config,
             "command": list(launch.command),
             "cwd": str(launch.cwd or self.run.run_dir),
             "env": redact(self.env),
@@ -190,6 +211,7 @@ def prepare(
     host: PluginHost,
     *,
     data: dict[str, Any] | None = None,
+    raw: Any = None,
     source: str | None = None,
     overrides: dict[str, Any] | None = None,
     extras: dict[str, Any] | None = None,
@@ -207,35 +229,26 @@ def prepare(
     ``check_code`` (a daemon's script policy) sees the worker's ``code_paths`` before anything
     reads those files, and the plan's ``Launch.code_paths`` after. ``existing`` (``"resume"`` or
     ``"restart"``): the run id names an existing run to continue (:mod:`mosaic_core.resume`) or
-    start over."""
+    start over. ``raw``: the whole payload ``data`` was read from (:attr:`WorkerConfig.raw`)."""
     options = dict(options or {})
-    problems: list[str] = []
-
-    def code(mapping: dict[str, Any]) -> list[CodePath]:  # declared well by every run; held to a daemon's policy
-        paths = declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath)
-        if check_code is not None:
-            check_code(paths)  # first: the daemon's refusal never tells whether a file exists
-        refuse_untrusted_code(paths)
-        return paths
-
-    def defaults(merged: dict[str, Any]) -> dict[str, Any]:
-        paths = code(merged)  # before any default is computed: defaults may read the files
-        problems.extend(spell_algorithm(worker_item, worker, merged, paths))  # defaults see the worker's spelling
-        refuse_env_switches(worker_item, host, merged)  # before a plugin builds envs the worker cannot switch
-        own = worker.config_defaults(merged, options) or {}
-        return {**host.config_defaults(merged), **own}
-
-    try:
-        config = build_config(
-            data, source=source, overrides=overrides, extras=extras, generate_run_id=True, defaults=defaults
-        )
-    except ConfigError as exc:
-        if not problems:
-            raise
-        raise ConfigError("; ".join([*problems, str(exc)]), source=source) from None  # an unknown algo first
+    claimed = claimed_keys(worker_item.name, worker, host)
+    code = code_check(worker_item, worker, check_code)
+    config, problems = resolve_config(
+        worker_item,
+        worker,
+        host,
+        data=data,
+        raw=raw,
+        source=source,
+        overrides=overrides,
+        extras=extras,
+        options=options,
+        claimed=claimed,
+        code=code,
+    )
     code(config.to_dict(redacted=False))
     events = declare(worker_item, "child_events()", worker.child_events, ChildEvent)
-    worker_extras, unknown_keys = split_extras(claimed_keys(worker_item.name, worker, host), config.extras)
+    worker_extras, unknown_keys = split_extras(claimed, config.extras)
     problems += unknown_keys + host.validate_config(config) + list(worker.validate(config, options) or [])
     if problems:
         where = f" in {config.source}" if config.source else ""
@@ -297,6 +310,76 @@ def prepare(
         threads,
         restart=existing == "restart",
     )
+
+
+def code_check(
+    worker_item: LoadedEntryPoint, worker: Worker, check_code: Callable[[list[CodePath]], None] | None
+) -> Callable[[dict[str, Any]], list[CodePath]]:
+    """The check of a config's code paths (the worker's ``code_paths``): declared well by every
+    run, untrusted imports refused, and held to a daemon's policy (``check_code``) first, so its
+    refusal never tells whether a file exists."""
+
+    def code(mapping: dict[str, Any]) -> list[CodePath]:
+        paths = declare(worker_item, "code_paths(data)", lambda: worker.code_paths(mapping), CodePath)
+        if check_code is not None:
+            check_code(paths)
+        refuse_untrusted_code(paths)
+        return paths
+
+    return code
+
+
+def resolve_config(
+    worker_item: LoadedEntryPoint,
+    worker: Worker,
+    host: PluginHost,
+    *,
+    data: dict[str, Any] | None = None,
+    raw: Any = None,
+    source: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    extras: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
+    claimed: list[tuple[str, ExtrasKey]] | None = None,
+    code: Callable[[dict[str, Any]], list[CodePath]] | None = None,
+    known_algorithms: bool = True,
+) -> tuple[WorkerConfig, list[str]]:
+    """A run's config, and the problems found on the way (an algorithm the worker does not run):
+    file data, flags and ``--extras``; a flat config's keys outside the schema placed by who
+    claims them (:func:`mosaic_core.config.place_loose_keys`); then the defaults, the worker's
+    (e.g. the algorithm's own ``env_id``) before the plugins'. A config that cannot be built is a
+    ConfigError; with an algorithm the worker does not run, that is what it names.
+    ``known_algorithms=False`` leaves ``algo`` as given, unchecked (a caller with a registry of
+    its own checks it)."""
+    options = {} if options is None else options
+    claimed = claimed_keys(worker_item.name, worker, host) if claimed is None else claimed
+    code = code or code_check(worker_item, worker, None)
+    problems: list[str] = []
+
+    def defaults(merged: dict[str, Any]) -> dict[str, Any]:
+        paths = code(merged)  # before any default is computed: defaults may read the files
+        if known_algorithms:  # the defaults see the worker's spelling
+            problems.extend(spell_algorithm(worker_item, worker, merged, paths))
+        refuse_env_switches(worker_item, host, merged)  # before a plugin builds envs the worker cannot switch
+        own = worker.config_defaults(merged, options) or {}
+        return {**host.config_defaults(merged), **own}
+
+    try:
+        config = build_config(
+            data,
+            source=source,
+            overrides=overrides,
+            extras=extras,
+            generate_run_id=True,
+            defaults=defaults,
+            extras_key=lambda name: any(key.matches(name) for _owner, key in claimed),
+            raw=raw,
+        )
+    except ConfigError:
+        if not problems:
+            raise
+        raise ConfigError("; ".join(problems), field="algo", source=source) from None  # what else is missing follows
+    return config, problems
 
 
 def refuse_untrusted_code(paths: list[CodePath]) -> None:
@@ -439,6 +522,7 @@ def prepare_from_flags(
     if source and (config_data is None or ns.from_run):
         config_data = read_config_file(source, run_file=bool(ns.from_run))
     data = recorded_config(config_data, worker_item.name, source, ns) if source and config_data is not None else None
+    raw = raw_payload(config_data) if data is not None else None
     if existing and data is not None:
         resuming.check_recorded(data, {"algo": ns.algo, "env_id": ns.env_id}, ns.run_id)
     overrides = {
@@ -457,6 +541,7 @@ def prepare_from_flags(
         worker,
         host,
         data=data,
+        raw=raw,
         source=source,
         overrides=overrides,
         extras=extras,
@@ -511,7 +596,7 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost, early: Any = 
         grace_period=ns.grace_period,
         passthrough_stdio=launch.passthrough_stdio,
         num_envs=launch.num_envs,
-        started_payload=dict(launch.started_payload),
+        started_payload={**launch.started_payload, **run_metadata(run.config)},
         json_stdout=ns.json,
     )
     session = None

@@ -152,13 +152,16 @@ def render_schemas() -> str:
         "",
         f"`mosaic_core.config.WorkerConfig`: {_doc(config.WorkerConfig)} "
         "Read from `--config` (flat, or nested at `metadata.worker.config`), flags and `--extras`; written "
-        "to the run's `config.json` with secrets as `" + config.REDACTED + "`.",
+        "to the run's `config.json` with secrets as `" + config.REDACTED + "`. A flat file may spell `algo` as "
+        "`algorithm` (MOSAIC's shape) and hold other top-level keys: extras keys someone owns go to `extras`, "
+        "the rest to `extras.algo_params` ([configs](../configs.md#flat-configs-in-mosaics-shape)). "
+        "`WorkerConfig.raw` keeps the whole payload as loaded, in memory only.",
         "",
         "| field | type | required | default |",
         "|---|---|---|---|",
     ]
     for item in dataclasses.fields(config.WorkerConfig):
-        if item.name == "source":
+        if item.name not in config.FIELDS:  # `source` and `raw` live in memory only
             continue
         default = (
             "{}"

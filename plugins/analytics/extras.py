@@ -2,7 +2,7 @@
 
 The plugin owns them (:data:`OWNED`, declared through ``mosaic_extras_keys``), so no worker
 ever forwards them as script flags: ``track_wandb``, ``wandb_*`` (``wandb_project_name``,
-``wandb_entity``, ``wandb_run_name``, ``wandb_api_key``, ``wandb_mode``), ``tensorboard_dir``,
+``wandb_entity``, ``wandb_run_name``, ``wandb_api_key``, ``wandb_email``, ``wandb_mode``), ``tensorboard_dir``,
 ``checkpoints_dir``, ``notes``, ``metrics_interval_s``. (The ``optuna_*`` keys are the sweep
 plugin's.)
 
@@ -29,6 +29,7 @@ STRING_KEYS = (
     "wandb_run_name",
     "wandb_api_key",
     "wandb_run_path",
+    "wandb_email",
     "wandb_http_proxy",
     "wandb_https_proxy",
 )
@@ -43,6 +44,7 @@ OWNED = [
     ExtrasKey("wandb_entity", "W&B entity (the script's --wandb-entity)", bookkeeping=True),
     ExtrasKey("wandb_run_name", "W&B run name", bookkeeping=True),
     ExtrasKey("wandb_api_key", "W&B API key: reaches the script only through its environment", bookkeeping=True),
+    ExtrasKey("wandb_email", "the W&B account's email: the script's WANDB_EMAIL", bookkeeping=True),
     ExtrasKey("wandb_mode", "online, offline or disabled", bookkeeping=True),
     ExtrasKey(
         "wandb_use_vpn_proxy",

@@ -6,6 +6,8 @@
   ``--wandb-entity``); a worker that cannot track refuses the run in one line.
 - The API key (``extras.wandb_api_key``, else the host's ``WANDB_API_KEY``) reaches the
   child only through its environment; it never goes into argv or any file.
+- As MOSAIC's runtime did, a tracked run's child gets ``TRACK_WANDB=1`` and
+  ``extras.wandb_email`` reaches it as ``WANDB_EMAIL`` (never a flag).
 - ``WANDB_DIR`` (and wandb's cache and data dirs, unless the user set them) point inside the
   run directory, so nothing lands elsewhere.
 - Mode: a ``WANDB_MODE`` of ``offline``/``disabled`` in the host's environment is never
@@ -126,6 +128,11 @@ def child_env(
     name = extras.get("wandb_run_name")
     if isinstance(name, str) and name:
         env["WANDB_NAME"] = name
+    email = extras.get("wandb_email")
+    if isinstance(email, str) and email:
+        env["WANDB_EMAIL"] = email
+    if tracking_enabled(extras):
+        env["TRACK_WANDB"] = "1"  # MOSAIC's runtime exported it beside the script's --track
     notes = extras.get("notes")
     if isinstance(notes, str) and notes and tracking_enabled(extras) and not environ.get("WANDB_NOTES"):
         env["WANDB_NOTES"] = notes

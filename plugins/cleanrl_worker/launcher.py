@@ -22,7 +22,8 @@ from mosaic_core import (
 )
 from mosaic_core.procs import python_command  # -P: the run directory (its cwd) never on its sys.path
 
-MODES = contract.MODES  # normalised by the core; the worker's own `interactive` is its --interactive flag
+MODES = (*contract.MODES, "interactive")  # the contract's (normalised by the core) and the worker's own
+# (``extras.mode: "interactive"`` is the same as --interactive)
 # eval_* keys the worker owns that are also flags of the bundled scripts (evaluation during training)
 TRAINING_EVAL_KEYS = ("eval_frequency", "eval_episodes")
 
@@ -69,8 +70,8 @@ def recorded_options(data: dict[str, Any], options: dict[str, Any]) -> dict[str,
 
 def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
     """In policy_eval and interactive modes no algorithm or budget is needed from the user;
-    in training, the budget defaults to the preset's (``extras.preset``), else the script's
-    own ``total_timesteps`` default."""
+    in training, the env is the script's own ``env_id`` default, and the budget the preset's
+    (``extras.preset``), else the script's own ``total_timesteps`` default."""
     extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
     mode = "interactive" if interactive else extras.get("mode")
     mode = contract.normalize_mode(mode) if isinstance(mode, str) else None  # a malformed one: validation says
@@ -78,17 +79,26 @@ def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
         return {"algo": PROGRAM_OF_MODE[mode]}
     if mode == "interactive":  # the worker's own mode steps on request: the core still asks for a budget
         return {"algo": PROGRAM_OF_MODE[mode], "total_timesteps": 1}
-    if data.get("total_timesteps") in (None, "") and extras.get("preset") and data.get("algo") and data.get("env_id"):
+    algo = data.get("algo")
+    if not isinstance(algo, str) or not algo:
+        return {}
+    found: dict[str, Any] = {}
+    if data.get("env_id") in (None, ""):
+        env_id = _script_default(algo, extras.get("cleanrl_home"), "env_id")
+        if isinstance(env_id, str) and env_id:
+            found["env_id"] = env_id
+    env_id = data.get("env_id") or found.get("env_id")
+    if data.get("total_timesteps") in (None, "") and extras.get("preset") and env_id:
         from cleanrl_worker.presets import find_preset
 
-        budget = find_preset(str(extras["preset"]), str(data["algo"]), str(data["env_id"])).total_timesteps
+        budget = find_preset(str(extras["preset"]), algo, str(env_id)).total_timesteps
         if budget:
-            return {"total_timesteps": budget}
-    if data.get("total_timesteps") in (None, "") and isinstance(data.get("algo"), str):
-        default = _script_default(data["algo"], extras.get("cleanrl_home"), "total_timesteps")
+            return {**found, "total_timesteps": budget}
+    if data.get("total_timesteps") in (None, ""):
+        default = _script_default(algo, extras.get("cleanrl_home"), "total_timesteps")
         if isinstance(default, int) and not isinstance(default, bool) and default > 0:
-            return {"total_timesteps": default}
-    return {}
+            found["total_timesteps"] = default
+    return found
 
 
 def _script_default(algo: str, cleanrl_home: Any, name: str) -> Any:
@@ -130,6 +140,12 @@ def _mode(config: WorkerConfig) -> str:
     return mode
 
 
+def checkpoint_key(extras: dict[str, Any]) -> str:
+    """``checkpoint_path``, or ``policy_path`` when only that is given (its old name, MOSAIC's
+    for policy_eval and resume_training alike)."""
+    return "policy_path" if extras.get("policy_path") and not extras.get("checkpoint_path") else "checkpoint_path"
+
+
 def _existing_file(config: WorkerConfig, key: str, directory: bool = False) -> Path:
     value = config.extras.get(key)
     if not isinstance(value, str) or not value:
@@ -165,12 +181,7 @@ EVAL_FLAGS = {
 def eval_flags(config: WorkerConfig) -> list[str]:
     """``policy_eval`` flags from ``extras.checkpoint_path`` (or its old name ``policy_path``) and
     the ``eval_*`` extras."""
-    key = (
-        "policy_path"
-        if config.extras.get("policy_path") and not config.extras.get("checkpoint_path")
-        else "checkpoint_path"
-    )
-    flags = [f"--policy-path={_existing_file(config, key, directory=True)}"]
+    flags = [f"--policy-path={_existing_file(config, checkpoint_key(config.extras), directory=True)}"]
     for key, kind in EVAL_FLAGS.items():
         value = config.extras.get(key)
         if value is None:
@@ -231,6 +242,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     """Every decision of a launch, or a ConfigError/UsageError naming what is wrong."""
     from cleanrl_worker import gym029_compat, upstream_eval
     from cleanrl_worker.envcheck import check_env, check_env_cached
+    from cleanrl_worker.extras_flags import check_extras_flags, mosaic_flags
     from cleanrl_worker.flags import extras_to_flags
     from cleanrl_worker.registry import entrypoint_of, resolve
     from cleanrl_worker.script_args import check_script_argv, resolved_value
@@ -246,6 +258,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
     if mode in ("train", "resume"):  # evaluation during training, and the contract's keys the script reads
         script_extras.update({k: config.extras[k] for k in TRAINING_EVAL_KEYS if k in config.extras})
         script_extras.update(contract_flags(algorithm.script, config.extras))
+        script_extras.update(mosaic_flags(algorithm.script, config))  # use_cuda, total_frames
     notes: list[str] = []
     num_envs = applied = experiment = None
     env_notes: list[str] = []
@@ -268,6 +281,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
             sys.executable, "-m", MODE_PROGRAMS["interactive"], *script_argv, keep_environment=True
         )
     else:
+        check_extras_flags(algorithm.script, script_extras, config)
         from_extras = extras_to_flags(script_extras, source=config.source)
         typed = command_line_flags(run.options.get("extra_argv") or [], from_extras)
         applied = preset_for(config, from_extras + typed)
@@ -277,7 +291,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         script_argv += saving
         experiment = plan_experiment(config, run, mode)
         if mode == "resume":
-            script_argv.append(f"--resume-from={_existing_file(config, 'checkpoint_path')}")
+            script_argv.append(f"--resume-from={_existing_file(config, checkpoint_key(config.extras))}")
         elif experiment and experiment.get("checkpoint"):
             script_argv.append(f"--resume-from={experiment['checkpoint']}")
         notes += check_script_argv(algorithm.script, script_argv)
@@ -415,8 +429,9 @@ def gpu_request(extras: dict[str, Any]) -> str | None:
     default but falls back to the CPU, so only an explicit request counts)."""
     params = extras.get("algo_params") if isinstance(extras.get("algo_params"), dict) else {}
     for where, values in (("extras", extras), ("extras.algo_params", params)):
-        if values.get("cuda") is True:
-            return f"{where}.cuda"
+        for key in ("cuda", "use_cuda"):
+            if values.get(key) is True:
+                return f"{where}.{key}"
         device = values.get("device")
         if isinstance(device, str) and device.lower().startswith(("cuda", "gpu")):
             return f"{where}.device"

@@ -109,6 +109,7 @@ class CleanRLWorkerRuntime:
                 worker,
                 plugin_host(),
                 data=data,
+                raw=self.config.raw,
                 source=self.config.source,
                 options=worker_option_defaults(worker),
                 runs_dir=self.runs_dir,

@@ -28,6 +28,11 @@ from mosaic_core.contract import Checkpoint, CheckpointLayout
 OWN_KEYS = [
     ExtrasKey("algo_params", "an object of script flags (wins over top-level keys)"),
     ExtrasKey("cleanrl_home", "a CleanRL checkout to take algorithms from"),
+    ExtrasKey("use_cuda", "MOSAIC's other name for cuda: the script's --cuda / --no-cuda"),
+    ExtrasKey(
+        "total_frames",
+        "MOSAIC's frame budget: --total-frames for a script whose Args has it (others take total_timesteps)",
+    ),
     ExtrasKey("gym_compat", "gymnasium 1.x: true/false forces 0.29 vector-env semantics on or off for the script"),
     ExtrasKey("interactive", "reserved: use --interactive"),
     ExtrasKey("interactive_render", "interactive mode: send frames (default true)"),

@@ -49,8 +49,9 @@ def test_config_names_and_merge_semantics(tmp_path):
     assert load_worker_config(tmp_path / "payload.json") == config
     assert load_worker_config_from_string(json.dumps(FLAT)) == config
     assert config.to_dict()["extras"]["wandb_api_key"] == "***"
-    with pytest.raises(ConfigError, match="missing required field.*total_timesteps"):
-        parse_worker_config({"run_id": "x", "algo": "ppo", "env_id": "E"})
+    assert parse_worker_config({"run_id": "x", "algo": "ppo"}).total_timesteps == 500000  # the script's defaults
+    with pytest.raises(ConfigError, match="missing required field.*algo"):
+        parse_worker_config({"run_id": "x", "env_id": "E"})
 
 
 def test_worker_metadata_from_the_package_root():

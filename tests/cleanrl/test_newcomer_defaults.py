@@ -45,8 +45,10 @@ def test_a_run_without_worker_goes_to_the_one_installed_worker_and_env_is_env_id
     assert summary["argv"][-1] == "--save-model"  # the final model is kept by default
     named = mosaic("run", "--algo", "ppo", "--env", "CartPole-v1", "--dry-run", env={"MOSAIC_DEFAULT_WORKER": "nope"})
     assert named.returncode == 2 and named.stderr.startswith("mosaic: error: unknown worker 'nope'; installed workers:")
-    no_env = mosaic("run", "--algo", "ppo", "--dry-run")
-    assert no_env.returncode == 2 and "missing required field(s) env_id; give --env-id (or --env)" in no_env.stderr
+    no_env = mosaic("run", "--algo", "ppo", "--dry-run", "--emit-summary")  # the script's own env_id default
+    assert no_env.returncode == 0 and json.loads(no_env.stdout)["env_id"] == "CartPole-v1", no_env.stderr
+    no_algo = mosaic("run", "--worker", "cleanrl", "--env", "CartPole-v1", "--dry-run")
+    assert no_algo.returncode == 2 and "missing required field(s) algo" in no_algo.stderr
 
 
 def test_the_default_worker_rule_leaves_examples_out_and_says_when_it_cannot_choose(monkeypatch, tmp_path):

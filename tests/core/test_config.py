@@ -142,7 +142,7 @@ def test_secrets_are_redacted_at_any_depth():
         ("{oops", "not valid JSON"),
         ("[]", "must be a JSON object"),
         (json.dumps({**BASE, "total_timesteps": -3}), "total_timesteps"),
-        (json.dumps({"algo": "ppo"}), "missing required field"),
+        (json.dumps({"env_id": "CartPole-v1"}), "missing required field(s) algo"),  # an algo fills env and budget
     ],
 )
 def test_cli_bad_config_is_one_line_exit_2(mosaic, workdir, content, expected):
