@@ -1,5 +1,6 @@
 """MOSAIC's documented config API for the CleanRL worker (``cleanrl_worker.config``), as names
-over :mod:`mosaic_core.config`: one implementation of loading, merging and validating.
+over :mod:`mosaic_core.config` and :mod:`mosaic_core.facade`: one implementation of loading,
+merging and validating.
 
 ``WorkerConfig`` (alias ``CleanRLWorkerConfig``): required ``run_id``, ``algo``, ``env_id``,
 ``total_timesteps``; optional ``seed``, ``worker_id``, ``extras``; ``with_overrides`` merges
@@ -11,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import ConfigError, WorkerConfig, build_config, parse_json, read_config_file, unwrap_config
+import mosaic_core
+from mosaic_core import WorkerConfig
 
 CleanRLWorkerConfig = WorkerConfig
 WORKER_NAME = "cleanrl"  # this worker's name (its metadata's)
@@ -30,24 +32,14 @@ def parse_worker_config(payload: Any, source: str | None = None) -> WorkerConfig
     ``metadata.worker.config``; a missing or bad field is a ConfigError naming it (exit 2).
     A ``worker`` key (as ``mosaic submit``'s files carry) must name this worker; a missing
     ``run_id`` is generated (a ULID), as for ``mosaic run``."""
-    return build_config(_this_workers(unwrap_config(payload, source), source), source=source, generate_run_id=True)
+    return mosaic_core.parse_worker_config(WORKER_NAME, payload, source)
 
 
 def load_worker_config(path: str | Path) -> WorkerConfig:
     """:func:`parse_worker_config` of a JSON file (strict JSON, UTF-8)."""
-    return parse_worker_config(read_config_file(path), str(path))
-
-
-def _this_workers(data: Any, source: str | None) -> Any:
-    if not isinstance(data, dict) or "worker" not in data:
-        return data
-    data = dict(data)
-    worker = data.pop("worker")
-    if worker != WORKER_NAME:
-        raise ConfigError(f"the config is for worker {worker!r}, not {WORKER_NAME!r}", field="worker", source=source)
-    return data
+    return mosaic_core.load_worker_config(WORKER_NAME, path)
 
 
 def load_worker_config_from_string(text: str, source: str = "<string>") -> WorkerConfig:
     """:func:`parse_worker_config` of JSON text."""
-    return parse_worker_config(parse_json(text, "the config", source), source)
+    return mosaic_core.load_worker_config_from_string(WORKER_NAME, text, source)
