@@ -84,6 +84,30 @@ print(json.dumps({{"heavy": sorted(m for m in {HEAVY!r} if m in sys.modules), "c
     assert json.loads(done.stdout) == {"heavy": [], "callbacks": True}
 
 
+def test_the_originals_extras_exist_and_mosaic_workers_names_the_command_that_builds_each(tmp_path):
+    """``pip install -e ".[xuance]"`` / ``".[ray-rllib]"``: the extras exist (pip says nothing of an
+    unknown extra) and add nothing to the host's venv; ``mosaic workers`` names the one command."""
+    from importlib import metadata
+
+    assert {"xuance", "ray-rllib"} <= set(metadata.metadata("mosaic-rl").get_all("Provides-Extra"))
+    extras_of = [r.partition(";")[2].replace("'", '"').replace(" ", "") for r in metadata.requires("mosaic-rl")]
+    assert 'extra=="ray"' in extras_of  # the form read here
+    assert not {'extra=="xuance"', 'extra=="ray-rllib"'} & set(extras_of)
+    env = {**os.environ, "MOSAIC_VENVS": str(tmp_path / "no-venvs")}
+    done = subprocess.run(
+        [sys.executable, "-m", "mosaic_core.cli.main", "workers", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    status = {item["name"]: item["environment_status"] for item in json.loads(done.stdout)}
+    for worker in ("xuance", "rllib"):
+        assert status[worker]["state"] == "missing"
+        assert status[worker]["detail"] == f"not installed: run `mosaic workers install {worker}`"
+
+
 # --------------------------------------------------------------------------- refused in one line
 
 BAD = {
