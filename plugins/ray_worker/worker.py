@@ -4,7 +4,10 @@ and the launch plan of :mod:`ray_worker.train`.
 
 RLlib's options go under ``extras.algo_params`` (``lr``, ``train_batch_size_per_learner``,
 ``num_env_runners``, ``model_config``...), each checked at dry run; a top-level extras key that no
-plugin owns is refused (naming ``algo_params`` when it is an RLlib option)."""
+plugin owns is refused (naming ``algo_params`` when it is an RLlib option). The original MOSAIC's
+option names (RLlib's old API stack: ``num_workers``…) are read as RLlib 2.60's, a framework other
+than torch refused, and a local cluster's env runners fitted to its CPUs (:mod:`ray_worker.config`);
+a config without an env or a budget gets the worker's (:meth:`RLlibWorker.config_defaults`)."""
 
 from __future__ import annotations
 

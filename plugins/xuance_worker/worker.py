@@ -5,7 +5,9 @@ Extras the worker does not own (nor a plugin) are XuanCe config keys (``learning
 ``parallels``, ``vectorize``...), checked against the algorithm's YAML config for the env. The run
 contract's keys (``mode``, ``checkpoint_path``, ``eval_*``...: :data:`mosaic_core.contract.STANDARD_KEYS`)
 are the core's; the worker checks their values and passes them as the training program's flags.
-Checkpoints: :mod:`xuance_worker.checkpoints`."""
+The original MOSAIC's names (``backend``, an on-policy agent's ``batch_size``) are read or refused by
+:func:`xuance_worker.config.in_our_names`; a config without an env or a budget gets the worker's
+(:meth:`XuanCeWorker.config_defaults`). Checkpoints: :mod:`xuance_worker.checkpoints`."""
 
 from __future__ import annotations
 
