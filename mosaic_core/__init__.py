@@ -100,6 +100,15 @@ _EXPORTS = {
         "worker_option_defaults",
     ),
     "worker_main": "mosaic_core.pipeline:main",
+    # A worker's Python facade (the original's <worker>.config, .runtime, .telemetry modules), written once.
+    **_from(
+        "facade",
+        "WorkerRuntime",
+        "LifecycleEmitter",
+        "parse_worker_config",
+        "load_worker_config",
+        "load_worker_config_from_string",
+    ),
     "run_command": "mosaic_core.cli.main",  # another command of the CLI, in this process
     "make_console": "mosaic_core.cli.console:console",
     **_from("cli.console", "said_if_slow"),

@@ -129,6 +129,38 @@ def private_user_state(tmp_path_factory):
             os.environ[name] = value
 
 
+# The workers with environments of their own, and the environment extras their tests use (RLlib's: the
+# env families its capabilities claim, tested in tests/rllib/test_env_families.py).
+WORKER_ENV_EXTRAS = {"xuance": "", "rllib": "atari,mujoco"}
+
+
+def build_worker_environment(worker: str) -> dict[str, str]:
+    """``mosaic workers install WORKER`` (with :data:`WORKER_ENV_EXTRAS`), once per test session
+    under the session's private ``$MOSAIC_VENVS`` (:func:`private_user_state`: CI's shared
+    ``$MOSAIC_TEST_VENVS``, else a temp dir); the environment variables under which `mosaic` finds it."""
+    env = dict(os.environ)
+    env.pop("MOSAIC_RUNS_DIR", None)
+    env.pop("RAY_ADDRESS", None)
+    extras = WORKER_ENV_EXTRAS[worker]
+    command = [sys.executable, "-m", "mosaic_core.cli.main", "workers", "install", worker]
+    command += ["--extras", extras] if extras else []
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"{' '.join(command[3:])} failed: {done.stderr[-2000:]}"
+    return env
+
+
+@pytest.fixture(scope="session")
+def xuance_env():
+    """The environment variables under which `mosaic` finds the built XuanCe environment."""
+    return build_worker_environment("xuance")
+
+
+@pytest.fixture(scope="session")
+def rllib_env():
+    """The environment variables under which `mosaic` finds the built RLlib environment."""
+    return build_worker_environment("rllib")
+
+
 @pytest.fixture
 def busy_cores():
     """Load for stop tests: ``busy_cores()`` starts a busy loop per core this process may use

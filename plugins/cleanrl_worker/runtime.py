@@ -20,26 +20,13 @@ from typing import Any
 
 from cleanrl_worker.readiness import MOSAIC_MODULES
 from cleanrl_worker.registry import bundled_names, defines_main, entrypoint_of, resolve
-from mosaic_core import (
-    DEFAULT_GRPC_TARGET,
-    HostOptions,
-    Prepared,
-    UsageError,
-    WorkerConfig,
-    execute,
-    find_worker,
-    load_worker,
-    plugin_host,
-    prepare,
-    worker_option_defaults,
-)
+from mosaic_core import DEFAULT_GRPC_TARGET, Prepared, UsageError, WorkerConfig, WorkerRuntime
 
 __all__ = ["CleanRLWorkerRuntime", "RuntimeSummary", "DEFAULT_ALGO_REGISTRY"]
 # MOSAIC's table (ppo -> its own copy, the rest -> upstream's module), then our bundled extras.
 DEFAULT_ALGO_REGISTRY: Mapping[str, str] = MappingProxyType(
     {**MOSAIC_MODULES, **{name: f"cleanrl.{name}" for name in bundled_names() if name not in MOSAIC_MODULES}}
 )
-STATUS_OF_EXIT = {0: "completed", 130: "cancelled"}
 
 
 @dataclass(frozen=True)
@@ -54,7 +41,9 @@ class RuntimeSummary:
         return asdict(self)
 
 
-class CleanRLWorkerRuntime:
+class CleanRLWorkerRuntime(WorkerRuntime):
+    worker = "cleanrl"
+
     def __init__(
         self,
         config: WorkerConfig,
@@ -66,9 +55,10 @@ class CleanRLWorkerRuntime:
         runs_dir: str | Path | None = None,
         quiet: bool = True,
     ):
-        self.config, self.use_grpc, self.grpc_target, self.dry_run = config, use_grpc, grpc_target, dry_run
-        self.algo_registry, self.runs_dir, self.quiet = algo_registry, runs_dir, quiet
-        self._prepared: Prepared | None = None
+        super().__init__(
+            config, use_grpc=use_grpc, grpc_target=grpc_target, dry_run=dry_run, runs_dir=runs_dir, quiet=quiet
+        )
+        self.algo_registry = algo_registry
 
     # -------------------------------------------------------------- resolution
     def _custom_script(self) -> Path | None:
@@ -96,44 +86,26 @@ class CleanRLWorkerRuntime:
         return entrypoint_of(resolve(self.config.algo, cleanrl_home=self.config.extras.get("cleanrl_home")))
 
     # -------------------------------------------------------------- the pipeline
-    def _prepare(self) -> Prepared:
-        if self._prepared is None:
-            item = find_worker("cleanrl")
-            worker = load_worker(item)
-            data = self.config.to_dict(redacted=False)
-            script = self._custom_script()
-            if script is not None:
-                data["algo"] = str(script)
-            self._prepared = prepare(
-                item,
-                worker,
-                plugin_host(),
-                data=data,
-                raw=self.config.raw,
-                source=self.config.source,
-                options=worker_option_defaults(worker),
-                runs_dir=self.runs_dir,
-                quiet=self.quiet,
-                dry_run=self.dry_run,
-            )
-        return self._prepared
-
-    @property
-    def run_dir(self) -> Path:
-        """The run's directory (manifest, TensorBoard files, checkpoints)."""
-        return self._prepare().run.run_dir
+    def config_data(self) -> dict[str, Any]:
+        """The config, with a registry's algorithm given as its script's path."""
+        data = super().config_data()
+        script = self._custom_script()
+        if script is not None:
+            data["algo"] = str(script)
+        return data
 
     def build_cleanrl_args(self) -> list[str]:
         """The algorithm script's argv, as the run will get it."""
-        return list(self._prepare().launch.summary.get("argv", []))
+        return list(self.prepare().launch.summary.get("argv", []))
+
+    def summary(self, status: str, prepared: Prepared) -> dict[str, Any]:
+        """MOSAIC's five fields."""
+        module, function = self.resolve_entrypoint()
+        config = prepared.config.to_dict()
+        return RuntimeSummary(status, module, function, config, config["extras"]).to_dict()
 
     def run(self) -> dict[str, Any]:
         """Dry run (``status: "dry-run"``) or run under supervision, then MOSAIC's five fields."""
-        prepared = self._prepare()
-        module, function = self.resolve_entrypoint()
-        status = "dry-run"
-        if not self.dry_run:
-            options = HostOptions(grpc=self.use_grpc, grpc_target=self.grpc_target, quiet=self.quiet)
-            status = STATUS_OF_EXIT.get(execute(prepared, options, plugin_host()), "failed")
-        config = prepared.config.to_dict()
-        return RuntimeSummary(status, module, function, config, config["extras"]).to_dict()
+        self.prepare()
+        self.resolve_entrypoint()  # an algorithm that cannot run is said before it starts
+        return super().run()

@@ -24,6 +24,14 @@ ALGORITHMS = {
 # RLlib's other algorithms: named when asked for, with what this worker runs instead.
 OTHER_RLLIB = ("BC", "MARWIL", "CQL", "IQL", "DreamerV3", "TQC")
 CONNECT_TIMEOUT_S = 3.0
+LOCAL_CLUSTER_MIN_CPUS = 2  # the driver's learner and one env runner
+
+
+def local_cluster_cpus() -> int:
+    """The CPUs of a run's own local Ray cluster: those this process may use, at least two."""
+    from mosaic_core import share
+
+    return max(LOCAL_CLUSTER_MIN_CPUS, share(1))
 
 
 def not_run_here(name: str) -> str | None:

@@ -31,7 +31,7 @@ def _frozen_runner(algo: Any) -> Any:
 
 def _recording(runner: Any, frames: list[Any]) -> None:
     """``runner``'s env 0 rendered (``rgb_array``) after its reset and after each of its steps."""
-    from ray_worker.callbacks import render_first
+    from ray_worker.fastlane import render_first
 
     def rendered(method: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:

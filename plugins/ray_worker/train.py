@@ -47,6 +47,7 @@ from typing import Any, NoReturn
 from mosaic_core import THREAD_VARS, procs
 from mosaic_core.child import HostCancel, Stopped
 from mosaic_core.contract import STOP_SIGNALS
+from ray_worker.catalog import local_cluster_cpus
 from ray_worker.checkpoints import SAVING, save, saved_step
 
 TENSORBOARD = "tensorboard"
@@ -148,7 +149,7 @@ def start_ray(ns: Namespace, temp: Path | None) -> None:
             include_dashboard=False,
             logging_level=logging.WARNING,
             configure_logging=False,
-            num_cpus=max(2, os.cpu_count() or 1),
+            num_cpus=local_cluster_cpus(),  # the plan fitted the env runners to them
             job_config=job_config("local"),
         )
     finally:

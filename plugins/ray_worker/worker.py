@@ -4,7 +4,10 @@ and the launch plan of :mod:`ray_worker.train`.
 
 RLlib's options go under ``extras.algo_params`` (``lr``, ``train_batch_size_per_learner``,
 ``num_env_runners``, ``model_config``...), each checked at dry run; a top-level extras key that no
-plugin owns is refused (naming ``algo_params`` when it is an RLlib option)."""
+plugin owns is refused (naming ``algo_params`` when it is an RLlib option). The original MOSAIC's
+option names (RLlib's old API stack: ``num_workers``…) are read as RLlib 2.60's, a framework other
+than torch refused, and a local cluster's env runners fitted to its CPUs (:mod:`ray_worker.config`);
+a config without an env or a budget gets the worker's (:meth:`RLlibWorker.config_defaults`)."""
 
 from __future__ import annotations
 
@@ -26,8 +29,9 @@ from mosaic_core import (
     contract,
 )
 from mosaic_core.procs import python_command
-from ray_worker.catalog import ALGORITHMS, ask_configs, check_answers, not_run_here, ray_address
+from ray_worker.catalog import ALGORITHMS, ask_configs, check_answers, local_cluster_cpus, not_run_here, ray_address
 from ray_worker.checkpoints import CHECKPOINT_MARK, LAYOUT, problem
+from ray_worker.config import DEFAULT_ENVS, DEFAULT_TOTAL_TIMESTEPS, fit_env_runners, in_our_names
 from ray_worker.presets import preset_params
 
 OWN_KEYS = [
@@ -152,9 +156,25 @@ class RLlibWorker(Worker):
         value = extras.get(key) if key else None
         return [CodePath(f"extras.{key}", value)] if isinstance(value, str) and value and "\0" not in value else []
 
+    def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+        """The algorithm's first env (CartPole-v1; Pendulum-v1 for SAC) and, in training, the
+        original's budget."""
+        defaults: dict[str, Any] = {}
+        algo = data.get("algo")
+        if isinstance(algo, str):  # one it does not run is refused by name, whatever the env
+            defaults["env_id"] = DEFAULT_ENVS.get(algo.upper(), DEFAULT_ENVS["PPO"])
+        if _mode(data.get("extras") or {}) == "train":  # resume and evaluate need no budget
+            defaults["total_timesteps"] = DEFAULT_TOTAL_TIMESTEPS
+        return defaults
+
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
         problems = [problem for problem in (not_run_here(config.algo),) if problem]
         extras = config.extras
+        if isinstance(extras.get("algo_params", {}), dict):
+            try:
+                in_our_names(extras.get("algo_params", {}))
+            except ConfigError as exc:
+                problems.append(str(exc))
         mode = _mode(extras)
         if mode not in contract.MODES:
             problems.append(
@@ -204,10 +224,14 @@ class RLlibWorker(Worker):
             )
         preset_name = run.options.get("preset") or extras.get("preset")
         preset = preset_params(preset_name, algo, config.env_id) if preset_name else {}
-        params = {**preset, **(extras.get("algo_params") or {})}
+        given, notes = in_our_names(extras.get("algo_params") or {})
+        params = {**preset, **given}
         address = ray_address(extras)
         if address:
             check_answers(address)
+        else:
+            params, fitted = fit_env_runners(params, local_cluster_cpus())
+            notes += fitted
         answer = ask_configs(
             run.python, ["check", "--algo", algo, "--env", config.env_id, "--params", json.dumps(params)]
         )
@@ -257,4 +281,5 @@ class RLlibWorker(Worker):
                 **({"preset": {"name": preset_name, "applied": preset}} if preset_name else {}),
             },
             started_payload={"rllib": {"algo": algo, "mode": mode, "ray_address": address or "local"}},
+            notes=tuple(notes),
         )

@@ -41,6 +41,9 @@ GYM_FAMILIES = {"robotic_warehouse": "rware-"}  # families whose scenarios are g
 # sharing off; XuanCe 1.4.4's on-policy buffer stacks every agent's observations and fails anyway.
 HETEROGENEOUS = ("mpe/simple_push_v3", "mpe/simple_adversary_v3")
 ON_POLICY = ("mappo", "ippo", "coma")
+# XuanCe's on-policy agents derive their minibatch size (``batch_size = buffer_size // n_minibatch``)
+# and have no batch_size key; one given is that size (the training program sets it on the agent).
+MINIBATCH = "batch_size"
 
 
 def configs_root() -> Path:
@@ -125,11 +128,24 @@ def problems(root: Path, algo: str, env: str, overrides: dict[str, Any]) -> list
     for key in sorted(overrides):
         if key in RESERVED:
             found.append(f"extras.{key} is set by the worker ({RESERVED[key]})")
+        elif key == MINIBATCH and algo in ON_POLICY:
+            found += minibatch_problems({**config, **overrides})
         elif key not in config:
             close = difflib.get_close_matches(key, list(config), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]}?" if close else f"see xuance/configs/{algo}/{env}.yaml"
             found.append(f"extras.{key} is not a key of XuanCe's {algo} config for {env}; {hint}")
     return found
+
+
+def minibatch_problems(config: dict[str, Any]) -> list[str]:
+    """A ``batch_size`` for an on-policy agent: a positive integer, at most its ``buffer_size``
+    (the transitions one update takes)."""
+    size, buffer = config[MINIBATCH], config.get("buffer_size")
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        return [f"extras.{MINIBATCH} must be a positive integer (a minibatch's transitions), got {size!r}"]
+    if isinstance(buffer, int) and size > buffer:
+        return [f"extras.{MINIBATCH} {size} is more than buffer_size {buffer}, the transitions one update takes"]
+    return []
 
 
 def worker_defaults(env: str) -> dict[str, Any]:

@@ -330,6 +330,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def keep_minibatch_size(agent: Any, overrides: dict[str, Any]) -> None:
+    """A ``batch_size`` the run gives is also an on-policy agent's minibatch size: XuanCe derives
+    that one (``buffer_size // n_minibatch``) and would ignore the key (checked by the plan:
+    :func:`xuance_worker.configs.minibatch_problems`)."""
+    from xuance_worker.configs import MINIBATCH
+
+    if MINIBATCH in overrides and getattr(agent, "on_policy", False):
+        agent.batch_size = int(overrides[MINIBATCH])
+
+
 def run(ns: Namespace, threads: int, stop: Stop) -> None:
     """Build XuanCe's envs and agent, then train or evaluate (Stopped on a stop)."""
     import torch
@@ -365,6 +375,7 @@ def run(ns: Namespace, threads: int, stop: Stop) -> None:
     agent = None
     try:
         agent = REGISTRY_Agents[config.agent](config, envs, callback=callback)
+        keep_minibatch_size(agent, json.loads(ns.overrides))
         if checkpoint is not None:
             try:
                 state.load(agent, checkpoint, everything=ns.mode == "resume")

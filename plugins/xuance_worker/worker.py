@@ -5,7 +5,9 @@ Extras the worker does not own (nor a plugin) are XuanCe config keys (``learning
 ``parallels``, ``vectorize``...), checked against the algorithm's YAML config for the env. The run
 contract's keys (``mode``, ``checkpoint_path``, ``eval_*``...: :data:`mosaic_core.contract.STANDARD_KEYS`)
 are the core's; the worker checks their values and passes them as the training program's flags.
-Checkpoints: :mod:`xuance_worker.checkpoints`."""
+The original MOSAIC's names (``backend``, an on-policy agent's ``batch_size``) are read or refused by
+:func:`xuance_worker.config.in_our_names`; a config without an env or a budget gets the worker's
+(:meth:`XuanCeWorker.config_defaults`). Checkpoints: :mod:`xuance_worker.checkpoints`."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from mosaic_core import ChildEvent, ConfigError, ExtrasKey, Launch, RunContext, 
 from mosaic_core.procs import python_command
 from xuance_worker.catalog import ALGORITHMS
 from xuance_worker.checkpoints import LAYOUT, resolve
+from xuance_worker.config import DEFAULT_ENV, DEFAULT_TOTAL_TIMESTEPS, in_our_names
 
 # The run contract's keys (mode, checkpoint_path, eval_*...) are the core's (contract.STANDARD_KEYS).
 OWN_KEYS = [
@@ -104,13 +107,24 @@ class XuanCeWorker(Worker):
         return LAYOUT
 
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
-        """No defaults (a curriculum is refused by the host: the capabilities say no env switching)."""
-        return {}
+        """XuanCe's MPE simple_spread (every algorithm has a config for it) and, in training, the
+        original's budget (a curriculum is refused by the host: the capabilities say no env switching)."""
+        defaults: dict[str, Any] = {"env_id": DEFAULT_ENV}
+        if mode_of(data.get("extras") or {}) == "train":  # resume and evaluate need no budget
+            defaults["total_timesteps"] = DEFAULT_TOTAL_TIMESTEPS
+        return defaults
 
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
         problems = _problems(config.extras)
-        if not isinstance(config.extras.get("algo_params", {}), dict):
+        params = config.extras.get("algo_params", {})
+        if not isinstance(params, dict):
             problems.append("extras.algo_params must be an object of XuanCe config keys")
+            params = {}
+        for where, settings in (("extras", config.extras), ("extras.algo_params", params)):
+            try:
+                in_our_names(config.algo, settings, where)
+            except ConfigError as exc:
+                problems.append(str(exc))
         return problems
 
     def algorithm_names(self, data: dict[str, Any]) -> list[str]:
@@ -130,7 +144,7 @@ class XuanCeWorker(Worker):
         env = split_env_id(config.env_id)
         # The contract's keys are the host's; until it claims them they arrive unclaimed: not XuanCe's.
         unclaimed = {k: v for k, v in run.worker_extras.items() if k not in STANDARD}
-        overrides = {**unclaimed, **config.extras.get("algo_params", {})}
+        overrides, notes = in_our_names(config.algo, {**unclaimed, **config.extras.get("algo_params", {})})
         answer = ask_configs(
             run.python, ["check", "--algo", config.algo, "--env", env, "--overrides", json.dumps(overrides)]
         )
@@ -175,4 +189,5 @@ class XuanCeWorker(Worker):
                 "xuance": summary,
             },
             started_payload={"xuance": {"agent": summary.get("agent"), "env": env, "mode": mode}},
+            notes=tuple(notes),
         )

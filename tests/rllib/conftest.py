@@ -1,39 +1,14 @@
-"""The RLlib worker's environment, built once per test session by ``mosaic workers install rllib --extras atari,mujoco``
-(under the session's private ``$MOSAIC_VENVS``, tests/conftest.py: CI's shared ``$MOSAIC_TEST_VENVS``, else a temp
-dir), and helpers to run it."""
+"""Helpers to run the RLlib worker; its environment is the session's ``rllib_env`` (tests/conftest.py:
+built once per test session by ``mosaic workers install rllib --extras atari,mujoco``)."""
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 MOSAIC = [sys.executable, "-m", "mosaic_core.cli.main"]
 # Tiny iterations: 500 env steps each, one env runner (a test checks the plumbing, not the learning).
 SMALL = {"num_env_runners": 1, "train_batch_size_per_learner": 500, "minibatch_size": 128, "num_epochs": 2}
-
-
-EXTRAS = "atari,mujoco"  # the env families the worker's capabilities claim, tested in test_env_families.py
-
-
-@pytest.fixture(scope="session")
-def rllib_env():
-    """The environment variables under which `mosaic` finds the built RLlib environment."""
-    env = dict(os.environ)  # $MOSAIC_VENVS: the session's (tests/conftest.py private_user_state)
-    env.pop("MOSAIC_RUNS_DIR", None)
-    env.pop("RAY_ADDRESS", None)
-    done = subprocess.run(
-        [*MOSAIC, "workers", "install", "rllib", "--extras", EXTRAS],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, f"mosaic workers install rllib --extras {EXTRAS} failed: {done.stderr[-2000:]}"
-    return env
 
 
 def run_args(run_id, runs_dir, algo="PPO", total=1000, extras=None, env_id="CartPole-v1", params=None, more=()):

@@ -139,23 +139,17 @@ class DaemonProcess:
             self.stderr.close()
 
 
-def completed_daemon_run(tmp_path: Path, config: dict, timeout: float = 400.0) -> tuple[Any, list[dict], str]:
-    """Submit ``config`` to a `mosaic daemon` of its own (state under ``tmp_path``) over gRPC and
-    wait for the run: it must complete, registered with the MOSAIC/1.0 handshake, and the daemon's
-    log must name its start. Returns (the final record, the run's events, the daemon's log)."""
+def completed_daemon_run(
+    tmp_path: Path, config: dict, timeout: float = 400.0, daemon_argv: list[str] | None = None
+) -> tuple[Any, list[dict], str]:
+    """Submit ``config`` to a `mosaic daemon` of its own (state under ``tmp_path``; ``daemon_argv``: the
+    command of another daemon program, given ``--state-dir``) over gRPC and wait for the run: it must
+    complete, registered with the MOSAIC/1.0 handshake, and the daemon's log must name its start.
+    Returns (the final record, the run's events, the daemon's log)."""
     from mosaic_core.trainer import trainer_pb2 as pb
 
-    daemon = DaemonProcess(
-        [
-            str(Path(sys.executable).with_name("mosaic")),
-            "daemon",
-            "--listen",
-            "127.0.0.1:0",
-            "--state-dir",
-            str(tmp_path / "state"),
-        ],
-        tmp_path,
-    )
+    argv = daemon_argv or [str(Path(sys.executable).with_name("mosaic")), "daemon", "--listen", "127.0.0.1:0"]
+    daemon = DaemonProcess([*argv, "--state-dir", str(tmp_path / "state")], tmp_path)
     try:
         run_id = client.submit(daemon.target, json.dumps(config), token=daemon.token).run_id
         final = wait_final(daemon.target, run_id, timeout=timeout, token=daemon.token)
