@@ -20,6 +20,7 @@ def mosaic_extras_keys() -> list[ExtrasKey]:
         ExtrasKey("grpc_", "reserved for the trainer protocol", prefix=True),
         ExtrasKey("grpc_target", "reserved for the trainer protocol (use --grpc-target)"),
         ExtrasKey("mosaic_", "reserved for the host", prefix=True),
+        ExtrasKey("agent_id", "the run's agent id (MOSAIC's metadata.ui.agent_id): recorded, never a script flag"),
     ]
 
 
