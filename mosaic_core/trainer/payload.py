@@ -53,7 +53,7 @@ class Payload:
 
     config: dict[str, Any]
     worker: str | None = None  # our top-level "worker"
-    module: str | None = None  # metadata.worker.module (or the top-level ["-m", MODULE])
+    modules: tuple[tuple[str, str], ...] = ()  # (field, module): metadata.worker.module, the top-level ["-m", M]
     arguments: tuple[str, ...] = ()  # metadata.worker.arguments: the worker's CLI flags
     environment: dict[str, str] = field(default_factory=dict)  # for the run's processes only
     grpc_target: str | None = None
@@ -88,7 +88,7 @@ def read_payload(data: Any) -> Payload:
     return Payload(
         config=dict(described["config"]),
         worker=data.get("worker"),
-        module=_module(described.get("module"), data.get("arguments")),
+        modules=_modules(described.get("module"), data.get("arguments")),
         arguments=_strings(described.get("arguments", []), "metadata.worker.arguments"),
         environment=check_environment(data.get("environment", {})),
         grpc_target=_text(described.get("grpc_target"), "metadata.worker.grpc_target"),
@@ -135,13 +135,12 @@ def _worker_section(value: Any) -> dict[str, Any]:
     return described
 
 
-def _module(module: Any, top_arguments: Any) -> str | None:
-    """``metadata.worker.module``; the top-level ``arguments`` may only repeat it as ``["-m", MODULE]``."""
+def _modules(module: Any, top_arguments: Any) -> tuple[tuple[str, str], ...]:
+    """``metadata.worker.module`` and the module of the top-level ``arguments``, which MOSAIC's
+    launcher ran as ``entry_point -m MODULE``: nothing else may be there."""
     named = _text(module, "metadata.worker.module")
     given = _strings(top_arguments or [], "arguments")
-    if not given:
-        return named
-    if len(given) != 2 or given[0] != "-m" or (named is not None and given[1] != named):
+    if given and (len(given) != 2 or given[0] != "-m"):
         raise ConfigError(
             f"arguments {list(given)!r}: MOSAIC ran entry_point with them; this daemon runs the worker's "
             'own command: give ["-m", "<the worker module>"] or nothing here, and the worker\'s flags in '
@@ -149,7 +148,8 @@ def _module(module: Any, top_arguments: Any) -> str | None:
             field="arguments",
             source=SOURCE,
         )
-    return given[1]
+    found = (("metadata.worker.module", named), ("arguments", given[1] if given else None))
+    return tuple((where, value) for where, value in found if value)
 
 
 def check_environment(value: Any) -> dict[str, str]:
@@ -195,11 +195,12 @@ def different_interpreter(entry_point: str | None) -> str | None:
 
 
 def _recorded(data: dict[str, Any]) -> dict[str, Any]:
-    """The payload as the run's record keeps it: no config (recorded on its own), no environment
-    (its names are recorded apart, its values nowhere), every secret-named value redacted."""
+    """The payload as the run's record keeps it: no config (recorded on its own), no arguments
+    (their values may hold secrets: the flags passed on are recorded apart), no environment (its
+    names are recorded apart, its values nowhere), every secret-named value redacted."""
     kept = {key: value for key, value in data.items() if key not in ("environment", "worker")}
     metadata = dict(kept["metadata"])
-    metadata["worker"] = {key: value for key, value in metadata["worker"].items() if key != "config"}
+    metadata["worker"] = {key: value for key, value in metadata["worker"].items() if key not in ("config", "arguments")}
     kept["metadata"] = metadata
     recorded: dict[str, Any] = redact(kept)
     return recorded

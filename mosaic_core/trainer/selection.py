@@ -1,11 +1,13 @@
-"""Which worker a submission runs through: its ``worker`` field, else ``metadata.worker.module``
-(MOSAIC's payloads name the module its daemon spawned), else the choice ``mosaic run`` makes
-without ``--worker`` (:func:`mosaic_core.choice.choose_worker`).
+"""Which worker a submission runs through: its ``worker`` field, else the modules MOSAIC's
+payload names (``metadata.worker.module``, and the top-level ``arguments: ["-m", MODULE]``
+its launcher ran), else the choice ``mosaic run`` makes without ``--worker``
+(:func:`mosaic_core.choice.choose_worker`).
 
 A module is either a worker's CLI module, ``<package>.cli`` of the package its ``mosaic.workers``
 entry point lives in (``cleanrl_worker.cli``), or an algorithm module one worker knows
 (:meth:`mosaic_core.worker.Worker.algorithm_of_module`, e.g. ``cleanrl.ppo``), which must then
-agree with ``config.algo``. Anything else is refused in one line.
+agree with ``config.algo``. Modules naming different workers, or anything else, are refused in
+one line.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.errors import ConfigError, UsageError
 
 SOURCE = "config_json"
-FIELD = "metadata.worker.module"
 
 
 def cli_module(item: LoadedEntryPoint) -> str:
@@ -25,54 +26,62 @@ def cli_module(item: LoadedEntryPoint) -> str:
 
 
 def choose(
-    named: str | None, module: str | None, config: dict[str, Any], workers: list[LoadedEntryPoint]
-) -> tuple[str, str | None]:
-    """``(worker, algo)``: the worker's name and the algorithm ``module`` names (None when it
-    names a worker's CLI, or nothing)."""
+    named: str | None, modules: list[tuple[str, str]], config: dict[str, Any], workers: list[LoadedEntryPoint]
+) -> tuple[str, list[tuple[str, str, str]]]:
+    """The worker's name, and ``(field, module, algo)`` for each of ``modules`` (``(field,
+    module)`` pairs) that names an algorithm."""
+    if not modules:
+        return (named or _default(config, workers)), []
     active = [item for item in workers if item.status == "active"]
-    if module is None:
-        return (named or _default(config, workers)), None
+    found = [(where, module, *_resolve(named, where, module, active)) for where, module in modules]
+    if len({worker for _, _, worker, _ in found}) > 1:
+        said = "; ".join(f"{where} {module} is worker {worker!r}'s" for where, module, worker, _ in found)
+        raise ConfigError(f"{said}: they must name one worker", field=modules[0][0], source=SOURCE)
+    return found[0][2], [(where, module, algo) for where, module, _, algo in found if algo is not None]
+
+
+def _resolve(named: str | None, where: str, module: str, active: list[LoadedEntryPoint]) -> tuple[str, str | None]:
     by_cli = [item.name for item in active if cli_module(item) == module]
     if by_cli:
-        return _one_of(by_cli, named, module), None
+        return _one_of(by_cli, named, where, module), None
     asked = [item for item in active if named is None or item.name == named]
     knowing = [(item.name, algo) for item in asked if (algo := _algorithm(item, module)) is not None]
     if len(knowing) == 1:
         return knowing[0]
-    clis = ", ".join(cli_module(item) for item in active)
     if not knowing:
+        clis = ", ".join(dict.fromkeys(cli_module(item) for item in active))
         whose = f"of worker {named!r}" if named else "any installed worker knows"
         raise ConfigError(
-            f"{FIELD} {module!r} is neither a worker's CLI module ({clis}) nor an algorithm module {whose}",
-            field=FIELD,
+            f"{where} {module!r} is neither a worker's CLI module ({clis}) nor an algorithm module {whose}",
+            field=where,
             source=SOURCE,
         )
     raise ConfigError(
-        f"{FIELD} {module!r} is an algorithm module of workers {', '.join(name for name, _ in knowing)}; "
+        f"{where} {module!r} is an algorithm module of workers {', '.join(name for name, _ in knowing)}; "
         'say which with "worker"',
-        field=FIELD,
+        field=where,
         source=SOURCE,
     )
 
 
-def _one_of(names: list[str], named: str | None, module: str) -> str:
+def _one_of(names: list[str], named: str | None, where: str, module: str) -> str:
     """The worker whose CLI ``module`` is: the only one, or the one ``worker`` names."""
     if named in names or (named is None and len(names) == 1):
         return named or names[0]
     if named is None:
         raise ConfigError(
-            f'{FIELD} {module} is the CLI of workers {", ".join(names)}; say which with "worker"',
-            field=FIELD,
+            f'{where} {module} is the CLI of workers {", ".join(names)}; say which with "worker"',
+            field=where,
             source=SOURCE,
         )
     raise ConfigError(
-        f"{FIELD} {module} is the CLI of worker {' or '.join(map(repr, names))}; the payload's worker is {named!r}",
-        field=FIELD,
+        f"{where} {module} is the CLI of worker {' or '.join(map(repr, names))}; the payload's worker is {named!r}",
+        field=where,
         source=SOURCE,
     )
 
 
-def check_algorithm(module: str, algo: str, config: dict[str, Any]) -> dict[str, Any]:
+def check_algorithm(where: str, module: str, algo: str, config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with ``algo`` (the one ``module`` names) when it has none; refused when it
     names another."""
     given = config.get("algo")
@@ -80,7 +89,7 @@ def check_algorithm(module: str, algo: str, config: dict[str, Any]) -> dict[str,
         return {**config, "algo": algo}
     if not isinstance(given, str) or given.lower() != algo.lower():
         raise ConfigError(
-            f"{FIELD} {module} is algorithm {algo!r}; the config's algo is {given!r}", field=FIELD, source=SOURCE
+            f"{where} {module} is algorithm {algo!r}; the config's algo is {given!r}", field=where, source=SOURCE
         )
     return config
 

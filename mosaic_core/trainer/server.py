@@ -343,7 +343,7 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         if not WORKER_KIND.fullmatch(request.worker_kind):
             context.abort(
                 Code.INVALID_ARGUMENT,
-                f"worker_kind must name the program's worker (e.g. cleanrl), got {request.worker_kind!r}",
+                f"worker_kind must name the program's worker (letters, digits, ., _ or -), got {request.worker_kind!r}",
             )
         attached.attach(
             self.store,

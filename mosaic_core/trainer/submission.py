@@ -163,12 +163,12 @@ def _parse_submission(
     _refuse_nul(data, "")
     payload = read_payload(data)
     raw = dict(payload.config)
-    worker, algo = _worker_of(payload, raw, workers)
+    worker, algorithms = _worker_of(payload, raw, workers)
     item = _find_worker(worker, workers)
     arguments = read_arguments(payload.arguments, load_worker(item), worker)
     raw = _with_ids(arguments.apply(raw), payload)
-    if algo is not None and payload.module is not None:
-        raw = selection.check_algorithm(payload.module, algo, raw)
+    for where, module, algo in algorithms:
+        raw = selection.check_algorithm(where, module, algo, raw)
     run_id = run_id or str(arguments.overrides.get("run_id") or "")
     wanted = run_id or raw.get("run_id")
     existing = None
@@ -202,13 +202,15 @@ def _parse_submission(
     )
 
 
-def _worker_of(payload: Payload, raw: dict[str, Any], workers: list[LoadedEntryPoint]) -> tuple[str, str | None]:
-    """The submission's worker (``worker``, the module's, or the default choice) and the
-    algorithm its module names, if it names one."""
+def _worker_of(
+    payload: Payload, raw: dict[str, Any], workers: list[LoadedEntryPoint]
+) -> tuple[str, list[tuple[str, str, str]]]:
+    """The submission's worker (``worker``, the modules', or the default choice) and the
+    algorithms its modules name."""
     named = payload.worker if payload.worker is not None else raw.pop("worker", None)
     if named is not None and (not isinstance(named, str) or not named):
         raise ConfigError(f"worker must be a worker name, got {named!r}", field="worker", source=SOURCE)
-    return selection.choose(named, payload.module, {**raw, **host_overrides(payload.arguments)}, workers)
+    return selection.choose(named, list(payload.modules), {**raw, **host_overrides(payload.arguments)}, workers)
 
 
 def _with_ids(raw: dict[str, Any], payload: Payload) -> dict[str, Any]:
