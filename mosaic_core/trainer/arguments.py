@@ -35,7 +35,7 @@ class WorkerArguments:
     extras: dict[str, Any] | None = None  # --extras
     dry_run: bool = False
     grpc_target: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)  # the worker's own flags, parsed
+    options: dict[str, Any] | None = None  # the worker's own flags, parsed (None: none given, their defaults)
     passed_on: tuple[str, ...] = ()  # flags for the run's command line (--num-cpus, the worker's own)
 
     def apply(self, config: dict[str, Any]) -> dict[str, Any]:
@@ -77,22 +77,41 @@ def host_overrides(arguments: Sequence[str]) -> dict[str, Any]:
 
 def read_arguments(arguments: Sequence[str], worker: Worker, worker_name: str) -> WorkerArguments:
     """The flags as the daemon honours them; ConfigError naming the first it cannot."""
-    from mosaic_core.pipeline import OneLineParser
-
-    argv = _without_help(arguments)
+    if not arguments:
+        return WorkerArguments()
     parser = _host_parser(worker_name)
+    ns, rest = _parse(parser, _without_help(arguments))
+    given = _honoured_host_flags(parser, ns)
+    if ns.emit_summary and not ns.dry_run:
+        raise _refuse("--emit-summary needs --dry-run")
+    options = _worker_flags(worker, worker_name, rest)
+    _refuse_secret_flags(rest)
+    return WorkerArguments(
+        overrides={name: getattr(ns, name) for name in OVERRIDES if getattr(ns, name) is not None},
+        extras=parse_extras_json(ns.extras) if ns.extras else None,
+        dry_run=ns.dry_run,
+        grpc_target=ns.grpc_target if "grpc_target" in given else None,
+        options=options,
+        passed_on=(*(("--num-cpus", str(ns.num_cpus)) if ns.num_cpus is not None else ()), *rest),
+    )
+
+
+def _honoured_host_flags(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> set[str]:
+    """The host flags given (their dests); one the daemon sets for every run is refused."""
     defaults, _ = parser.parse_known_args([])
-    ns, rest = _parse(parser, argv)
-    flag_of = {action.dest: action.option_strings[0] for action in parser._actions if action.option_strings}
     given = {dest for dest, value in vars(ns).items() if value != getattr(defaults, dest, None)}
     owned = sorted(given - HONOURED)
     if owned:
-        raise _refuse(
-            f"{flag_of.get(owned[0], owned[0])} is the daemon's to set for every run it starts "
-            "(the config file, runs directory, heartbeats, output, launcher); leave it out"
-        )
-    if ns.emit_summary and not ns.dry_run:
-        raise _refuse("--emit-summary needs --dry-run")
+        flag = next((a.option_strings[0] for a in parser._actions if a.dest == owned[0] and a.option_strings), owned[0])
+        raise _refuse(f"{flag} is the daemon's to set for every run it starts; leave it out")
+    return given
+
+
+def _worker_flags(worker: Worker, worker_name: str, rest: list[str]) -> dict[str, Any]:
+    """The worker's own flags in ``rest`` as ``options`` (``mosaic run``'s), and the script's
+    flags for a worker that takes them; anything else is refused."""
+    from mosaic_core.pipeline import OneLineParser
+
     own = OneLineParser(prog=f"mosaic run --worker {worker_name}", add_help=False, allow_abbrev=False)
     worker.add_arguments(own)  # type: ignore[arg-type]  # a parser serves as the worker's group
     options, extra = _parse(own, rest)
@@ -101,16 +120,7 @@ def read_arguments(arguments: Sequence[str], worker: Worker, worker_name: str) -
             f"unrecognized argument(s) {' '.join(extra)}: worker {worker_name!r} has no such flag "
             f"(`mosaic run --worker {worker_name} --help` lists them)"
         )
-    _refuse_secret_flags(rest)
-    found = {**vars(options), "restart": False, **({"extra_argv": extra} if worker.accepts_extra_argv else {})}
-    return WorkerArguments(
-        overrides={name: getattr(ns, name) for name in OVERRIDES if getattr(ns, name) is not None},
-        extras=parse_extras_json(ns.extras) if ns.extras else None,
-        dry_run=ns.dry_run,
-        grpc_target=ns.grpc_target if "grpc_target" in given else None,
-        options=found,
-        passed_on=(*(("--num-cpus", str(ns.num_cpus)) if ns.num_cpus is not None else ()), *rest),
-    )
+    return {**vars(options), "restart": False, **({"extra_argv": extra} if worker.accepts_extra_argv else {})}
 
 
 def _without_help(arguments: Sequence[str]) -> list[str]:

@@ -58,7 +58,8 @@ class Payload:
     environment: dict[str, str] = field(default_factory=dict)  # for the run's processes only
     grpc_target: str | None = None
     entry_point: str | None = None
-    gpus: dict[str, Any] = field(default_factory=dict)  # resources.gpus
+    gpus_requested: int = 0  # resources.gpus.requested
+    gpus_mandatory: bool = False  # resources.gpus.mandatory
     worker_id: str | None = None  # metadata.worker.worker_id, else metadata.ui.worker_id
     agent_id: str | None = None  # metadata.worker.agent_id, else metadata.ui.agent_id
     recorded: dict[str, Any] = field(default_factory=dict)  # kept with the run (redacted; no environment values)
@@ -93,7 +94,8 @@ def read_payload(data: Any) -> Payload:
         environment=check_environment(data.get("environment", {})),
         grpc_target=_text(described.get("grpc_target"), "metadata.worker.grpc_target"),
         entry_point=_text(data.get("entry_point"), "entry_point"),
-        gpus=gpus,
+        gpus_requested=_whole(gpus.get("requested", 0), "resources.gpus.requested"),
+        gpus_mandatory=gpus.get("mandatory") is True,
         worker_id=_text(described.get("worker_id") or ui.get("worker_id"), "metadata.ui.worker_id"),
         agent_id=_text(described.get("agent_id") or ui.get("agent_id"), "metadata.ui.agent_id"),
         recorded=_recorded(data),
@@ -227,4 +229,10 @@ def _text(value: Any, where: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise ConfigError(f"{where} must be a string, got {type(value).__name__}", field=where, source=SOURCE)
+    return value
+
+
+def _whole(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{where} must be a whole number, got {value!r}", field=where, source=SOURCE)
     return value

@@ -162,6 +162,7 @@ def _parse_submission(
     data = parse_json(config_json, "config_json", SOURCE, field="config_json")
     _refuse_nul(data, "")
     payload = read_payload(data)
+    _refuse_missing_gpus(payload, gpus)
     raw = dict(payload.config)
     worker, algorithms = _worker_of(payload, raw, workers)
     item = _find_worker(worker, workers)
@@ -269,12 +270,19 @@ def _notes(payload: Payload, arguments: WorkerArguments, target: str | None, gpu
     interpreter = different_interpreter(payload.entry_point)
     if interpreter:
         notes.append(interpreter)
-    requested = payload.gpus.get("requested") or 0
-    if isinstance(requested, int) and requested > 0 and gpus == 0:
-        if payload.gpus.get("mandatory"):
-            raise PreconditionError(f"resources.gpus asks for {requested} GPU(s) (mandatory) and this host has none")
-        notes.append(f"resources.gpus asks for {requested} GPU(s), not mandatory; this host has none: it runs on CPU")
+    if payload.gpus_requested and gpus == 0:
+        notes.append(
+            f"resources.gpus asks for {payload.gpus_requested} GPU(s), not mandatory; this host has none: it runs on CPU"
+        )
     return tuple(notes)
+
+
+def _refuse_missing_gpus(payload: Payload, gpus: int) -> None:
+    """MOSAIC's ``resources.gpus`` with ``mandatory``: a host without a GPU cannot run it."""
+    if payload.gpus_requested and payload.gpus_mandatory and gpus == 0:
+        raise PreconditionError(
+            f"resources.gpus asks for {payload.gpus_requested} GPU(s) (mandatory) and this host has none"
+        )
 
 
 def _check_resumed(earlier: RunRow, worker: str, raw: dict[str, Any]) -> None:

@@ -183,6 +183,13 @@ def test_an_argument_the_worker_does_not_take_is_refused(daemon, arguments, said
     assert "INVALID_ARGUMENT: " in message and said in message
 
 
+def test_a_worker_without_script_flags_names_the_flag_it_lacks(daemon):
+    config = {"env_id": "CartPole-v1", "total_timesteps": 10}
+    payload = mosaic_payload(config, ["--frobnicate"], module="mosaic_example_plugin.cli", worker="example")
+    message = refused(daemon, {**payload, "arguments": []})
+    assert "metadata.worker.arguments: unrecognized argument(s) --frobnicate: worker 'example' has no such" in message
+
+
 def test_mosaic_submit_says_a_refused_argument_in_one_line(daemon, tmp_path):
     (tmp_path / "payload.json").write_text(json.dumps(mosaic_payload(SMALL_PPO, ["--no-such-flag"])))
     result = run_cli(["submit", "payload.json", "--target", daemon.address], cwd=tmp_path, timeout=120)
@@ -266,6 +273,32 @@ def test_ui_ids_and_environment_reach_the_run_and_the_key_no_file(start_daemon, 
         files = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
         assert files and [str(p) for p in files if key.encode() in p.read_bytes()] == []
     assert not any(key in line for line in said)
+
+
+def test_a_queued_runs_environment_dies_with_the_daemon_that_took_it(start_daemon, state_dir):  # noqa: F811
+    first = start_daemon(max_concurrent=1)
+    busy = client.submit(first.address, fake_config({"duration": 120})).run_id
+    wait_for(lambda: record(first.address, busy).status == pb.RUN_STATUS_EXEC, what="the first run to start")
+    payload = mosaic_payload(json.loads(fake_config()), environment={"WANDB_EMAIL": "me@example.org"})
+    queued = client.submit(first.address, json.dumps(payload)).run_id
+    assert record(first.address, queued).status == pb.RUN_STATUS_INIT
+    first.stop()
+    again = start_daemon()  # the same state dir: the queued run is started again, without its values
+    failed = wait_final(again.address, queued)
+    assert failed.terminal_event == "run_failed" and not Path(failed.run_dir).exists()
+    assert "its environment (WANDB_EMAIL) was given to an earlier daemon" in failed.failure_reason
+    assert not [p for p in state_dir.rglob("*") if p.is_file() and b"me@example.org" in p.read_bytes()]
+
+
+def test_the_worker_cli_says_what_of_a_payload_only_the_daemon_applies(tmp_path):
+    payload = mosaic_payload(SMALL_PPO, ["--seed", "3"], environment={"TRACK_WANDB": "0"})
+    (tmp_path / "payload.json").write_text(json.dumps(payload))
+    result = run_cli(["cleanrl-worker", "--config", "payload.json", "--dry-run"], cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "mosaic: note: payload.json is a trainer payload: this command runs its metadata.worker.config; "
+        "its environment and metadata.worker.arguments are the trainer daemon's to apply"
+    ) in result.stderr
 
 
 @pytest.mark.parametrize(
