@@ -21,7 +21,7 @@ from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
 from mosaic_core.trainer.auth import TOKEN_ENV, bearer
 from mosaic_core.trainer.manager import mosaic_run_command
-from tests.conftest import run_cli
+from tests.conftest import HOST_VARS, run_cli
 from tests.trainer.conftest import fake_config, record, start_daemon, state_dir, wait_final, wait_for  # noqa: F401
 
 SMALL_PPO = {
@@ -337,7 +337,7 @@ def test_payload_fields_the_daemon_does_differently_are_refused_or_said(daemon):
 def hand_started(cwd: Path, target: str, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
     """Seed 000's worked example: ``python -m cleanrl_worker.cli --config ./worker_config.json
     --grpc --grpc-target HOST:PORT …``, run by hand in ``cwd``."""
-    environ = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, "MOSAIC_RUNS_DIR")}
+    environ = {k: v for k, v in os.environ.items() if k not in {TOKEN_ENV, *HOST_VARS}}
     command = [sys.executable, "-m", "cleanrl_worker.cli", "--config", "./worker_config.json"]
     return subprocess.run(
         [*command, "--grpc", "--grpc-target", target, *extra],
@@ -412,5 +412,8 @@ def test_an_attached_run_is_the_owners_only_and_its_silence_fails_it(start_daemo
     assert record(daemon.address, "by-hand").status == pb.RUN_STATUS_EXEC
     failed = wait_final(daemon.address, "by-hand", timeout=60)  # no heartbeat for 2 s
     assert failed.terminal_event == "run_failed" and "no heartbeat for" in failed.failure_reason
+    (tmp_path / "kept.txt").write_text("its program's files")
+    client.remove_run(daemon.address, "by-hand")  # its record goes; files outside the state dir stay
+    assert record(daemon.address, "by-hand") is None and (tmp_path / "kept.txt").exists()
     session.close()
     client.cancel(daemon.address, spawned)
