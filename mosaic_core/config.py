@@ -305,6 +305,9 @@ def read_config_file(path: str | Path, run_file: bool = False) -> ConfigFile:
 
 
 def unwrap_config(data: Any, source: str | None = None) -> dict[str, Any]:
+    """The worker config in ``data``: ``data`` itself (flat), or a trainer payload's
+    ``metadata.worker.config`` (nested; what it holds besides is said in one line, see
+    :func:`note_daemon_fields`)."""
     if not isinstance(data, dict):
         raise ConfigError(f"a worker config must be a JSON object, got {type(data).__name__}", source=source)
     nested = data.get("metadata")
@@ -313,8 +316,33 @@ def unwrap_config(data: Any, source: str | None = None) -> dict[str, Any]:
         config = worker.get("config") if isinstance(worker, dict) else None
         if not isinstance(config, dict):
             raise ConfigError("metadata.worker.config must be an object", field="metadata.worker.config", source=source)
+        note_daemon_fields(data, source)
         return dict(config)
     return dict(data)
+
+
+def note_daemon_fields(payload: dict[str, Any], source: str | None) -> None:
+    """One line on stderr when a trainer payload read as a worker config carries what only the
+    trainer daemon applies (``environment``, ``metadata.worker.arguments``): MOSAIC's worker
+    ignored them too; ``mosaic submit FILE`` applies them."""
+    import sys
+
+    worker = payload["metadata"]["worker"]
+    found = [
+        name
+        for name, value in (
+            ("environment", payload.get("environment")),
+            ("metadata.worker.arguments", worker.get("arguments")),
+        )
+        if value
+    ]
+    if found:
+        print(
+            f"mosaic: note: {source or 'the config'} is a trainer payload: this command runs its "
+            f"metadata.worker.config; its {' and '.join(found)} are the trainer daemon's to apply "
+            "(mosaic submit applies them) and are not applied here",
+            file=sys.stderr,
+        )
 
 
 def build_config(

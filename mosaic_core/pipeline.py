@@ -113,6 +113,11 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
         default=DEFAULT_GRPC_TARGET,
         help=f"trainer daemon address (HOST:PORT; default {DEFAULT_GRPC_TARGET})",
     )
+    host.add_argument(
+        "--token-file",
+        help="with --grpc, started by hand: a file holding the daemon's client token (else $MOSAIC_TOKEN, "
+        "else var/trainer/client.token)",
+    )
     host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
     host.add_argument(
@@ -138,6 +143,7 @@ class HostOptions:
 
     grpc: bool = False
     grpc_target: str = DEFAULT_GRPC_TARGET
+    token_file: str | None = None  # --token-file: the daemon's client token, for a run started by hand
     heartbeat_interval: float = 30.0
     grace_period: float = 10.0
     quiet: bool = False
@@ -148,6 +154,7 @@ class HostOptions:
         return cls(
             grpc=ns.grpc,
             grpc_target=ns.grpc_target,
+            token_file=ns.token_file,
             heartbeat_interval=ns.heartbeat_interval,
             grace_period=ns.grace_period,
             quiet=ns.quiet,
@@ -198,6 +205,8 @@ class Prepared:
 
 
 def check_host_options(ns: argparse.Namespace) -> None:
+    if ns.token_file and not ns.grpc:
+        raise UsageError("--token-file needs --grpc (it is the trainer daemon's client token)")
     if ns.num_cpus is not None and ns.num_cpus < 1:
         raise UsageError(f"--num-cpus must be at least 1, got {ns.num_cpus}")
     for flag, value in (("--heartbeat-interval", ns.heartbeat_interval), ("--grace-period", ns.grace_period)):
@@ -601,8 +610,9 @@ def execute(prepared: Prepared, ns: HostOptions, host: PluginHost, early: Any = 
     )
     session = None
     if ns.grpc:
-        session = _register(prepared, ns.grpc_target)
+        session = _register(prepared, ns.grpc_target, ns.token_file)
         options.heartbeat_extra = lambda: {"grpc_heartbeat": session.heartbeat()}
+        options.event_sinks.append(session.report_event)  # a daemon that did not start the run hears of it
         options.started_payload["grpc"] = {"target": ns.grpc_target, "accepted_version": session.accepted_version}
     directory = run.directory
     directory.check_usable(existing_ok=bool(run.resume or prepared.restart))  # again: time passed since the plan
@@ -688,11 +698,15 @@ def rerun_argv(prepared: Prepared, ns: HostOptions) -> list[str]:
     ]
 
 
-def _register(prepared: Prepared, target: str) -> Any:
+def _register(prepared: Prepared, target: str, token_file: str | None = None) -> Any:
+    """The run's RegisterWorker: with the secret a daemon gave the process it started, else (a
+    run started by hand) with the daemon's client token, found as every ``mosaic`` call finds it."""
+    from mosaic_core.trainer.auth import find_token
     from mosaic_core.trainer.client import RunSession
 
     config, worker = prepared.config, prepared.run.worker
     extras = config.extras
+    secret = os.environ.pop(REGISTRATION_ENV, None)
     return RunSession.register(
         target,
         run_id=config.run_id,
@@ -702,7 +716,8 @@ def _register(prepared: Prepared, target: str) -> Any:
         schema_version=int(extras.get("schema_version") or 1),
         supports_pause=bool(extras.get("supports_pause", False)),
         supports_checkpoint=bool(extras.get("supports_checkpoint", True)),
-        registration_secret=os.environ.pop(REGISTRATION_ENV, None),
+        registration_secret=secret,
+        client_token=None if secret else find_token(token_file),
     )
 
 

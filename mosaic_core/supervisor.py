@@ -52,6 +52,7 @@ class SupervisorOptions:
     grace_period: float = 10.0
     stream: Any = None  # where JSONL goes; stdout by default
     heartbeat_extra: Callable[[], dict[str, Any]] | None = None  # e.g. a gRPC heartbeat
+    event_sinks: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)  # e.g. a daemon told of each
     started_payload: dict[str, Any] = field(default_factory=dict)
     # Interactive runs: the child talks to the user over the host's stdin/stdout, so the
     # lifecycle stream goes to events.jsonl only.
@@ -216,7 +217,7 @@ class Supervisor:
             run.run_id,
             run.directory.events,
             stream=self.options.stream,
-            sinks=[self._sink],
+            sinks=[self._sink, *self.options.event_sinks],
             to_stream=self.options.json_stdout and not self.options.passthrough_stdio,
         )
         run.emitter = emitter

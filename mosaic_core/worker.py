@@ -117,6 +117,13 @@ class Worker:
         is refused there whatever the config)."""
         return None
 
+    def algorithm_of_module(self, module: str) -> str | None:
+        """The algorithm a trainer payload's ``metadata.worker.module`` names when it is one of this
+        worker's algorithm modules (MOSAIC's GUI sent ``cleanrl.ppo`` for ``ppo``), or None. The
+        host then holds ``config.algo`` to it; the worker's CLI module (``<package>.cli``) is the
+        host's to recognise. The default: None (the worker names its algorithms by name only)."""
+        return None
+
     def algorithm_names(self, data: dict[str, Any]) -> list[str] | None:
         """The algorithm names this worker runs, spelt as it spells them, for a run whose config
         (a mapping, before defaults) is ``data``: cheap to answer (no subprocess, nothing heavy

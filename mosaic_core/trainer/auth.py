@@ -9,8 +9,10 @@ Three credentials, each for one kind of caller (see SECURITY.md):
 - the **registration secret**: one per spawned run, handed to it in its environment
   (:data:`REGISTRATION_ENV`) and sent back as :data:`REGISTRATION_METADATA` by its first
   RegisterWorker, so no one else can register as the run's training program (the wire's "worker").
-- the **session token** RegisterWorker returns (``x-mosaic-session-token``): Heartbeat and
-  Publish* for that run.
+  A program the owner started by hand registers a *new* run with the client token instead
+  (never an existing run: those need their secret).
+- the **session token** RegisterWorker returns (``x-mosaic-session-token``): Heartbeat,
+  Publish* and ReportRunEvent for that run.
 
 ``GetHealth`` needs none: it says whether a daemon answers (pid, address, counts) and lets a
 client tell "no daemon" from "no credential" (the owner's client sends the token anyway, so others'
@@ -43,7 +45,9 @@ REGISTRATION_ENV = "MOSAIC_REGISTRATION_SECRET"
 SERVICE = "/gymgui.trainer.TrainerService/"
 OPEN_METHODS = frozenset({"GetHealth"})
 # What a run's training program calls (the wire's "worker": RegisterWorker and after).
-PROGRAM_METHODS = frozenset({"RegisterWorker", "Heartbeat", "PublishRunSteps", "PublishRunEpisodes", "ControlStream"})
+PROGRAM_METHODS = frozenset(
+    {"RegisterWorker", "Heartbeat", "PublishRunSteps", "PublishRunEpisodes", "ControlStream", "ReportRunEvent"}
+)
 STREAMING_METHODS = frozenset(
     {"WatchRuns", "StreamRunSteps", "StreamRunEpisodes", "PublishRunSteps", "PublishRunEpisodes", "ControlStream"}
 )
@@ -194,7 +198,8 @@ class RpcGate(grpc.ServerInterceptor):
             reason = (
                 f"a first RegisterWorker needs the registration secret the daemon gave the run's process "
                 f"(${REGISTRATION_ENV}), as metadata {REGISTRATION_METADATA!r}; a replacement, its training program's "
-                f"session token ({SESSION_METADATA!r}); the same answer for every run id"
+                f"session token ({SESSION_METADATA!r}); a program started by hand, the daemon's client token "
+                f"(${TOKEN_ENV}, or STATE_DIR/{TOKEN_FILE}); the same answer for every run id"
             )
         elif method in PROGRAM_METHODS:
             reason = (

@@ -26,6 +26,12 @@ from mosaic_core.trainer.auth import REGISTRATION_METADATA, bearer, find_token
 from mosaic_core.trainer.protocol import CHANNEL_OPTIONS, PROTO_VERSION, TOKEN_METADATA, check_target, status_name
 
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+USAGE_CODES = (  # the request or its credential is for the caller to fix: exit code 2
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED,
+)
 BACKOFF_S = 0.2  # doubled after each failed try
 
 
@@ -43,18 +49,28 @@ def rpc_error(target: str, what: str, error: grpc.RpcError) -> MosaicError:
     code = error.code()
     if code in RETRYABLE:
         return MosaicError(f"no trainer daemon answered at {target} ({what}): {_details(error)}")
-    cls = UsageError if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS) else MosaicError
+    cls = UsageError if code in USAGE_CODES else MosaicError
     return cls(f"trainer daemon at {target} refused {what}: {_details(error)}")
 
 
 class RunSession:
-    """A run's training program registered with a daemon: ``session_token`` and ``accepted_version``."""
+    """A run's training program registered with a daemon: ``session_token`` and ``accepted_version``;
+    ``report_events``: the daemon does not read this program's stdout (it was started by hand) and
+    asks for its lifecycle events (:meth:`report_event`)."""
 
     def __init__(
-        self, target: str, channel: grpc.Channel, run_id: str, session_token: str, accepted_version: str, timeout: float
+        self,
+        target: str,
+        channel: grpc.Channel,
+        run_id: str,
+        session_token: str,
+        accepted_version: str,
+        timeout: float,
+        report_events: bool = False,
     ):
         self.target, self.run_id, self.timeout = target, run_id, timeout
         self.session_token, self.accepted_version = session_token, accepted_version
+        self.report_events = report_events
         self._channel = channel
         self._stub = pb_grpc.TrainerServiceStub(channel)
 
@@ -74,12 +90,14 @@ class RunSession:
         retries: int = 3,
         session_token: str | None = None,
         registration_secret: str | None = None,
+        client_token: str | None = None,
     ) -> RunSession:
         """Send RegisterWorker (proto_version MOSAIC/1.0), retrying an unreachable daemon
         ``retries`` times with backoff. ``registration_secret``: the one the daemon gave the
         run in its environment (a first registration needs it); ``session_token``: the run's
-        current token, to replace its registered program. ``worker_id``: the training program's
-        name; ``worker_kind``: the worker the run trains through."""
+        current token, to replace its registered program; ``client_token``: the daemon's client
+        token, with which a program started by hand registers a run of its own. ``worker_id``:
+        the training program's name; ``worker_kind``: the worker the run trains through."""
         channel = open_channel(target, "--grpc-target")
         stub = pb_grpc.TrainerServiceStub(channel)
         request = pb.RegisterWorkerRequest(
@@ -95,12 +113,21 @@ class RunSession:
         metadata = [(TOKEN_METADATA, session_token)] if session_token else []
         if registration_secret:
             metadata.append((REGISTRATION_METADATA, registration_secret))
+        metadata += bearer(client_token)
         tries = max(1, retries)
         last: grpc.RpcError | None = None
         for attempt in range(tries):
             try:
                 reply = stub.RegisterWorker(request, timeout=timeout, metadata=metadata)
-                return cls(target, channel, run_id, reply.session_token, reply.accepted_version, timeout)
+                return cls(
+                    target,
+                    channel,
+                    run_id,
+                    reply.session_token,
+                    reply.accepted_version,
+                    timeout,
+                    reply.report_events,
+                )
             except grpc.RpcError as exc:
                 last = exc
                 if exc.code() not in RETRYABLE:
@@ -123,6 +150,24 @@ class RunSession:
             return {"ok": True}
         except grpc.RpcError as exc:
             return {"ok": False, "error": _details(exc)}
+
+    def report_event(self, record: dict[str, Any]) -> None:
+        """Tell the daemon of a lifecycle event it asked for (``report_events``: ``run_started``
+        and the terminal event); never raises (the run's own events.jsonl keeps it anyway)."""
+        from mosaic_core.trainer.attached import REPORTED
+
+        if not self.report_events or record.get("event") not in REPORTED:
+            return
+        report = pb.RunEventReport(
+            run_id=self.run_id, event=record["event"], payload_json=json.dumps(record.get("payload") or {}, default=str)
+        )
+        try:
+            self._stub.ReportRunEvent(report, timeout=self.timeout, metadata=self.metadata)
+        except grpc.RpcError as exc:
+            print(
+                f"mosaic: warning: could not tell the trainer daemon of {record['event']}: {_details(exc)}",
+                file=sys.stderr,
+            )
 
     def publish_steps(self, steps: Iterable[pb.RunStep]) -> pb.PublishTelemetryResponse:
         return self._publish(self._stub.PublishRunSteps, steps, "PublishRunSteps")
@@ -250,6 +295,7 @@ def record_to_dict(record: pb.RunRecord) -> dict[str, Any]:
         "terminal_event": record.terminal_event or None,
         "exit_code": record.exit_code if record.HasField("exit_code") else None,
         "run_dir": record.run_dir or None,
+        "metadata": json.loads(record.metadata_json) if record.metadata_json else {},
         "seq_id": record.seq_id,
     }
 

@@ -153,8 +153,9 @@ def _run_daemon(ns: argparse.Namespace) -> int:
 def _configure_submit(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "config",
-        help="worker config JSON (flat, or nested at metadata.worker.config); "
-        'an optional "worker" key picks the worker (default: the one '
+        help="worker config JSON (flat, or MOSAIC's trainer payload: metadata.worker.config with its "
+        "module, arguments, metadata.ui and environment; docs/daemon.md); "
+        'an optional "worker" key picks the worker (default: the module\'s, the one '
         "installed, or $MOSAIC_DEFAULT_WORKER)",
     )
     parser.add_argument("--run-id", default="", help="run id (wins over the file's)")
@@ -175,7 +176,12 @@ def _run_submit(ns: argparse.Namespace) -> int:
             f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", source=ns.config
         ) from None
     reply = submit(ns.target, text, run_id=ns.run_id, token=_token(ns))
-    print(json.dumps({"run_id": reply.run_id, "digest": reply.digest}))
+    for note in reply.notes:
+        print(f"mosaic: note: {note}", file=sys.stderr)
+    answer: dict[str, object] = {"run_id": reply.run_id, "digest": reply.digest}
+    if reply.dry_run:  # metadata.worker.arguments held --dry-run: validated, nothing started
+        answer.update(dry_run=True, summary=json.loads(reply.summary_json))
+    print(json.dumps(answer, indent=2 if reply.dry_run else None))
     return 0
 
 

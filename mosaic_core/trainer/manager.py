@@ -6,8 +6,12 @@ Each run is started as ``mosaic run --worker W --config <state>/configs/<id>.jso
 process group of its own, cwd = the state dir, stderr in ``<state>/logs/<id>.stderr.log``
 (0600), from one long-lived spawner thread with a parent-death signal (SIGTERM: a killed
 daemon's runs cancel themselves). Its environment carries what must not be in a file or on a
-command line: the run's registration secret and its secret extras (the config file holds
-them redacted; see SECURITY.md).
+command line: the run's registration secret, its secret extras (the config file holds them
+redacted) and the submission's ``environment`` (kept in memory only; see SECURITY.md).
+
+A training program started by hand registers a run of its own (*attached*: the daemon has no
+process of it): it reports its start and end through its session, and the heartbeat watchdog
+fails it when it falls silent, as it does a spawned run.
 
 After a restart, a run the last daemon left behind is recorded as its own ``events.jsonl``
 says it ended (:mod:`mosaic_core.trainer.recovery`).
@@ -38,10 +42,21 @@ from mosaic_core.events import TERMINAL
 from mosaic_core.files import tail_lines
 from mosaic_core.pipeline import REGISTRATION_ENV, SECRET_EXTRAS_ENV
 from mosaic_core.threads import SHARE_VAR, share
-from mosaic_core.trainer import processes
-from mosaic_core.trainer.auth import new_secret, secrets_match
+from mosaic_core.trainer import attached, processes
+from mosaic_core.trainer.auth import TOKEN_ENV, new_secret, secrets_match
 from mosaic_core.trainer.recovery import settle_interrupted
-from mosaic_core.trainer.store import ACTIVE, EXEC, FAULT, HSHK, INIT, TERM, DuplicateRun, RunRow, RunStore, UnknownRun
+from mosaic_core.trainer.store import (
+    ACTIVE,
+    EXEC,
+    FAULT,
+    HSHK,
+    INIT,
+    TERM,
+    DuplicateRun,
+    RunRow,
+    RunStore,
+    UnknownRun,
+)
 from mosaic_core.trainer.submission import Submission
 
 KILL_MARGIN_S = 5.0  # the daemon waits this much longer than `mosaic run` itself before SIGKILL
@@ -61,6 +76,7 @@ class LaunchSpec:
     heartbeat_interval: float
     grace_period: float
     resume: bool = False  # the run's directory holds an earlier attempt: continue it (mosaic_core.resume)
+    run_flags: tuple[str, ...] = ()  # the submission's flags for the run's command line (the worker's own…)
 
 
 def mosaic_run_command(spec: LaunchSpec) -> list[str]:
@@ -82,6 +98,7 @@ def mosaic_run_command(spec: LaunchSpec) -> list[str]:
         "--grace-period",
         f"{spec.grace_period:g}",
         *(["--run-id", spec.run_id] if spec.resume else []),
+        *spec.run_flags,
     ]  # an existing --run-id resumes it
 
 
@@ -121,6 +138,7 @@ class RunManager:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.RLock()
         self._secret_extras: dict[str, dict[str, Any]] = {}  # queued runs' secrets: in memory only
+        self._environment: dict[str, dict[str, str]] = {}  # queued runs' `environment`: in memory only
         self._registration: dict[str, str] = {}  # run -> the secret its first RegisterWorker must show
         self._registration_lock = threading.Lock()  # not self._lock: RegisterWorker holds the store's lock
         self._issued: dict[str, str] = {}  # run -> its secret, used or not, while its process lives
@@ -171,21 +189,24 @@ class RunManager:
                     config_json=json.dumps(config.to_dict()),
                     config_path=str(path),
                     run_dir=str(self.runs_dir / config.run_id),
+                    metadata=json.dumps(submission.recorded),
                 )
             except BaseException:
                 path.unlink(missing_ok=True)
                 raise
-            self._keep_secrets(config)
+            self._keep_secrets(submission)
             self._queue.append(config.run_id)
         self.options.log(f"run {config.run_id}: submitted ({submission.worker} {config.algo} {config.env_id})")
         self._schedule()
         return row
 
     def resumable(self, run_id: str) -> RunRow | None:
-        """The record of ``run_id`` when it ended unfinished (failed or cancelled): a submission
-        with its id resumes it."""
+        """The record of ``run_id`` when it ended unfinished (failed or cancelled) as a run this
+        daemon started: a submission with its id resumes it."""
         row = self.store.get(run_id)
-        return row if row is not None and row.final and row.terminal_event != "run_completed" else None
+        if row is None or not row.final or row.terminal_event == "run_completed" or row.attached:
+            return None
+        return row
 
     def _resubmit(self, submission: Submission, path: Path) -> RunRow:
         """Queue an unfinished run again (INIT, its earlier end forgotten): its process resumes it."""
@@ -209,8 +230,9 @@ class RunManager:
                 worker_id=None,
                 registration=None,
                 last_heartbeat=None,
+                metadata=json.dumps(submission.recorded),
             )
-            self._keep_secrets(config)
+            self._keep_secrets(submission)
             self._queue.append(config.run_id)
         self.options.log(
             f"run {config.run_id}: resubmitted; it resumes ({submission.worker} {config.algo} {config.env_id})"
@@ -218,11 +240,14 @@ class RunManager:
         assert row is not None  # resumable() found it under the same lock
         return row
 
-    def _keep_secrets(self, config: WorkerConfig) -> None:
-        """The run's secret extras, in memory only until its process starts."""
+    def _keep_secrets(self, submission: Submission) -> None:
+        """The run's secret extras and its environment, in memory only until its process starts."""
+        config = submission.config
         secret = {key: value for key, value in config.extras.items() if redact({key: value}) != {key: value}}
         if secret:
             self._secret_extras[config.run_id] = secret
+        if submission.environment:
+            self._environment[config.run_id] = dict(submission.environment)
 
     def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRow | None:
         """Stop a queued or running run; returns its record (final for a queued one; None: no such run)."""
@@ -233,6 +258,7 @@ class RunManager:
             if run_id in self._queue:
                 self._queue.remove(run_id)
                 self._secret_extras.pop(run_id, None)
+                self._environment.pop(run_id, None)
                 return self.store.update(
                     run_id, status=TERM, terminal_event="run_cancelled", failure_reason=f"{reason} before it started"
                 )
@@ -330,11 +356,23 @@ class RunManager:
             heartbeat_interval=max(0.1, opts.heartbeat_timeout / 3),
             grace_period=opts.grace_period,
             resume=resuming.recorded(Path(row.run_dir)),
+            run_flags=tuple(row.recorded.get("run_flags", ())),
         )
         stderr_path = self.logs_dir / f"{run_id}.stderr.log"
+        environment = self._environment.pop(run_id, {})
+        lost = sorted(set(row.recorded.get("environment", [])) - set(environment))
+        if lost:  # its values lived in the memory of the daemon that took it, never on disk
+            reason = (
+                f"its environment ({', '.join(lost)}) was given to an earlier daemon and kept only in its "
+                "memory, never on disk; submit it again"
+            )
+            self.store.update(run_id, status=FAULT, terminal_event="run_failed", failure_reason=reason)
+            opts.log(f"run {run_id}: not started: {reason}")
+            return
         secret = new_secret()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", REGISTRATION_ENV: secret}
-        env.pop("MOSAIC_CHILD", None)
+        env = {**os.environ, **environment, "PYTHONUNBUFFERED": "1", REGISTRATION_ENV: secret}
+        for name in ("MOSAIC_CHILD", TOKEN_ENV):  # a run proves itself with its secret, never the client token
+            env.pop(name, None)
         extras = self._secret_extras.pop(run_id, None)
         if extras:
             env[SECRET_EXTRAS_ENV] = json.dumps(extras)
@@ -544,6 +582,7 @@ class RunManager:
                     silent = now - (row.last_heartbeat or row.updated_at)
                     if silent > timeout:
                         self._stop(proc, f"no heartbeat for {silent:.1f} s (heartbeat timeout {timeout:g} s)", FAULT)
+            attached.fail_silent(self.store, now, timeout, self.options.log)
 
     # ------------------------------------------------------------------ restart
     def _recover(self) -> None:
@@ -551,6 +590,8 @@ class RunManager:
         stopped first; then each is recorded as its ``events.jsonl`` says it ended. Queued
         runs are queued again."""
         for row in self.store.list(ACTIVE):
+            if row.attached:  # its program is not ours and may still be going: the watchdog decides
+                continue
             pgid = row.pgid or processes.find_leader(row.config_path)  # killed before it recorded the pid
             if pgid and processes.group_runs(pgid, row.config_path):
                 self._thread(self._stop_leftover, row, pgid, name=f"mosaic-leftover-{row.run_id}")

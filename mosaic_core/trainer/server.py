@@ -9,6 +9,11 @@ secret or session token → UNAUTHENTICATED; a second worker for a run without i
 ALREADY_EXISTS; too many open streams → RESOURCE_EXHAUSTED; the daemon shutting down →
 UNAVAILABLE; ControlStream → UNIMPLEMENTED.
 
+SubmitRun with ``--dry-run`` among ``metadata.worker.arguments`` validates and answers
+(``dry_run``, ``summary_json``), storing and starting nothing. RegisterWorker for a run id this
+daemon does not know, carrying the owner's client token, records an *attached* run
+(:mod:`mosaic_core.trainer.attached`), whose program then reports its lifecycle (ReportRunEvent).
+
 Telemetry (Publish*) is bound to the run whose session token it carries, each item capped in
 size with its ``*_json`` fields strict JSON, capped per run (more is dropped and counted),
 and refused once the run has ended.
@@ -17,6 +22,7 @@ and refused once the run has ended.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import sqlite3
 import time
@@ -25,14 +31,15 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import grpc
 
-from mosaic_core.config import parse_json
+from mosaic_core.config import RUN_ID, parse_json
 from mosaic_core.errors import ConfigError, UsageError
+from mosaic_core.trainer import attached
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
-from mosaic_core.trainer.auth import REGISTRATION_ENV, REGISTRATION_METADATA
+from mosaic_core.trainer.auth import REGISTRATION_ENV, REGISTRATION_METADATA, presented_token, secrets_match
 from mosaic_core.trainer.protocol import TOKEN_METADATA, VersionError, negotiate
 from mosaic_core.trainer.store import HSHK, INIT, RDY, DuplicateRun, RunEnded, RunRow, hash_token, token_matches
-from mosaic_core.trainer.submission import PreconditionError, ScriptPolicy, parse_submission
+from mosaic_core.trainer.submission import PreconditionError, ScriptPolicy, Submission, parse_submission
 
 if TYPE_CHECKING:
     from mosaic_core.entrypoints import LoadedEntryPoint
@@ -48,6 +55,7 @@ class TrainerDaemon(Protocol):
     options: Any  # mosaic_core.trainer.daemon.DaemonOptions (the daemon imports this module)
     gpus: int
     closing: bool
+    token: str | None  # the client token (None: --insecure)
     pid: int
     address: str
     started_at: float
@@ -62,6 +70,7 @@ JSON_FIELDS = {
     "episodes": ("metadata_json",),
 }
 WAIT_SLICE_S = 0.5
+WORKER_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 Code = grpc.StatusCode
 
 
@@ -79,6 +88,7 @@ def to_record(row: RunRow) -> pb.RunRecord:
         terminal_event=row.terminal_event or "",
         worker=row.worker,
         run_dir=row.run_dir,
+        metadata_json=row.metadata or "",
     )
     _timestamp(record.created_at, row.created_at)
     _timestamp(record.updated_at, row.updated_at)
@@ -167,7 +177,10 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
                 scripts=ScriptPolicy(tuple(options.allow_scripts), options.allow_any_script),
                 taken=lambda run_id: self.store.get(run_id) is not None,
                 resumable=self.manager.resumable,
+                target=self.manager.options.target,
             )
+            if submission.dry_run:
+                return self._dry_run(submission)
             row = self.manager.submit(submission)
         except UsageError as exc:
             context.abort(Code.INVALID_ARGUMENT, str(exc))
@@ -181,12 +194,32 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             )
         except (OSError, sqlite3.OperationalError) as exc:  # a full disk under the state dir
             context.abort(Code.RESOURCE_EXHAUSTED, f"cannot record the run: {getattr(exc, 'strerror', None) or exc}")
-        return pb.SubmitRunResponse(run_id=row.run_id, digest=row.digest)
+        for note in submission.notes:
+            self.manager.options.log(f"run {row.run_id}: note: {note}")
+        return pb.SubmitRunResponse(run_id=row.run_id, digest=row.digest, notes=submission.notes)
+
+    def _dry_run(self, submission: Submission) -> pb.SubmitRunResponse:
+        """A submission with ``--dry-run``: validated as the worker's CLI validates it, answered, never run."""
+        run_id = submission.run_id
+        self.manager.options.log(f"run {run_id}: dry run ok ({submission.worker}); nothing stored or started")
+        return pb.SubmitRunResponse(
+            run_id=run_id,
+            digest=submission.digest,
+            dry_run=True,
+            summary_json=json.dumps(submission.summary, default=str),
+            notes=submission.notes,
+        )
 
     def CancelRun(self, request: pb.CancelRunRequest, context: grpc.ServicerContext) -> pb.CancelRunResponse:
         row = self._run(request.run_id, context)
         if row.final:
             context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended ({row.terminal_event})")
+        if row.attached:
+            context.abort(
+                Code.FAILED_PRECONDITION,
+                f"run {row.run_id!r} is a training program started by hand that registered itself; this daemon "
+                "has no process of it to stop: stop the program where it runs (Ctrl-C, or kill its pid)",
+            )
         self.manager.cancel(row.run_id)
         remaining = context.time_remaining()
         limit = self.daemon.options.grace_period + 10.0
@@ -243,6 +276,9 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
         )
         with self.store.changed:  # the store's lock: check and replace as one step
             row = self.store.get(request.run_id)
+            if row is None and self._owner(context):  # a training program its owner started by hand
+                self._attach(request, context, token, registration)
+                return pb.RegisterWorkerResponse(accepted_version=accepted, session_token=token, report_events=True)
             if row is None or row.final:  # the same answer: nobody learns whether or how a run ended
                 context.abort(
                     Code.NOT_FOUND,
@@ -288,6 +324,59 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
                 status=RDY if row.status == HSHK else row.status,
             )
         return pb.RegisterWorkerResponse(accepted_version=accepted, session_token=token)
+
+    def _owner(self, context: grpc.ServicerContext) -> bool:
+        """Whether the call carries the daemon's client token (or the daemon takes calls without one)."""
+        token = self.daemon.token
+        return token is None or secrets_match(token, presented_token(context.invocation_metadata()))
+
+    def _attach(
+        self, request: pb.RegisterWorkerRequest, context: grpc.ServicerContext, token: str, registration: str
+    ) -> None:
+        if not self.manager.accepting:
+            context.abort(Code.UNAVAILABLE, "the trainer daemon is shutting down and takes no new runs")
+        if not RUN_ID.fullmatch(request.run_id):
+            context.abort(
+                Code.INVALID_ARGUMENT,
+                f"run_id must be 1-128 letters, digits, '-' or '_', got {request.run_id!r}",
+            )
+        if not WORKER_KIND.fullmatch(request.worker_kind):
+            context.abort(
+                Code.INVALID_ARGUMENT,
+                f"worker_kind must name the program's worker (letters, digits, ., _ or -), got {request.worker_kind!r}",
+            )
+        attached.attach(
+            self.store,
+            request.run_id,
+            request.worker_kind,
+            request.worker_id or None,
+            registration,
+            hash_token(token),
+            self.manager.options.log,
+        )
+
+    def ReportRunEvent(self, request: pb.RunEventReport, context: grpc.ServicerContext) -> pb.RunEventReportResponse:
+        row = self._authorised(request.run_id, context)
+        if not row.attached:
+            context.abort(
+                Code.FAILED_PRECONDITION,
+                f"run {row.run_id!r} was started by this daemon, which reads its events from its process",
+            )
+        if request.event not in attached.REPORTED:
+            context.abort(
+                Code.INVALID_ARGUMENT, f"event must be one of {', '.join(attached.REPORTED)}, got {request.event!r}"
+            )
+        if len(request.payload_json) > MAX_TELEMETRY_ITEM_BYTES:
+            context.abort(Code.INVALID_ARGUMENT, f"payload_json is longer than {MAX_TELEMETRY_ITEM_BYTES} bytes")
+        try:
+            payload = parse_json(request.payload_json or "{}", "payload_json")
+        except ConfigError as exc:
+            context.abort(Code.INVALID_ARGUMENT, str(exc))
+        if not isinstance(payload, dict):
+            context.abort(Code.INVALID_ARGUMENT, "payload_json must be a JSON object")
+        if not attached.report(self.store, row, request.event, payload, self.manager.options.log):
+            context.abort(Code.FAILED_PRECONDITION, f"run {row.run_id!r} already ended")
+        return pb.RunEventReportResponse()
 
     def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatResponse:
         row = self._authorised(request.run_id, context)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import hmac
+import json
 import os
 import sqlite3
 import threading
@@ -53,7 +54,8 @@ CREATE TABLE IF NOT EXISTS runs (
     token_hash TEXT,
     worker_id TEXT,
     registration TEXT,
-    seq_id INTEGER NOT NULL
+    seq_id INTEGER NOT NULL,
+    metadata TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_seq ON runs (seq_id);
 CREATE INDEX IF NOT EXISTS runs_token ON runs (token_hash);
@@ -91,13 +93,26 @@ class RunRow:
     worker_id: str | None  # the registered training program's name (config worker_id)
     registration: str | None
     seq_id: int
+    metadata: str | None = None  # JSON: what the submission recorded (metadata.ui, agent_id…); never a secret
 
     @property
     def final(self) -> bool:
         return self.status in FINAL
 
+    @property
+    def recorded(self) -> dict[str, Any]:
+        """``metadata`` as an object (empty when none was recorded)."""
+        found = json.loads(self.metadata) if self.metadata else {}
+        return found if isinstance(found, dict) else {}
+
+    @property
+    def attached(self) -> bool:
+        """A run a training program started by hand registered (the daemon has no process of it)."""
+        return bool(self.recorded.get("attached"))
+
 
 COLUMNS = tuple(f.name for f in fields(RunRow))
+ADDED_COLUMNS = ("metadata",)  # TEXT columns a state file written by an older daemon lacks
 
 
 class DuplicateRun(Exception):
@@ -132,6 +147,7 @@ class RunStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA wal_autocheckpoint=100")  # a small WAL, reused in place
         self._db.executescript(_SCHEMA)
+        self._add_missing_columns()
         self.reserve = self.path.with_name(self.path.name + ".reserve")
         self.disk_full = not self._make_reserve()
         self._lock = threading.RLock()
@@ -142,6 +158,13 @@ class RunStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _add_missing_columns(self) -> None:
+        """Columns added since an older daemon made the file (their rows get NULL)."""
+        present = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+        for column in ADDED_COLUMNS:
+            if column not in present:
+                self._db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
 
     # ------------------------------------------------------------------ a full disk
     def _make_reserve(self) -> bool:

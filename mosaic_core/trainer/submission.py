@@ -1,10 +1,13 @@
 """SubmitRun's config: size caps, pick the worker, gate code paths, validate as a dry run would.
 
-The config is a worker config (flat, or nested at ``metadata.worker.config``) with one more
-optional key, ``worker`` (default: :func:`mosaic_core.choice.choose_worker`, as for ``mosaic run``). :class:`ConfigError` means the request is
-malformed (INVALID_ARGUMENT); :class:`PreconditionError` means it is well formed but cannot
-run here (FAILED_PRECONDITION), e.g. it asks for a GPU on a host without one or names a
-script the daemon's owner did not allow. Nothing is stored before all of this has passed.
+The config is a worker config (flat) or MOSAIC's trainer payload around it
+(:mod:`mosaic_core.trainer.payload`: ``metadata.worker.config``, ``.module``, ``.arguments``,
+``metadata.ui``, ``environment``…), with one more optional key, ``worker`` (default: the
+module's worker, else :func:`mosaic_core.choice.choose_worker`, as for ``mosaic run``).
+:class:`ConfigError` means the request is malformed (INVALID_ARGUMENT); :class:`PreconditionError`
+means it is well formed but cannot run here (FAILED_PRECONDITION), e.g. it asks for a GPU on a
+host without one or names a script the daemon's owner did not allow. Nothing is stored before
+all of this has passed; a dry run (``--dry-run`` among the arguments) stores nothing at all.
 """
 
 from __future__ import annotations
@@ -14,18 +17,22 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mosaic_core.choice import choose_worker
-from mosaic_core.config import WorkerConfig, build_config, parse_json, unwrap_config
+from mosaic_core.config import WorkerConfig, build_config, parse_json
 from mosaic_core.entrypoints import LoadedEntryPoint
-from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
+from mosaic_core.errors import ConfigError, MosaicError, PluginError
+from mosaic_core.threads import THREAD_VARS
+from mosaic_core.trainer import selection
+from mosaic_core.trainer.arguments import WorkerArguments, host_overrides, read_arguments
+from mosaic_core.trainer.payload import Payload, different_interpreter, read_payload
 from mosaic_core.types import CodePath
 from mosaic_core.workers import unknown_worker
 
 if TYPE_CHECKING:
+    from mosaic_core.pipeline import Prepared
     from mosaic_core.trainer.store import RunRow
 
 SOURCE = "config_json"
@@ -75,6 +82,12 @@ class Submission:
     config: WorkerConfig
     digest: str
     resume: bool = False  # the run id names an unfinished run of this daemon: it continues from its checkpoint
+    dry_run: bool = False  # validated only: nothing is stored or started
+    summary: dict[str, Any] | None = None  # a dry run's resolved summary (`--dry-run --emit-summary`'s)
+    environment: dict[str, str] = field(default_factory=dict, repr=False)  # for the run's processes; never on disk
+    recorded: dict[str, Any] = field(default_factory=dict)  # the run's metadata (the payload but its config; redacted)
+    run_flags: tuple[str, ...] = ()  # passed on to the run's command line (the worker's own flags…)
+    notes: tuple[str, ...] = ()  # one line each: where the daemon does a payload's field differently
 
     @property
     def run_id(self) -> str:
@@ -109,15 +122,17 @@ def parse_submission(
     scripts: ScriptPolicy = ScriptPolicy(),
     taken: Callable[[str], bool] = lambda run_id: False,
     resumable: Callable[[str], RunRow | None] = lambda run_id: None,
+    target: str | None = None,
 ) -> Submission:
     """A validated submission, or ConfigError / PreconditionError naming the field, as one
     printable line whatever the config held (DuplicateRun, from :mod:`mosaic_core.trainer.store`,
     when ``taken(run_id)`` and not ``resumable(run_id)``: a run that ended unfinished, which the
-    submission resumes from its newest checkpoint, as ``mosaic resume`` does)."""
+    submission resumes from its newest checkpoint, as ``mosaic resume`` does). ``target``: the
+    address the daemon's runs register with (a payload's ``grpc_target`` naming another is noted)."""
     from mosaic_core.cli.errors import one_line
 
     try:
-        return _parse_submission(config_json, run_id, workers, gpus, runs_dir, scripts, taken, resumable)
+        return _parse_submission(config_json, run_id, workers, gpus, runs_dir, scripts, taken, resumable, target)
     except (ConfigError, PreconditionError) as exc:
         message = one_line(str(exc))
         if message == str(exc):
@@ -134,8 +149,10 @@ def _parse_submission(
     scripts: ScriptPolicy,
     taken: Callable[[str], bool],
     resumable: Callable[[str], RunRow | None],
+    target: str | None,
 ) -> Submission:
     from mosaic_core.trainer.store import DuplicateRun
+    from mosaic_core.worker import load_worker
 
     size = len(config_json.encode("utf-8", "surrogatepass"))
     if size > MAX_CONFIG_BYTES:
@@ -144,18 +161,16 @@ def _parse_submission(
         )
     data = parse_json(config_json, "config_json", SOURCE, field="config_json")
     _refuse_nul(data, "")
-    raw = unwrap_config(data, SOURCE)
-    worker = raw.pop("worker", None)
-    if worker is None and isinstance(data, dict):
-        worker = data.get("worker") if isinstance(data.get("worker"), str) else None
-    if worker is None:
-        try:
-            worker = choose_worker(workers, raw)
-        except UsageError as exc:
-            raise ConfigError(str(exc), field="worker", source=SOURCE) from None
-    if not isinstance(worker, str) or not worker:
-        raise ConfigError(f"worker must be a worker name, got {worker!r}", field="worker", source=SOURCE)
+    payload = read_payload(data)
+    _refuse_missing_gpus(payload, gpus)
+    raw = dict(payload.config)
+    worker, algorithms = _worker_of(payload, raw, workers)
     item = _find_worker(worker, workers)
+    arguments = read_arguments(payload.arguments, load_worker(item), worker)
+    raw = _with_ids(arguments.apply(raw), payload)
+    for where, module, algo in algorithms:
+        raw = selection.check_algorithm(where, module, algo, raw)
+    run_id = run_id or str(arguments.overrides.get("run_id") or "")
     wanted = run_id or raw.get("run_id")
     existing = None
     if isinstance(wanted, str) and wanted and taken(wanted):
@@ -170,9 +185,100 @@ def _parse_submission(
         )
     except ConfigError:
         pass  # incomplete before the worker's defaults: the dry run below says what is wrong
-    config = checked_config(item, raw, run_id, runs_dir, scripts, existing)
+    prepared = prepared_run(item, raw, run_id, runs_dir, scripts, existing, arguments.options)
+    config = prepared.config
     check_capabilities(item, config, gpus)
-    return Submission(worker=worker, config=config, digest=config_digest(worker, config), resume=existing is not None)
+    _refuse_host_environment(payload.environment, prepared)
+    return Submission(
+        worker=worker,
+        config=config,
+        digest=config_digest(worker, config),
+        resume=existing is not None,
+        dry_run=arguments.dry_run,
+        summary=_summary(prepared, payload) if arguments.dry_run else None,
+        environment=payload.environment,
+        recorded=_recorded(payload, config, arguments),
+        run_flags=arguments.passed_on,
+        notes=_notes(payload, arguments, target, gpus),
+    )
+
+
+def _worker_of(
+    payload: Payload, raw: dict[str, Any], workers: list[LoadedEntryPoint]
+) -> tuple[str, list[tuple[str, str, str]]]:
+    """The submission's worker (``worker``, the modules', or the default choice) and the
+    algorithms its modules name."""
+    named = payload.worker if payload.worker is not None else raw.pop("worker", None)
+    if named is not None and (not isinstance(named, str) or not named):
+        raise ConfigError(f"worker must be a worker name, got {named!r}", field="worker", source=SOURCE)
+    return selection.choose(named, list(payload.modules), {**raw, **host_overrides(payload.arguments)}, workers)
+
+
+def _with_ids(raw: dict[str, Any], payload: Payload) -> dict[str, Any]:
+    """MOSAIC's ``metadata.ui.worker_id`` / ``agent_id`` where the config has none: the worker id
+    (RegisterWorker's), and the agent id (``extras.agent_id``, the run's recorded agent name)."""
+    raw = dict(raw)
+    if payload.worker_id and raw.get("worker_id") in (None, ""):
+        raw["worker_id"] = payload.worker_id
+    extras = raw.get("extras")
+    if payload.agent_id and raw.get("agent_id") in (None, "") and isinstance(extras, dict | None):
+        if not (extras or {}).get("agent_id"):
+            raw["extras"] = {**(extras or {}), "agent_id": payload.agent_id}
+    return raw
+
+
+def _refuse_host_environment(environment: dict[str, str], prepared: Prepared) -> None:
+    """A payload's variable the host sets for this run would lose to it: refused, not dropped."""
+    clash = sorted(set(environment) & (set(prepared.env) - set(THREAD_VARS)))
+    if clash:
+        raise ConfigError(
+            f"environment.{clash[0]}: the host sets it for this run (its worker or a plugin), and the host's "
+            "value would win; MOSAIC exported the payload's. Leave it out, or set what the host reads instead",
+            field=f"environment.{clash[0]}",
+            source=SOURCE,
+        )
+
+
+def _summary(prepared: Prepared, payload: Payload) -> dict[str, Any]:
+    """What ``--dry-run --emit-summary`` prints, with the payload's environment names (never values)."""
+    return {**prepared.summary(), "environment": sorted(payload.environment)}
+
+
+def _recorded(payload: Payload, config: WorkerConfig, arguments: WorkerArguments) -> dict[str, Any]:
+    agent = getattr(config, "agent_id", None) or config.extras.get("agent_id")
+    return {
+        **({"payload": payload.recorded} if payload.recorded else {}),
+        **({"agent_id": agent} if agent else {}),
+        **({"run_flags": list(arguments.passed_on)} if arguments.passed_on else {}),
+        **({"environment": sorted(payload.environment)} if payload.environment else {}),
+    }
+
+
+def _notes(payload: Payload, arguments: WorkerArguments, target: str | None, gpus: int) -> tuple[str, ...]:
+    """Where this daemon does a payload's field differently from MOSAIC's, one line each."""
+    notes = []
+    named = arguments.grpc_target or payload.grpc_target
+    if named and target and named != target:
+        notes.append(
+            f"grpc target {named}: MOSAIC's worker registered with the daemon it named; this daemon's runs "
+            f"register with it ({target})"
+        )
+    interpreter = different_interpreter(payload.entry_point)
+    if interpreter:
+        notes.append(interpreter)
+    if payload.gpus_requested and gpus == 0:
+        notes.append(
+            f"resources.gpus asks for {payload.gpus_requested} GPU(s), not mandatory; this host has none: it runs on CPU"
+        )
+    return tuple(notes)
+
+
+def _refuse_missing_gpus(payload: Payload, gpus: int) -> None:
+    """MOSAIC's ``resources.gpus`` with ``mandatory``: a host without a GPU cannot run it."""
+    if payload.gpus_requested and payload.gpus_mandatory and gpus == 0:
+        raise PreconditionError(
+            f"resources.gpus asks for {payload.gpus_requested} GPU(s) (mandatory) and this host has none"
+        )
 
 
 def _check_resumed(earlier: RunRow, worker: str, raw: dict[str, Any]) -> None:
@@ -189,18 +295,19 @@ def _check_resumed(earlier: RunRow, worker: str, raw: dict[str, Any]) -> None:
     check_recorded(json.loads(earlier.config_json), raw, earlier.run_id)
 
 
-def checked_config(
+def prepared_run(
     item: LoadedEntryPoint,
     raw: dict[str, Any],
     run_id: str,
     runs_dir: Path | str | None = None,
     scripts: ScriptPolicy = ScriptPolicy(),
     existing: str | None = None,
-) -> WorkerConfig:
-    """The config as ``mosaic run --dry-run`` would accept it: defaults, validation by the
-    host, the plugins and the worker, the run directory, and the worker's plan. Every code
-    path the worker declares (before the plan reads it) and its launch executes (after) is
-    held to the daemon's script policy, whatever the worker."""
+    options: dict[str, Any] | None = None,
+) -> Prepared:
+    """The run as ``mosaic run --dry-run`` prepares it: defaults, validation by the host, the
+    plugins and the worker (with its own flags, ``options``), the run directory, and the
+    worker's plan. Every code path the worker declares (before the plan reads it) and its
+    launch executes (after) is held to the daemon's script policy, whatever the worker."""
     from mosaic_core.pipeline import prepare, worker_option_defaults
     from mosaic_core.plugins import plugin_host
     from mosaic_core.worker import load_worker
@@ -214,7 +321,7 @@ def checked_config(
             data=raw,
             source=SOURCE,
             overrides={"run_id": run_id or None},
-            options=worker_option_defaults(worker),
+            options=options if options is not None else worker_option_defaults(worker),
             runs_dir=str(runs_dir) if runs_dir else None,
             quiet=True,
             check_code=scripts.check_all,
@@ -222,7 +329,7 @@ def checked_config(
         )
     except PluginError as exc:  # a broken plugin or worker on this host: not the submitter's fault
         raise PreconditionError(str(exc)) from None
-    return prepared.config
+    return prepared
 
 
 def _refuse_nul(value: Any, where: str) -> None:

@@ -38,12 +38,18 @@ class SubmitRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., config_json: _Optional[str] = ...) -> None: ...
 
 class SubmitRunResponse(_message.Message):
-    __slots__ = ("run_id", "digest")
+    __slots__ = ("run_id", "digest", "dry_run", "summary_json", "notes")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_JSON_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     digest: str
-    def __init__(self, run_id: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
+    dry_run: bool
+    summary_json: str
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, run_id: _Optional[str] = ..., digest: _Optional[str] = ..., dry_run: _Optional[bool] = ..., summary_json: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CancelRunRequest(_message.Message):
     __slots__ = ("run_id",)
@@ -88,12 +94,28 @@ class RegisterWorkerRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., worker_kind: _Optional[str] = ..., proto_version: _Optional[str] = ..., schema_id: _Optional[str] = ..., schema_version: _Optional[int] = ..., supports_pause: _Optional[bool] = ..., supports_checkpoint: _Optional[bool] = ...) -> None: ...
 
 class RegisterWorkerResponse(_message.Message):
-    __slots__ = ("accepted_version", "session_token")
+    __slots__ = ("accepted_version", "session_token", "report_events")
     ACCEPTED_VERSION_FIELD_NUMBER: _ClassVar[int]
     SESSION_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REPORT_EVENTS_FIELD_NUMBER: _ClassVar[int]
     accepted_version: str
     session_token: str
-    def __init__(self, accepted_version: _Optional[str] = ..., session_token: _Optional[str] = ...) -> None: ...
+    report_events: bool
+    def __init__(self, accepted_version: _Optional[str] = ..., session_token: _Optional[str] = ..., report_events: _Optional[bool] = ...) -> None: ...
+
+class RunEventReport(_message.Message):
+    __slots__ = ("run_id", "event", "payload_json")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    event: str
+    payload_json: str
+    def __init__(self, run_id: _Optional[str] = ..., event: _Optional[str] = ..., payload_json: _Optional[str] = ...) -> None: ...
+
+class RunEventReportResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ControlEvent(_message.Message):
     __slots__ = ("run_id", "grant_steps", "pause", "resume", "max_rate_hz")
@@ -110,7 +132,7 @@ class ControlEvent(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., grant_steps: _Optional[int] = ..., pause: _Optional[bool] = ..., resume: _Optional[bool] = ..., max_rate_hz: _Optional[int] = ...) -> None: ...
 
 class RunRecord(_message.Message):
-    __slots__ = ("run_id", "status", "digest", "created_at", "updated_at", "last_heartbeat", "gpu_slot", "failure_reason", "gpu_slots", "seq_id", "terminal_event", "worker", "run_dir", "exit_code")
+    __slots__ = ("run_id", "status", "digest", "created_at", "updated_at", "last_heartbeat", "gpu_slot", "failure_reason", "gpu_slots", "seq_id", "terminal_event", "worker", "run_dir", "exit_code", "metadata_json")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +147,7 @@ class RunRecord(_message.Message):
     WORKER_FIELD_NUMBER: _ClassVar[int]
     RUN_DIR_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     status: RunStatus
     digest: str
@@ -139,7 +162,8 @@ class RunRecord(_message.Message):
     worker: str
     run_dir: str
     exit_code: int
-    def __init__(self, run_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., digest: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_heartbeat: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., gpu_slot: _Optional[int] = ..., failure_reason: _Optional[str] = ..., gpu_slots: _Optional[_Iterable[int]] = ..., seq_id: _Optional[int] = ..., terminal_event: _Optional[str] = ..., worker: _Optional[str] = ..., run_dir: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+    metadata_json: str
+    def __init__(self, run_id: _Optional[str] = ..., status: _Optional[_Union[RunStatus, str]] = ..., digest: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_heartbeat: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., gpu_slot: _Optional[int] = ..., failure_reason: _Optional[str] = ..., gpu_slots: _Optional[_Iterable[int]] = ..., seq_id: _Optional[int] = ..., terminal_event: _Optional[str] = ..., worker: _Optional[str] = ..., run_dir: _Optional[str] = ..., exit_code: _Optional[int] = ..., metadata_json: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ("status_filter",)

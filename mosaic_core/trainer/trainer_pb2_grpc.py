@@ -104,6 +104,11 @@ class TrainerServiceStub:
                 request_serializer=mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunRequest.SerializeToString,
                 response_deserializer=mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunResponse.FromString,
                 _registered_method=True)
+        self.ReportRunEvent = channel.unary_unary(
+                '/gymgui.trainer.TrainerService/ReportRunEvent',
+                request_serializer=mosaic__core_dot_trainer_dot_trainer__pb2.RunEventReport.SerializeToString,
+                response_deserializer=mosaic__core_dot_trainer_dot_trainer__pb2.RunEventReportResponse.FromString,
+                _registered_method=True)
 
 
 class TrainerServiceServicer:
@@ -195,6 +200,12 @@ class TrainerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportRunEvent(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TrainerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -267,6 +278,11 @@ def add_TrainerServiceServicer_to_server(servicer, server):
                     servicer.RemoveRun,
                     request_deserializer=mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunRequest.FromString,
                     response_serializer=mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunResponse.SerializeToString,
+            ),
+            'ReportRunEvent': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportRunEvent,
+                    request_deserializer=mosaic__core_dot_trainer_dot_trainer__pb2.RunEventReport.FromString,
+                    response_serializer=mosaic__core_dot_trainer_dot_trainer__pb2.RunEventReportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -647,6 +663,33 @@ class TrainerService:
             '/gymgui.trainer.TrainerService/RemoveRun',
             mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunRequest.SerializeToString,
             mosaic__core_dot_trainer_dot_trainer__pb2.RemoveRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportRunEvent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gymgui.trainer.TrainerService/ReportRunEvent',
+            mosaic__core_dot_trainer_dot_trainer__pb2.RunEventReport.SerializeToString,
+            mosaic__core_dot_trainer_dot_trainer__pb2.RunEventReportResponse.FromString,
             options,
             channel_credentials,
             insecure,

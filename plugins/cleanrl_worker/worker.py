@@ -84,6 +84,17 @@ class CleanRLWorker(Worker):
             paths.append(CodePath("extras.cleanrl_home", home))
         return paths
 
+    def algorithm_of_module(self, module: str) -> str | None:
+        """MOSAIC's registry modules (``cleanrl.dqn``; ``ppo``'s patched copy and ``cleanrl.ppo``)
+        and ``cleanrl_worker.<module>``, the bundled copy its resolution also tried."""
+        from cleanrl_worker.readiness import MOSAIC_MODULES
+        from cleanrl_worker.registry import bundled_names
+
+        canonical = module.removeprefix("cleanrl_worker.") if module.startswith("cleanrl_worker.cleanrl.") else module
+        names = {f"cleanrl.{name}": name for name in [*MOSAIC_MODULES, *bundled_names()]}
+        names.update({path: name for name, path in MOSAIC_MODULES.items()})
+        return names.get(canonical)
+
     def algorithm_names(self, data: dict[str, Any]) -> list[str]:
         """Every name the registry resolves or explains (a checkout in ``extras.cleanrl_home``
         adds its own), the bundled ones first, and the modes' programs (``policy_eval``, ``interactive``)."""

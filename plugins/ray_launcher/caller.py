@@ -152,7 +152,7 @@ class RayRun:
             run.run_id,
             run.directory.events,
             stream=options.stream,
-            sinks=[lambda record: self.job.host.on_event(run, record)],
+            sinks=[lambda record: self.job.host.on_event(run, record), *options.event_sinks],
             to_stream=options.json_stdout,
         )
         run.emitter = emitter

@@ -76,10 +76,11 @@ def test_registration_needs_the_secret_the_run_was_given(daemon_process, tmp_pat
     )
     watcher.start()
     run_id, secret = _waiting_run(daemon.target)
-    # Holding the client token is not enough to register as a run's training program.
-    for wrong in (None, "not-the-secret"):
-        with pytest.raises(MosaicError, match="UNAUTHENTICATED: a first RegisterWorker needs the registration"):
-            client.RunSession.register(daemon.target, run_id=run_id, registration_secret=wrong)
+    # Holding the client token is not enough to register as a run's training program (it lets a
+    # program started by hand register a run of its own, never one the daemon started).
+    for wrong, token in ((None, None), ("not-the-secret", None), (None, daemon.token)):
+        with pytest.raises(MosaicError, match="UNAUTHENTICATED: (run .*: )?a first RegisterWorker needs the registra"):
+            client.RunSession.register(daemon.target, run_id=run_id, registration_secret=wrong, client_token=token)
     session = client.RunSession.register(daemon.target, run_id=run_id, registration_secret=secret)
     with pytest.raises(MosaicError, match="ALREADY_EXISTS"):  # a secret opens one registration
         client.RunSession.register(daemon.target, run_id=run_id, registration_secret=secret)
@@ -161,7 +162,7 @@ def test_the_cli_finds_the_token(mosaic, workdir, daemon_process):
     without = {TOKEN_ENV: ""}
     refused = mosaic("submit", "w.json", *target, env=without, timeout=60)
     assert (
-        refused.returncode == 1
+        refused.returncode == 2  # a missing credential is the caller's to fix, like a bad flag
         and "refused SubmitRun: UNAUTHENTICATED: SubmitRun needs the daemon's client token" in refused.stderr
         and len(refused.stderr.strip().splitlines()) == 1
     )
@@ -181,7 +182,7 @@ def test_the_cli_finds_the_token(mosaic, workdir, daemon_process):
         listed = mosaic("runs", *target, "--json", *how, env=env, timeout=60)
         assert sorted(r["run_id"] for r in json.loads(listed.stdout)) == ["by-env", "by-state-dir", "by-token-file"]
     refused = mosaic("runs", *target, env=without, timeout=60)
-    assert refused.returncode == 1 and "refused ListRuns: UNAUTHENTICATED" in refused.stderr
+    assert refused.returncode == 2 and "refused ListRuns: UNAUTHENTICATED" in refused.stderr
     for run_id in ("by-env", "by-state-dir", "by-token-file"):
         result = mosaic("cancel", run_id, *target, "--state-dir", str(state), env=without, timeout=60)
         assert result.returncode == 0, result.stderr
