@@ -6,6 +6,7 @@ or when stdout is not a terminal)."""
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -17,6 +18,30 @@ from mosaic_core.files import printable
 
 def _number(value: Any, digits: int = 2) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def score_lines(run_dir: Path, metrics: dict[str, Any]) -> list[str]:
+    """The run's score, named as ``mosaic runs`` shows it (``487.20 eval``, ``93.25 train``) with what
+    it is, and the live moving average, labelled: they are different numbers."""
+    from mosaic_core.runstore.score import WINDOW_NAME, format_score, run_score
+
+    score = run_score(run_dir)
+    if score is None:
+        lines = ["  score: none (no episode ended)"]
+    else:
+        what = (
+            "the final evaluation's mean return" if score.source == "eval" else f"mean training return, {WINDOW_NAME}"
+        )
+        at = f", step {score.step:,}" if score.step is not None else ""
+        lines = [f"  score: {format_score(score)} ({what}: {score.episodes} episodes{at})"]
+    average, episodes = metrics.get("episodic_return_smoothed"), metrics.get("smoothed_episodes")
+    if _finite(average) and isinstance(episodes, int) and episodes > 0:
+        lines.append(f"  moving average of the last {episodes} episodes: {_number(average)}")
+    return lines
 
 
 class HumanLines:
@@ -59,6 +84,11 @@ class HumanLines:
                 f"evaluation: {payload.get('episodes_done')}/{payload.get('episodes_total')} episodes, "
                 f"mean return {_number(payload.get('mean_return'))}"
             )
+        elif name == "eval_result" and _finite(payload.get("mean")) and isinstance(payload.get("episodes"), list):
+            self.write(
+                f"evaluation at step {payload.get('global_step', '?')}: {len(payload['episodes'])} episodes, "
+                f"mean return {_number(payload['mean'])}"
+            )
         elif name == "note" and isinstance(payload.get("text"), str):
             self.write(f"note: {payload['text']}")
         elif name in ("run_completed", "run_failed", "run_cancelled"):
@@ -66,15 +96,13 @@ class HumanLines:
 
     def _summary(self, status: str, payload: dict[str, Any], metrics: dict[str, Any]) -> None:
         wall = time.monotonic() - self.started
-        ret = metrics.get("episodic_return_smoothed", metrics.get("episodic_return"))
         if self.episodes is not None:  # an evaluation: what it played, not the steps it took
             done, mean = self.episodes
-            figures = f"{done} episode(s), mean return {_number(mean)}"
+            figures, scored = f"{done} episode(s), mean return {_number(mean)}", []
         else:
-            figures = (
-                f"step {metrics.get('global_step', 0):,}, return {_number(ret)}, {_number(metrics.get('sps'), 0)} SPS"
-            )
-        lines = [f"run {self.run.run_id} {status} in {wall:,.1f} s: {figures}"]
+            figures = f"step {metrics.get('global_step', 0):,}, {_number(metrics.get('sps'), 0)} SPS"
+            scored = score_lines(Path(self.run.run_dir), metrics)
+        lines = [f"run {self.run.run_id} {status} in {wall:,.1f} s: {figures}", *scored]
         if status == "failed" and payload.get("error"):
             lines.append(f"  error: {payload['error']}")
         elif status == "cancelled" and payload.get("reason"):

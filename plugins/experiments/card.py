@@ -306,8 +306,14 @@ def _evaluation(run_dir: Path, score: Score | None) -> str:
     evaluation = final_evaluation(run_dir)
     if score is not None and score.source == "eval" and evaluation is not None:
         protocol = evaluation.get("protocol") if isinstance(evaluation.get("protocol"), dict) else {}
+        by = evaluation.get("evaluated_by")
+        who = (
+            f"The run's own evaluation of its saved model ({escape(by)})"
+            if isinstance(by, str)
+            else "`mosaic evaluate` of the checkpoint"
+        )
         return (
-            f"`mosaic evaluate` of the checkpoint at step {evaluation['global_step']}: "
+            f"{who} at step {evaluation['global_step']}: "
             f"{len(evaluation['episodes'])} episodes, "
             f"{'deterministic' if protocol.get('deterministic') else 'stochastic'} actions, first seed "
             f"{escape(protocol.get('first_seed'))}, normalisation frozen; mean return "

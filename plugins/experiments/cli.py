@@ -192,12 +192,15 @@ def _compare(ns: argparse.Namespace) -> int:
         compare.say(f"warning: {warning}")
     sections = tables.estimate(comparison, reps, ns.seed)
     if ns.json:
+        from mosaic_experiments import report
+
         print(
             compare.to_json(
                 {
                     "scores": compare.sources(comparison),
                     "warnings": comparison.warnings,
                     "sections": tables.as_json(sections),
+                    "curves": report.curves_json(comparison, ns.seed),
                 }
             )
         )

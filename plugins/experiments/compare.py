@@ -19,7 +19,7 @@ from typing import Any
 
 from mosaic_core import MosaicError, UsageError
 from mosaic_core.runstore.groups import Group, group_by_fields, group_by_seed, mixed_budgets
-from mosaic_core.runstore.score import RETURN_TAG, WINDOW_NAME, Score, run_score, training_score
+from mosaic_core.runstore.score import RETURN_TAG, WINDOW_NAME, Score, run_score, run_series, training_score
 
 FEW_SEEDS = 5
 
@@ -29,7 +29,8 @@ class Scored:
     run_dir: Path
     env_id: str
     score: Score
-    points: list[tuple[int, float]]  # the run's (step, value) series of the tag (sample-efficiency curves)
+    points: list[tuple[int, float]]  # the run's (step, value) series of the tag: every episode (runstore.score)
+    ended: bool = True  # the run has ended: its series is whole (a sample-efficiency curve holds its score after it)
 
 
 @dataclass
@@ -101,8 +102,8 @@ def compare(
 ) -> Comparison:
     """Group and score ``dirs`` (``agent``: that agent's return, ``tag`` is its series); a bad
     comparison (one line, exit 2) is refused here."""
-    from mosaic_core import plugin_host
     from mosaic_core.runstore.groups import setting
+    from mosaic_core.runstore.summary import ENDED, summarize
 
     settings = {d: setting(d) for d in dirs}
     envs = {d: str(settings[d].get("env_id", "?")) for d in dirs}
@@ -118,18 +119,19 @@ def compare(
         )
     groups = group_by_fields(dirs, group_by) if group_by else group_by_seed(dirs)
     comparison = Comparison(tag, groups, {}, distinct, agent=agent)
-    host, missing, unscored = plugin_host(), [], []
+    missing, unscored = [], []
     for group in groups:
         by_env: dict[str, list[Scored]] = {}
         for run_dir in group.runs:
-            points = host.run_scalars(run_dir, tag) or []
+            points = run_series(run_dir, tag) or []
             score = run_score(run_dir, points, agent) if tag == RETURN_TAG or agent else training_score(points)
             if not points and (score is None or score.source != "eval"):
                 missing.append(run_dir.name)
             elif score is None:
                 unscored.append(run_dir.name)
             else:
-                by_env.setdefault(envs[run_dir], []).append(Scored(run_dir, envs[run_dir], score, points))
+                ended = summarize(run_dir, with_score=False).status in ENDED
+                by_env.setdefault(envs[run_dir], []).append(Scored(run_dir, envs[run_dir], score, points, ended))
         comparison.scores[group.label] = by_env
     if missing and agent:
         raise UsageError(
