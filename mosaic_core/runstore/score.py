@@ -1,8 +1,9 @@
 """A run's score, defined once: the number every listing, table, sweep and comparison shows.
 
 - ``eval``: the mean return of the run's final evaluation (``evaluations/*/eval.json``,
-  schema ``mosaic.eval/1``): of the evaluations on record, the one of the highest
-  ``global_step``, when that step lies in the run's final window (below).
+  schema ``mosaic.eval/1``: ``mosaic evaluate``'s, or a worker's own at its final save, e.g.
+  CleanRL's after ``--save-model``): of the evaluations on record, the one of the highest
+  ``global_step`` (the newest written of that step), when that step lies in the run's final window (below).
 - ``train``: else a named window of training returns, :data:`WINDOW_NAME`: the mean of the
   per-episode returns (``charts/episodic_return``, the team return for multi-agent runs) of
   the episodes that ended in the last :data:`WINDOW_FRACTION` of the env steps the run
@@ -138,8 +139,9 @@ def read_evaluation(path: Path) -> dict[str, Any] | None:
 
 
 def final_evaluation(run_dir: Path, last_step: int | None = None) -> dict[str, Any] | None:
-    """The evaluation of the highest ``global_step`` under ``run_dir/evaluations``, when it is
-    of the run's final window (``last_step``: the run's last training step, if known)."""
+    """The evaluation of the highest ``global_step`` under ``run_dir/evaluations`` (the newest
+    written of that step), when it is of the run's final window (``last_step``: the run's last
+    training step, if known)."""
     best: dict[str, Any] | None = None
     try:
         with os.scandir(run_dir / EVALUATIONS) as entries:
@@ -148,11 +150,17 @@ def final_evaluation(run_dir: Path, last_step: int | None = None) -> dict[str, A
         return None
     for name in names:
         data = read_evaluation(run_dir / EVALUATIONS / name / EVAL_FILE)
-        if data is not None and (best is None or data["global_step"] > best["global_step"]):
+        if data is not None and (best is None or _order(data) > _order(best)):
             best = data
     if best is None or (last_step is not None and best["global_step"] < window_start(last_step)):
         return None
     return best
+
+
+def _order(evaluation: dict[str, Any]) -> tuple[int, float]:
+    """Later is better: the higher step, then (of one checkpoint evaluated twice) the newer."""
+    written = evaluation.get("written")
+    return evaluation["global_step"], float(written) if _finite(written) else 0.0
 
 
 def evaluation_score(evaluation: dict[str, Any], agent: str | None = None) -> Score | None:
