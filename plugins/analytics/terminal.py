@@ -85,9 +85,10 @@ class HumanLines:
                 f"mean return {_number(payload.get('mean_return'))}"
             )
         elif name == "eval_result" and _finite(payload.get("mean")) and isinstance(payload.get("episodes"), list):
+            step = payload.get("global_step")
             self.write(
-                f"evaluation at step {payload.get('global_step', '?')}: {len(payload['episodes'])} episodes, "
-                f"mean return {_number(payload['mean'])}"
+                f"evaluation at step {_number(step, 0) if isinstance(step, int) else '?'}: "
+                f"{len(payload['episodes'])} episodes, mean return {_number(payload['mean'])}"
             )
         elif name == "note" and isinstance(payload.get("text"), str):
             self.write(f"note: {payload['text']}")
