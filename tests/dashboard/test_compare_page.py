@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -175,6 +176,46 @@ def test_the_compare_page_agrees_with_tensorboard(trained, serve, browser, artif
     assert len(heights) == 1, scales
     assert script_errors == []
     print(f"screenshots: {artifacts}")
+
+
+@pytest.mark.slow
+def test_mosaic_compare_and_plot_read_the_same_episodes(trained, serve):
+    """`mosaic compare --json` (its figure's sample-efficiency curves) and `mosaic plot --table`
+    give the numbers the page gives, the ones computed here from TensorBoard."""
+    import statistics
+
+    from tests.conftest import run_cli
+
+    workdir, root = trained
+    ids = sorted(d.name for d in root.iterdir() if d.is_dir())
+    episodes = {run_id: tensorboard(root / run_id)["charts/episodic_return"] for run_id in ids}
+    shown = run_cli(["compare", *ids, "--runs-dir", str(root), "--json", "--reps", "200"], cwd=workdir, timeout=300)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    curves = json.loads(shown.stdout)["curves"]["CartPole-v1"]
+    base, _server = serve("--runs-dir", str(root))
+    _status, view = http_json(f"{base}/api/groups?runs=" + ",".join(ids))
+    for group in view["groups"]:
+        curve = curves[group["label"]]  # the figure's curve is the page's band, point for point
+        assert curve["steps"] == [point[0] for point in group["band"]]
+        assert curve["iqm"] == pytest.approx([point[1] for point in group["band"]], abs=1e-9)
+        members = group["runs"]
+        for step, value in zip(curve["steps"], curve["iqm"]):
+            assert value == pytest.approx(iqm([train_score(episodes[m], step) for m in members]), abs=1e-6)
+
+    table = run_cli(["plot", *ids, "--group", "seed", "--table", "--runs-dir", str(root)], cwd=workdir)
+    assert table.returncode == 0, table.stderr[-3000:]
+    for name in RUNS:
+        members = [f"{name}-s{seed}" for seed in SEEDS]
+        scores = [
+            float(np.mean([v for _s, v in tensorboard(root / m)["eval/episodic_return"]]))
+            if name == "ppo"
+            else train_score(episodes[m])
+            for m in members
+        ]
+        row = next(line for line in table.stdout.splitlines() if line.startswith(name) and " 4 " in line)
+        mean, std = statistics.fmean(scores), statistics.stdev(scores)
+        cells = re.split(r"\s{2,}", row.strip())
+        assert cells[1:] == ["4", f"{mean:.2f} ± {std:.2f}", f"{min(scores):.2f}", f"{max(scores):.2f}"], row
 
 
 # ------------------------------------------------------------------ runs written as a host writes them
