@@ -106,9 +106,10 @@ class RunScalars:
     def _reload(self, folders: list[str]) -> None:
         event_accumulator = _require("tensorboard.backend.event_processing.event_accumulator", "tensorboard")
         logger = _require("tensorboard.util.tb_logging", "tensorboard").get_logger()
-        listener, level = _DamageListener(), logger.level
+        listener, level, propagate = _DamageListener(), logger.level, logger.propagate
         logger.addHandler(listener)
-        logger.setLevel(logging.DEBUG)
+        logger.setLevel(logging.DEBUG)  # its damage notes are debug records: heard here, shown nowhere
+        logger.propagate = False
         try:
             for folder in folders:
                 accumulator = self.folders.get(folder)
@@ -122,6 +123,7 @@ class RunScalars:
         finally:
             logger.removeHandler(listener)
             logger.setLevel(level)
+            logger.propagate = propagate
         self.damaged.update(os.path.relpath(path, self.run_dir) for path in listener.files)
 
     def points(self, wanted) -> dict[str, list[tuple[int, float]]]:
