@@ -73,10 +73,10 @@ def event_files(run_dir: Path) -> list[str]:
     return list(_event_files(run_dir))
 
 
-def _event_files(run_dir: Path) -> dict[str, tuple[int, int]]:
-    """``{relative event file: (size, mtime_ns)}`` of a run."""
+def _event_files(run_dir: Path) -> dict[str, tuple[int, int, int]]:
+    """``{relative event file: (inode, size, mtime_ns)}`` of a run."""
     return {
-        rel: (info.st_size, info.st_mtime_ns)
+        rel: (info.st_ino, info.st_size, info.st_mtime_ns)
         for rel, info in walk_files(run_dir)
         if os.path.basename(rel).startswith(EVENT_FILE) and Path(rel).parts[0] not in OWN_RUNS
     }
@@ -88,15 +88,16 @@ class RunScalars:
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.folders: dict[str, Any] = {}  # relative folder -> its EventAccumulator
-        self.files: dict[str, tuple[int, int]] = {}  # relative event file -> (size, mtime_ns) when last read
+        self.files: dict[str, tuple[int, int, int]] = {}  # relative event file -> (inode, size, mtime_ns) when read
         self.damaged: set[str] = set()  # relative event files tensorboard gave up on
 
     def refresh(self) -> bool:
-        """Read what was appended since the last look; False when a file shrank or went away
-        (what was read no longer holds: read the run afresh)."""
+        """Read what was appended since the last look; False when a file went away, shrank or is
+        another file now (what was read no longer holds: read the run afresh)."""
         files = _event_files(self.run_dir)
-        if any(rel not in files or files[rel][0] < size for rel, (size, _mtime) in self.files.items()):
-            return False
+        for rel, (inode, size, _mtime) in self.files.items():
+            if rel not in files or files[rel][0] != inode or files[rel][1] < size:
+                return False
         changed = sorted({os.path.dirname(rel) for rel, mark in files.items() if self.files.get(rel) != mark})
         if changed:
             self._reload(changed)
