@@ -1,8 +1,9 @@
 """What ``mosaic run`` shows a person at a terminal instead of JSON lines: one human line per
 event worth reading (start, checkpoints, curriculum stages, evaluations, notes) above the
-progress bar, and a closing summary (status, final return, wall time, SPS, run directory,
-checkpoints). The JSON stream still goes to ``events.jsonl`` (and to stdout with ``--json``
-or when stdout is not a terminal)."""
+progress bar, and a closing summary (status, wall time, step, SPS, the run's score named with its
+source as ``mosaic runs`` shows it, the moving average labelled as such, run directory,
+checkpoints). The JSON stream still goes to ``events.jsonl`` (and to stdout with ``--json`` or
+when stdout is not a terminal)."""
 
 from __future__ import annotations
 
