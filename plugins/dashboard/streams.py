@@ -7,8 +7,9 @@ all file reading happens in worker threads so a slow disk never stalls the serve
   each new ``event``, curve ``points`` (of the ``metrics`` events), the new ``recorded`` points
   (``{name: [[step, value], …]}`` to append: every episode, every iteration, read from the run's
   records every ``RECORDED_POLL_S`` while it runs), all ``curves`` again when they changed
-  otherwise (the first records, a new series, a resume's purge), the ``manifest`` when it appears, ``fastlane`` status, and ``gone`` (then the end) when the run
-  directory is deleted while viewed.
+  otherwise (the first records, a new series, a resume's purge), the ``manifest`` when it
+  appears, ``fastlane`` status, and ``gone`` (then the end) when the run directory is deleted
+  while viewed.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class RunWatch:
                 return "curves", self._sent(recorded, thinned)
             news[name] = points[count:]
         self.recorded = _marks(recorded)
-        return "recorded", {name: points for name, points in news.items() if points}
+        news = {name: points for name, points in news.items() if points}
+        return ("recorded", news) if news else None
 
     def shown(self, points: dict[str, list[float]]) -> dict[str, list[float]]:
         """The new points of ``metrics`` events the page draws (not those the records replace)."""
