@@ -49,6 +49,7 @@ from mosaic_core.renamed import add_renamed_flag
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
 from mosaic_core.threads import ThreadBudget
 from mosaic_core.threads import budget as thread_budget
+from mosaic_core.trainer.protocol import check_target
 from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch
 from mosaic_core.worker import Worker, declare, declared_names, load_worker
 from mosaic_core.workers import find_worker
@@ -207,6 +208,8 @@ class Prepared:
 def check_host_options(ns: argparse.Namespace) -> None:
     if ns.token_file and not ns.grpc:
         raise UsageError("--token-file needs --grpc (it is the trainer daemon's client token)")
+    if ns.grpc:  # a dry run checks the address a run would dial
+        check_target(ns.grpc_target, "--grpc-target")
     if ns.num_cpus is not None and ns.num_cpus < 1:
         raise UsageError(f"--num-cpus must be at least 1, got {ns.num_cpus}")
     for flag, value in (("--heartbeat-interval", ns.heartbeat_interval), ("--grace-period", ns.grace_period)):
