@@ -195,7 +195,7 @@ def shared() -> Path:
 
 def victims_untouched(owner, before: dict[str, tuple]) -> None:
     assert state(owner) == before
-    assert owner["victim"].read_text() == VICTIM_TEXT and os.listdir(owner["victim_dir"]) == ["keep.txt"]
+    assert owner["victim"].read_bytes() == VICTIM_TEXT.encode() and os.listdir(owner["victim_dir"]) == ["keep.txt"]
     assert not (owner["home"] / "created-by-link").exists()
 
 
