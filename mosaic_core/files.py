@@ -159,12 +159,13 @@ class _Output:
 
     ``named``: a path the user typed. Its folder must exist, and it and every folder above it
     must be ours or root's, sticky where others can write (:func:`check_ancestors`, as for a
-    runs root); our own files' folders are made when missing. A folder only we can write takes
-    a private temporary renamed over the name (readers see the old file or the new one); in
-    one others can write (``/tmp``) the file is only ever created new."""
+    runs root), and what is at the name is checked (:meth:`refuse_existing`); our own files'
+    folders are made when missing. A folder only we can write takes a private temporary renamed
+    over the name (readers see the old file or the new one); in one others can write (``/tmp``)
+    the file is only ever created new."""
 
     def __init__(self, path: Path | str, named: bool, new: bool):
-        self.shown, self.new = str(path), new
+        self.shown, self.named, self.new = str(path), named, new
         absolute = Path(os.path.abspath(path))
         self.folder, self.name = absolute.parent, absolute.name
         if named:
@@ -187,7 +188,11 @@ class _Output:
 
     def refuse_existing(self) -> None:
         """Refuse what is at the name: anything when ``new`` or in a folder others can write;
-        otherwise a link, a folder, a FIFO or device, or another user's file."""
+        otherwise, for a path the user named, a link, a folder, a FIFO or device, or another
+        user's file. Our own file in our own folder (a run's ``analytics.json``) is renamed over,
+        a link there too: replaced, never followed."""
+        if self.private and not (self.named or self.new):
+            return
         try:
             info = os.stat(self.name, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -215,12 +220,9 @@ class _Output:
     def create(self) -> int:
         """A new file for the bytes: a private temporary (our own folder) or the name itself."""
         self.refuse_existing()
-        if self.private:
-            for _attempt in range(16):
-                self.temporary = f".{self.name[:200]}.{secrets.token_hex(8)}.tmp"
-                with contextlib.suppress(FileExistsError):
-                    return self._open_new(self.temporary)
-            raise UntrustedPath(f"{self.shown}: 16 fresh temporary names in {self.folder} all existed; refused")
+        if self.private:  # nobody else makes names here: a random one is free
+            self.temporary = f".{self.name[:200]}.{secrets.token_hex(8)}.tmp"
+            return self._open_new(self.temporary)
         try:
             return self._open_new(self.name)
         except FileExistsError:  # planted since we looked
