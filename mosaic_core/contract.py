@@ -235,16 +235,12 @@ def eval_result(
 
 
 def write_eval(path: Path, result: dict[str, Any]) -> Path:
-    """Write ``result`` as JSON atomically (a temporary file in the same folder, then rename);
-    a file of ours only: an existing link at ``path`` is replaced, never followed."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(result, handle, indent=2, allow_nan=True)
-        handle.write("\n")
-    os.replace(temporary, path)
-    return path
+    """Write ``result`` as JSON (0600) through the one writer (``--eval-out`` may name it):
+    atomically, never through a link."""
+    from mosaic_core.files import write_atomic
+
+    write_atomic(path, (json.dumps(result, indent=2, allow_nan=True) + "\n").encode(), mode=0o600, flag="--eval-out")
+    return Path(path)
 
 
 # Evaluation videos --------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="FILE.tar.gz",
-        help="export: the archive to write (must not exist); card: the folder of the model card",
+        help="export: the archive to write (must not exist); card: a new folder for the model card",
     )
     keep.add_argument("--no-checkpoints", action="store_true", help="export: leave checkpoint files out")
     keep.add_argument("--yes", action="store_true", help="rm, gc: delete (without it they only list what would go)")

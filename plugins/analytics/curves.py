@@ -8,13 +8,15 @@ imported only here, inside the functions.
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mosaic_core import MosaicError, UsageError
+from mosaic_core import MosaicError
+from mosaic_core.files import write_atomic
 from mosaic_core.runstore.artifacts import EVENT_FILE, walk_files
 
 DEFAULT_TAG = "charts/episodic_return"
@@ -146,12 +148,11 @@ def plot(curves: list[Curve], output: Path, window: int, tag: str) -> None:
         axes.grid(True, alpha=0.3)
         axes.legend(loc="best", fontsize="small")
         figure.tight_layout()
-        try:
-            figure.savefig(output, format="png")
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        png = io.BytesIO()  # rendered here, written by the one writer of user-named outputs
+        figure.savefig(png, format="png")
     finally:
         plt.close(figure)
+    write_atomic(output, png.getvalue(), flag="-o")
 
 
 # ------------------------------------------------------------------ seed aggregation
@@ -219,10 +220,9 @@ def plot_groups(groups: dict[str, list[Curve]], output: Path, window: int, tag: 
         axes.grid(True, alpha=0.3)
         axes.legend(loc="best", fontsize="small")
         figure.tight_layout()
-        try:
-            figure.savefig(output, format="png")
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        png = io.BytesIO()  # rendered here, written by the one writer of user-named outputs
+        figure.savefig(png, format="png")
     finally:
         plt.close(figure)
+    write_atomic(output, png.getvalue(), flag="-o")
     return bands

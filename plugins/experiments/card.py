@@ -19,11 +19,14 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mosaic_core import UsageError
 from mosaic_core.contract import Checkpoint
 from mosaic_core.runstore.score import Score
+
+if TYPE_CHECKING:
+    from mosaic_core.files import OutputFolder
 
 CARD = "README.md"
 CONFIG = "config.json"
@@ -44,41 +47,24 @@ class Subject:
 
 
 def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> tuple[Path, Subject]:
-    """Check everything, then write DIR: the checkpoint, ``config.json`` and ``README.md``."""
-    target = _check_output(out)
+    """Check everything, then make DIR (new: an existing name is refused) and write in it the
+    checkpoint, ``config.json`` and ``README.md``, each file created there, never followed."""
+    from mosaic_core import redact
+    from mosaic_core.files import OutputFolder, check_output
+
+    check_output(out, "-o", new=True)  # a refusal now, before the bootstrap; the mkdir below decides
     subject = _subject(root, ref, reps, seed)
-    created = not target.exists()
-    if created:
-        os.mkdir(target, 0o755)
+    folder = OutputFolder(out, "-o")
     try:
-        _copy_checkpoint(subject.checkpoint, target)
-        from mosaic_core import redact
-
-        (target / CONFIG).write_text(json.dumps(redact(subject.config), indent=2, default=str) + "\n", encoding="utf-8")
-        (target / CARD).write_text(render(subject, ref, root), encoding="utf-8")
+        _copy_checkpoint(subject.checkpoint, folder)
+        folder.write(CONFIG, (json.dumps(redact(subject.config), indent=2, default=str) + "\n").encode())
+        folder.write(CARD, render(subject, ref, root).encode())
     except BaseException:
-        if created:
-            shutil.rmtree(target, ignore_errors=True)
+        folder.discard()
         raise
-    return target, subject
-
-
-def _check_output(out: Path) -> Path:
-    target = out.absolute()
-    if target.is_symlink():
-        raise UsageError(f"-o {out}: is a symbolic link; refused")
-    if target.exists():
-        if not target.is_dir() or any(target.iterdir()):
-            raise UsageError(f"-o {out}: exists and is not an empty folder; name a new one")
-        from mosaic_core.files import check_own_dir
-
-        try:
-            check_own_dir(target, "-o folder")
-        except OSError as exc:
-            raise UsageError(str(exc)) from None
-    elif not target.parent.is_dir():
-        raise UsageError(f"-o {out}: its parent folder {target.parent} does not exist")
-    return target
+    finally:
+        folder.close()
+    return out.absolute(), subject
 
 
 def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
@@ -161,12 +147,30 @@ def _finish(
     return Subject(model, checkpoint, config, score, seeds, estimate, groups, label, sources)
 
 
-def _copy_checkpoint(checkpoint: Checkpoint, target: Path) -> None:
-    """The checkpoint as it is (a file or a folder; links inside stay links, never followed)."""
-    if checkpoint.path.is_dir():
-        shutil.copytree(checkpoint.path, target / checkpoint.path.name, symlinks=True)
+def _copy_checkpoint(checkpoint: Checkpoint, folder: OutputFolder) -> None:
+    """The checkpoint as it is (a file or a folder; links inside stay links, never followed),
+    each file read as a run file of ours."""
+    try:
+        _copy_into(checkpoint.path, folder, None)
+    except OSError as exc:  # a file of the checkpoint that is not a regular file of ours
+        raise UsageError(f"cannot export checkpoint {checkpoint.path}: {exc}") from None
+
+
+def _copy_into(source: Path, folder: OutputFolder, into: int | None) -> None:
+    from mosaic_core.files import open_private
+
+    if source.is_symlink():
+        folder.link(source.name, os.readlink(source), into)
+    elif source.is_dir():
+        inner = folder.subfolder(source.name, into)
+        try:
+            for entry in sorted(source.iterdir()):
+                _copy_into(entry, folder, inner)
+        finally:
+            os.close(inner)
     else:
-        shutil.copy2(checkpoint.path, target / checkpoint.path.name, follow_symlinks=False)
+        with open_private(source) as reading, folder.create(source.name, into) as writing:
+            shutil.copyfileobj(reading, writing)
 
 
 def escape(text: Any) -> str:

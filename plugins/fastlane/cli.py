@@ -118,9 +118,10 @@ def explain_missing(run_id: str, runs_dir: str | None) -> str:
 
 
 def snapshot(args: argparse.Namespace) -> int:
+    from mosaic_core.files import check_output, write_atomic
     from mosaic_fastlane.frames import encode_png
-    from mosaic_fastlane.trust import write_file
 
+    check_output(args.output, "-o")  # before waiting for a frame
     with open_reader(args.run_id, args.runs_dir, args.owner) as reader:
         if args.slot is not None and not 0 <= args.slot < reader.header.slot_count:
             raise UsageError(f"--slot {args.slot}: run {args.run_id} has slots 0..{reader.header.slot_count - 1}")
@@ -130,12 +131,7 @@ def snapshot(args: argparse.Namespace) -> int:
         if frame is None:
             raise MosaicError(f"run {args.run_id} published no frame within {args.timeout:g} s")
     output = Path(args.output)
-    if output.is_dir():
-        raise UsageError(f"-o {output}: is a directory; give a file name such as frame.png")
-    try:
-        write_file(output, encode_png(frame.pixels))
-    except OSError as exc:
-        raise UsageError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    write_atomic(output, encode_png(frame.pixels), flag="-o")
     print(json.dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
     return 0
 
