@@ -19,6 +19,9 @@ from mosaic_core.errors import ConfigError
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,127}")
 SECRET_MARKERS = ("api_key", "apikey", "token", "password", "secret")
 REDACTED = "***"
+SECRET_EXTRAS_ENV = (
+    "MOSAIC_SECRET_EXTRAS"  # a JSON object merged into a run's extras, read once (never on a command line)
+)
 REQUIRED = ("run_id", "algo", "env_id", "total_timesteps")
 FIELDS = ("run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "extras")  # the config's schema
 MAX_DEPTH = 32  # nesting a worker config never needs; deeper input is refused, not recursed into
@@ -41,6 +44,20 @@ def redact(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
     return value
+
+
+def secret_extras(extras: dict[str, Any]) -> dict[str, Any]:
+    """The items of ``extras`` that hold a secret (what :func:`redact` masks, at any depth)."""
+    return {key: value for key, value in extras.items() if redact({key: value}) != {key: value}}
+
+
+def extras_for_child(extras: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``extras`` split for a ``mosaic run`` we start: what its command line may carry
+    (``--extras``, which any local user reads in ``/proc``) and the environment that carries
+    the secret items (:data:`SECRET_EXTRAS_ENV`, which ``mosaic run`` reads once and removes)."""
+    secrets = secret_extras(extras)
+    shown = {key: value for key, value in extras.items() if key not in secrets}
+    return shown, ({SECRET_EXTRAS_ENV: json.dumps(secrets)} if secrets else {})
 
 
 def redact_payload(payload: Any) -> Any:

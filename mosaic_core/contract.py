@@ -23,7 +23,6 @@ Nothing here imports torch, numpy or a worker: the host and every training progr
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mosaic_core.jsontext import dumps
 from mosaic_core.types import ExtrasKey
 
 if TYPE_CHECKING:
@@ -241,8 +241,7 @@ def write_eval(path: Path, result: dict[str, Any]) -> Path:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as handle:
-        json.dump(result, handle, indent=2, allow_nan=True)
-        handle.write("\n")
+        handle.write(dumps(result, indent=2) + "\n")
     os.replace(temporary, path)
     return path
 

@@ -8,7 +8,6 @@ refuses a second one, and refuses anything after it.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import threading
@@ -19,6 +18,7 @@ from typing import IO, Any
 
 from mosaic_core.config import redact
 from mosaic_core.files import read_private_text
+from mosaic_core.jsontext import finite
 
 TERMINAL = ("run_completed", "run_failed", "run_cancelled")
 STATUS_OF = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
@@ -84,18 +84,6 @@ class EventEmitter:
         if self._log:
             self._log.close()
             self._log = None
-
-
-def finite(value: Any) -> Any:
-    """``value`` with every NaN or infinite float replaced by None: the stream is strict JSON
-    (a NaN loss from a script never reaches ``events.jsonl`` as an invalid token)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
 
 
 def open_append(path: Path) -> Any:

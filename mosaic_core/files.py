@@ -4,7 +4,6 @@ shared-machine checks every reader of run files goes through (:func:`open_privat
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mosaic_core import procs
+from mosaic_core.jsontext import dumps
 
 
 def is_within(base: Path | str, target: Path | str) -> bool:
@@ -44,7 +44,7 @@ def write_atomic(path: Path | str, data: bytes, mode: int | None = None) -> None
 
 def write_json_atomic(path: Path | str, data: Any, mode: int | None = None) -> None:
     """:func:`write_atomic` of ``data`` as indented, key-sorted JSON."""
-    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    text = dumps(data, indent=2, sort_keys=True, default=str) + "\n"
     write_atomic(path, text.encode("utf-8"), mode)
 
 

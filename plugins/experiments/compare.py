@@ -11,13 +11,13 @@ at the reference).
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mosaic_core import MosaicError, UsageError
+from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.groups import Group, group_by_fields, group_by_seed, mixed_budgets
 from mosaic_core.runstore.score import RETURN_TAG, WINDOW_NAME, Score, run_score, training_score
 
@@ -218,4 +218,4 @@ def say(message: str) -> None:
 
 
 def to_json(value: Any) -> str:
-    return json.dumps(value, indent=2, default=str)
+    return dumps(value, indent=2, default=str)

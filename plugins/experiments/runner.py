@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import UsageError
+from mosaic_core.config import extras_for_child
 from mosaic_core.procs import mosaic_command, with_parent_death_signal
 from mosaic_core.runstore.summary import summarize
 from mosaic_experiments.spec import Experiment, GroupSpec
@@ -63,11 +64,17 @@ def command(
         "--runs-dir",
         str(root),
         "--extras",
-        json.dumps(run_extras(exp, group)),
+        json.dumps(extras_for_child(run_extras(exp, group))[0]),
     ]
     if dry_run:
         return [*argv, "--dry-run", "--emit-summary", "--launcher", "local"]
     return [*argv, "--quiet", "--grace-period", str(GRACE_S), *launcher]
+
+
+def environment(exp: Experiment, group: GroupSpec, base: dict[str, str]) -> dict[str, str]:
+    """``base`` and the group's secret extras (``wandb_api_key``…), which reach a seed's ``mosaic
+    run`` in its environment as ``mosaic run`` takes them, never on its command line."""
+    return {**base, **extras_for_child(run_extras(exp, group))[1]}
 
 
 def run_extras(exp: Experiment, group: GroupSpec) -> dict[str, Any]:
@@ -94,6 +101,7 @@ def preflight(exp: Experiment, root: Path) -> None:
             raise UsageError(f"experiment spec {exp.source}: group {index + 1}: {exc}") from None
         done = subprocess.run(
             command(exp, group, exp.seeds[0], f"{exp.name}-preflight", root, dry_run=True),
+            env=environment(exp, group, dict(os.environ)),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -171,6 +179,7 @@ class Pool:
             from mosaic_core import SHARE_VAR, share
 
             env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.parallel))}
+            env = environment(self.exp, group, env)
             proc = subprocess.Popen(
                 with_parent_death_signal(command(self.exp, group, seed, run_id, self.root, launcher=self.launcher)),
                 stdin=subprocess.DEVNULL,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mosaic_core import CliCommand, MosaicError, UsageError
+from mosaic_core.jsontext import dumps
 
 if TYPE_CHECKING:
     from mosaic_fastlane.reader import FastLaneReader
@@ -136,7 +137,7 @@ def snapshot(args: argparse.Namespace) -> int:
         write_file(output, encode_png(frame.pixels))
     except OSError as exc:
         raise UsageError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
-    print(json.dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
+    print(dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
     return 0
 
 
