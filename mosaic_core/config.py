@@ -242,18 +242,19 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def _depth(value: Any) -> int:
-    depth, level = 0, [value]
+def depth(value: Any) -> int:
+    """How deep ``value`` nests (counted up to one past :data:`MAX_DEPTH`, never recursing)."""
+    levels, level = 0, [value]
     while level:
-        depth += 1
-        if depth > MAX_DEPTH:
-            return depth
+        levels += 1
+        if levels > MAX_DEPTH:
+            return levels
         level = [
             v
             for item in level
             for v in (item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
         ]
-    return depth
+    return levels
 
 
 def parse_json(text: str, what: str, source: str | None = None, field: str | None = None) -> Any:
@@ -269,12 +270,40 @@ def parse_json(text: str, what: str, source: str | None = None, field: str | Non
         raise ConfigError(f"{what} is not valid JSON: {exc}", field=field, source=source) from None
     except RecursionError:
         raise ConfigError(f"{what} nests deeper than {MAX_DEPTH} levels", field=field, source=source) from None
-    if _depth(value) > MAX_DEPTH:
+    if depth(value) > MAX_DEPTH:
         raise ConfigError(f"{what} nests deeper than {MAX_DEPTH} levels", field=field, source=source)
     return value
 
 
 MAX_CONFIG_FILE_BYTES = 16 * 1024 * 1024
+MAX_SPEC_BYTES = 1024 * 1024  # an experiment or sweep spec: a few kilobytes
+
+
+def read_spec_text(path: str | Path, what: str) -> str:
+    """The text of a spec file the user named (``what``: "experiment spec"…): a regular file,
+    opened without blocking and checked before it is read (a FIFO or device is refused, never
+    waited on; a link is followed and the file may be anyone's), at most :data:`MAX_SPEC_BYTES`,
+    UTF-8 without NUL. Anything else is one UsageError naming ``what`` and the file."""
+    from mosaic_core.errors import UsageError
+    from mosaic_core.files import open_private
+
+    shown = repr(str(path)) if "\0" in str(path) else str(path)
+    try:
+        with open_private(path, any_owner=True) as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+    except ValueError:  # a NUL in the path
+        raise UsageError(f"{what} {shown}: a file name cannot hold a NUL byte") from None
+    except OSError as exc:
+        raise UsageError(f"{what} {shown}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise UsageError(f"{what} {shown}: larger than {MAX_SPEC_BYTES // 1024} KiB; a spec is a few lines")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {shown}: not UTF-8 text (byte {exc.start} cannot be decoded)") from None
+    if "\0" in text:
+        raise UsageError(f"{what} {shown}: holds a NUL byte (at character {text.index(chr(0))}); not a text file")
+    return text
 
 
 class ConfigFile(dict[str, Any]):

@@ -55,6 +55,7 @@ from mosaic_core.worker import Worker, declare, declared_names, load_worker
 from mosaic_core.workers import find_worker
 
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
+MIN_HEARTBEAT_S = 0.1  # the daemon's own floor for the runs it starts
 REGISTRATION_ENV = "MOSAIC_REGISTRATION_SECRET"  # a daemon-spawned run's proof for RegisterWorker, read once
 
 
@@ -118,7 +119,12 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
         help="with --grpc, started by hand: a file holding the daemon's client token (else $MOSAIC_TOKEN, "
         "else var/trainer/client.token)",
     )
-    host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
+    host.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=30.0,
+        help=f"seconds between heartbeats (at least {MIN_HEARTBEAT_S})",
+    )
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
     host.add_argument(
         "--num-cpus",
@@ -212,6 +218,10 @@ def check_host_options(ns: argparse.Namespace) -> None:
     for flag, value in (("--heartbeat-interval", ns.heartbeat_interval), ("--grace-period", ns.grace_period)):
         if not value == value or value <= 0 or value == float("inf"):  # NaN, zero, negative, infinite
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+    if ns.heartbeat_interval < MIN_HEARTBEAT_S:  # 1e-300 would write a heartbeat every few microseconds
+        raise UsageError(
+            f"--heartbeat-interval must be at least {MIN_HEARTBEAT_S} seconds, got {ns.heartbeat_interval}"
+        )
 
 
 def prepare(

@@ -131,11 +131,18 @@ def attempts(exp: Experiment, state: Callable[[str], str | None]) -> Iterator[tu
 
 def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]], list[str]]:
     """What is left to run ((group, seed, run id) each: an existing run id is resumed) and the
-    run ids already completed."""
+    run ids already completed: the owner's own runs only (an imported, untrusted run under a
+    seed's id is neither done nor resumed; the seed runs as a new attempt)."""
+    from mosaic_core.runstore.trust import untrusted_run
 
     def state(run_id: str) -> str | None:
         if not (root / run_id).exists():
             return None
+        if untrusted_run(root / run_id) is not None:  # an archive's run under a seed's id is not the owner's seed
+            say(
+                f"{run_id} was imported and is untrusted: never one of this experiment's seeds; it runs as a new attempt"
+            )
+            return "again"
         status = summarize(root / run_id, with_score=False).status
         if status == "completed":
             return "done"
@@ -151,12 +158,15 @@ def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]],
 
 
 def resumable(run_dir: Path) -> bool:
-    """A recorded run (our own directory, not a link) with a checkpoint to continue from."""
+    """A recorded run (our own directory, not a link, not imported) with a checkpoint to continue from."""
     from mosaic_core import MosaicError
+    from mosaic_core.runstore.trust import untrusted_run
     from mosaic_experiments.checkpoints import newest
 
     try:
-        return run_dir.is_dir() and not run_dir.is_symlink() and newest(run_dir) is not None
+        if not run_dir.is_dir() or run_dir.is_symlink() or untrusted_run(run_dir) is not None:
+            return False
+        return newest(run_dir) is not None
     except MosaicError:  # a config the host refuses: a new attempt
         return False
 
