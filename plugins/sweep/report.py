@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import MosaicError, UsageError
+from mosaic_core.config import redact
 from mosaic_core.jsontext import dumps
 from mosaic_sweep import storage as storages
 from mosaic_sweep.spec import ENV_PARAM, NAME, check_params
@@ -178,7 +179,7 @@ def best(
         if out and (Path(out).suffix.lower() != suffix or not Path(out).absolute().parent.is_dir()):
             raise UsageError(f"{out}: must be a {suffix} file in an existing directory")
     if as_json:
-        print(dumps({**record, "config": config}, indent=2, default=str))
+        print(dumps({**record, "config": redact(config)}, indent=2, default=str))
     else:
         print(f"best trial {trial.number} of {study_name}: {trial.value:.6g}")
         print(f"params: {_params(trial)}")
