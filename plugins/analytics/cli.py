@@ -252,7 +252,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     imported = origin(run_dir)
     if ns.json:
         print(
-            json.dumps(
+            dumps(
                 {"summary": summary.to_dict(), "config": config, "manifest": manifest, "untrusted": imported}, indent=2
             )
         )
