@@ -293,6 +293,8 @@ def read_spec_text(path: str | Path, what: str) -> str:
             raw = handle.read(MAX_SPEC_BYTES + 1)
     except ValueError:  # a NUL in the path
         raise UsageError(f"{what} {shown}: a file name cannot hold a NUL byte") from None
+    except FileNotFoundError:
+        raise UsageError(f"{what} {shown} does not exist") from None
     except OSError as exc:
         raise UsageError(f"{what} {shown}: {exc.strerror or exc}") from None
     if len(raw) > MAX_SPEC_BYTES:

@@ -164,7 +164,7 @@ class SweepSpec:
                 raise UsageError(f"{flag} must be >= 1, got {changes[key]}")
         if "seeds" in changes:
             if not 1 <= changes["seeds"] <= MAX_SEEDS:
-                raise UsageError(f"--seeds must be 1…{MAX_SEEDS}, got {changes['seeds']}")
+                raise UsageError(f"--seeds must be >= 1 and at most {MAX_SEEDS}, got {changes['seeds']}")
             start = self.seeds[0] if self.seeds else 1
             changes["seeds"] = tuple(range(start, start + changes["seeds"]))
         return replace(self, **changes)
@@ -318,7 +318,9 @@ def _seeds(data: dict[str, Any], fail: Any) -> tuple[int, ...]:
     start = _int(data, "seed_start", fail, minimum=0, default=1)
     if isinstance(value, int) and not isinstance(value, bool):
         if not 1 <= value <= MAX_SEEDS:
-            raise fail("seeds", f"must be 1…{MAX_SEEDS} (seeds per trial) or a list of seeds, got {value}")
+            raise fail(
+                "seeds", f"must be >= 1 and at most {MAX_SEEDS} (seeds per trial) or a list of seeds, got {value}"
+            )
         return tuple(range(start, start + value))
     if (
         isinstance(value, list)
@@ -330,7 +332,8 @@ def _seeds(data: dict[str, Any], fail: Any) -> tuple[int, ...]:
             raise fail("seed_start", "only applies when seeds is a count")
         return tuple(value)
     raise fail(
-        "seeds", f"must be a count >= 1 or a list of at most {MAX_SEEDS} distinct seeds >= 0, got {reprlib.repr(value)}"
+        "seeds",
+        f"must be a count >= 1 or a list of distinct seeds >= 0 (at most {MAX_SEEDS}), got {reprlib.repr(value)}",
     )
 
 
