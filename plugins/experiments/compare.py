@@ -72,7 +72,8 @@ class Resolved:
             return None
         return (
             f"left out {len(self.left_out)} imported, untrusted run(s) tagged with the experiment "
-            f"({_ids(self.left_out)}): anyone's archive can carry an experiment's name; name them to include them"
+            f"({_ids(self.left_out)}): anyone's archive can carry an experiment's name (`mosaic runs trust RUN` "
+            "once you have checked one)"
         )
 
 
