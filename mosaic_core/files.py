@@ -4,7 +4,6 @@ shared-machine checks every reader of run files goes through (:func:`open_privat
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -17,6 +16,7 @@ from typing import Any, BinaryIO
 
 from mosaic_core import procs
 from mosaic_core.errors import UsageError
+from mosaic_core.jsontext import dumps
 
 
 def is_within(base: Path | str, target: Path | str) -> bool:
@@ -305,7 +305,7 @@ def write_atomic(
 
 def write_json_atomic(path: Path | str, data: Any, mode: int | None = None, *, flag: str | None = None) -> None:
     """:func:`write_atomic` of ``data`` as indented, key-sorted JSON."""
-    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    text = dumps(data, indent=2, sort_keys=True, default=str) + "\n"
     write_atomic(path, text.encode("utf-8"), mode, flag=flag)
 
 
@@ -422,3 +422,22 @@ def private_dir(prefix: str, base: Path | None = None) -> Path:
                 if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
                     shutil.rmtree(entry.path, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=mine, dir=base))
+
+
+def cache_dir(*parts: str, create: bool = False) -> Path | None:
+    """MOSAIC's cache folder (``$XDG_CACHE_HOME/mosaic/PARTS``, else ``~/.cache/mosaic/PARTS``)
+    when it is ours to use, made 0700 when ``create``: ``mosaic/`` and each folder below it are
+    ours, not links, and nobody else can write them, and every folder above is ours or root's
+    (sticky where others can write), so nobody can swap what lies in them. None otherwise (a
+    shared cache folder, another user's): a cache is then not used at all."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folders = [Path(base, "mosaic", *parts[:depth]) for depth in range(len(parts) + 1)]
+    try:
+        if create:
+            os.makedirs(folders[-1], mode=0o700, exist_ok=True)
+        check_ancestors(folders[-1], "cache folder")
+        for folder in folders:
+            check_own_dir(folder, "cache folder")
+    except OSError:
+        return None
+    return folders[-1]

@@ -20,6 +20,7 @@ from typing import Any
 
 from mosaic_core.errors import UsageError
 from mosaic_core.files import atomic_output, check_output, open_private
+from mosaic_core.jsontext import dumps
 
 EVALUATIONS = "evaluations"
 
@@ -71,7 +72,7 @@ def run(ns: argparse.Namespace) -> int:
     if result is None:
         return code
     if ns.json:
-        print(json.dumps(result, indent=2))
+        print(dumps(result, indent=2))
     else:
         print(
             f"{result['algo']} on {result['env_id']} at step {result['global_step']}: {len(result['episodes'])} "

@@ -41,12 +41,12 @@ class Archived:
 
 def _announced_checkpoints(run_dir: Path) -> set[str]:
     """The files the run's ``checkpoint_saved`` events name, relative to the run directory."""
-    from mosaic_core.events import read_events
+    from mosaic_core.events import iter_events
 
     base = run_dir.resolve()
     named = set()
-    for event in read_events(run_dir / "events.jsonl"):
-        payload = event.get("payload") if event.get("event") == "checkpoint_saved" else None
+    for event in iter_events(run_dir / "events.jsonl", ("checkpoint_saved",)):
+        payload = event.get("payload")
         path = payload.get("path") if isinstance(payload, dict) else None
         if isinstance(path, str):
             named.add(os.path.relpath(os.path.normpath(base / path), base))

@@ -17,10 +17,12 @@ FEW_SEEDS = 5
 
 
 def group_view(dirs: list[Path], curve_of: Callable[[Path], list[list[float]]]) -> dict[str, Any]:
-    """``{"groups": [{label, runs, scores, finished, score_iqm, band: [[step, iqm, low, high], …]}], "warnings": […]}``;
+    """``{"groups": [{label, runs, untrusted, scores, finished, score_iqm, band: [[step, iqm, low, high], …]}],
+    "warnings": […]}`` (``untrusted``: the group's imported runs, also named in a warning);
     ``curve_of(run_dir)``: the run's ``[step, return]`` points so far."""
     from mosaic_core.runstore.bands import curve_matrix, iqm_band
     from mosaic_core.runstore.summary import summarize
+    from mosaic_core.runstore.trust import untrusted_run
 
     groups, out = group_by_seed(dirs), []
     for group in groups:
@@ -36,6 +38,7 @@ def group_view(dirs: list[Path], curve_of: Callable[[Path], list[list[float]]]) 
             {
                 "label": group.label,
                 "runs": [d.name for d in group.runs],
+                "untrusted": [d.name for d in group.runs if untrusted_run(d) is not None],
                 "scores": scores,
                 "finished": len(scores),
                 "score_iqm": _iqm(scores),
@@ -43,6 +46,12 @@ def group_view(dirs: list[Path], curve_of: Callable[[Path], list[list[float]]]) 
             }
         )
     warnings = [w for w in [mixed_budgets(groups)] if w]
+    imported = [name for g in out for name in g["untrusted"]]
+    if imported:  # the user chose them; they stay in, marked (the run list badges them too)
+        warnings.append(
+            f"imported, untrusted run(s) {', '.join(imported[:5])}{'…' if len(imported) > 5 else ''}: "
+            "their curves and scores are what their archives say"
+        )
     few = [g["label"] for g in out if len(g["runs"]) < FEW_SEEDS]
     if few:
         warnings.append(f"fewer than {FEW_SEEDS} seeds in {', '.join(few)}: the CIs are wide")

@@ -44,6 +44,7 @@ class Subject:
     groups: dict[str, dict[str, Any]]  # every group's estimates (an experiment's card lists them)
     label: str
     sources: str  # what the scores are, in words
+    left_out: str | None = None  # the imported, untrusted runs an experiment's name would have brought in
 
 
 def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> tuple[Path, Subject]:
@@ -69,18 +70,19 @@ def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> tuple[Path, 
 
 def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
     from mosaic_core.runstore.groups import group_by_seed, read_config
-    from mosaic_core.runstore.index import list_runs
     from mosaic_core.runstore.score import run_score
     from mosaic_core.runstore.summary import summarize
     from mosaic_experiments import compare, tables
     from mosaic_experiments.checkpoints import newest
 
-    dirs = compare.resolve_runs(root, [ref])
+    resolved = compare.resolve_runs(root, [ref])  # an experiment's runs: the owner's own only
+    dirs = resolved.runs
     experiment = len(dirs) > 1 or compare.experiment_tag(dirs[0]) == ref
     model: Path | None = None
     if not experiment:  # a run: its group is the completed runs of the root that differ from it only by seed
         model = dirs[0]
-        every = [Path(s.path) for s in list_runs(root) if s.status == "completed" or Path(s.path).name == model.name]
+        _refuse_untrusted(model)
+        every = [model, *_own_completed(root, model)]
         dirs = next((g.runs for g in group_by_seed(every) if model.name in {r.name for r in g.runs}), dirs)
         model = next(d for d in dirs if d.name == model.name)
     else:
@@ -89,7 +91,7 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
             raise UsageError(f"experiment {ref!r} has no completed run yet; `mosaic experiment run` it first")
     if len(dirs) == 1:
         score = run_score(dirs[0])
-        return _finish(
+        subject = _finish(
             dirs[0],
             newest(dirs[0]),
             read_config(dirs[0]),
@@ -100,6 +102,8 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
             dirs[0].name,
             f"{score.source} 1" if score else "none",
         )
+        subject.left_out = resolved.note()
+        return subject
     envs = {str(read_config(d).get("env_id")) for d in dirs}
     comparison = compare.compare(dirs, ["experiment_group"] if experiment and len(envs) > 1 else None)
     sections = tables.estimate(comparison, reps, seed)
@@ -115,7 +119,7 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
         model = max(scored, key=lambda s: s.score.value).run_dir
     label = next(g.label for g in comparison.groups if model.name in {r.name for r in g.runs})
     scored = {s.run_dir: s.score for runs in comparison.scores[label].values() for s in runs}
-    return _finish(
+    subject = _finish(
         model,
         newest(model),
         read_config(model),
@@ -126,6 +130,27 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
         label,
         compare.sources(comparison),
     )
+    subject.left_out = resolved.note()
+    return subject
+
+
+def _own_completed(root: Path, model: Path) -> list[Path]:
+    """The root's completed runs but ``model``, imported and untrusted ones left out (a card's
+    IQM is over the owner's own seeds)."""
+    from mosaic_core.runstore.index import list_runs
+    from mosaic_experiments.compare import untrusted_among
+
+    completed = [Path(s.path) for s in list_runs(root) if s.status == "completed" and s.run_id != model.name]
+    untrusted = set(untrusted_among(completed))
+    return [d for d in completed if d.name not in untrusted]
+
+
+def _refuse_untrusted(run_dir: Path) -> None:
+    """A card of an imported run would copy its checkpoint out of the run, where nothing marks it
+    (an RLlib checkpoint is code, and the folder is what a Hub upload takes): refused."""
+    from mosaic_core.runstore.trust import refuse_untrusted
+
+    refuse_untrusted(run_dir, f"a card of run {run_dir.name} (it copies the run's checkpoint out)")
 
 
 def _finish(

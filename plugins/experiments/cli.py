@@ -72,6 +72,8 @@ def _card(ns: argparse.Namespace) -> int:
         raise UsageError(f"--reps must be >= 100, got {reps}")
     stats.rliable()
     target, subject = card.write(_root(ns.runs_dir, must_exist=True), ns.ref, Path(ns.output), reps, ns.seed)
+    if subject.left_out:
+        print(printable(f"mosaic runs card: {subject.left_out}"), file=sys.stderr)
     print(
         printable(
             f"mosaic runs card: run {subject.model.name}, {subject.checkpoint.path.name}: wrote {target}/"
@@ -190,8 +192,12 @@ def _compare(ns: argparse.Namespace) -> int:
     references = compare.parse_references(ns.reference)
     stats.rliable()  # a missing extra says so before anything is read
     root = _root(ns.runs_dir, must_exist=True)
-    dirs = compare.resolve_runs(root, ns.refs)
+    resolved = compare.resolve_runs(root, ns.refs)
+    dirs = resolved.runs
     comparison = compare.compare(dirs, fields, tag, references, ns.agent)
+    note = resolved.note()
+    if note:
+        comparison.warnings.insert(0, note)
     compare.say(f"{len(dirs)} runs in {len(comparison.groups)} groups; scores: {compare.sources(comparison)}")
     for warning in comparison.warnings:
         compare.say(f"warning: {warning}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mosaic_core import CliCommand, MosaicError, UsageError
+from mosaic_core.jsontext import dumps
 
 if TYPE_CHECKING:
     from mosaic_fastlane.reader import FastLaneReader
@@ -96,15 +97,16 @@ def open_reader(run_id: str, runs_dir: str | None, owner: str | None = None) -> 
 
 
 def explain_missing(run_id: str, runs_dir: str | None) -> str:
-    from mosaic_core import STATUS_OF, RunDirectory, read_events
+    from mosaic_core import STATUS_OF, RunDirectory
+    from mosaic_core.events import events_backwards
     from mosaic_fastlane.settings import is_enabled
 
     directory = RunDirectory.for_run(runs_dir, run_id)
     if not directory.path.is_dir():
         return f"no FastLane segment for run {run_id}, and no run {run_id} under {directory.root}"
-    ended = [e for e in read_events(directory.events) if e.get("event") in STATUS_OF]
-    if ended:
-        return f"run {run_id} has ended ({STATUS_OF[ended[-1]['event']]}); its FastLane segment went with it"
+    ended = next(events_backwards(directory.events, STATUS_OF), None)
+    if ended is not None:
+        return f"run {run_id} has ended ({STATUS_OF[ended['event']]}); its FastLane segment went with it"
     try:
         extras = json.loads(directory.config.read_text(encoding="utf-8")).get("extras") or {}
     except (OSError, ValueError):
@@ -132,7 +134,7 @@ def snapshot(args: argparse.Namespace) -> int:
             raise MosaicError(f"run {args.run_id} published no frame within {args.timeout:g} s")
     output = Path(args.output)
     write_atomic(output, encode_png(frame.pixels), flag="-o")
-    print(json.dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
+    print(dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
     return 0
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import MosaicError, UsageError
+from mosaic_core.config import redact
 from mosaic_core.files import check_output, write_atomic
+from mosaic_core.jsontext import dumps
 from mosaic_sweep import storage as storages
 from mosaic_sweep.spec import ENV_PARAM, NAME, check_params
 from mosaic_sweep.trial import trial_process
@@ -96,7 +98,7 @@ def status(study_name: str, storage_value: str | None, as_json: bool) -> int:
         "trials": trials,
     }
     if as_json:
-        print(json.dumps(data, indent=2, default=str))
+        print(dumps(data, indent=2, default=str))
         return 0
     print(f"study {data['study']} ({data['direction']}) in {shown}")
     print("trials: " + (", ".join(f"{n} {s}" for s, n in sorted(data["counts"].items())) or "none"))
@@ -180,7 +182,7 @@ def best(
         if out:
             check_output(out, flag)
     if as_json:
-        print(json.dumps({**record, "config": config}, indent=2, default=str))
+        print(dumps({**record, "config": redact(config)}, indent=2, default=str))
     else:
         print(f"best trial {trial.number} of {study_name}: {trial.value:.6g}")
         print(f"params: {_params(trial)}")

@@ -301,7 +301,9 @@ async function refreshGroups(ids) {
   const groups = view.groups.map((g, i) => ({...g, color: Charts.PALETTE[i % Charts.PALETTE.length]}));
   $("#compare-warnings").replaceChildren(...view.warnings.map(note));
   $("#compare-groups tbody").replaceChildren(...groups.map(g => el("tr", {data: {group: g.label}},
-    el("td", {}, g.label), el("td", {}, String(g.runs.length)), el("td", {}, String(g.finished)),
+    el("td", {}, g.label, g.untrusted.length > 0 && " ", g.untrusted.length > 0 && el("span",
+      {class: "badge untrusted", title: "imported: " + g.untrusted.join(", ")}, `${g.untrusted.length} imported, untrusted`)),
+    el("td", {}, String(g.runs.length)), el("td", {}, String(g.finished)),
     el("td", {class: "score-iqm"}, fmt(g.score_iqm)))));
   Charts.drawBands(Charts.chartElement($("#compare-bands"), "cmp-bands", "Episodic return: IQM over seeds, 95% CI"), groups);
 }
