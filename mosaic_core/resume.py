@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mosaic_core.contract import Checkpoint, newest_checkpoint
 from mosaic_core.errors import UsageError
-from mosaic_core.events import read_events
+from mosaic_core.events import TERMINAL, iter_events
 from mosaic_core.procs import process_alive
 
 if TYPE_CHECKING:
@@ -61,11 +61,12 @@ def recorded(run_dir: Path) -> bool:
 
 def run_state(run_dir: Path) -> tuple[str | None, int, Any]:
     """The run's last terminal event (``run_completed``…, None when it has none), how many
-    times it was resumed so far, and the training process of its last heartbeat (a pid)."""
+    times it was resumed so far, and the training process of its last heartbeat (a pid). The log
+    is streamed, and only the lines of those events are parsed: a huge one costs time, not memory."""
     terminal, resumes, pid = None, 0, None
-    for event in read_events(run_dir / "events.jsonl"):
-        name = event.get("event")
-        if name in ("run_completed", "run_failed", "run_cancelled"):
+    for event in iter_events(run_dir / "events.jsonl", (*TERMINAL, "run_started", "run_resumed", "heartbeat")):
+        name = event["event"]
+        if name in TERMINAL:
             terminal = name
         elif name == "run_started":
             terminal, pid = None, None  # a later attempt's start: only its own end counts

@@ -14,6 +14,7 @@ the damage is kept). tensorboard and matplotlib are imported only here, inside t
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import os
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import MosaicError, UsageError
+from mosaic_core import MosaicError
+from mosaic_core.files import write_atomic
 from mosaic_core.runstore.artifacts import EVENT_FILE, walk_files
 
 DEFAULT_TAG = "charts/episodic_return"
@@ -226,12 +228,11 @@ def plot(curves: list[Curve], output: Path, window: int, tag: str) -> None:
         axes.grid(True, alpha=0.3)
         axes.legend(loc="best", fontsize="small")
         figure.tight_layout()
-        try:
-            figure.savefig(output, format="png")
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        png = io.BytesIO()  # rendered here, written by the one writer of user-named outputs
+        figure.savefig(png, format="png")
     finally:
         plt.close(figure)
+    write_atomic(output, png.getvalue(), flag="-o")
 
 
 # ------------------------------------------------------------------ seed aggregation
@@ -299,10 +300,9 @@ def plot_groups(groups: dict[str, list[Curve]], output: Path, window: int, tag: 
         axes.grid(True, alpha=0.3)
         axes.legend(loc="best", fontsize="small")
         figure.tight_layout()
-        try:
-            figure.savefig(output, format="png")
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        png = io.BytesIO()  # rendered here, written by the one writer of user-named outputs
+        figure.savefig(png, format="png")
     finally:
         plt.close(figure)
+    write_atomic(output, png.getvalue(), flag="-o")
     return bands

@@ -26,10 +26,12 @@ from typing import Any
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse as StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.follow import RunGone
 from mosaic_dashboard import rundata, streams
 from mosaic_dashboard.daemon import DaemonError, DaemonLink
@@ -40,6 +42,14 @@ STATIC = Path(__file__).parent / "static"
 DAEMON_CACHE_S = 2.0
 SSE_PING_S = 15
 CHECKPOINT_LOGS_KEPT = 256  # runs whose announced checkpoints are followed (the oldest looked at goes)
+
+
+class JSONResponse(StarletteJSON):
+    """Starlette's, as strict JSON (:mod:`mosaic_core.jsontext`): a NaN a run's file holds is
+    ``null``, never a 500 that empties the whole run list."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def error(status: int, message: str) -> JSONResponse:

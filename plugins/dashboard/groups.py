@@ -18,10 +18,12 @@ FEW_SEEDS = 5
 
 
 def group_view(dirs: list[Path]) -> dict[str, Any]:
-    """``{"groups": [{label, runs, scores, sources, finished, score_iqm, band: [[step, iqm, low,
-    high], …], band_runs}], "warnings": […]}``."""
+    """``{"groups": [{label, runs, untrusted, scores, sources, finished, score_iqm, band: [[step,
+    iqm, low, high], …], band_runs}], "warnings": […]}`` (``untrusted``: the group's imported runs,
+    also named in a warning)."""
     from mosaic_core.runstore.score import episode_returns
     from mosaic_core.runstore.summary import ENDED, summarize
+    from mosaic_core.runstore.trust import untrusted_run
 
     groups, out = group_by_seed(dirs), []
     for group in groups:
@@ -33,6 +35,7 @@ def group_view(dirs: list[Path]) -> dict[str, Any]:
             {
                 "label": group.label,
                 "runs": [d.name for d in group.runs],
+                "untrusted": [d.name for d in group.runs if untrusted_run(d) is not None],
                 "scores": [s["value"] for s in scores],
                 "sources": sorted(s["source"] for s in scores),
                 "finished": len(scores),
@@ -42,6 +45,12 @@ def group_view(dirs: list[Path]) -> dict[str, Any]:
             }
         )
     warnings = [w for w in [mixed_budgets(groups)] if w]
+    imported = [name for g in out for name in g["untrusted"]]
+    if imported:  # the user chose them; they stay in, marked (the run list badges them too)
+        warnings.append(
+            f"imported, untrusted run(s) {', '.join(imported[:5])}{'…' if len(imported) > 5 else ''}: "
+            "their curves and scores are what their archives say"
+        )
     few = [g["label"] for g in out if len(g["runs"]) < FEW_SEEDS]
     if few:
         warnings.append(f"fewer than {FEW_SEEDS} seeds in {', '.join(few)}: the CIs are wide")

@@ -15,13 +15,13 @@ all file reading happens in worker threads so a slow disk never stalls the serve
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from mosaic_core import manifest_of
+from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.follow import EventFollower, RunGone
 from mosaic_dashboard.curves import Curves, merged, recorded_series, replaced
 from mosaic_dashboard.rundata import read_json
@@ -40,7 +40,7 @@ def _marks(recorded: dict[str, list[list[float]]]) -> dict[str, tuple[int, list[
 
 
 def sse(name: str, data: Any) -> dict[str, str]:
-    return {"event": name, "data": json.dumps(data, default=str)}
+    return {"event": name, "data": dumps(data, default=str)}
 
 
 async def runs_stream(listing: Any, pause: Any) -> AsyncIterator[dict[str, str]]:
@@ -48,7 +48,7 @@ async def runs_stream(listing: Any, pause: Any) -> AsyncIterator[dict[str, str]]
     last = None
     while True:
         runs = await listing()
-        text = json.dumps(runs, sort_keys=True, default=str)
+        text = dumps(runs, sort_keys=True, default=str)
         if text != last:
             last = text
             yield {"event": "runs", "data": text}

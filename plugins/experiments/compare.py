@@ -11,13 +11,13 @@ at the reference).
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mosaic_core import MosaicError, UsageError
+from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.groups import Group, group_by_fields, group_by_seed, mixed_budgets
 from mosaic_core.runstore.score import RETURN_TAG, WINDOW_NAME, Score, run_score, run_series, training_score
 
@@ -42,6 +42,7 @@ class Comparison:
     references: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     agent: str | None = None  # a multi-agent run's agent scored instead of the team
+    untrusted: list[str] = field(default_factory=list)  # imported runs compared as named, marked in the warnings
 
     def matrix(self, label: str, env: str) -> list[list[float]]:
         """rliable's layout: runs × tasks (one task)."""
@@ -60,29 +61,71 @@ class Comparison:
         return [list(row) for row in zip(*columns)]
 
 
-def resolve_runs(root: Path, refs: list[str]) -> list[Path]:
+@dataclass
+class Resolved:
+    """The runs named, and the imported runs an experiment's name would have brought in."""
+
+    runs: list[Path]
+    left_out: list[str] = field(default_factory=list)  # untrusted runs tagged with a named experiment
+
+    def note(self) -> str | None:
+        if not self.left_out:
+            return None
+        return (
+            f"left out {len(self.left_out)} imported, untrusted run(s) tagged with the experiment "
+            f"({_ids(self.left_out)}): anyone's archive can carry an experiment's name (`mosaic runs trust RUN` "
+            "once you have checked one)"
+        )
+
+
+def resolve_runs(root: Path, refs: list[str]) -> Resolved:
     """Each argument: a run (id or unique prefix) or an experiment (its runs, by their
-    ``experiment`` tag); one line naming an argument that is neither."""
+    ``experiment`` tag, the owner's own only: an imported, untrusted run is never one of them);
+    one line naming an argument that is neither."""
     from mosaic_core import find_run_dir
     from mosaic_core.runstore.index import list_runs
+    from mosaic_core.runstore.trust import untrusted_run
 
     found: dict[Path, None] = {}
     tagged: dict[str, list[Path]] | None = None
+    imported: dict[str, list[str]] = {}
+    left_out: list[str] = []
     for ref in refs:
         if tagged is None:
             tagged = {}
             for summary in list_runs(root):
-                tag = experiment_tag(Path(summary.path))
-                if tag:
-                    tagged.setdefault(tag, []).append(Path(summary.path))
+                path = Path(summary.path)
+                tag = experiment_tag(path)
+                if tag and untrusted_run(path) is not None:
+                    imported.setdefault(tag, []).append(path.name)
+                elif tag:
+                    tagged.setdefault(tag, []).append(path)
         if ref in tagged:
             found.update(dict.fromkeys(sorted(tagged[ref])))
+            left_out += sorted(imported.get(ref, []))
             continue
         try:
             found[find_run_dir(root, ref)] = None
         except MosaicError:
+            if ref in imported:
+                raise UsageError(
+                    f"experiment {ref!r}: its runs under {root} are all imported and untrusted "
+                    f"({_ids(sorted(imported[ref]))}); anyone's archive can carry an experiment's name: name "
+                    "the runs, or `mosaic runs trust RUN` those you have checked"
+                ) from None
             raise UsageError(f"{ref!r} is neither a run nor an experiment under {root}") from None
-    return list(found)
+    return Resolved(list(found), left_out)
+
+
+def untrusted_among(dirs: list[Path]) -> list[str]:
+    """The runs of ``dirs`` that were imported and are not trusted yet."""
+    from mosaic_core.runstore.trust import untrusted_run
+
+    return [d.name for d in dirs if untrusted_run(d) is not None]
+
+
+def _ids(names: list[str]) -> str:
+    return ", ".join(names[:5]) + ("…" if len(names) > 5 else "")
 
 
 def experiment_tag(run_dir: Path) -> str | None:
@@ -150,6 +193,7 @@ def compare(
                     "confidence interval needs at least 2 seeds"
                 )
     comparison.references = _references(distinct, references or {})
+    comparison.untrusted = untrusted_among(dirs)
     _warn(comparison)
     return comparison
 
@@ -172,6 +216,11 @@ def _references(envs: list[str], given: dict[str, float]) -> dict[str, float]:
 
 
 def _warn(comparison: Comparison) -> None:
+    if comparison.untrusted:
+        comparison.warnings.append(
+            f"imported, untrusted run(s) {_ids(comparison.untrusted)}: their scores are what their archives "
+            "say (`mosaic runs trust RUN` once you have checked one)"
+        )
     budget = mixed_budgets(comparison.groups)
     if budget:
         comparison.warnings.append(budget)
@@ -220,4 +269,4 @@ def say(message: str) -> None:
 
 
 def to_json(value: Any) -> str:
-    return json.dumps(value, indent=2, default=str)
+    return dumps(value, indent=2, default=str)

@@ -4,11 +4,13 @@ numpy and matplotlib are imported inside the functions."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 from mosaic_core import UsageError
+from mosaic_core.files import atomic_output, write_atomic
 from mosaic_core.runstore.bands import score_matrix
 from mosaic_core.runstore.score import WINDOW_NAME
 from mosaic_experiments import stats
@@ -68,12 +70,11 @@ def write_png(comparison: Comparison, sections: dict[str, Any], output: Path, re
             for axis in row:
                 axis.grid(True, alpha=0.3)
         figure.tight_layout()
-        try:
-            figure.savefig(output, format="png")
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        png = io.BytesIO()  # rendered here, written by the one writer of user-named outputs
+        figure.savefig(png, format="png")
     finally:
         plt.close(figure)
+    write_atomic(output, png.getvalue(), flag="-o")
 
 
 def sample_efficiency(comparison: Comparison, label: str, env: str, seed: int = stats.SEED) -> tuple[Any, ...]:
@@ -157,8 +158,5 @@ def marl_eval(comparison: Comparison, points: int = MARL_EVAL_STEPS) -> dict[str
 
 
 def _write(path: Path, write) -> None:
-    try:
-        with open(path, "wb") as handle:
-            write(handle)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    with atomic_output(path, flag="--export") as handle:
+        write(handle)

@@ -307,7 +307,9 @@ async function refreshGroups(ids) {
   const groups = view.groups.map((g, i) => ({...g, color: Charts.PALETTE[i % Charts.PALETTE.length]}));
   $("#compare-warnings").replaceChildren(...view.warnings.map(note));
   $("#compare-groups tbody").replaceChildren(...groups.map(g => el("tr", {data: {group: g.label}},
-    el("td", {}, g.label), el("td", {}, String(g.runs.length)), el("td", {}, String(g.finished)),
+    el("td", {}, g.label, g.untrusted.length > 0 && " ", g.untrusted.length > 0 && el("span",
+      {class: "badge untrusted", title: "imported: " + g.untrusted.join(", ")}, `${g.untrusted.length} imported, untrusted`)),
+    el("td", {}, String(g.runs.length)), el("td", {}, String(g.finished)),
     el("td", {class: "score-iqm"}, fmt(g.score_iqm)), el("td", {class: "score-sources"}, sources(g.sources)),
     el("td", {class: "band-end"}, g.band.length ? fmt(g.band[g.band.length - 1][1]) : "–"))));
   Charts.drawBands(Charts.chartElement($("#compare-bands"), "cmp-bands",
