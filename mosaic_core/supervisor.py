@@ -348,7 +348,7 @@ class Supervisor:
         the run's ``total_timesteps`` or past it (nothing is left to resume: the run completed)."""
         layout = self.run.checkpoint_layout
         if layout is None:
-            why = f"worker {self.run.worker!r} keeps no checkpoint the host can resume from"
+            why = f"worker {self.run.worker!r} keeps no checkpoints of algo {self.run.config.algo!r} to resume from"
             return {"resumable": False, "not_resumable": why}
         from mosaic_core.contract import newest_checkpoint
 

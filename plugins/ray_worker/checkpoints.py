@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.contract import CheckpointLayout
+from ray_worker.metadata import METADATA
 
 LAYOUT = CheckpointLayout("checkpoints/step_{step}", "ray.rllib", kind="dir", code=True)
 CHECKPOINT_MARK = "rllib_checkpoint.json"  # what RLlib writes into every checkpoint directory
 STEP_FILE = "mosaic_step.json"  # beside RLlib's files: the run's env steps, iteration, algo and env then
 FORMAT_VERSION = 1  # of what this worker writes beside RLlib's files
+RAY_VERSION = METADATA.upstream_version  # what the worker's environment pins: the Ray that reads its checkpoints
 SAVING = threading.RLock()  # held while a checkpoint is written: a stop's end waits for it
 
 
@@ -38,9 +40,15 @@ def problem(checkpoint: Path, algo: str, env_id: str) -> str | None:
     """What makes ``checkpoint`` unusable for a run of ``algo`` on ``env_id``, in one sentence
     (None: it looks usable); reads only its JSON files, never RLlib's pickles."""
     try:
-        json.loads((checkpoint / CHECKPOINT_MARK).read_text(encoding="utf-8"))
+        mark = json.loads((checkpoint / CHECKPOINT_MARK).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return f"{checkpoint} is not a complete RLlib checkpoint (no readable {CHECKPOINT_MARK})"
+    written_by = mark.get("ray_version") if isinstance(mark, dict) else None
+    if isinstance(written_by, str) and written_by != RAY_VERSION:
+        return (
+            f"{checkpoint} was written by Ray {written_by}, this worker runs Ray {RAY_VERSION}: RLlib's "
+            "checkpoints (pickles of its classes) are read by the version that wrote them"
+        )
     try:
         saved = json.loads((checkpoint / STEP_FILE).read_text(encoding="utf-8"))
     except OSError:
