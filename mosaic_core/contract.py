@@ -346,6 +346,17 @@ def at_stop_exit(callback: Callable[[], Any]) -> None:
     _AT_STOP_EXIT.append(callback)
 
 
+def run_at_stop_exit() -> None:
+    """Run (once each) what was registered with :func:`at_stop_exit`; for a training program that
+    ends a stopped run its own way (RLlib's driver ends its cluster and exits at once)."""
+    while _AT_STOP_EXIT:
+        callback = _AT_STOP_EXIT.pop(0)
+        try:
+            callback()
+        except Exception:  # the stop goes on: the checkpoint is saved already
+            pass
+
+
 class StopOnSignal:
     """A stop that keeps the run, for a training program's main loop::
 
@@ -393,11 +404,7 @@ class StopOnSignal:
             print(f"{name} came after the run's last step: it completed, its final checkpoint saved", file=sys.stderr)
             return
         if self.signum is not None:
-            for callback in _AT_STOP_EXIT:
-                try:
-                    callback()
-                except Exception:  # the stop goes on: the checkpoint is saved already
-                    pass
+            run_at_stop_exit()
             print(f"stopped by {signal.Signals(self.signum).name} after saving what the run keeps", file=sys.stderr)
             sys.stderr.flush()
             sys.stdout.flush()

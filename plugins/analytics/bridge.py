@@ -4,7 +4,7 @@ Training process: :class:`ScalarBuffer` sees every ``SummaryWriter.add_scalar`` 
 ``mosaic_on_scalar`` hook), keeps the latest value per tag plus a count and sum since the
 last send, and publishes the changed tags over the side channel at most every
 ``SEND_INTERVAL_S``, from the calling thread when a send is due: no thread, no syscall per
-scalar. The last values are sent reliably when the process exits.
+scalar. The last values are sent reliably when the process exits, a stopped one's too.
 
 Host: :class:`MetricBoard` folds those messages into the run's latest values (global step,
 latest and smoothed episodic return, episode length, SPS, losses). Both ends are bounded:
@@ -20,6 +20,8 @@ import os
 import time
 from collections.abc import Callable
 from typing import Any
+
+from mosaic_core.contract import at_stop_exit
 
 MESSAGE_KIND = "analytics.metrics"
 SEND_INTERVAL_S = 0.25
@@ -118,6 +120,7 @@ def buffer_for(child: Any) -> ScalarBuffer:
     if _buffer is None:
         _buffer = ScalarBuffer(child.publish)
         atexit.register(_buffer.flush, True)
+        at_stop_exit(lambda: _buffer is not None and _buffer.flush(True))  # a stopped run ends without atexit
     return _buffer
 
 

@@ -48,7 +48,7 @@ from typing import Any, NoReturn
 
 from mosaic_core import THREAD_VARS, procs
 from mosaic_core.child import HostCancel, Stopped
-from mosaic_core.contract import STOP_SIGNALS
+from mosaic_core.contract import STOP_SIGNALS, run_at_stop_exit
 from ray_worker.catalog import local_cluster_cpus
 from ray_worker.checkpoints import LAYOUT, SAVING, save, saved_step
 
@@ -220,19 +220,19 @@ class LastIteration:
     stop never waits for an iteration (9 s of PPO on a busy 2-core machine, past the host's grace)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()  # held by the main thread while it reports and keeps an iteration
         self._state: bytes | None = None
         self.step: int | None = None
 
     def keep(self, algo: Any, step: int) -> None:
         state = pickle.dumps(algo.get_state(), protocol=pickle.HIGHEST_PROTOCOL)
-        with self._lock:
+        with self.lock:
             self._state, self.step = state, step
 
     def save(self, algo: Any, env_id: str) -> int | None:
         """Save the kept state as the checkpoint of its step (unless one is there: a periodic save
         of the same iteration); its step, or None when no iteration has completed yet."""
-        with self._lock:
+        with self.lock:
             state, step = self._state, self.step
         if state is None or step is None:
             return None
@@ -323,6 +323,7 @@ def end_cancelled_local_run(folder: Path | None, code: int) -> NoReturn:
     SAVING.acquire()  # a checkpoint being written is finished first (the stop's thread may hold it)
     _ENDING.acquire()  # once, from whichever thread comes first; the other waits for the exit
     _SIGNALLED.set()
+    run_at_stop_exit()  # the last metrics to the host, a tracker's finish: no atexit handler runs
     stopped: dict[int, tuple[int, int]] = {}
     deadline = time.monotonic() + KILL_WAIT_S
     while (
@@ -413,10 +414,12 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
     _LOOPING.set()
     try:
         while reporter.step < ns.total_timesteps:
-            step = reporter.iteration(algo.train())
-            writer.flush()
-            if step is not None:  # reported first: a checkpoint never gets ahead of the run's curves
-                LAST.keep(algo, step)  # what a stop from now on saves
+            result = algo.train()
+            with LAST.lock:  # a stop saves the iteration before, or this one with its report whole
+                step = reporter.iteration(result)
+                writer.flush()
+                if step is not None:
+                    LAST.keep(algo, step)  # what a stop from now on saves
             if stop.requested or _SIGNALLED.is_set():
                 if ns.ray_address and not _KEPT.is_set():
                     checkpoint(algo, ns, reporter.step, "cancelled")
