@@ -327,7 +327,7 @@ class Supervisor:
             reason = f"{note} ({self._cancel_reason})" if note else self._cancel_reason
             resumable = self._resumable()
             if code == 0 or resumable.get("whole_budget"):  # the stop came after its last step
-                stopped = f"{reason}, after its last step: its final checkpoint is saved"
+                stopped = f"{reason}, after its last step: the run did its whole budget"
                 return "completed", {"returncode": code, "logs": logs, "stopped": stopped}, 0
             return "cancelled", {"reason": reason, "returncode": code, "logs": logs, **resumable}, 130
         if code == 0:

@@ -2,8 +2,8 @@
 event worth reading (start, checkpoints, curriculum stages, evaluations, notes) above the
 progress bar, and a closing summary (status, final return, wall time, SPS, run directory,
 checkpoints; a stopped run's ends with the command that continues it and the step it continues
-from, or why it cannot be continued). The JSON stream still goes to ``events.jsonl`` (and to stdout with ``--json``
-or when stdout is not a terminal)."""
+from, or why it cannot be continued). The JSON stream still goes to ``events.jsonl`` (and to
+stdout with ``--json`` or when stdout is not a terminal)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mosaic_core.contract import normalize_mode
 from mosaic_core.files import printable
 
 
@@ -88,8 +89,8 @@ class HumanLines:
             lines.append(f"  evaluation: {path}")
         if status == "completed" and payload.get("stopped"):
             lines.append(f"  stopped: {payload['stopped']}")
-        if status == "cancelled":  # last: what a person types next
-            lines.append(self._how_to_continue(payload))
+        if status == "cancelled" and normalize_mode(self.run.config.extras.get("mode")) != "evaluate":
+            lines.append(self._how_to_continue(payload))  # last: what a person types next
         self.write("\n".join(lines))
 
     def _how_to_continue(self, payload: dict[str, Any]) -> str:
@@ -105,7 +106,7 @@ class HumanLines:
 
     def _runs_dir_flag(self) -> str:
         """`` --runs-dir ROOT`` when the run lies elsewhere than where `mosaic` looks by default."""
-        from mosaic_core.runs import default_runs_root
+        from mosaic_core import default_runs_root
 
         root = Path(self.run.run_dir).parent
         try:

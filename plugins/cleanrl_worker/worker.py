@@ -60,7 +60,6 @@ def names_a_path(algo: str) -> bool:
     return "/" in algo or algo.endswith(".py") or algo.startswith("~")
 
 
-
 # The libraries whose version a training run's resume must share with the run it continues: the
 # envs' dynamics and their RNG streams (gymnasium), the networks' arithmetic and RNG (torch).
 RESUME_LIBRARIES = ("torch", "gymnasium")

@@ -154,7 +154,7 @@ def test_a_stop_in_the_last_step_ends_the_run_completed(mosaic, workdir, runs_ro
     )  # fmt: skip
     end = read_events(runs_root / "last" / "events.jsonl")[-1]
     assert done.returncode == 0 and end["event"] == "run_completed", (done.stderr[-2000:], end)
-    assert end["payload"]["stopped"].startswith("received SIGTERM, after its last step"), end["payload"]
+    assert end["payload"]["stopped"] == "received SIGTERM, after its last step: the run did its whole budget", end
 
 
 def _stopped_in_a_terminal(args: list[str], cwd: Path, events: Path, ready: str = "metrics") -> tuple[int, str]:
