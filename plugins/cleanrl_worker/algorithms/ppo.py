@@ -456,4 +456,4 @@ if __name__ == "__main__":
 
     envs.close()
     writer.close()
-    stop.exit(completed=iteration == args.num_iterations)  # a stop in the last iteration: completed
+    stop.exit(completed=global_step >= args.num_iterations * args.batch_size)  # stopped in its last iteration
