@@ -260,7 +260,8 @@ if __name__ == "__main__":
             print(note, file=sys.stderr)
             if stop.requested:  # the person who stopped the run reads it at the terminal
                 emit_event("note", {"text": note})
-        if args.eval_every_checkpoint and str(path).startswith("checkpoints/"):
+        # (a stop has the grace period only: its checkpoint is not evaluated)
+        if args.eval_every_checkpoint and str(path).startswith("checkpoints/") and not stop.requested:
             evaluate_checkpoint(
                 policy({"q_network": q_network}, vars(args), device, None, deterministic=True),
                 functools.partial(make_eval_env, args.env_id),
