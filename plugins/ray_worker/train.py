@@ -293,7 +293,7 @@ def keep_last_iteration(algo: Any, ns: Namespace, name: str) -> None:
     if step is None:
         say(f"{name} before the first iteration ended: nothing new to save")
         return
-    say(f"{name}: saved the last completed iteration (step {step}) in {time.monotonic() - started:.1f} s")
+    say(f"{name}: saved the last completed iteration (step {step}) in {time.monotonic() - started:.2f} s")
     _KEPT.set()
 
 
@@ -614,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
         if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address and not _FINISHED.is_set():
-            _TAKEN.wait(grace_period())  # the stop's thread saves what the run has, then ends the process
+            if _LOOPING.is_set():  # the stop's thread saves what the run has, then ends the process
+                _TAKEN.wait(grace_period())
             end_cancelled_local_run(folder, stop.exit_code())
         # Completed, failed, or stopped on an existing cluster: Ray is shut down in order, and the
         # process exits normally (the last metrics are sent at exit); the host's SIGKILL bounds a stop.

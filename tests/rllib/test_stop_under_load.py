@@ -114,3 +114,44 @@ def test_a_sigterm_after_the_last_iteration_never_leaves_a_run_stuck(rllib_env, 
     assert end["event"] == "run_cancelled" and end["payload"]["resumable"] is True, end
     assert end["payload"]["from_step"] < total
     _resumed_to_the_end(rllib_env, tmp_path, "late", total)
+
+
+def test_a_stop_on_an_existing_cluster_saves_at_once_and_leaves_the_cluster(rllib_env, tmp_path, busy_cores):
+    """Joined to a cluster it does not own, a stopped run saves its last completed iteration at once
+    too, ends after the iteration under way, and leaves the cluster answering."""
+    import json
+    from pathlib import Path
+
+    from tests.ray_launcher.loopback import LoopbackCluster
+
+    built = json.loads(Path(rllib_env["MOSAIC_VENVS"], "rllib.json").read_text())["name"]
+    cluster = LoopbackCluster(cpus_per_node=2, bin_dir=Path(rllib_env["MOSAIC_VENVS"], built, "bin"))
+    try:
+        cluster.start_node("nodeA")
+        cluster.wait_nodes(1)
+        total = 5 * ITERATION
+        proc = subprocess.Popen(
+            run_args("joined", tmp_path, total=total, params=PARAMS, extras={"ray_address": cluster.address}),
+            env={**rllib_env, **cluster.client_env()},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            seen = _wait_for_step(proc, tmp_path / "joined", total // 2, busy_cores)
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, err[-3000:]
+        events = events_of(tmp_path / "joined")
+        end = events[-1]["payload"]
+        assert events[-1]["event"] == "run_cancelled" and end["resumable"] is True, end
+        assert 0 < end["from_step"] <= seen + 2 * ITERATION and end["from_step"] < total, (end, seen)
+        notes = [e["payload"]["text"] for e in events if e["event"] == "note"]
+        assert any("saved the last completed iteration" in n for n in notes), notes
+        cluster.wait_nodes(1)  # the cluster still answers, its node alive
+    finally:
+        left = cluster.stop()
+    assert not left, f"Ray processes left after the cluster stopped: {left}"
