@@ -1,8 +1,8 @@
 """Resume, measured: per case, an uninterrupted `mosaic run` next to the same run SIGTERMed near
 its middle and continued with `mosaic resume`, per worker: CleanRL's bundled PPO and DQN on
-CartPole, RLlib's PPO on CartPole, XuanCe's MAPPO on MPE simple_spread (the last two need their
-worker environments: `mosaic workers install rllib|xuance`; a case whose worker is not ready is
-skipped, saying so).
+CartPole (DQN with its defaults, and without its replay buffer), RLlib's PPO on CartPole, XuanCe's
+MAPPO on MPE simple_spread (the last two need their worker environments: `mosaic workers install
+rllib|xuance`; a case whose worker is not ready is skipped, saying so).
 
 Run by hand: .venv/bin/python bench/resume.py [--case ppo --case rllib-ppo …] [--scale 1.0]
 
@@ -10,7 +10,8 @@ Prints, per case: wall time of the whole run and of the two attempts together (p
 counted twice), the steps the stop landed at, the cost of the stop's save (from SIGTERM to the
 run's end) and of the restore (from `mosaic resume` to the first metric), the checkpoint's size,
 and the mean episodic return of the last 20 episodes of both runs (equal when the resume is
-exact). Nothing is mocked: real runs under a temporary runs root, removed at the end.
+exact, as the last column says). Nothing is mocked: real runs under a temporary runs root, removed
+at the end.
 """
 
 from __future__ import annotations
@@ -30,12 +31,19 @@ MOSAIC = Path(sys.executable).parent / "mosaic"
 # case: (worker, algo, env, steps, extras)
 CASES = {
     "ppo": ("cleanrl", "ppo", "CartPole-v1", 40_000, {"num_envs": 4, "num_steps": 128, "cuda": False}),
-    "dqn": (
+    "dqn": (  # its defaults: the replay buffer is kept
         "cleanrl",
         "dqn",
         "CartPole-v1",
         20_000,
-        {"learning_starts": 2000, "target_network_frequency": 200, "save_replay_buffer": True, "cuda": False},
+        {"learning_starts": 2000, "target_network_frequency": 200, "cuda": False},
+    ),
+    "dqn-no-buffer": (  # opted out: the resume refills the buffer for learning_starts steps first
+        "cleanrl",
+        "dqn",
+        "CartPole-v1",
+        20_000,
+        {"learning_starts": 2000, "target_network_frequency": 200, "save_replay_buffer": False, "cuda": False},
     ),
     "rllib-ppo": (
         "rllib",
@@ -149,8 +157,9 @@ def case(root: Path, name: str, scale: float) -> dict:
         "save_on_stop_s": round(save_s, 2),
         "resume_to_first_metric_s": None if restore_s is None else round(restore_s, 1),
         "checkpoint_mb": round(size_mb(Path(cancelled["checkpoint"])), 2),
-        "return_whole": round(last_returns(root, "whole"), 2),
-        "return_resumed": round(last_returns(root, "cut"), 2),
+        "return_whole": round(whole_return := last_returns(root, "whole"), 2),
+        "return_resumed": round(resumed_return := last_returns(root, "cut"), 2),
+        "equal": whole_return == resumed_return,
     }
 
 

@@ -343,6 +343,17 @@ def at_stop_exit(callback: Callable[[], Any]) -> None:
     _AT_STOP_EXIT.append(callback)
 
 
+def run_at_stop_exit() -> None:
+    """Run (once each) what was registered with :func:`at_stop_exit`; for a training program that
+    ends a stopped run its own way (RLlib's driver ends its cluster and exits at once)."""
+    while _AT_STOP_EXIT:
+        callback = _AT_STOP_EXIT.pop(0)
+        try:
+            callback()
+        except Exception:  # the stop goes on: the checkpoint is saved already
+            pass
+
+
 class StopOnSignal:
     """A stop that keeps the run, for a training program's main loop::
 
@@ -352,7 +363,8 @@ class StopOnSignal:
             if stop.requested:
                 break
         save(...)        # a checkpoint of the run as it is now
-        stop.exit()      # the process ends as killed by the signal (a no-op without a stop)
+        stop.exit(completed=global_step >= total)  # ends as killed by the signal (a no-op without a
+                         # stop, and when the loop did its whole budget: the run completed)
 
     A second signal ends the process at once, unless it comes within ``SAME_STOP_S`` of the
     first: that is the same stop (a scheduler ending a job signals each of its processes, Slurm
@@ -379,14 +391,17 @@ class StopOnSignal:
     def requested(self) -> bool:
         return self.signum is not None
 
-    def exit(self) -> None:
-        """After a requested stop, end the process as killed by the signal (a no-op otherwise)."""
+    def exit(self, completed: bool = False) -> None:
+        """After a requested stop, end the process as killed by the signal (a no-op otherwise).
+        ``completed``: the loop did its whole budget before it heard the stop (the signal came in
+        its last step, or after it): the process then ends normally, and the host records the run
+        completed, not a cancel that nothing is left to resume."""
+        if self.signum is not None and completed:
+            name = signal.Signals(self.signum).name
+            print(f"{name} came after the run's last step: it completed, its final checkpoint saved", file=sys.stderr)
+            return
         if self.signum is not None:
-            for callback in _AT_STOP_EXIT:
-                try:
-                    callback()
-                except Exception:  # the stop goes on: the checkpoint is saved already
-                    pass
+            run_at_stop_exit()
             print(f"stopped by {signal.Signals(self.signum).name} after saving what the run keeps", file=sys.stderr)
             sys.stderr.flush()
             sys.stdout.flush()

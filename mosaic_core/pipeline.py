@@ -281,8 +281,8 @@ def prepare(
     if existing == "resume":
         from mosaic_core.resume import decide
 
-        resume = decide(worker_item, worker, config, directory.path)
-        config = config.with_overrides(extras=resume.extras())
+        resume = decide(worker_item, worker, config, directory.path, (overrides or {}).get("total_timesteps"))
+        config = config.with_overrides(total_timesteps=resume.total_timesteps, extras=resume.extras())
     environment = preflight(worker_item.obj, worker_item.distribution)
     run = RunContext(
         config=config,

@@ -325,7 +325,11 @@ class Supervisor:
         if self._cancel_reason is not None:
             note = read_cancel_note(self.run.directory)  # e.g. "pruned by the sweep at step 4096"
             reason = f"{note} ({self._cancel_reason})" if note else self._cancel_reason
-            return "cancelled", {"reason": reason, "returncode": code, "logs": logs, **self._resumable()}, 130
+            resumable = self._resumable()
+            if code == 0 or resumable.get("whole_budget"):  # the stop came after its last step
+                stopped = f"{reason}, after its last step: the run did its whole budget"
+                return "completed", {"returncode": code, "logs": logs, "stopped": stopped}, 0
+            return "cancelled", {"reason": reason, "returncode": code, "logs": logs, **resumable}, 130
         if code == 0:
             return "completed", {"returncode": 0, "logs": logs}, 0
         if code == REFUSED_EXIT and self._refusal:
@@ -339,15 +343,22 @@ class Supervisor:
         return "failed", {"error": error, "returncode": code, "stderr_tail": tail, "logs": logs}, exit_code
 
     def _resumable(self) -> dict[str, Any]:
-        """Whether ``mosaic resume`` can continue the run: its newest checkpoint (the worker's layout)."""
+        """Whether ``mosaic resume`` can continue the run: its newest checkpoint (the worker's
+        layout), or why not (``not_resumable``, one line). ``whole_budget``: that checkpoint is at
+        the run's ``total_timesteps`` or past it (nothing is left to resume: the run completed)."""
         layout = self.run.checkpoint_layout
         if layout is None:
-            return {"resumable": False}
+            why = f"worker {self.run.worker!r} keeps no checkpoints of algo {self.run.config.algo!r} to resume from"
+            return {"resumable": False, "not_resumable": why}
         from mosaic_core.contract import newest_checkpoint
 
         found = newest_checkpoint(self.run.run_dir, layout, self.run.run_id)
         if found is None:
-            return {"resumable": False}
+            why = "no checkpoint was saved: the stop came before the run had one to keep"
+            return {"resumable": False, "not_resumable": why}
+        total = self.run.config.total_timesteps
+        if isinstance(total, int) and total > 0 and found.step >= total:
+            return {"whole_budget": True}
         return {"resumable": True, "from_step": found.step, "checkpoint": str(found.path)}
 
     def _finish(self, status: str, payload: dict[str, Any], started_hooks: bool) -> None:

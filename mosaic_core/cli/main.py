@@ -257,7 +257,9 @@ def _run_plugins(ns: argparse.Namespace) -> int:
 def _configure_resume(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", help="the run's id, or any unique prefix of it")
     parser.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
-    parser.add_argument("--total-timesteps", type=int, help="a new budget (default: the run's own)")
+    parser.add_argument(
+        "--total-timesteps", type=int, help="a new budget (default: the run's own); a completed run's: more than it had"
+    )
     parser.add_argument("--grace-period", type=float, help="seconds between SIGTERM and SIGKILL on cancel")
     parser.add_argument("--json", action="store_true", help="JSON lines on stdout even at a terminal")
     parser.add_argument("--quiet", action="store_true", help="no progress or human lines at a terminal")

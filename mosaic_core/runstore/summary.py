@@ -221,6 +221,9 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
             summary.attempts += 1
             summary.status, summary.ended_at, summary.reason = "unknown", None, None
             going_on = True
+            budget = payload.get("total_timesteps")  # `mosaic resume --total-timesteps N`: the run's budget now
+            if summary.unit == "steps" and isinstance(budget, int) and not isinstance(budget, bool):
+                summary.total_timesteps = budget
         if record["event"] == "heartbeat" and isinstance(payload, dict):
             pids.append(payload.get("pid"))
         if record["event"] in TERMINAL:

@@ -5,7 +5,7 @@ Training process: :class:`ScalarBuffer` sees every ``SummaryWriter.add_scalar`` 
 last send (and, for an episodic return, its last ``RETURN_WINDOW`` values themselves, so the host's
 moving average is of exactly the last episodes), and publishes the changed tags over the side channel at most every
 ``SEND_INTERVAL_S``, from the calling thread when a send is due: no thread, no syscall per
-scalar. The last values are sent reliably when the process exits.
+scalar. The last values are sent reliably when the process exits, a stopped one's too.
 
 Host: :class:`MetricBoard` folds those messages into the run's latest values (global step,
 latest and smoothed episodic return, episode length, SPS, losses). Both ends are bounded:
@@ -22,6 +22,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from mosaic_core.contract import at_stop_exit
 
 MESSAGE_KIND = "analytics.metrics"
 SEND_INTERVAL_S = 0.25
@@ -134,6 +136,7 @@ def buffer_for(child: Any) -> ScalarBuffer:
     if _buffer is None:
         _buffer = ScalarBuffer(child.publish)
         atexit.register(_buffer.flush, True)
+        at_stop_exit(lambda: _buffer is not None and _buffer.flush(True))  # a stopped run ends without atexit
     return _buffer
 
 

@@ -2,18 +2,21 @@
 event worth reading (start, checkpoints, curriculum stages, evaluations, notes) above the
 progress bar, and a closing summary (status, wall time, step, SPS, the run's score named with its
 source as ``mosaic runs`` shows it, the moving average labelled as such, run directory,
-checkpoints). The JSON stream still goes to ``events.jsonl`` (and to stdout with ``--json`` or
-when stdout is not a terminal)."""
+checkpoints; a stopped run's ends with the command that continues it and the step it continues
+from, or why it cannot be continued). The JSON stream still goes to ``events.jsonl`` (and to
+stdout with ``--json`` or when stdout is not a terminal)."""
 
 from __future__ import annotations
 
 import math
+import shlex
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mosaic_core.contract import normalize_mode
 from mosaic_core.files import printable
 
 
@@ -114,4 +117,30 @@ class HumanLines:
             lines.append(f"  checkpoint: {path}")
         for path in sorted(Path(self.run.run_dir).glob("eval_summary.json")):
             lines.append(f"  evaluation: {path}")
+        if status == "completed" and payload.get("stopped"):
+            lines.append(f"  stopped: {payload['stopped']}")
+        if status == "cancelled" and normalize_mode(self.run.config.extras.get("mode")) != "evaluate":
+            lines.append(self._how_to_continue(payload))  # last: what a person types next
         self.write("\n".join(lines))
+
+    def _how_to_continue(self, payload: dict[str, Any]) -> str:
+        """The command that resumes a stopped run and the step it resumes from (its checkpoint's,
+        not its last metric's), or why it cannot be resumed."""
+        run_id = self.run.run_id
+        command = f"mosaic resume {run_id}{self._runs_dir_flag()}"
+        if payload.get("resumable") and isinstance(payload.get("from_step"), int):
+            checkpoint = Path(str(payload.get("checkpoint", ""))).name
+            return f"  continue it: {command}  (from step {payload['from_step']:,}, checkpoint {checkpoint})"
+        why = payload.get("not_resumable") or "it has no checkpoint to resume from"
+        return f"  not resumable: {why}; `mosaic run --run-id {run_id} --restart{self._runs_dir_flag()}` starts it over"
+
+    def _runs_dir_flag(self) -> str:
+        """`` --runs-dir ROOT`` when the run lies elsewhere than where `mosaic` looks by default."""
+        from mosaic_core import default_runs_root
+
+        root = Path(self.run.run_dir).parent
+        try:
+            same = root.resolve() == default_runs_root().resolve()
+        except OSError:
+            same = False
+        return "" if same else f" --runs-dir {shlex.quote(str(root))}"

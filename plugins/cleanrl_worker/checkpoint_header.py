@@ -24,7 +24,9 @@ SUFFIX = ".cleanrl_model"
 CHECKPOINTS = "checkpoints/step_{step}" + SUFFIX  # the layout, relative to the run directory (the cwd)
 
 FIELDS = ("format", "format_version", "algo", "env_id")
+VERSIONS = "versions"  # the libraries a checkpoint was saved with: {"torch": "2.13.0+cpu", ...}
 MEMO_OPS = {"BINPUT", "LONG_BINPUT", "MEMOIZE", "PUT"}
+GET_OPS = {"BINGET", "LONG_BINGET", "GET"}
 MAX_PICKLE = 64 * 1024 * 1024
 
 
@@ -56,6 +58,31 @@ def read_header(path: Path) -> dict[str, Any]:
                 pending = arg
             if len(found) == len(FIELDS):
                 break
+        found[VERSIONS] = _versions(data)
     except (ValueError, IndexError) as exc:
         raise ValueError(f"its data.pkl is corrupt ({exc})") from None
     return found
+
+
+def _versions(data: bytes) -> dict[str, str]:
+    """The ``versions`` dict's strings (library: version), read as opcodes: after the key, a dict
+    of string pairs up to its ``SETITEMS``; a string seen before comes back from the memo."""
+    memo: dict[int, Any] = {}
+    last: Any = None
+    strings: list[str] | None = None
+    for opcode, arg, _pos in pickletools.genops(data):
+        name = opcode.name
+        if name in MEMO_OPS:
+            memo[len(memo) if arg is None else arg] = last
+            continue
+        value = memo.get(arg) if name in GET_OPS else arg
+        last = value
+        if strings is None:
+            strings = [] if value == VERSIONS else None
+        elif name in ("SETITEMS", "SETITEM"):
+            return dict(zip(strings[::2], strings[1::2]))
+        elif isinstance(value, str):
+            strings.append(value)
+        elif name not in ("EMPTY_DICT", "MARK"):
+            return {}  # not a dict of strings: no versions to compare
+    return {}

@@ -153,6 +153,11 @@ class ReplayBuffer:
             rewards=self.rewards[index].unsqueeze(1),
         )
 
+    def saved_bytes(self) -> int:
+        """What :meth:`state_dict` holds: the filled part of the buffer, in bytes."""
+        stores = (self.observations, self.next_observations, self.actions, self.rewards, self.dones)
+        return sum(store[: self.size].numel() * store.element_size() for store in stores if store is not None)
+
     def state_dict(self) -> dict[str, object]:
         """The filled part of the buffer, its position and its sampling generator's state:
         tensors and numbers only (a checkpoint that loads with ``weights_only=True``)."""
@@ -186,3 +191,12 @@ class ReplayBuffer:
                 store[:size] = state[name].to(self.device)
         self.pos, self.size = int(state["pos"]), size
         self._generator.set_state(state["generator"])
+
+
+def refill_note(learning_starts: int, from_step: int, why: str) -> str:
+    """What a resume without the replay buffer does, in one line (said at the stop and at the resume)."""
+    return (
+        f"the replay buffer is not in the checkpoint ({why}): a resume from step {from_step} refills it with "
+        f"the restored policy for learning_starts={learning_starts} steps before it trains again, so its "
+        "returns after the resume differ from an uninterrupted run's"
+    )

@@ -21,7 +21,7 @@ from mosaic_core import (
     WorkerConfig,
     WorkerForm,
 )
-from mosaic_core.contract import Checkpoint, CheckpointLayout
+from mosaic_core.contract import Checkpoint, CheckpointLayout, normalize_mode
 
 # The worker's own extras keys (the standard ones, mode, checkpoint_path, eval_episodes…, are the
 # core's: mosaic_core.contract.STANDARD_KEYS); every key no one owns becomes a script flag.
@@ -58,6 +58,30 @@ FORM_HIDDEN = {"env_id", "total_timesteps", "seed", "track", "wandb_project_name
 def names_a_path(algo: str) -> bool:
     """Whether ``algo`` names a script by path rather than an algorithm by name."""
     return "/" in algo or algo.endswith(".py") or algo.startswith("~")
+
+
+# The libraries whose version a training run's resume must share with the run it continues: the
+# envs' dynamics and their RNG streams (gymnasium), the networks' arithmetic and RNG (torch).
+RESUME_LIBRARIES = ("torch", "gymnasium")
+
+
+def _other_library_version(checkpoint: Checkpoint, saved: dict[str, str]) -> str | None:
+    """Why ``checkpoint`` cannot continue its run here: saved with another version of a
+    :data:`RESUME_LIBRARIES` library than this environment has (local build tags aside)."""
+    from importlib import metadata
+
+    for library in RESUME_LIBRARIES:
+        theirs = saved.get(library)
+        try:
+            ours = metadata.version(library)
+        except metadata.PackageNotFoundError:
+            continue
+        if isinstance(theirs, str) and theirs.split("+")[0] != ours.split("+")[0]:
+            return (
+                f"checkpoint {checkpoint.path} was saved with {library} {theirs}, this environment has {ours}: "
+                "resumed, it would not continue the same run (install that version to resume it, or evaluate it)"
+            )
+    return None
 
 
 class CleanRLWorker(Worker):
@@ -225,6 +249,8 @@ class CleanRLWorker(Worker):
         for field, expected in (("algo", config.algo), ("env_id", config.env_id)):
             if header.get(field) != expected:
                 return f"checkpoint {checkpoint.path} was saved with {field} {header.get(field)!r}, not {expected!r}"
+        if normalize_mode(config.extras.get("mode")) != "evaluate":  # playing a policy needs only its weights
+            return _other_library_version(checkpoint, header.get("versions") or {})
         return None
 
     def enjoy_extras(self, *, video_format: str | None, live: bool) -> dict[str, Any] | None:

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.contract import CheckpointLayout
+from ray_worker.metadata import METADATA
 
 LAYOUT = CheckpointLayout("checkpoints/step_{step}", "ray.rllib", kind="dir", code=True)
 CHECKPOINT_MARK = "rllib_checkpoint.json"  # what RLlib writes into every checkpoint directory
 STEP_FILE = "mosaic_step.json"  # beside RLlib's files: the run's env steps, iteration, algo and env then
 FORMAT_VERSION = 1  # of what this worker writes beside RLlib's files
-SAVING = threading.Lock()  # held while a checkpoint is written: a hard cancel waits for it
+RAY_VERSION = METADATA.upstream_version  # what the worker's environment pins: the Ray that reads its checkpoints
+SAVING = threading.RLock()  # held while a checkpoint is written: a stop's end waits for it
 
 
 def saved_step(checkpoint: Path) -> int:
@@ -38,9 +40,15 @@ def problem(checkpoint: Path, algo: str, env_id: str) -> str | None:
     """What makes ``checkpoint`` unusable for a run of ``algo`` on ``env_id``, in one sentence
     (None: it looks usable); reads only its JSON files, never RLlib's pickles."""
     try:
-        json.loads((checkpoint / CHECKPOINT_MARK).read_text(encoding="utf-8"))
+        mark = json.loads((checkpoint / CHECKPOINT_MARK).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return f"{checkpoint} is not a complete RLlib checkpoint (no readable {CHECKPOINT_MARK})"
+    written_by = mark.get("ray_version") if isinstance(mark, dict) else None
+    if isinstance(written_by, str) and written_by != RAY_VERSION:
+        return (
+            f"{checkpoint} was written by Ray {written_by}, this worker runs Ray {RAY_VERSION}: RLlib's "
+            "checkpoints (pickles of its classes) are read by the version that wrote them"
+        )
     try:
         saved = json.loads((checkpoint / STEP_FILE).read_text(encoding="utf-8"))
     except OSError:
@@ -58,23 +66,25 @@ def problem(checkpoint: Path, algo: str, env_id: str) -> str | None:
     return None
 
 
-def save(algo: Any, step: int, reason: str, env_id: str = "") -> Path:
+def save(algo: Any, step: int, reason: str, env_id: str = "", state: dict[str, Any] | None = None) -> Path:
     """Save ``algo`` as the run's checkpoint at ``step`` (the cwd is the run directory) and
-    announce it; returns its path."""
+    announce it; returns its path. ``state``: what to save instead of ``algo``'s state now (a
+    stop's :class:`ray_worker.train.LastIteration`, saved while the next iteration runs)."""
     from mosaic_core.child import emit_event
 
     final = LAYOUT.path(Path.cwd(), step)
     temporary = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    iteration = algo.iteration if state is None else state.get("training_iteration", algo.iteration)
     with SAVING:
         shutil.rmtree(temporary, ignore_errors=True)
-        algo.save_to_path(str(temporary))
+        algo.save_to_path(str(temporary), state=state)
         (temporary / STEP_FILE).write_text(
             json.dumps(
                 {
                     "global_step": step,
                     "algo": type(algo).__name__,
                     "env_id": env_id,
-                    "iteration": algo.iteration,
+                    "iteration": iteration,
                     "reason": reason,
                     "format_version": FORMAT_VERSION,
                 }
@@ -92,7 +102,7 @@ def save(algo: Any, step: int, reason: str, env_id: str = "") -> Path:
             "format": LAYOUT.format,
             "global_step": step,
             "reason": reason,
-            "iteration": algo.iteration,
+            "iteration": iteration,
         },
     )
     return final

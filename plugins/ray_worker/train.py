@@ -15,10 +15,12 @@ the restored weights from the first iteration; steps continue from the checkpoin
 
 Checkpoints (:mod:`ray_worker.checkpoints`): ``checkpoints/step_<N>/`` every
 ``--checkpoint-frequency`` env steps, at the end and on a stop. A stop (SIGTERM, SIGUSR1, SIGINT)
-lets the iteration under way finish, saves it and ends the run as killed by the signal; Ray's
-processes of the run's own cluster are in process groups of their own, so the host's SIGTERM to the
-run's group does not end them first. When the host's grace period runs out before that, a thread
-woken by the signal ends the run at once (:func:`end_when_signalled`), keeping its last checkpoint.
+saves the state of the last completed iteration at once, kept in memory after each iteration
+(:class:`LastIteration`), from a thread the signal wakes (:func:`watch_for_stop`), and ends the run
+as killed by the signal without waiting for the iteration under way (on a busy 2-core machine one
+PPO iteration outlasted the host's grace period); a stop after the last iteration lets the run
+complete. Ray's processes of the run's own cluster are in process groups of their own, so the host's
+SIGTERM to the run's group does not end them before the checkpoint is written.
 Threads: the run's budget (``OMP_NUM_THREADS``, else 1)
 one torch thread in the learner (the driver; ``--torch-threads`` for more: with the run's budget of
 2 on a busy 2-core machine PPO sampled 6 env steps/s instead of 95) and one in every env runner
@@ -34,7 +36,7 @@ import argparse
 import json
 import logging
 import os
-import select
+import pickle
 import shutil
 import signal
 import sys
@@ -46,9 +48,9 @@ from typing import Any, NoReturn
 
 from mosaic_core import THREAD_VARS, procs
 from mosaic_core.child import HostCancel, Stopped
-from mosaic_core.contract import STOP_SIGNALS
+from mosaic_core.contract import STOP_SIGNALS, run_at_stop_exit
 from ray_worker.catalog import local_cluster_cpus
-from ray_worker.checkpoints import SAVING, save, saved_step
+from ray_worker.checkpoints import LAYOUT, SAVING, save, saved_step
 
 TENSORBOARD = "tensorboard"
 # Ray's longest unix socket path under its temp dir (session_<date>_<time>_<pid>/sockets/plasma_store)
@@ -59,13 +61,16 @@ SOCKET_PATH_MAX = 107
 # Ray's switch that makes a node's address loopback (ray._private.services.get_node_ip_address)
 LOOPBACK_NODE_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 KILL_WAIT_S = 3.0  # for the local cluster's processes to be stopped
-HARD_CANCEL_S = 3.0  # kept from the host's grace period for the hard cancel (end_cancelled_local_run)
 DEFAULT_GRACE_S = 10.0  # the host's default --grace-period, when it does not say
 SIGNAL_WAIT_S = 1.0  # for a failure on the run's own cluster: the signal that killed it may be on its way
-_SIGNALLED = threading.Event()  # a cancel reached end_when_signalled's thread
-_LOOPING = threading.Event()  # the training loop runs: a stop waits for the iteration's checkpoint
-_KEPT = threading.Event()  # the stop's checkpoint is saved: Ray is shut down as after a completed run
+_SIGNALLED = threading.Event()  # a stop reached watch_for_stop's thread
+_LOOPING = threading.Event()  # the training loop runs: a stop saves its last completed iteration
+_FINISHING = threading.Event()  # the loop did the whole budget: a stop lets the final checkpoint be saved
+_KEPT = threading.Event()  # the stop's thread saved the last completed iteration
+_TAKEN = threading.Event()  # the stop's thread has the stop in hand (it holds SAVING until it is done)
+_FINISHED = threading.Event()  # the final checkpoint is saved: Ray is shut down as after any completed run
 _ENDING = threading.Lock()
+_ALGO: dict[str, Any] = {}  # the run's Algorithm, once built (the stop's thread saves from it)
 
 
 def parse_args(argv: list[str] | None) -> Namespace:
@@ -208,41 +213,88 @@ def grace_period() -> float:
         return DEFAULT_GRACE_S
 
 
-def end_when_signalled(folder: Path | None) -> None:
-    """On the run's own cluster, a stop (SIGTERM, SIGUSR1, SIGINT) is watched from a thread: in the
-    training loop, the iteration under way finishes and is saved (the main thread does it, then ends
-    the run); when that has not happened ``HARD_CANCEL_S`` before the host's grace period runs out,
-    or at a second signal, or before the loop, the run ends at once from here (after a checkpoint
-    being written). The driver's main thread spends most of its time inside Ray's C++
-    (``ray.wait`` on the env runners), where Python's signal handlers run only when it returns:
-    seconds later on a busy machine. The signal's wake-up fd is written at delivery."""
+class LastIteration:
+    """The algorithm's state after its last completed iteration, kept in memory (pickled: the next
+    iteration updates weights and optimizer state in place) so that a stop saves it at once, from
+    :func:`watch_for_stop`'s thread, while the iteration under way goes on or is abandoned: the
+    stop never waits for an iteration (9 s of PPO on a busy 2-core machine, past the host's grace)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # held by the main thread while it reports and keeps an iteration
+        self._state: bytes | None = None
+        self.step: int | None = None
+
+    def keep(self, algo: Any, step: int) -> None:
+        state = pickle.dumps(algo.get_state(), protocol=pickle.HIGHEST_PROTOCOL)
+        with self.lock:
+            self._state, self.step = state, step
+
+    def save(self, algo: Any, env_id: str) -> int | None:
+        """Save the kept state as the checkpoint of its step (unless one is there: a periodic save
+        of the same iteration); its step, or None when no iteration has completed yet."""
+        with self.lock:
+            state, step = self._state, self.step
+        if state is None or step is None:
+            return None
+        with SAVING:
+            if not LAYOUT.path(Path.cwd(), step).is_dir():
+                save(algo, step, "cancelled", env_id, state=pickle.loads(state))  # our own bytes, just made
+        return step
+
+
+LAST = LastIteration()
+
+
+def watch_for_stop(algo_holder: dict[str, Any], ns: Namespace, folder: Path | None) -> None:
+    """A stop (SIGTERM, SIGUSR1, SIGINT) is handled from a thread: the driver's main thread spends
+    most of its time inside Ray's C++ (``ray.wait`` on the env runners), where Python's signal
+    handlers run only when it returns: an iteration later. The signal's wake-up fd is written at
+    delivery. In the training loop the thread saves the last completed iteration at once
+    (:class:`LastIteration`); then, on the run's own cluster, it ends the run (the iteration under
+    way is abandoned: its steps come again after a resume); on an existing cluster the main thread
+    ends it after that iteration. Before the loop the run ends at once; once the loop has done the
+    whole budget, the final checkpoint is saved and the run completes."""
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(write_fd, False)
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
 
-    def next_signal(timeout: float | None = None) -> int | None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while deadline is None or (left := deadline - time.monotonic()) > 0:
-            if deadline is not None and not select.select([read_fd], [], [], left)[0]:
-                return None
-            if (received := os.read(read_fd, 1)[0]) in STOP_SIGNALS:
-                return received
-        return None
+    def next_signal() -> int:
+        while (received := os.read(read_fd, 1)[0]) not in STOP_SIGNALS:
+            pass
+        return received
 
-    def wait_for_signal() -> None:
+    def on_stop() -> None:
         received = next_signal()
-        _SIGNALLED.set()
-        if _LOOPING.is_set():
-            print(
-                f"rllib worker: {signal.Signals(received).name}: saving a checkpoint after the iteration under way",
-                file=sys.stderr,
-            )
-            next_signal(grace_period() - HARD_CANCEL_S)  # a second signal: no more waiting
-        with SAVING:
-            print(f"rllib worker: stopped by signal {received}", file=sys.stderr)
+        name = signal.Signals(received).name
+        with SAVING:  # a save under way (periodic, final) ends first
+            _SIGNALLED.set()
+            _TAKEN.set()
+            if _FINISHING.is_set():
+                print(f"rllib worker: {name} after the last iteration: the run completes", file=sys.stderr)
+                return
+            if _LOOPING.is_set():
+                keep_last_iteration(algo_holder.get("algo"), ns, name)
+            if ns.ray_address:
+                return  # the main thread ends the run after the iteration under way (Ray's job is not ours)
+            print(f"rllib worker: stopped by {name}", file=sys.stderr)
             end_cancelled_local_run(folder, 128 + received)
 
-    threading.Thread(target=wait_for_signal, name="rllib-worker-cancel", daemon=True).start()
+    threading.Thread(target=on_stop, name="rllib-worker-stop", daemon=True).start()
+
+
+def keep_last_iteration(algo: Any, ns: Namespace, name: str) -> None:
+    """Save :data:`LAST` now and say so, or say why nothing is saved (in the run's notes)."""
+    started = time.monotonic()
+    try:
+        step = LAST.save(algo, ns.env) if algo is not None else None
+    except Exception as exc:  # the run still ends; resumable from its previous checkpoint, if any
+        say(f"{name}: the last completed iteration could not be saved ({type(exc).__name__}: {exc})")
+        return
+    if step is None:
+        say(f"{name} before the first iteration ended: nothing new to save")
+        return
+    say(f"{name}: saved the last completed iteration (step {step}) in {time.monotonic() - started:.2f} s")
+    _KEPT.set()
 
 
 def cluster_processes() -> dict[int, tuple[int, int]]:
@@ -268,8 +320,10 @@ def end_cancelled_local_run(folder: Path | None, code: int) -> NoReturn:
     Ray's core worker ends its process (exit 1) when its raylet dies, which can still come first
     and changes only the exit code. The run keeps its last checkpoint; the metrics of the last
     moment before the signal may not reach the host."""
+    SAVING.acquire()  # a checkpoint being written is finished first (the stop's thread may hold it)
     _ENDING.acquire()  # once, from whichever thread comes first; the other waits for the exit
     _SIGNALLED.set()
+    run_at_stop_exit()  # the last metrics to the host, a tracker's finish: no atexit handler runs
     stopped: dict[int, tuple[int, int]] = {}
     deadline = time.monotonic() + KILL_WAIT_S
     while (
@@ -344,7 +398,9 @@ def check_env_runners(algo: Any, empty: int) -> None:
 
 def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
     """``algo.train()`` until ``--total-timesteps`` env steps (from ``offset``, a resumed run's
-    checkpoint step); on a stop, the iteration under way is reported and saved, then the run ends."""
+    checkpoint step), each completed iteration kept for a stop (:data:`LAST`). A stop is the
+    thread's (:func:`watch_for_stop`); on an existing cluster the run ends after the iteration
+    under way (saved here when no iteration had completed at the signal)."""
     from torch.utils.tensorboard import SummaryWriter
 
     from ray_worker.report import Reporter
@@ -359,11 +415,14 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
     try:
         while reporter.step < ns.total_timesteps:
             result = algo.train()
-            step = reporter.iteration(result)
-            writer.flush()
-            if stop.requested or _SIGNALLED.is_set():  # the iteration under way is kept
-                checkpoint(algo, ns, reporter.step, "cancelled")
-                _KEPT.set()
+            with LAST.lock:  # a stop saves the iteration before, or this one with its report whole
+                step = reporter.iteration(result)
+                writer.flush()
+                if step is not None:
+                    LAST.keep(algo, step)  # what a stop from now on saves
+            if stop.requested or _SIGNALLED.is_set():
+                if ns.ray_address and not _KEPT.is_set():
+                    checkpoint(algo, ns, reporter.step, "cancelled")
                 raise Stopped()
             if step is None:  # train() does not raise when env runners crash: it returns no samples
                 empty += 1
@@ -374,7 +433,9 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
                 checkpoint(algo, ns, step, "periodic")
                 while next_save <= step:
                     next_save += every
+        _FINISHING.set()  # a stop from now on lets the run complete
         checkpoint(algo, ns, reporter.step, "final")
+        _FINISHED.set()
     finally:
         writer.close()
 
@@ -494,6 +555,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
         sync_restored_weights(algo)
     else:
         algo = build_config(ns, threads).build_algo()
+    _ALGO["algo"] = algo  # for the stop's thread
     try:
         stop.looping()
         if ns.mode == "evaluate":
@@ -501,8 +563,8 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
         else:
             train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)
     finally:
-        if _KEPT.is_set() or not (stop.requested or _SIGNALLED.is_set()):  # else the cluster ends at once
-            algo.stop()
+        if ns.ray_address or _FINISHED.is_set() or not (stop.requested or _SIGNALLED.is_set()):
+            algo.stop()  # (a stopped run's own cluster is ended at once instead: end_cancelled_local_run)
     return 0
 
 
@@ -525,17 +587,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     child.connect()
     check_arguments(ns)
-    # A stop (SIGTERM, SIGUSR1, SIGINT) in the training loop: the iteration under way finishes and is
-    # saved; before the loop, the run ends at once. On the run's own cluster end_when_signalled
-    # watches it and ends the run at once when the host's grace period is running out.
+    # A stop (SIGTERM, SIGUSR1, SIGINT) is watch_for_stop's: in the training loop it saves the last
+    # completed iteration at once; before the loop the run ends at once.
     stop = Stop()
     # Made before ray.init (a signal can end the run within it), removed whatever the end.
     temp, folder = private_temp_dir() if not ns.ray_address else (None, None)
     code = 1
     try:
         stop.install()
-        if not ns.ray_address:
-            end_when_signalled(folder)
+        watch_for_stop(_ALGO, ns, folder)
         start_ray(ns, temp)
         stop.install()  # ray.init installed its own
         code = run(ns, threads, stop)
@@ -553,11 +613,12 @@ def main(argv: list[str] | None = None) -> int:
         code = stop.exit_code()
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # shutting Ray down: a second SIGTERM waits
-        if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address and not _KEPT.is_set():
+        if (stop.requested or _SIGNALLED.is_set()) and not ns.ray_address and not _FINISHED.is_set():
+            if _LOOPING.is_set():  # the stop's thread saves what the run has, then ends the process
+                _TAKEN.wait(grace_period())
             end_cancelled_local_run(folder, stop.exit_code())
-        # Completed, failed, or stopped with its checkpoint saved: the cluster (of its own process groups)
-        # is shut down in order, and the process exits normally (the last metrics are sent at exit);
-        # end_when_signalled's thread still bounds a stop by the host's grace period.
+        # Completed, failed, or stopped on an existing cluster: Ray is shut down in order, and the
+        # process exits normally (the last metrics are sent at exit); the host's SIGKILL bounds a stop.
         import ray
 
         ray.shutdown()

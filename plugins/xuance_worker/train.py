@@ -317,8 +317,10 @@ def main(argv: list[str] | None = None) -> int:
 
     child.connect()  # patch points before XuanCe imports its SummaryWriter
     stop = Stop()
+    completed = False
     try:
         run(ns, threads, stop)
+        completed = True  # a stop after the final checkpoint: the run did its whole budget
     except Exception:
         if not stop.requested:
             raise
@@ -326,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     # torch's and XuanCe's objects took 5-8 s on a busy 2-core machine, past a short grace period:
     # frozen objects are left to the exit (which the signal makes at once).
     gc.freeze()
-    stop.exit()
+    stop.exit(completed=completed)
     return 0
 
 

@@ -64,17 +64,18 @@ def test_ppo_continuous_restores_weights_optimizer_steps_and_normalisation(resum
     assert tags["charts/learning_rate"] == [(768, 0.0), (1024, 0.0)]
 
 
-def test_dqn_restores_weights_optimizer_and_steps(resumed):
+def test_dqn_restores_weights_optimizer_steps_and_replay_buffer(resumed):
     run, ckpt, _ = resumed["dqn"]
     assert run.returncode == 0, run.stderr[-3000:]
     final = load_checkpoint(run.run_dir / "dqn.cleanrl_model")
     assert final["global_step"] == 1500 and ckpt["global_step"] == 1000
+    assert ckpt["replay_buffer"]["size"] == 1000  # kept by default: every transition so far
     for key, tensor in ckpt["models"]["q_network"].items():
         assert torch.equal(final["models"]["q_network"][key], tensor), key
         # the target network kept being synced (every 100 steps) from the restored, unchanged q_network
         assert torch.equal(final["models"]["target_network"][key], tensor), key
-    # learning restarts learning_starts (100) after the resumed step: updates at 1110, 1120, ..., 1490
-    assert adam_steps(final["optimizers"]["optimizer"]) == adam_steps(ckpt["optimizers"]["optimizer"]) + 39
+    # the buffer came back, so learning goes on at once: updates at 1000, 1010, ..., 1490
+    assert adam_steps(final["optimizers"]["optimizer"]) == adam_steps(ckpt["optimizers"]["optimizer"]) + 50
     tags = scalars(run.run_dir)
-    assert min(step for step, _ in tags["losses/td_loss"]) == 1200
+    assert min(step for step, _ in tags["losses/td_loss"]) == 1000
     assert min(step for step, _ in tags["charts/episodic_return"]) >= 1000

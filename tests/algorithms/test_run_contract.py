@@ -1,7 +1,8 @@
 """The run contract with the bundled algorithms, through the real `mosaic run` / `mosaic resume`:
 a run SIGTERMed near its middle and resumed is the run it would have been (the same episodic
 returns after the resume point as the uninterrupted run: RNG, env, loop and replay-buffer state
-saved), one history in events.jsonl and TensorBoard, and the contract suite for the CleanRL worker."""
+saved, DQN's buffer by default), one history in events.jsonl and TensorBoard, and the contract
+suite for the CleanRL worker."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ RUNS = {
         {
             "learning_starts": 1000,
             "target_network_frequency": 100,
-            "save_replay_buffer": True,
             "cuda": False,
             "metrics_interval_s": 0.1,
         },
@@ -69,7 +69,7 @@ def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
     again = suite.cli(*suite.run_args("cut"))
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"mosaic: resuming run cut from step {from_step}" in again.stderr
-    if algo == "dqn":
+    if algo == "dqn":  # kept by default, its size said
         assert "replay buffer saved with" in (suite.run_dir("cut") / "logs" / "cleanrl.stderr.log").read_text()
 
     after_whole = returns_after(suite.run_dir("whole"), from_step)
@@ -101,6 +101,23 @@ def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
     listed = suite.cli("runs", "--runs-dir", str(suite.runs_root), "--json")
     (cut,) = [r for r in json.loads(listed.stdout) if r["run_id"] == "cut"]
     assert cut["status"] == "completed" and cut["attempts"] == 2 and cut["global_step"] <= total
+
+
+def test_a_dqn_resume_without_its_replay_buffer_says_what_it_does(suite):
+    """Opted out of the replay buffer, the stop and the resume each say, as a note at the terminal,
+    that the resume refills it for learning_starts steps and will not match an uninterrupted run."""
+    suite.algo, suite.total_timesteps = "dqn", 4000
+    suite.extras = {**RUNS["dqn"][1], "save_replay_buffer": False}
+    code, err = suite.stop_at(suite.start(*suite.run_args("lean")), "lean", 2000)
+    assert code == 130, err[-2000:]
+    from_step = suite.events("lean")[-1]["payload"]["from_step"]
+    resumed = suite.cli("resume", "lean", "--runs-dir", str(suite.runs_root), "--json", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    notes = [e["payload"]["text"] for e in suite.events("lean") if e["event"] == "note"]
+    said = f"(--no-save-replay-buffer): a resume from step {from_step} refills it with the restored policy for "
+    said += "learning_starts=1000 steps before it trains again"
+    assert [n for n in notes if said in n and not n.startswith("resuming: ")], notes  # at the stop
+    assert [n for n in notes if said in n and n.startswith("resuming: ")], notes  # at the resume
 
 
 def test_resume_refusals_leave_the_run_untouched(suite):

@@ -175,6 +175,34 @@ def test_a_stop_signal_lets_the_loop_save_then_ends_as_killed_by_it(tmp_path, si
     assert f"stopped by {signal.Signals(signum).name}" in done.stderr
 
 
+def test_a_stop_after_the_whole_budget_ends_the_program_normally(tmp_path):
+    """A stop heard only once the loop had done its budget: nothing is left to resume, so the
+    program ends normally (the host records the run completed), saying so."""
+    program = textwrap.dedent(f"""
+        import os, signal
+        from mosaic_core import contract
+        stop = contract.StopOnSignal()
+        for step in range(1, 101):
+            if step == 100:
+                os.kill(os.getpid(), signal.SIGTERM)  # in the last step
+            if stop.requested:
+                break
+        contract.at_stop_exit(lambda: open({str(tmp_path / "stopped")!r}, "w").write("as a stop"))
+        stop.exit(completed=step == 100)
+        print("ended normally")
+    """)
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0 and "ended normally" in done.stdout, done.stderr
+    assert "SIGTERM came after the run's last step: it completed" in done.stderr
+    assert not (tmp_path / "stopped").exists()  # not ended as a stop
+
+
 def test_an_evaluation_video_is_an_mp4_of_the_frames_written_whole(tmp_path):
     cv2 = pytest.importorskip("cv2")
     import numpy as np

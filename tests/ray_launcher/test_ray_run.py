@@ -447,6 +447,7 @@ def test_a_run_stopped_on_the_cluster_resumes_there_from_its_checkpoint(cluster,
         "from_step": from_step,
         "checkpoint": str(run_dir / "checkpoints" / f"step_{from_step}.json"),
         "attempt": 1,
+        "total_timesteps": total,
     }
     assert resumed[1]["payload"]["ray"]["node_id"] in cluster.node_ids.values()
     from mosaic_core.events import metric_steps, one_history

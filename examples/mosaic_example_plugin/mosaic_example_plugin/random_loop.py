@@ -83,7 +83,7 @@ def main() -> None:
     env.close()
     if stop.requested:
         _save_progress(step)
-        stop.exit()
+        stop.exit(completed=step >= args.total_timesteps)  # a stop in the last step: the run completed
     # The policy is its own checkpoint: what was played, for how long (checkpoint_saved is a host event).
     with open("policy.json", "w", encoding="utf-8") as handle:
         json.dump({"policy": args.policy, "global_step": args.total_timesteps}, handle)

@@ -1,9 +1,11 @@
 # DQN for discrete actions and vector observations, CleanRL style.
 # Docs of the algorithm: https://docs.cleanrl.dev/rl-algorithms/dqn/#dqnpy
 #
-# Resume: the replay buffer is not checkpointed. A resumed run refills it with the restored
-# policy (epsilon continues from the schedule at the resumed step), and learning starts again
-# `learning_starts` steps after the resumed step.
+# Resume: checkpoints keep the replay buffer (up to --save-replay-buffer-max-mb; its size is said at
+# each save), with the RNG, env and loop state: a resumed run is the run it would have been. Without
+# it (--no-save-replay-buffer, or a larger buffer) a resumed run refills it with the restored policy
+# (epsilon continues from the schedule at the resumed step) and learning starts again
+# `learning_starts` steps after the resumed step; that is said at the stop and at the resume.
 import functools
 import os
 import random
@@ -21,7 +23,8 @@ import tyro
 
 from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
 from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, record_saved_model_evaluation
-from cleanrl_worker.replay import ReplayBuffer
+from cleanrl_worker.replay import ReplayBuffer, refill_note
+from mosaic_core.child import emit_event
 
 ALGO = "dqn"
 EVAL_EPSILON = 0.05
@@ -89,8 +92,10 @@ class Args:
     """episodes per evaluation during training"""
     checkpoint_frequency: int = 0
     """save a checkpoint every N global steps to `checkpoints/` (0 = at the end and on a stop only)"""
-    save_replay_buffer: bool = False
+    save_replay_buffer: bool = True
     """keep the replay buffer in checkpoints (a resume then trains on it at once, exactly as without the stop)"""
+    save_replay_buffer_max_mb: float = 1024.0
+    """keep the replay buffer only up to this size (MB); a larger one is left out, and the resume refills it"""
     eval_every_checkpoint: bool = False
     """evaluate each checkpoint in checkpoints/ (eval_episodes greedy episodes): an eval_result event each"""
     resume_from: str | None = None
@@ -218,12 +223,24 @@ if __name__ == "__main__":
     rb = ReplayBuffer(args.buffer_size, envs.single_observation_space, envs.single_action_space, device, seed=args.seed)
     autoreset = gymcompat.Autoreset(args.num_envs)
 
+    def replay_left_out():
+        """Why the replay buffer stays out of this run's checkpoints, or None when it is kept."""
+        if not args.save_replay_buffer:
+            return "--no-save-replay-buffer"
+        size_mb = rb.saved_bytes() / 1e6
+        if size_mb > args.save_replay_buffer_max_mb:
+            return f"{size_mb:,.0f} MB, over --save-replay-buffer-max-mb {args.save_replay_buffer_max_mb:,.0f}"
+        return None
+
     def save(path, steps_done, best=None):
         state = {
             "rng": resumestate.rng_state(),
             "envs": resumestate.env_state(envs),
             "loop": {"obs": torch.as_tensor(obs), "autoreset": torch.as_tensor(autoreset._resetting)},
         }
+        left_out = None if best else replay_left_out()
+        if left_out:
+            state["replay_left_out"] = left_out
         saved = checkpoint.save_checkpoint(
             path,
             algo=ALGO,
@@ -236,9 +253,15 @@ if __name__ == "__main__":
             evaluation=best,
             run_name=run_name,
             training_state=None if best else state,
-            replay_buffer=rb if args.save_replay_buffer and not best else None,
+            replay_buffer=None if best or left_out else rb,
         )
-        if args.eval_every_checkpoint and str(path).startswith("checkpoints/"):
+        if left_out and str(path).startswith("checkpoints/"):
+            note = refill_note(args.learning_starts, steps_done, left_out)
+            print(note, file=sys.stderr)
+            if stop.requested:  # the person who stopped the run reads it at the terminal
+                emit_event("note", {"text": note})
+        # (a stop has the grace period only: its checkpoint is not evaluated)
+        if args.eval_every_checkpoint and str(path).startswith("checkpoints/") and not stop.requested:
             evaluate_checkpoint(
                 policy({"q_network": q_network}, vars(args), device, None, deterministic=True),
                 functools.partial(make_eval_env, args.env_id),
@@ -260,6 +283,9 @@ if __name__ == "__main__":
         except (ValueError, KeyError, RuntimeError) as exc:
             checkpoint.fail(f"--resume-from: {args.resume_from}: {exc}")
         learning_starts = args.learning_starts
+    elif resumed:
+        why = (state or {}).get("replay_left_out", "it was saved without one")
+        emit_event("note", {"text": "resuming: " + refill_note(args.learning_starts, start_step, why)})
     if state:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
         resumestate.restore_rng(state["rng"])
         if state["envs"] is not None:
@@ -358,4 +384,4 @@ if __name__ == "__main__":
 
     envs.close()
     writer.close()
-    stop.exit()
+    stop.exit(completed=stop.requested and global_step + 1 >= args.total_timesteps)  # stopped in its last step

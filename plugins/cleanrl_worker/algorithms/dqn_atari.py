@@ -324,4 +324,4 @@ if __name__ == "__main__":
 
     envs.close()
     writer.close()
-    stop.exit()
+    stop.exit(completed=stop.requested and global_step + 1 >= args.total_timesteps)  # stopped in its last step

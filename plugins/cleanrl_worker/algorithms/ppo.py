@@ -267,7 +267,8 @@ if __name__ == "__main__":
             run_name=run_name,
             training_state=None if best else state,
         )
-        if args.eval_every_checkpoint and str(path).startswith("checkpoints/"):
+        # (a stop has the grace period only: its checkpoint is not evaluated)
+        if args.eval_every_checkpoint and str(path).startswith("checkpoints/") and not stop.requested:
             evaluate_checkpoint(
                 policy({"agent": agent}, vars(args), device, None, deterministic=True),
                 functools.partial(make_eval_env, args.env_id),
@@ -456,4 +457,4 @@ if __name__ == "__main__":
 
     envs.close()
     writer.close()
-    stop.exit()
+    stop.exit(completed=global_step >= args.num_iterations * args.batch_size)  # stopped in its last iteration

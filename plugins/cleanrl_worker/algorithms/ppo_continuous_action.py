@@ -446,4 +446,4 @@ if __name__ == "__main__":
 
     envs.close()
     writer.close()
-    stop.exit()
+    stop.exit(completed=global_step >= args.num_iterations * args.batch_size)  # stopped in its last iteration
