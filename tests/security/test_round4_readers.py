@@ -42,20 +42,23 @@ def line(name: str, seq: int, payload: dict) -> bytes:
 
 def big_run(root: Path, end: list[tuple[str, dict]], checkpoint: int | None = None) -> Path:
     """A run of the example worker whose log is 64 MiB of real events, a 1 GiB line (a sparse
-    hole: no disk), then ``end``: what resume must find."""
+    hole: no disk), then ``end``: what resume must find. One history: the events' ``seq`` runs on
+    by one across the hole (a line that is no event is skipped by every reader)."""
     run = root / RUN
     run.mkdir(parents=True, mode=0o700)
     config = {"run_id": RUN, **EXAMPLE, "total_timesteps": 300, "seed": 1, "extras": {}}
     (run / "config.json").write_text(json.dumps(config))
     with open(run / "events.jsonl", "wb") as log:
         log.write(line("run_started", 1, {"worker": "example"}) + b"\n")
-        block = b"".join(line("metrics", 2, {"global_step": 100, "episodic_return": 9.5}) + b"\n" for _ in range(4096))
-        for _ in range((64 << 20) // len(block)):
-            log.write(block)
+        template = line("metrics", 0, {"global_step": 100, "episodic_return": 9.5}).replace(b'"seq": 0', b'"seq": %d')
+        seq = 1
+        while log.tell() < 64 << 20:
+            log.write(b"".join(template % number + b"\n" for number in range(seq + 1, seq + 4097)))
+            seq += 4096
         hole = log.tell() + GIB
         log.truncate(hole)
         log.seek(hole)
-        log.write(b"\n" + b"".join(line(name, 1000 + i, payload) + b"\n" for i, (name, payload) in enumerate(end)))
+        log.write(b"\n" + b"".join(line(name, seq + 1 + i, payload) + b"\n" for i, (name, payload) in enumerate(end)))
     if checkpoint is not None:
         (run / "checkpoints").mkdir()
         (run / "checkpoints" / f"step_{checkpoint}.json").write_text(json.dumps({"global_step": checkpoint}))
@@ -82,8 +85,9 @@ def test_a_resume_goes_on_after_a_gigabyte_log_and_numbers_on(tmp_path):
     with open(run / "events.jsonl", "rb") as log:
         log.seek(-64 * 1024, os.SEEK_END)
         tail = [json.loads(x) for x in log.read().split(b"\n")[1:] if x.strip()]
+    cancelled = next(e for e in tail if e["event"] == "run_cancelled")
     resumed = next(e for e in tail if e["event"] == "run_resumed")
-    assert resumed["seq"] == 1001 and resumed["payload"]["from_step"] == 100  # after the cancel's seq 1000
+    assert resumed["seq"] == cancelled["seq"] + 1 and resumed["payload"]["from_step"] == 100
     assert tail[-1]["event"] == "run_completed"
 
 
