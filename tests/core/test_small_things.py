@@ -61,7 +61,7 @@ def test_the_example_plugin_changes_no_one_elses_run(mosaic, runs_root):
         "--run-id",
         "plain",
         "--heartbeat-interval",
-        "0.05",
+        "0.1",
     )
     assert result.returncode == 0
     manifest = json.loads((runs_root / "plain" / "manifest.json").read_text())
