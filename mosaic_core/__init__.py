@@ -22,7 +22,17 @@ from typing import Any
 __version__ = "0.1.0"
 
 # The public modules (importable as ``mosaic_core.NAME``; a package's submodules included).
-PUBLIC_MODULES = ("child", "contract", "launchers", "files", "procs", "webtoken", "runstore", "trainer.client")
+PUBLIC_MODULES = (
+    "child",
+    "contract",
+    "launchers",
+    "files",
+    "jsontext",
+    "procs",
+    "webtoken",
+    "runstore",
+    "trainer.client",
+)
 
 
 def _from(module: str, *names: str) -> dict[str, str]:
@@ -71,6 +81,11 @@ _EXPORTS = {
         "redact",
         "is_secret_key",
         "check_run_id",
+        "extras_for_child",
+        "MAX_DEPTH",
+        "MAX_SEED",
+        "depth",
+        "read_spec_text",
     ),
     **_from(
         "runs",
@@ -84,7 +99,9 @@ _EXPORTS = {
         "write_json_atomic",
         "manifest_of",
     ),
-    **_from("events", "EventEmitter", "read_events", "EVENT_OF", "STATUS_OF", "TERMINAL"),
+    **_from(
+        "events", "EventEmitter", "read_events", "iter_events", "events_backwards", "EVENT_OF", "STATUS_OF", "TERMINAL"
+    ),
     **_from("manifest", "HOST_SECTIONS", "HOST_TERMINAL_FIELDS", "manifest_document", "record_run_end"),
     # Running a prepared run (a worker's own console script, a launcher, the sweep).
     **_from(

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_analytics.manifest import scrub
-from mosaic_core import STATUS_OF, redact
-from mosaic_core.events import events_backwards
+from mosaic_core import STATUS_OF, events_backwards, redact
 from mosaic_core.files import read_private_text, write_json_atomic
 from mosaic_core.runstore.artifacts import CHECKPOINT_DIR
 

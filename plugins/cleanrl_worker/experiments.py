@@ -33,7 +33,7 @@ class NamedRun:
 
     def events(self, *names: str) -> Iterator[dict[str, Any]]:
         """Its events named ``names``, streamed (a huge log costs time, not memory)."""
-        from mosaic_core.events import iter_events
+        from mosaic_core import iter_events
 
         try:
             yield from iter_events(self.path / "events.jsonl", names)

@@ -26,8 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import UsageError
-from mosaic_core.config import extras_for_child
+from mosaic_core import UsageError, extras_for_child
 from mosaic_core.procs import mosaic_command, with_parent_death_signal
 from mosaic_core.runstore.summary import summarize
 from mosaic_experiments.spec import Experiment, GroupSpec

@@ -38,8 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import UsageError, say_renamed
-from mosaic_core.config import MAX_DEPTH, MAX_SEED, depth, read_spec_text
+from mosaic_core import MAX_DEPTH, MAX_SEED, UsageError, depth, read_spec_text, say_renamed
 
 TOP_KEYS = ("name", "seeds", "total_timesteps", "parallel", "grid", "group")
 GROUP_KEYS = ("worker", "algo", "env", "overrides", "extras", "total_timesteps")

@@ -97,8 +97,7 @@ def open_reader(run_id: str, runs_dir: str | None, owner: str | None = None) -> 
 
 
 def explain_missing(run_id: str, runs_dir: str | None) -> str:
-    from mosaic_core import STATUS_OF, RunDirectory
-    from mosaic_core.events import events_backwards
+    from mosaic_core import STATUS_OF, RunDirectory, events_backwards
     from mosaic_fastlane.settings import is_enabled
 
     directory = RunDirectory.for_run(runs_dir, run_id)

@@ -22,8 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import node_main, worker_main
-from mosaic_core.events import events_backwards
+from mosaic_core import events_backwards, node_main, worker_main
 from mosaic_slurm import sbatch
 
 

@@ -9,8 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import MosaicError, UsageError
-from mosaic_core.config import redact
+from mosaic_core import MosaicError, UsageError, redact
 from mosaic_core.files import check_output, write_atomic
 from mosaic_core.jsontext import dumps
 from mosaic_sweep import storage as storages

@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import UsageError
-from mosaic_core.config import MAX_DEPTH, depth, read_spec_text
+from mosaic_core import MAX_DEPTH, UsageError, depth, read_spec_text
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
 PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
