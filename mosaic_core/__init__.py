@@ -79,6 +79,7 @@ _EXPORTS = {
         "default_runs_root",
         "find_run_dir",
         "check_runs_root",
+        "job_folder",
         "read_cancel_note",
         "write_json_atomic",
         "manifest_of",

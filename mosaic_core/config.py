@@ -19,6 +19,9 @@ from mosaic_core.errors import ConfigError
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,127}")
 SECRET_MARKERS = ("api_key", "apikey", "token", "password", "secret")
 REDACTED = "***"
+SECRET_EXTRAS_ENV = (
+    "MOSAIC_SECRET_EXTRAS"  # a JSON object merged into a run's extras, read once (never on a command line)
+)
 REQUIRED = ("run_id", "algo", "env_id", "total_timesteps")
 FIELDS = ("run_id", "algo", "env_id", "total_timesteps", "seed", "worker_id", "extras")  # the config's schema
 MAX_DEPTH = 32  # nesting a worker config never needs; deeper input is refused, not recursed into
@@ -41,6 +44,20 @@ def redact(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
     return value
+
+
+def secret_extras(extras: dict[str, Any]) -> dict[str, Any]:
+    """The items of ``extras`` that hold a secret (what :func:`redact` masks, at any depth)."""
+    return {key: value for key, value in extras.items() if redact({key: value}) != {key: value}}
+
+
+def extras_for_child(extras: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``extras`` split for a ``mosaic run`` we start: what its command line may carry
+    (``--extras``, which any local user reads in ``/proc``) and the environment that carries
+    the secret items (:data:`SECRET_EXTRAS_ENV`, which ``mosaic run`` reads once and removes)."""
+    secrets = secret_extras(extras)
+    shown = {key: value for key, value in extras.items() if key not in secrets}
+    return shown, ({SECRET_EXTRAS_ENV: json.dumps(secrets)} if secrets else {})
 
 
 def redact_payload(payload: Any) -> Any:
@@ -225,18 +242,19 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def _depth(value: Any) -> int:
-    depth, level = 0, [value]
+def depth(value: Any) -> int:
+    """How deep ``value`` nests (counted up to one past :data:`MAX_DEPTH`, never recursing)."""
+    levels, level = 0, [value]
     while level:
-        depth += 1
-        if depth > MAX_DEPTH:
-            return depth
+        levels += 1
+        if levels > MAX_DEPTH:
+            return levels
         level = [
             v
             for item in level
             for v in (item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
         ]
-    return depth
+    return levels
 
 
 def parse_json(text: str, what: str, source: str | None = None, field: str | None = None) -> Any:
@@ -252,12 +270,42 @@ def parse_json(text: str, what: str, source: str | None = None, field: str | Non
         raise ConfigError(f"{what} is not valid JSON: {exc}", field=field, source=source) from None
     except RecursionError:
         raise ConfigError(f"{what} nests deeper than {MAX_DEPTH} levels", field=field, source=source) from None
-    if _depth(value) > MAX_DEPTH:
+    if depth(value) > MAX_DEPTH:
         raise ConfigError(f"{what} nests deeper than {MAX_DEPTH} levels", field=field, source=source)
     return value
 
 
 MAX_CONFIG_FILE_BYTES = 16 * 1024 * 1024
+MAX_SPEC_BYTES = 1024 * 1024  # an experiment or sweep spec: a few kilobytes
+
+
+def read_spec_text(path: str | Path, what: str) -> str:
+    """The text of a spec file the user named (``what``: "experiment spec"…): a regular file,
+    opened without blocking and checked before it is read (a FIFO or device is refused, never
+    waited on; a link is followed and the file may be anyone's), at most :data:`MAX_SPEC_BYTES`,
+    UTF-8 without NUL. Anything else is one UsageError naming ``what`` and the file."""
+    from mosaic_core.errors import UsageError
+    from mosaic_core.files import open_private
+
+    shown = repr(str(path)) if "\0" in str(path) else str(path)
+    try:
+        with open_private(path, any_owner=True) as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+    except ValueError:  # a NUL in the path
+        raise UsageError(f"{what} {shown}: a file name cannot hold a NUL byte") from None
+    except FileNotFoundError:
+        raise UsageError(f"{what} {shown} does not exist") from None
+    except OSError as exc:
+        raise UsageError(f"{what} {shown}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise UsageError(f"{what} {shown}: larger than {MAX_SPEC_BYTES // 1024} KiB; a spec is a few lines")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {shown}: not UTF-8 text (byte {exc.start} cannot be decoded)") from None
+    if "\0" in text:
+        raise UsageError(f"{what} {shown}: holds a NUL byte (at character {text.index(chr(0))}); not a text file")
+    return text
 
 
 class ConfigFile(dict[str, Any]):

@@ -23,7 +23,6 @@ Nothing here imports torch, numpy or a worker: the host and every training progr
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from mosaic_core.jsontext import dumps
 from mosaic_core.types import ExtrasKey
 
 if TYPE_CHECKING:
@@ -130,7 +130,8 @@ class Checkpoint:
 
 def find_checkpoints(run_dir: Path, layout: CheckpointLayout, run_id: str = "") -> list[Checkpoint]:
     """The checkpoints of ``layout`` under ``run_dir``, oldest step first. Links are not
-    followed and entries of the wrong kind are skipped; only the pattern's folder is listed."""
+    followed and entries of the wrong kind are skipped (a FIFO, socket or device is no file
+    checkpoint: nothing ever opens one and waits); only the pattern's folder is listed."""
     pattern = layout.regex(run_id)
     parent = layout.path(run_dir, 0, run_id).parent
     found = []
@@ -143,7 +144,7 @@ def find_checkpoints(run_dir: Path, layout: CheckpointLayout, run_id: str = "") 
         match = pattern.match(relative)
         if not match or entry.is_symlink():
             continue
-        if (layout.kind == "dir") != entry.is_dir(follow_symlinks=False):
+        if not (entry.is_dir if layout.kind == "dir" else entry.is_file)(follow_symlinks=False):
             continue
         found.append(Checkpoint(Path(entry.path), int(match["step"]), layout.format, layout.code))
     return sorted(found, key=lambda c: c.step)
@@ -235,16 +236,12 @@ def eval_result(
 
 
 def write_eval(path: Path, result: dict[str, Any]) -> Path:
-    """Write ``result`` as JSON atomically (a temporary file in the same folder, then rename);
-    a file of ours only: an existing link at ``path`` is replaced, never followed."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(result, handle, indent=2, allow_nan=True)
-        handle.write("\n")
-    os.replace(temporary, path)
-    return path
+    """Write ``result`` as JSON (0600) through the one writer (``--eval-out`` may name it):
+    atomically, never through a link."""
+    from mosaic_core.files import write_atomic
+
+    write_atomic(path, (dumps(result, indent=2) + "\n").encode(), mode=0o600, flag="--eval-out")
+    return Path(path)
 
 
 # Evaluation videos --------------------------------------------------------------------------

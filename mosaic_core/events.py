@@ -8,21 +8,23 @@ refuses a second one, and refuses anything after it.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from mosaic_core.config import redact
-from mosaic_core.files import read_private_text
+from mosaic_core.files import open_private
+from mosaic_core.jsontext import finite
 
 TERMINAL = ("run_completed", "run_failed", "run_cancelled")
 STATUS_OF = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
 EVENT_OF = {status: event for event, status in STATUS_OF.items()}
+MAX_LINE_BYTES = 1024 * 1024  # an event line longer than this is skipped (the host writes far shorter ones)
+READ_BYTES = 1024 * 1024  # what the streaming readers read at a time
 
 
 class EventEmitter:
@@ -72,9 +74,9 @@ class EventEmitter:
         return record
 
     def continue_after(self, path: Path) -> None:
-        """Number on from the last ``seq`` in ``path`` (a resumed run's earlier attempts)."""
-        seqs = [r.get("seq") for r in read_events(path)]
-        self._seq = max([s for s in seqs if isinstance(s, int) and not isinstance(s, bool)], default=0)
+        """Number on from the last ``seq`` in ``path`` (a resumed run's earlier attempts; read from its end)."""
+        seqs = (r.get("seq") for r in events_backwards(path))
+        self._seq = next((s for s in seqs if isinstance(s, int) and not isinstance(s, bool)), 0)
 
     @property
     def status(self) -> str | None:
@@ -86,18 +88,6 @@ class EventEmitter:
             self._log = None
 
 
-def finite(value: Any) -> Any:
-    """``value`` with every NaN or infinite float replaced by None: the stream is strict JSON
-    (a NaN loss from a script never reaches ``events.jsonl`` as an invalid token)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
-
-
 def open_append(path: Path) -> Any:
     """Open a run's event log for appending without following a symlink at its name."""
     fd = os.open(
@@ -107,20 +97,88 @@ def open_append(path: Path) -> Any:
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """The events of a run's ``events.jsonl``; a truncated last line is skipped."""
-    events = []
+    """Every event of a run's ``events.jsonl`` as a list (a small log's; what replays a run's
+    history streams it instead: :func:`iter_events`, :func:`events_backwards`)."""
+    return list(iter_events(path))
+
+
+def iter_events(path: Path, names: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
+    """The events of a run's ``events.jsonl`` in order, read as a stream in bounded memory: a
+    malformed or truncated line is skipped, one over :data:`MAX_LINE_BYTES` dropped as it is
+    read. ``names``: only those events (lines naming none of them are not parsed). Nothing when
+    the file is missing; a link, FIFO or another user's file raises UntrustedPath (never waited on)."""
     try:
-        lines = read_private_text(path).splitlines()
+        handle = open_private(path)
     except FileNotFoundError:
-        return []
+        return
+    with handle:
+        for block in _blocks(handle):
+            yield from _parsed(block.split(b"\n"), names)
+
+
+def events_backwards(path: Path, names: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`iter_events` from the last event to the first, read from the end of the file: what
+    asks for the last of something (the terminal event, the newest ``seq``) reads only the tail."""
+    try:
+        handle = open_private(path)
+    except FileNotFoundError:
+        return
+    with handle:
+        end = os.fstat(handle.fileno()).st_size
+        carry: bytes | None = b""  # the end of the line the previous block began inside (None: over-long, dropped)
+        while end > 0:
+            start = max(0, end - READ_BYTES)
+            handle.seek(start)
+            block = handle.read(end - start)
+            end = start
+            first = block.find(b"\n") if start else -1  # at the file's start, the whole block is lines
+            if start and first < 0:  # the block lies inside one line
+                carry = None if carry is None or len(block) + len(carry) > MAX_LINE_BYTES else block + carry
+                continue
+            if carry is None:  # the over-long line began after the block's last newline: leave it out
+                last = block.rfind(b"\n")
+                body = block[first + 1 : last] if last > first else b""
+            else:
+                body = block[first + 1 :] + carry
+            carry = block[:first] if start else b""
+            yield from _parsed(reversed(body.split(b"\n")), names)
+
+
+def _blocks(handle: IO[bytes]) -> Iterator[bytes]:
+    """``handle``'s bytes in blocks of whole lines (the last may lack its newline); a line over
+    :data:`MAX_LINE_BYTES` is left out as it is read, never held whole."""
+    partial, dropping = b"", False
+    while chunk := handle.read(READ_BYTES):
+        if dropping:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                continue
+            chunk, dropping = chunk[newline + 1 :], False
+        data = partial + chunk
+        cut = data.rfind(b"\n") + 1
+        partial = data[cut:]
+        if len(partial) > MAX_LINE_BYTES:
+            partial, dropping = b"", True
+        if cut:
+            yield data[:cut]
+    if partial:
+        yield partial
+
+
+def _parsed(lines: Iterable[bytes], names: Collection[str] | None) -> Iterator[dict[str, Any]]:
+    needles = tuple(f'"{name}"'.encode() for name in names) if names is not None else ()
     for line in lines:
+        if not line.strip() or len(line) > MAX_LINE_BYTES:
+            continue
+        if names is not None and not any(needle in line for needle in needles):
+            continue  # cheaper than parsing it: the name is in every line that is such an event
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue
-        if isinstance(record, dict) and "event" in record:
-            events.append(record)
-    return events
+        if isinstance(record, dict) and isinstance(record.get("event"), str):
+            if names is None or record["event"] in names:
+                yield record
 
 
 def event_step(record: dict[str, Any]) -> int | None:

@@ -4,16 +4,19 @@ shared-machine checks every reader of run files goes through (:func:`open_privat
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
+import secrets
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from mosaic_core import procs
+from mosaic_core.errors import UsageError
+from mosaic_core.jsontext import dumps
 
 
 def is_within(base: Path | str, target: Path | str) -> bool:
@@ -21,31 +24,6 @@ def is_within(base: Path | str, target: Path | str) -> bool:
     prefix, ``base-x/…``, is not)."""
     base, target = Path(base).resolve(), Path(target).resolve()
     return target == base or base in target.parents
-
-
-def write_atomic(path: Path | str, data: bytes, mode: int | None = None) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename:
-    readers see the old file or the new one, never half of one. ``mode`` defaults to 0o666
-    less the umask (a run's umask makes it 0600)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-        os.chmod(tmp, 0o666 & ~current_umask() if mode is None else mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_json_atomic(path: Path | str, data: Any, mode: int | None = None) -> None:
-    """:func:`write_atomic` of ``data`` as indented, key-sorted JSON."""
-    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
-    write_atomic(path, text.encode("utf-8"), mode)
 
 
 def tail_text(path: Path | str, max_bytes: int = 64 * 1024) -> tuple[str, bool]:
@@ -166,6 +144,233 @@ def read_private_text(path: Path | str, limit: int | None = None) -> str:
         return handle.read(-1 if limit is None else limit).decode("utf-8", "replace")
 
 
+# ------------------------------------------------------------------ writing files
+# Every file MOSAIC writes whole goes through :func:`atomic_output`: a run's JSON files, caches,
+# and every output a user names (``-o``, ``--export``, ``--config``, ``--video``; a card's
+# folder through :class:`OutputFolder`). Its folder is held open by descriptor and the file is
+# created exclusively (O_EXCL|O_NOFOLLOW), so nothing is ever written through a link another
+# user planted, and a name that changes meanwhile makes a refusal, never a write.
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+FOLDER = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class _Output:
+    """Where a file goes: its folder, checked and held open, and the file's name in it.
+
+    ``named``: a path the user typed. Its folder must exist, and it and every folder above it
+    must be ours or root's, sticky where others can write (:func:`check_ancestors`, as for a
+    runs root), and what is at the name is checked (:meth:`refuse_existing`); our own files'
+    folders are made when missing. A folder only we can write takes a private temporary renamed
+    over the name (readers see the old file or the new one); in one others can write (``/tmp``)
+    the file is only ever created new."""
+
+    def __init__(self, path: Path | str, named: bool, new: bool):
+        self.shown, self.named, self.new = str(path), named, new
+        absolute = Path(os.path.abspath(path))
+        self.folder, self.name = absolute.parent, absolute.name
+        if named:
+            try:
+                check_ancestors(self.folder, "its folder")
+            except UntrustedPath as exc:
+                raise UntrustedPath(f"{self.shown}: {exc}") from None
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.fd = os.open(self.folder, FOLDER)
+        except FileNotFoundError:
+            raise UntrustedPath(f"{self.shown}: cannot write there: folder {self.folder} does not exist") from None
+        except NotADirectoryError:
+            raise UntrustedPath(f"{self.shown}: cannot write there: {self.folder} is not a folder") from None
+        info = os.fstat(self.fd)
+        self.private = info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        self.temporary: str | None = None
+        self.inode = -1
+
+    def refuse_existing(self) -> None:
+        """Refuse what is at the name: anything when ``new`` or in a folder others can write;
+        otherwise, for a path the user named, a link, a folder, a FIFO or device, or another
+        user's file. Our own file in our own folder (a run's ``analytics.json``) is renamed over,
+        a link there too: replaced, never followed."""
+        if self.private and not (self.named or self.new):
+            return
+        try:
+            info = os.stat(self.name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        owner = owner_name(info.st_uid)
+        if stat.S_ISLNK(info.st_mode):
+            why = f"is a symbolic link (owner {owner}): an output is never written through a link"
+        elif self.new:
+            why = "exists already (name a new one)"
+        elif stat.S_ISDIR(info.st_mode):
+            why = f"is a folder (owner {owner})"
+        elif not stat.S_ISREG(info.st_mode):
+            why = f"is not a regular file (owner {owner})"
+        elif info.st_uid != os.geteuid():
+            why = f"belongs to {owner}, not to you"
+        elif not self.private:
+            why = (
+                f"exists already in {self.folder}, which others can write: an output there is only "
+                "ever a new file (remove it or choose another name)"
+            )
+        else:
+            return
+        raise UntrustedPath(f"{self.shown} {why}; refused")
+
+    def create(self) -> int:
+        """A new file for the bytes: a private temporary (our own folder) or the name itself."""
+        self.refuse_existing()
+        if self.private:  # nobody else makes names here: a random one is free
+            self.temporary = f".{self.name[:200]}.{secrets.token_hex(8)}.tmp"
+            return self._open_new(self.temporary)
+        try:
+            return self._open_new(self.name)
+        except FileExistsError:  # planted since we looked
+            self.refuse_existing()
+            raise
+
+    def _open_new(self, name: str) -> int:
+        fd = os.open(name, NEW_FILE, 0o600, dir_fd=self.fd)
+        self.inode = os.fstat(fd).st_ino
+        return fd
+
+    def publish(self) -> None:
+        if self.temporary is not None:
+            self.refuse_existing()  # our own folder: only a process of ours could have put it there
+            os.rename(self.temporary, self.name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+            self.temporary = None
+
+    def discard(self) -> None:
+        """Remove what this made (by name, only while the name is still that file)."""
+        name = self.temporary or self.name
+        with contextlib.suppress(OSError):
+            if os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_ino == self.inode:
+                os.unlink(name, dir_fd=self.fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@contextlib.contextmanager
+def _refusals(flag: str | None, path: Path | str) -> Iterator[None]:
+    """With ``flag`` (the option that named the path): a refusal or an OSError becomes one
+    UsageError line, ``FLAG PATH …``; without, it propagates as it is."""
+    try:
+        yield
+    except UntrustedPath as exc:
+        if flag is None:
+            raise
+        raise UsageError(f"{flag} {exc}") from None
+    except OSError as exc:
+        if flag is None:
+            raise
+        raise UsageError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def atomic_output(
+    path: Path | str, *, flag: str | None = None, mode: int | None = None, new: bool = False
+) -> Iterator[BinaryIO]:
+    """A binary handle whose bytes become the file ``path`` when the block ends; on an error
+    nothing is left. ``flag`` (an output the user named, e.g. ``"-o"``): checked as
+    :class:`_Output` says, refusals are one UsageError line naming it. ``new``: anything at
+    ``path`` is refused. ``mode`` defaults to 0o666 less the umask."""
+    with _refusals(flag, path):
+        out = _Output(path, named=flag is not None, new=new)
+    try:
+        with _refusals(flag, path):
+            fd = out.create()
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                yield handle
+                handle.flush()
+                os.fchmod(handle.fileno(), 0o666 & ~current_umask() if mode is None else mode)
+            with _refusals(flag, path):
+                out.publish()
+        except BaseException:
+            out.discard()
+            raise
+    finally:
+        out.close()
+
+
+def write_atomic(
+    path: Path | str, data: bytes, mode: int | None = None, *, flag: str | None = None, new: bool = False
+) -> None:
+    """Write ``data`` to ``path`` through :func:`atomic_output`: readers see the old file or the
+    new one, never half of one (a run's umask makes it 0600)."""
+    with atomic_output(path, flag=flag, mode=mode, new=new) as handle:
+        handle.write(data)
+
+
+def write_json_atomic(path: Path | str, data: Any, mode: int | None = None, *, flag: str | None = None) -> None:
+    """:func:`write_atomic` of ``data`` as indented, key-sorted JSON."""
+    text = dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    write_atomic(path, text.encode("utf-8"), mode, flag=flag)
+
+
+def check_output(path: Path | str, flag: str, new: bool = False) -> None:
+    """Refuse now, before slow work, an output path :func:`atomic_output` would refuse (it
+    checks again when it writes)."""
+    with _refusals(flag, path):
+        out = _Output(path, named=True, new=new)
+        try:
+            out.refuse_existing()
+        finally:
+            out.close()
+
+
+class OutputFolder:
+    """A folder a user named for several outputs (a model card's): made here by ``mkdir``, an
+    existing name refused (never "checked absent, written later"), then reached only through
+    its descriptor: each file in it is created O_EXCL|O_NOFOLLOW, each subfolder by ``mkdir``.
+    Refusals are one UsageError line naming ``flag``."""
+
+    def __init__(self, path: Path | str, flag: str, mode: int = 0o755):
+        self.flag, self.shown = flag, str(path)
+        with _refusals(flag, path):
+            self._out = _Output(path, named=True, new=True)
+            try:
+                self._out.refuse_existing()
+                os.mkdir(self._out.name, mode, dir_fd=self._out.fd)
+            except FileExistsError:  # planted since we looked
+                self._out.refuse_existing()
+                raise
+            except BaseException:
+                self._out.close()
+                raise
+            self.fd = os.open(self._out.name, FOLDER | os.O_NOFOLLOW, dir_fd=self._out.fd)
+
+    def write(self, name: str, data: bytes, into: int | None = None) -> None:
+        """A new file ``name`` (in the folder, or in one of its subfolders' ``into``)."""
+        with self.create(name, into) as handle:
+            handle.write(data)
+
+    def create(self, name: str, into: int | None = None) -> BinaryIO:
+        with _refusals(self.flag, self.shown):
+            return os.fdopen(os.open(name, NEW_FILE, 0o666, dir_fd=self.fd if into is None else into), "wb")
+
+    def subfolder(self, name: str, into: int | None = None) -> int:
+        """A new subfolder ``name``; its descriptor (the caller closes it)."""
+        parent = self.fd if into is None else into
+        with _refusals(self.flag, self.shown):
+            os.mkdir(name, 0o777, dir_fd=parent)
+            return os.open(name, FOLDER | os.O_NOFOLLOW, dir_fd=parent)
+
+    def link(self, name: str, target: str, into: int | None = None) -> None:
+        with _refusals(self.flag, self.shown):
+            os.symlink(target, name, dir_fd=self.fd if into is None else into)
+
+    def discard(self) -> None:
+        """Remove the folder and what this wrote in it (never following a link)."""
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self._out.name, dir_fd=self._out.fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self._out.close()
+
+
 # Run files: private unless the owner opts into group sharing (``MOSAIC_SHARE_RUNS=group``).
 SHARE_RUNS_VAR = "MOSAIC_SHARE_RUNS"
 
@@ -217,3 +422,22 @@ def private_dir(prefix: str, base: Path | None = None) -> Path:
                 if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
                     shutil.rmtree(entry.path, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=mine, dir=base))
+
+
+def cache_dir(*parts: str, create: bool = False) -> Path | None:
+    """MOSAIC's cache folder (``$XDG_CACHE_HOME/mosaic/PARTS``, else ``~/.cache/mosaic/PARTS``)
+    when it is ours to use, made 0700 when ``create``: ``mosaic/`` and each folder below it are
+    ours, not links, and nobody else can write them, and every folder above is ours or root's
+    (sticky where others can write), so nobody can swap what lies in them. None otherwise (a
+    shared cache folder, another user's): a cache is then not used at all."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folders = [Path(base, "mosaic", *parts[:depth]) for depth in range(len(parts) + 1)]
+    try:
+        if create:
+            os.makedirs(folders[-1], mode=0o700, exist_ok=True)
+        check_ancestors(folders[-1], "cache folder")
+        for folder in folders:
+            check_own_dir(folder, "cache folder")
+    except OSError:
+        return None
+    return folders[-1]

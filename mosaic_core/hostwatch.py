@@ -27,8 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 from mosaic_core import procs
-from mosaic_core.events import TERMINAL, finite, open_append
+from mosaic_core.events import TERMINAL, open_append
 from mosaic_core.files import tail_lines, write_json_atomic
+from mosaic_core.jsontext import finite
 from mosaic_core.types import ChildContext
 
 POLL_S = 0.25

@@ -7,8 +7,10 @@ a long description included). The scan is kept in ``$XDG_CACHE_HOME/mosaic/entry
 one file per interpreter, keyed by the *stamp* of what it read: ``sys.path``, each folder's
 mtime and, for each ``*.dist-info``/``*.egg-info`` in it, its ``entry_points.txt``'s mtime and
 size. Installing, removing or upgrading a distribution (or a ``pip install -e``) changes the
-stamp; then the scan runs again and replaces the file. No cache (read-only home, a file of
-another user, bad JSON): the scan, every time.
+stamp; then the scan runs again and replaces the file. The folder and the file are checked
+before either is used (folders of ours nobody else can write, a regular file of ours: a link or
+FIFO planted in a shared ``$XDG_CACHE_HOME`` is never followed or waited on). No cache (read-only
+home, another user's folder or file, bad JSON): the scan, every time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 # group -> [[name, value, distribution, version], ...] sorted by (name, value)
 Index = dict[str, list[list[str]]]
 FORMAT = 1
+FOLDER = "entry-points"  # in MOSAIC's cache folder (mosaic_core.files.cache_dir)
+MAX_BYTES = 16 * 1024 * 1024  # a cache file larger than this is not read
 _memo: dict[str, Index] = {}
 
 
@@ -53,32 +57,36 @@ def _stamp() -> str:
     return repr(parts)  # compared whole (hashlib's import costs more than the comparison)
 
 
-def _cache_file() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    interpreter = f"{zlib.crc32(sys.executable.encode()):08x}"
-    return os.path.join(base, "mosaic", "entry-points", f"{interpreter}.json")
+def _cache_name() -> str:
+    return f"{zlib.crc32(sys.executable.encode()):08x}.json"
 
 
 def _read(stamp: str) -> Index | None:
-    try:
-        with open(_cache_file(), "rb") as handle:
-            if os.fstat(handle.fileno()).st_uid != os.getuid():  # only a file this user wrote
-                return None
-            data = json.loads(handle.read())
+    from mosaic_core.files import cache_dir, open_private
+
+    folder = cache_dir(FOLDER)  # checked before anything in it is opened
+    if folder is None:
+        return None
+    try:  # never a link, FIFO (opened without blocking) or another user's file: only a regular file of ours
+        with open_private(folder / _cache_name()) as handle:
+            data = json.loads(handle.read(MAX_BYTES + 1))
         return data["groups"] if data.get("stamp") == stamp else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
         return None
 
 
 def _scan_and_store(stamp: str) -> Index:
     index = scan()
-    try:
-        from mosaic_core.files import write_atomic
+    from mosaic_core.files import cache_dir, write_atomic
 
-        path = _cache_file()
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        write_atomic(path, json.dumps({"stamp": stamp, "groups": index}).encode(), mode=0o600)
-    except OSError:  # no cache here: the scan runs every time
+    folder = cache_dir(FOLDER, create=True)  # written only into a folder checked as ours alone
+    if folder is None:  # no cache here: the scan runs every time
+        return index
+    try:
+        text = json.dumps({"stamp": stamp, "groups": index})
+        if len(text) <= MAX_BYTES:
+            write_atomic(folder / _cache_name(), text.encode(), mode=0o600)
+    except OSError:
         pass
     return index
 

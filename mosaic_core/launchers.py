@@ -398,7 +398,8 @@ class Batch:
     """Many ``mosaic`` command lines for one submission (a sweep's trials): a launcher with a
     ``launch_many`` runs them as one unit (Slurm: one job array), at most ``limit`` at a time
     (None: the launcher's setting, else all), each with ``num_cpus`` CPUs; its own files
-    (scripts, the jobs' stdout and stderr) go into ``folder``."""
+    (scripts, the jobs' stdout, stderr and exit codes) go into ``folder``: a new folder only we
+    can write, inside the checked runs root (:func:`mosaic_core.runs.job_folder` makes it)."""
 
     commands: tuple[tuple[str, ...], ...]
     folder: Path

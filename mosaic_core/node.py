@@ -24,23 +24,18 @@ from typing import Any
 
 from mosaic_core import hostsignals, procs
 from mosaic_core.cli.errors import run_cli_command
-from mosaic_core.config import WorkerConfig, parse_extras_json
+from mosaic_core.config import SECRET_EXTRAS_ENV, WorkerConfig, extras_for_child, parse_extras_json
 from mosaic_core.files import run_umask
 from mosaic_core.runs import RunContext, RunDirectory
 from mosaic_core.threads import budget
 
 PREPARED_ENV = "MOSAIC_PREPARED_ENV"
-SECRET_EXTRAS_ENV = "MOSAIC_SECRET_EXTRAS"  # as for `mosaic run`: a JSON object merged into extras, read once
 
 
 def prepared_env(env: dict[str, str], extras: dict[str, Any] | None = None) -> dict[str, str]:
     """``env`` (a job's variables) plus the list of their names, for a node to find them again,
     and the secret ``extras`` that ``config.json`` records redacted (the node's host gets them back)."""
-    from mosaic_core.config import REDACTED, redact
-
-    shown = redact(extras or {})
-    secrets = {k: v for k, v in (extras or {}).items() if shown.get(k) == REDACTED and v != REDACTED}
-    return {**env, PREPARED_ENV: ",".join(sorted(env)), **({SECRET_EXTRAS_ENV: json.dumps(secrets)} if secrets else {})}
+    return {**env, PREPARED_ENV: ",".join(sorted(env)), **extras_for_child(extras or {})[1]}
 
 
 def supervise(

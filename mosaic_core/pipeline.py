@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import os
 import shutil
 import sys
@@ -31,6 +30,7 @@ from mosaic_core.config import (
     FIELDS,
     REDACTED,
     RUN_ID,
+    SECRET_EXTRAS_ENV,
     WorkerConfig,
     build_config,
     parse_extras_json,
@@ -44,17 +44,19 @@ from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
 from mosaic_core.files import run_umask, write_json_atomic
+from mosaic_core.jsontext import dumps
 from mosaic_core.plugins import PluginHost, plugin_host
 from mosaic_core.renamed import add_renamed_flag
 from mosaic_core.runs import RunContext, RunDirectory, default_runs_root, find_run_dir
 from mosaic_core.threads import ThreadBudget
 from mosaic_core.threads import budget as thread_budget
+from mosaic_core.trainer.protocol import check_target
 from mosaic_core.types import ChildEvent, CodePath, ExtrasKey, Launch
 from mosaic_core.worker import Worker, declare, declared_names, load_worker
 from mosaic_core.workers import find_worker
 
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
-SECRET_EXTRAS_ENV = "MOSAIC_SECRET_EXTRAS"  # a JSON object merged into extras, read once (never on a command line)
+MIN_HEARTBEAT_S = 0.1  # the daemon's own floor for the runs it starts
 REGISTRATION_ENV = "MOSAIC_REGISTRATION_SECRET"  # a daemon-spawned run's proof for RegisterWorker, read once
 
 
@@ -118,7 +120,12 @@ def host_parser(prog: str, worker_name: str, description: str) -> argparse.Argum
         help="with --grpc, started by hand: a file holding the daemon's client token (else $MOSAIC_TOKEN, "
         "else var/trainer/client.token)",
     )
-    host.add_argument("--heartbeat-interval", type=float, default=30.0, help="seconds between heartbeats")
+    host.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=30.0,
+        help=f"seconds between heartbeats (at least {MIN_HEARTBEAT_S})",
+    )
     host.add_argument("--grace-period", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on cancel")
     host.add_argument(
         "--num-cpus",
@@ -207,11 +214,17 @@ class Prepared:
 def check_host_options(ns: argparse.Namespace) -> None:
     if ns.token_file and not ns.grpc:
         raise UsageError("--token-file needs --grpc (it is the trainer daemon's client token)")
+    if ns.grpc:  # a dry run checks the address a run would dial
+        check_target(ns.grpc_target, "--grpc-target")
     if ns.num_cpus is not None and ns.num_cpus < 1:
         raise UsageError(f"--num-cpus must be at least 1, got {ns.num_cpus}")
     for flag, value in (("--heartbeat-interval", ns.heartbeat_interval), ("--grace-period", ns.grace_period)):
         if not value == value or value <= 0 or value == float("inf"):  # NaN, zero, negative, infinite
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+    if ns.heartbeat_interval < MIN_HEARTBEAT_S:  # 1e-300 would write a heartbeat every few microseconds
+        raise UsageError(
+            f"--heartbeat-interval must be at least {MIN_HEARTBEAT_S} seconds, got {ns.heartbeat_interval}"
+        )
 
 
 def prepare(
@@ -723,7 +736,7 @@ def _register(prepared: Prepared, target: str, token_file: str | None = None) ->
 
 def dry_run(prepared: Prepared, emit_summary: bool) -> int:
     if emit_summary:
-        print(json.dumps(prepared.summary(), indent=2, default=str))
+        print(dumps(prepared.summary(), indent=2, default=str))
     else:
         headline = prepared.launch.summary.get("headline") or " ".join(prepared.launch.command)
         print(f"dry run ok: {prepared.run.worker}: {headline}", file=sys.stderr)

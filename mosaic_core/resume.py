@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from mosaic_core.contract import Checkpoint, newest_checkpoint
 from mosaic_core.errors import UsageError
-from mosaic_core.events import read_events
+from mosaic_core.events import TERMINAL, iter_events
 from mosaic_core.procs import process_alive
 
 if TYPE_CHECKING:
@@ -81,11 +81,13 @@ class RunState:
 
 
 def run_state(run_dir: Path) -> RunState:
+    """The log is streamed, and only the lines of the events read here are parsed: a huge one
+    costs time, not memory."""
     terminal, resumes, pid, budget = None, 0, None, None
-    for event in read_events(run_dir / "events.jsonl"):
-        name, payload = event.get("event"), event.get("payload")
+    for event in iter_events(run_dir / "events.jsonl", (*TERMINAL, "run_started", "run_resumed", "heartbeat")):
+        name, payload = event["event"], event.get("payload")
         payload = payload if isinstance(payload, dict) else {}
-        if name in ("run_completed", "run_failed", "run_cancelled"):
+        if name in TERMINAL:
             terminal = name
         elif name == "run_started":
             terminal, pid = None, None  # a later attempt's start: only its own end counts
@@ -99,30 +101,29 @@ def run_state(run_dir: Path) -> RunState:
 
 
 def history_problem(events_file: Path) -> str | None:
-    """Why ``events_file`` cannot go on as one history (a resume appends to it), or None: every
-    line a whole event, ``seq`` numbering on by one from 1. A cut-off or edited log is refused:
-    appended to, its readers would join attempts that do not follow each other."""
+    """Why ``events_file`` cannot go on as one history (a resume appends to it), or None: its last
+    line whole, its events' ``seq`` numbering on by one from 1. A cut-off or edited log is refused:
+    appended to, its readers would join attempts that do not follow each other. Streamed (a line
+    that is no event, or one too long to be one, is skipped as every reader skips it)."""
     try:
-        text = events_file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        with open(events_file, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return f"its {events_file.name} is empty"
+            handle.seek(size - 1)
+            if handle.read(1) != b"\n":
+                return f"its {events_file.name} is cut off (its last line is incomplete)"
+        expected = 1
+        for record in iter_events(events_file):
+            seq = record.get("seq")
+            if not isinstance(seq, int) or isinstance(seq, bool):
+                return f"its {events_file.name} is damaged (event {expected} has no seq)"
+            if seq != expected:
+                return f"its {events_file.name} is truncated or edited (event {expected} has seq {seq})"
+            expected += 1
+    except OSError as exc:
         return f"its {events_file.name} cannot be read ({exc})"
-    if not text.strip():
-        return f"its {events_file.name} is empty"
-    if not text.endswith("\n"):
-        return f"its {events_file.name} is cut off (its last line is incomplete)"
-    expected = 1
-    for number, line in enumerate(text.splitlines(), 1):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        seq = record.get("seq") if isinstance(record, dict) and "event" in record else None
-        if not isinstance(seq, int) or isinstance(seq, bool):
-            return f"its {events_file.name} is damaged (line {number} is not an event)"
-        if seq != expected:
-            return f"its {events_file.name} is truncated or edited (line {number} has seq {seq}, not {expected})"
-        expected += 1
-    return None
+    return None if expected > 1 else f"its {events_file.name} holds no event"
 
 
 def check_recorded(recorded: dict[str, Any], given: dict[str, Any], run_id: str) -> None:

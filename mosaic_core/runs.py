@@ -99,6 +99,40 @@ def check_runs_root(root: Path) -> None:
             check_own_dir(os.path.realpath(folder), "runs root folder")
 
 
+def make_runs_root(root: Path) -> int:
+    """Make ``root`` (and the folders above it) when missing, then check it
+    (:func:`check_runs_root`); the mode of run folders (0700, 0750 when shared with the group)."""
+    mode = 0o777 & ~run_umask()
+    new_root = not root.exists()
+    root.mkdir(parents=True, exist_ok=True, mode=mode)
+    if new_root and root.name == DEFAULT_RUNS_ROOT.name:
+        print(
+            f"mosaic: note: made a new runs root {root} (no var/trainer/runs of yours above "
+            f"{root.parent.parent.parent}); set --runs-dir or ${RUNS_ROOT_VAR} to use another",
+            file=sys.stderr,
+        )
+    check_runs_root(root)
+    return mode
+
+
+JOBS_FOLDER = ".jobs"  # in a runs root: what launchers write for a batch (a sweep's job array)
+
+
+def job_folder(root: Path, name: str) -> Path:
+    """A new folder for a job's own files (a job array's script, its tasks' output and exit
+    codes): ``<runs root>/.jobs/<name>``, on the storage the runs root is on (a cluster's nodes
+    share it), inside the checked runs root, each folder 0700 and ours. ``name`` must be new.
+    Raises UntrustedPath (an OSError) naming what is wrong."""
+    make_runs_root(root)
+    jobs = root / JOBS_FOLDER
+    jobs.mkdir(mode=0o700, exist_ok=True)
+    check_own_dir(jobs, "jobs folder")
+    folder = jobs / name
+    folder.mkdir(mode=0o700)  # new: nothing of anyone else's is in it
+    check_own_dir(folder, "job folder")
+    return folder
+
+
 def find_run_dir(root: Path, ref: str) -> Path:
     """The directory of the run ``ref`` names under ``root``: its id, or a prefix of exactly one
     id (26-character ids need not be typed whole). A UsageError lists the ambiguous matches or
@@ -208,16 +242,7 @@ class RunDirectory:
     def create(self) -> RunDirectory:
         """Make the run directory (0700, or 0750 when runs are shared with the group; the
         process umask must be :func:`run_umask` for its files): it must be new and ours."""
-        mode = 0o777 & ~run_umask()
-        new_root = not self.root.exists()
-        self.root.mkdir(parents=True, exist_ok=True, mode=mode)
-        if new_root and self.root.name == DEFAULT_RUNS_ROOT.name:
-            print(
-                f"mosaic: note: made a new runs root {self.root} (no var/trainer/runs of yours above "
-                f"{self.root.parent.parent.parent}); set --runs-dir or ${RUNS_ROOT_VAR} to use another",
-                file=sys.stderr,
-            )
-        check_runs_root(self.root)
+        mode = make_runs_root(self.root)
         try:
             self.path.mkdir(mode=mode)
         except FileExistsError:

@@ -12,10 +12,10 @@ frames at the env's pace: ``mosaic fastlane watch ID``) are asked of the worker 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from mosaic_core.errors import UsageError
+from mosaic_core.jsontext import dumps
 
 EPISODES = 3  # a look at the policy, not a measurement (mosaic evaluate's default is the protocol's)
 FORMATS = ("gif", "mp4")
@@ -52,7 +52,7 @@ def run(ns: argparse.Namespace) -> int:
     if result is None:
         return code
     if ns.json:
-        print(json.dumps(result, indent=2))
+        print(dumps(result, indent=2))
         return 0
     for index, episode in enumerate(result["episodes"], start=1):
         print(f"episode {index}: return {episode['return']:.2f}, length {episode['length']}")

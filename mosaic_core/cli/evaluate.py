@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from mosaic_core.errors import UsageError
+from mosaic_core.files import atomic_output, check_output, open_private
+from mosaic_core.jsontext import dumps
 
 EVALUATIONS = "evaluations"
 
@@ -71,7 +72,7 @@ def run(ns: argparse.Namespace) -> int:
     if result is None:
         return code
     if ns.json:
-        print(json.dumps(result, indent=2))
+        print(dumps(result, indent=2))
     else:
         print(
             f"{result['algo']} on {result['env_id']} at step {result['global_step']}: {len(result['episodes'])} "
@@ -100,8 +101,8 @@ def play(
         raise UsageError(f"--episodes must be at least 1, got {ns.episodes}")
     if ns.seed is not None and ns.seed < 0:
         raise UsageError(f"--seed must be at least 0, got {ns.seed}")
-    if ns.video and not Path(ns.video).absolute().parent.is_dir():
-        raise UsageError(f"--video {ns.video}: folder {Path(ns.video).absolute().parent} does not exist")
+    if ns.video:
+        check_output(ns.video, "--video")  # before the evaluation: a link or a foreign folder there is refused now
     root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
     run_dir, given = resolve(ns.target, root)
     refuse_untrusted(run_dir / "config.json", f"run {run_dir.name}")
@@ -169,15 +170,12 @@ def play(
 
 
 def _copy_video(where: Path, out: Path) -> None:
-    """The evaluation's first video to ``out`` (written beside it, then renamed: a link at
-    ``out`` is replaced, never followed)."""
+    """The evaluation's first video (encoded in the run's own evaluation folder) to ``out``,
+    through the one writer of user-named outputs: never through a link, never into a name
+    another user made."""
     videos = sorted(where.rglob("*" + out.suffix.lower()))
     if not videos:
         print(f"mosaic: warning: the evaluation recorded no {out.suffix} in {where}", file=sys.stderr)
         return
-    temporary = out.absolute().with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        shutil.copyfile(videos[0], temporary)
-        os.replace(temporary, out)
-    finally:
-        temporary.unlink(missing_ok=True)
+    with open_private(videos[0]) as source, atomic_output(out, flag="--video") as target:
+        shutil.copyfileobj(source, target)

@@ -9,7 +9,6 @@ when they run.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from typing import Any
@@ -18,6 +17,7 @@ from mosaic_core import __version__, hostsignals, procs
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.cli.errors import run_cli_command
 from mosaic_core.errors import UsageError
+from mosaic_core.jsontext import dumps
 
 
 # ------------------------------------------------------------------------------ workers
@@ -42,7 +42,7 @@ def _run_workers(ns: argparse.Namespace) -> int:
         return _install_worker(ns)
     items = discover_workers()
     if ns.json:
-        print(json.dumps([_worker_record(i) for i in items], indent=2))
+        print(dumps([_worker_record(i) for i in items], indent=2))
         return 0
     from rich.table import Table
 
@@ -172,7 +172,7 @@ def _run_extras(host: Any, as_json: bool) -> int:
         for owner, key in sorted(owned, key=lambda pk: (str(pk[1]), pk[0]))
     ]
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(dumps(rows, indent=2))
         return 0
     from rich.table import Table
 
@@ -231,7 +231,7 @@ def _run_plugins(ns: argparse.Namespace) -> int:
         for i in host.loaded
     ]
     if ns.json:
-        print(json.dumps(records, indent=2))
+        print(dumps(records, indent=2))
         return 0
     from rich.table import Table
 

@@ -16,14 +16,13 @@ import json
 import os
 import stat
 import tarfile
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from mosaic_core.errors import UsageError
-from mosaic_core.files import open_private
+from mosaic_core.files import atomic_output, is_within, open_private
 from mosaic_core.runstore import trust
 from mosaic_core.runstore.artifacts import is_checkpoint
 
@@ -42,12 +41,12 @@ class Archived:
 
 def _announced_checkpoints(run_dir: Path) -> set[str]:
     """The files the run's ``checkpoint_saved`` events name, relative to the run directory."""
-    from mosaic_core.events import read_events
+    from mosaic_core.events import iter_events
 
     base = run_dir.resolve()
     named = set()
-    for event in read_events(run_dir / "events.jsonl"):
-        payload = event.get("payload") if event.get("event") == "checkpoint_saved" else None
+    for event in iter_events(run_dir / "events.jsonl", ("checkpoint_saved",)):
+        payload = event.get("payload")
         path = payload.get("path") if isinstance(payload, dict) else None
         if isinstance(path, str):
             named.add(os.path.relpath(os.path.normpath(base / path), base))
@@ -76,24 +75,21 @@ def _members(run_dir: Path, checkpoints: bool) -> tuple[list[str], list[str]]:
 
 
 def export_run(run_dir: Path, output: Path, checkpoints: bool = True) -> Archived:
-    """Write ``run_dir`` to ``output`` (a new ``.tar.gz``; written under a temporary name and
-    renamed, so a failed export leaves no file)."""
+    """Write ``run_dir`` to ``output``: a new ``.tar.gz``, 0600 (it holds private run files),
+    through :func:`~mosaic_core.files.atomic_output` (never through a link; a failed export
+    leaves no file)."""
     run_id = run_dir.name
     if not output.name.endswith((".tar.gz", ".tgz")):
         raise UsageError(f"-o {output}: the archive's name must end in .tar.gz")
-    if output.exists() or output.is_symlink():
-        raise UsageError(f"-o {output}: the file exists already; choose another name")
-    folder = output.absolute().parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"-o {output}: cannot write there ({folder} is not a writable directory)")
-    if folder == run_dir.absolute() or run_dir.absolute() in folder.parents:
+    if is_within(run_dir, output.absolute().parent):
         raise UsageError(f"-o {output}: the archive cannot go inside the run it exports")
     names, skipped = _members(run_dir, checkpoints)
     listing: dict[str, dict[str, int | str]] = {}
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=folder)
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        with (
+            atomic_output(output, flag="-o", mode=0o600, new=True) as raw,
+            tarfile.open(fileobj=raw, mode="w:gz") as tar,
+        ):
             for name in names:
                 with open_private(run_dir / name) as handle:
                     info = os.fstat(handle.fileno())
@@ -116,12 +112,8 @@ def export_run(run_dir: Path, output: Path, checkpoints: bool = True) -> Archive
             member = tarfile.TarInfo(f"{run_id}/{MANIFEST}")
             member.size, member.mtime, member.mode = len(document), int(time.time()), 0o600
             tar.addfile(member, io.BytesIO(document))
-        os.replace(tmp, output)
-    except OSError as exc:
+    except OSError as exc:  # reading a run file, or the disk filling
         raise UsageError(f"-o {output}: cannot write the archive: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     return Archived(run_id, len(names), sum(int(v["size"]) for v in listing.values()), tuple(skipped))
 
 

@@ -1,5 +1,10 @@
-"""Sample-efficiency bands: runs' ``(step, value)`` series on one step grid, and the IQM over runs
-at each step with its bootstrap 95 % CI (runs resampled whole). numpy only, imported inside.
+"""Sample-efficiency bands: runs' per-episode returns on one step grid, as each run's ``train``
+score as of each step (:mod:`mosaic_core.runstore.score`: the mean return of the episodes in the
+last 10 % of the steps it had reached, at least 10), and the IQM over runs at each step with its
+bootstrap 95 % CI (runs resampled whole). numpy only, imported inside.
+
+At the grid's last step a run that has ended stands for its whole history, so a group whose runs
+have all ended (and are scored from training) ends its band exactly at the IQM of their scores.
 
 The bootstrap is vectorised: a resample is a count per run (multinomial), and the 25 % trimmed
 mean of a resample is a weighted sum over each point's sorted values (the weight of a value: how
@@ -9,30 +14,51 @@ scipy's ``trim_mean`` of the resampled matrix (a test checks it) at a fraction o
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
+from mosaic_core.runstore.score import in_step_order, window_slice
+
 GRID_POINTS = 50
-SMOOTH_EPISODES = 10
 REPS = 200
 CONFIDENCE = 0.95
 
 
-def curve_matrix(series: Sequence[Sequence[tuple[int, float]]], points: int = GRID_POINTS) -> tuple[Any, Any]:
-    """Runs' series on one step grid (0 to the last step every run reached): each run's trailing
-    mean of ``SMOOTH_EPISODES`` values, linearly interpolated: ``(grid, runs × points)``."""
+def step_grid(series: Sequence[Sequence[tuple[int, float]]], ended: Sequence[bool], points: int) -> list[float]:
+    """The steps every run can speak for: from the first step at which each has an episode to the
+    last step of the one that went furthest, or of the live run that is furthest behind (a run
+    that has ended holds its score past its last episode; a live one may still change)."""
+    start = max(run[0][0] for run in series)
+    end = max(run[-1][0] for run in series)
+    live = [run[-1][0] for run, done in zip(series, ended) if not done]
+    end = min([end, *live])
+    if end < start:
+        return []
+    if end == start or points < 2:
+        return [float(end)]
+    return [start + (end - start) * i / (points - 1) for i in range(points)]
+
+
+def score_matrix(
+    series: Sequence[Sequence[tuple[int, float]]], ended: Sequence[bool] | None = None, points: int = GRID_POINTS
+) -> tuple[Any, Any]:
+    """``(grid, runs × points)``: each run's ``train`` score over its episodes that ended by each
+    step of :func:`step_grid` (``ended[i]``: run ``i`` has ended, all by default; runs without an
+    episode left out by the caller)."""
     import numpy as np
 
-    end = min(max(s for s, _v in run) for run in series)
-    grid = np.linspace(0, end, points)
+    runs = [in_step_order(run) for run in series]
+    grid = step_grid(runs, ended if ended is not None else [True] * len(runs), points)
     rows = []
-    for run in series:
-        run = sorted(run)
-        steps = np.array([s for s, _v in run], dtype=float)
-        values = np.array([v for _s, v in run], dtype=float)
-        window = np.minimum(np.arange(1, len(values) + 1), SMOOTH_EPISODES)
-        rows.append(np.interp(grid, steps, np.convolve(values, np.ones(SMOOTH_EPISODES))[: len(values)] / window))
-    return grid, np.stack(rows)
+    for run in runs:
+        steps, values = [s for s, _v in run], [v for _s, v in run]
+        row = []
+        for step in grid:
+            first, end = window_slice(steps, bisect_right(steps, step))
+            row.append(sum(values[first:end]) / (end - first))  # as training_score sums: the same number
+        rows.append(row)
+    return np.asarray(grid, dtype=float), np.asarray(rows, dtype=float).reshape(len(runs), len(grid))
 
 
 def trimmed_mean_of_counts(ordered: Any, counts: Any) -> Any:

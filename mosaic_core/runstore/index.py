@@ -17,6 +17,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
+from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.summary import ENDED, RunSummary, summarize
 
 INDEX_NAME = ".mosaic-index.sqlite3"
@@ -118,7 +119,7 @@ class RunIndex:
                 if row is not None:
                     known[entry.name] = row  # no longer a run: its row goes
                 continue
-            summary = summarize(Path(entry.path))
+            summary = _summary(Path(entry.path))
             found.append(summary)
             fresh.append((summary, mark))
         self._write(fresh, list(known))
@@ -154,7 +155,7 @@ class RunIndex:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
-                [(s.run_id, mark, s.status, s.started_at, s.experiment, json.dumps(s.to_dict())) for s, mark in fresh],
+                [(s.run_id, mark, s.status, s.started_at, s.experiment, dumps(s.to_dict())) for s, mark in fresh],
             )
             self.db.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
             self.db.execute("COMMIT")
@@ -173,6 +174,15 @@ def _unlink(path: Path) -> bool:
         return True
     except OSError:
         return False
+
+
+def _summary(run_dir: Path) -> RunSummary:
+    """:func:`summarize`, and should a run's files still break it, a summary naming why: one
+    damaged run never hides the others."""
+    try:
+        return summarize(run_dir)
+    except Exception as exc:
+        return RunSummary(run_id=run_dir.name, path=str(run_dir), problems=[f"not read: {type(exc).__name__}: {exc}"])
 
 
 def list_runs(root: Path) -> list[RunSummary]:

@@ -1,8 +1,9 @@
 """A run's score, defined once: the number every listing, table, sweep and comparison shows.
 
 - ``eval``: the mean return of the run's final evaluation (``evaluations/*/eval.json``,
-  schema ``mosaic.eval/1``): of the evaluations on record, the one of the highest
-  ``global_step``, when that step lies in the run's final window (below).
+  schema ``mosaic.eval/1``: ``mosaic evaluate``'s, or a worker's own at its final save, e.g.
+  CleanRL's after ``--save-model``): of the evaluations on record, the one of the highest
+  ``global_step`` (the newest written of that step), when that step lies in the run's final window (below).
 - ``train``: else a named window of training returns, :data:`WINDOW_NAME`: the mean of the
   per-episode returns (``charts/episodic_return``, the team return for multi-agent runs) of
   the episodes that ended in the last :data:`WINDOW_FRACTION` of the env steps the run
@@ -12,6 +13,10 @@
   (``episodes[i].agents`` in the evaluation, ``charts/episodic_return/AGENT`` in training).
 
 Both come from the run's own files; a reader that cannot run code and reads a bounded size.
+Every episode of a run is read once, through one reader (:func:`episode_returns`): the score,
+the dashboard's curves and bands, ``mosaic compare``'s figure and ``mosaic plot`` all draw on it,
+and a band's point at a step is the ``train`` score of the episodes ended by then
+(:func:`window_slice`), so a band and a table of scores can never disagree.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,19 +77,49 @@ def window_start(last_step: int) -> float:
     return (1.0 - WINDOW_FRACTION) * last_step
 
 
+def window_slice(steps: Sequence[int], end: int) -> tuple[int, int]:
+    """``(first, end)``: the final window of the episodes ``[0, end)`` of a run (``steps`` sorted):
+    those that ended at or after :func:`window_start` of the last one's step, at least
+    :data:`MIN_EPISODES` (all, when fewer ended)."""
+    first = bisect_left(steps, window_start(steps[end - 1]), 0, end)
+    return min(first, max(0, end - MIN_EPISODES)), end
+
+
+def in_step_order(points: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The finite points, sorted by step only: episodes that ended at one step (parallel envs)
+    keep their logged order, so a window's cut never picks among them by value."""
+    return sorted(((int(s), float(v)) for s, v in points if _finite(v)), key=lambda point: point[0])
+
+
 def training_score(points: Sequence[tuple[int, float]]) -> Score | None:
     """The ``train`` score of per-episode ``(step, return)`` points (any order); None without points."""
-    # by step only: episodes that ended at one step (parallel envs) keep their logged order, so
-    # the window's cut never picks among them by value
-    finite = sorted(((int(s), float(v)) for s, v in points if _finite(v)), key=lambda point: point[0])
-    if not finite:
+    ordered = in_step_order(points)
+    if not ordered:
         return None
-    last = finite[-1][0]
-    start = window_start(last)
-    window = [v for s, v in finite if s >= start]
-    if len(window) < MIN_EPISODES:
-        window = [v for _s, v in finite[-MIN_EPISODES:]]
-    return Score(sum(window) / len(window), "train", len(window), last)
+    first, end = window_slice([s for s, _v in ordered], len(ordered))
+    window = [v for _s, v in ordered[first:end]]
+    return Score(sum(window) / len(window), "train", len(window), ordered[-1][0])
+
+
+def return_tag(agent: str | None = None) -> str:
+    """The tag of a run's per-episode returns: the team's, or ``agent``'s."""
+    return f"{RETURN_TAG}/{agent}" if agent else RETURN_TAG
+
+
+def episode_returns(run_dir: Path, agent: str | None = None) -> list[tuple[int, float]]:
+    """Every episode of a run, once: its ``(step, return)`` in step order (a resumed run's one
+    history), a live run's so far; ``agent``: that agent's. [] when none."""
+    return run_series(run_dir, return_tag(agent)) or []
+
+
+def run_series(run_dir: Path, tag: str) -> list[tuple[int, float]] | None:
+    """A run's finite ``(step, value)`` points of ``tag`` in step order, read through the
+    ``mosaic_run_scalars`` hook (the analytics plugin's TensorBoard reader, which reads on from
+    its last look at a live run); None when no plugin reads the run's scalars."""
+    from mosaic_core.plugins import plugin_host
+
+    found = plugin_host().run_scalars(run_dir, tag)
+    return None if found is None else in_step_order(found)
 
 
 def read_evaluation(path: Path) -> dict[str, Any] | None:
@@ -103,8 +139,9 @@ def read_evaluation(path: Path) -> dict[str, Any] | None:
 
 
 def final_evaluation(run_dir: Path, last_step: int | None = None) -> dict[str, Any] | None:
-    """The evaluation of the highest ``global_step`` under ``run_dir/evaluations``, when it is
-    of the run's final window (``last_step``: the run's last training step, if known)."""
+    """The evaluation of the highest ``global_step`` under ``run_dir/evaluations`` (the newest
+    written of that step), when it is of the run's final window (``last_step``: the run's last
+    training step, if known)."""
     best: dict[str, Any] | None = None
     try:
         with os.scandir(run_dir / EVALUATIONS) as entries:
@@ -113,11 +150,17 @@ def final_evaluation(run_dir: Path, last_step: int | None = None) -> dict[str, A
         return None
     for name in names:
         data = read_evaluation(run_dir / EVALUATIONS / name / EVAL_FILE)
-        if data is not None and (best is None or data["global_step"] > best["global_step"]):
+        if data is not None and (best is None or _order(data) > _order(best)):
             best = data
     if best is None or (last_step is not None and best["global_step"] < window_start(last_step)):
         return None
     return best
+
+
+def _order(evaluation: dict[str, Any]) -> tuple[int, float]:
+    """Later is better: the higher step, then (of one checkpoint evaluated twice) the newer."""
+    written = evaluation.get("written")
+    return evaluation["global_step"], float(written) if _finite(written) else 0.0
 
 
 def evaluation_score(evaluation: dict[str, Any], agent: str | None = None) -> Score | None:
@@ -140,13 +183,11 @@ def evaluation_score(evaluation: dict[str, Any], agent: str | None = None) -> Sc
 def run_score(
     run_dir: Path, points: Sequence[tuple[int, float]] | None = None, agent: str | None = None
 ) -> Score | None:
-    """A run's score: its final evaluation's, else the ``train`` window of ``points`` (read back
-    through the ``mosaic_run_scalars`` hook when not given: the analytics plugin's TensorBoard reader).
-    ``agent``: a multi-agent run's agent instead of the team (``charts/episodic_return/AGENT``)."""
+    """A run's score: its final evaluation's, else the ``train`` window of ``points``
+    (:func:`episode_returns` when not given). ``agent``: a multi-agent run's agent instead of the
+    team (``charts/episodic_return/AGENT``)."""
     if points is None:
-        from mosaic_core.plugins import plugin_host
-
-        points = plugin_host().run_scalars(run_dir, f"{RETURN_TAG}/{agent}" if agent else RETURN_TAG) or []
+        points = episode_returns(run_dir, agent)
     trained = training_score(points)
     evaluation = final_evaluation(run_dir, trained.step if trained else None)
     scored = evaluation_score(evaluation, agent) if evaluation is not None else None

@@ -241,7 +241,7 @@ class WorkerContractSuite:
         played = self.copy_of(completed)
         result = self.cli("evaluate", played, "--episodes", "2", "--runs-dir", str(self.runs_root))
         assert result.returncode == 0, result.stderr[-3000:]
-        (found,) = (self.run_dir(played) / "evaluations").glob("*/eval.json")
+        (found,) = (self.run_dir(played) / "evaluations").glob("eval-*/eval.json")  # mosaic evaluate's (not a save's)
         document = json.loads(found.read_text())
         assert document["schema"] == "mosaic.eval/1" and len(document["episodes"]) == 2
         assert document["worker"] == self.worker and document["env_id"] == self.env_id

@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from mosaic_core.errors import MosaicError, UsageError
+from mosaic_core.jsontext import dumps
 from mosaic_core.trainer import trainer_pb2 as pb
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
 from mosaic_core.trainer.auth import REGISTRATION_METADATA, bearer, find_token
@@ -304,7 +305,7 @@ def print_runs(target: str, as_json: bool, token: str | None = None) -> int:
     """Print the daemon's runs (a table, or a JSON list); returns the exit code."""
     runs = [record_to_dict(r) for r in list_runs(target, token=token)]
     if as_json:
-        print(json.dumps(runs, indent=2))
+        print(dumps(runs, indent=2))
         return 0
     from rich.table import Table
 

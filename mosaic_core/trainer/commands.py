@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from mosaic_core import launchers
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.errors import ConfigError
+from mosaic_core.jsontext import dumps
 from mosaic_core.trainer.protocol import DEFAULT_LISTEN, is_loopback  # no grpc there
 
 if TYPE_CHECKING:
@@ -181,7 +182,7 @@ def _run_submit(ns: argparse.Namespace) -> int:
     answer: dict[str, object] = {"run_id": reply.run_id, "digest": reply.digest}
     if reply.dry_run:  # metadata.worker.arguments held --dry-run: validated, nothing started
         answer.update(dry_run=True, summary=json.loads(reply.summary_json))
-    print(json.dumps(answer, indent=2 if reply.dry_run else None))
+    print(dumps(answer, indent=2 if reply.dry_run else None))
     return 0
 
 
@@ -196,7 +197,7 @@ def _run_cancel(ns: argparse.Namespace) -> int:
     token = _token(ns)
     cancel(ns.target, ns.run_id, token=token)
     record = next((r for r in list_runs(ns.target, token=token) if r.run_id == ns.run_id), None)
-    print(json.dumps(record_to_dict(record) if record is not None else {"run_id": ns.run_id}))
+    print(dumps(record_to_dict(record) if record is not None else {"run_id": ns.run_id}))
     return 0
 
 

@@ -37,10 +37,10 @@ from typing import Any
 
 from mosaic_core import procs
 from mosaic_core import resume as resuming
-from mosaic_core.config import WorkerConfig, redact
+from mosaic_core.config import SECRET_EXTRAS_ENV, WorkerConfig, redact, secret_extras
 from mosaic_core.events import TERMINAL
 from mosaic_core.files import tail_lines
-from mosaic_core.pipeline import REGISTRATION_ENV, SECRET_EXTRAS_ENV
+from mosaic_core.pipeline import REGISTRATION_ENV
 from mosaic_core.threads import SHARE_VAR, share
 from mosaic_core.trainer import attached, processes
 from mosaic_core.trainer.auth import TOKEN_ENV, new_secret, secrets_match
@@ -243,7 +243,7 @@ class RunManager:
     def _keep_secrets(self, submission: Submission) -> None:
         """The run's secret extras and its environment, in memory only until its process starts."""
         config = submission.config
-        secret = {key: value for key, value in config.extras.items() if redact({key: value}) != {key: value}}
+        secret = secret_extras(config.extras)
         if secret:
             self._secret_extras[config.run_id] = secret
         if submission.environment:

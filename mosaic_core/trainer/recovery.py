@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core.config import redact
-from mosaic_core.events import TERMINAL, read_events
+from mosaic_core.events import TERMINAL, events_backwards
 from mosaic_core.files import is_within
 from mosaic_core.trainer.store import FAULT, TERM, RunRow, RunStore
 
@@ -22,12 +22,12 @@ __all__ = ["RESTART_REASON", "own_terminal_event", "settle_interrupted"]
 
 
 def own_terminal_event(runs_dir: Path, row: RunRow) -> dict[str, Any] | None:
-    """The terminal event in the run's own ``events.jsonl`` (its run dir, under ``runs_dir``)."""
+    """The last terminal event in the run's own ``events.jsonl`` (its run dir, under ``runs_dir``;
+    read from its end)."""
     path = Path(row.run_dir) / "events.jsonl"
     if not is_within(runs_dir, path) or path.is_symlink():
         return None
-    found = [e for e in read_events(path) if e.get("event") in TERMINAL and e.get("run_id") == row.run_id]
-    return found[-1] if found else None
+    return next((e for e in events_backwards(path, TERMINAL) if e.get("run_id") == row.run_id), None)
 
 
 def settle_interrupted(store: RunStore, runs_dir: Path, row: RunRow) -> RunRow | None:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_analytics.manifest import scrub
-from mosaic_core import STATUS_OF, read_events, redact
+from mosaic_core import STATUS_OF, redact
+from mosaic_core.events import events_backwards
 from mosaic_core.files import read_private_text, write_json_atomic
 from mosaic_core.runstore.artifacts import CHECKPOINT_DIR
 
@@ -175,8 +176,8 @@ def for_event(analytics: dict[str, Any]) -> dict[str, Any]:
 def check(run_dir: Path) -> list[str]:
     """Problems with a finished run's ``analytics.json``: present, in MOSAIC's shape, its status the
     terminal event's, and the same document in that event's payload."""
-    ended = [e for e in read_events(run_dir / "events.jsonl") if e.get("event") in STATUS_OF]
-    if not ended:
+    terminal = next(events_backwards(run_dir / "events.jsonl", STATUS_OF), None)
+    if terminal is None:
         return []  # not finished: nothing promised yet
     try:
         analytics = json.loads(read_private_text(run_dir / FILE))
@@ -185,7 +186,6 @@ def check(run_dir: Path) -> list[str]:
     problems = shape_problems(analytics)
     if problems:
         return problems
-    terminal = ended[-1]
     status = STATUS_OF[terminal["event"]]
     if analytics["status"] != status or analytics["run_id"] != run_dir.name:
         problems.append(f"{FILE}: status {analytics['status']!r} of run {analytics['run_id']!r}; the run {status}")

@@ -1,7 +1,9 @@
 """The host's view of a run's live metrics, fed by the training process's scalar batches.
 
 :class:`MetricBoard` keeps the latest value of every tag (at most ``MAX_TAGS``), the global
-step, and a window of about ``RETURN_WINDOW`` episodes for the smoothed return. Its memory is
+step, and the last ``RETURN_WINDOW`` episodes' returns for their moving average (a resumed run's
+board starts from the episodes its earlier attempts recorded up to the checkpoint:
+:meth:`MetricBoard.resume_from`, so the average and the step go on where they were). Its memory is
 bounded whatever the training process sends (the same tag budget as the training process's
 buffer); malformed entries are ignored.
 """
@@ -14,7 +16,7 @@ import time
 from collections import deque
 from typing import Any
 
-from mosaic_analytics.bridge import MAX_TAGS, RETURN_WINDOW, USUAL_PREFIXES, admit
+from mosaic_analytics.bridge import MAX_TAGS, RETURN_WINDOW, USUAL_PREFIXES, admit, is_return
 
 RETURN_TAG = "charts/episodic_return"
 LENGTH_TAG = "charts/episodic_length"
@@ -29,7 +31,7 @@ def classify(tag: str) -> str | None:
         return "agent"
     if tag.startswith("eval/"):
         return None
-    if tag == RETURN_TAG or tag.endswith("/episodic_return") or tag == "episodic_return":
+    if is_return(tag):
         return "return"
     if tag == LENGTH_TAG or tag.endswith("/episodic_length") or tag == "episodic_length":
         return "length"
@@ -60,8 +62,7 @@ class MetricBoard:
         self._latest: dict[str, tuple[float | None, int | None]] = {}
         self._kinds: dict[str, str | None] = {}
         self._others = 0
-        self._returns: deque[tuple[int, float]] = deque()  # (episodes, sum of their returns) per batch
-        self._returns_n = 0
+        self._returns: deque[float] = deque(maxlen=window)  # the last episodes' returns
         self.global_step = 0
         self.episodes = 0
         self.batches = 0
@@ -79,7 +80,7 @@ class MetricBoard:
         with self._lock:
             used = False
             for tag, entry in scalars.items():
-                if not isinstance(tag, str) or not isinstance(entry, (list, tuple)) or len(entry) != 4:
+                if not isinstance(tag, str) or not isinstance(entry, (list, tuple)) or len(entry) not in (4, 5):
                     continue
                 if tag not in self._latest:
                     if not admit(tag, len(self._latest), self._others, self._max_tags):
@@ -89,8 +90,8 @@ class MetricBoard:
                 value, step, count, total = _number(entry[0]), _step(entry[1]), _step(entry[2]), _number(entry[3])
                 self._latest[tag] = (value, step)
                 kind = self._kinds[tag] if tag in self._kinds else self._kinds.setdefault(tag, classify(tag))
-                if kind == "return" and count and total is not None:
-                    self._add_returns(count, total)
+                if kind == "return" and count:
+                    self._add_returns(count, total, entry[4] if len(entry) == 5 else None)
                 if step is not None and step > self.global_step:
                     self.global_step = step
                 used = True
@@ -106,12 +107,22 @@ class MetricBoard:
                 self.updated_at = time.time()
             return used
 
-    def _add_returns(self, count: int, total: float) -> None:
+    def _add_returns(self, count: int, total: float | None, values: Any) -> None:
+        """``count`` more episodes ended, their returns summing to ``total``; ``values``: the last
+        of those returns (a batch without them counts each episode at the batch's mean)."""
         self.episodes += count
-        self._returns.append((count, total))
-        self._returns_n += count
-        while len(self._returns) > 1 and self._returns_n - self._returns[0][0] >= self._window:
-            self._returns_n -= self._returns.popleft()[0]
+        if isinstance(values, list):
+            self._returns.extend(v for v in values[-self._window :] if _number(v) is not None)
+        elif total is not None:
+            self._returns.extend([total / count] * min(count, self._window))
+
+    def resume_from(self, step: int, returns: list[float]) -> None:
+        """Go on from an earlier attempt's state: its last step and its episodes' returns in order."""
+        with self._lock:
+            self.global_step = max(self.global_step, step)
+            self.episodes += len(returns)
+            self._returns.extend(returns[-self._window :])
+            self._version += 1
 
     def _value(self, kind: str) -> float | None:
         preferred = {"return": RETURN_TAG, "length": LENGTH_TAG, "sps": SPS_TAG}[kind]
@@ -125,9 +136,7 @@ class MetricBoard:
     def snapshot(self) -> dict[str, Any]:
         """The latest values as a JSON-ready dict (the ``metrics`` event payload)."""
         with self._lock:
-            smoothed = None
-            if self._returns_n:
-                smoothed = sum(total for _n, total in self._returns) / self._returns_n
+            smoothed = sum(self._returns) / len(self._returns) if self._returns else None
             total = self.total_timesteps
             losses = {
                 tag.removeprefix("losses/"): value
@@ -146,6 +155,7 @@ class MetricBoard:
                 "progress": round(min(self.global_step / total, 1.0), 6) if total else None,
                 "episodic_return": self._value("return"),
                 "episodic_return_smoothed": smoothed,
+                "smoothed_episodes": len(self._returns),  # how many the moving average is of
                 "episodic_length": self._value("length"),
                 "episodes": self.episodes,
                 "sps": self._value("sps"),

@@ -2,7 +2,8 @@
 
 Training process: :class:`ScalarBuffer` sees every ``SummaryWriter.add_scalar`` (through the
 ``mosaic_on_scalar`` hook), keeps the latest value per tag plus a count and sum since the
-last send, and publishes the changed tags over the side channel at most every
+last send (and, for an episodic return, its last ``RETURN_WINDOW`` values themselves, so the host's
+moving average is of exactly the last episodes), and publishes the changed tags over the side channel at most every
 ``SEND_INTERVAL_S``, from the calling thread when a send is due: no thread, no syscall per
 scalar. The last values are sent reliably when the process exits, a stopped one's too.
 
@@ -18,6 +19,7 @@ import atexit
 import math
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +45,8 @@ class ScalarBuffer:
         max_tags: int = MAX_TAGS,
     ):
         self._send, self._interval, self._clock, self._max_tags = send, interval, clock, max_tags
-        # tag -> [latest value, its step, updates, finite updates, sum of finite values] since the last send
+        # tag -> [latest value, its step, updates, finite updates, sum of finite values, the last
+        # RETURN_WINDOW finite values of a return tag (None for the others)] since the last send
         self._tags: dict[str, list[Any]] = {}
         self._others = 0
         self._due = clock() + interval
@@ -61,13 +64,15 @@ class ScalarBuffer:
                 self.dropped_tags += 1
                 return
             self._others += not tag.startswith(USUAL_PREFIXES)
-            entry = self._tags[tag] = [value, step, 0, 0, 0.0]
+            entry = self._tags[tag] = [value, step, 0, 0, 0.0, deque(maxlen=RETURN_WINDOW) if is_return(tag) else None]
         entry[0] = value
         entry[1] = step
         entry[2] += 1
         if value - value == 0:  # finite: NaN and inf fail this
             entry[3] += 1
             entry[4] += value
+            if entry[5] is not None:
+                entry[5].append(value)
         if step is not None and step > self.global_step:
             self.global_step = step
         if self._clock() >= self._due:
@@ -78,7 +83,11 @@ class ScalarBuffer:
         self._due = self._clock() + self._interval
         if os.getpid() != self._pid:  # a forked copy: the parent owns these values
             return False
-        changed = {tag: [_finite(e[0]), e[1], e[3], e[4]] for tag, e in self._tags.items() if e[2]}
+        changed = {
+            tag: [_finite(e[0]), e[1], e[3], e[4], *([list(e[5])] if e[5] is not None else [])]
+            for tag, e in self._tags.items()
+            if e[2]
+        }
         if not changed:
             return False
         payload = {
@@ -97,7 +106,14 @@ class ScalarBuffer:
         for entry in self._tags.values():
             entry[2] = entry[3] = 0
             entry[4] = 0.0
+            if entry[5] is not None:
+                entry[5].clear()
         return True
+
+
+def is_return(tag: str) -> bool:
+    """An episodic return of the run (the team's, under any prefix): not an evaluation's, not one agent's."""
+    return (tag == "episodic_return" or tag.endswith("/episodic_return")) and not tag.startswith(("eval/", "agents/"))
 
 
 def admit(tag: str, count: int, others: int, max_tags: int = MAX_TAGS) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 from mosaic_core import CliCommand, UsageError, manifest_of
 from mosaic_core.files import printable, read_private_text
+from mosaic_core.jsontext import dumps
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 
@@ -69,7 +70,7 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="FILE.tar.gz",
-        help="export: the archive to write (must not exist); card: the folder of the model card",
+        help="export: the archive to write (must not exist); card: a new folder for the model card",
     )
     keep.add_argument("--no-checkpoints", action="store_true", help="export: leave checkpoint files out")
     keep.add_argument("--yes", action="store_true", help="rm, gc: delete (without it they only list what would go)")
@@ -128,7 +129,7 @@ def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None
         )
         rows.append(row)
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(dumps(rows, indent=2))
         return 0
     nodes = any(r["node"] for r in rows)  # runs a launcher placed elsewhere (mosaic_core.launchers)
     from mosaic_core.runstore.score import format_score
@@ -194,7 +195,7 @@ def _list(ns: argparse.Namespace) -> int:
         runs = [r for r in runs if r.experiment == ns.name]
     untrusted = {r.run_id for r in runs if untrusted_run(root / r.run_id) is not None}
     if ns.json:
-        print(json.dumps([{**r.to_dict(), "untrusted": r.run_id in untrusted} for r in runs], indent=2))
+        print(dumps([{**r.to_dict(), "untrusted": r.run_id in untrusted} for r in runs], indent=2))
         return 0
     if not runs:
         print(f"no runs under {root}", file=sys.stderr)
@@ -251,7 +252,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     imported = origin(run_dir)
     if ns.json:
         print(
-            json.dumps(
+            dumps(
                 {"summary": summary.to_dict(), "config": config, "manifest": manifest, "untrusted": imported}, indent=2
             )
         )

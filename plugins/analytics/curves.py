@@ -1,23 +1,40 @@
 """Learning curves: scalars read back from a run's TensorBoard event files, drawn with matplotlib.
 
-Reading uses TensorBoard's own ``EventAccumulator``. It silently stops at a damaged record, so
-its log is listened to for the records it had to skip: a truncated or corrupt file is reported
-by name (and what could be read before the damage is kept). tensorboard and matplotlib are
-imported only here, inside the functions.
+:class:`RunScalars` is the one reader of a run's scalars (the ``mosaic_run_scalars`` hook, hence
+every score, band and curve of :mod:`mosaic_core.runstore.score`, and ``mosaic plot``): TensorBoard's
+own ``EventAccumulator``, one per folder of event files, as TensorBoard shows them. A folder's files
+are read in order, so a resumed run's later file purges what an earlier attempt wrote past its
+checkpoint (``purge_step``): one history. A reader is kept per run and reads only what was
+appended since its last look, so a live run (a dashboard polling it) costs a ``stat`` per file.
+
+``EventAccumulator`` silently stops at a damaged record, so its log is listened to for the records
+it had to skip: a truncated or corrupt file is reported by name (and what could be read before
+the damage is kept). tensorboard and matplotlib are imported only here, inside the functions.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from mosaic_core import MosaicError, UsageError
+from mosaic_core import MosaicError
+from mosaic_core.files import write_atomic
 from mosaic_core.runstore.artifacts import EVENT_FILE, walk_files
 
 DEFAULT_TAG = "charts/episodic_return"
+OWN_RUNS = ("evaluations",)  # folders of a run holding runs of their own (`mosaic evaluate`'s)
+READERS_KEPT = 64  # runs whose reader is kept between looks (a dashboard's)
+# what an accumulator keeps: every scalar, one of anything else (a run's images, histograms)
+KEEP = {"scalars": 0, "images": 1, "audio": 1, "histograms": 1, "compressedHistograms": 1, "tensors": 1}
+_lock = threading.Lock()  # tensorboard's logger is process-wide: one read at a time
+_readers: OrderedDict[str, RunScalars] = OrderedDict()
 
 
 @dataclass
@@ -53,50 +70,112 @@ def _require(module: str, package: str):
 
 
 def event_files(run_dir: Path) -> list[str]:
-    """Relative paths of the TensorBoard event files of a run (the wandb/ copies left out)."""
-    return [rel for rel, _info in walk_files(run_dir) if os.path.basename(rel).startswith(EVENT_FILE)]
+    """Relative paths of the TensorBoard event files of a run (the wandb/ copies and the runs of
+    its own under ``evaluations/`` left out)."""
+    return list(_event_files(run_dir))
+
+
+def _event_files(run_dir: Path) -> dict[str, tuple[int, int, int]]:
+    """``{relative event file: (inode, size, mtime_ns)}`` of a run."""
+    return {
+        rel: (info.st_ino, info.st_size, info.st_mtime_ns)
+        for rel, info in walk_files(run_dir)
+        if os.path.basename(rel).startswith(EVENT_FILE) and Path(rel).parts[0] not in OWN_RUNS
+    }
+
+
+class RunScalars:
+    """Every scalar of one run, read incrementally (see the module's docstring)."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.folders: dict[str, Any] = {}  # relative folder -> its EventAccumulator
+        self.files: dict[str, tuple[int, int, int]] = {}  # relative event file -> (inode, size, mtime_ns) when read
+        self.damaged: set[str] = set()  # relative event files tensorboard gave up on
+
+    def refresh(self) -> bool:
+        """Read what was appended since the last look; False when a file went away, shrank or is
+        another file now (what was read no longer holds: read the run afresh)."""
+        files = _event_files(self.run_dir)
+        for rel, (inode, size, _mtime) in self.files.items():
+            if rel not in files or files[rel][0] != inode or files[rel][1] < size:
+                return False
+        changed = sorted({os.path.dirname(rel) for rel, mark in files.items() if self.files.get(rel) != mark})
+        if changed:
+            self._reload(changed)
+        self.files = files
+        return True
+
+    def _reload(self, folders: list[str]) -> None:
+        event_accumulator = _require("tensorboard.backend.event_processing.event_accumulator", "tensorboard")
+        logger = _require("tensorboard.util.tb_logging", "tensorboard").get_logger()
+        listener, level, propagate = _DamageListener(), logger.level, logger.propagate
+        logger.addHandler(listener)
+        logger.setLevel(logging.DEBUG)  # its damage notes are debug records: heard here, shown nowhere
+        logger.propagate = False
+        try:
+            for folder in folders:
+                accumulator = self.folders.get(folder)
+                if accumulator is None:
+                    path = str(self.run_dir / folder)
+                    accumulator = self.folders[folder] = event_accumulator.EventAccumulator(path, size_guidance=KEEP)
+                try:
+                    accumulator.Reload()
+                except Exception:  # an unreadable folder: reported like a damaged file
+                    self.damaged.update(rel for rel in _event_files(self.run_dir) if os.path.dirname(rel) == folder)
+        finally:
+            logger.removeHandler(listener)
+            logger.setLevel(level)
+            logger.propagate = propagate
+        self.damaged.update(os.path.relpath(path, self.run_dir) for path in listener.files)
+
+    def points(self, wanted) -> dict[str, list[tuple[int, float]]]:
+        """The finite ``(step, value)`` points of every tag ``wanted(tag)`` accepts, in step order
+        (points of one step in the order they were written)."""
+        found: dict[str, list[tuple[int, float]]] = {}
+        for folder in sorted(self.folders):
+            accumulator = self.folders[folder]
+            for tag in accumulator.Tags().get("scalars", []):
+                if wanted(tag):
+                    found.setdefault(tag, []).extend(
+                        (e.step, e.value) for e in accumulator.Scalars(tag) if math.isfinite(e.value)
+                    )
+        return {tag: sorted(points, key=lambda p: p[0]) for tag, points in found.items()}
+
+
+def run_scalars(run_dir: Path) -> RunScalars:
+    """The run's reader, up to date (kept for the next look; a run whose files shrank is read afresh)."""
+    key = str(run_dir.absolute())
+    reader = _readers.pop(key, None)
+    if reader is None or not reader.refresh():
+        reader = RunScalars(run_dir)
+        reader.refresh()
+    _readers[key] = reader  # the newest looked at last
+    while len(_readers) > READERS_KEPT:
+        _readers.popitem(last=False)
+    return reader
 
 
 def _read(run_dir: Path, wanted) -> tuple[dict[str, list[tuple[int, float]]], list[str]]:
-    """The finite points of every scalar tag ``wanted(tag)`` accepts, across the run's event
-    files, and the files tensorboard gave up on."""
-    event_accumulator = _require("tensorboard.backend.event_processing.event_accumulator", "tensorboard")
-    tb_logging = _require("tensorboard.util.tb_logging", "tensorboard")
-    logger = tb_logging.get_logger()
-    listener, level = _DamageListener(), logger.level
-    logger.addHandler(listener)
-    logger.setLevel(logging.DEBUG)
-    points: dict[str, list[tuple[int, float]]] = {}
-    try:
-        for rel in event_files(run_dir):
-            accumulator = event_accumulator.EventAccumulator(
-                str(run_dir / rel), size_guidance={event_accumulator.SCALARS: 0}
-            )
-            try:
-                accumulator.Reload()
-            except Exception:  # an unreadable file: reported like a damaged one
-                listener.files.add(str(run_dir / rel))
-                continue
-            for name in accumulator.Tags().get("scalars", []):
-                if wanted(name):
-                    points.setdefault(name, []).extend(
-                        (e.step, e.value) for e in accumulator.Scalars(name) if math.isfinite(e.value)
-                    )
-    finally:
-        logger.removeHandler(listener)
-        logger.setLevel(level)
-    return points, sorted(os.path.relpath(f, run_dir) for f in listener.files)
+    """The finite points of every scalar tag ``wanted(tag)`` accepts and the files tensorboard
+    gave up on."""
+    with _lock:
+        reader = run_scalars(run_dir)
+        return reader.points(wanted), sorted(reader.damaged)
 
 
-def _curve(label: str, points: list[tuple[int, float]], damaged: list[str]) -> Curve:
-    points = sorted(points, key=lambda p: p[0])
-    return Curve(label, [p[0] for p in points], [p[1] for p in points], damaged)
+def scalar_points(run_dir: Path, tag: str) -> list[tuple[int, float]] | None:
+    """The ``(step, value)`` points of ``tag`` in step order; None when the run has no event files."""
+    with _lock:
+        reader = run_scalars(run_dir)
+        return reader.points(lambda name: name == tag).get(tag, []) if reader.files else None
 
 
 def read_scalars(run_dir: Path, tag: str, label: str | None = None) -> Curve:
-    """Every ``tag`` scalar of a run, sorted by step, across all its event files."""
+    """Every ``tag`` scalar of a run, in step order, across all its event files."""
     points, damaged = _read(run_dir, lambda name: name == tag)
-    return _curve(label or run_dir.name, points.get(tag, []), damaged)
+    found = points.get(tag, [])
+    return Curve(label or run_dir.name, [p[0] for p in found], [p[1] for p in found], damaged)
 
 
 def read_agent_scalars(run_dir: Path, tag: str, label: str | None = None) -> list[Curve]:
@@ -104,7 +183,10 @@ def read_agent_scalars(run_dir: Path, tag: str, label: str | None = None) -> lis
     workers write an agent's value of ``TAG``), labelled ``LABEL AGENT``, sorted by agent."""
     prefix = tag + "/"
     points, damaged = _read(run_dir, lambda name: name.startswith(prefix) and "/" not in name[len(prefix) :])
-    return [_curve(f"{label or run_dir.name} {name[len(prefix) :]}", points[name], damaged) for name in sorted(points)]
+    return [
+        Curve(f"{label or run_dir.name} {name[len(prefix) :]}", [p[0] for p in found], [p[1] for p in found], damaged)
+        for name, found in sorted(points.items())
+    ]
 
 
 def smooth(values: list[float], window: int) -> list[float]:
@@ -146,12 +228,11 @@ def plot(curves: list[Curve], output: Path, window: int, tag: str) -> None:
         axes.grid(True, alpha=0.3)
         axes.legend(loc="best", fontsize="small")
         figure.tight_layout()
-        try:
-            figure.savefig(output, format="png")
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        png = io.BytesIO()  # rendered here, written by the one writer of user-named outputs
+        figure.savefig(png, format="png")
     finally:
         plt.close(figure)
+    write_atomic(output, png.getvalue(), flag="-o")
 
 
 # ------------------------------------------------------------------ seed aggregation
@@ -219,10 +300,9 @@ def plot_groups(groups: dict[str, list[Curve]], output: Path, window: int, tag: 
         axes.grid(True, alpha=0.3)
         axes.legend(loc="best", fontsize="small")
         figure.tight_layout()
-        try:
-            figure.savefig(output, format="png")
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        png = io.BytesIO()  # rendered here, written by the one writer of user-named outputs
+        figure.savefig(png, format="png")
     finally:
         plt.close(figure)
+    write_atomic(output, png.getvalue(), flag="-o")
     return bands

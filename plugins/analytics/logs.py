@@ -13,6 +13,7 @@ from typing import Any
 
 from mosaic_core import MosaicError, UsageError
 from mosaic_core.files import printable
+from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.follow import EventFollower, RunGone
 from mosaic_core.runstore.summary import progress_of
 
@@ -131,7 +132,7 @@ def run(ns: argparse.Namespace) -> int:
         for event in follow(path, ns.follow):
             if event.get("event") == "run_started":
                 counted = progress_of(event.get("payload") or {}, 0).event
-            print(json.dumps(event) if ns.json else printable(describe(event, counted)), flush=True)
+            print(dumps(event) if ns.json else printable(describe(event, counted)), flush=True)
     except KeyboardInterrupt:
         return 130
     return 0

@@ -63,13 +63,10 @@ def mosaic_cli_commands():
 
 @hookimpl
 def mosaic_run_scalars(run_dir, tag):
-    """A run's series from its TensorBoard files (None when it wrote none)."""
-    from mosaic_analytics.curves import event_files, read_scalars
+    """A run's series from its TensorBoard files, as TensorBoard shows them (None when it wrote none)."""
+    from mosaic_analytics.curves import scalar_points
 
-    if not event_files(run_dir):
-        return None
-    curve = read_scalars(run_dir, tag)
-    return list(zip(curve.steps, curve.values))
+    return scalar_points(run_dir, tag)
 
 
 @hookimpl
@@ -117,14 +114,38 @@ def mosaic_run_started(run):
                 file=sys.stderr,
             )
     counted = current.counted = progress_of(current.started, run.config.total_timesteps)
+    if run.resume is not None and counted.unit == "steps":
+        _resume_board(run, current.board)
     if progress.wanted(run.quiet):
         current.progress = progress.ProgressView(run.run_id, counted.total, counted.unit)
+        if current.board.has_data:  # a resume: the bar and its average go on from where they were
+            current.progress.update(current.board.snapshot())
     if run.human and not run.quiet:
         from mosaic_analytics.terminal import HumanLines
 
         view = current.progress
         current.human = HumanLines(run, view.print if view is not None else None)
         current.human.opening(counted)
+
+
+def _resume_board(run: Any, board: MetricBoard) -> None:
+    """A resumed run's board starts where its earlier attempts left it at the checkpoint: that
+    step, and the episodes they recorded up to it (their one history; what the last attempt did
+    past the checkpoint is not the run's), so the moving average covers the run's last episodes."""
+    from mosaic_core.runstore.score import episode_returns
+
+    step = run.resume.checkpoint.step
+    if not isinstance(step, int) or step < 0:
+        return
+    try:
+        returns = [value for at, value in episode_returns(run.run_dir) if at <= step]
+    except Exception as exc:  # unreadable records cost the average its past, never the run
+        print(
+            f"mosaic: note: the earlier attempts' episodes could not be read ({exc}); the moving average starts afresh",
+            file=sys.stderr,
+        )
+        returns = []
+    board.resume_from(step, returns)
 
 
 # ------------------------------------------------------------------ while it trains

@@ -41,7 +41,7 @@ def _format_number(value: float | None, digits: int = 1) -> str:
 
 
 class ProgressView:
-    """One run's bar: steps/total, SPS, ETA and the latest (smoothed) episodic return."""
+    """One run's bar: steps/total, SPS, ETA and the moving average of the last 100 episodes' returns."""
 
     def __init__(self, run_id: str, total: int, unit: str = "steps", stream: TextIO | None = None):
         from rich.console import Console
@@ -56,7 +56,7 @@ class ProgressView:
             TextColumn(unit),
             TextColumn("{task.fields[sps]} SPS"),
             TextColumn("ETA {task.fields[eta]}"),
-            TextColumn("return {task.fields[ret]}"),
+            TextColumn("avg return {task.fields[ret]}"),  # the moving average of the last 100 episodes
             console=Console(file=stream or sys.stderr),
             redirect_stdout=False,
             redirect_stderr=False,
@@ -72,8 +72,6 @@ class ProgressView:
             return
         sps = metrics.get("sps")
         ret = metrics.get("episodic_return_smoothed")
-        if ret is None:
-            ret = metrics.get("episodic_return")
         eta = (self.total - step) / sps if isinstance(sps, (int, float)) and sps > 0 else None
         with self._lock:
             if not self.finished:

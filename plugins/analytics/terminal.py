@@ -1,12 +1,14 @@
 """What ``mosaic run`` shows a person at a terminal instead of JSON lines: one human line per
 event worth reading (start, checkpoints, curriculum stages, evaluations, notes) above the
-progress bar, and a closing summary (status, final return, wall time, SPS, run directory,
+progress bar, and a closing summary (status, wall time, step, SPS, the run's score named with its
+source as ``mosaic runs`` shows it, the moving average labelled as such, run directory,
 checkpoints; a stopped run's ends with the command that continues it and the step it continues
 from, or why it cannot be continued). The JSON stream still goes to ``events.jsonl`` (and to
 stdout with ``--json`` or when stdout is not a terminal)."""
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 import time
@@ -20,6 +22,30 @@ from mosaic_core.files import printable
 
 def _number(value: Any, digits: int = 2) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def score_lines(run_dir: Path, metrics: dict[str, Any]) -> list[str]:
+    """The run's score, named as ``mosaic runs`` shows it (``487.20 eval``, ``93.25 train``) with what
+    it is, and the live moving average, labelled: they are different numbers."""
+    from mosaic_core.runstore.score import WINDOW_NAME, format_score, run_score
+
+    score = run_score(run_dir)
+    if score is None:
+        lines = ["  score: none (no episode ended)"]
+    else:
+        what = (
+            "the final evaluation's mean return" if score.source == "eval" else f"mean training return, {WINDOW_NAME}"
+        )
+        at = f", step {score.step:,}" if score.step is not None else ""
+        lines = [f"  score: {format_score(score)} ({what}: {score.episodes} episodes{at})"]
+    average, episodes = metrics.get("episodic_return_smoothed"), metrics.get("smoothed_episodes")
+    if _finite(average) and isinstance(episodes, int) and episodes > 0:
+        lines.append(f"  moving average of the last {episodes} episodes: {_number(average)}")
+    return lines
 
 
 class HumanLines:
@@ -62,6 +88,12 @@ class HumanLines:
                 f"evaluation: {payload.get('episodes_done')}/{payload.get('episodes_total')} episodes, "
                 f"mean return {_number(payload.get('mean_return'))}"
             )
+        elif name == "eval_result" and _finite(payload.get("mean")) and isinstance(payload.get("episodes"), list):
+            step = payload.get("global_step")
+            self.write(
+                f"evaluation at step {_number(step, 0) if isinstance(step, int) else '?'}: "
+                f"{len(payload['episodes'])} episodes, mean return {_number(payload['mean'])}"
+            )
         elif name == "note" and isinstance(payload.get("text"), str):
             self.write(f"note: {payload['text']}")
         elif name in ("run_completed", "run_failed", "run_cancelled"):
@@ -69,15 +101,13 @@ class HumanLines:
 
     def _summary(self, status: str, payload: dict[str, Any], metrics: dict[str, Any]) -> None:
         wall = time.monotonic() - self.started
-        ret = metrics.get("episodic_return_smoothed", metrics.get("episodic_return"))
         if self.episodes is not None:  # an evaluation: what it played, not the steps it took
             done, mean = self.episodes
-            figures = f"{done} episode(s), mean return {_number(mean)}"
+            figures, scored = f"{done} episode(s), mean return {_number(mean)}", []
         else:
-            figures = (
-                f"step {metrics.get('global_step', 0):,}, return {_number(ret)}, {_number(metrics.get('sps'), 0)} SPS"
-            )
-        lines = [f"run {self.run.run_id} {status} in {wall:,.1f} s: {figures}"]
+            figures = f"step {metrics.get('global_step', 0):,}, {_number(metrics.get('sps'), 0)} SPS"
+            scored = score_lines(Path(self.run.run_dir), metrics)
+        lines = [f"run {self.run.run_id} {status} in {wall:,.1f} s: {figures}", *scored]
         if status == "failed" and payload.get("error"):
             lines.append(f"  error: {payload['error']}")
         elif status == "cancelled" and payload.get("reason"):

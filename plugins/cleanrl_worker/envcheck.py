@@ -115,6 +115,7 @@ def check_env(env_id: str, algo: str | None, source: str) -> list[str]:
 # path: each (env id, algorithm, source) is checked once, the answer kept in the user's cache keyed
 # by the installed versions of the packages that register envs; later runs read it back (~1 ms).
 CHECKS_VERSION = 2  # raised whenever the checks' answers change, so no cached answer outlives them
+MAX_CACHE_BYTES = 16 * 1024 * 1024  # a cache file larger than this is not read
 CACHE_PACKAGES = ("gymnasium", "ale-py", "minigrid", "mujoco", "shimmy", "dm-control", "procgen-mirror", "envpool")
 
 
@@ -130,18 +131,20 @@ def _fingerprint() -> str:
     return ";".join(found)
 
 
-def _cache_file() -> Any:
-    import os
-    from pathlib import Path
+def _cache_file(create: bool = False) -> Any:
+    """The cache file, in MOSAIC's cache folder once it is checked as ours alone; None: no cache."""
+    from mosaic_core.files import cache_dir
 
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mosaic" / "envcheck.json"
+    folder = cache_dir(create=create)
+    return folder / "envcheck.json" if folder is not None else None
 
 
 def _read_cache(path: Any) -> dict[str, Any]:
     import json
     import os
 
+    if path is None:
+        return {}
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -151,8 +154,8 @@ def _read_cache(path: Any) -> dict[str, Any]:
         if info.st_uid != os.geteuid() or info.st_mode & 0o022 or not (info.st_mode & 0o170000 == 0o100000):
             return {}  # not a plain private file of ours: never trusted
         try:
-            data = json.load(handle)
-        except ValueError:
+            data = json.loads(handle.read(MAX_CACHE_BYTES + 1))
+        except (ValueError, RecursionError):
             return {}
     return data if isinstance(data, dict) else {}
 
@@ -181,8 +184,9 @@ def check_env_cached(env_id: str, algo: str | None, source: str) -> list[str]:
     except ConfigError as exc:
         error, results[key] = exc, {"error": str(exc)}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_json_atomic(path, {"fingerprint": fingerprint, "results": results}, mode=0o600)
+        path = _cache_file(create=True)
+        if path is not None:
+            write_json_atomic(path, {"fingerprint": fingerprint, "results": results}, mode=0o600)
     except OSError:
         pass  # a cache we cannot write costs only speed
     if error is not None:

@@ -38,6 +38,8 @@ from mosaic_core.child import evaluation_envs
 
 EVAL_SEED_OFFSET = 10_000  # evaluation env i is seeded with seed + EVAL_SEED_OFFSET + i
 HISTORY_SCHEMA = "mosaic.eval_history/1"
+SAVED_MODEL_EVALUATION = "cleanrl --save-model"  # eval.json's evaluated_by for the evaluation at the end
+EVENT_KEYS = ("global_step", "checkpoint", "mean", "std", "iqm", "episodes", "protocol")  # eval_result's payload
 
 Policy = Callable[[np.ndarray], np.ndarray]
 
@@ -141,6 +143,40 @@ def write_scalars(writer: Any, result: EvaluationResult) -> None:
         writer.add_scalar("eval/discounted_return", discounted, index)
 
 
+def record_saved_model_evaluation(
+    writer: Any, result: EvaluationResult, loaded: Any, model_path: str, seed: int
+) -> None:
+    """CleanRL's evaluation of the model it saves at the end (``--save-model``; :func:`evaluate`
+    with ``seed``, one episode per env, sampled actions, as upstream's): its scalars as CleanRL
+    logs them (:func:`write_scalars`) and, in a MOSAIC run, the run's evaluation where ``mosaic
+    evaluate`` puts its own, ``evaluations/saved-model-STEP/eval.json`` (``mosaic.eval/1``): the
+    run's score is then its mean return (:mod:`mosaic_core.runstore.score`). Announced as an
+    ``eval_result`` event."""
+    from mosaic_core import contract
+    from mosaic_core.child import current, emit_event
+
+    write_scalars(writer, result)
+    child = current()
+    if child is None:  # a script run by hand: its files stay as CleanRL's
+        return
+    summary = contract.eval_result(
+        worker="cleanrl",
+        algo=loaded.algo,
+        env_id=loaded.env_id,
+        checkpoint=os.path.abspath(model_path),
+        global_step=loaded.global_step,
+        returns=result.returns,
+        lengths=result.lengths,
+        seeds=[seed + index for index in range(len(result.returns))],  # env i's one episode: seed + i
+        deterministic=False,
+        extra={"evaluated_by": SAVED_MODEL_EVALUATION},
+    )
+    folder = Path(child.run_dir) / "evaluations" / f"saved-model-{loaded.global_step}"
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    contract.write_eval(folder / contract.EVAL_FILE, summary)
+    emit_event("eval_result", {key: summary[key] for key in EVENT_KEYS} | {"path": str(folder / contract.EVAL_FILE)})
+
+
 class PeriodicEvaluation:
     """Evaluation every ``args.eval_frequency`` env steps (0: never) of ``args.eval_episodes`` episodes.
 
@@ -238,6 +274,6 @@ def evaluate_checkpoint(
         seeds=seeds,
         deterministic=True,
     )
-    event = {key: summary[key] for key in ("global_step", "checkpoint", "mean", "std", "iqm", "episodes", "protocol")}
+    event = {key: summary[key] for key in EVENT_KEYS}
     emit_event("eval_result", event)
     return event

@@ -31,29 +31,25 @@ class NamedRun:
     def run_id(self) -> str:
         return self.path.name
 
-    def events(self) -> Iterator[dict[str, Any]]:
+    def events(self, *names: str) -> Iterator[dict[str, Any]]:
+        """Its events named ``names``, streamed (a huge log costs time, not memory)."""
+        from mosaic_core.events import iter_events
+
         try:
-            lines = (self.path / "events.jsonl").read_text(encoding="utf-8").splitlines()
+            yield from iter_events(self.path / "events.jsonl", names)
         except OSError:
             return
-        for line in lines:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a killed host
-            if isinstance(event, dict):
-                yield event
 
     def completed(self) -> bool:
-        return any(event.get("event") == "run_completed" for event in self.events())
+        return any(self.events("run_completed"))
 
     def latest_checkpoint(self) -> tuple[Path, int] | None:
         """The checkpoint with the highest step the run saved (``checkpoint_saved`` events) that
         still exists; else the one it resumed from itself (``launch.json``)."""
         base = self.path.resolve()
         best: tuple[Path, int] | None = None
-        for event in self.events():
-            payload = event.get("payload") if event.get("event") == "checkpoint_saved" else None
+        for event in self.events("checkpoint_saved"):
+            payload = event.get("payload")
             if not isinstance(payload, dict) or not isinstance(payload.get("path"), str):
                 continue
             path, step = (base / payload["path"]).resolve(), payload.get("global_step")

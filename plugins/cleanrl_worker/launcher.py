@@ -147,6 +147,8 @@ def checkpoint_key(extras: dict[str, Any]) -> str:
 
 
 def _existing_file(config: WorkerConfig, key: str, directory: bool = False) -> Path:
+    """The file ``extras.<key>`` names; with ``directory``, a run directory names its newest
+    checkpoint (as ``mosaic evaluate RUN`` picks it), so the dry run checks what the run loads."""
     value = config.extras.get(key)
     if not isinstance(value, str) or not value:
         raise ConfigError(
@@ -155,9 +157,24 @@ def _existing_file(config: WorkerConfig, key: str, directory: bool = False) -> P
             source=config.source,
         )
     path = Path(value).expanduser().resolve()
-    if not (path.is_file() or (directory and path.is_dir())):
+    if directory and path.is_dir():
+        return _newest_checkpoint(config, key, path)
+    if not path.is_file():
         raise ConfigError(f"extras.{key}: no such file {path}", field=f"extras.{key}", source=config.source)
     return path
+
+
+def _newest_checkpoint(config: WorkerConfig, key: str, run_dir: Path) -> Path:
+    from cleanrl_worker.checkpoint_header import CHECKPOINTS, FORMAT
+
+    newest = contract.newest_checkpoint(run_dir, contract.CheckpointLayout(CHECKPOINTS, FORMAT))
+    if newest is None:
+        raise ConfigError(
+            f"extras.{key}: no checkpoint in {run_dir} (a run directory's are {CHECKPOINTS.format(step='N')})",
+            field=f"extras.{key}",
+            source=config.source,
+        )
+    return newest.path
 
 
 def base_flags(config: WorkerConfig, with_budget: bool = True) -> list[str]:
@@ -291,7 +308,7 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         script_argv += saving
         experiment = plan_experiment(config, run, mode)
         if mode == "resume":
-            script_argv.append(f"--resume-from={_existing_file(config, checkpoint_key(config.extras))}")
+            script_argv.append(f"--resume-from={_existing_file(config, checkpoint_key(config.extras), directory=True)}")
         elif experiment and experiment.get("checkpoint"):
             script_argv.append(f"--resume-from={experiment['checkpoint']}")
         notes += check_script_argv(algorithm.script, script_argv)

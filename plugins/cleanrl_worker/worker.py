@@ -93,7 +93,10 @@ class CleanRLWorker(Worker):
     def child_events(self) -> list[ChildEvent]:
         return [
             ChildEvent("eval_batch", "policy_eval finished a batch of episodes"),
-            ChildEvent("eval_result", "a checkpoint evaluated as training goes (extras.eval_every_checkpoint)"),
+            ChildEvent(
+                "eval_result",
+                "a checkpoint evaluated as training goes (extras.eval_every_checkpoint), or the model saved at the end",
+            ),
         ]
 
     def code_paths(self, data: dict[str, Any]) -> list[CodePath]:

@@ -26,10 +26,12 @@ from typing import Any
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse as StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.follow import RunGone
 from mosaic_dashboard import rundata, streams
 from mosaic_dashboard.daemon import DaemonError, DaemonLink
@@ -40,6 +42,14 @@ STATIC = Path(__file__).parent / "static"
 DAEMON_CACHE_S = 2.0
 SSE_PING_S = 15
 CHECKPOINT_LOGS_KEPT = 256  # runs whose announced checkpoints are followed (the oldest looked at goes)
+
+
+class JSONResponse(StarletteJSON):
+    """Starlette's, as strict JSON (:mod:`mosaic_core.jsontext`): a NaN a run's file holds is
+    ``null``, never a 500 that empties the whole run list."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -148,7 +158,9 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
         return _sse(dash, streams.run_stream(run_dir, run_dir.name, rundata.frames_wanted(run_dir, config), dash.pause))
 
     async def curves(request: Request, run_dir: Path) -> Response:
-        return JSONResponse({"run_id": run_dir.name, "curves": await asyncio.to_thread(_curves_of, run_dir)})
+        from mosaic_dashboard.curves import run_curves
+
+        return JSONResponse({"run_id": run_dir.name, **await asyncio.to_thread(run_curves, run_dir)})
 
     async def groups(request: Request) -> Response:
         from mosaic_dashboard.groups import MAX_RUNS, group_view
@@ -160,9 +172,7 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
             return error(404, str(exc))
         if not dirs:
             return error(400, "name runs: /api/groups?runs=A,B")
-        return JSONResponse(
-            await asyncio.to_thread(group_view, dirs, lambda d: _curves_of(d).get("episodic_return", []))
-        )
+        return JSONResponse(await asyncio.to_thread(group_view, dirs))
 
     async def logs(request: Request, run_dir: Path) -> Response:
         return JSONResponse({"run_id": run_dir.name, "logs": await asyncio.to_thread(rundata.log_tails, run_dir)})
@@ -335,18 +345,6 @@ async def _run_gone(request: Request, exc: Exception) -> Response:
 async def _internal_error(request: Request, exc: Exception) -> Response:
     print(f"mosaic serve: {request.method} {request.url.path} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     return error(500, f"internal error: {type(exc).__name__}: {exc}")
-
-
-def _curves_of(run_dir: Path) -> dict[str, Any]:
-    from mosaic_core.runstore.follow import EventFollower  # RunGone from here is answered 404
-    from mosaic_dashboard.curves import Curves
-
-    curves, follower = Curves(), EventFollower(run_dir)
-    while batch := follower.poll():
-        for event in batch:
-            if event["event"] == "metrics":
-                curves.add(event.get("payload"))
-    return curves.to_dict()
 
 
 def _one_frame(run_dir: Path) -> bytes | None:

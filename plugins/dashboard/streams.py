@@ -4,34 +4,43 @@ all file reading happens in worker threads so a slow disk never stalls the serve
 
 * :func:`runs_stream`: the run list whenever it changes (checked every ``LIST_POLL_S``).
 * :func:`run_stream`: one run: a ``snapshot`` (config, manifest, events so far, curves), then
-  each new ``event``, curve ``points``, the ``manifest`` when it appears, ``fastlane`` status,
-  and ``gone`` (then the end) when the run directory is deleted while viewed.
+  each new ``event``, curve ``points`` (of the ``metrics`` events), the new ``recorded`` points
+  (``{name: [[step, value], …]}`` to append: every episode, every iteration, read from the run's
+  records every ``RECORDED_POLL_S`` while it runs), all ``curves`` again when they changed
+  otherwise (the first records, a new series, a resume's purge), the ``manifest`` when it
+  appears, ``fastlane`` status, and ``gone`` (then the end) when the run directory is deleted
+  while viewed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from mosaic_core import manifest_of
+from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.follow import EventFollower, RunGone
-from mosaic_dashboard.curves import Curves
+from mosaic_dashboard.curves import Curves, merged, recorded_series, replaced
 from mosaic_dashboard.rundata import read_json
 
 LIST_POLL_S = 1.0
 EVENTS_POLL_S = 0.5
+RECORDED_POLL_S = 1.0
 FASTLANE_POLL_S = 1.0
 MANIFEST_POLL_S = 2.0
 SHOWN_EVENTS = 500  # the snapshot carries the newest this many non-metrics events
 TERMINAL = ("run_completed", "run_failed", "run_cancelled")
 
 
+def _marks(recorded: dict[str, list[list[float]]]) -> dict[str, tuple[int, list[float]]]:
+    return {name: (len(points), points[-1]) for name, points in recorded.items()}
+
+
 def sse(name: str, data: Any) -> dict[str, str]:
-    return {"event": name, "data": json.dumps(data, default=str)}
+    return {"event": name, "data": dumps(data, default=str)}
 
 
 async def runs_stream(listing: Any, pause: Any) -> AsyncIterator[dict[str, str]]:
@@ -39,7 +48,7 @@ async def runs_stream(listing: Any, pause: Any) -> AsyncIterator[dict[str, str]]
     last = None
     while True:
         runs = await listing()
-        text = json.dumps(runs, sort_keys=True, default=str)
+        text = dumps(runs, sort_keys=True, default=str)
         if text != last:
             last = text
             yield {"event": "runs", "data": text}
@@ -54,9 +63,41 @@ class RunWatch:
         self.run_dir, self.run_id = run_dir, run_id
         self.follower = EventFollower(run_dir)
         self.curves = Curves()
+        self.recorded: dict[str, tuple[int, list[float]]] = {}  # sent: name -> (points, the last one)
+        self.thinned: dict[str, int] = {}
         self.manifest_mark: float | None = None
         self.reader: Any = None
         self.fastlane_note: str | None = None
+
+    def all_curves(self) -> dict[str, Any]:
+        """Every series now (the records read afresh), marked as sent."""
+        return self._sent(*recorded_series(self.run_dir, self.curves.series))
+
+    def _sent(self, recorded: dict[str, list[list[float]]], thinned: dict[str, int]) -> dict[str, Any]:
+        self.recorded, self.thinned = _marks(recorded), thinned
+        return {"curves": merged(self.curves.to_dict(), recorded), "recorded": sorted(recorded), "thinned": thinned}
+
+    def recorded_news(self) -> tuple[str, dict[str, Any]] | None:
+        """What the page lacks of the run's records: ``("recorded", {name: new points})`` when every
+        series only grew, ``("curves", …)`` (all of them) when they changed otherwise (the first
+        records, a new series, a resume's purge, a thinned series), None when nothing changed."""
+        recorded, thinned = recorded_series(self.run_dir, self.curves.series)
+        if _marks(recorded) == self.recorded:
+            return None
+        news = {}
+        for name, points in recorded.items():
+            count, last = self.recorded.get(name, (0, None))
+            changed = len(points) < count or points[count - 1] != last
+            if thinned or self.thinned or set(recorded) != set(self.recorded) or changed:
+                return "curves", self._sent(recorded, thinned)
+            news[name] = points[count:]
+        self.recorded = _marks(recorded)
+        news = {name: points for name, points in news.items() if points}
+        return ("recorded", news) if news else None
+
+    def shown(self, points: dict[str, list[float]]) -> dict[str, list[float]]:
+        """The new points of ``metrics`` events the page draws (not those the records replace)."""
+        return {name: p for name, p in points.items() if not replaced(name, self.recorded)}
 
     def read_manifest(self) -> dict[str, Any] | None:
         """The manifest when it is new or changed since the last look, else None."""
@@ -113,6 +154,7 @@ async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool, pause: A
                 shown.append(event)
         config = await asyncio.to_thread(read_json, run_dir / "config.json")
         manifest = await asyncio.to_thread(watch.read_manifest)
+        curves = await asyncio.to_thread(watch.all_curves)
         yield sse(
             "snapshot",
             {
@@ -121,27 +163,34 @@ async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool, pause: A
                 "manifest": manifest,
                 "events": shown[-SHOWN_EVENTS:],
                 "events_total": len(shown),
-                "curves": watch.curves.to_dict(),
+                **curves,
                 "skipped_lines": watch.follower.skipped,
             },
         )
         ended = any(e["event"] in TERMINAL for e in shown)
         next_fastlane = next_manifest = 0.0
+        next_records = time.monotonic() + RECORDED_POLL_S
         while True:
             try:
                 events = await asyncio.to_thread(watch.follower.poll)
             except RunGone as exc:
                 yield sse("gone", {"message": f"{exc}; the server is still serving the other runs"})
                 return
+            was_running = not ended
             for event in events:
                 if event["event"] == "metrics":
-                    points = watch.curves.add(event.get("payload"))
+                    points = watch.shown(watch.curves.add(event.get("payload")))
                     if points:
                         yield sse("points", points)
                 else:
                     yield sse("event", event)
                 ended = ended or event["event"] in TERMINAL
             now = time.monotonic()
+            if was_running and (now >= next_records or ended):  # once more at the end: the last records
+                next_records = now + RECORDED_POLL_S
+                news = await asyncio.to_thread(watch.recorded_news)
+                if news is not None:
+                    yield sse(*news)
             if fastlane_wanted and not ended and now >= next_fastlane:
                 next_fastlane = now + FASTLANE_POLL_S
                 status = await asyncio.to_thread(watch.fastlane)

@@ -19,11 +19,14 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mosaic_core import UsageError
 from mosaic_core.contract import Checkpoint
 from mosaic_core.runstore.score import Score
+
+if TYPE_CHECKING:
+    from mosaic_core.files import OutputFolder
 
 CARD = "README.md"
 CONFIG = "config.json"
@@ -41,60 +44,45 @@ class Subject:
     groups: dict[str, dict[str, Any]]  # every group's estimates (an experiment's card lists them)
     label: str
     sources: str  # what the scores are, in words
+    left_out: str | None = None  # the imported, untrusted runs an experiment's name would have brought in
 
 
 def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> tuple[Path, Subject]:
-    """Check everything, then write DIR: the checkpoint, ``config.json`` and ``README.md``."""
-    target = _check_output(out)
+    """Check everything, then make DIR (new: an existing name is refused) and write in it the
+    checkpoint, ``config.json`` and ``README.md``, each file created there, never followed."""
+    from mosaic_core import redact
+    from mosaic_core.files import OutputFolder, check_output
+
+    check_output(out, "-o", new=True)  # a refusal now, before the bootstrap; the mkdir below decides
     subject = _subject(root, ref, reps, seed)
-    created = not target.exists()
-    if created:
-        os.mkdir(target, 0o755)
+    folder = OutputFolder(out, "-o")
     try:
-        _copy_checkpoint(subject.checkpoint, target)
-        from mosaic_core import redact
-
-        (target / CONFIG).write_text(json.dumps(redact(subject.config), indent=2, default=str) + "\n", encoding="utf-8")
-        (target / CARD).write_text(render(subject, ref, root), encoding="utf-8")
+        _copy_checkpoint(subject.checkpoint, folder)
+        folder.write(CONFIG, (json.dumps(redact(subject.config), indent=2, default=str) + "\n").encode())
+        folder.write(CARD, render(subject, ref, root).encode())
     except BaseException:
-        if created:
-            shutil.rmtree(target, ignore_errors=True)
+        folder.discard()
         raise
-    return target, subject
-
-
-def _check_output(out: Path) -> Path:
-    target = out.absolute()
-    if target.is_symlink():
-        raise UsageError(f"-o {out}: is a symbolic link; refused")
-    if target.exists():
-        if not target.is_dir() or any(target.iterdir()):
-            raise UsageError(f"-o {out}: exists and is not an empty folder; name a new one")
-        from mosaic_core.files import check_own_dir
-
-        try:
-            check_own_dir(target, "-o folder")
-        except OSError as exc:
-            raise UsageError(str(exc)) from None
-    elif not target.parent.is_dir():
-        raise UsageError(f"-o {out}: its parent folder {target.parent} does not exist")
-    return target
+    finally:
+        folder.close()
+    return out.absolute(), subject
 
 
 def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
     from mosaic_core.runstore.groups import group_by_seed, read_config
-    from mosaic_core.runstore.index import list_runs
     from mosaic_core.runstore.score import run_score
     from mosaic_core.runstore.summary import summarize
     from mosaic_experiments import compare, tables
     from mosaic_experiments.checkpoints import newest
 
-    dirs = compare.resolve_runs(root, [ref])
+    resolved = compare.resolve_runs(root, [ref])  # an experiment's runs: the owner's own only
+    dirs = resolved.runs
     experiment = len(dirs) > 1 or compare.experiment_tag(dirs[0]) == ref
     model: Path | None = None
     if not experiment:  # a run: its group is the completed runs of the root that differ from it only by seed
         model = dirs[0]
-        every = [Path(s.path) for s in list_runs(root) if s.status == "completed" or Path(s.path).name == model.name]
+        _refuse_untrusted(model)
+        every = [model, *_own_completed(root, model)]
         dirs = next((g.runs for g in group_by_seed(every) if model.name in {r.name for r in g.runs}), dirs)
         model = next(d for d in dirs if d.name == model.name)
     else:
@@ -103,7 +91,7 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
             raise UsageError(f"experiment {ref!r} has no completed run yet; `mosaic experiment run` it first")
     if len(dirs) == 1:
         score = run_score(dirs[0])
-        return _finish(
+        subject = _finish(
             dirs[0],
             newest(dirs[0]),
             read_config(dirs[0]),
@@ -114,6 +102,8 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
             dirs[0].name,
             f"{score.source} 1" if score else "none",
         )
+        subject.left_out = resolved.note()
+        return subject
     envs = {str(read_config(d).get("env_id")) for d in dirs}
     comparison = compare.compare(dirs, ["experiment_group"] if experiment and len(envs) > 1 else None)
     sections = tables.estimate(comparison, reps, seed)
@@ -129,7 +119,7 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
         model = max(scored, key=lambda s: s.score.value).run_dir
     label = next(g.label for g in comparison.groups if model.name in {r.name for r in g.runs})
     scored = {s.run_dir: s.score for runs in comparison.scores[label].values() for s in runs}
-    return _finish(
+    subject = _finish(
         model,
         newest(model),
         read_config(model),
@@ -140,6 +130,27 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
         label,
         compare.sources(comparison),
     )
+    subject.left_out = resolved.note()
+    return subject
+
+
+def _own_completed(root: Path, model: Path) -> list[Path]:
+    """The root's completed runs but ``model``, imported and untrusted ones left out (a card's
+    IQM is over the owner's own seeds)."""
+    from mosaic_core.runstore.index import list_runs
+    from mosaic_experiments.compare import untrusted_among
+
+    completed = [Path(s.path) for s in list_runs(root) if s.status == "completed" and s.run_id != model.name]
+    untrusted = set(untrusted_among(completed))
+    return [d for d in completed if d.name not in untrusted]
+
+
+def _refuse_untrusted(run_dir: Path) -> None:
+    """A card of an imported run would copy its checkpoint out of the run, where nothing marks it
+    (an RLlib checkpoint is code, and the folder is what a Hub upload takes): refused."""
+    from mosaic_core.runstore.trust import refuse_untrusted
+
+    refuse_untrusted(run_dir, f"a card of run {run_dir.name} (it copies the run's checkpoint out)")
 
 
 def _finish(
@@ -161,12 +172,30 @@ def _finish(
     return Subject(model, checkpoint, config, score, seeds, estimate, groups, label, sources)
 
 
-def _copy_checkpoint(checkpoint: Checkpoint, target: Path) -> None:
-    """The checkpoint as it is (a file or a folder; links inside stay links, never followed)."""
-    if checkpoint.path.is_dir():
-        shutil.copytree(checkpoint.path, target / checkpoint.path.name, symlinks=True)
+def _copy_checkpoint(checkpoint: Checkpoint, folder: OutputFolder) -> None:
+    """The checkpoint as it is (a file or a folder; links inside stay links, never followed),
+    each file read as a run file of ours."""
+    try:
+        _copy_into(checkpoint.path, folder, None)
+    except OSError as exc:  # a file of the checkpoint that is not a regular file of ours
+        raise UsageError(f"cannot export checkpoint {checkpoint.path}: {exc}") from None
+
+
+def _copy_into(source: Path, folder: OutputFolder, into: int | None) -> None:
+    from mosaic_core.files import open_private
+
+    if source.is_symlink():
+        folder.link(source.name, os.readlink(source), into)
+    elif source.is_dir():
+        inner = folder.subfolder(source.name, into)
+        try:
+            for entry in sorted(source.iterdir()):
+                _copy_into(entry, folder, inner)
+        finally:
+            os.close(inner)
     else:
-        shutil.copy2(checkpoint.path, target / checkpoint.path.name, follow_symlinks=False)
+        with open_private(source) as reading, folder.create(source.name, into) as writing:
+            shutil.copyfileobj(reading, writing)
 
 
 def escape(text: Any) -> str:
@@ -306,8 +335,14 @@ def _evaluation(run_dir: Path, score: Score | None) -> str:
     evaluation = final_evaluation(run_dir)
     if score is not None and score.source == "eval" and evaluation is not None:
         protocol = evaluation.get("protocol") if isinstance(evaluation.get("protocol"), dict) else {}
+        by = evaluation.get("evaluated_by")
+        who = (
+            f"The run's own evaluation of its saved model ({escape(by)})"
+            if isinstance(by, str)
+            else "`mosaic evaluate` of the checkpoint"
+        )
         return (
-            f"`mosaic evaluate` of the checkpoint at step {evaluation['global_step']}: "
+            f"{who} at step {evaluation['global_step']}: "
             f"{len(evaluation['episodes'])} episodes, "
             f"{'deterministic' if protocol.get('deterministic') else 'stochastic'} actions, first seed "
             f"{escape(protocol.get('first_seed'))}, normalisation frozen; mean return "

@@ -55,7 +55,7 @@ def _configure_experiment(parser: argparse.ArgumentParser) -> None:
         "DIR is what `huggingface-cli upload` takes.",
     )
     card.add_argument("ref", metavar="RUN|EXPERIMENT")
-    card.add_argument("-o", "--output", metavar="DIR", required=True, help="a new (or empty) folder")
+    card.add_argument("-o", "--output", metavar="DIR", required=True, help="a new folder (an existing name is refused)")
     card.add_argument("--reps", type=int, default=None, help="bootstrap replications (default 2000)")
     card.add_argument("--seed", type=int, default=0, help="the bootstrap's random seed (default 0)")
     card.add_argument("--runs-dir", help=RUNS_DIR_HELP)
@@ -72,6 +72,8 @@ def _card(ns: argparse.Namespace) -> int:
         raise UsageError(f"--reps must be >= 100, got {reps}")
     stats.rliable()
     target, subject = card.write(_root(ns.runs_dir, must_exist=True), ns.ref, Path(ns.output), reps, ns.seed)
+    if subject.left_out:
+        print(printable(f"mosaic runs card: {subject.left_out}"), file=sys.stderr)
     print(
         printable(
             f"mosaic runs card: run {subject.model.name}, {subject.checkpoint.path.name}: wrote {target}/"
@@ -182,22 +184,34 @@ def _compare(ns: argparse.Namespace) -> int:
     export = Path(ns.export) if ns.export else None
     if export is not None and export.suffix not in (".npz", ".json"):
         raise UsageError(f"--export {ns.export}: the file must end in .npz (rliable) or .json (marl-eval)")
+    from mosaic_core.files import check_output
+
+    for path, flag in ((output, "-o"), (export, "--export")):
+        if path is not None:
+            check_output(path, flag)  # a refusal now, not after the bootstrap; the write checks again
     references = compare.parse_references(ns.reference)
     stats.rliable()  # a missing extra says so before anything is read
     root = _root(ns.runs_dir, must_exist=True)
-    dirs = compare.resolve_runs(root, ns.refs)
+    resolved = compare.resolve_runs(root, ns.refs)
+    dirs = resolved.runs
     comparison = compare.compare(dirs, fields, tag, references, ns.agent)
+    note = resolved.note()
+    if note:
+        comparison.warnings.insert(0, note)
     compare.say(f"{len(dirs)} runs in {len(comparison.groups)} groups; scores: {compare.sources(comparison)}")
     for warning in comparison.warnings:
         compare.say(f"warning: {warning}")
     sections = tables.estimate(comparison, reps, ns.seed)
     if ns.json:
+        from mosaic_experiments import report
+
         print(
             compare.to_json(
                 {
                     "scores": compare.sources(comparison),
                     "warnings": comparison.warnings,
                     "sections": tables.as_json(sections),
+                    "curves": report.curves_json(comparison, ns.seed),
                 }
             )
         )

@@ -11,15 +11,15 @@ at the reference).
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mosaic_core import MosaicError, UsageError
+from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.groups import Group, group_by_fields, group_by_seed, mixed_budgets
-from mosaic_core.runstore.score import RETURN_TAG, WINDOW_NAME, Score, run_score, training_score
+from mosaic_core.runstore.score import RETURN_TAG, WINDOW_NAME, Score, run_score, run_series, training_score
 
 FEW_SEEDS = 5
 
@@ -29,7 +29,8 @@ class Scored:
     run_dir: Path
     env_id: str
     score: Score
-    points: list[tuple[int, float]]  # the run's (step, value) series of the tag (sample-efficiency curves)
+    points: list[tuple[int, float]]  # the run's (step, value) series of the tag: every episode (runstore.score)
+    ended: bool = True  # the run has ended: its series is whole (a sample-efficiency curve holds its score after it)
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Comparison:
     references: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     agent: str | None = None  # a multi-agent run's agent scored instead of the team
+    untrusted: list[str] = field(default_factory=list)  # imported runs compared as named, marked in the warnings
 
     def matrix(self, label: str, env: str) -> list[list[float]]:
         """rliable's layout: runs × tasks (one task)."""
@@ -59,29 +61,71 @@ class Comparison:
         return [list(row) for row in zip(*columns)]
 
 
-def resolve_runs(root: Path, refs: list[str]) -> list[Path]:
+@dataclass
+class Resolved:
+    """The runs named, and the imported runs an experiment's name would have brought in."""
+
+    runs: list[Path]
+    left_out: list[str] = field(default_factory=list)  # untrusted runs tagged with a named experiment
+
+    def note(self) -> str | None:
+        if not self.left_out:
+            return None
+        return (
+            f"left out {len(self.left_out)} imported, untrusted run(s) tagged with the experiment "
+            f"({_ids(self.left_out)}): anyone's archive can carry an experiment's name (`mosaic runs trust RUN` "
+            "once you have checked one)"
+        )
+
+
+def resolve_runs(root: Path, refs: list[str]) -> Resolved:
     """Each argument: a run (id or unique prefix) or an experiment (its runs, by their
-    ``experiment`` tag); one line naming an argument that is neither."""
+    ``experiment`` tag, the owner's own only: an imported, untrusted run is never one of them);
+    one line naming an argument that is neither."""
     from mosaic_core import find_run_dir
     from mosaic_core.runstore.index import list_runs
+    from mosaic_core.runstore.trust import untrusted_run
 
     found: dict[Path, None] = {}
     tagged: dict[str, list[Path]] | None = None
+    imported: dict[str, list[str]] = {}
+    left_out: list[str] = []
     for ref in refs:
         if tagged is None:
             tagged = {}
             for summary in list_runs(root):
-                tag = experiment_tag(Path(summary.path))
-                if tag:
-                    tagged.setdefault(tag, []).append(Path(summary.path))
+                path = Path(summary.path)
+                tag = experiment_tag(path)
+                if tag and untrusted_run(path) is not None:
+                    imported.setdefault(tag, []).append(path.name)
+                elif tag:
+                    tagged.setdefault(tag, []).append(path)
         if ref in tagged:
             found.update(dict.fromkeys(sorted(tagged[ref])))
+            left_out += sorted(imported.get(ref, []))
             continue
         try:
             found[find_run_dir(root, ref)] = None
         except MosaicError:
+            if ref in imported:
+                raise UsageError(
+                    f"experiment {ref!r}: its runs under {root} are all imported and untrusted "
+                    f"({_ids(sorted(imported[ref]))}); anyone's archive can carry an experiment's name: name "
+                    "the runs, or `mosaic runs trust RUN` those you have checked"
+                ) from None
             raise UsageError(f"{ref!r} is neither a run nor an experiment under {root}") from None
-    return list(found)
+    return Resolved(list(found), left_out)
+
+
+def untrusted_among(dirs: list[Path]) -> list[str]:
+    """The runs of ``dirs`` that were imported and are not trusted yet."""
+    from mosaic_core.runstore.trust import untrusted_run
+
+    return [d.name for d in dirs if untrusted_run(d) is not None]
+
+
+def _ids(names: list[str]) -> str:
+    return ", ".join(names[:5]) + ("…" if len(names) > 5 else "")
 
 
 def experiment_tag(run_dir: Path) -> str | None:
@@ -101,8 +145,8 @@ def compare(
 ) -> Comparison:
     """Group and score ``dirs`` (``agent``: that agent's return, ``tag`` is its series); a bad
     comparison (one line, exit 2) is refused here."""
-    from mosaic_core import plugin_host
     from mosaic_core.runstore.groups import setting
+    from mosaic_core.runstore.summary import ENDED, summarize
 
     settings = {d: setting(d) for d in dirs}
     envs = {d: str(settings[d].get("env_id", "?")) for d in dirs}
@@ -118,18 +162,19 @@ def compare(
         )
     groups = group_by_fields(dirs, group_by) if group_by else group_by_seed(dirs)
     comparison = Comparison(tag, groups, {}, distinct, agent=agent)
-    host, missing, unscored = plugin_host(), [], []
+    missing, unscored = [], []
     for group in groups:
         by_env: dict[str, list[Scored]] = {}
         for run_dir in group.runs:
-            points = host.run_scalars(run_dir, tag) or []
+            points = run_series(run_dir, tag) or []
             score = run_score(run_dir, points, agent) if tag == RETURN_TAG or agent else training_score(points)
             if not points and (score is None or score.source != "eval"):
                 missing.append(run_dir.name)
             elif score is None:
                 unscored.append(run_dir.name)
             else:
-                by_env.setdefault(envs[run_dir], []).append(Scored(run_dir, envs[run_dir], score, points))
+                ended = summarize(run_dir, with_score=False).status in ENDED
+                by_env.setdefault(envs[run_dir], []).append(Scored(run_dir, envs[run_dir], score, points, ended))
         comparison.scores[group.label] = by_env
     if missing and agent:
         raise UsageError(
@@ -148,6 +193,7 @@ def compare(
                     "confidence interval needs at least 2 seeds"
                 )
     comparison.references = _references(distinct, references or {})
+    comparison.untrusted = untrusted_among(dirs)
     _warn(comparison)
     return comparison
 
@@ -170,6 +216,11 @@ def _references(envs: list[str], given: dict[str, float]) -> dict[str, float]:
 
 
 def _warn(comparison: Comparison) -> None:
+    if comparison.untrusted:
+        comparison.warnings.append(
+            f"imported, untrusted run(s) {_ids(comparison.untrusted)}: their scores are what their archives "
+            "say (`mosaic runs trust RUN` once you have checked one)"
+        )
     budget = mixed_budgets(comparison.groups)
     if budget:
         comparison.warnings.append(budget)
@@ -218,4 +269,4 @@ def say(message: str) -> None:
 
 
 def to_json(value: Any) -> str:
-    return json.dumps(value, indent=2, default=str)
+    return dumps(value, indent=2, default=str)

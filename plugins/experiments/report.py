@@ -4,12 +4,15 @@ numpy and matplotlib are imported inside the functions."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 from mosaic_core import UsageError
-from mosaic_core.runstore.bands import curve_matrix
+from mosaic_core.files import atomic_output, write_atomic
+from mosaic_core.runstore.bands import score_matrix
+from mosaic_core.runstore.score import WINDOW_NAME
 from mosaic_experiments import stats
 from mosaic_experiments.compare import Comparison
 
@@ -19,8 +22,9 @@ METRIC = "return"
 
 def write_png(comparison: Comparison, sections: dict[str, Any], output: Path, reps: int, seed: int) -> None:
     """One row per env: IQM with its 95 % CI per group, the performance profile (fraction of
-    runs scoring above each τ) with its CI band, and the sample-efficiency curve (IQM over env
-    steps with its CI band) per group."""
+    runs scoring above each τ) with its CI band, and the sample-efficiency curve per group: the
+    IQM over env steps of the runs' training score so far, with its CI band (the dashboard's
+    band, :func:`mosaic_core.runstore.bands.score_matrix`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,21 +62,49 @@ def write_png(comparison: Comparison, sections: dict[str, Any], output: Path, re
             row[1].set_ylabel("fraction of runs with score > τ")
             row[1].legend(fontsize="small")
             for label in labels:
-                grid, values = curve_matrix([s.points for s in comparison.scores[label][env] if s.points])
-                iqm, low, high = stats.iqm_curve(values, seed=seed)
+                grid, iqm, low, high = sample_efficiency(comparison, label, env, seed)
                 row[2].plot(grid, iqm, color=colors[label], label=label)
                 row[2].fill_between(grid, low, high, color=colors[label], alpha=0.2, linewidth=0)
             row[2].set_xlabel("env steps")
-            row[2].set_ylabel(f"IQM of {comparison.tag} (95% CI)")
+            row[2].set_ylabel(f"IQM of the training score so far\n({comparison.tag}, {WINDOW_NAME}; 95% CI)")
             for axis in row:
                 axis.grid(True, alpha=0.3)
         figure.tight_layout()
-        try:
-            figure.savefig(output, format="png")
-        except OSError as exc:
-            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+        png = io.BytesIO()  # rendered here, written by the one writer of user-named outputs
+        figure.savefig(png, format="png")
     finally:
         plt.close(figure)
+    write_atomic(output, png.getvalue(), flag="-o")
+
+
+def sample_efficiency(comparison: Comparison, label: str, env: str, seed: int = stats.SEED) -> tuple[Any, ...]:
+    """``(grid, iqm, low, high)``: a group's sample-efficiency curve on one env, from its runs'
+    episodes (the figure's data; empty arrays when its runs share no step)."""
+    import numpy as np
+
+    runs = [s for s in comparison.scores[label][env] if s.points]
+    if not runs:
+        return (np.array([]),) * 4
+    grid, values = score_matrix([s.points for s in runs], [s.ended for s in runs])
+    if not len(grid):
+        return (grid,) * 4
+    return (grid, *stats.iqm_curve(values, seed=seed))
+
+
+def curves_json(comparison: Comparison, seed: int = stats.SEED) -> dict[str, Any]:
+    """The figure's sample-efficiency curves: ``{env: {group: {"steps", "iqm", "low", "high"}}}``."""
+    out: dict[str, Any] = {}
+    for env in comparison.envs:
+        for label, by_env in comparison.scores.items():
+            if by_env.get(env):
+                grid, iqm, low, high = sample_efficiency(comparison, label, env, seed)
+                out.setdefault(env, {})[label] = {
+                    "steps": [float(x) for x in grid],
+                    "iqm": [float(x) for x in iqm],
+                    "low": [float(x) for x in low],
+                    "high": [float(x) for x in high],
+                }
+    return out
 
 
 def export(comparison: Comparison, path: Path) -> None:
@@ -101,7 +133,7 @@ def export(comparison: Comparison, path: Path) -> None:
 def marl_eval(comparison: Comparison, points: int = MARL_EVAL_STEPS) -> dict[str, Any]:
     """marl-eval's raw-data layout: ``{"mosaic": {env: {group: {"run_k": {"step_i": {"step_count": N,
     "return": [v]}, …, "absolute_metrics": {"return": [score]}}}}}}``. The steps are one grid per
-    env (every run's curve, as the sample-efficiency plot draws it); ``absolute_metrics`` (last,
+    env (every run's training score so far, as the sample-efficiency plot draws it); ``absolute_metrics`` (last,
     as marl-eval reads it) holds the run's score. An env with a run that has no curve (an
     evaluation alone) gets ``absolute_metrics`` only."""
     out: dict[str, Any] = {}
@@ -109,7 +141,7 @@ def marl_eval(comparison: Comparison, points: int = MARL_EVAL_STEPS) -> dict[str
         runs = [(label, s) for label, by_env in comparison.scores.items() for s in by_env.get(env, [])]
         curves = None
         if runs and all(s.points for _label, s in runs):
-            curves = curve_matrix([s.points for _label, s in runs], points=points)
+            curves = score_matrix([s.points for _label, s in runs], [s.ended for _label, s in runs], points=points)
         tables: dict[str, Any] = {label: {} for label, by_env in comparison.scores.items() if by_env.get(env)}
         for row, (label, scored) in enumerate(runs):
             steps = {}
@@ -126,8 +158,5 @@ def marl_eval(comparison: Comparison, points: int = MARL_EVAL_STEPS) -> dict[str
 
 
 def _write(path: Path, write) -> None:
-    try:
-        with open(path, "wb") as handle:
-            write(handle)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    with atomic_output(path, flag="--export") as handle:
+        write(handle)

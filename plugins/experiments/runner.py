@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import UsageError
+from mosaic_core.config import extras_for_child
 from mosaic_core.procs import mosaic_command, with_parent_death_signal
 from mosaic_core.runstore.summary import summarize
 from mosaic_experiments.spec import Experiment, GroupSpec
@@ -63,11 +64,17 @@ def command(
         "--runs-dir",
         str(root),
         "--extras",
-        json.dumps(run_extras(exp, group)),
+        json.dumps(extras_for_child(run_extras(exp, group))[0]),
     ]
     if dry_run:
         return [*argv, "--dry-run", "--emit-summary", "--launcher", "local"]
     return [*argv, "--quiet", "--grace-period", str(GRACE_S), *launcher]
+
+
+def environment(exp: Experiment, group: GroupSpec, base: dict[str, str]) -> dict[str, str]:
+    """``base`` and the group's secret extras (``wandb_api_key``…), which reach a seed's ``mosaic
+    run`` in its environment as ``mosaic run`` takes them, never on its command line."""
+    return {**base, **extras_for_child(run_extras(exp, group))[1]}
 
 
 def run_extras(exp: Experiment, group: GroupSpec) -> dict[str, Any]:
@@ -94,6 +101,7 @@ def preflight(exp: Experiment, root: Path) -> None:
             raise UsageError(f"experiment spec {exp.source}: group {index + 1}: {exc}") from None
         done = subprocess.run(
             command(exp, group, exp.seeds[0], f"{exp.name}-preflight", root, dry_run=True),
+            env=environment(exp, group, dict(os.environ)),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -123,11 +131,18 @@ def attempts(exp: Experiment, state: Callable[[str], str | None]) -> Iterator[tu
 
 def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]], list[str]]:
     """What is left to run ((group, seed, run id) each: an existing run id is resumed) and the
-    run ids already completed."""
+    run ids already completed: the owner's own runs only (an imported, untrusted run under a
+    seed's id is neither done nor resumed; the seed runs as a new attempt)."""
+    from mosaic_core.runstore.trust import untrusted_run
 
     def state(run_id: str) -> str | None:
         if not (root / run_id).exists():
             return None
+        if untrusted_run(root / run_id) is not None:  # an archive's run under a seed's id is not the owner's seed
+            say(
+                f"{run_id} was imported and is untrusted: never one of this experiment's seeds; it runs as a new attempt"
+            )
+            return "again"
         status = summarize(root / run_id, with_score=False).status
         if status == "completed":
             return "done"
@@ -143,12 +158,15 @@ def plan(exp: Experiment, root: Path) -> tuple[list[tuple[GroupSpec, int, str]],
 
 
 def resumable(run_dir: Path) -> bool:
-    """A recorded run (our own directory, not a link) with a checkpoint to continue from."""
+    """A recorded run (our own directory, not a link, not imported) with a checkpoint to continue from."""
     from mosaic_core import MosaicError
+    from mosaic_core.runstore.trust import untrusted_run
     from mosaic_experiments.checkpoints import newest
 
     try:
-        return run_dir.is_dir() and not run_dir.is_symlink() and newest(run_dir) is not None
+        if not run_dir.is_dir() or run_dir.is_symlink() or untrusted_run(run_dir) is not None:
+            return False
+        return newest(run_dir) is not None
     except MosaicError:  # a config the host refuses: a new attempt
         return False
 
@@ -171,6 +189,7 @@ class Pool:
             from mosaic_core import SHARE_VAR, share
 
             env = {**os.environ, SHARE_VAR: os.environ.get(SHARE_VAR) or str(share(self.exp.parallel))}
+            env = environment(self.exp, group, env)
             proc = subprocess.Popen(
                 with_parent_death_signal(command(self.exp, group, seed, run_id, self.root, launcher=self.launcher)),
                 stdin=subprocess.DEVNULL,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mosaic_core import CliCommand, MosaicError, UsageError
+from mosaic_core.jsontext import dumps
 
 if TYPE_CHECKING:
     from mosaic_fastlane.reader import FastLaneReader
@@ -96,15 +97,16 @@ def open_reader(run_id: str, runs_dir: str | None, owner: str | None = None) -> 
 
 
 def explain_missing(run_id: str, runs_dir: str | None) -> str:
-    from mosaic_core import STATUS_OF, RunDirectory, read_events
+    from mosaic_core import STATUS_OF, RunDirectory
+    from mosaic_core.events import events_backwards
     from mosaic_fastlane.settings import is_enabled
 
     directory = RunDirectory.for_run(runs_dir, run_id)
     if not directory.path.is_dir():
         return f"no FastLane segment for run {run_id}, and no run {run_id} under {directory.root}"
-    ended = [e for e in read_events(directory.events) if e.get("event") in STATUS_OF]
-    if ended:
-        return f"run {run_id} has ended ({STATUS_OF[ended[-1]['event']]}); its FastLane segment went with it"
+    ended = next(events_backwards(directory.events, STATUS_OF), None)
+    if ended is not None:
+        return f"run {run_id} has ended ({STATUS_OF[ended['event']]}); its FastLane segment went with it"
     try:
         extras = json.loads(directory.config.read_text(encoding="utf-8")).get("extras") or {}
     except (OSError, ValueError):
@@ -118,9 +120,10 @@ def explain_missing(run_id: str, runs_dir: str | None) -> str:
 
 
 def snapshot(args: argparse.Namespace) -> int:
+    from mosaic_core.files import check_output, write_atomic
     from mosaic_fastlane.frames import encode_png
-    from mosaic_fastlane.trust import write_file
 
+    check_output(args.output, "-o")  # before waiting for a frame
     with open_reader(args.run_id, args.runs_dir, args.owner) as reader:
         if args.slot is not None and not 0 <= args.slot < reader.header.slot_count:
             raise UsageError(f"--slot {args.slot}: run {args.run_id} has slots 0..{reader.header.slot_count - 1}")
@@ -130,13 +133,8 @@ def snapshot(args: argparse.Namespace) -> int:
         if frame is None:
             raise MosaicError(f"run {args.run_id} published no frame within {args.timeout:g} s")
     output = Path(args.output)
-    if output.is_dir():
-        raise UsageError(f"-o {output}: is a directory; give a file name such as frame.png")
-    try:
-        write_file(output, encode_png(frame.pixels))
-    except OSError as exc:
-        raise UsageError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
-    print(json.dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
+    write_atomic(output, encode_png(frame.pixels), flag="-o")
+    print(dumps({"run_id": args.run_id, "path": str(output), **frame.metrics()}))
     return 0
 
 

@@ -29,12 +29,12 @@ def record(child: ChildContext, frame: np.ndarray, info: FrameInfo, every: int) 
     _seen[info.env_index] = count
     if every < 1 or count % every:
         return None
+    from mosaic_core.files import write_atomic
     from mosaic_fastlane.frames import encode_png
-    from mosaic_fastlane.trust import write_file
 
     folder = real_directory(Path(child.run_dir), SUBDIR)
     path = folder / f"env{info.env_index}-step{info.global_step:09d}.png"
-    write_file(path, encode_png(frame, level=1))
+    write_atomic(path, encode_png(frame, level=1))
     return path
 
 

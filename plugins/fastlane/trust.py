@@ -125,35 +125,6 @@ def create_private(directory: Path, stem: str) -> tuple[int, Path]:
     raise FileExistsError(errno.EEXIST, f"{TEMP_ATTEMPTS} fresh temporary names in {directory} all existed")
 
 
-def write_file(path: Path, data: bytes) -> None:
-    """Write ``path`` whole: into a fresh private file beside it, then renamed over it.
-
-    Nothing is written through a planted name (a link at ``path`` is replaced, never
-    followed); the file gets the usual mode (0666 less the umask).
-    """
-    fd, tmp = create_private(path.parent, path.name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            os.fchmod(handle.fileno(), 0o666 & ~umask())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def umask() -> int:
-    """This process's umask, read without changing it (Linux /proc; 022 when unknown)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
-
-
 def temp_pid(name: str) -> int | None:
     """The creator's pid in a temporary name made by :func:`create_private` (None if not one)."""
     parts = name.split(".")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
@@ -11,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from mosaic_core import MosaicError, UsageError, webtoken
+from mosaic_core.jsontext import dumps
 from mosaic_fastlane.frames import encode_png, terminal_image
 from mosaic_fastlane.reader import FastLaneReader, Frame
 
@@ -90,7 +90,7 @@ def _handler(source: FrameSource, page: bytes, gate: _Gate) -> type[BaseHTTPRequ
             if path == "/":
                 self._send(200, "text/html; charset=utf-8", page)
             elif path == "/metrics.json":
-                self._send(200, "application/json", json.dumps(source.metrics()).encode())
+                self._send(200, "application/json", dumps(source.metrics()).encode())
             elif path == "/frame.png":
                 png = source.png()
                 self._send(200, "image/png", png) if png else self._send(404, "text/plain", b"no frame yet\n")

@@ -1,7 +1,9 @@
 """A batch as one Slurm job array (the seam's ``launch_many``): task ``i`` runs command ``i``,
-at most ``%N`` at a time (``--slurm-array-limit``, or the batch's limit). Each task writes its exit
-code where the caller reads it; Ctrl-C here cancels the whole array (``scancel``: SIGTERM to
-each running task's processes, pending tasks dropped)."""
+at most ``%N`` at a time (``--slurm-array-limit``, or the batch's limit). The script reaches
+``sbatch`` on its stdin (no path to swap); each task writes its exit code into the batch's folder
+(new, ours alone, in the checked runs root), where the caller reads it as a file of ours; Ctrl-C
+here cancels the whole array (``scancel``: SIGTERM to each running task's processes, pending
+tasks dropped)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from mosaic_core import SHARE_VAR, UsageError
+from mosaic_core.files import check_ancestors, check_own_dir, read_private_text
 from mosaic_core.launchers import Batch
 from mosaic_slurm import sbatch
 
@@ -47,15 +51,14 @@ def launch_many(raw: dict[str, Any], batch: Batch) -> int:
     refusal = sbatch.test_only(settings, array)
     if refusal:
         raise UsageError(refusal)
-    batch.folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    batch.folder.mkdir(mode=0o700)  # new and ours: nobody's script runs as the array
-    script = batch.folder / "array.sh"
-    fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
+    _check_folder(batch.folder)
+    script = array_script(batch)
+    fd = os.open(batch.folder / "array.sh", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(array_script(batch))
+        handle.write(script)  # a record: Slurm runs the text it is handed on stdin, never a path
     job_id = sbatch.submit(
         settings,
-        str(script),
+        script,
         str(batch.folder / "task-%A_%a.out"),
         str(batch.folder / "task-%A_%a.err"),
         dict(os.environ),
@@ -69,13 +72,26 @@ def launch_many(raw: dict[str, Any], batch: Batch) -> int:
         flush=True,
     )
     cancelled = _wait(job_id)
-    codes = []
-    for index in range(len(batch.commands)):
-        try:
-            codes.append(int((batch.folder / f"task-{index}.rc").read_text().strip()))
-        except (OSError, ValueError):
-            codes.append(130 if cancelled else 1)  # cancelled, or killed before it recorded an end
+    codes = [_exit_code(batch, index, cancelled) for index in range(len(batch.commands))]
     return 130 if cancelled else max(codes, default=0)
+
+
+def _check_folder(folder: Path) -> None:
+    """The batch's folder must be ours, only ours to write, in folders nobody else can change
+    (:func:`mosaic_core.runs.job_folder` makes one so): the tasks' output and exit codes land there."""
+    try:
+        check_own_dir(folder, "job array folder")
+        check_ancestors(folder, "job array folder")
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _exit_code(batch: Batch, index: int, cancelled: bool) -> int:
+    """Task ``index``'s exit code, as it recorded it: a regular file of ours, nothing else."""
+    try:
+        return int(read_private_text(batch.folder / f"task-{index}.rc", limit=64).strip())
+    except (OSError, ValueError):
+        return 130 if cancelled else 1  # cancelled, or killed before it recorded an end
 
 
 def _wait(job_id: str) -> bool:

@@ -38,7 +38,7 @@ from mosaic_core import (
     record_run_end,
     take_held_signals,
 )
-from mosaic_core.files import write_json_atomic
+from mosaic_core.files import check_own_dir, tail_lines, write_json_atomic
 from mosaic_core.launchers import Job
 from mosaic_slurm import sbatch
 
@@ -129,15 +129,16 @@ class SlurmRun:
         return CODE_OF[STATUS_OF[terminal["event"]]]
 
     def submit(self) -> str:
-        folder = self.run.run_dir / "slurm"
+        folder = self.run.run_dir / "slurm"  # in the run directory: new, ours, in the checked runs root
         folder.mkdir(mode=0o700, exist_ok=True)
-        script = folder / "job.sh"
-        fd = os.open(script, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
+        check_own_dir(folder, "run's slurm folder")
+        script = job_script(self.job, self.settings)
+        fd = os.open(folder / "job.sh", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(job_script(self.job, self.settings))
+            handle.write(script)  # a record: Slurm runs the text it is handed on stdin, never a path
         job_id = sbatch.submit(
             self.settings,
-            str(script),
+            script,
             str(folder / "job-%j.out"),
             str(folder / "job-%j.err"),
             submit_env(self.job.env, self.run.config.extras),
@@ -230,11 +231,7 @@ class SlurmRun:
         return CODE_OF[status]
 
     def _stderr_tail(self) -> str:
-        try:
-            lines = (self.run.run_dir / "slurm" / f"job-{self.job_id}.err").read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-20:])
+        return "\n".join(tail_lines(self.run.run_dir / "slurm" / f"job-{self.job_id}.err", 20))
 
     # ------------------------------------------------------------------ signals
     def _install_signal_handlers(self) -> dict[int, Any]:

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import node_main, read_events, worker_main
+from mosaic_core import node_main, worker_main
+from mosaic_core.events import events_backwards
 from mosaic_slurm import sbatch
 
 
@@ -60,16 +61,26 @@ def resume(rerun: list[str]) -> int:
     return worker_main(rerun[at + 1], [*rerun[1:at], *rerun[at + 2 :]], prog=f"mosaic run --worker {rerun[at + 1]}")
 
 
-def events_of(run_dir: Path) -> list[dict[str, Any]]:
+def log_size(run_dir: Path) -> int:
+    """How far the run's ``events.jsonl`` goes now (0 when it has none)."""
     try:
-        return read_events(run_dir / "events.jsonl")
-    except (OSError, ValueError):
-        return []
+        return os.lstat(run_dir / "events.jsonl").st_size
+    except OSError:
+        return 0
 
 
-def stopped_near_end(events: list[dict[str, Any]]) -> bool:
-    """Did this attempt's events end the run resumable on SIGUSR1 (``run_cancelled`` naming it)?"""
-    last = events[-1] if events else {}
+def last_event_since(run_dir: Path, size: int) -> dict[str, Any]:
+    """The run's last event, if this attempt wrote any (its log grew past ``size``); read from the end."""
+    if log_size(run_dir) <= size:
+        return {}
+    try:
+        return next(events_backwards(run_dir / "events.jsonl"), {})
+    except OSError:
+        return {}
+
+
+def stopped_near_end(last: dict[str, Any]) -> bool:
+    """Did this attempt's last event end the run resumable on SIGUSR1 (``run_cancelled`` naming it)?"""
     payload = last.get("payload") or {}
     return last.get("event") == "run_cancelled" and bool(payload.get("resumable")) and "SIGUSR1" in json.dumps(payload)
 
@@ -77,12 +88,12 @@ def stopped_near_end(events: list[dict[str, Any]]) -> bool:
 def main(argv: list[str]) -> int:
     own, rerun = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     run_dir = Path(own[0]).absolute() if own else Path.cwd()
-    before = len(events_of(run_dir))
+    before = log_size(run_dir)
     code = (
         resume(rerun) if restart_count() > 0 and rerun else node_main(own, started=started(), prog="mosaic_slurm.node")
     )
     job = os.environ.get("SLURM_JOB_ID")
-    if job and stopped_near_end(events_of(run_dir)[before:]):  # this attempt's end, not an earlier one's
+    if job and stopped_near_end(last_event_since(run_dir, before)):  # this attempt's end, not an earlier one's
         sbatch.requeue(job)  # the next attempt resumes the run
     return code
 

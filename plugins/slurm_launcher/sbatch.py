@@ -176,7 +176,8 @@ def submit(
     array: str | None = None,
     preemptible: bool = True,
 ) -> str:
-    """Submit ``script`` (a path) and return the job id (with an array: the array's id)."""
+    """Submit ``script`` (its text, handed to ``sbatch`` on stdin: no path anyone could swap
+    between writing and reading it) and return the job id (with an array: the array's id)."""
     argv = [
         command("sbatch"),
         "--parsable",
@@ -187,9 +188,8 @@ def submit(
         "--export=ALL",
         *settings.options(preemptible),
         *([f"--array={array}"] if array else []),
-        script,
     ]
-    done = _run(argv, env)
+    done = _run(argv, env, stdin=script)
     if done.returncode != 0:
         raise UsageError(f"Slurm refused the job: {reason(done.stderr)}")
     return done.stdout.strip().split(";")[0]
@@ -223,11 +223,13 @@ def requeue(job_id: str) -> None:
         )
 
 
-def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _run(argv: list[str], env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(
-            argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL
-        )
+        if stdin is None:
+            return subprocess.run(
+                argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=env, stdin=subprocess.DEVNULL
+            )
+        return subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=env, input=stdin)
     except subprocess.TimeoutExpired:
         raise UsageError(
             f"`{' '.join(argv[:2])}` got no answer from Slurm within {COMMAND_TIMEOUT_S:g} s (is slurmctld up?)"

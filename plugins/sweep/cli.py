@@ -12,8 +12,12 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mosaic_core import CliCommand, MosaicError, UsageError, add_renamed_flag, launchers
+
+if TYPE_CHECKING:
+    from mosaic_sweep.spec import SweepSpec
 
 STORAGE_HELP = (
     "sqlite:///FILE, journal:FILE or postgresql://user:pass@host/db "
@@ -104,7 +108,8 @@ def _sweep_run(ns: argparse.Namespace) -> int:
         raise UsageError(f"--parallel must be >= 1, got {ns.parallel}")
     choice = launchers.select(ns)  # the seeds' `mosaic run` (and --parallel's processes) get choice.argv()
     choice.check(command="mosaic sweep run")  # a cluster that does not answer, no sbatch: before any study is made
-    spec = load_spec(ns.spec).with_overrides(
+    given = load_spec(ns.spec)
+    spec = given.with_overrides(
         study_name=ns.study_name,
         max_trials=ns.max_trials,
         total_timesteps=ns.total_timesteps,
@@ -126,7 +131,7 @@ def _sweep_run(ns: argparse.Namespace) -> int:
     handle = storage.open_storage(location, spec.heartbeat_s if location.kind != "journal" else None, spec.max_retries)
     the_study = study.open_study(spec, handle, create=not one_of_many, shown_url=location.shown)
     if as_array:
-        code = _array_trials(ns, choice, spec.max_trials, given_parallel, runs_root, spec.study_name)
+        code = _array_trials(ns, choice, given, spec, given_parallel, runs_root)
     elif one_of_many or ns.parallel == 1:
         code = loop.take_trials(
             spec, the_study, location, runs_root, choice.argv(), own_trials=1 if ns.one_trial else None
@@ -153,11 +158,12 @@ def _default_parallel(choice: launchers.LauncherChoice, max_trials: int) -> int:
     return parallel
 
 
-def _process_command(ns: argparse.Namespace) -> list[str]:
-    """This sweep's ``mosaic sweep run`` for one of its sweep processes (``--as-process INDEX`` follows)."""
+def _process_command(ns: argparse.Namespace, spec_file: Path | None = None) -> list[str]:
+    """This sweep's ``mosaic sweep run`` for one of its sweep processes (``--as-process INDEX``
+    follows); ``spec_file``: the spec they read (default: the one named)."""
     from mosaic_sweep.seeds import mosaic_command
 
-    command = [*mosaic_command(), "sweep", "run", str(Path(ns.spec).absolute())]
+    command = [*mosaic_command(), "sweep", "run", str((spec_file or Path(ns.spec)).absolute())]
     for flag in ("study_name", "max_trials", "total_timesteps", "seeds", "storage", "runs_dir"):
         value = getattr(ns, flag)
         if value is not None:
@@ -169,22 +175,51 @@ def _process_command(ns: argparse.Namespace) -> list[str]:
 def _array_trials(
     ns: argparse.Namespace,
     choice: launchers.LauncherChoice,
-    trials: int,
+    given: SweepSpec,
+    spec: SweepSpec,
     limit: int | None,
     runs_root: Path,
-    study_name: str,
 ) -> int:
     """The trials as one submission of the launcher (Slurm: a job array, ``%limit`` at a time):
     task ``i`` is a sweep process that runs one trial, its seeds on the task's node (``--launcher
-    local`` there), pruning from their live metrics as here; the study's storage is shared."""
+    local`` there), pruning from their live metrics as here; the study's storage is shared. The
+    array's files go into a new private folder of the checked runs root (``.jobs/``), with the
+    copy of the spec its tasks read."""
     import time
 
+    from mosaic_core import job_folder
+
+    name = f"sweep-{spec.study_name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    try:
+        folder = job_folder(runs_root.absolute(), name)
+    except OSError as exc:
+        raise UsageError(f"--runs-dir {runs_root}: {exc}") from None
+    spec_file = _spec_copy(Path(ns.spec), folder, given)
     commands = tuple(
-        (*_process_command(ns), "--as-process", str(index), "--one-trial", "--launcher", "local")
-        for index in range(trials)
+        (*_process_command(ns, spec_file), "--as-process", str(index), "--one-trial", "--launcher", "local")
+        for index in range(spec.max_trials)
     )
-    folder = runs_root.absolute().parent / "sweeps" / f"{study_name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    return launchers.launch_many(choice, launchers.Batch(commands, folder, f"mosaic-sweep-{study_name}", limit))
+    return launchers.launch_many(choice, launchers.Batch(commands, folder, f"mosaic-sweep-{spec.study_name}", limit))
+
+
+def _spec_copy(named: Path, folder: Path, given: SweepSpec) -> Path:
+    """The spec the array's tasks read, copied into its private folder: the file named may lie
+    where others can replace it, and a task starts whenever Slurm runs it. The copy must be the
+    spec this process checked (or it changed meanwhile: refused)."""
+    import dataclasses
+
+    from mosaic_core.files import open_private, write_atomic
+    from mosaic_sweep.spec import load_spec
+
+    copy = folder / named.name  # the same name: its stem is the default study name
+    try:
+        with open_private(named, any_owner=True) as handle:
+            write_atomic(copy, handle.read(), mode=0o600)
+    except OSError as exc:
+        raise UsageError(f"sweep spec {named}: cannot be read again: {exc}") from None
+    if dataclasses.replace(load_spec(copy), source=given.source) != given:
+        raise UsageError(f"sweep spec {named} changed while the sweep started; nothing was submitted, run it again")
+    return copy
 
 
 def _spawn_processes(ns: argparse.Namespace, choice: launchers.LauncherChoice) -> int:

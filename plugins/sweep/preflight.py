@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import UsageError
-from mosaic_sweep.seeds import SeedRun, command_for
+from mosaic_sweep.seeds import SeedRun, command_for, environment
 from mosaic_sweep.spec import SweepSpec
 
 
@@ -38,7 +38,12 @@ def check(spec: SweepSpec, runs_root: Path) -> None:
             extras={**spec.extras, "algo_params": {**spec.algo_params, **sample}},
         )
         done = subprocess.run(
-            command_for(run, dry_run=True), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120
+            command_for(run, dry_run=True),
+            env=environment(run),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if done.returncode != 0:
             lines = [l for l in done.stderr.splitlines() if l.strip()]

@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import MosaicError, UsageError
+from mosaic_core.config import redact
+from mosaic_core.files import check_output, write_atomic
+from mosaic_core.jsontext import dumps
 from mosaic_sweep import storage as storages
 from mosaic_sweep.spec import ENV_PARAM, NAME, check_params
 from mosaic_sweep.trial import trial_process
@@ -95,7 +98,7 @@ def status(study_name: str, storage_value: str | None, as_json: bool) -> int:
         "trials": trials,
     }
     if as_json:
-        print(json.dumps(data, indent=2, default=str))
+        print(dumps(data, indent=2, default=str))
         return 0
     print(f"study {data['study']} ({data['direction']}) in {shown}")
     print("trials: " + (", ".join(f"{n} {s}" for s, n in sorted(data["counts"].items())) or "none"))
@@ -173,11 +176,13 @@ def best(
     record = _record(trial)
     spec = study_spec(study, spec_file)
     config = worker_config(trial, spec)
-    for out, suffix in ((config_out, ".json"), (plot_out, ".png")):
+    for out, suffix, flag in ((config_out, ".json", "--config"), (plot_out, ".png", "--plot")):
         if out and (Path(out).suffix.lower() != suffix or not Path(out).absolute().parent.is_dir()):
             raise UsageError(f"{out}: must be a {suffix} file in an existing directory")
+        if out:
+            check_output(out, flag)
     if as_json:
-        print(json.dumps({**record, "config": config}, indent=2, default=str))
+        print(dumps({**record, "config": redact(config)}, indent=2, default=str))
     else:
         print(f"best trial {trial.number} of {study_name}: {trial.value:.6g}")
         print(f"params: {_params(trial)}")
@@ -186,7 +191,7 @@ def best(
         print(f"runs: {' '.join(record['runs'])}")
         print(f"train it: {config_run_hint(spec, config_out)}")
     if config_out:
-        Path(config_out).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        write_atomic(config_out, (json.dumps(config, indent=2) + "\n").encode(), flag="--config")
         print(f"wrote {config_out}", file=sys.stderr)
     if plot_out:
         _plot(record["runs"], plot_out, runs_dir)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import RunDirectory
+from mosaic_core.config import extras_for_child
 from mosaic_core.procs import mosaic_command  # the seeds' and the sweep processes' command
 
 GRACE_S = 5.0  # the run host's own SIGTERM→SIGKILL grace for its training process
@@ -74,10 +75,16 @@ def command_for(run: SeedRun, dry_run: bool = False) -> list[str]:
         "--runs-dir",
         str(run.runs_root),
         "--extras",
-        json.dumps(run.extras),
+        json.dumps(extras_for_child(run.extras)[0]),
         *run.launcher_argv,
     ]
     return argv + (["--dry-run", "--emit-summary"] if dry_run else ["--quiet", "--grace-period", str(GRACE_S)])
+
+
+def environment(run: SeedRun) -> dict[str, str]:
+    """The seed's environment: ours and its secret extras (``wandb_api_key``…), which reach its
+    ``mosaic run`` as ``mosaic run`` takes them, never on its command line."""
+    return {**os.environ, **extras_for_child(run.extras)[1]}
 
 
 def _die_with_parent(argv: list[str]) -> list[str]:
@@ -111,6 +118,7 @@ class SeedProcess:
     def start(self) -> SeedProcess:
         self.process = subprocess.Popen(
             _die_with_parent(command_for(self.run)),
+            env=environment(self.run),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -12,14 +12,17 @@ import difflib
 import json
 import math
 import re
+import reprlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mosaic_core import UsageError
+from mosaic_core.config import MAX_DEPTH, depth, read_spec_text
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
 PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_SEEDS = 1000  # per trial
 TOP_KEYS = (
     "study_name",
     "worker",
@@ -160,8 +163,8 @@ class SweepSpec:
             if key in changes and changes[key] < 1:
                 raise UsageError(f"{flag} must be >= 1, got {changes[key]}")
         if "seeds" in changes:
-            if changes["seeds"] < 1:
-                raise UsageError(f"--seeds must be >= 1, got {changes['seeds']}")
+            if not 1 <= changes["seeds"] <= MAX_SEEDS:
+                raise UsageError(f"--seeds must be >= 1 and at most {MAX_SEEDS}, got {changes['seeds']}")
             start = self.seeds[0] if self.seeds else 1
             changes["seeds"] = tuple(range(start, start + changes["seeds"]))
         return replace(self, **changes)
@@ -181,10 +184,8 @@ def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate a spec file (``.toml`` or ``.json``)."""
     path = Path(path)
     where = str(path)
-    if not path.is_file():
-        raise UsageError(f"sweep spec {where} does not exist (or is not a file)")
+    text = read_spec_text(path, "sweep spec")  # a regular file (a FIFO is never waited on), size-capped
     try:
-        text = path.read_text(encoding="utf-8")
         if path.suffix.lower() == ".toml":
             import tomllib
 
@@ -195,6 +196,10 @@ def load_spec(path: str | Path) -> SweepSpec:
             raise UsageError(f"sweep spec {where}: use a .toml or .json file")
     except (UnicodeDecodeError, ValueError) as exc:  # tomllib.TOMLDecodeError and JSONDecodeError are ValueErrors
         raise UsageError(f"sweep spec {where} is not valid {path.suffix[1:].upper()}: {exc}") from None
+    except RecursionError:
+        data = None
+    if data is None or depth(data) > MAX_DEPTH:
+        raise UsageError(f"sweep spec {where}: nests deeper than {MAX_DEPTH} levels")
     if not isinstance(data, dict):
         raise UsageError(f"sweep spec {where}: the top level must be a table/object")
     return parse_spec(data, where, default_name=path.stem)
@@ -312,19 +317,24 @@ def _seeds(data: dict[str, Any], fail: Any) -> tuple[int, ...]:
     value = data.get("seeds", 1)
     start = _int(data, "seed_start", fail, minimum=0, default=1)
     if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise fail("seeds", f"must be >= 1 (seeds per trial) or a list of seeds, got {value}")
+        if not 1 <= value <= MAX_SEEDS:
+            raise fail(
+                "seeds", f"must be >= 1 and at most {MAX_SEEDS} (seeds per trial) or a list of seeds, got {value}"
+            )
         return tuple(range(start, start + value))
     if (
         isinstance(value, list)
-        and value
+        and 0 < len(value) <= MAX_SEEDS
         and len(set(value)) == len(value)
         and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)
     ):
         if "seed_start" in data:
             raise fail("seed_start", "only applies when seeds is a count")
         return tuple(value)
-    raise fail("seeds", f"must be a count >= 1 or a list of distinct seeds >= 0, got {value!r}")
+    raise fail(
+        "seeds",
+        f"must be a count >= 1 or a list of distinct seeds >= 0 (at most {MAX_SEEDS}), got {reprlib.repr(value)}",
+    )
 
 
 def _objective(value: Any, fail: Any) -> Objective:

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from mosaic_core import UsageError
+from mosaic_core.config import redact
 from mosaic_sweep.spec import ENV_PARAM, PRUNERS, SAMPLERS, SweepSpec
 
 SPACE_ATTR = "mosaic_space"
@@ -112,7 +113,7 @@ def check_space(study: Any, spec: SweepSpec, shown_url: str) -> None:
                 f"the spec says {spec.objective.direction} (choose another --study-name)"
             )
         study.set_user_attr(SPACE_ATTR, space)
-        study.set_user_attr(SPEC_ATTR, spec.to_dict())
+        study.set_user_attr(SPEC_ATTR, redact(spec.to_dict()))  # the storage is on disk: no secret extras
         return
     if stored != space:
         raise UsageError(

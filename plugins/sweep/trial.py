@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mosaic_core.config import redact
 from mosaic_sweep.seeds import RETURN_METRIC, SeedOutcome, SeedProcess, SeedRun, intermediate_value
 from mosaic_sweep.spec import SweepSpec, check_params
 from mosaic_sweep.study import sample
@@ -117,7 +118,9 @@ class TrialObjective:
                 "env_id": env_id,
                 "total_timesteps": spec.total_timesteps,
                 "seeds": list(spec.seeds),
-                "extras": {**spec.extras, "algo_params": {**spec.algo_params, **params}},
+                "extras": redact(
+                    {**spec.extras, "algo_params": {**spec.algo_params, **params}}
+                ),  # the study is on disk
             },
         )
         runs: list[str] = []

@@ -157,8 +157,15 @@ def test_every_checkpoint_is_evaluated_by_the_one_protocol(suite):
     }
     result = suite.cli(*suite.run_args("graded"))
     assert result.returncode == 0, result.stderr[-3000:]
-    graded = [e["payload"] for e in suite.events("graded") if e["event"] == "eval_result"]
+    results = [e["payload"] for e in suite.events("graded") if e["event"] == "eval_result"]
+    *graded, saved = results  # each checkpoint's, then CleanRL's of the model it saved at the end
     assert [g["global_step"] for g in graded] == [1000, 2000]
+    assert (
+        saved["global_step"] == 2000
+        and len(saved["episodes"]) == 10
+        and saved["checkpoint"].endswith("dqn.cleanrl_model")
+    )
+    assert json.loads(open(saved["path"]).read())["mean"] == saved["mean"]  # evaluations/saved-model-2000/eval.json
     for grade in graded:
         assert [e["seed"] for e in grade["episodes"]] == [1_000_007, 1_000_008, 1_000_009]  # seed 7 + 1,000,000
         assert grade["mean"] == pytest.approx(sum(e["return"] for e in grade["episodes"]) / 3)

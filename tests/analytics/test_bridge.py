@@ -56,7 +56,8 @@ def test_scalars_are_batched_and_sent_only_when_due():
     assert [kind for kind, _ in messages] == [MESSAGE_KIND, MESSAGE_KIND]
     first, second = messages[0][1], messages[1][1]
     assert first["global_step"] == 1000
-    assert first["scalars"]["charts/episodic_return"] == [999.0, 999, 1000, sum(range(1000))]
+    # a return carries its last RETURN_WINDOW values too: the host averages exactly the last episodes
+    assert first["scalars"]["charts/episodic_return"] == [999.0, 999, 1000, sum(range(1000)), list(range(900, 1000))]
     assert first["scalars"]["charts/SPS"] == [1234.0, 1000, 1, 1234.0]
     assert set(second["scalars"]) == {"charts/SPS"} and second["scalars"]["charts/SPS"][0] == 1250.0
 
@@ -72,7 +73,7 @@ def test_a_failed_send_keeps_the_counts_for_the_next_batch():
     buffer.add("charts/episodic_return", 20.0, 2)
     assert buffer.flush(reliable=True)
     ((_, payload),) = channel.close()
-    assert payload["scalars"]["charts/episodic_return"] == [20.0, 2, 2, 30.0]
+    assert payload["scalars"]["charts/episodic_return"] == [20.0, 2, 2, 30.0, [10.0, 20.0]]
 
 
 def test_non_finite_values_are_sent_as_null_and_never_summed():
@@ -84,7 +85,7 @@ def test_non_finite_values_are_sent_as_null_and_never_summed():
     buffer.flush(reliable=True)
     ((_, payload),) = channel.close()
     assert payload["scalars"]["losses/value_loss"] == [None, 2, 1, 1.0]
-    assert payload["scalars"]["charts/episodic_return"] == [None, 2, 0, 0.0]
+    assert payload["scalars"]["charts/episodic_return"] == [None, 2, 0, 0.0, []]
 
 
 def test_a_burst_of_100k_scalars_stays_bounded_in_the_training_process():
@@ -108,11 +109,12 @@ def test_a_burst_of_100k_scalars_stays_bounded_in_the_training_process():
 def test_board_keeps_latest_values_and_a_bounded_return_window():
     board = MetricBoard(total_timesteps=10_000)
     for batch in range(1000):  # 1000 batches of 3 episodes each
+        returns = [3.0 * batch, 3.0 * batch + 1, 3.0 * batch + 2]
         board.update(
             {
                 "global_step": batch * 10,
                 "scalars": {
-                    "charts/episodic_return": [float(batch), batch * 10, 3, 3.0 * batch],
+                    "charts/episodic_return": [returns[-1], batch * 10, 3, sum(returns), returns],
                     "charts/episodic_length": [20.0, batch * 10, 3, 60.0],
                     "charts/SPS": [900.0, batch * 10, 1, 900.0],
                     "losses/policy_loss": [-0.01, batch * 10, 1, -0.01],
@@ -122,11 +124,11 @@ def test_board_keeps_latest_values_and_a_bounded_return_window():
         )
     snap = board.snapshot()
     assert snap["global_step"] == 9990 and snap["progress"] == 0.999 and snap["episodes"] == 3000
-    assert snap["episodic_return"] == 999.0 and snap["episodic_length"] == 20.0 and snap["sps"] == 900.0
+    assert snap["episodic_return"] == 2999.0 and snap["episodic_length"] == 20.0 and snap["sps"] == 900.0
     assert snap["losses"] == {"policy_loss": -0.01} and snap["scalars"] == {"charts/learning_rate": 2.5e-4}
-    window = list(board._returns)
-    assert RETURN_WINDOW <= sum(n for n, _ in window) < RETURN_WINDOW + 3
-    assert math.isclose(snap["episodic_return_smoothed"], sum(t for _, t in window) / sum(n for n, _ in window))
+    assert list(board._returns) == [float(v) for v in range(3000 - RETURN_WINDOW, 3000)]  # the last 100 episodes
+    assert snap["smoothed_episodes"] == RETURN_WINDOW
+    assert math.isclose(snap["episodic_return_smoothed"], sum(range(3000 - RETURN_WINDOW, 3000)) / RETURN_WINDOW)
     json.dumps(snap, allow_nan=False)  # strict JSON
 
 

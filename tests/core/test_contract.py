@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from mosaic_core import contract
+from mosaic_core import UsageError, contract
 from mosaic_core.contract import CheckpointLayout
 
 
@@ -128,9 +128,12 @@ def test_the_evaluation_schema_and_its_atomic_write(tmp_path):
     target = tmp_path / "eval.json"
     victim = tmp_path / "victim"
     victim.write_text("theirs")
-    target.symlink_to(victim)  # a link planted at the target is replaced, never written through
+    target.symlink_to(victim)  # a link planted at the target is refused: never written through
+    with pytest.raises(UsageError, match="--eval-out .*eval.json is a symbolic link"):
+        contract.write_eval(target, result)
+    assert victim.read_text() == "theirs" and target.is_symlink()
+    target.unlink()
     contract.write_eval(target, result)
-    assert victim.read_text() == "theirs" and not target.is_symlink()
     assert json.loads(target.read_text())["episodes"][3]["return"] == 10.0
     assert oct(target.stat().st_mode & 0o777) == "0o600"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

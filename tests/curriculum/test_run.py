@@ -258,7 +258,7 @@ def test_a_worker_that_cannot_switch_envs_refuses_a_schedule_in_one_line(mosaic,
         "--worker",
         worker,
         "--algo",
-        "mappo",
+        {"rllib": "PPO", "xuance": "mappo"}[worker],  # an algorithm of the worker's: the schedule is the one problem
         "--env-id",
         "CartPole-v1",
         "--dry-run",

@@ -19,6 +19,15 @@ def points_of(page, series: str) -> int:
     return int(value or 0)
 
 
+def tensorboard_returns(run_dir) -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (folder,) = {p.parent for p in (run_dir / "runs").rglob("events.out.tfevents.*")}
+    accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    return [(e.step, e.value) for e in accumulator.Scalars("charts/episodic_return")]
+
+
 def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workdir):
     base, server = serve("--target", daemon.ready["listen_address"])
     page = browser.new_page()
@@ -71,6 +80,9 @@ def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workd
     page.wait_for_selector("#events li.run_cancelled", timeout=60000)
     assert page.text_content("#run-status") == "cancelled"
     page.screenshot(path=str(artifacts / "4-cancelled.png"), full_page=True)
+    # the return curve is every episode the run recorded (TensorBoard's, read here by its own reader)
+    recorded = len(tensorboard_returns(workdir / "var/trainer/runs/browser-ppo"))
+    wait_for(lambda: points_of(page, "episodic_return") == recorded, 30, f"the curve's {recorded} episodes")
 
     # Its curves in the comparison view.
     page.goto(f"{base}/#/compare/browser-ppo")

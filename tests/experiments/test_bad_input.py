@@ -148,8 +148,12 @@ def test_a_card_of_an_unknown_experiment(root):
     assert not (root.parent / "card").exists()
 
 
-def test_a_card_into_a_folder_that_is_not_empty(root, tmp_path):
+def test_a_card_into_a_folder_that_exists(root, tmp_path):
+    """A card folder is made by the card (mkdir): one that exists, empty or not, is refused."""
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
-    refused(card(root, "exp", "-o", str(tmp_path / "full")), "not an empty folder")
+    (tmp_path / "empty").mkdir()
+    refused(card(root, "exp", "-o", str(tmp_path / "full")), "exists already (name a new one)")
+    refused(card(root, "exp", "-o", str(tmp_path / "empty")), "exists already (name a new one)")
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
+    assert not list((tmp_path / "empty").iterdir())

@@ -41,7 +41,8 @@ def experiment(tmp_path_factory):
 def test_compare_prints_rliables_iqm_and_cis(experiment):
     workdir, root = experiment
     listed = json.loads(run_cli(["runs", "--runs-dir", str(root), "--json"], cwd=workdir).stdout)
-    assert len(listed) == 6 and all(r["status"] == "completed" and r["score"]["source"] == "train" for r in listed)
+    # each run's score: CleanRL's evaluation of the model it saved at the end (its eval.json)
+    assert len(listed) == 6 and all(r["status"] == "completed" and r["score"]["source"] == "eval" for r in listed)
     scores = {
         algo: np.array([[r["score"]["value"]] for r in sorted(listed, key=lambda r: r["run_id"]) if r["algo"] == algo])
         for algo in ("ppo", "dqn")
@@ -70,7 +71,7 @@ def test_compare_prints_rliables_iqm_and_cis(experiment):
     table = run_cli(["compare", "done-when", "--runs-dir", str(root), "--reps", "500", "--seed", "4"], cwd=workdir)
     iqm = section["groups"]["ppo CartPole-v1"]["IQM"]
     assert f"{iqm['point']:.2f} [{iqm['low']:.2f}, {iqm['high']:.2f}]" in table.stdout
-    assert "probability of improvement" in table.stdout and "train 6" in table.stderr
+    assert "probability of improvement" in table.stdout and "eval 6" in table.stderr
 
 
 @pytest.mark.slow

@@ -223,15 +223,13 @@ def test_another_users_segment_is_read_only_when_asked_for_and_only_if_0600(work
     as_nobody("sh", "-c", 'umask 077; cat > "$1"', "sh", str(segment), data=look_alike(run_id, tmp_path, frame=True))
     with FastLaneReader(run_id, owner_uid=NOBODY) as reader:
         assert reader.latest().global_step == 77
-    (workdir / "f.png").symlink_to(victim)  # the PNG replaces the link; the file it points to is untouched
-    out = subprocess.run(
-        [str(MOSAIC), "fastlane", "snapshot", run_id, "--owner", "nobody", "-o", "f.png"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        env=clean_environ(),
-        timeout=60,
-    )
+    (workdir / "f.png").symlink_to(victim)  # a link at -o is refused; the file it points to is untouched
+    snapshot = [str(MOSAIC), "fastlane", "snapshot", run_id, "--owner", "nobody", "-o", "f.png"]
+    out = subprocess.run(snapshot, cwd=workdir, capture_output=True, text=True, env=clean_environ(), timeout=60)
+    assert out.returncode == 2 and "-o f.png is a symbolic link" in out.stderr, out.stderr
+    assert (workdir / "f.png").is_symlink()
+    (workdir / "f.png").unlink()
+    out = subprocess.run(snapshot, cwd=workdir, capture_output=True, text=True, env=clean_environ(), timeout=60)
     assert out.returncode == 0 and json.loads(out.stdout)["global_step"] == 77, out.stderr
     assert not (workdir / "f.png").is_symlink() and (workdir / "f.png").read_bytes()[:4] == b"\x89PNG"
     as_nobody("chmod", "666", str(segment))

@@ -75,13 +75,15 @@ def test_a_four_trial_sweep_runs_as_one_job_array(slurm, no_jobs_left, tmp_path)
     study = optuna.load_study(study_name="slurm-sweep", storage=storage)
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(complete) == 4, [t.state for t in study.trials]
-    assert len(list(runs.iterdir())) == 4
-    for run_dir in runs.iterdir():
+    run_dirs = [p for p in runs.iterdir() if not p.name.startswith(".")]  # .jobs/ holds the array's files
+    assert len(run_dirs) == 4
+    for run_dir in run_dirs:
         assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
         assert not processes_of(run_dir.name)
-    (folder,) = (tmp_path / "sweeps").iterdir()
+    (folder,) = (runs / ".jobs").iterdir()
     assert sorted(p.name for p in folder.glob("task-*.rc")) == [f"task-{i}.rc" for i in range(4)]
     assert len(list(folder.glob(f"task-{array}_*.out"))) == 4  # each trial was a task of the one array
+    assert (folder / "spec.toml").read_text() == SPEC  # the tasks' own copy of the spec
 
 
 def test_the_daemon_dispatches_a_submission_as_a_slurm_job(slurm, no_jobs_left, tmp_path):

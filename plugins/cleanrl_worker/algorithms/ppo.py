@@ -18,7 +18,7 @@ import tyro
 from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
 from cleanrl_worker.agents.minigrid import OBSERVATION_SHAPE, CompactMinigridAgent, MinigridAgent
 from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
-from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, write_scalars
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, record_saved_model_evaluation
 
 ALGO = "ppo"
 
@@ -450,7 +450,7 @@ if __name__ == "__main__":
                 capture_video=args.capture_video,
                 video_dir=f"videos/{run_name}-eval",
             )
-            write_scalars(writer, result)
+            record_saved_model_evaluation(writer, result, loaded, model_path, args.seed)
 
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)

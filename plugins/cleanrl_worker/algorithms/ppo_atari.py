@@ -15,7 +15,7 @@ import tyro
 from torch.distributions.categorical import Categorical
 
 from cleanrl_worker import atari, checkpoint, gymcompat, stopping
-from cleanrl_worker.evaluation import evaluate, write_scalars
+from cleanrl_worker.evaluation import evaluate, record_saved_model_evaluation
 
 ALGO = "ppo_atari"
 
@@ -405,7 +405,7 @@ if __name__ == "__main__":
                 capture_video=args.capture_video,
                 video_dir=f"videos/{run_name}-eval",
             )
-            write_scalars(writer, result)
+            record_saved_model_evaluation(writer, result, loaded, model_path, args.seed)
 
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)

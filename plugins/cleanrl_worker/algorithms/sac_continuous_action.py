@@ -20,7 +20,7 @@ import torch.optim as optim
 import tyro
 
 from cleanrl_worker import checkpoint, gymcompat, stopping
-from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, write_scalars
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, record_saved_model_evaluation
 from cleanrl_worker.replay import ReplayBuffer
 
 ALGO = "sac_continuous_action"
@@ -404,7 +404,7 @@ if __name__ == "__main__":
                 capture_video=args.capture_video,
                 video_dir=f"videos/{run_name}-eval",
             )
-            write_scalars(writer, result)
+            record_saved_model_evaluation(writer, result, loaded, model_path, args.seed)
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 

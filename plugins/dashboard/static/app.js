@@ -232,6 +232,12 @@ async function openRun(id) {
     $("#run-progress").textContent = runView.total ? `step ${step} / ${runView.total}` : `step ${step}`;
     drawRunCharts();
   });
+  // the run's records (every episode, every iteration): new points appended, or all the curves again
+  source.addEventListener("recorded", e => {
+    for (const [name, points] of Object.entries(JSON.parse(e.data))) (runView.curves[name] = runView.curves[name] || []).push(...points);
+    drawRunCharts();
+  });
+  source.addEventListener("curves", e => { runView.curves = JSON.parse(e.data).curves; drawRunCharts(); });
   source.addEventListener("event", e => addEvent(JSON.parse(e.data)));
   source.addEventListener("manifest", e => { $("#manifest").textContent = JSON.stringify(JSON.parse(e.data), null, 2); loadFiles(); });
   source.addEventListener("fastlane", e => showFrames(JSON.parse(e.data)));
@@ -301,9 +307,20 @@ async function refreshGroups(ids) {
   const groups = view.groups.map((g, i) => ({...g, color: Charts.PALETTE[i % Charts.PALETTE.length]}));
   $("#compare-warnings").replaceChildren(...view.warnings.map(note));
   $("#compare-groups tbody").replaceChildren(...groups.map(g => el("tr", {data: {group: g.label}},
-    el("td", {}, g.label), el("td", {}, String(g.runs.length)), el("td", {}, String(g.finished)),
-    el("td", {class: "score-iqm"}, fmt(g.score_iqm)))));
-  Charts.drawBands(Charts.chartElement($("#compare-bands"), "cmp-bands", "Episodic return: IQM over seeds, 95% CI"), groups);
+    el("td", {}, g.label, g.untrusted.length > 0 && " ", g.untrusted.length > 0 && el("span",
+      {class: "badge untrusted", title: "imported: " + g.untrusted.join(", ")}, `${g.untrusted.length} imported, untrusted`)),
+    el("td", {}, String(g.runs.length)), el("td", {}, String(g.finished)),
+    el("td", {class: "score-iqm"}, fmt(g.score_iqm)), el("td", {class: "score-sources"}, sources(g.sources)),
+    el("td", {class: "band-end"}, g.band.length ? fmt(g.band[g.band.length - 1][1]) : "–"))));
+  Charts.drawBands(Charts.chartElement($("#compare-bands"), "cmp-bands",
+    "Training score over env steps (mean return, last 10% of steps): IQM over seeds, 95% CI"), groups);
+}
+
+// "eval 2, train 1": where a group's scores come from.
+function sources(names) {
+  const counts = {};
+  for (const n of names) counts[n] = (counts[n] || 0) + 1;
+  return Object.entries(counts).map(([n, c]) => `${n} ${c}`).join(", ") || "–";
 }
 
 // ------------------------------------------------------------------ submitting
@@ -384,5 +401,6 @@ $("#frame").onerror = () => {
   if (img.naturalWidth) delete img.dataset.live; else hideFrame();  // keep a last frame; never a broken image
 };
 window.addEventListener("hashchange", route);
+window.addEventListener("resize", () => { if (!$("#view-run").hidden) drawRunCharts(); });
 startRunList();
 route();
