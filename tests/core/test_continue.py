@@ -126,7 +126,7 @@ def test_what_cannot_continue_a_run_is_one_line_and_changes_nothing(suite):
     refused(("resume", "kept", *root), "events.jsonl is cut off", "--restart")
     lines = whole.splitlines(keepends=True)
     log.write_bytes(b"".join(lines[:3] + lines[4:]))  # an event taken out
-    refused(("resume", "kept", *root), "events.jsonl is truncated or edited (line 4 has seq 5, not 4)")
+    refused(("resume", "kept", *root), "events.jsonl is truncated or edited (event 4 has seq 5)")
     log.write_bytes(whole)
 
     resumed = suite.cli("resume", "kept", *root, "--json", "--quiet")  # whole again, it goes on
