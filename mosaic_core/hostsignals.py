@@ -1,4 +1,5 @@
-"""The host's stop signals (SIGINT, SIGTERM, SIGHUP) while ``mosaic run`` starts a run.
+"""The host's stop signals (SIGINT, SIGTERM, SIGHUP, and SIGUSR1: what a scheduler sends before a
+time limit or a preemption) while ``mosaic run`` starts a run.
 
 The contract: a run signalled before its run directory exists leaves nothing (no directory, no
 event); the host says so in one line on stderr and exits 128 + the signal (130 for SIGINT, 143
@@ -20,7 +21,15 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
+NEAR_END = "received SIGUSR1 (the scheduler's time limit or a preemption is near)"
+
+
+def reason(signum: int) -> str:
+    """Why a run stopped, for ``run_cancelled``: ``received SIGTERM``, or :data:`NEAR_END`."""
+    return NEAR_END if signum == signal.SIGUSR1 else f"received {signal.Signals(signum).name}"
+
+
 _held: list[int] = []
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ from mosaic_core.runs import RunContext, RunDirectory
 from mosaic_core.threads import budget
 
 PREPARED_ENV = "MOSAIC_PREPARED_ENV"
-NEAR_END = "received SIGUSR1 (the scheduler's time limit or a preemption is near)"
 
 
 def prepared_env(env: dict[str, str], extras: dict[str, Any] | None = None) -> dict[str, str]:
@@ -78,7 +76,6 @@ def supervise(
     )
     os.umask(run_umask())
     supervisor = Supervisor(run, host, list(launch["command"]), env, options, cwd=Path(launch.get("cwd") or run_dir))
-    signal.signal(signal.SIGUSR1, lambda _s, _f: supervisor.cancel(NEAR_END))
     hostsignals.hold()  # a stop signal from now on cancels the run, which ends with a terminal event
     return supervisor.execute()
 

@@ -390,12 +390,10 @@ def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:
         if sig == signal.SIGHUP and signal.getsignal(sig) is signal.SIG_IGN:
             continue  # started under nohup: a hangup does not stop the run
         # cancel() takes no lock (a pipe write), so it is safe in a handler that interrupts anything
-        previous[sig] = signal.signal(
-            sig, lambda signum, _frame: supervisor.cancel(f"received {signal.Signals(signum).name}")
-        )
+        previous[sig] = signal.signal(sig, lambda signum, _frame: supervisor.cancel(hostsignals.reason(signum)))
     held = hostsignals.take_held()  # one that came after the run directory was made
     if held is not None:
-        supervisor.cancel(f"received {signal.Signals(held).name}")
+        supervisor.cancel(hostsignals.reason(held))
     return previous
 
 

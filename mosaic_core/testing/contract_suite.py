@@ -32,8 +32,8 @@ than training again. What the suite checks:
   event log, stopped once started);
 - ``test_evaluate_writes_the_one_schema``: (only when :attr:`evaluate` is true) ``mosaic
   evaluate RUN --episodes 2`` writes ``mosaic.eval/1`` under ``RUN_DIR/evaluations/``;
-- ``test_bad_input_is_one_line``: a run with no checkpoint to resume and an unknown run id:
-  one line, exit code 2, no traceback.
+- ``test_bad_input_is_one_line``: a run with no checkpoint to resume (its ``run_cancelled``
+  says why, ``not_resumable``) and an unknown run id: one line, exit code 2, no traceback.
 
 Knobs (class attributes): ``worker``, ``algo``, ``env_id``, ``total_timesteps``, ``extras``,
 ``seed``, ``evaluate``, ``timeout`` (seconds per command), ``env`` (extra environment
@@ -252,6 +252,8 @@ class WorkerContractSuite:
         self.stop_at(process, "early", None)  # once started: before its first checkpoint, as a rule
         if any(e["event"] == "checkpoint_saved" for e in self.events("early")):
             return  # the worker saved on the stop already: nothing to refuse
+        end = self.events("early")[-1]["payload"]  # it says why it cannot be continued
+        assert end.get("resumable") is False and isinstance(end.get("not_resumable"), str), end
         log = (self.run_dir("early") / "events.jsonl").read_bytes()
         self.one_line(self.cli("resume", "early", "--runs-dir", str(self.runs_root)), "no checkpoint")
         assert (self.run_dir("early") / "events.jsonl").read_bytes() == log

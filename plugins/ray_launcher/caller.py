@@ -391,7 +391,7 @@ class RayRun:
         if threading.current_thread() is not threading.main_thread():
             return {}
         previous = {}
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):  # the host's stop signals
             previous[sig] = signal.signal(sig, self._on_signal)
         held = take_held_signals()  # one that came after the run directory was made
         if held is not None:

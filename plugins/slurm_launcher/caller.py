@@ -237,7 +237,8 @@ class SlurmRun:
     def _install_signal_handlers(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
             return {}
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)  # the host's stop signals
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in stops}
         held = take_held_signals()
         if held is not None:
             self._on_signal(held, None)

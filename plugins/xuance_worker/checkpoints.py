@@ -6,7 +6,8 @@ One checkpoint per save, ``checkpoints/step_{step}/`` (:data:`LAYOUT`), holding:
   every optimizer and learning-rate scheduler, the value normalisers, the RNG states (torch,
   numpy, python) — :mod:`xuance_worker.state` writes and reads it;
 - ``meta.json``: the format version, algorithm, env, global step, the learner's update counter,
-  the budget, the learning rate at the save, the TensorBoard folder and why it was saved.
+  the budget, the learning rate at the save, the TensorBoard folder, why it was saved and the
+  versions of XuanCe and torch (a resume needs the XuanCe that saved it).
 
 Nothing in it is code, so it loads from any run (``code=False``)."""
 
@@ -19,8 +20,10 @@ from typing import Any
 
 from mosaic_core import ConfigError
 from mosaic_core.contract import CheckpointLayout, newest_checkpoint
+from xuance_worker.metadata import METADATA
 
 LAYOUT = CheckpointLayout("checkpoints/step_{step}", "xuance", kind="dir", code=False)
+XUANCE_VERSION = METADATA.upstream_version  # what the worker's environment pins
 FORMAT_VERSION = 1
 META = "meta.json"
 STATE = "state.pt"
@@ -50,9 +53,10 @@ def read_meta(checkpoint: Path) -> dict[str, Any]:
     return meta
 
 
-def resolve(value: Any, key: str, algo: str, env: str) -> Path:
+def resolve(value: Any, key: str, algo: str, env: str, resume: bool = False) -> Path:
     """The checkpoint ``extras.<key>`` names: a checkpoint directory, or a run directory (its
-    newest), checked to be of ``algo`` on ``env``; a ConfigError naming the key otherwise."""
+    newest), checked to be of ``algo`` on ``env`` (and, to ``resume`` from, saved by the XuanCe
+    this worker runs); a ConfigError naming the key otherwise."""
     if not isinstance(value, str) or not value:
         raise ConfigError(f"extras.{key} is required: a XuanCe checkpoint or a run directory", field=f"extras.{key}")
     path = Path(value).expanduser().absolute()
@@ -74,4 +78,11 @@ def resolve(value: Any, key: str, algo: str, env: str) -> Path:
             raise ConfigError(
                 f"extras.{key}: {path} is a checkpoint of {what} {theirs!r}, not {ours!r}", field=f"extras.{key}"
             )
+    saved_by = (meta.get("libraries") or {}).get("xuance") if isinstance(meta.get("libraries"), dict) else None
+    if resume and isinstance(saved_by, str) and saved_by != XUANCE_VERSION:
+        raise ConfigError(
+            f"extras.{key}: {path} was saved by XuanCe {saved_by}, this worker runs {XUANCE_VERSION}: resumed, it "
+            "would not continue the same run (evaluate it instead)",
+            field=f"extras.{key}",
+        )
     return path

@@ -118,6 +118,7 @@ def save(agent: Any, run_dir: Path, step: int, meta: dict[str, Any]) -> Path | N
         "iterations": int(getattr(learner, "iterations", 0)),
         "current_episode": [int(v) for v in np.asarray(agent.current_episode).ravel()],
         "learning_rate": learning_rate(learner),
+        "libraries": library_versions(),
         **meta,
     }
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -128,6 +129,13 @@ def save(agent: Any, run_dir: Path, step: int, meta: dict[str, Any]) -> Path | N
     (temporary / META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
     os.replace(temporary, final)
     return final
+
+
+def library_versions() -> dict[str, str]:
+    """The libraries a resume must share with the run it continues (``meta.json``'s ``libraries``)."""
+    from importlib import metadata
+
+    return {name: metadata.version(name) for name in ("xuance", "torch")}
 
 
 def load(agent: Any, checkpoint: Path, everything: bool) -> dict[str, Any]:

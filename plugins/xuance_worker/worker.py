@@ -173,7 +173,7 @@ class XuanCeWorker(Worker):
                 if mode == "evaluate" and "checkpoint_path" not in extras and "policy_path" in extras
                 else "checkpoint_path"
             )  # policy_path: evaluate's old name
-            command += ["--checkpoint", str(resolve(extras.get(key), key, config.algo, env))]
+            command += ["--checkpoint", str(resolve(extras.get(key), key, config.algo, env, resume=mode == "resume"))]
         command += _host_flags(extras, mode)
         if extras.get("eval_capture_video"):
             if contract.video_encoder(run.python) is None:

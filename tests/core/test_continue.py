@@ -218,3 +218,21 @@ def test_the_summary_says_why_a_stopped_run_cannot_be_continued(workdir, runs_ro
         f"  not resumable: worker 'cleanrl' keeps no checkpoints of algo {str(script)!r} to resume from; "
         "`mosaic run --run-id bare --restart` starts it over"
     )
+
+
+def test_a_schedulers_sigusr1_to_mosaic_run_stops_the_run_resumable(suite):
+    """SIGUSR1 (what a scheduler sends before a time limit or a preemption) to `mosaic run` itself:
+    a stop like Ctrl-C, the run cancelled with its end on record and resumable."""
+    suite.total_timesteps = 50_000
+    process = suite.start(*suite.run_args("usr1"))
+    deadline = time.monotonic() + suite.timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if suite.run_dir("usr1").is_dir() and metric_steps(suite.events("usr1")):
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGUSR1)
+    _out, err = process.communicate(timeout=suite.timeout)
+    end = suite.events("usr1")[-1]
+    assert process.returncode == 130 and end["event"] == "run_cancelled", (end, err[-2000:])
+    assert end["payload"]["reason"] == "received SIGUSR1 (the scheduler's time limit or a preemption is near)"
+    assert end["payload"]["resumable"] is True and end["payload"]["from_step"] > 0, end["payload"]

@@ -222,6 +222,16 @@ def test_a_checkpoint_of_another_algorithm_or_a_newer_format_is_refused(interrup
     assert not (tmp_path / "runs" / "bad").exists()
 
 
+def test_a_checkpoint_of_another_xuance_is_not_resumed(interrupted, xuance_env, tmp_path):
+    copy = _copy_checkpoint(interrupted[0], tmp_path)
+    meta = json.loads((copy / "meta.json").read_text())
+    assert meta["libraries"]["xuance"] == "1.4.4"  # what saved it
+    (copy / "meta.json").write_text(json.dumps({**meta, "libraries": {**meta["libraries"], "xuance": "1.3.0"}}))
+    line = _refused(xuance_env, tmp_path, {"mode": "resume", "checkpoint_path": str(copy)})
+    assert "was saved by XuanCe 1.3.0, this worker runs 1.4.4" in line
+    assert not (tmp_path / "runs" / "bad").exists()
+
+
 def test_a_truncated_checkpoint_is_refused_in_one_line(interrupted, xuance_env, tmp_path):
     copy = _copy_checkpoint(interrupted[0], tmp_path)
     state = copy / "state.pt"
