@@ -45,11 +45,22 @@ def _details(error: grpc.RpcError) -> str:
     return f"{error.code().name}: {error.details()}"
 
 
+def _unanswered(target: str, what: str, error: grpc.RpcError) -> MosaicError:
+    """A daemon that is not there refuses the connection at once (UNAVAILABLE); one that missed
+    the deadline is there but busy or stuck: the two are told apart."""
+    if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return MosaicError(
+            f"the trainer daemon at {target} did not answer {what} before its deadline ({_details(error)}): "
+            "it is busy or stuck, not absent"
+        )
+    return MosaicError(f"no trainer daemon answered at {target} ({what}): {_details(error)}")
+
+
 def rpc_error(target: str, what: str, error: grpc.RpcError) -> MosaicError:
     """One clear line for a failed call."""
     code = error.code()
     if code in RETRYABLE:
-        return MosaicError(f"no trainer daemon answered at {target} ({what}): {_details(error)}")
+        return _unanswered(target, what, error)
     cls = UsageError if code in USAGE_CODES else MosaicError
     return cls(f"trainer daemon at {target} refused {what}: {_details(error)}")
 
@@ -138,7 +149,7 @@ class RunSession:
                 time.sleep(BACKOFF_S * 2**attempt)
         channel.close()
         assert last is not None  # at least one try, and each one that did not return failed with an RpcError
-        raise MosaicError(f"no trainer daemon answered at {target} after {tries} tries: {_details(last)}")
+        raise _unanswered(target, f"RegisterWorker for run {run_id!r} after {tries} tries", last)
 
     @property
     def metadata(self) -> list[tuple[str, str]]:

@@ -140,6 +140,14 @@ def test_cli_submit_errors(mosaic, workdir, daemon_process):
     result = mosaic("submit", "w.json", "--target", daemon.target, timeout=60)
     assert result.returncode == 2
     assert "refused SubmitRun: INVALID_ARGUMENT: total_timesteps must be an integer > 0" in result.stderr
+    os.kill(daemon.proc.pid, signal.SIGSTOP)  # there but not answering: busy or stuck, not absent
+    try:
+        result = mosaic("submit", "w.json", "--target", daemon.target, timeout=60)
+    finally:
+        os.kill(daemon.proc.pid, signal.SIGCONT)
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert f"the trainer daemon at {daemon.target} did not answer SubmitRun before its deadline" in result.stderr
+    assert "busy or stuck, not absent" in result.stderr
     daemon.stop()
     result = mosaic("submit", "w.json", "--target", daemon.target, timeout=60)
     assert result.returncode == 1 and f"no trainer daemon answered at {daemon.target}" in result.stderr

@@ -190,7 +190,8 @@ def test_no_daemon_gives_a_clear_error():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(
-        MosaicError, match=rf"no trainer daemon answered at 127.0.0.1:{port} after 3 tries: UNAVAILABLE"
+        MosaicError,
+        match=rf"no trainer daemon answered at 127.0.0.1:{port} \(RegisterWorker for run 'r' after 3 tries\): UNAVAILABLE",
     ):
         client.RunSession.register(f"127.0.0.1:{port}", run_id="r", timeout=1.0)
 
