@@ -26,6 +26,7 @@ from mosaic_core import hostsignals, launchers, procs
 from mosaic_core import resume as resuming
 from mosaic_core.algonames import spelling, unknown_algorithm
 from mosaic_core.cli.errors import run_cli_command
+from mosaic_core.contract import standard_key_problems
 from mosaic_core.config import (
     FIELDS,
     REDACTED,
@@ -271,7 +272,8 @@ def prepare(
     code(config.to_dict(redacted=False))
     events = declare(worker_item, "child_events()", worker.child_events, ChildEvent)
     worker_extras, unknown_keys = split_extras(claimed, config.extras)
-    problems += unknown_keys + host.validate_config(config) + list(worker.validate(config, options) or [])
+    problems += unknown_keys + standard_key_problems(config.extras, getattr(worker, "modes", ()))
+    problems += host.validate_config(config) + list(worker.validate(config, options) or [])
     if problems:
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))
