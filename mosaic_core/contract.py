@@ -70,9 +70,7 @@ STANDARD_KEYS = [
     ExtrasKey("eval_deterministic", "evaluate with the greedy / mean action"),
     ExtrasKey("eval_seed", f"the first evaluation seed (default: training seed + {EVAL_SEED_OFFSET:,})"),
     ExtrasKey("eval_every_checkpoint", "evaluate each checkpoint as training goes (an eval_result event each)"),
-    ExtrasKey(
-        "eval_capture_video", "evaluate: record the first episode as a video (mosaic evaluate --video sets it)"
-    ),
+    ExtrasKey("eval_capture_video", "evaluate: record the first episode as a video (mosaic evaluate --video sets it)"),
     ExtrasKey("torch_threads", "the training process's torch threads (default: the run's thread budget)"),
 ]
 
@@ -557,8 +555,12 @@ def add_host_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument(
         "--eval-every-checkpoint", action="store_true", help="evaluate each checkpoint (an eval_result event each)"
     )
-    parser.add_argument("--save-replay-buffer", action=argparse.BooleanOptionalAction, help="keep the replay buffer in checkpoints")
+    parser.add_argument(
+        "--save-replay-buffer", action=argparse.BooleanOptionalAction, help="keep the replay buffer in checkpoints"
+    )
     parser.add_argument("--eval-out", default=EVAL_FILE, help="where evaluate writes its result")
     parser.add_argument("--video", help="evaluate: record the first episode to this .mp4")
-    parser.add_argument("--torch-threads", type=_at_least(LOWEST["torch_threads"]), help="torch's threads (default: the run's budget)")
+    parser.add_argument(
+        "--torch-threads", type=_at_least(LOWEST["torch_threads"]), help="torch's threads (default: the run's budget)"
+    )
     return parser

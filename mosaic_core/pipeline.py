@@ -26,7 +26,6 @@ from mosaic_core import hostsignals, launchers, procs
 from mosaic_core import resume as resuming
 from mosaic_core.algonames import spelling, unknown_algorithm
 from mosaic_core.cli.errors import run_cli_command
-from mosaic_core.contract import standard_key_problems
 from mosaic_core.config import (
     FIELDS,
     REDACTED,
@@ -41,6 +40,7 @@ from mosaic_core.config import (
     redact_payload,
     run_metadata,
 )
+from mosaic_core.contract import standard_key_problems
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError

@@ -297,7 +297,9 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         script_argv += saving
         experiment = plan_experiment(config, run, mode)
         if mode == "resume":
-            script_argv.append(f"--resume-from={_existing_file(config, contract.checkpoint_key(config.extras), directory=True)}")
+            script_argv.append(
+                f"--resume-from={_existing_file(config, contract.checkpoint_key(config.extras), directory=True)}"
+            )
         elif experiment and experiment.get("checkpoint"):
             script_argv.append(f"--resume-from={experiment['checkpoint']}")
         notes += check_script_argv(algorithm.script, script_argv)

@@ -82,7 +82,8 @@ def main() -> None:
     if stop.requested:
         _save_progress(step)
         stop.exit(completed=step >= args.total_timesteps)  # a stop in the last step: the run completed
-    # The policy is its own checkpoint: what was played, for how long (checkpoint_saved is a host event).
+    _save_progress(step)  # the run contract's checkpoint at the end
+    # The policy is its own model: what was played, for how long (checkpoint_saved is a host event).
     with open("policy.json", "w", encoding="utf-8") as handle:
         json.dump({"policy": args.policy, "global_step": args.total_timesteps}, handle)
     emit_event("checkpoint_saved", {"path": "policy.json", "global_step": args.total_timesteps})
