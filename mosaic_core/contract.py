@@ -37,13 +37,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from mosaic_core.jsontext import dumps
 from mosaic_core.types import ExtrasKey
 
-if TYPE_CHECKING:
-    from mosaic_core.config import WorkerConfig
 
 MODES = ("train", "resume", "evaluate")
 OLD_NAMES = {"resume_training": "resume", "policy_eval": "evaluate"}
@@ -485,7 +483,20 @@ VIDEO_FILE = "video.mp4"  # evaluate's recording, in the evaluation's folder (mo
 NUMBER_FLAGS = ("checkpoint_frequency", "eval_episodes", "eval_seed", "torch_threads")
 
 
-def host_flags(config: WorkerConfig, checkpoint: Path | str | None = None) -> list[str]:
+class RunFields(Protocol):
+    """What :func:`host_flags` reads of a run's config (a :class:`mosaic_core.config.WorkerConfig`)."""
+
+    @property
+    def algo(self) -> str: ...
+    @property
+    def total_timesteps(self) -> int | None: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def extras(self) -> dict[str, Any]: ...
+
+
+def host_flags(config: RunFields, checkpoint: Path | str | None = None) -> list[str]:
     """The run's standard fields as its training program's flags, the ones
     :func:`add_host_arguments` reads back: ``--algo``, ``--mode``, ``--total-timesteps`` and
     ``--seed`` when the config has them (a budget is set when it is not None: the config allows

@@ -76,7 +76,7 @@ ENDS = set(TERMINAL)
 
 # A bad value of each kind of standard key, and the host's one line about it (the same for every
 # worker). The last case gives checkpoint_frequency 0, valid everywhere: only eval_seed is refused.
-BAD_STANDARD_KEYS = {
+BAD_STANDARD_KEYS: dict[str, tuple[dict[str, Any], str]] = {
     "negative checkpoint_frequency": (
         {"checkpoint_frequency": -1},
         "extras.checkpoint_frequency must be an integer >= 0, got -1",

@@ -36,7 +36,7 @@ def mode_of(extras: dict[str, Any]) -> Any:
 
 def _problems(extras: dict[str, Any]) -> list[str]:
     """What this worker cannot do with the run contract's keys (their values are the host's to check)."""
-    if extras.get("save_replay_buffer"):
+    if extras.get("save_replay_buffer") is True:
         return [
             "extras.save_replay_buffer: the xuance worker does not keep XuanCe's replay buffers in its "
             "checkpoints (an off-policy run refills its buffer after a resume)"
