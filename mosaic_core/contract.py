@@ -42,7 +42,6 @@ from typing import Any, Literal, Protocol
 from mosaic_core.jsontext import dumps
 from mosaic_core.types import ExtrasKey
 
-
 MODES = ("train", "resume", "evaluate")
 OLD_NAMES = {"resume_training": "resume", "policy_eval": "evaluate"}
 

@@ -121,10 +121,17 @@ def test_an_unset_budget_and_thread_count_are_none_on_both_sides():
     flags = contract.host_flags(config)
     assert "--total-timesteps" not in flags and "--seed" not in flags
     ns = contract.add_host_arguments(argparse.ArgumentParser()).parse_args(flags)
-    assert (ns.total_timesteps, ns.torch_threads, ns.save_replay_buffer, ns.checkpoint_frequency) == (None, None, None, 0)
+    assert (ns.total_timesteps, ns.torch_threads, ns.save_replay_buffer, ns.checkpoint_frequency) == (
+        None,
+        None,
+        None,
+        0,
+    )
 
 
-@pytest.mark.parametrize("bad", [["--total-timesteps", "0"], ["--checkpoint-frequency", "-1"], ["--torch-threads", "x"]])
+@pytest.mark.parametrize(
+    "bad", [["--total-timesteps", "0"], ["--checkpoint-frequency", "-1"], ["--torch-threads", "x"]]
+)
 def test_the_training_programs_parser_refuses_what_the_host_never_writes(bad, capsys):
     with pytest.raises(SystemExit) as ended:
         contract.add_host_arguments(argparse.ArgumentParser()).parse_args(["--algo", "PPO", *bad])
@@ -139,4 +146,9 @@ def test_the_rllib_and_xuance_programs_read_the_host_flags(module):
     train = importlib.import_module(module)
     config = config_of(checkpoint_frequency=0, eval_every_checkpoint=True, torch_threads=2)
     ns = train.parse_args([*contract.host_flags(config), "--env", "mpe/simple_spread_v3"])
-    assert (ns.total_timesteps, ns.checkpoint_frequency, ns.eval_every_checkpoint, ns.torch_threads) == (5000, 0, True, 2)
+    assert (ns.total_timesteps, ns.checkpoint_frequency, ns.eval_every_checkpoint, ns.torch_threads) == (
+        5000,
+        0,
+        True,
+        2,
+    )

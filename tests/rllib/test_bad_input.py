@@ -53,7 +53,13 @@ CASES = {
         {"eval_capture_video": True},
         "extras.eval_capture_video: a video is recorded in mode evaluate only",
     ),
-    "zero eval episodes": ("PPO", "CartPole-v1", {}, {"eval_episodes": 0}, "extras.eval_episodes must be an integer >= 1, got 0"),
+    "zero eval episodes": (
+        "PPO",
+        "CartPole-v1",
+        {},
+        {"eval_episodes": 0},
+        "extras.eval_episodes must be an integer >= 1, got 0",
+    ),
     "dead address": ("PPO", "CartPole-v1", {}, {"ray_address": f"127.0.0.1:{_closed_port()}"}, "does not answer"),
 }
 

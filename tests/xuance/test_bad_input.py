@@ -23,7 +23,12 @@ CASES = {
         {"curriculum_schedule": STAGES},
         "the xuance worker cannot switch envs",
     ),
-    "bad mode": ("mappo", "mpe/simple_spread_v3", {"mode": "play"}, "extras.mode must be one of train, resume, evaluate"),
+    "bad mode": (
+        "mappo",
+        "mpe/simple_spread_v3",
+        {"mode": "play"},
+        "extras.mode must be one of train, resume, evaluate",
+    ),
     "no checkpoint": (
         "mappo",
         "mpe/simple_spread_v3",
