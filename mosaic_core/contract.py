@@ -8,7 +8,10 @@ to start each mode (:meth:`~mosaic_core.worker.Worker.plan`).
 - **Modes** ``train``, ``resume``, ``evaluate`` (:data:`MODES`); ``resume_training`` and
   ``policy_eval`` are read as their old names (:func:`normalize_mode`). A worker may add its
   own (the CleanRL worker's ``interactive``).
-- **Standard extras keys** (:data:`STANDARD_KEYS`) are declared here, not per worker.
+- **Standard extras keys** (:data:`STANDARD_KEYS`) are declared here, not per worker, and
+  checked here (:func:`standard_key_problems`, one wording for every worker); the host turns
+  them into the training program's flags (:func:`host_flags`), which the program reads back
+  with :func:`add_host_arguments`.
 - **Checkpoints** are :class:`Checkpoint` records found by the layout a worker declares;
   :func:`newest_checkpoint` is the one lookup.
 - **A stop that keeps the run** (:class:`StopOnSignal`): SIGTERM, SIGUSR1 (what schedulers
@@ -23,6 +26,7 @@ Nothing here imports torch, numpy or a worker: the host and every training progr
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import re
@@ -33,13 +37,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from mosaic_core.jsontext import dumps
 from mosaic_core.types import ExtrasKey
-
-if TYPE_CHECKING:
-    import argparse
 
 MODES = ("train", "resume", "evaluate")
 OLD_NAMES = {"resume_training": "resume", "policy_eval": "evaluate"}
@@ -66,6 +67,8 @@ STANDARD_KEYS = [
     ExtrasKey("eval_deterministic", "evaluate with the greedy / mean action"),
     ExtrasKey("eval_seed", f"the first evaluation seed (default: training seed + {EVAL_SEED_OFFSET:,})"),
     ExtrasKey("eval_every_checkpoint", "evaluate each checkpoint as training goes (an eval_result event each)"),
+    ExtrasKey("eval_capture_video", "evaluate: record the first episode as a video (mosaic evaluate --video sets it)"),
+    ExtrasKey("torch_threads", "the training process's torch threads (default: the run's thread budget)"),
 ]
 
 
@@ -75,6 +78,65 @@ def normalize_mode(mode: Any) -> Any:
     if mode in (None, ""):
         return "train"
     return OLD_NAMES.get(mode, mode) if isinstance(mode, str) else mode
+
+
+# The standard keys' values ------------------------------------------------------------------
+
+
+def _whole(low: int) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _switch(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _path(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and "\0" not in value
+
+
+# The smallest value of each whole-number key (a training program's parser and a script's ranges use them too).
+LOWEST = {"checkpoint_frequency": 0, "eval_episodes": 1, "eval_seed": 0, "torch_threads": 1}
+SWITCHES = ("save_replay_buffer", "eval_deterministic", "eval_every_checkpoint", "eval_capture_video")
+_PATH = "a path (a checkpoint, or a run directory: its newest checkpoint)"
+# What each standard key holds: (the test of a value, what the error says was expected).
+VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "checkpoint_path": (_path, _PATH),
+    "policy_path": (_path, _PATH),
+    **{key: (_whole(low), f"an integer >= {low}") for key, low in LOWEST.items()},
+    **{key: (_switch, "true or false") for key in SWITCHES},
+}
+CHECKPOINT_MODES = ("resume", "evaluate")  # the modes that load a checkpoint
+
+
+def checkpoint_key(extras: dict[str, Any]) -> str:
+    """The key naming the checkpoint to load: ``checkpoint_path``, or ``policy_path`` (its old
+    name) when only that is given."""
+    return "policy_path" if extras.get("policy_path") and not extras.get("checkpoint_path") else "checkpoint_path"
+
+
+def standard_key_problems(extras: dict[str, Any], own_modes: Sequence[str] = ()) -> list[str]:
+    """What is wrong with the standard keys of ``extras``, one line each naming the key, what was
+    expected and what was given: the one check every worker's runs pass (the host's, before a
+    worker validates its own keys). ``own_modes``: the modes a worker adds (:attr:`Worker.modes`)."""
+    mode = normalize_mode(extras.get("mode"))
+    modes = (*MODES, *own_modes)
+    problems = []
+    if mode not in modes:
+        problems.append(
+            f"extras.mode must be one of {', '.join(modes)} (resume_training and policy_eval are read as "
+            f"resume and evaluate), got {extras.get('mode')!r}"
+        )
+    for key, (accepts, expected) in VALUES.items():
+        if key in extras and extras[key] is not None and not accepts(extras[key]):
+            problems.append(f"extras.{key} must be {expected}, got {extras[key]!r}")
+    if mode in CHECKPOINT_MODES and extras.get(checkpoint_key(extras)) in (None, ""):
+        problems.append(
+            f"extras.checkpoint_path is required for mode {mode!r} (a checkpoint, or a run directory: its newest)"
+        )
+    if extras.get("eval_capture_video") is True and mode != "evaluate":
+        problems.append("extras.eval_capture_video: a video is recorded in mode evaluate only")
+    return problems
 
 
 # Checkpoints --------------------------------------------------------------------------------
@@ -416,26 +478,99 @@ class StopOnSignal:
 # The training program's side ----------------------------------------------------------------
 
 
-def add_host_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The host's fields on a training program's command line, the same names for every worker
-    whose program the host starts with them (``--env`` is the worker's own: env ids differ)::
+VIDEO_FILE = "video.mp4"  # evaluate's recording, in the evaluation's folder (mosaic evaluate --video copies it out)
+NUMBER_FLAGS = ("checkpoint_frequency", "eval_episodes", "eval_seed", "torch_threads")
 
-        --algo A --total-timesteps N [--seed S] --mode train|resume|evaluate
+
+class RunFields(Protocol):
+    """What :func:`host_flags` reads of a run's config (a :class:`mosaic_core.config.WorkerConfig`)."""
+
+    @property
+    def algo(self) -> str: ...
+    @property
+    def total_timesteps(self) -> int | None: ...
+    @property
+    def seed(self) -> int | None: ...
+    @property
+    def extras(self) -> dict[str, Any]: ...
+
+
+def host_flags(config: RunFields, checkpoint: Path | str | None = None) -> list[str]:
+    """The run's standard fields as its training program's flags, the ones
+    :func:`add_host_arguments` reads back: ``--algo``, ``--mode``, ``--total-timesteps`` and
+    ``--seed`` when the config has them (a budget is set when it is not None: the config allows
+    no other empty value), ``checkpoint`` (the one the worker resolved) as ``--checkpoint``, and
+    each standard key given. ``eval_every_checkpoint`` is a training mode's, ``eval_capture_video``
+    records :data:`VIDEO_FILE`. The values were checked already (:func:`standard_key_problems`)."""
+    extras = config.extras
+    mode = normalize_mode(extras.get("mode"))
+    flags = ["--algo", config.algo, "--mode", str(mode)]
+    for name, value in (("total_timesteps", config.total_timesteps), ("seed", config.seed)):
+        if value is not None:
+            flags += [_flag(name), str(value)]
+    if checkpoint is not None:
+        flags += ["--checkpoint", str(checkpoint)]
+    flags += [item for key in NUMBER_FLAGS if extras.get(key) is not None for item in (_flag(key), str(extras[key]))]
+    if extras.get("eval_deterministic") is True:
+        flags.append("--eval-deterministic")
+    if extras.get("eval_every_checkpoint") is True and mode != "evaluate":
+        flags.append("--eval-every-checkpoint")
+    if isinstance(extras.get("save_replay_buffer"), bool):
+        flags.append("--save-replay-buffer" if extras["save_replay_buffer"] else "--no-save-replay-buffer")
+    if extras.get("eval_capture_video") is True:
+        flags += ["--video", VIDEO_FILE]
+    return flags
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        return value
+
+    return parse
+
+
+def add_host_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The host's fields on a training program's command line (:func:`host_flags` writes them),
+    the same names for every worker whose program the host starts with them (``--env`` is the
+    worker's own: env ids differ)::
+
+        --algo A --mode train|resume|evaluate [--total-timesteps N] [--seed S]
         [--checkpoint PATH]            resume / evaluate: the checkpoint to load
         [--checkpoint-frequency N]     save every N env steps (0: at the end and on a stop)
-        [--eval-episodes N] [--eval-seed S] [--eval-deterministic] [--eval-out eval.json]
-        [--video out.mp4] [--torch-threads T]
-    """
+        [--eval-episodes N] [--eval-seed S] [--eval-deterministic] [--eval-every-checkpoint]
+        [--[no-]save-replay-buffer] [--eval-out eval.json] [--video out.mp4] [--torch-threads T]
+
+    ``total_timesteps`` is None when not given (resume: the resumed run's budget; evaluate: none),
+    ``torch_threads`` None when not given (the run's thread budget,
+    :func:`mosaic_core.threads.pin_process_threads`), ``save_replay_buffer`` None (the algorithm's default)."""
     parser.add_argument("--algo", required=True)
-    parser.add_argument("--total-timesteps", type=int, default=0, help="the budget (training modes)")
+    parser.add_argument("--total-timesteps", type=_at_least(1), help="the budget (training modes)")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--mode", type=normalize_mode, choices=MODES, default="train")
     parser.add_argument("--checkpoint", help="resume / evaluate: the checkpoint to load")
-    parser.add_argument("--checkpoint-frequency", type=int, default=0)
-    parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
-    parser.add_argument("--eval-seed", type=int)
+    parser.add_argument("--checkpoint-frequency", type=_at_least(LOWEST["checkpoint_frequency"]), default=0)
+    parser.add_argument("--eval-episodes", type=_at_least(LOWEST["eval_episodes"]), default=EVAL_EPISODES)
+    parser.add_argument("--eval-seed", type=_at_least(LOWEST["eval_seed"]))
     parser.add_argument("--eval-deterministic", action="store_true")
+    parser.add_argument(
+        "--eval-every-checkpoint", action="store_true", help="evaluate each checkpoint (an eval_result event each)"
+    )
+    parser.add_argument(
+        "--save-replay-buffer", action=argparse.BooleanOptionalAction, help="keep the replay buffer in checkpoints"
+    )
     parser.add_argument("--eval-out", default=EVAL_FILE, help="where evaluate writes its result")
-    parser.add_argument("--video", help="evaluate: record the episodes to this .mp4")
-    parser.add_argument("--torch-threads", type=int, default=1, help="torch's threads (default 1)")
+    parser.add_argument("--video", help="evaluate: record the first episode to this .mp4")
+    parser.add_argument(
+        "--torch-threads", type=_at_least(LOWEST["torch_threads"]), help="torch's threads (default: the run's budget)"
+    )
     return parser

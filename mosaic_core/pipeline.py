@@ -40,6 +40,7 @@ from mosaic_core.config import (
     redact_payload,
     run_metadata,
 )
+from mosaic_core.contract import standard_key_problems
 from mosaic_core.entrypoints import LoadedEntryPoint
 from mosaic_core.environments import preflight
 from mosaic_core.errors import ConfigError, MosaicError, PluginError, UsageError
@@ -271,7 +272,8 @@ def prepare(
     code(config.to_dict(redacted=False))
     events = declare(worker_item, "child_events()", worker.child_events, ChildEvent)
     worker_extras, unknown_keys = split_extras(claimed, config.extras)
-    problems += unknown_keys + host.validate_config(config) + list(worker.validate(config, options) or [])
+    problems += unknown_keys + standard_key_problems(config.extras, getattr(worker, "modes", ()))
+    problems += host.validate_config(config) + list(worker.validate(config, options) or [])
     if problems:
         where = f" in {config.source}" if config.source else ""
         raise ConfigError(f"invalid config{where}: " + "; ".join(problems))

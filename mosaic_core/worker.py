@@ -37,9 +37,15 @@ class Worker:
     ``accepts_extra_argv``: when true, command-line arguments after the host's and the
     worker's own flags are not an error; they reach :meth:`plan` as ``run.options["extra_argv"]``
     (the CleanRL worker passes them to the script, checked against its ``Args``).
+
+    ``modes``: the modes this worker adds to the run contract's (:data:`mosaic_core.contract.MODES`),
+    e.g. the CleanRL worker's ``interactive``. The contract's standard extras keys are checked by the
+    host (:func:`mosaic_core.contract.standard_key_problems`) and turned into the training program's
+    flags by :func:`mosaic_core.contract.host_flags`: a worker checks only its own keys.
     """
 
     accepts_extra_argv = False
+    modes: tuple[str, ...] = ()
 
     def add_arguments(self, parser: argparse._ArgumentGroup) -> None:
         """Add the worker's own flags to ``mosaic run --worker NAME`` (``parser`` is the host's
@@ -108,7 +114,8 @@ class Worker:
         return {}
 
     def validate(self, config: WorkerConfig, options: dict[str, Any]) -> list[str]:
-        """Problems with ``config`` for this worker, each a sentence naming the field."""
+        """Problems with ``config`` for this worker, each a sentence naming the field (the standard
+        keys' are the host's, checked before)."""
         return []
 
     def gpu_request(self, config: WorkerConfig) -> str | None:

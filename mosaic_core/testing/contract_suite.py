@@ -9,34 +9,46 @@ inherited tests::
         worker = "my-worker"
         algo = "random"
         env_id = "CartPole-v1"
-        total_timesteps = 4000          # long enough that a SIGTERM lands mid-run
+        total_timesteps = 4000          # long enough that a stop at its first report lands mid-run
         extras = {"checkpoint_frequency": 1000}
 
-Every test runs the real ``mosaic`` command line in a fresh folder (``tmp_path``) with its own
-runs root; nothing is mocked. The tests that need only a finished run (the first, the completed one,
-evaluate) each get a copy of one run, completed once per suite (the ``completed`` fixture), rather
-than training again. What the suite checks:
+Every test runs the real ``mosaic`` command line in a fresh folder with its own runs root; nothing
+is mocked. The suite has two tiers.
 
-- ``test_trains_with_metrics_and_a_checkpoint``: a run completes, its events carry metric
-  steps, and the worker's ``checkpoint_layout`` finds a checkpoint at the end;
-- ``test_plugins_find_what_they_promise``: every installed plugin's ``mosaic_check_run`` finds
-  what it promises in the completed run (the analytics plugin: MOSAIC's ``analytics.json``, in its
-  shape, carried by ``run_completed``), so a plugin's promise holds for every worker;
-- ``test_stop_and_resume_is_one_history``: SIGTERM near the middle ends the run as a resumable
-  ``run_cancelled`` (``from_step``, ``checkpoint``; the plugins' checks pass on it too);
-  ``mosaic resume`` continues it in the same
-  directory (``run_resumed``) to the budget, and the metric steps, read as one history, never go
-  back;
-- ``test_completed_run_is_not_resumed``: resuming a completed run is one line naming
-  ``--restart``, exit code 2, the run's files untouched; ``--restart`` starts it over (a new
-  event log, stopped once started);
-- ``test_evaluate_writes_the_one_schema``: (only when :attr:`evaluate` is true) ``mosaic
-  evaluate RUN --episodes 2`` writes ``mosaic.eval/1`` under ``RUN_DIR/evaluations/``;
-- ``test_bad_input_is_one_line``: a run with no checkpoint to resume (its ``run_cancelled``
-  says why, ``not_resumable``) and an unknown run id: one line, exit code 2, no traceback.
+**The fast tier** starts no training: it runs dry runs, refusals and reads of files.
+
+- ``test_the_host_checks_the_standard_keys``: a bad value of a run-contract key (``mode``,
+  ``checkpoint_frequency``, ``eval_*``, ``torch_threads``…) in a config file is refused by the
+  host's one check (:func:`mosaic_core.contract.standard_key_problems`) in one line naming the key,
+  the file and what was expected, exit code 2, nothing left behind; the same line for every worker
+  (``checkpoint_frequency: 0`` is valid for every worker);
+- ``test_checkpoints_follow_the_layout``: the completed run's checkpoints are found by the worker's
+  ``checkpoint_layout`` (newest last), the newest passes its ``check_checkpoint``, and its events
+  end with one terminal event;
+- ``test_bad_input_is_one_line``'s first half, ``test_completed_run_is_not_resumed``'s refusal,
+  ``test_evaluate_refuses_bad_input``: refusals, one line each, exit code 2, files untouched.
+
+**The end-to-end tier** is one real run per clause, shared by the tests that only read it
+(class-scoped fixtures): ``completed`` (a run trained to its budget; its copies serve the
+completed-run and evaluate tests), ``restarted`` (a copy of it started over with ``--restart`` and
+stopped once started), and the stopped and resumed run of ``test_stop_and_resume_is_one_history``.
+
+- ``test_trains_with_metrics_and_a_checkpoint``, ``test_plugins_find_what_they_promise``: the
+  completed run's events carry metric steps and checkpoints; every plugin's ``mosaic_check_run``
+  finds what it promises;
+- ``test_stop_and_resume_is_one_history``: SIGTERM once the training program reports a step at or
+  past :attr:`stop_step` (its first report by default: the most budget left, on any machine) ends
+  the run as a resumable ``run_cancelled``; ``mosaic resume`` continues it to the budget in the same
+  directory, one history whose metric steps never go back;
+- ``test_completed_run_is_not_resumed``: resuming a completed run is one line naming ``--restart``;
+  ``--restart`` starts it over (one ``run_started`` in a new log);
+- ``test_evaluate_writes_the_one_schema`` (only when :attr:`evaluate` is true);
+- ``test_bad_input_is_one_line``: the run stopped once started either kept a checkpoint (then it is
+  resumable from it, said in its ``run_cancelled``) or did not (then it says why, and ``mosaic
+  resume`` refuses it in one line naming the missing checkpoint, its log untouched).
 
 Knobs (class attributes): ``worker``, ``algo``, ``env_id``, ``total_timesteps``, ``extras``,
-``seed``, ``evaluate``, ``timeout`` (seconds per command), ``env`` (extra environment
+``seed``, ``evaluate``, ``stop_step``, ``timeout`` (seconds per command), ``env`` (extra environment
 variables for the CLI). A worker whose environment must be built first overrides the class-scoped
 ``worker_env`` fixture (the variables it returns are added to ``env``). Helpers a subclass may use
 in its own tests: :meth:`cli`, :meth:`start`, :meth:`events`, :meth:`run_dir`, :meth:`stop_at`,
@@ -57,9 +69,35 @@ from typing import Any, ClassVar
 
 import pytest
 
-from mosaic_core.events import event_step, metric_steps, one_history, read_events
+from mosaic_core.events import TERMINAL, event_step, metric_steps, one_history, read_events
 
 HOST_VARS = ("MOSAIC_CHILD", "MOSAIC_CHANNEL", "MOSAIC_RUNS_DIR")
+ENDS = set(TERMINAL)
+
+# A bad value of each kind of standard key, and the host's one line about it (the same for every
+# worker). The last case gives checkpoint_frequency 0, valid everywhere: only eval_seed is refused.
+BAD_STANDARD_KEYS: dict[str, tuple[dict[str, Any], str]] = {
+    "negative checkpoint_frequency": (
+        {"checkpoint_frequency": -1},
+        "extras.checkpoint_frequency must be an integer >= 0, got -1",
+    ),
+    "zero eval_episodes": ({"eval_episodes": 0}, "extras.eval_episodes must be an integer >= 1, got 0"),
+    "torch_threads as text": ({"torch_threads": "2"}, "extras.torch_threads must be an integer >= 1, got '2'"),
+    "switch as text": ({"eval_deterministic": "yes"}, "extras.eval_deterministic must be true or false, got 'yes'"),
+    "unknown mode": ({"mode": "play"}, "extras.mode must be one of train, resume, evaluate"),
+    "evaluate without a checkpoint": (
+        {"mode": "evaluate"},
+        "extras.checkpoint_path is required for mode 'evaluate'",
+    ),
+    "a video in training": (
+        {"eval_capture_video": True},
+        "extras.eval_capture_video: a video is recorded in mode evaluate only",
+    ),
+    "checkpoint_frequency 0 is valid": (
+        {"checkpoint_frequency": 0, "eval_seed": -1},
+        "extras.eval_seed must be an integer >= 0, got -1",
+    ),
+}
 
 
 class WorkerContractSuite:
@@ -70,6 +108,7 @@ class WorkerContractSuite:
     seed: ClassVar[int] = 1
     extras: ClassVar[dict[str, Any]] = {}
     evaluate: ClassVar[bool] = False
+    stop_step: ClassVar[int] = 1  # the stop test's SIGTERM: once a step at or past this is reported
     timeout: ClassVar[float] = 300.0
     env: dict[str, str] = {}  # reassigned per test (never changed in place)
 
@@ -87,17 +126,35 @@ class WorkerContractSuite:
         self.runs_root = tmp_path / "runs"
         self.env = {**self.env, **worker_env}
 
+    @classmethod
+    def _maker(cls, tmp_path_factory: pytest.TempPathFactory, worker_env: dict[str, str], name: str) -> Any:
+        """A suite object in a folder of its own, for a class-scoped fixture."""
+        maker = cls()
+        maker.folder = tmp_path_factory.mktemp(name)
+        maker.runs_root = maker.folder / "runs"
+        maker.env = {**maker.env, **worker_env}
+        return maker
+
     @pytest.fixture(scope="class")
     @classmethod
     def completed(cls, tmp_path_factory: pytest.TempPathFactory, worker_env: dict[str, str]) -> Path:
         """The directory of this worker's short run (run id ``trained``), completed once per suite."""
-        maker = cls()
-        maker.folder = tmp_path_factory.mktemp("completed")
-        maker.runs_root = maker.folder / "runs"
-        maker.env = {**maker.env, **worker_env}
+        maker = cls._maker(tmp_path_factory, worker_env, "completed")
         result = maker.cli(*maker.run_args("trained"))
         assert result.returncode == 0, result.stderr[-3000:]
-        return maker.run_dir("trained")
+        return Path(maker.run_dir("trained"))
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def restarted(
+        cls, completed: Path, tmp_path_factory: pytest.TempPathFactory, worker_env: dict[str, str]
+    ) -> tuple[Path, int, str]:
+        """A copy of the completed run started over with ``--restart`` and stopped once started:
+        (its directory, the host's exit code, its stderr), once per suite."""
+        maker = cls._maker(tmp_path_factory, worker_env, "restarted")
+        run_id = maker.copy_of(completed)
+        code, err = maker.stop_at(maker.start(*maker.run_args(run_id, "--restart")), run_id, None)
+        return Path(maker.run_dir(run_id)), code, err
 
     def copy_of(self, completed: Path) -> str:
         """Copy the ``completed`` run into this test's runs root; its run id."""
@@ -161,12 +218,14 @@ class WorkerContractSuite:
 
     def stop_at(self, process: subprocess.Popen[str], run_id: str, step: int | None) -> tuple[int, str]:
         """SIGTERM the host once the run reports a step at or past ``step`` (a metric event or
-        a checkpoint; None: once it started), or once it ends; (exit code, stderr)."""
+        a checkpoint; None: once it started), or once it ends; (exit code, stderr). What triggers
+        the stop is a step the training program wrote, never a time."""
         deadline = time.monotonic() + self.timeout
         while process.poll() is None and time.monotonic() < deadline:
             events = self.events(run_id) if self.run_dir(run_id).is_dir() else []
-            if step is None and any(e["event"] == "run_started" for e in events):
-                break
+            names = [e["event"] for e in events]
+            if step is None and "run_started" in names and not set(names[names.index("run_started") :]) & ENDS:
+                break  # started and not ended (a restarted run's old log ended: it waits for the new one)
             reported = [event_step(e) or (e.get("payload") or {}).get("step") for e in events]
             if step is not None and any(isinstance(s, int) and s >= step for s in reported):
                 break
@@ -202,7 +261,7 @@ class WorkerContractSuite:
         from mosaic_core.plugins import plugin_host
 
         process = self.start(*self.run_args("stopped"))
-        code, err = self.stop_at(process, "stopped", self.total_timesteps // 2)
+        code, err = self.stop_at(process, "stopped", self.stop_step)
         events = self.events("stopped")
         end = events[-1]
         assert end["event"] == "run_cancelled" and code != 0, (code, end, err[-2000:])
@@ -224,15 +283,14 @@ class WorkerContractSuite:
         # metrics event may repeat the last step)
         assert self.total_timesteps * 0.9 <= max(steps) <= self.total_timesteps, steps  # the budget (its last batch)
 
-    def test_completed_run_is_not_resumed(self, completed: Path) -> None:
+    def test_completed_run_is_not_resumed(self, completed: Path, restarted: tuple[Path, int, str]) -> None:
         done = self.copy_of(completed)
         log = (self.run_dir(done) / "events.jsonl").read_bytes()
         again = self.cli("resume", done, "--runs-dir", str(self.runs_root))
         self.one_line(again, "completed", "--restart")
         assert (self.run_dir(done) / "events.jsonl").read_bytes() == log
-        restarted = self.start(*self.run_args(done, "--restart"))
-        code, err = self.stop_at(restarted, done, None)  # stopped once it started: training is tested above
-        started = [e["event"] for e in self.events(done)].count("run_started")
+        run_dir, code, err = restarted  # `mosaic run --restart` of the same copy: stopped once started
+        started = [e["event"] for e in read_events(run_dir / "events.jsonl")].count("run_started")
         assert started == 1, (code, err[-3000:])  # started over, not appended
 
     def test_evaluate_writes_the_one_schema(self, completed: Path) -> None:
@@ -246,14 +304,67 @@ class WorkerContractSuite:
         assert document["schema"] == "mosaic.eval/1" and len(document["episodes"]) == 2
         assert document["worker"] == self.worker and document["env_id"] == self.env_id
 
-    def test_bad_input_is_one_line(self) -> None:
+    def test_bad_input_is_one_line(self, restarted: tuple[Path, int, str]) -> None:
         self.one_line(self.cli("resume", "no-such-run", "--runs-dir", str(self.runs_root)), "no-such-run")
-        process = self.start(*self.run_args("early"))
-        self.stop_at(process, "early", None)  # once started: before its first checkpoint, as a rule
-        if any(e["event"] == "checkpoint_saved" for e in self.events("early")):
-            return  # the worker saved on the stop already: nothing to refuse
-        end = self.events("early")[-1]["payload"]  # it says why it cannot be continued
-        assert end.get("resumable") is False and isinstance(end.get("not_resumable"), str), end
-        log = (self.run_dir("early") / "events.jsonl").read_bytes()
-        self.one_line(self.cli("resume", "early", "--runs-dir", str(self.runs_root)), "no checkpoint")
-        assert (self.run_dir("early") / "events.jsonl").read_bytes() == log
+        run_dir = restarted[0]  # stopped once started: with or without a checkpoint
+        events = read_events(run_dir / "events.jsonl")
+        end = events[-1]
+        assert end["event"] == "run_cancelled", (end, restarted[2][-2000:])
+        saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
+        if saved:  # the worker saved on the stop: the run goes on from that checkpoint
+            assert end["payload"]["resumable"] is True, end
+            assert Path(end["payload"]["checkpoint"]).exists(), end
+            assert end["payload"]["from_step"] == max(self._saved_step(p) for p in saved), (end, saved)
+            return
+        assert end["payload"].get("resumable") is False and isinstance(end["payload"].get("not_resumable"), str), end
+        log = (run_dir / "events.jsonl").read_bytes()
+        self.one_line(self.cli("resume", run_dir.name, "--runs-dir", str(run_dir.parent)), "no checkpoint")
+        assert (run_dir / "events.jsonl").read_bytes() == log
+
+    @staticmethod
+    def _saved_step(payload: dict[str, Any]) -> int:
+        step = payload.get("step", payload.get("global_step"))
+        assert isinstance(step, int), payload
+        return step
+
+    # -------------------------------------------------------------------------------- the fast tier
+    @pytest.mark.parametrize("case", BAD_STANDARD_KEYS)
+    def test_the_host_checks_the_standard_keys(self, case: str) -> None:
+        bad, said = BAD_STANDARD_KEYS[case]
+        config = self.folder / "bad.json"
+        data = {"algo": self.algo, "env_id": self.env_id, "total_timesteps": self.total_timesteps}
+        config.write_text(json.dumps({**data, "seed": self.seed, "extras": {**self.extras, **bad}}))
+        done = self.cli(
+            "run", "--worker", self.worker, "--config", str(config), "--run-id", "bad",
+            "--runs-dir", str(self.runs_root), "--dry-run",
+        )  # fmt: skip
+        self.one_line(done, said, f"invalid config in {config}")
+        assert "checkpoint_frequency" not in done.stderr or "checkpoint_frequency" in said, done.stderr
+        assert not self.run_dir("bad").exists()
+
+    def test_checkpoints_follow_the_layout(self, completed: Path) -> None:
+        from mosaic_core.config import FIELDS, WorkerConfig
+        from mosaic_core.contract import find_checkpoints
+        from mosaic_core.worker import load_worker
+        from mosaic_core.workers import find_worker
+
+        worker = load_worker(find_worker(self.worker))
+        recorded = json.loads((completed / "config.json").read_text())
+        config = WorkerConfig.from_dict({k: v for k, v in recorded.items() if k in FIELDS})
+        layout = worker.checkpoint_layout(config)
+        assert layout is not None, f"worker {self.worker!r} declares no checkpoint layout: nothing can be resumed"
+        found = find_checkpoints(completed, layout, config.run_id)
+        assert found and worker.check_checkpoint(found[-1], config) is None, found
+        events = read_events(completed / "events.jsonl")
+        saved = {self._saved_step(e["payload"]) for e in events if e["event"] == "checkpoint_saved"}
+        assert {c.step for c in found} <= saved, (found, saved)  # each announced when it was written
+        terminal = [e["event"] for e in events if e["event"] in ENDS]
+        assert terminal == ["run_completed"] and events[-1]["event"] == "run_completed", terminal
+
+    def test_evaluate_refuses_bad_input(self) -> None:
+        self.runs_root.mkdir(mode=0o700)
+        self.one_line(self.cli("evaluate", "nope", "--runs-dir", str(self.runs_root)), "no run 'nope'")
+        self.one_line(
+            self.cli("evaluate", "any", "--episodes", "0", "--runs-dir", str(self.runs_root)), "--episodes must be"
+        )
+        assert list(self.runs_root.iterdir()) == []

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import (
+    THREAD_VARS,
     CodePath,
     ConfigError,
     Launch,
@@ -22,8 +23,6 @@ from mosaic_core import (
 )
 from mosaic_core.procs import python_command  # -P: the run directory (its cwd) never on its sys.path
 
-MODES = (*contract.MODES, "interactive")  # the contract's (normalised by the core) and the worker's own
-# (``extras.mode: "interactive"`` is the same as --interactive)
 # eval_* keys the worker owns that are also flags of the bundled scripts (evaluation during training)
 TRAINING_EVAL_KEYS = ("eval_frequency", "eval_episodes")
 
@@ -132,18 +131,8 @@ def command_line_flags(extra_argv: list[str], from_extras: list[str]) -> list[st
 
 
 def _mode(config: WorkerConfig) -> str:
-    mode = config.extras.get("mode", "train") or "train"
-    if mode not in MODES:
-        raise ConfigError(
-            f"extras.mode {mode!r} is not one of {', '.join(MODES)}", field="extras.mode", source=config.source
-        )
-    return mode
-
-
-def checkpoint_key(extras: dict[str, Any]) -> str:
-    """``checkpoint_path``, or ``policy_path`` when only that is given (its old name, MOSAIC's
-    for policy_eval and resume_training alike)."""
-    return "policy_path" if extras.get("policy_path") and not extras.get("checkpoint_path") else "checkpoint_path"
+    """The run's mode: the contract's or the worker's ``interactive`` (the host checked it)."""
+    return str(config.extras.get("mode") or "train")
 
 
 def _existing_file(config: WorkerConfig, key: str, directory: bool = False) -> Path:
@@ -198,7 +187,7 @@ EVAL_FLAGS = {
 def eval_flags(config: WorkerConfig) -> list[str]:
     """``policy_eval`` flags from ``extras.checkpoint_path`` (or its old name ``policy_path``) and
     the ``eval_*`` extras."""
-    flags = [f"--policy-path={_existing_file(config, checkpoint_key(config.extras), directory=True)}"]
+    flags = [f"--policy-path={_existing_file(config, contract.checkpoint_key(config.extras), directory=True)}"]
     for key, kind in EVAL_FLAGS.items():
         value = config.extras.get(key)
         if value is None:
@@ -308,7 +297,9 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         script_argv += saving
         experiment = plan_experiment(config, run, mode)
         if mode == "resume":
-            script_argv.append(f"--resume-from={_existing_file(config, checkpoint_key(config.extras), directory=True)}")
+            script_argv.append(
+                f"--resume-from={_existing_file(config, contract.checkpoint_key(config.extras), directory=True)}"
+            )
         elif experiment and experiment.get("checkpoint"):
             script_argv.append(f"--resume-from={experiment['checkpoint']}")
         notes += check_script_argv(algorithm.script, script_argv)
@@ -358,19 +349,24 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         passthrough_stdio=mode == "interactive",
         notes=notes,
         code_paths=code,
+        env=torch_threads_env(config.extras),
     )
 
 
-# The contract's standard keys (the core's) that a bundled script reads as flags of its Args.
-CONTRACT_SCRIPT_KEYS = ("checkpoint_frequency", "save_replay_buffer", "eval_every_checkpoint")
+def torch_threads_env(extras: dict[str, Any]) -> dict[str, str]:
+    """``extras.torch_threads`` as the thread variables torch reads when a script imports it (the
+    scripts have no flag of their own for it): it wins over the run's thread budget."""
+    threads = extras.get("torch_threads")
+    return {name: str(threads) for name in THREAD_VARS[:3]} if threads is not None else {}
 
 
 def contract_flags(script: Path, extras: dict[str, Any]) -> dict[str, Any]:
-    """``checkpoint_frequency``, ``save_replay_buffer``, ``eval_every_checkpoint`` for a script whose ``Args`` has them
-    (a script without them: not passed, as the worker's other scripts never saw them)."""
+    """The contract's standard keys (checked by the host) that the script's ``Args`` reads as flags
+    (the bundled algorithms': ``checkpoint_frequency``, ``save_replay_buffer``, ``eval_every_checkpoint``,
+    ``eval_episodes``); a script without them never sees them."""
     from cleanrl_worker.script_args import NoArgsClassError, read_script_args
 
-    given = {key: extras[key] for key in CONTRACT_SCRIPT_KEYS if key in extras}
+    given = {key.name: extras[key.name] for key in contract.STANDARD_KEYS if extras.get(key.name) is not None}
     if not given:
         return {}
     try:

@@ -4,12 +4,15 @@ Every float must be finite and every int fit in int64 (checked for any field); t
 below have narrower ranges, known from what the scripts do with them (a count of 0 divides
 by zero or loops forever, a negative frequency never fires, a seed outside numpy's range is
 refused by ``np.random.seed``). A dry run checks script flags against them, naming the flag,
-the value and the range.
+the value and the range. The run contract's keys a script reads (``checkpoint_frequency``,
+``eval_episodes``) have the core's ranges (:data:`mosaic_core.contract.LOWEST`).
 """
 
 from __future__ import annotations
 
 import math
+
+from mosaic_core import contract
 
 INT64_MAX = 2**63 - 1
 SEED_MAX = 2**32 - 1
@@ -25,13 +28,11 @@ COUNTS = (
     "target_network_frequency",
     "policy_frequency",
     "n_atoms",
-    "eval_episodes",
     "total_timesteps",
     "num_levels",
     "num_eval_envs",
 )
 NON_NEGATIVE = (
-    "checkpoint_frequency",
     "learning_starts",
     "eval_frequency",
     "ent_coef",
@@ -48,6 +49,7 @@ POSITIVE = ("learning_rate", "q_lr", "policy_lr")
 UNIT_INTERVAL = ("gamma", "gae_lambda", "tau", "start_e", "end_e", "exploration_fraction")
 
 RANGES: dict[str, tuple[float, float, str]] = {
+    **{name: (low, INT64_MAX, f">= {low}") for name, low in contract.LOWEST.items()},  # the run contract's keys
     **{name: (1, INT64_MAX, ">= 1") for name in COUNTS},
     **{name: (0, math.inf, ">= 0") for name in NON_NEGATIVE},
     **{name: (math.ulp(0.0), math.inf, "> 0") for name in POSITIVE},

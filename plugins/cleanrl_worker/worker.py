@@ -43,7 +43,6 @@ OWN_KEYS = [
     ExtrasKey("eval_gamma", "policy_eval: discount of the reported discounted return"),
     ExtrasKey("eval_repeat", "policy_eval: rounds of eval_episodes episodes (default 1)"),
     ExtrasKey("eval_max_episode_steps", "policy_eval: the episode step limit"),
-    ExtrasKey("eval_capture_video", "policy_eval: record the first episode of each batch"),
     ExtrasKey("eval_realtime", "policy_eval: play at the env's render_fps (to watch live frames)"),
     ExtrasKey("eval_video_format", "policy_eval: gif or mp4 (default: mp4 when moviepy is installed)"),
     ExtrasKey("preset", "hyperparameter preset (--preset): e.g. tuned; see mosaic algos presets"),
@@ -86,6 +85,7 @@ def _other_library_version(checkpoint: Checkpoint, saved: dict[str, str]) -> str
 
 class CleanRLWorker(Worker):
     accepts_extra_argv = True  # `mosaic run --worker cleanrl ... --learning-rate 1e-3`: the script's flags
+    modes = ("interactive",)  # beside the contract's: JSON-lines stepping (--interactive)
 
     def extras_keys(self) -> list[ExtrasKey]:
         return OWN_KEYS

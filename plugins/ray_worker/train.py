@@ -79,11 +79,6 @@ def parse_args(argv: list[str] | None) -> Namespace:
     parser = add_host_arguments(argparse.ArgumentParser(prog="python -m ray_worker.train"))
     parser.add_argument("--env", required=True)
     parser.add_argument("--params", default="{}", help="a JSON object of RLlib config options")
-    parser.add_argument(
-        "--eval-every-checkpoint",
-        action="store_true",
-        help="evaluate each checkpoint as training goes (an eval_result event each)",
-    )
     parser.add_argument("--ray-address", help="an existing cluster (default: a local cluster of the run's own)")
     return parser.parse_args(argv)
 
@@ -408,7 +403,7 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
     # A resumed run's TensorBoard files drop what an earlier attempt wrote after the checkpoint.
     writer = SummaryWriter(TENSORBOARD, purge_step=offset + 1 if offset else None)
     reporter = Reporter(writer, step=offset)
-    every = ns.checkpoint_frequency if ns.checkpoint_frequency and ns.checkpoint_frequency > 0 else None
+    every = ns.checkpoint_frequency or None  # 0: at the end and on a stop only
     next_save = offset + every if every else None
     empty = 0
     _LOOPING.set()
@@ -525,10 +520,8 @@ def check_arguments(ns: Namespace) -> None:
 
     if ns.mode in ("resume", "evaluate") and not ns.checkpoint:
         refuse_config(f"mode {ns.mode} needs --checkpoint (an RLlib checkpoint directory)")
-    if ns.mode != "evaluate" and ns.total_timesteps <= 0:
-        refuse_config(f"--total-timesteps must be positive in mode {ns.mode}, got {ns.total_timesteps}")
-    if ns.eval_episodes < 1:
-        refuse_config(f"--eval-episodes must be at least 1, got {ns.eval_episodes}")
+    if ns.mode != "evaluate" and ns.total_timesteps is None:
+        refuse_config(f"mode {ns.mode} needs --total-timesteps (the budget)")
     if ns.video and ns.mode != "evaluate":
         refuse_config(f"--video: a video is recorded in mode evaluate only, not {ns.mode}")
     if ns.video:

@@ -45,26 +45,10 @@ OWN_KEYS = [
         "an existing Ray cluster (HOST:PORT or ray://HOST:PORT; default $RAY_ADDRESS, else a "
         "local cluster of the run's own)",
     ),
-    ExtrasKey("torch_threads", "the learner's torch threads (default 1; env runners use one each)"),
     ExtrasKey("preset", "hyperparameters from RLlib's tuned examples (--preset): tuned"),
-    ExtrasKey(
-        "eval_capture_video",
-        "evaluate: record the first episode as video.mp4 in the evaluation's folder (mosaic evaluate "
-        "--video; needs an MP4 encoder in the RLlib environment: opencv, imageio-ffmpeg or moviepy)",
-    ),
 ]
-# Flags of the training program from the standard keys (contract.STANDARD_KEYS), beside the checkpoint's.
-NUMBERS = ("checkpoint_frequency", "eval_episodes", "torch_threads")
-SWITCHES = ("eval_deterministic", "eval_every_checkpoint")
-
-
-def _positive_int(extras: dict[str, Any], key: str) -> int | None:
-    value = extras.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"extras.{key} must be a positive integer, got {value!r}", field=f"extras.{key}")
-    return value
+# The run contract's keys (mode, checkpoint_*, eval_*, torch_threads...) are the core's: it checks
+# them and writes them as the training program's flags (contract.host_flags).
 
 
 def latest_checkpoint(path: Path) -> Path | None:
@@ -80,11 +64,8 @@ def _mode(extras: dict[str, Any]) -> Any:
 
 
 def _checkpoint_key(extras: dict[str, Any]) -> str | None:
-    """The key naming the checkpoint to load (``policy_path``: evaluate's old name)."""
-    mode = _mode(extras)
-    if mode == "evaluate" and not extras.get("checkpoint_path") and "policy_path" in extras:
-        return "policy_path"
-    return "checkpoint_path" if mode in ("resume", "evaluate") else None
+    """The key naming the checkpoint to load, in the modes that load one."""
+    return contract.checkpoint_key(extras) if _mode(extras) in contract.CHECKPOINT_MODES else None
 
 
 def _checkpoint(config: WorkerConfig, key: str) -> Path:
@@ -92,9 +73,7 @@ def _checkpoint(config: WorkerConfig, key: str) -> Path:
     owner's (:func:`mosaic_core.runstore.trust.check_code_checkpoint`)."""
     from mosaic_core.runstore.trust import check_code_checkpoint
 
-    value = config.extras.get(key)
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"extras.{key} is required for mode {_mode(config.extras)!r}", field=f"extras.{key}")
+    value = str(config.extras.get(key))  # given, a path: the host checked it (contract.standard_key_problems)
     found = latest_checkpoint(Path(value).expanduser().resolve())
     if found is None:
         raise ConfigError(f"extras.{key}: no RLlib checkpoint at {value}", field=f"extras.{key}")
@@ -106,9 +85,6 @@ def _checkpoint(config: WorkerConfig, key: str) -> Path:
     if wrong:
         raise ConfigError(f"extras.{key}: {wrong}", field=f"extras.{key}")
     return found
-
-
-VIDEO_FILE = "video.mp4"  # mosaic evaluate --video copies it out of the evaluation's folder
 
 
 class RLlibWorker(Worker):
@@ -175,17 +151,6 @@ class RLlibWorker(Worker):
                 in_our_names(extras.get("algo_params", {}))
             except ConfigError as exc:
                 problems.append(str(exc))
-        mode = _mode(extras)
-        if mode not in contract.MODES:
-            problems.append(
-                f"extras.mode {extras.get('mode')!r} is not one of {', '.join(contract.MODES)} "
-                f"(or the old names {', '.join(contract.OLD_NAMES)})"
-            )
-        for key in NUMBERS:
-            try:
-                _positive_int(extras, key)
-            except ConfigError as exc:
-                problems.append(str(exc))
         if not isinstance(extras.get("algo_params", {}), dict):
             problems.append("extras.algo_params must be an object of RLlib options")
         key = _checkpoint_key(extras)
@@ -194,11 +159,6 @@ class RLlibWorker(Worker):
                 _checkpoint(config, key)
             except ConfigError as exc:
                 problems.append(str(exc))
-        video = extras.get("eval_capture_video", False)
-        if not isinstance(video, bool):
-            problems.append(f"extras.eval_capture_video must be true or false, got {video!r}")
-        elif video and _mode(extras) != "evaluate":
-            problems.append("extras.eval_capture_video: a video is recorded in mode evaluate only")
         return problems
 
     def gpu_request(self, config: WorkerConfig) -> str | None:
@@ -238,36 +198,18 @@ class RLlibWorker(Worker):
         if answer["problems"]:
             raise ConfigError("; ".join(answer["problems"]), source=config.source)
         mode = _mode(extras)
+        key = _checkpoint_key(extras)
         command = [
             *python_command(run.python, "-m", "ray_worker.train", keep_environment=True),
-            "--algo",
-            algo,
+            *contract.host_flags(config, checkpoint=_checkpoint(config, key) if key else None),
             "--env",
             config.env_id,
-            "--mode",
-            mode,
             "--params",
             json.dumps(params, sort_keys=True),
+            *(["--ray-address", address] if address else []),
         ]
-        if config.total_timesteps:
-            command += ["--total-timesteps", str(config.total_timesteps)]
-        for key, value in (("seed", config.seed), ("eval_seed", extras.get("eval_seed"))):
-            if isinstance(value, int) and not isinstance(value, bool):
-                command += [f"--{key.replace('_', '-')}", str(value)]
-        if address:
-            command += ["--ray-address", address]
-        key = _checkpoint_key(extras)
-        if key:
-            command += ["--checkpoint", str(_checkpoint(config, key))]
-        for key in NUMBERS:
-            value = _positive_int(extras, key)
-            if value is not None:
-                command += [f"--{key.replace('_', '-')}", str(value)]
-        command += [f"--{key.replace('_', '-')}" for key in SWITCHES if extras.get(key) is True]
-        if extras.get("eval_capture_video") is True:
-            if contract.video_encoder(run.python) is None:  # said before the run starts, in one line
-                raise ConfigError(contract.no_video_encoder("rllib"), source=config.source)
-            command += ["--video", VIDEO_FILE]
+        if extras.get("eval_capture_video") is True and contract.video_encoder(run.python) is None:
+            raise ConfigError(contract.no_video_encoder("rllib"), source=config.source)  # before the run starts
         summary = answer["summary"]
         envs = summary.get("num_envs_per_env_runner")
         where = address or "a local Ray cluster"

@@ -63,11 +63,6 @@ def parse_args(argv: list[str] | None) -> Namespace:
     contract.add_host_arguments(parser)
     parser.add_argument("--env", required=True, help="FAMILY/SCENARIO, e.g. mpe/simple_spread_v3")
     parser.add_argument("--overrides", default="{}", help="a JSON object of XuanCe config keys")
-    parser.add_argument(
-        "--eval-every-checkpoint",
-        action="store_true",
-        help="evaluate each periodic and final checkpoint (an eval_result event each)",
-    )
     return parser.parse_args(argv)
 
 
@@ -370,7 +365,7 @@ def run(ns: Namespace, threads: int, stop: Stop) -> None:
             refuse_config(f"--checkpoint {checkpoint}: {exc}")
     budget = ns.total_timesteps or int(meta.get("total_timesteps") or 0)
     if ns.mode != "evaluate" and budget <= 0:
-        refuse_config(f"--total-timesteps must be positive in mode {ns.mode}, got {ns.total_timesteps}")
+        refuse_config(f"mode {ns.mode} needs --total-timesteps (the budget), or a checkpoint that records one")
     config = build_config(ns, budget)
     callback = MosaicCallback(stop=stop)
     envs = make_envs(config)

@@ -3,8 +3,9 @@ validation against XuanCe's configs, and the launch plan of :mod:`xuance_worker.
 
 Extras the worker does not own (nor a plugin) are XuanCe config keys (``learning_rate``,
 ``parallels``, ``vectorize``...), checked against the algorithm's YAML config for the env. The run
-contract's keys (``mode``, ``checkpoint_path``, ``eval_*``...: :data:`mosaic_core.contract.STANDARD_KEYS`)
-are the core's; the worker checks their values and passes them as the training program's flags.
+contract's keys (``mode``, ``checkpoint_path``, ``eval_*``, ``torch_threads``...:
+:data:`mosaic_core.contract.STANDARD_KEYS`) are the core's: it checks them and writes them as the
+training program's flags (:func:`mosaic_core.contract.host_flags`).
 The original MOSAIC's names (``backend``, an on-policy agent's ``batch_size``) are read or refused by
 :func:`xuance_worker.config.in_our_names`; a config without an env or a budget gets the worker's
 (:meth:`XuanCeWorker.config_defaults`). Checkpoints: :mod:`xuance_worker.checkpoints`."""
@@ -20,22 +21,13 @@ from xuance_worker.catalog import ALGORITHMS
 from xuance_worker.checkpoints import LAYOUT, resolve
 from xuance_worker.config import DEFAULT_ENV, DEFAULT_TOTAL_TIMESTEPS, in_our_names
 
-# The run contract's keys (mode, checkpoint_path, eval_*...) are the core's (contract.STANDARD_KEYS).
 OWN_KEYS = [
-    ExtrasKey("torch_threads", "torch threads of the training process (default 1: XuanCe's networks are small)"),
     ExtrasKey(
         "algo_params",
         "XuanCe config keys as an object, over the top-level ones (how `mosaic sweep` passes a trial's parameters)",
     ),
-    ExtrasKey(
-        "eval_capture_video",
-        "evaluate: record the first episode as video.mp4 in the evaluation's folder (mosaic evaluate --video)",
-    ),
 ]
-VIDEO_FILE = "video.mp4"
 STANDARD = {key.name for key in contract.STANDARD_KEYS}
-POSITIVE = ("checkpoint_frequency", "eval_episodes", "torch_threads")
-FLAGS = ("eval_deterministic", "eval_every_checkpoint", "eval_capture_video")
 
 
 def mode_of(extras: dict[str, Any]) -> Any:
@@ -43,47 +35,13 @@ def mode_of(extras: dict[str, Any]) -> Any:
 
 
 def _problems(extras: dict[str, Any]) -> list[str]:
-    """What is wrong with the run contract's extras, each naming its key."""
-    problems = []
-    mode = mode_of(extras)
-    if mode not in contract.MODES:
-        problems.append(
-            f"extras.mode {mode!r} is not one of {', '.join(contract.MODES)} "
-            "(resume_training and policy_eval are read as resume and evaluate)"
-        )
-    for key in POSITIVE:
-        value = extras.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-            problems.append(f"extras.{key} must be a positive integer, got {value!r}")
-    seed = extras.get("eval_seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        problems.append(f"extras.eval_seed must be a non-negative integer, got {seed!r}")
-    for key in FLAGS:
-        if not isinstance(extras.get(key, False), bool):
-            problems.append(f"extras.{key} must be true or false, got {extras[key]!r}")
-    if extras.get("eval_capture_video") and mode != "evaluate":
-        problems.append("extras.eval_capture_video: a video is recorded in mode evaluate only")
-    if extras.get("save_replay_buffer"):
-        problems.append(
+    """What this worker cannot do with the run contract's keys (their values are the host's to check)."""
+    if extras.get("save_replay_buffer") is True:
+        return [
             "extras.save_replay_buffer: the xuance worker does not keep XuanCe's replay buffers in its "
             "checkpoints (an off-policy run refills its buffer after a resume)"
-        )
-    return problems
-
-
-def _host_flags(extras: dict[str, Any], mode: str) -> list[str]:
-    """The run contract's extras as the training program's flags (contract.add_host_arguments)."""
-    flags = []
-    for key in POSITIVE:
-        if extras.get(key) is not None:
-            flags += [f"--{key.replace('_', '-')}", str(extras[key])]
-    if extras.get("eval_seed") is not None:
-        flags += ["--eval-seed", str(extras["eval_seed"])]
-    if extras.get("eval_deterministic"):
-        flags.append("--eval-deterministic")
-    if extras.get("eval_every_checkpoint") and mode != "evaluate":
-        flags.append("--eval-every-checkpoint")
-    return flags
+        ]
+    return []
 
 
 class XuanCeWorker(Worker):
@@ -152,33 +110,22 @@ class XuanCeWorker(Worker):
             raise ConfigError("; ".join(answer["problems"]), source=config.source)
         extras = config.extras
         mode = mode_of(extras)
+        key = contract.checkpoint_key(extras)
+        checkpoint = (
+            resolve(extras.get(key), key, config.algo, env, resume=mode == "resume")
+            if mode in contract.CHECKPOINT_MODES
+            else None
+        )
+        if extras.get("eval_capture_video") is True and contract.video_encoder(run.python) is None:
+            raise ConfigError(contract.no_video_encoder("xuance"), source=config.source)
         command = [
             *python_command(run.python, "-m", "xuance_worker.train", keep_environment=True),
-            "--algo",
-            config.algo,
+            *contract.host_flags(config, checkpoint=checkpoint),
             "--env",
             env,
-            "--total-timesteps",
-            str(config.total_timesteps or 0),
-            "--mode",
-            mode,
             "--overrides",
             json.dumps(overrides, sort_keys=True),
         ]
-        if config.seed is not None:
-            command += ["--seed", str(config.seed)]
-        if mode != "train":
-            key = (
-                "policy_path"
-                if mode == "evaluate" and "checkpoint_path" not in extras and "policy_path" in extras
-                else "checkpoint_path"
-            )  # policy_path: evaluate's old name
-            command += ["--checkpoint", str(resolve(extras.get(key), key, config.algo, env, resume=mode == "resume"))]
-        command += _host_flags(extras, mode)
-        if extras.get("eval_capture_video"):
-            if contract.video_encoder(run.python) is None:
-                raise ConfigError(contract.no_video_encoder("xuance"), source=config.source)
-            command += ["--video", VIDEO_FILE]
         summary = answer["summary"]
         parallels = 1 if mode == "evaluate" else summary.get("parallels")
         return Launch(

@@ -28,7 +28,7 @@ def refused(result, *needles):
         ('{"learning_rate": Infinity}', ("Infinity",)),
         ('{"learning_rate": 1e400}', ("--learning-rate must be a finite number",)),
         ('{"gamma": 1.5}', ("--gamma must be from 0 to 1",)),
-        ('{"checkpoint_frequency": -3}', ("--checkpoint-frequency must be >= 0",)),
+        ('{"checkpoint_frequency": -3}', ("extras.checkpoint_frequency must be an integer >= 0, got -3",)),
         ('{"total_timesteps": 5}', ("total_timesteps is a worker-config field",)),
         ('{"a": 1, "a": 2}', ("duplicate key 'a'",)),
         ('{"wandb_projekt_name": "x"}', ("extras.wandb_projekt_name", "did you mean wandb_project_name?")),

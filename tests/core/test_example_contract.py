@@ -1,5 +1,6 @@
 """The worker contract suite (mosaic_core.testing.contract_suite) for the example worker: a third
-party's worker keeps the run contract with a checkpoint layout, StopOnSignal and --resume-from."""
+party's worker keeps the run contract with a checkpoint layout, StopOnSignal and the
+host's flags (contract.host_flags, read back by contract.add_host_arguments)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ CASES = {
     "missing env": ("PPO", "CartPol-v1", {}, {}, "did you mean CartPole-v1?"),
     "discrete only": ("DQN", "Pendulum-v1", {}, {}, "DQN needs discrete actions"),
     "top-level key": ("PPO", "CartPole-v1", {}, {"lr": 1e-3}, "RLlib options go under extras.algo_params"),
-    "bad mode": ("PPO", "CartPole-v1", {}, {"mode": "play"}, "is not one of train"),
+    "bad mode": ("PPO", "CartPole-v1", {}, {"mode": "play"}, "extras.mode must be one of train, resume, evaluate"),
     "no checkpoint": (
         "PPO",
         "CartPole-v1",
@@ -53,7 +53,13 @@ CASES = {
         {"eval_capture_video": True},
         "extras.eval_capture_video: a video is recorded in mode evaluate only",
     ),
-    "zero eval episodes": ("PPO", "CartPole-v1", {}, {"eval_episodes": 0}, "extras.eval_episodes must be a positive"),
+    "zero eval episodes": (
+        "PPO",
+        "CartPole-v1",
+        {},
+        {"eval_episodes": 0},
+        "extras.eval_episodes must be an integer >= 1, got 0",
+    ),
     "dead address": ("PPO", "CartPole-v1", {}, {"ray_address": f"127.0.0.1:{_closed_port()}"}, "does not answer"),
 }
 

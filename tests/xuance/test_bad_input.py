@@ -23,7 +23,12 @@ CASES = {
         {"curriculum_schedule": STAGES},
         "the xuance worker cannot switch envs",
     ),
-    "bad mode": ("mappo", "mpe/simple_spread_v3", {"mode": "play"}, "is not one of train"),
+    "bad mode": (
+        "mappo",
+        "mpe/simple_spread_v3",
+        {"mode": "play"},
+        "extras.mode must be one of train, resume, evaluate",
+    ),
     "no checkpoint": (
         "mappo",
         "mpe/simple_spread_v3",
@@ -34,7 +39,7 @@ CASES = {
         "mappo",
         "mpe/simple_spread_v3",
         {"mode": "evaluate", "checkpoint_path": "/x", "eval_episodes": 0},
-        "extras.eval_episodes must be a positive integer",
+        "extras.eval_episodes must be an integer >= 1, got 0",
     ),
     "video in training": (
         "mappo",

@@ -1,9 +1,9 @@
 """The example worker's training process: a plain gymnasium loop, nothing MOSAIC-specific but
 calls to ``mosaic_core.child.report_scalar`` and one ``emit_event("checkpoint_saved", ...)``
-(no-ops when not run by a host), and the run contract's stop (``mosaic_core.contract.StopOnSignal``:
-a stop saves ``checkpoints/step_N.json``, which ``--resume-from`` goes on from; so does
-``--checkpoint-every N``, every N steps). ``--policy`` is
-random, first, or a Python file defining ``act(observation, action_space)``.
+(no-ops when not run by a host), the run contract's flags (``mosaic_core.contract.add_host_arguments``)
+and its stop (``mosaic_core.contract.StopOnSignal``: a stop saves ``checkpoints/step_N.json``, which
+``--mode resume --checkpoint`` goes on from; so does ``--checkpoint-frequency N``, every N steps).
+``--algo`` is the policy: random, first, or a Python file defining ``act(observation, action_space)``.
 
 With ``--direct`` the env is built from its class, bypassing ``gym.make`` (as PettingZoo or EnvPool
 envs do), so the program publishes its frames itself through the public API: it renders only
@@ -21,20 +21,18 @@ import time
 import gymnasium as gym
 
 from mosaic_core.child import emit_event, frame_wanted, publish_frame, report_scalar
-from mosaic_core.contract import StopOnSignal
+from mosaic_core.contract import StopOnSignal, add_host_arguments
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = add_host_arguments(argparse.ArgumentParser())  # --algo is the policy
     parser.add_argument("--env-id", required=True)
-    parser.add_argument("--total-timesteps", type=int, required=True)
-    parser.add_argument("--policy", default="random", help="random, first, or a .py file defining act(obs, space)")
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--log-every", type=int, default=200)
     parser.add_argument("--direct", action="store_true", help="bypass gym.make; publish frames through the API")
-    parser.add_argument("--resume-from", help="a checkpoints/step_N.json a stop left: go on from step N")
-    parser.add_argument("--checkpoint-every", type=int, default=0, help="save checkpoints/step_N.json every N steps")
     args = parser.parse_args()
+    if args.total_timesteps is None:
+        parser.error("--total-timesteps is required: a random policy plays for a budget")
+    args.policy, args.seed = args.algo, 1 if args.seed is None else args.seed
     print(
         f"example worker: gymnasium {gym.__version__} in {sys.prefix}, "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}",
@@ -47,8 +45,8 @@ def main() -> None:
     observation, _ = env.reset(seed=args.seed)
     episode_return, episodes, started = 0.0, 0, time.perf_counter()
     first = 1
-    if args.resume_from:  # a random policy keeps nothing but how far it got
-        with open(args.resume_from, encoding="utf-8") as handle:
+    if args.mode == "resume":  # a random policy keeps nothing but how far it got
+        with open(args.checkpoint, encoding="utf-8") as handle:
             first = int(json.load(handle)["global_step"]) + 1
     stop = StopOnSignal()  # SIGTERM, SIGUSR1, Ctrl-C: save how far it got, then end as signalled
     step = first - 1
@@ -76,7 +74,7 @@ def main() -> None:
             observation, _ = env.reset()
         if step % args.log_every == 0:
             report_scalar("charts/SPS", (step - first + 1) / (time.perf_counter() - started), step)
-        if args.checkpoint_every and step % args.checkpoint_every == 0 and step < args.total_timesteps:
+        if args.checkpoint_frequency and step % args.checkpoint_frequency == 0 and step < args.total_timesteps:
             _save_progress(step)
         if stop.requested:
             break
@@ -84,7 +82,8 @@ def main() -> None:
     if stop.requested:
         _save_progress(step)
         stop.exit(completed=step >= args.total_timesteps)  # a stop in the last step: the run completed
-    # The policy is its own checkpoint: what was played, for how long (checkpoint_saved is a host event).
+    _save_progress(step)  # the run contract's checkpoint at the end
+    # The policy is its own model: what was played, for how long (checkpoint_saved is a host event).
     with open("policy.json", "w", encoding="utf-8") as handle:
         json.dump({"policy": args.policy, "global_step": args.total_timesteps}, handle)
     emit_event("checkpoint_saved", {"path": "policy.json", "global_step": args.total_timesteps})

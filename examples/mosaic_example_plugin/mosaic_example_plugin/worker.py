@@ -19,7 +19,7 @@ from mosaic_core import (
     WorkerForm,
     WorkerMetadata,
 )
-from mosaic_core.contract import CheckpointLayout
+from mosaic_core.contract import CheckpointLayout, host_flags
 
 POLICIES = ("random", "first")
 
@@ -93,9 +93,8 @@ class ExampleWorker(Worker):
         problems = []
         if options.get("log_every", 1) < 1:
             problems.append("--log-every must be >= 1")
-        every = config.extras.get("checkpoint_frequency", 0)
-        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
-            problems.append(f"extras.checkpoint_frequency must be a whole number of steps >= 0, got {every!r}")
+        if config.extras.get("mode") == "evaluate":  # the run contract's keys are the host's to check
+            problems.append("extras.mode: the example worker trains and resumes; it has no evaluate mode")
         return problems
 
     def plan(self, config, run) -> Launch:
@@ -106,27 +105,20 @@ class ExampleWorker(Worker):
                 field=f"extras.{key}",
                 source=config.source,
             )
+        if config.algo.endswith(".py"):  # the policy file, wherever the run's directory is
+            config = config.with_overrides(algo=os.path.abspath(config.algo))
+        resuming = config.extras.get("mode") == "resume"  # the host found the run's newest checkpoint
         command = [
             run.python,
             "-m",
             "mosaic_example_plugin.random_loop",
+            *host_flags(config, checkpoint=config.extras["checkpoint_path"] if resuming else None),
             "--env-id",
             config.env_id,
-            "--total-timesteps",
-            str(config.total_timesteps),
-            "--policy",
-            os.path.abspath(config.algo) if config.algo.endswith(".py") else config.algo,
             "--log-every",
             str(run.options["log_every"]),
+            *(["--direct"] if run.options.get("direct") else []),
         ]
-        if config.seed is not None:
-            command += ["--seed", str(config.seed)]
-        if run.options.get("direct"):
-            command.append("--direct")
-        if config.extras.get("checkpoint_frequency"):
-            command += ["--checkpoint-every", str(config.extras["checkpoint_frequency"])]
-        if config.extras.get("mode") == "resume":  # the host found the run's newest checkpoint
-            command += ["--resume-from", str(config.extras["checkpoint_path"])]
         return Launch(
             command=command,
             num_envs=1,
