@@ -28,7 +28,14 @@ from cleanrl_worker.checkpoint_header import CHECKPOINTS
 PLAIN_ENVS = ("gymnasium.envs.classic_control", "gym.envs.classic_control")
 # TimeLimit's and RecordEpisodeStatistics' counters, NormalizeReward's discounted return (0.29: returns,
 # 1.x: discounted_reward); the normalisers' running statistics travel as the checkpoint's normalization
-WRAPPER_FIELDS = ("_elapsed_steps", "episode_returns", "episode_lengths", "episode_count", "returns", "discounted_reward")
+WRAPPER_FIELDS = (
+    "_elapsed_steps",
+    "episode_returns",
+    "episode_lengths",
+    "episode_count",
+    "returns",
+    "discounted_reward",
+)
 VECTOR_FIELDS = ("_autoreset_envs",)  # gymnasium 1.x: which sub-envs reset at the next step
 
 
@@ -190,7 +197,10 @@ def training_state(envs: Any, **loop: Any) -> dict[str, Any]:
     return {
         "rng": rng_state(),
         "envs": env_state(envs),
-        "loop": {name: torch.as_tensor(np.asarray(value) if not torch.is_tensor(value) else value).cpu() for name, value in loop.items()},
+        "loop": {
+            name: torch.as_tensor(np.asarray(value) if not torch.is_tensor(value) else value).cpu()
+            for name, value in loop.items()
+        },
     }
 
 

@@ -167,6 +167,8 @@ def test_every_checkpoint_is_evaluated_by_the_one_protocol(suite):
         and saved["checkpoint"].endswith("dqn.cleanrl_model")
     )
     assert json.loads(open(saved["path"]).read())["mean"] == saved["mean"]  # evaluations/saved-model-2000/eval.json
+    # the saved model's evaluation plays the seeds mosaic evaluate plays (seed 7 + 1,000,000 on), never training's
+    assert [e["seed"] for e in saved["episodes"]] == list(range(1_000_007, 1_000_017))
     for grade in graded:
         assert [e["seed"] for e in grade["episodes"]] == [1_000_007, 1_000_008, 1_000_009]  # seed 7 + 1,000,000
         assert grade["mean"] == pytest.approx(sum(e["return"] for e in grade["episodes"]) / 3)

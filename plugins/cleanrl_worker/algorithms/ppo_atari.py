@@ -234,9 +234,7 @@ if __name__ == "__main__":
     autoreset = gymcompat.Autoreset(args.num_envs)
 
     def save(path, iteration):
-        state = resumestate.training_state(
-            envs, next_obs=next_obs, next_done=next_done, autoreset=autoreset._resetting
-        )
+        state = resumestate.training_state(envs, next_obs=next_obs, next_done=next_done, autoreset=autoreset._resetting)
         return checkpoint.save_checkpoint(
             path,
             algo=ALGO,
@@ -258,7 +256,10 @@ if __name__ == "__main__":
     next_done = torch.zeros(args.num_envs).to(device)
     loop = resumestate.restore_training_state(resumed.get("training_state"), envs) if resumed else None
     if loop:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
-        next_obs, next_done = torch.as_tensor(loop["next_obs"]).to(device), torch.as_tensor(loop["next_done"]).to(device)
+        next_obs, next_done = (
+            torch.as_tensor(loop["next_obs"]).to(device),
+            torch.as_tensor(loop["next_done"]).to(device),
+        )
         autoreset._resetting = loop["autoreset"]
     next_checkpoint = (
         (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency

@@ -259,8 +259,12 @@ if __name__ == "__main__":
         return {**gymcompat.normalization_state(envs), "observation_clip": OBS_CLIP, "epsilon": 1e-8}
 
     def save(path, iteration, best=None):
-        state = None if best else resumestate.training_state(
-            envs, next_obs=next_obs, next_done=next_done, autoreset=autoreset._resetting
+        state = (
+            None
+            if best
+            else resumestate.training_state(
+                envs, next_obs=next_obs, next_done=next_done, autoreset=autoreset._resetting
+            )
         )
         return checkpoint.save_checkpoint(
             path,
@@ -287,7 +291,10 @@ if __name__ == "__main__":
         gymcompat.restore_normalization_state(envs, resumed.get("normalization"))
     loop = resumestate.restore_training_state(resumed.get("training_state"), envs) if resumed else None
     if loop:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
-        next_obs, next_done = torch.as_tensor(loop["next_obs"]).to(device), torch.as_tensor(loop["next_done"]).to(device)
+        next_obs, next_done = (
+            torch.as_tensor(loop["next_obs"]).to(device),
+            torch.as_tensor(loop["next_done"]).to(device),
+        )
         autoreset._resetting = loop["autoreset"]
     next_checkpoint = (
         (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency

@@ -15,7 +15,7 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_worker import checkpoint, gymcompat, resumestate, procgen_compat
+from cleanrl_worker import checkpoint, gymcompat, procgen_compat, resumestate
 from cleanrl_worker.evaluation import evaluate_saved_model
 
 ALGO = "ppo_procgen"
@@ -270,9 +270,7 @@ if __name__ == "__main__":
     autoreset = gymcompat.Autoreset(args.num_envs)
 
     def save(path, iteration):
-        state = resumestate.training_state(
-            envs, next_obs=next_obs, next_done=next_done, autoreset=autoreset._resetting
-        )
+        state = resumestate.training_state(envs, next_obs=next_obs, next_done=next_done, autoreset=autoreset._resetting)
         return checkpoint.save_checkpoint(
             path,
             algo=ALGO,
@@ -294,7 +292,10 @@ if __name__ == "__main__":
     next_done = torch.zeros(args.num_envs).to(device)
     loop = resumestate.restore_training_state(resumed.get("training_state"), envs) if resumed else None
     if loop:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
-        next_obs, next_done = torch.as_tensor(loop["next_obs"]).to(device), torch.as_tensor(loop["next_done"]).to(device)
+        next_obs, next_done = (
+            torch.as_tensor(loop["next_obs"]).to(device),
+            torch.as_tensor(loop["next_done"]).to(device),
+        )
         autoreset._resetting = loop["autoreset"]
     next_checkpoint = (
         (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
