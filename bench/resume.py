@@ -1,6 +1,7 @@
 """Resume, measured: per case, an uninterrupted `mosaic run` next to the same run SIGTERMed near
-its middle and continued with `mosaic resume`, per worker: CleanRL's bundled PPO and DQN on
-CartPole (DQN with its defaults, and without its replay buffer), RLlib's PPO on CartPole, XuanCe's
+its middle and continued with `mosaic resume`, per worker: CleanRL's bundled PPO, DQN and C51 on
+CartPole (DQN with its defaults, and without its replay buffer), its PPO (continuous), SAC, TD3 and
+DDPG on Pendulum, RLlib's PPO on CartPole, XuanCe's
 MAPPO on MPE simple_spread (the last two need their worker environments: `mosaic workers install
 rllib|xuance`; a case whose worker is not ready is skipped, saying so).
 
@@ -45,6 +46,24 @@ CASES = {
         20_000,
         {"learning_starts": 2000, "target_network_frequency": 200, "save_replay_buffer": False, "cuda": False},
     ),
+    "c51": (
+        "cleanrl",
+        "c51",
+        "CartPole-v1",
+        20_000,
+        {"learning_starts": 2000, "target_network_frequency": 200, "cuda": False},
+    ),
+    "ppo_continuous_action": (
+        "cleanrl",
+        "ppo_continuous_action",
+        "Pendulum-v1",
+        20_480,
+        {"num_steps": 512, "cuda": False},
+    ),
+    **{
+        algo: ("cleanrl", algo, "Pendulum-v1", 8_000, {"learning_starts": 1000, "cuda": False})
+        for algo in ("sac_continuous_action", "td3_continuous_action", "ddpg_continuous_action")
+    },
     "rllib-ppo": (
         "rllib",
         "PPO",

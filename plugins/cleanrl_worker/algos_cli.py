@@ -46,9 +46,10 @@ def run(ns: argparse.Namespace) -> int:
 # What `mosaic resume` continues of a run, per kind of algorithm (docs/resume-and-evaluate.md).
 RESUME_NOTE = (
     "bundled algorithms save checkpoints/step_N.cleanrl_model (on a stop too) and `mosaic resume` continues "
-    "them; ppo and dqn also restore RNG, env and loop state (dqn's replay buffer with "
-    "extras.save_replay_buffer), so on classic-control envs a resumed run gives the same returns; Atari, "
-    "MuJoCo, Procgen and envpool envs resume with fresh episodes (their simulators' state is not saved); "
+    "them, restoring RNG, env and loop state (the off-policy ones' replay buffer too, kept by default up to "
+    "extras.save_replay_buffer_max_mb), so on classic-control envs a resumed run gives the same returns; Atari, "
+    "MuJoCo, Procgen and envpool envs resume with fresh episodes (their simulators' state is not saved), and "
+    "ppo_procgen and ppo_atari_envpool keep no checkpoint on a stop; "
     "upstream scripts (a checkout or a path) resume only through their own flags"
 )
 

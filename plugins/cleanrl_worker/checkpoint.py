@@ -26,7 +26,9 @@ The agent's architecture is whatever ``policy_models(envs, args)`` builds from t
 ``args`` (e.g. PPO's ``agent_arch``; a checkpoint written before a field existed gets the
 network that was used then).
 
-Off-policy replay buffers are not saved. Files are written to a temporary name and renamed,
+Resume state rides along as data: ``run_name``, ``training_state`` (RNGs, envs, loop:
+:mod:`cleanrl_worker.resumestate`) and, for the off-policy algorithms, ``replay_buffer``
+(:class:`cleanrl_worker.replay.KeptReplay`). Files are written to a temporary name and renamed,
 so a reader never sees half a checkpoint. After each save the host (when there is one) is
 asked to emit ``checkpoint_saved``.
 

@@ -38,6 +38,7 @@ from mosaic_core.child import evaluation_envs
 
 EVAL_SEED_OFFSET = 10_000  # evaluation env i is seeded with seed + EVAL_SEED_OFFSET + i
 HISTORY_SCHEMA = "mosaic.eval_history/1"
+SAVED_MODEL_EPISODES = 10  # as upstream CleanRL evaluates the model it saves
 SAVED_MODEL_EVALUATION = "cleanrl --save-model"  # eval.json's evaluated_by for the evaluation at the end
 EVENT_KEYS = ("global_step", "checkpoint", "mean", "std", "iqm", "episodes", "protocol")  # eval_result's payload
 
@@ -143,11 +144,33 @@ def write_scalars(writer: Any, result: EvaluationResult) -> None:
         writer.add_scalar("eval/discounted_return", discounted, index)
 
 
+def evaluate_saved_model(model_path: str, *, args: Any, run_name: str, writer: Any, device: Any) -> None:
+    """CleanRL's evaluation of the model it saves at the end (``--save-model``): 10 episodes, one per
+    env, sampled actions, as upstream's, on the run contract's evaluation seeds
+    (:func:`mosaic_core.contract.eval_seeds`: disjoint from training's, those ``mosaic evaluate``
+    plays), recorded by :func:`record_saved_model_evaluation`."""
+    from cleanrl_worker.checkpoint import load_policy
+    from mosaic_core import contract
+
+    seeds = contract.eval_seeds(SAVED_MODEL_EPISODES, args.seed)
+    loaded = load_policy(model_path, device=device, seed=args.seed)
+    result = evaluate(
+        loaded.act,
+        loaded.make_env,
+        episodes=len(seeds),
+        num_envs=len(seeds),
+        seed=seeds[0],
+        gamma=args.gamma,
+        capture_video=args.capture_video,
+        video_dir=f"videos/{run_name}-eval",
+    )
+    record_saved_model_evaluation(writer, result, loaded, model_path, seeds)
+
+
 def record_saved_model_evaluation(
-    writer: Any, result: EvaluationResult, loaded: Any, model_path: str, seed: int
+    writer: Any, result: EvaluationResult, loaded: Any, model_path: str, seeds: list[int]
 ) -> None:
-    """CleanRL's evaluation of the model it saves at the end (``--save-model``; :func:`evaluate`
-    with ``seed``, one episode per env, sampled actions, as upstream's): its scalars as CleanRL
+    """The saved model's evaluation (:func:`evaluate_saved_model`, env i's one episode on ``seeds[i]``): its scalars as CleanRL
     logs them (:func:`write_scalars`) and, in a MOSAIC run, the run's evaluation where ``mosaic
     evaluate`` puts its own, ``evaluations/saved-model-STEP/eval.json`` (``mosaic.eval/1``): the
     run's score is then its mean return (:mod:`mosaic_core.runstore.score`). Announced as an
@@ -167,7 +190,7 @@ def record_saved_model_evaluation(
         global_step=loaded.global_step,
         returns=result.returns,
         lengths=result.lengths,
-        seeds=[seed + index for index in range(len(result.returns))],  # env i's one episode: seed + i
+        seeds=seeds[: len(result.returns)],
         deterministic=False,
         extra={"evaluated_by": SAVED_MODEL_EVALUATION},
     )

@@ -21,11 +21,14 @@ uninitialised, so the memory of a large buffer is taken as it fills.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import sys
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 import torch
+
+from mosaic_core.child import emit_event
 
 
 class ReplayBufferSamples(NamedTuple):
@@ -200,3 +203,46 @@ def refill_note(learning_starts: int, from_step: int, why: str) -> str:
         f"the restored policy for learning_starts={learning_starts} steps before it trains again, so its "
         "returns after the resume differ from an uninterrupted run's"
     )
+
+
+class KeptReplay:
+    """A run's replay buffer in its checkpoints (``--save-replay-buffer``, on by default, up to
+    ``--save-replay-buffer-max-mb``): what a save keeps, and what a resume gets back. Without the
+    buffer the stop and the resume each say, in one line (:func:`refill_note`), what the resume does."""
+
+    def __init__(self, buffer: ReplayBuffer, args: Any):
+        self.buffer, self.args = buffer, args
+
+    def left_out(self) -> str | None:
+        """Why the buffer stays out of this run's checkpoints, or None when it is kept."""
+        if not self.args.save_replay_buffer:
+            return "--no-save-replay-buffer"
+        size_mb = self.buffer.saved_bytes() / 1e6
+        if size_mb > self.args.save_replay_buffer_max_mb:
+            return f"{size_mb:,.0f} MB, over --save-replay-buffer-max-mb {self.args.save_replay_buffer_max_mb:,.0f}"
+        return None
+
+    def for_save(self, path: str, steps_done: int, state: dict[str, Any], stopping: bool) -> ReplayBuffer | None:
+        """The buffer to save beside ``state`` at ``path`` (None: left out, the reason in ``state`` and,
+        for the run's own checkpoints, at the terminal; as a note when the run is being stopped)."""
+        why = self.left_out()
+        if why is None:
+            return self.buffer
+        state["replay_left_out"] = why
+        if str(path).startswith("checkpoints/"):
+            note = refill_note(self.args.learning_starts, steps_done, why)
+            print(note, file=sys.stderr)
+            if stopping:  # the person who stopped the run reads it at the terminal
+                emit_event("note", {"text": note})
+        return None
+
+    def resume(self, checkpoint: dict[str, Any], start_step: int) -> int:
+        """Refill the buffer from a checkpoint that kept it; the step learning starts after (the
+        checkpoint's ``learning_starts`` when it kept the buffer, else that many steps past the resume).
+        Raises ValueError when the saved buffer does not fit this run's."""
+        if "replay_buffer" in checkpoint:  # trains on at once, as the run would have
+            self.buffer.load_state_dict(checkpoint["replay_buffer"])
+            return self.args.learning_starts
+        why = (checkpoint.get("training_state") or {}).get("replay_left_out", "it was saved without one")
+        emit_event("note", {"text": "resuming: " + refill_note(self.args.learning_starts, start_step, why)})
+        return start_step + self.args.learning_starts

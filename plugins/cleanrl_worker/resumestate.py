@@ -26,7 +26,16 @@ import torch
 from cleanrl_worker.checkpoint_header import CHECKPOINTS
 
 PLAIN_ENVS = ("gymnasium.envs.classic_control", "gym.envs.classic_control")
-WRAPPER_FIELDS = ("_elapsed_steps", "episode_returns", "episode_lengths", "episode_count")
+# TimeLimit's and RecordEpisodeStatistics' counters, NormalizeReward's discounted return (0.29: returns,
+# 1.x: discounted_reward); the normalisers' running statistics travel as the checkpoint's normalization
+WRAPPER_FIELDS = (
+    "_elapsed_steps",
+    "episode_returns",
+    "episode_lengths",
+    "episode_count",
+    "returns",
+    "discounted_reward",
+)
 VECTOR_FIELDS = ("_autoreset_envs",)  # gymnasium 1.x: which sub-envs reset at the next step
 
 
@@ -177,6 +186,35 @@ def restore_envs(envs: Any, text: str) -> None:
         setattr(envs, name, value)
     _set_generator(envs.single_action_space, "_np_random", saved["single_action_space"])
     _set_generator(envs.action_space, "_np_random", saved["action_space"])
+
+
+# A loop's whole state ---------------------------------------------------------------------------
+
+
+def training_state(envs: Any, **loop: Any) -> dict[str, Any]:
+    """The RNGs, the sub-envs and the loop's own variables (arrays or tensors: the observation
+    the next step acts on, autoreset flags…) at a save: a checkpoint's ``training_state``."""
+    return {
+        "rng": rng_state(),
+        "envs": env_state(envs),
+        "loop": {
+            name: torch.as_tensor(np.asarray(value) if not torch.is_tensor(value) else value).cpu()
+            for name, value in loop.items()
+        },
+    }
+
+
+def restore_training_state(state: dict[str, Any] | None, envs: Any) -> dict[str, np.ndarray] | None:
+    """Put back what :func:`training_state` saved, after the run's ``envs.reset``: the RNGs always;
+    the sub-envs and the loop's variables (returned, as arrays) where the envs could be saved.
+    None: the loop goes on from its fresh reset (an env whose state no attribute holds)."""
+    if not state:
+        return None
+    restore_rng(state["rng"])
+    if state["envs"] is None:
+        return None
+    restore_envs(envs, state["envs"])
+    return {name: value.numpy().copy() for name, value in state["loop"].items()}
 
 
 # TensorBoard --------------------------------------------------------------------------------------

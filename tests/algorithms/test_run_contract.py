@@ -18,18 +18,19 @@ from .conftest import scalars
 # metrics_interval_s 0.1: the stop is sent once a metric passes half the budget, so the metric
 # events come often enough for it to land well before the end on a fast machine (gymnasium 1.x's
 # CartPole runs these budgets in a few seconds); it changes nothing the run learns.
+QUICK = {"cuda": False, "metrics_interval_s": 0.1}
+OFF_POLICY = {**QUICK, "learning_starts": 1000, "buffer_size": 10_000}
+# Every bundled algorithm whose env keeps its state as plain data (classic control): (env, budget, extras).
 RUNS = {
-    "ppo": (20_000, {"num_envs": 2, "num_steps": 128, "cuda": False, "metrics_interval_s": 0.1}),
-    "dqn": (
-        8_000,
-        {
-            "learning_starts": 1000,
-            "target_network_frequency": 100,
-            "cuda": False,
-            "metrics_interval_s": 0.1,
-        },
-    ),
+    "ppo": ("CartPole-v1", 20_000, {**QUICK, "num_envs": 2, "num_steps": 128}),
+    "dqn": ("CartPole-v1", 8_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
+    "c51": ("CartPole-v1", 8_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
+    "ppo_continuous_action": ("Pendulum-v1", 6_144, {**QUICK, "num_steps": 256, "num_minibatches": 4}),
+    "sac_continuous_action": ("Pendulum-v1", 3_000, {**OFF_POLICY, "batch_size": 64}),
+    "td3_continuous_action": ("Pendulum-v1", 3_000, {**OFF_POLICY, "batch_size": 64}),
+    "ddpg_continuous_action": ("Pendulum-v1", 3_000, {**OFF_POLICY, "batch_size": 64}),
 }
+OFF_POLICY_ALGOS = {"dqn", "c51", "sac_continuous_action", "td3_continuous_action", "ddpg_continuous_action"}
 
 
 class Runs(WorkerContractSuite):
@@ -53,7 +54,7 @@ def returns_after(run_dir, step):
 
 @pytest.mark.parametrize("algo", sorted(RUNS))
 def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
-    total, extras = RUNS[algo]
+    suite.env_id, total, extras = RUNS[algo]
     suite.algo, suite.total_timesteps, suite.extras = algo, total, extras
     whole = suite.cli(*suite.run_args("whole"))
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -69,7 +70,7 @@ def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
     again = suite.cli(*suite.run_args("cut"))
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"mosaic: resuming run cut from step {from_step}" in again.stderr
-    if algo == "dqn":  # kept by default, its size said
+    if algo in OFF_POLICY_ALGOS:  # the replay buffer is kept by default, its size said
         assert "replay buffer saved with" in (suite.run_dir("cut") / "logs" / "cleanrl.stderr.log").read_text()
 
     after_whole = returns_after(suite.run_dir("whole"), from_step)
@@ -83,7 +84,7 @@ def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
         if not tag.startswith("eval/"):
             steps = [s for s, _ in values]
             assert steps == sorted(steps) and steps[-1] <= total, tag
-    if algo == "ppo":  # the annealed learning rate goes on from the value it had at the stop
+    if algo.startswith("ppo"):  # the annealed learning rate goes on from the value it had at the stop
         (whole_tb,) = {p.parent for p in (suite.run_dir("whole") / "runs").rglob("events.out.tfevents.*")}
         lr_whole = dict(scalars(whole_tb)["charts/learning_rate"])
         lr_cut = scalars(tb_dir)["charts/learning_rate"]
@@ -107,7 +108,7 @@ def test_a_dqn_resume_without_its_replay_buffer_says_what_it_does(suite):
     """Opted out of the replay buffer, the stop and the resume each say, as a note at the terminal,
     that the resume refills it for learning_starts steps and will not match an uninterrupted run."""
     suite.algo, suite.total_timesteps = "dqn", 4000
-    suite.extras = {**RUNS["dqn"][1], "save_replay_buffer": False}
+    suite.extras = {**RUNS["dqn"][2], "save_replay_buffer": False}
     code, err = suite.stop_at(suite.start(*suite.run_args("lean")), "lean", 2000)
     assert code == 130, err[-2000:]
     from_step = suite.events("lean")[-1]["payload"]["from_step"]
@@ -121,7 +122,7 @@ def test_a_dqn_resume_without_its_replay_buffer_says_what_it_does(suite):
 
 
 def test_resume_refusals_leave_the_run_untouched(suite):
-    suite.algo, suite.total_timesteps, suite.extras = "ppo", 20_000, RUNS["ppo"][1]
+    suite.algo, suite.total_timesteps, suite.extras = "ppo", 20_000, RUNS["ppo"][2]
     code, _err = suite.stop_at(suite.start(*suite.run_args("kept")), "kept", 4000)
     assert code == 130
     run_dir = suite.run_dir("kept")
@@ -166,6 +167,8 @@ def test_every_checkpoint_is_evaluated_by_the_one_protocol(suite):
         and saved["checkpoint"].endswith("dqn.cleanrl_model")
     )
     assert json.loads(open(saved["path"]).read())["mean"] == saved["mean"]  # evaluations/saved-model-2000/eval.json
+    # the saved model's evaluation plays the seeds mosaic evaluate plays (seed 7 + 1,000,000 on), never training's
+    assert [e["seed"] for e in saved["episodes"]] == list(range(1_000_007, 1_000_017))
     for grade in graded:
         assert [e["seed"] for e in grade["episodes"]] == [1_000_007, 1_000_008, 1_000_009]  # seed 7 + 1,000,000
         assert grade["mean"] == pytest.approx(sum(e["return"] for e in grade["episodes"]) / 3)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from mosaic_core.events import metric_steps, one_history
 from mosaic_core.procs import group_alive
 from tests.conftest import BIN
 
@@ -109,3 +110,72 @@ def test_a_host_whose_training_process_is_killed_ends_the_run_under_load(workdir
     assert len(ends) == 1 and ends[0] is events[-1], ends
     assert host.returncode == 1 and ends[0]["event"] == "run_failed"
     assert "killed by signal SIGKILL" in ends[0]["payload"]["error"]  # the host's own word, not a watchdog's
+
+
+# A stop always ends resumable (issue 48): Ctrl-C half-way with both cores busy and the host's default
+# grace period; `mosaic resume` then completes the run. MOSAIC_STOP_REPEAT=20 runs each case 20 times
+# in a row (by hand, without -n: the load is the test's own).
+REPEAT = int(os.environ.get("MOSAIC_STOP_REPEAT", "1"))
+BUDGETS = {  # small: the run trains under the busy loops until its stop, then to its end
+    "ppo": (8192, {"num_envs": 2, "num_steps": 256, "cuda": False}),
+    "dqn": (6000, {"learning_starts": 1000, "target_network_frequency": 100, "cuda": False}),
+    "sac_continuous_action": (1600, {"learning_starts": 400, "batch_size": 64, "cuda": False}),
+}
+ENV_IDS = {"sac_continuous_action": "Pendulum-v1"}
+
+
+def metric_steps_of(run_dir: Path) -> list[int]:
+    return [e["payload"]["global_step"] for e in events_of(run_dir) if e["event"] == "metrics"]
+
+
+@pytest.mark.alone  # judged against the default grace period, under load of its own making
+@pytest.mark.parametrize("attempt", range(REPEAT))
+@pytest.mark.parametrize("algo", sorted(BUDGETS))
+def test_ctrl_c_half_way_under_load_ends_resumable_and_resume_completes(algo, attempt, workdir, runs_root, busy_cores):
+    total, extras = BUDGETS[algo]
+    args = ["--worker", "cleanrl", "--algo", algo, "--env-id", ENV_IDS.get(algo, "CartPole-v1")]
+    args += ["--total-timesteps", str(total), "--run-id", "halt", "--extras", json.dumps(extras)]
+    args += ["--heartbeat-interval", "1", "--json", "--quiet"]
+    host = subprocess.Popen(
+        [str(BIN / "mosaic"), "run", *args],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as at a terminal: Ctrl-C signals the group
+    )
+    run_dir, loaded, deadline = runs_root / "halt", False, time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline:
+            steps = metric_steps_of(run_dir) if (run_dir / "events.jsonl").exists() else []
+            if steps and not loaded:
+                busy_cores()
+                loaded = True
+            if steps and max(steps) >= total // 2:
+                break
+            assert host.poll() is None, f"the run ended before its stop: {host.communicate()[1][-2000:]}"
+            time.sleep(0.1)
+        os.killpg(host.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+        _out, err = host.communicate(timeout=120)  # the default grace period is 10 s; slack for the host
+    finally:
+        if host.poll() is None:
+            os.killpg(host.pid, signal.SIGKILL)
+            host.wait()
+    end = events_of(run_dir)[-1]
+    assert host.returncode == 130 and end["event"] == "run_cancelled", (end, err[-3000:])
+    assert end["payload"]["resumable"] is True and Path(end["payload"]["checkpoint"]).exists(), end
+    assert total // 2 <= end["payload"]["from_step"] < total, end
+
+    done = subprocess.run(
+        [str(BIN / "mosaic"), "resume", "halt", "--json", "--quiet"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"from step {end['payload']['from_step']}" in done.stderr
+    events = events_of(run_dir)
+    assert events[-1]["event"] == "run_completed", events[-1]
+    steps = metric_steps(one_history(events))
+    assert steps == sorted(steps) and total * 0.9 <= steps[-1] <= total, steps

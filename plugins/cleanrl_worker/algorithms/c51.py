@@ -1,9 +1,11 @@
 # C51 (distributional DQN) for discrete actions and vector observations, CleanRL style.
 # Docs of the algorithm: https://docs.cleanrl.dev/rl-algorithms/c51/#c51py
 #
-# Resume: the replay buffer is not checkpointed. A resumed run refills it with the restored
-# policy (epsilon continues from the schedule at the resumed step), and learning starts again
-# `learning_starts` steps after the resumed step.
+# Resume: checkpoints keep the replay buffer (up to --save-replay-buffer-max-mb; its size is said at
+# each save), with the RNG, env and loop state: a resumed run is the run it would have been (where the
+# env's state is plain data: see cleanrl_worker.resumestate). Without the buffer (--no-save-replay-buffer,
+# or a larger one) a resumed run refills it with the restored policy and learning starts again
+# `learning_starts` steps after the resumed step; that is said at the stop and at the resume.
 import functools
 import os
 import random
@@ -18,9 +20,9 @@ import torch.nn as nn
 import torch.optim as optim
 import tyro
 
-from cleanrl_worker import checkpoint, gymcompat, stopping
-from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, record_saved_model_evaluation
-from cleanrl_worker.replay import ReplayBuffer
+from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate_saved_model
+from cleanrl_worker.replay import KeptReplay, ReplayBuffer
 
 ALGO = "c51"
 EVAL_EPSILON = 0.05
@@ -91,7 +93,11 @@ class Args:
     eval_episodes: int = 10
     """episodes per evaluation during training"""
     checkpoint_frequency: int = 0
-    """save a checkpoint every N global steps to `checkpoints/` (the run directory's; 0 = never)"""
+    """save a checkpoint every N global steps to `checkpoints/` (0 = at the end and on a stop only)"""
+    save_replay_buffer: bool = True
+    """keep the replay buffer in checkpoints (a resume then trains on it at once, exactly as without the stop)"""
+    save_replay_buffer_max_mb: float = 1024.0
+    """keep the replay buffer only up to this size (MB); a larger one is left out, and the resume refills it"""
     resume_from: str | None = None
     """path of a .cleanrl_model checkpoint to continue training from"""
 
@@ -170,6 +176,7 @@ if __name__ == "__main__":
         checkpoint.fail(f"{ALGO}: --num-envs {args.num_envs} is not supported, only 1 (as in CleanRL's {ALGO}.py)")
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     resumed = checkpoint.open_for_resume(args.resume_from, algo=ALGO, args=args) if args.resume_from else None
+    run_name = resumed.get("run_name", run_name) if resumed else run_name  # one TensorBoard folder per run
     evaluation = PeriodicEvaluation(args, run_name, functools.partial(make_eval_env, args.env_id))
 
     # TRY NOT TO MODIFY: seeding
@@ -200,7 +207,6 @@ if __name__ == "__main__":
             optimizers={"optimizer": optimizer},
         )
         start_step = resumed["global_step"]
-        learning_starts = start_step + args.learning_starts  # the buffer refills first
     else:
         target_network.load_state_dict(q_network.state_dict())
 
@@ -216,9 +222,7 @@ if __name__ == "__main__":
             monitor_gym=True,
             save_code=True,
         )
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer = SummaryWriter(f"runs/{run_name}")
+    writer = resumestate.summary_writer(run_name, start_step if resumed else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
@@ -227,7 +231,10 @@ if __name__ == "__main__":
     rb = ReplayBuffer(args.buffer_size, envs.single_observation_space, envs.single_action_space, device, seed=args.seed)
     autoreset = gymcompat.Autoreset(args.num_envs)
 
+    kept = KeptReplay(rb, args)
+
     def save(path, steps_done, best=None):
+        state = None if best else resumestate.training_state(envs, obs=obs, autoreset=autoreset._resetting)
         return checkpoint.save_checkpoint(
             path,
             algo=ALGO,
@@ -238,12 +245,23 @@ if __name__ == "__main__":
             global_step=steps_done,
             iteration=steps_done,
             evaluation=best,
+            run_name=run_name,
+            training_state=state,
+            replay_buffer=None if best else kept.for_save(path, steps_done, state, stop.requested),
         )
 
     start_time = time.time()
 
     # TRY NOT TO MODIFY: start the game
     obs, _ = envs.reset(seed=args.seed)
+    if resumed:  # the buffer, RNGs, envs and loop as they were at the save: the run goes on as if never stopped
+        try:
+            learning_starts = kept.resume(resumed, start_step)
+        except (ValueError, KeyError, RuntimeError) as exc:
+            checkpoint.fail(f"--resume-from: {args.resume_from}: {exc}")
+        loop = resumestate.restore_training_state(resumed.get("training_state"), envs)
+        if loop:
+            obs, autoreset._resetting = loop["obs"], loop["autoreset"]
     stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
     for global_step in range(start_step, args.total_timesteps):
         # ALGO LOGIC: put action logic here
@@ -320,7 +338,7 @@ if __name__ == "__main__":
                 target_network.load_state_dict(q_network.state_dict())
 
         if args.checkpoint_frequency and (global_step + 1) % args.checkpoint_frequency == 0:
-            save(f"checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
+            save(resumestate.layout_path(global_step + 1), global_step + 1)
 
         if evaluation.due(global_step + 1):
             greedy = policy({"q_network": q_network}, vars(args), device, None, deterministic=True)
@@ -329,24 +347,15 @@ if __name__ == "__main__":
         if stop.requested:
             break
 
-    if stop.requested:  # the run as it is now, resumable from its directory (docs/run-contract.md)
-        save(f"checkpoints/step_{global_step + 1}{checkpoint.SUFFIX}", global_step + 1)
+    steps_done = global_step + 1 if stop.requested else args.total_timesteps
+    if not os.path.exists(resumestate.layout_path(steps_done)):  # the run's last state, resumable (the contract's)
+        save(resumestate.layout_path(steps_done), steps_done)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
         save(model_path, global_step + 1 if stop.requested else args.total_timesteps)
         print(f"model saved to {model_path}")
         if not stop.requested:  # a stop has the grace period only: no evaluation
-            loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
-            result = evaluate(
-                loaded.act,
-                loaded.make_env,
-                episodes=10,
-                seed=args.seed,
-                gamma=args.gamma,
-                capture_video=args.capture_video,
-                video_dir=f"videos/{run_name}-eval",
-            )
-            record_saved_model_evaluation(writer, result, loaded, model_path, args.seed)
+            evaluate_saved_model(model_path, args=args, run_name=run_name, writer=writer, device=device)
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 

@@ -22,9 +22,8 @@ import torch.optim as optim
 import tyro
 
 from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
-from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, record_saved_model_evaluation
-from cleanrl_worker.replay import ReplayBuffer, refill_note
-from mosaic_core.child import emit_event
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate_checkpoint, evaluate_saved_model
+from cleanrl_worker.replay import KeptReplay, ReplayBuffer
 
 ALGO = "dqn"
 EVAL_EPSILON = 0.05
@@ -198,7 +197,6 @@ if __name__ == "__main__":
             optimizers={"optimizer": optimizer},
         )
         start_step = resumed["global_step"]
-        learning_starts = start_step + args.learning_starts  # the buffer refills first
     else:
         target_network.load_state_dict(q_network.state_dict())
 
@@ -223,24 +221,10 @@ if __name__ == "__main__":
     rb = ReplayBuffer(args.buffer_size, envs.single_observation_space, envs.single_action_space, device, seed=args.seed)
     autoreset = gymcompat.Autoreset(args.num_envs)
 
-    def replay_left_out():
-        """Why the replay buffer stays out of this run's checkpoints, or None when it is kept."""
-        if not args.save_replay_buffer:
-            return "--no-save-replay-buffer"
-        size_mb = rb.saved_bytes() / 1e6
-        if size_mb > args.save_replay_buffer_max_mb:
-            return f"{size_mb:,.0f} MB, over --save-replay-buffer-max-mb {args.save_replay_buffer_max_mb:,.0f}"
-        return None
+    kept = KeptReplay(rb, args)
 
     def save(path, steps_done, best=None):
-        state = {
-            "rng": resumestate.rng_state(),
-            "envs": resumestate.env_state(envs),
-            "loop": {"obs": torch.as_tensor(obs), "autoreset": torch.as_tensor(autoreset._resetting)},
-        }
-        left_out = None if best else replay_left_out()
-        if left_out:
-            state["replay_left_out"] = left_out
+        state = None if best else resumestate.training_state(envs, obs=obs, autoreset=autoreset._resetting)
         saved = checkpoint.save_checkpoint(
             path,
             algo=ALGO,
@@ -252,14 +236,9 @@ if __name__ == "__main__":
             iteration=steps_done,
             evaluation=best,
             run_name=run_name,
-            training_state=None if best else state,
-            replay_buffer=None if best or left_out else rb,
+            training_state=state,
+            replay_buffer=None if best else kept.for_save(path, steps_done, state, stop.requested),
         )
-        if left_out and str(path).startswith("checkpoints/"):
-            note = refill_note(args.learning_starts, steps_done, left_out)
-            print(note, file=sys.stderr)
-            if stop.requested:  # the person who stopped the run reads it at the terminal
-                emit_event("note", {"text": note})
         # (a stop has the grace period only: its checkpoint is not evaluated)
         if args.eval_every_checkpoint and str(path).startswith("checkpoints/") and not stop.requested:
             evaluate_checkpoint(
@@ -276,21 +255,14 @@ if __name__ == "__main__":
 
     # TRY NOT TO MODIFY: start the game
     obs, _ = envs.reset(seed=args.seed)
-    state = resumed.get("training_state") if resumed else None
-    if resumed and "replay_buffer" in resumed:  # trains on at once, as the run would have
+    if resumed:  # the buffer, RNGs, envs and loop as they were at the save: the run goes on as if never stopped
         try:
-            rb.load_state_dict(resumed["replay_buffer"])
+            learning_starts = kept.resume(resumed, start_step)
         except (ValueError, KeyError, RuntimeError) as exc:
             checkpoint.fail(f"--resume-from: {args.resume_from}: {exc}")
-        learning_starts = args.learning_starts
-    elif resumed:
-        why = (state or {}).get("replay_left_out", "it was saved without one")
-        emit_event("note", {"text": "resuming: " + refill_note(args.learning_starts, start_step, why)})
-    if state:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
-        resumestate.restore_rng(state["rng"])
-        if state["envs"] is not None:
-            resumestate.restore_envs(envs, state["envs"])
-            obs, autoreset._resetting = state["loop"]["obs"].numpy().copy(), state["loop"]["autoreset"].numpy().copy()
+        loop = resumestate.restore_training_state(resumed.get("training_state"), envs)
+        if loop:
+            obs, autoreset._resetting = loop["obs"], loop["autoreset"]
     stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
     for global_step in range(start_step, args.total_timesteps):
         # ALGO LOGIC: put action logic here
@@ -368,17 +340,7 @@ if __name__ == "__main__":
         save(model_path, global_step + 1 if stop.requested else args.total_timesteps)
         print(f"model saved to {model_path}")
         if not stop.requested:  # a stop has the grace period only: no evaluation
-            loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
-            result = evaluate(
-                loaded.act,
-                loaded.make_env,
-                episodes=10,
-                seed=args.seed,
-                gamma=args.gamma,
-                capture_video=args.capture_video,
-                video_dir=f"videos/{run_name}-eval",
-            )
-            record_saved_model_evaluation(writer, result, loaded, model_path, args.seed)
+            evaluate_saved_model(model_path, args=args, run_name=run_name, writer=writer, device=device)
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 

@@ -18,7 +18,7 @@ import tyro
 from cleanrl_worker import checkpoint, gymcompat, resumestate, stopping
 from cleanrl_worker.agents.minigrid import OBSERVATION_SHAPE, CompactMinigridAgent, MinigridAgent
 from cleanrl_worker.agents.mlp import MLPAgent, SeparateMLPAgent
-from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate, evaluate_checkpoint, record_saved_model_evaluation
+from cleanrl_worker.evaluation import PeriodicEvaluation, evaluate_checkpoint, evaluate_saved_model
 
 ALGO = "ppo"
 
@@ -245,15 +245,7 @@ if __name__ == "__main__":
     autoreset = gymcompat.Autoreset(args.num_envs)
 
     def save(path, iteration, best=None):
-        state = {
-            "rng": resumestate.rng_state(),
-            "envs": resumestate.env_state(envs),
-            "loop": {
-                "next_obs": next_obs.cpu(),
-                "next_done": next_done.cpu(),
-                "autoreset": torch.as_tensor(autoreset._resetting),
-            },
-        }
+        state = resumestate.training_state(envs, next_obs=next_obs, next_done=next_done, autoreset=autoreset._resetting)
         saved = checkpoint.save_checkpoint(
             path,
             algo=ALGO,
@@ -285,13 +277,13 @@ if __name__ == "__main__":
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.Tensor(next_obs).to(device)
     next_done = torch.zeros(args.num_envs).to(device)
-    state = resumed.get("training_state") if resumed else None
-    if state:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
-        resumestate.restore_rng(state["rng"])
-        if state["envs"] is not None:
-            resumestate.restore_envs(envs, state["envs"])
-            next_obs, next_done = state["loop"]["next_obs"].to(device), state["loop"]["next_done"].to(device)
-            autoreset._resetting = state["loop"]["autoreset"].numpy().copy()
+    loop = resumestate.restore_training_state(resumed.get("training_state"), envs) if resumed else None
+    if loop:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
+        next_obs, next_done = (
+            torch.as_tensor(loop["next_obs"]).to(device),
+            torch.as_tensor(loop["next_done"]).to(device),
+        )
+        autoreset._resetting = loop["autoreset"]
     next_checkpoint = (
         (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
         if args.checkpoint_frequency
@@ -440,17 +432,7 @@ if __name__ == "__main__":
         save(model_path, iteration if stop.requested else args.num_iterations)
         print(f"model saved to {model_path}")
         if not stop.requested:  # a stop has the grace period only: no evaluation
-            loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
-            result = evaluate(
-                loaded.act,
-                loaded.make_env,
-                episodes=10,
-                seed=args.seed,
-                gamma=args.gamma,
-                capture_video=args.capture_video,
-                video_dir=f"videos/{run_name}-eval",
-            )
-            record_saved_model_evaluation(writer, result, loaded, model_path, args.seed)
+            evaluate_saved_model(model_path, args=args, run_name=run_name, writer=writer, device=device)
 
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)

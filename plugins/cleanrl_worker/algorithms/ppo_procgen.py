@@ -15,8 +15,8 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_worker import checkpoint, gymcompat, procgen_compat
-from cleanrl_worker.evaluation import evaluate, record_saved_model_evaluation
+from cleanrl_worker import checkpoint, gymcompat, procgen_compat, resumestate
+from cleanrl_worker.evaluation import evaluate_saved_model
 
 ALGO = "ppo_procgen"
 
@@ -211,6 +211,7 @@ if __name__ == "__main__":
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     resumed = checkpoint.open_for_resume(args.resume_from, algo=ALGO, args=args) if args.resume_from else None
+    run_name = resumed.get("run_name", run_name) if resumed else run_name  # one TensorBoard folder per run
     if resumed and resumed["iteration"] >= args.num_iterations:
         checkpoint.fail(
             f"--resume-from: checkpoint {args.resume_from} finished iteration {resumed['iteration']} "
@@ -252,9 +253,7 @@ if __name__ == "__main__":
             monitor_gym=True,
             save_code=True,
         )
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer = SummaryWriter(f"runs/{run_name}")
+    writer = resumestate.summary_writer(run_name, global_step if resumed else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
@@ -271,6 +270,7 @@ if __name__ == "__main__":
     autoreset = gymcompat.Autoreset(args.num_envs)
 
     def save(path, iteration):
+        state = resumestate.training_state(envs, next_obs=next_obs, next_done=next_done, autoreset=autoreset._resetting)
         return checkpoint.save_checkpoint(
             path,
             algo=ALGO,
@@ -280,6 +280,8 @@ if __name__ == "__main__":
             optimizers={"optimizer": optimizer},
             global_step=global_step,
             iteration=iteration,
+            run_name=run_name,
+            training_state=state,
         )
 
     # TRY NOT TO MODIFY: start the game
@@ -288,6 +290,13 @@ if __name__ == "__main__":
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.Tensor(np.asarray(next_obs)).to(device)
     next_done = torch.zeros(args.num_envs).to(device)
+    loop = resumestate.restore_training_state(resumed.get("training_state"), envs) if resumed else None
+    if loop:  # the RNGs, the envs and the loop as they were at the save: the run goes on as if never stopped
+        next_obs, next_done = (
+            torch.as_tensor(loop["next_obs"]).to(device),
+            torch.as_tensor(loop["next_done"]).to(device),
+        )
+        autoreset._resetting = loop["autoreset"]
     next_checkpoint = (
         (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
         if args.checkpoint_frequency
@@ -418,24 +427,14 @@ if __name__ == "__main__":
         writer.add_scalar("charts/SPS", sps, global_step)
 
         if next_checkpoint is not None and global_step >= next_checkpoint:
-            save(f"checkpoints/step_{global_step}{checkpoint.SUFFIX}", iteration)
+            save(resumestate.layout_path(global_step), iteration)
             next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
         save(model_path, args.num_iterations)
         print(f"model saved to {model_path}")
-        loaded = checkpoint.load_policy(model_path, device=device, seed=args.seed)
-        result = evaluate(
-            loaded.act,
-            loaded.make_env,
-            episodes=10,
-            seed=args.seed,
-            gamma=args.gamma,
-            capture_video=args.capture_video,
-            video_dir=f"videos/{run_name}-eval",
-        )
-        record_saved_model_evaluation(writer, result, loaded, model_path, args.seed)
+        evaluate_saved_model(model_path, args=args, run_name=run_name, writer=writer, device=device)
 
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
