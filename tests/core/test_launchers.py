@@ -14,7 +14,15 @@ import pytest
 
 from mosaic_core import launchers
 from mosaic_core.errors import UsageError
+from mosaic_core.testing.launcher_suite import LauncherContractSuite
 from tests.core.distributions import make_distribution
+
+
+class TestLocalLauncherContract(LauncherContractSuite):
+    """The built-in launcher meets the contract every launcher's suite subclasses."""
+
+    launcher = "local"
+    bad_options = [(("--ray-address", "127.0.0.1:1"), "--launcher local was chosen but --ray-address")]
 
 
 class Fake(launchers.Launcher):
