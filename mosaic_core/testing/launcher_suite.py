@@ -21,7 +21,8 @@ real path (the ``mosaic`` command line in a fresh folder, its own runs root, not
   flags, and its choice passes on as flags that choose it again (``choice.argv()``);
 - ``test_bad_options_are_refused_before_anything_starts`` (in process): each of
   :attr:`bad_options` is refused by the seam (the launcher's ``validate``), naming the option;
-- ``test_bad_options_are_one_line_exit_2``: the same through ``mosaic run``: one line, exit
+- ``test_bad_options_are_one_line_exit_2``: the same, and :attr:`refused_at_place`, through
+  ``mosaic run``: one line, exit
   code 2, no traceback, no run directory, nothing left at the place;
 - ``test_a_run_reaches_its_one_terminal_event``: a short run completes; its events on stdout,
   in order (``seq`` 1..n), are exactly its ``events.jsonl`` (the relay: one history), with one
@@ -33,9 +34,12 @@ real path (the ``mosaic`` command line in a fresh folder, its own runs root, not
 - ``test_a_sweeps_trials_run_through_it``: ``mosaic sweep run`` (the [sweep] extra) runs a
   study's trials through the launcher, each run completed.
 
-Knobs: :attr:`launcher`, :attr:`bad_options`, :attr:`sweep_trials`, :attr:`timeout`; the
-fixtures ``launcher_flags`` and ``launcher_env`` (the place: a cluster's address, its token), and
-:meth:`left_at_place` (what the place still holds of a run: jobs, actors).
+Knobs: :attr:`launcher`, :attr:`bad_options` (refused before anything starts),
+:attr:`refused_at_place` (refused when the place is asked: no such node), :attr:`sweep_trials`,
+:attr:`sweep_flags`, :attr:`timeout`; the fixtures ``launcher_flags`` and ``launcher_env`` (the
+place: a cluster's address, its token); :meth:`environment` (the CLI's),
+:meth:`left_at_place` (what the place still holds of a run: a job) and :meth:`check_sweep` (what
+a launcher's sweep shows of its own).
 """
 
 from __future__ import annotations
@@ -67,9 +71,11 @@ def act(observation, action_space):
 """
 
 
-def sweep_spec(study_name: str, *, max_trials: int = 4, total_timesteps: int = 512, pruner: str = "none") -> str:
+def sweep_spec(
+    study_name: str, *, max_trials: int = 4, total_timesteps: int = 512, pruner: str = 'type = "none"'
+) -> str:
     """A small study of the bundled CleanRL ppo on CartPole (its learning rate sampled): the one
-    sweep spec the launchers' tests share."""
+    sweep spec the launchers' tests share. ``pruner``: the ``[pruner]`` table's lines."""
     return f"""
 study_name = "{study_name}"
 algo = "ppo"
@@ -88,7 +94,7 @@ type = "random"
 seed = 0
 
 [pruner]
-type = "{pruner}"
+{pruner}
 
 [params.learning_rate]
 type = "float"
@@ -105,7 +111,9 @@ def events_of(stdout: str) -> list[dict[str, Any]]:
 class LauncherContractSuite:
     launcher: ClassVar[str] = "local"
     bad_options: ClassVar[list[tuple[tuple[str, ...], str]]] = []  # (flags, what the one line names)
+    refused_at_place: ClassVar[list[tuple[tuple[str, ...], str]]] = []  # as bad_options, found when it starts
     sweep_trials: ClassVar[int] = 2
+    sweep_flags: ClassVar[tuple[str, ...]] = ()  # more flags of `mosaic sweep run` (--parallel 2)
     timeout: ClassVar[float] = 300.0
 
     # -------------------------------------------------------------------------------- the place
@@ -123,13 +131,17 @@ class LauncherContractSuite:
         """What the place still holds of ``run_id`` (a job, an actor); processes are checked for every launcher."""
         return []
 
+    def check_sweep(self, done: subprocess.CompletedProcess[str], run_dirs: list[Path]) -> None:
+        """What the launcher's own sweep shows besides the suite's checks (its trials on each node)."""
+
     @pytest.fixture(autouse=True)
     def _place(self, tmp_path: Path, launcher_flags: list[str], launcher_env: dict[str, str]) -> None:
         self.folder, self.runs_root = tmp_path, tmp_path / "runs"
         self.flags, self.env = list(launcher_flags), dict(launcher_env)
 
     # -------------------------------------------------------------------------------- helpers
-    def _env(self) -> dict[str, str]:
+    def environment(self) -> dict[str, str]:
+        """The CLI's environment: this process's, less the host's own variables, with ``launcher_env``."""
         env = {k: v for k, v in os.environ.items() if k not in HOST_VARS}
         return {**env, "PYTHONUNBUFFERED": "1", **self.env}
 
@@ -139,14 +151,19 @@ class LauncherContractSuite:
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``mosaic ARGS`` run to its end in the suite's folder."""
         return subprocess.run(
-            self._argv(*args), cwd=self.folder, env=self._env(), capture_output=True, text=True, timeout=self.timeout
+            self._argv(*args),
+            cwd=self.folder,
+            env=self.environment(),
+            capture_output=True,
+            text=True,
+            timeout=self.timeout,
         )
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
             self._argv(*args),
             cwd=self.folder,
-            env=self._env(),
+            env=self.environment(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -216,7 +233,7 @@ class LauncherContractSuite:
 
     # -------------------------------------------------------------------------------- the real path
     def test_bad_options_are_one_line_exit_2(self) -> None:
-        for flags, words in self.bad_options:
+        for flags, words in [*self.bad_options, *self.refused_at_place]:
             done = self.cli(*self.run_args(1000), *flags)
             assert done.returncode == 2, (flags, done.stderr)
             lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")]
@@ -294,6 +311,7 @@ class LauncherContractSuite:
         for run_dir in run_dirs:
             assert json.loads((run_dir / "manifest.json").read_text())["status"] == "completed"
             self.nothing_left(run_dir.name)
+        self.check_sweep(done, run_dirs)
 
 
 def processes_naming(run_id: str) -> list[int]:
