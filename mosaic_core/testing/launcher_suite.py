@@ -214,10 +214,11 @@ class LauncherContractSuite:
         if self.launcher != launchers.LOCAL:
             (item,) = [i for i in launchers.discover() if i.name == self.launcher]
             assert item.status == "active", item.error
-            launchers.check(item.obj)
-            assert type(choice.launcher) is type(item.obj)
+            registered: launchers.Launcher = item.obj
+            launchers.check(registered)
+            assert type(choice.launcher) is type(registered)
             flags = {action for a in parser._actions for action in a.option_strings}
-            assert {o.flag for o in item.obj.options} <= flags
+            assert {o.flag for o in registered.options} <= flags
         again = launchers.select(parser.parse_known_args(choice.argv())[0], installed)
         assert again == choice  # passed on as flags (a sweep's, the daemon's runs), it chooses the same
 
