@@ -131,10 +131,10 @@ class RemoteCaller:
 
     def follow(self) -> Ending:
         """Start the run, relay what it reports, cancel it on a stop signal, until it ended."""
+        log = EventLines(self.run.directory.events) if self.shares_run_dir else None  # from its end: this attempt's
         ending = self.start()
         if ending is not None:
             return ending
-        log = EventLines(self.run.directory.events) if self.shares_run_dir else None
         deadline: float | None = None
         while True:
             if self.cancel_reason is not None and deadline is None:
@@ -237,11 +237,15 @@ class RemoteCaller:
 
 
 class EventLines:
-    """Complete lines appended to a run's ``events.jsonl`` since the last call (a file the place
-    writes; opened without following links, read in bounded pieces)."""
+    """Complete lines appended to a run's ``events.jsonl`` since it was made or last called (a
+    file the place writes; opened without following links, read in bounded pieces)."""
 
     def __init__(self, path: Path):
-        self.path, self.offset, self.partial = path, 0, b""
+        self.path, self.partial = path, b""
+        try:  # lines already there (a resumed run's earlier attempts) are not new
+            self.offset = os.lstat(path).st_size
+        except OSError:
+            self.offset = 0
 
     def new(self) -> list[tuple[str, dict[str, Any]]]:
         try:

@@ -303,7 +303,8 @@ class LauncherContractSuite:
         spec = self.folder / "spec.toml"
         spec.write_text(sweep_spec("contract", max_trials=self.sweep_trials), encoding="utf-8")
         storage = f"sqlite:///{self.folder / 'study.db'}"
-        done = self.cli("sweep", "run", str(spec), "--storage", storage, "--runs-dir", str(self.runs_root), *self.flags)
+        where = ["--storage", storage, "--runs-dir", str(self.runs_root)]
+        done = self.cli("sweep", "run", str(spec), *where, *self.flags, *self.sweep_flags)
         assert done.returncode == 0, done.stderr[-3000:]
         trials = optuna.load_study(study_name="contract", storage=storage).trials
         assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * self.sweep_trials

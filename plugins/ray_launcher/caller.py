@@ -131,7 +131,6 @@ class RayRun(RemoteCaller):
         self.remote_dir: str | None = None
         self.seen = 0  # lines of the node's log read so far
         self.copied: dict[str, list[int]] = {}  # node files already here: path -> [size, mtime_ns] there
-        self.resume_to_announce = job.run.resume  # run_resumed goes out when its attempt starts on a node
         self.stderr_tail: list[str] = []  # the node's host's last lines of stderr, for a run that ended without an end
 
     def follow(self) -> Ending:
@@ -172,8 +171,7 @@ class RayRun(RemoteCaller):
             self.job.continue_from_checkpoint()
         except MosaicError as exc:  # no checkpoint came back (or none it can continue from)
             return {"starts_over": str(exc)}
-        self.resume_to_announce = self.run.resume
-        return {"resumes_from": self.run.resume.checkpoint.step}
+        return {"resumes_from": self.run.resume.checkpoint.step}  # the node's host says run_resumed
 
     # ------------------------------------------------------------------ the core caller's steps
     def start(self) -> Ending | None:
@@ -228,9 +226,6 @@ class RayRun(RemoteCaller):
         if event == "run_started":
             node = self.node
             where = f"{node['hostname']} {node['address']} ({node['node_id'][:12]})"
-            if self.resume_to_announce is not None:  # as a local resume: run_resumed, then the attempt
-                self.run.emit("run_resumed", self.resume_to_announce.payload())
-                self.resume_to_announce = None
             if not self.hooks_started:  # a retry's second start: run_retried said so
                 super().relay(
                     {

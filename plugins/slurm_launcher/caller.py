@@ -17,12 +17,14 @@ project folders are shared): the node writes the run in place; nothing is copied
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from mosaic_core import THREAD_VARS, prepared_env, procs
@@ -118,9 +120,7 @@ class SlurmRun(RemoteCaller):
         folder.mkdir(mode=0o700, exist_ok=True)
         check_own_dir(folder, "run's slurm folder")
         script = job_script(self.job, self.settings)
-        fd = os.open(folder / "job.sh", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(script)  # a record: Slurm runs the text it is handed on stdin, never a path
+        _record_script(folder, script)
         job_id = sbatch.submit(
             self.settings,
             script,
@@ -180,3 +180,19 @@ class SlurmRun(RemoteCaller):
         error = f"Slurm job {self.job_id} ended without the run's end event"
         tail = "\n".join(tail_lines(self.run.run_dir / "slurm" / f"job-{self.job_id}.err", 20))
         return Ending("failed", {"error": error, "stderr_tail": tail}, 1)
+
+
+def _record_script(folder: Path, script: str) -> Path:
+    """The job's script kept in the run's ``slurm/`` folder, a new file each submission (``job.sh``,
+    then ``job-2.sh``: a resumed run is submitted again): a record, Slurm runs the text it is
+    handed on stdin, never a path."""
+    for number in itertools.count(1):
+        path = folder / ("job.sh" if number == 1 else f"job-{number}.sh")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o700)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(script)
+        return path
+    raise AssertionError("unreachable")

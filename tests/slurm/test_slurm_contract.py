@@ -20,7 +20,7 @@ class TestSlurmLauncherContract(LauncherContractSuite):
         (("--slurm-partition", "nope"), "Invalid partition name specified"),
         (("--num-cpus", "64"), "Requested node configuration is not available"),
         (("--slurm-time", "1:00"), "--slurm-time 1:00 is not longer than the grace period (120 s, --slurm-grace)"),
-        (("--slurm-extra", "--constraint='a100"), "--slurm-extra"),
+        (("--slurm-extra=--constraint='a100",), "--slurm-extra"),  # a quote left open
     ]
     sweep_trials = 4
     sweep_flags = ("--slurm-array-limit", "2")
