@@ -163,15 +163,20 @@ class RemoteCaller:
             self.cancel_signal = signum
 
     def _take(self, log: EventLines | None, events: list[dict[str, Any]]) -> None:
-        for line, record in log.new() if log is not None else ((None, r) for r in events):
-            self.remote_started = self.remote_started or record["event"] == "run_started"
-            if log is not None:
-                self.terminal = record if record["event"] in TERMINAL else self.terminal
-                self._show(line, record)
-            elif record["event"] in TERMINAL:
-                self.terminal = record
-            else:
+        """The place's new events: relayed into the run's (held back: its terminal one), or,
+        from the log it writes itself, shown."""
+        for record in events:
+            self._seen(record)
+            if record["event"] not in TERMINAL:
                 self.relay(record)
+        for line, record in log.new() if log is not None else []:
+            self._seen(record)
+            self._show(line, record)
+
+    def _seen(self, record: dict[str, Any]) -> None:
+        self.remote_started = self.remote_started or record["event"] == "run_started"
+        if record["event"] in TERMINAL:
+            self.terminal = record  # a requeued job's next attempt may follow it (then its own)
 
     def _ending(self, exit_code: int) -> Ending:
         if self.terminal is None:
