@@ -10,7 +10,7 @@ keeps plugins and workers to it; everything else in ``mosaic_core`` is private a
 - the public modules in :data:`PUBLIC_MODULES`, each a namespace of its own (its ``__all__``, or
   its names without a leading underscore): :mod:`mosaic_core.child`, the training-program API;
   :mod:`mosaic_core.contract`, the run contract's helpers; :mod:`mosaic_core.launchers`, the
-  launcher API; and the toolkits the built-in plugins share (safe files, processes, a token-guarded
+  launcher API, and :mod:`mosaic_core.caller`, a remote launcher's caller; and the toolkits the built-in plugins share (safe files, processes, a token-guarded
   local web server, the run store on disk, the daemon's client).
 """
 
@@ -26,6 +26,7 @@ PUBLIC_MODULES = (
     "child",
     "contract",
     "launchers",
+    "caller",
     "files",
     "jsontext",
     "procs",

@@ -115,15 +115,15 @@ def mosaic_workers() -> list[WorkerMetadata] | None:
 
 
 @spec(ISOLATE)  # a broken plugin never hides another's launchers
-def mosaic_launchers() -> list[Any] | None:  # LauncherInfo (mosaic_core.launchers imports the plugin host)
-    """Provide launchers: one :class:`mosaic_core.launchers.LauncherInfo` each (where prepared
+def mosaic_launchers() -> list[Any] | None:  # Launcher (mosaic_core.launchers imports the plugin host)
+    """Provide launchers: one :class:`mosaic_core.launchers.Launcher` each (where prepared
     runs execute besides here: Ray, Slurm).
 
     Called when the host builds ``mosaic run``'s, ``mosaic sweep run``'s and ``mosaic daemon``'s
-    options. Return descriptors only (``execute`` and the others are ``"module:function"``
-    strings, imported when a run uses the launcher). Checked in one place as
-    :func:`mosaic_workers`' are; two launchers declaring one flag: the second fails, naming
-    both.
+    options. Return instances whose module imports nothing heavy (a method imports its cluster
+    client when a run uses it). Checked in one place as :func:`mosaic_workers`' are, and their
+    methods' signatures against the base's; two launchers declaring one flag: the second fails,
+    naming both.
     Failure: isolate.
 
     **Example:**
@@ -132,7 +132,9 @@ def mosaic_launchers() -> list[Any] | None:  # LauncherInfo (mosaic_core.launche
 
         @hookimpl
         def mosaic_launchers():
-            return [LauncherInfo(name="k8s", description="a Kubernetes Job per run", options=(), execute="my_pkg.k8s:execute")]
+            from my_pkg.k8s import KubeLauncher  # a Launcher subclass: name, options, execute(job)
+
+            return [KubeLauncher()]
     """
 
 

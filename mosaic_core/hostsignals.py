@@ -5,7 +5,8 @@ The contract: a run signalled before its run directory exists leaves nothing (no
 event); the host says so in one line on stderr and exits 128 + the signal (130 for SIGINT, 143
 for SIGTERM). From the moment its run directory is made, a signal cancels the run, which always
 ends with a terminal event: a signal that comes before the launcher's own handlers are in place
-(:mod:`mosaic_core.supervisor`, a launcher plugin's) is held for them (:func:`take_held`).
+(:mod:`mosaic_core.supervisor`, :mod:`mosaic_core.caller`) is held for them and handed over
+when they take the signals (:func:`handed_to`, the one way a launcher takes them).
 
 A signal in the interpreter's first moments, before ``mosaic`` enters :func:`guarded`, ends
 the process as Python's defaults do, with nothing written either; so does one after the command
@@ -18,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
@@ -55,10 +56,25 @@ def guarded() -> Iterator[None]:
         yield
     finally:
         _install(_hold)  # a signal now must not raise on the way out
-        for sig, handler in previous.items():
-            if handler is not None:
-                signal.signal(sig, handler)
+        _restore(previous)
         _held.clear()
+
+
+@contextlib.contextmanager
+def handed_to(on_stop: Callable[[int], None], signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """While a launcher runs a run: each stop signal calls ``on_stop(signum)``, first the one
+    held since :func:`hold` (if any); after, the handlers found are back. ``on_stop`` runs in a
+    signal handler: it only records the stop (or writes a pipe). Off the main thread signals
+    stay where they are (the caller's thread, a daemon's worker, owns none)."""
+    previous = {sig: signal.getsignal(sig) for sig in signals} if _main_thread() else {}
+    _install(lambda signum, _frame: on_stop(signum), signals)
+    held = take_held()  # one that came after the run directory was made
+    try:
+        if held is not None:
+            on_stop(held)
+        yield
+    finally:
+        _restore(previous)
 
 
 def hold() -> None:
@@ -75,11 +91,17 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _install(handler: Any) -> None:
+def _install(handler: Any, signals: tuple[signal.Signals, ...] = STOP_SIGNALS) -> None:
     if not _main_thread():
         return
-    for sig in STOP_SIGNALS:
-        if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:
+    for sig in signals:
+        if sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: stays ignored
+            signal.signal(sig, handler)
+
+
+def _restore(previous: dict[signal.Signals, Any]) -> None:
+    for sig, handler in previous.items():
+        if handler is not None:
             signal.signal(sig, handler)
 
 

@@ -6,11 +6,11 @@ every lifecycle event of the run (exactly one terminal event) through ``job.run.
 
 - ``local`` (built in, the default): the :class:`~mosaic_core.supervisor.Supervisor` runs the
   training process as a subprocess of this host.
-- Others come from plugins: a plugin's ``mosaic_launchers`` hook returns a :class:`LauncherInfo`
-  each. Discovery imports only the plugin module; the launcher's ``execute``
-  (``"module:function"``) is imported when a run uses it, so a launcher's heavy dependency (Ray,
-  a Kubernetes client) is never imported otherwise. (The ``mosaic.launchers`` entry-point group,
-  a function returning a LauncherInfo per entry point, is still read, with a deprecation notice.)
+- Others come from plugins: a plugin's ``mosaic_launchers`` hook returns one :class:`Launcher`
+  each (a subclass: its name, options and methods, their signatures checked when discovered).
+  Its module imports nothing heavy; a method imports its cluster client when a run uses it.
+  (The ``mosaic.launchers`` entry-point group, a function returning a Launcher per entry point,
+  is still read, with a deprecation notice.)
 
 A launcher is chosen by name (``--launcher NAME``, default ``local``, or ``$MOSAIC_LAUNCHER``);
 an option that ``selects`` (``--ray-address``) is a shorthand for its launcher. A launcher
@@ -18,40 +18,35 @@ declares its options (:class:`LauncherOption`); each is a flag of ``mosaic run``
 run`` and ``mosaic daemon`` and an environment variable that gives its default. The choice and
 its settings are one typed value, :class:`LauncherChoice`, passed explicitly: the sweep and the
 daemon put ``choice.argv()`` on the command line of every ``mosaic run`` they spawn (nothing is
-written into ``os.environ``). A launcher may name a ``validate(settings, num_cpus) -> [problem]``
-run before anything is prepared (a cluster that does not answer, no ``sbatch`` on PATH): each
-problem is one line of the refusal (exit 2), beside the other problems of the run.
+written into ``os.environ``).
 
-A new launcher (Ray and Slurm are plugins; Kubernetes: a Job per run) is one small module:
-its :class:`LauncherInfo` (from its plugin's ``mosaic_launchers``) plus an ``execute(job)`` that runs the job where it belongs, its events
-reaching this process's stdout and ``job.run.run_dir`` (relayed through ``job.run.emit``, or
-written there by the node on a shared runs root); its ``run_started`` payload carries ``node`` (a
-short "where", shown by ``mosaic runs --target``). On the node, ``python -I -m mosaic_core.node
-RUN_DIR`` supervises the prepared run from its ``launch.json`` (the run is not prepared again).
-A launcher that submits many runs as one unit (Slurm's job array) names a ``launch_many(settings,
-batch) -> exit code`` (:class:`Batch`: ``mosaic`` command lines; a sweep's trials). A launcher that knows how many runs its place takes at a time names a
-``capacity(settings) -> (runs, why)`` function: ``mosaic sweep run`` without ``--parallel`` runs
-that many trials at a time and prints ``why``. A launcher whose start is slow and needs no prepared run
-(joining a cluster, a process on a node) names a ``start_early(settings, num_cpus)``: ``mosaic run``
-calls it before preparing the run (not for a dry run), so that work goes on meanwhile, and hands
-what it returns to ``execute`` as ``job.early``; its ``close()`` follows the run, or a refused
-preparation. ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the run anywhere
-this distribution is installed (a requeued Slurm job runs it: resume is the same command).
+What a launcher provides (:class:`Launcher`): ``execute(job) -> exit code``, the run where it
+belongs (a run followed elsewhere builds on :class:`mosaic_core.caller.RemoteCaller`, which owns
+the signals, the cancel, the relay of its events and the one terminal event); optionally
+``validate(settings, num_cpus) -> [problem]`` before anything is prepared (each problem one line
+of the refusal, exit 2), ``capacity(settings) -> (runs, why)`` (``mosaic sweep run`` without
+``--parallel`` runs that many trials at a time), ``start_early(settings, num_cpus)`` (slow work
+that needs no prepared run, begun meanwhile: ``job.early``, closed after) and
+``launch_many(settings, batch)`` (a sweep's trials as one submission: Slurm's job array). On a
+node, ``python -I -m mosaic_core.node RUN_DIR`` supervises the prepared run from its
+``launch.json``; ``job.rerun_argv`` is the ``mosaic run`` command line that repeats the run
+anywhere this distribution is installed (a requeued Slurm job runs it: resume is the same command).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import contextlib
+import inspect
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mosaic_core.entrypoints import LoadedEntryPoint, load_group
-from mosaic_core.errors import PluginError, UsageError
+from mosaic_core.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from mosaic_core.plugins import PluginHost
@@ -92,54 +87,72 @@ class LauncherOption:
         return self.flag[2:].replace("-", "_")
 
 
-@dataclass(frozen=True)
-class LauncherInfo:
-    """What a plugin's ``mosaic_launchers`` hook returns for a launcher: a name, one line for ``--help``, its
-    options and where its ``execute(job) -> int`` lives (``"module:function"``); optionally where
-    its ``capacity(settings) -> (runs, why)`` lives: how many runs it takes at a time, and its
-    ``start_early(settings, num_cpus) -> handle``: what takes time on its side and needs no
-    prepared run (joining a cluster, a process on a node) begun while the run is prepared; the
-    handle reaches ``execute`` as ``job.early`` and its ``close()`` (idempotent) is called after."""
+class Launcher:
+    """Where prepared runs execute besides here: subclass it, give ``name``, ``description`` and
+    ``options``, and override ``execute``; the rest is optional (the base's says "nothing").
+    A plugin's ``mosaic_launchers`` hook returns an instance; its module imports nothing heavy
+    (a method imports its cluster client when a run uses it). Checked when discovered
+    (:func:`check`): a method whose signature takes other arguments than the base's marks the
+    launcher failed, one line naming its plugin. A launcher that follows its run elsewhere
+    builds on :class:`mosaic_core.caller.RemoteCaller` (signals, cancel, relay, the one end)."""
 
-    name: str
-    description: str
-    options: tuple[LauncherOption, ...]
-    execute: str
-    capacity: str | None = None
-    start_early: str | None = None
-    validate: str | None = None  # "module:function": validate(settings, num_cpus) -> list of problems
-    launch_many: str | None = None  # "module:function": launch_many(batch) -> exit codes (one submission)
+    name: str = ""
+    description: str = ""
+    options: tuple[LauncherOption, ...] = ()
 
-    def __post_init__(self) -> None:
-        if not re.fullmatch(r"[a-z][a-z0-9_-]*", self.name) or self.name == LOCAL:
-            raise ValueError(f"launcher name {self.name!r} must be lower-case letters, digits, - or _ (not 'local')")
-        wheres = (
-            ("execute", self.execute),
-            ("capacity", self.capacity),
-            ("start_early", self.start_early),
-            ("validate", self.validate),
-            ("launch_many", self.launch_many),
-        )
-        for what, where in wheres:
-            if where is not None and ":" not in where:
-                raise ValueError(f"launcher {self.name!r}: {what} must be 'module:function', got {where!r}")
+    def execute(self, job: Job) -> int:
+        """Run ``job`` where this launcher runs runs, until it ended; its exit code (every
+        lifecycle event emitted, exactly one terminal event)."""
+        raise NotImplementedError
+
+    def validate(self, settings: dict[str, Any], num_cpus: int | None) -> list[str]:
+        """What is wrong with ``settings`` (one line each), before anything is prepared."""
+        return []
+
+    def capacity(self, settings: dict[str, Any]) -> tuple[int, str] | None:
+        """How many runs this launcher's place takes at a time and why (None: it does not say)."""
+        return None
+
+    def start_early(self, settings: dict[str, Any], num_cpus: int | None) -> Any:
+        """What takes time and needs no prepared run, begun while the run is prepared: the
+        handle reaches ``execute`` as ``job.early``; its ``close()`` (idempotent) follows."""
+        return None
+
+    def launch_many(self, settings: dict[str, Any], batch: Batch) -> int:
+        """Run ``batch`` as one submission until every command ended; the worst exit code."""
+        raise NotImplementedError
 
     def selected(self, settings: dict[str, Any]) -> bool:
         return any(option.selects and settings.get(option.dest) not in (None, False, "") for option in self.options)
 
-    def load(self, where: str) -> Callable[..., Any]:
-        """The function at ``where`` (its execute or capacity); its module is imported now."""
-        module, _, name = where.partition(":")
-        try:
-            function: Callable[..., Any] = getattr(importlib.import_module(module), name)
-            return function
-        except ImportError as exc:
-            raise UsageError(f"launcher {self.name!r} cannot run: {exc} (is its extra installed?)") from exc
-        except Exception as exc:
-            raise PluginError(f"launcher {self.name!r} failed to load ({where}): {type(exc).__name__}: {exc}") from exc
+    @property
+    def runs_batches(self) -> bool:
+        return type(self).launch_many is not Launcher.launch_many
 
-    def load_execute(self) -> Callable[[Job], int]:
-        return self.load(self.execute)
+
+_CHECKED = ("execute", "validate", "capacity", "start_early", "launch_many")
+
+
+def check(launcher: Launcher) -> None:
+    """A ValueError naming what is wrong with ``launcher`` (its name, an option, a method that
+    takes other arguments than the base's); nothing when it is sound."""
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", launcher.name or "") or launcher.name == LOCAL:
+        raise ValueError(f"launcher name {launcher.name!r} must be lower-case letters, digits, - or _ (not 'local')")
+    if type(launcher).execute is Launcher.execute:
+        raise ValueError(f"launcher {launcher.name!r} has no execute(job)")
+    if not isinstance(launcher.options, tuple) or not all(isinstance(o, LauncherOption) for o in launcher.options):
+        raise ValueError(f"launcher {launcher.name!r}: options must be a tuple of LauncherOption")
+    for method in _CHECKED:
+        expected = inspect.signature(getattr(Launcher, method))
+        arguments = [p for p in expected.parameters.values() if p.name != "self"]
+        try:
+            actual = inspect.signature(getattr(launcher, method))
+            actual.bind(*arguments)
+        except (TypeError, ValueError):
+            wanted = ", ".join(p.name for p in arguments)
+            raise ValueError(
+                f"launcher {launcher.name!r}: {method} must take ({wanted}), its signature is {method}{actual}"
+            ) from None
 
 
 @dataclass
@@ -177,45 +190,49 @@ class Job:
         self.env = {**self.env, **launch.env, **self.host.child_env(self.run)}
 
 
-def _check_info(obj: Any) -> LauncherInfo:
+def _check_legacy(obj: Any) -> Launcher:
     if not callable(obj):
         raise TypeError(f"a {LEGACY_GROUP} entry point must name a function, got {type(obj).__name__}")
-    info = obj()
-    if not isinstance(info, LauncherInfo):
-        raise TypeError(f"{getattr(obj, '__qualname__', obj)}() returned {type(info).__name__}, expected LauncherInfo")
-    return info
+    launcher = obj()
+    if not isinstance(launcher, Launcher):
+        raise TypeError(f"{getattr(obj, '__qualname__', obj)}() returned {type(launcher).__name__}, expected Launcher")
+    return launcher
 
 
 def discover() -> list[LoadedEntryPoint]:
     """Every launcher the plugins provide (then the deprecated group's): ``obj`` is its
-    LauncherInfo when active. Two launchers declaring one flag or variable: the second is
-    marked failed, naming both."""
+    :class:`Launcher` when active. One that :func:`check` refuses, or that declares a flag or
+    variable another launcher declared, is marked failed, its error one line naming its plugin."""
     from mosaic_core.descriptors import collect
     from mosaic_core.plugins import plugin_host
 
-    items = collect(
-        plugin_host(), "mosaic_launchers", LauncherInfo, lambda: load_group(LEGACY_GROUP, check=_check_info)
-    )
+    items = collect(plugin_host(), "mosaic_launchers", Launcher, lambda: load_group(LEGACY_GROUP, check=_check_legacy))
     owner: dict[str, str] = {}
     for item in items:
         if item.status != "active":
             continue
-        if item.obj.name != item.name:
-            item.status, item.error = (
-                "failed",
-                f"entry point name {item.name!r} differs from the launcher's name {item.obj.name!r}",
-            )
+        problem = _problem(item.obj, item.name, owner)
+        if problem is not None:
+            item.status, item.error = "failed", f"{item.describe()}: {problem}"
             continue
-        for key in [o.flag for o in item.obj.options] + [o.env for o in item.obj.options]:
-            if key in owner:
-                item.status, item.error = "failed", f"{key} is declared by launcher {owner[key]!r} too"
-                break
-        else:
-            owner.update({key: item.name for o in item.obj.options for key in (o.flag, o.env)})
+        owner.update({key: item.name for o in item.obj.options for key in (o.flag, o.env)})
     return items
 
 
-def active() -> list[LauncherInfo]:
+def _problem(launcher: Launcher, name: str, owner: dict[str, str]) -> str | None:
+    if launcher.name != name:
+        return f"entry point name {name!r} differs from the launcher's name {launcher.name!r}"
+    try:
+        check(launcher)
+    except ValueError as exc:
+        return str(exc)
+    for key in [o.flag for o in launcher.options] + [o.env for o in launcher.options]:
+        if key in owner:
+            return f"{key} is declared by launcher {owner[key]!r} too"
+    return None
+
+
+def active() -> list[Launcher]:
     return [item.obj for item in discover() if item.status == "active"]
 
 
@@ -232,10 +249,10 @@ def _env_default(option: LauncherOption) -> str | None:
     return os.environ.get(option.env) or (os.environ.get(former) if former else None) or None
 
 
-def add_arguments(parser: argparse.ArgumentParser, launchers: list[LauncherInfo] | None = None) -> None:
+def add_arguments(parser: argparse.ArgumentParser, launchers: list[Launcher] | None = None) -> None:
     """``--launcher NAME`` and every launcher's options as flags (defaults from their variables)."""
     installed = active() if launchers is None else launchers
-    names = ", ".join([LOCAL, *(info.name for info in installed)])
+    names = ", ".join([LOCAL, *(launcher.name for launcher in installed)])
     where = parser.add_argument_group("where the run executes")
     where.add_argument(
         "--launcher",
@@ -244,8 +261,8 @@ def add_arguments(parser: argparse.ArgumentParser, launchers: list[LauncherInfo]
         help=f"the launcher that executes the run: {names} (default local; ${LAUNCHER_ENV})",
     )
     _add_options(where, COMMON_OPTIONS)
-    for info in installed:
-        _add_options(parser.add_argument_group(f"{info.name} launcher", info.description), info.options)
+    for launcher in installed:
+        _add_options(parser.add_argument_group(f"{launcher.name} launcher", launcher.description), launcher.options)
 
 
 def _add_options(group: Any, options: tuple[LauncherOption, ...]) -> None:
@@ -269,30 +286,30 @@ def _add_options(group: Any, options: tuple[LauncherOption, ...]) -> None:
             )
 
 
-def settings_of(ns: argparse.Namespace, launchers: list[LauncherInfo]) -> dict[str, Any]:
-    options = [*COMMON_OPTIONS, *(o for info in launchers for o in info.options)]
+def settings_of(ns: argparse.Namespace, launchers: list[Launcher]) -> dict[str, Any]:
+    options = [*COMMON_OPTIONS, *(o for launcher in launchers for o in launcher.options)]
     return {o.dest: getattr(ns, o.dest, None) for o in options}
 
 
 @dataclass(frozen=True)
 class LauncherChoice:
-    """Where runs execute: a launcher (``info``; None: here) and its settings, by dest (its own
-    options and the common ones). Passed explicitly to whatever starts runs."""
+    """Where runs execute: a launcher (None: here) and its settings, by dest (its own options
+    and the common ones). Passed explicitly to whatever starts runs."""
 
     name: str = LOCAL
-    info: LauncherInfo | None = None
+    launcher: Launcher | None = None
     settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def local(self) -> bool:
-        return self.info is None
+        return self.launcher is None
 
     def argv(self) -> list[str]:
         """The flags that make a spawned ``mosaic run`` use this launcher with these settings."""
-        if self.info is None:
+        if self.launcher is None:
             return ["--launcher", LOCAL]
         out = ["--launcher", self.name]
-        for option in (*COMMON_OPTIONS, *self.info.options):
+        for option in (*COMMON_OPTIONS, *self.launcher.options):
             value = self.settings.get(option.dest)
             if option.switch and value:
                 out.append(option.flag)
@@ -302,47 +319,53 @@ class LauncherChoice:
 
     def problems(self, num_cpus: int | None = None) -> list[str]:
         """What the launcher finds wrong with its settings (each one line), before anything starts."""
-        if self.info is None or self.info.validate is None:
+        if self.launcher is None:
             return []
         try:
-            return [str(problem) for problem in self.info.load(self.info.validate)(dict(self.settings), num_cpus) or []]
+            return [str(problem) for problem in self.launcher.validate(dict(self.settings), num_cpus) or []]
         except UsageError as exc:
             return [str(exc)]
+        except ImportError as exc:
+            return [_missing(self.name, exc)]
 
     def check(self, num_cpus: int | None = None, command: str | None = None) -> None:
         """The launcher's problems as one UsageError; ``command`` (``mosaic sweep run``, ``mosaic
         daemon``: they follow their runs) refuses the options that are for ``mosaic run`` only."""
         problems = self.problems(num_cpus)
-        if command is not None and self.info is not None:
+        if command is not None and self.launcher is not None:
             problems += [
                 f"{o.flag} is for `mosaic run`, not `{command}` (it follows its runs)"
-                for o in self.info.options
+                for o in self.launcher.options
                 if o.run_only and self.settings.get(o.dest) not in (None, False, "")
             ]
         if problems:
             raise UsageError("; ".join(problems))
 
 
-def select(ns: argparse.Namespace, launchers: list[LauncherInfo] | None = None) -> LauncherChoice:
+def _missing(name: str, exc: ImportError) -> str:
+    return f"launcher {name!r} cannot run: {exc} (is its extra installed?)"
+
+
+def select(ns: argparse.Namespace, launchers: list[Launcher] | None = None) -> LauncherChoice:
     """The launcher ``ns`` chooses: ``--launcher NAME``, else the launcher one of whose
-    ``selects`` options has a value (``--ray-address``: Ray), else local. An unknown name, an
-    empty selecting option, or options of another launcher given on the command line beside
-    ``--launcher``: a UsageError naming them."""
+    ``selects`` options has a value (``--ray-address``: Ray), else local. An unknown or broken
+    name, an empty selecting option, or options of another launcher given on the command line
+    beside ``--launcher``: a UsageError naming them."""
     launchers = active() if launchers is None else launchers
     settings = settings_of(ns, launchers)
-    by_name = {info.name: info for info in launchers}
+    by_name = {launcher.name: launcher for launcher in launchers}
     name = getattr(ns, "launcher", None)
     if name is not None and name != LOCAL and name not in by_name:
-        raise UsageError(f"--launcher {name!r}: no such launcher (installed: {', '.join([LOCAL, *by_name])})")
+        _refuse_unknown(name, by_name)
     selecting = choose(settings, launchers)
     if name is None:
-        info = selecting
+        chosen = selecting
     else:
-        info = by_name.get(name)
+        chosen = by_name.get(name)
         given = [
             option.flag
             for other in launchers
-            if other is not info
+            if other is not chosen
             for option in other.options
             if _given_here(option, settings.get(option.dest))
         ]
@@ -350,10 +373,17 @@ def select(ns: argparse.Namespace, launchers: list[LauncherInfo] | None = None) 
             raise UsageError(
                 f"--launcher {name} was chosen but {', '.join(given)} (another launcher's) was given too: pick one"
             )
-    if info is None:
+    if chosen is None:
         return LauncherChoice()
-    own = {o.dest for o in (*COMMON_OPTIONS, *info.options)}
-    return LauncherChoice(info.name, info, {k: v for k, v in settings.items() if k in own})
+    own = {o.dest for o in (*COMMON_OPTIONS, *chosen.options)}
+    return LauncherChoice(chosen.name, chosen, {k: v for k, v in settings.items() if k in own})
+
+
+def _refuse_unknown(name: str, by_name: dict[str, Launcher]) -> None:
+    broken = {item.name: item.error for item in discover() if item.status == "failed"}
+    if name in broken:
+        raise UsageError(f"--launcher {name!r} is broken: {broken[name]}")
+    raise UsageError(f"--launcher {name!r}: no such launcher (installed: {', '.join([LOCAL, *by_name])})")
 
 
 def _given_here(option: LauncherOption, value: Any) -> bool:
@@ -364,33 +394,44 @@ def _given_here(option: LauncherOption, value: Any) -> bool:
     return (value is not True and value != default) or (value is True and default in (None, "0", "false", "no"))
 
 
-def choose(settings: dict[str, Any], launchers: list[LauncherInfo]) -> LauncherInfo | None:
+def choose(settings: dict[str, Any], launchers: list[Launcher]) -> Launcher | None:
     """The launcher a selecting option chooses (``--ray-address``), or None. Two selected, or an
     option that selects given an empty value (``--ray-address ""``: never a silent local run):
     a UsageError."""
-    for info in launchers:
-        for option in info.options:
+    for launcher in launchers:
+        for option in launcher.options:
             value = settings.get(option.dest)
             if option.selects and isinstance(value, str) and not value.strip():
                 raise UsageError(f"{option.flag} is empty: give a value, or leave the option out to run here")
-    chosen = [info for info in launchers if info.selected(settings)]
+    chosen = [launcher for launcher in launchers if launcher.selected(settings)]
     if len(chosen) > 1:
         raise UsageError(f"options of launchers {', '.join(repr(i.name) for i in chosen)} were given: pick one")
     return chosen[0] if chosen else None
 
 
+@contextlib.contextmanager
+def _extra_needed(name: str) -> Iterator[None]:
+    """A launcher's method that imports what its extra installs: missing, one line (exit 2)."""
+    try:
+        yield
+    except ImportError as exc:
+        raise UsageError(_missing(name, exc)) from exc
+
+
 def run_job(job: Job) -> int:
     """Execute ``job`` where its launcher says: the chosen launcher's ``execute``, or here."""
-    if job.launcher is None or job.launcher.info is None:
+    if job.launcher is None or job.launcher.launcher is None:
         return job.supervise_here()
-    return job.launcher.info.load_execute()(job)
+    with _extra_needed(job.launcher.name):
+        return job.launcher.launcher.execute(job)
 
 
 def start_early(choice: LauncherChoice, num_cpus: int | None) -> Any:
     """What the chosen launcher begins before the run is prepared (None: nothing, or local)."""
-    if choice.info is None or choice.info.start_early is None:
+    if choice.launcher is None:
         return None
-    return choice.info.load(choice.info.start_early)(dict(choice.settings), num_cpus)
+    with _extra_needed(choice.name):
+        return choice.launcher.start_early(dict(choice.settings), num_cpus)
 
 
 @dataclass(frozen=True)
@@ -409,25 +450,28 @@ class Batch:
 
 
 def can_launch_many(choice: LauncherChoice) -> bool:
-    return choice.info is not None and choice.info.launch_many is not None
+    return choice.launcher is not None and choice.launcher.runs_batches
 
 
 def launch_many(choice: LauncherChoice, batch: Batch) -> int:
     """Run ``batch`` through the chosen launcher's ``launch_many`` until every command ended
     (a signal to this process cancels them all); the worst exit code (130: cancelled)."""
-    info = choice.info
-    if info is None or info.launch_many is None:
+    if choice.launcher is None or not choice.launcher.runs_batches:
         raise UsageError(f"launcher {choice.name!r} cannot run a batch as one submission")
-    return int(info.load(info.launch_many)(dict(choice.settings), batch))
+    with _extra_needed(choice.name):
+        return int(choice.launcher.launch_many(dict(choice.settings), batch))
 
 
 def capacity(choice: LauncherChoice) -> tuple[int, str] | None:
     """How many runs ``choice``'s launcher takes at a time and why (``runs >= 1``), or None:
     the local launcher, or one that does not say."""
-    chosen = choice.info
-    if chosen is None or chosen.capacity is None:
+    if choice.launcher is None:
         return None
-    runs, why = chosen.load(chosen.capacity)(dict(choice.settings))
+    with _extra_needed(choice.name):
+        fits = choice.launcher.capacity(dict(choice.settings))
+    if fits is None:
+        return None
+    runs, why = fits
     return max(1, int(runs)), str(why)
 
 

@@ -63,6 +63,7 @@ def supervise(
         settings=tuple(setting for _plugin, setting in host.run_settings(config)),
         checkpoint_layout=_checkpoint_layout(worker, config),
     )
+    run.resume = _recorded_resume(launch, run.checkpoint_layout)  # run_resumed, the log numbered on
     names = [name for name in os.environ.get(PREPARED_ENV, "").split(",") if name]
     own = {name: os.environ[name] for name in names if name in os.environ}
     own.update(host.child_env(run))  # plugins' per-run set-up happens where the run does (FastLane's segment)
@@ -78,6 +79,18 @@ def supervise(
     supervisor = Supervisor(run, host, list(launch["command"]), env, options, cwd=Path(launch.get("cwd") or run_dir))
     hostsignals.hold()  # a stop signal from now on cancels the run, which ends with a terminal event
     return supervisor.execute()
+
+
+def _recorded_resume(launch: dict[str, Any], layout: Any) -> Any:
+    """The resume ``launch.json`` records (a run prepared to go on from a checkpoint), or None."""
+    from mosaic_core.contract import Checkpoint
+    from mosaic_core.resume import Resume
+
+    recorded = launch.get("resume")
+    if not isinstance(recorded, dict):
+        return None
+    checkpoint = Checkpoint(Path(recorded["checkpoint"]), int(recorded["from_step"]), getattr(layout, "format", ""))
+    return Resume(checkpoint, int(recorded["attempt"]), recorded.get("total_timesteps"))
 
 
 def _checkpoint_layout(worker: str, config: WorkerConfig) -> Any:

@@ -12,6 +12,7 @@ period). Whoever signals a run may first write one line saying why into
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import select
@@ -224,7 +225,8 @@ class Supervisor:
         if run.resume is not None:  # one log: this attempt's events number on from the earlier ones'
             emitter.continue_after(run.directory.events)
         receiver = channel.ChannelReceiver(channel.new_address(run.run_id), self._on_child_message)
-        previous = _install_signal_handlers(self)
+        signals = contextlib.ExitStack()  # cancel() takes no lock (a pipe write): safe in a handler
+        signals.enter_context(hostsignals.handed_to(lambda signum: self.cancel(hostsignals.reason(signum))))
         started_hooks = False
         terminal_payload: dict[str, Any] = {}
         status, exit_code = "failed", 1
@@ -265,7 +267,7 @@ class Supervisor:
             # Only once the run's end is on record: until then a signal can only cancel it. (A daemon
             # killed with -9 sends its runs one parent-death SIGTERM per thread of it that exits,
             # spread over milliseconds under load; one after a restore killed a run's host silently.)
-            _restore_signal_handlers(previous)
+            signals.close()
             self._close_wake_pipe()
             # The host exits next: the interpreter's last collection of its objects took 2-3 s on a
             # busy 2-core machine (the host outlived its run by that much); frozen, they are left to the exit.
@@ -380,23 +382,3 @@ def _open_log(path: Path) -> Any:
         path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666
     )  # less the run's umask
     return os.fdopen(fd, "ab")
-
-
-def _install_signal_handlers(supervisor: Supervisor) -> dict[int, Any]:
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    previous: dict[int, Any] = {}
-    for sig in hostsignals.STOP_SIGNALS:
-        if sig == signal.SIGHUP and signal.getsignal(sig) is signal.SIG_IGN:
-            continue  # started under nohup: a hangup does not stop the run
-        # cancel() takes no lock (a pipe write), so it is safe in a handler that interrupts anything
-        previous[sig] = signal.signal(sig, lambda signum, _frame: supervisor.cancel(hostsignals.reason(signum)))
-    held = hostsignals.take_held()  # one that came after the run directory was made
-    if held is not None:
-        supervisor.cancel(hostsignals.reason(held))
-    return previous
-
-
-def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)

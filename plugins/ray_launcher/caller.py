@@ -1,6 +1,8 @@
 """The caller's side of a Ray run: connect, check, place, relay, bring the run directory back.
 
-``execute(job)`` is the launcher (``mosaic_core.launchers``). Its steps:
+``execute(job)`` is the launcher's (:class:`mosaic_ray.launcher.RayLauncher`); :class:`RayRun`
+builds on the core caller (:class:`mosaic_core.caller.RemoteCaller`: the signals, the cancel,
+the relay into this run's events and the one terminal event are the core's). Its steps:
 1. (``start_early``, before the run is prepared) settings checked and the cluster reached
    (:mod:`mosaic_ray.cluster`): a bad value, an address that does not answer, a refused token,
    resources no alive node has: one line, exit 2; then the run's actor asked for, so its worker
@@ -29,35 +31,18 @@ import functools
 import io
 import json
 import os
-import signal
-import sys
 import tarfile
-import threading
 import time
 from typing import Any
 
-from mosaic_core import (
-    EVENT_OF,
-    HOST_TERMINAL_FIELDS,
-    STATUS_OF,
-    TERMINAL,
-    EventEmitter,
-    MosaicError,
-    prepared_env,
-    procs,
-    read_cancel_note,
-    record_run_end,
-    redact,
-    take_held_signals,
-)
-from mosaic_core.files import is_within, read_private_text
+from mosaic_core import MosaicError, prepared_env, procs, read_cancel_note, redact
+from mosaic_core.caller import Ending, Polled, RemoteCaller
+from mosaic_core.files import is_within
 from mosaic_core.launchers import Job
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 
 POLL_S = 0.25
-MANIFEST_LIMIT = 4 * 2**20  # the node's manifest.json, read back
-CANCEL_EXTRA_S = 20.0  # after the grace period: the node's host needs a moment to record the end
 NODE_GONE_WAIT_S = 60.0
 
 
@@ -133,55 +118,51 @@ def new_actor(settings: cluster.Settings) -> Any:
     )
 
 
-class RayRun:
-    def __init__(self, job: Job, settings: cluster.Settings, first_actor: Any = None):
-        self.job, self.settings = job, settings
-        self.first_actor = first_actor  # asked for while the run was prepared
-        self.run = job.run
-        self.cancel_reason: str | None = None
-        self.cancel_signal = signal.SIGINT  # passed on to the node's `mosaic run` (a sweep prunes with SIGTERM)
-        self.remote_dir: str | None = None
-        self.started = False
-        self.copied: dict[str, list[int]] = {}  # node files already here: path -> [size, mtime_ns] there
-        self.resume_to_announce = job.run.resume  # run_resumed goes out when its attempt starts on a node
+class RayRun(RemoteCaller):
+    """One run on a node of the cluster; the core caller owns signals, cancel and the end."""
 
-    # ------------------------------------------------------------------ main
-    def execute(self) -> int:
-        run, options = self.run, self.job.options
-        emitter = EventEmitter(
-            run.run_id,
-            run.directory.events,
-            stream=options.stream,
-            sinks=[lambda record: self.job.host.on_event(run, record), *options.event_sinks],
-            to_stream=options.json_stdout,
+    def __init__(self, job: Job, settings: cluster.Settings, first_actor: Any = None):
+        super().__init__(job)
+        self.settings = settings
+        self.first_actor = first_actor  # asked for while the run was prepared
+        self.actor: Any = None
+        self.relays: Relays | None = None
+        self.node: dict[str, Any] = {}
+        self.remote_dir: str | None = None
+        self.seen = 0  # lines of the node's log read so far
+        self.copied: dict[str, list[int]] = {}  # node files already here: path -> [size, mtime_ns] there
+        self.stderr_tail: list[str] = []  # the node's host's last lines of stderr, for a run that ended without an end
+
+    def follow(self) -> Ending:
+        """Attempts until one ends: a node that dies has the run go on elsewhere (``--ray-retries``)."""
+        run = self.run
+        for attempt in range(1, self.settings.retries + 2):
+            try:
+                return self._attempt(attempt)
+            except NodeLost as lost:
+                if attempt > self.settings.retries or self.cancel_reason is not None:
+                    return Ending("failed", {"error": str(lost)}, 1)
+                restart = self._continue_from_checkpoint()
+                if self.remote_started:
+                    run.emit("run_retried", {"reason": str(lost), "attempt": attempt + 1, **restart})
+                lost_node = (run.state.get("ray") or {}).get("node_id")
+                if lost_node:  # until Ray knows, it may place the next attempt on the same dead node
+                    cluster.wait_node_gone(lost_node, NODE_GONE_WAIT_S)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    def _attempt(self, attempt: int) -> Ending:
+        if attempt > 1:  # what fitted before may be gone with the node: say so rather than wait forever
+            cluster.check_resources(self.settings)
+        self.actor, self.first_actor = self.first_actor or new_actor(self.settings), None
+        self.node = {"attempt": attempt}
+        self.relays = Relays(
+            self.job.host.run_relays(self.run.run_id, redact(self.run.config.extras), "caller"), self.job.host
         )
-        run.emitter = emitter
-        if run.resume is not None:  # one log: this attempt's events number on from the earlier ones'
-            emitter.continue_after(run.directory.events)
-        previous = self._install_signal_handlers()
-        status, payload, code = "failed", {}, 1
         try:
-            for attempt in range(1, self.settings.retries + 2):
-                try:
-                    status, payload, code = self._attempt(attempt)
-                    break
-                except NodeLost as lost:
-                    if attempt > self.settings.retries or self.cancel_reason is not None:
-                        status, payload, code = "failed", {"error": str(lost)}, 1
-                        break
-                    restart = self._continue_from_checkpoint()
-                    if self.started:
-                        run.emit("run_retried", {"reason": str(lost), "attempt": attempt + 1, **restart})
-                    lost_node = (run.state.get("ray") or {}).get("node_id")
-                    if lost_node:  # until Ray knows, it may place the next attempt on the same dead node
-                        cluster.wait_node_gone(lost_node, NODE_GONE_WAIT_S)
-        except Exception as exc:  # a broken cluster mid-run: the run still ends with one terminal event
-            status, payload, code = "failed", {"error": f"{type(exc).__name__}: {exc}"}, 1
+            return super().follow()
         finally:
-            self._restore_signal_handlers(previous)
-            self._finish(status, payload)
-            emitter.close()
-        return code
+            self.relays.close()
+            self._close(self.actor)
 
     def _continue_from_checkpoint(self) -> dict[str, Any]:
         """The next attempt goes on from the newest checkpoint copied back (the run contract's
@@ -190,91 +171,68 @@ class RayRun:
             self.job.continue_from_checkpoint()
         except MosaicError as exc:  # no checkpoint came back (or none it can continue from)
             return {"starts_over": str(exc)}
-        self.resume_to_announce = self.run.resume
-        return {"resumes_from": self.run.resume.checkpoint.step}
+        return {"resumes_from": self.run.resume.checkpoint.step}  # the node's host says run_resumed
 
-    def _attempt(self, attempt: int) -> tuple[str, dict[str, Any], int]:
-        settings, run = self.settings, self.run
-        if attempt > 1:  # what fitted before may be gone with the node: say so rather than wait forever
-            cluster.check_resources(settings)
-        actor, self.first_actor = self.first_actor or new_actor(settings), None
-        relays = Relays(self.job.host.run_relays(run.run_id, redact(run.config.extras), "caller"), self.job.host)
-        try:
-            runs_dir = str(cluster.staging_root(run)) if settings.shared_runs else None
-            options = self.job.options
-            start = actor.start.remote(
-                run.directory.launch.read_text(encoding="utf-8"),
-                self._config_text(),
-                self._env(),
-                runs_dir,
-                run.run_id,
-                settings.num_cpus,
-                sorted(relays.relays),
-                str(run.run_dir),
-                [
-                    "--heartbeat-interval",
-                    f"{options.heartbeat_interval:g}",
-                    "--grace-period",
-                    f"{options.grace_period:g}",
-                ],
-                _checkpoint_tar(run.run_dir, run.resume.checkpoint.path) if run.resume is not None else b"",
-            )
-            node = self._wait(start, actor, "start")
-            if node is None:  # cancelled while waiting for a node
-                return "cancelled", {"reason": self._noted(self.cancel_reason)}, 130
-            self.remote_dir = node.pop("run_dir")
-            self.copied = node.pop("seeded", {})  # a new attempt: a new directory on its node (the checkpoint in it)
-            node.pop("pid", None)
-            node["attempt"] = attempt
-            run.state["ray"] = node
-            return self._relay_events(actor, node, relays)
-        finally:
-            relays.close()
-            self._close(actor)
+    # ------------------------------------------------------------------ the core caller's steps
+    def start(self) -> Ending | None:
+        settings, run, options = self.settings, self.run, self.job.options
+        start = self.actor.start.remote(
+            run.directory.launch.read_text(encoding="utf-8"),
+            run.directory.config.read_text(encoding="utf-8"),
+            self._env(),
+            str(cluster.staging_root(run)) if settings.shared_runs else None,
+            run.run_id,
+            settings.num_cpus,
+            sorted(self.relays.relays),
+            str(run.run_dir),
+            ["--heartbeat-interval", f"{options.heartbeat_interval:g}", "--grace-period", f"{options.grace_period:g}"],
+            _checkpoint_tar(run.run_dir, run.resume.checkpoint.path) if run.resume is not None else b"",
+        )
+        node = self._wait(start, "start")
+        if node is None:  # cancelled while waiting for a node
+            return self.cancelled()
+        self.remote_dir = node.pop("run_dir")
+        self.copied = node.pop("seeded", {})  # a new attempt: a new directory on its node (the checkpoint in it)
+        node.pop("pid", None)
+        self.node = {**node, **self.node}
+        self.seen = 0
+        run.state["ray"] = self.node
+        return None
 
-    def _relay_events(self, actor: Any, node: dict[str, Any], relays: Relays) -> tuple[str, dict[str, Any], int]:
-        seen, terminal, cancel_sent, deadline = 0, None, False, None
-        while True:
-            if self.cancel_reason is not None and not cancel_sent:
-                actor.cancel.remote(read_cancel_note(self.run.directory), int(self.cancel_signal))
-                cancel_sent, deadline = True, time.monotonic() + self.job.options.grace_period + CANCEL_EXTRA_S
-            marks = relays.due() if self.started else None  # plugins' live data: once the run started here
-            reply = self._wait(actor.read.remote(seen, marks, POLL_S), actor, "read", cancellable=False)
-            relays.deliver(reply.get("relayed") or {})
-            relays.record_node_failures(reply.get("relay_failures") or {})
-            seen += len(reply["lines"])
-            for line in reply["lines"]:
-                record = _parse(line)
-                if record is None:
-                    continue
-                if record["event"] in TERMINAL:
-                    terminal = record
-                else:
-                    self._relay_one(actor, record, node)
-            if reply["returncode"] is not None:
-                self._bring_back(actor)
-                return self._outcome(terminal, reply)
-            if deadline is not None and time.monotonic() > deadline:
-                return (
-                    "cancelled",
-                    {"reason": self._noted(f"{self.cancel_reason}, the node did not confirm in time")},
-                    130,
-                )
-            # no sleep: the read waited up to POLL_S for a line (a signal only sets cancel_reason)
+    def poll(self) -> Polled:
+        marks = self.relays.due() if self.hooks_started else None  # plugins' live data: once the run started here
+        reply = self._wait(self.actor.read.remote(self.seen, marks, POLL_S), "read", cancellable=False)
+        self.relays.deliver(reply.get("relayed") or {})
+        self.relays.record_node_failures(reply.get("relay_failures") or {})
+        self.seen += len(reply["lines"])
+        self.stderr_tail = reply.get("stderr_tail") or []
+        events = [record for record in map(_parse, reply["lines"]) if record is not None]
+        if reply["returncode"] is not None:
+            self._bring_back()
+        return Polled(events, reply["returncode"])
 
-    def _relay_one(self, actor: Any, record: dict[str, Any], node: dict[str, Any]) -> None:
+    def cancel_remote(self, signum: int) -> None:
+        self.actor.cancel.remote(read_cancel_note(self.run.directory), int(signum))
+
+    def give_up(self) -> Ending:
+        return self.cancelled("the node did not confirm in time")
+
+    def no_end(self, exit_code: int) -> Ending:
+        error = f"mosaic run on the node exited with code {exit_code} without an end event"
+        return Ending("failed", {"error": error, "stderr_tail": "\n".join(self.stderr_tail)}, exit_code or 1)
+
+    def relay(self, record: dict[str, Any]) -> None:
         event, payload = record["event"], self._local_paths(record.get("payload") or {})
         if event == "run_started":
+            node = self.node
             where = f"{node['hostname']} {node['address']} ({node['node_id'][:12]})"
-            payload = {**payload, "run_dir": str(self.run.run_dir), "ray": node, "node": where}
-            if self.resume_to_announce is not None:  # as a local resume: run_resumed, then the attempt
-                self.run.emit("run_resumed", self.resume_to_announce.payload())
-                self.resume_to_announce = None
-            if self.started:
-                return  # a retry's second start: run_retried said so
-            self.run.emit(event, payload)
-            self.started = True
-            self.job.host.run_started(self.run)
+            if not self.hooks_started:  # a retry's second start: run_retried said so
+                super().relay(
+                    {
+                        "event": event,
+                        "payload": {**payload, "run_dir": str(self.run.run_dir), "ray": node, "node": where},
+                    }
+                )
             return
         if event == "heartbeat" and self.job.options.heartbeat_extra:
             try:
@@ -283,32 +241,22 @@ class RayRun:
                 payload = {**payload, "heartbeat_error": f"{type(exc).__name__}: {exc}"}
         self.run.emit(event, payload)
         if event == "checkpoint_saved" and not self.settings.shared_runs:
-            self._bring_back(actor)
+            self._bring_back()
 
-    def _outcome(self, terminal: dict[str, Any] | None, reply: dict[str, Any]) -> tuple[str, dict[str, Any], int]:
-        code = reply["returncode"]
-        if terminal is None:
-            tail = "\n".join(reply.get("stderr_tail") or [])
-            return (
-                "failed",
-                {"error": f"mosaic run on the node exited with code {code} without an end event", "stderr_tail": tail},
-                code or 1,
-            )
-        status = STATUS_OF[terminal["event"]]
-        return status, self._local_paths(terminal.get("payload") or {}), code if code is not None else 1
+    def end_payload(self, record: dict[str, Any]) -> dict[str, Any]:
+        return self._local_paths(record.get("payload") or {})
 
     # ------------------------------------------------------------------ the run directory
-    def _bring_back(self, actor: Any) -> None:
+    def _bring_back(self) -> None:
         """The node's run directory into ours (files only; ``events.jsonl`` is ours)."""
         if self.settings.shared_runs:
             cluster.move_from_staging(self.run)
             return
-        reply = self._wait(actor.snapshot.remote(self.copied), actor, "snapshot", cancellable=False)
+        reply = self._wait(self.actor.snapshot.remote(self.copied), "snapshot", cancellable=False)
         if not reply["tar"]:
             return
-        target = self.run.run_dir
         with tarfile.open(fileobj=io.BytesIO(reply["tar"]), mode="r:gz") as tar:
-            tar.extractall(target, filter="data")  # no links, nothing outside the run directory
+            tar.extractall(self.run.run_dir, filter="data")  # no links, nothing outside the run directory
         self.copied.update(reply["files"])
 
     def _local_paths(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -324,32 +272,6 @@ class RayRun:
             out[key] = value
         return out
 
-    def _finish(self, status: str, payload: dict[str, Any]) -> None:
-        run, host = self.run, self.job.host
-        if not run.directory.manifest.exists():  # the node's manifest.json did not come back: write ours
-            payload = record_run_end(run, host, status, payload, started=self.started)
-        else:
-            if self.started:
-                host.run_finished(run, status)
-            # The plugins' terminal fields (and the files they derive) made again from the node's
-            # manifest, here: their paths are this host's, not the node's.
-            fields = host.terminal_payload(run, status, self._node_manifest(), HOST_TERMINAL_FIELDS)
-            payload = {**payload, **fields}
-        run.emit(EVENT_OF[status], payload)
-        if status == "failed" and not run.quiet and payload.get("error"):
-            print(f"mosaic: error: run {run.run_id} failed: {payload['error']}", file=sys.stderr)
-
-    def _node_manifest(self) -> dict[str, Any]:
-        try:
-            document = json.loads(read_private_text(self.run.directory.manifest, MANIFEST_LIMIT))
-        except (OSError, ValueError):
-            return {}
-        return document if isinstance(document, dict) else {}
-
-    # ------------------------------------------------------------------ what the node gets
-    def _config_text(self) -> str:
-        return self.run.directory.config.read_text(encoding="utf-8")
-
     def _env(self) -> dict[str, str]:
         """The run's environment on the node: the plan's and plugins' variables, the caller's
         variables named by ``--ray-env``, and the secret extras. Never written anywhere."""
@@ -360,7 +282,7 @@ class RayRun:
         return prepared_env(env, self.run.config.extras)  # the secret extras, for the node's host
 
     # ------------------------------------------------------------------ Ray plumbing
-    def _wait(self, ref: Any, actor: Any, what: str, cancellable: bool = True) -> Any:
+    def _wait(self, ref: Any, what: str, cancellable: bool = True) -> Any:
         """``ray.get(ref)`` in short slices so a signal is noticed; a dead actor is NodeLost."""
         import ray
 
@@ -386,32 +308,6 @@ class RayRun:
         except Exception:  # dead already, or stuck: the kill below ends it (and its run, PDEATHSIG)
             pass
         ray.kill(actor)
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        previous = {}
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):  # the host's stop signals
-            previous[sig] = signal.signal(sig, self._on_signal)
-        held = take_held_signals()  # one that came after the run directory was made
-        if held is not None:
-            self._on_signal(held, None)
-        return previous
-
-    def _on_signal(self, signum: int, _frame: Any) -> None:
-        if self.cancel_reason is None:
-            self.cancel_reason = f"received {signal.Signals(signum).name}"
-            self.cancel_signal = signal.Signals(signum)
-
-    def _noted(self, reason: str) -> str:
-        """``reason`` after the run's cancel note, as a local run words it (a sweep's pruning)."""
-        note = read_cancel_note(self.run.directory)
-        return f"{note} ({reason})" if note else reason
-
-    @staticmethod
-    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class Relays:

@@ -1,8 +1,11 @@
-"""The Ray launcher's descriptor (its plugin's ``mosaic_launchers`` returns it): options only, no Ray import."""
+"""The Ray launcher (its plugin's ``mosaic_launchers`` returns it): its options, and methods that
+import Ray only when a run uses it."""
 
 from __future__ import annotations
 
-from mosaic_core.launchers import LauncherInfo, LauncherOption
+from typing import Any
+
+from mosaic_core.launchers import Job, Launcher, LauncherOption
 
 ADDRESS = LauncherOption(
     "--ray-address",
@@ -46,13 +49,27 @@ OPTIONS = (
 )
 
 
-def get_launcher_info() -> LauncherInfo:
-    return LauncherInfo(
-        name="ray",
-        description="run on a node of an existing Ray cluster (pip install 'mosaic-rl[ray]')",
-        options=OPTIONS,
-        execute="mosaic_ray.caller:execute",
-        capacity="mosaic_ray.cluster:capacity",
-        start_early="mosaic_ray.caller:start_early",
-        validate="mosaic_ray.cluster:validate",
-    )
+class RayLauncher(Launcher):
+    name = "ray"
+    description = "run on a node of an existing Ray cluster (pip install 'mosaic-rl[ray]')"
+    options = OPTIONS
+
+    def execute(self, job: Job) -> int:
+        from mosaic_ray import caller
+
+        return caller.execute(job)
+
+    def validate(self, settings: dict[str, Any], num_cpus: int | None) -> list[str]:
+        from mosaic_ray import cluster
+
+        return cluster.validate(settings, num_cpus)
+
+    def capacity(self, settings: dict[str, Any]) -> tuple[int, str] | None:
+        from mosaic_ray import cluster
+
+        return cluster.capacity(settings)
+
+    def start_early(self, settings: dict[str, Any], num_cpus: int | None) -> Any:
+        from mosaic_ray import caller
+
+        return caller.start_early(settings, num_cpus)

@@ -1,5 +1,5 @@
-"""The Ray launcher's plugin module: it provides the launcher (``mosaic_launchers``: its
-descriptor, :func:`mosaic_ray.launcher.get_launcher_info`) and ``manifest.json`` gets a ``ray``
+"""The Ray launcher's plugin module: it provides the launcher (``mosaic_launchers``:
+:class:`mosaic_ray.launcher.RayLauncher`) and ``manifest.json`` gets a ``ray``
 section naming the node.
 
 On the node, the launcher's actor starts ``mosaic run`` with ``MOSAIC_RAY_NODE`` (JSON: node
@@ -27,9 +27,9 @@ def node_info(run) -> dict | None:
 
 @hookimpl
 def mosaic_launchers():
-    from mosaic_ray.launcher import get_launcher_info
+    from mosaic_ray.launcher import RayLauncher
 
-    return [get_launcher_info()]
+    return [RayLauncher()]
 
 
 @hookimpl

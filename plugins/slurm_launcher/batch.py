@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from mosaic_core import SHARE_VAR, UsageError
+from mosaic_core.caller import stop_signals_to
 from mosaic_core.files import check_ancestors, check_own_dir, read_private_text
 from mosaic_core.launchers import Batch
 from mosaic_slurm import sbatch
@@ -95,22 +94,15 @@ def _exit_code(batch: Batch, index: int, cancelled: bool) -> int:
 
 
 def _wait(job_id: str) -> bool:
-    """Until the array has left the queue; True when a signal here cancelled it."""
-    reason: list[str] = []
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, lambda signum, _f: reason.append(signal.Signals(signum).name))
-    try:
+    """Until the array has left the queue; True when a stop signal here cancelled it."""
+    stops: list[int] = []
+    with stop_signals_to(stops.append):
         cancel_sent = None
         while sbatch.states(job_id):
-            if reason and cancel_sent is None:
+            if stops and cancel_sent is None:
                 sbatch.cancel(job_id)
                 cancel_sent = time.monotonic()
             elif cancel_sent is not None and time.monotonic() - cancel_sent > CANCEL_WAIT_S:
                 break
             time.sleep(POLL_S)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return bool(reason)
+    return bool(stops)

@@ -1,8 +1,11 @@
-"""The Slurm launcher's descriptor (its plugin's ``mosaic_launchers`` returns it): options only, no subprocess."""
+"""The Slurm launcher (its plugin's ``mosaic_launchers`` returns it): its options, and methods that
+import its modules only when a run uses it."""
 
 from __future__ import annotations
 
-from mosaic_core.launchers import LauncherInfo, LauncherOption
+from typing import Any
+
+from mosaic_core.launchers import Batch, Job, Launcher, LauncherOption
 
 OPTIONS = (
     LauncherOption(
@@ -51,12 +54,22 @@ OPTIONS = (
 )
 
 
-def get_launcher_info() -> LauncherInfo:
-    return LauncherInfo(
-        name="slurm",
-        description="run as a Slurm job (sbatch; the runs root on storage the nodes share)",
-        options=OPTIONS,
-        execute="mosaic_slurm.caller:execute",
-        validate="mosaic_slurm.sbatch:validate",
-        launch_many="mosaic_slurm.batch:launch_many",
-    )
+class SlurmLauncher(Launcher):
+    name = "slurm"
+    description = "run as a Slurm job (sbatch; the runs root on storage the nodes share)"
+    options = OPTIONS
+
+    def execute(self, job: Job) -> int:
+        from mosaic_slurm import caller
+
+        return caller.execute(job)
+
+    def validate(self, settings: dict[str, Any], num_cpus: int | None) -> list[str]:
+        from mosaic_slurm import sbatch
+
+        return sbatch.validate(settings, num_cpus)
+
+    def launch_many(self, settings: dict[str, Any], batch: Batch) -> int:
+        from mosaic_slurm import batch as array
+
+        return array.launch_many(settings, batch)

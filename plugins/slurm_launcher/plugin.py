@@ -1,5 +1,5 @@
-"""The Slurm launcher's plugin module: it provides the launcher (its descriptor,
-:func:`mosaic_slurm.launcher.get_launcher_info`: options only, no subprocess)."""
+"""The Slurm launcher's plugin module: it provides the launcher
+(:class:`mosaic_slurm.launcher.SlurmLauncher`: options, and methods that import the rest when used)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,6 @@ from mosaic_core import hookimpl
 
 @hookimpl
 def mosaic_launchers():
-    from mosaic_slurm.launcher import get_launcher_info
+    from mosaic_slurm.launcher import SlurmLauncher
 
-    return [get_launcher_info()]
+    return [SlurmLauncher()]

@@ -819,13 +819,19 @@ def test_mosaic_workers_descriptors_are_checked_in_one_place_naming_the_plugin()
 
 def test_mosaic_launchers_provide_launcher_descriptors():
     from mosaic_core.descriptors import collect
-    from mosaic_core.launchers import LauncherInfo
+    from mosaic_core.launchers import Launcher
 
-    info = LauncherInfo(name="k8s", description="a Job per run", options=(), execute="k8s:execute")
+    class K8s(Launcher):
+        name, description = "k8s", "a Job per run"
+
+        def execute(self, job):
+            return 0
+
+    info = K8s()
     host = host_with(module("kube", mosaic_launchers=lambda: [info]), module("bad", mosaic_launchers=lambda: "x"))
-    items = {i.name: i for i in collect(host, "mosaic_launchers", LauncherInfo)}
+    items = {i.name: i for i in collect(host, "mosaic_launchers", Launcher)}
     assert items["k8s"].obj is info and items["k8s"].plugin == "kube"
-    assert items["bad"].status == "failed" and "expected a list of LauncherInfo" in items["bad"].error
+    assert items["bad"].status == "failed" and "expected a list of Launcher" in items["bad"].error
 
 
 def test_mosaic_hookspecs_declares_a_hook_others_implement_even_when_registered_first(tmp_path, monkeypatch):

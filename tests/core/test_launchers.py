@@ -1,6 +1,8 @@
 """The launcher seam (mosaic_core/launchers.py): discovery through the installed entry point,
-options as flags and variables, the worker's own flags kept for a run elsewhere, and no
-launcher dependency imported unless a run uses it. Needs no Ray."""
+a launcher's signatures checked there (a broken one: one line naming its plugin), options as
+flags and variables, the worker's own flags kept for a run elsewhere, and no launcher
+dependency imported unless a run uses it. Needs no Ray. (What every launcher does with a run:
+tests/launchers/, the LauncherContractSuite.)"""
 
 from __future__ import annotations
 
@@ -12,6 +14,25 @@ import pytest
 
 from mosaic_core import launchers
 from mosaic_core.errors import UsageError
+from mosaic_core.testing.launcher_suite import LauncherContractSuite
+from tests.core.distributions import make_distribution
+
+
+class TestLocalLauncherContract(LauncherContractSuite):
+    """The built-in launcher meets the contract every launcher's suite subclasses."""
+
+    launcher = "local"
+    bad_options = [(("--ray-address", "127.0.0.1:1"), "--launcher local was chosen but --ray-address")]
+
+
+class Fake(launchers.Launcher):
+    """A launcher for the seam's own tests: options only (nothing is executed)."""
+
+    def __init__(self, name: str, options: tuple[launchers.LauncherOption, ...]):
+        self.name, self.description, self.options = name, "a test launcher", options
+
+    def execute(self, job):
+        raise AssertionError("the seam's tests execute nothing")
 
 
 def test_the_installed_ray_launcher_is_discovered_with_its_options():
@@ -24,18 +45,14 @@ def test_the_installed_ray_launcher_is_discovered_with_its_options():
 
 
 def _fake_launchers():
-    info = launchers.LauncherInfo(
+    info = Fake(
         "fake",
-        "a test launcher",
         (
             launchers.LauncherOption("--fake-where", "MOSAIC_FAKE_WHERE", "where", selects=True),
             launchers.LauncherOption("--fake-shared", "MOSAIC_FAKE_SHARED", "shared", switch=True),
         ),
-        "nowhere:execute",
     )
-    other = launchers.LauncherInfo(
-        "other", "x", (launchers.LauncherOption("--other-at", "MOSAIC_OTHER_AT", "at"),), "nowhere:execute"
-    )
+    other = Fake("other", (launchers.LauncherOption("--other-at", "MOSAIC_OTHER_AT", "at"),))
     parser = argparse.ArgumentParser()
     launchers.add_arguments(parser, [info, other])
     return info, other, parser
@@ -44,7 +61,7 @@ def _fake_launchers():
 def test_a_launcher_is_chosen_by_name_or_by_a_selecting_option(monkeypatch):
     monkeypatch.setenv("MOSAIC_FAKE_WHERE", "from-env")
     info, other, parser = _fake_launchers()
-    assert launchers.select(parser.parse_args([]), [info, other]).info is info  # the variable selects it
+    assert launchers.select(parser.parse_args([]), [info, other]).launcher is info  # the variable selects it
     choice = launchers.select(parser.parse_args(["--launcher", "other", "--other-at", "b"]), [info, other])
     assert choice.name == "other" and choice.settings["other_at"] == "b"  # fake's variable is only a default
     assert launchers.select(parser.parse_args(["--launcher", "local"]), [info, other]).local
@@ -128,25 +145,79 @@ def test_an_unreachable_cluster_is_one_line_and_leaves_no_run_directory(mosaic, 
     assert not runs.exists() or not any(runs.iterdir())
 
 
-def _begin(settings, num_cpus):
-    return ("begun", settings["fake_where"], num_cpus)
+class Early(Fake):
+    def start_early(self, settings, num_cpus):
+        return ("begun", settings["fake_where"], num_cpus)
 
 
 def test_start_early_is_the_chosen_launchers_and_none_otherwise():
     option = launchers.LauncherOption("--fake-where", "MOSAIC_FAKE_WHERE", "where", selects=True)
-    early = launchers.LauncherInfo(
-        "fake", "x", (option,), "nowhere:execute", start_early="tests.core.test_launchers:_begin"
-    )
-    plain = launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute")
-    assert launchers.start_early(launchers.LauncherChoice("fake", early, {"fake_where": "there"}), 2) == (
-        "begun",
-        "there",
-        2,
-    )
+    early, plain = Early("fake", (option,)), Fake("fake", (option,))
+    choice = launchers.LauncherChoice("fake", early, {"fake_where": "there"})
+    assert launchers.start_early(choice, 2) == ("begun", "there", 2)
     assert launchers.start_early(launchers.LauncherChoice(), 2) is None  # the local launcher
     assert launchers.start_early(launchers.LauncherChoice("fake", plain, {"fake_where": "there"}), 2) is None
-    with pytest.raises(ValueError, match="start_early"):
-        launchers.LauncherInfo("fake", "x", (option,), "nowhere:execute", start_early="no-colon")
+    assert launchers.capacity(choice) is None and not launchers.can_launch_many(choice)
+
+
+class TakesTooMuch(Fake):
+    def validate(self, settings, num_cpus, cluster):  # a third argument the host never passes
+        return []
+
+
+class Unnamed(Fake):
+    def __init__(self):
+        super().__init__("local", ())
+
+
+class NoExecute(launchers.Launcher):
+    name = "noexec"
+
+
+@pytest.mark.parametrize(
+    "launcher, message",
+    [
+        (TakesTooMuch("fake", ()), "launcher 'fake': validate must take (settings, num_cpus), its signature is"),
+        (Unnamed(), "launcher name 'local' must be lower-case"),
+        (NoExecute(), "launcher 'noexec' has no execute(job)"),
+        (Fake("fake", ("--x",)), "launcher 'fake': options must be a tuple of LauncherOption"),
+    ],
+)
+def test_a_launcher_is_checked_when_registered(launcher, message):
+    with pytest.raises(ValueError) as caught:
+        launchers.check(launcher)
+    assert str(caught.value).startswith(message)
+
+
+BROKEN = """
+from mosaic_core import hookimpl
+from mosaic_core.launchers import Launcher
+
+class Kube(Launcher):
+    name, description = "kube", "a Kubernetes Job per run"
+
+    def execute(self):  # forgot the job
+        return 0
+
+@hookimpl
+def mosaic_launchers():
+    return [Kube()]
+"""
+
+
+def test_a_broken_launcher_is_one_line_naming_its_plugin_and_exit_2(mosaic, tmp_path, workdir):
+    site = tmp_path / "site"
+    make_distribution(site, "mosaic-kube", {"mosaic.plugins": {"kube": "kube_plugin"}}, {"kube_plugin": BROKEN})
+    done = mosaic(
+        "run", "--worker", "example", "--env-id", "CartPole-v1", "--launcher", "kube", env={"PYTHONPATH": str(site)}
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("mosaic: note:")]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("mosaic: error: --launcher 'kube' is broken: entry point 'kube'"), lines
+    assert "mosaic-kube" in lines[0] and "execute must take (job)" in lines[0], lines
+    runs = workdir / "var" / "trainer" / "runs"
+    assert not runs.exists() or not any(runs.iterdir())
 
 
 def test_an_unreachable_cluster_and_an_unchosen_worker_are_both_reported(mosaic, workdir):

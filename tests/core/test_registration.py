@@ -49,14 +49,19 @@ def mosaic_build_manifest(run, status):
 """
 LAUNCHER = """
 from mosaic_core import hookimpl
-from mosaic_core.launchers import LauncherInfo, LauncherOption
+from mosaic_core.launchers import Launcher, LauncherOption
+
+class Kube(Launcher):
+    name, description = "kube", "a Kubernetes Job per run"
+    options = (LauncherOption("--kube-namespace", "MOSAIC_KUBE_NAMESPACE", "run in this namespace",
+                              metavar="NS", selects=True),)
+
+    def execute(self, job):
+        raise RuntimeError("no cluster here")
 
 @hookimpl
 def mosaic_launchers():
-    return [LauncherInfo(name="kube", description="a Kubernetes Job per run",
-                         options=(LauncherOption("--kube-namespace", "MOSAIC_KUBE_NAMESPACE", "run in this namespace",
-                                                 metavar="NS", selects=True),),
-                         execute="kube_plugin:execute")]
+    return [Kube()]
 """
 EXAMPLE_RUN = ["--env-id", "CartPole-v1", "--total-timesteps", "200"]
 
@@ -196,8 +201,9 @@ def test_the_deprecated_launcher_group_still_registers_with_a_one_line_notice(mo
         "mosaic-old",
         {"mosaic.launchers": {"oldlaunch": "old_pkg:launcher"}},
         {
-            "old_pkg": "from mosaic_core.launchers import LauncherInfo\n"
-            "def launcher():\n    return LauncherInfo(name='oldlaunch', description='d', options=(), execute='old_pkg:x')\n"
+            "old_pkg": "from mosaic_core.launchers import Launcher\n"
+            "class Old(Launcher):\n    name, description = 'oldlaunch', 'd'\n    def execute(self, job):\n        return 0\n"
+            "def launcher():\n    return Old()\n"
         },
     )
     env = {"PYTHONPATH": str(site)}

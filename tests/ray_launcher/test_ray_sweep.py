@@ -1,6 +1,6 @@
-"""`mosaic sweep run SPEC --ray-address`: the seeds' `mosaic run` go to the cluster, trials on
-both nodes, the study in Optuna storage here. Each run asks for 2 CPUs (a whole node), so two
-trials at a time must use both nodes. The job is the bundled ppo with a tiny budget."""
+"""`mosaic sweep run SPEC --ray-address` without --parallel: the cluster says how many trials at a
+time, and a pruner stops trials on their nodes. (A sweep whose trials use both nodes: the launcher
+contract, test_ray_contract.py.) The job is the bundled ppo (the shared sweep spec)."""
 
 from __future__ import annotations
 
@@ -9,77 +9,11 @@ import subprocess
 
 import pytest
 
+from mosaic_core.testing.launcher_suite import sweep_spec
 from tests.conftest import BIN
 from tests.ray_launcher.conftest import caller_env, processes_of
 
 optuna = pytest.importorskip("optuna", reason="the [sweep] extra (optuna) is not installed")
-
-SPEC = """
-study_name = "ray-sweep"
-algo = "ppo"
-env_id = "CartPole-v1"
-total_timesteps = 1024
-seeds = 1
-max_trials = 4
-
-[objective]
-metric = "charts/episodic_return"
-last_n = 5
-
-[sampler]
-type = "random"
-seed = 0
-
-[pruner]
-type = "none"
-
-[params.learning_rate]
-type = "float"
-low = 1e-4
-high = 1e-2
-log = true
-"""
-
-
-def test_a_four_trial_sweep_lands_on_both_nodes(cluster, tmp_path):
-    spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC, encoding="utf-8")
-    storage = f"sqlite:///{tmp_path / 'study.db'}"
-    runs = tmp_path / "runs"
-    done = subprocess.run(
-        [
-            str(BIN / "mosaic"),
-            "sweep",
-            "run",
-            str(spec),
-            "--storage",
-            storage,
-            "--parallel",
-            "2",
-            "--runs-dir",
-            str(runs),
-            "--ray-address",
-            cluster.address,
-            "--ray-num-cpus",
-            "2",
-        ],
-        cwd=tmp_path,
-        env=caller_env(cluster),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    study = optuna.load_study(study_name="ray-sweep", storage=storage)
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(complete) == 4, [t.state for t in study.trials]
-    nodes = set()
-    for run_dir in runs.iterdir():
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-        assert manifest["status"] == "completed"
-        nodes.add(manifest["ray"]["node_id"])
-        assert not processes_of(run_dir.name)
-    assert nodes == {cluster.node_ids["nodeA"], cluster.node_ids["nodeB"]}
 
 
 def test_without_parallel_the_cluster_sets_it_and_pruning_stops_trials_on_their_nodes(cluster, tmp_path):
@@ -87,13 +21,8 @@ def test_without_parallel_the_cluster_sets_it_and_pruning_stops_trials_on_their_
     run: 2), said on stderr. A pruner that prunes at the first report: each trial is pruned from
     the live metrics its run relays, and its run is cancelled on its node with the reason."""
     spec = tmp_path / "spec.toml"
-    spec.write_text(
-        SPEC.replace("max_trials = 4", "max_trials = 2")
-        .replace('type = "none"', 'type = "threshold"\nlower = 1e9')
-        .replace("ray-sweep", "ray-prune")
-        .replace("total_timesteps = 1024", "total_timesteps = 500000"),
-        encoding="utf-8",
-    )
+    pruner = 'type = "threshold"\nlower = 1e9'
+    spec.write_text(sweep_spec("ray-prune", max_trials=2, total_timesteps=500000, pruner=pruner), encoding="utf-8")
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     runs = tmp_path / "runs"
     done = subprocess.run(
