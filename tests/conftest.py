@@ -149,6 +149,13 @@ def build_worker_environment(worker: str) -> dict[str, str]:
     return env
 
 
+def worker_bin(env: dict[str, str], worker: str) -> Path:
+    """The ``bin`` folder of the environment ``worker`` uses now under ``env``'s ``$MOSAIC_VENVS``
+    (its ``WORKER.json`` names the build: an older build of another key may still be beside it)."""
+    venvs = Path(env["MOSAIC_VENVS"])
+    return venvs / json.loads((venvs / f"{worker}.json").read_text())["name"] / "bin"
+
+
 @pytest.fixture(scope="session")
 def xuance_env():
     """The environment variables under which `mosaic` finds the built XuanCe environment."""

@@ -4,10 +4,10 @@ Ray process started."""
 import json
 import socket
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import worker_bin
 from tests.rllib.conftest import run_args
 
 
@@ -97,7 +97,7 @@ def test_a_checked_config_is_remembered_in_the_environment_and_a_refused_one_is_
     (mosaic_core.ask_environment) and given again without a process that imports RLlib: the
     seeds of an experiment, a resume and a rerun check once. A refused config is asked every time."""
     params = {"lr": 0.000123}  # this test's own config
-    (python,) = Path(rllib_env["MOSAIC_VENVS"]).glob("rllib-*/bin/python")
+    python = worker_bin(rllib_env, "rllib") / "python"
     answers = python.parent.parent / "mosaic-answers"
 
     def mine():  # this test's kept answers (and those it marked, in an earlier session)

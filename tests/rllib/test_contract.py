@@ -10,6 +10,7 @@ import json
 import pytest
 
 from mosaic_core.testing.contract_suite import WorkerContractSuite
+from tests.conftest import worker_bin
 from tests.eval_schema import assert_same_schema, cleanrl_evaluation
 from tests.rllib.conftest import SMALL
 
@@ -51,13 +52,11 @@ class TestRLlibContract(WorkerContractSuite):
         (opencv from `--extras atari`, imageio-ffmpeg, moviepy) the first episode's frames
         (CartPole rendered rgb_array) are the video; without one (the base environment) it is one
         line, exit 2, before anything runs or is written."""
-        from pathlib import Path
 
         from mosaic_core import contract
 
         filmed = self.copy_of(completed)
-        venvs = Path(self.env.get("MOSAIC_VENVS") or self._env()["MOSAIC_VENVS"])
-        (python,) = venvs.glob("rllib-*/bin/python")
+        python = worker_bin(self.env if "MOSAIC_VENVS" in self.env else self._env(), "rllib") / "python"
         video = self.folder / "cart.mp4"
         evaluations = self.run_dir(filmed) / "evaluations"
         before = sorted(evaluations.iterdir()) if evaluations.is_dir() else []

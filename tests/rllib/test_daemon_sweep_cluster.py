@@ -7,10 +7,10 @@ behind."""
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import worker_bin
 from tests.rllib.conftest import events_of, run_args
 
 pytestmark = pytest.mark.slow  # each trains RLlib runs of about 1,000 env steps
@@ -97,8 +97,7 @@ def test_sweep_trials_train_rllib_with_sampled_params(rllib_env, tmp_path, monke
 def test_a_run_joins_an_existing_cluster_and_leaves_it_running(rllib_env, tmp_path):
     from tests.ray_launcher.loopback import LoopbackCluster, alive
 
-    built = json.loads(Path(rllib_env["MOSAIC_VENVS"], "rllib.json").read_text())["name"]
-    cluster = LoopbackCluster(cpus_per_node=2, bin_dir=Path(rllib_env["MOSAIC_VENVS"], built, "bin"))
+    cluster = LoopbackCluster(cpus_per_node=2, bin_dir=worker_bin(rllib_env, "rllib"))
     try:
         cluster.start_node("nodeA")
         cluster.wait_nodes(1)

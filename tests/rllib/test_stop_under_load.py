@@ -12,6 +12,7 @@ import time
 import pytest
 
 from mosaic_core.events import metric_steps, one_history
+from tests.conftest import worker_bin
 from tests.rllib.conftest import MOSAIC, alive, events_of, ray_pids, run_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]  # judged under load of their own making
@@ -119,13 +120,10 @@ def test_a_sigterm_after_the_last_iteration_never_leaves_a_run_stuck(rllib_env, 
 def test_a_stop_on_an_existing_cluster_saves_at_once_and_leaves_the_cluster(rllib_env, tmp_path, busy_cores):
     """Joined to a cluster it does not own, a stopped run saves its last completed iteration at once
     too, ends after the iteration under way, and leaves the cluster answering."""
-    import json
-    from pathlib import Path
 
     from tests.ray_launcher.loopback import LoopbackCluster
 
-    built = json.loads(Path(rllib_env["MOSAIC_VENVS"], "rllib.json").read_text())["name"]
-    cluster = LoopbackCluster(cpus_per_node=2, bin_dir=Path(rllib_env["MOSAIC_VENVS"], built, "bin"))
+    cluster = LoopbackCluster(cpus_per_node=2, bin_dir=worker_bin(rllib_env, "rllib"))
     try:
         cluster.start_node("nodeA")
         cluster.wait_nodes(1)
