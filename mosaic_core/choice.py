@@ -221,9 +221,10 @@ def _other_problems(argv: list[str], data: dict[str, Any], source: str | None, k
     ``--extras``, when unreadable, are in ``known`` already)."""
     from mosaic_core import launchers
     from mosaic_core.config import build_config, parse_extras_json
-    from mosaic_core.pipeline import check_host_options, host_parser, split_extras
     from mosaic_core.plugins import plugin_host
     from mosaic_core.runs import RunDirectory
+    from mosaic_core.stages.flags import check_host_options, host_parser
+    from mosaic_core.stages.validate import split_extras
 
     problems: list[str] = []
     parser = host_parser("mosaic run", "", "")

@@ -41,6 +41,36 @@ from mosaic_core.types import ExtrasKey
 if TYPE_CHECKING:
     import argparse
 
+__all__ = [
+    "Checkpoint",
+    "CheckpointLayout",
+    "EVAL_EPISODES",
+    "EVAL_FILE",
+    "EVAL_SCHEMA",
+    "EVAL_SEED_OFFSET",
+    "MODES",
+    "OLD_NAMES",
+    "STANDARD_KEYS",
+    "STOP_SIGNALS",
+    "StopOnSignal",
+    "VIDEO_ENCODERS",
+    "VIDEO_FPS",
+    "add_host_arguments",
+    "at_stop_exit",
+    "eval_result",
+    "eval_seeds",
+    "find_checkpoints",
+    "iqm",
+    "mp4_enjoy_extras",
+    "newest_checkpoint",
+    "no_video_encoder",
+    "normalize_mode",
+    "run_at_stop_exit",
+    "video_encoder",
+    "write_eval",
+    "write_mp4",
+]
+
 MODES = ("train", "resume", "evaluate")
 OLD_NAMES = {"resume_training": "resume", "policy_eval": "evaluate"}
 

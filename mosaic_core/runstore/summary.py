@@ -26,6 +26,23 @@ from mosaic_core.files import open_private
 from mosaic_core.procs import process_alive
 from mosaic_core.runs import manifest_of
 
+__all__ = [
+    "ENDED",
+    "MAX_JSON_BYTES",
+    "MAX_LINE_BYTES",
+    "PARSED_KEPT",
+    "Progress",
+    "RunSummary",
+    "TAIL_BYTES",
+    "TERMINAL",
+    "disk_usage",
+    "format_age",
+    "format_bytes",
+    "format_number",
+    "progress_of",
+    "summarize",
+]
+
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
 ENDED = tuple(TERMINAL.values())  # statuses whose run has a score (runstore.score)
 TAIL_BYTES = 256 * 1024  # of events.jsonl, read for the latest state

@@ -26,6 +26,25 @@ from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
 from mosaic_core.trainer.auth import REGISTRATION_METADATA, bearer, find_token
 from mosaic_core.trainer.protocol import CHANNEL_OPTIONS, PROTO_VERSION, TOKEN_METADATA, check_target, status_name
 
+__all__ = [
+    "BACKOFF_S",
+    "RETRYABLE",
+    "RunSession",
+    "USAGE_CODES",
+    "WorkerSession",
+    "cancel",
+    "health",
+    "list_runs",
+    "list_workers",
+    "open_channel",
+    "print_runs",
+    "record_to_dict",
+    "remove_run",
+    "rpc_error",
+    "submit",
+    "watch_runs",
+]
+
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 USAGE_CODES = (  # the request or its credential is for the caller to fix: exit code 2
     grpc.StatusCode.INVALID_ARGUMENT,

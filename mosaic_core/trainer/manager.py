@@ -40,10 +40,9 @@ from mosaic_core import resume as resuming
 from mosaic_core.config import SECRET_EXTRAS_ENV, WorkerConfig, redact, secret_extras
 from mosaic_core.events import TERMINAL
 from mosaic_core.files import tail_lines
-from mosaic_core.pipeline import REGISTRATION_ENV
 from mosaic_core.threads import SHARE_VAR, share
 from mosaic_core.trainer import attached, processes
-from mosaic_core.trainer.auth import TOKEN_ENV, new_secret, secrets_match
+from mosaic_core.trainer.auth import REGISTRATION_ENV, TOKEN_ENV, new_secret, secrets_match
 from mosaic_core.trainer.recovery import settle_interrupted
 from mosaic_core.trainer.store import (
     ACTIVE,

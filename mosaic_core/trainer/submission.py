@@ -32,7 +32,7 @@ from mosaic_core.types import CodePath
 from mosaic_core.workers import unknown_worker
 
 if TYPE_CHECKING:
-    from mosaic_core.pipeline import Prepared
+    from mosaic_core.stages.plan import Prepared
     from mosaic_core.trainer.store import RunRow
 
 SOURCE = "config_json"

@@ -13,15 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import CliCommand, UsageError, manifest_of
+from mosaic_core import CliCommand, UsageError
 from mosaic_core.files import printable, read_private_text
 from mosaic_core.jsontext import dumps
+from mosaic_core.toolkit import manifest_of
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 
 
 def _runs_root(value: str | None, must_exist: bool = True) -> Path:
-    from mosaic_core import check_runs_root, default_runs_root
+    from mosaic_core.toolkit import check_runs_root, default_runs_root
 
     root = Path(value) if value else default_runs_root()
     if must_exist and not root.is_dir():
@@ -36,7 +37,7 @@ def _runs_root(value: str | None, must_exist: bool = True) -> Path:
 
 def find_run(root: Path, run_id: str) -> Path:
     """The directory of ``run_id`` (or a unique prefix of it) under ``root``."""
-    from mosaic_core import find_run_dir
+    from mosaic_core.toolkit import find_run_dir
 
     return find_run_dir(root, run_id)
 
@@ -82,7 +83,7 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
 def _run_runs(ns: argparse.Namespace) -> int:
     action = ns.words[0] if ns.words else None
     if action == "card":  # the experiments plugin's `mosaic experiment card` (its IQM is rliable's)
-        from mosaic_core import run_command
+        from mosaic_core.toolkit import run_command
 
         if len(ns.words) != 2 or not ns.output:
             raise UsageError("usage: mosaic runs card RUN_ID|EXPERIMENT -o DIR")
@@ -111,8 +112,8 @@ def _run_runs(ns: argparse.Namespace) -> int:
 
 def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None, state_dir: str | None = None) -> int:
     """The daemon's runs, with steps and return read from their run directories (on this machine)."""
-    from mosaic_core import find_token
     from mosaic_core.runstore.summary import summarize
+    from mosaic_core.toolkit import find_token
     from mosaic_core.trainer.client import list_runs, record_to_dict
 
     rows = []

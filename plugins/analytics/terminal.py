@@ -136,7 +136,7 @@ class HumanLines:
 
     def _runs_dir_flag(self) -> str:
         """`` --runs-dir ROOT`` when the run lies elsewhere than where `mosaic` looks by default."""
-        from mosaic_core import default_runs_root
+        from mosaic_core.toolkit import default_runs_root
 
         root = Path(self.run.run_dir).parent
         try:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import RUN_ID, ConfigError, UsageError, WorkerConfig
+from mosaic_core import ConfigError, UsageError, WorkerConfig
 from mosaic_core.files import is_within
+from mosaic_core.toolkit import RUN_ID
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class NamedRun:
 
     def events(self, *names: str) -> Iterator[dict[str, Any]]:
         """Its events named ``names``, streamed (a huge log costs time, not memory)."""
-        from mosaic_core import iter_events
+        from mosaic_core.toolkit import iter_events
 
         try:
             yield from iter_events(self.path / "events.jsonl", names)

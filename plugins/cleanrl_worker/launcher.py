@@ -9,18 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import (
-    CodePath,
-    ConfigError,
-    Launch,
-    RunContext,
-    TrackingSettings,
-    UsageError,
-    WorkerConfig,
-    contract,
-    redact,
-)
+from mosaic_core import CodePath, ConfigError, Launch, RunContext, TrackingSettings, UsageError, WorkerConfig, contract
 from mosaic_core.procs import python_command  # -P: the run directory (its cwd) never on its sys.path
+from mosaic_core.toolkit import redact
 
 MODES = (*contract.MODES, "interactive")  # the contract's (normalised by the core) and the worker's own
 # (``extras.mode: "interactive"`` is the same as --interactive)

@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from mosaic_core import write_json_atomic
 from mosaic_core.child import emit_event
+from mosaic_core.toolkit import write_json_atomic
 
 SUMMARY_FILE = "eval_summary.json"
 SUMMARY_SCHEMA = "mosaic.eval_summary/1"

@@ -173,7 +173,7 @@ class _Contributions:
 
     @classmethod
     def scan(cls) -> _Contributions:
-        from mosaic_core import plugin_host
+        from mosaic_core.toolkit import plugin_host
 
         found = cls()
         for plugin, value, error in plugin_host().provided(HOOK):

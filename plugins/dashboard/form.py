@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic_core import ConfigError, MosaicError, WorkerForm, check_run_id
+from mosaic_core import ConfigError, MosaicError, WorkerForm
+from mosaic_core.toolkit import check_run_id
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -24,7 +25,7 @@ class FormError(ValueError):
 def worker_form(name: str, algo: str | None) -> WorkerForm:
     """What installed worker ``name`` offers for ``algo`` (None: its default); FormError if it
     cannot say (an unknown algo, an unreadable script: the worker's message)."""
-    from mosaic_core import find_worker, load_worker
+    from mosaic_core.toolkit import find_worker, load_worker
 
     try:
         form = load_worker(find_worker(name)).describe_options(algo or None)

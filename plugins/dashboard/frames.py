@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from mosaic_core import FrameReader, LiveFrame, NoFrames, plugin_host
+from mosaic_core import FrameReader, LiveFrame, NoFrames
+from mosaic_core.toolkit import plugin_host
 
 JPEG_QUALITY = 80
 BOUNDARY = "mosaicframe"

@@ -14,10 +14,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import ConfigError, check_run_id
+from mosaic_core import ConfigError
 from mosaic_core.files import check_own_dir, open_private
 from mosaic_core.runstore.artifacts import MAX_FILES
 from mosaic_core.runstore.summary import MAX_JSON_BYTES
+from mosaic_core.toolkit import check_run_id
 
 LOG_TAIL_BYTES = 32 * 1024
 CHECKPOINT_POLLS = 16  # per look at a run's checkpoints: at most this many follower reads (4 MiB each)
@@ -169,8 +170,9 @@ def artifacts(run_dir: Path, run_id: str, announced: list[dict[str, Any]] | None
     """Checkpoints, TensorBoard event dirs, videos and W&B dirs, found now (also mid-run).
     Checkpoints: the files a scan recognises, those the manifest lists, and ``announced`` (a
     run's ``checkpoint_saved`` events, :class:`SavedCheckpoints`), directories included."""
-    from mosaic_core import RunDirectory, manifest_of
+    from mosaic_core import RunDirectory
     from mosaic_core.runstore.artifacts import scan
+    from mosaic_core.toolkit import manifest_of
 
     section = (read_json(manifest_of(run_dir)) or {}).get("checkpoints")
     listed = section.get("files") if isinstance(section, dict) else None

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import uvicorn
 
-from mosaic_core import UsageError, check_runs_root, default_runs_root, webtoken
+from mosaic_core import UsageError, webtoken
+from mosaic_core.toolkit import check_runs_root, default_runs_root
 from mosaic_dashboard.access import AccessGuard
 from mosaic_dashboard.app import build_app, catch_all
 from mosaic_dashboard.headers import SecurityHeaders

@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import manifest_of
 from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.follow import EventFollower, RunGone
+from mosaic_core.toolkit import manifest_of
 from mosaic_dashboard.curves import Curves, merged, recorded_series, replaced
 from mosaic_dashboard.rundata import read_json
 

@@ -50,8 +50,8 @@ class Subject:
 def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> tuple[Path, Subject]:
     """Check everything, then make DIR (new: an existing name is refused) and write in it the
     checkpoint, ``config.json`` and ``README.md``, each file created there, never followed."""
-    from mosaic_core import redact
     from mosaic_core.files import OutputFolder, check_output
+    from mosaic_core.toolkit import redact
 
     check_output(out, "-o", new=True)  # a refusal now, before the bootstrap; the mkdir below decides
     subject = _subject(root, ref, reps, seed)
@@ -386,7 +386,8 @@ def reproduce(config: dict[str, Any]) -> str:
 
 def worker_version(name: str) -> str:
     """The worker's distribution and version installed here (what trains it again)."""
-    from mosaic_core import MosaicError, find_worker
+    from mosaic_core import MosaicError
+    from mosaic_core.toolkit import find_worker
 
     try:
         item = find_worker(name)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mosaic_core import CliCommand, UsageError, add_renamed_flag, launchers
+from mosaic_core import CliCommand, UsageError, launchers
+from mosaic_core.toolkit import add_renamed_flag
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs or $MOSAIC_RUNS_DIR)"
 
 
 def _root(value: str | None, must_exist: bool) -> Path:
-    from mosaic_core import check_runs_root, default_runs_root
+    from mosaic_core.toolkit import check_runs_root, default_runs_root
 
     root = Path(value) if value else default_runs_root()
     if must_exist and not root.is_dir():
@@ -107,7 +108,7 @@ def _experiment(ns: argparse.Namespace) -> int:
 
 def _on_daemon(ns: argparse.Namespace, exp, choice: launchers.LauncherChoice) -> int:
     """The experiment's runs submitted to the daemon at ``--target`` (its runs root holds them)."""
-    from mosaic_core import default_runs_root, find_token
+    from mosaic_core.toolkit import default_runs_root, find_token
     from mosaic_core.trainer.client import open_channel
     from mosaic_experiments import on_daemon, runner
 

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import MAX_DEPTH, MAX_SEED, UsageError, depth, read_spec_text, say_renamed
+from mosaic_core import UsageError
+from mosaic_core.toolkit import MAX_DEPTH, MAX_SEED, depth, read_spec_text, say_renamed
 
 TOP_KEYS = ("name", "seeds", "total_timesteps", "parallel", "grid", "group")
 GROUP_KEYS = ("worker", "algo", "env", "overrides", "extras", "total_timesteps")

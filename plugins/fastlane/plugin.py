@@ -232,7 +232,7 @@ def _frame_host() -> Any:
 
     host = child_module.plugins()  # the host install() set up in this process
     if host is None:
-        from mosaic_core import plugin_host
+        from mosaic_core.toolkit import plugin_host
 
         host = plugin_host()
     return host

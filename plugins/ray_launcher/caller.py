@@ -45,13 +45,12 @@ from mosaic_core import (
     MosaicError,
     prepared_env,
     procs,
-    read_cancel_note,
     record_run_end,
-    redact,
     take_held_signals,
 )
 from mosaic_core.files import is_within, read_private_text
 from mosaic_core.launchers import Job
+from mosaic_core.toolkit import read_cancel_note, redact
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 

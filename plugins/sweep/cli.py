@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mosaic_core import CliCommand, MosaicError, UsageError, add_renamed_flag, launchers
+from mosaic_core import CliCommand, MosaicError, UsageError, launchers
+from mosaic_core.toolkit import add_renamed_flag
 
 if TYPE_CHECKING:
     from mosaic_sweep.spec import SweepSpec
@@ -100,7 +101,7 @@ def _run(ns: argparse.Namespace) -> int:
 
 
 def _sweep_run(ns: argparse.Namespace) -> int:
-    from mosaic_core import default_runs_root
+    from mosaic_core.toolkit import default_runs_root
     from mosaic_sweep import loop, preflight, storage, study
     from mosaic_sweep.spec import load_spec
 
@@ -187,7 +188,7 @@ def _array_trials(
     copy of the spec its tasks read."""
     import time
 
-    from mosaic_core import job_folder
+    from mosaic_core.toolkit import job_folder
 
     name = f"sweep-{spec.study_name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     try:

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import MAX_DEPTH, UsageError, depth, read_spec_text
+from mosaic_core import UsageError
+from mosaic_core.toolkit import MAX_DEPTH, depth, read_spec_text
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
 PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -254,7 +255,7 @@ def parse_spec(data: dict[str, Any], where: str = "<spec>", default_name: str = 
 
 def _default_worker(algo: str, env_id: str, extras: dict[str, Any], fail: Any) -> str:
     """The worker `mosaic run` would send a run of this algo and env to (the host's rule)."""
-    from mosaic_core import choose_worker
+    from mosaic_core.toolkit import choose_worker
 
     try:
         return choose_worker(data={"algo": algo, "env_id": env_id, "extras": extras})

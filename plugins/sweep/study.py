@@ -14,7 +14,8 @@ import random
 import time
 from typing import Any
 
-from mosaic_core import UsageError, redact
+from mosaic_core import UsageError
+from mosaic_core.toolkit import redact
 from mosaic_sweep.spec import ENV_PARAM, PRUNERS, SAMPLERS, SweepSpec
 
 SPACE_ATTR = "mosaic_space"

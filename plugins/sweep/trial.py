@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import redact
+from mosaic_core.toolkit import redact
 from mosaic_sweep.seeds import RETURN_METRIC, SeedOutcome, SeedProcess, SeedRun, intermediate_value
 from mosaic_sweep.spec import SweepSpec, check_params
 from mosaic_sweep.study import sample
@@ -66,7 +66,7 @@ def final_value(run_dir: Path, metric: str, last_n: int) -> float | None:
     """The episodic return: the run's one score (:mod:`mosaic_core.runstore.score`, the number
     ``mosaic runs`` and ``mosaic compare`` show); another metric: the mean of its last ``last_n``
     values (read back through ``mosaic_run_scalars``: the analytics plugin reads TensorBoard files)."""
-    from mosaic_core import plugin_host
+    from mosaic_core.toolkit import plugin_host
 
     if metric == RETURN_METRIC:
         from mosaic_core.runstore.score import run_score

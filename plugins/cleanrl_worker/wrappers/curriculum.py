@@ -23,7 +23,7 @@ def __getattr__(name: str) -> Any:
     preset = PRESET_NAMES.get(name)
     if preset is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from mosaic_core import plugin_host
+    from mosaic_core.toolkit import plugin_host
 
     for _plugin, presets, _error in plugin_host().provided("mosaic_curriculum_presets"):
         if isinstance(presets, dict) and preset in presets:
