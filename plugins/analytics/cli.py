@@ -13,26 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mosaic_analytics.roots import runs_root
 from mosaic_core import CliCommand, UsageError
 from mosaic_core.files import printable, read_private_text
 from mosaic_core.jsontext import dumps
 from mosaic_core.toolkit import manifest_of
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
-
-
-def _runs_root(value: str | None, must_exist: bool = True) -> Path:
-    from mosaic_core.toolkit import check_runs_root, default_runs_root
-
-    root = Path(value) if value else default_runs_root()
-    if must_exist and not root.is_dir():
-        where = "--runs-dir" if value else "the default runs root"
-        raise UsageError(f"no runs directory at {root} ({where}); pass --runs-dir DIR")
-    try:
-        check_runs_root(root.absolute())  # another user's root, or one others can write: never read
-    except OSError as exc:
-        raise UsageError(str(exc)) from None
-    return root
 
 
 def find_run(root: Path, run_id: str) -> Path:
@@ -190,7 +177,7 @@ def _list(ns: argparse.Namespace) -> int:
     from mosaic_core.runstore.summary import format_age, format_bytes
     from mosaic_core.runstore.trust import untrusted_run
 
-    root = _runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
+    root = runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
     runs = list_runs(root)
     if ns.name:
         runs = [r for r in runs if r.experiment == ns.name]
@@ -245,7 +232,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     from mosaic_core.runstore.summary import format_age, format_number, summarize
     from mosaic_core.runstore.trust import origin
 
-    root = _runs_root(ns.runs_dir)
+    root = runs_root(ns.runs_dir)
     run_dir = find_run(root, run_id)
     summary = summarize(run_dir)
     manifest = _load(manifest_of(run_dir))
@@ -406,7 +393,7 @@ def _run_plot(ns: argparse.Namespace) -> int:
     if output is not None and not output.parent.is_dir():
         raise UsageError(f"-o {ns.output}: directory {output.parent} does not exist")
     tag = ns.tag or curves.DEFAULT_TAG
-    root = _runs_root(ns.runs_dir)
+    root = runs_root(ns.runs_dir)
     dirs = [find_run(root, run_id) for run_id in dict.fromkeys(ns.run_ids)]
     drawn = [_curve(run_dir, tag, summarize(run_dir)) for run_dir in dirs]
     if ns.group:
@@ -535,7 +522,7 @@ def _run_tensorboard(ns: argparse.Namespace) -> int:
 
     if not 0 <= ns.port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {ns.port}")
-    root = _runs_root(ns.runs_dir)
+    root = runs_root(ns.runs_dir)
     if ns.run_ids:
         dirs = [find_run(root, run_id) for run_id in ns.run_ids]
         bare = [d for d in dirs if not curves.event_files(d)]

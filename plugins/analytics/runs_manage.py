@@ -31,14 +31,14 @@ UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def run(ns: argparse.Namespace, action: str, words: list[str]) -> int:
     _refuse_flags(ns, action)
-    from mosaic_analytics.cli import _runs_root
+    from mosaic_analytics.roots import runs_root
 
     if action == "import":
         if len(words) != 1:
             raise UsageError("usage: mosaic runs import FILE.tar.gz")
         from mosaic_core.runstore.unpack import import_run
 
-        root = _runs_root(ns.runs_dir, must_exist=False)
+        root = runs_root(ns.runs_dir, must_exist=False)
         done = import_run(Path(words[0]), root)
         print(
             printable(
@@ -49,7 +49,7 @@ def run(ns: argparse.Namespace, action: str, words: list[str]) -> int:
             file=sys.stderr,
         )
         return 0
-    root = _runs_root(ns.runs_dir)
+    root = runs_root(ns.runs_dir)
     if action == "export":
         return _export(ns, root, words)
     if action == "trust":

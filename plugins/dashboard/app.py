@@ -36,7 +36,7 @@ from mosaic_core.runstore.follow import RunGone
 from mosaic_dashboard import rundata, streams
 from mosaic_dashboard.daemon import DaemonError, DaemonLink
 from mosaic_dashboard.form import FormError, form_schema, parse_submission
-from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, mjpeg_part, open_frames
+from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, frames_wanted, mjpeg_part, open_frames
 
 STATIC = Path(__file__).parent / "static"
 DAEMON_CACHE_S = 2.0
@@ -155,7 +155,7 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
 
     async def run_live(request: Request, run_dir: Path) -> Response:
         config = await asyncio.to_thread(rundata.read_json, run_dir / "config.json")
-        return _sse(dash, streams.run_stream(run_dir, run_dir.name, rundata.frames_wanted(run_dir, config), dash.pause))
+        return _sse(dash, streams.run_stream(run_dir, run_dir.name, frames_wanted(run_dir, config), dash.pause))
 
     async def curves(request: Request, run_dir: Path) -> Response:
         from mosaic_dashboard.curves import run_curves

@@ -79,6 +79,14 @@ def _convert(name: str, kind: str, text: Any, choices: list | None = None) -> An
     return text
 
 
+def live_frames_keys() -> list[str]:
+    """The extras keys that, set to true, ask for live frames (declared ``ExtrasKey(live_frames=True)``
+    by the plugin that publishes them): the form's "live frames" box sets them."""
+    from mosaic_core.toolkit import plugin_host
+
+    return [key.name for _plugin, key in plugin_host().extras_keys() if key.live_frames and not key.prefix]
+
+
 def parse_submission(form: Any, described: WorkerForm | None) -> dict[str, Any]:
     """The worker config (with ``worker``) for a submitted form, whose options ``described``
     says (:func:`worker_form`); FormError names a bad field."""
@@ -105,8 +113,8 @@ def parse_submission(form: Any, described: WorkerForm | None) -> dict[str, Any]:
             config["run_id"] = check_run_id(run_id)
         except ConfigError:
             raise FormError(f"run_id: {run_id[:80]!r} may hold only letters, digits, '-' and '_'") from None
-    if form.get("fastlane") not in (None, False, "", "false"):
-        config["extras"]["fastlane"] = True
+    if form.get("live_frames") not in (None, False, "", "false"):
+        config["extras"].update(dict.fromkeys(live_frames_keys(), True))
     described = described or WorkerForm()
     params = _option_values(form.get("args") or {}, [o.to_dict() for o in described.options], str(algo or worker))
     if params and described.extras_key:

@@ -60,14 +60,6 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def frames_wanted(run_dir: Path, config: dict[str, Any] | None) -> bool:
-    """Whether the run's config asks a frame source (FastLane) for live frames."""
-    from mosaic_dashboard.frames import frames_wanted as wanted
-
-    extras = (config or {}).get("extras")
-    return wanted(run_dir, extras if isinstance(extras, dict) else {})
-
-
 class RunsIndex:
     """Summaries of every run under ``root``, newest first, from the runs root's index
     (:mod:`mosaic_core.runstore.index`: a run's files are read again only when they changed)."""
@@ -85,8 +77,10 @@ class RunsIndex:
             record = summary.to_dict()
             if summary.run_id not in self._fastlane:
                 path = Path(summary.path)
+                from mosaic_dashboard.frames import frames_wanted
+
                 self._fastlane[summary.run_id] = frames_wanted(path, read_json(path / "config.json"))
-            record["fastlane"] = self._fastlane[summary.run_id]
+            record["live_frames"] = self._fastlane[summary.run_id]
             record["untrusted"] = untrusted_run(summary.path) is not None  # imported, until `mosaic runs trust`
             runs.append(record)
         return runs

@@ -8,7 +8,7 @@ all file reading happens in worker threads so a slow disk never stalls the serve
   (``{name: [[step, value], …]}`` to append: every episode, every iteration, read from the run's
   records every ``RECORDED_POLL_S`` while it runs), all ``curves`` again when they changed
   otherwise (the first records, a new series, a resume's purge), the ``manifest`` when it
-  appears, ``fastlane`` status, and ``gone`` (then the end) when the run directory is deleted
+  appears, ``frames`` (the live frames' status), and ``gone`` (then the end) when the run directory is deleted
   while viewed.
 """
 
@@ -138,7 +138,7 @@ class RunWatch:
             self.reader = None
 
 
-async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool, pause: Any) -> AsyncIterator[dict[str, str]]:
+async def run_stream(run_dir: Path, run_id: str, frames_wanted: bool, pause: Any) -> AsyncIterator[dict[str, str]]:
     watch = RunWatch(run_dir, run_id)
     try:
         try:
@@ -165,6 +165,7 @@ async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool, pause: A
                 "events_total": len(shown),
                 **curves,
                 "skipped_lines": watch.follower.skipped,
+                "live_frames": frames_wanted,
             },
         )
         ended = any(e["event"] in TERMINAL for e in shown)
@@ -191,11 +192,11 @@ async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool, pause: A
                 news = await asyncio.to_thread(watch.recorded_news)
                 if news is not None:
                     yield sse(*news)
-            if fastlane_wanted and not ended and now >= next_fastlane:
+            if frames_wanted and not ended and now >= next_fastlane:
                 next_fastlane = now + FASTLANE_POLL_S
                 status = await asyncio.to_thread(watch.fastlane)
                 if status is not None:
-                    yield sse("fastlane", status)
+                    yield sse("frames", status)
             if now >= next_manifest or events:
                 next_manifest = now + MANIFEST_POLL_S
                 manifest = await asyncio.to_thread(watch.read_manifest)

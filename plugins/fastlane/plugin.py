@@ -107,7 +107,9 @@ def _status(state: HostState) -> dict[str, Any]:
 @hookimpl
 def mosaic_extras_keys() -> list[ExtrasKey]:
     return [
-        ExtrasKey("fastlane", "publish live frames over shared memory (true/false)", bookkeeping=True),
+        ExtrasKey(
+            "fastlane", "publish live frames over shared memory (true/false)", bookkeeping=True, live_frames=True
+        ),
         ExtrasKey("fastlane_", "FastLane settings (the keys below)", prefix=True, bookkeeping=True),
         ExtrasKey("fastlane_video_mode", "single (one probe env), grid (tiles) or off", bookkeeping=True),
         ExtrasKey("fastlane_slot", "which env publishes in single mode (default 0)", bookkeeping=True),
