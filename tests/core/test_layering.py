@@ -348,3 +348,90 @@ def test_the_public_surface_resolves():
 
 def test_types_module_depends_on_nothing_of_ours():
     assert not {m for m in _imports(CORE / "types.py") if m.startswith("mosaic_core")}
+
+
+def _names_extras(node: ast.AST) -> bool:
+    """``extras``, ``x.extras``, ``config["extras"]``, ``config.get("extras")``: a run's extras."""
+    if isinstance(node, ast.Name):
+        return node.id == "extras" or node.id.endswith("_extras")
+    if isinstance(node, ast.Attribute):
+        return node.attr == "extras" or node.attr.endswith("_extras")
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "extras"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        return bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "extras"
+    return False
+
+
+def _keys_named(path: Path, core: bool) -> list[tuple[int, str]]:
+    """The extras keys a module names: read or written (``extras["k"]``, ``extras.get("k")``,
+    ``"k" in extras``, a dict literal merged into extras) and, in the core, listed (``KEYS = ("k",)``)."""
+    tree = ast.parse(path.read_text())
+    found = []
+    if core:
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, (ast.Tuple, ast.List, ast.Set)):
+                found += [(e.lineno, e.value) for e in node.value.elts if isinstance(e, ast.Constant)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _names_extras(node.value) and isinstance(node.slice, ast.Constant):
+            found.append((node.lineno, node.slice.value))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "pop", "setdefault")
+            and _names_extras(node.func.value)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found.append((node.lineno, node.args[0].value))
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant):
+            if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and any(
+                map(_names_extras, node.comparators)
+            ):
+                found.append((node.lineno, node.left.value))
+    return [(line, name) for line, name in found if isinstance(name, str)]
+
+
+# Keys of the analytics plugin that other plugins still read, each for a reason of its own; the list
+# must shrink, never grow (the test fails on a crossing not listed here, and on one listed that is gone).
+KNOWN_CROSSINGS = {
+    ("mosaic_curriculum", "tensorboard_dir"),  # the stage curve goes beside the script's own TensorBoard files
+    ("mosaic_experiments", "notes"),  # the model card quotes the run's notes
+    ("mosaic_sweep", "metrics_interval_s"),  # a trial's metrics come twice a second, for the pruner
+}
+
+
+def test_no_package_names_a_key_another_plugin_owns():
+    """Each plugin declares its extras keys (``mosaic_extras_keys``); no other plugin, worker or the
+    core reads, writes or lists one of them by name: what crosses goes through a declaration
+    (``ExtrasKey(bookkeeping=True)``, ``switches_envs``, ``live_frames``) or a hook."""
+    from mosaic_core.toolkit import plugin_host
+
+    host = plugin_host()
+    package_of = {item.name: item.value.split(":")[0].split(".")[0] for item in host.loaded}
+    owner = {key.name: package_of.get(plugin, "mosaic_core") for plugin, key in host.extras_keys() if not key.prefix}
+    assert owner.get("fastlane") == "mosaic_fastlane" and owner.get("optuna_seed") == "mosaic_sweep"
+    crossings = set()
+    found = []
+    for package, folder in sorted(PACKAGES.items()):
+        for path in sorted(folder.rglob("*.py")):
+            for line, name in _keys_named(path, core=package == "mosaic_core"):
+                if owner.get(name, package) not in (package, "mosaic_core"):
+                    crossings.add((package, name))
+                    found.append(f"{path.relative_to(ROOT)}:{line}: {name!r} is {owner[name]}'s")
+    new = sorted(crossings - KNOWN_CROSSINGS)
+    assert not new, "a plugin's key named outside it:\n" + "\n".join(f for f in found if any(n in f for _p, n in new))
+    assert crossings == KNOWN_CROSSINGS, f"gone, take them off KNOWN_CROSSINGS: {sorted(KNOWN_CROSSINGS - crossings)}"
+
+
+def test_the_key_check_sees_each_way_of_naming_a_key(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        'KEYS = ("a",)\n'
+        "def f(config, run):\n"
+        '    config["extras"]["b"] = True\n'
+        '    run.extras.get("c")\n'
+        '    return "d" in extras\n'
+    )
+    assert [name for _line, name in _keys_named(source, core=True)] == ["a", "b", "c", "d"]
+    assert [name for _line, name in _keys_named(source, core=False)] == ["b", "c", "d"]
