@@ -14,6 +14,7 @@ from mosaic_core.trainer.protocol import check_target
 
 DEFAULT_GRPC_TARGET = "127.0.0.1:50055"
 MIN_HEARTBEAT_S = 0.1  # the daemon's own floor for the runs it starts
+RUN_FIELD_FLAGS = ("algo", "env_id", "total_timesteps", "seed", "worker_id", "run_id")  # flags that set a config field
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -28,7 +28,7 @@ from mosaic_core.errors import ConfigError, PluginError, UsageError
 from mosaic_core.plugins import PluginHost
 from mosaic_core.runs import default_runs_root, find_run_dir
 from mosaic_core.stages import trust
-from mosaic_core.stages.flags import check_host_options
+from mosaic_core.stages.flags import RUN_FIELD_FLAGS, check_host_options
 from mosaic_core.types import CodePath, ExtrasKey
 from mosaic_core.worker import Worker, declared_names
 
@@ -93,14 +93,13 @@ def request_from_flags(
     extras = parse_extras_json(ns.extras) if ns.extras else None
     if os.environ.get(SECRET_EXTRAS_ENV):
         extras = {**(extras or {}), **parse_extras_json(os.environ.pop(SECRET_EXTRAS_ENV))}
-    fields = ("algo", "env_id", "total_timesteps", "seed", "worker_id", "run_id")
     return Request(
         worker_item,
         worker,
         data=data,
         raw=raw_payload(config_data) if data is not None else None,
         source=source,
-        overrides={name: getattr(ns, name) for name in fields},
+        overrides={name: getattr(ns, name) for name in RUN_FIELD_FLAGS},
         extras=extras,
         options=options,
         runs_dir=ns.runs_dir,

@@ -134,30 +134,8 @@ class RunSession:
         if registration_secret:
             metadata.append((REGISTRATION_METADATA, registration_secret))
         metadata += bearer(client_token)
-        tries = max(1, retries)
-        last: grpc.RpcError | None = None
-        for attempt in range(tries):
-            try:
-                reply = stub.RegisterWorker(request, timeout=timeout, metadata=metadata)
-                return cls(
-                    target,
-                    channel,
-                    run_id,
-                    reply.session_token,
-                    reply.accepted_version,
-                    timeout,
-                    reply.report_events,
-                )
-            except grpc.RpcError as exc:
-                last = exc
-                if exc.code() not in RETRYABLE:
-                    channel.close()
-                    raise rpc_error(target, f"RegisterWorker for run {run_id!r}", exc) from None
-            if attempt + 1 < tries:
-                time.sleep(BACKOFF_S * 2**attempt)
-        channel.close()
-        assert last is not None  # at least one try, and each one that did not return failed with an RpcError
-        raise MosaicError(f"no trainer daemon answered at {target} after {tries} tries: {_details(last)}")
+        reply = _register_retrying(stub, channel, request, metadata, target, timeout, max(1, retries))
+        return cls(target, channel, run_id, reply.session_token, reply.accepted_version, timeout, reply.report_events)
 
     @property
     def metadata(self) -> list[tuple[str, str]]:
@@ -345,3 +323,30 @@ def print_runs(target: str, as_json: bool, token: str | None = None) -> int:
         )
     console(sys.stdout).print(table)
     return 0
+
+
+def _register_retrying(
+    stub: Any,
+    channel: grpc.Channel,
+    request: Any,
+    metadata: list[tuple[str, str]],
+    target: str,
+    timeout: float,
+    tries: int,
+) -> Any:
+    """The RegisterWorker reply, an unreachable daemon tried ``tries`` times with backoff; the
+    channel is closed when it fails."""
+    last: grpc.RpcError | None = None
+    for attempt in range(tries):
+        try:
+            return stub.RegisterWorker(request, timeout=timeout, metadata=metadata)
+        except grpc.RpcError as exc:
+            last = exc
+            if exc.code() not in RETRYABLE:
+                channel.close()
+                raise rpc_error(target, f"RegisterWorker for run {request.run_id!r}", exc) from None
+        if attempt + 1 < tries:
+            time.sleep(BACKOFF_S * 2**attempt)
+    channel.close()
+    assert last is not None  # at least one try, and each one that did not return failed with an RpcError
+    raise MosaicError(f"no trainer daemon answered at {target} after {tries} tries: {_details(last)}")
