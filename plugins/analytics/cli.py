@@ -227,6 +227,49 @@ def _status(summary: Any) -> str:
     return summary.status if summary.attempts <= 1 else f"{summary.status} ({summary.attempts} attempts)"
 
 
+def _manifest_lines(manifest: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``mosaic runs show``'s lines from a run's manifest: its returns (each agent's), where its
+    files are, its tracking and notes."""
+    from mosaic_core.runstore.summary import format_number
+
+    lines: list[tuple[str, Any]] = []
+    metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
+    lines.append(
+        (
+            "last episode",
+            f"{format_number(metrics.get('episodic_return'))} (the return of the latest training episode)",
+        )
+    )
+    lines.append(
+        (
+            "moving average",
+            f"{format_number(metrics.get('episodic_return_smoothed'))} (the mean "
+            "return of the last 100 training episodes)",
+        )
+    )
+    agents = metrics.get("agents") if isinstance(metrics.get("agents"), dict) else {}
+    for agent, values in agents.items():  # a multi-agent run: each agent's own figures
+        if isinstance(values, dict):
+            lines.append((f"  {agent}", _agent_line(values)))
+    tb = manifest.get("tensorboard") if isinstance(manifest.get("tensorboard"), dict) else {}
+    lines.append(("tensorboard", ", ".join(map(str, tb.get("event_dirs") or [])) or "-"))
+    lines.append(("checkpoints", _files(manifest.get("checkpoints"))))
+    lines.append(("videos", _files(manifest.get("videos"))))
+    wandb = manifest.get("wandb")
+    if isinstance(wandb, dict):
+        lines.append(("wandb", f"{wandb.get('mode')} {wandb.get('run_path') or ''} {wandb.get('dir') or ''}".strip()))
+    if manifest.get("notes"):
+        lines.append(("notes", manifest["notes"]))
+    return lines
+
+
+def _untrusted_line(imported: dict[str, Any], run_id: str) -> str:
+    return (
+        f"imported from {imported.get('imported_from', '?')}, untrusted: nothing in it runs "
+        f"until `mosaic runs trust {run_id}`"
+    )
+
+
 def _show(ns: argparse.Namespace, run_id: str) -> int:
     from mosaic_core.runstore.score import Score
     from mosaic_core.runstore.summary import format_age, format_number, summarize
@@ -249,17 +292,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
         ("run", summary.run_id),
         ("path", summary.path),
         ("status", _status(summary)),
-        *(
-            [
-                (
-                    "trust",
-                    f"imported from {imported.get('imported_from', '?')}, untrusted: nothing in it runs "
-                    f"until `mosaic runs trust {summary.run_id}`",
-                )
-            ]
-            if imported is not None
-            else []
-        ),
+        *([("trust", _untrusted_line(imported, summary.run_id))] if imported is not None else []),
         *([("reason", summary.reason)] if summary.reason else []),
         ("worker", summary.worker),
         ("algo", summary.algo),
@@ -279,35 +312,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     if summary.unit == "episodes":
         lines.append(("mean return", format_number(summary.last_return)))
     if isinstance(manifest, dict):
-        metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
-        lines.append(
-            (
-                "last episode",
-                f"{format_number(metrics.get('episodic_return'))} (the return of the latest training episode)",
-            )
-        )
-        lines.append(
-            (
-                "moving average",
-                f"{format_number(metrics.get('episodic_return_smoothed'))} (the mean "
-                "return of the last 100 training episodes)",
-            )
-        )
-        agents = metrics.get("agents") if isinstance(metrics.get("agents"), dict) else {}
-        for agent, values in agents.items():  # a multi-agent run: each agent's own figures
-            if isinstance(values, dict):
-                lines.append((f"  {agent}", _agent_line(values)))
-        tb = manifest.get("tensorboard") if isinstance(manifest.get("tensorboard"), dict) else {}
-        lines.append(("tensorboard", ", ".join(map(str, tb.get("event_dirs") or [])) or "-"))
-        lines.append(("checkpoints", _files(manifest.get("checkpoints"))))
-        lines.append(("videos", _files(manifest.get("videos"))))
-        wandb = manifest.get("wandb")
-        if isinstance(wandb, dict):
-            lines.append(
-                ("wandb", f"{wandb.get('mode')} {wandb.get('run_path') or ''} {wandb.get('dir') or ''}".strip())
-            )
-        if manifest.get("notes"):
-            lines.append(("notes", manifest["notes"]))
+        lines += _manifest_lines(manifest)
     else:
         lines.append(("manifest", "none yet" if manifest is None else "unreadable"))
     for evaluation in _evaluations(run_dir):

@@ -96,9 +96,7 @@ def named_runs(root: Path, name: str) -> list[NamedRun]:
     return sorted(found, key=lambda run: (run.started, run.run_id))
 
 
-def decide(config: WorkerConfig, root: Path, *, restart: bool, explicit: bool) -> dict[str, Any]:
-    """Whether this run of experiment ``extras.experiment_name`` resumes (and from which
-    checkpoint) or starts a new run; ``decision`` says it in one sentence."""
+def _experiment_name(config: WorkerConfig) -> str:
     name = config.extras["experiment_name"]
     if not isinstance(name, str) or not RUN_ID.fullmatch(name):
         raise ConfigError(
@@ -107,6 +105,13 @@ def decide(config: WorkerConfig, root: Path, *, restart: bool, explicit: bool) -
             field="extras.experiment_name",
             source=config.source,
         )
+    return name
+
+
+def decide(config: WorkerConfig, root: Path, *, restart: bool, explicit: bool) -> dict[str, Any]:
+    """Whether this run of experiment ``extras.experiment_name`` resumes (and from which
+    checkpoint) or starts a new run; ``decision`` says it in one sentence."""
+    name = _experiment_name(config)
     if explicit:
         return {
             "name": name,

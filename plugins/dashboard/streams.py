@@ -138,6 +138,25 @@ class RunWatch:
             self.reader = None
 
 
+async def _snapshot(
+    watch: RunWatch, run_dir: Path, run_id: str, shown: list[dict[str, Any]], frames_wanted: bool
+) -> dict[str, Any]:
+    """A viewer's first message: the run's config, manifest, events so far and curves."""
+    config = await asyncio.to_thread(read_json, run_dir / "config.json")
+    manifest = await asyncio.to_thread(watch.read_manifest)
+    curves = await asyncio.to_thread(watch.all_curves)
+    return {
+        "run_id": run_id,
+        "config": config,
+        "manifest": manifest,
+        "events": shown[-SHOWN_EVENTS:],
+        "events_total": len(shown),
+        **curves,
+        "skipped_lines": watch.follower.skipped,
+        "live_frames": frames_wanted,
+    }
+
+
 async def run_stream(run_dir: Path, run_id: str, frames_wanted: bool, pause: Any) -> AsyncIterator[dict[str, str]]:
     watch = RunWatch(run_dir, run_id)
     try:
@@ -146,30 +165,13 @@ async def run_stream(run_dir: Path, run_id: str, frames_wanted: bool, pause: Any
         except RunGone as exc:
             yield sse("gone", {"message": str(exc)})
             return
-        shown = []
+        shown = [event for event in events if event["event"] != "metrics"]
         for event in events:
             if event["event"] == "metrics":
                 watch.curves.add(event.get("payload"))
-            else:
-                shown.append(event)
-        config = await asyncio.to_thread(read_json, run_dir / "config.json")
-        manifest = await asyncio.to_thread(watch.read_manifest)
-        curves = await asyncio.to_thread(watch.all_curves)
-        yield sse(
-            "snapshot",
-            {
-                "run_id": run_id,
-                "config": config,
-                "manifest": manifest,
-                "events": shown[-SHOWN_EVENTS:],
-                "events_total": len(shown),
-                **curves,
-                "skipped_lines": watch.follower.skipped,
-                "live_frames": frames_wanted,
-            },
-        )
+        yield sse("snapshot", await _snapshot(watch, run_dir, run_id, shown, frames_wanted))
         ended = any(e["event"] in TERMINAL for e in shown)
-        next_fastlane = next_manifest = 0.0
+        next_frames = next_manifest = 0.0
         next_records = time.monotonic() + RECORDED_POLL_S
         while True:
             try:
@@ -192,8 +194,8 @@ async def run_stream(run_dir: Path, run_id: str, frames_wanted: bool, pause: Any
                 news = await asyncio.to_thread(watch.recorded_news)
                 if news is not None:
                     yield sse(*news)
-            if frames_wanted and not ended and now >= next_fastlane:
-                next_fastlane = now + FASTLANE_POLL_S
+            if frames_wanted and not ended and now >= next_frames:
+                next_frames = now + FASTLANE_POLL_S
                 status = await asyncio.to_thread(watch.fastlane)
                 if status is not None:
                     yield sse("frames", status)

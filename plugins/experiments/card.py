@@ -69,26 +69,14 @@ def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> tuple[Path, 
 
 
 def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
-    from mosaic_core.runstore.groups import group_by_seed, read_config
+    from mosaic_core.runstore.groups import read_config
     from mosaic_core.runstore.score import run_score
-    from mosaic_core.runstore.summary import summarize
     from mosaic_experiments import compare, tables
     from mosaic_experiments.checkpoints import newest
 
     resolved = compare.resolve_runs(root, [ref])  # an experiment's runs: the owner's own only
-    dirs = resolved.runs
-    experiment = len(dirs) > 1 or compare.experiment_tag(dirs[0]) == ref
-    model: Path | None = None
-    if not experiment:  # a run: its group is the completed runs of the root that differ from it only by seed
-        model = dirs[0]
-        _refuse_untrusted(model)
-        every = [model, *_own_completed(root, model)]
-        dirs = next((g.runs for g in group_by_seed(every) if model.name in {r.name for r in g.runs}), dirs)
-        model = next(d for d in dirs if d.name == model.name)
-    else:
-        dirs = [d for d in dirs if summarize(d, with_score=False).status == "completed"]
-        if not dirs:
-            raise UsageError(f"experiment {ref!r} has no completed run yet; `mosaic experiment run` it first")
+    experiment = len(resolved.runs) > 1 or compare.experiment_tag(resolved.runs[0]) == ref
+    dirs, model = _runs_of(root, ref, resolved.runs, experiment)
     if len(dirs) == 1:
         score = run_score(dirs[0])
         subject = _finish(
@@ -132,6 +120,24 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
     )
     subject.left_out = resolved.note()
     return subject
+
+
+def _runs_of(root: Path, ref: str, dirs: list[Path], experiment: bool) -> tuple[list[Path], Path | None]:
+    """The runs a card is about, and its model when ``ref`` names a run: that run's group (the
+    completed runs of the root that differ from it only by seed); an experiment's completed runs."""
+    from mosaic_core.runstore.groups import group_by_seed
+    from mosaic_core.runstore.summary import summarize
+
+    if experiment:
+        dirs = [d for d in dirs if summarize(d, with_score=False).status == "completed"]
+        if not dirs:
+            raise UsageError(f"experiment {ref!r} has no completed run yet; `mosaic experiment run` it first")
+        return dirs, None
+    model = dirs[0]
+    _refuse_untrusted(model)
+    every = [model, *_own_completed(root, model)]
+    dirs = next((g.runs for g in group_by_seed(every) if model.name in {r.name for r in g.runs}), dirs)
+    return dirs, next(d for d in dirs if d.name == model.name)
 
 
 def _own_completed(root: Path, model: Path) -> list[Path]:
@@ -288,6 +294,30 @@ def render(subject: Subject, ref: str, root: Path) -> str:
         f"Scores: {escape(subject.sources)}.",
         "",
     ]
+    lines += _score_lines(subject, ref)
+    lines += ["## Hyperparameters", ""]
+    if params:
+        lines += ["| parameter | value |", "|---|---|"]
+        lines += [f"| {escape(k)} | {escape(json.dumps(v, default=str))} |" for k, v in sorted(params.items())]
+    else:
+        lines.append(f"The {escape(worker)} worker's defaults for {escape(config.get('algo'))}.")
+    lines += [
+        "",
+        f"The whole config is `{CONFIG}` beside this card.",
+        "",
+        "## Reproduce",
+        "",
+        "```bash",
+        reproduce(config),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _score_lines(subject: Subject, ref: str) -> list[str]:
+    """The group's scores with their confidence intervals, and every group of the experiment."""
+    lines: list[str] = []
     if subject.estimate is not None:
         lines += [
             f"IQM, median and mean over the group's {subject.seeds} seeds, each with its stratified bootstrap "
@@ -309,24 +339,7 @@ def render(subject: Subject, ref: str, root: Path) -> str:
         ]
         lines += [f"| {escape(label)} | {g['runs']} | {_ci(g['IQM'])} |" for label, g in subject.groups.items()]
         lines.append("")
-    lines += ["## Hyperparameters", ""]
-    if params:
-        lines += ["| parameter | value |", "|---|---|"]
-        lines += [f"| {escape(k)} | {escape(json.dumps(v, default=str))} |" for k, v in sorted(params.items())]
-    else:
-        lines.append(f"The {escape(worker)} worker's defaults for {escape(config.get('algo'))}.")
-    lines += [
-        "",
-        f"The whole config is `{CONFIG}` beside this card.",
-        "",
-        "## Reproduce",
-        "",
-        "```bash",
-        reproduce(config),
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
 def _evaluation(run_dir: Path, score: Score | None) -> str:

@@ -166,6 +166,23 @@ def _configure_compare(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
 
 
+def _compare_outputs(ns: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``-o`` (a PNG) and ``--export`` (.npz or .json), refused now rather than after the bootstrap
+    (the write checks again)."""
+    from mosaic_core.files import check_output
+
+    output = Path(ns.output) if ns.output else None
+    if output is not None and (output.suffix.lower() != ".png" or not output.absolute().parent.is_dir()):
+        raise UsageError(f"-o {ns.output}: a .png file in an existing folder is needed")
+    export = Path(ns.export) if ns.export else None
+    if export is not None and export.suffix not in (".npz", ".json"):
+        raise UsageError(f"--export {ns.export}: the file must end in .npz (rliable) or .json (marl-eval)")
+    for path, flag in ((output, "-o"), (export, "--export")):
+        if path is not None:
+            check_output(path, flag)
+    return output, export
+
+
 def _compare(ns: argparse.Namespace) -> int:
     from mosaic_core.runstore.score import RETURN_TAG
     from mosaic_experiments import compare, stats, tables
@@ -179,17 +196,7 @@ def _compare(ns: argparse.Namespace) -> int:
     fields = [f.strip() for f in ns.group_by.split(",") if f.strip()] if ns.group_by else None
     if ns.group_by is not None and not fields:
         raise UsageError("--group-by: name at least one field (worker, algo, env_id, …)")
-    output = Path(ns.output) if ns.output else None
-    if output is not None and (output.suffix.lower() != ".png" or not output.absolute().parent.is_dir()):
-        raise UsageError(f"-o {ns.output}: a .png file in an existing folder is needed")
-    export = Path(ns.export) if ns.export else None
-    if export is not None and export.suffix not in (".npz", ".json"):
-        raise UsageError(f"--export {ns.export}: the file must end in .npz (rliable) or .json (marl-eval)")
-    from mosaic_core.files import check_output
-
-    for path, flag in ((output, "-o"), (export, "--export")):
-        if path is not None:
-            check_output(path, flag)  # a refusal now, not after the bootstrap; the write checks again
+    output, export = _compare_outputs(ns)
     references = compare.parse_references(ns.reference)
     stats.rliable()  # a missing extra says so before anything is read
     root = _root(ns.runs_dir, must_exist=True)

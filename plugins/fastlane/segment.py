@@ -240,30 +240,7 @@ class SegmentOwner:
                 raise SharedMemoryUnavailable(
                     f"cannot reserve {self.size} bytes for {self.path}: {exc.strerror}"
                 ) from None
-            pid = os.getpid()
-            empty_slot = layout.SLOT_HEADER.pack(0, -1, 0, 0, 0.0)
-            for slot in range(slot_count):
-                os.pwrite(fd, empty_slot, layout.slot_offset(slot, layout.slot_size(self.capacity)))
-            os.pwrite(
-                fd,
-                HEADER.pack(
-                    MAGIC,
-                    LAYOUT_VERSION,
-                    layout.HEADER_SIZE,
-                    slot_count,
-                    int(mode),
-                    layout.slot_size(self.capacity),
-                    self.capacity,
-                    pid,
-                    max_dim,
-                    layout.process_start(pid),
-                    time.time(),
-                    float(interval_ms),
-                    0,
-                    run_id.encode()[:128],
-                ),
-                0,
-            )
+            self._write_layout(fd, mode, slot_count, max_dim, interval_ms)
             info = os.fstat(fd)
             self.identity = (info.st_dev, info.st_ino)
             self._link_into_place(tmp)
@@ -271,6 +248,30 @@ class SegmentOwner:
             os.close(fd)
             os.unlink(tmp)  # ours: made with O_EXCL, and nobody else may remove or rename it (sticky dir)
         self.removed = False
+
+    def _write_layout(self, fd: int, mode: Mode, slot_count: int, max_dim: int, interval_ms: float) -> None:
+        """Empty slots, then the header naming this process (its pid and start time) as the writer."""
+        pid = os.getpid()
+        empty_slot = layout.SLOT_HEADER.pack(0, -1, 0, 0, 0.0)
+        for slot in range(slot_count):
+            os.pwrite(fd, empty_slot, layout.slot_offset(slot, layout.slot_size(self.capacity)))
+        header = HEADER.pack(
+            MAGIC,
+            LAYOUT_VERSION,
+            layout.HEADER_SIZE,
+            slot_count,
+            int(mode),
+            layout.slot_size(self.capacity),
+            self.capacity,
+            pid,
+            max_dim,
+            layout.process_start(pid),
+            time.time(),
+            float(interval_ms),
+            0,
+            self.run_id.encode()[:128],
+        )
+        os.pwrite(fd, header, 0)
 
     def _link_into_place(self, tmp: Path) -> None:
         for _attempt in range(2):
