@@ -295,8 +295,7 @@ def _daemon_routes(dash: Dashboard) -> list[Route]:
         name = request.query_params.get("worker") or (active[0] if active else "")
         worker = next((w for w in workers if w["name"] == name and w["status"] == "active"), None)
         if worker is None:
-            active = ", ".join(w["name"] for w in workers if w["status"] == "active") or "none"
-            return error(404, f"the daemon has no active worker {name!r} (active: {active})")
+            return error(404, f"the daemon has no active worker {name!r} (active: {', '.join(active) or 'none'})")
         try:
             schema = await asyncio.to_thread(form_schema, worker, request.query_params.get("algo"))
         except FormError as exc:
@@ -347,7 +346,7 @@ def _sse(dash: Dashboard, events: Any) -> EventSourceResponse:
         counted(),
         ping=SSE_PING_S,
         headers={"Cache-Control": "no-store"},
-        shutdown_event=_StopTrigger(dash),
+        shutdown_event=_StopTrigger(dash),  # type: ignore[arg-type]  # sse-starlette only calls its set()
         shutdown_grace_period=1.0,
     )
 

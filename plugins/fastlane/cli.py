@@ -219,7 +219,7 @@ def _half_made() -> list[tuple[Path, str | None]]:
     from mosaic_fastlane import layout
     from mosaic_fastlane.trust import kind_of, temp_pid, user_name
 
-    found = []
+    found: list[tuple[Path, str | None]] = []
     try:
         candidates = list(layout.shm_dir().glob(f".{layout.NAME_PREFIX}*.tmp"))
     except OSError:

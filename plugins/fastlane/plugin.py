@@ -222,6 +222,8 @@ def _supports_rgb_array(env_id: str) -> bool:
 
     try:
         spec = gymnasium.spec(env_id)
+        if spec.entry_point is None:
+            return False
         creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
         return "rgb_array" in (getattr(creator, "metadata", {}).get("render_modes") or ())
     except Exception:  # an unknown env: gym.make reports it itself
@@ -254,7 +256,7 @@ def mosaic_env_make_kwargs(
 @hookimpl
 def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str, env_index: int | None) -> Callable[[Any], Any] | None:
     resolved = _child_settings(env_index)
-    if resolved is None:
+    if resolved is None or env_index is None:  # an env without an index never publishes
         return None
     from mosaic_fastlane.wrapper import EnvPublisher, FastLaneWrapper, active, is_wrapped, warn_once
 

@@ -155,7 +155,7 @@ class Mapping:
     def close(self) -> None:
         if getattr(self, "buf", None) is not None:
             self.buf.release()
-            self.buf = None
+            del self.buf  # closed: getattr(self, "buf", None) is None again
             try:
                 self.mm.close()
             except BufferError:  # an exported numpy view still alive; the GC unmaps later
@@ -189,9 +189,8 @@ def open_segment(
 
 
 def _reason(exc: OSError) -> str:
-    return {errno.ENOENT: "the directory does not exist", errno.ENAMETOOLONG: "name too long"}.get(
-        exc.errno, exc.strerror or str(exc)
-    )
+    known = {errno.ENOENT: "the directory does not exist", errno.ENAMETOOLONG: "name too long"}
+    return known.get(exc.errno or 0, exc.strerror or str(exc))
 
 
 class SegmentOwner:

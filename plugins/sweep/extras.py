@@ -75,7 +75,11 @@ def validate(extras: dict[str, Any]) -> list[str]:
         value = extras.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, kind) or (key == "optuna_trial" and value < 0):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, kind)
+            or (key == "optuna_trial" and isinstance(value, int) and value < 0)
+        ):
             problems.append(f"extras.{key}: must be {label}, got {value!r}")
     return problems
 

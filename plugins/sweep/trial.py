@@ -19,6 +19,7 @@ import secrets
 import socket
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,12 @@ from mosaic_sweep.spec import SweepSpec, check_params
 from mosaic_sweep.study import sample
 
 METRICS_INTERVAL_S = 0.5
-AGGREGATE = {"mean": statistics.fmean, "median": statistics.median, "min": min, "max": max}
+AGGREGATE: dict[str, Callable[[list[float]], float]] = {
+    "mean": statistics.fmean,
+    "median": statistics.median,
+    "min": min,
+    "max": max,
+}
 
 
 class SweepStopped(Exception):
