@@ -58,12 +58,11 @@ _EXPORTS = {
         "manifest_of",
     ),
     **_from("events", "iter_events", "events_backwards"),
-    # The command line: another command in this process, the console, an old spelling said once.
+    # The command line: another command in this process, the console.
     "run_command": "mosaic_core.cli.main",
     "make_console": "mosaic_core.cli.console:console",
     **_from("cli.console", "said_if_slow"),
     "print_table": "mosaic_core.cli.algos:table",  # a titled rich table of plain-text cells (mosaic algos' views)
-    **_from("renamed", "add_renamed_flag", "say_renamed"),
     # The run daemon, for the tools that talk to it (analytics, the dashboard).
     **_from("trainer.auth", "find_token"),
     **_from("trainer.protocol", "check_target"),

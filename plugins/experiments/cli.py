@@ -8,7 +8,6 @@ import argparse
 from pathlib import Path
 
 from mosaic_core import CliCommand, UsageError, launchers
-from mosaic_core.toolkit import add_renamed_flag
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs or $MOSAIC_RUNS_DIR)"
 
@@ -38,7 +37,6 @@ def _configure_experiment(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("spec", metavar="SPEC.toml")
     run.add_argument("--parallel", type=int, metavar="N", help="runs at a time (overrides the spec's parallel)")
-    add_renamed_flag(run, "--concurrency", "--parallel", type=int)
     run.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     daemon = run.add_argument_group(
         "through a trainer daemon", "submit each run to `mosaic daemon` instead (its runs root holds them)"

@@ -5,7 +5,7 @@
     name = "cartpole"            # letters, digits, - and _; tags every run (extras.experiment)
     seeds = [1, 2, 3]            # or a count: 3 → seeds 1, 2, 3
     total_timesteps = 20000
-    parallel = 2                 # runs at a time on this machine (default 1; `concurrency` before)
+    parallel = 2                 # runs at a time on this machine (default 1)
 
     [grid]                       # every combination of these lists
     worker = ["cleanrl"]
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_core import UsageError
-from mosaic_core.toolkit import MAX_DEPTH, MAX_SEED, depth, read_spec_text, say_renamed
+from mosaic_core.toolkit import MAX_DEPTH, MAX_SEED, depth, read_spec_text
 
 TOP_KEYS = ("name", "seeds", "total_timesteps", "parallel", "grid", "group")
 GROUP_KEYS = ("worker", "algo", "env", "overrides", "extras", "total_timesteps")
@@ -102,9 +102,6 @@ def load(path: Path) -> Experiment:
     def fail(where: str, why: str) -> UsageError:
         return UsageError(f"experiment spec {path}: {where}: {why}")
 
-    if "concurrency" in data:  # parallel's old name
-        say_renamed("concurrency", "parallel", f"experiment spec {path}")
-        data.setdefault("parallel", data.pop("concurrency"))
     _known(data, TOP_KEYS, "", fail)
     name = data.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mosaic_core import CliCommand, MosaicError, UsageError, launchers
-from mosaic_core.toolkit import add_renamed_flag
 
 if TYPE_CHECKING:
     from mosaic_sweep.spec import SweepSpec
@@ -47,7 +46,6 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         help="trials at a time, each in a sweep process of its own on this machine (default 1; on a cluster "
         "(--ray-address): as many runs as its resources hold, at most --max-trials)",
     )
-    add_renamed_flag(run, "--workers", "--parallel", type=int)
     run.add_argument("--runs-dir", help="runs root for the trials' runs (default var/trainer/runs or $MOSAIC_RUNS_DIR)")
     # Set by --parallel N for its sweep processes: the process's index (the study exists already).
     run.add_argument("--as-process", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
