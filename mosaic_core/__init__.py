@@ -86,14 +86,20 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    where = _EXPORTS.get(name)
+def _exported(namespace: dict[str, Any], exports: dict[str, str], name: str) -> Any:
+    """``name`` of a lazy namespace (this package, :mod:`mosaic_core.toolkit`): imported from the
+    module ``exports`` names on first use, then kept in ``namespace``."""
+    where = exports.get(name)
     if where is None:
-        raise AttributeError(f"module 'mosaic_core' has no attribute {name!r}")
+        raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
     module, _, attribute = where.partition(":")
     value = getattr(importlib.import_module(module), attribute or name)
-    globals()[name] = value
+    namespace[name] = value
     return value
+
+
+def __getattr__(name: str) -> Any:
+    return _exported(globals(), _EXPORTS, name)
 
 
 def __dir__() -> list[str]:

@@ -12,15 +12,12 @@ helpers). A worker, plugin or launcher written elsewhere needs only the extensio
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from mosaic_core import _exported, _from
 
 # The toolkit's modules (importable as ``mosaic_core.NAME``; a package's submodules included).
 MODULES = ("files", "jsontext", "procs", "webtoken", "runstore", "trainer.client")
-
-
-def _from(module: str, *names: str) -> dict[str, str]:
-    return {name: f"mosaic_core.{module}" for name in names}
 
 
 # Toolkit name -> "module" or "module:attribute" that defines it (imported on first use).
@@ -73,13 +70,7 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    where = _EXPORTS.get(name)
-    if where is None:
-        raise AttributeError(f"module 'mosaic_core.toolkit' has no attribute {name!r}")
-    module, _, attribute = where.partition(":")
-    value = getattr(importlib.import_module(module), attribute or name)
-    globals()[name] = value
-    return value
+    return _exported(globals(), _EXPORTS, name)
 
 
 def __dir__() -> list[str]:
