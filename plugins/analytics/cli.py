@@ -214,7 +214,7 @@ def _evaluations(run_dir: Path) -> list[str]:
     for found in sorted((run_dir / "evaluations").glob("*/eval.json"), key=lambda p: p.stat().st_mtime):
         result = _load(found)
         if isinstance(result, dict) and isinstance(result.get("mean"), (int, float)):
-            protocol = result.get("protocol") if isinstance(result.get("protocol"), dict) else {}
+            protocol = _table(result, "protocol")
             lines.append(
                 f"{found.parent.name}: step {result.get('global_step')}, {protocol.get('episodes')} episodes, "
                 f"return {result['mean']:.2f} ± {result.get('std', 0):.2f}"
@@ -233,7 +233,7 @@ def _manifest_lines(manifest: dict[str, Any]) -> list[tuple[str, Any]]:
     from mosaic_core.runstore.summary import format_number
 
     lines: list[tuple[str, Any]] = []
-    metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
+    metrics = _table(manifest, "metrics")
     lines.append(
         (
             "last episode",
@@ -247,11 +247,11 @@ def _manifest_lines(manifest: dict[str, Any]) -> list[tuple[str, Any]]:
             "return of the last 100 training episodes)",
         )
     )
-    agents = metrics.get("agents") if isinstance(metrics.get("agents"), dict) else {}
+    agents = _table(metrics, "agents")
     for agent, values in agents.items():  # a multi-agent run: each agent's own figures
         if isinstance(values, dict):
             lines.append((f"  {agent}", _agent_line(values)))
-    tb = manifest.get("tensorboard") if isinstance(manifest.get("tensorboard"), dict) else {}
+    tb = _table(manifest, "tensorboard")
     lines.append(("tensorboard", ", ".join(map(str, tb.get("event_dirs") or [])) or "-"))
     lines.append(("checkpoints", _files(manifest.get("checkpoints"))))
     lines.append(("videos", _files(manifest.get("videos"))))
@@ -411,6 +411,7 @@ def _run_plot(ns: argparse.Namespace) -> int:
             raise UsageError(f"no per-agent {tag!r} scalars ({tag}/AGENT) in {', '.join(d.name for d in dirs)}")
         drawn = [curve for team, agents in zip(drawn, per_agent) for curve in (team, *agents)]
         dirs = [d for d, agents in zip(dirs, per_agent) for d in [d] * (1 + len(agents))]
+    assert output is not None  # None only with --table, which goes with --group (drawn above)
     curves.plot(drawn, output, ns.smooth, tag)
     counts = ", ".join(f"{d.name}: {len(c.steps)} points" for d, c in zip(dirs, drawn))
     print(f"wrote {output} ({counts})", file=sys.stderr)
@@ -574,3 +575,9 @@ def _logs():
     from mosaic_analytics import logs
 
     return logs
+
+
+def _table(mapping: Any, key: str) -> dict[str, Any]:
+    """``mapping[key]`` when it is an object (a run's JSON files hold what their writers wrote), else {}."""
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    return value if isinstance(value, dict) else {}

@@ -115,8 +115,8 @@ class HumanLines:
         lines.append(f"  run dir: {self.run.run_dir}")
         for path in self.checkpoints[-3:]:
             lines.append(f"  checkpoint: {path}")
-        for path in sorted(Path(self.run.run_dir).glob("eval_summary.json")):
-            lines.append(f"  evaluation: {path}")
+        for summary_file in sorted(Path(self.run.run_dir).glob("eval_summary.json")):
+            lines.append(f"  evaluation: {summary_file}")
         if status == "completed" and payload.get("stopped"):
             lines.append(f"  stopped: {payload['stopped']}")
         if status == "cancelled" and normalize_mode(self.run.config.extras.get("mode")) != "evaluate":

@@ -103,8 +103,8 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
     }
     if model is None:  # the best group by IQM, its best seed
         label = max(groups, key=lambda name: groups[name]["IQM"].point)
-        scored = [s for runs in comparison.scores[label].values() for s in runs]
-        model = max(scored, key=lambda s: s.score.value).run_dir
+        best = [s for runs in comparison.scores[label].values() for s in runs]
+        model = max(best, key=lambda s: s.score.value).run_dir
     label = next(g.label for g in comparison.groups if model.name in {r.name for r in g.runs})
     scored = {s.run_dir: s.score for runs in comparison.scores[label].values() for s in runs}
     subject = _finish(
@@ -262,8 +262,8 @@ def render(subject: Subject, ref: str, root: Path) -> str:
     import yaml
 
     config, score = subject.config, subject.score
-    extras = config.get("extras") if isinstance(config.get("extras"), dict) else {}
-    params = extras.get("algo_params") if isinstance(extras.get("algo_params"), dict) else {}
+    extras = _table(config, "extras")
+    params = _table(extras, "algo_params")
     worker = str(config.get("worker", ""))
     evaluation = _evaluation(subject.model, score)
     lines = [
@@ -347,7 +347,7 @@ def _evaluation(run_dir: Path, score: Score | None) -> str:
 
     evaluation = final_evaluation(run_dir)
     if score is not None and score.source == "eval" and evaluation is not None:
-        protocol = evaluation.get("protocol") if isinstance(evaluation.get("protocol"), dict) else {}
+        protocol = _table(evaluation, "protocol")
         by = evaluation.get("evaluated_by")
         who = (
             f"The run's own evaluation of its saved model ({escape(by)})"
@@ -374,7 +374,7 @@ def reproduce(config: dict[str, Any]) -> str:
     """The `mosaic run` command that trains this model again (shell-quoted; one line)."""
     import shlex
 
-    extras = config.get("extras") if isinstance(config.get("extras"), dict) else {}
+    extras = _table(config, "extras")
     kept = {k: v for k, v in extras.items() if k not in _BOOKKEEPING}
     argv = [
         "mosaic",
@@ -410,3 +410,9 @@ def worker_version(name: str) -> str:
 
 
 _BOOKKEEPING = ("experiment", "experiment_group", "mode", "checkpoint_path", "policy_path")
+
+
+def _table(mapping: Any, key: str) -> dict[str, Any]:
+    """``mapping[key]`` when it is an object (a run's JSON files hold what their writers wrote), else {}."""
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    return value if isinstance(value, dict) else {}

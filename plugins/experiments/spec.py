@@ -107,7 +107,7 @@ def load(path: Path) -> Experiment:
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise fail("name", f"must be letters, digits, - and _ (at most 64), got {_shown(name)}")
     seeds = _seeds(data.get("seeds", 3), fail)
-    budget = _positive(data.get("total_timesteps"), "total_timesteps", fail, required=False)
+    budget = _positive_or_none(data.get("total_timesteps"), "total_timesteps", fail)
     parallel = _positive(data.get("parallel", 1), "parallel", fail)
     listed = data.get("group", [])
     if not isinstance(listed, list):
@@ -157,9 +157,11 @@ def _known(table: dict[str, Any], keys: tuple[str, ...], where: str, fail) -> No
             )
 
 
-def _positive(value: Any, where: str, fail, required: bool = True) -> int | None:
-    if value is None and not required:
-        return None
+def _positive_or_none(value: Any, where: str, fail) -> int | None:
+    return None if value is None else _positive(value, where, fail)
+
+
+def _positive(value: Any, where: str, fail) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise fail(where, f"must be a positive integer, got {_shown(value)}")
     return value
