@@ -117,11 +117,13 @@ docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(or $(SITE_DIR),site)
 
 # Lint (a CI lane, before the tests: it takes seconds): ruff's checks and its format on the whole tree,
-# mypy strict on mosaic_core (pyproject.toml: [tool.ruff], [tool.mypy]). docs/contributing.md says how.
+# mypy strict on mosaic_core and with its default checks on the plugins (pyproject.toml: [tool.ruff],
+# [tool.mypy]; .ci/mypy_plugins.py). docs/contributing.md says how.
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python .ci/mypy_plugins.py  # the plugins: mypy's default checks (the core's are strict)
 
 # Regenerate the gRPC code from mosaic_core/trainer/trainer.proto (generated files are committed).
 proto: venv

@@ -221,9 +221,10 @@ def _other_problems(argv: list[str], data: dict[str, Any], source: str | None, k
     ``--extras``, when unreadable, are in ``known`` already)."""
     from mosaic_core import launchers
     from mosaic_core.config import build_config, parse_extras_json
-    from mosaic_core.pipeline import check_host_options, host_parser, split_extras
     from mosaic_core.plugins import plugin_host
     from mosaic_core.runs import RunDirectory
+    from mosaic_core.stages.flags import RUN_FIELD_FLAGS, check_host_options, host_parser
+    from mosaic_core.stages.validate import split_extras
 
     problems: list[str] = []
     parser = host_parser("mosaic run", "", "")
@@ -244,14 +245,7 @@ def _other_problems(argv: list[str], data: dict[str, Any], source: str | None, k
         extras = parse_extras_json(ns.extras) if ns.extras else None
     except MosaicError:
         extras = None  # in known already
-    overrides = {
-        "algo": ns.algo,
-        "env_id": ns.env_id,
-        "total_timesteps": ns.total_timesteps,
-        "seed": ns.seed,
-        "worker_id": ns.worker_id,
-        "run_id": ns.run_id,
-    }
+    overrides = {name: getattr(ns, name) for name in RUN_FIELD_FLAGS}
     try:
         # Fields a worker's defaults may fill are filled here with stand-ins: only what is wrong counts.
         config = build_config(

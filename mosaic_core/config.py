@@ -428,13 +428,27 @@ def build_config(
     if extras_key is not None:
         place_loose_keys(loose, merged["extras"], file_extras, extras_key, source)
     if defaults is not None:
-        found = dict(defaults(merged))
-        extras_defaults = found.pop("extras", None)
-        if isinstance(extras_defaults, dict):  # extras keys the user left out; the user's win
-            merged["extras"] = {**extras_defaults, **merged["extras"]}
-        merged.update({k: v for k, v in found.items() if merged.get(k) in (None, "")})
+        _apply_defaults(merged, defaults(merged))
     if generate_run_id and not merged.get("run_id"):
         merged["run_id"] = new_run_id()
+    _check_fields(merged, source)
+    if merged.get("total_timesteps") in (None, ""):
+        merged["total_timesteps"] = None
+    return WorkerConfig(**merged, source=source, raw=raw if isinstance(raw, dict) else {})
+
+
+def _apply_defaults(merged: dict[str, Any], found: dict[str, Any]) -> None:
+    """Fill fields still missing from ``found``; its ``"extras"`` fills extras keys left out (the user's win)."""
+    found = dict(found)
+    extras_defaults = found.pop("extras", None)
+    if isinstance(extras_defaults, dict):
+        merged["extras"] = {**extras_defaults, **merged["extras"]}
+    merged.update({k: v for k, v in found.items() if merged.get(k) in (None, "")})
+
+
+def _check_fields(merged: dict[str, Any], source: str | None) -> None:
+    """A ConfigError for a field outside the schema or a required one missing (flags named when
+    the config came from the command line); ``extras.mode`` read once, in the contract's names."""
     unknown = sorted(set(merged) - set(FIELDS))
     if unknown:
         raise ConfigError(
@@ -458,9 +472,6 @@ def build_config(
             )
         )
         raise ConfigError(f"missing required field(s) {', '.join(missing)}{flags}", field=missing[0], source=source)
-    if merged.get("total_timesteps") in (None, ""):
-        merged["total_timesteps"] = None
-    return WorkerConfig(**merged, source=source, raw=raw if isinstance(raw, dict) else {})
 
 
 HYPERPARAMETERS = "algo_params"  # the extras key every worker reads its algorithm's own settings from

@@ -42,6 +42,42 @@ from typing import Any, Literal, Protocol
 from mosaic_core.jsontext import dumps
 from mosaic_core.types import ExtrasKey
 
+__all__ = [
+    "CHECKPOINT_MODES",
+    "Checkpoint",
+    "CheckpointLayout",
+    "EVAL_EPISODES",
+    "EVAL_FILE",
+    "EVAL_SCHEMA",
+    "EVAL_SEED_OFFSET",
+    "LOWEST",
+    "MODES",
+    "OLD_NAMES",
+    "STANDARD_KEYS",
+    "STOP_SIGNALS",
+    "StopOnSignal",
+    "VIDEO_ENCODERS",
+    "VIDEO_FILE",
+    "VIDEO_FPS",
+    "add_host_arguments",
+    "at_stop_exit",
+    "checkpoint_key",
+    "eval_result",
+    "eval_seeds",
+    "find_checkpoints",
+    "host_flags",
+    "iqm",
+    "mp4_enjoy_extras",
+    "newest_checkpoint",
+    "no_video_encoder",
+    "normalize_mode",
+    "run_at_stop_exit",
+    "standard_key_problems",
+    "video_encoder",
+    "write_eval",
+    "write_mp4",
+]
+
 MODES = ("train", "resume", "evaluate")
 OLD_NAMES = {"resume_training": "resume", "policy_eval": "evaluate"}
 

@@ -18,6 +18,31 @@ from mosaic_core import procs
 from mosaic_core.errors import UsageError
 from mosaic_core.jsontext import dumps
 
+__all__ = [
+    "FOLDER",
+    "NEW_FILE",
+    "OutputFolder",
+    "SHARE_RUNS_VAR",
+    "UntrustedPath",
+    "atomic_output",
+    "cache_dir",
+    "check_ancestors",
+    "check_output",
+    "check_own_dir",
+    "current_umask",
+    "is_within",
+    "open_private",
+    "owner_name",
+    "printable",
+    "private_dir",
+    "read_private_text",
+    "run_umask",
+    "tail_lines",
+    "tail_text",
+    "write_atomic",
+    "write_json_atomic",
+]
+
 
 def is_within(base: Path | str, target: Path | str) -> bool:
     """Whether ``target`` is ``base`` or below it, symlinks resolved (a sibling sharing the

@@ -5,9 +5,11 @@ committed page is up to date."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import textwrap
+from typing import Any
 
 from mosaic_core import hookspecs
 
@@ -35,20 +37,30 @@ def _markdown(doc: str) -> str:
     return "\n".join(out).strip()
 
 
+def _module_of(name: str) -> Any:
+    return importlib.import_module(getattr(hookspecs, name).__module__)
+
+
 def _where(name: str) -> str:
     """The section of the spec module a hook is in (``Host: before a run``, ``Training process``)."""
-    source = inspect.getsource(hookspecs)
+    source = inspect.getsource(_module_of(name))
     sections: list[str] = re.findall(r"^# ([A-Z][^\n]*)$", source[: source.index(f"def {name}(")], re.MULTILINE)
     return sections[-1]
 
 
+def _order(name: str) -> tuple[int, int]:
+    """Where a hook's spec is: its module among :data:`~mosaic_core.hookspecs.THEMES`, then its line."""
+    theme = _module_of(name).__name__.rpartition(".")[2]
+    return hookspecs.THEMES.index(theme), inspect.getsourcelines(getattr(hookspecs, name))[1]
+
+
 def render() -> str:
-    """The reference page, hooks in the order of the spec module (by lifecycle stage)."""
-    hooks = sorted(hookspecs.HOOK_NAMES, key=lambda n: inspect.getsourcelines(getattr(hookspecs, n))[1])
+    """The reference page, hooks in the order of the spec modules (by lifecycle stage)."""
+    hooks = sorted(hookspecs.HOOK_NAMES, key=_order)
     parts = [
         "# Hook reference",
         "",
-        "Generated from `mosaic_core/hookspecs.py` by `python -m mosaic_core.hookdocs > docs/hooks.md`; "
+        "Generated from `mosaic_core/hookspecs/` by `python -m mosaic_core.hookdocs > docs/hooks.md`; "
         "do not edit by hand.",
         "",
         "Implement a hook with `from mosaic_core import hookimpl` in a module your distribution names in "

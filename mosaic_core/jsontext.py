@@ -10,6 +10,8 @@ import json
 import math
 from typing import Any
 
+__all__ = ["dumps", "finite"]
+
 
 def finite(value: Any) -> Any:
     """``value`` with every NaN or infinite float replaced by None (dicts, lists and tuples walked)."""

@@ -53,6 +53,30 @@ if TYPE_CHECKING:  # pragma: no cover
     from mosaic_core.runs import RunContext
     from mosaic_core.supervisor import SupervisorOptions
 
+__all__ = [
+    "Batch",
+    "COMMON_OPTIONS",
+    "Job",
+    "LAUNCHER_ENV",
+    "LEGACY_GROUP",
+    "LOCAL",
+    "LauncherChoice",
+    "LauncherInfo",
+    "LauncherOption",
+    "active",
+    "add_arguments",
+    "can_launch_many",
+    "capacity",
+    "choose",
+    "discover",
+    "launch_many",
+    "run_job",
+    "select",
+    "settings_of",
+    "start_early",
+    "strip_options",
+]
+
 LEGACY_GROUP = "mosaic.launchers"  # deprecated: a plugin's mosaic_launchers hook instead
 LOCAL = "local"
 LAUNCHER_ENV = "MOSAIC_LAUNCHER"

@@ -17,6 +17,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "NEUTRAL_CWD",
+    "PR_SET_PDEATHSIG",
+    "ProcStat",
+    "allow_exit_at_once",
+    "ask_exit_at_once",
+    "command_ended",
+    "descendants",
+    "group_alive",
+    "group_members",
+    "keep_cwd_off_child_paths",
+    "may_exit_at_once",
+    "mosaic_command",
+    "parent_death_signal_setter",
+    "pids",
+    "process_alive",
+    "process_start",
+    "python_command",
+    "read_stat",
+    "signal_processes",
+    "stop_group",
+    "wait_group_gone",
+    "with_environment",
+    "with_parent_death_signal",
+]
+
 
 @dataclass(frozen=True)
 class ProcStat:

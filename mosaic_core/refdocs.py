@@ -139,8 +139,9 @@ def _type(annotation: Any) -> str:
     return name.replace(" | ", " or ")  # a pipe would split the Markdown table
 
 
-def render_schemas() -> str:
-    from mosaic_core import config, contract, events, manifest
+def _config_section() -> list[str]:
+    """The worker config's fields, limits and the standard extras keys."""
+    from mosaic_core import config, contract
 
     parts = [
         "# Schemas",
@@ -191,7 +192,13 @@ def render_schemas() -> str:
         "|---|---|",
     ]
     parts += [f"| `{key.name}` | {key.help} |" for key in contract.STANDARD_KEYS]
-    parts += [
+    return parts
+
+
+def _events_section() -> list[str]:
+    from mosaic_core import events
+
+    return [
         "",
         "## Lifecycle events (`events.jsonl`)",
         "",
@@ -207,6 +214,13 @@ def render_schemas() -> str:
         "",
         "Terminal events: " + ", ".join(f"`{e}` (status `{events.STATUS_OF[e]}`)" for e in events.TERMINAL) + ".",
         "",
+    ]
+
+
+def _manifest_section() -> list[str]:
+    from mosaic_core import manifest
+
+    parts = [
         "## Run manifest (`manifest.json`)",
         "",
         _doc(manifest),
@@ -227,6 +241,12 @@ def render_schemas() -> str:
     ]
     for name, text in _implementations("mosaic_terminal_payload"):
         parts += ["", f"#### Plugin `{name}`", "", text]
+    return parts
+
+
+def _eval_section() -> list[str]:
+    from mosaic_core import contract
+
     example = contract.eval_result(
         worker="example",
         algo="random",
@@ -239,7 +259,7 @@ def render_schemas() -> str:
         deterministic=True,
     )
     example["written"] = 1767225600.0
-    parts += [
+    return [
         "",
         f"## Evaluation result (`{contract.EVAL_FILE}`)",
         "",
@@ -251,6 +271,11 @@ def render_schemas() -> str:
         json.dumps(example, indent=2),
         "```",
     ]
+
+
+def render_schemas() -> str:
+    """``docs/reference/schemas.md``: the config a run reads and the files it writes."""
+    parts = [*_config_section(), *_events_section(), *_manifest_section(), *_eval_section()]
     return "\n".join(parts) + "\n"
 
 

@@ -27,13 +27,15 @@ class ExtrasKey:
     whose capabilities say ``supports_env_switching=False`` refuses a run that gives it.
     ``bookkeeping``: the key changes how a run is watched or recorded (tracking, live frames,
     metrics cadence), never what it learns, so runs that differ only in it are seeds of one group
-    (:mod:`mosaic_core.runstore.groups`)."""
+    (:mod:`mosaic_core.runstore.groups`). ``live_frames``: the key, set to true, asks for live
+    frames (FastLane's ``fastlane``), so a form that offers them sets it without naming it."""
 
     name: str
     help: str = ""
     prefix: bool = False
     switches_envs: bool = False
     bookkeeping: bool = False
+    live_frames: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not (
@@ -41,10 +43,11 @@ class ExtrasKey:
         ):
             raise ValueError(f"ExtrasKey.name must be an identifier, got {self.name!r}")
         if not isinstance(self.help, str) or not all(
-            isinstance(flag, bool) for flag in (self.prefix, self.switches_envs, self.bookkeeping)
+            isinstance(flag, bool) for flag in (self.prefix, self.switches_envs, self.bookkeeping, self.live_frames)
         ):
             raise ValueError(
-                f"ExtrasKey {self.name!r}: help must be a string, prefix, switches_envs and bookkeeping bools"
+                f"ExtrasKey {self.name!r}: help must be a string, prefix, switches_envs, bookkeeping and "
+                "live_frames bools"
             )
 
     def matches(self, key: str) -> bool:

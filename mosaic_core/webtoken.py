@@ -32,6 +32,19 @@ from urllib.parse import parse_qs
 from mosaic_core.errors import UsageError
 from mosaic_core.files import UntrustedPath, check_own_dir
 
+__all__ = [
+    "ServerToken",
+    "TokenWSGI",
+    "check",
+    "cookie_name",
+    "issue",
+    "offered",
+    "runtime_dir",
+    "runtime_dir_hint",
+    "serve_wsgi",
+    "set_cookie",
+]
+
 
 def runtime_dir() -> Path:
     """A directory only we can enter, the first of ``$XDG_RUNTIME_DIR/mosaic``,

@@ -89,45 +89,17 @@ def play(
     ``video_format`` and, with ``live``, streaming it through FastLane: (exit code, the
     evaluation's ``eval.json`` or None when it wrote none, that file's path)."""
     from mosaic_core import hostsignals
-    from mosaic_core.config import WorkerConfig, new_run_id, read_config_file
-    from mosaic_core.contract import Checkpoint, eval_seeds, newest_checkpoint
+    from mosaic_core.config import new_run_id
+    from mosaic_core.contract import eval_seeds
     from mosaic_core.pipeline import run_worker
-    from mosaic_core.runs import default_runs_root
-    from mosaic_core.runstore.trust import refuse_untrusted
-    from mosaic_core.worker import load_worker
-    from mosaic_core.workers import find_worker
 
-    if ns.episodes < 1:
-        raise UsageError(f"--episodes must be at least 1, got {ns.episodes}")
-    if ns.seed is not None and ns.seed < 0:
-        raise UsageError(f"--seed must be at least 0, got {ns.seed}")
-    if ns.video:
-        check_output(ns.video, "--video")  # before the evaluation: a link or a foreign folder there is refused now
-    root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
-    run_dir, given = resolve(ns.target, root)
-    refuse_untrusted(run_dir / "config.json", f"run {run_dir.name}")
-    recorded = read_config_file(run_dir / "config.json", run_file=True)
-    worker_name = recorded.pop("worker", None)
-    if not isinstance(worker_name, str):
-        raise UsageError(f"run {run_dir.name}: its config.json names no worker")
-    item = find_worker(worker_name)
-    worker = load_worker(item)
-    config = WorkerConfig.from_dict(recorded, source=str(run_dir / "config.json"))
+    _check_play_flags(ns)
+    run_dir, given, worker_name, worker, config = _recorded_run(ns)
     showing = worker.enjoy_extras(video_format=video_format, live=live)
     if showing is None:
         asked = " and ".join(what for what, on in ((f"a .{video_format} video", video_format), ("--live", live)) if on)
         raise UsageError(f"run {run_dir.name}: worker {worker_name!r} cannot play with {asked}")
-    layout = worker.checkpoint_layout(config)
-    if given is None:
-        found = newest_checkpoint(run_dir, layout, run_dir.name) if layout else None
-        if found is None:
-            what = f"no checkpoint ({layout.pattern})" if layout else f"no checkpoint layout (worker {worker_name!r})"
-            raise UsageError(f"run {run_dir.name} has {what} to evaluate; give a checkpoint file instead")
-    else:
-        found = Checkpoint(given, -1, layout.format if layout else "", bool(layout and layout.code))
-    problem = worker.check_checkpoint(found, config)
-    if problem:
-        raise UsageError(f"cannot evaluate: {problem}")
+    found = _checkpoint_to_play(run_dir, given, worker, worker_name, config)
     seed = ns.seed if ns.seed is not None else eval_seeds(1, config.seed)[0]
     extras: dict[str, Any] = {
         "mode": "evaluate",
@@ -167,6 +139,53 @@ def play(
     if ns.video:
         _copy_video(where, Path(ns.video))
     return 0, result, result_file
+
+
+def _check_play_flags(ns: argparse.Namespace) -> None:
+    if ns.episodes < 1:
+        raise UsageError(f"--episodes must be at least 1, got {ns.episodes}")
+    if ns.seed is not None and ns.seed < 0:
+        raise UsageError(f"--seed must be at least 0, got {ns.seed}")
+    if ns.video:
+        check_output(ns.video, "--video")  # before the evaluation: a link or a foreign folder there is refused now
+
+
+def _recorded_run(ns: argparse.Namespace) -> tuple[Path, Path | None, str, Any, Any]:
+    """The run ``ns.target`` names (and the checkpoint file it names, if it does), its worker's
+    name and implementation, and its recorded config; an imported, untrusted run is refused."""
+    from mosaic_core.config import WorkerConfig, read_config_file
+    from mosaic_core.runs import default_runs_root
+    from mosaic_core.runstore.trust import refuse_untrusted
+    from mosaic_core.worker import load_worker
+    from mosaic_core.workers import find_worker
+
+    root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
+    run_dir, given = resolve(ns.target, root)
+    refuse_untrusted(run_dir / "config.json", f"run {run_dir.name}")
+    recorded = read_config_file(run_dir / "config.json", run_file=True)
+    worker_name = recorded.pop("worker", None)
+    if not isinstance(worker_name, str):
+        raise UsageError(f"run {run_dir.name}: its config.json names no worker")
+    worker = load_worker(find_worker(worker_name))
+    return run_dir, given, worker_name, worker, WorkerConfig.from_dict(recorded, source=str(run_dir / "config.json"))
+
+
+def _checkpoint_to_play(run_dir: Path, given: Path | None, worker: Any, worker_name: str, config: Any) -> Any:
+    """The checkpoint given, else the run's newest; one the worker cannot play is a usage error."""
+    from mosaic_core.contract import Checkpoint, newest_checkpoint
+
+    layout = worker.checkpoint_layout(config)
+    if given is None:
+        found = newest_checkpoint(run_dir, layout, run_dir.name) if layout else None
+        if found is None:
+            what = f"no checkpoint ({layout.pattern})" if layout else f"no checkpoint layout (worker {worker_name!r})"
+            raise UsageError(f"run {run_dir.name} has {what} to evaluate; give a checkpoint file instead")
+    else:
+        found = Checkpoint(given, -1, layout.format if layout else "", bool(layout and layout.code))
+    problem = worker.check_checkpoint(found, config)
+    if problem:
+        raise UsageError(f"cannot evaluate: {problem}")
+    return found
 
 
 def _copy_video(where: Path, out: Path) -> None:

@@ -154,7 +154,7 @@ def _configure_plugins(parser: argparse.ArgumentParser) -> None:
 
 def _run_extras(host: Any, as_json: bool) -> int:
     from mosaic_core.contract import STANDARD_KEYS
-    from mosaic_core.pipeline import CORE_OWNER
+    from mosaic_core.stages.resolve import CORE_OWNER
     from mosaic_core.worker import load_worker
     from mosaic_core.workers import discover_workers
 

@@ -26,6 +26,8 @@ from mosaic_core.files import atomic_output, is_within, open_private
 from mosaic_core.runstore import trust
 from mosaic_core.runstore.artifacts import is_checkpoint
 
+__all__ = ["Archived", "CHUNK", "FORMAT", "MANIFEST", "export_run"]
+
 FORMAT = "mosaic.run-export/1"
 MANIFEST = "EXPORT.json"
 CHUNK = 1 << 20

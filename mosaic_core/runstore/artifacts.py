@@ -20,6 +20,23 @@ from typing import Any
 from mosaic_core.errors import ConfigError
 from mosaic_core.runs import RunDirectory
 
+__all__ = [
+    "CHECKPOINT_DIR",
+    "CHECKPOINT_SUFFIXES",
+    "EVENT_FILE",
+    "MAX_FILES",
+    "MAX_WALK",
+    "SKIP_DIRS",
+    "STEP_IN_NAME",
+    "VIDEO_SUFFIXES",
+    "inside",
+    "is_checkpoint",
+    "scan",
+    "skipped_dirs",
+    "step_from_name",
+    "walk_files",
+]
+
 EVENT_FILE = "events.out.tfevents."
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors")
 CHECKPOINT_DIR = "checkpoints"  # a worker's checkpoint layout (mosaic_core.contract) puts them here

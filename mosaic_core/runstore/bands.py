@@ -20,6 +20,8 @@ from typing import Any
 
 from mosaic_core.runstore.score import in_step_order, window_slice
 
+__all__ = ["CONFIDENCE", "GRID_POINTS", "REPS", "iqm_band", "score_matrix", "step_grid", "trimmed_mean_of_counts"]
+
 GRID_POINTS = 50
 REPS = 200
 CONFIDENCE = 0.95

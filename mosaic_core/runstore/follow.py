@@ -24,6 +24,8 @@ from mosaic_core.events import one_history
 from mosaic_core.files import UntrustedPath, open_private
 from mosaic_core.runstore.summary import MAX_LINE_BYTES
 
+__all__ = ["EventFollower", "READ_LIMIT", "RunGone"]
+
 READ_LIMIT = 4 * 1024 * 1024  # at most this much per poll, so a huge log cannot stall the server
 
 

@@ -1,11 +1,12 @@
 """Which runs belong together: runs whose configs are equal once the seed is left out.
 
 Read from each run's ``config.json`` (bounded, never through a link). Left out of the
-comparison: what changes from seed to seed (run id, seed, worker id, the argv repeating them, a
-sweep's per-seed bookkeeping) and the bookkeeping keys that never change what is trained
-(:data:`BOOKKEEPING`: metrics cadence, tracking, FastLane, notes, evaluation settings, an
-experiment's tags). A group's label is its algorithm and env plus what differs between the
-groups: the worker when groups come from more than one, the budget, then the settings.
+comparison: what changes from seed to seed (run id, seed, worker id, the argv repeating them) and
+the bookkeeping keys that never change what is trained: the core's (:data:`BOOKKEEPING`:
+checkpoints, evaluation settings) and those a plugin declares (``ExtrasKey(bookkeeping=True)``:
+tracking, notes, live frames, metrics cadence, a sweep's trial, an experiment's tags). A group's
+label is its algorithm and env plus what differs between the groups: the worker when groups come
+from more than one, the budget, then the settings.
 """
 
 from __future__ import annotations
@@ -19,12 +20,24 @@ from typing import Any
 
 from mosaic_core.runstore.summary import _read_json
 
+__all__ = [
+    "BOOKKEEPING",
+    "BOOKKEEPING_PREFIXES",
+    "Group",
+    "LABEL_FIRST",
+    "PER_SEED_KEYS",
+    "group_by_fields",
+    "group_by_seed",
+    "label_of",
+    "mixed_budgets",
+    "read_config",
+    "setting",
+]
+
 PER_SEED_KEYS = ("run_id", "seed", "worker_id", "program_id", "argv")  # program_id: worker_id's name for a while
-PER_SEED_EXTRAS = ("optuna_seed", "optuna_trial", "notes", "experiment_run")
 # The core's own keys that never change what is trained; plugins mark theirs
-# (``ExtrasKey(bookkeeping=True)``: tracking, live frames, metrics cadence…).
+# (``ExtrasKey(bookkeeping=True)``: tracking, live frames, metrics cadence, a sweep's trial…).
 BOOKKEEPING = (
-    "checkpoints_dir",
     "checkpoint_frequency",
     "save_replay_buffer",
     "schema_id",
@@ -32,14 +45,12 @@ BOOKKEEPING = (
     "supports_pause",
     "supports_checkpoint",
     "grpc",
-    "experiment",
-    "experiment_group",
     "eval_episodes",
     "eval_deterministic",
     "eval_seed",
     "eval_every_checkpoint",
 )
-BOOKKEEPING_PREFIXES = ("optuna_", "grpc_", "mosaic_")
+BOOKKEEPING_PREFIXES = ("grpc_", "mosaic_")
 LABEL_FIRST = ("worker", "algo", "env_id", "total_timesteps")
 
 
@@ -84,7 +95,7 @@ def setting(run_dir: Path) -> dict[str, Any]:
     config = {k: v for k, v in raw.items() if k not in PER_SEED_KEYS and k != "extras"}
     extras = raw.get("extras")
     if isinstance(extras, dict):
-        kept = {k: v for k, v in extras.items() if k not in PER_SEED_EXTRAS and not _is_bookkeeping(k)}
+        kept = {k: v for k, v in extras.items() if not _is_bookkeeping(k)}
         if kept:
             config["extras"] = kept
     if not config:

@@ -20,6 +20,8 @@ from pathlib import Path
 from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.summary import ENDED, RunSummary, summarize
 
+__all__ = ["INDEX_NAME", "RunIndex", "SCHEMA_VERSION", "UNSETTLED", "list_runs", "record_run"]
+
 INDEX_NAME = ".mosaic-index.sqlite3"
 SCHEMA_VERSION = 2  # 2: summaries carry the run's score
 UNSETTLED = ("running", "lost", "unknown")  # statuses a run's files may still change

@@ -33,6 +33,29 @@ from typing import Any, TypeGuard
 from mosaic_core.contract import EVAL_FILE, EVAL_SCHEMA
 from mosaic_core.files import open_private
 
+__all__ = [
+    "EVALUATIONS",
+    "MAX_EVALUATIONS",
+    "MAX_EVAL_BYTES",
+    "MIN_EPISODES",
+    "RETURN_TAG",
+    "Score",
+    "WINDOW_FRACTION",
+    "WINDOW_NAME",
+    "episode_returns",
+    "evaluation_score",
+    "final_evaluation",
+    "format_score",
+    "in_step_order",
+    "read_evaluation",
+    "return_tag",
+    "run_score",
+    "run_series",
+    "training_score",
+    "window_slice",
+    "window_start",
+]
+
 RETURN_TAG = "charts/episodic_return"
 WINDOW_FRACTION = 0.1
 MIN_EPISODES = 10

@@ -26,6 +26,23 @@ from mosaic_core.files import open_private
 from mosaic_core.procs import process_alive
 from mosaic_core.runs import manifest_of
 
+__all__ = [
+    "ENDED",
+    "MAX_JSON_BYTES",
+    "MAX_LINE_BYTES",
+    "PARSED_KEPT",
+    "Progress",
+    "RunSummary",
+    "TAIL_BYTES",
+    "TERMINAL",
+    "disk_usage",
+    "format_age",
+    "format_bytes",
+    "format_number",
+    "progress_of",
+    "summarize",
+]
+
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
 ENDED = tuple(TERMINAL.values())  # statuses whose run has a score (runstore.score)
 TAIL_BYTES = 256 * 1024  # of events.jsonl, read for the latest state
@@ -177,6 +194,25 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
     config = _read_json(run_dir / "config.json", problems) or {}
     manifest = _read_json(manifest_of(run_dir), problems) or {}
     first, tail = _events(run_dir / "events.jsonl")
+    _from_records(summary, config, manifest)
+    summary.disk_bytes = disk_usage(run_dir)
+    progress = _from_start(summary, first, run_dir)
+    pids, going_on = _follow_events(summary, tail, progress)
+    _from_manifest(summary, manifest)
+    if summary.status == "unknown":
+        status = None if going_on else _text(manifest.get("status"))
+        if status:
+            summary.status = status
+        elif first is not None or config:
+            alive = [a for a in map(_alive, pids) if a is not None]
+            summary.status = "lost" if alive and not any(alive) else "running"
+    if with_score and summary.status in ENDED and summary.unit == "steps":
+        summary.score = _score(run_dir)
+    return summary
+
+
+def _from_records(summary: RunSummary, config: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """What the run's ``config.json`` (else its manifest) says: worker, algorithm, env, budget."""
     summary.worker = _text(config.get("worker")) or _text(manifest.get("worker"))
     summary.algo = _text(config.get("algo")) or _text(manifest.get("algo"))
     summary.env_id = _text(config.get("env_id")) or _text(manifest.get("env_id"))
@@ -184,10 +220,11 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
     summary.total_timesteps = total if isinstance(total, int) and not isinstance(total, bool) else None
     summary.manifest_schema = _text(manifest.get("schema")) if manifest else None
     extras = config.get("extras")
-    if not isinstance(extras, dict):
-        extras = {}
-    summary.experiment = _text(extras.get("experiment_name"))
-    summary.disk_bytes = disk_usage(run_dir)
+    summary.experiment = _text(extras.get("experiment_name")) if isinstance(extras, dict) else None
+
+
+def _from_start(summary: RunSummary, first: dict[str, Any] | None, run_dir: Path) -> Progress:
+    """What the ``run_started`` event says (when it started, what its progress counts)."""
     progress = Progress("steps", 0)
     if first is not None and first.get("event") == "run_started":
         started = first.get("payload") or {}
@@ -202,8 +239,14 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
             summary.started_at = (run_dir / "config.json").stat().st_mtime
         except OSError:
             summary.started_at = None
+    return progress
+
+
+def _follow_events(summary: RunSummary, tail: list[dict[str, Any]], progress: Progress) -> tuple[list[Any], bool]:
+    """The last events: progress, attempts, the end. Returns the heartbeats' pids and whether a
+    resumed attempt is still going on (then the manifest is the earlier attempt's)."""
     pids: list[Any] = []
-    going_on = False  # resumed, and that attempt has not ended yet: the manifest is the earlier attempt's
+    going_on = False
     for record in tail:
         payload = record.get("payload") or {}
         metrics = _metrics_of(payload) if record["event"] in ("metrics", "heartbeat") else None
@@ -231,6 +274,11 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
             summary.ended_at = _number(record.get("timestamp"))
             summary.reason = _text(payload.get("error") or payload.get("reason"))
             going_on = False
+    return pids, going_on
+
+
+def _from_manifest(summary: RunSummary, manifest: dict[str, Any]) -> None:
+    """The final step and return from the manifest, when the events gave none."""
     final = manifest.get("metrics")
     if not isinstance(final, dict):
         final = {}
@@ -238,16 +286,6 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
         summary.global_step = final["global_step"]
     if summary.last_return is None and summary.unit == "steps":
         summary.last_return = _number(final.get("episodic_return_smoothed", final.get("episodic_return")))
-    if summary.status == "unknown":
-        status = None if going_on else _text(manifest.get("status"))
-        if status:
-            summary.status = status
-        elif first is not None or config:
-            alive = [a for a in map(_alive, pids) if a is not None]
-            summary.status = "lost" if alive and not any(alive) else "running"
-    if with_score and summary.status in ENDED and summary.unit == "steps":
-        summary.score = _score(run_dir)
-    return summary
 
 
 def _score(run_dir: Path) -> dict[str, Any] | None:

@@ -8,11 +8,10 @@ else writes that name (the import refuses an archive member of that name, export
 and only the owner can remove it (a run directory is theirs alone).
 
 Nothing in an untrusted run executes: a script its config names, its config itself (``run
---from``), and a checkpoint that is code (:data:`CODE_CHECKPOINTS`) are refused in one line
-naming the run and ``mosaic runs trust`` (:func:`refuse_untrusted`). Checkpoints read by a
-weights-only reader (CleanRL's and XuanCe's ``.pth``: ``torch.load(weights_only=True)``) are
-data and may be played from anywhere; a checkpoint that is code is loaded only from folders
-the owner made (:func:`check_code_checkpoint`).
+--from``), and a checkpoint that is code (a pickle, which a worker reading one checks with
+:func:`check_code_checkpoint`) are refused in one line naming the run and ``mosaic runs trust``
+(:func:`refuse_untrusted`). Checkpoints read by a weights-only reader are data and may be played
+from anywhere; a checkpoint that is code is loaded only from folders the owner made.
 """
 
 from __future__ import annotations
@@ -27,8 +26,9 @@ from typing import Any
 from mosaic_core.errors import UsageError
 from mosaic_core.files import UntrustedPath, check_ancestors, owner_name, printable, read_private_text
 
+__all__ = ["MARKER", "check_code_checkpoint", "mark_untrusted", "origin", "refuse_untrusted", "trust", "untrusted_run"]
+
 MARKER = "UNTRUSTED.json"
-CODE_CHECKPOINTS = "RLlib checkpoints (cloudpickle), XuanCe's obs_rms.npy (a pickled dict)"
 
 
 def mark_untrusted(run_fd: int, origin: dict[str, Any]) -> None:

@@ -40,6 +40,8 @@ from mosaic_core.runstore.archive import CHUNK, FORMAT, MANIFEST, Archived
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
+__all__ = ["GiB", "LIMITS", "Limits", "clean_parts", "import_run"]
+
 GiB = 1 << 30
 
 

@@ -53,7 +53,7 @@ def _refuse(message: str) -> ConfigError:
 
 def _host_parser(worker_name: str) -> argparse.ArgumentParser:
     from mosaic_core import launchers
-    from mosaic_core.pipeline import host_parser
+    from mosaic_core.stages.flags import host_parser
 
     parser = host_parser(f"mosaic run --worker {worker_name}", worker_name, "")
     launchers.add_arguments(parser, launchers.active())
@@ -110,7 +110,7 @@ def _honoured_host_flags(parser: argparse.ArgumentParser, ns: argparse.Namespace
 def _worker_flags(worker: Worker, worker_name: str, rest: list[str]) -> dict[str, Any]:
     """The worker's own flags in ``rest`` as ``options`` (``mosaic run``'s), and the script's
     flags for a worker that takes them; anything else is refused."""
-    from mosaic_core.pipeline import OneLineParser
+    from mosaic_core.stages.flags import OneLineParser
 
     own = OneLineParser(prog=f"mosaic run --worker {worker_name}", add_help=False, allow_abbrev=False)
     worker.add_arguments(own)  # type: ignore[arg-type]  # a parser serves as the worker's group

@@ -26,6 +26,25 @@ from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
 from mosaic_core.trainer.auth import REGISTRATION_METADATA, bearer, find_token
 from mosaic_core.trainer.protocol import CHANNEL_OPTIONS, PROTO_VERSION, TOKEN_METADATA, check_target, status_name
 
+__all__ = [
+    "BACKOFF_S",
+    "RETRYABLE",
+    "RunSession",
+    "USAGE_CODES",
+    "WorkerSession",
+    "cancel",
+    "health",
+    "list_runs",
+    "list_workers",
+    "open_channel",
+    "print_runs",
+    "record_to_dict",
+    "remove_run",
+    "rpc_error",
+    "submit",
+    "watch_runs",
+]
+
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 USAGE_CODES = (  # the request or its credential is for the caller to fix: exit code 2
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -126,30 +145,8 @@ class RunSession:
         if registration_secret:
             metadata.append((REGISTRATION_METADATA, registration_secret))
         metadata += bearer(client_token)
-        tries = max(1, retries)
-        last: grpc.RpcError | None = None
-        for attempt in range(tries):
-            try:
-                reply = stub.RegisterWorker(request, timeout=timeout, metadata=metadata)
-                return cls(
-                    target,
-                    channel,
-                    run_id,
-                    reply.session_token,
-                    reply.accepted_version,
-                    timeout,
-                    reply.report_events,
-                )
-            except grpc.RpcError as exc:
-                last = exc
-                if exc.code() not in RETRYABLE:
-                    channel.close()
-                    raise rpc_error(target, f"RegisterWorker for run {run_id!r}", exc) from None
-            if attempt + 1 < tries:
-                time.sleep(BACKOFF_S * 2**attempt)
-        channel.close()
-        assert last is not None  # at least one try, and each one that did not return failed with an RpcError
-        raise _unanswered(target, f"RegisterWorker for run {run_id!r} after {tries} tries", last)
+        reply = _register_retrying(stub, channel, request, metadata, target, timeout, max(1, retries))
+        return cls(target, channel, run_id, reply.session_token, reply.accepted_version, timeout, reply.report_events)
 
     @property
     def metadata(self) -> list[tuple[str, str]]:
@@ -337,3 +334,30 @@ def print_runs(target: str, as_json: bool, token: str | None = None) -> int:
         )
     console(sys.stdout).print(table)
     return 0
+
+
+def _register_retrying(
+    stub: Any,
+    channel: grpc.Channel,
+    request: Any,
+    metadata: list[tuple[str, str]],
+    target: str,
+    timeout: float,
+    tries: int,
+) -> Any:
+    """The RegisterWorker reply, an unreachable daemon tried ``tries`` times with backoff; the
+    channel is closed when it fails."""
+    last: grpc.RpcError | None = None
+    for attempt in range(tries):
+        try:
+            return stub.RegisterWorker(request, timeout=timeout, metadata=metadata)
+        except grpc.RpcError as exc:
+            last = exc
+            if exc.code() not in RETRYABLE:
+                channel.close()
+                raise rpc_error(target, f"RegisterWorker for run {request.run_id!r}", exc) from None
+        if attempt + 1 < tries:
+            time.sleep(BACKOFF_S * 2**attempt)
+    channel.close()
+    assert last is not None  # at least one try, and each one that did not return failed with an RpcError
+    raise _unanswered(target, f"RegisterWorker for run {request.run_id!r} after {tries} tries", last)

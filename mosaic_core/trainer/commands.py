@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mosaic_core import launchers
 from mosaic_core.cli.commands import CliCommand
@@ -105,49 +105,49 @@ def _run_daemon(ns: argparse.Namespace) -> int:
         log=lambda message: print(f"mosaic daemon: {message}", file=sys.stderr, flush=True),
     )
 
-    def ready(daemon: TrainerDaemon) -> None:
-        token_file = str(daemon.state_dir / "client.token") if daemon.token else None
-        print(
-            json.dumps(
-                {
-                    "event": "daemon_ready",
-                    "listen_address": daemon.address,
-                    "pid": daemon.pid,
-                    "state_dir": str(daemon.state_dir),
-                    "token_file": token_file,
-                }
-            ),
-            flush=True,
+    return serve(options, on_ready=lambda daemon: _announce_ready(daemon, choice, options.max_concurrent))
+
+
+def _announce_ready(daemon: TrainerDaemon, choice: Any, max_concurrent: int | None) -> None:
+    """The ``daemon_ready`` line on stdout; where it listens, who may call it and its warnings on stderr."""
+    token_file = str(daemon.state_dir / "client.token") if daemon.token else None
+    print(
+        json.dumps(
+            {
+                "event": "daemon_ready",
+                "listen_address": daemon.address,
+                "pid": daemon.pid,
+                "state_dir": str(daemon.state_dir),
+                "token_file": token_file,
+            }
+        ),
+        flush=True,
+    )
+    print(
+        f"mosaic daemon: listening on {daemon.address} (state dir {daemon.state_dir}, "
+        f"{max_concurrent} concurrent runs, {daemon.gpus} GPU(s)); Ctrl-C stops it",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    def say(text: str) -> None:
+        print(f"mosaic daemon: {text}", file=sys.stderr, flush=True)
+
+    if not choice.local:
+        say(f"runs execute through the {choice.name!r} launcher")
+    if token_file:
+        say(
+            f"clients need the token in {token_file} (mosaic submit --state-dir {daemon.state_dir}, "
+            "or $MOSAIC_TOKEN, sent as 'authorization: Bearer <token>')"
         )
-        print(
-            f"mosaic daemon: listening on {daemon.address} (state dir {daemon.state_dir}, "
-            f"{options.max_concurrent} concurrent runs, {daemon.gpus} GPU(s)); Ctrl-C stops it",
-            file=sys.stderr,
-            flush=True,
+    else:
+        say("warning: --insecure: anyone on this machine can submit code to run as this user, cancel and watch runs")
+    host = daemon.address.rsplit(":", 1)[0]
+    if not is_loopback(host):
+        say(
+            f"warning: {host} is reachable beyond this machine and the protocol has no TLS: the token "
+            "crosses the network in clear"
         )
-
-        def say(text: str) -> None:
-            print(f"mosaic daemon: {text}", file=sys.stderr, flush=True)
-
-        if not choice.local:
-            say(f"runs execute through the {choice.name!r} launcher")
-        if token_file:
-            say(
-                f"clients need the token in {token_file} (mosaic submit --state-dir {daemon.state_dir}, "
-                "or $MOSAIC_TOKEN, sent as 'authorization: Bearer <token>')"
-            )
-        else:
-            say(
-                "warning: --insecure: anyone on this machine can submit code to run as this user, cancel and watch runs"
-            )
-        host = daemon.address.rsplit(":", 1)[0]
-        if not is_loopback(host):
-            say(
-                f"warning: {host} is reachable beyond this machine and the protocol has no TLS: the token "
-                "crosses the network in clear"
-            )
-
-    return serve(options, on_ready=ready)
 
 
 # ---------------------------------------------------------------------- submit / cancel

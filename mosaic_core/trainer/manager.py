@@ -31,20 +31,18 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import procs
 from mosaic_core import resume as resuming
 from mosaic_core.config import SECRET_EXTRAS_ENV, WorkerConfig, redact, secret_extras
 from mosaic_core.events import TERMINAL
 from mosaic_core.files import tail_lines
-from mosaic_core.pipeline import REGISTRATION_ENV
 from mosaic_core.threads import SHARE_VAR, share
 from mosaic_core.trainer import attached, processes
-from mosaic_core.trainer.auth import TOKEN_ENV, new_secret, secrets_match
+from mosaic_core.trainer.auth import REGISTRATION_ENV, TOKEN_ENV, new_secret, secrets_match
 from mosaic_core.trainer.recovery import settle_interrupted
+from mosaic_core.trainer.runspec import LaunchSpec, ManagerOptions, RunProcess, mosaic_run_command
 from mosaic_core.trainer.store import (
     ACTIVE,
     EXEC,
@@ -59,72 +57,11 @@ from mosaic_core.trainer.store import (
 )
 from mosaic_core.trainer.submission import Submission
 
+__all__ = ["LaunchSpec", "ManagerOptions", "RunManager", "mosaic_run_command"]
+
 KILL_MARGIN_S = 5.0  # the daemon waits this much longer than `mosaic run` itself before SIGKILL
 PIPE_LINGER_S = 2.0  # after the worker exited, how long its stdout may stay open
 SETTLE_TRIES = 60  # seconds a run's end may wait for a database it cannot write
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """What a worker command needs to know about one run."""
-
-    run_id: str
-    worker: str
-    config_path: Path
-    runs_dir: Path
-    target: str
-    heartbeat_interval: float
-    grace_period: float
-    resume: bool = False  # the run's directory holds an earlier attempt: continue it (mosaic_core.resume)
-    run_flags: tuple[str, ...] = ()  # the submission's flags for the run's command line (the worker's own…)
-
-
-def mosaic_run_command(spec: LaunchSpec) -> list[str]:
-    return [
-        *procs.mosaic_command(),
-        "run",
-        "--worker",
-        spec.worker,
-        "--config",
-        str(spec.config_path),
-        "--runs-dir",
-        str(spec.runs_dir),
-        "--grpc",
-        "--grpc-target",
-        spec.target,
-        "--quiet",
-        "--heartbeat-interval",
-        f"{spec.heartbeat_interval:g}",
-        "--grace-period",
-        f"{spec.grace_period:g}",
-        *(["--run-id", spec.run_id] if spec.resume else []),
-        *spec.run_flags,
-    ]  # an existing --run-id resumes it
-
-
-@dataclass
-class ManagerOptions:
-    state_dir: Path
-    target: str = ""  # the daemon's own address, given to the runs' training programs
-    max_concurrent: int = 4
-    heartbeat_timeout: float = 90.0
-    grace_period: float = 10.0
-    worker_command: Callable[[LaunchSpec], list[str]] = mosaic_run_command
-    launcher_argv: tuple[str, ...] = ()  # where runs execute (LauncherChoice.argv()), on each command line
-    log: Callable[[str], None] = lambda message: None  # one line per run transition (the CLI: stderr)
-
-
-@dataclass
-class RunProcess:
-    run_id: str
-    popen: Any
-    run_dir: Path
-    stderr_path: Path
-    stop_reason: str | None = None  # set when the daemon stops the run
-    stop_status: int = TERM
-    terminal: dict[str, Any] | None = None
-    stopper: threading.Thread | None = field(default=None, repr=False)
-    tracked: processes.Tracked = field(default_factory=processes.Tracked)
 
 
 class RunManager:
@@ -346,9 +283,30 @@ class RunManager:
         row = self.store.get(run_id)
         if row is None or row.status != INIT:
             return
+        env = self._run_environment(row)
+        # Recorded as launching before its process exists: a daemon killed between the two leaves
+        # an active record, which the next daemon settles (finding the process by its config path),
+        # never a queued one it would start a second time.
+        if (
+            env is None
+            or self.store.update(run_id, check=lambda r: r.status == INIT, status=HSHK, last_heartbeat=time.time())
+            is None
+        ):
+            return
+        stderr_path = self.logs_dir / f"{run_id}.stderr.log"
+        popen = self._start_process(row, env, stderr_path)
+        if popen is None:
+            return
+        proc = RunProcess(run_id, popen, Path(row.run_dir), stderr_path)
+        self._procs[run_id] = proc
+        self.store.update(run_id, status=HSHK, pid=popen.pid, pgid=popen.pid, last_heartbeat=time.time())
+        self.options.log(f"run {run_id}: started ({row.worker}, pid {popen.pid})")
+        self._thread(self._read_stdout, proc, name=f"mosaic-run-{run_id}")
+
+    def _launch_spec(self, row: RunRow) -> LaunchSpec:
         opts = self.options
-        spec = LaunchSpec(
-            run_id=run_id,
+        return LaunchSpec(
+            run_id=row.run_id,
             worker=row.worker,
             config_path=Path(row.config_path),
             runs_dir=self.runs_dir,
@@ -358,7 +316,12 @@ class RunManager:
             resume=resuming.recorded(Path(row.run_dir)),
             run_flags=tuple(row.recorded.get("run_flags", ())),
         )
-        stderr_path = self.logs_dir / f"{run_id}.stderr.log"
+
+    def _run_environment(self, row: RunRow) -> dict[str, str] | None:
+        """The run's process environment: what must not be in a file or on a command line (its
+        registration secret, its secret extras, the submission's ``environment``) and its thread
+        budget. None (the run failed, said) when the environment was another daemon's."""
+        run_id, opts = row.run_id, self.options
         environment = self._environment.pop(run_id, {})
         lost = sorted(set(row.recorded.get("environment", [])) - set(environment))
         if lost:  # its values lived in the memory of the daemon that took it, never on disk
@@ -368,7 +331,7 @@ class RunManager:
             )
             self.store.update(run_id, status=FAULT, terminal_event="run_failed", failure_reason=reason)
             opts.log(f"run {run_id}: not started: {reason}")
-            return
+            return None
         secret = new_secret()
         env = {**os.environ, **environment, "PYTHONUNBUFFERED": "1", REGISTRATION_ENV: secret}
         for name in ("MOSAIC_CHILD", TOKEN_ENV):  # a run proves itself with its secret, never the client token
@@ -381,16 +344,17 @@ class RunManager:
         with self._registration_lock:
             self._registration[run_id] = self._issued[run_id] = secret
         env.setdefault(SHARE_VAR, str(share(opts.max_concurrent)))  # its thread budget: a share of the CPUs
-        # Recorded as launching before its process exists: a daemon killed between the two leaves
-        # an active record, which the next daemon settles (finding the process by its config path),
-        # never a queued one it would start a second time.
-        if self.store.update(run_id, check=lambda r: r.status == INIT, status=HSHK, last_heartbeat=time.time()) is None:
-            return
+        return env
+
+    def _start_process(self, row: RunRow, env: dict[str, str], stderr_path: Path) -> Any:
+        """The run's process (a session of its own, stderr to its log); None when it could not
+        start (the run failed, said; its registration withdrawn)."""
+        run_id, opts = row.run_id, self.options
         try:
-            argv = processes.die_with_parent([*opts.worker_command(spec), *opts.launcher_argv])
+            argv = processes.die_with_parent([*opts.worker_command(self._launch_spec(row)), *opts.launcher_argv])
             err = os.open(stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
-                popen = subprocess.Popen(
+                return subprocess.Popen(
                     argv,
                     cwd=self.state_dir,
                     env=env,
@@ -412,12 +376,7 @@ class RunManager:
                 failure_reason=f"could not start the run's process: {exc}",
             )
             opts.log(f"run {run_id}: could not start the run's process: {exc}")
-            return
-        proc = RunProcess(run_id, popen, Path(row.run_dir), stderr_path)
-        self._procs[run_id] = proc
-        self.store.update(run_id, status=HSHK, pid=popen.pid, pgid=popen.pid, last_heartbeat=time.time())
-        opts.log(f"run {run_id}: started ({row.worker}, pid {popen.pid})")
-        self._thread(self._read_stdout, proc, name=f"mosaic-run-{run_id}")
+            return None
 
     def _thread(self, target: Callable[..., object], *args: Any, name: str) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)

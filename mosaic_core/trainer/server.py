@@ -264,57 +264,13 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
             context.abort(Code.FAILED_PRECONDITION, str(exc))
         presented = _token(context)
         token = secrets.token_urlsafe(32)
-        registration = json.dumps(
-            {
-                "worker_kind": request.worker_kind,
-                "schema_id": request.schema_id,
-                "schema_version": request.schema_version,
-                "proto_version": request.proto_version,
-                "supports_pause": request.supports_pause,
-                "supports_checkpoint": request.supports_checkpoint,
-            }
-        )
+        registration = _registration_record(request)
         with self.store.changed:  # the store's lock: check and replace as one step
             row = self.store.get(request.run_id)
             if row is None and self._owner(context):  # a training program its owner started by hand
                 self._attach(request, context, token, registration)
                 return pb.RegisterWorkerResponse(accepted_version=accepted, session_token=token, report_events=True)
-            if row is None or row.final:  # the same answer: nobody learns whether or how a run ended
-                context.abort(
-                    Code.NOT_FOUND,
-                    f"run {request.run_id!r} has no worker to register: it is not one of "
-                    "this daemon's runs, or it has ended",
-                )
-            if row.status == INIT:
-                context.abort(
-                    Code.FAILED_PRECONDITION,
-                    f"run {row.run_id!r} is queued and has not started; its training program registers once the daemon starts it",
-                )
-            if request.worker_kind and request.worker_kind != row.worker:
-                context.abort(
-                    Code.FAILED_PRECONDITION,
-                    f"run {row.run_id!r} was submitted for worker {row.worker!r}, not {request.worker_kind!r}",
-                )
-            if not row.token_hash and not self.manager.take_registration(
-                row.run_id, _metadata(context, REGISTRATION_METADATA)
-            ):
-                context.abort(
-                    Code.UNAUTHENTICATED,
-                    f"run {row.run_id!r}: a first RegisterWorker needs the registration "
-                    f"secret the daemon gave the run's process (${REGISTRATION_ENV}), "
-                    f"as metadata {REGISTRATION_METADATA!r}",
-                )
-            if row.token_hash and not presented:
-                context.abort(
-                    Code.ALREADY_EXISTS,
-                    f"run {row.run_id!r} already has a registered training program; to replace "
-                    f"it, present its session token as metadata {TOKEN_METADATA!r}",
-                )
-            if row.token_hash and not token_matches(row, presented):
-                context.abort(
-                    Code.UNAUTHENTICATED,
-                    f"the session token does not belong to run {row.run_id!r}'s current training program",
-                )
+            row = self._check_registration(row, request, context, presented)
             self.store.update(
                 row.run_id,
                 token_hash=hash_token(token),
@@ -324,6 +280,54 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
                 status=RDY if row.status == HSHK else row.status,
             )
         return pb.RegisterWorkerResponse(accepted_version=accepted, session_token=token)
+
+    def _check_registration(
+        self,
+        row: RunRow | None,
+        request: pb.RegisterWorkerRequest,
+        context: grpc.ServicerContext,
+        presented: str | None,
+    ) -> RunRow:
+        """Abort a RegisterWorker for a run that has no training program to register (unknown,
+        ended, queued, another worker's), without its process's secret, or replacing a registered
+        program without its session token."""
+        if row is None or row.final:  # the same answer: nobody learns whether or how a run ended
+            context.abort(
+                Code.NOT_FOUND,
+                f"run {request.run_id!r} has no worker to register: it is not one of "
+                "this daemon's runs, or it has ended",
+            )
+        if row.status == INIT:
+            context.abort(
+                Code.FAILED_PRECONDITION,
+                f"run {row.run_id!r} is queued and has not started; its training program registers once the daemon starts it",
+            )
+        if request.worker_kind and request.worker_kind != row.worker:
+            context.abort(
+                Code.FAILED_PRECONDITION,
+                f"run {row.run_id!r} was submitted for worker {row.worker!r}, not {request.worker_kind!r}",
+            )
+        if not row.token_hash and not self.manager.take_registration(
+            row.run_id, _metadata(context, REGISTRATION_METADATA)
+        ):
+            context.abort(
+                Code.UNAUTHENTICATED,
+                f"run {row.run_id!r}: a first RegisterWorker needs the registration "
+                f"secret the daemon gave the run's process (${REGISTRATION_ENV}), "
+                f"as metadata {REGISTRATION_METADATA!r}",
+            )
+        if row.token_hash and not presented:
+            context.abort(
+                Code.ALREADY_EXISTS,
+                f"run {row.run_id!r} already has a registered training program; to replace "
+                f"it, present its session token as metadata {TOKEN_METADATA!r}",
+            )
+        if row.token_hash and not token_matches(row, presented):
+            context.abort(
+                Code.UNAUTHENTICATED,
+                f"the session token does not belong to run {row.run_id!r}'s current training program",
+            )
+        return row
 
     def _owner(self, context: grpc.ServicerContext) -> bool:
         """Whether the call carries the daemon's client token (or the daemon takes calls without one)."""
@@ -517,3 +521,17 @@ class TrainerServicer(pb_grpc.TrainerServiceServicer):
                 if ended:
                     return
                 self._wait(seen)
+
+
+def _registration_record(request: pb.RegisterWorkerRequest) -> str:
+    """What a RegisterWorker declares about its training program, as the store keeps it."""
+    return json.dumps(
+        {
+            "worker_kind": request.worker_kind,
+            "schema_id": request.schema_id,
+            "schema_version": request.schema_version,
+            "proto_version": request.proto_version,
+            "supports_pause": request.supports_pause,
+            "supports_checkpoint": request.supports_checkpoint,
+        }
+    )

@@ -32,7 +32,7 @@ from mosaic_core.types import CodePath
 from mosaic_core.workers import unknown_worker
 
 if TYPE_CHECKING:
-    from mosaic_core.pipeline import Prepared
+    from mosaic_core.stages.plan import Prepared
     from mosaic_core.trainer.store import RunRow
 
 SOURCE = "config_json"
@@ -140,6 +140,38 @@ def parse_submission(
         raise type(exc)(message) from None
 
 
+def _read_config_json(config_json: str) -> Payload:
+    """The submitted payload: bounded, strict JSON, no NUL anywhere."""
+    size = len(config_json.encode("utf-8", "surrogatepass"))
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config_json is {size} bytes; at most {MAX_CONFIG_BYTES} are accepted", field="config_json", source=SOURCE
+        )
+    data = parse_json(config_json, "config_json", SOURCE, field="config_json")
+    _refuse_nul(data, "")
+    return read_payload(data)
+
+
+def _existing(
+    wanted: Any,
+    worker: str,
+    raw: dict[str, Any],
+    taken: Callable[[str], bool],
+    resumable: Callable[[str], RunRow | None],
+) -> str | None:
+    """``"resume"`` when the submission names a run this daemon has and may continue; a run id
+    that is taken and cannot be continued is a DuplicateRun."""
+    from mosaic_core.trainer.store import DuplicateRun
+
+    if not (isinstance(wanted, str) and wanted and taken(wanted)):
+        return None
+    earlier = resumable(wanted)
+    if earlier is None:
+        raise DuplicateRun(wanted)
+    _check_resumed(earlier, worker, raw)
+    return "resume"
+
+
 def _parse_submission(
     config_json: str,
     run_id: str,
@@ -151,17 +183,9 @@ def _parse_submission(
     resumable: Callable[[str], RunRow | None],
     target: str | None,
 ) -> Submission:
-    from mosaic_core.trainer.store import DuplicateRun
     from mosaic_core.worker import load_worker
 
-    size = len(config_json.encode("utf-8", "surrogatepass"))
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"config_json is {size} bytes; at most {MAX_CONFIG_BYTES} are accepted", field="config_json", source=SOURCE
-        )
-    data = parse_json(config_json, "config_json", SOURCE, field="config_json")
-    _refuse_nul(data, "")
-    payload = read_payload(data)
+    payload = _read_config_json(config_json)
     _refuse_missing_gpus(payload, gpus)
     raw = dict(payload.config)
     worker, algorithms = _worker_of(payload, raw, workers)
@@ -171,14 +195,7 @@ def _parse_submission(
     for where, module, algo in algorithms:
         raw = selection.check_algorithm(where, module, algo, raw)
     run_id = run_id or str(arguments.overrides.get("run_id") or "")
-    wanted = run_id or raw.get("run_id")
-    existing = None
-    if isinstance(wanted, str) and wanted and taken(wanted):
-        earlier = resumable(wanted)
-        if earlier is None:
-            raise DuplicateRun(wanted)
-        _check_resumed(earlier, worker, raw)
-        existing = "resume"
+    existing = _existing(run_id or raw.get("run_id"), worker, raw, taken, resumable)
     try:  # what this host cannot offer is said first (before the dry run's own complaints)
         check_capabilities(
             item, build_config(raw, source=SOURCE, overrides={"run_id": run_id or None}, generate_run_id=True), gpus

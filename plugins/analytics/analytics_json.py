@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from mosaic_analytics.manifest import scrub
-from mosaic_core import STATUS_OF, events_backwards, redact
+from mosaic_core import STATUS_OF
 from mosaic_core.files import read_private_text, write_json_atomic
 from mosaic_core.runstore.artifacts import CHECKPOINT_DIR
+from mosaic_core.toolkit import events_backwards, redact
 
 FILE = "analytics.json"
 ARTIFACTS = ("tensorboard", "wandb", "optuna", "checkpoints")

@@ -13,30 +13,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import CliCommand, UsageError, manifest_of
+from mosaic_analytics.roots import runs_root
+from mosaic_core import CliCommand, UsageError
 from mosaic_core.files import printable, read_private_text
 from mosaic_core.jsontext import dumps
+from mosaic_core.toolkit import manifest_of
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 
 
-def _runs_root(value: str | None, must_exist: bool = True) -> Path:
-    from mosaic_core import check_runs_root, default_runs_root
-
-    root = Path(value) if value else default_runs_root()
-    if must_exist and not root.is_dir():
-        where = "--runs-dir" if value else "the default runs root"
-        raise UsageError(f"no runs directory at {root} ({where}); pass --runs-dir DIR")
-    try:
-        check_runs_root(root.absolute())  # another user's root, or one others can write: never read
-    except OSError as exc:
-        raise UsageError(str(exc)) from None
-    return root
-
-
 def find_run(root: Path, run_id: str) -> Path:
     """The directory of ``run_id`` (or a unique prefix of it) under ``root``."""
-    from mosaic_core import find_run_dir
+    from mosaic_core.toolkit import find_run_dir
 
     return find_run_dir(root, run_id)
 
@@ -82,7 +70,7 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
 def _run_runs(ns: argparse.Namespace) -> int:
     action = ns.words[0] if ns.words else None
     if action == "card":  # the experiments plugin's `mosaic experiment card` (its IQM is rliable's)
-        from mosaic_core import run_command
+        from mosaic_core.toolkit import run_command
 
         if len(ns.words) != 2 or not ns.output:
             raise UsageError("usage: mosaic runs card RUN_ID|EXPERIMENT -o DIR")
@@ -111,8 +99,8 @@ def _run_runs(ns: argparse.Namespace) -> int:
 
 def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None, state_dir: str | None = None) -> int:
     """The daemon's runs, with steps and return read from their run directories (on this machine)."""
-    from mosaic_core import find_token
     from mosaic_core.runstore.summary import summarize
+    from mosaic_core.toolkit import find_token
     from mosaic_core.trainer.client import list_runs, record_to_dict
 
     rows = []
@@ -189,7 +177,7 @@ def _list(ns: argparse.Namespace) -> int:
     from mosaic_core.runstore.summary import format_age, format_bytes
     from mosaic_core.runstore.trust import untrusted_run
 
-    root = _runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
+    root = runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
     runs = list_runs(root)
     if ns.name:
         runs = [r for r in runs if r.experiment == ns.name]
@@ -226,7 +214,7 @@ def _evaluations(run_dir: Path) -> list[str]:
     for found in sorted((run_dir / "evaluations").glob("*/eval.json"), key=lambda p: p.stat().st_mtime):
         result = _load(found)
         if isinstance(result, dict) and isinstance(result.get("mean"), (int, float)):
-            protocol = result.get("protocol") if isinstance(result.get("protocol"), dict) else {}
+            protocol = _table(result, "protocol")
             lines.append(
                 f"{found.parent.name}: step {result.get('global_step')}, {protocol.get('episodes')} episodes, "
                 f"return {result['mean']:.2f} ± {result.get('std', 0):.2f}"
@@ -239,12 +227,55 @@ def _status(summary: Any) -> str:
     return summary.status if summary.attempts <= 1 else f"{summary.status} ({summary.attempts} attempts)"
 
 
+def _manifest_lines(manifest: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``mosaic runs show``'s lines from a run's manifest: its returns (each agent's), where its
+    files are, its tracking and notes."""
+    from mosaic_core.runstore.summary import format_number
+
+    lines: list[tuple[str, Any]] = []
+    metrics = _table(manifest, "metrics")
+    lines.append(
+        (
+            "last episode",
+            f"{format_number(metrics.get('episodic_return'))} (the return of the latest training episode)",
+        )
+    )
+    lines.append(
+        (
+            "moving average",
+            f"{format_number(metrics.get('episodic_return_smoothed'))} (the mean "
+            "return of the last 100 training episodes)",
+        )
+    )
+    agents = _table(metrics, "agents")
+    for agent, values in agents.items():  # a multi-agent run: each agent's own figures
+        if isinstance(values, dict):
+            lines.append((f"  {agent}", _agent_line(values)))
+    tb = _table(manifest, "tensorboard")
+    lines.append(("tensorboard", ", ".join(map(str, tb.get("event_dirs") or [])) or "-"))
+    lines.append(("checkpoints", _files(manifest.get("checkpoints"))))
+    lines.append(("videos", _files(manifest.get("videos"))))
+    wandb = manifest.get("wandb")
+    if isinstance(wandb, dict):
+        lines.append(("wandb", f"{wandb.get('mode')} {wandb.get('run_path') or ''} {wandb.get('dir') or ''}".strip()))
+    if manifest.get("notes"):
+        lines.append(("notes", manifest["notes"]))
+    return lines
+
+
+def _untrusted_line(imported: dict[str, Any], run_id: str) -> str:
+    return (
+        f"imported from {imported.get('imported_from', '?')}, untrusted: nothing in it runs "
+        f"until `mosaic runs trust {run_id}`"
+    )
+
+
 def _show(ns: argparse.Namespace, run_id: str) -> int:
     from mosaic_core.runstore.score import Score
     from mosaic_core.runstore.summary import format_age, format_number, summarize
     from mosaic_core.runstore.trust import origin
 
-    root = _runs_root(ns.runs_dir)
+    root = runs_root(ns.runs_dir)
     run_dir = find_run(root, run_id)
     summary = summarize(run_dir)
     manifest = _load(manifest_of(run_dir))
@@ -261,17 +292,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
         ("run", summary.run_id),
         ("path", summary.path),
         ("status", _status(summary)),
-        *(
-            [
-                (
-                    "trust",
-                    f"imported from {imported.get('imported_from', '?')}, untrusted: nothing in it runs "
-                    f"until `mosaic runs trust {summary.run_id}`",
-                )
-            ]
-            if imported is not None
-            else []
-        ),
+        *([("trust", _untrusted_line(imported, summary.run_id))] if imported is not None else []),
         *([("reason", summary.reason)] if summary.reason else []),
         ("worker", summary.worker),
         ("algo", summary.algo),
@@ -291,35 +312,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     if summary.unit == "episodes":
         lines.append(("mean return", format_number(summary.last_return)))
     if isinstance(manifest, dict):
-        metrics = manifest.get("metrics") if isinstance(manifest.get("metrics"), dict) else {}
-        lines.append(
-            (
-                "last episode",
-                f"{format_number(metrics.get('episodic_return'))} (the return of the latest training episode)",
-            )
-        )
-        lines.append(
-            (
-                "moving average",
-                f"{format_number(metrics.get('episodic_return_smoothed'))} (the mean "
-                "return of the last 100 training episodes)",
-            )
-        )
-        agents = metrics.get("agents") if isinstance(metrics.get("agents"), dict) else {}
-        for agent, values in agents.items():  # a multi-agent run: each agent's own figures
-            if isinstance(values, dict):
-                lines.append((f"  {agent}", _agent_line(values)))
-        tb = manifest.get("tensorboard") if isinstance(manifest.get("tensorboard"), dict) else {}
-        lines.append(("tensorboard", ", ".join(map(str, tb.get("event_dirs") or [])) or "-"))
-        lines.append(("checkpoints", _files(manifest.get("checkpoints"))))
-        lines.append(("videos", _files(manifest.get("videos"))))
-        wandb = manifest.get("wandb")
-        if isinstance(wandb, dict):
-            lines.append(
-                ("wandb", f"{wandb.get('mode')} {wandb.get('run_path') or ''} {wandb.get('dir') or ''}".strip())
-            )
-        if manifest.get("notes"):
-            lines.append(("notes", manifest["notes"]))
+        lines += _manifest_lines(manifest)
     else:
         lines.append(("manifest", "none yet" if manifest is None else "unreadable"))
     for evaluation in _evaluations(run_dir):
@@ -405,7 +398,7 @@ def _run_plot(ns: argparse.Namespace) -> int:
     if output is not None and not output.parent.is_dir():
         raise UsageError(f"-o {ns.output}: directory {output.parent} does not exist")
     tag = ns.tag or curves.DEFAULT_TAG
-    root = _runs_root(ns.runs_dir)
+    root = runs_root(ns.runs_dir)
     dirs = [find_run(root, run_id) for run_id in dict.fromkeys(ns.run_ids)]
     drawn = [_curve(run_dir, tag, summarize(run_dir)) for run_dir in dirs]
     if ns.group:
@@ -418,6 +411,7 @@ def _run_plot(ns: argparse.Namespace) -> int:
             raise UsageError(f"no per-agent {tag!r} scalars ({tag}/AGENT) in {', '.join(d.name for d in dirs)}")
         drawn = [curve for team, agents in zip(drawn, per_agent) for curve in (team, *agents)]
         dirs = [d for d, agents in zip(dirs, per_agent) for d in [d] * (1 + len(agents))]
+    assert output is not None  # None only with --table, which goes with --group (drawn above)
     curves.plot(drawn, output, ns.smooth, tag)
     counts = ", ".join(f"{d.name}: {len(c.steps)} points" for d, c in zip(dirs, drawn))
     print(f"wrote {output} ({counts})", file=sys.stderr)
@@ -534,7 +528,7 @@ def _run_tensorboard(ns: argparse.Namespace) -> int:
 
     if not 0 <= ns.port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535, got {ns.port}")
-    root = _runs_root(ns.runs_dir)
+    root = runs_root(ns.runs_dir)
     if ns.run_ids:
         dirs = [find_run(root, run_id) for run_id in ns.run_ids]
         bare = [d for d in dirs if not curves.event_files(d)]
@@ -581,3 +575,9 @@ def _logs():
     from mosaic_analytics import logs
 
     return logs
+
+
+def _table(mapping: Any, key: str) -> dict[str, Any]:
+    """``mapping[key]`` when it is an object (a run's JSON files hold what their writers wrote), else {}."""
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    return value if isinstance(value, dict) else {}

@@ -54,7 +54,7 @@ class _DamageListener(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         message = str(record.msg)
-        if message.startswith("Truncated record in") and record.args:
+        if message.startswith("Truncated record in") and isinstance(record.args, tuple) and record.args:
             self.files.add(str(record.args[0]))
 
 

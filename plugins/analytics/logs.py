@@ -102,7 +102,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     if ns.target:
-        from mosaic_core import find_token
+        from mosaic_core.toolkit import find_token
         from mosaic_core.trainer import client
 
         token = find_token(ns.token_file, ns.state_dir)
@@ -112,7 +112,7 @@ def run(ns: argparse.Namespace) -> int:
             raise UsageError(f"run id {ns.run_id!r} matches {len(records)} runs of the daemon at {ns.target} ({found})")
         run_dir = Path(records[0].run_dir)
     else:
-        from mosaic_core import default_runs_root, find_run_dir
+        from mosaic_core.toolkit import default_runs_root, find_run_dir
 
         root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
         deadline = time.monotonic() + (APPEAR_S if ns.follow else 0)

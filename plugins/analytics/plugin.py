@@ -20,7 +20,8 @@ from typing import Any
 
 from mosaic_analytics import analytics_json, bridge, extras, logdir, manifest, tracking
 from mosaic_analytics.board import MetricBoard
-from mosaic_core import hookimpl, is_secret_key
+from mosaic_core import hookimpl
+from mosaic_core.toolkit import is_secret_key
 
 STATE_KEY = "analytics"
 MAX_SEEN_CHECKPOINTS = 1000

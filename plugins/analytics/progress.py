@@ -49,11 +49,12 @@ class ProgressView:
 
         self.total, self.unit = total, unit
         self._lock = threading.Lock()
+        self._unit_column = TextColumn(unit)  # "episodes" once a policy evaluation counts them
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn(unit),
+            self._unit_column,
             TextColumn("{task.fields[sps]} SPS"),
             TextColumn("ETA {task.fields[eta]}"),
             TextColumn("avg return {task.fields[ret]}"),  # the moving average of the last 100 episodes
@@ -91,7 +92,7 @@ class ProgressView:
             if not self.finished:
                 self.unit = "episodes"
                 self._progress.update(self._task, completed=min(done, total), total=total, sps="-", eta="-:--:--")
-                self._progress.columns[3].text_format = "episodes"
+                self._unit_column.text_format = "episodes"
 
     def print(self, line: str) -> None:
         """A line above the bar (the bar is redrawn below it)."""

@@ -31,14 +31,14 @@ UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def run(ns: argparse.Namespace, action: str, words: list[str]) -> int:
     _refuse_flags(ns, action)
-    from mosaic_analytics.cli import _runs_root
+    from mosaic_analytics.roots import runs_root
 
     if action == "import":
         if len(words) != 1:
             raise UsageError("usage: mosaic runs import FILE.tar.gz")
         from mosaic_core.runstore.unpack import import_run
 
-        root = _runs_root(ns.runs_dir, must_exist=False)
+        root = runs_root(ns.runs_dir, must_exist=False)
         done = import_run(Path(words[0]), root)
         print(
             printable(
@@ -49,7 +49,7 @@ def run(ns: argparse.Namespace, action: str, words: list[str]) -> int:
             file=sys.stderr,
         )
         return 0
-    root = _runs_root(ns.runs_dir)
+    root = runs_root(ns.runs_dir)
     if action == "export":
         return _export(ns, root, words)
     if action == "trust":
@@ -78,8 +78,8 @@ def _refuse_flags(ns: argparse.Namespace, action: str) -> None:
 
 
 def _export(ns: argparse.Namespace, root: Path, words: list[str]) -> int:
-    from mosaic_core import find_run_dir
     from mosaic_core.runstore.archive import export_run
+    from mosaic_core.toolkit import find_run_dir
 
     if len(words) != 1 or not ns.output:
         raise UsageError("usage: mosaic runs export RUN_ID -o FILE.tar.gz [--no-checkpoints]")
@@ -94,8 +94,8 @@ def _export(ns: argparse.Namespace, root: Path, words: list[str]) -> int:
 
 def _trust(root: Path, words: list[str]) -> int:
     """The owner's word that an imported run's config, scripts and checkpoints may run as them."""
-    from mosaic_core import find_run_dir
     from mosaic_core.runstore import trust
+    from mosaic_core.toolkit import find_run_dir
 
     if len(words) != 1:
         raise UsageError("usage: mosaic runs trust RUN_ID")
@@ -112,8 +112,8 @@ def _trust(root: Path, words: list[str]) -> int:
 
 def _chosen(root: Path, refs: list[str]) -> list[Any]:
     """The runs ``rm`` names (ids or unique prefixes); refused whole if any is running."""
-    from mosaic_core import find_run_dir
     from mosaic_core.runstore.summary import summarize
+    from mosaic_core.toolkit import find_run_dir
 
     summaries = {}
     for ref in refs:
@@ -227,8 +227,8 @@ class _DaemonRuns:
             os.close(lock)
 
     def _through_daemon(self, run_id: str) -> int:
-        from mosaic_core import find_token
         from mosaic_core.files import read_private_text
+        from mosaic_core.toolkit import find_token
         from mosaic_core.trainer.client import remove_run
 
         try:
@@ -246,7 +246,7 @@ class _DaemonRuns:
             raise
 
     def _offline(self, run_id: str) -> int:
-        from mosaic_core import RunStillActive, RunStore, remove_recorded_run
+        from mosaic_core.toolkit import RunStillActive, RunStore, remove_recorded_run
 
         store = RunStore(self.state_dir / "trainer.sqlite3")
         try:

@@ -115,8 +115,8 @@ class HumanLines:
         lines.append(f"  run dir: {self.run.run_dir}")
         for path in self.checkpoints[-3:]:
             lines.append(f"  checkpoint: {path}")
-        for path in sorted(Path(self.run.run_dir).glob("eval_summary.json")):
-            lines.append(f"  evaluation: {path}")
+        for summary_file in sorted(Path(self.run.run_dir).glob("eval_summary.json")):
+            lines.append(f"  evaluation: {summary_file}")
         if status == "completed" and payload.get("stopped"):
             lines.append(f"  stopped: {payload['stopped']}")
         if status == "cancelled" and normalize_mode(self.run.config.extras.get("mode")) != "evaluate":
@@ -136,7 +136,7 @@ class HumanLines:
 
     def _runs_dir_flag(self) -> str:
         """`` --runs-dir ROOT`` when the run lies elsewhere than where `mosaic` looks by default."""
-        from mosaic_core import default_runs_root
+        from mosaic_core.toolkit import default_runs_root
 
         root = Path(self.run.run_dir).parent
         try:

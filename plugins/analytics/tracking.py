@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import netrc
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,10 @@ def _has_netrc_login(environ: dict[str, str]) -> bool:
         return False
 
 
-def api_key(extras: dict[str, Any], environ: dict[str, str] | None = None) -> str | None:
-    environ = os.environ if environ is None else environ
+def api_key(extras: dict[str, Any], environ: Mapping[str, str] | None = None) -> str | None:
     key = extras.get("wandb_api_key")
-    return key if isinstance(key, str) and key else (environ.get("WANDB_API_KEY") or None)
+    found = (os.environ if environ is None else environ).get("WANDB_API_KEY")
+    return key if isinstance(key, str) and key else (found or None)
 
 
 def resolve_mode(extras: dict[str, Any], environ: dict[str, str]) -> tuple[str | None, str]:
@@ -125,9 +126,9 @@ def child_env(
     mode, _why = resolve_mode(extras, environ)
     if mode:
         env["WANDB_MODE"] = mode
-    name = extras.get("wandb_run_name")
-    if isinstance(name, str) and name:
-        env["WANDB_NAME"] = name
+    run_name = extras.get("wandb_run_name")
+    if isinstance(run_name, str) and run_name:
+        env["WANDB_NAME"] = run_name
     email = extras.get("wandb_email")
     if isinstance(email, str) and email:
         env["WANDB_EMAIL"] = email

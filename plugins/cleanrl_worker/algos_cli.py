@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from mosaic_core import UsageError
-from mosaic_core import print_table as table
+from mosaic_core.toolkit import print_table as table
 
 VIEWS = ("list", "presets", "show")
 
@@ -73,7 +73,7 @@ def _list(ns: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from mosaic_core import make_console
+    from mosaic_core.toolkit import make_console
 
     shown = [e for e in entries if e.sources or e.error or e.documented or ns.all]
     table = Table(title="CleanRL worker algorithms (* = used for --algo NAME)")

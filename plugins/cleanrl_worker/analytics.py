@@ -15,17 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import (
-    STATUS_OF,
-    ConfigError,
-    RunContext,
-    RunDirectory,
-    WorkerConfig,
-    build_config,
-    plugin_host,
-    record_run_end,
-)
+from mosaic_core import STATUS_OF, ConfigError, RunContext, RunDirectory, WorkerConfig, record_run_end
 from mosaic_core.files import read_private_text
+from mosaic_core.toolkit import build_config, plugin_host
 
 __all__ = ["AnalyticsManifest", "build_manifest"]
 

@@ -234,7 +234,7 @@ class PeriodicEvaluation:
 
         The caller then saves the model to :attr:`best_path` with ``evaluation=self.best``.
         """
-        from mosaic_core import write_json_atomic
+        from mosaic_core.toolkit import write_json_atomic
 
         result = evaluate(act, self.make_env, episodes=self.episodes, seed=self.seed, gamma=self.gamma)
         summary = result.summary()

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import RUN_ID, ConfigError, UsageError, WorkerConfig
+from mosaic_core import ConfigError, UsageError, WorkerConfig
 from mosaic_core.files import is_within
+from mosaic_core.toolkit import RUN_ID
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class NamedRun:
 
     def events(self, *names: str) -> Iterator[dict[str, Any]]:
         """Its events named ``names``, streamed (a huge log costs time, not memory)."""
-        from mosaic_core import iter_events
+        from mosaic_core.toolkit import iter_events
 
         try:
             yield from iter_events(self.path / "events.jsonl", names)
@@ -95,9 +96,7 @@ def named_runs(root: Path, name: str) -> list[NamedRun]:
     return sorted(found, key=lambda run: (run.started, run.run_id))
 
 
-def decide(config: WorkerConfig, root: Path, *, restart: bool, explicit: bool) -> dict[str, Any]:
-    """Whether this run of experiment ``extras.experiment_name`` resumes (and from which
-    checkpoint) or starts a new run; ``decision`` says it in one sentence."""
+def _experiment_name(config: WorkerConfig) -> str:
     name = config.extras["experiment_name"]
     if not isinstance(name, str) or not RUN_ID.fullmatch(name):
         raise ConfigError(
@@ -106,6 +105,13 @@ def decide(config: WorkerConfig, root: Path, *, restart: bool, explicit: bool) -
             field="extras.experiment_name",
             source=config.source,
         )
+    return name
+
+
+def decide(config: WorkerConfig, root: Path, *, restart: bool, explicit: bool) -> dict[str, Any]:
+    """Whether this run of experiment ``extras.experiment_name`` resumes (and from which
+    checkpoint) or starts a new run; ``decision`` says it in one sentence."""
+    name = _experiment_name(config)
     if explicit:
         return {
             "name": name,

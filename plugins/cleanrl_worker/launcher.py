@@ -19,9 +19,9 @@ from mosaic_core import (
     UsageError,
     WorkerConfig,
     contract,
-    redact,
 )
 from mosaic_core.procs import python_command  # -P: the run directory (its cwd) never on its sys.path
+from mosaic_core.toolkit import redact
 
 # eval_* keys the worker owns that are also flags of the bundled scripts (evaluation during training)
 TRAINING_EVAL_KEYS = ("eval_frequency", "eval_episodes")

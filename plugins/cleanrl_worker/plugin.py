@@ -59,7 +59,7 @@ def _run_envs(ns: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from mosaic_core import make_console
+    from mosaic_core.toolkit import make_console
 
     console = make_console()
     shown = [e for e in entries if ns.all or is_main_variant(e)]

@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from mosaic_core import write_json_atomic
 from mosaic_core.child import emit_event
+from mosaic_core.toolkit import write_json_atomic
 
 SUMMARY_FILE = "eval_summary.json"
 SUMMARY_SCHEMA = "mosaic.eval_summary/1"
@@ -323,38 +323,13 @@ def run_evaluation(
     """
     from torch.utils.tensorboard import SummaryWriter
 
-    from cleanrl_worker.evaluation import evaluate
-
     gamma = policy.gamma if options.gamma is None else options.gamma
     run_name = f"{options.env_id}__policy_eval__{options.seed}__{int(time.time())}"
     writer = SummaryWriter(str(out_dir / "runs" / run_name))
     video_root = out_dir / "videos" / run_name
     use_moviepy = options.capture_video and options.video_format != "gif" and _has_moviepy()
-    returns: list[float] = []
-    lengths: list[int] = []
-    discounted: list[float] = []
-    rounds: list[dict[str, Any]] = []
-    summary: dict[str, Any] = {
-        "schema": SUMMARY_SCHEMA,
-        "status": "running",
-        "env_id": options.env_id,
-        "seed": options.seed,
-        "eval_episodes": options.episodes,
-        "batch_size": options.batch_size,
-        "repeat": options.repeat,
-        "episodes_total": options.episodes * options.repeat,
-        "gamma": gamma,
-        "gamma_source": "checkpoint" if options.gamma is None else "flag",
-        "max_episode_steps": options.max_episode_steps,
-        "deterministic": options.deterministic,
-        "checkpoint": policy.info,
-        "tensorboard_dir": str(Path("runs") / run_name),
-        "returns": returns,
-        "lengths": lengths,
-        "discounted_returns": discounted,
-        "rounds": rounds,
-        "videos": [],
-    }
+    summary = _new_summary(policy, options, gamma, run_name)
+    returns, rounds = summary["returns"], summary["rounds"]
     started = time.monotonic()
     batches = -(-options.episodes // options.batch_size)
 
@@ -369,43 +344,12 @@ def run_evaluation(
             for batch in range(batches):
                 first = round_index * options.episodes + batch * options.batch_size
                 count = min(options.batch_size, options.episodes - batch * options.batch_size)
-                make_env, video_dir = policy.make_env, video_root / f"episode_{first:05d}"
-                if options.realtime:
-                    make_env = _realtime(make_env)
-                if options.capture_video and not use_moviepy:
-                    make_env = _GifRecorder(make_env, video_dir)
-                result = evaluate(
-                    act,
-                    make_env,
-                    episodes=count,
-                    num_envs=count,
-                    seed=options.seed + first,
-                    gamma=gamma,
-                    max_episode_steps=options.max_episode_steps,
-                    capture_video=use_moviepy,
-                    video_dir=video_dir if use_moviepy else None,
+                result = _play_batch(
+                    act, policy, options, gamma, use_moviepy, video_root / f"episode_{first:05d}", first, count
                 )
-                for offset, (raw, length, disc) in enumerate(
-                    zip(result.returns, result.lengths, result.discounted_returns)
-                ):
-                    writer.add_scalar("eval/episodic_return", raw, first + offset)
-                    writer.add_scalar("eval/episodic_length", length, first + offset)
-                    writer.add_scalar("eval/discounted_return", disc, first + offset)
-                returns += result.returns
-                lengths += result.lengths
-                discounted += result.discounted_returns
-                event = {
-                    "round": round_index,
-                    "batch": batch,
-                    "batches": batches,
-                    "episodes_done": len(returns),
-                    "episodes_total": summary["episodes_total"],
-                    "batch_returns": result.returns,
-                    "batch_mean_return": float(np.mean(result.returns)),
-                    "mean_return": float(np.mean(returns)),
-                }
+                _record_batch(writer, summary, result, first)
                 if progress:
-                    progress(event)
+                    progress({"round": round_index, "batch": batch, "batches": batches, **_done(summary, result)})
                 write_json_atomic(out_dir / SUMMARY_FILE, _finish(summary, started, "running", out_dir))
             round_returns = returns[round_start:]
             rounds.append({"round": round_index, "first_seed": options.seed + round_start, **stats(round_returns)})
@@ -420,6 +364,85 @@ def run_evaluation(
         raise
     finally:
         writer.close()
+
+
+def _new_summary(policy: EvalPolicy, options: EvalOptions, gamma: float, run_name: str) -> dict[str, Any]:
+    """The evaluation's summary before its first episode (its lists filled as batches end)."""
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "status": "running",
+        "env_id": options.env_id,
+        "seed": options.seed,
+        "eval_episodes": options.episodes,
+        "batch_size": options.batch_size,
+        "repeat": options.repeat,
+        "episodes_total": options.episodes * options.repeat,
+        "gamma": gamma,
+        "gamma_source": "checkpoint" if options.gamma is None else "flag",
+        "max_episode_steps": options.max_episode_steps,
+        "deterministic": options.deterministic,
+        "checkpoint": policy.info,
+        "tensorboard_dir": str(Path("runs") / run_name),
+        "returns": [],
+        "lengths": [],
+        "discounted_returns": [],
+        "rounds": [],
+        "videos": [],
+    }
+
+
+def _play_batch(
+    act: Callable[[np.ndarray], np.ndarray],
+    policy: EvalPolicy,
+    options: EvalOptions,
+    gamma: float,
+    use_moviepy: bool,
+    video_dir: Path,
+    first: int,
+    count: int,
+) -> Any:
+    """``count`` episodes in parallel from seed ``options.seed + first`` (recorded, paced as asked)."""
+    from cleanrl_worker.evaluation import evaluate
+
+    make_env = policy.make_env
+    if options.realtime:
+        make_env = _realtime(make_env)
+    if options.capture_video and not use_moviepy:
+        make_env = _GifRecorder(make_env, video_dir)
+    return evaluate(
+        act,
+        make_env,
+        episodes=count,
+        num_envs=count,
+        seed=options.seed + first,
+        gamma=gamma,
+        max_episode_steps=options.max_episode_steps,
+        capture_video=use_moviepy,
+        video_dir=video_dir if use_moviepy else None,
+    )
+
+
+def _done(summary: dict[str, Any], result: Any) -> dict[str, Any]:
+    """A batch's progress event: the episodes done so far, the batch's returns and the mean."""
+    returns = summary["returns"]
+    return {
+        "episodes_done": len(returns),
+        "episodes_total": summary["episodes_total"],
+        "batch_returns": result.returns,
+        "batch_mean_return": float(np.mean(result.returns)),
+        "mean_return": float(np.mean(returns)),
+    }
+
+
+def _record_batch(writer: Any, summary: dict[str, Any], result: Any, first: int) -> None:
+    """A batch's episodes as TensorBoard scalars (at their episode numbers) and in the summary."""
+    for offset, (raw, length, disc) in enumerate(zip(result.returns, result.lengths, result.discounted_returns)):
+        writer.add_scalar("eval/episodic_return", raw, first + offset)
+        writer.add_scalar("eval/episodic_length", length, first + offset)
+        writer.add_scalar("eval/discounted_return", disc, first + offset)
+    summary["returns"] += result.returns
+    summary["lengths"] += result.lengths
+    summary["discounted_returns"] += result.discounted_returns
 
 
 def write_eval(summary: dict[str, Any], policy: EvalPolicy, options: EvalOptions, out_dir: Path) -> Path:

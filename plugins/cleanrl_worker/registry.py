@@ -10,8 +10,7 @@ wins; explicit choices beat defaults):
                       declares, :mod:`cleanrl_worker.hookspecs`) maps the name to
                       ``pkg.module`` (that module's file, found with find_spec: the module
                       itself is never imported, only its parent package) or
-                      ``pkg.module:func`` (a function returning the script's path). The
-                      deprecated ``mosaic.cleanrl.algorithms`` entry points are read too.
+                      ``pkg.module:func`` (a function returning the script's path).
 3. ``checkout``    -- an upstream CleanRL git checkout named by ``extras.cleanrl_home`` or,
                       failing that, ``MOSAIC_CLEANRL_HOME``: ``<home>/cleanrl/<name>.py``
                       (or ``<home>/cleanrl/<name>/<name>.py``); ``<home>`` goes on sys.path
@@ -40,7 +39,6 @@ from mosaic_core import UsageError
 RESOLUTION_ORDER = ("script", "plugin", "checkout", "installed", "bundled")
 ORDER_TEXT = "script path > plugin (mosaic_cleanrl_algorithms) > checkout (extras.cleanrl_home, then MOSAIC_CLEANRL_HOME) > installed cleanrl package > bundled"
 HOOK = "mosaic_cleanrl_algorithms"
-LEGACY_GROUP = "mosaic.cleanrl.algorithms"  # deprecated: the hook instead
 HOME_VAR = "MOSAIC_CLEANRL_HOME"
 BUNDLED_DIR = Path(__file__).resolve().parent / "algorithms"
 CLONE_HINT = (
@@ -173,7 +171,7 @@ class _Contributions:
 
     @classmethod
     def scan(cls) -> _Contributions:
-        from mosaic_core import plugin_host
+        from mosaic_core.toolkit import plugin_host
 
         found = cls()
         for plugin, value, error in plugin_host().provided(HOOK):
@@ -187,33 +185,12 @@ class _Contributions:
                 continue
             for name, where in sorted(value.items()):
                 found.add(_Contribution(name, where, origin))
-        for name, where, origin in _legacy_entry_points():
-            found.add(_Contribution(name, where, origin))
         return found
 
     def add(self, contribution: _Contribution) -> None:
         same = self.by_name.setdefault(contribution.name, [])
         if all((c.value, c.origin) != (contribution.value, contribution.origin) for c in same):
             same.append(contribution)  # the same distribution seen twice on sys.path counts once
-
-
-def _legacy_entry_points() -> list[tuple[str, str, str]]:
-    """The deprecated group's entry points, each with a one-line notice naming its distribution."""
-    from importlib import metadata
-
-    found = []
-    for ep in sorted(metadata.entry_points(group=LEGACY_GROUP), key=lambda e: (e.name, e.value)):
-        dist = getattr(ep, "dist", None)
-        distribution = f"{dist.metadata['Name']} {dist.version}" if dist else "an unknown distribution"
-        _warn_once(
-            f"deprecated: {distribution} adds CleanRL algorithm {ep.name!r} through the {LEGACY_GROUP!r} "
-            f"entry-point group; implement {HOOK}() in a module its 'mosaic.plugins' entry point names "
-            "(docs/extending/plugin.md)"
-        )
-        found.append(
-            (ep.name, ep.value, f"entry point {ep.name!r} = {ep.value!r} (group {LEGACY_GROUP}, from {distribution})")
-        )
-    return found
 
 
 # ------------------------------------------------------------------------------------ sources

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from mosaic_core import EnvSwitch, child
+from mosaic_curriculum.childstate import child_state
 from mosaic_curriculum.control import REPORT_KIND
-from mosaic_curriculum.plugin import _child_state
 from mosaic_curriculum.wrapper import MAX_PENDING_RETURNS
 
 
@@ -28,7 +28,7 @@ class StageClient(EnvSwitch):
     @classmethod
     def connect(cls) -> StageClient | None:
         context = child.current()
-        state = _child_state(context) if context is not None else None
+        state = child_state(context) if context is not None else None
         return cls(context, state) if state is not None else None
 
     def stage(self) -> int:

@@ -30,26 +30,19 @@ reset: a few hundred lines here, built on the side channel the host already has.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mosaic_core import ChildEvent, ConfigError, ExtrasKey, hookimpl
+from mosaic_curriculum.childstate import child_state, enabled
 from mosaic_curriculum.control import REPORT_KIND, CurriculumController
-from mosaic_curriculum.schedule import SCHEDULE_KEY, Schedule, load_schedule, parse_schedule
+from mosaic_curriculum.schedule import SCHEDULE_KEY, load_schedule, parse_schedule
 from mosaic_curriculum.stagefile import StageFile, stage_path
 
 if TYPE_CHECKING:
     from mosaic_core import ChildContext, RunContext, WorkerConfig
 
 STATE_KEY = "curriculum"
-
-
-def enabled(extras: dict[str, Any]) -> bool:
-    """Curriculum mode: a schedule is given and the run trains (an evaluation plays env_id)."""
-    return SCHEDULE_KEY in extras and extras.get("mode") != "policy_eval"
 
 
 # --------------------------------------------------------------------------------------
@@ -154,52 +147,10 @@ def mosaic_run_finished(run: RunContext, status: str) -> None:
 # --------------------------------------------------------------------------------------
 # Training process (and its env processes)
 # --------------------------------------------------------------------------------------
-class _StageReader:
-    """Reads the stage word; maps the file on first use (once per process, shared by envs)."""
-
-    def __init__(self, run_dir: Path):
-        self.path = stage_path(run_dir)
-        self._file: StageFile | None = None
-        self._warned = False
-
-    def __call__(self) -> int:
-        if self._file is None:
-            try:
-                self._file = StageFile.open(self.path)
-            except (OSError, ValueError) as exc:
-                if not self._warned:
-                    print(f"mosaic curriculum: cannot read the stage file, staying on stage 0: {exc}", file=sys.stderr)
-                    self._warned = True
-                return 0
-        return self._file.read()
-
-
-@dataclass
-class _ChildState:
-    """One process's curriculum state for one run: shared by every env it wraps."""
-
-    run_dir: Path
-    schedule: Schedule
-    read_stage: _StageReader
-    scalars: Any = None  # mosaic_curriculum.scalars.StageScalars once the script writes a scalar
-
-
-_child: list[_ChildState] = []  # at most one: a process belongs to one run
-
-
-def _child_state(child: ChildContext) -> _ChildState | None:
-    """This process's state for ``child``'s run, or None when curriculum mode is off."""
-    if not enabled(child.extras):
-        return None
-    if not _child or _child[0].run_dir != child.run_dir:
-        _child[:] = [_ChildState(child.run_dir, load_schedule(child.extras[SCHEDULE_KEY]), _StageReader(child.run_dir))]
-    return _child[0]
-
-
 @hookimpl
 def mosaic_env_switch(child: ChildContext) -> Any:
     """The stages for a program whose envs bypass ``gym.make`` (``mosaic_core.child.env_switch``)."""
-    if _child_state(child) is None:
+    if child_state(child) is None:
         return None
     from mosaic_curriculum.client import StageClient
 
@@ -208,7 +159,7 @@ def mosaic_env_switch(child: ChildContext) -> Any:
 
 @hookimpl(tryfirst=True)  # innermost: the swap happens beneath every other wrapper
 def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str) -> Callable[[Any], Any] | None:
-    state = _child_state(child)
+    state = child_state(child)
     if state is None or child.evaluating or env_id != state.schedule.stages[0].env_id:
         return None  # evaluation envs are not training's: the schedule does not count them
     from mosaic_curriculum.wrapper import CurriculumEnv, passed_kwargs
@@ -224,7 +175,7 @@ def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str) -> Callable[[Any
 def mosaic_on_scalar(child: ChildContext, tag: str, step: int | None) -> None:
     if step is None or tag.startswith("curriculum/"):
         return
-    state = _child_state(child)
+    state = child_state(child)
     if state is None:
         return
     if state.scalars is None:

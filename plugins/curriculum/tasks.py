@@ -31,7 +31,8 @@ class ReinitTaskWrapper(gym.Wrapper):
 
     def __init__(self, env: gym.Env, env_fn: Callable[[Any], gym.Env], task_space: gym.Space | None = None):
         super().__init__(env)
-        self.env_fn, self.task_space, self.task = env_fn, task_space, None
+        self.env_fn, self.task_space = env_fn, task_space
+        self.task: Any = None
 
     def change_task(self, new_task: Any) -> None:
         if self.task_space is not None and not self.task_space.contains(new_task):

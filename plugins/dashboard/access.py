@@ -51,7 +51,7 @@ class AccessGuard:
         if status:
             await _refuse(scope, send, status, reason)
             return
-        if from_query:
+        if from_query and self.token is not None:  # only a token can come in the query
             send = _with_cookie(send, self.token, self.cookie)
         await self.app(scope, receive, send)
 

@@ -36,7 +36,7 @@ from mosaic_core.runstore.follow import RunGone
 from mosaic_dashboard import rundata, streams
 from mosaic_dashboard.daemon import DaemonError, DaemonLink
 from mosaic_dashboard.form import FormError, form_schema, parse_submission
-from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, mjpeg_part, open_frames
+from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, frames_wanted, mjpeg_part, open_frames
 
 STATIC = Path(__file__).parent / "static"
 DAEMON_CACHE_S = 2.0
@@ -144,6 +144,36 @@ def with_run_dir(dash: Dashboard, handler: Any) -> Any:
 def build_app(runs_root: Path, target: str | None = None, daemon_token: str | None = None) -> Starlette:
     dash = Dashboard(runs_root, target, daemon_token)
 
+    async def stats(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "frame_viewers": dash.frames.viewers,
+                "frames_encoded": dash.frames.encoded,
+                "streams_open": dash.streams_open,
+                "rss_bytes": _rss_bytes(),
+                "pid": os.getpid(),
+            }
+        )
+
+    async def not_found(request: Request) -> Response:
+        return error(404, f"no such endpoint {request.url.path}")
+
+    routes = [
+        *_run_routes(dash),
+        *_frame_routes(dash),
+        *_daemon_routes(dash),
+        Route("/api/stats", stats),
+        Route("/api/{rest:path}", not_found),
+        Mount("/static", StaticFiles(directory=STATIC)),
+    ]
+    app = Starlette(routes=routes, exception_handlers={RunGone: _run_gone, Exception: _internal_error})
+    app.state.dashboard = dash
+    return app
+
+
+def _run_routes(dash: Dashboard) -> list[Route]:
+    """The pages and the runs: the list, a run's stream, curves, logs and files, groups of runs."""
+
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
 
@@ -155,12 +185,21 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
 
     async def run_live(request: Request, run_dir: Path) -> Response:
         config = await asyncio.to_thread(rundata.read_json, run_dir / "config.json")
-        return _sse(dash, streams.run_stream(run_dir, run_dir.name, rundata.frames_wanted(run_dir, config), dash.pause))
+        return _sse(dash, streams.run_stream(run_dir, run_dir.name, frames_wanted(run_dir, config), dash.pause))
 
     async def curves(request: Request, run_dir: Path) -> Response:
         from mosaic_dashboard.curves import run_curves
 
         return JSONResponse({"run_id": run_dir.name, **await asyncio.to_thread(run_curves, run_dir)})
+
+    async def logs(request: Request, run_dir: Path) -> Response:
+        return JSONResponse({"run_id": run_dir.name, "logs": await asyncio.to_thread(rundata.log_tails, run_dir)})
+
+    async def files(request: Request, run_dir: Path) -> Response:
+        def found() -> dict[str, Any]:
+            return rundata.artifacts(run_dir, run_dir.name, dash.announced_checkpoints(run_dir))
+
+        return JSONResponse(await asyncio.to_thread(found))
 
     async def groups(request: Request) -> Response:
         from mosaic_dashboard.groups import MAX_RUNS, group_view
@@ -174,14 +213,20 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
             return error(400, "name runs: /api/groups?runs=A,B")
         return JSONResponse(await asyncio.to_thread(group_view, dirs))
 
-    async def logs(request: Request, run_dir: Path) -> Response:
-        return JSONResponse({"run_id": run_dir.name, "logs": await asyncio.to_thread(rundata.log_tails, run_dir)})
+    return [
+        Route("/", index),
+        Route("/api/runs", runs),
+        Route("/api/runs/stream", runs_live),
+        Route("/api/runs/{run_id}/stream", with_run_dir(dash, run_live)),
+        Route("/api/runs/{run_id}/curves", with_run_dir(dash, curves)),
+        Route("/api/runs/{run_id}/logs", with_run_dir(dash, logs)),
+        Route("/api/runs/{run_id}/files", with_run_dir(dash, files)),
+        Route("/api/groups", groups),
+    ]
 
-    async def files(request: Request, run_dir: Path) -> Response:
-        def found() -> dict[str, Any]:
-            return rundata.artifacts(run_dir, run_dir.name, dash.announced_checkpoints(run_dir))
 
-        return JSONResponse(await asyncio.to_thread(found))
+def _frame_routes(dash: Dashboard) -> list[Route]:
+    """A run's live frames: an MJPEG stream, or the latest frame as a JPEG."""
 
     async def frames(request: Request, run_dir: Path) -> Response:
         from mosaic_core import NoFrames
@@ -218,6 +263,26 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
             return error(404, f"run {run_dir.name} has published no frame yet")
         return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
 
+    return [
+        Route("/api/runs/{run_id}/frames.mjpg", with_run_dir(dash, frames)),
+        Route("/api/runs/{run_id}/frame.jpg", with_run_dir(dash, frame)),
+    ]
+
+
+def _daemon_routes(dash: Dashboard) -> list[Route]:
+    """The run daemon behind the page: its state, its submit form, a submission, a cancel."""
+
+    async def cancel(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            rundata.checked_run_id(run_id)  # a queued run has no directory yet: only the id is checked
+        except rundata.UnknownRun as exc:
+            return error(404, str(exc))
+        try:
+            return JSONResponse(await asyncio.to_thread(dash.daemon.cancel, run_id))
+        except DaemonError as exc:
+            return error(exc.status, str(exc))
+
     async def daemon_state(request: Request) -> Response:
         return JSONResponse(await asyncio.to_thread(dash.daemon.state))
 
@@ -230,8 +295,7 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
         name = request.query_params.get("worker") or (active[0] if active else "")
         worker = next((w for w in workers if w["name"] == name and w["status"] == "active"), None)
         if worker is None:
-            active = ", ".join(w["name"] for w in workers if w["status"] == "active") or "none"
-            return error(404, f"the daemon has no active worker {name!r} (active: {active})")
+            return error(404, f"the daemon has no active worker {name!r} (active: {', '.join(active) or 'none'})")
         try:
             schema = await asyncio.to_thread(form_schema, worker, request.query_params.get("algo"))
         except FormError as exc:
@@ -256,53 +320,12 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
         except DaemonError as exc:
             return error(exc.status, str(exc))
 
-    async def cancel(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        try:
-            rundata.checked_run_id(run_id)  # a queued run has no directory yet: only the id is checked
-        except rundata.UnknownRun as exc:
-            return error(404, str(exc))
-        try:
-            return JSONResponse(await asyncio.to_thread(dash.daemon.cancel, run_id))
-        except DaemonError as exc:
-            return error(exc.status, str(exc))
-
-    async def stats(request: Request) -> Response:
-        return JSONResponse(
-            {
-                "frame_viewers": dash.frames.viewers,
-                "frames_encoded": dash.frames.encoded,
-                "streams_open": dash.streams_open,
-                "rss_bytes": _rss_bytes(),
-                "pid": os.getpid(),
-            }
-        )
-
-    async def not_found(request: Request) -> Response:
-        return error(404, f"no such endpoint {request.url.path}")
-
-    routes = [
-        Route("/", index),
-        Route("/api/runs", runs),
-        Route("/api/runs/stream", runs_live),
-        Route("/api/runs/{run_id}/stream", with_run_dir(dash, run_live)),
-        Route("/api/runs/{run_id}/curves", with_run_dir(dash, curves)),
-        Route("/api/runs/{run_id}/logs", with_run_dir(dash, logs)),
-        Route("/api/runs/{run_id}/files", with_run_dir(dash, files)),
-        Route("/api/runs/{run_id}/frames.mjpg", with_run_dir(dash, frames)),
-        Route("/api/runs/{run_id}/frame.jpg", with_run_dir(dash, frame)),
+    return [
         Route("/api/runs/{run_id}/cancel", cancel, methods=["POST"]),
-        Route("/api/groups", groups),
         Route("/api/daemon", daemon_state),
         Route("/api/daemon/form", daemon_form),
         Route("/api/daemon/submit", submit, methods=["POST"]),
-        Route("/api/stats", stats),
-        Route("/api/{rest:path}", not_found),
-        Mount("/static", StaticFiles(directory=STATIC)),
     ]
-    app = Starlette(routes=routes, exception_handlers={RunGone: _run_gone, Exception: _internal_error})
-    app.state.dashboard = dash
-    return app
 
 
 def _sse(dash: Dashboard, events: Any) -> EventSourceResponse:
@@ -323,7 +346,7 @@ def _sse(dash: Dashboard, events: Any) -> EventSourceResponse:
         counted(),
         ping=SSE_PING_S,
         headers={"Cache-Control": "no-store"},
-        shutdown_event=_StopTrigger(dash),
+        shutdown_event=_StopTrigger(dash),  # type: ignore[arg-type]  # sse-starlette only calls its set()
         shutdown_grace_period=1.0,
     )
 

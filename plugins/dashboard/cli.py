@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
     token = None
     if args.target is not None:
-        from mosaic_core import check_target, find_token
+        from mosaic_core.toolkit import check_target, find_token
 
         check_target(args.target, "--target")
         token = find_token(args.token_file, args.state_dir)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mosaic_core import ConfigError, MosaicError, WorkerForm, check_run_id
+from mosaic_core import ConfigError, MosaicError, WorkerForm
+from mosaic_core.toolkit import check_run_id
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -24,7 +25,7 @@ class FormError(ValueError):
 def worker_form(name: str, algo: str | None) -> WorkerForm:
     """What installed worker ``name`` offers for ``algo`` (None: its default); FormError if it
     cannot say (an unknown algo, an unreadable script: the worker's message)."""
-    from mosaic_core import find_worker, load_worker
+    from mosaic_core.toolkit import find_worker, load_worker
 
     try:
         form = load_worker(find_worker(name)).describe_options(algo or None)
@@ -78,6 +79,14 @@ def _convert(name: str, kind: str, text: Any, choices: list | None = None) -> An
     return text
 
 
+def live_frames_keys() -> list[str]:
+    """The extras keys that, set to true, ask for live frames (declared ``ExtrasKey(live_frames=True)``
+    by the plugin that publishes them): the form's "live frames" box sets them."""
+    from mosaic_core.toolkit import plugin_host
+
+    return [key.name for _plugin, key in plugin_host().extras_keys() if key.live_frames and not key.prefix]
+
+
 def parse_submission(form: Any, described: WorkerForm | None) -> dict[str, Any]:
     """The worker config (with ``worker``) for a submitted form, whose options ``described``
     says (:func:`worker_form`); FormError names a bad field."""
@@ -104,8 +113,8 @@ def parse_submission(form: Any, described: WorkerForm | None) -> dict[str, Any]:
             config["run_id"] = check_run_id(run_id)
         except ConfigError:
             raise FormError(f"run_id: {run_id[:80]!r} may hold only letters, digits, '-' and '_'") from None
-    if form.get("fastlane") not in (None, False, "", "false"):
-        config["extras"]["fastlane"] = True
+    if form.get("live_frames") not in (None, False, "", "false"):
+        config["extras"].update(dict.fromkeys(live_frames_keys(), True))
     described = described or WorkerForm()
     params = _option_values(form.get("args") or {}, [o.to_dict() for o in described.options], str(algo or worker))
     if params and described.extras_key:

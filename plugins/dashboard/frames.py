@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from mosaic_core import FrameReader, LiveFrame, NoFrames, plugin_host
+from mosaic_core import FrameReader, LiveFrame, NoFrames
+from mosaic_core.runstore.groups import read_config
+from mosaic_core.toolkit import plugin_host
 
 JPEG_QUALITY = 80
 BOUNDARY = "mosaicframe"
@@ -42,25 +44,23 @@ def mjpeg_part(jpeg: bytes) -> bytes:
     return head + jpeg + f"\r\n--{BOUNDARY}\r\n".encode()
 
 
-def run_extras(run_dir: Path) -> dict[str, Any]:
-    """The run's extras (empty when its config is unreadable)."""
-    from mosaic_dashboard.rundata import read_json
-
-    extras = (read_json(run_dir / "config.json") or {}).get("extras")
+def extras_of(config: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's extras from its config (empty when the config is unreadable)."""
+    extras = (config or {}).get("extras")
     return extras if isinstance(extras, dict) else {}
 
 
 def open_frames(run_dir: Path) -> FrameReader:
     """The run's frames from the first plugin that serves them; NoFrames saying why otherwise."""
-    source = plugin_host().frame_source(run_dir, run_extras(run_dir))
+    source = plugin_host().frame_source(run_dir, extras_of(read_config(run_dir)))
     if source is None:
         raise NoFrames(f"no installed plugin publishes live frames (FastLane does), so run {run_dir.name} has none")
     return source.open()
 
 
-def frames_wanted(run_dir: Path, extras: dict[str, Any]) -> bool:
+def frames_wanted(run_dir: Path, config: dict[str, Any] | None) -> bool:
     """Whether the run's config asks a frame source for frames (the page offers a viewer)."""
-    source = plugin_host().frame_source(run_dir, extras)
+    source = plugin_host().frame_source(run_dir, extras_of(config))
     return source is not None and source.publishing
 
 

@@ -25,7 +25,8 @@ def group_view(dirs: list[Path]) -> dict[str, Any]:
     from mosaic_core.runstore.summary import ENDED, summarize
     from mosaic_core.runstore.trust import untrusted_run
 
-    groups, out = group_by_seed(dirs), []
+    groups = group_by_seed(dirs)
+    out: list[dict[str, Any]] = []
     for group in groups:
         summaries = [summarize(d) for d in group.runs]
         series = [(episode_returns(d), s.status in ENDED) for d, s in zip(group.runs, summaries)]

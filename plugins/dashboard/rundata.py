@@ -14,10 +14,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import ConfigError, check_run_id
+from mosaic_core import ConfigError
 from mosaic_core.files import check_own_dir, open_private
 from mosaic_core.runstore.artifacts import MAX_FILES
 from mosaic_core.runstore.summary import MAX_JSON_BYTES
+from mosaic_core.toolkit import check_run_id
 
 LOG_TAIL_BYTES = 32 * 1024
 CHECKPOINT_POLLS = 16  # per look at a run's checkpoints: at most this many follower reads (4 MiB each)
@@ -59,14 +60,6 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def frames_wanted(run_dir: Path, config: dict[str, Any] | None) -> bool:
-    """Whether the run's config asks a frame source (FastLane) for live frames."""
-    from mosaic_dashboard.frames import frames_wanted as wanted
-
-    extras = (config or {}).get("extras")
-    return wanted(run_dir, extras if isinstance(extras, dict) else {})
-
-
 class RunsIndex:
     """Summaries of every run under ``root``, newest first, from the runs root's index
     (:mod:`mosaic_core.runstore.index`: a run's files are read again only when they changed)."""
@@ -84,8 +77,10 @@ class RunsIndex:
             record = summary.to_dict()
             if summary.run_id not in self._fastlane:
                 path = Path(summary.path)
+                from mosaic_dashboard.frames import frames_wanted
+
                 self._fastlane[summary.run_id] = frames_wanted(path, read_json(path / "config.json"))
-            record["fastlane"] = self._fastlane[summary.run_id]
+            record["live_frames"] = self._fastlane[summary.run_id]
             record["untrusted"] = untrusted_run(summary.path) is not None  # imported, until `mosaic runs trust`
             runs.append(record)
         return runs
@@ -169,8 +164,9 @@ def artifacts(run_dir: Path, run_id: str, announced: list[dict[str, Any]] | None
     """Checkpoints, TensorBoard event dirs, videos and W&B dirs, found now (also mid-run).
     Checkpoints: the files a scan recognises, those the manifest lists, and ``announced`` (a
     run's ``checkpoint_saved`` events, :class:`SavedCheckpoints`), directories included."""
-    from mosaic_core import RunDirectory, manifest_of
+    from mosaic_core import RunDirectory
     from mosaic_core.runstore.artifacts import scan
+    from mosaic_core.toolkit import manifest_of
 
     section = (read_json(manifest_of(run_dir)) or {}).get("checkpoints")
     listed = section.get("files") if isinstance(section, dict) else None

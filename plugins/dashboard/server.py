@@ -14,9 +14,10 @@ from pathlib import Path
 
 import uvicorn
 
-from mosaic_core import UsageError, check_runs_root, default_runs_root, webtoken
+from mosaic_core import UsageError, webtoken
+from mosaic_core.toolkit import check_runs_root, default_runs_root
 from mosaic_dashboard.access import AccessGuard
-from mosaic_dashboard.app import build_app, catch_all
+from mosaic_dashboard.app import Dashboard, build_app, catch_all
 from mosaic_dashboard.headers import SecurityHeaders
 
 
@@ -45,7 +46,7 @@ class _Server(uvicorn.Server):
     follows the ready line always stops it (one sent before uvicorn's handlers could land in
     asyncio's own, which cancels a task uvicorn has not started, and the server ran on)."""
 
-    def __init__(self, config: uvicorn.Config, dashboard: object, ready: Callable[[], None]):
+    def __init__(self, config: uvicorn.Config, dashboard: Dashboard, ready: Callable[[], None]):
         super().__init__(config)
         self.dashboard = dashboard
         self.ready = ready

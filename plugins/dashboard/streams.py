@@ -8,7 +8,7 @@ all file reading happens in worker threads so a slow disk never stalls the serve
   (``{name: [[step, value], …]}`` to append: every episode, every iteration, read from the run's
   records every ``RECORDED_POLL_S`` while it runs), all ``curves`` again when they changed
   otherwise (the first records, a new series, a resume's purge), the ``manifest`` when it
-  appears, ``fastlane`` status, and ``gone`` (then the end) when the run directory is deleted
+  appears, ``frames`` (the live frames' status), and ``gone`` (then the end) when the run directory is deleted
   while viewed.
 """
 
@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import manifest_of
 from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.follow import EventFollower, RunGone
+from mosaic_core.toolkit import manifest_of
 from mosaic_dashboard.curves import Curves, merged, recorded_series, replaced
 from mosaic_dashboard.rundata import read_json
 
@@ -138,7 +138,26 @@ class RunWatch:
             self.reader = None
 
 
-async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool, pause: Any) -> AsyncIterator[dict[str, str]]:
+async def _snapshot(
+    watch: RunWatch, run_dir: Path, run_id: str, shown: list[dict[str, Any]], frames_wanted: bool
+) -> dict[str, Any]:
+    """A viewer's first message: the run's config, manifest, events so far and curves."""
+    config = await asyncio.to_thread(read_json, run_dir / "config.json")
+    manifest = await asyncio.to_thread(watch.read_manifest)
+    curves = await asyncio.to_thread(watch.all_curves)
+    return {
+        "run_id": run_id,
+        "config": config,
+        "manifest": manifest,
+        "events": shown[-SHOWN_EVENTS:],
+        "events_total": len(shown),
+        **curves,
+        "skipped_lines": watch.follower.skipped,
+        "live_frames": frames_wanted,
+    }
+
+
+async def run_stream(run_dir: Path, run_id: str, frames_wanted: bool, pause: Any) -> AsyncIterator[dict[str, str]]:
     watch = RunWatch(run_dir, run_id)
     try:
         try:
@@ -146,29 +165,13 @@ async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool, pause: A
         except RunGone as exc:
             yield sse("gone", {"message": str(exc)})
             return
-        shown = []
+        shown = [event for event in events if event["event"] != "metrics"]
         for event in events:
             if event["event"] == "metrics":
                 watch.curves.add(event.get("payload"))
-            else:
-                shown.append(event)
-        config = await asyncio.to_thread(read_json, run_dir / "config.json")
-        manifest = await asyncio.to_thread(watch.read_manifest)
-        curves = await asyncio.to_thread(watch.all_curves)
-        yield sse(
-            "snapshot",
-            {
-                "run_id": run_id,
-                "config": config,
-                "manifest": manifest,
-                "events": shown[-SHOWN_EVENTS:],
-                "events_total": len(shown),
-                **curves,
-                "skipped_lines": watch.follower.skipped,
-            },
-        )
+        yield sse("snapshot", await _snapshot(watch, run_dir, run_id, shown, frames_wanted))
         ended = any(e["event"] in TERMINAL for e in shown)
-        next_fastlane = next_manifest = 0.0
+        next_frames = next_manifest = 0.0
         next_records = time.monotonic() + RECORDED_POLL_S
         while True:
             try:
@@ -191,11 +194,11 @@ async def run_stream(run_dir: Path, run_id: str, fastlane_wanted: bool, pause: A
                 news = await asyncio.to_thread(watch.recorded_news)
                 if news is not None:
                     yield sse(*news)
-            if fastlane_wanted and not ended and now >= next_fastlane:
-                next_fastlane = now + FASTLANE_POLL_S
+            if frames_wanted and not ended and now >= next_frames:
+                next_frames = now + FASTLANE_POLL_S
                 status = await asyncio.to_thread(watch.fastlane)
                 if status is not None:
-                    yield sse("fastlane", status)
+                    yield sse("frames", status)
             if now >= next_manifest or events:
                 next_manifest = now + MANIFEST_POLL_S
                 manifest = await asyncio.to_thread(watch.read_manifest)

@@ -50,8 +50,8 @@ class Subject:
 def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> tuple[Path, Subject]:
     """Check everything, then make DIR (new: an existing name is refused) and write in it the
     checkpoint, ``config.json`` and ``README.md``, each file created there, never followed."""
-    from mosaic_core import redact
     from mosaic_core.files import OutputFolder, check_output
+    from mosaic_core.toolkit import redact
 
     check_output(out, "-o", new=True)  # a refusal now, before the bootstrap; the mkdir below decides
     subject = _subject(root, ref, reps, seed)
@@ -69,26 +69,14 @@ def write(root: Path, ref: str, out: Path, reps: int, seed: int) -> tuple[Path, 
 
 
 def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
-    from mosaic_core.runstore.groups import group_by_seed, read_config
+    from mosaic_core.runstore.groups import read_config
     from mosaic_core.runstore.score import run_score
-    from mosaic_core.runstore.summary import summarize
     from mosaic_experiments import compare, tables
     from mosaic_experiments.checkpoints import newest
 
     resolved = compare.resolve_runs(root, [ref])  # an experiment's runs: the owner's own only
-    dirs = resolved.runs
-    experiment = len(dirs) > 1 or compare.experiment_tag(dirs[0]) == ref
-    model: Path | None = None
-    if not experiment:  # a run: its group is the completed runs of the root that differ from it only by seed
-        model = dirs[0]
-        _refuse_untrusted(model)
-        every = [model, *_own_completed(root, model)]
-        dirs = next((g.runs for g in group_by_seed(every) if model.name in {r.name for r in g.runs}), dirs)
-        model = next(d for d in dirs if d.name == model.name)
-    else:
-        dirs = [d for d in dirs if summarize(d, with_score=False).status == "completed"]
-        if not dirs:
-            raise UsageError(f"experiment {ref!r} has no completed run yet; `mosaic experiment run` it first")
+    experiment = len(resolved.runs) > 1 or compare.experiment_tag(resolved.runs[0]) == ref
+    dirs, model = _runs_of(root, ref, resolved.runs, experiment)
     if len(dirs) == 1:
         score = run_score(dirs[0])
         subject = _finish(
@@ -115,8 +103,8 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
     }
     if model is None:  # the best group by IQM, its best seed
         label = max(groups, key=lambda name: groups[name]["IQM"].point)
-        scored = [s for runs in comparison.scores[label].values() for s in runs]
-        model = max(scored, key=lambda s: s.score.value).run_dir
+        best = [s for runs in comparison.scores[label].values() for s in runs]
+        model = max(best, key=lambda s: s.score.value).run_dir
     label = next(g.label for g in comparison.groups if model.name in {r.name for r in g.runs})
     scored = {s.run_dir: s.score for runs in comparison.scores[label].values() for s in runs}
     subject = _finish(
@@ -132,6 +120,24 @@ def _subject(root: Path, ref: str, reps: int, seed: int) -> Subject:
     )
     subject.left_out = resolved.note()
     return subject
+
+
+def _runs_of(root: Path, ref: str, dirs: list[Path], experiment: bool) -> tuple[list[Path], Path | None]:
+    """The runs a card is about, and its model when ``ref`` names a run: that run's group (the
+    completed runs of the root that differ from it only by seed); an experiment's completed runs."""
+    from mosaic_core.runstore.groups import group_by_seed
+    from mosaic_core.runstore.summary import summarize
+
+    if experiment:
+        dirs = [d for d in dirs if summarize(d, with_score=False).status == "completed"]
+        if not dirs:
+            raise UsageError(f"experiment {ref!r} has no completed run yet; `mosaic experiment run` it first")
+        return dirs, None
+    model = dirs[0]
+    _refuse_untrusted(model)
+    every = [model, *_own_completed(root, model)]
+    dirs = next((g.runs for g in group_by_seed(every) if model.name in {r.name for r in g.runs}), dirs)
+    return dirs, next(d for d in dirs if d.name == model.name)
 
 
 def _own_completed(root: Path, model: Path) -> list[Path]:
@@ -256,8 +262,8 @@ def render(subject: Subject, ref: str, root: Path) -> str:
     import yaml
 
     config, score = subject.config, subject.score
-    extras = config.get("extras") if isinstance(config.get("extras"), dict) else {}
-    params = extras.get("algo_params") if isinstance(extras.get("algo_params"), dict) else {}
+    extras = _table(config, "extras")
+    params = _table(extras, "algo_params")
     worker = str(config.get("worker", ""))
     evaluation = _evaluation(subject.model, score)
     lines = [
@@ -288,6 +294,30 @@ def render(subject: Subject, ref: str, root: Path) -> str:
         f"Scores: {escape(subject.sources)}.",
         "",
     ]
+    lines += _score_lines(subject, ref)
+    lines += ["## Hyperparameters", ""]
+    if params:
+        lines += ["| parameter | value |", "|---|---|"]
+        lines += [f"| {escape(k)} | {escape(json.dumps(v, default=str))} |" for k, v in sorted(params.items())]
+    else:
+        lines.append(f"The {escape(worker)} worker's defaults for {escape(config.get('algo'))}.")
+    lines += [
+        "",
+        f"The whole config is `{CONFIG}` beside this card.",
+        "",
+        "## Reproduce",
+        "",
+        "```bash",
+        reproduce(config),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _score_lines(subject: Subject, ref: str) -> list[str]:
+    """The group's scores with their confidence intervals, and every group of the experiment."""
+    lines: list[str] = []
     if subject.estimate is not None:
         lines += [
             f"IQM, median and mean over the group's {subject.seeds} seeds, each with its stratified bootstrap "
@@ -309,24 +339,7 @@ def render(subject: Subject, ref: str, root: Path) -> str:
         ]
         lines += [f"| {escape(label)} | {g['runs']} | {_ci(g['IQM'])} |" for label, g in subject.groups.items()]
         lines.append("")
-    lines += ["## Hyperparameters", ""]
-    if params:
-        lines += ["| parameter | value |", "|---|---|"]
-        lines += [f"| {escape(k)} | {escape(json.dumps(v, default=str))} |" for k, v in sorted(params.items())]
-    else:
-        lines.append(f"The {escape(worker)} worker's defaults for {escape(config.get('algo'))}.")
-    lines += [
-        "",
-        f"The whole config is `{CONFIG}` beside this card.",
-        "",
-        "## Reproduce",
-        "",
-        "```bash",
-        reproduce(config),
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
 def _evaluation(run_dir: Path, score: Score | None) -> str:
@@ -334,7 +347,7 @@ def _evaluation(run_dir: Path, score: Score | None) -> str:
 
     evaluation = final_evaluation(run_dir)
     if score is not None and score.source == "eval" and evaluation is not None:
-        protocol = evaluation.get("protocol") if isinstance(evaluation.get("protocol"), dict) else {}
+        protocol = _table(evaluation, "protocol")
         by = evaluation.get("evaluated_by")
         who = (
             f"The run's own evaluation of its saved model ({escape(by)})"
@@ -361,7 +374,7 @@ def reproduce(config: dict[str, Any]) -> str:
     """The `mosaic run` command that trains this model again (shell-quoted; one line)."""
     import shlex
 
-    extras = config.get("extras") if isinstance(config.get("extras"), dict) else {}
+    extras = _table(config, "extras")
     kept = {k: v for k, v in extras.items() if k not in _BOOKKEEPING}
     argv = [
         "mosaic",
@@ -386,7 +399,8 @@ def reproduce(config: dict[str, Any]) -> str:
 
 def worker_version(name: str) -> str:
     """The worker's distribution and version installed here (what trains it again)."""
-    from mosaic_core import MosaicError, find_worker
+    from mosaic_core import MosaicError
+    from mosaic_core.toolkit import find_worker
 
     try:
         item = find_worker(name)
@@ -396,3 +410,9 @@ def worker_version(name: str) -> str:
 
 
 _BOOKKEEPING = ("experiment", "experiment_group", "mode", "checkpoint_path", "policy_path")
+
+
+def _table(mapping: Any, key: str) -> dict[str, Any]:
+    """``mapping[key]`` when it is an object (a run's JSON files hold what their writers wrote), else {}."""
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    return value if isinstance(value, dict) else {}

@@ -13,8 +13,9 @@ from mosaic_core.contract import Checkpoint
 def newest(run_dir: Path) -> Checkpoint | None:
     """The run's newest checkpoint; None when it has none, or its worker is not here or keeps none.
     A config.json the host refuses (a ConfigError: one line naming the file and field) is raised."""
-    from mosaic_core import WorkerConfig, find_worker, load_worker, read_config_file
+    from mosaic_core import WorkerConfig
     from mosaic_core.contract import newest_checkpoint
+    from mosaic_core.toolkit import find_worker, load_worker, read_config_file
 
     recorded = read_config_file(run_dir / "config.json", run_file=True)
     worker_name = recorded.pop("worker", None)

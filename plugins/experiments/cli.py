@@ -7,13 +7,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mosaic_core import CliCommand, UsageError, add_renamed_flag, launchers
+from mosaic_core import CliCommand, UsageError, launchers
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs or $MOSAIC_RUNS_DIR)"
 
 
 def _root(value: str | None, must_exist: bool) -> Path:
-    from mosaic_core import check_runs_root, default_runs_root
+    from mosaic_core.toolkit import check_runs_root, default_runs_root
 
     root = Path(value) if value else default_runs_root()
     if must_exist and not root.is_dir():
@@ -37,7 +37,6 @@ def _configure_experiment(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("spec", metavar="SPEC.toml")
     run.add_argument("--parallel", type=int, metavar="N", help="runs at a time (overrides the spec's parallel)")
-    add_renamed_flag(run, "--concurrency", "--parallel", type=int)
     run.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     daemon = run.add_argument_group(
         "through a trainer daemon", "submit each run to `mosaic daemon` instead (its runs root holds them)"
@@ -107,7 +106,7 @@ def _experiment(ns: argparse.Namespace) -> int:
 
 def _on_daemon(ns: argparse.Namespace, exp, choice: launchers.LauncherChoice) -> int:
     """The experiment's runs submitted to the daemon at ``--target`` (its runs root holds them)."""
-    from mosaic_core import default_runs_root, find_token
+    from mosaic_core.toolkit import default_runs_root, find_token
     from mosaic_core.trainer.client import open_channel
     from mosaic_experiments import on_daemon, runner
 
@@ -165,6 +164,23 @@ def _configure_compare(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
 
 
+def _compare_outputs(ns: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    """``-o`` (a PNG) and ``--export`` (.npz or .json), refused now rather than after the bootstrap
+    (the write checks again)."""
+    from mosaic_core.files import check_output
+
+    output = Path(ns.output) if ns.output else None
+    if output is not None and (output.suffix.lower() != ".png" or not output.absolute().parent.is_dir()):
+        raise UsageError(f"-o {ns.output}: a .png file in an existing folder is needed")
+    export = Path(ns.export) if ns.export else None
+    if export is not None and export.suffix not in (".npz", ".json"):
+        raise UsageError(f"--export {ns.export}: the file must end in .npz (rliable) or .json (marl-eval)")
+    for path, flag in ((output, "-o"), (export, "--export")):
+        if path is not None:
+            check_output(path, flag)
+    return output, export
+
+
 def _compare(ns: argparse.Namespace) -> int:
     from mosaic_core.runstore.score import RETURN_TAG
     from mosaic_experiments import compare, stats, tables
@@ -178,17 +194,7 @@ def _compare(ns: argparse.Namespace) -> int:
     fields = [f.strip() for f in ns.group_by.split(",") if f.strip()] if ns.group_by else None
     if ns.group_by is not None and not fields:
         raise UsageError("--group-by: name at least one field (worker, algo, env_id, …)")
-    output = Path(ns.output) if ns.output else None
-    if output is not None and (output.suffix.lower() != ".png" or not output.absolute().parent.is_dir()):
-        raise UsageError(f"-o {ns.output}: a .png file in an existing folder is needed")
-    export = Path(ns.export) if ns.export else None
-    if export is not None and export.suffix not in (".npz", ".json"):
-        raise UsageError(f"--export {ns.export}: the file must end in .npz (rliable) or .json (marl-eval)")
-    from mosaic_core.files import check_output
-
-    for path, flag in ((output, "-o"), (export, "--export")):
-        if path is not None:
-            check_output(path, flag)  # a refusal now, not after the bootstrap; the write checks again
+    output, export = _compare_outputs(ns)
     references = compare.parse_references(ns.reference)
     stats.rliable()  # a missing extra says so before anything is read
     root = _root(ns.runs_dir, must_exist=True)

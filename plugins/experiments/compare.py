@@ -82,9 +82,9 @@ def resolve_runs(root: Path, refs: list[str]) -> Resolved:
     """Each argument: a run (id or unique prefix) or an experiment (its runs, by their
     ``experiment`` tag, the owner's own only: an imported, untrusted run is never one of them);
     one line naming an argument that is neither."""
-    from mosaic_core import find_run_dir
     from mosaic_core.runstore.index import list_runs
     from mosaic_core.runstore.trust import untrusted_run
+    from mosaic_core.toolkit import find_run_dir
 
     found: dict[Path, None] = {}
     tagged: dict[str, list[Path]] | None = None

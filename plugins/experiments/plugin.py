@@ -18,6 +18,6 @@ def mosaic_extras_keys():
     from mosaic_core import ExtrasKey
 
     return [
-        ExtrasKey("experiment", "the experiment a run belongs to (mosaic experiment run)"),
-        ExtrasKey("experiment_group", "its group in the experiment: worker, algo, env and overrides"),
+        ExtrasKey("experiment", "the experiment a run belongs to (mosaic experiment run)", bookkeeping=True),
+        ExtrasKey("experiment_group", "its group in the experiment: worker, algo, env and overrides", bookkeeping=True),
     ]

@@ -26,9 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import UsageError, extras_for_child
+from mosaic_core import UsageError
 from mosaic_core.procs import mosaic_command, with_parent_death_signal
 from mosaic_core.runstore.summary import summarize
+from mosaic_core.toolkit import extras_for_child
 from mosaic_experiments.spec import Experiment, GroupSpec
 
 GRACE_S = 5.0
@@ -91,7 +92,7 @@ def run_extras(exp: Experiment, group: GroupSpec) -> dict[str, Any]:
 
 def preflight(exp: Experiment, root: Path) -> None:
     """The worker's own check of each group (``mosaic run --dry-run``); one line naming the first refused."""
-    from mosaic_core import find_worker
+    from mosaic_core.toolkit import find_worker
 
     for index, group in enumerate(exp.groups):
         try:

@@ -5,7 +5,7 @@
     name = "cartpole"            # letters, digits, - and _; tags every run (extras.experiment)
     seeds = [1, 2, 3]            # or a count: 3 → seeds 1, 2, 3
     total_timesteps = 20000
-    parallel = 2                 # runs at a time on this machine (default 1; `concurrency` before)
+    parallel = 2                 # runs at a time on this machine (default 1)
 
     [grid]                       # every combination of these lists
     worker = ["cleanrl"]
@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import MAX_DEPTH, MAX_SEED, UsageError, depth, read_spec_text, say_renamed
+from mosaic_core import UsageError
+from mosaic_core.toolkit import MAX_DEPTH, MAX_SEED, depth, read_spec_text
 
 TOP_KEYS = ("name", "seeds", "total_timesteps", "parallel", "grid", "group")
 GROUP_KEYS = ("worker", "algo", "env", "overrides", "extras", "total_timesteps")
@@ -101,15 +102,12 @@ def load(path: Path) -> Experiment:
     def fail(where: str, why: str) -> UsageError:
         return UsageError(f"experiment spec {path}: {where}: {why}")
 
-    if "concurrency" in data:  # parallel's old name
-        say_renamed("concurrency", "parallel", f"experiment spec {path}")
-        data.setdefault("parallel", data.pop("concurrency"))
     _known(data, TOP_KEYS, "", fail)
     name = data.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise fail("name", f"must be letters, digits, - and _ (at most 64), got {_shown(name)}")
     seeds = _seeds(data.get("seeds", 3), fail)
-    budget = _positive(data.get("total_timesteps"), "total_timesteps", fail, required=False)
+    budget = _positive_or_none(data.get("total_timesteps"), "total_timesteps", fail)
     parallel = _positive(data.get("parallel", 1), "parallel", fail)
     listed = data.get("group", [])
     if not isinstance(listed, list):
@@ -159,9 +157,11 @@ def _known(table: dict[str, Any], keys: tuple[str, ...], where: str, fail) -> No
             )
 
 
-def _positive(value: Any, where: str, fail, required: bool = True) -> int | None:
-    if value is None and not required:
-        return None
+def _positive_or_none(value: Any, where: str, fail) -> int | None:
+    return None if value is None else _positive(value, where, fail)
+
+
+def _positive(value: Any, where: str, fail) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise fail(where, f"must be a positive integer, got {_shown(value)}")
     return value

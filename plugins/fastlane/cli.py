@@ -84,7 +84,7 @@ def owner_uid(owner: str | None) -> int:
 
 def open_reader(run_id: str, runs_dir: str | None, owner: str | None = None) -> FastLaneReader:
     """A reader of the run's segment, or an error that says why there is none."""
-    from mosaic_core import check_run_id
+    from mosaic_core.toolkit import check_run_id
     from mosaic_fastlane.reader import FastLaneReader
     from mosaic_fastlane.segment import SegmentMissing
 
@@ -97,7 +97,8 @@ def open_reader(run_id: str, runs_dir: str | None, owner: str | None = None) -> 
 
 
 def explain_missing(run_id: str, runs_dir: str | None) -> str:
-    from mosaic_core import STATUS_OF, RunDirectory, events_backwards
+    from mosaic_core import STATUS_OF, RunDirectory
+    from mosaic_core.toolkit import events_backwards
     from mosaic_fastlane.settings import is_enabled
 
     directory = RunDirectory.for_run(runs_dir, run_id)
@@ -218,7 +219,7 @@ def _half_made() -> list[tuple[Path, str | None]]:
     from mosaic_fastlane import layout
     from mosaic_fastlane.trust import kind_of, temp_pid, user_name
 
-    found = []
+    found: list[tuple[Path, str | None]] = []
     try:
         candidates = list(layout.shm_dir().glob(f".{layout.NAME_PREFIX}*.tmp"))
     except OSError:

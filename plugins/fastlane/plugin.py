@@ -107,7 +107,9 @@ def _status(state: HostState) -> dict[str, Any]:
 @hookimpl
 def mosaic_extras_keys() -> list[ExtrasKey]:
     return [
-        ExtrasKey("fastlane", "publish live frames over shared memory (true/false)", bookkeeping=True),
+        ExtrasKey(
+            "fastlane", "publish live frames over shared memory (true/false)", bookkeeping=True, live_frames=True
+        ),
         ExtrasKey("fastlane_", "FastLane settings (the keys below)", prefix=True, bookkeeping=True),
         ExtrasKey("fastlane_video_mode", "single (one probe env), grid (tiles) or off", bookkeeping=True),
         ExtrasKey("fastlane_slot", "which env publishes in single mode (default 0)", bookkeeping=True),
@@ -220,6 +222,8 @@ def _supports_rgb_array(env_id: str) -> bool:
 
     try:
         spec = gymnasium.spec(env_id)
+        if spec.entry_point is None:
+            return False
         creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
         return "rgb_array" in (getattr(creator, "metadata", {}).get("render_modes") or ())
     except Exception:  # an unknown env: gym.make reports it itself
@@ -232,7 +236,7 @@ def _frame_host() -> Any:
 
     host = child_module.plugins()  # the host install() set up in this process
     if host is None:
-        from mosaic_core import plugin_host
+        from mosaic_core.toolkit import plugin_host
 
         host = plugin_host()
     return host
@@ -252,7 +256,7 @@ def mosaic_env_make_kwargs(
 @hookimpl
 def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str, env_index: int | None) -> Callable[[Any], Any] | None:
     resolved = _child_settings(env_index)
-    if resolved is None:
+    if resolved is None or env_index is None:  # an env without an index never publishes
         return None
     from mosaic_fastlane.wrapper import EnvPublisher, FastLaneWrapper, active, is_wrapped, warn_once
 

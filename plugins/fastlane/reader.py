@@ -133,7 +133,7 @@ class FastLaneReader:
         return self._mapping is None or not self._mapping.still_linked() or not self.header.owner_alive
 
     @property
-    def interval_ms(self) -> int:
+    def interval_ms(self) -> float:
         return self.header.interval_ms
 
     def status(self) -> dict[str, Any]:

@@ -155,7 +155,7 @@ class Mapping:
     def close(self) -> None:
         if getattr(self, "buf", None) is not None:
             self.buf.release()
-            self.buf = None
+            del self.buf  # closed: getattr(self, "buf", None) is None again
             try:
                 self.mm.close()
             except BufferError:  # an exported numpy view still alive; the GC unmaps later
@@ -189,9 +189,8 @@ def open_segment(
 
 
 def _reason(exc: OSError) -> str:
-    return {errno.ENOENT: "the directory does not exist", errno.ENAMETOOLONG: "name too long"}.get(
-        exc.errno, exc.strerror or str(exc)
-    )
+    known = {errno.ENOENT: "the directory does not exist", errno.ENAMETOOLONG: "name too long"}
+    return known.get(exc.errno or 0, exc.strerror or str(exc))
 
 
 class SegmentOwner:
@@ -240,30 +239,7 @@ class SegmentOwner:
                 raise SharedMemoryUnavailable(
                     f"cannot reserve {self.size} bytes for {self.path}: {exc.strerror}"
                 ) from None
-            pid = os.getpid()
-            empty_slot = layout.SLOT_HEADER.pack(0, -1, 0, 0, 0.0)
-            for slot in range(slot_count):
-                os.pwrite(fd, empty_slot, layout.slot_offset(slot, layout.slot_size(self.capacity)))
-            os.pwrite(
-                fd,
-                HEADER.pack(
-                    MAGIC,
-                    LAYOUT_VERSION,
-                    layout.HEADER_SIZE,
-                    slot_count,
-                    int(mode),
-                    layout.slot_size(self.capacity),
-                    self.capacity,
-                    pid,
-                    max_dim,
-                    layout.process_start(pid),
-                    time.time(),
-                    float(interval_ms),
-                    0,
-                    run_id.encode()[:128],
-                ),
-                0,
-            )
+            self._write_layout(fd, mode, slot_count, max_dim, interval_ms)
             info = os.fstat(fd)
             self.identity = (info.st_dev, info.st_ino)
             self._link_into_place(tmp)
@@ -271,6 +247,30 @@ class SegmentOwner:
             os.close(fd)
             os.unlink(tmp)  # ours: made with O_EXCL, and nobody else may remove or rename it (sticky dir)
         self.removed = False
+
+    def _write_layout(self, fd: int, mode: Mode, slot_count: int, max_dim: int, interval_ms: float) -> None:
+        """Empty slots, then the header naming this process (its pid and start time) as the writer."""
+        pid = os.getpid()
+        empty_slot = layout.SLOT_HEADER.pack(0, -1, 0, 0, 0.0)
+        for slot in range(slot_count):
+            os.pwrite(fd, empty_slot, layout.slot_offset(slot, layout.slot_size(self.capacity)))
+        header = HEADER.pack(
+            MAGIC,
+            LAYOUT_VERSION,
+            layout.HEADER_SIZE,
+            slot_count,
+            int(mode),
+            layout.slot_size(self.capacity),
+            self.capacity,
+            pid,
+            max_dim,
+            layout.process_start(pid),
+            time.time(),
+            float(interval_ms),
+            0,
+            self.run_id.encode()[:128],
+        )
+        os.pwrite(fd, header, 0)
 
     def _link_into_place(self, tmp: Path) -> None:
         for _attempt in range(2):

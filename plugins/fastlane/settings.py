@@ -25,7 +25,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 MODES = ("single", "grid", "off")
 KEYS = ("fastlane", "fastlane_video_mode", "fastlane_slot", "fastlane_grid_limit", "fastlane_record")
@@ -40,7 +40,7 @@ DEFAULT_GRID_LIMIT = 16
 MAX_DIM_RANGE = (16, 4096)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

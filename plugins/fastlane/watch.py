@@ -102,8 +102,9 @@ def _handler(source: FrameSource, page: bytes, gate: _Gate) -> type[BaseHTTPRequ
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
-            if getattr(self, "_cookie", None):
-                self.send_header("Set-Cookie", self._cookie)
+            cookie = getattr(self, "_cookie", None)
+            if cookie:
+                self.send_header("Set-Cookie", cookie)
             self.end_headers()
             self.wfile.write(body)
 

@@ -35,10 +35,11 @@ import tarfile
 import time
 from typing import Any
 
-from mosaic_core import MosaicError, prepared_env, procs, read_cancel_note, redact
+from mosaic_core import MosaicError, prepared_env, procs
 from mosaic_core.caller import Ending, Polled, RemoteCaller
 from mosaic_core.files import is_within
 from mosaic_core.launchers import Job
+from mosaic_core.toolkit import read_cancel_note, redact
 from mosaic_ray import cluster
 from mosaic_ray.remote import RemoteRun
 

@@ -26,7 +26,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import HOST_DISTRIBUTION, RunDirectory, files, procs
+from mosaic_core import RunDirectory, files, procs
+from mosaic_core.toolkit import HOST_DISTRIBUTION
 
 NODE_ENV = "MOSAIC_RAY_NODE"
 # Never handed to the run: the cluster's credentials and the actor's own Ray wiring.
@@ -208,7 +209,7 @@ class RemoteRun:
             self.changed.notify_all()
 
     def _open_relays(self, run_id: str, config_text: str, relaying: list[str]) -> dict[str, str]:
-        from mosaic_core import plugin_host
+        from mosaic_core.toolkit import plugin_host
 
         extras = json.loads(config_text).get("extras") or {}
         env: dict[str, str] = {}

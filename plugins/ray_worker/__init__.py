@@ -5,7 +5,9 @@ The host imports only this package (:func:`get_worker_metadata`, its ``mosaic.wo
 :mod:`ray_worker.catalog` (no ray, torch or gymnasium 1.x): the training process runs in the
 worker's own environment (``mosaic workers install rllib``)."""
 
-__version__ = "0.1.0"
+from ray_worker.metadata import VERSION as __version__
+
+__all__ = ["__version__", "get_worker_metadata"]
 
 
 def get_worker_metadata():

@@ -82,7 +82,8 @@ def check_answers(address: str) -> None:
 def ask_configs(python: str, args: list[str]) -> dict[str, Any]:
     """``python -m ray_worker.configs ARGS`` in the worker's environment: its JSON answer (one that
     found no problem is remembered there, mosaic_core.ask_environment)."""
-    from mosaic_core import ask_environment, said_if_slow
+    from mosaic_core import ask_environment
+    from mosaic_core.toolkit import said_if_slow
 
     with said_if_slow("checking the run in the rllib worker's environment (its Python imports Ray RLlib)"):
         return ask_environment(python, "ray_worker.configs", args, worker="rllib", remember=True)

@@ -5,7 +5,8 @@ Kept import-light: discovery imports this module and nothing else of the worker.
 from __future__ import annotations
 
 from mosaic_core import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
-from ray_worker import __version__
+
+VERSION = "0.1.0"  # the package's __version__ (its __init__ reads it here)
 
 # ray[rllib] 2.60.0 pins gymnasium==1.2.2 exactly (no co-install with the host's 0.29.1): hence an
 # environment of its own. pyarrow 26 imports only with numpy 2; CartPole's frames need pygame;
@@ -41,7 +42,7 @@ CAPABILITIES = WorkerCapabilities(
 
 METADATA = WorkerMetadata(
     name="rllib",
-    version=__version__,
+    version=VERSION,
     description="Ray RLlib (PPO, APPO, IMPALA, DQN, SAC; new API stack) on gymnasium envs, on a local Ray "
     "cluster started by the run or an existing one",
     capabilities=CAPABILITIES,

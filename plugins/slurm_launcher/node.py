@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import events_backwards, node_main, worker_main
+from mosaic_core import node_main, worker_main
+from mosaic_core.toolkit import events_backwards
 from mosaic_slurm import sbatch
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mosaic_core import CliCommand, MosaicError, UsageError, add_renamed_flag, launchers
+from mosaic_core import CliCommand, MosaicError, UsageError, launchers
 
 if TYPE_CHECKING:
     from mosaic_sweep.spec import SweepSpec
@@ -46,7 +46,6 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         help="trials at a time, each in a sweep process of its own on this machine (default 1; on a cluster "
         "(--ray-address): as many runs as its resources hold, at most --max-trials)",
     )
-    add_renamed_flag(run, "--workers", "--parallel", type=int)
     run.add_argument("--runs-dir", help="runs root for the trials' runs (default var/trainer/runs or $MOSAIC_RUNS_DIR)")
     # Set by --parallel N for its sweep processes: the process's index (the study exists already).
     run.add_argument("--as-process", type=int, default=None, metavar="INDEX", help=argparse.SUPPRESS)
@@ -100,7 +99,7 @@ def _run(ns: argparse.Namespace) -> int:
 
 
 def _sweep_run(ns: argparse.Namespace) -> int:
-    from mosaic_core import default_runs_root
+    from mosaic_core.toolkit import default_runs_root
     from mosaic_sweep import loop, preflight, storage, study
     from mosaic_sweep.spec import load_spec
 
@@ -187,7 +186,7 @@ def _array_trials(
     copy of the spec its tasks read."""
     import time
 
-    from mosaic_core import job_folder
+    from mosaic_core.toolkit import job_folder
 
     name = f"sweep-{spec.study_name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     try:

@@ -14,13 +14,15 @@ import posixpath
 import re
 from typing import Any
 
-from mosaic_core import ConfigError, ExtrasKey, RunDirectory, read_cancel_note
+from mosaic_core import ConfigError, ExtrasKey, RunDirectory
+from mosaic_core.toolkit import read_cancel_note
 
 SQLITE_PREFIX = "sqlite:///"
 TRIAL_KEYS = ("optuna_study", "optuna_trial", "optuna_params", "optuna_storage", "optuna_seed")
 _URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.\-]*://[^:/@]*:)([^@]*)(@)", re.IGNORECASE)
 OWNED = [
-    ExtrasKey("optuna_", "the Optuna study this run belongs to (the keys below)", prefix=True),
+    # A trial's bookkeeping: runs that differ only in it are seeds of one group (mosaic_core.runstore.groups).
+    ExtrasKey("optuna_", "the Optuna study this run belongs to (the keys below)", prefix=True, bookkeeping=True),
     ExtrasKey("optuna_db", "the Optuna storage file (sqlite:///relative.db or a path)"),
     ExtrasKey("optuna_study", "mosaic sweep: the study this run belongs to"),
     ExtrasKey("optuna_trial", "mosaic sweep: the trial number"),
@@ -73,7 +75,11 @@ def validate(extras: dict[str, Any]) -> list[str]:
         value = extras.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, kind) or (key == "optuna_trial" and value < 0):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, kind)
+            or (key == "optuna_trial" and isinstance(value, int) and value < 0)
+        ):
             problems.append(f"extras.{key}: must be {label}, got {value!r}")
     return problems
 

@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import MosaicError, UsageError, redact
+from mosaic_core import MosaicError, UsageError
 from mosaic_core.files import check_output, write_atomic
 from mosaic_core.jsontext import dumps
+from mosaic_core.toolkit import redact
 from mosaic_sweep import storage as storages
 from mosaic_sweep.spec import ENV_PARAM, NAME, check_params
 from mosaic_sweep.trial import trial_process
@@ -203,7 +204,7 @@ def config_run_hint(spec: Any, config_out: str | None) -> str:
 
 def _plot(runs: list[str], output: str, runs_dir: str | None) -> None:
     """The best trial's seeds as one mean ± std band, drawn by ``mosaic plot``."""
-    from mosaic_core import run_command
+    from mosaic_core.toolkit import run_command
 
     argv = [*runs, "--group", "seed", "-o", output, *(["--runs-dir", runs_dir] if runs_dir else [])]
     run_command("plot", argv, needed_by="sweep best --plot")

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import RunDirectory, extras_for_child
+from mosaic_core import RunDirectory
 from mosaic_core.procs import mosaic_command  # the seeds' and the sweep processes' command
+from mosaic_core.toolkit import extras_for_child
 
 GRACE_S = 5.0  # the run host's own SIGTERM→SIGKILL grace for its training process
 RETURN_METRIC = "charts/episodic_return"

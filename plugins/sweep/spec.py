@@ -15,9 +15,10 @@ import re
 import reprlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from mosaic_core import MAX_DEPTH, UsageError, depth, read_spec_text
+from mosaic_core import UsageError
+from mosaic_core.toolkit import MAX_DEPTH, depth, read_spec_text
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
 PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -82,18 +83,27 @@ class Param:
     def grid_values(self) -> list[Any]:
         if self.type == "categorical":
             return list(self.choices)
-        step = int(self.step or 1)
-        return list(range(int(self.low), int(self.high) + 1, step))
+        low, high = self.bounds()
+        return list(range(int(low), int(high) + 1, int(self.step or 1)))
+
+    def bounds(self) -> tuple[float, float]:
+        """``low`` and ``high`` of an int or float parameter (the parser required both)."""
+        if self.low is None or self.high is None:
+            raise ValueError(f"parameter {self.name}: a {self.type} parameter has low and high")
+        return self.low, self.high
 
     def first_value(self) -> Any:
-        return self.choices[0] if self.type == "categorical" else (int(self.low) if self.type == "int" else self.low)
+        if self.type == "categorical":
+            return self.choices[0]
+        low = self.bounds()[0]
+        return int(low) if self.type == "int" else low
 
 
 @dataclass(frozen=True)
 class Objective:
     metric: str = DEFAULT_METRIC
     last_n: int = 10  # a metric other than the return: mean of its last N values in each seed's run
-    direction: str = "maximize"
+    direction: Literal["minimize", "maximize"] = "maximize"
     aggregate: str = "mean"  # over the trial's seeds
 
 
@@ -213,7 +223,7 @@ def parse_spec(data: dict[str, Any], where: str = "<spec>", default_name: str = 
     _unknown(data, TOP_KEYS, "", fail)
     study_name = data.get("study_name", re.sub(r"[^A-Za-z0-9_\-]", "-", default_name))
     _check_name(study_name, "study_name", where)
-    algo = _text(data, "algo", fail, required=True)
+    algo = _text(data, "algo", fail, required=True) or ""  # required: never empty here
     worker = _text(data, "worker", fail)
     if "env_id" in data and "env_ids" in data:
         raise fail("env_ids", "give env_id or env_ids, not both")
@@ -254,7 +264,7 @@ def parse_spec(data: dict[str, Any], where: str = "<spec>", default_name: str = 
 
 def _default_worker(algo: str, env_id: str, extras: dict[str, Any], fail: Any) -> str:
     """The worker `mosaic run` would send a run of this algo and env to (the host's rule)."""
-    from mosaic_core import choose_worker
+    from mosaic_core.toolkit import choose_worker
 
     try:
         return choose_worker(data={"algo": algo, "env_id": env_id, "extras": extras})

@@ -14,7 +14,8 @@ import random
 import time
 from typing import Any
 
-from mosaic_core import UsageError, redact
+from mosaic_core import UsageError
+from mosaic_core.toolkit import redact
 from mosaic_sweep.spec import ENV_PARAM, PRUNERS, SAMPLERS, SweepSpec
 
 SPACE_ATTR = "mosaic_space"
@@ -147,9 +148,11 @@ def sample(trial: Any, spec: SweepSpec) -> tuple[str, dict[str, Any]]:
         if p.type == "categorical":
             values[p.name] = trial.suggest_categorical(p.name, list(p.choices))
         elif p.type == "int":
-            values[p.name] = trial.suggest_int(p.name, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
+            low, high = p.bounds()
+            values[p.name] = trial.suggest_int(p.name, int(low), int(high), step=int(p.step or 1), log=p.log)
         else:
-            values[p.name] = trial.suggest_float(p.name, p.low, p.high, step=p.step, log=p.log)
+            low, high = p.bounds()
+            values[p.name] = trial.suggest_float(p.name, low, high, step=p.step, log=p.log)
     return env_id, values
 
 

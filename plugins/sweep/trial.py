@@ -19,17 +19,23 @@ import secrets
 import socket
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import redact
+from mosaic_core.toolkit import redact
 from mosaic_sweep.seeds import RETURN_METRIC, SeedOutcome, SeedProcess, SeedRun, intermediate_value
 from mosaic_sweep.spec import SweepSpec, check_params
 from mosaic_sweep.study import sample
 
 METRICS_INTERVAL_S = 0.5
-AGGREGATE = {"mean": statistics.fmean, "median": statistics.median, "min": min, "max": max}
+AGGREGATE: dict[str, Callable[[list[float]], float]] = {
+    "mean": statistics.fmean,
+    "median": statistics.median,
+    "min": min,
+    "max": max,
+}
 
 
 class SweepStopped(Exception):
@@ -66,7 +72,7 @@ def final_value(run_dir: Path, metric: str, last_n: int) -> float | None:
     """The episodic return: the run's one score (:mod:`mosaic_core.runstore.score`, the number
     ``mosaic runs`` and ``mosaic compare`` show); another metric: the mean of its last ``last_n``
     values (read back through ``mosaic_run_scalars``: the analytics plugin reads TensorBoard files)."""
-    from mosaic_core import plugin_host
+    from mosaic_core.toolkit import plugin_host
 
     if metric == RETURN_METRIC:
         from mosaic_core.runstore.score import run_score
@@ -96,93 +102,18 @@ class TrialObjective:
         self.last_error: str | None = None
 
     def __call__(self, trial: Any) -> float:
-        import optuna
-
         if self.before_trial is not None:
             self.before_trial()
         spec = self.spec
         env_id, params = sample(trial, spec)
-        problem = check_params(spec, env_id, params)  # an enqueued trial's values come from storage
-        if problem is not None:
-            error = f"refused parameters from the study's storage: {problem}"
-            trial.set_user_attr("seed_failure", error)
-            self.last_error = error
-            _say(f"trial {trial.number}: failed: {error}")
-            raise SeedFailed(error)
-        trial.set_user_attr("process", process_label())
-        trial.set_user_attr(
-            "config",
-            {
-                "worker": spec.worker,
-                "algo": spec.algo,
-                "env_id": env_id,
-                "total_timesteps": spec.total_timesteps,
-                "seeds": list(spec.seeds),
-                "extras": redact(
-                    {**spec.extras, "algo_params": {**spec.algo_params, **params}}
-                ),  # the study is on disk
-            },
-        )
+        self._record_trial(trial, env_id, params)
         runs: list[str] = []
         finals: list[float] = []
-        last_step = -1
+        reported = [-1]  # the last step reported to the pruner, across the trial's seeds
         for index, seed in enumerate(spec.seeds):
             if self.stopper.reason is not None:
                 raise SweepStopped(self.stopper.reason)
-            run = SeedRun(
-                run_id=self._run_id(trial.number, seed),
-                worker=spec.worker,
-                algo=spec.algo,
-                env_id=env_id,
-                total_timesteps=spec.total_timesteps,
-                seed=seed,
-                extras=self._extras(trial, env_id, params, seed),
-                runs_root=self.runs_root,
-                launcher_argv=self.launcher_argv,
-            )
-            runs.append(run.run_id)
-            trial.set_user_attr("runs", runs)
-            process = SeedProcess(run)
-            pruned: list[str] = []
-
-            def on_metrics(
-                payload: dict[str, Any],
-                offset: int = index * spec.total_timesteps,
-                pruned: list[str] = pruned,
-                process: SeedProcess = process,
-            ) -> None:
-                nonlocal last_step
-                current = intermediate_value(payload, spec.objective.metric)
-                step = payload.get("global_step")
-                if current is None or not isinstance(step, int) or offset + step <= last_step:
-                    return
-                value, last_step = statistics.fmean([*finals, current]), offset + step
-                trial.report(value, last_step)
-                if trial.should_prune():
-                    reason = (
-                        f"pruned by the sweep: study {spec.study_name} trial {trial.number}, "
-                        f"{type(trial.study.pruner).__name__} at step {last_step} "
-                        f"({spec.objective.metric} {value:.4g})"
-                    )
-                    pruned.append(reason)
-                    process.stop(reason)
-
-            self.stopper.current = process.start()
-            try:
-                if self.stopper.reason is not None:  # a signal came while the process started
-                    process.stop(f"sweep process stopped ({self.stopper.reason})")
-                outcome = process.follow(on_metrics)
-            finally:
-                self.stopper.current = None
-            if pruned:
-                trial.set_user_attr("pruned", pruned[0])
-                _say(f"trial {trial.number}: {pruned[0]} [run {run.run_id}]")
-                raise optuna.TrialPruned(pruned[0])
-            if self.stopper.reason is not None:
-                trial.set_user_attr("interrupted", self.stopper.reason)
-                raise SweepStopped(self.stopper.reason)
-            value = self._seed_value(trial, outcome, run)
-            finals.append(value)
+            finals.append(self._run_seed(trial, index, seed, env_id, params, runs, finals, reported))
             trial.set_user_attr("seed_values", finals)
         result = AGGREGATE[spec.objective.aggregate](finals)
         shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
@@ -191,6 +122,100 @@ class TrialObjective:
             + (f" ({shown})" if shown else "")
         )
         return result
+
+    def _record_trial(self, trial: Any, env_id: str, params: dict[str, Any]) -> None:
+        """The trial's parameters checked (an enqueued trial's come from storage) and its config
+        recorded in the study (redacted: the study is on disk)."""
+        spec = self.spec
+        problem = check_params(spec, env_id, params)
+        if problem is not None:
+            error = f"refused parameters from the study's storage: {problem}"
+            trial.set_user_attr("seed_failure", error)
+            self.last_error = error
+            _say(f"trial {trial.number}: failed: {error}")
+            raise SeedFailed(error)
+        trial.set_user_attr("process", process_label())
+        extras = redact({**spec.extras, "algo_params": {**spec.algo_params, **params}})
+        trial.set_user_attr(
+            "config",
+            {
+                "worker": spec.worker,
+                "algo": spec.algo,
+                "env_id": env_id,
+                "total_timesteps": spec.total_timesteps,
+                "seeds": list(spec.seeds),
+                "extras": extras,
+            },
+        )
+
+    def _seed_run(self, trial: Any, seed: int, env_id: str, params: dict[str, Any]) -> SeedRun:
+        spec = self.spec
+        return SeedRun(
+            run_id=self._run_id(trial.number, seed),
+            worker=spec.worker,
+            algo=spec.algo,
+            env_id=env_id,
+            total_timesteps=spec.total_timesteps,
+            seed=seed,
+            extras=self._extras(trial, env_id, params, seed),
+            runs_root=self.runs_root,
+            launcher_argv=self.launcher_argv,
+        )
+
+    def _run_seed(
+        self,
+        trial: Any,
+        index: int,
+        seed: int,
+        env_id: str,
+        params: dict[str, Any],
+        runs: list[str],
+        finals: list[float],
+        reported: list[int],
+    ) -> float:
+        """One seed's run of the trial, its metrics reported to the pruner as the mean with the
+        seeds before it; its value, or TrialPruned, SweepStopped, SeedFailed."""
+        import optuna
+
+        spec = self.spec
+        run = self._seed_run(trial, seed, env_id, params)
+        runs.append(run.run_id)
+        trial.set_user_attr("runs", runs)
+        process = SeedProcess(run)
+        pruned: list[str] = []
+        offset = index * spec.total_timesteps
+
+        def on_metrics(payload: dict[str, Any]) -> None:
+            current = intermediate_value(payload, spec.objective.metric)
+            step = payload.get("global_step")
+            if current is None or not isinstance(step, int) or offset + step <= reported[0]:
+                return
+            value, reported[0] = statistics.fmean([*finals, current]), offset + step
+            trial.report(value, reported[0])
+            if trial.should_prune():
+                reason = (
+                    f"pruned by the sweep: study {spec.study_name} trial {trial.number}, "
+                    f"{type(trial.study.pruner).__name__} at step {reported[0]} "
+                    f"({spec.objective.metric} {value:.4g})"
+                )
+                pruned.append(reason)
+                process.stop(reason)
+
+        self.stopper.current = process.start()
+        try:
+            if self.stopper.reason is not None:  # a signal came while the process started
+                process.stop(f"sweep process stopped ({self.stopper.reason})")
+            outcome = process.follow(on_metrics)
+        finally:
+            self.stopper.current = None
+        if pruned:
+            trial.set_user_attr("pruned", pruned[0])
+            _say(f"trial {trial.number}: {pruned[0]} [run {run.run_id}]")
+            raise optuna.TrialPruned(pruned[0])
+        if self.stopper.reason is not None:
+            trial.set_user_attr("interrupted", self.stopper.reason)
+            raise SweepStopped(self.stopper.reason)
+        return self._seed_value(trial, outcome, run)
 
     def _seed_value(self, trial: Any, outcome: SeedOutcome, run: SeedRun) -> float:
         metric = self.spec.objective.metric

@@ -5,7 +5,9 @@ The host imports only this package (:func:`get_worker_metadata`, its ``mosaic.wo
 :mod:`xuance_worker.catalog` (no xuance, torch or pettingzoo): the training process runs in the
 worker's own environment (``mosaic workers install xuance``)."""
 
-__version__ = "0.1.0"
+from xuance_worker.metadata import VERSION as __version__
+
+__all__ = ["__version__", "get_worker_metadata"]
 
 
 def get_worker_metadata():

@@ -5,7 +5,8 @@ Kept import-light: discovery imports this module and nothing else of the worker.
 from __future__ import annotations
 
 from mosaic_core import WorkerCapabilities, WorkerEnvironment, WorkerMetadata
-from xuance_worker import __version__
+
+VERSION = "0.1.0"  # the package's __version__ (its __init__ reads it here)
 
 # XuanCe pins numpy<2 and gymnasium>=0.28,<1.3; pettingzoo 1.25+ moved MPE out (every MPE config
 # then fails), so it is pinned. xuance brings the non-headless opencv-python, which would clash with
@@ -38,7 +39,7 @@ CAPABILITIES = WorkerCapabilities(
 
 METADATA = WorkerMetadata(
     name="xuance",
-    version=__version__,
+    version=VERSION,
     description="Multi-agent training with XuanCe (MAPPO, QMIX, MADDPG, VDN, COMA, IPPO, IQL) on PettingZoo "
     "MPE and robotic warehouse, XuanCe imported in the training process",
     capabilities=CAPABILITIES,

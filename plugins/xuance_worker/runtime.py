@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mosaic_core import Prepared, WorkerRuntime, manifest_of
+from mosaic_core import Prepared, WorkerRuntime
+from mosaic_core.toolkit import manifest_of
 from xuance_worker.worker import mode_of
 
 __all__ = ["XuanCeRuntimeSummary", "XuanCeWorkerRuntime"]

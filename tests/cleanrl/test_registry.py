@@ -197,20 +197,6 @@ def test_two_distributions_declaring_one_name_is_an_error_naming_both(site):
     assert "algos-one" in message and "algos-two" in message
 
 
-def test_the_deprecated_entry_point_group_still_adds_an_algorithm_with_a_notice(site, capsys):
-    make_distribution(
-        site, "old-algos", {registry.LEGACY_GROUP: {"old_style": "old_style_algo"}}, {"old_style_algo": SCRIPT}
-    )
-    found = resolve("old_style")
-    assert found.source == "plugin" and found.script == (site / "old_style_algo.py").resolve()
-    notice = [line for line in capsys.readouterr().err.splitlines() if "old-algos" in line]
-    assert notice == [
-        "mosaic: deprecated: old-algos 1.0 adds CleanRL algorithm 'old_style' through the 'mosaic.cleanrl.algorithms' "
-        "entry-point group; implement mosaic_cleanrl_algorithms() in a module its 'mosaic.plugins' entry point names "
-        "(docs/extending/plugin.md)"
-    ]
-
-
 def test_an_algorithm_package_loads_without_the_cleanrl_worker(mosaic):
     """The example package implements the worker's hook as optional: with the CleanRL plugin
     disabled (strict mode), it loads, and only the worker and its algorithms are gone."""

@@ -1,16 +1,20 @@
 """The layering: no import cycle in ``mosaic_core`` (type-only and function-level imports counted);
-the host imports no plugin; and a plugin or worker imports only the host's public surface (the
-names ``mosaic_core.__all__`` lists and the modules ``mosaic_core.PUBLIC_MODULES`` names), never
-another plugin. The packages are the ones ``pyproject.toml`` (the project's and each example's)
-installs or registers under a ``mosaic.*`` entry point."""
+the host imports no plugin; a package outside the core imports only the extension API (the names
+``mosaic_core.__all__`` lists and the modules ``mosaic_core.PUBLIC_MODULES`` names, each name in
+its module's ``__all__``), a built-in plugin the host toolkit too (``mosaic_core.toolkit``), never
+another plugin and never a private name (``_x``) of another package; and no package names an
+extras key another package owns. The packages are the ones ``pyproject.toml`` (the project's and
+each example's) installs or registers under a ``mosaic.*`` entry point."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import tomllib
 from pathlib import Path
 
 import mosaic_core
+from mosaic_core import toolkit
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "mosaic_core"
@@ -26,14 +30,34 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(package: str = "mosaic_core", folder: Path = CORE) -> dict[str, set[str]]:
+    """Module -> what it imports (every import, function-level and type-only ones too)."""
     modules = {}
-    for path in CORE.rglob("*.py"):
+    for path in folder.rglob("*.py"):
         if path.name.endswith("_pb2.py") or path.name.endswith("_pb2_grpc.py"):
             continue
-        parts = path.relative_to(CORE.parent).with_suffix("").parts
+        parts = (package, *path.relative_to(folder).with_suffix("").parts)
         modules[".".join(parts).removesuffix(".__init__")] = _imports(path)
     return modules
+
+
+def _cycle(modules: dict[str, set[str]]) -> list[str] | None:
+    """An import cycle among ``modules`` (as a path), or None."""
+    edges = {name: {m for m in imports if m in modules and m != name} for name, imports in modules.items()}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> list[str] | None:
+        for dep in sorted(edges[name]):
+            if dep in path:
+                return path[path.index(dep) :] + [dep]
+            if dep not in done:
+                found = visit(dep, path + [dep])
+                if found:
+                    return found
+        done.add(name)
+        return None
+
+    return next((found for name in sorted(edges) if (found := visit(name, [name]))), None)
 
 
 def _packages_of(pyproject: Path) -> dict[str, Path]:
@@ -84,55 +108,73 @@ PACKAGES = _packages()
 PLUGIN_PACKAGES = {name: folder for name, folder in PACKAGES.items() if name != "mosaic_core"}
 
 
-def _public_names(module: str) -> set[str]:
-    """A public module's names: its ``__all__``, else what has no leading underscore (read from
-    its source: nothing of it is imported here)."""
+def _source(module: str) -> Path | None:
+    """The file of ``mosaic_core.<module>`` (a package's ``__init__.py``), None when there is none."""
     path = CORE.joinpath(*module.split("."))
-    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-    names = set()
+    for candidate in (path / "__init__.py", path.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _all_of(module: str) -> set[str] | None:
+    """A core module's ``__all__`` (read from its source: nothing of it is imported here)."""
+    path = _source(module)
+    assert path is not None, module
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
             return set(ast.literal_eval(node.value))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {t.id for t in targets if isinstance(t, ast.Name)}
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    if path.name == "__init__.py":  # a public package's submodules are public
-        names |= {p.stem for p in path.parent.glob("*.py")}
-    return {name for name in names if not name.startswith("_")}
+    return None
 
 
-def _public_module(module: str) -> str | None:
+def _public_roots(toolkit_too: bool) -> tuple[str, ...]:
+    return (*mosaic_core.PUBLIC_MODULES, *(toolkit.MODULES if toolkit_too else ()))
+
+
+def _public_module(module: str, toolkit_too: bool = True) -> str | None:
     """The public module ``module`` (a dotted path under mosaic_core) is, or is inside."""
-    for public in mosaic_core.PUBLIC_MODULES:
+    for public in _public_roots(toolkit_too):
         if module == public or module.startswith(public + "."):
             return public
     return None
 
 
-def _surface_problem(node: ast.AST) -> str | None:
-    """Why an import of ``mosaic_core`` reaches past the public surface (None when it does not)."""
+def _top_level_problem(name: str, toolkit_too: bool) -> str | None:
+    if name in mosaic_core.__all__ or name in mosaic_core.PUBLIC_MODULES:
+        return None
+    if toolkit_too and (name == "toolkit" or name in toolkit.MODULES or name.partition(".")[0] in toolkit.MODULES):
+        return None
+    return f"from mosaic_core import {name}"
+
+
+def _surface_problem(node: ast.AST, toolkit_too: bool = True) -> str | None:
+    """Why an import of ``mosaic_core`` reaches past the public surface (None when it does not):
+    a module outside it, a name outside its module's ``__all__``, a private name. ``toolkit_too``:
+    the host toolkit is allowed (a built-in plugin)."""
     if isinstance(node, ast.Import):
         for alias in node.names:
             inner = alias.name.removeprefix("mosaic_core").lstrip(".")
-            if alias.name.split(".")[0] == "mosaic_core" and inner and _public_module(inner) is None:
+            if alias.name.split(".")[0] != "mosaic_core" or not inner:
+                continue
+            if _public_module(inner, toolkit_too) is None and not (toolkit_too and inner == "toolkit"):
                 return f"import {alias.name}"
         return None
     assert isinstance(node, ast.ImportFrom)
     inner = node.module.removeprefix("mosaic_core").lstrip(".") if node.module else ""
     for alias in node.names:
+        where = f"from {node.module} import {alias.name}"
+        if alias.name.startswith("_"):
+            return f"{where} (a private name)"
         if not inner:  # from mosaic_core import NAME: a top-level name or a public module
-            if alias.name not in mosaic_core.__all__ and alias.name not in mosaic_core.PUBLIC_MODULES:
-                return f"from mosaic_core import {alias.name}"
-            continue
-        public = _public_module(inner) or _public_module(f"{inner}.{alias.name}")
-        if public is None:
-            return f"from {node.module} import {alias.name}"
-        if public == inner and alias.name not in _public_names(inner):
-            return f"from {node.module} import {alias.name} (private to {node.module})"
+            problem = _top_level_problem(alias.name, toolkit_too)
+        elif inner == "toolkit":
+            problem = None if toolkit_too and alias.name in toolkit.__all__ else where
+        elif _public_module(inner, toolkit_too) is None:  # from mosaic_core.trainer import client
+            problem = None if _public_module(f"{inner}.{alias.name}", toolkit_too) else where
+        else:
+            problem = None if alias.name in (_all_of(inner) or ()) else f"{where} (not in {node.module}.__all__)"
+        if problem:
+            return problem
     return None
 
 
@@ -166,19 +208,19 @@ def test_the_package_list_comes_from_pyproject():
 
 
 def test_no_import_cycle_in_the_host():
-    modules = _graph()
-    edges = {name: {m for m in imports if m in modules and m != name} for name, imports in modules.items()}
-    done: set[str] = set()
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
-    def visit(name: str, path: list[str]) -> None:
-        for dep in sorted(edges[name]):
-            assert dep not in path, "import cycle: " + " -> ".join(path[path.index(dep) :] + [dep])
-            if dep not in done:
-                visit(dep, path + [dep])
-        done.add(name)
 
-    for name in sorted(edges):
-        visit(name, [name])
+def test_no_import_cycle_in_a_plugin():
+    """Function-level imports count: ``cli`` importing ``runs_manage`` which imports ``cli`` back is
+    a cycle even when neither import runs at import time."""
+    cycles = [
+        " -> ".join(cycle)
+        for package, folder in sorted(PLUGIN_PACKAGES.items())
+        if (cycle := _cycle(_graph(package, folder)))
+    ]
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
 def test_the_host_imports_no_plugin():
@@ -196,16 +238,69 @@ def test_no_plugin_imports_another_plugin():
     assert not leaks, "plugins depend on the host, never on each other:\n" + "\n".join(leaks)
 
 
+def _built_in(path: Path) -> bool:
+    """A built-in plugin (under ``plugins/``) may use the host toolkit; an example, as a third party, may not."""
+    return (ROOT / "plugins") in path.parents
+
+
 def test_plugins_import_only_the_public_surface():
     leaks = []
     for _package, path, node, module in _plugin_imports():
         if module.split(".")[0] == "mosaic_core":
-            problem = _surface_problem(node)
+            problem = _surface_problem(node, toolkit_too=_built_in(path))
             if problem:
                 leaks.append(f"{path.relative_to(ROOT)}:{node.lineno}: {problem}")
-    assert not leaks, "a core internal (not in mosaic_core.__all__ or mosaic_core.PUBLIC_MODULES):\n" + "\n".join(
+    assert not leaks, "past the extension API (mosaic_core.__all__, PUBLIC_MODULES) and the toolkit:\n" + "\n".join(
         sorted(set(leaks))
     )
+
+
+def test_plugins_read_only_public_attributes_of_the_top_package():
+    """``import mosaic_core`` then ``mosaic_core.NAME``: the same surface as an import."""
+    leaks = []
+    for package, folder in sorted(PLUGIN_PACKAGES.items()):
+        for path in sorted(folder.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "mosaic_core"
+                ):
+                    problem = _top_level_problem(node.attr, _built_in(path))
+                    if problem and node.attr != "toolkit":
+                        leaks.append(f"{path.relative_to(ROOT)}:{node.lineno}: mosaic_core.{node.attr} ({package})")
+    assert not leaks, "\n".join(leaks)
+
+
+def test_no_private_name_crosses_a_package():
+    """``from mosaic_core.runstore.summary import _read_json`` in a plugin: a private name of ours is
+    its package's own (a library's, such as Ray's, is that worker's business)."""
+    leaks = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {package} imports {module}.{alias.name}"
+        for package, path, node, module in _plugin_imports()
+        if isinstance(node, ast.ImportFrom) and module.split(".")[0] != package and module.split(".")[0] in PACKAGES
+        for alias in node.names
+        if alias.name.startswith("_") or any(part.startswith("_") for part in module.split(".")[1:])
+    ]
+    assert not leaks, "\n".join(leaks)
+
+
+def test_every_public_module_lists_its_names():
+    """Each module of the extension API and the toolkit (a package's modules too) has an ``__all__``,
+    and every name in it exists."""
+    for root in _public_roots(toolkit_too=True):
+        path = _source(root)
+        assert path is not None, root
+        modules = [root] + (
+            [f"{root}.{p.stem}" for p in path.parent.glob("*.py") if p.stem != "__init__"]
+            if path.name == "__init__.py"
+            else []
+        )
+        for module in modules:
+            names = _all_of(module)
+            assert names is not None, f"mosaic_core.{module} has no __all__"
+            imported = importlib.import_module(f"mosaic_core.{module}")
+            assert not [n for n in names if not hasattr(imported, n) and _source(f"{module}.{n}") is None], module
 
 
 def test_the_surface_check_tells_public_from_private():
@@ -231,16 +326,112 @@ def test_the_surface_check_tells_public_from_private():
         "from mosaic_core import _patchpoints",
         "import mosaic_core.supervisor",
         "from mosaic_core.trainer import store",
+        "from mosaic_core.runstore.index import _x",
+        "from mosaic_core.runstore.summary import _read_json",
+        "from mosaic_core.files import json",  # imported there, not in its __all__
+        "from mosaic_core import prepare",  # a host internal
+        "from mosaic_core.toolkit import prepare",
     ):
         assert problem(private), private
+    assert _surface_problem(ast.parse("from mosaic_core.toolkit import plugin_host").body[0], toolkit_too=True) is None
+    assert _surface_problem(ast.parse("from mosaic_core.toolkit import plugin_host").body[0], toolkit_too=False)
+    assert _surface_problem(ast.parse("from mosaic_core import procs").body[0], toolkit_too=False)
 
 
 def test_the_public_surface_resolves():
     for name in mosaic_core.__all__:
         assert getattr(mosaic_core, name) is not None, name
-    for module in mosaic_core.PUBLIC_MODULES:
-        assert _public_names(module), module
+    for name in toolkit.__all__:
+        assert getattr(toolkit, name) is not None, name
+    assert not set(mosaic_core.__all__) & set(toolkit.__all__)  # each name in one place
 
 
 def test_types_module_depends_on_nothing_of_ours():
     assert not {m for m in _imports(CORE / "types.py") if m.startswith("mosaic_core")}
+
+
+def _names_extras(node: ast.AST) -> bool:
+    """``extras``, ``x.extras``, ``config["extras"]``, ``config.get("extras")``: a run's extras."""
+    if isinstance(node, ast.Name):
+        return node.id == "extras" or node.id.endswith("_extras")
+    if isinstance(node, ast.Attribute):
+        return node.attr == "extras" or node.attr.endswith("_extras")
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "extras"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        return bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "extras"
+    return False
+
+
+def _keys_named(path: Path, core: bool) -> list[tuple[int, str]]:
+    """The extras keys a module names: read or written (``extras["k"]``, ``extras.get("k")``,
+    ``"k" in extras``, a dict literal merged into extras) and, in the core, listed (``KEYS = ("k",)``)."""
+    tree = ast.parse(path.read_text())
+    found = []
+    if core:
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, (ast.Tuple, ast.List, ast.Set)):
+                found += [(e.lineno, e.value) for e in node.value.elts if isinstance(e, ast.Constant)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _names_extras(node.value) and isinstance(node.slice, ast.Constant):
+            found.append((node.lineno, node.slice.value))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "pop", "setdefault")
+            and _names_extras(node.func.value)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found.append((node.lineno, node.args[0].value))
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant):
+            if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and any(
+                map(_names_extras, node.comparators)
+            ):
+                found.append((node.lineno, node.left.value))
+    return [(line, name) for line, name in found if isinstance(name, str)]
+
+
+# Keys of the analytics plugin that other plugins still read, each for a reason of its own; the list
+# must shrink, never grow (the test fails on a crossing not listed here, and on one listed that is gone).
+KNOWN_CROSSINGS = {
+    ("mosaic_curriculum", "tensorboard_dir"),  # the stage curve goes beside the script's own TensorBoard files
+    ("mosaic_experiments", "notes"),  # the model card quotes the run's notes
+    ("mosaic_sweep", "metrics_interval_s"),  # a trial's metrics come twice a second, for the pruner
+}
+
+
+def test_no_package_names_a_key_another_plugin_owns():
+    """Each plugin declares its extras keys (``mosaic_extras_keys``); no other plugin, worker or the
+    core reads, writes or lists one of them by name: what crosses goes through a declaration
+    (``ExtrasKey(bookkeeping=True)``, ``switches_envs``, ``live_frames``) or a hook."""
+    from mosaic_core.toolkit import plugin_host
+
+    host = plugin_host()
+    package_of = {item.name: item.value.split(":")[0].split(".")[0] for item in host.loaded}
+    owner = {key.name: package_of.get(plugin, "mosaic_core") for plugin, key in host.extras_keys() if not key.prefix}
+    assert owner.get("fastlane") == "mosaic_fastlane" and owner.get("optuna_seed") == "mosaic_sweep"
+    crossings = set()
+    found = []
+    for package, folder in sorted(PACKAGES.items()):
+        for path in sorted(folder.rglob("*.py")):
+            for line, name in _keys_named(path, core=package == "mosaic_core"):
+                if owner.get(name, package) not in (package, "mosaic_core"):
+                    crossings.add((package, name))
+                    found.append(f"{path.relative_to(ROOT)}:{line}: {name!r} is {owner[name]}'s")
+    new = sorted(crossings - KNOWN_CROSSINGS)
+    assert not new, "a plugin's key named outside it:\n" + "\n".join(f for f in found if any(n in f for _p, n in new))
+    assert crossings == KNOWN_CROSSINGS, f"gone, take them off KNOWN_CROSSINGS: {sorted(KNOWN_CROSSINGS - crossings)}"
+
+
+def test_the_key_check_sees_each_way_of_naming_a_key(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        'KEYS = ("a",)\n'
+        "def f(config, run):\n"
+        '    config["extras"]["b"] = True\n'
+        '    run.extras.get("c")\n'
+        '    return "d" in extras\n'
+    )
+    assert [name for _line, name in _keys_named(source, core=True)] == ["a", "b", "c", "d"]
+    assert [name for _line, name in _keys_named(source, core=False)] == ["b", "c", "d"]

@@ -188,7 +188,7 @@ def test_the_stage_curve_is_written_at_the_scripts_steps(host, tmp_path):
     plugin.mosaic_on_scalar(child, "charts/SPS", 9)
     plugin.mosaic_on_scalar(child, "curriculum/stage", 11)  # its own writes are ignored
     plugin.mosaic_on_scalar(child, "charts/SPS", 12)
-    plugin._child_state(child).scalars.close()
+    plugin.child_state(child).scalars.close()
     events = EventAccumulator(str(tmp_path / "runs" / "curriculum"))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("curriculum/stage")] == [(5, 0.0), (9, 2.0)]

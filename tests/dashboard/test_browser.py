@@ -41,7 +41,7 @@ def test_live_ppo_run_in_a_real_browser(serve, daemon, browser, artifacts, workd
     page.fill('input[name="total_timesteps"]', "2000000")
     page.fill('input[name="run_id"]', "browser-ppo")
     page.fill('[data-arg="num_envs"]', "2")
-    assert page.is_checked('input[name="fastlane"]')
+    assert page.is_checked('input[name="live_frames"]')
     page.screenshot(path=str(artifacts / "1-submit-form.png"), full_page=True)
     page.fill('input[name="total_timesteps"]', "lots")  # malformed: refused with the field named
     page.click('#submit-form button[type="submit"]')

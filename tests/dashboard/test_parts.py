@@ -183,6 +183,14 @@ def test_any_workers_options_build_the_form_and_the_dashboard_knows_no_worker():
         parse_submission({"env_id": "CartPole-v1", "total_timesteps": "10"}, None)
 
 
+def test_the_live_frames_box_sets_the_key_the_frame_plugin_declares():
+    """The form names no plugin's key: the box sets each key declared ``ExtrasKey(live_frames=True)``
+    (FastLane's ``fastlane``), and nothing when it is off."""
+    form = {"worker": "example", "env_id": "CartPole-v1", "total_timesteps": "10"}
+    assert parse_submission({**form, "live_frames": "true"}, None)["extras"] == {"fastlane": True}
+    assert parse_submission({**form, "live_frames": "false"}, None)["extras"] == {}
+
+
 def call(guard: AccessGuard, path: str, *, method: str = "GET", headers: dict | None = None, query: str = ""):
     """Drive the guard as an ASGI app; returns (status, headers, body)."""
     sent: list[dict] = []

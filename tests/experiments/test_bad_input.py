@@ -115,22 +115,12 @@ SPEC = (
 )
 
 
-def test_parallel_below_one_and_the_old_spellings_of_parallel(tmp_path):
+def test_parallel_below_one(tmp_path):
     (tmp_path / "spec.toml").write_text(SPEC.format(top=""))
     refused(run_cli(["experiment", "run", "spec.toml", "--parallel", "0"], cwd=tmp_path), "--parallel must be >= 1")
-    old_flag = run_cli(["experiment", "run", "spec.toml", "--concurrency", "0"], cwd=tmp_path)
-    assert old_flag.returncode == 2 and old_flag.stderr.splitlines() == [
-        "mosaic: --concurrency is deprecated; use --parallel",
-        "mosaic: error: --parallel must be >= 1, got 0",
-    ]
-    (tmp_path / "spec.toml").write_text(SPEC.format(top="concurrency = 0\n"))
-    old_key = run_cli(["experiment", "run", "spec.toml"], cwd=tmp_path)
-    notice, error = old_key.stderr.splitlines()
-    assert (
-        old_key.returncode == 2
-        and notice == "mosaic: concurrency in experiment spec spec.toml is deprecated; use parallel"
-    )
-    assert error.startswith("mosaic: error: experiment spec spec.toml: parallel:"), error
+    (tmp_path / "spec.toml").write_text(SPEC.format(top="parallel = 0\n"))
+    error = run_cli(["experiment", "run", "spec.toml"], cwd=tmp_path)
+    assert error.returncode == 2 and error.stderr.startswith("mosaic: error: experiment spec spec.toml: parallel:")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
 
 

@@ -17,7 +17,7 @@ SPEC = """
 name = "done-when"
 seeds = [1, 2, 3]
 total_timesteps = 1500
-concurrency = 2  # parallel's old name: still read
+parallel = 2
 
 [grid]
 worker = ["cleanrl"]
@@ -33,7 +33,6 @@ def experiment(tmp_path_factory):
     root = workdir / "runs"
     result = run_cli(["experiment", "run", "spec.toml", "--runs-dir", str(root)], cwd=workdir, timeout=600)
     assert result.returncode == 0, result.stderr
-    assert "mosaic: concurrency in experiment spec spec.toml is deprecated; use parallel" in result.stderr
     return workdir, root
 
 

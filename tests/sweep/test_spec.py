@@ -88,15 +88,6 @@ def test_bad_overrides(tmp_path, args, message):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
 
 
-def test_the_old_workers_flag_is_parallel_and_says_so(tmp_path):
-    result = sweep(["run", str(write_spec(tmp_path)), "--workers", "0"], cwd=tmp_path)
-    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
-        "mosaic: --workers is deprecated; use --parallel",
-        "mosaic: error: --parallel must be >= 1, got 0",
-    ]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.toml"]
-
-
 def test_a_missing_or_unparsable_spec(tmp_path):
     assert "does not exist" in sweep(["run", "nope.toml"], cwd=tmp_path).stderr
     broken = tmp_path / "broken.toml"

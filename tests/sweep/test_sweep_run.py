@@ -172,9 +172,8 @@ def test_grid_mode_runs_each_env_once_across_sweep_processes_given_by_the_old_fl
     text = text.replace('type = "random"\nseed = 0', 'type = "grid"').replace("max_trials = 3", "max_trials = 50")
     text = text[: text.index("[params.learning_rate]")]
     spec = write_spec(tmp_path, "grid", text=text)
-    result = sweep(["run", str(spec), "--workers", "2"], cwd=tmp_path)  # the old spelling of --parallel
+    result = sweep(["run", str(spec), "--parallel", "2"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stderr.startswith("mosaic: --workers is deprecated; use --parallel\n")
     trials = load("grid", f"sqlite:///{tmp_path}/var/sweeps/grid.db").get_trials()
     assert [t.state for t in trials] == [COMPLETE] * 2
     assert sorted(t.params["env_id"] for t in trials) == ["CartPole-v1", "MountainCar-v0"]

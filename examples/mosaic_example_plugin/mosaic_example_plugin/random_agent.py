@@ -26,7 +26,8 @@ if __name__ == "__main__":
 
     writer = SummaryWriter(f"runs/{run_name}")
     envs = gym.vector.SyncVectorEnv(
-        [lambda: gym.wrappers.RecordEpisodeStatistics(gym.make(args.env_id)) for _ in range(args.num_envs)]
+        # gymnasium 0.29's wrappers package imports the wrapper without an __all__: mypy sees no re-export
+        [lambda: gym.wrappers.RecordEpisodeStatistics(gym.make(args.env_id)) for _ in range(args.num_envs)]  # type: ignore[attr-defined]
     )
     envs.reset(seed=args.seed)
     returns = np.zeros(args.num_envs)

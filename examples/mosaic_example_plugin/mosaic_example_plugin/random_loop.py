@@ -104,8 +104,13 @@ def _direct_env(env_id: str) -> gym.Env:
     from gymnasium.envs.registration import load_env_creator
 
     spec = gym.spec(env_id)
+    if spec.entry_point is None:
+        raise ValueError(f"{env_id} is registered without an entry point")
     creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
-    return creator(render_mode="rgb_array", **spec.kwargs)
+    env = creator(render_mode="rgb_array", **spec.kwargs)
+    if not isinstance(env, gym.Env):
+        raise TypeError(f"{env_id}'s entry point made a {type(env).__name__}, not one env")
+    return env
 
 
 if __name__ == "__main__":

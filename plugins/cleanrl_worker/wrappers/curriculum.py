@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mosaic_core import WorkerConfig
+from mosaic_core import UsageError, WorkerConfig
 
 PRESET_NAMES = {"BABYAI_GOTO_CURRICULUM": "babyai_goto", "BABYAI_DOORKEY_CURRICULUM": "doorkey"}
 __all__ = ["run_curriculum_training", "run_batched_evaluation", *PRESET_NAMES]
@@ -23,7 +23,7 @@ def __getattr__(name: str) -> Any:
     preset = PRESET_NAMES.get(name)
     if preset is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from mosaic_core import plugin_host
+    from mosaic_core.toolkit import plugin_host
 
     for _plugin, presets, _error in plugin_host().provided("mosaic_curriculum_presets"):
         if isinstance(presets, dict) and preset in presets:
@@ -48,9 +48,23 @@ def run_curriculum_training(
     quiet: bool = True,
 ) -> dict[str, Any]:
     """Train ``config`` stage by stage (``schedule``: a preset name or stage list; default the
-    config's ``extras.curriculum_schedule``, else the ``babyai_goto`` preset)."""
-    schedule = schedule or config.extras.get("curriculum_schedule") or "babyai_goto"
-    return _run(config, {"curriculum_schedule": schedule}, runs_dir, quiet)
+    config's own schedule, else the ``babyai_goto`` preset)."""
+    key = _schedule_key()
+    schedule = schedule or config.extras.get(key) or "babyai_goto"
+    return _run(config, {key: schedule}, runs_dir, quiet)
+
+
+def _schedule_key() -> str:
+    """The extras key that asks for env switches during a run, as the plugin that switches them
+    declares it (``ExtrasKey(switches_envs=True)``: the curriculum plugin's schedule)."""
+    from mosaic_core.toolkit import plugin_host
+
+    for _plugin, key in plugin_host().extras_keys():
+        if key.switches_envs and not key.prefix:
+            return key.name
+    raise UsageError(
+        "no installed plugin switches envs during a run (the curriculum plugin is not installed or is disabled)"
+    )
 
 
 def run_batched_evaluation(

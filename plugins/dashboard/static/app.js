@@ -222,8 +222,8 @@ async function openRun(id) {
     runView.curves = snap.curves;
     snap.events.forEach(addEvent);
     if (snap.config && snap.config.total_timesteps) runView.total = snap.config.total_timesteps;
-    if (!snap.config || !(snap.config.extras || {}).fastlane && !(snap.config.extras || {}).fastlane_video_mode)
-      $("#frame-note").textContent = "this run was started without FastLane (--extras '{\"fastlane\": true}')";
+    if (!snap.live_frames)
+      $("#frame-note").textContent = "this run was started without live frames (see `mosaic plugins --extras`)";
     drawRunCharts();
   });
   source.addEventListener("points", e => {
@@ -240,7 +240,7 @@ async function openRun(id) {
   source.addEventListener("curves", e => { runView.curves = JSON.parse(e.data).curves; drawRunCharts(); });
   source.addEventListener("event", e => addEvent(JSON.parse(e.data)));
   source.addEventListener("manifest", e => { $("#manifest").textContent = JSON.stringify(JSON.parse(e.data), null, 2); loadFiles(); });
-  source.addEventListener("fastlane", e => showFrames(JSON.parse(e.data)));
+  source.addEventListener("frames", e => showFrames(JSON.parse(e.data)));
   source.addEventListener("gone", e => { notice(JSON.parse(e.data).message); setRunStatus("deleted"); source.close(); closeStreams(); });
   source.addEventListener("failure", e => { notice("the server stopped this stream: " + JSON.parse(e.data).message); source.close(); });
   source.onerror = () => { $("#live").classList.add("off"); };
@@ -361,7 +361,7 @@ async function loadForm(worker, algo) {
 async function submitForm(event) {
   event.preventDefault();
   const form = $("#submit-form"), data = Object.fromEntries(new FormData(form));
-  data.fastlane = form.elements.fastlane.checked;
+  data.live_frames = form.elements.live_frames.checked;
   data.args = {};
   for (const el of form.querySelectorAll("[data-arg]")) data.args[el.dataset.arg] = el.type === "checkbox" ? el.checked : el.value;
   $("#submit-result").textContent = "submitting…";
