@@ -46,12 +46,16 @@ def test_a_worker_that_cannot_track_refuses_track_wandb_and_never_receives_track
 def test_checkpoint_saved_is_a_host_event_that_survives_disabling_the_cleanrl_plugin(mosaic, runs_root):
     result = mosaic(*EXAMPLE, "--run-id", "ck", "--json", env={"MOSAIC_DISABLE_PLUGINS": "cleanrl"})
     assert result.returncode == 0, result.stderr
-    saved = [e for e in result.events if e["event"] == "checkpoint_saved"]
-    assert len(saved) == 1 and saved[0]["payload"]["path"] == str(runs_root / "ck" / "policy.json")
+    saved = [e["payload"]["path"] for e in result.events if e["event"] == "checkpoint_saved"]
+    # the run contract's checkpoint at the end, then the policy the example keeps as its model
+    assert saved == [str(runs_root / "ck" / "checkpoints" / "step_300.json"), str(runs_root / "ck" / "policy.json")]
     logged = [json.loads(line) for line in (runs_root / "ck" / "events.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in logged].count("checkpoint_saved") == 1
+    assert [e["event"] for e in logged].count("checkpoint_saved") == 2
     manifest = json.loads((runs_root / "ck" / "manifest.json").read_text())
-    assert manifest["checkpoints"]["files"] == [{"path": "policy.json", "step": 300, "size_bytes": 40}]
+    assert [(f["path"], f["step"]) for f in manifest["checkpoints"]["files"]] == [
+        ("checkpoints/step_300.json", 300),
+        ("policy.json", 300),
+    ]
     assert "cleanrl" not in manifest["plugins"]["active"]
     assert "undeclared" not in result.stderr and "dropped" not in result.stderr
 
