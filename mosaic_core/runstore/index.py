@@ -1,12 +1,18 @@
 """The run index: each run's summary kept in one SQLite file per runs root
-(``<root>/.mosaic-index.sqlite3``, 0600), so listing thousands of runs reads no run files.
+(``<root>/.mosaic-index.sqlite3``, 0600, never opened through a link), so a listing of
+thousands of runs reads no run file: it lists the root and stats each run (:func:`_mark`).
 
-The run directories stay the truth. A row is trusted while its run directory (inode, mtime)
-and ``events.jsonl`` (size, mtime) are as they were when it was written and the run had
-ended; anything else (a new, changed, running, imported or vanished run) is summarized again
-from its files and the row rewritten. The first listing makes the file; from then on the host
-records each run as it starts and as it ends (:func:`record_run`). A missing, foreign-schema or corrupt file is rebuilt; one that cannot be
-written (a full disk, a read-only root) only costs speed: listing reads the directories.
+The run directories stay the truth. A row, the run's whole summary with its score (and the
+score's source), is trusted while its run directory (inode, mtime: a file replaced or added
+in it, such as the manifest, the config or the import marker), ``events.jsonl`` (size, mtime)
+and ``evaluations/`` (mtime) are as they were when it was written, the run had ended and its
+score was looked for. Anything else (a new, changed, running, resumed, evaluated or vanished
+run) is summarized again from its files and the row rewritten: a listing costs the runs that
+changed. The first listing makes the file; from then on the host records each run as it starts
+and as it ends (:func:`record_run`, the score left to the next listing). A missing,
+foreign-schema or corrupt file, or a row that does not read back as a summary, is rebuilt (rows
+are JSON, never code); one that cannot be written (a full disk, a read-only root) only costs
+speed: listing reads the directories.
 """
 
 from __future__ import annotations
@@ -15,25 +21,37 @@ import json
 import os
 import sqlite3
 import stat
+from dataclasses import fields
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from mosaic_core.jsontext import dumps
-from mosaic_core.runstore.summary import ENDED, RunSummary, summarize
+from mosaic_core.runstore.summary import RunSummary, summarize
+from mosaic_core.runstore.trust import untrusted_run
 
 INDEX_NAME = ".mosaic-index.sqlite3"
-SCHEMA_VERSION = 2  # 2: summaries carry the run's score
+SCHEMA_VERSION = 3  # 2: summaries carry the run's score; 3: and whether it was looked for, the run's tag and trust
 UNSETTLED = ("running", "lost", "unknown")  # statuses a run's files may still change
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     mark TEXT NOT NULL,
     status TEXT NOT NULL,
+    scored INTEGER NOT NULL,
     started_at REAL,
     experiment TEXT,
     summary TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs (experiment);
 """
+_FIELDS = frozenset(f.name for f in fields(RunSummary))
+
+
+class _Row(NamedTuple):
+    mark: str
+    status: str
+    scored: int  # the summary's score was looked for (the host records an ending run without it)
+    summary: str
 
 
 def _mark(run_dir: str, info: os.stat_result) -> str:
@@ -92,38 +110,43 @@ class RunIndex:
             self.db = None
 
     def summaries(self) -> list[RunSummary]:
-        """Every run under the root, newest first; changed rows rewritten, vanished ones dropped."""
+        """Every run under the root, newest first: an unchanged, settled run from its row (no
+        file of it read), the others summarized again and their rows rewritten, vanished ones dropped."""
         known = self._rows()
         found, fresh = [], []
-        try:
-            entries = list(os.scandir(self.root))
-        except OSError:
-            entries = []
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-                continue
+        for entry, info in self._run_dirs():
             mark = _mark(entry.path, info)
             row = known.pop(entry.name, None)
-            if row is not None and row[0] == mark and row[1] not in UNSETTLED:
-                kept = RunSummary(**json.loads(row[2]))
-                if kept.score is not None or kept.unit != "steps" or row[1] not in ENDED:
-                    found.append(kept)
-                    continue  # else recorded by the host as it ended, without its score: scored now
+            kept = _kept(row, mark, entry.path) if row is not None else None
+            if kept is not None:
+                found.append(kept)
+                continue
             if not _is_run(entry.path):
                 if row is not None:
                     known[entry.name] = row  # no longer a run: its row goes
                 continue
             summary = _summary(Path(entry.path))
             found.append(summary)
-            fresh.append((summary, mark))
+            fresh.append((summary, mark, True))
         self._write(fresh, list(known))
         found.sort(key=lambda r: (r.started_at or 0.0, r.run_id), reverse=True)
+        return found
+
+    def _run_dirs(self) -> list[tuple[os.DirEntry[str], os.stat_result]]:
+        """The root's folders that may be runs: the owner's, not hidden, not links."""
+        try:
+            with os.scandir(self.root) as scan:
+                entries = [e for e in scan if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+        found = []
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+                found.append((entry, info))
         return found
 
     def record(self, run_dir: Path) -> None:
@@ -134,28 +157,32 @@ class RunIndex:
         except OSError:
             return
         if stat.S_ISDIR(info.st_mode):
-            self._write([(summarize(run_dir, with_score=False), _mark(str(run_dir), info))], [])
+            self._write([(summarize(run_dir, with_score=False), _mark(str(run_dir), info), False)], [])
 
     def named(self, experiment: str) -> list[str]:
         """The run ids whose config records experiment ``experiment`` (a worker's ``--name``)."""
         return [s.run_id for s in self.summaries() if s.experiment == experiment]
 
-    def _rows(self) -> dict[str, tuple[str, str, str]]:
+    def _rows(self) -> dict[str, _Row]:
         if self.db is None:
             return {}
         try:
-            return {r[0]: (r[1], r[2], r[3]) for r in self.db.execute("SELECT run_id, mark, status, summary FROM runs")}
+            rows = self.db.execute("SELECT run_id, mark, status, scored, summary FROM runs")
+            return {r[0]: _Row(*r[1:]) for r in rows}
         except sqlite3.Error:
             return {}
 
-    def _write(self, fresh: list[tuple[RunSummary, str]], gone: list[str]) -> None:
+    def _write(self, fresh: list[tuple[RunSummary, str, bool]], gone: list[str]) -> None:
         if self.db is None or not (fresh or gone):
             return
         try:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(
-                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
-                [(s.run_id, mark, s.status, s.started_at, s.experiment, dumps(s.to_dict())) for s, mark in fresh],
+                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (s.run_id, mark, s.status, int(scored), s.started_at, s.experiment, dumps(s.to_dict()))
+                    for s, mark, scored in fresh
+                ],
             )
             self.db.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
             self.db.execute("COMMIT")
@@ -164,6 +191,21 @@ class RunIndex:
                 self.db.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
+
+
+def _kept(row: _Row, mark: str, path: str) -> RunSummary | None:
+    """The row's summary while it holds: the run's files unchanged since, its status settled and
+    its score looked for. A row that does not read back as a summary (a damaged file) is None."""
+    if row.mark != mark or row.status in UNSETTLED or not row.scored:
+        return None
+    try:
+        data: Any = json.loads(row.summary)
+        if not isinstance(data, dict) or not data.keys() <= _FIELDS:
+            return None
+        data["path"] = path  # the root may have moved since
+        return RunSummary(**data)
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 def _unlink(path: Path) -> bool:
@@ -186,12 +228,17 @@ def _summary(run_dir: Path) -> RunSummary:
 
 
 def list_runs(root: Path) -> list[RunSummary]:
-    """Every run under ``root``, newest first (through its index)."""
+    """Every run under ``root``, newest first (through its index); a run is ``untrusted`` when it
+    or a folder above it was imported (:func:`~mosaic_core.runstore.trust.untrusted_run`)."""
     index = RunIndex(root)
     try:
-        return index.summaries()
+        runs = index.summaries()
     finally:
         index.close()
+    if runs and untrusted_run(root) is not None:  # the whole root lies in an imported run
+        for summary in runs:
+            summary.untrusted = True
+    return runs
 
 
 def record_run(run_dir: Path) -> None:

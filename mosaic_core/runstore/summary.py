@@ -25,6 +25,7 @@ from mosaic_core.events import one_history
 from mosaic_core.files import open_private
 from mosaic_core.procs import process_alive
 from mosaic_core.runs import manifest_of
+from mosaic_core.runstore.trust import marked_untrusted
 
 TERMINAL = {"run_completed": "completed", "run_failed": "failed", "run_cancelled": "cancelled"}
 ENDED = tuple(TERMINAL.values())  # statuses whose run has a score (runstore.score)
@@ -55,6 +56,8 @@ class RunSummary:
     reason: str | None = None  # why it failed or was cancelled (from its terminal event)
     manifest_schema: str | None = None
     experiment: str | None = None  # extras.experiment_name (a worker's --name)
+    experiment_tag: str | None = None  # extras.experiment (the `mosaic experiment` whose seed it is)
+    untrusted: bool = False  # imported, its marker in the run directory (runstore.trust), until `mosaic runs trust`
     attempts: int = 1  # 1 + its resumes (run_resumed events; mosaic_core.resume)
     disk_bytes: int | None = None  # every file under the run directory (links not followed)
     problems: list[str] = field(default_factory=list)
@@ -187,6 +190,8 @@ def summarize(run_dir: Path, with_score: bool = True) -> RunSummary:
     if not isinstance(extras, dict):
         extras = {}
     summary.experiment = _text(extras.get("experiment_name"))
+    summary.experiment_tag = _text(extras.get("experiment"))
+    summary.untrusted = marked_untrusted(run_dir)
     summary.disk_bytes = disk_usage(run_dir)
     progress = Progress("steps", 0)
     if first is not None and first.get("event") == "run_started":
