@@ -23,49 +23,44 @@ import sqlite3
 import stat
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.summary import RunSummary, summarize
 from mosaic_core.runstore.trust import untrusted_run
 
 INDEX_NAME = ".mosaic-index.sqlite3"
-SCHEMA_VERSION = 3  # 2: summaries carry the run's score; 3: and whether it was looked for, the run's tag and trust
+SCHEMA_VERSION = 3  # 2: summaries carry the run's score; 3: a column per field, and whether the score was looked for
 UNSETTLED = ("running", "lost", "unknown")  # statuses a run's files may still change
-_SCHEMA = """
+_FIELDS = [f.name for f in fields(RunSummary)]  # a row holds each in a column of its name
+_AT = {name: at for at, name in enumerate(_FIELDS, 2)}  # where in a row (after mark, scored)
+_JSON_FIELDS = ("score", "problems")  # the two that are not one number or string: JSON text
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
     mark TEXT NOT NULL,
-    status TEXT NOT NULL,
     scored INTEGER NOT NULL,
-    started_at REAL,
-    experiment TEXT,
-    summary TEXT NOT NULL
+    {", ".join(f"{name} PRIMARY KEY" if name == "run_id" else name for name in _FIELDS)}
 );
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs (experiment);
 """
-_FIELDS = frozenset(f.name for f in fields(RunSummary))
+_Row = tuple[Any, ...]  # mark, scored (its score was looked for: the host records an ending run without), fields
 
 
-class _Row(NamedTuple):
-    mark: str
-    status: str
-    scored: int  # the summary's score was looked for (the host records an ending run without it)
-    summary: str
-
-
-def _mark(run_dir: str, info: os.stat_result) -> str:
-    """What must stay the same for a stored summary to hold."""
+def _mark(run_dir: str, info: os.stat_result, row: _Row | None) -> str:
+    """What must stay the same for a stored summary to hold. ``evaluations/`` is looked at only
+    when it was there at the row's writing or the run directory changed since (making it does)."""
+    head = f"{info.st_ino}:{info.st_mtime_ns}:"
     try:
-        events = os.stat(os.path.join(run_dir, "events.jsonl"), follow_symlinks=False)
-        tail = f"{events.st_size}:{events.st_mtime_ns}"
+        events = os.stat(run_dir + "/events.jsonl", follow_symlinks=False)
+        head += f"{events.st_size}:{events.st_mtime_ns}:"
     except OSError:
-        tail = "-"
+        head += "-:"
+    if row is not None and row[0] == head + "-":
+        return head + "-"
     try:  # an evaluation added after the run ended changes its score
-        evaluations = str(os.stat(os.path.join(run_dir, "evaluations"), follow_symlinks=False).st_mtime_ns)
+        return head + str(os.stat(run_dir + "/evaluations", follow_symlinks=False).st_mtime_ns)
     except OSError:
-        evaluations = "-"
-    return f"{info.st_ino}:{info.st_mtime_ns}:{tail}:{evaluations}"
+        return head + "-"
 
 
 def _is_run(run_dir: str) -> bool:
@@ -93,7 +88,7 @@ class RunIndex:
                 if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
                     return None
                 db = sqlite3.connect(path, timeout=5, isolation_level=None)
-                if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                if not _current(db):
                     db.executescript(f"DROP TABLE IF EXISTS runs; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
                 db.execute("SELECT COUNT(*) FROM runs").fetchone()
                 return db
@@ -115,8 +110,8 @@ class RunIndex:
         known = self._rows()
         found, fresh = [], []
         for entry, info in self._run_dirs():
-            mark = _mark(entry.path, info)
             row = known.pop(entry.name, None)
+            mark = _mark(entry.path, info, row)
             kept = _kept(row, mark, entry.path) if row is not None else None
             if kept is not None:
                 found.append(kept)
@@ -157,7 +152,7 @@ class RunIndex:
         except OSError:
             return
         if stat.S_ISDIR(info.st_mode):
-            self._write([(summarize(run_dir, with_score=False), _mark(str(run_dir), info), False)], [])
+            self._write([(summarize(run_dir, with_score=False), _mark(str(run_dir), info, None), False)], [])
 
     def named(self, experiment: str) -> list[str]:
         """The run ids whose config records experiment ``experiment`` (a worker's ``--name``)."""
@@ -167,8 +162,8 @@ class RunIndex:
         if self.db is None:
             return {}
         try:
-            rows = self.db.execute("SELECT run_id, mark, status, scored, summary FROM runs")
-            return {r[0]: _Row(*r[1:]) for r in rows}
+            rows = self.db.execute(f"SELECT mark, scored, {', '.join(_FIELDS)} FROM runs")
+            return {r[_AT["run_id"]]: r for r in rows}
         except sqlite3.Error:
             return {}
 
@@ -178,11 +173,8 @@ class RunIndex:
         try:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(
-                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (s.run_id, mark, s.status, int(scored), s.started_at, s.experiment, dumps(s.to_dict()))
-                    for s, mark, scored in fresh
-                ],
+                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * (len(_FIELDS) + 2))})",
+                [(mark, int(scored), *_columns(summary)) for summary, mark, scored in fresh],
             )
             self.db.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
             self.db.execute("COMMIT")
@@ -193,19 +185,36 @@ class RunIndex:
                 pass
 
 
+def _current(db: sqlite3.Connection) -> bool:
+    """Whether the file's table is this version's, with a column per summary field."""
+    if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        return False
+    return [r[1] for r in db.execute("PRAGMA table_info(runs)")] == ["mark", "scored", *_FIELDS]
+
+
+def _columns(summary: RunSummary) -> list[Any]:
+    values = [getattr(summary, name) for name in _FIELDS]
+    for name in _JSON_FIELDS:
+        values[_AT[name] - 2] = dumps(values[_AT[name] - 2])
+    return values
+
+
 def _kept(row: _Row, mark: str, path: str) -> RunSummary | None:
     """The row's summary while it holds: the run's files unchanged since, its status settled and
     its score looked for. A row that does not read back as a summary (a damaged file) is None."""
-    if row.mark != mark or row.status in UNSETTLED or not row.scored:
+    if row[0] != mark or not row[1] or row[_AT["status"]] in UNSETTLED:
         return None
+    values = list(row[2:])
+    values[_AT["path"] - 2] = path  # the root may have moved since
+    values[_AT["untrusted"] - 2] = bool(values[_AT["untrusted"] - 2])
     try:
-        data: Any = json.loads(row.summary)
-        if not isinstance(data, dict) or not data.keys() <= _FIELDS:
-            return None
-        data["path"] = path  # the root may have moved since
-        return RunSummary(**data)
+        score, problems = (json.loads(values[_AT[name] - 2]) for name in _JSON_FIELDS)
     except (ValueError, TypeError, RecursionError):
         return None
+    if not (score is None or isinstance(score, dict)) or not isinstance(problems, list):
+        return None
+    values[_AT["score"] - 2], values[_AT["problems"] - 2] = score, problems
+    return RunSummary(*values)
 
 
 def _unlink(path: Path) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from mosaic_core import CliCommand, UsageError, manifest_of
 from mosaic_core.files import printable, read_private_text
-from mosaic_core.jsontext import dumps
+from mosaic_core.jsontext import dumps, dumps_rows
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
 
@@ -193,7 +193,7 @@ def _list(ns: argparse.Namespace) -> int:
     if ns.name:
         runs = [r for r in runs if r.experiment == ns.name]
     if ns.json:
-        print(dumps([r.to_dict() for r in runs], indent=2))
+        print(dumps_rows([r.to_dict() for r in runs]))
         return 0
     if not runs:
         print(f"no runs under {root}", file=sys.stderr)
