@@ -195,8 +195,14 @@ def _current(db: sqlite3.Connection) -> bool:
 def _columns(summary: RunSummary) -> list[Any]:
     values = [getattr(summary, name) for name in _FIELDS]
     for name in _JSON_FIELDS:
-        values[_AT[name] - 2] = dumps(values[_AT[name] - 2])
+        value = values[_AT[name] - 2]
+        values[_AT[name] - 2] = None if value is None else dumps(value)
     return values
+
+
+def _from_json(text: Any) -> Any:
+    """A JSON column's value (its two common values without the parser: a listing's many rows)."""
+    return None if text is None else [] if text == "[]" else json.loads(text)
 
 
 def _kept(row: _Row, mark: str, path: str) -> RunSummary | None:
@@ -208,7 +214,7 @@ def _kept(row: _Row, mark: str, path: str) -> RunSummary | None:
     values[_AT["path"] - 2] = path  # the root may have moved since
     values[_AT["untrusted"] - 2] = bool(values[_AT["untrusted"] - 2])
     try:
-        score, problems = (json.loads(values[_AT[name] - 2]) for name in _JSON_FIELDS)
+        score, problems = (_from_json(values[_AT[name] - 2]) for name in _JSON_FIELDS)
     except (ValueError, TypeError, RecursionError):
         return None
     if not (score is None or isinstance(score, dict)) or not isinstance(problems, list):
