@@ -150,3 +150,48 @@ def test_a_slow_step_says_what_it_is_doing_at_a_terminal_and_a_quick_one_says_no
     assert done.returncode == 0 and said.decode() == "mosaic: starting the slow thing…\r\n", said
     piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert piped.returncode == 0 and piped.stderr == ""  # a script's or a test's stderr: one line stays one
+
+
+def test_help_lists_plugins_commands_from_its_cache_and_loads_no_plugin(tmp_path):
+    env = {"MOSAIC_VENVS": str(tmp_path / "venvs"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    modules = (*PLUGINS, "mosaic_core.runstore", "mosaic_core.workers", "grpc")
+    imported(["--help"], modules, env, cwd=tmp_path)  # the first start loads the plugins and keeps their lines
+    assert imported(["--help"], modules, env, cwd=tmp_path) == "", "--help loaded plugins again"
+
+
+PROBE_PLUGIN = """
+import pluggy
+from mosaic_core.cli.commands import CliCommand
+hookimpl = pluggy.HookimplMarker("mosaic")
+
+@hookimpl
+def mosaic_cli_commands():
+    return [CliCommand("probe-cmd", {help!r}, lambda parser: None, lambda ns: 0)]
+"""
+
+
+def test_the_help_cache_follows_an_edited_or_removed_plugin(mosaic, tmp_path):
+    """An editable plugin's help line edited in place, then its distribution removed: ``--help``
+    says so at once; a cache file of other text is not used."""
+    site = tmp_path / "site"
+    env = {"PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    make_distribution(
+        site, "help-probe", {"mosaic.plugins": {"probe": "help_probe"}}, {"help_probe": PROBE_PLUGIN.format(help="one")}
+    )
+
+    def listed():
+        result = mosaic("--help", env=env)
+        assert result.returncode == 0, result.stderr
+        return [line.split()[1:] for line in result.stdout.splitlines() if line.split()[:1] == ["probe-cmd"]]
+
+    assert listed() == [["one"]]
+    assert listed() == [["one"]]  # from the cache
+    (site / "help_probe.py").write_text(PROBE_PLUGIN.format(help="two words"))
+    assert listed() == [["two", "words"]]
+    (cached,) = (tmp_path / "cache" / "mosaic" / "cli-commands").iterdir()
+    cached.write_text('{"format": 1, "stamp": "x", "files": 3, "commands": [["evil", "x"]]}')
+    assert listed() == [["two", "words"]]
+    for path in sorted((site / "help_probe-1.0.dist-info").iterdir()):
+        path.unlink()
+    (site / "help_probe-1.0.dist-info").rmdir()
+    assert listed() == []
