@@ -100,12 +100,12 @@ def measure(roots: dict[int, Path], repeat: int) -> dict[int, dict[str, float]]:
     samples: dict[int, dict[str, list[float]]] = {size: {} for size in roots}
     for _ in range(repeat):
         for size, root in roots.items():
-            for name, run in (
-                ("table", lambda: cli_list(root)),
-                ("json", lambda: cli_list(root, "--json")),
-                ("index", lambda: in_process(root, False)),
+            for name, seconds in (
+                ("table", cli_list(root)),
+                ("json", cli_list(root, "--json")),
+                ("index", in_process(root, False)),
             ):
-                samples[size].setdefault(name, []).append(run())
+                samples[size].setdefault(name, []).append(seconds)
     figures = {size: {k: statistics.median(v) for k, v in kinds.items()} for size, kinds in samples.items()}
     for size, root in roots.items():
         figures[size]["cold"] = cold[size]

@@ -215,7 +215,7 @@ def test_rows_that_do_not_read_back_are_rebuilt_and_paths_follow_a_moved_root(tm
     make_run(root, "b")
     want = listed(root)
     db = sqlite3.connect(root / INDEX_NAME)
-    db.execute("UPDATE runs SET score = '{\"value\": 1, \"source\": \"eval\"' WHERE run_id = 'a'")  # cut off
+    db.execute('UPDATE runs SET score = \'{"value": 1, "source": "eval"\' WHERE run_id = \'a\'')  # cut off
     db.execute("UPDATE runs SET problems = '{\"os.system\": \"x\"}' WHERE run_id = 'b'")  # not a list
     db.commit()
     db.close()
