@@ -7,14 +7,17 @@ warm listing next to summarizing every run directory (what listing did without t
 Each run directory is what a finished run leaves: config.json, events.jsonl (start, metrics, end),
 manifest.json, a log; one in 500 (at least 3 per root) is bad: a corrupt config, a half-written
 event log (a line cut off), or a 1 GiB one-line event log (sparse). The warm figures are taken in
-rounds, every root once per round, so a change of load hits them all alike. Run by hand:
-  .venv/bin/python bench/listing.py [--sizes 20 2000 10000] [--repeat 5]
+rounds, every root once per round, so a change of load hits them all alike. ``--compare-source
+OLD_TREE`` (e.g. ``git archive BASE | tar -x -C /tmp/base``) lists copies of the roots through that
+tree's code in the same rounds (its own index files), a row "before" under each size. Run by hand:
+  .venv/bin/python bench/listing.py [--sizes 20 2000 10000] [--repeat 5] [--compare-source OLD_TREE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -22,6 +25,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from startup import FROM_SOURCE, source_site  # bench/startup.py (this script's folder is on sys.path)
 
 BIN = Path(sys.executable).parent
 GOAL = 1.5
@@ -65,13 +70,18 @@ def spoil(run: Path, kind: str, lines: str) -> None:
             handle.truncate(1 << 30)
 
 
-def cli_list(root: Path, *flags: str) -> float:
+def cli_list(root: Path, *flags: str, site: Path | None = None) -> float:
+    """Seconds of ``mosaic runs FLAGS`` over ``root`` (``site``: through another tree's code)."""
+    env = {**os.environ, "PYTHONPATH": str(site)} if site else None
+    cmd = [sys.executable, "-c", FROM_SOURCE] if site else [str(BIN / "mosaic")]
     started = time.perf_counter()
     subprocess.run(
-        [str(BIN / "mosaic"), "runs", *flags, "--runs-dir", str(root)],
+        [*cmd, "runs", *flags, "--runs-dir", str(root)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         check=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
     )
     return time.perf_counter() - started
 
@@ -95,23 +105,28 @@ def in_process(root: Path, summarize_all: bool) -> float:
     return time.perf_counter() - started
 
 
-def measure(roots: dict[int, Path], repeat: int) -> dict[int, dict[str, float]]:
-    cold = {size: cli_list(root, "--json") for size, root in roots.items()}
-    samples: dict[int, dict[str, list[float]]] = {size: {} for size in roots}
+def measure(roots: dict[str, Path], repeat: int, site: Path | None) -> dict[str, dict[str, float]]:
+    """Per root (``"20"``, or ``"20 before"``: listed through ``site``'s code): its figures."""
+
+    def through(name: str) -> Path | None:
+        return site if name.endswith("before") else None
+
+    cold = {name: cli_list(root, "--json", site=through(name)) for name, root in roots.items()}
+    samples: dict[str, dict[str, list[float]]] = {name: {} for name in roots}
     for _ in range(repeat):
-        for size, root in roots.items():
-            for name, seconds in (
-                ("table", cli_list(root)),
-                ("json", cli_list(root, "--json")),
-                ("index", in_process(root, False)),
+        for name, root in roots.items():
+            for kind, seconds in (
+                ("table", cli_list(root, site=through(name))),
+                ("json", cli_list(root, "--json", site=through(name))),
+                ("index", math.nan if through(name) else in_process(root, False)),
             ):
-                samples[size].setdefault(name, []).append(seconds)
-    figures = {size: {k: statistics.median(v) for k, v in kinds.items()} for size, kinds in samples.items()}
-    for size, root in roots.items():
-        figures[size]["cold"] = cold[size]
-        touch_one(root, size)
-        figures[size]["one changed"] = cli_list(root, "--json")
-        figures[size]["every dir"] = in_process(root, True)
+                samples[name].setdefault(kind, []).append(seconds)
+    figures = {name: {k: statistics.median(v) for k, v in kinds.items()} for name, kinds in samples.items()}
+    for name, root in roots.items():
+        figures[name]["cold"] = cold[name]
+        touch_one(root, int(name.split()[0]))
+        figures[name]["one changed"] = cli_list(root, "--json", site=through(name))
+        figures[name]["every dir"] = math.nan if through(name) else in_process(root, True)
     return figures
 
 
@@ -119,26 +134,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 2000, 10000])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--compare-source", type=Path, help="another source tree of this project (a baseline)")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as scratch:
+        site = source_site(args.compare_source, Path(scratch)) if args.compare_source else None
         roots, bad = {}, {}
         for size in args.sizes:
-            roots[size] = Path(scratch) / f"runs{size}"
-            bad[size] = make_runs(roots[size], size)
-        figures = measure(roots, args.repeat)
-    base = figures[args.sizes[0]]
+            for name in [str(size), *([f"{size} before"] if site else [])]:
+                roots[name] = Path(scratch) / f"runs-{name.replace(' ', '-')}"
+                bad[name] = make_runs(roots[name], size)
+        figures = measure(roots, args.repeat, site)
+    base = {name: figures[name] for name in figures if name.split()[0] == str(args.sizes[0])}
     print(f"mosaic runs, {len(os.sched_getaffinity(0))} CPUs, load {load:.1f} -> {os.getloadavg()[0]:.1f}")
     print(f"warm: median of {args.repeat}, the roots measured in turn; goal: warm <= {GOAL}x the {args.sizes[0]} runs'")
     print(
-        f"  {'runs':>6} {'bad':>4}  {'cold --json':>11}  {'warm table':>10} {'x':>6}  {'warm --json':>11} {'x':>6}  "
+        f"  {'runs':>13} {'bad':>4}  {'cold --json':>11}  {'warm table':>10} {'x':>6}  {'warm --json':>11} {'x':>6}  "
         f"{'one changed':>11}  {'in process: index':>17}  {'every dir':>9}"
     )
     for size, f in figures.items():
-        table, js = f["table"] / base["table"], f["json"] / base["json"]
+        first = base[size.replace(size.split()[0], str(args.sizes[0]), 1)]
+        table, js = f["table"] / first["table"], f["json"] / first["json"]
         verdict = "ok" if max(table, js) <= GOAL else "OVER"
         print(
-            f"  {size:>6} {bad[size]:>4}  {f['cold']:>9.2f} s  {f['table']:>8.3f} s {table:>5.2f}x  "
+            f"  {size:>13} {bad[size]:>4}  {f['cold']:>9.2f} s  {f['table']:>8.3f} s {table:>5.2f}x  "
             f"{f['json']:>9.3f} s {js:>5.2f}x  {f['one changed']:>9.3f} s  {f['index']:>15.3f} s  "
             f"{f['every dir']:>7.2f} s  {verdict}"
         )
