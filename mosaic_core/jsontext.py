@@ -35,8 +35,11 @@ def dumps_rows(values: list[Any]) -> str:
     return "[\n" + ",\n".join(map(_compact, values)) + "\n]"
 
 
+_STRICT = json.JSONEncoder(allow_nan=False)  # one encoder for every row (json.dumps makes one per call)
+
+
 def _compact(value: Any) -> str:
     try:
-        return json.dumps(value, allow_nan=False)
+        return _STRICT.encode(value)
     except ValueError:  # a NaN or infinity somewhere in it: walk it (rare)
         return dumps(value)
