@@ -36,11 +36,9 @@ def _configure_workers(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_workers(ns: argparse.Namespace) -> int:
-    from mosaic_core.workers import discover_workers
-
     if ns.workers_action == "install":
         return _install_worker(ns)
-    items = discover_workers()
+    items = _workers()
     if ns.json:
         print(dumps([_worker_record(i) for i in items], indent=2))
         return 0
@@ -347,9 +345,9 @@ def _commands(chosen: str | None = None) -> list[CliCommand]:
     commands = {c.name: c for c in [*BUILTIN, *TRAINER_COMMANDS]}
     if chosen in commands:
         return [commands[name] for name in sorted(commands)]
-    from mosaic_core.cli import helpcache
+    from mosaic_core.cli import listcache
 
-    listed = helpcache.cached_commands() if chosen == "" else None
+    listed = listcache.cached_commands() if chosen == "" else None
     for command in _plugin_commands() if listed is None else listed:
         if command.name in commands or command.name == "run":
             print(
@@ -363,7 +361,7 @@ def _commands(chosen: str | None = None) -> list[CliCommand]:
 
 def _plugin_commands() -> list[CliCommand]:
     """The plugins' commands (every plugin loaded), their lines kept for ``mosaic --help``."""
-    from mosaic_core.cli import helpcache
+    from mosaic_core.cli import listcache
     from mosaic_core.plugins import plugin_host
 
     try:
@@ -373,8 +371,31 @@ def _plugin_commands() -> list[CliCommand]:
         print(f"mosaic: warning: plugin commands unavailable: {exc}", file=sys.stderr)
         return []
     if not host.load_failures() and not host.failures:  # a broken plugin is loaded (and named) each time
-        helpcache.store_commands(found, {item.value.partition(":")[0].partition(".")[0] for item in host.loaded})
+        listcache.store_commands(found, _packages(host))
     return found
+
+
+def _packages(host: Any) -> set[str]:
+    """The top-level packages of the plugins ``host`` loaded."""
+    return {item.value.partition(".")[0].partition(":")[0] for item in host.loaded}
+
+
+def _workers() -> list[Any]:
+    """The installed workers: from the list cache, else discovered (every plugin loaded) and kept
+    when every one loaded (a failure is found and said each time)."""
+    from mosaic_core.cli import listcache
+
+    cached = listcache.cached_workers()
+    if cached is not None:
+        return cached
+    from mosaic_core.plugins import plugin_host
+    from mosaic_core.workers import discover_workers
+
+    host = plugin_host()
+    items = discover_workers(host)
+    if all(i.status == "active" for i in items) and not host.load_failures() and not host.failures:
+        listcache.store_workers(items, _packages(host) | {i.value.partition(".")[0].partition(":")[0] for i in items})
+    return items
 
 
 def run_command(name: str, argv: list[str], needed_by: str) -> int:

@@ -152,11 +152,21 @@ def test_a_slow_step_says_what_it_is_doing_at_a_terminal_and_a_quick_one_says_no
     assert piped.returncode == 0 and piped.stderr == ""  # a script's or a test's stderr: one line stays one
 
 
-def test_help_lists_plugins_commands_from_its_cache_and_loads_no_plugin(tmp_path):
+@pytest.mark.parametrize("argv", [["--help"], ["workers"], ["workers", "--json"]])
+def test_help_and_workers_list_from_their_cache_and_load_no_plugin(argv, tmp_path):
     env = {"MOSAIC_VENVS": str(tmp_path / "venvs"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     modules = (*PLUGINS, "mosaic_core.runstore", "mosaic_core.workers", "grpc")
-    imported(["--help"], modules, env, cwd=tmp_path)  # the first start loads the plugins and keeps their lines
-    assert imported(["--help"], modules, env, cwd=tmp_path) == "", "--help loaded plugins again"
+    imported(argv, modules, env, cwd=tmp_path)  # the first start loads the plugins and keeps what it lists
+    assert imported(argv, modules, env, cwd=tmp_path) == "", f"{argv} loaded plugins again"
+
+
+def test_workers_from_the_cache_are_the_workers_discovered(mosaic, tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    listed = [mosaic("workers", "--json", env=env) for _ in range(2)]
+    assert [r.returncode for r in listed] == [0, 0], listed[0].stderr
+    assert (tmp_path / "cache" / "mosaic" / "workers").is_dir()
+    assert json.loads(listed[1].stdout) == json.loads(listed[0].stdout)
+    assert {w["name"] for w in json.loads(listed[1].stdout)} >= {"cleanrl", "rllib", "xuance"}
 
 
 PROBE_PLUGIN = """
