@@ -20,27 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-# import name -> folder in a source tree (pyproject.toml's packages.find roots: ".", "plugins")
-PACKAGES = {
-    "mosaic_core": "mosaic_core",
-    **{
-        name: f"plugins/{name}"
-        for name in (
-            "cleanrl_worker",
-            "mosaic_fastlane",
-            "mosaic_analytics",
-            "mosaic_curriculum",
-            "mosaic_dashboard",
-            "mosaic_sweep",
-            "mosaic_ray",
-            "xuance_worker",
-            "ray_worker",
-        )
-    },
-}
 FROM_SOURCE = "import sys; from mosaic_core.cli.main import main; sys.exit(main())"
 
 
@@ -57,9 +40,11 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def source_site(tree: Path, folder: Path) -> Path:
-    """A folder for PYTHONPATH whose packages are ``tree``'s (links named by import name)."""
-    for name, where in PACKAGES.items():
-        if (tree / where).is_dir():
+    """A folder for PYTHONPATH whose packages are ``tree``'s (links named by import name: its
+    pyproject.toml's ``[tool.setuptools.package-dir]``, and ``mosaic_core``)."""
+    mapping = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"].get("package-dir", {})
+    for name, where in {"mosaic_core": "mosaic_core", **mapping}.items():
+        if name and (tree / where).is_dir():
             (folder / name).symlink_to((tree / where).resolve())
     return folder
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import shutil
 import stat
 import tempfile
@@ -246,7 +245,7 @@ class _Output:
         """A new file for the bytes: a private temporary (our own folder) or the name itself."""
         self.refuse_existing()
         if self.private:  # nobody else makes names here: a random one is free
-            self.temporary = f".{self.name[:200]}.{secrets.token_hex(8)}.tmp"
+            self.temporary = f".{self.name[:200]}.{os.urandom(8).hex()}.tmp"  # secrets.token_hex, without its import
             return self._open_new(self.temporary)
         try:
             return self._open_new(self.name)

@@ -31,14 +31,15 @@ _memo: dict[str, Index] = {}
 
 def entry_points(group: str) -> list[list[str]]:
     """``[name, value, distribution, version]`` of every installed entry point of ``group``."""
-    stamp = _stamp()
+    stamp = installed_stamp()
     if stamp not in _memo:
         _memo.clear()
         _memo[stamp] = _read(stamp) or _scan_and_store(stamp)
     return _memo[stamp].get(group, [])
 
 
-def _stamp() -> str:
+def installed_stamp() -> str:
+    """What the cache is keyed by (the folders on ``sys.path``, their distributions' entry points)."""
     parts: list[Any] = [sys.executable, FORMAT]
     for entry in sys.path:
         folder = entry or "."

@@ -36,11 +36,9 @@ def _configure_workers(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_workers(ns: argparse.Namespace) -> int:
-    from mosaic_core.workers import discover_workers
-
     if ns.workers_action == "install":
         return _install_worker(ns)
-    items = discover_workers()
+    items = _workers()
     if ns.json:
         print(dumps([_worker_record(i) for i in items], indent=2))
         return 0
@@ -338,7 +336,8 @@ BUILTIN = [
 
 def _commands(chosen: str | None = None) -> list[CliCommand]:
     """Every command, sorted by name; only the built-in ones when ``chosen`` is one of them (a
-    built-in command needs no plugin loaded: a plugin's command of that name is ignored anyway)."""
+    built-in command needs no plugin loaded: a plugin's command of that name is ignored anyway);
+    for ``chosen == ""`` (``mosaic --help``: nothing runs) the plugins' from the help cache."""
     try:
         from mosaic_core.trainer.commands import COMMANDS as TRAINER_COMMANDS
     except ImportError:  # the daemon's commands are optional in a partial install
@@ -346,14 +345,10 @@ def _commands(chosen: str | None = None) -> list[CliCommand]:
     commands = {c.name: c for c in [*BUILTIN, *TRAINER_COMMANDS]}
     if chosen in commands:
         return [commands[name] for name in sorted(commands)]
-    from mosaic_core.plugins import plugin_host
+    from mosaic_core.cli import listcache
 
-    try:
-        plugin_commands = plugin_host().cli_commands()
-    except Exception as exc:  # one broken plugin never breaks the CLI (--help included)
-        print(f"mosaic: warning: plugin commands unavailable: {exc}", file=sys.stderr)
-        plugin_commands = []
-    for command in plugin_commands:
+    listed = listcache.cached_commands() if chosen == "" else None
+    for command in _plugin_commands() if listed is None else listed:
         if command.name in commands or command.name == "run":
             print(
                 f"mosaic: warning: plugin command {command.name!r} clashes with a built-in one; ignored",
@@ -362,6 +357,45 @@ def _commands(chosen: str | None = None) -> list[CliCommand]:
             continue
         commands[command.name] = command
     return [commands[name] for name in sorted(commands)]
+
+
+def _plugin_commands() -> list[CliCommand]:
+    """The plugins' commands (every plugin loaded), their lines kept for ``mosaic --help``."""
+    from mosaic_core.cli import listcache
+    from mosaic_core.plugins import plugin_host
+
+    try:
+        host = plugin_host()
+        found = host.cli_commands()
+    except Exception as exc:  # one broken plugin never breaks the CLI (--help included)
+        print(f"mosaic: warning: plugin commands unavailable: {exc}", file=sys.stderr)
+        return []
+    if not host.load_failures() and not host.failures:  # a broken plugin is loaded (and named) each time
+        listcache.store_commands(found, _packages(host))
+    return found
+
+
+def _packages(host: Any) -> set[str]:
+    """The top-level packages of the plugins ``host`` loaded."""
+    return {item.value.partition(".")[0].partition(":")[0] for item in host.loaded}
+
+
+def _workers() -> list[Any]:
+    """The installed workers: from the list cache, else discovered (every plugin loaded) and kept
+    when every one loaded (a failure is found and said each time)."""
+    from mosaic_core.cli import listcache
+
+    cached = listcache.cached_workers()
+    if cached is not None:
+        return cached
+    from mosaic_core.plugins import plugin_host
+    from mosaic_core.workers import discover_workers
+
+    host = plugin_host()
+    items = discover_workers(host)
+    if all(i.status == "active" for i in items) and not host.load_failures() and not host.failures:
+        listcache.store_workers(items, _packages(host) | {i.value.partition(".")[0].partition(":")[0] for i in items})
+    return items
 
 
 def run_command(name: str, argv: list[str], needed_by: str) -> int:

@@ -1,12 +1,18 @@
 """The run index: each run's summary kept in one SQLite file per runs root
-(``<root>/.mosaic-index.sqlite3``, 0600), so listing thousands of runs reads no run files.
+(``<root>/.mosaic-index.sqlite3``, 0600, never opened through a link), so a listing of
+thousands of runs reads no run file: it lists the root and stats each run (:func:`_mark`).
 
-The run directories stay the truth. A row is trusted while its run directory (inode, mtime)
-and ``events.jsonl`` (size, mtime) are as they were when it was written and the run had
-ended; anything else (a new, changed, running, imported or vanished run) is summarized again
-from its files and the row rewritten. The first listing makes the file; from then on the host
-records each run as it starts and as it ends (:func:`record_run`). A missing, foreign-schema or corrupt file is rebuilt; one that cannot be
-written (a full disk, a read-only root) only costs speed: listing reads the directories.
+The run directories stay the truth. A row, the run's whole summary with its score (and the
+score's source), is trusted while its run directory (inode, mtime: a file replaced or added
+in it, such as the manifest, the config or the import marker), ``events.jsonl`` (size, mtime)
+and ``evaluations/`` (mtime) are as they were when it was written, the run had ended and its
+score was looked for. Anything else (a new, changed, running, resumed, evaluated or vanished
+run) is summarized again from its files and the row rewritten: a listing costs the runs that
+changed. The first listing makes the file; from then on the host records each run as it starts
+and as it ends (:func:`record_run`, the score left to the next listing). A missing,
+foreign-schema or corrupt file, or a row that does not read back as a summary, is rebuilt (rows
+are JSON, never code); one that cannot be written (a full disk, a read-only root) only costs
+speed: listing reads the directories.
 """
 
 from __future__ import annotations
@@ -15,41 +21,48 @@ import json
 import os
 import sqlite3
 import stat
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from mosaic_core.jsontext import dumps
-from mosaic_core.runstore.summary import ENDED, RunSummary, summarize
+from mosaic_core.runstore.summary import RunSummary, summarize
+from mosaic_core.runstore.trust import untrusted_run
 
 __all__ = ["INDEX_NAME", "RunIndex", "SCHEMA_VERSION", "UNSETTLED", "list_runs", "record_run"]
 
 INDEX_NAME = ".mosaic-index.sqlite3"
-SCHEMA_VERSION = 2  # 2: summaries carry the run's score
+SCHEMA_VERSION = 3  # 2: summaries carry the run's score; 3: a column per field, and whether the score was looked for
 UNSETTLED = ("running", "lost", "unknown")  # statuses a run's files may still change
-_SCHEMA = """
+_FIELDS = [f.name for f in fields(RunSummary)]  # a row holds each in a column of its name
+_AT = {name: at for at, name in enumerate(_FIELDS, 2)}  # where in a row (after mark, scored)
+_JSON_FIELDS = ("score", "problems")  # the two that are not one number or string: JSON text
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
     mark TEXT NOT NULL,
-    status TEXT NOT NULL,
-    started_at REAL,
-    experiment TEXT,
-    summary TEXT NOT NULL
+    scored INTEGER NOT NULL,
+    {", ".join(f"{name} PRIMARY KEY" if name == "run_id" else name for name in _FIELDS)}
 );
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs (experiment);
 """
+_Row = tuple[Any, ...]  # mark, scored (its score was looked for: the host records an ending run without), fields
 
 
-def _mark(run_dir: str, info: os.stat_result) -> str:
-    """What must stay the same for a stored summary to hold."""
+def _mark(run_dir: str, info: os.stat_result, row: _Row | None) -> str:
+    """What must stay the same for a stored summary to hold. ``evaluations/`` is looked at only
+    when it was there at the row's writing or the run directory changed since (making it does)."""
+    head = f"{info.st_ino}:{info.st_mtime_ns}:"
     try:
-        events = os.stat(os.path.join(run_dir, "events.jsonl"), follow_symlinks=False)
-        tail = f"{events.st_size}:{events.st_mtime_ns}"
+        events = os.stat(run_dir + "/events.jsonl", follow_symlinks=False)
+        head += f"{events.st_size}:{events.st_mtime_ns}:"
     except OSError:
-        tail = "-"
+        head += "-:"
+    if row is not None and row[0] == head + "-":
+        return head + "-"
     try:  # an evaluation added after the run ended changes its score
-        evaluations = str(os.stat(os.path.join(run_dir, "evaluations"), follow_symlinks=False).st_mtime_ns)
+        return head + str(os.stat(run_dir + "/evaluations", follow_symlinks=False).st_mtime_ns)
     except OSError:
-        evaluations = "-"
-    return f"{info.st_ino}:{info.st_mtime_ns}:{tail}:{evaluations}"
+        return head + "-"
 
 
 def _is_run(run_dir: str) -> bool:
@@ -77,7 +90,7 @@ class RunIndex:
                 if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
                     return None
                 db = sqlite3.connect(path, timeout=5, isolation_level=None)
-                if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                if not _current(db):
                     db.executescript(f"DROP TABLE IF EXISTS runs; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
                 db.execute("SELECT COUNT(*) FROM runs").fetchone()
                 return db
@@ -94,38 +107,43 @@ class RunIndex:
             self.db = None
 
     def summaries(self) -> list[RunSummary]:
-        """Every run under the root, newest first; changed rows rewritten, vanished ones dropped."""
+        """Every run under the root, newest first: an unchanged, settled run from its row (no
+        file of it read), the others summarized again and their rows rewritten, vanished ones dropped."""
         known = self._rows()
         found, fresh = [], []
-        try:
-            entries = list(os.scandir(self.root))
-        except OSError:
-            entries = []
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-                continue
-            mark = _mark(entry.path, info)
+        for entry, info in self._run_dirs():
             row = known.pop(entry.name, None)
-            if row is not None and row[0] == mark and row[1] not in UNSETTLED:
-                kept = RunSummary(**json.loads(row[2]))
-                if kept.score is not None or kept.unit != "steps" or row[1] not in ENDED:
-                    found.append(kept)
-                    continue  # else recorded by the host as it ended, without its score: scored now
+            mark = _mark(entry.path, info, row)
+            kept = _kept(row, mark, entry.path) if row is not None else None
+            if kept is not None:
+                found.append(kept)
+                continue
             if not _is_run(entry.path):
                 if row is not None:
                     known[entry.name] = row  # no longer a run: its row goes
                 continue
             summary = _summary(Path(entry.path))
             found.append(summary)
-            fresh.append((summary, mark))
+            fresh.append((summary, mark, True))
         self._write(fresh, list(known))
         found.sort(key=lambda r: (r.started_at or 0.0, r.run_id), reverse=True)
+        return found
+
+    def _run_dirs(self) -> list[tuple[os.DirEntry[str], os.stat_result]]:
+        """The root's folders that may be runs: the owner's, not hidden, not links."""
+        try:
+            with os.scandir(self.root) as scan:
+                entries = [e for e in scan if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+        found = []
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+                found.append((entry, info))
         return found
 
     def record(self, run_dir: Path) -> None:
@@ -136,28 +154,29 @@ class RunIndex:
         except OSError:
             return
         if stat.S_ISDIR(info.st_mode):
-            self._write([(summarize(run_dir, with_score=False), _mark(str(run_dir), info))], [])
+            self._write([(summarize(run_dir, with_score=False), _mark(str(run_dir), info, None), False)], [])
 
     def named(self, experiment: str) -> list[str]:
         """The run ids whose config records experiment ``experiment`` (a worker's ``--name``)."""
         return [s.run_id for s in self.summaries() if s.experiment == experiment]
 
-    def _rows(self) -> dict[str, tuple[str, str, str]]:
+    def _rows(self) -> dict[str, _Row]:
         if self.db is None:
             return {}
         try:
-            return {r[0]: (r[1], r[2], r[3]) for r in self.db.execute("SELECT run_id, mark, status, summary FROM runs")}
+            rows = self.db.execute(f"SELECT mark, scored, {', '.join(_FIELDS)} FROM runs")
+            return {r[_AT["run_id"]]: r for r in rows}
         except sqlite3.Error:
             return {}
 
-    def _write(self, fresh: list[tuple[RunSummary, str]], gone: list[str]) -> None:
+    def _write(self, fresh: list[tuple[RunSummary, str, bool]], gone: list[str]) -> None:
         if self.db is None or not (fresh or gone):
             return
         try:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(
-                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
-                [(s.run_id, mark, s.status, s.started_at, s.experiment, dumps(s.to_dict())) for s, mark in fresh],
+                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * (len(_FIELDS) + 2))})",
+                [(mark, int(scored), *_columns(summary)) for summary, mark, scored in fresh],
             )
             self.db.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
             self.db.execute("COMMIT")
@@ -166,6 +185,44 @@ class RunIndex:
                 self.db.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
+
+
+def _current(db: sqlite3.Connection) -> bool:
+    """Whether the file's table is this version's, with a column per summary field."""
+    if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        return False
+    return [r[1] for r in db.execute("PRAGMA table_info(runs)")] == ["mark", "scored", *_FIELDS]
+
+
+def _columns(summary: RunSummary) -> list[Any]:
+    values = [getattr(summary, name) for name in _FIELDS]
+    for name in _JSON_FIELDS:
+        value = values[_AT[name] - 2]
+        values[_AT[name] - 2] = None if value is None else dumps(value)
+    return values
+
+
+def _from_json(text: Any) -> Any:
+    """A JSON column's value (its two common values without the parser: a listing's many rows)."""
+    return None if text is None else [] if text == "[]" else json.loads(text)
+
+
+def _kept(row: _Row, mark: str, path: str) -> RunSummary | None:
+    """The row's summary while it holds: the run's files unchanged since, its status settled and
+    its score looked for. A row that does not read back as a summary (a damaged file) is None."""
+    if row[0] != mark or not row[1] or row[_AT["status"]] in UNSETTLED:
+        return None
+    values = list(row[2:])
+    values[_AT["path"] - 2] = path  # the root may have moved since
+    values[_AT["untrusted"] - 2] = bool(values[_AT["untrusted"] - 2])
+    try:
+        score, problems = (_from_json(values[_AT[name] - 2]) for name in _JSON_FIELDS)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    if not (score is None or isinstance(score, dict)) or not isinstance(problems, list):
+        return None
+    values[_AT["score"] - 2], values[_AT["problems"] - 2] = score, problems
+    return RunSummary(*values)
 
 
 def _unlink(path: Path) -> bool:
@@ -188,12 +245,17 @@ def _summary(run_dir: Path) -> RunSummary:
 
 
 def list_runs(root: Path) -> list[RunSummary]:
-    """Every run under ``root``, newest first (through its index)."""
+    """Every run under ``root``, newest first (through its index); a run is ``untrusted`` when it
+    or a folder above it was imported (:func:`~mosaic_core.runstore.trust.untrusted_run`)."""
     index = RunIndex(root)
     try:
-        return index.summaries()
+        runs = index.summaries()
     finally:
         index.close()
+    if runs and untrusted_run(root) is not None:  # the whole root lies in an imported run
+        for summary in runs:
+            summary.untrusted = True
+    return runs
 
 
 def record_run(run_dir: Path) -> None:

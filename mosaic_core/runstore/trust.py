@@ -53,6 +53,11 @@ def untrusted_run(path: Path | str) -> Path | None:
     return None
 
 
+def marked_untrusted(run_dir: Path) -> bool:
+    """Whether the run directory itself holds the marker (one ``lstat``; its folders above not looked at)."""
+    return _is_marker(run_dir / MARKER)
+
+
 def _is_marker(path: Path) -> bool:
     """Ours and a regular file: one another user plants (``/tmp/UNTRUSTED.json``) means nothing."""
     try:

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mosaic_core import launchers
 from mosaic_core.cli.commands import CliCommand
 from mosaic_core.errors import ConfigError
 from mosaic_core.jsontext import dumps
@@ -82,10 +81,13 @@ def _configure_daemon(parser: argparse.ArgumentParser) -> None:
         help="no client token: anyone who can reach the port may submit and cancel (loopback only)",
     )
     # Where submitted runs execute (--launcher, --ray-address…): passed on on each run's `mosaic run` command line.
+    from mosaic_core import launchers  # here: `mosaic --help` and the other commands need none of it
+
     launchers.add_arguments(parser)
 
 
 def _run_daemon(ns: argparse.Namespace) -> int:
+    from mosaic_core import launchers
     from mosaic_core.trainer.daemon import DaemonOptions, serve
 
     choice = launchers.select(ns)  # each spawned `mosaic run` gets choice.argv() on its command line

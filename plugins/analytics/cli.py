@@ -16,7 +16,7 @@ from typing import Any
 from mosaic_analytics.roots import runs_root
 from mosaic_core import CliCommand, UsageError
 from mosaic_core.files import printable, read_private_text
-from mosaic_core.jsontext import dumps
+from mosaic_core.jsontext import dumps, dumps_rows
 from mosaic_core.toolkit import manifest_of
 
 RUNS_DIR_HELP = "runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)"
@@ -175,15 +175,13 @@ def _list(ns: argparse.Namespace) -> int:
     from mosaic_core.runstore.index import list_runs
     from mosaic_core.runstore.score import format_score
     from mosaic_core.runstore.summary import format_age, format_bytes
-    from mosaic_core.runstore.trust import untrusted_run
 
     root = runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
     runs = list_runs(root)
     if ns.name:
         runs = [r for r in runs if r.experiment == ns.name]
-    untrusted = {r.run_id for r in runs if untrusted_run(root / r.run_id) is not None}
     if ns.json:
-        print(dumps([{**r.to_dict(), "untrusted": r.run_id in untrusted} for r in runs], indent=2))
+        print(dumps_rows([r.to_dict() for r in runs]))
         return 0
     if not runs:
         print(f"no runs under {root}", file=sys.stderr)
@@ -196,7 +194,7 @@ def _list(ns: argparse.Namespace) -> int:
                 r.worker or "-",
                 os.path.basename(r.algo) if r.algo else "-",
                 r.env_id or "-",
-                f"{r.status} (imported, untrusted)" if r.run_id in untrusted else _status(r),
+                f"{r.status} (imported, untrusted)" if r.untrusted else _status(r),
                 _steps(r.global_step, r.total_timesteps, r.unit),
                 format_score(r.score),
                 format_age(r.started_at),
@@ -205,6 +203,9 @@ def _list(ns: argparse.Namespace) -> int:
             for r in runs
         ],
     )
+    for r in runs:  # a damaged run still lists; what could not be read, one line each
+        if r.problems:
+            print(printable(f"mosaic: run {r.run_id}: {'; '.join(r.problems)}"), file=sys.stderr)
     return 0
 
 

@@ -70,7 +70,6 @@ class RunsIndex:
 
     def snapshot(self) -> list[dict[str, Any]]:
         from mosaic_core.runstore.index import list_runs
-        from mosaic_core.runstore.trust import untrusted_run
 
         runs = []
         for summary in list_runs(self.root):
@@ -81,7 +80,6 @@ class RunsIndex:
 
                 self._fastlane[summary.run_id] = frames_wanted(path, read_json(path / "config.json"))
             record["live_frames"] = self._fastlane[summary.run_id]
-            record["untrusted"] = untrusted_run(summary.path) is not None  # imported, until `mosaic runs trust`
             runs.append(record)
         return runs
 

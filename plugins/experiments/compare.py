@@ -83,7 +83,6 @@ def resolve_runs(root: Path, refs: list[str]) -> Resolved:
     ``experiment`` tag, the owner's own only: an imported, untrusted run is never one of them);
     one line naming an argument that is neither."""
     from mosaic_core.runstore.index import list_runs
-    from mosaic_core.runstore.trust import untrusted_run
     from mosaic_core.toolkit import find_run_dir
 
     found: dict[Path, None] = {}
@@ -93,10 +92,9 @@ def resolve_runs(root: Path, refs: list[str]) -> Resolved:
     for ref in refs:
         if tagged is None:
             tagged = {}
-            for summary in list_runs(root):
-                path = Path(summary.path)
-                tag = experiment_tag(path)
-                if tag and untrusted_run(path) is not None:
+            for summary in list_runs(root):  # each run's tag and trust from the index: no run file read
+                path, tag = Path(summary.path), summary.experiment_tag
+                if tag and summary.untrusted:
                     imported.setdefault(tag, []).append(path.name)
                 elif tag:
                     tagged.setdefault(tag, []).append(path)

@@ -139,3 +139,24 @@ def test_runs_show_and_logs_read_a_gigabyte_run_within_bounds(tmp_path):
     code, out, err, peak = mosaic_runs_bounded(root, tmp_path, "runs", "show", "big-config")
     assert code == 0 and peak < PEAK_RSS, (err, peak >> 20)
     assert "algo:            sac" in out and "over the 4.0M a listing reads" in out
+
+
+def test_the_table_names_each_run_it_could_not_read_whole_in_one_line(tmp_path):
+    root = tmp_path / "runs"
+    hostile_root(root)
+    (root / "corrupt").mkdir()
+    (root / "corrupt" / "config.json").write_text('{"worker": "cleanrl", "algo": ')
+    for attempt in (1, 2):  # the second through the index: the problems are part of the kept summary
+        code, out, err, peak = mosaic_runs_bounded(root, tmp_path, "runs")
+        assert code == 0 and peak < PEAK_RSS, (err, peak >> 20)
+        assert {line.split()[0] for line in out.splitlines()[1:]} == {
+            "good",
+            "one-line",
+            "long-line",
+            "big-config",
+            "corrupt",
+        }
+        assert err.splitlines() == [
+            "mosaic: run corrupt: config.json: not valid JSON (line 1)",
+            "mosaic: run big-config: config.json: 1.0G, over the 4.0M a listing reads; not read",
+        ], attempt

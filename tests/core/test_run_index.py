@@ -167,3 +167,80 @@ def test_runs_are_recorded_as_they_start_and_end_and_found_by_experiment(tmp_pat
     index = RunIndex(root)
     assert index.named("exp1") == ["a"] and index.named("exp2") == ["b"] and index.named("none") == []
     index.close()
+
+
+def rowids(root):
+    """Each run's row id in the index file: a row rewritten (a run summarized again) gets a new one."""
+    db = sqlite3.connect(root / INDEX_NAME)
+    try:
+        return dict(db.execute("SELECT run_id, rowid FROM runs").fetchall())
+    finally:
+        db.close()
+
+
+def test_a_listing_summarizes_again_only_the_runs_that_changed(tmp_path):
+    """Ended runs without a score (no TensorBoard file: nothing to score) and with one are kept
+    as they are; a run whose log grew, one evaluated and one whose manifest was replaced are
+    summarized again, each once; a row the host wrote as its run ended is scored once."""
+    root = tmp_path / "runs"
+    for i in range(6):
+        make_run(root, f"r{i}", end="run_failed" if i == 5 else "run_completed", started=time.time() - 100 + i)
+    (root / "r4" / "evaluations").mkdir()
+    first = listed(root)
+    before = rowids(root)
+    assert listed(root) == first and rowids(root) == before  # nothing changed: no row rewritten
+
+    with open(root / "r1" / "events.jsonl", "a") as handle:  # resumed: its log grows
+        handle.write(json.dumps({"event": "run_resumed", "run_id": "r1", "seq": 4, "timestamp": time.time()}) + "\n")
+    (root / "r2" / "evaluations" / "e1").mkdir(parents=True)  # evaluated
+    (root / "r3" / "manifest.json.tmp").write_text(json.dumps({"schema": "y", "status": "completed"}))
+    os.replace(root / "r3" / "manifest.json.tmp", root / "r3" / "manifest.json")
+    (root / "r4" / "evaluations" / "e1").mkdir()  # its evaluations folder gets one more (r4's own mtime stays)
+    assert listed(root) == fresh(root)
+    after = rowids(root)
+    assert {run for run in after if after[run] != before[run]} == {"r1", "r2", "r3", "r4"}
+    assert rowids(root) == after and listed(root) == fresh(root)  # and once only
+
+    record_run(root / "r0")  # the host as r0 ends: its row, without the score
+    recorded = rowids(root)["r0"]
+    assert recorded != after["r0"]
+    listed(root)
+    scored = rowids(root)["r0"]
+    assert scored != recorded and listed(root) and rowids(root)["r0"] == scored  # scored once, then kept
+
+
+def test_rows_that_do_not_read_back_are_rebuilt_and_paths_follow_a_moved_root(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "a")
+    make_run(root, "b")
+    want = listed(root)
+    db = sqlite3.connect(root / INDEX_NAME)
+    db.execute('UPDATE runs SET score = \'{"value": 1, "source": "eval"\' WHERE run_id = \'a\'')  # cut off
+    db.execute("UPDATE runs SET problems = '{\"os.system\": \"x\"}' WHERE run_id = 'b'")  # not a list
+    db.commit()
+    db.close()
+    assert listed(root) == want
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    assert [s["path"] for s in listed(moved)] == [str(moved / "a"), str(moved / "b")]
+    assert listed(moved) == fresh(moved)
+
+
+def test_imported_runs_and_experiment_tags_are_part_of_the_summary(tmp_path):
+    from mosaic_core.runstore.trust import MARKER, trust
+
+    root = tmp_path / "runs"
+    run = make_run(root, "imported")
+    config = json.loads((run / "config.json").read_text())
+    config["extras"]["experiment"] = "grid"
+    (run / "config.json.tmp").write_text(json.dumps(config))
+    os.replace(run / "config.json.tmp", run / "config.json")
+    (run / MARKER).write_text("{}")
+    make_run(root, "own")
+    by_id = {s.run_id: s for s in list_runs(root)}
+    assert (by_id["imported"].untrusted, by_id["imported"].experiment_tag) == (True, "grid")
+    assert (by_id["own"].untrusted, by_id["own"].experiment_tag) == (False, None)
+    trust(run)
+    assert {s.run_id: s.untrusted for s in list_runs(root)} == {"imported": False, "own": False}
+    (tmp_path / MARKER).write_text("{}")  # the whole root lies in an imported run
+    assert {s.run_id: s.untrusted for s in list_runs(root)} == {"imported": True, "own": True}

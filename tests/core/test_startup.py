@@ -150,3 +150,58 @@ def test_a_slow_step_says_what_it_is_doing_at_a_terminal_and_a_quick_one_says_no
     assert done.returncode == 0 and said.decode() == "mosaic: starting the slow thing…\r\n", said
     piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert piped.returncode == 0 and piped.stderr == ""  # a script's or a test's stderr: one line stays one
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["workers"], ["workers", "--json"]])
+def test_help_and_workers_list_from_their_cache_and_load_no_plugin(argv, tmp_path):
+    env = {"MOSAIC_VENVS": str(tmp_path / "venvs"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    modules = (*PLUGINS, "mosaic_core.runstore", "mosaic_core.workers", "grpc")
+    imported(argv, modules, env, cwd=tmp_path)  # the first start loads the plugins and keeps what it lists
+    assert imported(argv, modules, env, cwd=tmp_path) == "", f"{argv} loaded plugins again"
+
+
+def test_workers_from_the_cache_are_the_workers_discovered(mosaic, tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    listed = [mosaic("workers", "--json", env=env) for _ in range(2)]
+    assert [r.returncode for r in listed] == [0, 0], listed[0].stderr
+    assert (tmp_path / "cache" / "mosaic" / "workers").is_dir()
+    assert json.loads(listed[1].stdout) == json.loads(listed[0].stdout)
+    assert {w["name"] for w in json.loads(listed[1].stdout)} >= {"cleanrl", "rllib", "xuance"}
+
+
+PROBE_PLUGIN = """
+import pluggy
+from mosaic_core.cli.commands import CliCommand
+hookimpl = pluggy.HookimplMarker("mosaic")
+
+@hookimpl
+def mosaic_cli_commands():
+    return [CliCommand("probe-cmd", {help!r}, lambda parser: None, lambda ns: 0)]
+"""
+
+
+def test_the_help_cache_follows_an_edited_or_removed_plugin(mosaic, tmp_path):
+    """An editable plugin's help line edited in place, then its distribution removed: ``--help``
+    says so at once; a cache file of other text is not used."""
+    site = tmp_path / "site"
+    env = {"PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    make_distribution(
+        site, "help-probe", {"mosaic.plugins": {"probe": "help_probe"}}, {"help_probe": PROBE_PLUGIN.format(help="one")}
+    )
+
+    def listed():
+        result = mosaic("--help", env=env)
+        assert result.returncode == 0, result.stderr
+        return [line.split()[1:] for line in result.stdout.splitlines() if line.split()[:1] == ["probe-cmd"]]
+
+    assert listed() == [["one"]]
+    assert listed() == [["one"]]  # from the cache
+    (site / "help_probe.py").write_text(PROBE_PLUGIN.format(help="two words"))
+    assert listed() == [["two", "words"]]
+    (cached,) = (tmp_path / "cache" / "mosaic" / "cli-commands").iterdir()
+    cached.write_text('{"format": 1, "stamp": "x", "files": 3, "commands": [["evil", "x"]]}')
+    assert listed() == [["two", "words"]]
+    for path in sorted((site / "help_probe-1.0.dist-info").iterdir()):
+        path.unlink()
+    (site / "help_probe-1.0.dist-info").rmdir()
+    assert listed() == []
