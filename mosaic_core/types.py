@@ -28,7 +28,9 @@ class ExtrasKey:
     ``bookkeeping``: the key changes how a run is watched or recorded (tracking, live frames,
     metrics cadence), never what it learns, so runs that differ only in it are seeds of one group
     (:mod:`mosaic_core.runstore.groups`). ``live_frames``: the key, set to true, asks for live
-    frames (FastLane's ``fastlane``), so a form that offers them sets it without naming it."""
+    frames (FastLane's ``fastlane``), so a form that offers them sets it without naming it.
+    ``group_tag``: the key's value names the group a run belongs to (an experiment): a run's
+    summary keeps it (``experiment_tag``), so a listing filters by it without reading configs."""
 
     name: str
     help: str = ""
@@ -36,6 +38,7 @@ class ExtrasKey:
     switches_envs: bool = False
     bookkeeping: bool = False
     live_frames: bool = False
+    group_tag: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not (
@@ -43,11 +46,12 @@ class ExtrasKey:
         ):
             raise ValueError(f"ExtrasKey.name must be an identifier, got {self.name!r}")
         if not isinstance(self.help, str) or not all(
-            isinstance(flag, bool) for flag in (self.prefix, self.switches_envs, self.bookkeeping, self.live_frames)
+            isinstance(flag, bool)
+            for flag in (self.prefix, self.switches_envs, self.bookkeeping, self.live_frames, self.group_tag)
         ):
             raise ValueError(
-                f"ExtrasKey {self.name!r}: help must be a string, prefix, switches_envs, bookkeeping and "
-                "live_frames bools"
+                f"ExtrasKey {self.name!r}: help must be a string, prefix, switches_envs, bookkeeping, "
+                "live_frames and group_tag bools"
             )
 
     def matches(self, key: str) -> bool:

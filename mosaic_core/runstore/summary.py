@@ -14,6 +14,7 @@ dashboard) does not parse an unchanged log again.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -230,7 +231,20 @@ def _from_records(summary: RunSummary, config: dict[str, Any], manifest: dict[st
     if not isinstance(extras, dict):
         extras = {}
     summary.experiment = _text(extras.get("experiment_name"))
-    summary.experiment_tag = _text(extras.get("experiment"))
+    summary.experiment_tag = next(filter(None, (_text(extras.get(key)) for key in _group_tag_keys())), None)
+
+
+@functools.lru_cache(maxsize=1)
+def _group_tag_keys() -> tuple[str, ...]:
+    """The extras keys installed plugins declare as a run's group tag (``ExtrasKey(group_tag=True)``:
+    the experiments plugin's); none when plugins cannot load."""
+    from mosaic_core.errors import MosaicError
+    from mosaic_core.plugins import plugin_host
+
+    try:
+        return tuple(key.name for _, key in plugin_host().extras_keys() if key.group_tag and not key.prefix)
+    except MosaicError:
+        return ()
 
 
 def _from_start(summary: RunSummary, first: dict[str, Any] | None, run_dir: Path) -> Progress:

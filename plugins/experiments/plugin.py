@@ -18,6 +18,8 @@ def mosaic_extras_keys():
     from mosaic_core import ExtrasKey
 
     return [
-        ExtrasKey("experiment", "the experiment a run belongs to (mosaic experiment run)", bookkeeping=True),
+        ExtrasKey(
+            "experiment", "the experiment a run belongs to (mosaic experiment run)", bookkeeping=True, group_tag=True
+        ),
         ExtrasKey("experiment_group", "its group in the experiment: worker, algo, env and overrides", bookkeeping=True),
     ]
