@@ -46,6 +46,15 @@ class TestXuanCeContract(WorkerContractSuite):
         state = torch.load(checkpoint / "state.pt", map_location="cpu", weights_only=True)
         return {name: value.numpy() for name, value in state["policy"].items()}
 
+    def update_steps(self, run_dir: Path) -> list[int]:
+        """XuanCe's updates: its learning_rate scalar, written once per update (its metric events
+        come by time); across a resume's attempts, each step once."""
+        from mosaic_analytics.curves import read_scalars
+
+        steps = read_scalars(run_dir, "learning_rate").steps
+        assert len(set(steps)) == len(steps), f"an update step written twice: {steps}"
+        return sorted(steps)
+
     def restored_state(self, checkpoint: Path) -> tuple[int, dict[str, np.ndarray]]:
         """The worker's resume path in the XuanCe environment (tests/xuance/restored_state.py):
         the agent's step counter and its policy's weights once the checkpoint is loaded."""
