@@ -47,7 +47,7 @@ stopped once started), and ``stopped_and_resumed`` (a run stopped at :attr:`stop
   true: a worker whose resume cannot be bit for bit, docs/resume-and-evaluate-workers.md): the
   learner the worker's resume path restores from the stop's checkpoint has the checkpoint's step and
   exactly its weights (the subclass's :meth:`restored_state` against :meth:`checkpoint_weights`,
-  read as data), and the resumed attempt reports its updates at the steps the completed run did;
+  read as data), and the resumed attempt updates on the completed run's steps (:meth:`update_steps`);
 - ``test_bad_input_is_one_line``: the run stopped once started either kept a checkpoint (then it is
   resumable from it, said in its ``run_cancelled``) or did not (then it says why, and ``mosaic
   resume`` refuses it in one line naming the missing checkpoint, its log untouched).
@@ -341,10 +341,10 @@ class WorkerContractSuite:
         assert after and after == whole, (after, whole)
 
     def update_steps(self, run_dir: Path) -> list[int]:
-        """The env steps at which the run's learner updated, in order, once each: by default its
-        metric events' steps (a worker that reports each update as one). A worker whose metric
-        events come at other times says where its updates are recorded."""
-        return sorted(set(metric_steps(read_events(run_dir / "events.jsonl"))))
+        """The env steps at which the run's learner updated, in order (of a resumed run, both
+        attempts'), read from the run's files; a worker that turns :attr:`resume_state` on says
+        where (metric events come by time, not per update)."""
+        raise NotImplementedError(f"worker {self.worker!r}: resume_state needs update_steps")
 
     def checkpoint_weights(self, checkpoint: Path) -> dict[str, Any]:
         """The learner's weights saved in ``checkpoint``, by name, read as data (nothing in the

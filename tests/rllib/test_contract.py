@@ -40,6 +40,14 @@ class TestRLlibContract(WorkerContractSuite):
     def worker_env(cls, rllib_env) -> dict[str, str]:
         return {"MOSAIC_VENVS": rllib_env["MOSAIC_VENVS"]} if "MOSAIC_VENVS" in rllib_env else {}
 
+    def update_steps(self, run_dir: Path) -> list[int]:
+        """RLlib's iterations: the worker writes charts/learning_rate once at the end of each."""
+        from mosaic_analytics.curves import read_scalars
+
+        steps = read_scalars(run_dir, "charts/learning_rate").steps
+        assert len(set(steps)) == len(steps), f"an iteration's step written twice: {steps}"
+        return sorted(steps)
+
     def checkpoint_weights(self, checkpoint: Path) -> dict[str, np.ndarray]:
         """The learner's PPO module weights in the checkpoint's pickle, read with an unpickler that
         builds only dicts and numpy arrays (nothing else in the file can run)."""
