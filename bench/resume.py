@@ -109,15 +109,14 @@ def argv(root: Path, run_id: str, worker: str, algo: str, env: str, steps: int, 
 
 
 def episode_returns(root: Path, run_id: str) -> list[float]:
-    """Every episode's return (``charts/episodic_return``, the team return for XuanCe), in step order."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    """Every episode's return in step order, through the core's one per-episode reader (a resumed
+    run's attempts as one history; the team return for XuanCe)."""
+    from mosaic_core.runstore.score import episode_returns as read
 
-    for folder in sorted({p.parent for p in (root / run_id).rglob("events.out.tfevents.*")}):
-        accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0})
-        accumulator.Reload()
-        if "charts/episodic_return" in accumulator.Tags()["scalars"]:
-            return [e.value for e in accumulator.Scalars("charts/episodic_return")]
-    raise SystemExit(f"no charts/episodic_return in {root / run_id}'s TensorBoard files")
+    returns = [value for _step, value in read(root / run_id)]
+    if not returns:
+        raise SystemExit(f"no charts/episodic_return in {root / run_id}'s TensorBoard files")
+    return returns
 
 
 def compared(whole: list[float], resumed: list[float], last: int = 20) -> dict:

@@ -75,7 +75,8 @@ class TestRLlibContract(WorkerContractSuite):
         assert int(found.pop("lifetime_steps")) == step
         learner = {name.split("/", 1)[1]: value for name, value in found.items() if name.startswith("learner/")}
         runners = {name: value for name, value in found.items() if name.startswith("runner-")}
-        assert runners and all(np.array_equal(v, learner[n.split("/", 1)[1]]) for n, v in runners.items())
+        stale = {n: float(np.abs(v - learner[n.split("/", 1)[1]]).max()) for n, v in runners.items()}
+        assert runners and not any(stale.values()), f"env runners' weights differ from the learner's: {stale}"
         return step, learner
 
     def test_evaluate_writes_the_one_schema(self, completed) -> None:
