@@ -10,9 +10,9 @@ Run by hand: .venv/bin/python bench/resume.py [--case ppo --case rllib-ppo …] 
 Prints, per case: wall time of the whole run and of the two attempts together (process start-up
 counted twice), the steps the stop landed at, the cost of the stop's save (from SIGTERM to the
 run's end) and of the restore (from `mosaic resume` to the first metric), the checkpoint's size,
-and the mean episodic return of the last 20 episodes of both runs (equal when the resume is
-exact, as the last column says). Nothing is mocked: real runs under a temporary runs root, removed
-at the end.
+the episodes each run ended, the mean episodic return of the last 20 episodes of both runs, and
+whether every episode's return is equal (the resume is exact) or the first episode where they
+part. Nothing is mocked: real runs under a temporary runs root, removed at the end.
 """
 
 from __future__ import annotations
@@ -108,16 +108,30 @@ def argv(root: Path, run_id: str, worker: str, algo: str, env: str, steps: int, 
     ]
 
 
-def last_returns(root: Path, run_id: str, count: int = 20) -> float:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+def episode_returns(root: Path, run_id: str) -> list[float]:
+    """Every episode's return in step order, through the core's one per-episode reader (a resumed
+    run's attempts as one history; the team return for XuanCe)."""
+    from mosaic_core.runstore.score import episode_returns as read
 
-    for folder in sorted({p.parent for p in (root / run_id).rglob("events.out.tfevents.*")}):
-        accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0})
-        accumulator.Reload()
-        if "charts/episodic_return" in accumulator.Tags()["scalars"]:  # the team return, for XuanCe
-            values = [e.value for e in accumulator.Scalars("charts/episodic_return")][-count:]
-            return sum(values) / len(values)
-    raise SystemExit(f"no charts/episodic_return in {root / run_id}'s TensorBoard files")
+    returns = [value for _step, value in read(root / run_id)]
+    if not returns:
+        raise SystemExit(f"no charts/episodic_return in {root / run_id}'s TensorBoard files")
+    return returns
+
+
+def compared(whole: list[float], resumed: list[float], last: int = 20) -> dict:
+    """The mean of the last ``last`` episodes of both runs, whether every episode's return is equal,
+    and the first episode where they part (None: none)."""
+    parted = next((i for i, (a, b) in enumerate(zip(whole, resumed)) if a != b), None)
+    if parted is None and len(whole) != len(resumed):
+        parted = min(len(whole), len(resumed))
+    return {
+        "episodes": f"{len(whole)}/{len(resumed)}",
+        "return_whole": round(sum(whole[-last:]) / len(whole[-last:]), 2),
+        "return_resumed": round(sum(resumed[-last:]) / len(resumed[-last:]), 2),
+        "equal": parted is None,
+        "first_unequal_episode": parted,
+    }
 
 
 def size_mb(path: Path) -> float:
@@ -176,9 +190,7 @@ def case(root: Path, name: str, scale: float) -> dict:
         "save_on_stop_s": round(save_s, 2),
         "resume_to_first_metric_s": None if restore_s is None else round(restore_s, 1),
         "checkpoint_mb": round(size_mb(Path(cancelled["checkpoint"])), 2),
-        "return_whole": round(whole_return := last_returns(root, "whole"), 2),
-        "return_resumed": round(resumed_return := last_returns(root, "cut"), 2),
-        "equal": whole_return == resumed_return,
+        **compared(episode_returns(root, "whole"), episode_returns(root, "cut")),
     }
 
 

@@ -31,7 +31,7 @@ is mocked. The suite has two tiers.
 **The end-to-end tier** is one real run per clause, shared by the tests that only read it
 (class-scoped fixtures): ``completed`` (a run trained to its budget; its copies serve the
 completed-run and evaluate tests), ``restarted`` (a copy of it started over with ``--restart`` and
-stopped once started), and the stopped and resumed run of ``test_stop_and_resume_is_one_history``.
+stopped once started), and ``stopped_and_resumed`` (a run stopped at :attr:`stop_step` and resumed).
 
 - ``test_trains_with_metrics_and_a_checkpoint``, ``test_plugins_find_what_they_promise``: the
   completed run's events carry metric steps and checkpoints; every plugin's ``mosaic_check_run``
@@ -43,12 +43,17 @@ stopped once started), and the stopped and resumed run of ``test_stop_and_resume
 - ``test_completed_run_is_not_resumed``: resuming a completed run is one line naming ``--restart``;
   ``--restart`` starts it over (one ``run_started`` in a new log);
 - ``test_evaluate_writes_the_one_schema`` (only when :attr:`evaluate` is true);
+- ``test_a_resume_starts_from_the_checkpoints_weights_and_step`` (only when :attr:`resume_state` is
+  true: a worker whose resume cannot be bit for bit, docs/resume-and-evaluate-workers.md): the
+  learner the worker's resume path restores from the stop's checkpoint has the checkpoint's step and
+  exactly its weights (the subclass's :meth:`restored_state` against :meth:`checkpoint_weights`,
+  read as data), and the resumed attempt updates on the completed run's steps (:meth:`update_steps`);
 - ``test_bad_input_is_one_line``: the run stopped once started either kept a checkpoint (then it is
   resumable from it, said in its ``run_cancelled``) or did not (then it says why, and ``mosaic
   resume`` refuses it in one line naming the missing checkpoint, its log untouched).
 
 Knobs (class attributes): ``worker``, ``algo``, ``env_id``, ``total_timesteps``, ``extras``,
-``seed``, ``evaluate``, ``stop_step``, ``timeout`` (seconds per command), ``env`` (extra environment
+``seed``, ``evaluate``, ``resume_state``, ``stop_step``, ``timeout`` (seconds per command), ``env`` (extra environment
 variables for the CLI). A worker whose environment must be built first overrides the class-scoped
 ``worker_env`` fixture (the variables it returns are added to ``env``). Helpers a subclass may use
 in its own tests: :meth:`cli`, :meth:`start`, :meth:`events`, :meth:`run_dir`, :meth:`stop_at`,
@@ -64,6 +69,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -100,6 +106,23 @@ BAD_STANDARD_KEYS: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
+@dataclass(frozen=True)
+class StopAndResume:
+    run_dir: Path
+    stop_code: int
+    stop_stderr: str
+    cancelled: dict[str, Any]  # the stopped attempt's last event
+    stopped_checked: list[str]  # the plugins' check_run of the stopped run
+    resumed: subprocess.CompletedProcess[str]  # `mosaic resume`
+
+
+def _same_array(a: Any, b: Any) -> bool:
+    import numpy as np
+
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+
+
 class WorkerContractSuite:
     worker: ClassVar[str] = ""
     algo: ClassVar[str] = ""
@@ -108,6 +131,7 @@ class WorkerContractSuite:
     seed: ClassVar[int] = 1
     extras: ClassVar[dict[str, Any]] = {}
     evaluate: ClassVar[bool] = False
+    resume_state: ClassVar[bool] = False  # the clause of test_a_resume_starts_from_the_checkpoints_weights_and_step
     stop_step: ClassVar[int] = 1  # the stop test's SIGTERM: once a step at or past this is reported
     timeout: ClassVar[float] = 300.0
     env: dict[str, str] = {}  # reassigned per test (never changed in place)
@@ -155,6 +179,20 @@ class WorkerContractSuite:
         run_id = maker.copy_of(completed)
         code, err = maker.stop_at(maker.start(*maker.run_args(run_id, "--restart")), run_id, None)
         return Path(maker.run_dir(run_id)), code, err
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def stopped_and_resumed(cls, tmp_path_factory: pytest.TempPathFactory, worker_env: dict[str, str]) -> StopAndResume:
+        """The run (id ``stopped``) SIGTERMed once it reports :attr:`stop_step`, then ``mosaic resume``d
+        to its budget, once per suite."""
+        from mosaic_core.plugins import plugin_host
+
+        maker = cls._maker(tmp_path_factory, worker_env, "stopped")
+        code, err = maker.stop_at(maker.start(*maker.run_args("stopped")), "stopped", cls.stop_step)
+        cancelled = maker.events("stopped")[-1]
+        checked = plugin_host().check_run(maker.run_dir("stopped"))
+        resumed = maker.cli("resume", "stop", "--runs-dir", str(maker.runs_root), "--json", "--quiet")
+        return StopAndResume(maker.run_dir("stopped"), code, err, cancelled, checked, resumed)
 
     def copy_of(self, completed: Path) -> str:
         """Copy the ``completed`` run into this test's runs root; its run id."""
@@ -257,31 +295,67 @@ class WorkerContractSuite:
 
         assert plugin_host().check_run(completed) == []
 
-    def test_stop_and_resume_is_one_history(self) -> None:
+    def test_stop_and_resume_is_one_history(self, stopped_and_resumed: StopAndResume) -> None:
         from mosaic_core.plugins import plugin_host
 
-        process = self.start(*self.run_args("stopped"))
-        code, err = self.stop_at(process, "stopped", self.stop_step)
-        events = self.events("stopped")
-        end = events[-1]
-        assert end["event"] == "run_cancelled" and code != 0, (code, end, err[-2000:])
-        assert plugin_host().check_run(self.run_dir("stopped")) == []  # a cancelled run's too
+        run, end = stopped_and_resumed, stopped_and_resumed.cancelled
+        assert end["event"] == "run_cancelled" and run.stop_code != 0, (run.stop_code, end, run.stop_stderr[-2000:])
+        assert run.stopped_checked == []  # a cancelled run's plugins find what they promise too
         assert end["payload"]["resumable"] is True, end
         from_step = end["payload"]["from_step"]
         assert 0 < from_step < self.total_timesteps and Path(end["payload"]["checkpoint"]).exists()
 
-        resumed = self.cli("resume", "stopped"[:4], "--runs-dir", str(self.runs_root), "--json", "--quiet")
-        assert resumed.returncode == 0, resumed.stderr[-3000:]
-        assert f"from step {from_step}" in resumed.stderr
-        events = self.events("stopped")
+        assert run.resumed.returncode == 0, run.resumed.stderr[-3000:]
+        assert f"from step {from_step}" in run.resumed.stderr
+        events = read_events(run.run_dir / "events.jsonl")
         marks = [e for e in events if e["event"] == "run_resumed"]
         assert [m["payload"]["attempt"] for m in marks] == [1] and marks[0]["payload"]["from_step"] == from_step
         assert events[-1]["event"] == "run_completed"
+        assert plugin_host().check_run(run.run_dir) == []
         history = one_history(events)
         steps = metric_steps(history)
         assert steps and all(a <= b for a, b in zip(steps, steps[1:])), steps  # never back (a closing
         # metrics event may repeat the last step)
         assert self.total_timesteps * 0.9 <= max(steps) <= self.total_timesteps, steps  # the budget (its last batch)
+
+    def test_a_resume_starts_from_the_checkpoints_weights_and_step(
+        self, stopped_and_resumed: StopAndResume, completed: Path
+    ) -> None:
+        """The optional clause (:attr:`resume_state`): a worker that cannot resume bit for bit (its
+        env runners' or samplers' random state is not restored) holds the closest property:
+        the learner its resume path restores from the stop's checkpoint has exactly the weights
+        saved in that checkpoint (read as data) and the checkpoint's step, and the resumed attempt
+        updates on the steps the uninterrupted run updated on."""
+        if not self.resume_state:
+            pytest.skip(f"worker {self.worker!r}: the resume-state clause is off (resume_state = False)")
+        checkpoint = Path(stopped_and_resumed.cancelled["payload"]["checkpoint"])
+        from_step = stopped_and_resumed.cancelled["payload"]["from_step"]
+        saved = self.checkpoint_weights(checkpoint)
+        step, restored = self.restored_state(checkpoint)
+        assert step == from_step, (step, from_step)
+        assert saved and sorted(restored) == sorted(saved), (sorted(restored), sorted(saved))
+        unequal = [name for name in saved if not _same_array(restored[name], saved[name])]
+        assert not unequal, f"restored weights differ from the checkpoint's: {unequal[:5]}"
+        after = [s for s in self.update_steps(stopped_and_resumed.run_dir) if s > from_step]
+        whole = [s for s in self.update_steps(completed) if s > from_step]
+        assert after and after == whole, (after, whole)
+
+    def update_steps(self, run_dir: Path) -> list[int]:
+        """The env steps at which the run's learner updated, in order (of a resumed run, both
+        attempts'), read from the run's files; a worker that turns :attr:`resume_state` on says
+        where (metric events come by time, not per update)."""
+        raise NotImplementedError(f"worker {self.worker!r}: resume_state needs update_steps")
+
+    def checkpoint_weights(self, checkpoint: Path) -> dict[str, Any]:
+        """The learner's weights saved in ``checkpoint``, by name, read as data (nothing in the
+        file runs). A worker that turns :attr:`resume_state` on says how."""
+        raise NotImplementedError(f"worker {self.worker!r}: resume_state needs checkpoint_weights")
+
+    def restored_state(self, checkpoint: Path) -> tuple[int, dict[str, Any]]:
+        """The worker's own resume path run on ``checkpoint`` in its environment: the step it
+        resumes from and its learner's weights (and any copies it samples with), by name, as
+        restored. A worker that turns :attr:`resume_state` on says how."""
+        raise NotImplementedError(f"worker {self.worker!r}: resume_state needs restored_state")
 
     def test_completed_run_is_not_resumed(self, completed: Path, restarted: tuple[Path, int, str]) -> None:
         done = self.copy_of(completed)

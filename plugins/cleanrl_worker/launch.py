@@ -4,7 +4,9 @@
 ``__file__`` as if the script were run directly (CleanRL scripts have no ``main()``), puts the
 CleanRL checkout root on ``sys.path`` (for ``cleanrl_utils``) and never swallows an exception:
 a crash prints its traceback to the run's stderr log and exits non-zero. ``--skip-eval-of FILE``
-leaves out upstream's evaluation of the model the default save keeps (:mod:`cleanrl_worker.upstream_eval`).
+leaves out upstream's evaluation of the model the default save keeps; ``--record-eval-of FILE``
+keeps upstream's evaluation of the model the user asked to save as the run's evaluation
+(:mod:`cleanrl_worker.upstream_eval`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("script", type=Path)
     parser.add_argument("--root", type=Path, action="append", default=[], help="prepend to sys.path")
     parser.add_argument("--skip-eval-of", metavar="FILE", help="leave out cleanrl_utils.evals' evaluation of FILE")
+    parser.add_argument("--record-eval-of", metavar="FILE", help="record cleanrl_utils.evals' evaluation of FILE")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)
     script = ns.script.resolve()
@@ -34,8 +37,19 @@ def main(argv: list[str] | None = None) -> None:
     install_gym029_compat(script, getattr(child.current(), "extras", {}))  # 0.29-era scripts on gymnasium 1.x
     if ns.skip_eval_of:
         upstream_eval.install(ns.skip_eval_of)
+    if ns.record_eval_of:
+        upstream_eval.record(ns.record_eval_of, _total_timesteps(script, script_args))
     sys.argv = [str(script), *script_args]
     runpy.run_path(str(script), run_name="__main__")
+
+
+def _total_timesteps(script: Path, script_args: list[str]) -> int | None:
+    from cleanrl_worker.script_args import resolved_value
+
+    try:
+        return int(resolved_value(script, script_args, "total_timesteps"))
+    except (TypeError, ValueError):
+        return None
 
 
 if __name__ == "__main__":

@@ -313,6 +313,8 @@ def plan_launch(config: WorkerConfig, run: RunContext) -> Launch:
         if skipped:
             command += ["--skip-eval-of", skipped]
             notes.append(upstream_eval.dry_run_note(skipped))
+        elif final := upstream_eval.final_model(algorithm, script_argv):
+            command += ["--record-eval-of", final]
         command += [str(algorithm.script), "--", *script_argv]
     module, function = entrypoint_of(algorithm)
     env_check = "; ".join(env_notes) or f"env {config.env_id} and its spaces checked"

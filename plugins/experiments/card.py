@@ -357,8 +357,8 @@ def _evaluation(run_dir: Path, score: Score | None) -> str:
         return (
             f"{who} at step {evaluation['global_step']}: "
             f"{len(evaluation['episodes'])} episodes, "
-            f"{'deterministic' if protocol.get('deterministic') else 'stochastic'} actions, first seed "
-            f"{escape(protocol.get('first_seed'))}, normalisation frozen; mean return "
+            f"{'deterministic' if protocol.get('deterministic') else 'stochastic'} actions, "
+            f"{_seeds(protocol.get('first_seed'))}, normalisation frozen; mean return "
             f"{evaluation['mean']:.2f} ± {float(evaluation.get('std', 0.0)):.2f}."
         )
     if score is not None:
@@ -368,6 +368,11 @@ def _evaluation(run_dir: Path, score: Score | None) -> str:
             f"`mosaic evaluate {escape(run_dir.name)}` makes one."
         )
     return "No evaluation and no training return recorded."
+
+
+def _seeds(first_seed: Any) -> str:
+    """An evaluation's seeds in words: upstream CleanRL's own evaluation resets unseeded."""
+    return "unseeded episodes" if first_seed is None else f"first seed {escape(first_seed)}"
 
 
 def reproduce(config: dict[str, Any]) -> str:

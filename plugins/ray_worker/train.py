@@ -62,6 +62,7 @@ SOCKET_PATH_MAX = 107
 LOOPBACK_NODE_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 KILL_WAIT_S = 3.0  # for the local cluster's processes to be stopped
 DEFAULT_GRACE_S = 10.0  # the host's default --grace-period, when it does not say
+SYNC_WAIT_S = 60.0  # for the env runners to take the restored weights before the first iteration
 SIGNAL_WAIT_S = 1.0  # for a failure on the run's own cluster: the signal that killed it may be on its way
 _SIGNALLED = threading.Event()  # a stop reached watch_for_stop's thread
 _LOOPING = threading.Event()  # the training loop runs: a stop saves its last completed iteration
@@ -362,10 +363,14 @@ def build_config(ns: Namespace, threads: int) -> Any:
 
 
 def sync_restored_weights(algo: Any) -> None:
-    """The env runners sample with the restored weights from the first iteration on."""
+    """The env runners sample with the restored weights from the first iteration on: the sync is
+    waited for (RLlib's own is fire-and-forget, and an env runner's first ``sample`` could overtake
+    it and sample with the checkpoint's env-runner weights, an update older)."""
     group = getattr(algo, "env_runner_group", None)
     if group is not None and getattr(algo, "learner_group", None) is not None:
-        group.sync_weights(from_worker_or_learner_group=algo.learner_group, inference_only=True)
+        group.sync_weights(
+            from_worker_or_learner_group=algo.learner_group, inference_only=True, timeout_seconds=SYNC_WAIT_S
+        )
 
 
 class EnvRunnersLost(RuntimeError):

@@ -1,7 +1,9 @@
 """Upstream's save path under MOSAIC's default save. The fixture checkout's dqn saves its model as
 upstream's scripts do and then runs ``cleanrl_utils.evals``' 10-episode evaluation with video
 (``make_env`` with ``capture_video=True``: ``RecordVideo``, moviepy). The default save keeps the
-model and leaves that evaluation out; a ``--save-model`` the user gives runs it, video included."""
+model and leaves that evaluation out; a ``--save-model`` the user gives runs it, video included, and
+its episodes are the run's evaluation: ``evaluations/upstream-save-STEP/eval.json`` (``mosaic.eval/1``,
+marked as upstream's own unseeded episodes), the run's score, its model card."""
 
 import json
 import subprocess
@@ -17,6 +19,11 @@ CHECKOUT = Path(__file__).resolve().parents[1] / "fixtures" / "cleanrl_checkout"
 
 
 def train(mosaic, runs_root, run_id, **extras):
+    train_events(mosaic, run_id, **extras)
+    return runs_root / run_id
+
+
+def train_events(mosaic, run_id, **extras):
     result = mosaic(
         "run",
         "--worker",
@@ -35,7 +42,7 @@ def train(mosaic, runs_root, run_id, **extras):
         env={registry.HOME_VAR: str(CHECKOUT)},
     )
     assert result.events[-1]["event"] == "run_completed", (result.events[-1:], result.stderr[-2000:])
-    return runs_root / run_id
+    return result.events
 
 
 def saved_model(run_dir: Path) -> Path:
@@ -64,11 +71,40 @@ def test_the_default_save_keeps_the_model_and_leaves_upstreams_evaluation_out(mo
 
 
 def test_a_save_the_user_asks_for_runs_upstreams_evaluation_with_video(mosaic, runs_root):
-    run_dir = train(mosaic, runs_root, "asked-save", save_model=True)
+    events = train_events(mosaic, "asked-save", save_model=True)
+    run_dir = runs_root / "asked-save"
     model = saved_model(run_dir)
-    assert len(eval_returns(model)) == 10
+    returns = eval_returns(model)
+    assert len(returns) == 10
     videos = list((run_dir / "videos" / f"{model.parent.name}-eval").glob("*.mp4"))
     assert videos and all(video.stat().st_size > 0 for video in videos)
+    # the run's evaluation, where `mosaic evaluate` keeps its own: what TensorBoard holds, read back
+    (found,) = (run_dir / "evaluations").glob("upstream-save-*/eval.json")
+    evaluation = json.loads(found.read_text())
+    assert found.parent.name == "upstream-save-299"  # the script's last global_step
+    assert evaluation["schema"] == "mosaic.eval/1" and evaluation["global_step"] == 299
+    assert [e["return"] for e in evaluation["episodes"]] == pytest.approx(returns)
+    assert evaluation["mean"] == pytest.approx(float(np.mean(returns)))
+    assert all(1 <= e["length"] <= 500 for e in evaluation["episodes"])
+    assert evaluation["checkpoint"] == str(model) and evaluation["algo"] == "dqn"
+    # honest about its protocol: upstream's unseeded episodes, sampled (ε-greedy) actions
+    assert evaluation["protocol"] == {
+        "episodes": 10,
+        "deterministic": False,
+        "first_seed": None,
+        "normalization": "frozen",
+    }
+    assert [e["seed"] for e in evaluation["episodes"]] == [None] * 10
+    assert evaluation["evaluated_by"] == "upstream cleanrl_utils.evals.dqn_eval after --save-model"
+    assert "not the run contract's evaluation seeds" in evaluation["seeds"]
+    announced = [e["payload"] for e in events if e["event"] == "eval_result"]
+    assert [a["mean"] for a in announced] == [evaluation["mean"]] and announced[0]["path"] == str(found)
+    notes = [e["payload"]["text"] for e in events if e["event"] == "note"]
+    assert any("not the run contract's evaluation seeds" in note and str(found) in note for note in notes), notes
+    # it counts as the run's evaluation: the score `mosaic runs` shows
+    listed = json.loads(mosaic("runs", "--runs-dir", str(runs_root), "--json").stdout)
+    (row,) = [r for r in listed if r["run_id"] == "asked-save"]
+    assert row["score"]["source"] == "eval" and row["score"]["value"] == pytest.approx(evaluation["mean"])
 
 
 def dry_run_command(mosaic, *flags, checkout=True, **extras):

@@ -6,7 +6,11 @@ disabled (`mosaic algos --worker rllib` too)."""
 from __future__ import annotations
 
 import json
+import pickle
+import subprocess
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mosaic_core.testing.contract_suite import WorkerContractSuite
@@ -27,6 +31,7 @@ class TestRLlibContract(WorkerContractSuite):
     )  # a reported step past the first updates (its first report is too early to resume from)
     extras = {"algo_params": SMALL}
     evaluate = True
+    resume_state = True  # RLlib's env runners' random state is not restored: the closest property
     timeout = 600.0
     env = {"MOSAIC_DISABLE_PLUGINS": "cleanrl"}  # every test without the CleanRL plugin
 
@@ -34,6 +39,45 @@ class TestRLlibContract(WorkerContractSuite):
     @classmethod
     def worker_env(cls, rllib_env) -> dict[str, str]:
         return {"MOSAIC_VENVS": rllib_env["MOSAIC_VENVS"]} if "MOSAIC_VENVS" in rllib_env else {}
+
+    def update_steps(self, run_dir: Path) -> list[int]:
+        """RLlib's iterations: the worker writes charts/learning_rate once at the end of each."""
+        from mosaic_analytics.curves import read_scalars
+
+        steps = read_scalars(run_dir, "charts/learning_rate").steps
+        assert len(set(steps)) == len(steps), f"an iteration's step written twice: {steps}"
+        return sorted(steps)
+
+    def checkpoint_weights(self, checkpoint: Path) -> dict[str, np.ndarray]:
+        """The learner's PPO module weights in the checkpoint's pickle, read with an unpickler that
+        builds only dicts and numpy arrays (nothing else in the file can run)."""
+        path = checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl"
+        with path.open("rb") as handle:
+            return dict(ArraysOnly(handle).load())
+
+    def restored_state(self, checkpoint: Path) -> tuple[int, dict[str, np.ndarray]]:
+        """The worker's resume path in the RLlib environment (tests/rllib/restored_state.py): the
+        step it continues from, which RLlib's lifetime counter matches, and the learner's weights;
+        each env runner samples with the same weights from the first iteration on."""
+        python = worker_bin(self.env if "MOSAIC_VENVS" in self.env else self._env(), "rllib") / "python"
+        out, cwd = self.folder / "restored.npz", self.folder / "r"
+        cwd.mkdir()
+        done = subprocess.run(
+            [str(python), str(Path(__file__).with_name("restored_state.py")), str(checkpoint), str(out)],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=self.timeout,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        found = dict(np.load(out))
+        step = int(found.pop("step"))
+        assert int(found.pop("lifetime_steps")) == step
+        learner = {name.split("/", 1)[1]: value for name, value in found.items() if name.startswith("learner/")}
+        runners = {name: value for name, value in found.items() if name.startswith("runner-")}
+        stale = {n: float(np.abs(v - learner[n.split("/", 1)[1]]).max()) for n, v in runners.items()}
+        assert runners and not any(stale.values()), f"env runners' weights differ from the learner's: {stale}"
+        return step, learner
 
     def test_evaluate_writes_the_one_schema(self, completed) -> None:
         """The suite's evaluation, held to a CleanRL evaluation's schema (the suite runs without the
@@ -76,3 +120,24 @@ class TestRLlibContract(WorkerContractSuite):
         frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
         capture.release()
         assert frames == result["episodes"][0]["length"] + 1, (frames, result["episodes"][0])  # the reset's frame too
+
+
+class ArraysOnly(pickle.Unpickler):
+    """Reads a pickle of (ordered) dicts of numpy arrays; refuses any other global."""
+
+    ALLOWED = {
+        ("collections", "OrderedDict"): dict,
+        ("numpy", "ndarray"): np.ndarray,
+        ("numpy", "dtype"): np.dtype,
+        ("numpy.core.multiarray", "_reconstruct"): np.core.multiarray._reconstruct,
+        ("numpy._core.multiarray", "_reconstruct"): np.core.multiarray._reconstruct,
+        ("numpy.core.multiarray", "scalar"): np.core.multiarray.scalar,
+        ("numpy._core.multiarray", "scalar"): np.core.multiarray.scalar,
+        ("numpy.core.numeric", "_frombuffer"): np.core.numeric._frombuffer,
+        ("numpy._core.numeric", "_frombuffer"): np.core.numeric._frombuffer,
+    }
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"{module}.{name} is not data")
+        return self.ALLOWED[(module, name)]

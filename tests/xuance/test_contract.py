@@ -5,11 +5,15 @@ with one history, and `mosaic evaluate` writes the eval.json of a CleanRL evalua
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import SMALL, SPREAD
 
 from mosaic_core.testing.contract_suite import WorkerContractSuite
+from tests.conftest import worker_bin
 from tests.eval_schema import assert_same_schema, cleanrl_evaluation
 
 pytestmark = pytest.mark.slow  # a minute of training: the main lane runs them, the gymnasium 1.x lane skips them
@@ -27,12 +31,48 @@ class TestXuanCeContract(WorkerContractSuite):
     )  # a reported step past the first updates (its first report is too early to resume from)
     extras = SMALL
     evaluate = True
+    resume_state = True  # XuanCe's vector envs' random state is not restored: the closest property
     timeout = 600.0
 
     @pytest.fixture(scope="class")
     @classmethod
     def worker_env(cls, xuance_env) -> dict[str, str]:
         return {"MOSAIC_VENVS": xuance_env["MOSAIC_VENVS"]} if "MOSAIC_VENVS" in xuance_env else {}
+
+    def checkpoint_weights(self, checkpoint: Path) -> dict[str, np.ndarray]:
+        """The policy's weights in the checkpoint, read as tensors only (``weights_only``)."""
+        import torch
+
+        state = torch.load(checkpoint / "state.pt", map_location="cpu", weights_only=True)
+        return {name: value.numpy() for name, value in state["policy"].items()}
+
+    def update_steps(self, run_dir: Path) -> list[int]:
+        """XuanCe's updates: its learning_rate scalar, written once per update (its metric events
+        come by time); across a resume's attempts, each step once."""
+        from mosaic_analytics.curves import read_scalars
+
+        steps = read_scalars(run_dir, "learning_rate").steps
+        assert len(set(steps)) == len(steps), f"an update step written twice: {steps}"
+        return sorted(steps)
+
+    def restored_state(self, checkpoint: Path) -> tuple[int, dict[str, np.ndarray]]:
+        """The worker's resume path in the XuanCe environment (tests/xuance/restored_state.py):
+        the agent's step counter and its policy's weights once the checkpoint is loaded."""
+        python = worker_bin(self.env if "MOSAIC_VENVS" in self.env else self._env(), "xuance") / "python"
+        out, cwd = self.folder / "restored.npz", self.folder / "scratch"
+        cwd.mkdir()
+        program = Path(__file__).with_name("restored_state.py")
+        args = [self.algo, self.env_id, str(self.seed), str(self.total_timesteps), json.dumps(self.extras)]
+        done = subprocess.run(
+            [str(python), str(program), str(checkpoint), str(out), *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=self.timeout,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        found = dict(np.load(out))
+        return int(found.pop("step")), {name.split("/", 1)[1]: value for name, value in found.items()}
 
     def test_evaluate_writes_the_one_schema(self, completed) -> None:
         """The suite's evaluation, per agent too, held to a CleanRL evaluation's schema."""
