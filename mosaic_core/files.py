@@ -457,10 +457,10 @@ def cache_dir(*parts: str, create: bool = False) -> Path | None:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     folders = [Path(base, "mosaic", *parts[:depth]) for depth in range(len(parts) + 1)]
     try:
-        if create:
-            os.makedirs(folders[-1], mode=0o700, exist_ok=True)
-        check_ancestors(folders[-1], "cache folder")
-        for folder in folders:
+        check_ancestors(folders[-1], "cache folder")  # before anything is made: nothing lands in theirs
+        for folder in folders:  # each made only once the one above it is checked ours
+            if create and not os.path.lexists(folder):
+                os.makedirs(folder, mode=0o700, exist_ok=True)
             check_own_dir(folder, "cache folder")
     except OSError:
         return None

@@ -343,7 +343,9 @@ def test_a_node_lost_mid_run_resumes_elsewhere_from_its_copied_back_checkpoint(c
     assert [e["seq"] for e in recorded] == list(range(1, len(recorded) + 1))
     assert [e["event"] for e in recorded] == names
     launch = json.loads((run_dir / "launch.json").read_text())
-    assert [a["from_step"] for a in launch["attempts"]] == [from_step] and "--resume-from" in launch["command"]
+    command = launch["command"]
+    assert [a["from_step"] for a in launch["attempts"]] == [from_step]
+    assert command[command.index("--mode") + 1] == "resume" and "--checkpoint" in command  # the contract's host flags
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["ray"]["node_id"] != first and manifest["ray"]["node_id"] in node_ids.values()
