@@ -148,8 +148,10 @@ def restore_normalization_state(envs: gym.vector.SyncVectorEnv, state: dict[str,
                 continue
             stats = saved[index] if len(saved) == len(envs.envs) else merge_stats(saved)
             rms = getattr(wrapper, attr)
-            rms.mean = np.asarray(stats["mean"], dtype=np.float64).reshape(np.shape(rms.mean))
-            rms.var = np.asarray(stats["var"], dtype=np.float64).reshape(np.shape(rms.var))
+            # in the wrapper's own dtype (1.x keeps an observation's statistics in float32): the
+            # updates after a resume round as they would have
+            rms.mean = np.asarray(stats["mean"], dtype=np.asarray(rms.mean).dtype).reshape(np.shape(rms.mean))
+            rms.var = np.asarray(stats["var"], dtype=np.asarray(rms.var).dtype).reshape(np.shape(rms.var))
             rms.count = float(stats["count"])
 
 
