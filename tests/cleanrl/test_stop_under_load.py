@@ -116,10 +116,13 @@ def test_a_host_whose_training_process_is_killed_ends_the_run_under_load(workdir
 # grace period; `mosaic resume` then completes the run. MOSAIC_STOP_REPEAT=20 runs each case 20 times
 # in a row (by hand, without -n: the load is the test's own).
 REPEAT = int(os.environ.get("MOSAIC_STOP_REPEAT", "1"))
-BUDGETS = {  # small: the run trains under the busy loops until its stop, then to its end
-    "ppo": (8192, {"num_envs": 2, "num_steps": 256, "cuda": False}),
-    "dqn": (6000, {"learning_starts": 1000, "target_network_frequency": 100, "cuda": False}),
-    "sac_continuous_action": (1600, {"learning_starts": 400, "batch_size": 64, "cuda": False}),
+# Small, but long enough on a quiet machine that a metric at half the budget comes well before the
+# end (metrics every 0.1 s): the stop lands mid-run, not after the run's last step.
+FAST_METRICS = {"metrics_interval_s": 0.1, "cuda": False}
+BUDGETS = {  # the run trains under the busy loops until its stop, then to its end
+    "ppo": (8192, {"num_envs": 2, "num_steps": 256, **FAST_METRICS}),
+    "dqn": (20000, {"learning_starts": 1000, "target_network_frequency": 100, **FAST_METRICS}),
+    "sac_continuous_action": (1600, {"learning_starts": 400, "batch_size": 64, **FAST_METRICS}),
 }
 ENV_IDS = {"sac_continuous_action": "Pendulum-v1"}
 
