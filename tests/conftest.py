@@ -5,8 +5,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,6 +184,31 @@ def busy_cores():
     for loop in loops:
         loop.kill()
         loop.wait()
+
+
+def ctrl_c_half_way(proc: subprocess.Popen, run_dir: Path, total: int, busy_cores) -> str:
+    """Wait for the run's first metric (then busy both cores), and for a metric at half of
+    ``total``; then Ctrl-C ``proc``'s process group, as a terminal does. Its stderr; nothing of it
+    is left running."""
+    from mosaic_core.events import metric_steps, read_events
+
+    loaded, deadline = False, time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline:
+            steps = metric_steps(read_events(run_dir / "events.jsonl")) if (run_dir / "events.jsonl").exists() else []
+            if steps and not loaded:
+                busy_cores()
+                loaded = True
+            if steps and max(steps) >= total // 2:
+                break
+            assert proc.poll() is None, f"the run ended before its stop: {proc.communicate()[1][-2000:]}"
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        return proc.communicate(timeout=120)[1]  # the default grace period is 10 s; slack for the host
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @pytest.fixture

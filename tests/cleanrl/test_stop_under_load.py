@@ -19,7 +19,7 @@ import pytest
 
 from mosaic_core.events import metric_steps, one_history
 from mosaic_core.procs import group_alive
-from tests.conftest import BIN
+from tests.conftest import BIN, ctrl_c_half_way
 
 pytestmark = pytest.mark.slow  # trains until its first metrics: the main lane runs them
 
@@ -147,23 +147,8 @@ def test_ctrl_c_half_way_under_load_ends_resumable_and_resume_completes(algo, at
         text=True,
         start_new_session=True,  # its own process group, as at a terminal: Ctrl-C signals the group
     )
-    run_dir, loaded, deadline = runs_root / "halt", False, time.monotonic() + 600
-    try:
-        while time.monotonic() < deadline:
-            steps = metric_steps_of(run_dir) if (run_dir / "events.jsonl").exists() else []
-            if steps and not loaded:
-                busy_cores()
-                loaded = True
-            if steps and max(steps) >= total // 2:
-                break
-            assert host.poll() is None, f"the run ended before its stop: {host.communicate()[1][-2000:]}"
-            time.sleep(0.1)
-        os.killpg(host.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-        _out, err = host.communicate(timeout=120)  # the default grace period is 10 s; slack for the host
-    finally:
-        if host.poll() is None:
-            os.killpg(host.pid, signal.SIGKILL)
-            host.wait()
+    run_dir = runs_root / "halt"
+    err = ctrl_c_half_way(host, run_dir, total, busy_cores)
     end = events_of(run_dir)[-1]
     assert host.returncode == 130 and end["event"] == "run_cancelled", (end, err[-3000:])
     assert end["payload"]["resumable"] is True and Path(end["payload"]["checkpoint"]).exists(), end

@@ -5,15 +5,14 @@ and `mosaic resume` completes it, one history. As tests/rllib/test_stop_under_lo
 MOSAIC_STOP_REPEAT=20 runs it 20 times in a row (by hand, without -n: the load is its own)."""
 
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from conftest import MOSAIC, events_of, run_args
 
 from mosaic_core.events import metric_steps, one_history
+from tests.conftest import ctrl_c_half_way
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]  # judged under load of their own making
 
@@ -30,23 +29,7 @@ def _stopped_half_way(xuance_env, runs: Path, busy_cores) -> tuple[int, str]:
         text=True,
         start_new_session=True,  # its own process group, as at a terminal: Ctrl-C signals the group
     )
-    run_dir, loaded, deadline = runs / "halt", False, time.monotonic() + 600
-    try:
-        while time.monotonic() < deadline:
-            steps = metric_steps(events_of(run_dir)) if (run_dir / "events.jsonl").exists() else []
-            if steps and not loaded:
-                busy_cores()
-                loaded = True
-            if steps and max(steps) >= TOTAL // 2:
-                break
-            assert proc.poll() is None, f"the run ended before its stop: {proc.communicate()[1][-2000:]}"
-            time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-        _out, err = proc.communicate(timeout=120)  # the default grace period is 10 s; slack for the host
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    err = ctrl_c_half_way(proc, runs / "halt", TOTAL, busy_cores)
     return proc.returncode, err
 
 
