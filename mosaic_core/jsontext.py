@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["dumps", "dumps_rows", "finite"]
+__all__ = ["dumps", "dumps_row", "dumps_rows", "finite", "join_rows"]
 
 
 def finite(value: Any) -> Any:
@@ -32,15 +32,19 @@ def dumps(value: Any, **options: Any) -> str:
 def dumps_rows(values: list[Any]) -> str:
     """A JSON array of ``values``, one per line, each compact: what a listing of thousands of
     runs prints (json's C encoder; an indented dump of 10,000 runs costs more than reading them)."""
-    if not values:
-        return "[]"
-    return "[\n" + ",\n".join(map(_compact, values)) + "\n]"
+    return join_rows(list(map(dumps_row, values)))
+
+
+def join_rows(rows: list[str]) -> str:
+    """Rows already encoded (:func:`dumps_row`) as :func:`dumps_rows` prints them."""
+    return "[\n" + ",\n".join(rows) + "\n]" if rows else "[]"
 
 
 _STRICT = json.JSONEncoder(allow_nan=False)  # one encoder for every row (json.dumps makes one per call)
 
 
-def _compact(value: Any) -> str:
+def dumps_row(value: Any) -> str:
+    """One row of :func:`dumps_rows`: ``value`` as compact, strict JSON."""
     try:
         return _STRICT.encode(value)
     except ValueError:  # a NaN or infinity somewhere in it: walk it (rare)

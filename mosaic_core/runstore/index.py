@@ -25,23 +25,30 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.jsontext import dumps
+from mosaic_core.jsontext import dumps, dumps_row, dumps_rows, join_rows
 from mosaic_core.runstore.summary import RunSummary, summarize
 from mosaic_core.runstore.trust import untrusted_run
 
-__all__ = ["INDEX_NAME", "RunIndex", "SCHEMA_VERSION", "UNSETTLED", "list_runs", "record_run"]
+__all__ = ["INDEX_NAME", "RunIndex", "SCHEMA_VERSION", "UNSETTLED", "list_runs", "list_runs_json", "record_run"]
 
 INDEX_NAME = ".mosaic-index.sqlite3"
-SCHEMA_VERSION = 3  # 2: summaries carry the run's score; 3: a column per field, and whether the score was looked for
+# 2: summaries carry the run's score; 3: a column per field, and whether the score was looked for; 4: the
+# summary's JSON line too (what `mosaic runs --json` prints of it: a warm listing encodes nothing)
+SCHEMA_VERSION = 4
 UNSETTLED = ("running", "lost", "unknown")  # statuses a run's files may still change
 _FIELDS = [f.name for f in fields(RunSummary)]  # a row holds each in a column of its name
 _AT = {name: at for at, name in enumerate(_FIELDS, 2)}  # where in a row (after mark, scored)
+_TEXT_COLUMNS = ("mark", "scored", "status", "started_at", "run_id", "path", "text")  # what a JSON listing reads
+_TEXT_AT = {name: at for at, name in enumerate(_TEXT_COLUMNS)}
+_FULL = (", ".join(["mark", "scored", *_FIELDS]), _AT)
+_TEXT = (", ".join(_TEXT_COLUMNS), _TEXT_AT)
 _JSON_FIELDS = ("score", "problems")  # the two that are not one number or string: JSON text
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
     mark TEXT NOT NULL,
     scored INTEGER NOT NULL,
-    {", ".join(f"{name} PRIMARY KEY" if name == "run_id" else name for name in _FIELDS)}
+    {", ".join(f"{name} PRIMARY KEY" if name == "run_id" else name for name in _FIELDS)},
+    text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs (experiment);
 """
@@ -109,41 +116,75 @@ class RunIndex:
     def summaries(self) -> list[RunSummary]:
         """Every run under the root, newest first: an unchanged, settled run from its row (no
         file of it read), the others summarized again and their rows rewritten, vanished ones dropped."""
-        known = self._rows()
-        found, fresh = [], []
-        for entry, info in self._run_dirs():
-            row = known.pop(entry.name, None)
-            mark = _mark(entry.path, info, row)
-            kept = _kept(row, mark, entry.path) if row is not None else None
-            if kept is not None:
-                found.append(kept)
-                continue
-            if not _is_run(entry.path):
-                if row is not None:
-                    known[entry.name] = row  # no longer a run: its row goes
-                continue
-            summary = _summary(Path(entry.path))
+        kept, found = self._scan(_FULL, moved_ok=True)
+        for row, path in kept:
+            summary = _kept(row, path)
+            if summary is None:  # a row that no longer reads back: from the run's files
+                summary = _summary(Path(path))
+                self._write([(summary, row[0], True)], [])
             found.append(summary)
-            fresh.append((summary, mark, True))
-        self._write(fresh, list(known))
         found.sort(key=lambda r: (r.started_at or 0.0, r.run_id), reverse=True)
         return found
 
-    def _run_dirs(self) -> list[tuple[os.DirEntry[str], os.stat_result]]:
-        """The root's folders that may be runs: the owner's, not hidden, not links."""
+    def summaries_json(self) -> str:
+        """:meth:`summaries` as ``mosaic runs --json`` prints them (:func:`dumps_rows`): an
+        unchanged run's line is its row's, neither decoded nor encoded again."""
+        kept, fresh = self._scan(_TEXT, moved_ok=False)
+        at = _TEXT_AT
+        lines = []
+        for row, path in kept:
+            text = row[at["text"]]
+            if isinstance(text, str) and text.startswith('{"run_id": ') and text.endswith("}"):
+                lines.append((row[at["started_at"]] or 0.0, row[at["run_id"]], text))
+            else:  # a row that no longer reads back: from the run's files
+                fresh.append(_summary(Path(path)))
+                self._write([(fresh[-1], row[0], True)], [])
+        lines += [(s.started_at or 0.0, s.run_id, dumps_row(s.to_dict())) for s in fresh]
+        lines.sort(reverse=True)
+        return join_rows([line for _, _, line in lines])
+
+    def _scan(
+        self, query: tuple[str, dict[str, int]], moved_ok: bool
+    ) -> tuple[list[tuple[_Row, str]], list[RunSummary]]:
+        """The rows (``query``'s columns) of the unchanged, settled runs, with their paths; and the
+        other runs summarized again, their rows rewritten (vanished runs' rows dropped). A row
+        whose run's root has moved since is kept only when ``moved_ok`` (its text names the old path)."""
+        known = self._rows(query[0])
+        at = query[1]
+        kept, fresh, writes = [], [], []
+        for name, path, info in self._run_dirs():
+            row = known.pop(name, None)
+            mark = _mark(path, info, row)
+            if row is not None and row[0] == mark and row[1] and row[at["status"]] not in UNSETTLED:
+                if moved_ok or row[at["path"]] == path:
+                    kept.append((row, path))
+                    continue
+            if not _is_run(path):
+                if row is not None:
+                    known[name] = row  # no longer a run: its row goes
+                continue
+            summary = _summary(Path(path))
+            fresh.append(summary)
+            writes.append((summary, mark, True))
+        self._write(writes, list(known))
+        return kept, fresh
+
+    def _run_dirs(self) -> list[tuple[str, str, os.stat_result]]:
+        """The root's folders that may be runs (name, path, lstat): the owner's, not hidden, not links."""
+        root, uid = str(self.root), os.geteuid()
         try:
-            with os.scandir(self.root) as scan:
-                entries = [e for e in scan if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+            names = [n for n in os.listdir(root) if not n.startswith(".")]
         except OSError:
             return []
         found = []
-        for entry in entries:
+        for name in names:
+            path = f"{root}/{name}"
             try:
-                info = entry.stat(follow_symlinks=False)
+                info = os.stat(path, follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
-                found.append((entry, info))
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:
+                found.append((name, path, info))
         return found
 
     def record(self, run_dir: Path) -> None:
@@ -160,12 +201,12 @@ class RunIndex:
         """The run ids whose config records experiment ``experiment`` (a worker's ``--name``)."""
         return [s.run_id for s in self.summaries() if s.experiment == experiment]
 
-    def _rows(self) -> dict[str, _Row]:
+    def _rows(self, columns: str) -> dict[str, _Row]:
+        """Each row's ``columns`` (``run_id`` among them, its name last: its key)."""
         if self.db is None:
             return {}
         try:
-            rows = self.db.execute(f"SELECT mark, scored, {', '.join(_FIELDS)} FROM runs")
-            return {r[_AT["run_id"]]: r for r in rows}
+            return {r[-1]: r for r in self.db.execute(f"SELECT {columns}, run_id FROM runs")}
         except sqlite3.Error:
             return {}
 
@@ -175,8 +216,11 @@ class RunIndex:
         try:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(
-                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * (len(_FIELDS) + 2))})",
-                [(mark, int(scored), *_columns(summary)) for summary, mark, scored in fresh],
+                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * (len(_FIELDS) + 3))})",
+                [
+                    (mark, int(scored), *_columns(summary), dumps_row(summary.to_dict()))
+                    for summary, mark, scored in fresh
+                ],
             )
             self.db.executemany("DELETE FROM runs WHERE run_id = ?", [(g,) for g in gone])
             self.db.execute("COMMIT")
@@ -191,7 +235,7 @@ def _current(db: sqlite3.Connection) -> bool:
     """Whether the file's table is this version's, with a column per summary field."""
     if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         return False
-    return [r[1] for r in db.execute("PRAGMA table_info(runs)")] == ["mark", "scored", *_FIELDS]
+    return [r[1] for r in db.execute("PRAGMA table_info(runs)")] == ["mark", "scored", *_FIELDS, "text"]
 
 
 def _columns(summary: RunSummary) -> list[Any]:
@@ -207,12 +251,10 @@ def _from_json(text: Any) -> Any:
     return None if text is None else [] if text == "[]" else json.loads(text)
 
 
-def _kept(row: _Row, mark: str, path: str) -> RunSummary | None:
-    """The row's summary while it holds: the run's files unchanged since, its status settled and
-    its score looked for. A row that does not read back as a summary (a damaged file) is None."""
-    if row[0] != mark or not row[1] or row[_AT["status"]] in UNSETTLED:
-        return None
-    values = list(row[2:])
+def _kept(row: _Row, path: str) -> RunSummary | None:
+    """A kept row's summary (its run at ``path``); None for a row that does not read back as a
+    summary (a damaged file)."""
+    values = list(row[2:-1])  # the fields (the key repeated last)
     values[_AT["path"] - 2] = path  # the root may have moved since
     values[_AT["untrusted"] - 2] = bool(values[_AT["untrusted"] - 2])
     try:
@@ -256,6 +298,18 @@ def list_runs(root: Path) -> list[RunSummary]:
         for summary in runs:
             summary.untrusted = True
     return runs
+
+
+def list_runs_json(root: Path) -> str:
+    """:func:`list_runs` as ``mosaic runs --json`` prints it (:func:`~mosaic_core.jsontext.dumps_rows`),
+    each unchanged run's line read from the index as it is."""
+    if untrusted_run(root) is not None:  # every run's line changes: marked untrusted
+        return dumps_rows([summary.to_dict() for summary in list_runs(root)])
+    index = RunIndex(root)
+    try:
+        return index.summaries_json()
+    finally:
+        index.close()
 
 
 def record_run(run_dir: Path) -> None:

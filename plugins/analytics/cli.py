@@ -172,11 +172,14 @@ def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def _list(ns: argparse.Namespace) -> int:
-    from mosaic_core.runstore.index import list_runs
+    from mosaic_core.runstore.index import list_runs, list_runs_json
     from mosaic_core.runstore.score import format_score
     from mosaic_core.runstore.summary import format_age, format_bytes
 
     root = runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
+    if ns.json and not ns.name:
+        print(list_runs_json(root))
+        return 0
     runs = list_runs(root)
     if ns.name:
         runs = [r for r in runs if r.experiment == ns.name]

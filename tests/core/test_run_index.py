@@ -9,7 +9,8 @@ import os
 import sqlite3
 import time
 
-from mosaic_core.runstore.index import INDEX_NAME, RunIndex, list_runs, record_run
+from mosaic_core.jsontext import dumps_rows
+from mosaic_core.runstore.index import INDEX_NAME, RunIndex, list_runs, list_runs_json, record_run
 from mosaic_core.runstore.summary import summarize
 
 
@@ -224,6 +225,32 @@ def test_rows_that_do_not_read_back_are_rebuilt_and_paths_follow_a_moved_root(tm
     root.rename(moved)
     assert [s["path"] for s in listed(moved)] == [str(moved / "a"), str(moved / "b")]
     assert listed(moved) == fresh(moved)
+
+
+def test_the_json_listing_prints_the_summaries_whatever_changed(tmp_path):
+    """``mosaic runs --json`` prints an unchanged run's stored line as it is: the same text as
+    encoding its summary, cold and warm, after a change, a damaged line and a moved root."""
+
+    def printed(root):
+        return dumps_rows([s.to_dict() for s in list_runs(root)])
+
+    root = tmp_path / "runs"
+    for i in range(4):
+        make_run(root, f"r{i}", started=time.time() - 10 + i, end=None if i == 3 else "run_completed")
+    assert json.loads(list_runs_json(root)) and list_runs_json(root) == printed(root)
+    with open(root / "r1" / "events.jsonl", "a") as handle:
+        handle.write(json.dumps({"event": "run_resumed", "run_id": "r1", "seq": 4, "timestamp": time.time()}) + "\n")
+    db = sqlite3.connect(root / INDEX_NAME)
+    db.execute("UPDATE runs SET text = '{\"run_id\": \"r2\"' WHERE run_id = 'r2'")  # cut off
+    db.commit()
+    db.close()
+    assert list_runs_json(root) == printed(root)
+    rewritten = dict(sqlite3.connect(root / INDEX_NAME).execute("SELECT run_id, text FROM runs"))["r2"]
+    assert json.loads(rewritten)["run_id"] == "r2"
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    assert list_runs_json(moved) == printed(moved) and str(root) not in list_runs_json(moved)
+    assert list_runs_json(tmp_path / "empty") == "[]"
 
 
 def test_imported_runs_and_experiment_tags_are_part_of_the_summary(tmp_path):
