@@ -1,0 +1,173 @@
+"""``mosaic match ENV --seat NAME=OPERATOR … --episodes N --seeds S``: operators play a PettingZoo game
+in lock-step, recorded like a run.
+
+Everything given is checked before anything starts (the env, every seat named once and filled,
+each operator built for its seat); then the match folder ``<runs root>/<match id>/`` gets
+``config.json`` (``kind: "match"``), ``events.jsonl`` (``run_started``, a ``match_episode`` per
+episode, one terminal event) and ``match.json`` (rewritten after each episode). ``mosaic runs``
+lists it as a run of algorithm ``match`` whose progress counts episodes. Ctrl-C or SIGTERM ends it
+``run_cancelled`` (exit 130), every operator closed, its processes with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from mosaic_core import EventEmitter, RunDirectory, UsageError
+from mosaic_core.toolkit import check_run_id, check_runs_root, default_runs_root, new_run_id, write_json_atomic
+
+__all__ = ["MATCH_FILE", "configure", "run"]
+
+MATCH_FILE = "match.json"
+MATCH_SCHEMA = "mosaic.match/1"
+EPISODE_EVENT = "match_episode"
+MAX_EPISODES = 1_000_000
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("env", metavar="ENV", help="a PettingZoo env: tictactoe_v3, connect_four_v3, simple_spread_v3")
+    parser.add_argument(
+        "--seat",
+        action="append",
+        default=[],
+        metavar="NAME=OPERATOR",
+        help="who plays seat NAME (every seat once): random, scripted:NAME (a mosaic.operators entry point), "
+        "run:RUN_ID[@STEP] (a run's policy, served from its own process)",
+    )
+    parser.add_argument("--episodes", type=int, default=10, help="episodes to play (default 10)")
+    parser.add_argument(
+        "--seeds",
+        default="0",
+        metavar="S|S1,S2,…",
+        help="the first episode's env seed (episode k plays S+k), or one seed per episode (default 0)",
+    )
+    parser.add_argument("--run-id", help="the match's id (default: match-<ULID>)")
+    parser.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
+
+
+def episode_seeds(text: str, episodes: int) -> list[int]:
+    """The env seed of each episode (``--seeds``), or :class:`UsageError`."""
+    try:
+        given = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--seeds {text!r}: expected a seed or a comma-separated list of seeds") from None
+    if any(seed < 0 or seed >= 2**31 for seed in given):
+        raise UsageError(f"--seeds {text!r}: seeds are integers from 0 to 2**31-1")
+    if len(given) == 1:
+        return [given[0] + k for k in range(episodes)]
+    if len(given) != episodes:
+        raise UsageError(f"--seeds lists {len(given)} seeds for --episodes {episodes}: give one per episode")
+    return given
+
+
+def run(ns: argparse.Namespace) -> int:
+    from mosaic_arena.operators import OperatorError
+
+    if not 1 <= ns.episodes <= MAX_EPISODES:
+        raise UsageError(f"--episodes must be from 1 to {MAX_EPISODES:,}, got {ns.episodes}")
+    seeds = episode_seeds(ns.seeds, ns.episodes)
+    root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
+    check_runs_root(root)
+    run_id = ns.run_id or f"match-{new_run_id()}"
+    check_run_id(run_id)
+    folder = RunDirectory.for_run(root, run_id)
+    folder.check_usable()
+    try:
+        game, seats, specs, operators = _seat_everyone(ns.env, ns.seat, root)
+    except OperatorError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        return _record(folder, game, seats, specs, operators, seeds)
+    finally:
+        for operator in operators.values():
+            operator.close()
+
+
+def _seat_everyone(env: str, given: list[str], root: Path) -> tuple[Any, dict[str, Any], dict[str, str], dict[str, Any]]:
+    """The game, its seats, each seat's spec and its operator; :class:`OperatorError` for anything
+    that does not fit (the operators built so far closed)."""
+    from mosaic_arena.games import find_game, seats_of
+    from mosaic_arena.operators import OperatorError
+    from mosaic_arena.registry import operator_kinds, parse_seat, seat_operator
+    import dataclasses
+
+    game = find_game(env)
+    seats = {name: dataclasses.replace(seat, runs_root=root) for name, seat in seats_of(game).items()}
+    specs: dict[str, str] = {}
+    for text in given:
+        name, spec = parse_seat(text)
+        if name not in seats:
+            raise OperatorError(f"--seat {text}: {env} has no seat {name!r} (its seats: {', '.join(seats)})")
+        if name in specs:
+            raise OperatorError(f"--seat {text}: seat {name} is given twice")
+        specs[name] = spec
+    missing = [name for name in seats if name not in specs]
+    if missing:
+        raise OperatorError(f"no operator for seat {', '.join(missing)} of {env}: add --seat {missing[0]}=random")
+    kinds = operator_kinds()
+    operators: dict[str, Any] = {}
+    try:
+        for name, spec in specs.items():
+            operators[name] = seat_operator(spec, seats[name], kinds)
+    except BaseException:
+        for operator in operators.values():
+            operator.close()
+        raise
+    return game, seats, specs, operators
+
+
+def _record(folder: RunDirectory, game: Any, seats: dict[str, Any], specs: dict[str, str], operators: dict[str, Any], seeds: list[int]) -> int:
+    """Play the match into ``folder``; the exit code (0, 130 cancelled, 1 failed)."""
+    from mosaic_arena.play import SeatTally, play_episode
+
+    folder.create()
+    config = {"run_id": folder.path.name, "kind": "match", "algo": "match", "env_id": game.name, "seats": specs,
+              "episodes": len(seeds), "seeds": seeds}
+    write_json_atomic(folder.config, config)
+    events = EventEmitter(folder.path.name, folder.events)
+    tallies = {name: SeatTally(specs[name]) for name in seats}
+    record: dict[str, Any] = {"schema": MATCH_SCHEMA, **config, "status": "running", "episodes_played": []}
+    progress = {"unit": "episodes", "total": len(seeds), "event": EPISODE_EVENT}
+    events.emit("run_started", {**config, "progress": progress})
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    env = game.make()
+    status, code, payload = "completed", 0, {}
+    try:
+        for k, seed in enumerate(seeds, 1):
+            record["episodes_played"].append(play_episode(game, env, seats, operators, tallies, seed))
+            _write(folder, record, tallies)
+            first = tallies[next(iter(tallies))].returns
+            events.emit(EPISODE_EVENT, {"episodes_done": k, "episodes_total": len(seeds),
+                                        "mean_return": sum(first) / len(first), **record["episodes_played"][-1]})
+    except KeyboardInterrupt:
+        status, code, payload = "cancelled", 130, {"reason": "interrupted (Ctrl-C or SIGTERM)"}
+    except Exception as exc:  # an operator or the env failed: recorded, one line
+        status, code, payload = "failed", 1, {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        env.close()
+    record["status"] = status
+    _write(folder, record, tallies)
+    events.emit(f"run_{status}", {**payload, "match": str(folder.path / MATCH_FILE)})
+    events.close()
+    _summary(folder, tallies, status)
+    return code
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _write(folder: RunDirectory, record: dict[str, Any], tallies: dict[str, Any]) -> None:
+    write_json_atomic(folder.path / MATCH_FILE, {**record, "seats": {name: t.to_dict() for name, t in tallies.items()}})
+
+
+def _summary(folder: RunDirectory, tallies: dict[str, Any], status: str) -> None:
+    parts = [f"{name} ({t.operator}) {t.outcomes.count('win')}W {t.outcomes.count('loss')}L "
+             f"{t.outcomes.count('draw')}D" for name, t in tallies.items()]
+    print(f"mosaic: match {folder.path.name} {status}: " + "; ".join(parts) + f"; {folder.path / MATCH_FILE}",
+          file=sys.stderr)
