@@ -3,8 +3,8 @@ entry-point group, namespace ``mosaic``): a single-agent view of a board game wh
 by an operator (:class:`mosaic_arena.seated.SeatedEnv`). Registering imports nothing (the env's class is
 named by a string), so every process that imports gymnasium pays nothing for it.
 
-- ``mosaic/TicTacToe-vs-random-v0``, ``mosaic/ConnectFour-vs-random-v0``: the learner plays both seats, in
-  turn from episode to episode (its observation is the board from its own side, so one policy plays either);
+- ``mosaic/TicTacToe-vs-random-v0``, ``mosaic/ConnectFour-vs-random-v0``: the learner plays either seat,
+  drawn for each episode (its observation is the board from its own side, so one policy plays both);
 - ``mosaic/TicTacToe-as-player_1-vs-random-v0`` (and ``player_2``, and Connect Four's): always that seat.
 
 Gymnasium 1.x no longer loads this group: there ``import mosaic_arena.gym_ids`` before ``gym.make``
@@ -24,7 +24,7 @@ def _ids() -> dict[str, dict[str, str]]:
     """Each id (without the namespace) and the keyword arguments it makes its env with."""
     ids = {}
     for title, game in _BOARDS.items():
-        ids[f"{title}-vs-random-v0"] = {"game": game, "seat": "alternate", "opponent": "random"}
+        ids[f"{title}-vs-random-v0"] = {"game": game, "seat": "any", "opponent": "random"}
         for seat in _SEATS_OF[game]:
             ids[f"{title}-as-{seat}-vs-random-v0"] = {"game": game, "seat": seat, "opponent": "random"}
     return ids

@@ -10,7 +10,7 @@ operators the others (``mosaic/TicTacToe-vs-random-v0``; :mod:`mosaic_arena.gym_
   same rule to every seat (a forfeit), so a policy trained here plays a match by the rules it learned;
 - an illegal action of an operator forfeits the game to the learner (+1).
 
-The learner's seat is fixed (``seat="player_1"``) or alternates episode by episode (``"alternate"``).
+The learner's seat is fixed (``seat="player_1"``) or drawn for each episode from the env's seed (``"any"``).
 """
 
 from __future__ import annotations
@@ -47,15 +47,15 @@ class SeatedEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
 
-    def __init__(self, game: str = "tictactoe_v3", seat: str = "alternate", opponent: str = "random",
+    def __init__(self, game: str = "tictactoe_v3", seat: str = "any", opponent: str = "random",
                  render_mode: str | None = None):
         found = GAMES.get(game)
         if found is None or not found.turn_based:
             raise gym.error.Error(f"SeatedEnv plays a turn-based game ({', '.join(g for g in GAMES if GAMES[g].turn_based)}), not {game!r}")
         self.game, self.render_mode = found, render_mode
         self.seats: dict[str, Seat] = seats_of(found)
-        if seat != "alternate" and seat not in self.seats:
-            raise gym.error.Error(f"{game} has no seat {seat!r} (its seats: {', '.join(self.seats)}, or 'alternate')")
+        if seat != "any" and seat not in self.seats:
+            raise gym.error.Error(f"{game} has no seat {seat!r} (its seats: {', '.join(self.seats)}, or 'any')")
         self.seat_choice, self.opponent_spec = seat, opponent
         self.env = found.make(render_mode=render_mode)
         first = next(iter(self.seats.values()))
@@ -74,7 +74,7 @@ class SeatedEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         names = list(self.seats)
-        self.learner = names[self.episodes % len(names)] if self.seat_choice == "alternate" else self.seat_choice
+        self.learner = names[int(self.np_random.integers(len(names)))] if self.seat_choice == "any" else self.seat_choice
         self.episodes += 1
         self.env.reset(seed=int(self.np_random.integers(2**31)))
         for operator in self.opponents.values():
