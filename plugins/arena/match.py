@@ -133,7 +133,7 @@ def _record(folder: RunDirectory, game: Any, seats: dict[str, Any], specs: dict[
     record: dict[str, Any] = {"schema": MATCH_SCHEMA, **config, "status": "running", "episodes_played": []}
     progress = {"unit": "episodes", "total": len(seeds), "event": EPISODE_EVENT}
     events.emit("run_started", {**config, "progress": progress})
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
     env = game.make()
     status, code, payload = "completed", 0, {}
     try:
@@ -148,7 +148,8 @@ def _record(folder: RunDirectory, game: Any, seats: dict[str, Any], specs: dict[
     except Exception as exc:  # an operator or the env failed: recorded, one line
         status, code, payload = "failed", 1, {"error": f"{type(exc).__name__}: {exc}"}
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         env.close()
     record["status"] = status
     _write(folder, record, tallies)
