@@ -87,13 +87,16 @@ def run(ns: argparse.Namespace) -> int:
             operator.close()
 
 
-def _seat_everyone(env: str, given: list[str], root: Path) -> tuple[Any, dict[str, Any], dict[str, str], dict[str, Any]]:
+def _seat_everyone(
+    env: str, given: list[str], root: Path
+) -> tuple[Any, dict[str, Any], dict[str, str], dict[str, Any]]:
     """The game, its seats, each seat's spec and its operator; :class:`OperatorError` for anything
     that does not fit (the operators built so far closed)."""
+    import dataclasses
+
     from mosaic_arena.games import find_game, seats_of
     from mosaic_arena.operators import OperatorError
     from mosaic_arena.registry import operator_kinds, parse_seat, seat_operator
-    import dataclasses
 
     game = find_game(env)
     seats = {name: dataclasses.replace(seat, runs_root=root) for name, seat in seats_of(game).items()}
@@ -120,13 +123,27 @@ def _seat_everyone(env: str, given: list[str], root: Path) -> tuple[Any, dict[st
     return game, seats, specs, operators
 
 
-def _record(folder: RunDirectory, game: Any, seats: dict[str, Any], specs: dict[str, str], operators: dict[str, Any], seeds: list[int]) -> int:
+def _record(
+    folder: RunDirectory,
+    game: Any,
+    seats: dict[str, Any],
+    specs: dict[str, str],
+    operators: dict[str, Any],
+    seeds: list[int],
+) -> int:
     """Play the match into ``folder``; the exit code (0, 130 cancelled, 1 failed)."""
     from mosaic_arena.play import SeatTally, play_episode
 
     folder.create()
-    config = {"run_id": folder.path.name, "kind": "match", "algo": "match", "env_id": game.name, "seats": specs,
-              "episodes": len(seeds), "seeds": seeds}
+    config = {
+        "run_id": folder.path.name,
+        "kind": "match",
+        "algo": "match",
+        "env_id": game.name,
+        "seats": specs,
+        "episodes": len(seeds),
+        "seeds": seeds,
+    }
     write_json_atomic(folder.config, config)
     events = EventEmitter(folder.path.name, folder.events)
     tallies = {name: SeatTally(specs[name]) for name in seats}
@@ -141,8 +158,15 @@ def _record(folder: RunDirectory, game: Any, seats: dict[str, Any], specs: dict[
             record["episodes_played"].append(play_episode(game, env, seats, operators, tallies, seed))
             _write(folder, record, tallies)
             first = tallies[next(iter(tallies))].returns
-            events.emit(EPISODE_EVENT, {"episodes_done": k, "episodes_total": len(seeds),
-                                        "mean_return": sum(first) / len(first), **record["episodes_played"][-1]})
+            events.emit(
+                EPISODE_EVENT,
+                {
+                    "episodes_done": k,
+                    "episodes_total": len(seeds),
+                    "mean_return": sum(first) / len(first),
+                    **record["episodes_played"][-1],
+                },
+            )
     except KeyboardInterrupt:
         status, code, payload = "cancelled", 130, {"reason": "interrupted (Ctrl-C or SIGTERM)"}
     except Exception as exc:  # an operator or the env failed: recorded, one line
@@ -168,7 +192,11 @@ def _write(folder: RunDirectory, record: dict[str, Any], tallies: dict[str, Any]
 
 
 def _summary(folder: RunDirectory, tallies: dict[str, Any], status: str) -> None:
-    parts = [f"{name} ({t.operator}) {t.outcomes.count('win')}W {t.outcomes.count('loss')}L "
-             f"{t.outcomes.count('draw')}D" for name, t in tallies.items()]
-    print(f"mosaic: match {folder.path.name} {status}: " + "; ".join(parts) + f"; {folder.path / MATCH_FILE}",
-          file=sys.stderr)
+    parts = [
+        f"{name} ({t.operator}) {t.outcomes.count('win')}W {t.outcomes.count('loss')}L {t.outcomes.count('draw')}D"
+        for name, t in tallies.items()
+    ]
+    print(
+        f"mosaic: match {folder.path.name} {status}: " + "; ".join(parts) + f"; {folder.path / MATCH_FILE}",
+        file=sys.stderr,
+    )

@@ -17,9 +17,9 @@ declared in the ``mosaic.operators`` entry-point group is seated as ``scripted:N
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["KINDS", "Operator", "OperatorError", "OperatorInfo", "Seat"]

@@ -152,9 +152,7 @@ def _outcomes(returns: dict[str, float], forfeit: str | None) -> dict[str, str]:
         return {agent: "loss" if agent == forfeit else "win" for agent in returns}
     best = max(returns.values())
     leaders = [agent for agent, value in returns.items() if value == best]
-    return {
-        agent: ("win" if len(leaders) == 1 else "draw") if agent in leaders else "loss" for agent in returns
-    }
+    return {agent: ("win" if len(leaders) == 1 else "draw") if agent in leaders else "loss" for agent in returns}
 
 
 def _shown(action: Any) -> Any:

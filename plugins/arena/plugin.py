@@ -40,4 +40,6 @@ def _run(ns):
 
 @hookimpl
 def mosaic_cli_commands():
-    return [CliCommand("match", "operators play a multi-agent game, seat by seat, recorded like a run", _configure, _run)]
+    return [
+        CliCommand("match", "operators play a multi-agent game, seat by seat, recorded like a run", _configure, _run)
+    ]

@@ -28,7 +28,7 @@ __all__ = ["SeatedEnv", "flat_observation", "flat_space"]
 
 def flat_space(space: Any) -> gym.spaces.Box:
     """The Box :func:`flat_observation` fills for a seat whose observation space is ``space``."""
-    parts = [space["observation"], space["action_mask"]] if isinstance(space, gym.spaces.Dict) else [space]
+    parts: list[Any] = [space["observation"], space["action_mask"]] if isinstance(space, gym.spaces.Dict) else [space]
     low = np.concatenate([np.broadcast_to(part.low, part.shape).ravel() for part in parts]).astype(np.float32)
     high = np.concatenate([np.broadcast_to(part.high, part.shape).ravel() for part in parts]).astype(np.float32)
     return gym.spaces.Box(low, high, dtype=np.float32)
@@ -47,11 +47,14 @@ class SeatedEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
 
-    def __init__(self, game: str = "tictactoe_v3", seat: str = "any", opponent: str = "random",
-                 render_mode: str | None = None):
+    def __init__(
+        self, game: str = "tictactoe_v3", seat: str = "any", opponent: str = "random", render_mode: str | None = None
+    ):
         found = GAMES.get(game)
         if found is None or not found.turn_based:
-            raise gym.error.Error(f"SeatedEnv plays a turn-based game ({', '.join(g for g in GAMES if GAMES[g].turn_based)}), not {game!r}")
+            raise gym.error.Error(
+                f"SeatedEnv plays a turn-based game ({', '.join(g for g in GAMES if GAMES[g].turn_based)}), not {game!r}"
+            )
         self.game, self.render_mode = found, render_mode
         self.seats: dict[str, Seat] = seats_of(found)
         if seat != "any" and seat not in self.seats:
@@ -74,7 +77,9 @@ class SeatedEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         names = list(self.seats)
-        self.learner = names[int(self.np_random.integers(len(names)))] if self.seat_choice == "any" else self.seat_choice
+        self.learner = (
+            names[int(self.np_random.integers(len(names)))] if self.seat_choice == "any" else self.seat_choice
+        )
         self.episodes += 1
         self.env.reset(seed=int(self.np_random.integers(2**31)))
         for operator in self.opponents.values():

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import tempfile
 import time
-from pathlib import Path
 from typing import IO, Any
 
 from mosaic_arena.operators import OperatorError, Seat

@@ -281,7 +281,9 @@ class Session:
         except (TypeError, ValueError):
             raise CommandError(f"invalid observation: {space} needs numbers") from None
         if observation.shape != space.shape:
-            raise CommandError(f"invalid observation of shape {list(observation.shape)}: {space} needs {list(space.shape)}")
+            raise CommandError(
+                f"invalid observation of shape {list(observation.shape)}: {space} needs {list(space.shape)}"
+            )
         return {"type": "act", "action": json_safe(self.policy(observation))}
 
     def _response(self, kind: str, info: dict[str, Any], **fields: Any) -> dict[str, Any]:

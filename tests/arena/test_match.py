@@ -28,9 +28,7 @@ def environ() -> dict[str, str]:
 
 
 def mosaic(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(MOSAIC), *args], cwd=cwd, env=environ(), capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([str(MOSAIC), *args], cwd=cwd, env=environ(), capture_output=True, text=True, timeout=timeout)
 
 
 def match(cwd: Path, env: str, *args: str, run_id: str) -> subprocess.CompletedProcess:
