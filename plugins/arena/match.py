@@ -20,7 +20,7 @@ from typing import Any
 from mosaic_core import EventEmitter, RunDirectory, UsageError
 from mosaic_core.toolkit import check_run_id, check_runs_root, default_runs_root, new_run_id, write_json_atomic
 
-__all__ = ["MATCH_FILE", "configure", "run"]
+__all__ = ["MATCH_FILE", "MatchRecorder", "configure", "run"]
 
 MATCH_FILE = "match.json"
 MATCH_SCHEMA = "mosaic.match/1"
@@ -132,41 +132,17 @@ def _record(
     seeds: list[int],
 ) -> int:
     """Play the match into ``folder``; the exit code (0, 130 cancelled, 1 failed)."""
-    from mosaic_arena.play import SeatTally, play_episode
+    from mosaic_arena.play import play_episode
 
-    folder.create()
-    config = {
-        "run_id": folder.path.name,
-        "kind": "match",
-        "algo": "match",
-        "env_id": game.name,
-        "seats": specs,
-        "episodes": len(seeds),
-        "seeds": seeds,
-    }
-    write_json_atomic(folder.config, config)
-    events = EventEmitter(folder.path.name, folder.events)
-    tallies = {name: SeatTally(specs[name]) for name in seats}
-    record: dict[str, Any] = {"schema": MATCH_SCHEMA, **config, "status": "running", "episodes_played": []}
-    progress = {"unit": "episodes", "total": len(seeds), "event": EPISODE_EVENT}
-    events.emit("run_started", {**config, "progress": progress})
+    recorder = MatchRecorder(folder, game.name, specs, seeds)
+    recorder.start()
     previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
-    env = game.make()
     status, code, payload = "completed", 0, {}
+    env = None
     try:
-        for k, seed in enumerate(seeds, 1):
-            record["episodes_played"].append(play_episode(game, env, seats, operators, tallies, seed))
-            _write(folder, record, tallies)
-            first = tallies[next(iter(tallies))].returns
-            events.emit(
-                EPISODE_EVENT,
-                {
-                    "episodes_done": k,
-                    "episodes_total": len(seeds),
-                    "mean_return": sum(first) / len(first),
-                    **record["episodes_played"][-1],
-                },
-            )
+        env = game.make()
+        for seed in seeds:
+            recorder.add(play_episode(game, env, seats, operators, recorder.tallies, seed))
     except KeyboardInterrupt:
         status, code, payload = "cancelled", 130, {"reason": "interrupted (Ctrl-C or SIGTERM)"}
     except Exception as exc:  # an operator or the env failed: recorded, one line
@@ -174,21 +150,57 @@ def _record(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        env.close()
-    record["status"] = status
-    _write(folder, record, tallies)
-    events.emit(f"run_{status}", {**payload, "match": str(folder.path / MATCH_FILE)})
-    events.close()
-    _summary(folder, tallies, status)
+        if env is not None:
+            env.close()
+    recorder.end(status, payload)
     return code
+
+
+class MatchRecorder:
+    """The match folder's files: ``config.json``, ``events.jsonl``, ``match.json`` after each episode."""
+
+    def __init__(self, folder: RunDirectory, env_id: str, specs: dict[str, str], seeds: list[int]):
+        from mosaic_arena.play import SeatTally
+
+        self.folder, self.seeds = folder, seeds
+        self.config = {"run_id": folder.path.name, "kind": "match", "algo": "match", "env_id": env_id}
+        self.config.update(seats=specs, episodes=len(seeds), seeds=seeds)
+        self.tallies = {name: SeatTally(spec) for name, spec in specs.items()}
+        self.played: list[dict[str, Any]] = []
+        self.events: EventEmitter | None = None
+
+    def start(self) -> None:
+        self.folder.create()
+        write_json_atomic(self.folder.config, self.config)
+        self.events = EventEmitter(self.folder.path.name, self.folder.events)
+        progress = {"unit": "episodes", "total": len(self.seeds), "event": EPISODE_EVENT}
+        self.events.emit("run_started", {**self.config, "progress": progress})
+
+    def add(self, episode: dict[str, Any]) -> None:
+        """One episode more: ``match.json`` rewritten, a ``match_episode`` event (with the first seat's
+        mean return so far, what ``mosaic runs`` shows)."""
+        self.played.append(episode)
+        self._write("running")
+        first = next(iter(self.tallies.values())).returns
+        done = {"episodes_done": len(self.played), "episodes_total": len(self.seeds)}
+        assert self.events is not None
+        self.events.emit(EPISODE_EVENT, {**done, "mean_return": sum(first) / len(first), **episode})
+
+    def end(self, status: str, payload: dict[str, Any]) -> None:
+        assert self.events is not None, "end() before start()"
+        self._write(status)
+        self.events.emit(f"run_{status}", {**payload, "match": str(self.folder.path / MATCH_FILE)})
+        self.events.close()
+        _summary(self.folder, self.tallies, status)
+
+    def _write(self, status: str) -> None:
+        seats = {name: tally.to_dict() for name, tally in self.tallies.items()}
+        record = {"schema": MATCH_SCHEMA, **self.config, "status": status, "episodes_played": self.played}
+        write_json_atomic(self.folder.path / MATCH_FILE, {**record, "seats": seats})
 
 
 def _interrupt(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-def _write(folder: RunDirectory, record: dict[str, Any], tallies: dict[str, Any]) -> None:
-    write_json_atomic(folder.path / MATCH_FILE, {**record, "seats": {name: t.to_dict() for name, t in tallies.items()}})
 
 
 def _summary(folder: RunDirectory, tallies: dict[str, Any], status: str) -> None:
