@@ -17,10 +17,11 @@ def operator_kinds() -> dict[str, OperatorInfo]:
         for info in provided or []:
             if not isinstance(info, OperatorInfo):
                 continue  # not a descriptor: that plugin's contribution is dropped
+            provider = f"{plugin.name} ({plugin.distribution})"
             if info.name in kinds:
-                other = kinds[info.name][0]
-                raise OperatorError(f"operator {info.name!r} is registered twice: by {other} and by {plugin.name}")
-            kinds[info.name] = (plugin.name, info)
+                both = " and by ".join(sorted((kinds[info.name][0], provider)))
+                raise OperatorError(f"operator {info.name!r} is registered twice: by {both}")
+            kinds[info.name] = (provider, info)
     return {name: info for name, (_plugin, info) in sorted(kinds.items())}
 
 

@@ -207,3 +207,88 @@ def _servers_of(cwd: Path) -> list[int]:
             if "cleanrl_worker.interactive" in command and str(cwd) in command:
                 found.append(int(entry.name))
     return found
+
+
+CORNER_PLUGIN = """
+from mosaic_core import hookimpl
+from mosaic_arena.operators import OperatorError, OperatorInfo
+
+
+class Corner:
+    def __init__(self, square):
+        self.square = square
+    def reset(self, seed):
+        pass
+    def act(self, observation, info):
+        mask = list(observation["action_mask"])
+        return self.square if mask[self.square] else mask.index(1)
+    def close(self):
+        pass
+
+
+def corner(argument, seat):
+    if argument not in ("", "0", "2", "6", "8"):
+        raise OperatorError(f"corner:{argument}: a corner is 0, 2, 6 or 8")
+    return Corner(int(argument or 0))
+
+
+@hookimpl(optionalhook=True)
+def mosaic_operators():
+    return [OperatorInfo("corner", "scripted", "a corner first, then the first legal square", corner)]
+"""
+BROKEN_PLUGIN = """
+from mosaic_core import hookimpl
+
+
+@hookimpl(optionalhook=True)
+def mosaic_operators():
+    raise RuntimeError("this plugin's operators are broken")
+"""
+TWICE_PLUGIN = """
+from mosaic_core import hookimpl
+from mosaic_arena.operators import OperatorInfo
+
+
+@hookimpl(optionalhook=True)
+def mosaic_operators():
+    return [OperatorInfo("random", "random", "another random", lambda argument, seat: None)]
+"""
+
+
+def test_a_plugin_registers_an_operator_kind_through_the_hook(tmp_path):
+    """A third party's kind through ``mosaic_operators``, beside a plugin whose implementation raises
+    (isolated: only its operators are missing); a name registered twice is refused naming both."""
+    from tests.core.distributions import make_distribution
+
+    site = tmp_path / "site"
+    make_distribution(
+        site, "arena-corner", {"mosaic.plugins": {"corner": "arena_corner"}}, {"arena_corner": CORNER_PLUGIN}
+    )
+    make_distribution(
+        site, "arena-broken", {"mosaic.plugins": {"broken": "arena_broken"}}, {"arena_broken": BROKEN_PLUGIN}
+    )
+    seats = ["--seat", "player_1=corner:8", "--seat", "player_2=scripted:first-legal", "--episodes", "2"]
+    proc = subprocess.run(
+        [str(MOSAIC), "match", "tictactoe_v3", *seats, "--run-id", "corner"],
+        cwd=tmp_path, env={**environ(), "PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "plugin 'broken' failed in mosaic_operators" in proc.stderr  # named, and the match goes on
+    record = read_match(tmp_path, "corner")
+    assert record["seats"]["player_1"]["operator"] == "corner:8"
+    # corner 8, then the first free squares against first-legal: 8 0 1 2 3 4 5 6, player_2's 2-4-6 diagonal
+    assert [(e["steps"], e["outcomes"]["player_2"]) for e in record["episodes_played"]] == [(8, "win")] * 2
+    bad = subprocess.run(
+        [str(MOSAIC), "match", "tictactoe_v3", "--seat", "player_1=corner:5", "--seat", "player_2=random"],
+        cwd=tmp_path, env={**environ(), "PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "corner:5: a corner is 0, 2, 6 or 8" in bad.stderr, bad.stderr
+    make_distribution(site, "arena-twice", {"mosaic.plugins": {"twice": "arena_twice"}}, {"arena_twice": TWICE_PLUGIN})
+    twice = subprocess.run(
+        [str(MOSAIC), "match", "tictactoe_v3", "--seat", "player_1=random", "--seat", "player_2=random"],
+        cwd=tmp_path, env={**environ(), "PYTHONPATH": str(site)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert (
+        twice.returncode == 2
+        and "'random' is registered twice: by arena (mosaic-rl) and by twice (arena-twice)" in twice.stderr
+    ), twice.stderr
