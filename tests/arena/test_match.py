@@ -125,6 +125,7 @@ def test_bad_input_is_one_line_and_starts_nothing(tmp_path, args, named):
     assert not runs_root(tmp_path).exists() or not any(runs_root(tmp_path).glob("match-*"))
 
 
+@pytest.mark.slow
 def test_a_run_of_ours_plays_its_seat_from_its_own_process(trained):
     proc = match(
         trained, "tictactoe_v3", "--seat", f"player_1=run:{TRAINED}@4096", "--seat", "player_2=random",
@@ -138,6 +139,7 @@ def test_a_run_of_ours_plays_its_seat_from_its_own_process(trained):
     assert not _servers_of(trained)
 
 
+@pytest.mark.slow
 def test_a_run_that_cannot_take_the_seat_is_refused(trained):
     root = runs_root(trained)
     bare = root / "no-checkpoint"  # a copy of the run without its checkpoints
@@ -157,6 +159,7 @@ def test_a_run_that_cannot_take_the_seat_is_refused(trained):
     assert not list(root.glob("match-*")) and not _servers_of(trained)
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_match_cancels_it_and_leaves_nothing_running(trained):
     proc = subprocess.Popen(
         [str(MOSAIC), "match", "tictactoe_v3", "--seat", f"player_1=run:{TRAINED}", "--seat", "player_2=random",
