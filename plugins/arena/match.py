@@ -13,6 +13,7 @@ episodes. Ctrl-C or SIGTERM ends it
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -27,7 +28,8 @@ __all__ = ["MATCH_FILE", "MatchRecorder", "configure", "run"]
 MATCH_FILE = "match.json"
 MATCH_SCHEMA = "mosaic.match/1"
 EPISODE_EVENT = "match_episode"
-MAX_EPISODES = 1_000_000
+MAX_EPISODES = 100_000  # match.json keeps every episode
+HEARTBEAT_S = 30.0  # as a run's: its pid, so `mosaic runs` tells a killed match (lost) from a playing one
 WRITE_EVERY_S = 1.0  # match.json while the match plays (rewriting it after every game of thousands costs n²)
 
 
@@ -65,6 +67,14 @@ def episode_seeds(text: str, episodes: int) -> list[int]:
     if len(given) != episodes:
         raise UsageError(f"--seeds lists {len(given)} seeds for --episodes {episodes}: give one per episode")
     return given
+
+
+def seeds_record(seeds: list[int]) -> dict[str, Any]:
+    """The seeds as ``config.json`` and ``match.json`` keep them: ``first_seed`` when they count up from
+    it (one number for any number of episodes; each episode's record has its own), else the list."""
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return {"first_seed": seeds[0]}
+    return {"seeds": seeds}
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -167,11 +177,11 @@ class MatchRecorder:
 
         self.folder, self.seeds = folder, seeds
         self.config = {"run_id": folder.path.name, "kind": "match", "algo": "match", "env_id": env_id}
-        self.config.update(seats=specs, episodes=len(seeds), seeds=seeds)
+        self.config.update(seats=specs, episodes=len(seeds), **seeds_record(seeds))
         self.tallies = {name: SeatTally(spec) for name, spec in specs.items()}
         self.played: list[dict[str, Any]] = []
         self.events: EventEmitter | None = None
-        self.written_at = -WRITE_EVERY_S
+        self.written_at = self.beat_at = self.started_at = time.monotonic()
 
     def start(self) -> None:
         self.folder.create()
@@ -179,6 +189,8 @@ class MatchRecorder:
         self.events = EventEmitter(self.folder.path.name, self.folder.events)
         progress = {"unit": "episodes", "total": len(self.seeds), "event": EPISODE_EVENT}
         self.events.emit("run_started", {**self.config, "progress": progress})
+        self._heartbeat()
+        self._write("running")
 
     def add(self, episode: dict[str, Any]) -> None:
         """One episode more: a ``match_episode`` event (with the first seat's mean return so far, what
@@ -186,6 +198,8 @@ class MatchRecorder:
         self.played.append(episode)
         if time.monotonic() - self.written_at >= WRITE_EVERY_S:
             self._write("running")
+        if time.monotonic() - self.beat_at >= HEARTBEAT_S:
+            self._heartbeat()
         first = next(iter(self.tallies.values())).returns
         done = {"episodes_done": len(self.played), "episodes_total": len(self.seeds)}
         assert self.events is not None
@@ -197,6 +211,11 @@ class MatchRecorder:
         self.events.emit(f"run_{status}", {**payload, "match": str(self.folder.path / MATCH_FILE)})
         self.events.close()
         _summary(self.folder, self.tallies, status)
+
+    def _heartbeat(self) -> None:
+        assert self.events is not None
+        self.beat_at = time.monotonic()
+        self.events.emit("heartbeat", {"elapsed_s": round(self.beat_at - self.started_at, 3), "pid": os.getpid()})
 
     def _write(self, status: str) -> None:
         seats = {name: tally.to_dict() for name, tally in self.tallies.items()}

@@ -65,7 +65,8 @@ def test_random_against_random_is_recorded_and_replays_the_same(tmp_path):
     first, second = (match(tmp_path, "tictactoe_v3", *seats, run_id=name) for name in ("m1", "m2"))
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     one, two = read_match(tmp_path, "m1"), read_match(tmp_path, "m2")
-    assert one["status"] == "completed" and one["seeds"] == list(range(7, 19))
+    assert one["status"] == "completed" and one["first_seed"] == 7
+    assert [episode["seed"] for episode in one["episodes_played"]] == list(range(7, 19))
     for seat in ("player_1", "player_2"):
         record = one["seats"][seat]
         assert record["wins"] + record["losses"] + record["draws"] == 12 == len(record["returns"])
@@ -84,9 +85,10 @@ def test_random_against_random_is_recorded_and_replays_the_same(tmp_path):
 
 def test_a_parallel_env_plays_every_seat_at_once(tmp_path):
     seats = [f"--seat=agent_{i}=random" for i in range(3)]
-    proc = match(tmp_path, "simple_spread_v3", *seats, "--episodes", "2", run_id="spread")
+    proc = match(tmp_path, "simple_spread_v3", *seats, "--episodes", "2", "--seeds", "5,3", run_id="spread")
     assert proc.returncode == 0, proc.stderr
     record = read_match(tmp_path, "spread")
+    assert record["seeds"] == [5, 3] == [episode["seed"] for episode in record["episodes_played"]]
     assert all(seat["draws"] == 2 for seat in record["seats"].values())  # a cooperative game: one shared reward
     assert all(episode["steps"] == 25 for episode in record["episodes_played"])  # MPE's max_cycles
 
@@ -163,7 +165,7 @@ def test_a_run_that_cannot_take_the_seat_is_refused(trained):
 def test_ctrl_c_mid_match_cancels_it_and_leaves_nothing_running(trained):
     proc = subprocess.Popen(
         [str(MOSAIC), "match", "tictactoe_v3", "--seat", f"player_1=run:{TRAINED}", "--seat", "player_2=random",
-         "--episodes", "1000000", "--run-id", "stopped"],
+         "--episodes", "100000", "--run-id", "stopped"],
         cwd=trained, env=environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     try:
@@ -187,6 +189,29 @@ def test_ctrl_c_mid_match_cancels_it_and_leaves_nothing_running(trained):
     while _servers_of(trained) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _servers_of(trained)
+
+
+@pytest.mark.slow
+def test_a_killed_match_is_listed_lost_and_its_policy_server_ends(trained):
+    """SIGKILL leaves no terminal event: the heartbeat's pid tells ``mosaic runs`` the match is lost,
+    and the served policy, its input gone, ends by itself."""
+    proc = subprocess.Popen(
+        [str(MOSAIC), "match", "tictactoe_v3", "--seat", "player_1=random", "--seat", f"player_2=run:{TRAINED}",
+         "--episodes", "100000", "--run-id", "killed"],
+        cwd=trained, env=environ(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if json.loads(line)["event"] == "match_episode":
+            break
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while _servers_of(trained) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _servers_of(trained)
+    listed = {r["run_id"]: r for r in json.loads(mosaic(trained, "runs", "--json").stdout)}
+    assert listed["killed"]["status"] == "lost" and events_of(runs_root(trained) / "killed")[1]["event"] == "heartbeat"
 
 
 def test_the_seated_envs_are_in_the_catalog(tmp_path):
