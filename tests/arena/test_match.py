@@ -89,7 +89,13 @@ def test_a_parallel_env_plays_every_seat_at_once(tmp_path):
     assert proc.returncode == 0, proc.stderr
     record = read_match(tmp_path, "spread")
     assert record["seeds"] == [5, 3] == [episode["seed"] for episode in record["episodes_played"]]
-    assert all(seat["draws"] == 2 for seat in record["seats"].values())  # a cooperative game: one shared reward
+    for episode in record["episodes_played"]:  # the one highest return wins, a tie for it draws, the rest lose
+        best = max(episode["returns"].values())
+        leaders = [seat for seat, value in episode["returns"].items() if value == best]
+        expected = {seat: "loss" for seat in episode["returns"]} | dict.fromkeys(
+            leaders, "win" if len(leaders) == 1 else "draw"
+        )
+        assert episode["outcomes"] == expected
     assert all(episode["steps"] == 25 for episode in record["episodes_played"])  # MPE's max_cycles
 
 
