@@ -72,6 +72,9 @@ def scripted_operator(argument: str, seat: Seat) -> FunctionOperator:
             f"operator scripted:{argument}: no installed {OPERATORS_GROUP} entry point is named so "
             f"(a package declares its scripts in that group; installed: {known})"
         )
+    if len({ep.value for ep in found}) > 1:
+        where = " and ".join(sorted(f"{ep.value} ({ep.dist.name if ep.dist else '?'})" for ep in found))
+        raise OperatorError(f"operator scripted:{argument}: two installed entry points have that name: {where}")
     try:
         function = found[0].load()
     except Exception as exc:

@@ -1,6 +1,6 @@
 """Interactive mode: step one environment by JSON lines over stdin/stdout.
 
-``python -m cleanrl_worker.interactive --env-id E [--seed S] [--policy-path P] [--render]``
+``python -m cleanrl_worker.interactive --env-id E [--seed S] [--policy-path P [--deterministic]] [--render]``
 (``mosaic run --worker cleanrl --interactive ...`` runs it with the user's stdin/stdout).
 
 One JSON object per line in each direction. On start the session prints a ``ready`` line
