@@ -51,6 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the first episode's env seed (episode k plays S+k), or one seed per episode (default 0)",
     )
     parser.add_argument("--run-id", help="the match's id (default: match-<ULID>)")
+    parser.add_argument("--quiet", action="store_true", help="the events to events.jsonl only, not to stdout")
     parser.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
 
 
@@ -94,7 +95,7 @@ def run(ns: argparse.Namespace) -> int:
     except OperatorError as exc:
         raise UsageError(str(exc)) from None
     try:
-        return _record(folder, game, seats, specs, operators, seeds)
+        return _record(MatchRecorder(folder, game.name, specs, seeds, quiet=ns.quiet), game, seats, operators)
     finally:
         for operator in operators.values():
             operator.close()
@@ -136,25 +137,17 @@ def _seat_everyone(
     return game, seats, specs, operators
 
 
-def _record(
-    folder: RunDirectory,
-    game: Any,
-    seats: dict[str, Any],
-    specs: dict[str, str],
-    operators: dict[str, Any],
-    seeds: list[int],
-) -> int:
-    """Play the match into ``folder``; the exit code (0, 130 cancelled, 1 failed)."""
+def _record(recorder: MatchRecorder, game: Any, seats: dict[str, Any], operators: dict[str, Any]) -> int:
+    """Play the match into the recorder's folder; the exit code (0, 130 cancelled, 1 failed)."""
     from mosaic_arena.play import play_episode
 
-    recorder = MatchRecorder(folder, game.name, specs, seeds)
     recorder.start()
     previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
     status, code, payload = "completed", 0, {}
     env = None
     try:
         env = game.make()
-        for seed in seeds:
+        for seed in recorder.seeds:
             recorder.add(play_episode(game, env, seats, operators, recorder.tallies, seed))
     except KeyboardInterrupt:
         status, code, payload = "cancelled", 130, {"reason": "interrupted (Ctrl-C or SIGTERM)"}
@@ -172,10 +165,10 @@ def _record(
 class MatchRecorder:
     """The match folder's files: ``config.json``, ``events.jsonl`` (an event per episode), ``match.json``."""
 
-    def __init__(self, folder: RunDirectory, env_id: str, specs: dict[str, str], seeds: list[int]):
+    def __init__(self, folder: RunDirectory, env_id: str, specs: dict[str, str], seeds: list[int], quiet: bool):
         from mosaic_arena.play import SeatTally
 
-        self.folder, self.seeds = folder, seeds
+        self.folder, self.seeds, self.quiet = folder, seeds, quiet
         self.config = {"run_id": folder.path.name, "kind": "match", "algo": "match", "env_id": env_id}
         self.config.update(seats=specs, episodes=len(seeds), **seeds_record(seeds))
         self.tallies = {name: SeatTally(spec) for name, spec in specs.items()}
@@ -186,7 +179,7 @@ class MatchRecorder:
     def start(self) -> None:
         self.folder.create()
         write_json_atomic(self.folder.config, self.config)
-        self.events = EventEmitter(self.folder.path.name, self.folder.events)
+        self.events = EventEmitter(self.folder.path.name, self.folder.events, to_stream=not self.quiet)
         progress = {"unit": "episodes", "total": len(self.seeds), "event": EPISODE_EVENT}
         self.events.emit("run_started", {**self.config, "progress": progress})
         self._heartbeat()

@@ -1,5 +1,5 @@
 """Hook implementations of the arena plugin: its hook spec (``mosaic_operators``), its own operator kinds
-through that hook, and the ``mosaic match`` command."""
+through that hook, and the ``mosaic match`` and ``mosaic league`` commands."""
 
 from __future__ import annotations
 
@@ -38,8 +38,23 @@ def _run(ns):
     return run(ns)
 
 
+def _configure_league(parser):
+    from mosaic_arena.league import configure
+
+    configure(parser)
+
+
+def _run_league(ns):
+    from mosaic_arena.league import run
+
+    return run(ns)
+
+
 @hookimpl
 def mosaic_cli_commands():
     return [
-        CliCommand("match", "operators play a multi-agent game, seat by seat, recorded like a run", _configure, _run)
+        CliCommand("match", "operators play a multi-agent game, seat by seat, recorded like a run", _configure, _run),
+        CliCommand(
+            "league", "a round-robin of operators: ratings, a cross-play matrix, CIs", _configure_league, _run_league
+        ),
     ]
