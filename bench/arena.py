@@ -8,7 +8,9 @@
 tallies, the timing), and its ratio to (a);
 (c) a match with two ``run:`` operators, each a CleanRL policy served from its own process (one JSON
 line each way per action), and its ratio to (a);
-(d) ``mosaic match`` as a user runs it (two ``random`` seats), whole: start-up and files included.
+(d) ``mosaic match`` as a user runs it (two ``random`` seats), whole: start-up and files included;
+(e) ``mosaic league`` of 4 operators (``random``, two scripted ones, the ``run:``) x 100 games per
+match (12 matches: each pairing in both seat orders), whole, with its standings' bootstrap.
 Each figure is the best of ``--repeats``. Nothing here asserts: it prints.
 """
 
@@ -82,6 +84,33 @@ def whole_command(games: int, runs_root: Path) -> float:
     return time.perf_counter() - started
 
 
+LEAGUE = """
+name = "{name}"
+env = "tictactoe_v3"
+games = {games}
+[operators]
+random = "random"
+first-legal = "scripted:first-legal"
+always-zero = "scripted:always-zero"
+policy = "run:{run}"
+"""
+
+
+def whole_league(run: str, games: int, runs_root: Path, scratch: Path) -> float:
+    """Wall seconds of a fresh ``mosaic league`` of 4 operators (the scripted ones: the example package's)."""
+    mosaic = Path(sys.executable).parent / "mosaic"
+    spec = scratch / f"league-{time.monotonic_ns()}.toml"
+    spec.write_text(LEAGUE.format(name=spec.stem, games=games, run=run))
+    started = time.perf_counter()
+    subprocess.run(
+        [str(mosaic), "league", str(spec), "--runs-dir", str(runs_root)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
 def train(runs_root: Path) -> str:
     mosaic = Path(sys.executable).parent / "mosaic"
     command = [str(mosaic), "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "mosaic/TicTacToe-vs-random-v0"]
@@ -105,6 +134,7 @@ def main() -> None:
         random_match = best(lambda: match_loop(ns.games, {"player_1": "random", "player_2": "random"}, runs_root))
         served = best(lambda: match_loop(ns.games, {"player_1": f"run:{run}", "player_2": f"run:{run}"}, runs_root))
         whole = min(whole_command(ns.games, runs_root) for _ in range(ns.repeats))
+        league = whole_league(run, 100, runs_root, Path(scratch))
     print(f"{GAME}, {ns.games} games, best of {ns.repeats}:")
     print(f"  (a) bare PettingZoo loop          {bare:10,.0f} steps/s")
     print(
@@ -112,6 +142,7 @@ def main() -> None:
     )
     print(f"  (c) match, 2 run: operators       {served:10,.0f} steps/s  ({served / bare:.3f}x the bare loop)")
     print(f"  (d) mosaic match, 2 random seats  {whole:10.2f} s whole ({ns.games} games)")
+    print(f"  (e) mosaic league, 4 operators    {league:10.2f} s whole (12 matches x 100 games, once)")
 
 
 if __name__ == "__main__":
