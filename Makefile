@@ -7,7 +7,7 @@ PINS   := torch==2.13.0 gymnasium==0.29.1 numpy==1.26.4
 # Optional extras installed in both venvs: the test suite exercises them (their tests skip without
 # them; cleanrl, analytics and wandb are the built-in worker's and plugins' heavy dependencies, which
 # the light core leaves out). `make extras` adds them to venvs built before.
-EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray,docs,lint
+EXTRAS ?= cleanrl,analytics,wandb,test,minigrid,web,sweep,atari,mujoco,ray,docs,lint,arena
 
 # The distribution was `mosaic-workers` before it was `mosaic-rl`: a venv or checkout built before would keep
 # the old one's entry points beside the new one's (every plugin twice) unless they go.

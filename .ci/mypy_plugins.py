@@ -27,6 +27,7 @@ CHECKED = (
     "mosaic_analytics",
     "mosaic_experiments",
     "mosaic_example_plugin",
+    "mosaic_arena",
 )
 
 

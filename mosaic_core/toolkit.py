@@ -32,6 +32,7 @@ _EXPORTS = {
     **_from(
         "config",
         "RUN_ID",
+        "new_run_id",
         "build_config",
         "read_config_file",
         "redact",

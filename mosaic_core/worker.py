@@ -98,6 +98,15 @@ class Worker:
         the run directory. The default: None (the training program checks it when it loads)."""
         return None
 
+    def policy_server(self, checkpoint: Checkpoint, config: WorkerConfig) -> list[str] | None:
+        """The command that serves ``checkpoint``'s policy (a run of ``config``) from a process of its
+        own, for an arena's seat (``mosaic match --seat NAME=run:RUN_ID``): it prints one JSON line
+        ``{"type": "ready", "observation_space": ..., "action_space": ...}``, then answers each
+        ``{"cmd": "act", "observation": [...]}`` on its stdin with ``{"type": "act", "action": ...}``
+        (or ``{"type": "error", "message": ...}``) and ends at ``{"cmd": "stop"}`` or end of input.
+        Loads data only, the way evaluation does. None (the default): its runs cannot take a seat."""
+        return None
+
     def describe_options(self, algo: str | None) -> WorkerForm:
         """What a submit form (the dashboard's) offers for ``algo`` (None: the worker's
         default): the algorithm names it knows and their options

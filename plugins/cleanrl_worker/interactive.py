@@ -1,6 +1,6 @@
 """Interactive mode: step one environment by JSON lines over stdin/stdout.
 
-``python -m cleanrl_worker.interactive --env-id E [--seed S] [--policy-path P] [--render]``
+``python -m cleanrl_worker.interactive --env-id E [--seed S] [--policy-path P [--deterministic]] [--render]``
 (``mosaic run --worker cleanrl --interactive ...`` runs it with the user's stdin/stdout).
 
 One JSON object per line in each direction. On start the session prints a ``ready`` line
@@ -12,6 +12,9 @@ One JSON object per line in each direction. On start the session prints a ``read
   random one) → ``{"type": "step", "action": ..., "action_source": "user"|"policy"|"random",
   "observation": ..., "reward": ..., "terminated": ..., "truncated": ..., "info": ...,
   "episode_return": ..., "step": ...}``
+- ``{"cmd": "act", "observation": [...]}`` → ``{"type": "act", "action": ...}``: the loaded policy's
+  action for an observation the caller gives (the env is not stepped: an arena's seat, served from
+  this process; ``Worker.policy_server``);
 - ``{"cmd": "ping"}`` → ``{"type": "pong"}``; ``{"cmd": "help"}`` → the commands;
   ``{"cmd": "stop"}`` → ``{"type": "stopped"}`` and exit 0. End of input also exits 0.
 
@@ -39,6 +42,7 @@ import numpy as np
 COMMANDS = {
     "reset": 'start an episode: {"cmd": "reset", "seed": 3} (seed optional)',
     "step": 'take one step: {"cmd": "step", "action": 1} (action optional: policy or random)',
+    "act": 'the loaded policy\'s action for a given observation: {"cmd": "act", "observation": [0.1, 0.2]}',
     "ping": 'liveness check: {"cmd": "ping"}',
     "help": 'this list: {"cmd": "help"}',
     "stop": 'end the session: {"cmd": "stop"}',
@@ -214,6 +218,8 @@ class Session:
             return self.reset(request.get("seed"))
         if command == "step":
             return self.step(request.get("action"))
+        if command == "act":
+            return self.act(request.get("observation"))
         raise CommandError(f"unknown command {command!r}: use one of {', '.join(COMMANDS)}")
 
     def reset(self, seed: Any) -> dict[str, Any]:
@@ -265,6 +271,20 @@ class Session:
             terminated=bool(terminated),
             truncated=bool(truncated),
         )
+
+    def act(self, raw_observation: Any) -> dict[str, Any]:
+        if self.policy is None:
+            raise CommandError("no policy loaded: start the session with --policy-path")
+        space = self.env.observation_space
+        try:
+            observation = np.asarray(raw_observation, dtype=space.dtype)
+        except (TypeError, ValueError):
+            raise CommandError(f"invalid observation: {space} needs numbers") from None
+        if observation.shape != space.shape:
+            raise CommandError(
+                f"invalid observation of shape {list(observation.shape)}: {space} needs {list(space.shape)}"
+            )
+        return {"type": "act", "action": json_safe(self.policy(observation))}
 
     def _response(self, kind: str, info: dict[str, Any], **fields: Any) -> dict[str, Any]:
         response = {
@@ -333,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=None, help="seed of the first reset and of random actions")
     parser.add_argument("--policy-path", help="a .cleanrl_model checkpoint whose policy picks default actions")
     parser.add_argument("--render", action="store_true", help="send a PNG frame with each reset/step")
+    parser.add_argument("--deterministic", action="store_true", help="the policy's greedy / mean action")
     return parser
 
 
@@ -348,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     render_mode = "rgb_array" if ns.render else None
     try:
         if ns.policy_path:
-            loaded = load_policy(ns.policy_path, ns.env_id, seed=ns.seed or 0)
+            loaded = load_policy(ns.policy_path, ns.env_id, seed=ns.seed or 0, deterministic=ns.deterministic)
             env, policy, policy_info = loaded.make_env(render_mode=render_mode), loaded.single, loaded.info
         else:
             env, policy, policy_info = make_plain_env(ns.env_id, render_mode), None, None

@@ -231,6 +231,13 @@ class CleanRLWorker(Worker):
             return None
         return CheckpointLayout(CHECKPOINTS, FORMAT)
 
+    def policy_server(self, checkpoint: Checkpoint, config: WorkerConfig) -> list[str] | None:
+        """The interactive mode's session serving the checkpoint's greedy policy (its ``act`` command)."""
+        import sys
+
+        command = [sys.executable, "-m", "cleanrl_worker.interactive", "--env-id", config.env_id]
+        return command + ["--policy-path", str(checkpoint.path), "--deterministic"]
+
     def check_checkpoint(self, checkpoint: Checkpoint, config: WorkerConfig) -> str | None:
         from cleanrl_worker.checkpoint_header import FORMAT, FORMAT_VERSION, read_header
 

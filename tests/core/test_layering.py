@@ -202,6 +202,7 @@ def test_the_package_list_comes_from_pyproject():
         "ray_worker",
         "xuance_worker",
         "mosaic_example_plugin",
+        "mosaic_arena",
     } <= set(PACKAGES)
     for name, folder in PACKAGES.items():
         assert (folder / "__init__.py").is_file(), f"{name}: no package at {folder}"

@@ -12,7 +12,7 @@ import pytest
 
 from tests.core.distributions import make_distribution
 
-HEAVY = ("torch", "gymnasium", "tensorboard", "wandb", "matplotlib", "grpc", "tensorboardX")
+HEAVY = ("torch", "gymnasium", "tensorboard", "wandb", "matplotlib", "grpc", "tensorboardX", "pettingzoo")
 # What start-up no longer pays for: importlib.metadata (and the email parser it brings) once the
 # entry points are cached; pluggy and every plugin module for a built-in command.
 METADATA = ("importlib.metadata", "email.message")
@@ -23,6 +23,7 @@ PLUGINS = (
     "mosaic_curriculum.plugin",
     "mosaic_fastlane.plugin",
     "cleanrl_worker.plugin",
+    "mosaic_arena.plugin",
 )
 
 PROBE = """
@@ -52,7 +53,7 @@ def imported(argv, modules, env=None, cwd=None):
     return line[6:]
 
 
-@pytest.mark.parametrize("argv", [["workers"], ["--help"], ["plugins"], ["workers", "--json"]])
+@pytest.mark.parametrize("argv", [["workers"], ["--help"], ["plugins"], ["workers", "--json"], ["match", "--help"]])
 def test_no_heavy_import(argv):
     assert imported(argv, HEAVY) == "", f"{argv} imported heavy modules"
 

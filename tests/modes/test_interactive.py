@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-KINDS = {"ready", "reset", "step", "pong", "help", "stopped", "error"}
+KINDS = {"ready", "act", "reset", "step", "pong", "help", "stopped", "error"}
 
 
 class Interactive:
@@ -157,6 +157,30 @@ def test_policy_actions_are_reproducible(session_factory, ppo_checkpoint):
         runs.append([(s["action"], s["observation"]["values"]) for s in steps])
         assert session.finish()[0] == 0
     assert runs[0] == runs[1]
+
+
+def test_act_answers_for_an_observation_it_is_given(session_factory, ppo_checkpoint):
+    """The arena's seat protocol (``Worker.policy_server``): the greedy policy's action for an
+    observation the caller sends, the env never stepped; without a policy, or for an observation of
+    the wrong shape, an error line and the session goes on."""
+    bare = session_factory("--env-id", "CartPole-v1")
+    assert bare.receive()["type"] == "ready"
+    assert "no policy loaded" in bare.ask({"cmd": "act", "observation": [0, 0, 0, 0]})["message"]
+    actions = []
+    for _ in range(2):
+        session = session_factory(
+            "--env-id", "CartPole-v1", "--policy-path", str(ppo_checkpoint), "--deterministic", "--seed", str(_)
+        )  # fmt: skip
+        assert session.receive()["type"] == "ready"
+        observations = [[0.0, 0.0, angle, speed] for angle in (-0.1, 0.1) for speed in (-1.0, 1.0)]
+        answers = [session.ask({"cmd": "act", "observation": o, "id": i}) for i, o in enumerate(observations)]
+        assert [a["type"] for a in answers] == ["act"] * 4 and [a["id"] for a in answers] == [0, 1, 2, 3]
+        actions.append([a["action"] for a in answers])
+        for bad in ([1, 2], "left", None):
+            answer = session.ask({"cmd": "act", "observation": bad})
+            assert answer["type"] == "error" and "observation" in answer["message"]
+        assert session.ask({"cmd": "stop"})["type"] == "stopped"
+    assert actions[0] == actions[1] and set(actions[0]) <= {0, 1}  # greedy: another seed, the same actions
 
 
 def test_minigrid_policy_and_image_observation(session_factory, minigrid_checkpoint):

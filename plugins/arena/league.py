@@ -1,0 +1,215 @@
+"""``mosaic league SPEC.toml`` and ``mosaic league show SPEC.toml``: a round-robin of operators in a
+two-seat game, each pairing a match in each seat order; the standings (:mod:`mosaic_arena.standings`).
+
+The spec::
+
+    name = "ttt"                 # the league's matches are runs league-ttt--A--B; its standings league-ttt.json
+    env = "tictactoe_v3"
+    games = 20                   # per match (each pairing plays two: one per seat order)
+    first_seed = 0               # every match plays the same env seeds
+    [operators]                  # a name (letters, digits, - and _) for each operator spec
+    random = "random"
+    first-legal = "scripted:first-legal"
+    ppo = "run:ttt"
+
+Resumable like an experiment: a match whose ``match.json`` says completed is never played again; one
+that did not complete (cancelled, failed) is played again under the next free id (``…-2``). The
+standings are computed from the completed matches and written to ``<runs root>/league-NAME.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from mosaic_core import UsageError
+from mosaic_core.toolkit import check_runs_root, default_runs_root, read_spec_text, write_json_atomic
+
+__all__ = ["LEAGUE_SCHEMA", "configure", "run"]
+
+LEAGUE_SCHEMA = "mosaic.league/1"
+NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
+MAX_GAMES = 10_000
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("words", nargs="+", metavar="[show] SPEC.toml", help="play the league's matches not yet played "
+                        "(then its standings), or `show SPEC.toml`: its standings only")  # fmt: skip
+    parser.add_argument("--runs-dir", help="runs root (default var/trainer/runs, or $MOSAIC_RUNS_DIR)")
+    parser.add_argument("--json", action="store_true", help="print the standings as JSON")
+
+
+def run(ns: argparse.Namespace) -> int:
+    show = ns.words[0] == "show"
+    if len(ns.words) != 1 + show:
+        raise UsageError("expected `mosaic league SPEC.toml` or `mosaic league show SPEC.toml`")
+    spec = read_league(ns.words[-1])
+    root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
+    check_runs_root(root)
+    if not show:
+        code = _play(spec, root)
+        if code:
+            return code
+    standings = _standings(spec, root)
+    if not show:
+        write_json_atomic(root / f"league-{spec['name']}.json", standings)
+    _print(standings, ns.json)
+    return 0
+
+
+def read_league(path: str) -> dict[str, Any]:
+    """The spec at ``path``, checked: one UsageError naming the field and the file."""
+    from mosaic_arena.games import GAMES
+
+    text = read_spec_text(path, "league spec")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"league spec {path}: {exc}") from None
+
+    def bad(field: str, expected: str) -> UsageError:
+        return UsageError(f"league spec {path}: field {field!r}: expected {expected}, got {data.get(field)!r}")
+
+    if not isinstance(data.get("name"), str) or not NAME.fullmatch(data["name"]):
+        raise bad("name", "a name of letters, digits, - and _")
+    if data.get("env") not in GAMES:
+        raise bad("env", f"one of {', '.join(GAMES)}")
+    games, seed = data.get("games", 10), data.get("first_seed", 0)
+    if isinstance(games, bool) or not isinstance(games, int) or not 1 <= games <= MAX_GAMES:
+        raise bad("games", f"a number of games from 1 to {MAX_GAMES:,}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise bad("first_seed", "a seed from 0 to 2**31-1")
+    operators = data.get("operators")
+    if not isinstance(operators, dict) or len(operators) < 2:
+        raise bad("operators", "a table of at least two operators, name = spec")
+    for name, operator in operators.items():
+        if not NAME.fullmatch(name) or not isinstance(operator, str):
+            raise UsageError(
+                f'league spec {path}: operators.{name}: expected name = "SPEC" (a name of letters, digits, - and _)'
+            )
+    unknown = set(data) - {"name", "env", "games", "first_seed", "operators"}
+    if unknown:
+        raise UsageError(f"league spec {path}: unknown field {sorted(unknown)[0]!r}")
+    return {"name": data["name"], "env": data["env"], "games": games, "first_seed": seed, "operators": operators}
+
+
+def _schedule(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every ordered pair of operators: (the first seat's, the second's)."""
+    names = list(spec["operators"])
+    return [(first, second) for first in names for second in names if first != second]
+
+
+def _completed(root: Path, base: str) -> tuple[Path | None, str]:
+    """The completed match of ``base`` (or ``base-2``…), else None and the next free id."""
+    for attempt in range(1, 1000):
+        run_id = base if attempt == 1 else f"{base}-{attempt}"
+        folder = root / run_id
+        if not folder.exists():
+            return None, run_id
+        if _status(folder) == "completed":
+            return folder, run_id
+    raise UsageError(f"league match {base}: a thousand attempts, none completed")
+
+
+def _status(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "match.json").read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _play(spec: dict[str, Any], root: Path) -> int:
+    from mosaic_arena.match import run as play_match
+
+    seats = _check_operators(spec, root)
+    pairs = _schedule(spec)
+    for k, (first, second) in enumerate(pairs, 1):
+        done, run_id = _completed(root, f"league-{spec['name']}--{first}--{second}")
+        if done is not None:
+            print(f"mosaic: league {spec['name']}: {run_id} played already ({k}/{len(pairs)})", file=sys.stderr)
+            continue
+        specs = [f"{seats[0]}={spec['operators'][first]}", f"{seats[1]}={spec['operators'][second]}"]
+        ns = argparse.Namespace(env=spec["env"], seat=specs, episodes=spec["games"], seeds=str(spec["first_seed"]),
+                                run_id=run_id, runs_dir=str(root), quiet=True)  # fmt: skip
+        code = play_match(ns)
+        if code:
+            return code
+    return 0
+
+
+def _check_operators(spec: dict[str, Any], root: Path) -> list[str]:
+    """The game's two seats, each operator built once for the first and closed: nothing of the league
+    plays before all of them fit (a ``run:`` operator's server starts and stops here)."""
+    import dataclasses
+
+    from mosaic_arena.games import find_game, seats_of
+    from mosaic_arena.operators import OperatorError
+    from mosaic_arena.registry import operator_kinds, seat_operator
+
+    try:
+        seats = seats_of(find_game(spec["env"]))
+        if len(seats) != 2:
+            raise OperatorError(f"league: {spec['env']} has {len(seats)} seats; a league pairs two operators")
+        first = dataclasses.replace(next(iter(seats.values())), runs_root=root)
+        kinds = operator_kinds()
+        for name, operator in spec["operators"].items():
+            try:
+                seat_operator(operator, first, kinds).close()
+            except OperatorError as exc:
+                raise OperatorError(f"league spec, operators.{name}: {exc}") from None
+    except OperatorError as exc:
+        raise UsageError(str(exc)) from None
+    return list(seats)
+
+
+def _standings(spec: dict[str, Any], root: Path) -> dict[str, Any]:
+    from mosaic_arena.standings import Game, cross_play, ratings
+
+    games, matches = [], []
+    for first, second in _schedule(spec):
+        folder, run_id = _completed(root, f"league-{spec['name']}--{first}--{second}")
+        matches.append({"first": first, "second": second, "run_id": run_id, "completed": folder is not None})
+        if folder is None:
+            continue
+        record = json.loads((folder / "match.json").read_text(encoding="utf-8"))
+        seat = next(iter(record["seats"]))  # the first seat's outcomes: `first`'s
+        games += [Game(first, second, outcome) for outcome in record["seats"][seat]["outcomes"]]
+    names = list(spec["operators"])
+    return {
+        "schema": LEAGUE_SCHEMA,
+        **spec,
+        "matches": matches,
+        "rating": "openskill PlackettLuce mu; ci95: bootstrap over the games (2.5th, 97.5th percentiles)",
+        "ratings": ratings(names, games),
+        "cross_play": cross_play(names, games),
+    }
+
+
+def _print(standings: dict[str, Any], as_json: bool) -> None:
+    from mosaic_core.toolkit import print_table
+
+    if as_json:
+        print(json.dumps(standings, indent=2))
+        return
+    ranked = sorted(standings["ratings"].items(), key=lambda item: -item[1]["mu"])
+    rows = [(name, f"{r['mu']:.2f}", _ci(r["ci95"]), str(r["games"])) for name, r in ranked]
+    played = sum(m["completed"] for m in standings["matches"])
+    print_table(f"league {standings['name']} ({standings['env']}): ratings", ("operator", "mu", "95% CI", "games"), rows,
+                [f"{played} of {len(standings['matches'])} matches played; OpenSkill (Plackett-Luce), bootstrap CIs"])  # fmt: skip
+    names = [name for name, _ in ranked]
+    matrix = standings["cross_play"]
+    cells = [(row, *(_cell(matrix[row][column]) for column in names)) for row in names]
+    print_table("cross-play: the row's score against the column (a draw is half)", ("", *names), cells)
+
+
+def _ci(interval: list[float] | None) -> str:
+    return f"[{interval[0]:.2f}, {interval[1]:.2f}]" if interval else "-"
+
+
+def _cell(entry: dict[str, Any] | None) -> str:
+    return f"{entry['score']:.2f} {_ci(entry['ci95'])}" if entry else "-"
