@@ -31,8 +31,8 @@ OPTIONAL = {
 
 CAPABILITIES = WorkerCapabilities(
     worker_type="rllib",
-    supported_paradigms=("sequential",),
-    env_families=("gymnasium", "classic_control", "box2d", "atari", "mujoco"),
+    supported_paradigms=("sequential", "parallel", "self_play"),  # multi-agent: PettingZoo's AEC and parallel envs
+    env_families=("gymnasium", "classic_control", "box2d", "atari", "mujoco", "classic", "mpe", "pettingzoo"),
     action_spaces=("discrete", "continuous"),
     observation_spaces=("vector", "image"),
     supports_checkpointing=True,
@@ -45,8 +45,8 @@ CAPABILITIES = WorkerCapabilities(
 METADATA = WorkerMetadata(
     name="rllib",
     version=VERSION,
-    description="Ray RLlib (PPO, APPO, IMPALA, DQN, SAC; new API stack) on gymnasium envs, on a local Ray "
-    "cluster started by the run or an existing one",
+    description="Ray RLlib (PPO, APPO, IMPALA, DQN, SAC; new API stack) on gymnasium envs, and PPO on PettingZoo "
+    "multi-agent envs and self-play, on a local Ray cluster started by the run or an existing one",
     capabilities=CAPABILITIES,
     worker="ray_worker.worker:RLlibWorker",
     upstream_library="ray[rllib]",
