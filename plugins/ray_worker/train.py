@@ -520,7 +520,10 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
         # again: the first iteration must not sample with the weights the env runners started with).
         algo = Algorithm.from_checkpoint(str(checkpoint))
         sync_restored_weights(algo)
-        restore_pool(algo, checkpoint)  # self-play's past policies, from the checkpoint's data
+        pool = restore_pool(algo, checkpoint)  # self-play's past policies, from the checkpoint's data
+        if pool:
+            said = ", ".join(f"{slot['module']} of iteration {slot['iteration']}" for slot in pool["slots"])
+            say(f"self-play pool restored from {checkpoint.name}: {said}")
     else:
         algo = build_config(ns, threads).build_algo()
     _ALGO["algo"] = algo  # for the stop's thread
