@@ -123,11 +123,11 @@ def build_config(
 ) -> Any:
     """The algorithm's config on the new API stack for ``env_id``, updated by ``params``; a
     multi-agent env's modules and mapping from ``setup`` (:mod:`ray_worker.teams`)."""
-    from ray_worker.envs import rllib_env
+    from ray_worker import envs, pettingzoo_envs
     from ray_worker.multiagent import is_multiagent
     from ray_worker.teams import SETUP_KEY, configure
 
-    env, env_config = rllib_env(env_id)
+    env, env_config = (pettingzoo_envs if is_multiagent(env_id) else envs).rllib_env(env_id)
     config = config_class(algo)()
     config.environment(env).framework("torch")
     params = dict(params)

@@ -50,17 +50,7 @@ def atari_env(env_config: dict[str, Any]) -> Any:
 
 
 def rllib_env(env_id: str) -> tuple[str, dict[str, Any]]:
-    """(RLlib's ``env``, the env config it needs) for ``env_id``: PettingZoo's through the creator
-    of :mod:`ray_worker.pettingzoo_envs`, Atari's through :func:`atari_env`."""
-    from ray_worker.multiagent import is_multiagent
-
-    if is_multiagent(env_id):
-        from ray.tune.registry import register_env
-
-        from ray_worker.pettingzoo_envs import CREATOR, make_env
-
-        register_env(CREATOR, make_env)
-        return CREATOR, {ENV_ID_KEY: env_id}
+    """(RLlib's ``env``, the env config it needs) for ``env_id``."""
     if not is_atari(env_id):
         return env_id, {}
     from ray.tune.registry import register_env

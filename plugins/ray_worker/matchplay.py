@@ -82,7 +82,9 @@ def step_env(checkpoint: Path) -> str:
     return str(json.loads((checkpoint / STEP_FILE).read_text(encoding="utf-8"))["env_id"])
 
 
-def play(env_id: str, seats: dict[str, Seat], seed: int, frames: list[Any] | None = None) -> tuple[dict[str, float], int]:
+def play(
+    env_id: str, seats: dict[str, Seat], seed: int, frames: list[Any] | None = None
+) -> tuple[dict[str, float], int]:
     """One episode; (each agent's return, its length in moves or steps). ``frames``: rendered into."""
     env = pettingzoo_env(env_id, {"render_mode": "rgb_array"} if frames is not None else None)
     try:
@@ -142,7 +144,11 @@ def outcomes(results: list[str]) -> dict[str, Any]:
     """Counts, rates and 95 % Wilson intervals of wins, draws and losses."""
     games = len(results)
     return {
-        name: {"count": results.count(name), "rate": results.count(name) / games, "ci95": wilson(results.count(name), games)}
+        name: {
+            "count": results.count(name),
+            "rate": results.count(name) / games,
+            "ci95": wilson(results.count(name), games),
+        }
         for name in OUTCOMES
     } | {"games": games, "interval": "wilson"}
 

@@ -8,7 +8,8 @@ board observations 3-D, which RLlib's default encoder reads as an image).
   layout), so the policy never picks an illegal move; each step's rewards go to every agent they
   are for (RLlib keeps a waiting agent's until its next observation).
 
-:func:`make_env` is the creator Ray's env registry ships to every env runner (:data:`CREATOR`).
+:func:`make_env` is the creator Ray's env registry ships to every env runner (:data:`CREATOR`,
+:func:`rllib_env`).
 """
 
 from __future__ import annotations
@@ -148,6 +149,14 @@ def make_env(env_config: dict[str, Any]) -> MultiAgentEnv:
     env_id = env_config[ENV_ID_KEY]
     raw = pettingzoo_env(env_id, options)
     return TurnBasedEnv(raw) if is_turn_based(env_id) else ParallelEnv(raw)
+
+
+def rllib_env(env_id: str) -> tuple[str, dict[str, Any]]:
+    """(RLlib's ``env``, its env config) for a PettingZoo ``env_id``: :func:`make_env`, registered."""
+    from ray.tune.registry import register_env
+
+    register_env(CREATOR, make_env)
+    return CREATOR, {ENV_ID_KEY: env_id}
 
 
 def agents_of(env_id: str) -> list[str]:

@@ -36,10 +36,14 @@ def agent_modules(agents: list[str], policies: Any) -> dict[str, str]:
         return {agent: agent for agent in agents}
     unknown = [agent for agent in policies if agent not in agents]
     if unknown:
-        raise ValueError(f"extras.policies.{unknown[0]}: the env has no agent {unknown[0]!r} (its agents: {', '.join(agents)})")
+        raise ValueError(
+            f"extras.policies.{unknown[0]}: the env has no agent {unknown[0]!r} (its agents: {', '.join(agents)})"
+        )
     missing = [agent for agent in agents if agent not in policies]
     if missing:
-        raise ValueError(f"extras.policies names no policy for agent {missing[0]!r} (the env's agents: {', '.join(agents)})")
+        raise ValueError(
+            f"extras.policies names no policy for agent {missing[0]!r} (the env's agents: {', '.join(agents)})"
+        )
     return {agent: str(policies[agent]) for agent in agents}
 
 
@@ -48,7 +52,9 @@ def setup_problems(algo: str, env_id: str, setup: dict[str, Any]) -> list[str]:
     from ray_worker.pettingzoo_envs import agents_of, is_turn_based
 
     if algo not in MULTIAGENT_ALGOS:
-        return [f"{algo} on a multi-agent env: the rllib worker trains PettingZoo envs with {', '.join(MULTIAGENT_ALGOS)}"]
+        return [
+            f"{algo} on a multi-agent env: the rllib worker trains PettingZoo envs with {', '.join(MULTIAGENT_ALGOS)}"
+        ]
     agents = agents_of(env_id)
     if SELF_PLAY in setup:
         if not is_turn_based(env_id) or len(agents) != 2:

@@ -59,7 +59,9 @@ def self_play(rllib_env, tmp_path_factory):
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
-            if (runs / "killed" / "events.jsonl").exists() and any(s >= STOP_AFTER for s in _metric_steps(runs / "killed")):
+            if (runs / "killed" / "events.jsonl").exists() and any(
+                s >= STOP_AFTER for s in _metric_steps(runs / "killed")
+            ):
                 break
             time.sleep(0.3)
         assert proc.poll() is None, f"the run ended before its Ctrl-C: {proc.communicate()[1][-2000:]}"
@@ -104,9 +106,7 @@ def test_stop_and_resume_keep_the_pool_of_past_policies(self_play):
             np.testing.assert_array_equal(last_weights[module][name], value)
     # ...and newer slots hold later weights: the pool went on filling.
     newer = [s["module"] for s in last["slots"] if s["iteration"] > iteration]
-    assert newer and any(
-        not np.array_equal(last_weights[m][n], weights[m][n]) for m in newer for n in weights[m]
-    )
+    assert newer and any(not np.array_equal(last_weights[m][n], weights[m][n]) for m in newer for n in weights[m])
 
 
 def test_self_play_reports_main_and_each_seat(self_play):
@@ -135,7 +135,10 @@ def test_evaluate_beats_random_with_a_confidence_interval(self_play, rllib_env):
     counted = {name: sum(e["outcome"] == name for e in result["episodes"]) for name in ("win", "draw", "loss")}
     assert {name: outcomes[name]["count"] for name in counted} == counted and sum(counted.values()) == GAMES
     for episode in result["episodes"]:
-        own, other = episode["agents"][episode["seat"]], sum(episode["agents"].values()) - episode["agents"][episode["seat"]]
+        own, other = (
+            episode["agents"][episode["seat"]],
+            sum(episode["agents"].values()) - episode["agents"][episode["seat"]],
+        )
         assert episode["outcome"] == ("win" if own > other else "loss" if own < other else "draw")
     low, high = outcomes["win"]["ci95"]
     assert low < outcomes["win"]["rate"] < high
