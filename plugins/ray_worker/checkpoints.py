@@ -73,7 +73,7 @@ def save(algo: Any, step: int, reason: str, env_id: str = "", state: dict[str, A
     announce it; returns its path. ``state``: what to save instead of ``algo``'s state now (a
     stop's :class:`ray_worker.train.LastIteration`, saved while the next iteration runs)."""
     from mosaic_core.child import emit_event
-    from ray_worker.selfplay import write_pool
+    from ray_worker.selfplay import pool_weights, write_pool
     from ray_worker.teams import carried_setup
 
     final = LAYOUT.path(Path.cwd(), step)
@@ -81,8 +81,9 @@ def save(algo: Any, step: int, reason: str, env_id: str = "", state: dict[str, A
     iteration = algo.iteration if state is None else state.get("training_iteration", algo.iteration)
     with SAVING:
         shutil.rmtree(temporary, ignore_errors=True)
+        pool = pool_weights(algo, state)  # (RLlib's save empties a given state)
         algo.save_to_path(str(temporary), state=state)
-        write_pool(algo, temporary, state, iteration)
+        write_pool(algo, temporary, pool, iteration)
         (temporary / STEP_FILE).write_text(
             json.dumps(
                 {

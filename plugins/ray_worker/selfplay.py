@@ -76,22 +76,27 @@ def pool_record(iteration: int, pool_size: int, snapshot_every: int) -> dict[str
     }
 
 
-def write_pool(algorithm: Any, folder: Path, state: dict[str, Any] | None, iteration: int) -> None:
-    """The pool into checkpoint ``folder`` as data: from ``state`` (an algorithm state, as a stop
-    saves it) or, without one, from the learner now."""
+def pool_weights(algorithm: Any, state: dict[str, Any] | None) -> dict[str, dict[str, Any]] | None:
+    """Each slot's weights: from ``state`` (an algorithm state, as a stop saves it) or, without one,
+    from the learner now; None without self-play. Taken before RLlib saves ``state`` (it empties it)."""
     found = settings(algorithm)
     if not found:
-        return
+        return None
     modules = pool_modules(found["pool_size"])
     if state is not None:
-        weights = {m: state["learner_group"]["learner"]["rl_module"][m] for m in modules}
-    else:
-        weights = algorithm.learner_group.get_weights(module_ids=modules)
+        return {m: dict(state["learner_group"]["learner"]["rl_module"][m]) for m in modules}
+    return dict(algorithm.learner_group.get_weights(module_ids=modules))
+
+
+def write_pool(algorithm: Any, folder: Path, weights: dict[str, dict[str, Any]] | None, iteration: int) -> None:
+    """The pool (:func:`pool_weights`) into checkpoint ``folder`` as data."""
+    found = settings(algorithm)
+    if not found or weights is None:
+        return
     target = folder / POOL_DIR
     target.mkdir()
-    for module in modules:
-        arrays = {name: np.asarray(_numpy(value)) for name, value in weights[module].items()}
-        np.savez(target / f"{module}.npz", **arrays)
+    for module, values in weights.items():
+        np.savez(target / f"{module}.npz", **{name: np.asarray(_numpy(value)) for name, value in values.items()})
     record = pool_record(iteration, found["pool_size"], found["snapshot_every"])
     (target / POOL_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
 

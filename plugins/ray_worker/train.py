@@ -375,6 +375,13 @@ def sync_restored_weights(algo: Any) -> None:
         )
 
 
+def register_creator(env_id: str) -> None:
+    """Register the env creator of ``env_id`` (PettingZoo's, Atari's) with Ray's env registry."""
+    from ray_worker import envs, pettingzoo_envs
+
+    (pettingzoo_envs if is_multiagent(env_id) else envs).rllib_env(env_id)
+
+
 def module_agents(config: Any) -> dict[str, str]:
     """A multi-agent run's modules, each with the agent it plays (its own name when several)."""
     from ray_worker.teams import carried_setup
@@ -515,6 +522,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     say(f"building {ns.algo} and its env runners" + (" from the checkpoint…" if checkpoint is not None else "…"))
     if checkpoint is not None:
         check_checkpoint(checkpoint)
+        register_creator(ns.env)  # the checkpoint's config names its env by the creator's registered name
         # Iteration, lifetime counters (the schedules' position), learner and optimizer state,
         # connector states; RLlib syncs the restored weights to the env runners (sync_restored_weights
         # again: the first iteration must not sample with the weights the env runners started with).
