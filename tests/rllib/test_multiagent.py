@@ -18,8 +18,8 @@ from tests.rllib.conftest import MOSAIC, events_of, run_args
 pytestmark = pytest.mark.slow
 
 GAME = "classic/tictactoe_v3"
-SELF_PLAY = {"pool_size": 3, "snapshot_every": 2}
-BUDGET = 6000  # 12 iterations of 500 env steps (conftest.SMALL): 6 snapshots, the pool turned over
+SELF_PLAY = {"pool_size": 4, "snapshot_every": 3}
+BUDGET = 6000  # 12 iterations of 500 env steps (conftest.SMALL): snapshots at 3, 6, 9, 12
 STOP_AFTER = 2500
 GAMES = 100  # against random: a 95 % Wilson interval about ±0.1 wide
 SEED = 5
