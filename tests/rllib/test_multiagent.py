@@ -146,14 +146,14 @@ def test_evaluate_beats_random_with_a_confidence_interval(self_play, rllib_env):
     assert low > 0.5, outcomes
 
 
-def test_mpe_trains_each_agent_its_own_policy(rllib_env, tmp_path):
+def test_mpe_trains_each_agent_its_own_policy_with_frames(rllib_env, tmp_path):
     done = subprocess.run(
         run_args(
             "mpe",
             tmp_path,
             total=1000,
             env_id="mpe/simple_spread_v3",
-            extras={"policies": "separate"},
+            extras={"policies": "separate", "fastlane_record": 1},
         ),
         env=rllib_env,
         capture_output=True,
@@ -177,6 +177,13 @@ def test_mpe_trains_each_agent_its_own_policy(rllib_env, tmp_path):
     step = _checkpoints(run_dir)[-1]["step"]
     saved = json.loads((run_dir / "checkpoints" / f"step_{step}" / "mosaic_step.json").read_text())
     assert saved["multiagent"]["agents"] == {a: a for a in agents}
+    # Frames: the multi-agent env runner's env rendered (MPE's arena), from the env runner's process.
+    from PIL import Image
+
+    section = json.loads((run_dir / "manifest.json").read_text())["fastlane"]
+    assert section["frames_published"] >= 1 and section["errors"] == []
+    with Image.open(sorted((run_dir / "videos" / "fastlane").glob("*.png"))[-1]) as image:
+        assert image.size == (700, 700)
 
 
 BAD = {
