@@ -161,13 +161,16 @@ def evaluate(
     and ``outcome``)."""
     from mosaic_core import contract
 
-    agents = list(multiagent_setup(checkpoint).get("agents") or {})
-    policies = {agent: load_policy(checkpoint, agent) for agent in agents}
+    by_agent = multiagent_setup(checkpoint).get("agents") or {}
+    agents, loaded = list(by_agent), {}
+    for agent, module in by_agent.items():  # a policy that plays several agents is loaded once
+        loaded.setdefault(module, load_policy(checkpoint, agent))
+    policies: dict[str, Seat] = {agent: loaded[module] for agent, module in by_agent.items()}
     against_random = is_turn_based(env_id) and len(agents) == 2
     frames: list[Any] | None = [] if video is not None else None
     returns, lengths, per_agent, seats, results = [], [], [], [], []
     for index, seed in enumerate(seeds):
-        table: dict[str, Seat] = dict(policies)
+        table = dict(policies)
         if against_random:  # the trained policy's seat alternates; a random legal mover takes the other
             seat, other = agents[index % 2], agents[1 - index % 2]
             table[other] = RandomLegal(seed)

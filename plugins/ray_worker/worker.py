@@ -216,10 +216,9 @@ class RLlibWorker(Worker):
         else:
             params, fitted = fit_env_runners(params, local_cluster_cpus())
             notes += fitted
-        teams = json.dumps(setup(extras) if is_multiagent(config.env_id) else {}, sort_keys=True)
+        teams = ["--setup", json.dumps(setup(extras), sort_keys=True)] if is_multiagent(config.env_id) else []
         answer = ask_configs(
-            run.python,
-            ["check", "--algo", algo, "--env", config.env_id, "--params", json.dumps(params), "--setup", teams],
+            run.python, ["check", "--algo", algo, "--env", config.env_id, "--params", json.dumps(params), *teams]
         )
         if answer["problems"]:
             raise ConfigError("; ".join(answer["problems"]), source=config.source)
@@ -232,7 +231,7 @@ class RLlibWorker(Worker):
             config.env_id,
             "--params",
             json.dumps(params, sort_keys=True),
-            *(["--setup", teams] if is_multiagent(config.env_id) else []),
+            *teams,
             *(["--ray-address", address] if address else []),
         ]
         if extras.get("eval_capture_video") is True and contract.video_encoder(run.python) is None:

@@ -216,3 +216,22 @@ def test_refused_in_one_line(case, rllib_env, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "runs" / "bad").exists()
+
+
+def test_connect_four_self_play_is_checked_in_the_workers_environment(rllib_env, tmp_path):
+    """The dry run builds the self-play config (action-masking modules, the pool) without training."""
+    done = subprocess.run(
+        run_args(
+            "c4",
+            tmp_path,
+            env_id="classic/connect_four_v3",
+            extras={"self_play": True},
+            more=("--dry-run", "--emit-summary"),
+        ),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "RLlib PPO on classic/connect_four_v3" in done.stdout and not (tmp_path / "c4").exists()
