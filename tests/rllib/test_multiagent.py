@@ -18,8 +18,9 @@ from tests.rllib.conftest import MOSAIC, events_of, run_args
 pytestmark = pytest.mark.slow
 
 GAME = "classic/tictactoe_v3"
-SELF_PLAY = {"pool_size": 4, "snapshot_every": 3}
-BUDGET = 6000  # 12 iterations of 500 env steps (conftest.SMALL): snapshots at 3, 6, 9, 12
+SELF_PLAY = {"pool_size": 5, "snapshot_every": 3}
+BUDGET = 8000  # 16 iterations of 500 env steps (conftest.SMALL): snapshots at 3, 6, 9, 12, 15
+PARAMS = {"lr": 5e-4}  # RLlib's default (5e-5) learns too slowly for a short test
 STOP_AFTER = 2500
 GAMES = 100  # against random: a 95 % Wilson interval about ±0.1 wide
 SEED = 5
@@ -49,7 +50,7 @@ def self_play(rllib_env, tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     extras = {"self_play": SELF_PLAY}
     proc = subprocess.Popen(
-        run_args("killed", runs, total=BUDGET, env_id=GAME, extras=extras, more=("--seed", str(SEED))),
+        run_args("killed", runs, total=BUDGET, env_id=GAME, params=PARAMS, extras=extras, more=("--seed", str(SEED))),
         env=rllib_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -73,7 +74,7 @@ def self_play(rllib_env, tmp_path_factory):
     assert proc.returncode == 130, err
     resume = {**extras, "mode": "resume", "checkpoint_path": str(runs / "killed")}
     done = subprocess.run(
-        run_args("resumed", runs, total=BUDGET, env_id=GAME, extras=resume, more=("--seed", str(SEED))),
+        run_args("resumed", runs, total=BUDGET, env_id=GAME, params=PARAMS, extras=resume, more=("--seed", str(SEED))),
         env=rllib_env,
         capture_output=True,
         text=True,
