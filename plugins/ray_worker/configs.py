@@ -143,6 +143,15 @@ def build_config(
     return config
 
 
+def register_creator(env_id: str) -> None:
+    """Register the env creator of ``env_id`` (PettingZoo's, Atari's) with Ray's env registry: a
+    checkpoint's config names its env by the creator's registered name."""
+    from ray_worker import envs, pettingzoo_envs
+    from ray_worker.multiagent import is_multiagent
+
+    (pettingzoo_envs if is_multiagent(env_id) else envs).rllib_env(env_id)
+
+
 def check(algo: str, env_id: str, params: dict[str, Any], setup: dict[str, Any] | None = None) -> dict[str, Any]:
     """``{"problems": [...], "summary": {...}}`` for ``algo`` on ``env_id`` with ``params`` (and a
     multi-agent env's ``setup``)."""

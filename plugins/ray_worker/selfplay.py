@@ -117,10 +117,14 @@ def read_pool(checkpoint: Path) -> tuple[dict[str, Any], dict[str, dict[str, np.
 
 
 def restore_pool(algorithm: Any, checkpoint: Path) -> dict[str, Any] | None:
-    """The checkpoint's pool into the algorithm's slots (learner and env runners); its record, or
-    None for a run without self-play."""
+    """The checkpoint's pool into the algorithm's slots (learner and env runners), said in a note;
+    its record, or None for a run without self-play."""
+    from mosaic_core.child import emit_event
+
     if not settings(algorithm):
         return None
     record, weights = read_pool(checkpoint)
     _set(algorithm, weights)
+    said = ", ".join(f"{slot['module']} of iteration {slot['iteration']}" for slot in record["slots"])
+    emit_event("note", {"text": f"self-play pool restored from {checkpoint.name}: {said}"})
     return record

@@ -123,3 +123,10 @@ def carried_setup(config: Any) -> dict[str, Any]:
     """The run's multi-agent setup in ``config``'s env config (``{}``: a single-agent run)."""
     found = (getattr(config, "env_config", None) or {}).get(SETUP_KEY)
     return found if isinstance(found, dict) else {}
+
+
+def module_agents(config: Any) -> dict[str, str]:
+    """A multi-agent run's modules, each with the agent it plays (its own name when it plays several)."""
+    by_agent = carried_setup(config).get("agents") or {}
+    modules = list(by_agent.values())
+    return {module: agent if modules.count(module) == 1 else module for agent, module in by_agent.items()}

@@ -375,22 +375,6 @@ def sync_restored_weights(algo: Any) -> None:
         )
 
 
-def register_creator(env_id: str) -> None:
-    """Register the env creator of ``env_id`` (PettingZoo's, Atari's) with Ray's env registry."""
-    from ray_worker import envs, pettingzoo_envs
-
-    (pettingzoo_envs if is_multiagent(env_id) else envs).rllib_env(env_id)
-
-
-def module_agents(config: Any) -> dict[str, str]:
-    """A multi-agent run's modules, each with the agent it plays (its own name when several)."""
-    from ray_worker.teams import carried_setup
-
-    by_agent = carried_setup(config).get("agents") or {}
-    modules = list(by_agent.values())
-    return {module: agent if modules.count(module) == 1 else module for agent, module in by_agent.items()}
-
-
 class EnvRunnersLost(RuntimeError):
     """RLlib's env runners are gone (``train()`` does not raise: its results just lack samples)."""
 
@@ -422,6 +406,7 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
     from torch.utils.tensorboard import SummaryWriter
 
     from ray_worker.report import Reporter
+    from ray_worker.teams import module_agents
 
     # A resumed run's TensorBoard files drop what an earlier attempt wrote after the checkpoint.
     writer = SummaryWriter(TENSORBOARD, purge_step=offset + 1 if offset else None)
@@ -515,6 +500,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     torch.set_num_threads(threads)
     from ray.rllib.algorithms.algorithm import Algorithm
 
+    from ray_worker.configs import register_creator
     from ray_worker.evaluation import evaluate_checkpoint
     from ray_worker.selfplay import restore_pool
 
@@ -528,10 +514,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
         # again: the first iteration must not sample with the weights the env runners started with).
         algo = Algorithm.from_checkpoint(str(checkpoint))
         sync_restored_weights(algo)
-        pool = restore_pool(algo, checkpoint)  # self-play's past policies, from the checkpoint's data
-        if pool:
-            said = ", ".join(f"{slot['module']} of iteration {slot['iteration']}" for slot in pool["slots"])
-            say(f"self-play pool restored from {checkpoint.name}: {said}")
+        restore_pool(algo, checkpoint)  # self-play's past policies, from the checkpoint's data (a note says which)
     else:
         algo = build_config(ns, threads).build_algo()
     _ALGO["algo"] = algo  # for the stop's thread
