@@ -5,7 +5,8 @@ name and renamed when complete, then announced with ``checkpoint_saved {path, st
 What a resume needs is in RLlib's checkpoint: the learner's weights and optimizer state, the
 algorithm's iteration and lifetime counters (its metrics logger: the learning-rate schedule's
 position is the lifetime env steps), the env runners' connector states (e.g. ``MeanStdFilter``).
-Loading one unpickles it (code): ``code=True`` in the layout."""
+Loading one unpickles it (code): ``code=True`` in the layout. A self-play run's pool of past
+policies is beside them as data (:mod:`ray_worker.selfplay`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from ray_worker.metadata import METADATA
 LAYOUT = CheckpointLayout("checkpoints/step_{step}", "ray.rllib", kind="dir", code=True)
 CHECKPOINT_MARK = "rllib_checkpoint.json"  # what RLlib writes into every checkpoint directory
 STEP_FILE = "mosaic_step.json"  # beside RLlib's files: the run's env steps, iteration, algo and env then
+MULTIAGENT = "multiagent"  # in the step file of a multi-agent run: each agent's module, self-play's settings
 FORMAT_VERSION = 1  # of what this worker writes beside RLlib's files
 RAY_VERSION = METADATA.upstream_version  # what the worker's environment pins: the Ray that reads its checkpoints
 SAVING = threading.RLock()  # held while a checkpoint is written: a stop's end waits for it
@@ -71,13 +73,17 @@ def save(algo: Any, step: int, reason: str, env_id: str = "", state: dict[str, A
     announce it; returns its path. ``state``: what to save instead of ``algo``'s state now (a
     stop's :class:`ray_worker.train.LastIteration`, saved while the next iteration runs)."""
     from mosaic_core.child import emit_event
+    from ray_worker.selfplay import pool_weights, write_pool
+    from ray_worker.teams import carried_setup
 
     final = LAYOUT.path(Path.cwd(), step)
     temporary = final.with_name(f".{final.name}.{os.getpid()}.tmp")
     iteration = algo.iteration if state is None else state.get("training_iteration", algo.iteration)
     with SAVING:
         shutil.rmtree(temporary, ignore_errors=True)
+        pool = pool_weights(algo, state)  # (RLlib's save empties a given state)
         algo.save_to_path(str(temporary), state=state)
+        write_pool(algo, temporary, pool, iteration)
         (temporary / STEP_FILE).write_text(
             json.dumps(
                 {
@@ -87,6 +93,7 @@ def save(algo: Any, step: int, reason: str, env_id: str = "", state: dict[str, A
                     "iteration": iteration,
                     "reason": reason,
                     "format_version": FORMAT_VERSION,
+                    **({MULTIAGENT: carried_setup(algo.config)} if carried_setup(algo.config) else {}),
                 }
             ),
             encoding="utf-8",
@@ -106,3 +113,12 @@ def save(algo: Any, step: int, reason: str, env_id: str = "", state: dict[str, A
         },
     )
     return final
+
+
+def multiagent_setup(checkpoint: Path) -> dict[str, Any]:
+    """A multi-agent run's setup as its checkpoint's step file records it (``{}``: none)."""
+    try:
+        found = json.loads((checkpoint / STEP_FILE).read_text(encoding="utf-8")).get(MULTIAGENT)
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -67,6 +67,17 @@ def option_names(config: Any) -> list[str]:
 def env_problem(env_id: str) -> str | None:
     import gymnasium
 
+    from ray_worker.multiagent import is_multiagent
+
+    if is_multiagent(env_id):
+        from ray_worker.pettingzoo_envs import module_of
+
+        try:
+            module_of(env_id)
+            return None
+        except ImportError:
+            return f"env id {env_id!r} is not a PettingZoo env of the rllib worker's environment (pettingzoo 1.24.3)"
+
     from ray_worker.envs import register_env_families
 
     register_env_families()
@@ -107,11 +118,16 @@ def param_problems(config: Any, params: dict[str, Any]) -> list[str]:
     return found
 
 
-def build_config(algo: str, env_id: str, params: dict[str, Any], seed: int | None = None) -> Any:
-    """The algorithm's config on the new API stack for ``env_id``, updated by ``params``."""
-    from ray_worker.envs import rllib_env
+def build_config(
+    algo: str, env_id: str, params: dict[str, Any], seed: int | None = None, setup: dict[str, Any] | None = None
+) -> Any:
+    """The algorithm's config on the new API stack for ``env_id``, updated by ``params``; a
+    multi-agent env's modules and mapping from ``setup`` (:mod:`ray_worker.teams`)."""
+    from ray_worker import envs, pettingzoo_envs
+    from ray_worker.multiagent import is_multiagent
+    from ray_worker.teams import SETUP_KEY, configure
 
-    env, env_config = rllib_env(env_id)
+    env, env_config = (pettingzoo_envs if is_multiagent(env_id) else envs).rllib_env(env_id)
     config = config_class(algo)()
     config.environment(env).framework("torch")
     params = dict(params)
@@ -120,17 +136,34 @@ def build_config(algo: str, env_id: str, params: dict[str, Any], seed: int | Non
             getattr(config, method)(**{key: params.pop(key)})
     config.update_from_dict(params)
     config.env_config = {**dict(config.env_config or {}), **env_config}  # the id the creator makes
+    if is_multiagent(env_id):
+        config.env_config[SETUP_KEY] = configure(config, env_id, setup or {})
     if seed is not None:
         config.debugging(seed=seed)
     return config
 
 
-def check(algo: str, env_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    """``{"problems": [...], "summary": {...}}`` for ``algo`` on ``env_id`` with ``params``."""
+def register_creator(env_id: str) -> None:
+    """Register the env creator of ``env_id`` (PettingZoo's, Atari's) with Ray's env registry: a
+    checkpoint's config names its env by the creator's registered name."""
+    from ray_worker import envs, pettingzoo_envs
+    from ray_worker.multiagent import is_multiagent
+
+    (pettingzoo_envs if is_multiagent(env_id) else envs).rllib_env(env_id)
+
+
+def check(algo: str, env_id: str, params: dict[str, Any], setup: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``{"problems": [...], "summary": {...}}`` for ``algo`` on ``env_id`` with ``params`` (and a
+    multi-agent env's ``setup``)."""
+    from ray_worker.multiagent import is_multiagent
+    from ray_worker.teams import setup_problems
+
     problems = []
     problem = env_problem(env_id)
     if problem:
         problems.append(problem)
+    elif is_multiagent(env_id):
+        problems += setup_problems(algo, env_id, setup or {})
     elif algo in DISCRETE_ONLY:
         problems += action_space_problems(algo, env_id)
     config = config_class(algo)()
@@ -138,7 +171,7 @@ def check(algo: str, env_id: str, params: dict[str, Any]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     if not problems:
         try:
-            config = build_config(algo, env_id, params)
+            config = build_config(algo, env_id, params, setup=setup)
             config.validate()
         except Exception as exc:  # RLlib's own word on a value it refuses
             text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -166,11 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     checking.add_argument("--algo", required=True, choices=sorted(CONFIG_CLASSES))
     checking.add_argument("--env", required=True)
     checking.add_argument("--params", default="{}")
+    checking.add_argument("--setup", default="{}", help="a multi-agent env's policies or self_play (JSON)")
     ns = parser.parse_args(argv)
     import logging
 
     logging.disable(logging.WARNING)  # RLlib's deprecation chatter: the answer is the JSON line
-    print(json.dumps(check(ns.algo, ns.env, json.loads(ns.params)), default=str))
+    print(json.dumps(check(ns.algo, ns.env, json.loads(ns.params), json.loads(ns.setup)), default=str))
     return 0
 
 

@@ -107,3 +107,81 @@ def evaluate(
 def summary(result: dict[str, Any]) -> dict[str, Any]:
     """What an ``eval_result`` event carries of a result."""
     return {key: result[key] for key in ("global_step", "checkpoint", "mean", "std", "iqm", "episodes", "protocol")}
+
+
+def evaluate_checkpoint(algo: Any, ns: Any, checkpoint: Path) -> None:
+    """Mode ``evaluate``: ``--eval-episodes`` episodes of the checkpoint, ``mosaic.eval/1`` to ``--eval-out``."""
+    from ray_worker.checkpoints import saved_step
+
+    # The first seed: --eval-seed, else --seed (`mosaic evaluate` passes the first evaluation seed as the
+    # run's seed), else the training seed of the checkpoint + 1,000,000.
+    first = ns.eval_seed if ns.eval_seed is not None else ns.seed
+    result = evaluate(
+        algo,
+        algo_name=ns.algo,
+        env_id=ns.env,
+        checkpoint=str(checkpoint),
+        global_step=saved_step(checkpoint),
+        episodes=ns.eval_episodes,
+        training_seed=algo.config.seed,
+        eval_seed=first,
+        deterministic=ns.eval_deterministic,
+        video=Path(ns.video).absolute() if ns.video else None,
+    )
+    write_evaluation(ns, checkpoint, result)
+
+
+def evaluate_multiagent(ns: Any, checkpoint: Path) -> None:
+    """Mode ``evaluate`` of a multi-agent run: its policies play without Ray (:mod:`ray_worker.matchplay`;
+    against ``random`` in a two-player turn-based game)."""
+    from ray_worker.checkpoints import saved_step
+    from ray_worker.matchplay import evaluate as play_evaluation
+
+    first = ns.eval_seed if ns.eval_seed is not None else ns.seed
+    result = play_evaluation(
+        checkpoint,
+        algo_name=ns.algo,
+        env_id=ns.env,
+        global_step=saved_step(checkpoint),
+        seeds=contract.eval_seeds(ns.eval_episodes, None, first),
+        video=Path(ns.video).absolute() if ns.video else None,
+    )
+    write_evaluation(ns, checkpoint, result)
+
+
+def write_evaluation(ns: Any, checkpoint: Path, result: dict[str, Any]) -> None:
+    """``result`` to ``--eval-out`` and ``eval_summary.json`` (what `mosaic enjoy` reads), and a line on stderr."""
+    import json
+    import sys
+
+    path = contract.write_eval(Path(ns.eval_out).absolute(), result)
+    returns = [e["return"] for e in result["episodes"]]
+    Path("eval_summary.json").write_text(
+        json.dumps(
+            {
+                "status": "completed",
+                "episodes": len(returns),
+                "checkpoint": str(checkpoint),
+                "algo": ns.algo,
+                "env_id": ns.env,
+                "return": {"mean": result["mean"], "std": result["std"]},
+                "episode_returns": returns,
+                "episode_lengths": [e["length"] for e in result["episodes"]],
+                **({"outcomes": result["outcomes"]} if "outcomes" in result else {}),
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
+    won = result.get("outcomes")
+    against = (
+        f", against random {won['win']['count']} won, {won['draw']['count']} drawn, {won['loss']['count']} lost "
+        f"(win rate 95 % CI {won['win']['ci95'][0]:.2f}-{won['win']['ci95'][1]:.2f})"
+        if won
+        else ""
+    )
+    print(
+        f"rllib worker: {len(returns)} episodes, mean return {result['mean']:.2f} "
+        f"(std {result['std']:.2f}, IQM {result['iqm']:.2f}){against}: {path}",
+        file=sys.stderr,
+    )

@@ -22,10 +22,12 @@ def renders_frames(env_runner: Any) -> bool:
 
 
 def render_first(env: Any) -> Any:
-    """Env 0 of a gymnasium vector env rendered alone (``rgb_array``), or None."""
+    """Env 0 of a gymnasium vector env rendered alone (``rgb_array``; a multi-agent env runner's
+    one env itself), or None."""
     import numpy as np
 
-    singles = getattr(getattr(env, "unwrapped", env), "envs", None)
+    bare = getattr(env, "unwrapped", env)
+    singles = getattr(bare, "envs", None) or ([bare] if hasattr(bare, "possible_agents") else None)
     if not singles:
         return None
     image = singles[0].render()
@@ -44,13 +46,20 @@ def publish_first_env(env: Any, episode: Any, *, steps: int, episodes: int, step
     frame = render_first(env)
     if frame is None:
         return
-    rewards = episode.get_rewards()
     child.publish_frame(
         frame,
         env_index=0,
         global_step=steps,
-        reward=float(rewards[-1]) if len(rewards) else 0.0,
+        reward=last_reward(episode),
         rolling_return=float(episode.get_return()),
         step_rate_hz=step_rate_hz,
         episode_count=episodes,
     )
+
+
+def last_reward(episode: Any) -> float:
+    """The episode's last reward (a multi-agent episode's: its agents' last step's, summed)."""
+    rewards = episode.get_rewards(-1) if hasattr(episode, "agent_episodes") else episode.get_rewards()
+    if isinstance(rewards, dict):
+        return float(sum(float(v) for v in rewards.values()))
+    return float(rewards[-1]) if len(rewards) else 0.0

@@ -10,7 +10,8 @@ VERSION = "0.1.0"  # the package's __version__ (its __init__ reads it here)
 
 # ray[rllib] 2.60.0 pins gymnasium==1.2.2 exactly (no co-install with the host's 0.29.1): hence an
 # environment of its own. pyarrow 26 imports only with numpy 2; CartPole's frames need pygame;
-# torch's unpinned default is a multi-GB CUDA build; tensorboard for the worker's SummaryWriter.
+# torch's unpinned default is a multi-GB CUDA build; tensorboard for the worker's SummaryWriter;
+# PettingZoo for multi-agent runs (1.24.3, XuanCe's: the last with MPE inside; gymnasium>=0.28 fits 1.2.2).
 REQUIREMENTS = (
     "ray[rllib]==2.60.0",
     "gymnasium==1.2.2",
@@ -19,6 +20,7 @@ REQUIREMENTS = (
     "torch==2.13.0",
     "pygame>=2.1",
     "tensorboard>=2.14",
+    "pettingzoo==1.24.3",
 )
 # `mosaic workers install rllib --extras atari,mujoco`: Atari (ale-py bundles its ROMs; RLlib's Atari
 # wrappers resize with OpenCV, headless) and MuJoCo (gymnasium 1.x's v5 envs).
@@ -29,8 +31,8 @@ OPTIONAL = {
 
 CAPABILITIES = WorkerCapabilities(
     worker_type="rllib",
-    supported_paradigms=("sequential",),
-    env_families=("gymnasium", "classic_control", "box2d", "atari", "mujoco"),
+    supported_paradigms=("sequential", "parallel", "self_play"),  # multi-agent: PettingZoo's AEC and parallel envs
+    env_families=("gymnasium", "classic_control", "box2d", "atari", "mujoco", "classic", "mpe", "pettingzoo"),
     action_spaces=("discrete", "continuous"),
     observation_spaces=("vector", "image"),
     supports_checkpointing=True,
@@ -43,8 +45,8 @@ CAPABILITIES = WorkerCapabilities(
 METADATA = WorkerMetadata(
     name="rllib",
     version=VERSION,
-    description="Ray RLlib (PPO, APPO, IMPALA, DQN, SAC; new API stack) on gymnasium envs, on a local Ray "
-    "cluster started by the run or an existing one",
+    description="Ray RLlib (PPO, APPO, IMPALA, DQN, SAC; new API stack) on gymnasium envs, and PPO on PettingZoo "
+    "multi-agent envs and self-play, on a local Ray cluster started by the run or an existing one",
     capabilities=CAPABILITIES,
     worker="ray_worker.worker:RLlibWorker",
     upstream_library="ray[rllib]",

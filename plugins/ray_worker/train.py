@@ -51,6 +51,7 @@ from mosaic_core.child import HostCancel, Stopped
 from mosaic_core.contract import STOP_SIGNALS, run_at_stop_exit
 from ray_worker.catalog import local_cluster_cpus
 from ray_worker.checkpoints import LAYOUT, SAVING, save, saved_step
+from ray_worker.multiagent import is_multiagent
 
 TENSORBOARD = "tensorboard"
 # Ray's longest unix socket path under its temp dir (session_<date>_<time>_<pid>/sockets/plasma_store)
@@ -80,6 +81,7 @@ def parse_args(argv: list[str] | None) -> Namespace:
     parser = add_host_arguments(argparse.ArgumentParser(prog="python -m ray_worker.train"))
     parser.add_argument("--env", required=True)
     parser.add_argument("--params", default="{}", help="a JSON object of RLlib config options")
+    parser.add_argument("--setup", default="{}", help="a multi-agent env's policies or self_play (JSON)")
     parser.add_argument("--ray-address", help="an existing cluster (default: a local cluster of the run's own)")
     return parser.parse_args(argv)
 
@@ -353,7 +355,7 @@ def build_config(ns: Namespace, threads: int) -> Any:
 
     params = json.loads(ns.params)
     params.setdefault("env_config", {"render_mode": "rgb_array"})  # frames: env 0 renders when asked
-    config = rllib_config(ns.algo, ns.env, params, ns.seed)
+    config = rllib_config(ns.algo, ns.env, params, ns.seed, json.loads(ns.setup))
     # One thread per env runner: its per-step inference on a few observations gains nothing from more,
     # and N runners each taking the run's budget would oversubscribe the cores (2 threads each made
     # PPO's sampling 20x slower on a busy 2-core machine). The learner (here, the driver) has the budget.
@@ -404,10 +406,11 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
     from torch.utils.tensorboard import SummaryWriter
 
     from ray_worker.report import Reporter
+    from ray_worker.teams import module_agents
 
     # A resumed run's TensorBoard files drop what an earlier attempt wrote after the checkpoint.
     writer = SummaryWriter(TENSORBOARD, purge_step=offset + 1 if offset else None)
-    reporter = Reporter(writer, step=offset)
+    reporter = Reporter(writer, step=offset, agents=module_agents(algo.config))
     every = ns.checkpoint_frequency or None  # 0: at the end and on a stop only
     next_save = offset + every if every else None
     empty = 0
@@ -461,51 +464,6 @@ def checkpoint(algo: Any, ns: Namespace, step: int, reason: str) -> None:
         emit_event("eval_result", summary(result))
 
 
-def evaluate_checkpoint(algo: Any, ns: Namespace, checkpoint: Path) -> None:
-    """Mode ``evaluate``: ``--eval-episodes`` episodes of the checkpoint, ``mosaic.eval/1`` to ``--eval-out``."""
-    from mosaic_core.contract import write_eval
-    from ray_worker.evaluation import evaluate
-
-    # The first seed: --eval-seed, else --seed (`mosaic evaluate` passes the first evaluation seed as the
-    # run's seed), else the training seed of the checkpoint + 1,000,000.
-    first = ns.eval_seed if ns.eval_seed is not None else ns.seed
-    result = evaluate(
-        algo,
-        algo_name=ns.algo,
-        env_id=ns.env,
-        checkpoint=str(checkpoint),
-        global_step=saved_step(checkpoint),
-        episodes=ns.eval_episodes,
-        training_seed=algo.config.seed,
-        eval_seed=first,
-        deterministic=ns.eval_deterministic,
-        video=Path(ns.video).absolute() if ns.video else None,
-    )
-    path = write_eval(Path(ns.eval_out).absolute(), result)
-    returns = [e["return"] for e in result["episodes"]]  # what `mosaic enjoy` reads until it reads eval.json
-    Path("eval_summary.json").write_text(
-        json.dumps(
-            {
-                "status": "completed",
-                "episodes": len(returns),
-                "checkpoint": str(checkpoint),
-                "algo": ns.algo,
-                "env_id": ns.env,
-                "return": {"mean": result["mean"], "std": result["std"]},
-                "episode_returns": returns,
-                "episode_lengths": [e["length"] for e in result["episodes"]],
-            },
-            indent=2,
-        ),
-        encoding="utf-8",
-    )
-    print(
-        f"rllib worker: {len(result['episodes'])} episodes, mean return {result['mean']:.2f} "
-        f"(std {result['std']:.2f}, IQM {result['iqm']:.2f}): {path}",
-        file=sys.stderr,
-    )
-
-
 def check_checkpoint(checkpoint: Path) -> None:
     """Loading an RLlib checkpoint unpickles it (runs its code): checked again just before, as
     the plan did, so only a checkpoint the owner made, outside any untrusted run, is loaded."""
@@ -542,15 +500,21 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     torch.set_num_threads(threads)
     from ray.rllib.algorithms.algorithm import Algorithm
 
+    from ray_worker.configs import register_creator
+    from ray_worker.evaluation import evaluate_checkpoint
+    from ray_worker.selfplay import restore_pool
+
     checkpoint = Path(ns.checkpoint) if ns.checkpoint else None
     say(f"building {ns.algo} and its env runners" + (" from the checkpoint…" if checkpoint is not None else "…"))
     if checkpoint is not None:
         check_checkpoint(checkpoint)
+        register_creator(ns.env)  # the checkpoint's config names its env by the creator's registered name
         # Iteration, lifetime counters (the schedules' position), learner and optimizer state,
         # connector states; RLlib syncs the restored weights to the env runners (sync_restored_weights
         # again: the first iteration must not sample with the weights the env runners started with).
         algo = Algorithm.from_checkpoint(str(checkpoint))
         sync_restored_weights(algo)
+        restore_pool(algo, checkpoint)  # self-play's past policies, from the checkpoint's data (a note says which)
     else:
         algo = build_config(ns, threads).build_algo()
     _ALGO["algo"] = algo  # for the stop's thread
@@ -585,6 +549,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     child.connect()
     check_arguments(ns)
+    if ns.mode == "evaluate" and is_multiagent(ns.env):  # its policies play without Ray (ray_worker.matchplay)
+        from ray_worker.evaluation import evaluate_multiagent
+
+        check_checkpoint(Path(ns.checkpoint))
+        evaluate_multiagent(ns, Path(ns.checkpoint))
+        return 0
     # A stop (SIGTERM, SIGUSR1, SIGINT) is watch_for_stop's: in the training loop it saves the last
     # completed iteration at once; before the loop the run ends at once.
     stop = Stop()

@@ -32,6 +32,7 @@ from mosaic_core.procs import python_command
 from ray_worker.catalog import ALGORITHMS, ask_configs, check_answers, local_cluster_cpus, not_run_here, ray_address
 from ray_worker.checkpoints import CHECKPOINT_MARK, LAYOUT, problem
 from ray_worker.config import DEFAULT_ENVS, DEFAULT_TOTAL_TIMESTEPS, fit_env_runners, in_our_names
+from ray_worker.multiagent import is_multiagent, setup, single_agent_problem
 from ray_worker.presets import preset_params
 
 OWN_KEYS = [
@@ -46,6 +47,16 @@ OWN_KEYS = [
         "local cluster of the run's own)",
     ),
     ExtrasKey("preset", "hyperparameters from RLlib's tuned examples (--preset): tuned"),
+    ExtrasKey(
+        "policies",
+        'a multi-agent env\'s policies: "shared" (default; one for every agent), "separate" (one per '
+        "agent) or an object AGENT_ID: POLICY_NAME",
+    ),
+    ExtrasKey(
+        "self_play",
+        "a two-player game trained against a pool of its own past policies: true, or "
+        '{"pool_size": 5, "snapshot_every": 5} (iterations between snapshots)',
+    ),
 ]
 # The run contract's keys (mode, checkpoint_*, eval_*, torch_threads...) are the core's: it checks
 # them and writes them as the training program's flags (contract.host_flags).
@@ -85,6 +96,18 @@ def _checkpoint(config: WorkerConfig, key: str) -> Path:
     if wrong:
         raise ConfigError(f"extras.{key}: {wrong}", field=f"extras.{key}")
     return found
+
+
+def _multiagent_problems(extras: dict[str, Any], env_id: str) -> list[str]:
+    """``extras.policies`` and ``extras.self_play``: of the right shape, for a multi-agent env only."""
+    if not is_multiagent(env_id):
+        wrong = single_agent_problem(extras, env_id)
+        return [wrong] if wrong else []
+    try:
+        setup(extras)
+    except ConfigError as exc:
+        return [str(exc)]
+    return []
 
 
 class RLlibWorker(Worker):
@@ -153,6 +176,7 @@ class RLlibWorker(Worker):
                 problems.append(str(exc))
         if not isinstance(extras.get("algo_params", {}), dict):
             problems.append("extras.algo_params must be an object of RLlib options")
+        problems += _multiagent_problems(extras, config.env_id)
         key = _checkpoint_key(extras)
         if key and isinstance(extras.get(key), str) and extras[key]:  # whose it is, before any environment starts
             try:
@@ -192,8 +216,9 @@ class RLlibWorker(Worker):
         else:
             params, fitted = fit_env_runners(params, local_cluster_cpus())
             notes += fitted
+        teams = ["--setup", json.dumps(setup(extras), sort_keys=True)] if is_multiagent(config.env_id) else []
         answer = ask_configs(
-            run.python, ["check", "--algo", algo, "--env", config.env_id, "--params", json.dumps(params)]
+            run.python, ["check", "--algo", algo, "--env", config.env_id, "--params", json.dumps(params), *teams]
         )
         if answer["problems"]:
             raise ConfigError("; ".join(answer["problems"]), source=config.source)
@@ -206,6 +231,7 @@ class RLlibWorker(Worker):
             config.env_id,
             "--params",
             json.dumps(params, sort_keys=True),
+            *teams,
             *(["--ray-address", address] if address else []),
         ]
         if extras.get("eval_capture_video") is True and contract.video_encoder(run.python) is None:

@@ -1,0 +1,238 @@
+"""RLlib multi-agent runs through the real `mosaic run` (PettingZoo in the worker's environment):
+MPE with one policy per agent reports each agent's metrics as XuanCe's worker does; self-play on
+Tic-Tac-Toe is Ctrl-C'd part-way, resumed with its pool of past policies restored from the
+checkpoint's data, and `mosaic evaluate` shows it beating a random legal-move opponent with a 95 %
+interval above one half; what a multi-agent run refuses: one line, exit 2."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from tests.rllib.conftest import MOSAIC, events_of, run_args
+
+pytestmark = pytest.mark.slow
+
+GAME = "classic/tictactoe_v3"
+SELF_PLAY = {"pool_size": 5, "snapshot_every": 3}
+BUDGET = 8000  # 16 iterations of 500 env steps (conftest.SMALL): snapshots at 3, 6, 9, 12, 15
+PARAMS = {"lr": 5e-4}  # RLlib's default (5e-5) learns too slowly for a short test
+STOP_AFTER = 2500
+GAMES = 100  # against random: a 95 % Wilson interval about ±0.1 wide
+SEED = 5
+
+
+def _metric_steps(run_dir):
+    return [e["payload"]["global_step"] for e in events_of(run_dir) if e["event"] == "metrics"]
+
+
+def _pool(checkpoint):
+    folder = checkpoint / "self_play_pool"
+    record = json.loads((folder / "pool.json").read_text())
+    weights = {}
+    for slot in record["slots"]:
+        with np.load(folder / f"{slot['module']}.npz", allow_pickle=False) as arrays:
+            weights[slot["module"]] = {name: arrays[name] for name in arrays.files}
+    return record, weights
+
+
+def _checkpoints(run_dir):
+    return [e["payload"] for e in events_of(run_dir) if e["event"] == "checkpoint_saved"]
+
+
+@pytest.fixture(scope="module")
+def self_play(rllib_env, tmp_path_factory):
+    """{"killed": a self-play run Ctrl-C'd part-way, "resumed": its resume to the budget}."""
+    runs = tmp_path_factory.mktemp("runs")
+    extras = {"self_play": SELF_PLAY}
+    proc = subprocess.Popen(
+        run_args("killed", runs, total=BUDGET, env_id=GAME, params=PARAMS, extras=extras, more=("--seed", str(SEED))),
+        env=rllib_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (runs / "killed" / "events.jsonl").exists() and any(
+                s >= STOP_AFTER for s in _metric_steps(runs / "killed")
+            ):
+                break
+            time.sleep(0.3)
+        assert proc.poll() is None, f"the run ended before its Ctrl-C: {proc.communicate()[1][-2000:]}"
+        os.killpg(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    resume = {**extras, "mode": "resume", "checkpoint_path": str(runs / "killed")}
+    done = subprocess.run(
+        run_args("resumed", runs, total=BUDGET, env_id=GAME, params=PARAMS, extras=resume, more=("--seed", str(SEED))),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"killed": runs / "killed", "resumed": runs / "resumed", "runs": runs}
+
+
+def test_stop_and_resume_keep_the_pool_of_past_policies(self_play):
+    [stopped] = _checkpoints(self_play["killed"])
+    assert stopped["reason"] == "cancelled"
+    record, weights = _pool(self_play["killed"] / "checkpoints" / f"step_{stopped['step']}")
+    iteration = stopped["iteration"]
+    assert record["iteration"] == iteration and record["snapshots"] == iteration // SELF_PLAY["snapshot_every"]
+    assert len(weights) == SELF_PLAY["pool_size"]
+    resumed = events_of(self_play["resumed"])
+    [note] = [e["payload"]["text"] for e in resumed if "self-play pool restored" in e["payload"].get("text", "")]
+    assert all(f"{s['module']} of iteration {s['iteration']}" in note for s in record["slots"]), note
+    final = _checkpoints(self_play["resumed"])[-1]
+    assert final["step"] == BUDGET and final["reason"] == "final"
+    last, last_weights = _pool(self_play["resumed"] / "checkpoints" / f"step_{BUDGET}")
+    assert last["snapshots"] == final["iteration"] // SELF_PLAY["snapshot_every"] > record["snapshots"]
+    # A slot no snapshot overwrote after the stop holds the stopped run's weights, exactly.
+    kept = [s["module"] for s in last["slots"] if 0 < s["iteration"] <= iteration]
+    assert kept, last
+    for module in kept:
+        for name, value in weights[module].items():
+            np.testing.assert_array_equal(last_weights[module][name], value)
+    # ...and newer slots hold later weights: the pool went on filling.
+    newer = [s["module"] for s in last["slots"] if s["iteration"] > iteration]
+    assert newer and any(not np.array_equal(last_weights[m][n], weights[m][n]) for m in newer for n in weights[m])
+
+
+def test_self_play_reports_main_and_each_seat(self_play):
+    metrics = [e["payload"] for e in events_of(self_play["resumed"]) if e["event"] == "metrics"]
+    last = metrics[-1]
+    assert {"self_play/main_return", "self_play/win_rate"} <= set(last["scalars"])
+    assert set(last["agents"]) == {"player_1", "player_2"}  # no pool module reports (none trains)
+    assert "charts/episodic_return" in last["agents"]["player_1"]
+
+
+def test_evaluate_beats_random_with_a_confidence_interval(self_play, rllib_env):
+    done = subprocess.run(
+        [*MOSAIC, "evaluate", "resumed", "--episodes", str(GAMES), "--runs-dir", str(self_play["runs"]), "--json"],
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["schema"] == "mosaic.eval/1" and result["env_id"] == GAME and result["opponent"] == "random"
+    assert result["global_step"] == BUDGET and len(result["episodes"]) == GAMES
+    seats = [e["seat"] for e in result["episodes"]]
+    assert seats == ["player_1", "player_2"] * (GAMES // 2)  # alternating seats
+    outcomes = result["outcomes"]
+    counted = {name: sum(e["outcome"] == name for e in result["episodes"]) for name in ("win", "draw", "loss")}
+    assert {name: outcomes[name]["count"] for name in counted} == counted and sum(counted.values()) == GAMES
+    for episode in result["episodes"]:
+        own, other = (
+            episode["agents"][episode["seat"]],
+            sum(episode["agents"].values()) - episode["agents"][episode["seat"]],
+        )
+        assert episode["outcome"] == ("win" if own > other else "loss" if own < other else "draw")
+    low, high = outcomes["win"]["ci95"]
+    assert low < outcomes["win"]["rate"] < high
+    print(f"against random: {counted}, win rate 95 % CI [{low:.3f}, {high:.3f}]")
+    assert low > 0.5, outcomes
+
+
+def test_mpe_trains_each_agent_its_own_policy_with_frames(rllib_env, tmp_path):
+    done = subprocess.run(
+        run_args(
+            "mpe",
+            tmp_path,
+            total=1000,
+            env_id="mpe/simple_spread_v3",
+            extras={"policies": "separate", "fastlane_record": 1},
+        ),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    from mosaic_analytics.curves import read_scalars
+
+    run_dir = tmp_path / "mpe"
+    last = [e["payload"] for e in events_of(run_dir) if e["event"] == "metrics"][-1]
+    agents = last["agents"]
+    assert set(agents) == {"agent_0", "agent_1", "agent_2"}
+    for values in agents.values():
+        assert values["charts/episodic_return"] < 0  # simple_spread: minus the distances
+        assert "losses/policy_loss" in values  # its own policy's
+    assert last["episodic_return"] < 0  # the team's: the agents' summed
+    for agent in agents:  # TensorBoard: TAG/AGENT, as the XuanCe worker writes them
+        assert read_scalars(run_dir, f"charts/episodic_return/{agent}").steps
+    step = _checkpoints(run_dir)[-1]["step"]
+    saved = json.loads((run_dir / "checkpoints" / f"step_{step}" / "mosaic_step.json").read_text())
+    assert saved["multiagent"]["agents"] == {a: a for a in agents}
+    # Frames: the multi-agent env runner's env rendered (MPE's arena), from the env runner's process.
+    from PIL import Image
+
+    section = json.loads((run_dir / "manifest.json").read_text())["fastlane"]
+    assert section["frames_published"] >= 1 and section["errors"] == []
+    with Image.open(sorted((run_dir / "videos" / "fastlane").glob("*.png"))[-1]) as image:
+        assert image.size == (700, 700)
+
+
+BAD = {
+    "unknown agent": (
+        "mpe/simple_spread_v3",
+        {"policies": {"agent_0": "a", "agent_1": "a", "agent_9": "b"}},
+        "extras.policies.agent_9: the env has no agent 'agent_9'",
+    ),
+    "agent left out": ("mpe/simple_spread_v3", {"policies": {"agent_0": "a"}}, "names no policy for agent 'agent_1'"),
+    "policies on a single-agent env": ("CartPole-v1", {"policies": "separate"}, "CartPole-v1 is a single-agent env"),
+    "self-play on a single-agent env": ("CartPole-v1", {"self_play": True}, "extras.self_play is for multi-agent"),
+    "self-play on a parallel env": ("mpe/simple_spread_v3", {"self_play": True}, "needs a two-player turn-based game"),
+    "bad pool size": (GAME, {"self_play": {"pool_size": 0}}, "extras.self_play.pool_size must be a whole number"),
+    "both": (GAME, {"self_play": True, "policies": "shared"}, "extras.policies and extras.self_play are both given"),
+    "unknown game": ("classic/tictactoe_v9", {}, "'classic/tictactoe_v9' is not a PettingZoo env"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_refused_in_one_line(case, rllib_env, tmp_path):
+    env_id, extras, words = BAD[case]
+    done = subprocess.run(
+        run_args("bad", tmp_path / "runs", env_id=env_id, extras=extras),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "runs" / "bad").exists()
+
+
+def test_connect_four_self_play_is_checked_in_the_workers_environment(rllib_env, tmp_path):
+    """The dry run builds the self-play config (action-masking modules, the pool) without training."""
+    done = subprocess.run(
+        run_args(
+            "c4",
+            tmp_path,
+            env_id="classic/connect_four_v3",
+            extras={"self_play": True},
+            more=("--dry-run", "--emit-summary"),
+        ),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "RLlib PPO on classic/connect_four_v3" in done.stdout and not (tmp_path / "c4").exists()
