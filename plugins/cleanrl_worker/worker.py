@@ -128,7 +128,7 @@ class CleanRLWorker(Worker):
         from cleanrl_worker.launcher import MODE_PROGRAMS
         from cleanrl_worker.registry import bundled_names, checkout_home, known_names
 
-        extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+        extras = table if isinstance(table := data.get("extras"), dict) else {}
         try:
             home = checkout_home(extras.get("cleanrl_home"), Path.cwd())
         except UsageError:
