@@ -221,6 +221,12 @@ class _CallbackLoader(importlib.abc.Loader):
         self._callback(module)
 
 
+def _writer_dir(writer: Any) -> str | None:
+    """A SummaryWriter's directory: ``log_dir`` (torch) or ``logdir`` (tensorboardX)."""
+    directory = getattr(writer, "log_dir", None) or getattr(writer, "logdir", None)
+    return str(directory) if isinstance(directory, (str, os.PathLike)) else None
+
+
 def _patch_writer_module(module: Any, child: ChildContext, host: PluginHost) -> None:
     writer = getattr(module, "SummaryWriter", None)
     if writer is None or getattr(writer.add_scalar, "__mosaic_patched__", False):
@@ -234,7 +240,8 @@ def _patch_writer_module(module: Any, child: ChildContext, host: PluginHost) -> 
         except (TypeError, ValueError):
             value = None
         if value is not None:
-            on_scalar(child, tag, value, None if global_step is None else int(global_step))
+            step = None if global_step is None else int(global_step)
+            on_scalar(child, tag, value, step, None, _writer_dir(self))
         return original(self, tag, scalar_value, global_step, *args, **kwargs)
 
     add_scalar.__mosaic_patched__ = True  # type: ignore[attr-defined]

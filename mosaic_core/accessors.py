@@ -372,7 +372,15 @@ class Accessors(HookCalls):
         )
 
     def on_scalar(
-        self, child: ChildContext, tag: str, value: float, step: int | None, agent: str | None = None
+        self,
+        child: ChildContext,
+        tag: str,
+        value: float,
+        step: int | None,
+        agent: str | None = None,
+        log_dir: str | None = None,
     ) -> None:
         # The hottest hook (every add_scalar): guarded like every hook, results not tagged.
-        self._call("mosaic_on_scalar", False, child=child, tag=tag, value=value, step=step, agent=agent)
+        self._call(
+            "mosaic_on_scalar", False, child=child, tag=tag, value=value, step=step, agent=agent, log_dir=log_dir
+        )

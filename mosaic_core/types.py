@@ -30,7 +30,12 @@ class ExtrasKey:
     (:mod:`mosaic_core.runstore.groups`). ``live_frames``: the key, set to true, asks for live
     frames (FastLane's ``fastlane``), so a form that offers them sets it without naming it.
     ``group_tag``: the key's value names the group a run belongs to (an experiment): a run's
-    summary keeps it (``experiment_tag``), so a listing filters by it without reading configs."""
+    summary keeps it (``experiment_tag``), so a listing filters by it without reading configs.
+    ``names_experiment``: the key's value names the experiment a run continues (a worker's
+    ``--name``, declared by the worker): a run's summary keeps it (``experiment``).
+    ``run_notes``: the key's value is free text about the run, so a model card quotes it without
+    naming it. ``metrics_interval``: the key's value is the seconds between a run's ``metrics``
+    events, so a plugin that follows them (a sweep's pruner) asks for its cadence without naming it."""
 
     name: str
     help: str = ""
@@ -39,20 +44,18 @@ class ExtrasKey:
     bookkeeping: bool = False
     live_frames: bool = False
     group_tag: bool = False
+    names_experiment: bool = False
+    run_notes: bool = False
+    metrics_interval: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not (
             _KEY.match(self.name) or (self.prefix and _KEY.match(self.name.rstrip("_")))
         ):
             raise ValueError(f"ExtrasKey.name must be an identifier, got {self.name!r}")
-        if not isinstance(self.help, str) or not all(
-            isinstance(flag, bool)
-            for flag in (self.prefix, self.switches_envs, self.bookkeeping, self.live_frames, self.group_tag)
-        ):
-            raise ValueError(
-                f"ExtrasKey {self.name!r}: help must be a string, prefix, switches_envs, bookkeeping, "
-                "live_frames and group_tag bools"
-            )
+        flags = {name: value for name, value in vars(self).items() if name not in ("name", "help")}
+        if not isinstance(self.help, str) or not all(isinstance(flag, bool) for flag in flags.values()):
+            raise ValueError(f"ExtrasKey {self.name!r}: help must be a string, {', '.join(flags)} bools")
 
     def matches(self, key: str) -> bool:
         return key.startswith(self.name) if self.prefix else key == self.name

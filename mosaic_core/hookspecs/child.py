@@ -161,14 +161,18 @@ def mosaic_frame_wanted(child: ChildContext, env_index: int) -> bool | None:
 
 
 @spec(ISOLATE)
-def mosaic_on_scalar(child: ChildContext, tag: str, value: float, step: int | None, agent: str | None) -> None:
+def mosaic_on_scalar(
+    child: ChildContext, tag: str, value: float, step: int | None, agent: str | None, log_dir: str | None
+) -> None:
     """The script wrote a scalar (``SummaryWriter.add_scalar``) in the training process.
 
     Called for every ``add_scalar`` of ``torch.utils.tensorboard`` and ``tensorboardX``
     writers, and for :func:`mosaic_core.child.report_scalar` (workers without a
     SummaryWriter), before the write itself, so it must be cheap (buffer, never block).
     ``agent`` is the agent id for a per-agent value of a multi-agent run (None for the
-    run's own or the team's values). Return value ignored. Failure: isolate (a raising
+    run's own or the team's values). ``log_dir`` is the writer's directory as it was given
+    (relative to the training process's working directory; None for ``report_scalar``), so a
+    plugin's own curves can go beside the script's. Return value ignored. Failure: isolate (a raising
     implementation, ``wrapper=True`` ones included, costs only its plugin; the run and every
     other plugin go on).
 

@@ -73,7 +73,7 @@ class RunSummary:
     ended_at: float | None = None
     reason: str | None = None  # why it failed or was cancelled (from its terminal event)
     manifest_schema: str | None = None
-    experiment: str | None = None  # extras.experiment_name (a worker's --name)
+    experiment: str | None = None  # the key its worker declares names_experiment (CleanRL's --name)
     experiment_tag: str | None = None  # extras.experiment (the `mosaic experiment` whose seed it is)
     untrusted: bool = False  # imported, its marker in the run directory (runstore.trust), until `mosaic runs trust`
     attempts: int = 1  # 1 + its resumes (run_resumed events; mosaic_core.resume)
@@ -230,7 +230,7 @@ def _from_records(summary: RunSummary, config: dict[str, Any], manifest: dict[st
     extras = config.get("extras")
     if not isinstance(extras, dict):
         extras = {}
-    summary.experiment = _text(extras.get("experiment_name"))
+    summary.experiment = next(filter(None, (_text(extras.get(key)) for key in _experiment_keys(summary.worker))), None)
     summary.experiment_tag = next(filter(None, (_text(extras.get(key)) for key in _group_tag_keys())), None)
 
 
@@ -245,6 +245,23 @@ def _group_tag_keys() -> tuple[str, ...]:
         return tuple(key.name for _, key in plugin_host().extras_keys() if key.group_tag and not key.prefix)
     except MosaicError:
         return ()
+
+
+@functools.lru_cache(maxsize=32)
+def _experiment_keys(worker: str | None) -> tuple[str, ...]:
+    """The extras keys worker ``worker`` declares as naming the experiment a run continues
+    (``ExtrasKey(names_experiment=True)``: CleanRL's ``--name``); none when it cannot load."""
+    from mosaic_core.errors import MosaicError
+    from mosaic_core.worker import load_worker
+    from mosaic_core.workers import find_worker
+
+    if not worker:
+        return ()
+    try:
+        keys = load_worker(find_worker(worker)).extras_keys() or []
+    except MosaicError:
+        return ()
+    return tuple(key.name for key in keys if key.names_experiment and not key.prefix)
 
 
 def _from_start(summary: RunSummary, first: dict[str, Any] | None, run_dir: Path) -> Progress:

@@ -81,7 +81,8 @@ def plan(request: Request, validated: Validated, host: PluginHost) -> Prepared:
     place = _place(request, validated.config)
     run = _run_context(request, validated, place, host)
     launch = _ask_worker(request.worker_item, request, run)
-    trust.check_launch(launch, request.check_code)
+    if launch.code_paths:
+        trust.check_code(list(launch.code_paths), request.check_code)
     plugin_env = host.child_env(run)
     clash = sorted(set(plugin_env) & set(launch.env))
     if clash:

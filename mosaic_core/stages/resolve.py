@@ -5,6 +5,7 @@ included (:class:`Resolved`). Nothing is checked here beyond what building the c
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from mosaic_core.runs import default_runs_root, find_run_dir
 from mosaic_core.stages import trust
 from mosaic_core.stages.flags import RUN_FIELD_FLAGS, check_host_options
 from mosaic_core.types import CodePath, ExtrasKey
-from mosaic_core.worker import Worker, declared_names
+from mosaic_core.worker import Worker, declare, declared_names
 
 CORE_OWNER = "core (the run contract)"
 CodeCheck = Callable[[list[CodePath]], None]
@@ -151,12 +152,31 @@ def recorded_config(data: dict[str, Any], worker_name: str, source: str, ns: arg
     return data
 
 
+def code_check(
+    worker_item: LoadedEntryPoint, worker: Worker, policy: Callable[[list[CodePath]], None] | None
+) -> Callable[[dict[str, Any]], list[CodePath]]:
+    """The check of a config's code paths (the worker's ``code_paths``, declared well): each path
+    goes to the trust stage once, held to a daemon's ``policy`` there, however often a config is
+    checked (before its defaults, then as a whole)."""
+    checked: set[CodePath] = set()
+
+    def code(mapping: dict[str, Any]) -> list[CodePath]:
+        paths = declare(worker_item, "code_paths(data)", functools.partial(worker.code_paths, mapping), CodePath)
+        new = [path for path in paths if path not in checked]
+        if new:
+            trust.check_code(new, policy)
+            checked.update(new)
+        return paths
+
+    return code
+
+
 def resolve(request: Request, host: PluginHost) -> Resolved:
     """The request's config (:func:`resolve_config`), its code paths checked as a whole once more
     (the defaults may have added some)."""
     item, worker = request.worker_item, request.worker
     claimed = claimed_keys(item.name, worker, host)
-    code = trust.code_check(item, worker, request.check_code)
+    code = code_check(item, worker, request.check_code)
     config, problems = resolve_config(
         item,
         worker,
@@ -198,7 +218,7 @@ def resolve_config(
     its own checks it)."""
     options = {} if options is None else options
     keys = claimed_keys(worker_item.name, worker, host) if claimed is None else claimed
-    check = code or trust.code_check(worker_item, worker, None)
+    check = code or code_check(worker_item, worker, None)
     problems: list[str] = []
 
     def defaults(merged: dict[str, Any]) -> dict[str, Any]:

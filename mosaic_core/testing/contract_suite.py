@@ -15,9 +15,13 @@ inherited tests::
 Every test runs the real ``mosaic`` command line in a fresh folder with its own runs root; nothing
 is mocked. The suite has two tiers.
 
-**The fast tier** starts no training: it runs dry runs, refusals and reads of files.
+**The fast tier** starts no training: it runs dry runs, refusals and reads of files, calling the
+CLI's ``main`` in the test's process (:meth:`host`: the same code from the arguments on, without
+a Python start-up per case); ``test_a_bad_standard_key_is_refused_from_the_command_line`` is its
+one case through the ``mosaic`` command itself.
 
-- ``test_the_host_checks_the_standard_keys``: a bad value of a run-contract key (``mode``,
+- ``test_the_host_checks_the_standard_keys`` (in process) and
+  ``test_a_bad_standard_key_is_refused_from_the_command_line`` (its first case, end to end): a bad value of a run-contract key (``mode``,
   ``checkpoint_frequency``, ``eval_*``, ``torch_threads``…) in a config file is refused by the
   host's one check (:func:`mosaic_core.contract.standard_key_problems`) in one line naming the key,
   the file and what was expected, exit code 2, nothing left behind; the same line for every worker
@@ -26,7 +30,8 @@ is mocked. The suite has two tiers.
   ``checkpoint_layout`` (newest last), the newest passes its ``check_checkpoint``, and its events
   end with one terminal event;
 - ``test_bad_input_is_one_line``'s first half, ``test_completed_run_is_not_resumed``'s refusal,
-  ``test_evaluate_refuses_bad_input``: refusals, one line each, exit code 2, files untouched.
+  ``test_evaluate_refuses_bad_input``: refusals, one line each, exit code 2, files untouched (the
+  first and ``evaluate`` of a run that does not exist in process, the others through the command).
 
 **The end-to-end tier** is one real run per clause, shared by the tests that only read it
 (class-scoped fixtures): ``completed`` (a run trained to its budget; its copies serve the
@@ -56,12 +61,14 @@ Knobs (class attributes): ``worker``, ``algo``, ``env_id``, ``total_timesteps``,
 ``seed``, ``evaluate``, ``resume_state``, ``stop_step``, ``timeout`` (seconds per command), ``env`` (extra environment
 variables for the CLI). A worker whose environment must be built first overrides the class-scoped
 ``worker_env`` fixture (the variables it returns are added to ``env``). Helpers a subclass may use
-in its own tests: :meth:`cli`, :meth:`start`, :meth:`events`, :meth:`run_dir`, :meth:`stop_at`,
-:meth:`copy_of` (a copy of the ``completed`` run in this test's runs root).
+in its own tests: :meth:`cli`, :meth:`host`, :meth:`start`, :meth:`events`, :meth:`run_dir`,
+:meth:`stop_at`, :meth:`copy_of` (a copy of the ``completed`` run in this test's runs root).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -69,6 +76,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -211,6 +219,22 @@ class WorkerContractSuite:
         return subprocess.run(
             self._argv(*args), cwd=self.folder, env=self._env(), capture_output=True, text=True, timeout=self.timeout
         )
+
+    def host(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``mosaic ARGS`` in this process: the CLI's ``main`` with the suite's folder as the working
+        directory and its environment (the plugins loaded as that environment says), stdout and
+        stderr captured, for commands that start no training (a refusal, a dry run); the process's
+        environment, folder and plugin host are put back after."""
+        from mosaic_core.cli.main import main
+
+        out, err = io.StringIO(), io.StringIO()
+        with _environment(self._env()), contextlib.chdir(self.folder), _own_plugin_host():
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main(list(args))
+                except SystemExit as stopped:  # argparse's usage errors
+                    code = stopped.code if isinstance(stopped.code, int) else 1
+        return subprocess.CompletedProcess(["mosaic", *args], code, out.getvalue(), err.getvalue())
 
     def run_args(self, run_id: str, *more: str) -> list[str]:
         """``mosaic run`` of this worker's short run, with ``run_id``."""
@@ -379,7 +403,7 @@ class WorkerContractSuite:
         assert document["worker"] == self.worker and document["env_id"] == self.env_id
 
     def test_bad_input_is_one_line(self, restarted: tuple[Path, int, str]) -> None:
-        self.one_line(self.cli("resume", "no-such-run", "--runs-dir", str(self.runs_root)), "no-such-run")
+        self.one_line(self.host("resume", "no-such-run", "--runs-dir", str(self.runs_root)), "no-such-run")
         run_dir = restarted[0]  # stopped once started: with or without a checkpoint
         events = read_events(run_dir / "events.jsonl")
         end = events[-1]
@@ -404,11 +428,17 @@ class WorkerContractSuite:
     # -------------------------------------------------------------------------------- the fast tier
     @pytest.mark.parametrize("case", BAD_STANDARD_KEYS)
     def test_the_host_checks_the_standard_keys(self, case: str) -> None:
+        self._bad_standard_key(case, self.host)
+
+    def test_a_bad_standard_key_is_refused_from_the_command_line(self) -> None:
+        self._bad_standard_key(next(iter(BAD_STANDARD_KEYS)), self.cli)
+
+    def _bad_standard_key(self, case: str, mosaic: Any) -> None:
         bad, said = BAD_STANDARD_KEYS[case]
         config = self.folder / "bad.json"
         data = {"algo": self.algo, "env_id": self.env_id, "total_timesteps": self.total_timesteps}
         config.write_text(json.dumps({**data, "seed": self.seed, "extras": {**self.extras, **bad}}))
-        done = self.cli(
+        done = mosaic(
             "run", "--worker", self.worker, "--config", str(config), "--run-id", "bad",
             "--runs-dir", str(self.runs_root), "--dry-run",
         )  # fmt: skip
@@ -437,8 +467,33 @@ class WorkerContractSuite:
 
     def test_evaluate_refuses_bad_input(self) -> None:
         self.runs_root.mkdir(mode=0o700)
-        self.one_line(self.cli("evaluate", "nope", "--runs-dir", str(self.runs_root)), "no run 'nope'")
-        self.one_line(
+        self.one_line(self.host("evaluate", "nope", "--runs-dir", str(self.runs_root)), "no run 'nope'")
+        self.one_line(  # the clause's case through the command itself
             self.cli("evaluate", "any", "--episodes", "0", "--runs-dir", str(self.runs_root)), "--episodes must be"
         )
         assert list(self.runs_root.iterdir()) == []
+
+
+@contextlib.contextmanager
+def _environment(wanted: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` is ``wanted`` inside, as it was after."""
+    before = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+@contextlib.contextmanager
+def _own_plugin_host() -> Iterator[None]:
+    """The process's plugin host loaded afresh inside (from the environment there), and after."""
+    from mosaic_core.plugins import plugin_host
+
+    plugin_host.cache_clear()
+    try:
+        yield
+    finally:
+        plugin_host.cache_clear()

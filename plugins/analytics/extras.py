@@ -61,8 +61,10 @@ OWNED = [
     ),
     ExtrasKey("tensorboard_dir", "where the script's TensorBoard files go, inside the run directory", bookkeeping=True),
     ExtrasKey("checkpoints_dir", "where checkpoints are looked for, inside the run directory", bookkeeping=True),
-    ExtrasKey("notes", "free text kept in the manifest (and W&B notes)", bookkeeping=True),
-    ExtrasKey("metrics_interval_s", "seconds between metrics events (default 1)", bookkeeping=True),
+    ExtrasKey("notes", "free text kept in the manifest (and W&B notes)", bookkeeping=True, run_notes=True),
+    ExtrasKey(
+        "metrics_interval_s", "seconds between metrics events (default 1)", bookkeeping=True, metrics_interval=True
+    ),
 ]
 
 

@@ -19,12 +19,15 @@ clipping out: evaluation plays whole games and reports raw scores.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
 
 from cleanrl_worker.env_families import family_of, register_atari
+
+if TYPE_CHECKING:
+    from ale_py.env import AtariEnv
 
 FRAME_STACK = 4
 
@@ -40,7 +43,7 @@ class EpisodicLife(gym.Wrapper):
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.game_over = terminated or truncated
-        lives = self.env.unwrapped.ale.lives()
+        lives = _emulator(self.env).ale.lives()
         if 0 < lives < self.lives:
             terminated = True
         self.lives = lives
@@ -54,7 +57,7 @@ class EpisodicLife(gym.Wrapper):
             if terminated or truncated:
                 obs, info = self.env.reset(**kwargs)
         self.game_over = False
-        self.lives = self.env.unwrapped.ale.lives()
+        self.lives = _emulator(self.env).ale.lives()
         return obs, info
 
 
@@ -77,7 +80,7 @@ class FireReset(gym.Wrapper):
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        lives = self.env.unwrapped.ale.lives()
+        lives = _emulator(self.env).ale.lives()
         if self.after_life_loss and 0 < lives < self.lives and not (terminated or truncated):
             obs, fire_reward, terminated, info = self._fire()
             reward = float(reward) + fire_reward
@@ -92,7 +95,7 @@ class FireReset(gym.Wrapper):
             reward += float(step_reward)
             if terminated or truncated:
                 return obs, reward, True, info
-        self.lives = self.env.unwrapped.ale.lives()
+        self.lives = _emulator(self.env).ale.lives()
         return obs, reward, False, info
 
 
@@ -106,14 +109,19 @@ def require_atari(env_id: str, algo: str) -> None:
         refuse_config(f"{algo} trains on Atari (ALE) envs such as BreakoutNoFrameskip-v4; {env_id} is {kind}")
 
 
+def _emulator(env: gym.Env) -> AtariEnv:
+    """The ALE env under the wrappers (what ``gym.make`` of an ALE id makes)."""
+    return cast("AtariEnv", env.unwrapped)
+
+
 def needs_fire(env: gym.Env) -> bool:
-    return "FIRE" in env.unwrapped.get_action_meanings()
+    return "FIRE" in _emulator(env).get_action_meanings()
 
 
 def _base_env(env_id: str, render_mode: str | None) -> gym.Env:
     """``gym.make`` with the emulator's own frame skip off (AtariPreprocessing skips frames)."""
     register_atari()
-    kwargs = {} if gym.spec(env_id).kwargs.get("frameskip", 1) == 1 else {"frameskip": 1}
+    kwargs: dict[str, Any] = {} if gym.spec(env_id).kwargs.get("frameskip", 1) == 1 else {"frameskip": 1}
     return gym.make(env_id, render_mode=render_mode, **kwargs)
 
 
@@ -131,7 +139,7 @@ def frame_stack(env: gym.Env, size: int = FRAME_STACK) -> gym.Env:
 
 def make_training_env(env_id: str, render_mode: str | None = None) -> gym.Env:
     """One env preprocessed as CleanRL trains on it (``RecordEpisodeStatistics`` inside)."""
-    env = gym.wrappers.RecordEpisodeStatistics(_base_env(env_id, render_mode))
+    env: gym.Env = gym.wrappers.RecordEpisodeStatistics(_base_env(env_id, render_mode))
     env = EpisodicLife(_preprocess(env))
     if needs_fire(env):
         env = FireReset(env)

@@ -114,10 +114,10 @@ def classify(observation_space: Any, action_space: Any) -> tuple[str, list[int] 
 
     obs_kind, shape = type(observation_space).__name__, None
     if isinstance(observation_space, gym.spaces.Box):
-        shape = list(observation_space.shape)
+        shape = list(observation_space.shape or ())
         obs_kind = "image" if len(shape) == 3 or (len(shape) == 2 and observation_space.dtype == np.uint8) else "vector"
     elif isinstance(observation_space, gym.spaces.Dict) and "image" in observation_space.spaces:
-        obs_kind, shape = "image", list(observation_space["image"].shape)  # MiniGrid: ImgObsWrapper takes it
+        obs_kind, shape = "image", list(observation_space["image"].shape or ())  # MiniGrid: ImgObsWrapper takes it
     act_kind, size = type(action_space).__name__, None
     if isinstance(action_space, gym.spaces.Discrete):
         act_kind, size = "discrete", int(action_space.n)

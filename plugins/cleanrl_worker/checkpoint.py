@@ -46,7 +46,7 @@ import importlib
 import os
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -95,7 +95,7 @@ def space_from_description(description: dict[str, Any]) -> gym.Space:
         shape, dtype = tuple(description["shape"]), np.dtype(description["dtype"])
         low = np.broadcast_to(np.asarray(description["low"], dtype=dtype), shape)
         high = np.broadcast_to(np.asarray(description["high"], dtype=dtype), shape)
-        return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
+        return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype.type)
     raise CheckpointError(f"cannot rebuild a {description['type']} space from a checkpoint")
 
 
@@ -270,7 +270,12 @@ def open_for_resume(path: str, *, algo: str, args: Any) -> dict[str, Any]:
 
 
 def restore_training(
-    ckpt: dict[str, Any], path: str, *, envs: Any, models: dict[str, Any], optimizers: dict[str, torch.optim.Optimizer]
+    ckpt: dict[str, Any],
+    path: str,
+    *,
+    envs: Any,
+    models: dict[str, Any],
+    optimizers: Mapping[str, torch.optim.Optimizer],
 ) -> None:
     """For scripts: load weights and optimizer states; exit 2 with one line if they do not fit.
 

@@ -75,7 +75,7 @@ def _versions(data: bytes) -> dict[str, str]:
         if name in MEMO_OPS:
             memo[len(memo) if arg is None else arg] = last
             continue
-        value = memo.get(arg) if name in GET_OPS else arg
+        value = memo.get(arg) if name in GET_OPS and isinstance(arg, int) else arg
         last = value
         if strings is None:
             strings = [] if value == VERSIONS else None

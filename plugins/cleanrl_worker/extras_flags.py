@@ -88,7 +88,7 @@ def check_extras_flags(script: Path, script_extras: dict[str, Any], config: Work
     fields = script_fields(script)
     if not fields:
         return  # nothing to check against: check_script_argv says so in a note
-    params = script_extras.get("algo_params") if isinstance(script_extras.get("algo_params"), dict) else {}
+    params = table if isinstance(table := script_extras.get("algo_params"), dict) else {}
     given = [(f"extras.algo_params.{key}", {"algo_params": {key: value}}) for key, value in params.items()]
     given += [(f"extras.{k}", {k: v}) for k, v in script_extras.items() if k != "algo_params" and k not in params]
     problems = [

@@ -108,7 +108,8 @@ def _same_step(vector_cls: type) -> type:
         __doc__ = f"{vector_cls.__name__} with gymnasium 0.29's same-step autoreset and info layout."
 
         def __init__(self, *args: Any, **kwargs: Any):
-            kwargs.setdefault("autoreset_mode", gym.vector.AutoresetMode.SAME_STEP)
+            vector: Any = gym.vector  # 1.x's (the lint venv's gymnasium is 0.29, which has no AutoresetMode)
+            kwargs.setdefault("autoreset_mode", vector.AutoresetMode.SAME_STEP)
             super().__init__(*args, **kwargs)
 
         def step(self, actions: Any):
@@ -148,26 +149,29 @@ def install() -> bool:
     """Give this process 0.29 semantics (once); False, with a warning, where 1.x cannot give them."""
     import gymnasium as gym
 
-    if getattr(gym.vector, "__mosaic_029__", False):
+    # gymnasium 1.x's modules, patched: mypy reads them as the lint venv's 0.29, so they are Any here
+    vector: Any = gym.vector
+    wrappers: Any = gym.wrappers
+    if getattr(vector, "__mosaic_029__", False):
         return True
-    if not hasattr(gym.vector, "AutoresetMode"):
+    if not hasattr(vector, "AutoresetMode"):
         print(
             f"warning: gymnasium {gym.__version__} cannot reset vector envs in the same step (needs >= 1.1): "
             "a script written for gymnasium 0.29 may log no episodic return",
             file=sys.stderr,
         )
         return False
-    gym.vector.SyncVectorEnv = _same_step(gym.vector.SyncVectorEnv)
-    gym.vector.AsyncVectorEnv = _same_step(gym.vector.AsyncVectorEnv)
-    gym.wrappers.TransformObservation = _transform_observation(gym.wrappers.TransformObservation)
-    if not hasattr(gym.wrappers, "FrameStack"):
-        gym.wrappers.FrameStack = _frame_stack(gym.wrappers.FrameStackObservation)
-    if not hasattr(gym.wrappers, "GrayScaleObservation"):
-        gym.wrappers.GrayScaleObservation = _grayscale(gym.wrappers.GrayscaleObservation)
+    vector.SyncVectorEnv = _same_step(vector.SyncVectorEnv)
+    vector.AsyncVectorEnv = _same_step(vector.AsyncVectorEnv)
+    wrappers.TransformObservation = _transform_observation(wrappers.TransformObservation)
+    if not hasattr(wrappers, "FrameStack"):
+        wrappers.FrameStack = _frame_stack(wrappers.FrameStackObservation)
+    if not hasattr(wrappers, "GrayScaleObservation"):
+        wrappers.GrayScaleObservation = _grayscale(wrappers.GrayscaleObservation)
     from cleanrl_worker import gymcompat
 
     gymcompat.NEXT_STEP_AUTORESET = False  # our helpers, when such a script uses them, see 0.29 too
-    gym.vector.__mosaic_029__ = True
+    vector.__mosaic_029__ = True
     return True
 
 

@@ -19,7 +19,7 @@ action-space check every algorithm makes before it trains.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -74,25 +74,37 @@ class Autoreset:
 
 def transform_observation(env: gym.Env, fn: Callable[[Any], Any]) -> gym.Env:
     """``TransformObservation`` for both versions (1.x wants the observation space)."""
+    wrapper: Any = gym.wrappers.TransformObservation  # its signature differs between 0.29 and 1.x
     if NEXT_STEP_AUTORESET:
-        return gym.wrappers.TransformObservation(env, fn, env.observation_space)
-    return gym.wrappers.TransformObservation(env, fn)
+        return wrapper(env, fn, env.observation_space)
+    return wrapper(env, fn)
 
 
-def require_action_space(envs: Any, expected: type, algo: str, env_id: str) -> None:
-    """Exit (code 2, one line on stderr) unless the env's action space is ``expected``."""
+SpaceT = TypeVar("SpaceT", bound=gym.Space)
+
+
+def require_action_space(envs: Any, expected: type[SpaceT], algo: str, env_id: str) -> SpaceT:
+    """The env's action space; exit (code 2, one line on stderr) unless it is ``expected``."""
     space = envs.single_action_space
     if not isinstance(space, expected):
         kind = "discrete (Discrete)" if expected is gym.spaces.Discrete else "continuous (Box)"
         from mosaic_core.child import refuse_config
 
         refuse_config(f"{algo} needs a {kind} action space, but {env_id} has {space}")
+    return space
+
+
+def shape_of(space: gym.Space) -> tuple[int, ...]:
+    """An array space's shape (``Space.shape`` is None only for spaces such as ``Dict``)."""
+    if space.shape is None:
+        raise ValueError(f"{type(space).__name__} has no array shape")
+    return space.shape
 
 
 # Normalisation statistics -------------------------------------------------------------------
 
 
-def _find_wrapper(env: gym.Env, cls: type) -> Any:
+def _find_wrapper(env: Any, cls: type) -> Any:
     while env is not None:
         if isinstance(env, cls):
             return env

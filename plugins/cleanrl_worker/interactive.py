@@ -165,7 +165,7 @@ def parse_action(space: Any, raw: Any) -> Any:
             array = array.reshape(space.shape)  # e.g. 0.5 for a Box of shape (1,)
         if array.shape != space.shape:
             raise CommandError(f"invalid action {raw!r}: {space} needs shape {list(space.shape)}")
-        if space.dtype.kind in "iu" and not np.all(array == np.round(array)):
+        if space.dtype is not None and space.dtype.kind in "iu" and not np.all(array == np.round(array)):
             raise CommandError(f"invalid action {raw!r}: {space} needs integers")
         action = array.astype(space.dtype)
     else:

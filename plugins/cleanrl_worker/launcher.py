@@ -39,9 +39,12 @@ def mode_program(mode: str) -> Any:
     from cleanrl_worker.registry import ResolvedAlgorithm
 
     module = MODE_PROGRAMS[mode]
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:  # a module of this package: only a broken install
+        raise UsageError(f"mode {mode}: cannot find its program {module}; reinstall mosaic-rl")
     return ResolvedAlgorithm(
         name=mode,
-        script=Path(importlib.util.find_spec(module).origin),
+        script=Path(spec.origin),
         source="mode",
         checkout_root=None,
         detail=f"the worker's {mode} program ({module})",
@@ -55,7 +58,7 @@ RECORDED_FLAGS = {"preset": "--preset", "experiment_name": "--name"}
 def recorded_options(data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     """``--preset``/``--name`` as the extras keys that record them; a different value in the
     config's extras is an error naming both."""
-    extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+    extras = table if isinstance(table := data.get("extras"), dict) else {}
     recorded = {}
     for key, flag in RECORDED_FLAGS.items():
         value = options.get(flag.removeprefix("--"))
@@ -71,7 +74,7 @@ def mode_defaults(data: dict[str, Any], interactive: bool) -> dict[str, Any]:
     """In policy_eval and interactive modes no algorithm or budget is needed from the user;
     in training, the env is the script's own ``env_id`` default, and the budget the preset's
     (``extras.preset``), else the script's own ``total_timesteps`` default."""
-    extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+    extras = table if isinstance(table := data.get("extras"), dict) else {}
     mode = "interactive" if interactive else extras.get("mode")
     mode = contract.normalize_mode(mode) if isinstance(mode, str) else None  # a malformed one: validation says
     if mode == "evaluate":  # the contract's: no budget
@@ -442,7 +445,7 @@ def plan_experiment(config: WorkerConfig, run: RunContext, mode: str) -> dict[st
 def gpu_request(extras: dict[str, Any]) -> str | None:
     """The extras key that asks for a GPU explicitly, or None (CleanRL's ``cuda`` flag is on by
     default but falls back to the CPU, so only an explicit request counts)."""
-    params = extras.get("algo_params") if isinstance(extras.get("algo_params"), dict) else {}
+    params = table if isinstance(table := extras.get("algo_params"), dict) else {}
     for where, values in (("extras", extras), ("extras.algo_params", params)):
         for key in ("cuda", "use_cuda"):
             if values.get(key) is True:

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -240,7 +240,7 @@ class _GifRecorder:
 
                 if self.saved or len(self.frames) >= limits[1]:
                     return
-                frame = self.env.render()
+                frame: Any = self.env.render()
                 if frame is None:
                     return
                 image = Image.fromarray(np.asarray(frame, dtype=np.uint8))
@@ -500,7 +500,7 @@ def _finish(summary: dict[str, Any], started: float, status: str, out_dir: Path)
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
         print(f"error: {self.prog}: {message}", file=sys.stderr)
         raise SystemExit(2)
 

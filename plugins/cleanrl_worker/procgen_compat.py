@@ -52,10 +52,8 @@ class ProcgenEnv(gym.Env):
         if self._env is not None:
             self._env.close()
         seed_option = {} if seed is None else {"rand_seed": int(seed) % 2**31}
-        self._env = ProcgenGym3Env(
-            num=1, env_name=self.game, render_mode=self.render_mode, **seed_option, **self.options
-        )
-        self._obs = self._env.observe()[1]["rgb"][0]
+        env = ProcgenGym3Env(num=1, env_name=self.game, render_mode=self.render_mode, **seed_option, **self.options)
+        self._env, self._obs = env, env.observe()[1]["rgb"][0]
 
     def reset(self, *, seed: int | None = None, options=None):
         super().reset(seed=seed)
@@ -90,4 +88,4 @@ def register() -> None:
     for game in GAMES:
         env_id = f"{PREFIX}{game}-v0"
         if env_id not in gym.registry:
-            gym.register(env_id, entry_point=ProcgenEnv, kwargs={"game": game}, max_episode_steps=None)
+            gym.register(env_id, entry_point=f"{__name__}:ProcgenEnv", kwargs={"game": game}, max_episode_steps=None)

@@ -33,6 +33,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mosaic_core import UsageError
 
@@ -229,7 +230,7 @@ def _from_plugin(name: str, found: list[_Contribution]) -> ResolvedAlgorithm:
     module, _colon, attr = (part.strip() for part in contribution.value.partition(":"))
     try:
         if attr:  # pkg.module:func -> a function returning the script's path
-            target = importlib.import_module(module)
+            target: Any = importlib.import_module(module)
             for part in attr.split("."):
                 target = getattr(target, part)
             script = Path(os.fspath(target())).expanduser().resolve()

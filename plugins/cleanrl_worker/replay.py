@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from cleanrl_worker.gymcompat import shape_of
 from mosaic_core.child import emit_event
 
 
@@ -60,9 +61,9 @@ class ReplayBuffer:
         if buffer_size <= 0:
             raise ValueError(f"buffer_size must be > 0, got {buffer_size}")
         self.buffer_size, self.device = buffer_size, torch.device(device)
-        obs_shape = observation_space.shape
+        obs_shape = shape_of(observation_space)
         # discrete actions are kept as (batch, 1), as stable-baselines3 does (``q.gather(1, actions)``)
-        self._action_shape = (1,) if isinstance(action_space, gym.spaces.Discrete) else action_space.shape
+        self._action_shape = (1,) if isinstance(action_space, gym.spaces.Discrete) else shape_of(action_space)
         obs_dtype = _torch_dtype(observation_space)
 
         def storage(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
@@ -107,27 +108,19 @@ class ReplayBuffer:
         index = (torch.arange(count) + self.pos) % self.buffer_size
         if self.device.type != "cpu":
             index = index.to(self.device)
-        if self.optimize_memory_usage:
+        next_store, next_index = self.next_observations, index
+        if next_store is None:  # optimize_memory_usage: the next observation is the next slot's
             if count != 1:
                 raise ValueError("optimize_memory_usage stores one sub-env's transitions, got a step of several")
-            stores = (
-                (self.observations, obs),
-                (self.observations, next_obs),
-                (self.actions, actions),
-                (self.rewards, rewards),
-                (self.dones, dones),
-            )
-            indices = (index, (index + 1) % self.buffer_size, index, index, index)
-        else:
-            stores = (
-                (self.observations, obs),
-                (self.next_observations, next_obs),
-                (self.actions, actions),
-                (self.rewards, rewards),
-                (self.dones, dones),
-            )
-            indices = (index,) * 5
-        for (store, values), where in zip(stores, indices):
+            next_store, next_index = self.observations, (index + 1) % self.buffer_size
+        stores = (
+            (self.observations, obs, index),
+            (next_store, next_obs, next_index),
+            (self.actions, actions, index),
+            (self.rewards, rewards, index),
+            (self.dones, dones, index),
+        )
+        for store, values, where in stores:
             store[where] = torch.as_tensor(np.asarray(values), dtype=store.dtype).to(self.device, non_blocking=True)
         self.pos = (self.pos + count) % self.buffer_size
         self.size = min(self.size + count, self.buffer_size)
@@ -144,7 +137,7 @@ class ReplayBuffer:
             ) % self.buffer_size
         else:
             index = torch.randint(0, self.size, (batch_size,), device=self.device, generator=self._generator)
-        if self.optimize_memory_usage:
+        if self.next_observations is None:  # optimize_memory_usage
             next_observations = self.observations[(index + 1) % self.buffer_size]
         else:
             next_observations = self.next_observations[index]
@@ -180,7 +173,7 @@ class ReplayBuffer:
             **{name: store[filled].cpu().clone() for name, store in stores.items() if store is not None},
         }
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Refill from :meth:`state_dict` (same buffer size); raises ValueError when it does not fit."""
         if state.get("buffer_size") != self.buffer_size:
             raise ValueError(

@@ -207,7 +207,7 @@ def read_script_args(script: str | Path, class_name: str = "Args") -> ScriptArgs
     try:
         tree = ast.parse(source, filename=str(path))
     except (SyntaxError, ValueError) as exc:
-        line = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        line = f" at line {lineno}" if (lineno := getattr(exc, "lineno", None)) else ""
         raise UsageError(f"script {path} is not valid Python{line}: {getattr(exc, 'msg', exc)}") from exc
     top = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     cls = top.get(class_name) or next(

@@ -46,7 +46,7 @@ OWN_KEYS = [
     ExtrasKey("eval_realtime", "policy_eval: play at the env's render_fps (to watch live frames)"),
     ExtrasKey("eval_video_format", "policy_eval: gif or mp4 (default: mp4 when moviepy is installed)"),
     ExtrasKey("preset", "hyperparameter preset (--preset): e.g. tuned; see mosaic algos presets"),
-    ExtrasKey("experiment_name", "experiment name (--name): resume its latest interrupted run"),
+    ExtrasKey("experiment_name", "experiment name (--name): resume its latest interrupted run", names_experiment=True),
 ]
 
 
@@ -128,7 +128,7 @@ class CleanRLWorker(Worker):
         from cleanrl_worker.launcher import MODE_PROGRAMS
         from cleanrl_worker.registry import bundled_names, checkout_home, known_names
 
-        extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+        extras = table if isinstance(table := data.get("extras"), dict) else {}
         try:
             home = checkout_home(extras.get("cleanrl_home"), Path.cwd())
         except UsageError:

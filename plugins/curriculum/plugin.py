@@ -172,14 +172,14 @@ def mosaic_wrap_env(child: ChildContext, env: Any, env_id: str) -> Callable[[Any
 
 
 @hookimpl
-def mosaic_on_scalar(child: ChildContext, tag: str, step: int | None) -> None:
+def mosaic_on_scalar(child: ChildContext, tag: str, step: int | None, log_dir: str | None) -> None:
     if step is None or tag.startswith("curriculum/"):
         return
     state = child_state(child)
     if state is None:
         return
     if state.scalars is None:
-        from mosaic_curriculum.scalars import StageScalars, log_dir
+        from mosaic_curriculum.scalars import StageScalars, curve_dir
 
-        state.scalars = StageScalars(log_dir(child.run_dir, child.extras), state.read_stage)
+        state.scalars = StageScalars(curve_dir(child.run_dir, log_dir), state.read_stage)
     state.scalars.observe(step)

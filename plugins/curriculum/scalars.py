@@ -5,7 +5,8 @@ scalar at some ``global_step`` and the stage word differs from the last stage wr
 stage index is written at that step. So the curve shares the script's step axis, and the
 TensorBoard writer is the one library the script already imported (``torch.utils.tensorboard``
 or ``tensorboardX``): nothing heavy is imported by the host or by this plugin. Events go to
-``<run dir>/<tensorboard_dir or runs>/curriculum/``, next to the script's ``runs/<run_name>``.
+``curriculum/`` beside the folder of the writer that wrote the script's first scalar (``runs/curriculum``
+next to the script's ``runs/<run_name>``), inside the run directory.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ SUBDIR = "curriculum"
 _WRITERS = ("torch.utils.tensorboard.writer", "tensorboardX.writer")
 
 
-def log_dir(run_dir: Path, extras: dict[str, Any]) -> Path:
-    """Where the stage curve goes; a ``tensorboard_dir`` outside the run dir is ignored."""
+def curve_dir(run_dir: Path, writer_dir: str | None) -> Path:
+    """Where the stage curve goes: beside the script's writer's folder (``writer_dir``, relative
+    to this process's working directory), else ``runs/``; one outside the run directory is ignored."""
     base = run_dir.resolve()
-    wanted = extras.get("tensorboard_dir")
-    root = (base / wanted).resolve() if isinstance(wanted, str) and wanted else base / "runs"
-    if not is_within(base, root):
+    root = Path(writer_dir).resolve().parent if writer_dir else base / "runs"
+    if root == base or not is_within(base, root):
         root = base / "runs"
     return root / SUBDIR
 

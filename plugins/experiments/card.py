@@ -277,7 +277,7 @@ def render(subject: Subject, ref: str, root: Path) -> str:
         f"run {escape(subject.model.name)}, checkpoint {escape(subject.checkpoint.path.name)} "
         f"(env step {subject.checkpoint.step}).",
         "",
-        *([f"Notes: {escape(extras['notes'])}", ""] if extras.get("notes") else []),
+        *(line for text in _notes(extras) for line in (f"Notes: {escape(text)}", "")),
         "| | |",
         "|---|---|",
         f"| library | {escape(worker)} {escape(worker_version(worker))} |",
@@ -415,6 +415,14 @@ def worker_version(name: str) -> str:
 
 
 _BOOKKEEPING = ("experiment", "experiment_group", "mode", "checkpoint_path", "policy_path")
+
+
+def _notes(extras: dict[str, Any]) -> list[str]:
+    """The run's notes: the values of the keys declared ``ExtrasKey(run_notes=True)`` (analytics' ``notes``)."""
+    from mosaic_core.toolkit import plugin_host
+
+    keys = [key.name for _plugin, key in plugin_host().extras_keys() if key.run_notes and not key.prefix]
+    return [text for key in keys if isinstance(text := extras.get(key), str) and text.strip()]
 
 
 def _table(mapping: Any, key: str) -> dict[str, Any]:

@@ -127,7 +127,7 @@ class RayRun(RemoteCaller):
         self.settings = settings
         self.first_actor = first_actor  # asked for while the run was prepared
         self.actor: Any = None
-        self.relays: Relays | None = None
+        self._relays: Relays | None = None  # the attempt's (``_attempt``)
         self.node: dict[str, Any] = {}
         self.remote_dir: str | None = None
         self.seen = 0  # lines of the node's log read so far
@@ -156,14 +156,21 @@ class RayRun(RemoteCaller):
             cluster.check_resources(self.settings)
         self.actor, self.first_actor = self.first_actor or new_actor(self.settings), None
         self.node = {"attempt": attempt}
-        self.relays = Relays(
+        self._relays = Relays(
             self.job.host.run_relays(self.run.run_id, redact(self.run.config.extras), "caller"), self.job.host
         )
         try:
             return super().follow()
         finally:
-            self.relays.close()
+            self._relays.close()
             self._close(self.actor)
+
+    @property
+    def relays(self) -> Relays:
+        """The plugins' relays of the attempt under way."""
+        if self._relays is None:
+            raise RuntimeError("no attempt under way: its relays are made as it starts")
+        return self._relays
 
     def _continue_from_checkpoint(self) -> dict[str, Any]:
         """The next attempt goes on from the newest checkpoint copied back (the run contract's

@@ -272,7 +272,7 @@ class RemoteRun:
         """The run directory as a gzip tar (``events.jsonl`` left out: the caller writes its own),
         less the files the caller ``have`` as they are now (path -> [size, mtime_ns]): a checkpoint
         crosses once. ``files``: what the tar holds, for the caller's next ``have``."""
-        buffer, sent = io.BytesIO(), {}
+        buffer, sent = io.BytesIO(), dict[str, list[int]]()
         if self.run_dir is None or not self.run_dir.is_dir():
             return {"tar": b"", "files": sent}
         # level 1: checkpoints hardly compress, and level 9 cost seconds on large ones

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import mosaic_core
 from mosaic_core import ConfigError, WorkerConfig
@@ -122,5 +122,5 @@ def fit_env_runners(params: dict[str, Any], cpus: int) -> tuple[dict[str, Any], 
     return {**params, "num_env_runners": fits, "num_envs_per_env_runner": spread}, [note]
 
 
-def _count(value: Any) -> bool:
+def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0

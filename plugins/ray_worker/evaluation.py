@@ -57,7 +57,8 @@ def play(
 ) -> tuple[list[float], list[int]]:
     """One episode per seed; (returns, lengths). ``video``: the first episode as an MP4 there."""
     runner = _frozen_runner(algo)
-    returns, lengths = [], []
+    returns: list[float] = []
+    lengths: list[int] = []
     frames: list[Any] = []
     try:
         for seed in seeds:

@@ -178,7 +178,7 @@ def own_process_groups() -> None:
             kwargs.setdefault("process_group", 0)
             super().__init__(*args, **kwargs)
 
-    services.ConsolePopen = OwnGroupPopen
+    services.ConsolePopen = OwnGroupPopen  # type: ignore[misc]  # replacing Ray's class is the point
 
 
 def job_config(address: str) -> Any:
@@ -521,6 +521,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     try:
         stop.looping()
         if ns.mode == "evaluate":
+            assert checkpoint is not None  # check_arguments refused an evaluation without one
             evaluate_checkpoint(algo, ns, checkpoint)
         else:
             train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)

@@ -150,7 +150,7 @@ class RLlibWorker(Worker):
 
     def code_paths(self, data: dict[str, Any]) -> list[CodePath]:
         """The checkpoint a resume or an evaluation loads: RLlib checkpoints are pickles, i.e. code."""
-        extras = data.get("extras") if isinstance(data.get("extras"), dict) else {}
+        extras = table if isinstance(table := data.get("extras"), dict) else {}
         key = _checkpoint_key(extras)
         value = extras.get(key) if key else None
         return [CodePath(f"extras.{key}", value)] if isinstance(value, str) and value and "\0" not in value else []

@@ -94,7 +94,7 @@ class SlurmRun(RemoteCaller):
     def __init__(self, job: Job, settings: sbatch.Settings):
         super().__init__(job)
         self.settings = settings
-        self.job_id: str | None = None
+        self.job_id = ""  # once submitted
         self.next_poll = 0.0
         self.requeue_by: float | None = None
 

@@ -112,6 +112,7 @@ def time_seconds(text: str) -> int | None:
     if not match:
         return None
     days, a, b, c = (int(part) if part else None for part in match.groups())
+    a = a or 0  # the one group the pattern always has
     if days is not None:  # D-H, D-H:M, D-H:M:S
         return days * 86400 + a * 3600 + (b or 0) * 60 + (c or 0)
     if b is None:  # M

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mosaic_core.toolkit import redact
+from mosaic_core.toolkit import plugin_host, redact
 from mosaic_sweep.seeds import RETURN_METRIC, SeedOutcome, SeedProcess, SeedRun, intermediate_value
 from mosaic_sweep.spec import SweepSpec, check_params
 from mosaic_sweep.study import sample
 
-METRICS_INTERVAL_S = 0.5
+METRICS_INTERVAL_S = 0.5  # a trial's metrics twice a second, for the pruner
 AGGREGATE: dict[str, Callable[[list[float]], float]] = {
     "mean": statistics.fmean,
     "median": statistics.median,
@@ -234,7 +234,8 @@ class TrialObjective:
     def _extras(self, trial: Any, env_id: str, params: dict[str, Any], seed: int) -> dict[str, Any]:
         spec = self.spec
         extras = {**spec.extras, "algo_params": {**spec.algo_params, **params}}
-        extras.setdefault("metrics_interval_s", METRICS_INTERVAL_S)
+        for key in _metrics_interval_keys():
+            extras.setdefault(key, METRICS_INTERVAL_S)
         extras.update(
             {
                 "optuna_study": spec.study_name,
@@ -259,3 +260,9 @@ class SeedFailed(Exception):
 
 def _say(message: str) -> None:
     print(f"mosaic sweep: {message}", file=sys.stderr, flush=True)
+
+
+def _metrics_interval_keys() -> list[str]:
+    """The extras keys that set the seconds between a run's metrics events (declared
+    ``ExtrasKey(metrics_interval=True)``: analytics' ``metrics_interval_s``)."""
+    return [key.name for _plugin, key in plugin_host().extras_keys() if key.metrics_interval and not key.prefix]

@@ -84,7 +84,7 @@ def unusable(algo: str, env: str) -> str | None:
         return (
             f"env family {family!r} needs the {package!r} package, which the xuance worker's environment does not have"
         )
-    if family in GYM_FAMILIES:
+    if family in GYM_FAMILIES and package is not None:
         importlib.import_module(package)  # registers its ids
         known = _registered(GYM_FAMILIES[family])
         if scenario not in known:

@@ -24,7 +24,7 @@ import os
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -65,7 +65,7 @@ def learning_rate(learner: Any) -> float | None:
 
 
 def rng_state() -> dict[str, Any]:
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    kind, keys, pos, has_gauss, gauss = cast(tuple[str, Any, int, int, float], np.random.get_state(legacy=True))
     version, internal, python_gauss = random.getstate()
     return {
         "torch": torch.get_rng_state(),

@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None) -> Namespace:
     return parser.parse_args(argv)
 
 
-def build_config(ns: Namespace, budget: int) -> Namespace:
+def build_config(ns: Namespace, budget: int) -> _Config:
     from xuance.common import get_arguments
 
     from xuance_worker.configs import worker_defaults
@@ -118,7 +118,7 @@ class Session:
     """One training process's agent, config and callback, and what saving and evaluating need."""
 
     def __init__(
-        self, ns: Namespace, config: Namespace, agent: Any, callback: Any, budget: int, training_seed: int | None
+        self, ns: Namespace, config: _Config, agent: Any, callback: Any, budget: int, training_seed: int | None
     ):
         self.ns, self.config, self.agent, self.callback, self.budget = ns, config, agent, callback, budget
         self.training_seed = training_seed  # evaluation seeds start past it
@@ -204,7 +204,9 @@ class Session:
         deterministic = True  # XuanCe's off-policy agents play greedily in test mode, always
         if "deterministic_policy" in inspect.signature(agent.test).parameters:
             deterministic = options["deterministic_policy"] = bool(ns.eval_deterministic)
-        returns, lengths, per_agent = [], [], []
+        returns: list[float] = []
+        lengths: list[int] = []
+        per_agent: list[dict[str, float]] = []
         self.callback.evaluating = True
         try:
             for seed in seeds:
@@ -217,7 +219,7 @@ class Session:
                 self.callback.eval_episodes.clear()
                 self.callback.recording = [] if video is not None and not returns else None
                 agent.test(test_episodes=1, test_envs=envs, close_envs=True, **options)
-                if self.callback.recording is not None:
+                if video is not None and self.callback.recording is not None:
                     contract.write_mp4(video, self.callback.recording)
                 scores, length = self.callback.eval_episodes[0]
                 returns.append(sum(scores.values()))
@@ -379,6 +381,7 @@ def run(ns: Namespace, threads: int, stop: Stop) -> None:
             except ValueError as exc:
                 refuse_config(f"--checkpoint: {exc}")
         if ns.mode == "resume":
+            assert checkpoint is not None  # refused above without one
             reopen_tensorboard(agent, checkpoint, meta)
         callback.attach(agent)
         trained_with = meta.get("seed") if ns.mode == "evaluate" and isinstance(meta.get("seed"), int) else config.seed
@@ -387,6 +390,7 @@ def run(ns: Namespace, threads: int, stop: Stop) -> None:
         if stop.requested:
             raise Stopped()
         if ns.mode == "evaluate":
+            assert checkpoint is not None  # refused above without one
             evaluate(session, checkpoint, meta)
         else:
             train(session, stop)

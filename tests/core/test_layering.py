@@ -393,36 +393,48 @@ def _keys_named(path: Path, core: bool) -> list[tuple[int, str]]:
     return [(line, name) for line, name in found if isinstance(name, str)]
 
 
-# Keys of the analytics plugin that other plugins still read, each for a reason of its own; the list
-# must shrink, never grow (the test fails on a crossing not listed here, and on one listed that is gone).
-KNOWN_CROSSINGS = {
-    ("mosaic_curriculum", "tensorboard_dir"),  # the stage curve goes beside the script's own TensorBoard files
-    ("mosaic_experiments", "notes"),  # the model card quotes the run's notes
-    ("mosaic_sweep", "metrics_interval_s"),  # a trial's metrics come twice a second, for the pruner
-}
-
-
-def test_no_package_names_a_key_another_plugin_owns():
-    """Each plugin declares its extras keys (``mosaic_extras_keys``); no other plugin, worker or the
-    core reads, writes or lists one of them by name: what crosses goes through a declaration
-    (``ExtrasKey(bookkeeping=True)``, ``switches_envs``, ``live_frames``) or a hook."""
+def _key_owners() -> dict[str, set[str]]:
+    """Extras key -> the packages that declare it: each plugin's ``mosaic_extras_keys`` and each
+    installed worker's ``Worker.extras_keys`` (two workers may each have a ``preset`` of their own);
+    the contract's standard keys and ``algo_params`` (``config.HYPERPARAMETERS``) are the core's."""
+    from mosaic_core.config import HYPERPARAMETERS
+    from mosaic_core.contract import STANDARD_KEYS
     from mosaic_core.toolkit import plugin_host
+    from mosaic_core.worker import load_worker
+    from mosaic_core.workers import discover_workers
 
     host = plugin_host()
     package_of = {item.name: item.value.split(":")[0].split(".")[0] for item in host.loaded}
-    owner = {key.name: package_of.get(plugin, "mosaic_core") for plugin, key in host.extras_keys() if not key.prefix}
-    assert owner.get("fastlane") == "mosaic_fastlane" and owner.get("optuna_seed") == "mosaic_sweep"
-    crossings = set()
-    found = []
-    for package, folder in sorted(PACKAGES.items()):
-        for path in sorted(folder.rglob("*.py")):
-            for line, name in _keys_named(path, core=package == "mosaic_core"):
-                if owner.get(name, package) not in (package, "mosaic_core"):
-                    crossings.add((package, name))
-                    found.append(f"{path.relative_to(ROOT)}:{line}: {name!r} is {owner[name]}'s")
-    new = sorted(crossings - KNOWN_CROSSINGS)
-    assert not new, "a plugin's key named outside it:\n" + "\n".join(f for f in found if any(n in f for _p, n in new))
-    assert crossings == KNOWN_CROSSINGS, f"gone, take them off KNOWN_CROSSINGS: {sorted(KNOWN_CROSSINGS - crossings)}"
+    declared = [(package_of.get(plugin, "mosaic_core"), key) for plugin, key in host.extras_keys()]
+    for item in discover_workers(host):
+        if item.status == "active":
+            package = item.obj.worker.split(":")[0].split(".")[0]
+            declared += [(package, key) for key in load_worker(item).extras_keys() or []]
+    owners: dict[str, set[str]] = {key.name: {"mosaic_core"} for key in STANDARD_KEYS}
+    owners[HYPERPARAMETERS] = {"mosaic_core"}
+    for package, key in declared:
+        if not key.prefix and "mosaic_core" not in owners.get(key.name, ()):
+            owners.setdefault(key.name, set()).add(package)
+    return owners
+
+
+def test_no_package_names_a_key_another_package_owns():
+    """Each plugin declares its extras keys (``mosaic_extras_keys``), each worker its own
+    (``Worker.extras_keys``); no other plugin, worker or the core reads, writes or lists one of
+    them by name: what crosses goes through a declaration (``ExtrasKey(bookkeeping=True)``,
+    ``switches_envs``, ``live_frames``, ``run_notes``, ``metrics_interval``, ``names_experiment``)
+    or a hook."""
+    owners = _key_owners()
+    assert owners["fastlane"] == {"mosaic_fastlane"} and owners["optuna_seed"] == {"mosaic_sweep"}
+    assert owners["experiment_name"] == {"cleanrl_worker"} and owners["notes"] == {"mosaic_analytics"}
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {name!r} is {' and '.join(sorted(owners[name]))}'s"
+        for package, folder in sorted(PACKAGES.items())
+        for path in sorted(folder.rglob("*.py"))
+        for line, name in _keys_named(path, core=package == "mosaic_core")
+        if not owners.get(name, {package}) & {package, "mosaic_core"}
+    ]
+    assert not found, "a package's key named outside it:\n" + "\n".join(found)
 
 
 def test_the_key_check_sees_each_way_of_naming_a_key(tmp_path):

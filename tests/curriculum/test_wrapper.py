@@ -181,14 +181,30 @@ def test_the_stage_curve_is_written_at_the_scripts_steps(host, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     child = host.child(tmp_path, CARTPOLES)
-    plugin.mosaic_on_scalar(child, "charts/episodic_return", None)  # no step: nothing to align with
-    plugin.mosaic_on_scalar(child, "charts/episodic_return", 5)
-    plugin.mosaic_on_scalar(child, "charts/SPS", 7)
+    plugin.mosaic_on_scalar(child, "charts/episodic_return", None, None)  # no step: nothing to align with
+    plugin.mosaic_on_scalar(child, "charts/episodic_return", 5, None)
+    plugin.mosaic_on_scalar(child, "charts/SPS", 7, None)
     host.stage_file.write(2)
-    plugin.mosaic_on_scalar(child, "charts/SPS", 9)
-    plugin.mosaic_on_scalar(child, "curriculum/stage", 11)  # its own writes are ignored
-    plugin.mosaic_on_scalar(child, "charts/SPS", 12)
+    plugin.mosaic_on_scalar(child, "charts/SPS", 9, None)
+    plugin.mosaic_on_scalar(child, "curriculum/stage", 11, None)  # its own writes are ignored
+    plugin.mosaic_on_scalar(child, "charts/SPS", 12, None)
     plugin.child_state(child).scalars.close()
     events = EventAccumulator(str(tmp_path / "runs" / "curriculum"))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("curriculum/stage")] == [(5, 0.0), (9, 2.0)]
+
+
+def test_the_stage_curve_goes_beside_the_scripts_writer(host, tmp_path):
+    """The writer's folder decides (analytics' ``tensorboard_dir`` moved it to ``tb/<run>``); a
+    writer outside the run directory does not take the curve with it."""
+    pytest.importorskip("tensorboardX")
+    import tensorboardX  # noqa: F401
+
+    child = host.child(tmp_path, CARTPOLES)
+    plugin.mosaic_on_scalar(child, "charts/SPS", 3, str(tmp_path / "tb" / "run1"))
+    plugin.child_state(child).scalars.close()
+    assert list((tmp_path / "tb" / "curriculum").iterdir()) and not (tmp_path / "runs").exists()
+    outside = host.child(tmp_path / "other", CARTPOLES)
+    plugin.mosaic_on_scalar(outside, "charts/SPS", 3, str(tmp_path / "tb" / "run1"))
+    plugin.child_state(outside).scalars.close()
+    assert list((tmp_path / "other" / "runs" / "curriculum").iterdir())

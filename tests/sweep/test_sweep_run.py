@@ -58,6 +58,7 @@ def test_two_sweep_processes_share_one_sqlite_study_without_duplicates(two_proce
         }
         config = json.loads((root / run_id / "config.json").read_text())
         assert config["extras"]["algo_params"]["learning_rate"] == trial.params["learning_rate"]
+        assert config["extras"]["metrics_interval_s"] == 0.5  # the sweep's cadence, set through the declaration
         argv = json.loads((root / run_id / "launch.json").read_text())["argv"]
         assert any(a.startswith("--learning-rate") for a in argv) and not any("optuna" in a for a in argv)
         assert trial.value == pytest.approx(trial.user_attrs["seed_values"][0])

@@ -122,6 +122,8 @@ def make_env(env_id, seed, idx, capture_video, run_name):
 
 # ALGO LOGIC: initialize agent here:
 class QNetwork(nn.Module):
+    atoms: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, env, n_atoms=101, v_min=-100, v_max=100):
         super().__init__()
         self.n_atoms = n_atoms
@@ -145,7 +147,7 @@ class QNetwork(nn.Module):
         return action, pmfs[torch.arange(len(x)), action]
 
 
-def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
+def linear_schedule(start_e: float, end_e: float, duration: float, t: int):
     slope = (end_e - start_e) / duration
     return max(slope * t + start_e, end_e)
 
@@ -198,7 +200,7 @@ if __name__ == "__main__":
     optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate, eps=0.01 / args.batch_size)
     target_network = QNetwork(envs, n_atoms=args.n_atoms, v_min=args.v_min, v_max=args.v_max).to(device)
     start_step, learning_starts = 0, args.learning_starts
-    if resumed:
+    if resumed and args.resume_from:
         checkpoint.restore_training(
             resumed,
             args.resume_from,

@@ -132,7 +132,7 @@ class QNetwork(nn.Module):
         return self.network(x / 255.0)
 
 
-def linear_schedule(start_e: float, end_e: float, duration: int, t: int):
+def linear_schedule(start_e: float, end_e: float, duration: float, t: int):
     slope = (end_e - start_e) / duration
     return max(slope * t + start_e, end_e)
 
@@ -185,7 +185,7 @@ if __name__ == "__main__":
     optimizer = optim.Adam(q_network.parameters(), lr=args.learning_rate)
     target_network = QNetwork(envs).to(device)
     start_step, learning_starts = 0, args.learning_starts
-    if resumed:
+    if resumed and args.resume_from:
         checkpoint.restore_training(
             resumed,
             args.resume_from,

@@ -195,11 +195,15 @@ if __name__ == "__main__":
         [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],
     )
     gymcompat.require_action_space(envs, gym.spaces.Discrete, ALGO, args.env_id)
+    obs_shape, action_shape = (
+        gymcompat.shape_of(envs.single_observation_space),
+        gymcompat.shape_of(envs.single_action_space),
+    )
 
     agent = policy_models(envs)["agent"].to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     global_step, start_iteration = 0, 1
-    if resumed:
+    if resumed and args.resume_from:
         checkpoint.restore_training(
             resumed, args.resume_from, envs=envs, models={"agent": agent}, optimizers={"optimizer": optimizer}
         )
@@ -224,8 +228,8 @@ if __name__ == "__main__":
     )
 
     # ALGO Logic: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + action_shape).to(device)
     logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
     dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
@@ -290,9 +294,9 @@ if __name__ == "__main__":
             # TRY NOT TO MODIFY: execute the game and log data.
             next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
             valid[step] = autoreset.step(terminations, truncations)
-            next_done = np.logical_or(terminations, truncations)
+            ended = np.logical_or(terminations, truncations)
             rewards[step] = torch.tensor(reward).to(device).view(-1)
-            next_obs, next_done = torch.Tensor(np.asarray(next_obs)).to(device), torch.Tensor(next_done).to(device)
+            next_obs, next_done = torch.Tensor(np.asarray(next_obs)).to(device), torch.Tensor(ended).to(device)
 
             for _, episodic_return, episodic_length in gymcompat.episodes(infos):
                 print(f"global_step={global_step}, episodic_return={episodic_return}")
@@ -316,9 +320,9 @@ if __name__ == "__main__":
             returns = advantages + values
 
         # flatten the batch
-        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_obs = obs.reshape((-1,) + obs_shape)
         b_logprobs = logprobs.reshape(-1)
-        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_actions = actions.reshape((-1,) + action_shape)
         b_advantages = advantages.reshape(-1)
         b_returns = returns.reshape(-1)
         b_values = values.reshape(-1)

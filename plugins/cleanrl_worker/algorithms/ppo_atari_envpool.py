@@ -225,7 +225,7 @@ if __name__ == "__main__":
 
     bf16 = args.bf16 and native_bf16(device)
     input_dtype = torch.bfloat16 if bf16 else torch.float32
-    agent = Agent(envs, bf16).to(device, memory_format=torch.channels_last)
+    agent = Agent(envs, bf16).to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs leave memory_format out
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     if args.track:
@@ -252,7 +252,7 @@ if __name__ == "__main__":
     channels, height, width = envs.single_observation_space.shape  # stored channels-last, as network_input gives them
     obs = torch.zeros((args.num_steps, args.num_envs, height, width, channels), dtype=input_dtype).to(device)
     obs = obs.permute(0, 1, 4, 2, 3)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs)).to(device)  # discrete: one number an env
     logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
     dones = torch.zeros((args.num_steps, args.num_envs)).to(device)

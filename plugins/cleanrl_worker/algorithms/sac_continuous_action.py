@@ -12,6 +12,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -231,7 +232,13 @@ if __name__ == "__main__":
     qf2_target.load_state_dict(qf2.state_dict())
     q_optimizer = optim.Adam(list(qf1.parameters()) + list(qf2.parameters()), lr=args.q_lr)
     actor_optimizer = optim.Adam(list(actor.parameters()), lr=args.policy_lr)
-    models = {"actor": actor, "qf1": qf1, "qf2": qf2, "qf1_target": qf1_target, "qf2_target": qf2_target}
+    models: dict[str, Any] = {
+        "actor": actor,
+        "qf1": qf1,
+        "qf2": qf2,
+        "qf1_target": qf1_target,
+        "qf2_target": qf2_target,
+    }
     optimizers = {"q_optimizer": q_optimizer, "actor_optimizer": actor_optimizer}
 
     # Automatic entropy tuning
@@ -242,7 +249,7 @@ if __name__ == "__main__":
         models["log_alpha"], optimizers["a_optimizer"] = log_alpha, a_optimizer
 
     start_step, learning_starts = 0, args.learning_starts
-    if resumed:
+    if resumed and args.resume_from:
         checkpoint.restore_training(resumed, args.resume_from, envs=envs, models=models, optimizers=optimizers)
         start_step = resumed["global_step"]
     alpha = log_alpha.exp().item() if args.autotune else args.alpha

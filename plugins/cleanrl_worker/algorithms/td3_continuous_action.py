@@ -134,6 +134,9 @@ class QNetwork(nn.Module):
 
 
 class Actor(nn.Module):
+    action_scale: torch.Tensor  # buffers (register_buffer)
+    action_bias: torch.Tensor
+
     def __init__(self, env):
         super().__init__()
         self.fc1 = nn.Linear(np.array(env.single_observation_space.shape).prod(), 256)
@@ -197,7 +200,7 @@ if __name__ == "__main__":
     envs = gym.vector.SyncVectorEnv(
         [make_env(args.env_id, args.seed + i, i, args.capture_video, run_name) for i in range(args.num_envs)]
     )
-    gymcompat.require_action_space(envs, gym.spaces.Box, ALGO, args.env_id)
+    action_space = gymcompat.require_action_space(envs, gym.spaces.Box, ALGO, args.env_id)
 
     actor = Actor(envs).to(device)
     qf1 = QNetwork(envs).to(device)
@@ -221,7 +224,7 @@ if __name__ == "__main__":
     optimizers = {"q_optimizer": q_optimizer, "actor_optimizer": actor_optimizer}
 
     start_step, learning_starts = 0, args.learning_starts
-    if resumed:
+    if resumed and args.resume_from:
         checkpoint.restore_training(resumed, args.resume_from, envs=envs, models=models, optimizers=optimizers)
         start_step = resumed["global_step"]
 
@@ -286,7 +289,7 @@ if __name__ == "__main__":
             with torch.no_grad():
                 actions = actor(torch.Tensor(obs).to(device))
                 actions += torch.normal(0, actor.action_scale * args.exploration_noise)
-                actions = actions.cpu().numpy().clip(envs.single_action_space.low, envs.single_action_space.high)
+                actions = actions.cpu().numpy().clip(action_space.low, action_space.high)
 
         # TRY NOT TO MODIFY: execute the game and log data.
         next_obs, rewards, terminations, truncations, infos = envs.step(actions)
@@ -314,7 +317,7 @@ if __name__ == "__main__":
                 ) * target_actor.action_scale
 
                 next_state_actions = (target_actor(data.next_observations) + clipped_noise).clamp(
-                    envs.single_action_space.low[0], envs.single_action_space.high[0]
+                    action_space.low[0], action_space.high[0]
                 )
                 qf1_next_target = qf1_target(data.next_observations, next_state_actions)
                 qf2_next_target = qf2_target(data.next_observations, next_state_actions)
