@@ -37,10 +37,11 @@ class Policy:
     def act(self, observation: Any, info: dict[str, Any] | None = None) -> Any:
         import torch
 
-        if self.turn_based:
-            batch = {k: torch.as_tensor(v)[None] for k, v in masked_observation(observation).items()}
-        else:
-            batch = torch.as_tensor(np.asarray(observation, dtype=np.float32))[None]
+        batch: Any = (
+            {k: torch.as_tensor(v)[None] for k, v in masked_observation(observation).items()}
+            if self.turn_based
+            else torch.as_tensor(np.asarray(observation, dtype=np.float32))[None]
+        )
         with torch.no_grad():
             logits = self.module.forward_inference({"obs": batch})["action_dist_inputs"]
         distribution = self.module.get_inference_action_dist_cls().from_logits(logits)
@@ -69,7 +70,7 @@ def load_policy(checkpoint: Path, agent: str) -> Policy:
     module_id = (setup.get("agents") or {}).get(agent)
     if module_id is None:
         raise ValueError(f"{checkpoint} has no policy for agent {agent!r}")
-    module = RLModule.from_checkpoint(str(checkpoint / MODULES / module_id))
+    module: Any = RLModule.from_checkpoint(str(checkpoint / MODULES / module_id))  # a torch module too
     module.eval()
     return Policy(module, is_turn_based(step_env(checkpoint)))
 
@@ -162,7 +163,7 @@ def evaluate(
     from mosaic_core import contract
 
     by_agent = multiagent_setup(checkpoint).get("agents") or {}
-    agents, loaded = list(by_agent), {}
+    agents, loaded = list(by_agent), dict[str, Policy]()
     for agent, module in by_agent.items():  # a policy that plays several agents is loaded once
         loaded.setdefault(module, load_policy(checkpoint, agent))
     policies: dict[str, Seat] = {agent: loaded[module] for agent, module in by_agent.items()}

@@ -42,7 +42,8 @@ def flat(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=np.float32).reshape(-1)
 
 
-def flat_space(space: gymnasium.spaces.Box) -> gymnasium.spaces.Box:
+def flat_space(space: Any) -> gymnasium.spaces.Box:
+    """A Box space (PettingZoo's boards are 3-D) as one flat float32 vector."""
     low, high = np.broadcast_to(space.low, space.shape), np.broadcast_to(space.high, space.shape)
     return gymnasium.spaces.Box(flat(low), flat(high), dtype=np.float32)
 
@@ -74,7 +75,7 @@ class ParallelEnv(MultiAgentEnv):
         self.agents = list(self.env.agents)
         return observations, infos or {}
 
-    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
+    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]  # RLlib's multi-agent step: per-agent dicts
         observations, rewards, terminated, truncated, infos = self.env.step(actions)
         self.agents = list(self.env.agents)
         terminated["__all__"] = all(terminated.values()) or not self.agents
@@ -107,7 +108,7 @@ class TurnBasedEnv(MultiAgentEnv):
         mover = self.env.agent_selection
         return {mover: masked_observation(self.env.observe(mover))}, {}
 
-    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
+    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]  # RLlib's multi-agent step: per-agent dicts
         self.env.step(int(actions[self.env.agent_selection]))
         env = self.env
         if all(env.terminations[a] or env.truncations[a] for a in env.agents):  # the game is over
