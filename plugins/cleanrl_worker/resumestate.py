@@ -11,8 +11,8 @@ Env state is saved as data where the env lets it be read and set: classic contro
 Acrobot, MountainCar, Pendulum…: ``state``, ``np_random`` and step counters), Atari (the emulator's
 state, RNG included, as the bytes ALE serializes it to) and gymnasium's MuJoCo envs (the
 simulator's integration state from ``mj_getState``, and the body quantities an env reads before
-its next step), with the wrappers' counters, frame stacks and frame buffers. Procgen and envpool
-keep their envs in C++ with no call that sets them: their runs resume with fresh episodes
+its next step), with the wrappers' counters, frame stacks and frame buffers. Other envs (envpool's,
+which no call sets; procgen's, whose gym3 state calls are not used yet) resume with fresh episodes
 (:func:`env_state` returns None; ``mosaic algos`` says so).
 """
 
