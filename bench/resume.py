@@ -12,8 +12,9 @@ counted twice), the steps the stop landed at, the cost of the stop's save (from 
 run's end) and of the restore (from `mosaic resume` to the first metric), the checkpoint's size,
 the episodes each run ended, the mean episodic return of the last 20 episodes of both runs, and
 whether every episode's return is equal (the resume is exact) or the first episode where they
-part. Where sampling is asynchronous (RLlib's APPO and IMPALA) the whole run is made twice, and
-`whole_twice_equal` says whether two uninterrupted runs give the same episodes (elsewhere: not run). Nothing is mocked: real runs under a temporary runs root, removed at the end.
+part. Where sampling is asynchronous (RLlib's APPO and IMPALA), and for every case with
+`--whole-twice`, the whole run is made twice, and `whole_twice_equal` says whether two
+uninterrupted runs give the same episodes (elsewhere: null, not run). Nothing is mocked: real runs under a temporary runs root, removed at the end.
 """
 
 from __future__ import annotations
@@ -172,14 +173,14 @@ def worker_ready(worker: str) -> bool:
     return bool(found) and (found[0].get("environment_status") or {"state": "host"})["state"] in ("ready", "host")
 
 
-def case(root: Path, name: str, scale: float) -> dict:
+def case(root: Path, name: str, scale: float, whole_twice: bool = False) -> dict:
     worker, algo, env, steps, extras = CASES[name]
     steps = max(4096, int(steps * scale))
     started = time.perf_counter()
     subprocess.run(argv(root, "whole", worker, algo, env, steps, extras), check=True, capture_output=True)
     whole = time.perf_counter() - started
     twice = None
-    if algo in ASYNCHRONOUS and worker == "rllib":
+    if whole_twice or (algo in ASYNCHRONOUS and worker == "rllib"):
         subprocess.run(argv(root, "whole-2", worker, algo, env, steps, extras), check=True, capture_output=True)
         twice = episode_returns(root, "whole") == episode_returns(root, "whole-2")
 
@@ -229,6 +230,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", choices=sorted(CASES))
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--whole-twice", action="store_true", help="run each whole run twice (is it repeatable?)")
     ns = parser.parse_args()
     rows = []
     for name in ns.case or list(CASES):
@@ -237,7 +239,7 @@ def main() -> None:
             continue
         root = Path(tempfile.mkdtemp(prefix="mosaic-bench-resume-"))
         try:
-            rows.append(case(root, name, ns.scale))
+            rows.append(case(root, name, ns.scale, ns.whole_twice))
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(json.dumps(rows[-1]), file=sys.stderr)
