@@ -243,6 +243,8 @@ def main() -> None:
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(json.dumps(rows[-1]), file=sys.stderr)
+    if not rows:
+        raise SystemExit("no case ran: each one's worker is not ready (mosaic workers)")
     columns = list(rows[0])
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
