@@ -3,8 +3,9 @@ run it would have been (docs/run-contract.md): the RNG states of python, numpy a
 vector env's sub-envs, the loop's own variables, and the run name its TensorBoard folder and
 final model are named by.
 
-Everything is stored as tensors, numbers and strings (JSON text for nested plain values: numpy's
-128-bit generator states are ints no tensor holds), so a checkpoint still loads with
+Everything is stored as tensors, numbers and strings (JSON text for nested plain values, arrays in it
+as the base64 of their bytes; numpy's 128-bit generator states are ints no tensor holds), so a
+checkpoint still loads with
 ``torch.load(..., weights_only=True)``: no pickle, no code.
 
 Env state is saved as data where the env lets it be read and set: classic control (CartPole,
