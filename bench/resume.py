@@ -1,9 +1,9 @@
 """Resume, measured: per case, an uninterrupted `mosaic run` next to the same run SIGTERMed near
 its middle and continued with `mosaic resume`, per worker: CleanRL's bundled PPO, DQN and C51 on
 CartPole (DQN with its defaults, and without its replay buffer), its PPO (continuous), SAC, TD3 and
-DDPG on Pendulum, RLlib's PPO on CartPole, XuanCe's
-MAPPO on MPE simple_spread (the last two need their worker environments: `mosaic workers install
-rllib|xuance`; a case whose worker is not ready is skipped, saying so).
+DDPG on Pendulum, RLlib's PPO, APPO, IMPALA and DQN on CartPole and its SAC on Pendulum, XuanCe's
+MAPPO on MPE simple_spread (RLlib's and XuanCe's need their worker environments: `mosaic workers
+install rllib|xuance`; a case whose worker is not ready is skipped, saying so).
 
 Run by hand: .venv/bin/python bench/resume.py [--case ppo --case rllib-ppo …] [--scale 1.0]
 
@@ -12,7 +12,9 @@ counted twice), the steps the stop landed at, the cost of the stop's save (from 
 run's end) and of the restore (from `mosaic resume` to the first metric), the checkpoint's size,
 the episodes each run ended, the mean episodic return of the last 20 episodes of both runs, and
 whether every episode's return is equal (the resume is exact) or the first episode where they
-part. Nothing is mocked: real runs under a temporary runs root, removed at the end.
+part. Where sampling is asynchronous (RLlib's APPO and IMPALA), and for every case with
+`--whole-twice`, the whole run is made twice, and `whole_twice_equal` says whether two
+uninterrupted runs give the same episodes (elsewhere: null, not run). Nothing is mocked: real runs under a temporary runs root, removed at the end.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import time
 from pathlib import Path
 
 MOSAIC = Path(sys.executable).parent / "mosaic"
+ASYNCHRONOUS = ("APPO", "IMPALA")  # RLlib's: which runner's batch the learner takes first depends on timing
 # case: (worker, algo, env, steps, extras)
 CASES = {
     "ppo": ("cleanrl", "ppo", "CartPole-v1", 40_000, {"num_envs": 4, "num_steps": 128, "cuda": False}),
@@ -70,6 +73,30 @@ CASES = {
         "CartPole-v1",
         20_000,
         {"algo_params": {"num_env_runners": 1, "train_batch_size_per_learner": 1000, "minibatch_size": 128}},
+    ),
+    **{
+        f"rllib-{algo.lower()}": (
+            "rllib",
+            algo,
+            "CartPole-v1",
+            20_000,
+            {"algo_params": {"num_env_runners": 1, "train_batch_size_per_learner": 500}},
+        )
+        for algo in ASYNCHRONOUS
+    },
+    "rllib-dqn": (
+        "rllib",
+        "DQN",
+        "CartPole-v1",
+        20_000,
+        {"algo_params": {"num_steps_sampled_before_learning_starts": 1000, "min_sample_timesteps_per_iteration": 1000}},
+    ),
+    "rllib-sac": (
+        "rllib",
+        "SAC",
+        "Pendulum-v1",
+        6_000,
+        {"algo_params": {"num_steps_sampled_before_learning_starts": 1000, "min_sample_timesteps_per_iteration": 500}},
     ),
     "xuance-mappo": ("xuance", "mappo", "mpe/simple_spread_v3", 20_000, {"parallels": 4}),
 }
@@ -146,12 +173,16 @@ def worker_ready(worker: str) -> bool:
     return bool(found) and (found[0].get("environment_status") or {"state": "host"})["state"] in ("ready", "host")
 
 
-def case(root: Path, name: str, scale: float) -> dict:
+def case(root: Path, name: str, scale: float, whole_twice: bool = False) -> dict:
     worker, algo, env, steps, extras = CASES[name]
     steps = max(4096, int(steps * scale))
     started = time.perf_counter()
     subprocess.run(argv(root, "whole", worker, algo, env, steps, extras), check=True, capture_output=True)
     whole = time.perf_counter() - started
+    twice = None
+    if whole_twice or (algo in ASYNCHRONOUS and worker == "rllib"):
+        subprocess.run(argv(root, "whole-2", worker, algo, env, steps, extras), check=True, capture_output=True)
+        twice = episode_returns(root, "whole") == episode_returns(root, "whole-2")
 
     started = time.perf_counter()
     process = subprocess.Popen(
@@ -191,6 +222,7 @@ def case(root: Path, name: str, scale: float) -> dict:
         "resume_to_first_metric_s": None if restore_s is None else round(restore_s, 1),
         "checkpoint_mb": round(size_mb(Path(cancelled["checkpoint"])), 2),
         **compared(episode_returns(root, "whole"), episode_returns(root, "cut")),
+        "whole_twice_equal": twice,
     }
 
 
@@ -198,6 +230,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", choices=sorted(CASES))
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--whole-twice", action="store_true", help="run each whole run twice (is it repeatable?)")
     ns = parser.parse_args()
     rows = []
     for name in ns.case or list(CASES):
@@ -206,10 +239,12 @@ def main() -> None:
             continue
         root = Path(tempfile.mkdtemp(prefix="mosaic-bench-resume-"))
         try:
-            rows.append(case(root, name, ns.scale))
+            rows.append(case(root, name, ns.scale, ns.whole_twice))
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print(json.dumps(rows[-1]), file=sys.stderr)
+    if not rows:
+        raise SystemExit("no case ran: each one's worker is not ready (mosaic workers)")
     columns = list(rows[0])
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))

@@ -3,21 +3,26 @@ run it would have been (docs/run-contract.md): the RNG states of python, numpy a
 vector env's sub-envs, the loop's own variables, and the run name its TensorBoard folder and
 final model are named by.
 
-Everything is stored as tensors, numbers and strings (JSON text for nested plain values: numpy's
-128-bit generator states are ints no tensor holds), so a checkpoint still loads with
+Everything is stored as tensors, numbers and strings (JSON text for nested plain values, arrays in it
+as the base64 of their bytes; numpy's 128-bit generator states are ints no tensor holds), so a
+checkpoint still loads with
 ``torch.load(..., weights_only=True)``: no pickle, no code.
 
-Env state is saved where it is plain: classic control (CartPole, Acrobot, MountainCar,
-Pendulum…), whose ``state``, ``np_random`` and step counters are all there is. Atari (an
-emulator in C++), MuJoCo (a simulator's data), Procgen and envpool keep state no Python
-attribute holds: their runs resume with fresh episodes (:func:`env_state` returns None;
-``mosaic algos`` says so).
+Env state is saved as data where the env lets it be read and set: classic control (CartPole,
+Acrobot, MountainCar, Pendulum…: ``state``, ``np_random`` and step counters), Atari (the emulator's
+state, RNG included, as the bytes ALE serializes it to) and gymnasium's MuJoCo envs (the
+simulator's integration state from ``mj_getState``, and the body quantities an env reads before
+its next step), with the wrappers' counters, frame stacks and frame buffers. Other envs (envpool's,
+which no call sets; procgen's, whose gym3 state calls are not used yet) resume with fresh episodes
+(:func:`env_state` returns None; ``mosaic algos`` says so).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import random
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -26,8 +31,12 @@ import torch
 from cleanrl_worker.checkpoint_header import CHECKPOINTS
 
 PLAIN_ENVS = ("gymnasium.envs.classic_control", "gym.envs.classic_control")
+ALE_ENVS = ("ale_py.",)
+MUJOCO_ENVS = ("gymnasium.envs.mujoco.",)
 # TimeLimit's and RecordEpisodeStatistics' counters, NormalizeReward's discounted return (0.29: returns,
-# 1.x: discounted_reward); the normalisers' running statistics travel as the checkpoint's normalization
+# 1.x: discounted_reward); the normalisers' running statistics travel as the checkpoint's normalization.
+# Atari's (cleanrl_worker.atari): lives and game-over flags, AtariPreprocessing's two max-pooled frames,
+# the frame stack (0.29: frames, 1.x: obs_queue).
 WRAPPER_FIELDS = (
     "_elapsed_steps",
     "episode_returns",
@@ -35,7 +44,16 @@ WRAPPER_FIELDS = (
     "episode_count",
     "returns",
     "discounted_reward",
+    "lives",
+    "game_over",
+    "obs_buffer",
+    "frames",
+    "obs_queue",
 )
+# What a MuJoCo env reads of its simulator's derived quantities before its next step (Ant's and
+# Humanoid's positions before the step, their contact forces): as the last step left them, not as
+# mj_forward would recompute them from the restored state.
+MUJOCO_DERIVED = ("xpos", "xquat", "xmat", "xipos", "ximat", "subtree_com", "cinert", "cvel", "cfrc_ext")
 VECTOR_FIELDS = ("_autoreset_envs",)  # gymnasium 1.x: which sub-envs reset at the next step
 
 
@@ -49,7 +67,10 @@ def layout_path(step: int) -> str:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, np.ndarray):
-        return {"__array__": value.tolist(), "dtype": str(value.dtype)}
+        data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")
+        return {"__bytes__": data, "dtype": str(value.dtype), "shape": list(value.shape)}
+    if isinstance(value, deque):
+        return {"__deque__": [_plain(v) for v in value], "maxlen": value.maxlen}
     if isinstance(value, np.generic):
         return {"__scalar__": value.item(), "dtype": str(value.dtype)}
     if isinstance(value, tuple):
@@ -63,8 +84,13 @@ def _plain(value: Any) -> Any:
 
 def _restored(value: Any) -> Any:
     if isinstance(value, dict):
-        if "__array__" in value:
+        if "__bytes__" in value:
+            flat = np.frombuffer(base64.b64decode(value["__bytes__"]), dtype=np.dtype(value["dtype"]))
+            return flat.reshape(value["shape"]).copy()  # writable: wrappers fill some in place
+        if "__array__" in value:  # checkpoints written before arrays were stored as bytes
             return np.asarray(value["__array__"], dtype=np.dtype(value["dtype"]))
+        if "__deque__" in value:
+            return deque((_restored(v) for v in value["__deque__"]), maxlen=value["maxlen"])
         if "__scalar__" in value:
             return np.dtype(value["dtype"]).type(value["__scalar__"])
         if "__tuple__" in value:
@@ -119,6 +145,44 @@ def _space_rngs(space: Any) -> Any:
     return _generator_state(getattr(space, "_np_random", None))
 
 
+def _simulator_state(base: Any) -> dict[str, Any] | None:
+    """The base env's own state as plain values, or None when it keeps state no call reads."""
+    module = type(base).__module__
+    if module.startswith(PLAIN_ENVS):
+        names = ("state", "steps_beyond_terminated", "steps_beyond_done", "last_u")
+        return {"attributes": {name: value for name, value in vars(base).items() if name in names}}
+    if module.startswith(ALE_ENVS):
+        emulator = base.ale.cloneState(include_rng=True).serialize()
+        return {"ale": base64.b64encode(emulator).decode("ascii")}
+    if module.startswith(MUJOCO_ENVS):
+        import mujoco
+
+        integration = np.empty(mujoco.mj_stateSize(base.model, mujoco.mjtState.mjSTATE_INTEGRATION))
+        mujoco.mj_getState(base.model, base.data, integration, mujoco.mjtState.mjSTATE_INTEGRATION)
+        derived = {name: np.array(getattr(base.data, name)) for name in MUJOCO_DERIVED}
+        return {"mujoco": {"integration": integration, "derived": derived}}
+    return None
+
+
+def _restore_simulator(base: Any, saved: dict[str, Any]) -> None:
+    if "ale" in saved:
+        import ale_py
+
+        base.ale.restoreState(ale_py.ALEState(base64.b64decode(saved["ale"])))
+    elif "mujoco" in saved:
+        import mujoco
+
+        state, integration = saved["mujoco"], mujoco.mjtState.mjSTATE_INTEGRATION
+        mujoco.mj_setState(base.model, base.data, state["integration"], integration)
+        mujoco.mj_forward(base.model, base.data)  # every derived quantity, from the restored state
+        # again: mj_forward wrote its own result over the solver's warm start
+        mujoco.mj_setState(base.model, base.data, state["integration"], integration)
+        for name, value in state["derived"].items():
+            getattr(base.data, name)[...] = value
+    for name, value in saved.get("attributes", {}).items():
+        setattr(base, name, value)
+
+
 def env_state(envs: Any) -> str | None:
     """The sub-envs' state as JSON text, or None when any of them keeps state that is not plain."""
     subs = getattr(envs, "envs", None)
@@ -126,21 +190,17 @@ def env_state(envs: Any) -> str | None:
         return None
     records = []
     for env in subs:
-        base = env.unwrapped
-        if not type(base).__module__.startswith(PLAIN_ENVS):
+        simulator = _simulator_state(env.unwrapped)
+        if simulator is None:
             return None
-        layers = _layers(env)
         records.append(
             {
                 "wrappers": [
-                    {name: getattr(layer, name) for name in WRAPPER_FIELDS if name in vars(layer)} for layer in layers
+                    {name: getattr(layer, name) for name in WRAPPER_FIELDS if name in vars(layer)}
+                    for layer in _layers(env)
                 ],
-                "env": {
-                    name: value
-                    for name, value in vars(base).items()
-                    if name in ("state", "steps_beyond_terminated", "steps_beyond_done", "last_u")
-                },
-                "np_random": _generator_state(getattr(base, "_np_random", None)),
+                "simulator": simulator,
+                "np_random": _generator_state(getattr(env.unwrapped, "_np_random", None)),
                 "action_space": _space_rngs(env.action_space),
                 "observation_space": _space_rngs(env.observation_space),
             }
@@ -177,8 +237,8 @@ def restore_envs(envs: Any, text: str) -> None:
             for name, value in fields.items():
                 setattr(layer, name, value)
         base = env.unwrapped
-        for name, value in record["env"].items():
-            setattr(base, name, value)
+        # "env": a checkpoint written before the simulators' state was saved (classic control's attributes)
+        _restore_simulator(base, record.get("simulator") or {"attributes": record.get("env", {})})
         _set_generator(base, "_np_random", record["np_random"])
         _set_generator(env.action_space, "_np_random", record["action_space"])
         _set_generator(env.observation_space, "_np_random", record["observation_space"])

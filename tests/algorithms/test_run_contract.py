@@ -6,6 +6,7 @@ suite for the CleanRL worker."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -30,7 +31,28 @@ RUNS = {
     "td3_continuous_action": ("Pendulum-v1", 3_000, {**OFF_POLICY, "batch_size": 64}),
     "ddpg_continuous_action": ("Pendulum-v1", 3_000, {**OFF_POLICY, "batch_size": 64}),
 }
-OFF_POLICY_ALGOS = {"dqn", "c51", "sac_continuous_action", "td3_continuous_action", "ddpg_continuous_action"}
+# The envs whose state lives outside Python, saved as data all the same (cleanrl_worker.resumestate): ALE's
+# emulator with CleanRL's Atari preprocessing, MuJoCo's simulator. Budgets a slow CI runs in a minute or two.
+ATARI = "BreakoutNoFrameskip-v4"
+SIMULATED = {
+    "ppo_atari": (ATARI, 4096, {**QUICK, "num_envs": 4, "num_steps": 128}),
+    "dqn_atari": (
+        ATARI,
+        4000,
+        {**OFF_POLICY, "buffer_size": 4000, "target_network_frequency": 500, "exploration_fraction": 0.5},
+    ),
+    "ppo_continuous_action": ("Hopper-v4", 4096, {**QUICK, "num_steps": 512, "num_minibatches": 4}),
+    "sac_continuous_action": ("Hopper-v4", 3_000, {**OFF_POLICY, "batch_size": 64}),
+}
+SIMULATORS = {ATARI: "ale_py", "Hopper-v4": "mujoco"}
+OFF_POLICY_ALGOS = {
+    "dqn",
+    "c51",
+    "dqn_atari",
+    "sac_continuous_action",
+    "td3_continuous_action",
+    "ddpg_continuous_action",
+}
 
 
 class Runs(WorkerContractSuite):
@@ -54,8 +76,21 @@ def returns_after(run_dir, step):
 
 @pytest.mark.parametrize("algo", sorted(RUNS))
 def test_a_resumed_run_is_the_run_it_would_have_been(algo, suite):
-    suite.env_id, total, extras = RUNS[algo]
-    suite.algo, suite.total_timesteps, suite.extras = algo, total, extras
+    resume_matches_the_whole_run(suite, algo, *RUNS[algo])
+
+
+@pytest.mark.parametrize("algo", sorted(SIMULATED))
+def test_a_resumed_run_is_the_run_it_would_have_been_on_atari_and_mujoco(algo, suite):
+    env_id = SIMULATED[algo][0]
+    if importlib.util.find_spec(SIMULATORS[env_id]) is None:
+        pytest.skip(f"{SIMULATORS[env_id]} is not installed (make extras)")
+    resume_matches_the_whole_run(suite, algo, *SIMULATED[algo])
+
+
+def resume_matches_the_whole_run(suite, algo, env_id, total, extras):
+    """``algo`` on ``env_id`` SIGTERMed near its middle and continued by the same command again: every
+    episode past the resume point has the uninterrupted run's return, at the same step; one history."""
+    suite.algo, suite.env_id, suite.total_timesteps, suite.extras = algo, env_id, total, extras
     whole = suite.cli(*suite.run_args("whole"))
     assert whole.returncode == 0, whole.stderr[-3000:]
 
