@@ -188,18 +188,24 @@ def busy_cores():
 
 def ctrl_c_half_way(proc: subprocess.Popen, run_dir: Path, total: int, busy_cores) -> str:
     """Wait for the run's first metric (then busy both cores), and for a metric at half of
-    ``total``; then Ctrl-C ``proc``'s process group, as a terminal does. Its stderr; nothing of it
-    is left running."""
+    ``total``; then Ctrl-C ``proc``'s process group, as a terminal does (:func:`ctrl_c_at`)."""
+    return ctrl_c_at(proc, run_dir, total // 2, on_first_metric=busy_cores)
+
+
+def ctrl_c_at(proc: subprocess.Popen, run_dir: Path, step: int, on_first_metric=None) -> str:
+    """Wait for a metric at ``step`` or past it (calling ``on_first_metric`` at the run's first);
+    then Ctrl-C ``proc``'s process group, as a terminal does. Its stderr; nothing of it is left
+    running."""
     from mosaic_core.events import metric_steps, read_events
 
-    loaded, deadline = False, time.monotonic() + 600
+    started, deadline = False, time.monotonic() + 600
     try:
         while time.monotonic() < deadline:
             steps = metric_steps(read_events(run_dir / "events.jsonl")) if (run_dir / "events.jsonl").exists() else []
-            if steps and not loaded:
-                busy_cores()
-                loaded = True
-            if steps and max(steps) >= total // 2:
+            if steps and not started and on_first_metric is not None:
+                on_first_metric()
+            started = started or bool(steps)
+            if steps and max(steps) >= step:
                 break
             assert proc.poll() is None, f"the run ended before its stop: {proc.communicate()[1][-2000:]}"
             time.sleep(0.1)

@@ -5,14 +5,12 @@ checkpoint's data, and `mosaic evaluate` shows it beating a random legal-move op
 interval above one half; what a multi-agent run refuses: one line, exit 2."""
 
 import json
-import os
-import signal
 import subprocess
-import time
 
 import numpy as np
 import pytest
 
+from tests.conftest import ctrl_c_at
 from tests.rllib.conftest import MOSAIC, events_of, run_args
 
 pytestmark = pytest.mark.slow
@@ -57,20 +55,7 @@ def self_play(rllib_env, tmp_path_factory):
         text=True,
         start_new_session=True,
     )
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (runs / "killed" / "events.jsonl").exists() and any(
-                s >= STOP_AFTER for s in _metric_steps(runs / "killed")
-            ):
-                break
-            time.sleep(0.3)
-        assert proc.poll() is None, f"the run ended before its Ctrl-C: {proc.communicate()[1][-2000:]}"
-        os.killpg(proc.pid, signal.SIGINT)
-        _out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    err = ctrl_c_at(proc, runs / "killed", STOP_AFTER)
     assert proc.returncode == 130, err
     resume = {**extras, "mode": "resume", "checkpoint_path": str(runs / "killed")}
     done = subprocess.run(

@@ -7,13 +7,12 @@ to the budget, its learning-rate schedule where the uninterrupted run's is; eval
 
 import json
 import math
-import os
-import signal
 import subprocess
 import time
 
 import pytest
 
+from tests.conftest import ctrl_c_at
 from tests.rllib.conftest import alive, events_of, ray_pids, run_args
 
 pytestmark = pytest.mark.slow
@@ -62,20 +61,7 @@ def runs(rllib_env, tmp_path_factory):
         text=True,
         start_new_session=True,  # its own process group, as at a terminal: Ctrl-C signals the group
     )
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (runs / "killed" / "events.jsonl").exists() and any(
-                s >= STOP_AFTER for s in _metric_steps(runs / "killed")
-            ):
-                break
-            time.sleep(0.3)
-        assert proc.poll() is None, f"the run ended before its Ctrl-C: {proc.communicate()[1][-2000:]}"
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-        _out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    err = ctrl_c_at(proc, runs / "killed", STOP_AFTER)
     assert proc.returncode == 130, err
     found["killed"] = runs / "killed"
     found["resumed"] = _run(
