@@ -1,23 +1,25 @@
-"""Worker discovery: the :class:`WorkerMetadata` descriptors plugins return from their
-``mosaic_workers`` hook (:mod:`mosaic_core.descriptors` checks them).
+"""Worker discovery: the :class:`WorkerMetadata` descriptors of the ``mosaic.workers`` entry
+points (a descriptor, or a function returning one, per entry point; its name the worker's) and
+of plugins' ``mosaic_workers`` hook (:mod:`mosaic_core.descriptors` checks them).
 
-Discovery imports only the plugin modules (kept import-light) and calls that hook: the worker
-class and its run hooks are named as strings and imported when a run needs them. A broken
-worker is reported with its plugin's entry point, distribution and error, and never stops the
-host. The ``mosaic.workers`` entry-point group (a descriptor, or a function returning one, per
-entry point; its name the worker's) is still read, with a deprecation notice.
+Discovery imports only those modules (kept import-light): the worker class and its run hooks are
+named as strings and imported when a run needs them. A broken worker is reported with its entry
+point, distribution and error, and never stops the host.
 """
 
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mosaic_core.entrypoints import LoadedEntryPoint, is_blocked
 from mosaic_core.errors import UsageError
 
 if TYPE_CHECKING:
+    from mosaic_core.config import WorkerConfig
     from mosaic_core.plugins import PluginHost
+    from mosaic_core.worker import Worker
 
 DEFAULT_WORKER_VAR = "MOSAIC_DEFAULT_WORKER"  # the worker of runs that name none (mosaic_core.choice)
 
@@ -55,3 +57,18 @@ def unknown_worker(name: str, items: list[LoadedEntryPoint]) -> str:
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return f"unknown worker {name!r}{hint}; installed workers: {', '.join(names) or 'none'}"
+
+
+def recorded_run(run_dir: Path) -> tuple[str, Worker, WorkerConfig]:
+    """The worker's name, the worker and the config a run recorded (``config.json``): what
+    evaluating or serving its policy starts from. An imported, untrusted run is refused."""
+    from mosaic_core.config import WorkerConfig, read_config_file
+    from mosaic_core.runstore.trust import refuse_untrusted
+    from mosaic_core.worker import load_worker
+
+    refuse_untrusted(run_dir / "config.json", f"run {run_dir.name}")
+    recorded = read_config_file(run_dir / "config.json", run_file=True)
+    name = recorded.pop("worker", None)
+    if not isinstance(name, str):
+        raise UsageError(f"run {run_dir.name} is not a training run: its config.json names no worker")
+    return name, load_worker(find_worker(name)), WorkerConfig.from_dict(recorded, source=str(run_dir / "config.json"))

@@ -152,22 +152,13 @@ def _check_play_flags(ns: argparse.Namespace) -> None:
 
 def _recorded_run(ns: argparse.Namespace) -> tuple[Path, Path | None, str, Any, Any]:
     """The run ``ns.target`` names (and the checkpoint file it names, if it does), its worker's
-    name and implementation, and its recorded config; an imported, untrusted run is refused."""
-    from mosaic_core.config import WorkerConfig, read_config_file
+    name and implementation, and its recorded config (:func:`~mosaic_core.workers.recorded_run`)."""
     from mosaic_core.runs import default_runs_root
-    from mosaic_core.runstore.trust import refuse_untrusted
-    from mosaic_core.worker import load_worker
-    from mosaic_core.workers import find_worker
+    from mosaic_core.workers import recorded_run
 
     root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
     run_dir, given = resolve(ns.target, root)
-    refuse_untrusted(run_dir / "config.json", f"run {run_dir.name}")
-    recorded = read_config_file(run_dir / "config.json", run_file=True)
-    worker_name = recorded.pop("worker", None)
-    if not isinstance(worker_name, str):
-        raise UsageError(f"run {run_dir.name}: its config.json names no worker")
-    worker = load_worker(find_worker(worker_name))
-    return run_dir, given, worker_name, worker, WorkerConfig.from_dict(recorded, source=str(run_dir / "config.json"))
+    return (run_dir, given, *recorded_run(run_dir))
 
 
 def _checkpoint_to_play(run_dir: Path, given: Path | None, worker: Any, worker_name: str, config: Any) -> Any:

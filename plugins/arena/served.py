@@ -53,19 +53,11 @@ def run_operator(argument: str, seat: Seat) -> ServedPolicy:
 
 def _server_command(ref: str, step: int | None, seat: Seat) -> tuple[list[str], str]:
     """The worker's command serving the run's checkpoint, and a few words on the run."""
-    from mosaic_core import WorkerConfig
     from mosaic_core.contract import find_checkpoints, newest_checkpoint
-    from mosaic_core.runstore.trust import refuse_untrusted
-    from mosaic_core.toolkit import default_runs_root, find_run_dir, find_worker, load_worker, read_config_file
+    from mosaic_core.toolkit import default_runs_root, find_run_dir, recorded_run
 
     run_dir = find_run_dir(seat.runs_root or default_runs_root(), ref)
-    refuse_untrusted(run_dir / "config.json", f"run {run_dir.name}")
-    recorded = read_config_file(run_dir / "config.json", run_file=True)
-    worker_name = recorded.pop("worker", None)
-    if not isinstance(worker_name, str):
-        raise OperatorError(f"run {run_dir.name} is not a training run (its config.json names no worker)")
-    worker = load_worker(find_worker(worker_name))
-    config = WorkerConfig.from_dict(recorded, source=str(run_dir / "config.json"))
+    worker_name, worker, config = recorded_run(run_dir)
     layout = worker.checkpoint_layout(config)
     if layout is None:
         raise OperatorError(f"run {run_dir.name}: worker {worker_name!r} keeps no checkpoints the host can load")
