@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -76,9 +77,11 @@ class Tracked:
         stat = read_stat(pid)
         return stat is not None and stat.live and stat.start_ticks == self.processes[pid][0]
 
-    def stop(self) -> list[int]:
+    def stop(self, wait: float = 5.0) -> list[int]:
         """SIGKILL what is left of them: first the groups whose leader is still the same
-        process, then each tracked process itself; returns the pids signalled."""
+        process, then each tracked process itself; then wait up to ``wait`` s for them to be gone
+        (a killed process still runs until the kernel gets to it: on a busy machine, after the
+        run's end is recorded); returns the pids signalled."""
         hit = []
         for pid, (_, pgid) in list(self.processes.items()):
             if pid == pgid and self.same(pid):
@@ -87,6 +90,9 @@ class Tracked:
         for pid in list(self.processes):
             if self.same(pid) and _signal(functools.partial(os.kill, pid, signal.SIGKILL)):
                 hit.append(pid)
+        deadline = time.monotonic() + wait
+        while any(self.same(pid) for pid in hit) and time.monotonic() < deadline:
+            time.sleep(0.02)
         return sorted(set(hit))
 
 
