@@ -37,6 +37,18 @@ def run_args(run_id, runs_dir, algo="PPO", total=1000, extras=None, env_id="Cart
     ]
 
 
+def refuse(args: list[str], env: dict[str, str], words: str, run_dir: Path) -> None:
+    """``mosaic run ARGS`` in the RLlib worker's environment is refused: exit 2, one line on stderr
+    with ``words`` in it, no traceback, and no ``run_dir`` made."""
+    import subprocess
+
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
+    assert not run_dir.exists()
+
+
 def events_of(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
 

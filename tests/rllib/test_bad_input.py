@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from tests.conftest import worker_bin
-from tests.rllib.conftest import run_args
+from tests.rllib.conftest import refuse, run_args
 
 
 def _closed_port() -> int:
@@ -67,17 +67,8 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_refused_in_one_line(case, rllib_env, tmp_path):
     algo, env_id, params, extras, words = CASES[case]
-    done = subprocess.run(
-        run_args("bad", tmp_path / "runs", algo, params=params, extras=extras, env_id=env_id),
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
-    assert not (tmp_path / "runs" / "bad").exists()
+    args = run_args("bad", tmp_path / "runs", algo, params=params, extras=extras, env_id=env_id)
+    refuse(args, rllib_env, words, tmp_path / "runs" / "bad")
 
 
 def test_dry_run_names_the_checked_config(rllib_env, tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ctrl_c_at
-from tests.rllib.conftest import MOSAIC, events_of, run_args
+from tests.rllib.conftest import MOSAIC, events_of, refuse, run_args
 
 pytestmark = pytest.mark.slow
 
@@ -191,17 +191,9 @@ BAD = {
 @pytest.mark.parametrize("case", BAD)
 def test_refused_in_one_line(case, rllib_env, tmp_path):
     env_id, extras, words = BAD[case]
-    done = subprocess.run(
-        run_args("bad", tmp_path / "runs", env_id=env_id, extras=extras),
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    refuse(
+        run_args("bad", tmp_path / "runs", env_id=env_id, extras=extras), rllib_env, words, tmp_path / "runs" / "bad"
     )
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr
-    assert not (tmp_path / "runs" / "bad").exists()
 
 
 def test_connect_four_self_play_is_checked_in_the_workers_environment(rllib_env, tmp_path):
