@@ -48,8 +48,7 @@ RESUME_NOTE = (
     "bundled algorithms save checkpoints/step_N.cleanrl_model (on a stop too) and `mosaic resume` continues "
     "them, restoring RNG, env and loop state (the off-policy ones' replay buffer too, kept by default up to "
     "extras.save_replay_buffer_max_mb), so on classic-control, Atari and MuJoCo envs a resumed run gives the same "
-    "returns; Procgen and envpool envs resume with fresh episodes (their envs' state is not saved), and "
-    "ppo_procgen and ppo_atari_envpool keep no checkpoint on a stop; "
+    "returns; Procgen and envpool envs resume with fresh episodes (their envs' state is not saved); "
     "upstream scripts (a checkout or a path) resume only through their own flags"
 )
 

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from cleanrl_worker.readiness import missing_extras
+from mosaic_core.events import metric_steps, one_history
+from tests.conftest import ctrl_c_half_way
 
-from .conftest import completed, extra_missing, mosaic_command, scalars, start, wait_for_frame
+from .conftest import MOSAIC, completed, extra_missing, finish, mosaic_command, scalars, start, wait_for_frame
 
 FIXTURE_CHECKOUT = Path(__file__).with_name("fixture_checkout")
 CHECKOUT = Path(os.environ.get("MOSAIC_CLEANRL_HOME") or FIXTURE_CHECKOUT)
@@ -84,6 +86,33 @@ def test_bundled_ppo_procgen_trains_on_procgen(workdir):
     completed(proc)
     assert frame.pixels.ndim == 3 and frame.pixels.shape[2] == 3
     assert {"charts/SPS", "losses/value_loss"} <= set(scalars(workdir / "var/trainer/runs/procgen"))
+
+
+# The two bundled algorithms whose envs' state cannot be saved still end a stop resumable: Ctrl-C half way
+# with both cores busy saves a checkpoint, and `mosaic resume` completes the run (fresh episodes after it).
+STOPPED = [
+    pytest.param("ppo_atari_envpool", "Pong-v5", marks=extra_missing("envpool", "envpool"), id="ppo_atari_envpool"),
+    pytest.param("ppo_procgen", "procgen-coinrun-v0", marks=extra_missing("procgen", "procgen"), id="ppo_procgen"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", range(int(os.environ.get("MOSAIC_STOP_REPEAT", "1"))))  # 20 before a release
+@pytest.mark.parametrize("algo, env_id", STOPPED)
+def test_a_stop_under_load_ends_resumable_and_resume_completes(workdir, busy_cores, algo, env_id, attempt):
+    total, run_dir = 2048, workdir / "var/trainer/runs/halt"
+    host = start(workdir, *mosaic_command("halt", algo, env_id, total, SMALL_PPO, "--json"))
+    err = ctrl_c_half_way(host, run_dir, total, busy_cores)
+    end = json.loads((run_dir / "events.jsonl").read_text().splitlines()[-1])
+    assert host.returncode == 130 and end["event"] == "run_cancelled", (end, err[-3000:])
+    assert end["payload"]["resumable"] is True and Path(end["payload"]["checkpoint"]).exists(), end
+    assert total // 2 <= end["payload"]["from_step"] < total, end
+
+    events, err = finish(start(workdir, str(MOSAIC), "resume", "halt", "--json", "--quiet"))
+    assert events[-1]["event"] == "run_completed", err[-3000:]
+    assert f"from step {end['payload']['from_step']}" in err
+    steps = metric_steps(one_history(events))
+    assert steps == sorted(steps) and steps[-1] <= total, steps
 
 
 # (name, env id, total steps, extras): a few hundred steps of each script that installs here. Upstream's

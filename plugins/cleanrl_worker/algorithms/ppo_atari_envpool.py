@@ -19,7 +19,7 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_worker import checkpoint
+from cleanrl_worker import checkpoint, resumestate, stopping
 from mosaic_core import child
 
 ALGO = "ppo_atari_envpool"
@@ -88,6 +88,12 @@ class Args:
     """the maximum norm for the gradient clipping"""
     target_kl: float | None = None
     """the target KL divergence threshold"""
+
+    # MOSAIC additions
+    checkpoint_frequency: int = 0
+    """save a checkpoint every N global steps to `checkpoints/` (0 = at the end and on a stop only)"""
+    resume_from: str | None = None
+    """path of a .cleanrl_model checkpoint to continue training from (EnvPool's envs start afresh)"""
 
     # to be filled in runtime
     batch_size: int = 0
@@ -197,6 +203,13 @@ if __name__ == "__main__":
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    resumed = checkpoint.open_for_resume(args.resume_from, algo=ALGO, args=args) if args.resume_from else None
+    run_name = resumed.get("run_name", run_name) if resumed else run_name  # one TensorBoard folder per run
+    if resumed and resumed["iteration"] >= args.num_iterations:
+        checkpoint.fail(
+            f"--resume-from: checkpoint {args.resume_from} finished iteration {resumed['iteration']} "
+            f"of the {args.num_iterations} that --total-timesteps {args.total_timesteps} allows"
+        )
     if args.capture_video:
         print(
             "warning: --capture-video is not supported with EnvPool (FastLane shows the frames); ignored",
@@ -227,6 +240,12 @@ if __name__ == "__main__":
     input_dtype = torch.bfloat16 if bf16 else torch.float32
     agent = Agent(envs, bf16).to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]  # torch's stubs leave memory_format out
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    global_step, start_iteration = 0, 1
+    if resumed and args.resume_from:
+        checkpoint.restore_training(
+            resumed, args.resume_from, envs=envs, models={"agent": agent}, optimizers={"optimizer": optimizer}
+        )
+        global_step, start_iteration = resumed["global_step"], resumed["iteration"] + 1
 
     if args.track:
         import wandb
@@ -240,9 +259,7 @@ if __name__ == "__main__":
             monitor_gym=True,
             save_code=True,
         )
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer = SummaryWriter(f"runs/{run_name}")
+    writer = resumestate.summary_writer(run_name, global_step if resumed else None)
     writer.add_text(
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
@@ -260,14 +277,36 @@ if __name__ == "__main__":
     valid = np.ones((args.num_steps, args.num_envs), dtype=bool)  # False: EnvPool's reset step after an end
     resetting = np.zeros(args.num_envs, dtype=bool)
 
+    def save(path, iteration):
+        # EnvPool's envs have no state to read: the RNGs and the counters only (a resume plays fresh episodes)
+        return checkpoint.save_checkpoint(
+            path,
+            algo=ALGO,
+            args=args,
+            envs=envs,
+            models={"agent": agent},
+            optimizers={"optimizer": optimizer},
+            global_step=global_step,
+            iteration=iteration,
+            run_name=run_name,
+            training_state=resumestate.training_state(envs),
+        )
+
     # TRY NOT TO MODIFY: start the game
-    global_step = 0
+    start_step = global_step
     start_time = time.time()
     next_obs_np, _ = envs.reset()
     next_obs = network_input(next_obs_np, device, input_dtype)
     next_done = torch.zeros(args.num_envs).to(device)
+    resumestate.restore_training_state(resumed.get("training_state") if resumed else None, envs)  # the RNGs
+    next_checkpoint = (
+        (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
+        if args.checkpoint_frequency
+        else None
+    )
 
-    for iteration in range(1, args.num_iterations + 1):
+    stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
+    for iteration in range(start_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -409,24 +448,25 @@ if __name__ == "__main__":
         writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
         writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        sps = int(global_step / (time.time() - start_time))
+        sps = int((global_step - start_step) / (time.time() - start_time))
         print("SPS:", sps)
         writer.add_scalar("charts/SPS", sps, global_step)
 
+        if next_checkpoint is not None and global_step >= next_checkpoint:
+            save(resumestate.layout_path(global_step), iteration)
+            next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
+        if stop.requested:
+            break
+
+    finished = args.num_iterations if not stop.requested else iteration
+    if not os.path.exists(resumestate.layout_path(global_step)):  # the run's last state, resumable (the contract's)
+        save(resumestate.layout_path(global_step), finished)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
-        checkpoint.save_checkpoint(
-            model_path,
-            algo=ALGO,
-            args=args,
-            envs=envs,
-            models={"agent": agent},
-            optimizers={"optimizer": optimizer},
-            global_step=global_step,
-            iteration=args.num_iterations,
-        )
+        save(model_path, finished)
         print(f"model saved to {model_path}")
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 
     writer.close()
+    stop.exit(completed=global_step >= args.num_iterations * args.batch_size)  # stopped in its last iteration

@@ -15,7 +15,7 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_worker import checkpoint, gymcompat, procgen_compat, resumestate
+from cleanrl_worker import checkpoint, gymcompat, procgen_compat, resumestate, stopping
 from cleanrl_worker.evaluation import evaluate_saved_model
 
 ALGO = "ppo_procgen"
@@ -307,6 +307,7 @@ if __name__ == "__main__":
         else None
     )
 
+    stop = stopping.StopOnSignal()  # a cancel ends the loop at a step boundary; the model is saved first
     for iteration in range(start_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
@@ -433,15 +434,22 @@ if __name__ == "__main__":
         if next_checkpoint is not None and global_step >= next_checkpoint:
             save(resumestate.layout_path(global_step), iteration)
             next_checkpoint = (global_step // args.checkpoint_frequency + 1) * args.checkpoint_frequency
+        if stop.requested:
+            break
 
+    finished = args.num_iterations if not stop.requested else iteration
+    if not os.path.exists(resumestate.layout_path(global_step)):  # the run's last state, resumable (the contract's)
+        save(resumestate.layout_path(global_step), finished)
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}{checkpoint.SUFFIX}"
-        save(model_path, args.num_iterations)
+        save(model_path, finished)
         print(f"model saved to {model_path}")
-        evaluate_saved_model(model_path, args=args, run_name=run_name, writer=writer, device=device)
+        if not stop.requested:  # a stop has the grace period only: no evaluation
+            evaluate_saved_model(model_path, args=args, run_name=run_name, writer=writer, device=device)
 
         if args.upload_model:
             print("warning: --upload-model is not supported by the bundled algorithms; skipped", file=sys.stderr)
 
     envs.close()
     writer.close()
+    stop.exit(completed=global_step >= args.num_iterations * args.batch_size)  # stopped in its last iteration
