@@ -19,6 +19,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.alone]  # judged under load of their
 
 ITERATION = 2000  # env steps per PPO iteration: seconds each on a busy 2-core machine
 PARAMS = {"train_batch_size_per_learner": ITERATION}
+# MOSAIC_STOP_REPEAT=20 runs each case 20 times in a row (issue 48's bar before a stop path is called done).
+repeated = pytest.mark.parametrize("attempt", range(int(os.environ.get("MOSAIC_STOP_REPEAT", "1"))))
 
 
 def _started(rllib_env, runs, run_id, total):
@@ -63,7 +65,10 @@ def _resumed_to_the_end(rllib_env, runs, run_id, total):
     assert all(a <= b for a, b in zip(steps, steps[1:])) and max(steps) >= total, steps
 
 
-def test_ctrl_c_half_way_under_load_saves_at_once_and_resume_completes_the_run(rllib_env, tmp_path, busy_cores):
+@repeated
+def test_ctrl_c_half_way_under_load_saves_at_once_and_resume_completes_the_run(
+    rllib_env, tmp_path, busy_cores, attempt
+):
     total = 5 * ITERATION
     proc = _started(rllib_env, tmp_path, "halt", total)
     try:
@@ -95,7 +100,8 @@ def test_ctrl_c_half_way_under_load_saves_at_once_and_resume_completes_the_run(r
     _resumed_to_the_end(rllib_env, tmp_path, "halt", total)
 
 
-def test_a_sigterm_after_the_last_iteration_never_leaves_a_run_stuck(rllib_env, tmp_path, busy_cores):
+@repeated
+def test_a_sigterm_after_the_last_iteration_never_leaves_a_run_stuck(rllib_env, tmp_path, busy_cores, attempt):
     total = 2 * ITERATION
     proc = _started(rllib_env, tmp_path, "late", total)
     try:
@@ -117,7 +123,8 @@ def test_a_sigterm_after_the_last_iteration_never_leaves_a_run_stuck(rllib_env, 
     _resumed_to_the_end(rllib_env, tmp_path, "late", total)
 
 
-def test_a_stop_on_an_existing_cluster_saves_at_once_and_leaves_the_cluster(rllib_env, tmp_path, busy_cores):
+@repeated
+def test_a_stop_on_an_existing_cluster_saves_at_once_and_leaves_the_cluster(rllib_env, tmp_path, busy_cores, attempt):
     """Joined to a cluster it does not own, a stopped run saves its last completed iteration at once
     too, ends after the iteration under way, and leaves the cluster answering."""
 
