@@ -64,6 +64,13 @@ class XuanCeWorker(Worker):
     def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
         return LAYOUT
 
+    def policy_server(
+        self, checkpoint: contract.Checkpoint, config: WorkerConfig, *, agent: str, python: str
+    ) -> list[str] | None:
+        """:mod:`xuance_worker.serve` in the worker's environment: the policy of the agent ``agent``
+        (the seat's name, one of the run's agent ids), rebuilt from the checkpoint alone."""
+        return [python, "-m", "xuance_worker.serve", "--checkpoint", str(checkpoint.path), "--agent", agent]
+
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
         """XuanCe's MPE simple_spread (every algorithm has a config for it) and, in training, the
         original's budget (a curriculum is refused by the host: the capabilities say no env switching)."""
