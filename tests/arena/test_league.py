@@ -73,6 +73,45 @@ def test_a_round_robin_rates_its_operators_and_resumes_without_replaying(tmp_pat
     assert shown.returncode == 0 and "always-zero" in shown.stdout and "cross-play" in shown.stdout
 
 
+def test_a_budget_plays_where_the_score_is_least_certain_and_resumes(tmp_path):
+    """always-zero forfeits every game: once it has met each operator, its scores are certain (an
+    interval of width 0) and the rest of the budget goes to random against first-legal."""
+    spec = SPEC.replace("games = 8", 'games = 4\nschedule = "budget"\nbudget_games = 14')
+    (tmp_path / "budget.toml").write_text(spec)
+    first = mosaic(tmp_path, "league", "budget.toml", "--json")
+    assert first.returncode == 0, first.stderr
+    standings = json.loads(first.stdout)
+    played = [(m["first"], m["second"], m["games"]) for m in standings["matches"]]
+    assert sum(games for *_pair, games in played) == 14 and all(m["completed"] for m in standings["matches"])
+    pairings = [frozenset(pair) for *pair, _games in played]
+    assert pairings.count(frozenset({"random", "always-zero"})) == 1
+    assert pairings.count(frozenset({"first-legal", "always-zero"})) == 1
+    assert pairings.count(frozenset({"random", "first-legal"})) == 2  # 4 + 4 + 4 + 2 games (the budget's last)
+    assert {("random", "first-legal"), ("first-legal", "random")} <= {(a, b) for a, b, _games in played}
+    root = tmp_path / "var" / "trainer" / "runs"
+    assert all((root / m["run_id"]).name.endswith("--1") for m in standings["matches"])  # each seat order's first
+
+    (tmp_path / "budget.toml").write_text(spec.replace("budget_games = 14", "budget_games = 22"))
+    more = mosaic(tmp_path, "league", "budget.toml", "--json")
+    assert more.returncode == 0, more.stderr
+    assert "4 matches (14 games) played already" in more.stderr
+    again = json.loads(more.stdout)
+    new = [m for m in again["matches"] if m not in standings["matches"]]
+    assert len(again["matches"]) == len(standings["matches"]) + len(new)  # every finished match kept as it was
+    assert sum(m["games"] for m in new) == 8 and all(
+        {m["first"], m["second"]} == {"random", "first-legal"} for m in new
+    )
+    second_meetings = [m for m in again["matches"] if m["run_id"].endswith("--2")]
+    assert second_meetings, again["matches"]  # a pairing met again in the same seat order: new seeds
+    for meeting in second_meetings:
+        record = json.loads((root / meeting["run_id"] / "match.json").read_text())
+        assert record["first_seed"] == 3 + 4
+    resumed = mosaic(tmp_path, "league", "budget.toml")
+    assert (
+        resumed.returncode == 0 and "(22 games) played already" in resumed.stderr and "completed:" not in resumed.stderr
+    )
+
+
 @pytest.mark.parametrize(
     ("spec", "named"),
     [
@@ -83,6 +122,9 @@ def test_a_round_robin_rates_its_operators_and_resumes_without_replaying(tmp_pat
         (SPEC.replace('"scripted:always-zero"', '"magic"'), "unknown operator kind 'magic'"),
         (SPEC.replace('env = "tictactoe_v3"', 'env = "simple_spread_v3"'), "has 3 seats"),
         ("rounds = 3\n" + SPEC, "unknown field 'rounds'"),
+        ('schedule = "swiss"\n' + SPEC, "field 'schedule'"),
+        ("budget_games = 40\n" + SPEC, "field 'budget_games'"),
+        ('schedule = "budget"\nbudget_games = 0\n' + SPEC, "field 'budget_games'"),
     ],
 )
 def test_a_bad_spec_is_one_line(tmp_path, spec, named):
