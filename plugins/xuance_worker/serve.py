@@ -49,7 +49,7 @@ class ServedAgent:
             meta = read_meta(checkpoint)
         except ValueError as exc:
             raise ServeError(f"checkpoint {checkpoint}: {exc}") from None
-        overrides = meta.get("overrides") if isinstance(meta.get("overrides"), dict) else {}
+        overrides = _checked_overrides(checkpoint, meta)
         ns = Namespace(algo=meta["algo"], env=meta["env"], overrides=json.dumps(overrides), seed=None, mode="evaluate")
         config = build_config(ns, 1)
         if getattr(config, "use_rnn", False):
@@ -109,6 +109,21 @@ class ServedAgent:
         if self.meta["env"].startswith("classic/"):
             return observation[-n:] > 0.5
         return np.ones(n, np.bool_)
+
+
+def _checked_overrides(checkpoint: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """The config keys ``meta.json`` records, checked as a run's plan checks them (a file that names
+    another algorithm, env or key is refused, not passed to XuanCe)."""
+    from xuance_worker.catalog import ALGORITHMS
+    from xuance_worker.configs import configs_root, problems
+
+    algo, env, overrides = meta.get("algo"), meta.get("env"), meta.get("overrides", {})
+    if algo not in ALGORITHMS or not isinstance(env, str) or env.count("/") != 1 or not isinstance(overrides, dict):
+        raise ServeError(f"checkpoint {checkpoint}: its meta.json names no algorithm and env of this worker")
+    found = problems(configs_root(), algo, env, overrides)
+    if found:
+        raise ServeError(f"checkpoint {checkpoint}: {found[0]}")
+    return overrides
 
 
 def answer(served: ServedAgent, line: str) -> dict[str, Any]:

@@ -2,13 +2,18 @@
 learning (the worker's own config, the waiting seat's move masked to a no-op), per-agent metrics and a
 checkpoint; `mosaic algos` lists the game; the run then takes either seat of `mosaic match` against
 `random` as a `run:` operator served from the XuanCe environment; a seat it has no policy for is
-refused in one line. One training run for the module (a few seconds)."""
+refused in one line, and so is a checkpoint whose meta.json names a config key the run could not have
+had; the server answers a malformed request with an error and goes on. One training run for the module
+(a few seconds)."""
 
 import json
+import shutil
 import subprocess
 
 import pytest
 from conftest import MOSAIC, events_of, run_args
+
+from tests.conftest import worker_bin
 
 pytest.importorskip("pettingzoo")
 
@@ -85,3 +90,41 @@ def test_a_seat_the_run_has_no_policy_for_is_refused(trained, xuance_env):
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "run:ttt" in lines[0] and "player_0" in lines[0], refused.stderr
     assert not (runs / "refused").exists()
+
+
+def serve(xuance_env, checkpoint, agent, requests):
+    """``python -m xuance_worker.serve`` in the XuanCe environment, fed ``requests`` (JSON lines)."""
+    python = str(worker_bin(xuance_env, "xuance") / "python")
+    lines = "".join(json.dumps(request) + "\n" for request in requests)
+    command = [python, "-m", "xuance_worker.serve", "--checkpoint", str(checkpoint), "--agent", agent]
+    return subprocess.run(command, env=xuance_env, input=lines, capture_output=True, text=True, timeout=300)
+
+
+def test_the_server_speaks_the_protocol_and_obeys_the_mask(trained, xuance_env):
+    _runs, run_dir = trained
+    checkpoint = run_dir / "checkpoints" / f"step_{STEPS}"
+    board = [0.0] * 18
+    only_four = [1.0 if cell == 4 else 0.0 for cell in range(9)]  # one legal move left: the centre
+    done = serve(xuance_env, checkpoint, "player_2", [
+        {"cmd": "act", "observation": board + only_four}, {"cmd": "act", "observation": [0.0] * 5}, {"cmd": "jump"},
+        {"cmd": "stop"},
+    ])  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ready, act, short, unknown, stopped = (json.loads(line) for line in done.stdout.splitlines())
+    assert ready["type"] == "ready" and ready["agent"] == "player_2" and ready["policy"]["step"] == STEPS
+    assert ready["observation_space"]["shape"] == [27] and ready["action_space"] == {"type": "Discrete", "n": 9}
+    assert act == {"type": "act", "action": 4}
+    assert short["type"] == "error" and "[27]" in short["message"]
+    assert unknown["type"] == "error" and "jump" in unknown["message"] and stopped == {"type": "stopped"}
+
+
+def test_a_checkpoint_naming_a_key_its_run_could_not_have_is_refused(trained, xuance_env, tmp_path):
+    _runs, run_dir = trained
+    doctored = tmp_path / "step_1"
+    shutil.copytree(run_dir / "checkpoints" / f"step_{STEPS}", doctored)
+    meta = json.loads((doctored / "meta.json").read_text())
+    meta["overrides"]["log_dir"] = "/tmp/elsewhere"
+    (doctored / "meta.json").write_text(json.dumps(meta))
+    done = serve(xuance_env, doctored, "player_1", [{"cmd": "stop"}])
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: checkpoint") and "log_dir" in done.stderr
