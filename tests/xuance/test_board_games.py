@@ -1,6 +1,6 @@
 """XuanCe on an arena board game through `mosaic run`: IPPO trains on Tic-Tac-Toe with both seats
 learning (the worker's own config, the waiting seat's move masked to a no-op), per-agent metrics and a
-checkpoint; `mosaic algos` lists the game; the run then takes either seat of `mosaic match` against
+checkpoint and the board in FastLane; `mosaic algos` lists the game; the run then takes either seat of `mosaic match` against
 `random` as a `run:` operator served from the XuanCe environment; a seat it has no policy for is
 refused in one line, and so is a checkpoint whose meta.json names a config key the run could not have
 had; the server answers a malformed request with an error and goes on. One training run for the module
@@ -27,7 +27,7 @@ def trained(xuance_env, tmp_path_factory):
     """An IPPO run on Tic-Tac-Toe: (runs root, its directory)."""
     runs = tmp_path_factory.mktemp("runs")
     done = subprocess.run(
-        run_args("ttt", runs, "ippo", total=STEPS, env_id=TTT), env=xuance_env, capture_output=True, text=True,
+        run_args("ttt", runs, "ippo", total=STEPS, env_id=TTT, extras={"fastlane_record": 1}), env=xuance_env, capture_output=True, text=True,
         timeout=600, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -50,6 +50,20 @@ def test_both_seats_learn_with_per_agent_metrics(trained):
     saved = [e["payload"] for e in events if e["event"] == "checkpoint_saved"]
     meta = json.loads((run_dir / "checkpoints" / f"step_{saved[-1]['step']}" / "meta.json").read_text())
     assert meta["env"] == TTT and meta["overrides"]["parallels"] == 4  # what a policy server rebuilds it with
+
+
+def test_the_board_reaches_fastlane(trained):
+    from PIL import Image
+
+    _runs, run_dir = trained
+    section = json.loads((run_dir / "manifest.json").read_text())["fastlane"]
+    assert section["frames_published"] >= 3 and section["errors"] == []
+    pngs = sorted((run_dir / "videos" / "fastlane").glob("*.png"))
+    greys = []
+    for png in pngs:
+        with Image.open(png) as image:
+            greys.append(len(image.convert("L").getcolors(1 << 16)))
+    assert max(greys) > min(greys)  # PettingZoo's board, its marks changing as the games go
 
 
 def test_the_worker_lists_the_board_games(xuance_env):
