@@ -1,8 +1,9 @@
 """The XuanCe worker's training program: ``python -m xuance_worker.train`` in the worker's environment.
 
 XuanCe is imported here, in the training process. The config is XuanCe's own (``get_arguments``:
-``basic.yaml`` + ``<algo>/<family>/<scenario>.yaml``, XuanCe's or the worker's: :mod:`xuance_worker.configs`) updated by ``--overrides`` (the run's
-extras, checked by the plan) and by what the run decides: steps, seed, where TensorBoard files and
+``basic.yaml`` + ``<algo>/<family>/<scenario>.yaml``, XuanCe's or the worker's own,
+:mod:`xuance_worker.configs`) updated by ``--overrides`` (the run's extras, checked by the plan; kept
+in each checkpoint's ``meta.json``) and by what the run decides: steps, seed, where TensorBoard files and
 checkpoints go (the run directory, the working directory here). The agent is built as XuanCe's
 runner builds it, ``REGISTRY_Agents[config.agent](config, envs, callback=...)``, with
 :class:`xuance_worker.callback.MosaicCallback` for per-agent metrics and frames.

@@ -8,7 +8,8 @@ contract's keys (``mode``, ``checkpoint_path``, ``eval_*``, ``torch_threads``...
 training program's flags (:func:`mosaic_core.contract.host_flags`).
 The original MOSAIC's names (``backend``, an on-policy agent's ``batch_size``) are read or refused by
 :func:`xuance_worker.config.in_our_names`; a config without an env or a budget gets the worker's
-(:meth:`XuanCeWorker.config_defaults`). Checkpoints: :mod:`xuance_worker.checkpoints`."""
+(:meth:`XuanCeWorker.config_defaults`). Checkpoints: :mod:`xuance_worker.checkpoints`; a run's
+policy in an arena seat: :mod:`xuance_worker.serve`."""
 
 from __future__ import annotations
 
