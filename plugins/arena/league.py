@@ -7,13 +7,20 @@ The spec::
     env = "tictactoe_v3"
     games = 20                   # per match (each pairing plays two: one per seat order)
     first_seed = 0               # every match plays the same env seeds
+    schedule = "round-robin"     # or "budget" with budget_games = N (below)
     [operators]                  # a name (letters, digits, - and _) for each operator spec
     random = "random"
     first-legal = "scripted:first-legal"
     ppo = "run:ttt"
 
+A budgeted schedule (``schedule = "budget"``, ``budget_games = N``) plays matches of ``games`` games
+until N games are played, each next match the pairing whose score is least certain
+(:func:`_least_certain`), the k-th match of a seat order ``league-NAME--A--B--k`` with env seeds from
+``first_seed + (k-1) * games`` (a pairing met again plays new games).
+
 Resumable like an experiment: a match whose ``match.json`` says completed is never played again; one
-that did not complete (cancelled, failed) is played again under the next free id (``…-2``). The
+that did not complete (cancelled, failed) is played again under the next free id (``…-2``). A budget's
+schedule depends only on the completed games, so a resumed league goes on as it would have. The
 standings are computed from the completed matches and written to ``<runs root>/league-NAME.json``.
 """
 
@@ -24,6 +31,7 @@ import json
 import re
 import sys
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,8 @@ __all__ = ["LEAGUE_SCHEMA", "configure", "run"]
 LEAGUE_SCHEMA = "mosaic.league/1"
 NAME = re.compile(r"[A-Za-z0-9_-]{1,40}")
 MAX_GAMES = 10_000
+SCHEDULES = ("round-robin", "budget")
+FIELDS = {"name", "env", "games", "first_seed", "schedule", "budget_games", "operators"}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -92,16 +102,30 @@ def read_league(path: str) -> dict[str, Any]:
             raise UsageError(
                 f'league spec {path}: operators.{name}: expected name = "SPEC" (a name of letters, digits, - and _)'
             )
-    unknown = set(data) - {"name", "env", "games", "first_seed", "operators"}
+    unknown = set(data) - FIELDS
     if unknown:
         raise UsageError(f"league spec {path}: unknown field {sorted(unknown)[0]!r}")
-    return {"name": data["name"], "env": data["env"], "games": games, "first_seed": seed, "operators": operators}
+    schedule, budget = data.get("schedule", "round-robin"), data.get("budget_games")
+    if schedule not in SCHEDULES:
+        raise bad("schedule", " or ".join(f'"{name}"' for name in SCHEDULES))
+    if (schedule == "budget") != (budget is not None):
+        raise bad("budget_games", 'a number of games with schedule = "budget" (and only then)')
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_GAMES):
+        raise bad("budget_games", f"a number of games from 1 to {MAX_GAMES:,}")
+    spec = {"name": data["name"], "env": data["env"], "games": games, "first_seed": seed, "schedule": schedule}
+    return {**spec, **({"budget_games": budget} if budget else {}), "operators": operators}
 
 
 def _schedule(spec: dict[str, Any]) -> list[tuple[str, str]]:
     """Every ordered pair of operators: (the first seat's, the second's)."""
     names = list(spec["operators"])
     return [(first, second) for first in names for second in names if first != second]
+
+
+def _base(spec: dict[str, Any], first: str, second: str, k: int = 1) -> str:
+    """The id of the ``k``-th match of ``first`` against ``second`` (a round-robin plays one)."""
+    base = f"league-{spec['name']}--{first}--{second}"
+    return f"{base}--{k}" if spec["schedule"] == "budget" else base
 
 
 def _completed(root: Path, base: str) -> tuple[Path | None, str]:
@@ -124,22 +148,106 @@ def _status(folder: Path) -> str | None:
 
 
 def _play(spec: dict[str, Any], root: Path) -> int:
-    from mosaic_arena.match import run as play_match
-
     seats = _check_operators(spec, root)
+    if spec["schedule"] == "budget":
+        return _play_budget(spec, root, seats)
     pairs = _schedule(spec)
     for k, (first, second) in enumerate(pairs, 1):
-        done, run_id = _completed(root, f"league-{spec['name']}--{first}--{second}")
+        done, run_id = _completed(root, _base(spec, first, second))
         if done is not None:
             print(f"mosaic: league {spec['name']}: {run_id} played already ({k}/{len(pairs)})", file=sys.stderr)
             continue
-        specs = [f"{seats[0]}={spec['operators'][first]}", f"{seats[1]}={spec['operators'][second]}"]
-        ns = argparse.Namespace(env=spec["env"], seat=specs, episodes=spec["games"], seeds=str(spec["first_seed"]),
-                                run_id=run_id, runs_dir=str(root), quiet=True)  # fmt: skip
-        code = play_match(ns)
+        code = _play_match(spec, root, seats, (first, second), run_id, spec["games"], spec["first_seed"])
         if code:
             return code
     return 0
+
+
+def _play_budget(spec: dict[str, Any], root: Path, seats: list[str]) -> int:
+    """Matches of the least certain pairing (:func:`_least_certain`) until ``budget_games`` games are played."""
+    played = [match for match in _played(spec, root) if match.games is not None]
+    if played:
+        count = sum(len(match.games or ()) for match in played)
+        print(f"mosaic: league {spec['name']}: {len(played)} matches ({count} games) played already", file=sys.stderr)
+    while (left := spec["budget_games"] - sum(len(match.games or ()) for match in played)) > 0:
+        first, second = _least_certain(spec, [game for match in played for game in match.games or ()])
+        k = 1 + sum((match.first, match.second) == (first, second) for match in played)
+        _done, run_id = _completed(root, _base(spec, first, second, k))
+        seed = spec["first_seed"] + (k - 1) * spec["games"]  # a pairing met again plays new games
+        code = _play_match(spec, root, seats, (first, second), run_id, min(spec["games"], left), seed)
+        if code:
+            return code
+        before, played = len(played), [match for match in _played(spec, root) if match.games is not None]
+        if len(played) == before:
+            raise UsageError(f"league match {run_id} ended without completing")
+    return 0
+
+
+def _least_certain(spec: dict[str, Any], games: list[Any]) -> tuple[str, str]:
+    """The next match of a budget: the pairing whose score is least certain (one that never met, else the
+    widest bootstrap interval of its cross-play score; ties: fewer games, then the spec's order), in the
+    seat order it has played less (the spec's first when even). Deterministic: a resumed league goes on
+    as it would have."""
+    import itertools
+    import math
+
+    from mosaic_arena.standings import cross_play
+
+    names = list(spec["operators"])
+    matrix = cross_play(names, games)
+
+    def doubt(pair: tuple[str, str]) -> tuple[float, int]:
+        cell = matrix[pair[0]][pair[1]]
+        return (-math.inf, 0) if cell is None else (cell["ci95"][0] - cell["ci95"][1], cell["games"])
+
+    one, other = min(itertools.combinations(names, 2), key=doubt)
+    in_order = sum((game.first, game.second) == (one, other) for game in games)
+    reverse = sum((game.first, game.second) == (other, one) for game in games)
+    return (one, other) if in_order <= reverse else (other, one)
+
+
+def _play_match(
+    spec: dict[str, Any], root: Path, seats: list[str], pair: tuple[str, str], run_id: str, games: int, seed: int
+) -> int:
+    """``mosaic match`` of the pair's operators in the game's two seats, quiet; its exit code."""
+    from mosaic_arena.match import run as play_match
+
+    specs = [f"{seat}={spec['operators'][name]}" for seat, name in zip(seats, pair, strict=True)]
+    ns = argparse.Namespace(env=spec["env"], seat=specs, episodes=games, seeds=str(seed), run_id=run_id,
+                            runs_dir=str(root), quiet=True)  # fmt: skip
+    return play_match(ns)
+
+
+@dataclass(frozen=True)
+class Played:
+    """A match of the league: its operators in seat order, its id, its games (None: not completed)."""
+
+    first: str
+    second: str
+    run_id: str
+    games: list[Any] | None
+
+
+def _played(spec: dict[str, Any], root: Path) -> list[Played]:
+    """A round-robin's matches, each pairing's (completed or not); a budget's completed ones."""
+    found = []
+    for first, second in _schedule(spec):
+        for k in range(1, MAX_GAMES + 1):
+            folder, run_id = _completed(root, _base(spec, first, second, k))
+            if folder is None and spec["schedule"] == "budget":
+                break
+            found.append(Played(first, second, run_id, None if folder is None else _games(folder, first, second)))
+            if spec["schedule"] != "budget":
+                break
+    return found
+
+
+def _games(folder: Path, first: str, second: str) -> list[Any]:
+    from mosaic_arena.standings import Game
+
+    record = json.loads((folder / "match.json").read_text(encoding="utf-8"))
+    seat = next(iter(record["seats"]))  # the first seat's outcomes: `first`'s
+    return [Game(first, second, outcome) for outcome in record["seats"][seat]["outcomes"]]
 
 
 def _check_operators(spec: dict[str, Any], root: Path) -> list[str]:
@@ -168,17 +276,15 @@ def _check_operators(spec: dict[str, Any], root: Path) -> list[str]:
 
 
 def _standings(spec: dict[str, Any], root: Path) -> dict[str, Any]:
-    from mosaic_arena.standings import Game, cross_play, ratings
+    from mosaic_arena.standings import cross_play, ratings
 
-    games, matches = [], []
-    for first, second in _schedule(spec):
-        folder, run_id = _completed(root, f"league-{spec['name']}--{first}--{second}")
-        matches.append({"first": first, "second": second, "run_id": run_id, "completed": folder is not None})
-        if folder is None:
-            continue
-        record = json.loads((folder / "match.json").read_text(encoding="utf-8"))
-        seat = next(iter(record["seats"]))  # the first seat's outcomes: `first`'s
-        games += [Game(first, second, outcome) for outcome in record["seats"][seat]["outcomes"]]
+    played = _played(spec, root)
+    games = [game for match in played for game in match.games or ()]
+    matches = [
+        {"first": m.first, "second": m.second, "run_id": m.run_id, "completed": m.games is not None,
+         "games": len(m.games or ())}
+        for m in played
+    ]  # fmt: skip
     names = list(spec["operators"])
     return {
         "schema": LEAGUE_SCHEMA,
@@ -198,9 +304,14 @@ def _print(standings: dict[str, Any], as_json: bool) -> None:
         return
     ranked = sorted(standings["ratings"].items(), key=lambda item: -item[1]["mu"])
     rows = [(name, f"{r['mu']:.2f}", _ci(r["ci95"]), str(r["games"])) for name, r in ranked]
-    played = sum(m["completed"] for m in standings["matches"])
+    matches = standings["matches"]
+    played = f"{sum(m['completed'] for m in matches)} of {len(matches)} matches played"
+    if standings["schedule"] == "budget":
+        played = (
+            f"{len(matches)} matches, {sum(m['games'] for m in matches)} of {standings['budget_games']} games played"
+        )
     print_table(f"league {standings['name']} ({standings['env']}): ratings", ("operator", "mu", "95% CI", "games"), rows,
-                [f"{played} of {len(standings['matches'])} matches played; OpenSkill (Plackett-Luce), bootstrap CIs"])  # fmt: skip
+                [f"{played}; OpenSkill (Plackett-Luce), bootstrap CIs"])  # fmt: skip
     names = [name for name, _ in ranked]
     matrix = standings["cross_play"]
     cells = [(row, *(_cell(matrix[row][column]) for column in names)) for row in names]

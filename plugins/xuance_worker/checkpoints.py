@@ -6,8 +6,9 @@ One checkpoint per save, ``checkpoints/step_{step}/`` (:data:`LAYOUT`), holding:
   every optimizer and learning-rate scheduler, the value normalisers, the RNG states (torch,
   numpy, python) — :mod:`xuance_worker.state` writes and reads it;
 - ``meta.json``: the format version, algorithm, env, global step, the learner's update counter,
-  the budget, the learning rate at the save, the TensorBoard folder, why it was saved and the
-  versions of XuanCe and torch (a resume needs the XuanCe that saved it).
+  the budget, the learning rate at the save, the TensorBoard folder, the run's XuanCe config keys
+  (``overrides``: what a policy server rebuilds the agent with, :mod:`xuance_worker.serve`), why it
+  was saved and the versions of XuanCe and torch (a resume needs the XuanCe that saved it).
 
 Nothing in it is code, so it loads from any run (``code=False``)."""
 

@@ -5,7 +5,10 @@ Runs in the worker's environment, where XuanCe is installed: the host's plan cal
 ``python -m xuance_worker.configs check ...`` there (one short subprocess, ~0.1 s: the dry run and
 the real run refuse a bad config before anything starts), and the training program imports it.
 A config is XuanCe's ``basic.yaml`` updated by ``<algo>/<family>/<scenario>.yaml``, as XuanCe's own
-``get_arguments`` merges them; extras update that.
+``get_arguments`` merges them; extras update that. The worker brings configs of its own for what XuanCe
+ships none for (:data:`OWN_CONFIGS`: IPPO and MAPPO on PettingZoo's board games, ``classic/tictactoe_v3``,
+``classic/connect_four_v3``, whose env is :mod:`xuance_worker.boardgames`); they are listed beside
+XuanCe's and found first.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The worker's own configs, laid out as XuanCe's (<algo>/<family>/<scenario>.yaml).
+OWN_CONFIGS = Path(__file__).resolve().parent / "xuance_configs"
 # Keys the worker sets itself: each has a MOSAIC way to say it.
 RESERVED = {
     "running_steps": "use --total-timesteps",
@@ -55,12 +60,18 @@ def configs_root() -> Path:
 
 
 def pairs(root: Path, algos: list[str]) -> dict[str, list[str]]:
-    """``{algo: ["family/scenario", ...]}``: the multi-agent configs XuanCe ships for ``algos``."""
+    """``{algo: ["family/scenario", ...]}``: the multi-agent configs XuanCe ships for ``algos``, and the worker's."""
     found = {}
     for algo in algos:
-        folder = root / algo
-        found[algo] = sorted(f"{path.parent.name}/{path.stem}" for path in folder.glob("*/*.yaml"))
+        files = [*(root / algo).glob("*/*.yaml"), *(OWN_CONFIGS / algo).glob("*/*.yaml")]
+        found[algo] = sorted({f"{path.parent.name}/{path.stem}" for path in files})
     return found
+
+
+def config_file(root: Path, algo: str, env: str) -> Path:
+    """The algorithm's config for ``env`` (``family/scenario``): the worker's own, else XuanCe's."""
+    own = OWN_CONFIGS / algo / f"{env}.yaml"
+    return own if own.is_file() else root / algo / f"{env}.yaml"
 
 
 def _registered(prefix: str) -> list[str]:
@@ -110,8 +121,7 @@ def _load_yaml(path: Path) -> dict[str, Any]:
 
 def merged(root: Path, algo: str, env: str) -> dict[str, Any]:
     """``basic.yaml`` updated by the algorithm's config for ``env`` (``family/scenario``)."""
-    family, scenario = env.split("/", 1)
-    return {**_load_yaml(root / "basic.yaml"), **_load_yaml(root / algo / family / f"{scenario}.yaml")}
+    return {**_load_yaml(root / "basic.yaml"), **_load_yaml(config_file(root, algo, env))}
 
 
 def problems(root: Path, algo: str, env: str, overrides: dict[str, Any]) -> list[str]:

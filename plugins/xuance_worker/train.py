@@ -1,8 +1,9 @@
 """The XuanCe worker's training program: ``python -m xuance_worker.train`` in the worker's environment.
 
 XuanCe is imported here, in the training process. The config is XuanCe's own (``get_arguments``:
-``basic.yaml`` + ``<algo>/<family>/<scenario>.yaml``) updated by ``--overrides`` (the run's
-extras, checked by the plan) and by what the run decides: steps, seed, where TensorBoard files and
+``basic.yaml`` + ``<algo>/<family>/<scenario>.yaml``, XuanCe's or the worker's own,
+:mod:`xuance_worker.configs`) updated by ``--overrides`` (the run's extras, checked by the plan; kept
+in each checkpoint's ``meta.json``) and by what the run decides: steps, seed, where TensorBoard files and
 checkpoints go (the run directory, the working directory here). The agent is built as XuanCe's
 runner builds it, ``REGISTRY_Agents[config.agent](config, envs, callback=...)``, with
 :class:`xuance_worker.callback.MosaicCallback` for per-agent metrics and frames.
@@ -69,8 +70,10 @@ def parse_args(argv: list[str] | None) -> Namespace:
 def build_config(ns: Namespace, budget: int) -> _Config:
     from xuance.common import get_arguments
 
-    from xuance_worker.configs import worker_defaults
+    from xuance_worker import boardgames
+    from xuance_worker.configs import config_file, configs_root, worker_defaults
 
+    boardgames.register()  # the env family of the worker's own board-game configs
     family, scenario = ns.env.split("/", 1)
     overrides = {**worker_defaults(ns.env), **json.loads(ns.overrides)}
     overrides.update(
@@ -86,7 +89,8 @@ def build_config(ns: Namespace, budget: int) -> _Config:
         overrides.update(seed=ns.seed, env_seed=ns.seed)
     if ns.mode == "evaluate":  # one env: each episode is played in an env of its own seed
         overrides.update(parallels=1, vectorize="DummyVecMultiAgentEnv")
-    config = get_arguments(ns.algo, family, scenario, parser_args=Namespace(**overrides))
+    path = config_file(configs_root(), ns.algo, ns.env)
+    config = get_arguments(ns.algo, family, scenario, config_path=str(path), parser_args=Namespace(**overrides))
     config.agent_name = ns.algo
     return _Config(**vars(config))
 
@@ -153,6 +157,7 @@ class Session:
                 "total_timesteps": self.budget,
                 "seed": self.config.seed,
                 "log_dir": log_dir,
+                "overrides": json.loads(self.ns.overrides),  # the config keys a policy server rebuilds it with
                 "reason": reason,
                 "saved": time.time(),
             },

@@ -8,7 +8,8 @@ contract's keys (``mode``, ``checkpoint_path``, ``eval_*``, ``torch_threads``...
 training program's flags (:func:`mosaic_core.contract.host_flags`).
 The original MOSAIC's names (``backend``, an on-policy agent's ``batch_size``) are read or refused by
 :func:`xuance_worker.config.in_our_names`; a config without an env or a budget gets the worker's
-(:meth:`XuanCeWorker.config_defaults`). Checkpoints: :mod:`xuance_worker.checkpoints`."""
+(:meth:`XuanCeWorker.config_defaults`). Checkpoints: :mod:`xuance_worker.checkpoints`; a run's
+policy in an arena seat: :mod:`xuance_worker.serve`."""
 
 from __future__ import annotations
 
@@ -63,6 +64,13 @@ class XuanCeWorker(Worker):
 
     def checkpoint_layout(self, config: WorkerConfig) -> contract.CheckpointLayout:
         return LAYOUT
+
+    def policy_server(
+        self, checkpoint: contract.Checkpoint, config: WorkerConfig, *, agent: str, python: str
+    ) -> list[str] | None:
+        """:mod:`xuance_worker.serve` in the worker's environment: the policy of the agent ``agent``
+        (the seat's name, one of the run's agent ids), rebuilt from the checkpoint alone."""
+        return [python, "-m", "xuance_worker.serve", "--checkpoint", str(checkpoint.path), "--agent", agent]
 
     def config_defaults(self, data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
         """XuanCe's MPE simple_spread (every algorithm has a config for it) and, in training, the

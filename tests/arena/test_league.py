@@ -1,6 +1,7 @@
 """`mosaic league` through the real CLI: a round-robin of scripted and random operators, its standings
 (OpenSkill ratings with bootstrap CIs, the cross-play matrix) read back, a second run that replays no
-finished match, `show`, and a bad spec refused in one line."""
+finished match, `show`, and a bad spec refused in one line; a league of trained policies from two
+workers' runs (CleanRL in a seat, XuanCe with both seats learning) beside `random` and a script."""
 
 from __future__ import annotations
 
@@ -29,9 +30,13 @@ always-zero = "scripted:always-zero"
 """
 
 
-def mosaic(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "MOSAIC_"))}
-    return subprocess.run([str(MOSAIC), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+def mosaic(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """``mosaic ARGS`` in ``cwd``; ``env``: the worker environments' variables (tests/conftest.py), else none of ours."""
+    base = env or {k: v for k, v in os.environ.items() if not k.startswith("MOSAIC_")}
+    env = {k: v for k, v in base.items() if not k.startswith("WANDB_")}
+    return subprocess.run([str(MOSAIC), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_a_round_robin_rates_its_operators_and_resumes_without_replaying(tmp_path):
@@ -68,6 +73,45 @@ def test_a_round_robin_rates_its_operators_and_resumes_without_replaying(tmp_pat
     assert shown.returncode == 0 and "always-zero" in shown.stdout and "cross-play" in shown.stdout
 
 
+def test_a_budget_plays_where_the_score_is_least_certain_and_resumes(tmp_path):
+    """always-zero forfeits every game: once it has met each operator, its scores are certain (an
+    interval of width 0) and the rest of the budget goes to random against first-legal."""
+    spec = SPEC.replace("games = 8", 'games = 4\nschedule = "budget"\nbudget_games = 14')
+    (tmp_path / "budget.toml").write_text(spec)
+    first = mosaic(tmp_path, "league", "budget.toml", "--json")
+    assert first.returncode == 0, first.stderr
+    standings = json.loads(first.stdout)
+    played = [(m["first"], m["second"], m["games"]) for m in standings["matches"]]
+    assert sum(games for *_pair, games in played) == 14 and all(m["completed"] for m in standings["matches"])
+    pairings = [frozenset(pair) for *pair, _games in played]
+    assert pairings.count(frozenset({"random", "always-zero"})) == 1
+    assert pairings.count(frozenset({"first-legal", "always-zero"})) == 1
+    assert pairings.count(frozenset({"random", "first-legal"})) == 2  # 4 + 4 + 4 + 2 games (the budget's last)
+    assert {("random", "first-legal"), ("first-legal", "random")} <= {(a, b) for a, b, _games in played}
+    root = tmp_path / "var" / "trainer" / "runs"
+    assert all((root / m["run_id"]).name.endswith("--1") for m in standings["matches"])  # each seat order's first
+
+    (tmp_path / "budget.toml").write_text(spec.replace("budget_games = 14", "budget_games = 22"))
+    more = mosaic(tmp_path, "league", "budget.toml", "--json")
+    assert more.returncode == 0, more.stderr
+    assert "4 matches (14 games) played already" in more.stderr
+    again = json.loads(more.stdout)
+    new = [m for m in again["matches"] if m not in standings["matches"]]
+    assert len(again["matches"]) == len(standings["matches"]) + len(new)  # every finished match kept as it was
+    assert sum(m["games"] for m in new) == 8 and all(
+        {m["first"], m["second"]} == {"random", "first-legal"} for m in new
+    )
+    second_meetings = [m for m in again["matches"] if m["run_id"].endswith("--2")]
+    assert second_meetings, again["matches"]  # a pairing met again in the same seat order: new seeds
+    for meeting in second_meetings:
+        record = json.loads((root / meeting["run_id"] / "match.json").read_text())
+        assert record["first_seed"] == 3 + 4
+    resumed = mosaic(tmp_path, "league", "budget.toml")
+    assert (
+        resumed.returncode == 0 and "(22 games) played already" in resumed.stderr and "completed:" not in resumed.stderr
+    )
+
+
 @pytest.mark.parametrize(
     ("spec", "named"),
     [
@@ -78,6 +122,9 @@ def test_a_round_robin_rates_its_operators_and_resumes_without_replaying(tmp_pat
         (SPEC.replace('"scripted:always-zero"', '"magic"'), "unknown operator kind 'magic'"),
         (SPEC.replace('env = "tictactoe_v3"', 'env = "simple_spread_v3"'), "has 3 seats"),
         ("rounds = 3\n" + SPEC, "unknown field 'rounds'"),
+        ('schedule = "swiss"\n' + SPEC, "field 'schedule'"),
+        ("budget_games = 40\n" + SPEC, "field 'budget_games'"),
+        ('schedule = "budget"\nbudget_games = 0\n' + SPEC, "field 'budget_games'"),
     ],
 )
 def test_a_bad_spec_is_one_line(tmp_path, spec, named):
@@ -86,3 +133,67 @@ def test_a_bad_spec_is_one_line(tmp_path, spec, named):
     assert proc.returncode == 2 and named in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2 and "Traceback" not in proc.stderr  # (+ a new-runs-root note)
     assert not list((tmp_path / "var" / "trainer" / "runs").glob("league-*")) if (tmp_path / "var").exists() else True
+
+
+# The trained operators of the workers' league: name -> the `mosaic run` arguments of a short run on
+# Tic-Tac-Toe. The RLlib worker's self-play run (classic/tictactoe_v3) joins here with its run: operator.
+TRAINED = {
+    "cleanrl": ["--worker", "cleanrl", "--algo", "ppo", "--env-id", "mosaic/TicTacToe-vs-random-v0",
+                "--total-timesteps", "4096"],
+    "xuance": ["--worker", "xuance", "--algo", "ippo", "--env-id", "classic/tictactoe_v3", "--total-timesteps", "3000",
+               "--extras", '{"parallels": 4}'],
+}  # fmt: skip
+WORKERS_SPEC = """
+name = "workers"
+env = "tictactoe_v3"
+games = 6
+first_seed = 0
+[operators]
+random = "random"
+first-legal = "scripted:first-legal"
+"""
+
+
+@pytest.fixture(scope="module")
+def workers_league(xuance_env, tmp_path_factory):
+    """A project folder with one short run of each worker of TRAINED (run ids ``ttt-WORKER``) and the
+    league of their policies, `random` and `scripted:first-legal` played: (folder, the league's output)."""
+    cwd = tmp_path_factory.mktemp("league")
+    operators = []
+    for worker, args in TRAINED.items():
+        trained = mosaic(cwd, "run", *args, "--run-id", f"ttt-{worker}", "--quiet", env=xuance_env, timeout=600)
+        assert trained.returncode == 0, trained.stderr[-3000:]
+        operators.append(f'{worker} = "run:ttt-{worker}"')
+    (cwd / "workers.toml").write_text(WORKERS_SPEC + "\n".join(operators) + "\n")
+    return cwd, mosaic(cwd, "league", "workers.toml", "--json", env=xuance_env, timeout=900)
+
+
+@pytest.mark.slow  # two short training runs, then twelve matches, ten of them with a policy server
+def test_a_league_of_workers_policies_rates_them_with_a_matrix(workers_league):
+    cwd, played = workers_league
+    assert played.returncode == 0, played.stderr[-3000:]
+    standings = json.loads(played.stdout)
+    names = ["random", "first-legal", *TRAINED]
+    assert list(standings["ratings"]) == names and all(m["completed"] for m in standings["matches"])
+    assert len(standings["matches"]) == len(names) * (len(names) - 1)  # each pairing in both seat orders
+    per_operator = 2 * (len(names) - 1) * 6
+    for rating in standings["ratings"].values():
+        low, high = rating["ci95"]
+        assert rating["games"] == per_operator and low < high
+    matrix = standings["cross_play"]
+    for row in names:
+        for column in names:
+            cell = matrix[row][column]
+            if row == column:
+                assert cell is None
+                continue
+            assert cell["games"] == 12 and cell["ci95"][0] <= cell["score"] <= cell["ci95"][1]
+            assert cell["score"] + matrix[column][row]["score"] == pytest.approx(1.0)
+    root = cwd / "var" / "trainer" / "runs"
+    for worker in TRAINED:  # each trained policy played from its own worker's process
+        record = json.loads((root / f"league-workers--{worker}--random" / "match.json").read_text())
+        assert record["status"] == "completed" and record["seats"]["player_1"]["operator"] == f"run:ttt-{worker}"
+    record = json.loads((root / "league-workers--random--xuance" / "match.json").read_text())
+    assert record["seats"]["player_2"]["illegal_actions"] == 0  # XuanCe's policy obeys the mask it trained with
+    shown = mosaic(cwd, "league", "show", "workers.toml")
+    assert shown.returncode == 0 and all(name in shown.stdout for name in names)
