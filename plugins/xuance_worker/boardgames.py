@@ -43,9 +43,9 @@ def register() -> None:
 
 def flat_space(space: spaces.Dict) -> spaces.Box:
     """The Box :func:`flat_observation` fills: the board's cells, then the action mask."""
-    parts = [space["observation"], space["action_mask"]]
-    low = np.concatenate([np.broadcast_to(part.low, part.shape).ravel() for part in parts])
-    high = np.concatenate([np.broadcast_to(part.high, part.shape).ravel() for part in parts])
+    parts: list[spaces.Box] = [space["observation"], space["action_mask"]]  # type: ignore[list-item]  # both Boxes in every board game
+    low = np.concatenate([part.low.ravel() for part in parts])
+    high = np.concatenate([part.high.ravel() for part in parts])
     return spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
 
 
