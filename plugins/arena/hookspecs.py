@@ -69,11 +69,11 @@ def mosaic_human_turns(run_dir: Path) -> dict[str, Any] | None:
 
 
 @hookspec(ISOLATE)
-def mosaic_human_answer(run_dir: Path, answer: Any) -> str | None:
+def mosaic_human_answer(run_dir: Path, answer: Any) -> bool | str | None:
     """A page's answer for a human seat of the match in ``run_dir`` (``{"seat", "turn", "action"}``, or
-    ``"leave": true`` when the page closes), passed on to the match; the reason it is refused (an
-    action the turn does not allow, a turn no longer open), or None when taken. Failure: isolate
-    (the page is told the answer was not taken).
+    ``"leave": true`` when the page closes), passed on to the match: True when taken, else the reason
+    it is refused (an action the turn does not allow, a turn no longer open); None when the run is no
+    match of this plugin's. Failure: isolate (the page is told the answer was not taken).
 
     **Example:**
 
@@ -81,5 +81,5 @@ def mosaic_human_answer(run_dir: Path, answer: Any) -> str | None:
 
         @hookimpl(optionalhook=True)
         def mosaic_human_answer(run_dir, answer):
-            return None if answer.get("action") in legal_now(run_dir) else "not a legal action now"
+            return True if answer.get("action") in legal_now(run_dir) else "not a legal action now"
     """

@@ -162,7 +162,11 @@ class _Reader:
         return frame
 
     def status(self) -> dict[str, Any]:
-        return {"ended": self.ended(), "frames_published": self.frames_published(), "interval_ms": INTERVAL_MS}
+        state = self._state()
+        published = state.get("published") if isinstance(state.get("published"), int) else 0
+        ended = state.get("ended") is True
+        return {"mode": "board", "frame_number": published, "frames_published": published, "ended": ended,
+                "interval_ms": INTERVAL_MS}  # fmt: skip
 
     def close(self) -> None:
         pass

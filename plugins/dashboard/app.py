@@ -11,6 +11,7 @@ Routes (every ``/api`` error is JSON ``{"error": reason}`` with a 4xx/5xx status
     POST /api/runs/{id}/cancel          through the daemon
     GET  /api/daemon  /api/daemon/form  POST /api/daemon/submit
     GET  /api/stats                     viewers, frames encoded, memory (for bench/dashboard.py)
+    GET  /api/leagues  GET|POST /api/runs/{id}/human   the arena's pages (mosaic_dashboard.arena)
 """
 
 from __future__ import annotations
@@ -142,6 +143,8 @@ def with_run_dir(dash: Dashboard, handler: Any) -> Any:
 
 
 def build_app(runs_root: Path, target: str | None = None, daemon_token: str | None = None) -> Starlette:
+    from mosaic_dashboard.arena import arena_routes
+
     dash = Dashboard(runs_root, target, daemon_token)
 
     async def stats(request: Request) -> Response:
@@ -162,6 +165,7 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
         *_run_routes(dash),
         *_frame_routes(dash),
         *_daemon_routes(dash),
+        *arena_routes(dash),
         Route("/api/stats", stats),
         Route("/api/{rest:path}", not_found),
         Mount("/static", StaticFiles(directory=STATIC)),

@@ -1,4 +1,4 @@
-// The MOSAIC dashboard page: hash routes #/ (runs), #/run/ID, #/compare/A,B, #/submit.
+// The MOSAIC dashboard page: hash routes #/ (runs), #/run/ID, #/compare/A,B, #/submit, #/leagues (arena.js).
 // Live data arrives over Server-Sent Events; frames are an MJPEG stream shown by an <img>.
 // Everything from a run's files or the server is shown as text: elements come from el()
 // (dom.js) and textContent, never from markup; the server's Content-Security-Policy forbids
@@ -40,6 +40,7 @@ function closeStreams() {
   if (state.runSource) { state.runSource.close(); state.runSource = null; }
   if (state.compareTimer) { clearInterval(state.compareTimer); state.compareTimer = null; }
   if (state.logsTimer) { clearInterval(state.logsTimer); state.logsTimer = null; }
+  Arena.stopMatch();
   hideFrame();
 }
 
@@ -203,6 +204,7 @@ async function openRun(id) {
   for (const sel of ["#charts", "#events", "#heartbeat", "#frame-metrics", "#files", "#logs"]) $(sel).replaceChildren();
   renderHeartbeat();
   $("#frame-note").textContent = "waiting for FastLane"; $("#frame-mode").textContent = "";
+  $("#human-panel").hidden = true;
   hideFrame();
   $("#manifest").textContent = "written when the run ends"; $("#config").textContent = "";
   if (!state.daemon) await renderDaemonPanel();
@@ -224,6 +226,10 @@ async function openRun(id) {
     if (snap.config && snap.config.total_timesteps) runView.total = snap.config.total_timesteps;
     if (!snap.live_frames)
       $("#frame-note").textContent = "this run was started without live frames (see `mosaic plugins --extras`)";
+    if (snap.config && snap.config.kind === "match") {  // a match: its human seats, its last board once over
+      Arena.watchMatch(id, snap.config);
+      if (runView.end) showFrame(`/api/runs/${encodeURIComponent(id)}/frame.jpg`);
+    }
     drawRunCharts();
   });
   source.addEventListener("points", e => {
@@ -376,6 +382,7 @@ function route() {
   if (hash.startsWith("/run/")) return openRun(hash.slice(5));
   if (hash.startsWith("/compare/")) return openCompare(hash.slice(9).split(",").filter(Boolean));
   if (hash === "/submit") return openSubmit();
+  if (hash === "/leagues") { closeStreams(); show("leagues"); return Arena.openLeagues(); }
   closeStreams(); show("runs"); renderDaemonPanel();
 }
 
