@@ -32,7 +32,6 @@ from mosaic_arena.operators import OperatorError, Seat, SeatLeft
 __all__ = ["HUMAN_DIR", "HumanOperator", "answer", "human_operator", "waiting"]
 
 HUMAN_DIR = "human"
-DEFAULT_TIMEOUT_S = 300.0
 LEAVE_GRACE_S = 3.0
 PAGE_GONE_S = 120.0
 POLL_S = 0.1
@@ -58,7 +57,7 @@ class HumanOperator:
     def __init__(self, seat: Seat):
         assert seat.match_dir is not None
         self.seat, self.folder = seat, seat.match_dir / HUMAN_DIR
-        self.timeout_s = seat.human_timeout_s or DEFAULT_TIMEOUT_S
+        self.timeout_s = seat.human_timeout_s or 300.0  # mosaic match sets it (--human-timeout)
         self.turn = 0
 
     def reset(self, seed: int) -> None:

@@ -30,6 +30,7 @@ MATCH_SCHEMA = "mosaic.match/1"
 EPISODE_EVENT = "match_episode"
 MAX_EPISODES = 100_000  # match.json keeps every episode
 HEARTBEAT_S = 30.0  # as a run's: its pid, so `mosaic runs` tells a killed match (lost) from a playing one
+HUMAN_TIMEOUT_S = 300.0  # a person's time per move (--human-timeout)
 WRITE_EVERY_S = 1.0  # match.json while the match plays (rewriting it after every game of thousands costs n²)
 
 
@@ -53,7 +54,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--human-timeout",
         type=float,
-        default=300.0,
+        default=HUMAN_TIMEOUT_S,
         metavar="SECONDS",
         help="a human seat's time for each move on the dashboard's page; past it the game is forfeit and the "
         "match ends cancelled (default 300)",
@@ -92,8 +93,9 @@ def run(ns: argparse.Namespace) -> int:
     if not 1 <= ns.episodes <= MAX_EPISODES:
         raise UsageError(f"--episodes must be from 1 to {MAX_EPISODES:,}, got {ns.episodes}")
     seeds = episode_seeds(ns.seeds, ns.episodes)
-    if not 0 < ns.human_timeout <= 86_400:
-        raise UsageError(f"--human-timeout must be from 0 to 86400 seconds, got {ns.human_timeout:g}")
+    human_timeout = getattr(ns, "human_timeout", HUMAN_TIMEOUT_S)  # a league's matches seat no person
+    if not 0 < human_timeout <= 86_400:
+        raise UsageError(f"--human-timeout must be from 0 to 86400 seconds, got {human_timeout:g}")
     root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
     check_runs_root(root)
     run_id = ns.run_id or f"match-{new_run_id()}"
@@ -101,7 +103,7 @@ def run(ns: argparse.Namespace) -> int:
     folder = RunDirectory.for_run(root, run_id)
     folder.check_usable()
     try:
-        where = {"runs_root": root, "match_dir": folder.path, "human_timeout_s": ns.human_timeout}
+        where = {"runs_root": root, "match_dir": folder.path, "human_timeout_s": human_timeout}
         game, seats, specs, operators = _seat_everyone(ns.env, ns.seat, where)
     except OperatorError as exc:
         raise UsageError(str(exc)) from None
