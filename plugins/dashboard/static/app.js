@@ -134,6 +134,7 @@ function addEvent(e) {
   if (e.event === "checkpoint_saved") loadFiles();
   const ends = {run_completed: "completed", run_failed: "failed", run_cancelled: "cancelled"};
   if (ends[e.event]) { runView.end = {status: ends[e.event], at: e.timestamp}; setRunStatus(ends[e.event]); }
+  if (ends[e.event] && runView.match) showFrame(`/api/runs/${encodeURIComponent(runView.id)}/frame.jpg?end=${e.seq}`);
   else if (e.event === "run_started" && !runView.status) setRunStatus("running");
 }
 
@@ -179,6 +180,7 @@ function hideFrame() {
   if (img.getAttribute("src")) img.removeAttribute("src");
   img.hidden = true; $("#frame-none").hidden = false;
   delete img.dataset.live;
+  delete img.dataset.board;
 }
 
 function showFrames(status) {
@@ -186,7 +188,12 @@ function showFrames(status) {
   if (!status.available) { note.textContent = status.reason; return; }
   $("#frame-mode").textContent = `(${status.mode}${status.slots > 1 ? `, ${status.slots} slots` : ""})`;
   note.textContent = status.ended ? "the run has ended: this is its last frame" : "";
-  if (!status.ended && !img.dataset.live) {
+  if (status.mode === "board") {  // a match's board changes a few times a second at most: a still per new one
+    if (img.dataset.board !== String(status.frame_number)) {
+      img.dataset.board = status.frame_number;
+      showFrame(`/api/runs/${encodeURIComponent(runView.id)}/frame.jpg?n=${status.frame_number}`);
+    }
+  } else if (!status.ended && !img.dataset.live) {
     img.dataset.live = "1";
     showFrame(`/api/runs/${encodeURIComponent(runView.id)}/frames.mjpg?t=${Date.now()}`);
   }
@@ -219,6 +226,7 @@ async function openRun(id) {
   state.runSource = source;
   source.addEventListener("snapshot", e => {
     const snap = JSON.parse(e.data);
+    runView.match = false;
     $("#config").textContent = JSON.stringify(snap.config, null, 2);
     if (snap.manifest) $("#manifest").textContent = JSON.stringify(snap.manifest, null, 2);
     runView.curves = snap.curves;
@@ -227,6 +235,7 @@ async function openRun(id) {
     if (!snap.live_frames)
       $("#frame-note").textContent = "this run was started without live frames (see `mosaic plugins --extras`)";
     if (snap.config && snap.config.kind === "match") {  // a match: its human seats, its last board once over
+      runView.match = true;
       Arena.watchMatch(id, snap.config);
       if (runView.end) showFrame(`/api/runs/${encodeURIComponent(id)}/frame.jpg`);
     }

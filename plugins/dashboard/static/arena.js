@@ -5,7 +5,7 @@
 const Arena = (() => {
   const num = v => typeof v === "number" ? v.toFixed(3) : "–";
   const ci = c => Array.isArray(c) ? `[${num(c[0])}, ${num(c[1])}]` : "–";
-  const human = {timer: null, run: null, seats: {}};
+  const human = {timer: null, run: null, seats: {}, turns: ""};
 
   // ---------------------------------------------------------------- the Leagues page
   async function openLeagues() {
@@ -46,7 +46,7 @@ const Arena = (() => {
     const panel = document.querySelector("#human-panel");
     panel.hidden = !seats.length;
     if (!seats.length) return;
-    Object.assign(human, {run: id, seats: {}});
+    Object.assign(human, {run: id, seats: {}, turns: ""});
     panel.replaceChildren(el("h3", {}, "Your seat"), el("div", {id: "human-seats"}), el("div", {id: "human-note", class: "note"}));
     const poll = async () => {
       try { render(await api(`/api/runs/${encodeURIComponent(id)}/human`)); }
@@ -62,6 +62,10 @@ const Arena = (() => {
   }
 
   function render(view) {
+    const turns = Object.values(view.seats).map(s => s.turn ? s.turn.turn : 0).join(",");
+    if (turns !== human.turns && /[1-9]/.test(turns))  // a new turn: the board it is played on
+      showFrame(`/api/runs/${encodeURIComponent(human.run)}/frame.jpg?turns=${turns}`);
+    human.turns = turns;
     human.seats = view.seats;
     const box = document.querySelector("#human-seats");
     box.replaceChildren(...Object.entries(view.seats).map(([seat, s]) => seatView(seat, s, view.status)));
