@@ -43,7 +43,7 @@ def mosaic_frame_source(run_dir: Path, extras: dict[str, Any]) -> Any:
 
 @hookimpl
 def mosaic_league_standings(runs_root: Path) -> list[dict[str, Any]]:
-    from mosaic_arena.standings import leagues_under
+    from mosaic_arena.leagues import leagues_under
 
     return leagues_under(runs_root)
 

@@ -11,18 +11,14 @@ percentiles of each operator's ``mu``; the rating itself is ``mu`` averaged over
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ORDERS", "REPLICATES", "Game", "cross_play", "leagues_under", "ratings", "read_standings"]
+__all__ = ["ORDERS", "REPLICATES", "Game", "cross_play", "ratings"]
 
-MAX_STANDINGS_BYTES = 16 << 20
-MAX_LEAGUES = 200
 REPLICATES = 200
 ORDERS = 20
 SCORE = {"win": 1.0, "draw": 0.5, "loss": 0.0}
@@ -95,31 +91,3 @@ def _interval(values: list[float]) -> list[float] | None:
         return None
     low, high = np.percentile(values, [2.5, 97.5])
     return [float(low), float(high)]
-
-
-def read_standings(path: Path) -> dict[str, Any] | None:
-    """A league's standings file (``league-NAME.json``) as ``mosaic league`` wrote it, or None when it
-    is missing, damaged, too big, a link or of another schema. Data only: nothing in it runs."""
-    from mosaic_arena.league import LEAGUE_SCHEMA
-    from mosaic_core.files import open_private
-
-    try:
-        with open_private(path) as handle:
-            text = handle.read(MAX_STANDINGS_BYTES + 1)
-        data = json.loads(text) if len(text) <= MAX_STANDINGS_BYTES else None
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("schema") != LEAGUE_SCHEMA:
-        return None
-    if not all(isinstance(data.get(key), dict) for key in ("ratings", "cross_play")):
-        return None
-    return data
-
-
-def leagues_under(root: Path) -> list[dict[str, Any]]:
-    """The standings of every league under the runs root ``root``, by name (unreadable ones left out)."""
-    try:
-        paths = sorted(root.glob("league-*.json"))[:MAX_LEAGUES]
-    except OSError:
-        return []
-    return [found for path in paths if (found := read_standings(path)) is not None]

@@ -28,33 +28,20 @@ from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
-from starlette.responses import JSONResponse as StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.follow import RunGone
 from mosaic_dashboard import rundata, streams
 from mosaic_dashboard.daemon import DaemonError, DaemonLink
 from mosaic_dashboard.form import FormError, form_schema, parse_submission
 from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, frames_wanted, mjpeg_part, open_frames
+from mosaic_dashboard.responses import JSONResponse, error, with_run_dir
 
 STATIC = Path(__file__).parent / "static"
 DAEMON_CACHE_S = 2.0
 SSE_PING_S = 15
 CHECKPOINT_LOGS_KEPT = 256  # runs whose announced checkpoints are followed (the oldest looked at goes)
-
-
-class JSONResponse(StarletteJSON):
-    """Starlette's, as strict JSON (:mod:`mosaic_core.jsontext`): a NaN a run's file holds is
-    ``null``, never a 500 that empties the whole run list."""
-
-    def render(self, content: Any) -> bytes:
-        return dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers={"Cache-Control": "no-store"})
 
 
 class Dashboard:
@@ -127,19 +114,6 @@ class Dashboard:
 
     def run_dir(self, run_id: str) -> Path:
         return rundata.run_path(self.root, run_id)
-
-
-def with_run_dir(dash: Dashboard, handler: Any) -> Any:
-    """A route handler that receives the run's directory; an unknown run is answered 404."""
-
-    async def route(request: Request) -> Response:
-        try:
-            run_dir = dash.run_dir(request.path_params["run_id"])
-        except rundata.UnknownRun as exc:
-            return error(404, str(exc))
-        return await handler(request, run_dir)
-
-    return route
 
 
 def build_app(runs_root: Path, target: str | None = None, daemon_token: str | None = None) -> Starlette:

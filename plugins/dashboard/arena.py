@@ -38,7 +38,7 @@ def _results(hook: str, **kwargs: Any) -> list[Any]:
 
 
 def arena_routes(dash: Any) -> list[Route]:
-    from mosaic_dashboard.app import JSONResponse, error, with_run_dir
+    from mosaic_dashboard.responses import JSONResponse, error, with_run_dir
 
     async def leagues(request: Request) -> Response:
         found = await asyncio.to_thread(_results, "mosaic_league_standings", runs_root=dash.root)

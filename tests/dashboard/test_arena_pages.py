@@ -30,7 +30,9 @@ def mosaic(workdir: Path, *args: str, timeout: float = 600) -> subprocess.Comple
 def start_match(workdir: Path, run_id: str, *seats: str, episodes: int = 1, timeout: int = 120) -> subprocess.Popen:
     args = ["match", "tictactoe_v3", *(f"--seat={seat}" for seat in seats), "--episodes", str(episodes)]
     args += ["--run-id", run_id, "--quiet", "--human-timeout", str(timeout), "--runs-dir", "var/trainer/runs"]
-    proc = subprocess.Popen([str(MOSAIC), *args], cwd=workdir, env=child_env(workdir), stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(MOSAIC), *args], cwd=workdir, env=child_env(workdir), stderr=subprocess.PIPE, text=True
+    )
     wait_for(lambda: (workdir / f"var/trainer/runs/{run_id}/config.json").exists() or proc.poll() is not None, 60,
              "the match folder")  # fmt: skip
     return proc
@@ -79,7 +81,9 @@ def test_a_person_plays_tic_tac_toe_against_a_trained_policy(serve, browser, art
             assert taken.is_disabled()
             page.keyboard.press(taken.text_content())
             page.wait_for_selector("#human-note:has-text('is not a legal move now')")
-            status, body = post_json(f"{base}/api/runs/person/human", {"seat": "player_1", "turn": turn, "action": played[0]})
+            status, body = post_json(
+                f"{base}/api/runs/person/human", {"seat": "player_1", "turn": turn, "action": played[0]}
+            )
             assert status == 409 and "is not legal now" in body["error"]
         action = int(buttons.first.get_attribute("data-action"))
         page.screenshot(path=str(artifacts / f"turn-{turn}.png"), full_page=True)
@@ -165,8 +169,9 @@ def test_the_league_page_shows_what_mosaic_league_show_prints(serve, browser, ar
         assert (low, high) == pytest.approx(tuple(rating["ci95"]), abs=5e-4)
         assert int(row.locator(".games").text_content()) == rating["games"]
         for column in names:
-            text, cell = league.locator(f"td[data-row='{name}'][data-column='{column}']").text_content(), (
-                standings["cross_play"][name][column]
+            text, cell = (
+                league.locator(f"td[data-row='{name}'][data-column='{column}']").text_content(),
+                (standings["cross_play"][name][column]),
             )
             if cell is None:
                 assert text == "–"
