@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import child_env, post_json, wait_for
+from .conftest import child_env, http, post_json, wait_for
 
 pytest.importorskip("pettingzoo")
 pytestmark = pytest.mark.slow
@@ -110,11 +110,21 @@ def test_a_person_plays_tic_tac_toe_against_a_trained_policy(serve, browser, art
 
 
 def test_a_page_closed_mid_game_forfeits_it_and_the_match_ends_cancelled(serve, browser, workdir):
-    _base, server = serve()
+    base, server = serve()
     proc = start_match(workdir, "left", "player_1=human", "player_2=random", episodes=3)
     page = browser.new_page()
     page.goto(server.ready["url"] + "#/run/left")
     page.wait_for_selector(".human-seat[data-seat='player_1'] .human-buttons button:not([disabled])")
+    url = f"{base}/api/runs/left/human"  # answers that are not a move of the open turn: refused, the turn stays open
+    assert post_json(url, {"seat": "player_2", "turn": 1, "action": 0})[1]["error"].endswith("is not played by a human")
+    assert post_json(url, {"seat": "player_1", "turn": 2, "action": 0})[1]["error"].startswith(
+        "turn 2 of player_1 is not open"
+    )
+    assert post_json(url, {"seat": "player_1"}) == (409, {"error": 'expected {"seat": NAME, "turn": N, "action": A} '
+                                                          'or {"seat": NAME, "turn": N, "leave": true}'})  # fmt: skip
+    status, _headers, _body = http(url, method="POST", body=b"[1", headers={"X-Mosaic-Dashboard": "1"})
+    assert status == 400
+    assert page.locator(".human-seat[data-seat='player_1'][data-turn='1']").count() == 1
     page.close(run_before_unload=True)
     code, err = ended(proc)
     last = [line for line in err.splitlines() if not line.startswith("mosaic: note:")]
@@ -181,3 +191,12 @@ def test_the_league_page_shows_what_mosaic_league_show_prints(serve, browser, ar
             assert tuple(float(x) for x in interval.split(", ")) == pytest.approx(tuple(cell["ci95"]), abs=5e-4)
             assert int(games.rstrip(")")) == cell["games"]
     page.screenshot(path=str(artifacts / "leagues.png"), full_page=True)
+
+    # A league file's names are text on the page, never markup.
+    evil, named = dict(standings, name="evil"), "<img src=x id=injected>"
+    evil["ratings"] = {named: standings["ratings"]["random"]}
+    evil["operators"], evil["cross_play"] = {named: "<b>random</b>"}, {named: {named: None}}
+    (workdir / "var/trainer/runs/league-evil.json").write_text(json.dumps(evil))
+    page.reload()
+    page.locator(".league[data-league='evil']").wait_for()
+    assert page.locator("#injected").count() == 0 and named in page.text_content(".league[data-league='evil']")
