@@ -5,8 +5,8 @@ dashboard, through the core hook ``mosaic_frame_source``) reads the newest.
 The match writes ``frames/latest.npz`` (the pixels, compressed) and then ``frames/state.json``
 (``published``, a counter; ``ended``; ``interval_ms``), each atomically: a reader sees a whole frame
 or the one before. A frame is rendered at most every ``INTERVAL_MS`` while the match plays, at once
-when a human seat is to move (the person sees the board they decide on) and when a game ends; the
-last frame stays after the match (a finished match shows its last board). A reader loads the pixels
+when a human seat is to move (the person sees the board they decide on) and when their game ends,
+and once more at the match's end; that last frame stays (a finished match shows its last board). A reader loads the pixels
 as data only (no pickle), bounded in size and shape.
 """
 
@@ -25,7 +25,7 @@ from mosaic_core import FrameSource, NoFrames
 __all__ = ["FRAMES_DIR", "INTERVAL_MS", "FramePublisher", "MatchFrames", "is_match"]
 
 FRAMES_DIR = "frames"
-INTERVAL_MS = 250
+INTERVAL_MS = 500  # a render costs ~15 ms (pygame, downscale, compression): ~3 % of a fast match
 MAX_DIM = 320  # a frame's longest side (PettingZoo's boards render at 700-1000 pixels)
 MAX_FRAME_BYTES = 4 << 20
 
@@ -50,23 +50,30 @@ class FramePublisher:
         self.broken: str | None = None  # a renderer that failed once is not asked again
 
     def offer(self, urgent: bool = False) -> None:
-        """A frame of the board now if one is due (``urgent``: a person decides on it, or a game ended)."""
+        """A frame of the board now if one is due (``urgent``: a person decides on it, or their game ended)."""
         now = time.monotonic()
         if self.broken or (not urgent and now < self.due):
             return
         self.due = now + INTERVAL_MS / 1000
+        self._render(ended=False)
+
+    def end(self) -> None:
+        """The match is over: its final board, and no frame after it (it stays)."""
+        if not self._render(ended=True) and self.published:
+            self._write_state(ended=True)
+
+    def _render(self, ended: bool) -> bool:
+        if self.broken:
+            return False
         try:
             pixels = self.env.render()
         except Exception as exc:  # a game that cannot render: the match plays on without frames
             self.broken = f"{type(exc).__name__}: {exc}"
-            return
-        if isinstance(pixels, np.ndarray) and pixels.ndim == 3 and pixels.dtype == np.uint8:
-            self._write(_downscaled(pixels), ended=False)
-
-    def end(self) -> None:
-        """The match is over: no frame comes after the last one (which stays)."""
-        if self.published:
-            self._write_state(ended=True)
+            return False
+        if not (isinstance(pixels, np.ndarray) and pixels.ndim == 3 and pixels.dtype == np.uint8):
+            return False
+        self._write(_downscaled(pixels), ended)
+        return True
 
     def _write(self, pixels: np.ndarray, ended: bool) -> None:
         from mosaic_core.files import write_atomic

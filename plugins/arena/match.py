@@ -189,10 +189,10 @@ def _record(recorder: MatchRecorder, game: Any, seats: dict[str, Any], operators
 
 def _frame_offers(frames: Any, boards: set[str]) -> Any:
     """The match's ``on_turn``: a frame when one is due, at once before a seat that shows its player
-    the board (a human's) and when a game ends."""
+    the board (a human's) and when a game with such a seat ends."""
 
     def offer(agent: str | None) -> None:
-        frames.offer(urgent=agent is None or agent in boards)
+        frames.offer(urgent=agent in boards if agent is not None else bool(boards))
 
     return offer
 
