@@ -27,12 +27,28 @@ def mosaic(workdir: Path, *args: str, timeout: float = 600) -> subprocess.Comple
     return subprocess.run(command, cwd=workdir, env=child_env(workdir), capture_output=True, text=True, timeout=timeout)
 
 
-def start_match(workdir: Path, run_id: str, *seats: str, episodes: int = 1, timeout: int = 120) -> subprocess.Popen:
+@pytest.fixture
+def started():
+    """The matches a test starts: one still running at its end (a failed test) is stopped, by its pid."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def start_match(started: list, workdir: Path, run_id: str, *seats: str, episodes: int = 1) -> subprocess.Popen:
     args = ["match", "tictactoe_v3", *(f"--seat={seat}" for seat in seats), "--episodes", str(episodes)]
-    args += ["--run-id", run_id, "--quiet", "--human-timeout", str(timeout), "--runs-dir", "var/trainer/runs"]
+    args += ["--run-id", run_id, "--quiet", "--human-timeout", "120", "--runs-dir", "var/trainer/runs"]
     proc = subprocess.Popen(
         [str(MOSAIC), *args], cwd=workdir, env=child_env(workdir), stderr=subprocess.PIPE, text=True
     )
+    started.append(proc)
     wait_for(lambda: (workdir / f"var/trainer/runs/{run_id}/config.json").exists() or proc.poll() is not None, 60,
              "the match folder")  # fmt: skip
     return proc
@@ -60,12 +76,12 @@ def open_turn(page, after: int) -> int | None:
     return int(page.get_attribute(seat, "data-turn"))
 
 
-def test_a_person_plays_tic_tac_toe_against_a_trained_policy(serve, browser, artifacts, workdir):
+def test_a_person_plays_tic_tac_toe_against_a_trained_policy(serve, browser, artifacts, workdir, started):
     trained = mosaic(workdir, "run", "--worker", "cleanrl", "--algo", "ppo", "--env-id", "mosaic/TicTacToe-vs-random-v0",
                      "--total-timesteps", "2048", "--run-id", "ttt-ppo", "--quiet")  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-2000:]
     base, server = serve()
-    proc = start_match(workdir, "person", "player_1=human", "player_2=run:ttt-ppo")
+    proc = start_match(started, workdir, "person", "player_1=human", "player_2=run:ttt-ppo")
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -109,9 +125,9 @@ def test_a_person_plays_tic_tac_toe_against_a_trained_policy(serve, browser, art
     print(f"screenshots: {artifacts}")
 
 
-def test_a_page_closed_mid_game_forfeits_it_and_the_match_ends_cancelled(serve, browser, workdir):
+def test_a_page_closed_mid_game_forfeits_it_and_the_match_ends_cancelled(serve, browser, workdir, started):
     base, server = serve()
-    proc = start_match(workdir, "left", "player_1=human", "player_2=random", episodes=3)
+    proc = start_match(started, workdir, "left", "player_1=human", "player_2=random", episodes=3)
     page = browser.new_page()
     page.goto(server.ready["url"] + "#/run/left")
     page.wait_for_selector(".human-seat[data-seat='player_1'] .human-buttons button:not([disabled])")
@@ -136,9 +152,9 @@ def test_a_page_closed_mid_game_forfeits_it_and_the_match_ends_cancelled(serve, 
     assert not list((workdir / "var/trainer/runs/left/human").glob("*.turn.json"))  # nobody is asked any more
 
 
-def test_a_running_match_is_listed_and_shows_its_board_live(serve, browser, artifacts, workdir):
+def test_a_running_match_is_listed_and_shows_its_board_live(serve, browser, artifacts, workdir, started):
     base, server = serve()
-    proc = start_match(workdir, "live", "player_1=random", "player_2=scripted:first-legal", episodes=100000)
+    proc = start_match(started, workdir, "live", "player_1=random", "player_2=scripted:first-legal", episodes=100000)
     page = browser.new_page()
     page.goto(server.ready["url"])
     row = '#runs tr[data-run-id="live"][data-status="running"]'

@@ -128,7 +128,10 @@ function addEvent(e) {
   const list = $("#events");
   list.appendChild(li);
   while (list.children.length > 500) list.firstChild.remove();
-  list.scrollTop = list.scrollHeight;
+  if (!runView.scrolling) {  // once per frame: a fast run (a match's episodes) sends hundreds of events a second
+    runView.scrolling = true;
+    requestAnimationFrame(() => { runView.scrolling = false; list.scrollTop = list.scrollHeight; });
+  }
   $("#events-count").textContent = `(${runView.events})`;
   if (e.event === "heartbeat") { runView.heartbeat = e; renderHeartbeat(); }
   if (e.event === "checkpoint_saved") loadFiles();
