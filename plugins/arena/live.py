@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ class FramePublisher:
 
     def end(self) -> None:
         """The match is over: its final board, and no frame after it (it stays)."""
-        if not self._render(ended=True) and self.published:
+        if not self._render(ended=True) and self.published and not self.broken:
             self._write_state(ended=True)
 
     def _render(self, ended: bool) -> bool:
@@ -68,12 +69,19 @@ class FramePublisher:
         try:
             pixels = self.env.render()
         except Exception as exc:  # a game that cannot render: the match plays on without frames
-            self.broken = f"{type(exc).__name__}: {exc}"
-            return False
+            return self._break(exc)
         if not (isinstance(pixels, np.ndarray) and pixels.ndim == 3 and pixels.dtype == np.uint8):
             return False
-        self._write(_downscaled(pixels), ended)
+        try:
+            self._write(_downscaled(pixels), ended)
+        except OSError as exc:  # a full disk: the match plays on, without frames
+            return self._break(exc)
         return True
+
+    def _break(self, exc: Exception) -> bool:
+        self.broken = f"{type(exc).__name__}: {exc}"
+        print(f"mosaic: match: no live frames from here on ({self.broken})", file=sys.stderr)
+        return False
 
     def _write(self, pixels: np.ndarray, ended: bool) -> None:
         from mosaic_core.files import write_atomic
