@@ -191,14 +191,14 @@ class PluginHost(Accessors):
         )
 
     # ----------------------------------------------------------------- what plugins provide
-    def provided(self, hook: str) -> list[tuple[LoadedEntryPoint, Any, str | None]]:
+    def provided(self, hook: str, **kwargs: Any) -> list[tuple[LoadedEntryPoint, Any, str | None]]:
         """(plugin, result, None) for each plugin's result of a descriptor hook
-        (``mosaic_workers``…), and (plugin, None, error) for each plugin whose implementation
-        raised; :mod:`mosaic_core.descriptors` checks them."""
+        (``mosaic_workers``…) or of a plugin's own hook called with ``kwargs``, and (plugin, None,
+        error) for each plugin whose implementation raised; :mod:`mosaic_core.descriptors` checks them."""
         found: list[tuple[LoadedEntryPoint, Any, str | None]] = []
         if getattr(self.pm.hook, hook, None) is None:  # nobody declares it (its plugin absent or disabled)
             return found
-        for plugin, result in self._call(hook):
+        for plugin, result in self._call(hook, **kwargs):
             item = self._item(plugin) or LoadedEntryPoint(plugin, PLUGIN_GROUP, "?", "?", "?")
             found.append((item, result, None))
         for (plugin, failed_hook), failure in sorted(self.failures.items()):

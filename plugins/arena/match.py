@@ -30,6 +30,7 @@ MATCH_SCHEMA = "mosaic.match/1"
 EPISODE_EVENT = "match_episode"
 MAX_EPISODES = 100_000  # match.json keeps every episode
 HEARTBEAT_S = 30.0  # as a run's: its pid, so `mosaic runs` tells a killed match (lost) from a playing one
+HUMAN_TIMEOUT_S = 300.0  # a person's time per move (--human-timeout)
 WRITE_EVERY_S = 1.0  # match.json while the match plays (rewriting it after every game of thousands costs n²)
 
 
@@ -49,6 +50,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="0",
         metavar="S|S1,S2,…",
         help="the first episode's env seed (episode k plays S+k), or one seed per episode (default 0)",
+    )
+    parser.add_argument(
+        "--human-timeout",
+        type=float,
+        default=HUMAN_TIMEOUT_S,
+        metavar="SECONDS",
+        help="a human seat's time for each move on the dashboard's page; past it the game is forfeit and the "
+        "match ends cancelled (default 300)",
     )
     parser.add_argument("--run-id", help="the match's id (default: match-<ULID>)")
     parser.add_argument("--quiet", action="store_true", help="the events to events.jsonl only, not to stdout")
@@ -84,6 +93,9 @@ def run(ns: argparse.Namespace) -> int:
     if not 1 <= ns.episodes <= MAX_EPISODES:
         raise UsageError(f"--episodes must be from 1 to {MAX_EPISODES:,}, got {ns.episodes}")
     seeds = episode_seeds(ns.seeds, ns.episodes)
+    human_timeout = getattr(ns, "human_timeout", HUMAN_TIMEOUT_S)  # a league's matches seat no person
+    if not 0 < human_timeout <= 86_400:
+        raise UsageError(f"--human-timeout must be from 0 to 86400 seconds, got {human_timeout:g}")
     root = Path(ns.runs_dir).absolute() if ns.runs_dir else default_runs_root()
     check_runs_root(root)
     run_id = ns.run_id or f"match-{new_run_id()}"
@@ -91,7 +103,8 @@ def run(ns: argparse.Namespace) -> int:
     folder = RunDirectory.for_run(root, run_id)
     folder.check_usable()
     try:
-        game, seats, specs, operators = _seat_everyone(ns.env, ns.seat, root)
+        where = {"runs_root": root, "match_dir": folder.path, "human_timeout_s": human_timeout}
+        game, seats, specs, operators = _seat_everyone(ns.env, ns.seat, where)
     except OperatorError as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -102,10 +115,11 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _seat_everyone(
-    env: str, given: list[str], root: Path
+    env: str, given: list[str], where: dict[str, Any]
 ) -> tuple[Any, dict[str, Any], dict[str, str], dict[str, Any]]:
-    """The game, its seats, each seat's spec and its operator; :class:`OperatorError` for anything
-    that does not fit (the operators built so far closed)."""
+    """The game, its seats (with ``where``: the runs root, the match's folder, a person's time per
+    move), each seat's spec and its operator; :class:`OperatorError` for anything that does not fit
+    (the operators built so far closed)."""
     import dataclasses
 
     from mosaic_arena.games import find_game, seats_of
@@ -113,7 +127,7 @@ def _seat_everyone(
     from mosaic_arena.registry import operator_kinds, parse_seat, seat_operator
 
     game = find_game(env)
-    seats = {name: dataclasses.replace(seat, runs_root=root) for name, seat in seats_of(game).items()}
+    seats = {name: dataclasses.replace(seat, **where) for name, seat in seats_of(game).items()}
     specs: dict[str, str] = {}
     for text in given:
         name, spec = parse_seat(text)
@@ -139,16 +153,25 @@ def _seat_everyone(
 
 def _record(recorder: MatchRecorder, game: Any, seats: dict[str, Any], operators: dict[str, Any]) -> int:
     """Play the match into the recorder's folder; the exit code (0, 130 cancelled, 1 failed)."""
+    from mosaic_arena.live import FramePublisher
     from mosaic_arena.play import play_episode
 
     recorder.start()
     previous = {signum: signal.signal(signum, _interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
     status, code, payload = "completed", 0, {}
-    env = None
+    env = frames = None
+    boards = {name for name, operator in operators.items() if getattr(operator, "shows_board", False)}
     try:
-        env = game.make()
+        env = game.make(render_mode="rgb_array")
+        frames = FramePublisher(recorder.folder.path, env)
+        on_turn = _frame_offers(frames, boards)
         for seed in recorder.seeds:
-            recorder.add(play_episode(game, env, seats, operators, recorder.tallies, seed))
+            episode = play_episode(game, env, seats, operators, recorder.tallies, seed, on_turn)
+            recorder.add(episode)
+            left = (episode.get("forfeit") or {}).get("left")
+            if left:  # a person left: the game is forfeit, the match ends here
+                status, code, payload = "cancelled", 130, {"reason": left}
+                break
     except KeyboardInterrupt:
         status, code, payload = "cancelled", 130, {"reason": "interrupted (Ctrl-C or SIGTERM)"}
     except Exception as exc:  # an operator or the env failed: recorded, one line
@@ -156,10 +179,22 @@ def _record(recorder: MatchRecorder, game: Any, seats: dict[str, Any], operators
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if frames is not None:
+            frames.end()
         if env is not None:
             env.close()
     recorder.end(status, payload)
     return code
+
+
+def _frame_offers(frames: Any, boards: set[str]) -> Any:
+    """The match's ``on_turn``: a frame when one is due, at once before a seat that shows its player
+    the board (a human's) and when a game with such a seat ends."""
+
+    def offer(agent: str | None) -> None:
+        frames.offer(urgent=agent in boards if agent is not None else bool(boards))
+
+    return offer
 
 
 class MatchRecorder:
@@ -200,19 +235,22 @@ class MatchRecorder:
 
     def end(self, status: str, payload: dict[str, Any]) -> None:
         assert self.events is not None, "end() before start()"
-        self._write(status)
+        why = payload.get("reason") or payload.get("error")
+        self._write(status, why)
         self.events.emit(f"run_{status}", {**payload, "match": str(self.folder.path / MATCH_FILE)})
         self.events.close()
-        _summary(self.folder, self.tallies, status)
+        _summary(self.folder, self.tallies, status + (f" ({why})" if why else ""))
 
     def _heartbeat(self) -> None:
         assert self.events is not None
         self.beat_at = time.monotonic()
         self.events.emit("heartbeat", {"elapsed_s": round(self.beat_at - self.started_at, 3), "pid": os.getpid()})
 
-    def _write(self, status: str) -> None:
+    def _write(self, status: str, why: str | None = None) -> None:
         seats = {name: tally.to_dict() for name, tally in self.tallies.items()}
         record = {"schema": MATCH_SCHEMA, **self.config, "status": status, "episodes_played": self.played}
+        if why:
+            record["reason"] = why
         write_json_atomic(self.folder.path / MATCH_FILE, {**record, "seats": seats})
         self.written_at = time.monotonic()
 

@@ -8,7 +8,9 @@ This module is the arena's public surface for third parties (it imports nothing 
 - :class:`OperatorInfo`, the descriptor a plugin returns from ``mosaic_operators`` (the one way
   an operator kind is registered): its ``name`` is what a seat spec starts with (``random``,
   ``scripted:...``, ``run:...``), its ``factory(argument, seat)`` builds one operator;
-- :class:`OperatorError`, a spec that cannot be seated (one line for the user, exit 2).
+- :class:`OperatorError`, a spec that cannot be seated (one line for the user, exit 2);
+- :class:`SeatLeft`, raised by ``act`` when whoever decides is gone (a person left the page or let
+  the time run out): the game is that seat's forfeit and the match ends cancelled.
 
 A third party's scripted operator needs none of this: a function ``(observation, info) -> action``
 declared in the ``mosaic.operators`` entry-point group is seated as ``scripted:NAME``.
@@ -22,13 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["KINDS", "Operator", "OperatorError", "OperatorInfo", "Seat"]
+__all__ = ["KINDS", "Operator", "OperatorError", "OperatorInfo", "Seat", "SeatLeft"]
 
 KINDS = ("random", "scripted", "policy", "human")  # what decides an operator's actions
 
 
 class OperatorError(Exception):
     """An operator spec that cannot take its seat: what, and what to do (exit 2, nothing started)."""
+
+
+class SeatLeft(Exception):
+    """Whoever decides for a seat is gone mid-game (the message says who and why): the game is that
+    seat's forfeit, and the match stops there, cancelled."""
 
 
 @runtime_checkable
@@ -49,8 +56,9 @@ class Operator(Protocol):
 @dataclass(frozen=True)
 class Seat:
     """A seat of a game: its agent name and spaces (gymnasium spaces), whether the game takes turns
-    (an AEC env) or moves all seats at once (a parallel env), and the runs root a match reads
-    recorded runs from (``run:RUN_ID``)."""
+    (an AEC env) or moves all seats at once (a parallel env), the runs root a match reads
+    recorded runs from (``run:RUN_ID``), the match's own folder (where a ``human`` seat exchanges
+    its moves with the dashboard; None outside a match) and the seconds a person has per move."""
 
     game: str
     agent: str
@@ -58,6 +66,8 @@ class Seat:
     action_space: Any
     turn_based: bool
     runs_root: Path | None = None
+    match_dir: Path | None = None
+    human_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

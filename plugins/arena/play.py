@@ -3,19 +3,21 @@ once (a parallel one), each action checked against its seat's space and legal-ac
 
 An illegal action (outside the seat's space, or masked out) is a forfeit: the env is not stepped,
 the episode ends there, that seat loses and the others win; its returns are what the game paid
-until then. Otherwise outcomes follow the returns: the one highest return wins, a tie for the
-highest is a draw for those tied, the rest lose."""
+until then. A seat whose operator is gone (:class:`~mosaic_arena.operators.SeatLeft`: a person left)
+forfeits the same way, its record saying why (``forfeit.left``). Otherwise outcomes follow the
+returns: the one highest return wins, a tie for the highest is a draw for those tied, the rest lose."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from mosaic_arena.games import Game, legal_mask
-from mosaic_arena.operators import Operator, Seat
+from mosaic_arena.operators import Operator, Seat, SeatLeft
 
 __all__ = ["SeatTally", "play_episode", "seat_seeds"]
 
@@ -59,11 +61,16 @@ class _Episode:
         self.returns = dict.fromkeys(seats, 0.0)
         self.forfeit: str | None = None
         self.illegal: Any = None
+        self.left: str | None = None
 
     def ask(self, agent: str, observation: Any, info: dict[str, Any]) -> tuple[Any, bool]:
-        """The seat's action and whether it is legal."""
+        """The seat's action and whether it is legal (a seat whose operator left: not)."""
         started = time.perf_counter()
-        action = self.operators[agent].act(observation, info)
+        try:
+            action = self.operators[agent].act(observation, info)
+        except SeatLeft as exc:
+            self.forfeit, self.left = agent, str(exc)
+            return None, False
         tally = self.tallies[agent]
         tally.act_seconds += time.perf_counter() - started
         tally.actions += 1
@@ -86,6 +93,8 @@ class _Episode:
         if self.forfeit is not None:
             self.tallies[self.forfeit].forfeits += 1
             episode["forfeit"] = {"seat": self.forfeit, "action": self.illegal}
+            if self.left is not None:
+                episode["forfeit"]["left"] = self.left
         return episode
 
 
@@ -96,17 +105,21 @@ def play_episode(
     operators: dict[str, Operator],
     tallies: dict[str, SeatTally],
     seed: int,
+    on_turn: Callable[[str | None], None] | None = None,
 ) -> dict[str, Any]:
-    """Play one episode of env seed ``seed``; the episode's record (tallies updated)."""
+    """Play one episode of env seed ``seed``; the episode's record (tallies updated). ``on_turn(agent)``
+    is called before each seat is asked, and ``on_turn(None)`` when the game is over (a viewer's frames)."""
     seeds = seat_seeds(seed, list(seats))
     for agent, operator in operators.items():
         operator.reset(seeds[agent])
     episode = _Episode(seats, operators, tallies)
-    steps = _turns(env, episode, seed) if game.turn_based else _rounds(env, episode, seed)
+    watch = on_turn or (lambda agent: None)
+    steps = _turns(env, episode, seed, watch) if game.turn_based else _rounds(env, episode, seed, watch)
+    watch(None)
     return episode.result(seed, seeds, steps)
 
 
-def _turns(env: Any, episode: _Episode, seed: int) -> int:
+def _turns(env: Any, episode: _Episode, seed: int, watch: Callable[[str | None], None]) -> int:
     env.reset(seed=seed)
     steps = 0
     for agent in env.agent_iter():
@@ -114,6 +127,7 @@ def _turns(env: Any, episode: _Episode, seed: int) -> int:
         if terminated or truncated:
             env.step(None)  # a finished seat leaves the game
             continue
+        watch(agent)
         action, legal = episode.ask(agent, observation, info)
         if not legal:
             break
@@ -123,12 +137,13 @@ def _turns(env: Any, episode: _Episode, seed: int) -> int:
     return steps
 
 
-def _rounds(env: Any, episode: _Episode, seed: int) -> int:
+def _rounds(env: Any, episode: _Episode, seed: int, watch: Callable[[str | None], None]) -> int:
     observations, infos = env.reset(seed=seed)
     steps = 0
     while env.agents:
         actions = {}
         for agent in env.agents:
+            watch(agent)
             actions[agent], legal = episode.ask(agent, observations[agent], infos.get(agent, {}))
             if not legal:
                 return steps

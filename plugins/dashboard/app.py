@@ -11,6 +11,7 @@ Routes (every ``/api`` error is JSON ``{"error": reason}`` with a 4xx/5xx status
     POST /api/runs/{id}/cancel          through the daemon
     GET  /api/daemon  /api/daemon/form  POST /api/daemon/submit
     GET  /api/stats                     viewers, frames encoded, memory (for bench/dashboard.py)
+    GET  /api/leagues  GET|POST /api/runs/{id}/human   the arena's pages (mosaic_dashboard.arena)
 """
 
 from __future__ import annotations
@@ -27,33 +28,20 @@ from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
-from starlette.responses import JSONResponse as StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from mosaic_core.jsontext import dumps
 from mosaic_core.runstore.follow import RunGone
 from mosaic_dashboard import rundata, streams
 from mosaic_dashboard.daemon import DaemonError, DaemonLink
 from mosaic_dashboard.form import FormError, form_schema, parse_submission
 from mosaic_dashboard.frames import BOUNDARY, FrameHub, encode_jpeg, frames_wanted, mjpeg_part, open_frames
+from mosaic_dashboard.responses import JSONResponse, error, with_run_dir
 
 STATIC = Path(__file__).parent / "static"
 DAEMON_CACHE_S = 2.0
 SSE_PING_S = 15
 CHECKPOINT_LOGS_KEPT = 256  # runs whose announced checkpoints are followed (the oldest looked at goes)
-
-
-class JSONResponse(StarletteJSON):
-    """Starlette's, as strict JSON (:mod:`mosaic_core.jsontext`): a NaN a run's file holds is
-    ``null``, never a 500 that empties the whole run list."""
-
-    def render(self, content: Any) -> bytes:
-        return dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers={"Cache-Control": "no-store"})
 
 
 class Dashboard:
@@ -128,20 +116,9 @@ class Dashboard:
         return rundata.run_path(self.root, run_id)
 
 
-def with_run_dir(dash: Dashboard, handler: Any) -> Any:
-    """A route handler that receives the run's directory; an unknown run is answered 404."""
-
-    async def route(request: Request) -> Response:
-        try:
-            run_dir = dash.run_dir(request.path_params["run_id"])
-        except rundata.UnknownRun as exc:
-            return error(404, str(exc))
-        return await handler(request, run_dir)
-
-    return route
-
-
 def build_app(runs_root: Path, target: str | None = None, daemon_token: str | None = None) -> Starlette:
+    from mosaic_dashboard.arena import arena_routes
+
     dash = Dashboard(runs_root, target, daemon_token)
 
     async def stats(request: Request) -> Response:
@@ -162,6 +139,7 @@ def build_app(runs_root: Path, target: str | None = None, daemon_token: str | No
         *_run_routes(dash),
         *_frame_routes(dash),
         *_daemon_routes(dash),
+        *arena_routes(dash),
         Route("/api/stats", stats),
         Route("/api/{rest:path}", not_found),
         Mount("/static", StaticFiles(directory=STATIC)),

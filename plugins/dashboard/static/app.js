@@ -1,4 +1,4 @@
-// The MOSAIC dashboard page: hash routes #/ (runs), #/run/ID, #/compare/A,B, #/submit.
+// The MOSAIC dashboard page: hash routes #/ (runs), #/run/ID, #/compare/A,B, #/submit, #/leagues (arena.js).
 // Live data arrives over Server-Sent Events; frames are an MJPEG stream shown by an <img>.
 // Everything from a run's files or the server is shown as text: elements come from el()
 // (dom.js) and textContent, never from markup; the server's Content-Security-Policy forbids
@@ -40,6 +40,7 @@ function closeStreams() {
   if (state.runSource) { state.runSource.close(); state.runSource = null; }
   if (state.compareTimer) { clearInterval(state.compareTimer); state.compareTimer = null; }
   if (state.logsTimer) { clearInterval(state.logsTimer); state.logsTimer = null; }
+  Arena.stopMatch();
   hideFrame();
 }
 
@@ -127,12 +128,16 @@ function addEvent(e) {
   const list = $("#events");
   list.appendChild(li);
   while (list.children.length > 500) list.firstChild.remove();
-  list.scrollTop = list.scrollHeight;
+  if (!runView.scrolling) {  // once per frame: a fast run (a match's episodes) sends hundreds of events a second
+    runView.scrolling = true;
+    requestAnimationFrame(() => { runView.scrolling = false; list.scrollTop = list.scrollHeight; });
+  }
   $("#events-count").textContent = `(${runView.events})`;
   if (e.event === "heartbeat") { runView.heartbeat = e; renderHeartbeat(); }
   if (e.event === "checkpoint_saved") loadFiles();
   const ends = {run_completed: "completed", run_failed: "failed", run_cancelled: "cancelled"};
   if (ends[e.event]) { runView.end = {status: ends[e.event], at: e.timestamp}; setRunStatus(ends[e.event]); }
+  if (ends[e.event] && runView.match) showFrame(`/api/runs/${encodeURIComponent(runView.id)}/frame.jpg?end=${e.seq}`);
   else if (e.event === "run_started" && !runView.status) setRunStatus("running");
 }
 
@@ -178,6 +183,7 @@ function hideFrame() {
   if (img.getAttribute("src")) img.removeAttribute("src");
   img.hidden = true; $("#frame-none").hidden = false;
   delete img.dataset.live;
+  delete img.dataset.board;
 }
 
 function showFrames(status) {
@@ -185,7 +191,12 @@ function showFrames(status) {
   if (!status.available) { note.textContent = status.reason; return; }
   $("#frame-mode").textContent = `(${status.mode}${status.slots > 1 ? `, ${status.slots} slots` : ""})`;
   note.textContent = status.ended ? "the run has ended: this is its last frame" : "";
-  if (!status.ended && !img.dataset.live) {
+  if (status.mode === "board") {  // a match's board changes a few times a second at most: a still per new one
+    if (img.dataset.board !== String(status.frame_number)) {
+      img.dataset.board = status.frame_number;
+      showFrame(`/api/runs/${encodeURIComponent(runView.id)}/frame.jpg?n=${status.frame_number}`);
+    }
+  } else if (!status.ended && !img.dataset.live) {
     img.dataset.live = "1";
     showFrame(`/api/runs/${encodeURIComponent(runView.id)}/frames.mjpg?t=${Date.now()}`);
   }
@@ -203,6 +214,7 @@ async function openRun(id) {
   for (const sel of ["#charts", "#events", "#heartbeat", "#frame-metrics", "#files", "#logs"]) $(sel).replaceChildren();
   renderHeartbeat();
   $("#frame-note").textContent = "waiting for FastLane"; $("#frame-mode").textContent = "";
+  $("#human-panel").hidden = true;
   hideFrame();
   $("#manifest").textContent = "written when the run ends"; $("#config").textContent = "";
   if (!state.daemon) await renderDaemonPanel();
@@ -217,6 +229,7 @@ async function openRun(id) {
   state.runSource = source;
   source.addEventListener("snapshot", e => {
     const snap = JSON.parse(e.data);
+    runView.match = false;
     $("#config").textContent = JSON.stringify(snap.config, null, 2);
     if (snap.manifest) $("#manifest").textContent = JSON.stringify(snap.manifest, null, 2);
     runView.curves = snap.curves;
@@ -224,6 +237,11 @@ async function openRun(id) {
     if (snap.config && snap.config.total_timesteps) runView.total = snap.config.total_timesteps;
     if (!snap.live_frames)
       $("#frame-note").textContent = "this run was started without live frames (see `mosaic plugins --extras`)";
+    if (snap.config && snap.config.kind === "match") {  // a match: its human seats, its last board once over
+      runView.match = true;
+      Arena.watchMatch(id, snap.config);
+      if (runView.end) showFrame(`/api/runs/${encodeURIComponent(id)}/frame.jpg`);
+    }
     drawRunCharts();
   });
   source.addEventListener("points", e => {
@@ -376,6 +394,7 @@ function route() {
   if (hash.startsWith("/run/")) return openRun(hash.slice(5));
   if (hash.startsWith("/compare/")) return openCompare(hash.slice(9).split(",").filter(Boolean));
   if (hash === "/submit") return openSubmit();
+  if (hash === "/leagues") { closeStreams(); show("leagues"); return Arena.openLeagues(); }
   closeStreams(); show("runs"); renderDaemonPanel();
 }
 
