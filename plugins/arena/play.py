@@ -89,12 +89,12 @@ class _Episode:
         for agent, tally in self.tallies.items():
             tally.returns.append(self.returns[agent])
             tally.outcomes.append(outcomes[agent])
-        episode = {"seed": seed, "seat_seeds": seeds, "steps": steps, "returns": self.returns, "outcomes": outcomes}
+        episode: dict[str, Any] = {"seed": seed, "seat_seeds": seeds, "steps": steps, "returns": self.returns}
+        episode["outcomes"] = outcomes
         if self.forfeit is not None:
             self.tallies[self.forfeit].forfeits += 1
-            episode["forfeit"] = {"seat": self.forfeit, "action": self.illegal}
-            if self.left is not None:
-                episode["forfeit"]["left"] = self.left
+            forfeit = {"seat": self.forfeit, "action": self.illegal}
+            episode["forfeit"] = forfeit if self.left is None else {**forfeit, "left": self.left}
         return episode
 
 
