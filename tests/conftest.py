@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pytest
 
+# pytest keeps the test modules it rewrites (their asserts) in __pycache__, as Python keeps any module's
+# bytecode, unless bytecode writing is off (PYTHONDONTWRITEBYTECODE, as on CI's machines): then each of
+# a CI run's pytest processes rewrote the 350 modules again, half of its collection (7 of 15 CPU-s).
+# This process writes them; the processes the tests start keep the environment's choice.
+sys.dont_write_bytecode = False
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # Variables that change what the host does: a test sets them itself when it means to.
