@@ -29,7 +29,7 @@ def main(log: str) -> None:
         sys.exit(f"{log}: no --durations=0 lines")
     table = ROOT / "tests" / "durations.json"
     table.write_text(json.dumps({m: round(s, 1) for m, s in sorted(seconds.items())}, indent=1) + "\n")
-    print(f"{table}: {len(seconds)} modules, {sum(seconds.values()):.0f} s")
+    print(f"{table}: {len(seconds)} modules and split tests, {sum(seconds.values()):.0f} s")
 
 
 if __name__ == "__main__":
