@@ -65,10 +65,11 @@ GYM1_HOST_ONLY := $(addprefix tests/,cleanrl/test_flags.py cleanrl/test_grpc_han
 	fastlane/test_frames.py fastlane/test_segment.py fastlane/test_seqlock.py fastlane/test_settings.py)
 # And these meet it through a CartPole run that is only their vehicle (the manual's smoke blocks, the CLI's
 # small things, the worker choice, hooks, terminal output, plugin isolation, the shared machine, the user's
-# state, paths and ids, registration, thread budgets), as the daemon's and the security tests do.
+# state, paths and ids, registration, thread budgets; continuing a run, whose training side is the resume
+# that tests/algorithms/test_run_contract.py checks on this lane), as the daemon's and the security tests do.
 GYM1_VEHICLE_ONLY := $(addprefix tests/core/,test_docs.py test_small_things.py test_worker_choice.py test_hooks.py \
 	test_terminal.py test_isolation.py test_shared_machine.py test_user_state.py test_paths_and_ids.py \
-	test_registration.py test_thread_budget.py)
+	test_registration.py test_thread_budget.py test_continue.py)
 GYM1_SKIP := --ignore=tests/core/test_worker_environments.py $(addprefix --ignore=,$(GYM1_HOST_ONLY) $(GYM1_VEHICLE_ONLY))
 $(GYM1)/.installed: pyproject.toml
 	test -x $(GYM1)/bin/python || $(PYTHON) -m venv $(GYM1)

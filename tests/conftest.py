@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pytest
 
+# pytest keeps the test modules it rewrites (their asserts) in __pycache__, as Python keeps any module's
+# bytecode, unless bytecode writing is off (PYTHONDONTWRITEBYTECODE, as on CI's machines): then each of
+# a CI run's pytest processes rewrote the 350 modules again, half of its collection (7 of 15 CPU-s).
+# This process writes them; the processes the tests start keep the environment's choice.
+sys.dont_write_bytecode = False
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # Variables that change what the host does: a test sets them itself when it means to.
@@ -246,15 +252,27 @@ def runs_root(workdir: Path) -> Path:
 # (once_per_session: tests/algorithms' smoke runs, which its folder's modules share). The work is queued longest first
 # (tests/durations.json, made by .ci/durations.py), so the last to finish is a short one. (xdist's
 # own `loadgroup` would do the grouping, but does not on pytest 9.2: pytest-xdist#1386.)
+# The other way round, a module whose tests share no costly fixture and that alone would outlast a
+# lane's share of the work (the run contract's resumes: minutes each) is split, a test (each of its
+# parameters) or a test class (its class fixtures) to a unit, so the processes share it.
 ONE_PROCESS = {f"tests/{name}" for name in ("modes", "analytics", "slurm", "ray_launcher")}
-MODULE_SECONDS: dict[str, float] = json.loads((Path(__file__).parent / "durations.json").read_text())
-UNKNOWN_SECONDS = 5.0  # a module not in the table yet: a middling one
+SPLIT = {"tests/algorithms/test_run_contract.py"}
+# The seconds each unit took: a module, or a test or class of a SPLIT module.
+UNIT_SECONDS: dict[str, float] = json.loads((Path(__file__).parent / "durations.json").read_text())
+UNKNOWN_SECONDS = 5.0  # a unit not in the table yet: a middling one
+
+
+def xdist_unit(nodeid: str) -> str:
+    """The unit ``nodeid`` is timed and scheduled with: its module, or for a SPLIT module ``module::test[param]``
+    or ``module::Class``."""
+    module, _, rest = nodeid.partition("::")
+    return f"{module}::{rest.split('::')[0]}" if module in SPLIT and rest else module
 
 
 def xdist_scope(nodeid: str) -> str:
-    module = nodeid.split("::")[0]
-    folder = module.rpartition("/")[0]
-    return folder if folder in ONE_PROCESS else module
+    unit = xdist_unit(nodeid)
+    folder = unit.rpartition("/")[0]
+    return folder if folder in ONE_PROCESS else unit
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -273,10 +291,10 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     if not hasattr(config, "workerinput"):
         return  # not an xdist worker, whose collection order is the queue's
-    modules: dict[str, set[str]] = defaultdict(set)
+    units: dict[str, set[str]] = defaultdict(set)
     for item in items:
-        modules[xdist_scope(item.nodeid)].add(item.nodeid.split("::")[0])
-    cost = {scope: sum(MODULE_SECONDS.get(m, UNKNOWN_SECONDS) for m in found) for scope, found in modules.items()}
+        units[xdist_scope(item.nodeid)].add(xdist_unit(item.nodeid))
+    cost = {scope: sum(UNIT_SECONDS.get(u, UNKNOWN_SECONDS) for u in found) for scope, found in units.items()}
     items.sort(key=lambda item: -cost[xdist_scope(item.nodeid)])  # stable: each scope's own order kept
 
 
