@@ -23,7 +23,7 @@ MODULES = ("files", "jsontext", "procs", "webtoken", "runstore", "trainer.client
 # Toolkit name -> "module" or "module:attribute" that defines it (imported on first use).
 _EXPORTS = {
     # Workers and plugins, found and loaded as the host does.
-    **_from("workers", "find_worker", "recorded_run"),
+    **_from("workers", "find_worker", "recorded_run", "worker_python"),
     **_from("worker", "load_worker"),
     **_from("choice", "choose_worker"),
     **_from("plugins", "plugin_host"),

@@ -98,13 +98,21 @@ class Worker:
         the run directory. The default: None (the training program checks it when it loads)."""
         return None
 
-    def policy_server(self, checkpoint: Checkpoint, config: WorkerConfig) -> list[str] | None:
+    def policy_server(
+        self, checkpoint: Checkpoint, config: WorkerConfig, *, agent: str, python: str
+    ) -> list[str] | None:
         """The command that serves ``checkpoint``'s policy (a run of ``config``) from a process of its
-        own, for an arena's seat (``mosaic match --seat NAME=run:RUN_ID``): it prints one JSON line
-        ``{"type": "ready", "observation_space": ..., "action_space": ...}``, then answers each
-        ``{"cmd": "act", "observation": [...]}`` on its stdin with ``{"type": "act", "action": ...}``
-        (or ``{"type": "error", "message": ...}``) and ends at ``{"cmd": "stop"}`` or end of input.
-        Loads data only, the way evaluation does. None (the default): its runs cannot take a seat."""
+        own, for an arena's seat (``mosaic match --seat NAME=run:RUN_ID``): the seat of ``agent`` (a
+        multi-agent run serves the policy it maps to that agent id), run by ``python`` (the
+        interpreter of the worker's environment, as ``run.python`` in :meth:`plan`). The process
+        prints one JSON line ``{"type": "ready", "observation_space": ..., "action_space": ...}``,
+        then answers each ``{"cmd": "act", "observation": [...]}`` on its stdin with
+        ``{"type": "act", "action": ...}`` (or ``{"type": "error", "message": ...}``) and ends at
+        ``{"cmd": "stop"}`` or end of input. The observation comes flattened to one float32 list (a
+        turn-based game's board, then its action mask: 1 = legal), the ready line's
+        ``observation_space`` a Box of that length. Loads data only, the way evaluation does; a
+        :class:`~mosaic_core.errors.UsageError` says why this checkpoint cannot take that seat.
+        None (the default): its runs cannot take a seat."""
         return None
 
     def describe_options(self, algo: str | None) -> WorkerForm:

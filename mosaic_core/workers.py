@@ -51,6 +51,15 @@ def find_worker(name: str) -> LoadedEntryPoint:
     raise UsageError(unknown_worker(name, items) + hint)
 
 
+def worker_python(name: str) -> str:
+    """The interpreter of worker ``name``'s environment (the host's for a worker without one of its
+    own), as a run of it gets (``run.python``); a UsageError when that environment is missing or stale."""
+    from mosaic_core.environments import preflight
+
+    item = find_worker(name)
+    return preflight(item.obj, item.distribution).python
+
+
 def unknown_worker(name: str, items: list[LoadedEntryPoint]) -> str:
     """ "unknown worker", the closest installed one, and the installed ones."""
     names = [i.name for i in items if i.status == "active"]

@@ -54,7 +54,7 @@ def run_operator(argument: str, seat: Seat) -> ServedPolicy:
 def _server_command(ref: str, step: int | None, seat: Seat) -> tuple[list[str], str]:
     """The worker's command serving the run's checkpoint, and a few words on the run."""
     from mosaic_core.contract import find_checkpoints, newest_checkpoint
-    from mosaic_core.toolkit import default_runs_root, find_run_dir, recorded_run
+    from mosaic_core.toolkit import default_runs_root, find_run_dir, recorded_run, worker_python
 
     run_dir = find_run_dir(seat.runs_root or default_runs_root(), ref)
     worker_name, worker, config = recorded_run(run_dir)
@@ -70,7 +70,8 @@ def _server_command(ref: str, step: int | None, seat: Seat) -> tuple[list[str], 
         at = f" at step {step} (it has {', '.join(steps) or 'none'})" if step is not None else ""
         raise OperatorError(f"run {run_dir.name} has no checkpoint{at} ({layout.pattern})")
     problem = worker.check_checkpoint(found, config)
-    command = None if problem else worker.policy_server(found, config)
+    python = None if problem else worker_python(worker_name)  # its environment: missing or stale is said here
+    command = None if python is None else worker.policy_server(found, config, agent=seat.agent, python=python)
     if problem or command is None:
         raise OperatorError(problem or f"worker {worker_name!r} cannot serve a policy for a seat")
     return command, f"{config.algo} on {config.env_id}, step {found.step}"

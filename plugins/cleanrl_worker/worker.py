@@ -231,11 +231,12 @@ class CleanRLWorker(Worker):
             return None
         return CheckpointLayout(CHECKPOINTS, FORMAT)
 
-    def policy_server(self, checkpoint: Checkpoint, config: WorkerConfig) -> list[str] | None:
-        """The interactive mode's session serving the checkpoint's greedy policy (its ``act`` command)."""
-        import sys
-
-        command = [sys.executable, "-m", "cleanrl_worker.interactive", "--env-id", config.env_id]
+    def policy_server(
+        self, checkpoint: Checkpoint, config: WorkerConfig, *, agent: str, python: str
+    ) -> list[str] | None:
+        """The interactive mode's session serving the checkpoint's greedy policy (its ``act`` command);
+        a single-agent policy: the same for any seat its spaces fit."""
+        command = [python, "-m", "cleanrl_worker.interactive", "--env-id", config.env_id]
         return command + ["--policy-path", str(checkpoint.path), "--deterministic"]
 
     def check_checkpoint(self, checkpoint: Checkpoint, config: WorkerConfig) -> str | None:
