@@ -54,8 +54,8 @@ OWN_KEYS = [
     ),
     ExtrasKey(
         "self_play",
-        "a two-player game trained against a pool of its own past policies: true, or "
-        '{"pool_size": 5, "snapshot_every": 5} (iterations between snapshots)',
+        "a two-player game (or an MPE env's opposing sides) trained against a pool of its own past "
+        'policies: true, or {"pool_size": 5, "snapshot_every": 5} (iterations between snapshots)',
     ),
 ]
 # The run contract's keys (mode, checkpoint_*, eval_*, torch_threads...) are the core's: it checks

@@ -349,3 +349,42 @@ def test_a_league_of_workers_policies_a_script_and_random_is_rated(cleanrl_seate
     shown = _mosaic(rllib_env, "league", "show", str(spec), "--runs-dir", str(runs), "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout)["ratings"] == standings["ratings"], shown.stderr
     assert not _servers(runs)
+
+
+MPE_GAME = "mpe/simple_push_v3"  # adversary_0 (8 observations) against agent_0 (19): two sides
+
+
+def test_mpe_self_play_keeps_a_pool_per_side_and_its_policy_takes_a_seat(rllib_env, tmp_path):
+    extras = {"self_play": {"pool_size": 2, "snapshot_every": 1}}
+    done = subprocess.run(
+        run_args("push", tmp_path, total=1500, env_id=MPE_GAME, extras=extras, more=("--seed", "1")),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = tmp_path / "push"
+    final = _checkpoints(run_dir)[-1]
+    checkpoint = run_dir / "checkpoints" / f"step_{final['step']}"
+    saved = json.loads((checkpoint / "mosaic_step.json").read_text())["multiagent"]
+    assert saved["agents"] == {"adversary_0": "main_adversary", "agent_0": "main_agent"}
+    record, weights = _pool(checkpoint)
+    assert record["snapshots"] == final["iteration"] == 3  # 500 env steps an iteration, a snapshot after each
+    slots = {slot["module"]: slot["iteration"] for slot in record["slots"]}
+    assert slots == {"pool_adversary_0": 3, "pool_agent_0": 3, "pool_adversary_1": 2, "pool_agent_1": 2}
+    for side, observations in (("adversary", 8), ("agent", 19)):  # each side's pool: its own policy's inputs
+        newest, older = weights[f"pool_{side}_0"], weights[f"pool_{side}_1"]
+        assert any(value.ndim == 2 and value.shape[1] == observations for value in newest.values()), side
+        assert any(not np.array_equal(newest[name], older[name]) for name in newest), side  # main learned between
+    scalars = [e["payload"]["scalars"] for e in events_of(run_dir) if e["event"] == "metrics"][-1]
+    assert {"self_play/main_return_adversary", "self_play/main_return_agent"} <= set(scalars)
+    # The agent side's policy takes its seat in the arena's simple_push_v3, against a random adversary.
+    played = _match(rllib_env, tmp_path, "push-match", ["adversary_0=random", "agent_0=run:push"], 2, "simple_push_v3")
+    assert played.returncode == 0, played.stderr[-3000:]
+    record = json.loads((tmp_path / "push-match" / "match.json").read_text())
+    seat = record["seats"]["agent_0"]
+    assert seat["operator"] == "run:push" and seat["illegal_actions"] == 0
+    assert seat["actions"] == sum(e["steps"] for e in record["episodes_played"]) > 0
+    assert not _servers(tmp_path)
