@@ -292,9 +292,10 @@ def test_a_run_that_cannot_take_the_seat_is_refused_in_one_line(self_play, rllib
         (ARENA_GAME, ["player_1=run:other-env", "player_2=random"], "checkpoint of env classic/connect_four_v3"),
         (
             "connect_four_v3",
-            ["player_0=run:resumed", "player_1=random"],
-            "does not fit seat player_0 of connect_four_v3",
+            ["player_0=random", "player_1=run:resumed"],
+            "does not fit seat player_1 of connect_four_v3: its observations have shape [27]",
         ),
+        ("connect_four_v3", ["player_0=run:resumed", "player_1=random"], "has no policy for agent 'player_0'"),
         (
             "simple_spread_v3",
             ["agent_0=run:resumed", "agent_1=random", "agent_2=random"],
