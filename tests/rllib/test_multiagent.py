@@ -389,3 +389,23 @@ def test_mpe_self_play_keeps_a_pool_per_side_and_its_policy_takes_a_seat(rllib_e
     assert seat["operator"] == "run:push" and seat["illegal_actions"] == 0
     assert seat["actions"] == sum(e["steps"] for e in record["episodes_played"]) > 0
     assert not _servers(tmp_path)
+
+
+def test_a_single_agent_run_trained_in_a_seat_takes_it(rllib_env, tmp_path):
+    """RLlib's gymnasium 1.x reads no plugin group: the seated id names its module (gymnasium's MODULE:ID)."""
+    seated = "mosaic_arena.gym_ids:mosaic/TicTacToe-vs-random-v0"
+    done = subprocess.run(
+        run_args("seated", tmp_path, total=1000, env_id=seated),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    played = _match(rllib_env, tmp_path, "seated-match", ["player_1=random", "player_2=run:seated"], 4)
+    assert played.returncode == 0, played.stderr[-3000:]
+    seat = json.loads((tmp_path / "seated-match" / "match.json").read_text())["seats"]["player_2"]
+    assert seat["operator"] == "run:seated" and seat["wins"] + seat["losses"] + seat["draws"] == 4
+    assert seat["actions"] >= 4 and seat["mean_time_per_action_s"] > 0  # (a policy this young may still forfeit)
+    assert not _servers(tmp_path)
