@@ -4,7 +4,8 @@ Tic-Tac-Toe is Ctrl-C'd part-way, resumed with its pool of past policies restore
 checkpoint's data, and `mosaic evaluate` shows it beating a random legal-move opponent with a 95 %
 interval above one half; the resumed run takes a seat in `mosaic match` (`run:ID`, served from the
 worker's environment) and in a `mosaic league` with a CleanRL policy trained in a seat, `random` and a
-script; what a multi-agent run, or a seat, refuses: one line, exit 2."""
+script; self-play on MPE's simple_push_v3 keeps a pool per side and seats its agent; a single-agent run
+trained in a seat takes it; what a multi-agent run, or a seat, refuses: one line, exit 2."""
 
 import json
 import shutil
