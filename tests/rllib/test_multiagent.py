@@ -288,7 +288,12 @@ def test_a_run_that_cannot_take_the_seat_is_refused_in_one_line(self_play, rllib
     shutil.copytree(runs / "resumed", other_env, ignore=shutil.ignore_patterns("ray"))
     for step_file in other_env.glob("checkpoints/*/mosaic_step.json"):
         step_file.write_text(json.dumps({**json.loads(step_file.read_text()), "env_id": "classic/connect_four_v3"}))
+    shared = runs / "shared"  # RLlib's module files are pickles: one another user may write is never loaded
+    shutil.copytree(runs / "resumed", shared, ignore=shutil.ignore_patterns("ray"))
+    for step_file in shared.glob("checkpoints/*/mosaic_step.json"):
+        step_file.chmod(0o664)
     for game, seats, words in (
+        (ARENA_GAME, ["player_1=run:shared", "player_2=random"], "is writable by others (mode 664); refused"),
         (ARENA_GAME, ["player_1=run:no-checkpoint", "player_2=random"], "run no-checkpoint has no checkpoint"),
         (ARENA_GAME, ["player_1=run:other-env", "player_2=random"], "checkpoint of env classic/connect_four_v3"),
         (
