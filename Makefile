@@ -52,7 +52,7 @@ test: venv
 # clusters (the launcher is the same on both lanes).
 GYM1 := .venv-gym1
 GYM1_TESTS ?= tests/core tests/cleanrl tests/algorithms tests/atari_mujoco tests/curriculum tests/fastlane \
-	tests/modes tests/zoo
+	tests/modes tests/zoo tests/arena
 # Of those folders' modules, these never meet gymnasium: none of their tests imports it or calls into
 # it, in the test process or any process a test starts, on gymnasium 1.x (config, flags, discovery,
 # the capabilities and run index, start-up imports, layering, FastLane's shared memory and settings,

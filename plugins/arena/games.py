@@ -1,5 +1,5 @@
 """The PettingZoo envs a match plays, by the name their module gives them (``tictactoe_v3``): turn-based
-(AEC) board games and one simultaneous-move (parallel) MPE env. PettingZoo is imported only when a
+(AEC) board games and simultaneous-move (parallel) MPE envs. PettingZoo is imported only when a
 game is made."""
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ GAMES = {
         Game("tictactoe_v3", "pettingzoo.classic.tictactoe_v3", True),
         Game("connect_four_v3", "pettingzoo.classic.connect_four_v3", True),
         Game("simple_spread_v3", "pettingzoo.mpe.simple_spread_v3", False),
+        Game("simple_push_v3", "pettingzoo.mpe.simple_push_v3", False),  # adversary against agent
     )
 }
 

@@ -35,7 +35,9 @@ WRITE_EVERY_S = 1.0  # match.json while the match plays (rewriting it after ever
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("env", metavar="ENV", help="a PettingZoo env: tictactoe_v3, connect_four_v3, simple_spread_v3")
+    from mosaic_arena.games import GAMES
+
+    parser.add_argument("env", metavar="ENV", help=f"a PettingZoo env: {', '.join(GAMES)}")
     parser.add_argument(
         "--seat",
         action="append",

@@ -18,7 +18,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cleanrl_worker.env_families import FAMILIES, family_of, register_atari
+from cleanrl_worker.env_families import FAMILIES, family_of, register_atari, register_env_plugins
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,7 @@ def _registered_family(spec: Any) -> str:
 
 
 def _register_installed() -> None:
+    register_env_plugins()
     for family in FAMILIES:
         if not family.installed:
             continue

@@ -5,13 +5,15 @@ A family is told from an env id alone (no import, no registry look-up), so the h
 :func:`prepare_family` makes the family's ids usable: Procgen's through our adapter
 (:mod:`cleanrl_worker.procgen_compat`), ALE ids explicitly,
 because ``ale-py`` registers them at import only on the gymnasium versions it was built for
-(0.9.1 does on gymnasium 0.29.1, 0.10+ on 1.x; 0.12 on 0.29.1 silently registers nothing).
+(0.9.1 does on gymnasium 0.29.1, 0.10+ on 1.x; 0.12 on 0.29.1 silently registers nothing), and
+on gymnasium 1.x the ids of the ``gymnasium.envs`` entry-point group (:func:`register_env_plugins`).
 
 Nothing here imports gymnasium, ale_py or mujoco at module level.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 from dataclasses import dataclass
@@ -215,8 +217,27 @@ def register_atari() -> None:
             register()
 
 
+def register_env_plugins() -> None:
+    """The ids installed packages declare in gymnasium's ``gymnasium.envs`` entry-point group (the
+    arena's ``mosaic/...``): gymnasium 0.29 registers them when imported, 1.x no longer does, so on
+    1.x each declared function is called here as 0.29 would. A broken one is skipped, as 0.29 warns."""
+    import gymnasium as gym
+
+    if gym.__version__.startswith("0."):
+        return
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group="gymnasium.envs"):
+        with contextlib.suppress(Exception):
+            point.load()()
+
+
 def prepare_family(env_id: str) -> None:
     """In the training process: make ``env_id``'s family usable (register ids) when it is installed."""
+    import gymnasium as gym
+
+    if env_id not in gym.registry:
+        register_env_plugins()
     family = family_of(env_id)
     if family is not None and family.key == "atari" and family.installed:
         register_atari()

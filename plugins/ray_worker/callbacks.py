@@ -77,17 +77,20 @@ class MosaicCallbacks(RLlibCallback):
 
 
 def log_agent_returns(chunks: list[Any], metrics_logger: Any) -> None:
-    """Each agent's return over a multi-agent episode's chunks; in self-play, ``main``'s."""
+    """Each agent's return over a multi-agent episode's chunks; in self-play, the learner's (``main``'s,
+    or in an MPE env its side's ``main_SIDE``'s, under ``MAIN_RETURNS/SIDE``)."""
     from ray_worker.teams import MAIN
 
     returns: dict[str, float] = {}
-    main: list[float] = []
+    main: dict[str, float] = {}
     for chunk in chunks:
         for agent, single in chunk.agent_episodes.items():
             returns[str(agent)] = returns.get(str(agent), 0.0) + float(single.get_return())
-            if chunk.module_for(agent) == MAIN:
-                main.append(float(single.get_return()))
+            module = str(chunk.module_for(agent))
+            if module == MAIN or module.startswith(f"{MAIN}_"):
+                key = MAIN_RETURNS + module[len(MAIN) :].replace("_", "/", 1)
+                main[key] = main.get(key, 0.0) + float(single.get_return())
     for agent, value in returns.items():
         metrics_logger.log_value(AGENT_RETURNS + agent, value, reduce="item_series")
-    if main:
-        metrics_logger.log_value(MAIN_RETURNS, sum(main), reduce="item_series")
+    for key, value in main.items():
+        metrics_logger.log_value(key, value, reduce="item_series")

@@ -78,11 +78,10 @@ def env_problem(env_id: str) -> str | None:
         except ImportError:
             return f"env id {env_id!r} is not a PettingZoo env of the rllib worker's environment (pettingzoo 1.24.3)"
 
-    from ray_worker.envs import register_env_families
+    from ray_worker.envs import env_spec
 
-    register_env_families()
     try:
-        gymnasium.spec(env_id)
+        env_spec(env_id)
         return None
     except gymnasium.error.Error:
         close = difflib.get_close_matches(env_id, list(gymnasium.registry), n=1, cutoff=0.6)

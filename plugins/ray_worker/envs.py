@@ -26,12 +26,29 @@ def register_env_families() -> None:
         pass
 
 
-def is_atari(env_id: str) -> bool:
+def env_spec(env_id: str) -> Any:
+    """gymnasium's spec of ``env_id``; ``MODULE:ID`` (gymnasium's own form: the module registers
+    the id when imported, e.g. ``mosaic_arena.gym_ids:mosaic/TicTacToe-vs-random-v0``) imports
+    ``MODULE`` first, as ``gymnasium.make`` does in the env runners. gymnasium's Error when unknown."""
+    import importlib
+
     import gymnasium
 
     register_env_families()
+    module, colon, name = env_id.rpartition(":")
+    if colon:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise gymnasium.error.Error(f"{module}: {exc}") from None
+    return gymnasium.spec(name if colon else env_id)
+
+
+def is_atari(env_id: str) -> bool:
+    import gymnasium
+
     try:
-        entry = gymnasium.spec(env_id).entry_point
+        entry = env_spec(env_id).entry_point
     except gymnasium.error.Error:
         return False
     return isinstance(entry, str) and entry.startswith("ale_py")

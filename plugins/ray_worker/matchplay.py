@@ -18,6 +18,7 @@ import numpy as np
 
 from ray_worker.checkpoints import multiagent_setup
 from ray_worker.pettingzoo_envs import MASK, is_turn_based, masked_observation, pettingzoo_env
+from ray_worker.teams import SHARED_MODULE
 
 MODULES = Path("learner_group") / "learner" / "rl_module"  # an RLlib checkpoint's modules, one folder each
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95 % interval
@@ -62,12 +63,13 @@ class RandomLegal:
 
 
 def load_policy(checkpoint: Path, agent: str) -> Policy:
-    """The policy that plays ``agent`` in a multi-agent run's RLlib ``checkpoint`` (its module only:
-    no algorithm, no Ray). Loading unpickles the module's class: the caller checks whose it is."""
+    """The policy that plays ``agent`` in a run's RLlib ``checkpoint`` (its module only: no
+    algorithm, no Ray): the module a multi-agent run maps to ``agent``, a single-agent run's one
+    module for any agent. Loading unpickles the module's class: the caller checks whose it is."""
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     setup = multiagent_setup(checkpoint)
-    module_id = (setup.get("agents") or {}).get(agent)
+    module_id = (setup.get("agents") or {}).get(agent) if setup else SHARED_MODULE
     if module_id is None:
         raise ValueError(f"{checkpoint} has no policy for agent {agent!r}")
     module: Any = RLModule.from_checkpoint(str(checkpoint / MODULES / module_id))  # a torch module too

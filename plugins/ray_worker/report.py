@@ -103,3 +103,7 @@ class Reporter:
         if main:
             self.scalar("self_play/main_return", sum(main) / len(main), steps)
             self.scalar("self_play/win_rate", sum(v > 0 for v in main) / len(main), steps)
+        for key in sorted(k for k in runners if k.startswith(f"{MAIN_RETURNS}/")):  # an MPE env's sides
+            side = _series(runners, key)
+            if side:
+                self.scalar(f"self_play/main_return_{key[len(MAIN_RETURNS) + 1 :]}", sum(side) / len(side), steps)

@@ -4,7 +4,8 @@ The pool is ``pool_size`` modules (``pool_0``…), never trained, that play ``ma
 (:class:`ray_worker.teams.SelfPlayMapping`). At the start each holds ``main``'s first weights;
 every ``snapshot_every`` iterations ``main``'s weights are copied into the next slot, the oldest
 snapshot giving way, and the env runners get them. Which iteration each slot holds is a function
-of the iteration (:func:`pool_record`).
+of the iteration (:func:`pool_record`). An MPE env's sides each have their own ``main_SIDE`` and
+pool (``pool_SIDE_0``…), snapshotted together.
 
 A checkpoint holds the pool as data beside RLlib's files (:data:`POOL_DIR`: ``pool.json`` and one
 ``.npz`` of weights per slot, read without unpickling); a resume restores the slots from them
@@ -14,12 +15,13 @@ A checkpoint holds the pool as data beside RLlib's files (:data:`POOL_DIR`: ``po
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ray_worker.teams import MAIN, carried_setup, pool_modules
+from ray_worker.teams import carried_setup, main_module, pool_modules, sides_of
 
 POOL_DIR = "self_play_pool"
 POOL_FILE = "pool.json"
@@ -32,9 +34,16 @@ def settings(algorithm: Any) -> dict[str, int] | None:
     return found if isinstance(found, dict) else None
 
 
-def _copy_main(algorithm: Any, slots: list[str]) -> None:
-    weights = algorithm.learner_group.get_weights(module_ids=[MAIN])[MAIN]
-    _set(algorithm, dict.fromkeys(slots, weights))
+def _copy_main(algorithm: Any, pool_size: int, slot: int | None) -> None:
+    """Each side's ``main`` into its pool's ``slot`` (None: into every slot)."""
+    sides = sides_of(carried_setup(algorithm.config))
+    mains = algorithm.learner_group.get_weights(module_ids=[main_module(side) for side in sides])
+    weights = {}
+    for side in sides:
+        slots = pool_modules(pool_size, side)
+        for module in slots if slot is None else [slots[slot]]:
+            weights[module] = mains[main_module(side)]
+    _set(algorithm, weights)
 
 
 def _set(algorithm: Any, weights: dict[str, Any]) -> None:
@@ -48,7 +57,7 @@ def start_pool(algorithm: Any) -> None:
     """Every slot holds ``main``'s first weights (a new run; a resume's are restored after)."""
     found = settings(algorithm)
     if found:
-        _copy_main(algorithm, pool_modules(found["pool_size"]))
+        _copy_main(algorithm, found["pool_size"], None)
 
 
 def after_iteration(algorithm: Any) -> None:
@@ -56,16 +65,18 @@ def after_iteration(algorithm: Any) -> None:
     found = settings(algorithm)
     if found and algorithm.iteration % found["snapshot_every"] == 0:
         snapshot = algorithm.iteration // found["snapshot_every"]
-        _copy_main(algorithm, [pool_modules(found["pool_size"])[(snapshot - 1) % found["pool_size"]]])
+        _copy_main(algorithm, found["pool_size"], (snapshot - 1) % found["pool_size"])
 
 
-def pool_record(iteration: int, pool_size: int, snapshot_every: int) -> dict[str, Any]:
+def pool_record(iteration: int, pool_size: int, snapshot_every: int, sides: Sequence[str] = ("",)) -> dict[str, Any]:
     """The pool after ``iteration`` iterations: each slot's module and the iteration its weights are from."""
     snapshots = iteration // snapshot_every
     slots = []
-    for index, module in enumerate(pool_modules(pool_size)):
+    for index in range(pool_size):
         latest = max((s for s in range(1, snapshots + 1) if (s - 1) % pool_size == index), default=0)
-        slots.append({"module": module, "iteration": latest * snapshot_every})
+        slots += [
+            {"module": pool_modules(pool_size, side)[index], "iteration": latest * snapshot_every} for side in sides
+        ]
     return {
         "format": POOL_FORMAT,
         "pool_size": pool_size,
@@ -82,7 +93,7 @@ def pool_weights(algorithm: Any, state: dict[str, Any] | None) -> dict[str, dict
     found = settings(algorithm)
     if not found:
         return None
-    modules = pool_modules(found["pool_size"])
+    modules = [m for side in sides_of(carried_setup(algorithm.config)) for m in pool_modules(found["pool_size"], side)]
     if state is not None:
         return {m: dict(state["learner_group"]["learner"]["rl_module"][m]) for m in modules}
     return dict(algorithm.learner_group.get_weights(module_ids=modules))
@@ -97,7 +108,9 @@ def write_pool(algorithm: Any, folder: Path, weights: dict[str, dict[str, Any]] 
     target.mkdir()
     for module, values in weights.items():
         np.savez(target / f"{module}.npz", **{name: np.asarray(_numpy(value)) for name, value in values.items()})
-    record = pool_record(iteration, found["pool_size"], found["snapshot_every"])
+    record = pool_record(
+        iteration, found["pool_size"], found["snapshot_every"], sides_of(carried_setup(algorithm.config))
+    )
     (target / POOL_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
 
 

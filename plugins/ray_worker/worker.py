@@ -30,7 +30,7 @@ from mosaic_core import (
 )
 from mosaic_core.procs import python_command
 from ray_worker.catalog import ALGORITHMS, ask_configs, check_answers, local_cluster_cpus, not_run_here, ray_address
-from ray_worker.checkpoints import CHECKPOINT_MARK, LAYOUT, problem
+from ray_worker.checkpoints import CHECKPOINT_MARK, LAYOUT, multiagent_setup, problem
 from ray_worker.config import DEFAULT_ENVS, DEFAULT_TOTAL_TIMESTEPS, fit_env_runners, in_our_names
 from ray_worker.multiagent import is_multiagent, setup, single_agent_problem
 from ray_worker.presets import preset_params
@@ -54,8 +54,8 @@ OWN_KEYS = [
     ),
     ExtrasKey(
         "self_play",
-        "a two-player game trained against a pool of its own past policies: true, or "
-        '{"pool_size": 5, "snapshot_every": 5} (iterations between snapshots)',
+        "a two-player game (or an MPE env's opposing sides) trained against a pool of its own past "
+        'policies: true, or {"pool_size": 5, "snapshot_every": 5} (iterations between snapshots)',
     ),
 ]
 # The run contract's keys (mode, checkpoint_*, eval_*, torch_threads...) are the core's: it checks
@@ -131,6 +131,25 @@ class RLlibWorker(Worker):
             if path is not None
             else f"no RLlib checkpoint at {checkpoint.path}"
         )
+
+    def policy_server(
+        self, checkpoint: contract.Checkpoint, config: WorkerConfig, *, agent: str, python: str
+    ) -> list[str] | None:
+        """:mod:`ray_worker.serve` in the worker's environment, serving the module the run maps to
+        ``agent`` (a single-agent run's one module for any seat). RLlib's module files are pickles:
+        the checkpoint must be the user's own (as a resume's)."""
+        from mosaic_core.runstore.trust import check_code_checkpoint
+
+        path = latest_checkpoint(Path(checkpoint.path))
+        if path is None:
+            raise UsageError(f"no RLlib checkpoint at {checkpoint.path}")
+        check_code_checkpoint(path, "RLlib checkpoint")
+        agents = multiagent_setup(path).get("agents") or {}
+        if is_multiagent(config.env_id) and agent not in agents:
+            raise UsageError(
+                f"{config.env_id} run has no policy for agent {agent!r} (its agents: {', '.join(agents) or 'none'})"
+            )
+        return python_command(python, "-m", "ray_worker.serve", "--checkpoint", str(path), "--agent", agent)
 
     def child_events(self) -> list[ChildEvent]:
         return [

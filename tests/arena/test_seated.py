@@ -11,11 +11,17 @@ pytest.importorskip("pettingzoo")
 gym = pytest.importorskip("gymnasium")
 
 
+def seated(env_id: str) -> str:
+    """The id as a user gives it: gymnasium 1.x reads no plugin group, so there it names the module that
+    registers it (gymnasium's ``MODULE:ID``); 0.29 has it from the ``gymnasium.envs`` group."""
+    return env_id if gym.__version__.startswith("0.") else f"mosaic_arena.gym_ids:{env_id}"
+
+
 @pytest.mark.parametrize("env_id", ["mosaic/TicTacToe-vs-random-v0", "mosaic/ConnectFour-as-player_1-vs-random-v0"])
 def test_gymnasium_s_checker_passes(env_id):
     from gymnasium.utils.env_checker import check_env
 
-    env = gym.make(env_id)
+    env = gym.make(seated(env_id))
     try:
         check_env(env.unwrapped)  # seeding, spaces, reset/step signatures
     finally:
@@ -23,7 +29,7 @@ def test_gymnasium_s_checker_passes(env_id):
 
 
 def test_the_observation_is_the_board_then_the_mask_and_an_illegal_move_loses():
-    env = gym.make("mosaic/TicTacToe-as-player_2-vs-random-v0")
+    env = gym.make(seated("mosaic/TicTacToe-as-player_2-vs-random-v0"))
     observation, info = env.reset(seed=4)
     assert env.observation_space.shape == (27,) and observation.dtype == np.float32
     assert info["seat"] == "player_2" and (observation[18:] == info["action_mask"]).all()
@@ -41,7 +47,7 @@ def test_the_observation_is_the_board_then_the_mask_and_an_illegal_move_loses():
 
 
 def test_a_game_ends_with_the_game_s_reward_and_the_seat_follows_the_seed():
-    env = gym.make("mosaic/TicTacToe-vs-random-v0")
+    env = gym.make(seated("mosaic/TicTacToe-vs-random-v0"))
     seats = [env.reset(seed=seed)[1]["seat"] for seed in range(12)]
     assert set(seats) == {"player_1", "player_2"}
     assert seats == [env.reset(seed=seed)[1]["seat"] for seed in range(12)]
