@@ -189,7 +189,8 @@ def module_spaces(env_id: str, representatives: dict[str, str]) -> dict[str, tup
 
     env = make_env({ENV_ID_KEY: env_id})
     try:
-        return {m: (env.observation_spaces[a], env.action_spaces[a]) for m, a in representatives.items()}
+        observations, actions = env.observation_spaces or {}, env.action_spaces or {}
+        return {m: (observations[a], actions[a]) for m, a in representatives.items()}
     finally:
         env.close()
 
