@@ -1,7 +1,8 @@
 """`mosaic league` through the real CLI: a round-robin of scripted and random operators, its standings
 (OpenSkill ratings with bootstrap CIs, the cross-play matrix) read back, a second run that replays no
-finished match, `show`, and a bad spec refused in one line; a league of trained policies from two
-workers' runs (CleanRL in a seat, XuanCe with both seats learning) beside `random` and a script."""
+finished match, `show`, and a bad spec refused in one line. The league of trained policies from the
+three workers' runs (RLlib, CleanRL, XuanCe) beside `random` and a script is
+tests/rllib/test_multiagent.py's (it has the RLlib self-play run)."""
 
 from __future__ import annotations
 
@@ -133,67 +134,3 @@ def test_a_bad_spec_is_one_line(tmp_path, spec, named):
     assert proc.returncode == 2 and named in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2 and "Traceback" not in proc.stderr  # (+ a new-runs-root note)
     assert not list((tmp_path / "var" / "trainer" / "runs").glob("league-*")) if (tmp_path / "var").exists() else True
-
-
-# The trained operators of the workers' league: name -> the `mosaic run` arguments of a short run on
-# Tic-Tac-Toe. The RLlib worker's self-play run (classic/tictactoe_v3) joins here with its run: operator.
-TRAINED = {
-    "cleanrl": ["--worker", "cleanrl", "--algo", "ppo", "--env-id", "mosaic/TicTacToe-vs-random-v0",
-                "--total-timesteps", "4096"],
-    "xuance": ["--worker", "xuance", "--algo", "ippo", "--env-id", "classic/tictactoe_v3", "--total-timesteps", "3000",
-               "--extras", '{"parallels": 4}'],
-}  # fmt: skip
-WORKERS_SPEC = """
-name = "workers"
-env = "tictactoe_v3"
-games = 6
-first_seed = 0
-[operators]
-random = "random"
-first-legal = "scripted:first-legal"
-"""
-
-
-@pytest.fixture(scope="module")
-def workers_league(xuance_env, tmp_path_factory):
-    """A project folder with one short run of each worker of TRAINED (run ids ``ttt-WORKER``) and the
-    league of their policies, `random` and `scripted:first-legal` played: (folder, the league's output)."""
-    cwd = tmp_path_factory.mktemp("league")
-    operators = []
-    for worker, args in TRAINED.items():
-        trained = mosaic(cwd, "run", *args, "--run-id", f"ttt-{worker}", "--quiet", env=xuance_env, timeout=600)
-        assert trained.returncode == 0, trained.stderr[-3000:]
-        operators.append(f'{worker} = "run:ttt-{worker}"')
-    (cwd / "workers.toml").write_text(WORKERS_SPEC + "\n".join(operators) + "\n")
-    return cwd, mosaic(cwd, "league", "workers.toml", "--json", env=xuance_env, timeout=900)
-
-
-@pytest.mark.slow  # two short training runs, then twelve matches, ten of them with a policy server
-def test_a_league_of_workers_policies_rates_them_with_a_matrix(workers_league):
-    cwd, played = workers_league
-    assert played.returncode == 0, played.stderr[-3000:]
-    standings = json.loads(played.stdout)
-    names = ["random", "first-legal", *TRAINED]
-    assert list(standings["ratings"]) == names and all(m["completed"] for m in standings["matches"])
-    assert len(standings["matches"]) == len(names) * (len(names) - 1)  # each pairing in both seat orders
-    per_operator = 2 * (len(names) - 1) * 6
-    for rating in standings["ratings"].values():
-        low, high = rating["ci95"]
-        assert rating["games"] == per_operator and low < high
-    matrix = standings["cross_play"]
-    for row in names:
-        for column in names:
-            cell = matrix[row][column]
-            if row == column:
-                assert cell is None
-                continue
-            assert cell["games"] == 12 and cell["ci95"][0] <= cell["score"] <= cell["ci95"][1]
-            assert cell["score"] + matrix[column][row]["score"] == pytest.approx(1.0)
-    root = cwd / "var" / "trainer" / "runs"
-    for worker in TRAINED:  # each trained policy played from its own worker's process
-        record = json.loads((root / f"league-workers--{worker}--random" / "match.json").read_text())
-        assert record["status"] == "completed" and record["seats"]["player_1"]["operator"] == f"run:ttt-{worker}"
-    record = json.loads((root / "league-workers--random--xuance" / "match.json").read_text())
-    assert record["seats"]["player_2"]["illegal_actions"] == 0  # XuanCe's policy obeys the mask it trained with
-    shown = mosaic(cwd, "league", "show", "workers.toml")
-    assert shown.returncode == 0 and all(name in shown.stdout for name in names)

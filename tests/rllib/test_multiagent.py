@@ -222,9 +222,11 @@ def test_connect_four_self_play_is_checked_in_the_workers_environment(rllib_env,
 # The arena: the self-play run as an operator (`run:resumed`), served by the worker's environment.
 ARENA_GAME = "tictactoe_v3"  # the arena's name of classic/tictactoe_v3
 CLEANRL_SEATED = "ttt-ppo"
+XUANCE_BOTH_SEATS = "ttt-ippo"
 LEAGUE_OPERATORS = {  # a policy of another worker joins with a line: NAME = "run:ITS_RUN" (trained in `runs`)
     "rllib": "run:resumed",
     "cleanrl": f"run:{CLEANRL_SEATED}",
+    "xuance": f"run:{XUANCE_BOTH_SEATS}",
     "random": "random",
     "first-legal": "scripted:first-legal",
 }
@@ -325,10 +327,20 @@ def cleanrl_seated(self_play, rllib_env):
     return self_play["runs"]
 
 
-def test_a_league_of_workers_policies_a_script_and_random_is_rated(cleanrl_seated, rllib_env, tmp_path):
+@pytest.fixture(scope="module")
+def xuance_both_seats(cleanrl_seated, xuance_env):
+    """A XuanCe IPPO run trained briefly on Tic-Tac-Toe (both seats learning), beside the other two."""
+    done = _mosaic(xuance_env, "run", "--worker", "xuance", "--algo", "ippo", "--env-id", "classic/tictactoe_v3",
+                   "--total-timesteps", "3000", "--extras", '{"parallels": 4}', "--runs-dir", str(cleanrl_seated),
+                   "--run-id", XUANCE_BOTH_SEATS, "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return cleanrl_seated
+
+
+def test_a_league_of_workers_policies_a_script_and_random_is_rated(xuance_both_seats, rllib_env, tmp_path):
     pytest.importorskip("openskill")
     pytest.importorskip("mosaic_example_plugin.operators")
-    runs = cleanrl_seated
+    runs = xuance_both_seats  # an RLlib, a CleanRL and a XuanCe run, each served from its own worker's process
     lines = ['name = "workers"', f'env = "{ARENA_GAME}"', f"games = {LEAGUE_GAMES}", "first_seed = 0", "[operators]"]
     spec = tmp_path / "league.toml"
     spec.write_text("\n".join([*lines, *(f'{name} = "{op}"' for name, op in LEAGUE_OPERATORS.items())]) + "\n")
@@ -349,10 +361,15 @@ def test_a_league_of_workers_policies_a_script_and_random_is_rated(cleanrl_seate
             cell = matrix[row][column]
             assert cell["games"] == 2 * LEAGUE_GAMES and cell["ci95"][0] <= cell["score"] <= cell["ci95"][1]
             assert cell["score"] + matrix[column][row]["score"] == pytest.approx(1.0)
-    for match in standings["matches"]:  # the RLlib policy played by the rules in every seat
+    masked = {
+        "run:resumed",
+        f"run:{XUANCE_BOTH_SEATS}",
+    }  # RLlib's and XuanCe's policies obey the masks they learnt with
+    for match in standings["matches"]:
         seats = json.loads((runs / match["run_id"] / "match.json").read_text())["seats"]
+        assert match["completed"] and set(LEAGUE_OPERATORS.values()) >= {seat["operator"] for seat in seats.values()}
         for seat in seats.values():
-            assert seat["operator"] != "run:resumed" or seat["illegal_actions"] == 0
+            assert seat["operator"] not in masked or seat["illegal_actions"] == 0, seat
     shown = _mosaic(rllib_env, "league", "show", str(spec), "--runs-dir", str(runs), "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout)["ratings"] == standings["ratings"], shown.stderr
     assert not _servers(runs)
