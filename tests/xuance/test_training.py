@@ -229,9 +229,12 @@ def test_algos_lists_algorithms_and_envs(xuance_env):
     assert {"mpe/simple_push_v3", "mpe/simple_adversary_v3"} <= set(listed["maddpg"]["envs"])
     assert "mpe/simple_push_v3" not in listed["qmix"]["envs"] + listed["mappo"]["envs"]  # no config; fails
     assert "robotic_warehouse/rware-tiny-2ag-v2" in listed["mappo"]["envs"]
-    # only what this environment can build: no football, StarCraft, magent2, nor rware's old v1 ids
+    # only what this environment can build: no football, StarCraft, magent2, nor rware's old v1 ids; the
+    # worker's own configs add PettingZoo's board games (classic/...)
     every = {env for e in listed.values() for env in e["envs"]}
-    assert {env.split("/")[0] for env in every} == {"mpe", "robotic_warehouse"} and not any("v1" in e for e in every)
+    families = {"mpe", "robotic_warehouse", "classic"}
+    assert {env.split("/")[0] for env in every} == families and not any("v1" in e for e in every)
+    assert {"classic/tictactoe_v3", "classic/connect_four_v3"} <= set(listed["ippo"]["envs"])
 
 
 def test_enjoy_replays_a_xuance_run(trained, xuance_env):
