@@ -12,11 +12,12 @@ runner, a library's own logger) report through :func:`report_scalar`, :func:`pub
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
 from mosaic_core import _patchpoints
 from mosaic_core._patchpoints import current, plugins
@@ -41,6 +42,7 @@ __all__ = [
     "HostCancel",
     "Stopped",
     "FRAME_CHECK_S",
+    "protocol_stdout",
 ]
 
 
@@ -239,3 +241,14 @@ class HostCancel:
     def exit_code(self) -> int:
         """128 + the signal, as a shell reports a process a signal ended."""
         return 128 + int(self.signal or signal.SIGTERM)
+
+
+def protocol_stdout() -> IO[str]:
+    """For a program that answers on stdout in JSON lines (a worker's policy server, its interactive
+    session): a line-buffered stream to the real stdout for the protocol's lines; file descriptor 1
+    and ``sys.stdout`` then go to stderr, so what a library prints never mixes into them."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", buffering=1)
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    return out

@@ -33,11 +33,12 @@ import base64
 import io
 import json
 import math
-import os
 import sys
 from typing import IO, Any
 
 import numpy as np
+
+from mosaic_core.child import protocol_stdout
 
 COMMANDS = {
     "reset": 'start an episode: {"cmd": "reset", "seed": 3} (seed optional)',
@@ -334,15 +335,6 @@ def serve(session: Session, lines: IO[str], out: IO[str]) -> int:
         send(response)
         if response["type"] == "stopped":
             return 0
-
-
-def protocol_stdout() -> IO[str]:
-    """A private copy of stdout for protocol lines; fd 1 (and ``sys.stdout``) go to stderr."""
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", buffering=1)
-    sys.stdout.flush()
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    sys.stdout = sys.stderr
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

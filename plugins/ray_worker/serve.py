@@ -14,20 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-
-def protocol_stdout() -> IO[str]:
-    """A stream to the real stdout for protocol lines; file descriptor 1 (and ``sys.stdout``) become stderr."""
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return out
+from mosaic_core.child import protocol_stdout
 
 
 def observation_sizes(space: Any) -> tuple[int, int]:

@@ -29,6 +29,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from mosaic_core.child import protocol_stdout
+
 
 class ServeError(Exception):
     """The checkpoint cannot serve this agent; one line on stderr, exit code 2."""
@@ -153,15 +155,6 @@ def serve(served: ServedAgent, lines: IO[str], out: IO[str]) -> int:
         if response["type"] == "stopped":
             break
     return 0
-
-
-def protocol_stdout() -> IO[str]:
-    """A private copy of stdout for protocol lines; fd 1 (what XuanCe or torch print) goes to stderr."""
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", buffering=1)
-    sys.stdout.flush()
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    sys.stdout = sys.stderr
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
