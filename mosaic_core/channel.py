@@ -97,9 +97,10 @@ class ChannelReceiver:
             return
         self._stop.set()
         if self._thread.is_alive():
-            try:  # wake the blocked recv now instead of at its next timeout
+            try:  # wake the blocked recv now instead of at its next timeout; never wait to: a full
+                # queue (the thread may have stopped reading it) already wakes it, and is drained below
                 with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as waker:
-                    waker.sendto(b"", _abstract(self.address))
+                    waker.sendto(b"", socket.MSG_DONTWAIT, _abstract(self.address))
             except OSError:
                 pass
             self._thread.join(timeout=2)
