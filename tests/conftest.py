@@ -249,13 +249,17 @@ def runs_root(workdir: Path) -> Path:
 # folder whose conftest has session fixtures that cost (training runs: tests/modes, analytics; a
 # cluster: tests/slurm, whose cluster binds fixed ports, and tests/ray_launcher, written for one Ray
 # cluster) goes whole, for the same reason; or its fixture is made once for every process
-# (once_per_session: tests/algorithms' smoke runs, which its folder's modules share). The work is queued longest first
-# (tests/durations.json, made by .ci/durations.py), so the last to finish is a short one. (xdist's
-# own `loadgroup` would do the grouping, but does not on pytest 9.2: pytest-xdist#1386.)
+# (once_per_session: tests/algorithms' smoke runs, which its folder's modules share). The work is queued
+# longest first (tests/durations.json, made by .ci/durations.py; WAITING_FIRST before all), so the last
+# to finish is a short one. (xdist's own `loadgroup` would do the grouping, but does not on pytest 9.2:
+# pytest-xdist#1386.)
 # The other way round, a module whose tests share no costly fixture and that alone would outlast a
 # lane's share of the work (the run contract's resumes: minutes each) is split, a test (each of its
 # parameters) or a test class (its class fixtures) to a unit, so the processes share it.
 ONE_PROCESS = {f"tests/{name}" for name in ("modes", "analytics", "slurm", "ray_launcher")}
+# Scopes that mostly wait (Slurm's time-limit checks every 30 s, a requeued job's start) go first, whatever
+# their seconds: their waits then overlap the other processes' work instead of ending the lane alone.
+WAITING_FIRST = {"tests/slurm"}
 SPLIT = {"tests/algorithms/test_run_contract.py"}
 # The seconds each unit took: a module, or a test or class of a SPLIT module.
 UNIT_SECONDS: dict[str, float] = json.loads((Path(__file__).parent / "durations.json").read_text())
@@ -295,7 +299,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         units[xdist_scope(item.nodeid)].add(xdist_unit(item.nodeid))
     cost = {scope: sum(UNIT_SECONDS.get(u, UNKNOWN_SECONDS) for u in found) for scope, found in units.items()}
-    items.sort(key=lambda item: -cost[xdist_scope(item.nodeid)])  # stable: each scope's own order kept
+
+    def queued(item: pytest.Item) -> tuple[bool, float]:
+        scope = xdist_scope(item.nodeid)
+        return scope not in WAITING_FIRST, -cost[scope]
+
+    items.sort(key=queued)  # stable: each scope's own order kept
 
 
 def once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str, make, to_json, from_json):

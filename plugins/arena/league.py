@@ -33,10 +33,13 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mosaic_core import UsageError
 from mosaic_core.toolkit import check_runs_root, default_runs_root, read_spec_text, write_json_atomic
+
+if TYPE_CHECKING:
+    from mosaic_arena.registry import SeatedOperators
 
 __all__ = ["LEAGUE_SCHEMA", "configure", "run"]
 
@@ -148,22 +151,37 @@ def _status(folder: Path) -> str | None:
 
 
 def _play(spec: dict[str, Any], root: Path) -> int:
-    seats = _check_operators(spec, root)
-    if spec["schedule"] == "budget":
-        return _play_budget(spec, root, seats)
+    """The matches not yet played; a served policy's process (``run:``) is kept across them, one per
+    seat it takes, and stopped when the league ends however it ends."""
+    from mosaic_arena.registry import SeatedOperators
+
+    built = SeatedOperators(keep=True)
+    try:
+        seats = _check_operators(spec, root, built)
+        if spec["schedule"] == "budget":
+            return _play_budget(spec, root, seats, built)
+        return _play_round_robin(spec, root, seats, built)
+    finally:
+        if built.kept:
+            print(f"mosaic: league {spec['name']}: {len(built.kept)} policy servers (one per run: operator and seat) "
+                  "served its matches", file=sys.stderr)  # fmt: skip
+        built.close()
+
+
+def _play_round_robin(spec: dict[str, Any], root: Path, seats: list[str], built: SeatedOperators) -> int:
     pairs = _schedule(spec)
     for k, (first, second) in enumerate(pairs, 1):
         done, run_id = _completed(root, _base(spec, first, second))
         if done is not None:
             print(f"mosaic: league {spec['name']}: {run_id} played already ({k}/{len(pairs)})", file=sys.stderr)
             continue
-        code = _play_match(spec, root, seats, (first, second), run_id, spec["games"], spec["first_seed"])
+        code = _play_match(spec, root, seats, (first, second), run_id, spec["games"], spec["first_seed"], built)
         if code:
             return code
     return 0
 
 
-def _play_budget(spec: dict[str, Any], root: Path, seats: list[str]) -> int:
+def _play_budget(spec: dict[str, Any], root: Path, seats: list[str], built: SeatedOperators) -> int:
     """Matches of the least certain pairing (:func:`_least_certain`) until ``budget_games`` games are played."""
     played = [match for match in _played(spec, root) if match.games is not None]
     if played:
@@ -174,7 +192,7 @@ def _play_budget(spec: dict[str, Any], root: Path, seats: list[str]) -> int:
         k = 1 + sum((match.first, match.second) == (first, second) for match in played)
         _done, run_id = _completed(root, _base(spec, first, second, k))
         seed = spec["first_seed"] + (k - 1) * spec["games"]  # a pairing met again plays new games
-        code = _play_match(spec, root, seats, (first, second), run_id, min(spec["games"], left), seed)
+        code = _play_match(spec, root, seats, (first, second), run_id, min(spec["games"], left), seed, built)
         if code:
             return code
         before, played = len(played), [match for match in _played(spec, root) if match.games is not None]
@@ -207,7 +225,14 @@ def _least_certain(spec: dict[str, Any], games: list[Any]) -> tuple[str, str]:
 
 
 def _play_match(
-    spec: dict[str, Any], root: Path, seats: list[str], pair: tuple[str, str], run_id: str, games: int, seed: int
+    spec: dict[str, Any],
+    root: Path,
+    seats: list[str],
+    pair: tuple[str, str],
+    run_id: str,
+    games: int,
+    seed: int,
+    built: SeatedOperators,
 ) -> int:
     """``mosaic match`` of the pair's operators in the game's two seats, quiet; its exit code."""
     from mosaic_arena.match import run as play_match
@@ -215,7 +240,7 @@ def _play_match(
     specs = [f"{seat}={spec['operators'][name]}" for seat, name in zip(seats, pair, strict=True)]
     ns = argparse.Namespace(env=spec["env"], seat=specs, episodes=games, seeds=str(seed), run_id=run_id,
                             runs_dir=str(root), quiet=True)  # fmt: skip
-    return play_match(ns)
+    return play_match(ns, built)
 
 
 @dataclass(frozen=True)
@@ -250,24 +275,22 @@ def _games(folder: Path, first: str, second: str) -> list[Any]:
     return [Game(first, second, outcome) for outcome in record["seats"][seat]["outcomes"]]
 
 
-def _check_operators(spec: dict[str, Any], root: Path) -> list[str]:
-    """The game's two seats, each operator built once for the first and closed: nothing of the league
-    plays before all of them fit (a ``run:`` operator's server starts and stops here)."""
+def _check_operators(spec: dict[str, Any], root: Path, built: SeatedOperators) -> list[str]:
+    """The game's two seats, each operator built once for the first: nothing of the league plays
+    before all of them fit (a ``run:`` operator's server, started here, is kept for the first seat)."""
     import dataclasses
 
     from mosaic_arena.games import find_game, seats_of
     from mosaic_arena.operators import OperatorError
-    from mosaic_arena.registry import operator_kinds, seat_operator
 
     try:
         seats = seats_of(find_game(spec["env"]))
         if len(seats) != 2:
             raise OperatorError(f"league: {spec['env']} has {len(seats)} seats; a league pairs two operators")
         first = dataclasses.replace(next(iter(seats.values())), runs_root=root)
-        kinds = operator_kinds()
         for name, operator in spec["operators"].items():
             try:
-                seat_operator(operator, first, kinds).close()
+                built.release(built.build(operator, first))
             except OperatorError as exc:
                 raise OperatorError(f"league spec, operators.{name}: {exc}") from None
     except OperatorError as exc:

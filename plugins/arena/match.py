@@ -18,10 +18,13 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mosaic_core import EventEmitter, RunDirectory, UsageError
 from mosaic_core.toolkit import check_run_id, check_runs_root, default_runs_root, new_run_id, write_json_atomic
+
+if TYPE_CHECKING:
+    from mosaic_arena.registry import SeatedOperators
 
 __all__ = ["MATCH_FILE", "MatchRecorder", "configure", "run"]
 
@@ -89,8 +92,12 @@ def seeds_record(seeds: list[int]) -> dict[str, Any]:
     return {"seeds": seeds}
 
 
-def run(ns: argparse.Namespace) -> int:
+def run(ns: argparse.Namespace, built: SeatedOperators | None = None) -> int:
+    """The match ``ns`` asks for; ``built``: a league's operators, kept across its matches."""
     from mosaic_arena.operators import OperatorError
+    from mosaic_arena.registry import SeatedOperators
+
+    built = built or SeatedOperators()
 
     if not 1 <= ns.episodes <= MAX_EPISODES:
         raise UsageError(f"--episodes must be from 1 to {MAX_EPISODES:,}, got {ns.episodes}")
@@ -106,18 +113,18 @@ def run(ns: argparse.Namespace) -> int:
     folder.check_usable()
     try:
         where = {"runs_root": root, "match_dir": folder.path, "human_timeout_s": human_timeout}
-        game, seats, specs, operators = _seat_everyone(ns.env, ns.seat, where)
+        game, seats, specs, operators = _seat_everyone(ns.env, ns.seat, where, built)
     except OperatorError as exc:
         raise UsageError(str(exc)) from None
     try:
         return _record(MatchRecorder(folder, game.name, specs, seeds, quiet=ns.quiet), game, seats, operators)
     finally:
         for operator in operators.values():
-            operator.close()
+            built.release(operator)
 
 
 def _seat_everyone(
-    env: str, given: list[str], where: dict[str, Any]
+    env: str, given: list[str], where: dict[str, Any], built: SeatedOperators
 ) -> tuple[Any, dict[str, Any], dict[str, str], dict[str, Any]]:
     """The game, its seats (with ``where``: the runs root, the match's folder, a person's time per
     move), each seat's spec and its operator; :class:`OperatorError` for anything that does not fit
@@ -126,7 +133,7 @@ def _seat_everyone(
 
     from mosaic_arena.games import find_game, seats_of
     from mosaic_arena.operators import OperatorError
-    from mosaic_arena.registry import operator_kinds, parse_seat, seat_operator
+    from mosaic_arena.registry import parse_seat
 
     game = find_game(env)
     seats = {name: dataclasses.replace(seat, **where) for name, seat in seats_of(game).items()}
@@ -141,14 +148,13 @@ def _seat_everyone(
     missing = [name for name in seats if name not in specs]
     if missing:
         raise OperatorError(f"no operator for seat {', '.join(missing)} of {env}: add --seat {missing[0]}=random")
-    kinds = operator_kinds()
     operators: dict[str, Any] = {}
     try:
         for name, spec in specs.items():
-            operators[name] = seat_operator(spec, seats[name], kinds)
+            operators[name] = built.build(spec, seats[name])
     except BaseException:
         for operator in operators.values():
-            operator.close()
+            built.release(operator)
         raise
     return game, seats, specs, operators
 

@@ -1,11 +1,14 @@
-"""Operator kinds from every plugin's ``mosaic_operators`` (the one registration path), and the seat
-specs a match is given (``NAME=OPERATOR``) turned into operators."""
+"""Operator kinds from every plugin's ``mosaic_operators`` (the one registration path), the seat
+specs a match is given (``NAME=OPERATOR``) turned into operators, and :class:`SeatedOperators`,
+which a league uses to keep a served policy's process across its matches."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mosaic_arena.operators import Operator, OperatorError, OperatorInfo, Seat
 
-__all__ = ["operator_kinds", "parse_seat", "seat_operator"]
+__all__ = ["SeatedOperators", "operator_kinds", "parse_seat", "seat_operator"]
 
 
 def operator_kinds() -> dict[str, OperatorInfo]:
@@ -40,3 +43,36 @@ def seat_operator(spec: str, seat: Seat, kinds: dict[str, OperatorInfo]) -> Oper
     if info is None:
         raise OperatorError(f"--seat {seat.agent}={spec}: unknown operator kind {name!r} (known: {', '.join(kinds)})")
     return info.factory(argument, seat)
+
+
+class SeatedOperators:
+    """Builds the operators of one match, or of a league's matches (``keep``): then an operator
+    that says it may be reused (``reusable = True``: a served policy, greedy, whose process costs
+    its worker's imports to start) is kept for the next match seating the same spec in the same
+    seat of the same game, and closed by :meth:`close` at the league's end."""
+
+    def __init__(self, keep: bool = False):
+        self.keep = keep
+        self.kept: dict[tuple[str, str, str], Any] = {}
+        self.kinds: dict[str, OperatorInfo] | None = None
+
+    def build(self, spec: str, seat: Seat) -> Any:
+        key = (seat.game, seat.agent, spec)
+        if key in self.kept:
+            return self.kept[key]
+        if self.kinds is None:
+            self.kinds = operator_kinds()
+        operator = seat_operator(spec, seat, self.kinds)
+        if self.keep and getattr(operator, "reusable", False):
+            self.kept[key] = operator
+        return operator
+
+    def release(self, operator: Any) -> None:
+        """A match is done with ``operator``: closed unless kept."""
+        if not any(operator is kept for kept in self.kept.values()):
+            operator.close()
+
+    def close(self) -> None:
+        for operator in self.kept.values():
+            operator.close()
+        self.kept.clear()

@@ -80,6 +80,8 @@ def _server_command(ref: str, step: int | None, seat: Seat) -> tuple[list[str], 
 class ServedPolicy:
     """An operator whose actions come from a policy server process (``Worker.policy_server``)."""
 
+    reusable = True  # greedy and stateless between calls: a league keeps it across its matches
+
     def __init__(self, command: list[str], label: str):
         self.label = label
         self.errors: IO[bytes] = tempfile.TemporaryFile()

@@ -346,6 +346,8 @@ def test_a_league_of_workers_policies_a_script_and_random_is_rated(xuance_both_s
     spec.write_text("\n".join([*lines, *(f'{name} = "{op}"' for name, op in LEAGUE_OPERATORS.items())]) + "\n")
     done = _mosaic(rllib_env, "league", str(spec), "--runs-dir", str(runs), "--json", timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
+    # A policy's server is started once per seat it takes and kept across the league's 20 matches.
+    assert "workers: 6 policy servers (one per run: operator and seat) served its matches" in done.stderr
     standings = json.loads(done.stdout)
     assert standings == json.loads((runs / "league-workers.json").read_text())
     names = list(LEAGUE_OPERATORS)
