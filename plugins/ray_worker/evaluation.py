@@ -1,8 +1,13 @@
-"""Evaluation of an RLlib algorithm by the run contract (``mosaic.eval/1``): episodes played on the
-driver by an env runner of its own (one env, no Ray actor), one reset seed per episode
-(:func:`mosaic_core.contract.eval_seeds`), with the algorithm's weights and connector states and
-normalisation frozen (``MeanStdFilter`` and its kind stop updating). The training algorithm is
-left as it was: its env runners, connector statistics and random generators are not touched."""
+"""Evaluation of an RLlib policy by the run contract (``mosaic.eval/1``): episodes played by an env
+runner of its own (one env, no Ray actor), one reset seed per episode
+(:func:`mosaic_core.contract.eval_seeds`), with the policy's weights and connector states and
+normalisation frozen (``MeanStdFilter`` and its kind stop updating).
+
+Two sources: a training algorithm (``--eval-every-checkpoint``: its env runners, connector
+statistics and random generators are left as they were), or a checkpoint (``mosaic evaluate``:
+the env runner is built from the checkpoint's own config, its connectors' saved states and its
+learner's module weights, in this process without starting Ray, so an evaluation costs the
+episodes, not a cluster)."""
 
 from __future__ import annotations
 
@@ -15,18 +20,46 @@ from mosaic_core import contract
 WORKER = "rllib"
 
 
-def _frozen_runner(algo: Any) -> Any:
+def _runner(config: Any) -> Any:
+    """An env runner of ``config``'s (copied) with one env, here, unseeded: an env runner seeds the
+    process's global generators (random, numpy, torch) at its start."""
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-    config = algo.config.copy(copy_frozen=False)
-    # No seed: an env runner seeds the process's global generators (random, numpy, torch) at its start.
+    config = config.copy(copy_frozen=False)
     config.env_runners(num_env_runners=0, num_envs_per_env_runner=1).debugging(seed=None)
-    runner = SingleAgentEnvRunner(config=config)
-    runner.set_state(algo.env_runner.get_state())  # the module's weights, the connectors' statistics
+    return SingleAgentEnvRunner(config=config)
+
+
+def _frozen(runner: Any) -> Any:
     for piece in getattr(runner._env_to_module, "connectors", ()):
         if hasattr(piece, "_update_stats"):  # MeanStdFilter: normalisation frozen
             piece._update_stats = False
     return runner
+
+
+def algorithm_runner(algo: Any) -> Any:
+    """The training algorithm's policy in an env runner of its own."""
+    runner = _runner(algo.config)
+    runner.set_state(algo.env_runner.get_state())  # the module's weights, the connectors' statistics
+    return _frozen(runner)
+
+
+def checkpoint_runner(checkpoint: Path) -> tuple[Any, int | None]:
+    """A single-agent run's policy at ``checkpoint``, in an env runner of the checkpoint's config,
+    without Ray; and the run's training seed. Loading unpickles the checkpoint (the config, the
+    module's class): the caller checked whose it is (``train.check_checkpoint``)."""
+    import pickle
+
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    saved = pickle.loads((checkpoint / "env_runner" / "class_and_ctor_args.pkl").read_bytes())
+    config = saved["ctor_args_and_kwargs"][1]["config"]  # the env runners' config, as training ran them
+    runner = _runner(config)
+    runner.restore_from_path(str(checkpoint / "env_runner"))  # the connectors' states
+    module = RLModule.from_checkpoint(str(checkpoint / "learner_group" / "learner" / "rl_module" / DEFAULT_MODULE_ID))
+    runner.module.set_state(module.get_state())  # the learner's weights, which training synced to its runners
+    return _frozen(runner), config.seed
 
 
 def _recording(runner: Any, frames: list[Any]) -> None:
@@ -53,10 +86,10 @@ def _stop_recording(runner: Any) -> None:
 
 
 def play(
-    algo: Any, seeds: Sequence[int], deterministic: bool, video: Path | None = None
+    runner: Any, seeds: Sequence[int], deterministic: bool, video: Path | None = None
 ) -> tuple[list[float], list[int]]:
-    """One episode per seed; (returns, lengths). ``video``: the first episode as an MP4 there."""
-    runner = _frozen_runner(algo)
+    """One episode per seed on ``runner`` (stopped at the end); (returns, lengths). ``video``: the
+    first episode as an MP4 there."""
     returns: list[float] = []
     lengths: list[int] = []
     frames: list[Any] = []
@@ -77,7 +110,7 @@ def play(
 
 
 def evaluate(
-    algo: Any,
+    runner: Any,
     *,
     algo_name: str,
     env_id: str,
@@ -89,9 +122,9 @@ def evaluate(
     deterministic: bool,
     video: Path | None = None,
 ) -> dict[str, Any]:
-    """The ``mosaic.eval/1`` result of ``episodes`` episodes of ``algo`` (``video``: the first as an MP4)."""
+    """The ``mosaic.eval/1`` result of ``episodes`` episodes on ``runner`` (``video``: the first as an MP4)."""
     seeds = contract.eval_seeds(episodes, training_seed, eval_seed)
-    returns, lengths = play(algo, seeds, deterministic, video)
+    returns, lengths = play(runner, seeds, deterministic, video)
     return contract.eval_result(
         worker=WORKER,
         algo=algo_name,
@@ -110,21 +143,25 @@ def summary(result: dict[str, Any]) -> dict[str, Any]:
     return {key: result[key] for key in ("global_step", "checkpoint", "mean", "std", "iqm", "episodes", "protocol")}
 
 
-def evaluate_checkpoint(algo: Any, ns: Any, checkpoint: Path) -> None:
-    """Mode ``evaluate``: ``--eval-episodes`` episodes of the checkpoint, ``mosaic.eval/1`` to ``--eval-out``."""
+def evaluate_checkpoint(ns: Any, checkpoint: Path) -> None:
+    """Mode ``evaluate`` of a single-agent run, without Ray: ``--eval-episodes`` episodes of the
+    checkpoint, ``mosaic.eval/1`` to ``--eval-out``."""
     from ray_worker.checkpoints import saved_step
+    from ray_worker.configs import register_creator
 
+    register_creator(ns.env)  # the checkpoint's config names its env by the creator's registered name
+    runner, training_seed = checkpoint_runner(checkpoint)
     # The first seed: --eval-seed, else --seed (`mosaic evaluate` passes the first evaluation seed as the
     # run's seed), else the training seed of the checkpoint + 1,000,000.
     first = ns.eval_seed if ns.eval_seed is not None else ns.seed
     result = evaluate(
-        algo,
+        runner,
         algo_name=ns.algo,
         env_id=ns.env,
         checkpoint=str(checkpoint),
         global_step=saved_step(checkpoint),
         episodes=ns.eval_episodes,
-        training_seed=algo.config.seed,
+        training_seed=training_seed,
         eval_seed=first,
         deterministic=ns.eval_deterministic,
         video=Path(ns.video).absolute() if ns.video else None,

@@ -11,7 +11,7 @@ done, each iteration reported by :class:`ray_worker.report.Reporter`.
 Modes (the run contract, docs/run-contract.md): ``train``; ``resume`` (``Algorithm.from_checkpoint``:
 iteration, lifetime counters, learner, optimizer and connector states; the env runners sample with
 the restored weights from the first iteration; steps continue from the checkpoint's);
-``evaluate`` (:mod:`ray_worker.evaluation`: ``mosaic.eval/1`` to ``--eval-out``).
+``evaluate`` (:mod:`ray_worker.evaluation`: ``mosaic.eval/1`` to ``--eval-out``; without Ray).
 
 Checkpoints (:mod:`ray_worker.checkpoints`): ``checkpoints/step_<N>/`` every
 ``--checkpoint-frequency`` env steps, at the end and on a stop. A stop (SIGTERM, SIGUSR1, SIGINT)
@@ -448,10 +448,10 @@ def checkpoint(algo: Any, ns: Namespace, step: int, reason: str) -> None:
     path = save(algo, step, reason, ns.env)
     if ns.eval_every_checkpoint and reason != "cancelled":  # a stop has no time for it
         from mosaic_core.child import emit_event
-        from ray_worker.evaluation import evaluate, summary
+        from ray_worker.evaluation import algorithm_runner, evaluate, summary
 
         result = evaluate(
-            algo,
+            algorithm_runner(algo),
             algo_name=ns.algo,
             env_id=ns.env,
             checkpoint=str(path),
@@ -501,7 +501,6 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     from ray.rllib.algorithms.algorithm import Algorithm
 
     from ray_worker.configs import register_creator
-    from ray_worker.evaluation import evaluate_checkpoint
     from ray_worker.selfplay import restore_pool
 
     checkpoint = Path(ns.checkpoint) if ns.checkpoint else None
@@ -520,11 +519,7 @@ def run(ns: Namespace, threads: int, stop: HostCancel) -> int:
     _ALGO["algo"] = algo  # for the stop's thread
     try:
         stop.looping()
-        if ns.mode == "evaluate":
-            assert checkpoint is not None  # check_arguments refused an evaluation without one
-            evaluate_checkpoint(algo, ns, checkpoint)
-        else:
-            train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)
+        train(algo, ns, stop, saved_step(checkpoint) if checkpoint else 0)
     finally:
         if ns.ray_address or _FINISHED.is_set() or not (stop.requested or _SIGNALLED.is_set()):
             algo.stop()  # (a stopped run's own cluster is ended at once instead: end_cancelled_local_run)
@@ -550,11 +545,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     child.connect()
     check_arguments(ns)
-    if ns.mode == "evaluate" and is_multiagent(ns.env):  # its policies play without Ray (ray_worker.matchplay)
-        from ray_worker.evaluation import evaluate_multiagent
+    if ns.mode == "evaluate":  # without Ray: the policy plays here (ray_worker.evaluation, .matchplay)
+        from ray_worker.evaluation import evaluate_checkpoint, evaluate_multiagent
 
-        check_checkpoint(Path(ns.checkpoint))
-        evaluate_multiagent(ns, Path(ns.checkpoint))
+        check_checkpoint(Path(ns.checkpoint))  # check_arguments refused an evaluation without one
+        import torch
+
+        torch.set_num_threads(threads)
+        (evaluate_multiagent if is_multiagent(ns.env) else evaluate_checkpoint)(ns, Path(ns.checkpoint))
         return 0
     # A stop (SIGTERM, SIGUSR1, SIGINT) is watch_for_stop's: in the training loop it saves the last
     # completed iteration at once; before the loop the run ends at once.
