@@ -384,3 +384,6 @@ class Accessors(HookCalls):
         self._call(
             "mosaic_on_scalar", False, child=child, tag=tag, value=value, step=step, agent=agent, log_dir=log_dir
         )
+
+    def scalars_reported(self, child: ChildContext) -> None:
+        self._call("mosaic_scalars_reported", False, child=child)

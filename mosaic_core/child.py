@@ -34,6 +34,7 @@ __all__ = [
     "emit_event",
     "refuse_config",
     "report_scalar",
+    "scalars_reported",
     "frame_wanted",
     "publish_frame",
     "evaluation_envs",
@@ -96,6 +97,16 @@ def report_scalar(tag: str, value: float, step: int | None = None, agent: str | 
         ready[1].on_scalar(
             ready[0], tag, float(value), None if step is None else int(step), None if agent is None else str(agent)
         )
+
+
+def scalars_reported() -> None:
+    """The program has reported what it has for now (the values of an iteration that ends, say),
+    after a burst of :func:`report_scalar`: plugins that send scalars in batches send them now, so
+    the host sees them without waiting for the next one (the live metric bridge sends only when a
+    scalar finds its batch due). Cheap; call it once per burst, not after each scalar."""
+    ready = _patchpoints.ready()
+    if ready is not None:
+        ready[1].scalars_reported(ready[0])
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ __all__ = [
     "mosaic_on_frame",
     "mosaic_frame_wanted",
     "mosaic_on_scalar",
+    "mosaic_scalars_reported",
     "mosaic_host_lost",
 ]
 
@@ -184,6 +185,26 @@ def mosaic_on_scalar(
         def mosaic_on_scalar(child, tag, value, step, agent):
             if tag == "charts/episodic_return" and agent is None:
                 BEST[0] = max(BEST[0], value)
+    """
+
+
+@spec(ISOLATE)
+def mosaic_scalars_reported(child: ChildContext) -> None:
+    """The training program has reported what it has for now: a burst of scalars (an RLlib
+    iteration's values) ended (:func:`mosaic_core.child.scalars_reported`).
+
+    Called in the training process by programs that report in bursts, once a burst ends. A
+    plugin that holds scalars to send them in batches (:func:`mosaic_on_scalar`) sends what it
+    holds now, so the host sees an iteration's values as it ends rather than with the next
+    one's. Must be cheap (never block). Return value ignored. Failure: isolate.
+
+    **Example:**
+
+    .. code-block:: python
+
+        @hookimpl
+        def mosaic_scalars_reported(child):
+            PENDING.send_now()
     """
 
 

@@ -318,3 +318,9 @@ def mosaic_on_scalar(child, tag, value, step, agent):
     # A multi-agent run's per-agent values are series of their own (``agents/<id>/<tag>``),
     # never mixed into the run's (team's) series of the same tag.
     (bridge._buffer or bridge.buffer_for(child)).add(tag if agent is None else f"agents/{agent}/{tag}", value, step)
+
+
+@hookimpl
+def mosaic_scalars_reported(child):
+    if bridge._buffer is not None:  # a burst ended: its values go to the host now, not with the next burst
+        bridge._buffer.flush()

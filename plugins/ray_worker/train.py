@@ -405,6 +405,7 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
     under way (saved here when no iteration had completed at the signal)."""
     from torch.utils.tensorboard import SummaryWriter
 
+    from mosaic_core.child import scalars_reported
     from ray_worker.report import Reporter
     from ray_worker.teams import module_agents
 
@@ -421,6 +422,7 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
             with LAST.lock:  # a stop saves the iteration before, or this one with its report whole
                 step = reporter.iteration(result)
                 writer.flush()
+                scalars_reported()  # the iteration's values reach the host now, not with the next one's
                 if step is not None:
                     LAST.keep(algo, step)  # what a stop from now on saves
             if stop.requested or _SIGNALLED.is_set():

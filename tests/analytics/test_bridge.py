@@ -62,6 +62,24 @@ def test_scalars_are_batched_and_sent_only_when_due():
     assert set(second["scalars"]) == {"charts/SPS"} and second["scalars"]["charts/SPS"][0] == 1250.0
 
 
+def test_a_burst_goes_out_when_the_program_says_it_ended(monkeypatch):
+    """`mosaic_scalars_reported` (mosaic_core.child.scalars_reported, after an RLlib iteration's
+    values): the held burst is sent at once, not with the next burst (tests/rllib: the first
+    `metrics` event is the first iteration's)."""
+    from mosaic_analytics import bridge
+
+    channel, clock = Channel(), Clock()
+    buffer = ScalarBuffer(channel.sender.send, interval=0.25, clock=clock)
+    monkeypatch.setattr(bridge, "_buffer", buffer)
+    for tag in ("charts/episodic_return", "losses/policy_loss", "charts/learning_rate"):
+        buffer.add(tag, 1.0, 500)
+    assert buffer.sent == 0  # not due: held
+    plugin.mosaic_scalars_reported(child=None)
+    plugin.mosaic_scalars_reported(child=None)  # nothing new: nothing sent
+    ((kind, payload),) = channel.close()
+    assert kind == MESSAGE_KIND and payload["global_step"] == 500 and len(payload["scalars"]) == 3
+
+
 def test_a_failed_send_keeps_the_counts_for_the_next_batch():
     clock = Clock()
     nowhere = ChannelSender(new_address("nobody-listens"))

@@ -63,6 +63,9 @@ def test_trains_with_metrics_tensorboard_and_checkpoints(trained, algo):
     assert manifest["tensorboard"]["event_dirs"], manifest["tensorboard"]
     if algo == "PPO":
         assert [s["reason"] for s in saved] == ["periodic", "final"]
+        # The first iteration's values reach the host as it ends (mosaic_core.child.scalars_reported),
+        # not with the second iteration's.
+        assert [e["payload"] for e in events if e["event"] == "metrics"][0]["global_step"] == 500
     pytest.importorskip("tensorboard")
     from mosaic_analytics.curves import read_scalars
 

@@ -258,6 +258,7 @@ def _rllib_run(shared: Path, marker: Path) -> Path:
         f"{ckpt}/algorithm_state.pkl": pickle_bytes,
         f"{ckpt}/rllib_checkpoint.json": json.dumps({"type": "Algorithm", "checkpoint_version": "2.1"}),
         f"{ckpt}/class_and_ctor_args.pkl": pickle_bytes,
+        f"{ckpt}/env_runner/class_and_ctor_args.pkl": pickle_bytes,  # what an evaluation loads (no Ray)
     }
     return forge(
         shared, "rllib.tar.gz", "01EVILRUN", [[f"01EVILRUN/{rel}", "file", data] for rel, data in files.items()], files
