@@ -317,6 +317,16 @@ def test_training_process_hooks_in_process():
     assert seen == [("setup", "ctx"), ("frame", "pixels", "info"), ("scalar", "charts/SPS", 3.0, 7)]
 
 
+def test_mosaic_scalars_reported_reaches_every_plugin_even_after_a_failure():
+    seen = []
+    host = host_with(
+        module("a", mosaic_scalars_reported=lambda child: 1 / 0),
+        module("b", mosaic_scalars_reported=lambda child: seen.append(child)),
+    )
+    host.scalars_reported("ctx")
+    assert seen == ["ctx"] and host.failures["a", "mosaic_scalars_reported"].error.startswith("ZeroDivisionError")
+
+
 def test_a_failing_hook_is_named_once_and_costs_only_its_plugin(run, capsys):
     host = host_with(
         module("grumpy", mosaic_on_heartbeat=lambda: {}["missing"], mosaic_on_scalar=lambda: 1 / 0),
