@@ -191,7 +191,13 @@ def mosaic_on_event(run, event):
 
 @hookimpl
 def mosaic_on_heartbeat(run):
-    return {"metrics": state(run).board.snapshot()}
+    current = state(run)
+    # Values that arrived within the interval after the last `metrics` event were held back by it; if
+    # no batch comes after them (a run's last iteration, a slow one's), they go out now, not at the end.
+    held = current.board.take_due(current.interval) if run.emitter is not None else None
+    if held is not None:
+        run.emit("metrics", held)
+    return {"metrics": current.board.snapshot()}
 
 
 # ------------------------------------------------------------------ after the run

@@ -84,7 +84,7 @@ def test_a_run_signalled_while_it_starts_leaves_nothing_or_a_terminal_event(work
             host.kill()
     assert "Traceback" not in err
     if not run_dir.exists():
-        assert host.returncode == 128 + sig and out == ""
+        assert host.returncode == 128 + sig and out == "", (host.returncode, out[-2000:], err[-3000:])
         assert err.splitlines() == [f"mosaic: stopped by {sig.name} before the run started; nothing was written"]
         return
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
