@@ -317,16 +317,6 @@ def test_training_process_hooks_in_process():
     assert seen == [("setup", "ctx"), ("frame", "pixels", "info"), ("scalar", "charts/SPS", 3.0, 7)]
 
 
-def test_mosaic_scalars_reported_reaches_every_plugin_even_after_a_failure():
-    seen = []
-    host = host_with(
-        module("a", mosaic_scalars_reported=lambda child: 1 / 0),
-        module("b", mosaic_scalars_reported=lambda child: seen.append(child)),
-    )
-    host.scalars_reported("ctx")
-    assert seen == ["ctx"] and host.failures["a", "mosaic_scalars_reported"].error.startswith("ZeroDivisionError")
-
-
 def test_a_failing_hook_is_named_once_and_costs_only_its_plugin(run, capsys):
     host = host_with(
         module("grumpy", mosaic_on_heartbeat=lambda: {}["missing"], mosaic_on_scalar=lambda: 1 / 0),
@@ -343,14 +333,18 @@ def test_a_failing_hook_is_named_once_and_costs_only_its_plugin(run, capsys):
     }
 
 
-def test_mosaic_host_lost_runs_every_plugin_even_after_a_failure():
+@pytest.mark.parametrize(
+    "hook, call", [("mosaic_host_lost", "host_lost"), ("mosaic_scalars_reported", "scalars_reported")]
+)
+def test_a_training_process_hook_reaches_every_plugin_even_after_a_failure(hook, call):
+    """mosaic_host_lost (the watchdog's) and mosaic_scalars_reported (a burst's end): a plugin that
+    raises costs only itself."""
     seen = []
     host = host_with(
-        module("a", mosaic_host_lost=lambda child: 1 / 0),
-        module("b", mosaic_host_lost=lambda child: seen.append(child)),
+        module("a", **{hook: lambda child: 1 / 0}), module("b", **{hook: lambda child: seen.append(child)})
     )
-    host.host_lost("ctx")
-    assert seen == ["ctx"] and host.failures["a", "mosaic_host_lost"].error.startswith("ZeroDivisionError")
+    getattr(host, call)("ctx")
+    assert seen == ["ctx"] and host.failures["a", hook].error.startswith("ZeroDivisionError")
 
 
 def test_wrappers_and_ordering_marks_go_through_pluggy(run):
