@@ -5,7 +5,8 @@ Training process: :class:`ScalarBuffer` sees every ``SummaryWriter.add_scalar`` 
 last send (and, for an episodic return, its last ``RETURN_WINDOW`` values themselves, so the host's
 moving average is of exactly the last episodes), and publishes the changed tags over the side channel at most every
 ``SEND_INTERVAL_S``, from the calling thread when a send is due: no thread, no syscall per
-scalar. The last values are sent reliably when the process exits, a stopped one's too.
+scalar. The run's first episodic return goes out at once: a user's first metric is not held back.
+The last values are sent reliably when the process exits, a stopped one's too.
 
 Host: :class:`MetricBoard` folds those messages into the run's latest values (global step,
 latest and smoothed episodic return, episode length, SPS, losses). Both ends are bounded:
@@ -50,6 +51,7 @@ class ScalarBuffer:
         self._tags: dict[str, list[Any]] = {}
         self._others = 0
         self._due = clock() + interval
+        self._return_seen = False  # the run's first episodic return is sent at once (the first metric)
         self._pid = os.getpid()
         self.global_step = -1
         self.dropped_tags = 0
@@ -75,7 +77,10 @@ class ScalarBuffer:
                 entry[5].append(value)
         if step is not None and step > self.global_step:
             self.global_step = step
-        if self._clock() >= self._due:
+        if entry[5] is not None and not self._return_seen:
+            self._return_seen = True
+            self.flush()
+        elif self._clock() >= self._due:
             self.flush()
 
     def flush(self, reliable: bool = False) -> bool:

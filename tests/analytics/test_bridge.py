@@ -40,9 +40,28 @@ class Channel:
         return self.messages
 
 
+def test_the_first_episodic_return_goes_out_at_once_then_scalars_wait_for_the_interval():
+    """A run's first metric is its first episode's return: not held for the send interval (the
+    first `metrics` event comes as soon as the library's own script prints it)."""
+    channel, clock = Channel(), Clock()
+    buffer = ScalarBuffer(channel.sender.send, interval=0.25, clock=clock)
+    buffer.add("charts/learning_rate", 2.5e-4, 0)
+    buffer.add("charts/SPS", 900.0, 0)
+    assert buffer.sent == 0  # step-0 scalars wait: the first metric is a return
+    buffer.add("charts/episodic_return", 12.0, 96)
+    buffer.add("charts/episodic_length", 12.0, 96)
+    buffer.add("charts/episodic_return", 30.0, 128)
+    assert buffer.sent == 1  # the second return waits for the interval like any scalar
+    ((kind, payload),) = channel.close()
+    assert kind == MESSAGE_KIND and payload["global_step"] == 96
+    assert payload["scalars"]["charts/episodic_return"] == [12.0, 96, 1, 12.0, [12.0]]
+    assert set(payload["scalars"]) == {"charts/learning_rate", "charts/SPS", "charts/episodic_return"}
+
+
 def test_scalars_are_batched_and_sent_only_when_due():
     channel, clock = Channel(), Clock()
     buffer = ScalarBuffer(channel.sender.send, interval=0.25, clock=clock)
+    buffer._return_seen = True  # past the first return (above): every scalar waits for the interval
     for step in range(1000):
         buffer.add("charts/episodic_return", float(step), step)
         buffer.add("losses/value_loss", 0.5, step)
@@ -71,7 +90,7 @@ def test_a_burst_goes_out_when_the_program_says_it_ended(monkeypatch):
     channel, clock = Channel(), Clock()
     buffer = ScalarBuffer(channel.sender.send, interval=0.25, clock=clock)
     monkeypatch.setattr(bridge, "_buffer", buffer)
-    for tag in ("charts/episodic_return", "losses/policy_loss", "charts/learning_rate"):
+    for tag in ("charts/episodic_length", "losses/policy_loss", "charts/learning_rate"):
         buffer.add(tag, 1.0, 500)
     assert buffer.sent == 0  # not due: held
     plugin.mosaic_scalars_reported(child=None)
@@ -84,8 +103,8 @@ def test_a_failed_send_keeps_the_counts_for_the_next_batch():
     clock = Clock()
     nowhere = ChannelSender(new_address("nobody-listens"))
     buffer = ScalarBuffer(nowhere.send, clock=clock)
-    buffer.add("charts/episodic_return", 10.0, 1)
-    assert not buffer.flush() and buffer.failed == 1 and nowhere.dropped == 1
+    buffer.add("charts/episodic_return", 10.0, 1)  # the first return is sent at once: nobody takes it
+    assert buffer.sent == 0 and buffer.failed == 1 and nowhere.dropped == 1
     channel = Channel()
     buffer._send = channel.sender.send
     buffer.add("charts/episodic_return", 20.0, 2)
