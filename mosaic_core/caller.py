@@ -35,6 +35,7 @@ from mosaic_core.events import EVENT_OF, STATUS_OF, TERMINAL, EventEmitter
 from mosaic_core.launchers import Job
 from mosaic_core.manifest import HOST_TERMINAL_FIELDS, record_run_end
 from mosaic_core.runs import read_cancel_note
+from mosaic_core.runstore.index import record_run
 
 __all__ = ["CANCEL_EXTRA_S", "CODE_OF", "Ending", "EventLines", "Polled", "RemoteCaller", "stop_signals_to"]
 
@@ -127,6 +128,7 @@ class RemoteCaller:
         finally:
             if emitter is not None:
                 emitter.close()
+            record_run(self.run.run_dir)
         return ending.code
 
     def follow(self) -> Ending:
@@ -169,6 +171,8 @@ class RemoteCaller:
             self._seen(record)
             if record["event"] not in TERMINAL:
                 self.relay(record)
+            if record["event"] == "run_started":  # the runs root's index (a resume's row unsealed)
+                record_run(self.run.run_dir)
         for line, record in log.new() if log is not None else []:
             self._seen(record)
             self._show(line, record)

@@ -92,6 +92,7 @@ def play(
     from mosaic_core.config import new_run_id
     from mosaic_core.contract import eval_seeds
     from mosaic_core.pipeline import run_worker
+    from mosaic_core.runstore.index import record_run
 
     _check_play_flags(ns)
     run_dir, given, worker_name, worker, config = _recorded_run(ns)
@@ -127,8 +128,11 @@ def play(
         + (f"; its live frames: run {evaluation_id} (the dashboard, or your frame viewer)" if live else ""),
         file=sys.stderr,
     )
-    with hostsignals.guarded(), contextlib.redirect_stdout(sys.stderr):  # stdout: the result only
-        code = run_worker(worker_name, argv, prog=prog)
+    try:
+        with hostsignals.guarded(), contextlib.redirect_stdout(sys.stderr):  # stdout: the result only
+            code = run_worker(worker_name, argv, prog=prog)
+    finally:
+        record_run(run_dir)  # its score may change: its listed row is read again
     where = run_dir / EVALUATIONS / evaluation_id
     result_file = where / "eval.json"
     if code != 0 or not result_file.is_file():

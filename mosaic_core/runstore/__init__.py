@@ -9,6 +9,7 @@ __all__ = [
     "index",
     "score",
     "summary",
+    "table",
     "trust",
     "unpack",
 ]  # its modules, each with an __all__ of its own

@@ -84,6 +84,7 @@ from typing import Any, ClassVar
 import pytest
 
 from mosaic_core.events import TERMINAL, event_step, metric_steps, one_history, read_events
+from mosaic_core.runstore.index import list_runs
 
 HOST_VARS = ("MOSAIC_CHILD", "MOSAIC_CHANNEL", "MOSAIC_RUNS_DIR")
 ENDS = set(TERMINAL)
@@ -395,12 +396,16 @@ class WorkerContractSuite:
         if not self.evaluate:
             pytest.skip(f"worker {self.worker!r}: the suite's evaluate test is off (evaluate = False)")
         played = self.copy_of(completed)
+        listed = {s.run_id: s for s in list_runs(self.runs_root)}[self.run_dir(played).name]  # its row sealed
         result = self.cli("evaluate", played, "--episodes", "2", "--runs-dir", str(self.runs_root))
         assert result.returncode == 0, result.stderr[-3000:]
         (found,) = (self.run_dir(played) / "evaluations").glob("eval-*/eval.json")  # mosaic evaluate's (not a save's)
         document = json.loads(found.read_text())
         assert document["schema"] == "mosaic.eval/1" and len(document["episodes"]) == 2
         assert document["worker"] == self.worker and document["env_id"] == self.env_id
+        scored = {s.run_id: s for s in list_runs(self.runs_root)}[listed.run_id].score  # the listing follows it
+        assert scored == {"value": document["mean"], "source": "eval", "episodes": 2, "step": document["global_step"]}
+        assert listed.score != scored, listed.score
 
     def test_bad_input_is_one_line(self, restarted: tuple[Path, int, str]) -> None:
         self.one_line(self.host("resume", "no-such-run", "--runs-dir", str(self.runs_root)), "no-such-run")

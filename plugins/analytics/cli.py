@@ -32,7 +32,7 @@ def find_run(root: Path, run_id: str) -> Path:
 # ------------------------------------------------------------------ mosaic runs
 def _configure_runs(parser: argparse.ArgumentParser) -> None:
     parser.usage = (
-        "mosaic runs [--runs-dir DIR] [--json] [--name EXP] [--target HOST:PORT]\n"
+        "mosaic runs [--runs-dir DIR] [--json] [--name EXP] [--recheck] [--target HOST:PORT]\n"
         "       mosaic runs show RUN_ID [--json]\n"
         "       mosaic runs export RUN_ID -o FILE.tar.gz [--no-checkpoints]\n"
         "       mosaic runs import FILE.tar.gz\n"
@@ -50,6 +50,12 @@ def _configure_runs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--name", metavar="EXP", help="only the runs of experiment EXP (a worker's --name)")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="read again every run whose files changed, ended ones too (a change made by hand; "
+        "what MOSAIC changes is seen without it)",
+    )
     parser.add_argument("--target", metavar="HOST:PORT", help="list the runs of a trainer daemon instead")
     parser.add_argument("--state-dir", help="with --target: the daemon's state dir, whose client.token is sent")
     parser.add_argument("--token-file", help="with --target: a file holding the daemon's client token")
@@ -120,6 +126,7 @@ def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None
         print(dumps(rows, indent=2))
         return 0
     nodes = any(r["node"] for r in rows)  # runs a launcher placed elsewhere (mosaic_core.launchers)
+    from mosaic_core.runstore import table
     from mosaic_core.runstore.score import format_score
 
     _print_rows(
@@ -131,7 +138,7 @@ def _print_daemon_runs(target: str, as_json: bool, token_file: str | None = None
                 r["algo"] or "-",
                 r["env_id"] or "-",
                 f"{r['status']} ({r['terminal_event']})" if r["terminal_event"] else r["status"],
-                _steps(r["global_step"], r["total_timesteps"]),
+                table.steps(r["global_step"], r["total_timesteps"]),
                 format_score(r["score"]),
                 *((r["node"] or "-",) if nodes else ()),
                 r["failure_reason"] or "",
@@ -156,13 +163,6 @@ def _node_of(run_dir: Path) -> str | None:
     return node if isinstance(node, str) else None
 
 
-def _steps(step: int | None, total: int | None, unit: str = "steps") -> str:
-    if step is None:
-        return "-"
-    counted = f"{step:,}/{total:,}" if total else f"{step:,}"
-    return counted if unit == "steps" else f"{counted} {unit}"
-
-
 def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     table = [header, *rows]
     table = [tuple(printable(cell) for cell in row) for row in table]  # run files drive no terminal
@@ -172,43 +172,28 @@ def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def _list(ns: argparse.Namespace) -> int:
-    from mosaic_core.runstore.index import list_runs, list_runs_json
-    from mosaic_core.runstore.score import format_score
-    from mosaic_core.runstore.summary import format_age, format_bytes
+    from mosaic_core.runstore import table
+    from mosaic_core.runstore.index import list_runs, list_runs_json, list_runs_table
 
     root = runs_root(ns.runs_dir, must_exist=bool(ns.runs_dir))
     if ns.json and not ns.name:
-        print(list_runs_json(root))
+        print(list_runs_json(root, ns.recheck))
         return 0
-    runs = list_runs(root)
     if ns.name:
-        runs = [r for r in runs if r.experiment == ns.name]
-    if ns.json:
-        print(dumps_rows([r.to_dict() for r in runs]))
-        return 0
-    if not runs:
+        runs = [r for r in list_runs(root, ns.recheck) if r.experiment == ns.name]
+        if ns.json:
+            print(dumps_rows([r.to_dict() for r in runs]))
+            return 0
+        rows = [(r.started_at or 0.0, r.run_id, table.cells(r), r.problems) for r in runs]
+    else:
+        rows = list_runs_table(root, ns.recheck)
+    if not rows:
         print(f"no runs under {root}", file=sys.stderr)
         return 0
-    _print_rows(
-        ("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "SCORE", "AGE", "DISK"),
-        [
-            (
-                r.run_id,
-                r.worker or "-",
-                os.path.basename(r.algo) if r.algo else "-",
-                r.env_id or "-",
-                f"{r.status} (imported, untrusted)" if r.untrusted else _status(r),
-                _steps(r.global_step, r.total_timesteps, r.unit),
-                format_score(r.score),
-                format_age(r.started_at),
-                format_bytes(r.disk_bytes),
-            )
-            for r in runs
-        ],
-    )
-    for r in runs:  # a damaged run still lists; what could not be read, one line each
-        if r.problems:
-            print(printable(f"mosaic: run {r.run_id}: {'; '.join(r.problems)}"), file=sys.stderr)
+    print("\n".join(table.render((started_at, cells) for started_at, _, cells, _ in rows)))
+    for _, run_id, _, problems in rows:  # a damaged run still lists; what could not be read, one line each
+        if problems:
+            print(printable(f"mosaic: run {run_id}: {'; '.join(problems)}"), file=sys.stderr)
     return 0
 
 
@@ -224,11 +209,6 @@ def _evaluations(run_dir: Path) -> list[str]:
                 f"return {result['mean']:.2f} ± {result.get('std', 0):.2f}"
             )
     return lines
-
-
-def _status(summary: Any) -> str:
-    """A run's status, with its attempts when it was resumed (one run, not one per attempt)."""
-    return summary.status if summary.attempts <= 1 else f"{summary.status} ({summary.attempts} attempts)"
 
 
 def _manifest_lines(manifest: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -275,6 +255,7 @@ def _untrusted_line(imported: dict[str, Any], run_id: str) -> str:
 
 
 def _show(ns: argparse.Namespace, run_id: str) -> int:
+    from mosaic_core.runstore import table
     from mosaic_core.runstore.score import Score
     from mosaic_core.runstore.summary import format_age, format_number, summarize
     from mosaic_core.runstore.trust import origin
@@ -295,7 +276,7 @@ def _show(ns: argparse.Namespace, run_id: str) -> int:
     lines = [
         ("run", summary.run_id),
         ("path", summary.path),
-        ("status", _status(summary)),
+        ("status", table.status(summary)),
         *([("trust", _untrusted_line(imported, summary.run_id))] if imported is not None else []),
         *([("reason", summary.reason)] if summary.reason else []),
         ("worker", summary.worker),

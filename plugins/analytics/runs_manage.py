@@ -71,7 +71,18 @@ def _refuse_flags(ns: argparse.Namespace, action: str) -> None:
         "rm": {"yes"},
         "gc": {"yes", "keep_last", "older_than", "failed"},
     }[action]
-    for flag in ("output", "no_checkpoints", "yes", "keep_last", "older_than", "failed", "target", "name", "json"):
+    for flag in (
+        "output",
+        "no_checkpoints",
+        "yes",
+        "keep_last",
+        "older_than",
+        "failed",
+        "target",
+        "name",
+        "json",
+        "recheck",
+    ):
         value = getattr(ns, flag, None)
         if value not in (None, False) and flag not in allowed:
             raise UsageError(f"--{flag.replace('_', '-')} does not apply to `mosaic runs {action}`")
@@ -95,12 +106,15 @@ def _export(ns: argparse.Namespace, root: Path, words: list[str]) -> int:
 def _trust(root: Path, words: list[str]) -> int:
     """The owner's word that an imported run's config, scripts and checkpoints may run as them."""
     from mosaic_core.runstore import trust
+    from mosaic_core.runstore.index import record_run
     from mosaic_core.toolkit import find_run_dir
 
     if len(words) != 1:
         raise UsageError("usage: mosaic runs trust RUN_ID")
     run_dir = find_run_dir(root, words[0])
-    if not trust.trust(run_dir):
+    trusted = trust.trust(run_dir)
+    record_run(run_dir)  # its listed row says so from now on
+    if not trusted:
         print(printable(f"run {run_dir.name} is not marked untrusted; nothing to do"), file=sys.stderr)
         return 0
     print(

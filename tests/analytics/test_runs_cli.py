@@ -90,6 +90,10 @@ def test_runs_table(runs):
     assert rows["done"][7] == "train" and float(rows["done"][6]) > 0 and rows["starting"][6] == "-"
     assert rows["done"][5].endswith("/1,500") and rows["starting"][-2] == "2h" and rows["starting"][-1].endswith("K")
     assert rows["stopped"][4] == "cancelled" and rows["broken"][4] == "failed"
+    assert "mosaic: run garbled: config.json: not valid JSON" in result.stderr  # one line per damaged run
+    warm = mosaic(workdir, "runs", "--runs-dir", str(root))  # from the index's stored cells: the same table
+    assert [line.split()[:5] for line in warm.stdout.splitlines()] == [line.split()[:5] for line in lines]
+    assert warm.stderr == result.stderr
     moved = run_cli(["runs"], cwd=root.parent.parent, env={"MOSAIC_RUNS_DIR": str(root)})  # no --runs-dir
     assert moved.returncode == 0 and "done" in moved.stdout
 

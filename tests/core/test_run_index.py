@@ -1,5 +1,6 @@
 """The run index (mosaic_core.runstore.index): the same answers as reading every run directory,
-kept up to date as runs start, change, end, vanish and arrive; rebuilt when damaged; never in
+kept up to date as runs start, change, end, vanish and arrive (an ended run's row sealed: what
+changes it records it, a change by hand is seen with ``recheck``); rebuilt when damaged; never in
 the way when it cannot be written."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ import json
 import os
 import sqlite3
 import time
+
+import pytest
 
 from mosaic_core.jsontext import dumps_rows
 from mosaic_core.runstore.index import INDEX_NAME, RunIndex, list_runs, list_runs_json, record_run
@@ -68,8 +71,8 @@ def fresh(root):
     )
 
 
-def listed(root):
-    return sorted((s.to_dict() for s in list_runs(root)), key=lambda s: s["run_id"])
+def listed(root, recheck=False):
+    return sorted((s.to_dict() for s in list_runs(root, recheck)), key=lambda s: s["run_id"])
 
 
 def test_the_index_answers_as_the_directories_do_and_follows_their_changes(tmp_path):
@@ -110,11 +113,12 @@ def test_the_index_answers_as_the_directories_do_and_follows_their_changes(tmp_p
     make_run(root, "new", step=7)
     time.sleep(0.01)
     (root / "r1" / "manifest.json.tmp").write_text(json.dumps({"schema": "x", "status": "completed"}))
-    os.replace(root / "r1" / "manifest.json.tmp", root / "r1" / "manifest.json")
-    assert listed(root) == fresh(root)
+    os.replace(root / "r1" / "manifest.json.tmp", root / "r1" / "manifest.json")  # by hand: r1 had ended
     by_id = {s.run_id: s for s in list_runs(root)}
     assert by_id["live"].status == "cancelled" and "r0" not in by_id and by_id["new"].global_step == 7
-    assert by_id["r1"].manifest_schema == "x"
+    assert by_id["r1"].manifest_schema is None  # its row is sealed: a listing does not stat it
+    assert listed(root, recheck=True) == fresh(root)  # --recheck sees what was changed by hand
+    assert listed(root) == fresh(root) and {s.run_id: s for s in list_runs(root)}["r1"].manifest_schema == "x"
 
 
 def test_a_damaged_or_foreign_index_is_rebuilt(tmp_path):
@@ -182,7 +186,8 @@ def rowids(root):
 def test_a_listing_summarizes_again_only_the_runs_that_changed(tmp_path):
     """Ended runs without a score (no TensorBoard file: nothing to score) and with one are kept
     as they are; a run whose log grew, one evaluated and one whose manifest was replaced are
-    summarized again, each once; a row the host wrote as its run ended is scored once."""
+    summarized again, each once: those MOSAIC changed (recorded) at the next listing, the one
+    changed by hand at a recheck; a row the host wrote as its run ended is scored once."""
     root = tmp_path / "runs"
     for i in range(6):
         make_run(root, f"r{i}", end="run_failed" if i == 5 else "run_completed", started=time.time() - 100 + i)
@@ -190,14 +195,21 @@ def test_a_listing_summarizes_again_only_the_runs_that_changed(tmp_path):
     first = listed(root)
     before = rowids(root)
     assert listed(root) == first and rowids(root) == before  # nothing changed: no row rewritten
+    assert listed(root, recheck=True) == first and rowids(root) == before  # a recheck finds nothing either
 
     with open(root / "r1" / "events.jsonl", "a") as handle:  # resumed: its log grows
         handle.write(json.dumps({"event": "run_resumed", "run_id": "r1", "seq": 4, "timestamp": time.time()}) + "\n")
     (root / "r2" / "evaluations" / "e1").mkdir(parents=True)  # evaluated
-    (root / "r3" / "manifest.json.tmp").write_text(json.dumps({"schema": "y", "status": "completed"}))
-    os.replace(root / "r3" / "manifest.json.tmp", root / "r3" / "manifest.json")
     (root / "r4" / "evaluations" / "e1").mkdir()  # its evaluations folder gets one more (r4's own mtime stays)
-    assert listed(root) == fresh(root)
+    for run in ("r1", "r2", "r4"):  # the host resuming it, `mosaic evaluate`
+        record_run(root / run)
+    (root / "r3" / "manifest.json.tmp").write_text(json.dumps({"schema": "y", "status": "completed"}))
+    os.replace(root / "r3" / "manifest.json.tmp", root / "r3" / "manifest.json")  # by hand
+    recorded = rowids(root)
+    listed(root)
+    after = rowids(root)
+    assert {run for run in after if after[run] != recorded[run]} == {"r1", "r2", "r4"}  # r1 runs: read each time
+    assert listed(root, recheck=True) == fresh(root)
     after = rowids(root)
     assert {run for run in after if after[run] != before[run]} == {"r1", "r2", "r3", "r4"}
     assert rowids(root) == after and listed(root) == fresh(root)  # and once only
@@ -208,6 +220,32 @@ def test_a_listing_summarizes_again_only_the_runs_that_changed(tmp_path):
     listed(root)
     scored = rowids(root)["r0"]
     assert scored != recorded and listed(root) and rowids(root)["r0"] == scored  # scored once, then kept
+
+
+def test_a_listing_never_overwrites_what_the_host_recorded_while_it_read(tmp_path, monkeypatch):
+    """A resume starts while a listing reads the run's files (the host records the run between the
+    listing's reading and its writing): the listing's older summary does not replace the host's row,
+    and the run lists as running."""
+    from mosaic_core.runstore import index
+
+    root = tmp_path / "runs"
+    run = make_run(root, "r")
+    list_runs(root)
+    with open(run / "events.jsonl", "a") as handle:  # by hand, so the next listing reads it again
+        handle.write(json.dumps({"event": "metrics", "run_id": "r", "seq": 4, "timestamp": time.time()}) + "\n")
+    read = index._summary
+
+    def resumed_meanwhile(run_dir):
+        summary = read(run_dir)  # what the listing saw: an ended run
+        with open(run / "events.jsonl", "a") as handle:
+            handle.write(json.dumps({"event": "run_resumed", "run_id": "r", "seq": 5, "timestamp": time.time()}) + "\n")
+        record_run(run)  # the host, as the resumed run starts
+        return summary
+
+    monkeypatch.setattr(index, "_summary", resumed_meanwhile)
+    assert [s.status for s in list_runs(root, recheck=True)] == ["completed"]  # what it read
+    monkeypatch.undo()
+    assert [s.status for s in list_runs(root)] == ["running"]
 
 
 def test_rows_that_do_not_read_back_are_rebuilt_and_paths_follow_a_moved_root(tmp_path):
@@ -268,6 +306,52 @@ def test_imported_runs_and_experiment_tags_are_part_of_the_summary(tmp_path):
     assert (by_id["imported"].untrusted, by_id["imported"].experiment_tag) == (True, "grid")
     assert (by_id["own"].untrusted, by_id["own"].experiment_tag) == (False, None)
     trust(run)
+    record_run(run)  # as `mosaic runs trust` does
     assert {s.run_id: s.untrusted for s in list_runs(root)} == {"imported": False, "own": False}
     (tmp_path / MARKER).write_text("{}")  # the whole root lies in an imported run
     assert {s.run_id: s.untrusted for s in list_runs(root)} == {"imported": True, "own": True}
+
+
+def test_a_root_unchanged_since_the_last_listing_is_not_listed_again(tmp_path, monkeypatch):
+    """Once the root's mtime has settled (no entry added, removed or renamed since the last
+    listing), a listing reads its runs from the rows: the root is not listed, ended runs not
+    stat'ed; a run still running and a folder that was not a run yet are looked at; any new
+    entry of the root makes the next listing list it again."""
+    from mosaic_core.runstore.index import ROOT_SETTLED_NS
+
+    root = tmp_path / "runs"
+    for i in range(3):
+        make_run(root, f"r{i}", started=time.time() - 10 + i)
+    live = make_run(root, "live", end=None)
+    (root / "not-yet").mkdir()
+
+    def settle():  # the root's mtime, as if its last change was a while ago
+        past = time.time_ns() - 2 * ROOT_SETTLED_NS
+        os.utime(root, ns=(past, past))
+
+    first = listed(root)  # makes the index (an entry of the root)
+    settle()
+    assert listed(root) == first  # lists the root, stores its mtime
+    monkeypatch.setattr(RunIndex, "_run_dirs", lambda self: pytest.fail("the root was listed"))
+    assert listed(root) == first
+    with open(live / "events.jsonl", "a") as handle:  # the running run ends: seen (it is never sealed)
+        handle.write(
+            json.dumps({"event": "run_completed", "run_id": "live", "seq": 3, "timestamp": time.time()}) + "\n"
+        )
+    make_run(root / "not-yet", "inner")  # a folder inside a folder that is not a run: the root's mtime stays
+    (root / "not-yet" / "config.json").write_text(json.dumps({"run_id": "not-yet", "worker": "cleanrl"}))
+    assert listed(root) == fresh(root) and {s["run_id"] for s in listed(root)} == {"r0", "r1", "r2", "live", "not-yet"}
+    monkeypatch.undo()
+
+    make_run(root, "new")  # an entry of the root: its mtime changes, the root is listed again
+    import shutil
+
+    shutil.rmtree(root / "r0")
+    assert listed(root) == fresh(root) and "new" in {s["run_id"] for s in listed(root)}
+    settle()
+    listed(root)
+    monkeypatch.setattr(RunIndex, "_run_dirs", lambda self: pytest.fail("the root was listed"))
+    assert listed(root) == fresh(root) and list_runs_json(root) == dumps_rows([s.to_dict() for s in list_runs(root)])
+    assert listed(root, recheck=False) == fresh(root)
+    monkeypatch.undo()
+    assert listed(root, recheck=True) == fresh(root)  # a recheck lists the root whatever its mtime
