@@ -7,7 +7,10 @@ worker; goal: mosaic within 1.2x of the script.
 - rllib (when its environment is built under $MOSAIC_VENVS): PPO on CartPole-v1, RLlib's defaults
   (a 4,000-step first iteration); the script builds the same config in the worker's environment
   and prints after its first ``algo.train()``.
-- xuance: not measured here yet (its own script needs a config file of XuanCe's).
+- xuance (when its environment is built under $MOSAIC_VENVS): MAPPO on MPE simple_spread_v3, 4
+  environments in one process, XuanCe's own config; the script is XuanCe's runner
+  (``xuance.get_runner(...).run(mode="train")``) with a callback of XuanCe's kind that prints at
+  the first episode's info (what XuanCe itself logs then).
 
 The two sides run alternately, ``--repeat`` times each; medians. Each run is stopped (SIGINT to its
 process group) once its first metric is in. Run by hand:
@@ -41,6 +44,24 @@ algo = PPOConfig().environment("CartPole-v1").debugging(seed=1).build_algo()
 result = algo.train()
 print("first iteration:", result["env_runners"]["num_env_steps_sampled_lifetime"], flush=True)
 """
+XUANCE_SCRIPT = """
+import os, sys, tempfile
+from argparse import Namespace
+import xuance
+from xuance.common import MultiAgentBaseCallback
+
+class FirstEpisode(MultiAgentBaseCallback):
+    def on_train_episode_info(self, **kwargs):
+        print("first episode", flush=True)
+
+folder = tempfile.mkdtemp(prefix="xc-")
+args = Namespace(parallels=4, vectorize="DummyVecMultiAgentEnv", running_steps=20000, seed=1, env_seed=1,
+                 log_dir=os.path.join(folder, "logs"), model_dir=os.path.join(folder, "models"), render=False)
+runner = xuance.get_runner("mappo", "mpe", "simple_spread_v3", parser_args=args)
+runner.agent.callback = FirstEpisode()
+runner.run(mode="train")
+"""
+XUANCE_EXTRAS = {"parallels": 4, "vectorize": "DummyVecMultiAgentEnv"}
 
 
 def until(cmd: list[str], first: Callable[[str], bool], cwd: Path, env: dict[str, str]) -> float:
@@ -71,10 +92,18 @@ def is_metrics_event(line: str) -> bool:
         return False
 
 
-def mosaic_side(worker: str, steps: int, scratch: Path, env: dict[str, str]) -> Callable[[], float]:
+def mosaic_side(worker: str, steps: int, scratch: Path, env: dict[str, str], *run_args: str) -> Callable[[], float]:
+    """``mosaic run --worker WORKER`` (PPO on CartPole-v1 unless ``run_args`` say otherwise)."""
+
     def run() -> float:
         runs = Path(tempfile.mkdtemp(dir=scratch))
-        cmd = [str(BIN / "mosaic"), "run", "--worker", worker, "--algo", "ppo", "--env-id", "CartPole-v1"]
+        cmd = [
+            str(BIN / "mosaic"),
+            "run",
+            "--worker",
+            worker,
+            *(run_args or ("--algo", "ppo", "--env-id", "CartPole-v1")),
+        ]
         cmd += ["--total-timesteps", str(steps), "--runs-dir", str(runs), "--json"]
         return until(cmd, is_metrics_event, scratch, env)
 
@@ -85,12 +114,13 @@ def script_side(cmd: list[str], marker: str, scratch: Path, env: dict[str, str])
     return lambda: until(cmd, lambda line: line.startswith(marker), Path(tempfile.mkdtemp(dir=scratch)), env)
 
 
-def rllib_python() -> str | None:
+def worker_python(worker: str) -> str | None:
+    """The Python of ``worker``'s own environment, when it is built."""
     from mosaic_core.environments import status
     from mosaic_core.workers import find_worker
 
     try:
-        item = find_worker("rllib")
+        item = find_worker(worker)
         found = status(item.obj, item.distribution)
     except Exception:
         return None
@@ -100,7 +130,7 @@ def rllib_python() -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--workers", nargs="+", default=["cleanrl", "rllib"])
+    parser.add_argument("--workers", nargs="+", default=["cleanrl", "rllib", "xuance"])
     args = parser.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     load = os.getloadavg()[0]
@@ -115,7 +145,7 @@ def main() -> None:
                 mosaic_side("cleanrl", 50_000, scratch, env),
                 script_side(plain, "global_step=", scratch, env),
             )
-        python = rllib_python() if "rllib" in args.workers else None
+        python = worker_python("rllib") if "rllib" in args.workers else None
         if python:
             plain = [python, "-c", RLLIB_SCRIPT]
             cases["rllib ppo"] = (
@@ -124,6 +154,15 @@ def main() -> None:
             )
         elif "rllib" in args.workers:
             print("rllib: no environment under $MOSAIC_VENVS; left out")
+        python = worker_python("xuance") if "xuance" in args.workers else None
+        if python:
+            run_args = ("--algo", "mappo", "--env-id", "mpe/simple_spread_v3", "--seed", "1")
+            cases["xuance mappo"] = (
+                mosaic_side("xuance", 20_000, scratch, env, *run_args, "--extras", json.dumps(XUANCE_EXTRAS)),
+                script_side([python, "-c", XUANCE_SCRIPT], "first episode", scratch, env),
+            )
+        elif "xuance" in args.workers:
+            print("xuance: no environment under $MOSAIC_VENVS; left out")
         for name, (ours, theirs) in cases.items():
             samples: list[tuple[float, float]] = [(ours(), theirs()) for _ in range(args.repeat)]
             rows.append((name, statistics.median(o for o, _t in samples), statistics.median(t for _o, t in samples)))

@@ -23,11 +23,13 @@ Patch points:
 
 from __future__ import annotations
 
+import atexit
 import importlib.abc
 import multiprocessing
 import os
 import re
 import sys
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -227,6 +229,30 @@ def _writer_dir(writer: Any) -> str | None:
     return str(directory) if isinstance(directory, (str, os.PathLike)) else None
 
 
+_writers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _flushed_at_exit(writer: Any) -> None:
+    """Have ``writer``'s pending events written when the process ends, a stopped run's too (a
+    writer flushes only every ten events or two minutes: a run stopped early kept none)."""
+    if writer in _writers:
+        return
+    if not _writers:
+        from mosaic_core.contract import at_stop_exit
+
+        atexit.register(_flush_writers)
+        at_stop_exit(_flush_writers)
+    _writers.add(writer)
+
+
+def _flush_writers() -> None:
+    for writer in list(_writers):
+        try:
+            writer.flush()
+        except Exception:  # a closed or broken writer: the others still flush
+            pass
+
+
 def _patch_writer_module(module: Any, child: ChildContext, host: PluginHost) -> None:
     writer = getattr(module, "SummaryWriter", None)
     if writer is None or getattr(writer.add_scalar, "__mosaic_patched__", False):
@@ -242,6 +268,7 @@ def _patch_writer_module(module: Any, child: ChildContext, host: PluginHost) -> 
         if value is not None:
             step = None if global_step is None else int(global_step)
             on_scalar(child, tag, value, step, None, _writer_dir(self))
+        _flushed_at_exit(self)
         return original(self, tag, scalar_value, global_step, *args, **kwargs)
 
     add_scalar.__mosaic_patched__ = True  # type: ignore[attr-defined]
