@@ -8,7 +8,9 @@ first start loads them and keeps what it listed in ``$XDG_CACHE_HOME/mosaic/<kin
 (``MOSAIC_LOAD_PLUGINS``, ``MOSAIC_DISABLE_PLUGINS``) and each file of the plugins' packages that
 was imported (path, mtime, size: an edited plugin in an editable install). Anything else (a
 plugin that failed to load, another stamp, a file that is not ours or not this format) and the
-plugins are loaded again. The files hold data only (names, help lines, descriptors), never code.
+plugins are loaded again. Rendered tables are kept too (kind ``tables``), each under the key of
+everything it was drawn from (:func:`cached_text`). The files hold data only (names, help lines,
+descriptors, text), never code.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from mosaic_core.entrypoints import LoadedEntryPoint
 
 COMMANDS = "cli-commands"
 WORKERS = "workers"
+TABLES = "tables"  # rendered tables (:func:`cached_text`)
 FORMAT = 1
 MAX_BYTES = 1024 * 1024
 
@@ -61,6 +64,40 @@ def store_workers(items: list[LoadedEntryPoint], packages: set[str]) -> None:
 
 
 _ITEM_FIELDS = ("name", "group", "value", "distribution", "version", "plugin")
+
+
+def cached_text(key: str) -> str | None:
+    """What was stored for exactly ``key`` (:func:`store_text`), else None."""
+    from mosaic_core.files import cache_dir, open_private
+
+    folder = cache_dir(TABLES)
+    if folder is None:
+        return None
+    try:
+        with open_private(folder / _text_name(key)) as handle:
+            data = json.loads(handle.read(MAX_BYTES + 1))
+        return data["text"] if data.get("format") == FORMAT and data.get("key") == key else None
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def store_text(key: str, text: str) -> None:
+    """Keep ``text`` for ``key`` (one file per key's hash; a later key of that hash replaces it)."""
+    from mosaic_core.files import cache_dir, write_atomic
+
+    folder = cache_dir(TABLES, create=True)
+    if folder is None:
+        return
+    try:
+        write_atomic(
+            folder / _text_name(key), json.dumps({"format": FORMAT, "key": key, "text": text}).encode(), mode=0o600
+        )
+    except OSError:
+        pass
+
+
+def _text_name(key: str) -> str:
+    return f"{zlib.crc32(key.encode()):08x}.json"
 
 
 def _worker(record: list[str], meta: Any) -> LoadedEntryPoint:

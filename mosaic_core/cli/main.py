@@ -42,49 +42,50 @@ def _run_workers(ns: argparse.Namespace) -> int:
     if ns.json:
         print(dumps([_worker_record(i) for i in items], indent=2))
         return 0
-    from rich.table import Table
+    from mosaic_core.cli.console import print_table
 
-    from mosaic_core.cli.console import console
-
-    table = Table(title="MOSAIC workers")
-    for column in (
-        "worker",
-        "version",
-        "distribution",
-        "status",
-        "environment",
-        "paradigms",
-        "actions",
-        "observations",
-        "env families",
-        "ckpt",
-        "gpu",
-        "memory",
-    ):
-        table.add_column(column)
+    rows = []
     for item in items:
         meta = item.obj
         if meta is None:
-            table.add_row(item.name, "", item.distribution, f"[red]{item.status}[/red]: {item.error}", *[""] * 8)
+            rows.append((item.name, "", item.distribution, f"[red]{item.status}[/red]: {item.error}", *[""] * 8))
             continue
         caps = meta.capabilities
         found = _environment(item)
-        table.add_row(
-            meta.name,
-            meta.version,
-            item.distribution,
-            item.status,
-            found["state"] if found["state"] in ("host", "ready") else f"[yellow]{found['detail']}[/yellow]",
-            ", ".join(caps.supported_paradigms),
-            ", ".join(caps.action_spaces),
-            ", ".join(caps.observation_spaces),
-            ", ".join(caps.env_families),
-            "yes" if caps.supports_checkpointing else "no",
-            "required" if caps.requires_gpu else "no",
-            f"{caps.estimated_memory_mb} MB",
+        rows.append(
+            (
+                meta.name,
+                meta.version,
+                item.distribution,
+                item.status,
+                found["state"] if found["state"] in ("host", "ready") else f"[yellow]{found['detail']}[/yellow]",
+                ", ".join(caps.supported_paradigms),
+                ", ".join(caps.action_spaces),
+                ", ".join(caps.observation_spaces),
+                ", ".join(caps.env_families),
+                "yes" if caps.supports_checkpointing else "no",
+                "required" if caps.requires_gpu else "no",
+                f"{caps.estimated_memory_mb} MB",
+            )
         )
-    console().print(table)
+    print_table("MOSAIC workers", WORKER_COLUMNS, rows)
     return 0
+
+
+WORKER_COLUMNS = (
+    "worker",
+    "version",
+    "distribution",
+    "status",
+    "environment",
+    "paradigms",
+    "actions",
+    "observations",
+    "env families",
+    "ckpt",
+    "gpu",
+    "memory",
+)
 
 
 def _worker_record(item: Any) -> dict[str, Any]:

@@ -156,7 +156,7 @@ def test_a_slow_step_says_what_it_is_doing_at_a_terminal_and_a_quick_one_says_no
 @pytest.mark.parametrize("argv", [["--help"], ["workers"], ["workers", "--json"]])
 def test_help_and_workers_list_from_their_cache_and_load_no_plugin(argv, tmp_path):
     env = {"MOSAIC_VENVS": str(tmp_path / "venvs"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    modules = (*PLUGINS, "mosaic_core.runstore", "mosaic_core.workers", "grpc")
+    modules = (*PLUGINS, "mosaic_core.runstore", "mosaic_core.workers", "grpc", "rich")  # the table drawn once
     imported(argv, modules, env, cwd=tmp_path)  # the first start loads the plugins and keeps what it lists
     assert imported(argv, modules, env, cwd=tmp_path) == "", f"{argv} loaded plugins again"
 
@@ -168,6 +168,20 @@ def test_workers_from_the_cache_are_the_workers_discovered(mosaic, tmp_path):
     assert (tmp_path / "cache" / "mosaic" / "workers").is_dir()
     assert json.loads(listed[1].stdout) == json.loads(listed[0].stdout)
     assert {w["name"] for w in json.loads(listed[1].stdout)} >= {"cleanrl", "rllib", "xuance"}
+
+
+def test_the_workers_table_is_drawn_again_for_another_terminal_or_content(mosaic, tmp_path):
+    """The drawn table comes from the cache only for the same cells and terminal: another width
+    (``$COLUMNS`` for a pipe) draws it again; a damaged cache file is drawn over."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "MOSAIC_VENVS": str(tmp_path / "venvs")}
+    wide, again = (mosaic("workers", env={**env, "COLUMNS": "200"}) for _ in range(2))
+    narrow = mosaic("workers", env={**env, "COLUMNS": "100"})
+    assert wide.returncode == again.returncode == narrow.returncode == 0, wide.stderr
+    assert again.stdout == wide.stdout and "MOSAIC workers" in wide.stdout
+    assert max(map(len, wide.stdout.splitlines())) > 100 >= max(map(len, narrow.stdout.splitlines()))
+    for drawn in (tmp_path / "cache" / "mosaic" / "tables").iterdir():
+        drawn.write_text('{"format": 1, "key": ')
+    assert mosaic("workers", env={**env, "COLUMNS": "200"}).stdout == wide.stdout
 
 
 PROBE_PLUGIN = """
