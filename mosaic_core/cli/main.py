@@ -9,6 +9,7 @@ when they run.
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 from typing import Any
@@ -502,6 +503,7 @@ def _command(argv: list[str]) -> int:
         parser.print_help()
         return 2
     command = next(c for c in commands if c.name == ns.command)
+    gc.freeze()  # what start-up made lives as long as the process: the collector skips it from now on
     return run_cli_command(lambda: command.run(ns), verbose=ns.verbose)
 
 

@@ -56,6 +56,7 @@ UNSETTLED = ("running", "lost", "unknown")  # statuses a run's files may still c
 ROOT_SETTLED_NS = 2 * 10**9  # a root's mtime this old is trusted to change with its next entry (not in its tick)
 _FIELDS = [f.name for f in fields(RunSummary)]  # a row holds each in a column of its name
 _JSON_FIELDS = ("score", "problems")  # the two that are not one number or string: JSON text
+_CELL_COLUMNS = [f"cell{at}" for at in range(len(table.HEADER) - 1)]  # a run's `mosaic runs` cells but its age
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
     mark TEXT NOT NULL,
@@ -63,7 +64,7 @@ CREATE TABLE IF NOT EXISTS runs (
     sealed INTEGER,
     {", ".join(f"{name} PRIMARY KEY" if name == "run_id" else name for name in _FIELDS)},
     text TEXT NOT NULL,
-    cells TEXT NOT NULL
+    {", ".join(f"{name} TEXT NOT NULL" for name in _CELL_COLUMNS)}
 );
 CREATE INDEX IF NOT EXISTS runs_experiment ON runs (experiment);
 CREATE TABLE IF NOT EXISTS root (path TEXT NOT NULL, mtime_ns INTEGER NOT NULL, others TEXT NOT NULL);
@@ -88,7 +89,17 @@ def _query(*names: str) -> tuple[str, str, dict[str, int]]:
 _FULL = _query(*_FIELDS)  # every field: summaries
 _AT = _FULL[2]
 _TEXT = _query("started_at", "run_id", "text")  # `mosaic runs --json`
-_CELLS = _query("started_at", "run_id", "cells", "problems")  # `mosaic runs`
+_IDS = _query("run_id")  # `mosaic runs`: rows brought up to date, then laid out by SQLite
+# A run's age as table.format_age writes it, from :now (0 or NULL started_at: unknown)
+_SECONDS = "CAST(:now - started_at AS INTEGER)"
+_AGE_SQL = (
+    "CASE WHEN ifnull(started_at, 0.0) = 0.0 THEN '-'"
+    f" WHEN {_SECONDS} >= 86400 THEN ({_SECONDS} / 86400) || 'd'"
+    f" WHEN {_SECONDS} >= 3600 THEN ({_SECONDS} / 3600) || 'h'"
+    f" WHEN {_SECONDS} >= 60 THEN ({_SECONDS} / 60) || 'm'"
+    f" ELSE max(0, {_SECONDS}) || 's' END"
+)
+_TABLE_SQL = [*_CELL_COLUMNS[: table.AGE], _AGE_SQL, *_CELL_COLUMNS[table.AGE :]]  # the table's columns
 
 
 def _mark(run_dir: str, info: os.stat_result, row: _Row | None) -> str:
@@ -120,6 +131,7 @@ class RunIndex:
     def __init__(self, root: Path | str, create: bool = True):
         self.root = Path(root)
         self.db = self._open(create)
+        self.failed = False  # a write did not go through: the rows may be behind the runs
 
     def _open(self, create: bool) -> sqlite3.Connection | None:
         path = self.root / INDEX_NAME
@@ -180,25 +192,43 @@ class RunIndex:
         lines.sort(reverse=True)
         return join_rows([line for _, _, line in lines])
 
-    def table(self, recheck: bool = False) -> list[tuple[float, str, str, list[str]]]:
-        """Each run's start time (0 when unknown), id, ``mosaic runs`` cells
-        (:func:`~mosaic_core.runstore.table.cells`) and problems, newest first: an unchanged
-        run's as stored."""
-        kept, fresh = self._scan(_CELLS, recheck)
-        runs: list[tuple[float, str, str, list[str]]] = []
-        for row in kept:
-            started_at, run_id, stored, problems, _ = row
+    def table_lines(self, recheck: bool = False) -> tuple[list[str], dict[str, list[str]]] | None:
+        """``mosaic runs``'s lines (:func:`~mosaic_core.runstore.table.render`'s, its header
+        first) and what could not be read of the runs that have problems: the rows brought up to
+        date, then laid out by SQLite from their stored cells (the Python of a row costs more than
+        its run's listing). None when the index could not be brought up to date (unusable or not
+        writable): the caller lays out the summaries itself."""
+        self._scan(_IDS, recheck)
+        if self.db is None or self.failed:
+            return None
+        now = {"now": time.time()}
+        try:
+            found = self.db.execute(f"SELECT {', '.join(f'max(length({c}))' for c in _TABLE_SQL)} FROM runs", now)
+            widths = [max(width or 0, len(name)) for width, name in zip(found.fetchone(), table.HEADER)]
+            layout = table.GAP.join(["%!-*s"] * len(widths))
+            cells = ", ".join(f"{width}, {column}" for width, column in zip(widths, _TABLE_SQL))
+            lines = [table.header(widths)] + [
+                line
+                for (line,) in self.db.execute(
+                    f"SELECT rtrim(printf('{layout}', {cells})) FROM runs"
+                    " ORDER BY ifnull(started_at, 0.0) DESC, run_id DESC",
+                    now,
+                )
+            ]
+            damaged = self.db.execute(
+                "SELECT run_id, problems FROM runs WHERE problems != '[]'"
+                " ORDER BY ifnull(started_at, 0.0) DESC, run_id DESC"
+            ).fetchall()
+        except sqlite3.Error:
+            return None
+        problems = {}
+        for run_id, text in damaged:
             try:
-                problems = [] if problems == "[]" else _from_json(problems)
+                said = _from_json(text)
             except (ValueError, TypeError, RecursionError):
-                problems = None
-            if isinstance(stored, str) and isinstance(problems, list):
-                runs.append((started_at or 0.0, run_id, stored, problems))
-            else:  # a row that no longer reads back: from the run's files
-                fresh.append(self._reread(row))
-        runs += [(s.started_at or 0.0, s.run_id, table.cells(s), s.problems) for s in fresh]
-        runs.sort(reverse=True)
-        return runs
+                said = None
+            problems[run_id] = said if isinstance(said, list) else ["its index row is damaged"]
+        return lines, problems
 
     def _scan(self, query: tuple[str, str, dict[str, int]], recheck: bool) -> tuple[list[_Row], list[RunSummary]]:
         """The rows (``query``'s columns, the run id last) of the unchanged, settled runs; and the
@@ -341,9 +371,9 @@ class RunIndex:
         current = self._marks([f[0].run_id for f in fresh if f[3] is not None])
         self._transaction(
             (
-                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * (len(_FIELDS) + 5))})",
+                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * (len(_FIELDS) + 4 + len(_CELL_COLUMNS)))})",
                 [
-                    (mark, int(scored), sealed, *_columns(s), dumps_row(s.to_dict()), table.cells(s))
+                    (mark, int(scored), sealed, *_columns(s), dumps_row(s.to_dict()), *table.cells(s))
                     for s, mark, scored, replaces, sealed in fresh
                     if replaces is None or current.get(s.run_id) in (None, replaces)
                 ],
@@ -375,6 +405,7 @@ class RunIndex:
                 self.db.executemany(sql, rows)
             self.db.execute("COMMIT")
         except sqlite3.Error:
+            self.failed = True
             try:
                 self.db.execute("ROLLBACK")
             except sqlite3.Error:
@@ -386,7 +417,7 @@ def _current(db: sqlite3.Connection) -> bool:
     if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         return False
     columns = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
-    return columns == ["mark", "scored", "sealed", *_FIELDS, "text", "cells"] and [
+    return columns == ["mark", "scored", "sealed", *_FIELDS, "text", *_CELL_COLUMNS] and [
         r[1] for r in db.execute("PRAGMA table_info(root)")
     ] == ["path", "mtime_ns", "others"]
 
@@ -464,16 +495,20 @@ def list_runs_json(root: Path, recheck: bool = False) -> str:
         index.close()
 
 
-def list_runs_table(root: Path, recheck: bool = False) -> list[tuple[float, str, str, list[str]]]:
-    """:func:`list_runs` as ``mosaic runs`` prints it (:meth:`RunIndex.table`: start time, run id,
-    stored cells, problems; :func:`~mosaic_core.runstore.table.render` adds their ages)."""
-    if untrusted_run(root) is not None:  # every run's status cell changes: marked untrusted
-        return [(s.started_at or 0.0, s.run_id, table.cells(s), s.problems) for s in list_runs(root, recheck)]
+def list_runs_table(root: Path, recheck: bool = False) -> tuple[list[str], dict[str, list[str]]]:
+    """:func:`list_runs` as ``mosaic runs`` prints it: the table's lines (:meth:`RunIndex.table_lines`)
+    and the problems of the runs that have any."""
     index = RunIndex(root)
     try:
-        return index.table(recheck)
+        laid_out = None if untrusted_run(root) is not None else index.table_lines(recheck)
     finally:
         index.close()
+    if laid_out is not None:
+        return laid_out
+    runs = list_runs(root, recheck)  # an imported root (every status cell changes), an unusable index
+    return table.render((s.started_at, table.cells(s)) for s in runs), {
+        s.run_id: s.problems for s in runs if s.problems
+    }
 
 
 def record_run(run_dir: Path) -> None:

@@ -382,10 +382,14 @@ def format_number(value: Any, digits: int = 2) -> str:
 
 
 def format_age(started_at: float | None, now: float | None = None) -> str:
+    """How long ago a run started, in its largest unit: ``3d``, ``5h``, ``12m``, ``40s``, ``-``."""
     if started_at is None:
         return "-"
-    seconds = max(0, int((now or time.time()) - started_at))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    seconds = int((now or time.time()) - started_at)
+    if seconds >= 86400:  # one branch each: a table of thousands of runs formats an age per row
+        return f"{seconds // 86400}d"
+    if seconds >= 3600:
+        return f"{seconds // 3600}h"
+    if seconds >= 60:
+        return f"{seconds // 60}m"
+    return f"{max(0, seconds)}s"

@@ -1,28 +1,29 @@
-"""A run's line in ``mosaic runs``: its cells, printable (a run's files drive no terminal), kept in
-the run index beside its summary (:func:`cells`), so a listing of thousands of runs formats only
-their ages (:func:`render`)."""
+"""``mosaic runs``'s table: a run's cells, printable (a run's files drive no terminal), kept in the
+run index beside its summary (:func:`cells`: all but the age, which changes as time goes), and
+the table laid out from them (:func:`render`; the index lays out its stored cells the same way in
+SQLite, :meth:`~mosaic_core.runstore.index.RunIndex.table_lines`)."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mosaic_core.files import printable
 from mosaic_core.runstore.score import format_score
 from mosaic_core.runstore.summary import RunSummary, format_age, format_bytes
 
-__all__ = ["HEADER", "SEPARATOR", "cells", "render", "status", "steps"]
+__all__ = ["AGE", "GAP", "HEADER", "cells", "header", "render", "status", "steps"]
 
 HEADER = ("RUN ID", "WORKER", "ALGO", "ENV", "STATUS", "STEPS", "SCORE", "AGE", "DISK")
-_AGE = HEADER.index("AGE")
-SEPARATOR = "\x1f"  # between stored cells: a control character, so never inside a printable one
+AGE = HEADER.index("AGE")  # the one column not stored: where it goes among the stored cells
+GAP = "  "  # between columns
 
 
-def cells(summary: RunSummary) -> str:
-    """The run's cells but its age (which changes as time goes), printable, as one stored text."""
-    return SEPARATOR.join(
+def cells(summary: RunSummary) -> tuple[str, ...]:
+    """The run's cells but its age, printable."""
+    return tuple(
         printable(cell)
         for cell in (
             summary.run_id,
@@ -37,17 +38,22 @@ def cells(summary: RunSummary) -> str:
     )
 
 
-def render(runs: Iterable[tuple[float | None, str]], now: float | None = None) -> list[str]:
-    """The table's lines, its header first, from each run's start time (0 or None: unknown) and
-    stored :func:`cells`."""
+def render(runs: Iterable[tuple[float | None, Sequence[str]]], now: float | None = None) -> list[str]:
+    """The table's lines, its header first, from each run's start time (None or 0: unknown) and
+    :func:`cells`, in the order given: each column as wide as its widest cell."""
     now = time.time() if now is None else now
     table: list[Any] = [HEADER]
     for started_at, stored in runs:
-        row = stored.split(SEPARATOR)
-        row.insert(_AGE, format_age(started_at or None, now))
+        row = list(stored)
+        row.insert(AGE, format_age(started_at or None, now))
         table.append(row)
     widths = [max(map(len, column)) for column in zip(*table)]
-    return ["  ".join(map(str.ljust, row, widths)).rstrip() for row in table]
+    return [GAP.join(map(str.ljust, row, widths)).rstrip() for row in table]
+
+
+def header(widths: Sequence[int]) -> str:
+    """The header line of a table whose columns are ``widths`` wide."""
+    return GAP.join(map(str.ljust, HEADER, widths)).rstrip()
 
 
 def status(summary: Any) -> str:

@@ -184,16 +184,16 @@ def _list(ns: argparse.Namespace) -> int:
         if ns.json:
             print(dumps_rows([r.to_dict() for r in runs]))
             return 0
-        rows = [(r.started_at or 0.0, r.run_id, table.cells(r), r.problems) for r in runs]
+        lines = table.render((r.started_at, table.cells(r)) for r in runs) if runs else []
+        problems = {r.run_id: r.problems for r in runs if r.problems}
     else:
-        rows = list_runs_table(root, ns.recheck)
-    if not rows:
+        lines, problems = list_runs_table(root, ns.recheck)
+    if len(lines) < 2:  # the header alone
         print(f"no runs under {root}", file=sys.stderr)
         return 0
-    print("\n".join(table.render((started_at, cells) for started_at, _, cells, _ in rows)))
-    for _, run_id, _, problems in rows:  # a damaged run still lists; what could not be read, one line each
-        if problems:
-            print(printable(f"mosaic: run {run_id}: {'; '.join(problems)}"), file=sys.stderr)
+    print("\n".join(lines))
+    for run_id, said in problems.items():  # a damaged run still lists; what could not be read, one line each
+        print(printable(f"mosaic: run {run_id}: {'; '.join(said)}"), file=sys.stderr)
     return 0
 
 

@@ -355,3 +355,31 @@ def test_a_root_unchanged_since_the_last_listing_is_not_listed_again(tmp_path, m
     assert listed(root, recheck=False) == fresh(root)
     monkeypatch.undo()
     assert listed(root, recheck=True) == fresh(root)  # a recheck lists the root whatever its mtime
+
+
+def test_the_table_sqlite_lays_out_is_the_one_python_lays_out(tmp_path):
+    """`mosaic runs`'s lines from the index (SQLite's layout of the stored cells) are the lines
+    :func:`table.render` makes of the summaries: the same widths (characters, not bytes), ages,
+    order, escaped control characters."""
+    from mosaic_core.runstore import table
+    from mosaic_core.runstore.index import list_runs_table
+
+    root = tmp_path / "runs"
+    for run_id, ago, env_id in [
+        ("days", 200_000.5, "CartPole-v1"),
+        ("hours", 7_300.5, "Pendulum-€-é"),  # wider in bytes than in characters
+        ("minutes", 130.5, "ALE/Pong-v5\x1b[31m"),  # a terminal escape: shown as ?
+        ("seconds", 5.5, "x" * 40),
+    ]:
+        run = make_run(root, run_id, started=time.time() - ago)
+        config = json.loads((run / "config.json").read_text())
+        (run / "config.json").write_text(json.dumps({**config, "env_id": env_id}))
+    (root / "bare").mkdir()
+    (root / "bare" / "config.json").write_text("{")  # a problem, a start time from its config's mtime
+    for _ in range(2):  # cold, then from the rows
+        lines, problems = list_runs_table(root)
+        runs = list_runs(root)
+        assert lines == table.render((s.started_at, table.cells(s)) for s in runs)
+        assert [line.split()[0] for line in lines[1:]] == ["bare", "seconds", "minutes", "hours", "days"]
+        assert "Pendulum-€-é" in lines[4] and "ALE/Pong-v5?[31m" in lines[3] and "\x1b" not in "".join(lines)
+        assert list(problems) == ["bare"] and "config.json" in problems["bare"][0]
