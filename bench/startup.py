@@ -25,6 +25,7 @@ from pathlib import Path
 
 BIN = Path(sys.executable).parent
 FROM_SOURCE = "import sys; from mosaic_core.cli.main import main; sys.exit(main())"
+GOALS = {"mosaic --help": 3.0, "mosaic workers": 4.0}  # at most this many times a bare interpreter's wall time
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -100,11 +101,13 @@ def main() -> None:
         f"{len(os.sched_getaffinity(0))} usable CPUs, load {os.getloadavg()[0]:.1f} (1-min average at the end), "
         f"median of {args.repeat}"
     )
-    print(f"{'command':58} {'wall s':>7} {'x python':>9} {'cpu s':>7}")
+    print(f"{'command':58} {'wall s':>7} {'x python':>9} {'cpu s':>7}  goal")
     for name, runs in results.items():
         wall = statistics.median(w for w, _c in runs)
         cpu = statistics.median(c for _w, c in runs)
-        print(f"{name:58} {wall:7.3f} {wall / base:9.2f} {cpu:7.3f}")
+        goal = GOALS.get(name)
+        verdict = "" if goal is None else f"  <= {goal}x {'ok' if wall / base <= goal else 'OVER'}"
+        print(f"{name:58} {wall:7.3f} {wall / base:9.2f} {cpu:7.3f}{verdict}")
 
 
 if __name__ == "__main__":
