@@ -39,6 +39,7 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 TICK = os.sysconf("SC_CLK_TCK")
 TERMINAL = ("run_completed", "run_failed", "run_cancelled")
+GOAL = 1.1  # N runs at once, at most this many times one alone
 
 
 def proc_stat(pid: int) -> tuple[int, float, float] | None:
@@ -274,10 +275,11 @@ def main() -> None:
         }
         ours = per_run["host"] + per_run["daemon"] + max(0.0, per_run["training"] - hand_cpu)
         label = "1 run alone" if runs == 1 else f"{runs} runs at once"
+        verdict = "" if runs == 1 else f"; goal <= {GOAL}x: {'ok' if wall / alone <= GOAL else 'OVER'}"
         print(
             f"  {label:<16} {wall:7.2f} {wall / alone:5.2f}x   {'':15}{per_run['training']:8.2f} "
             f"{per_run['host']:6.2f} {per_run['daemon']:7.2f}   {ours:.2f} s ({100 * ours / hand_cpu:.0f}% of "
-            "the training's own)"
+            f"the training's own{verdict})"
         )
     print(
         f"  {'script by hand':<16} {hand_wall:7.2f} {hand_wall / alone:5.2f}x   {'':15}{hand_cpu:8.2f}   (the same "
