@@ -27,6 +27,7 @@ import os
 import sqlite3
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,8 @@ _FULL = _query(*_FIELDS)  # every field: summaries
 _AT = _FULL[2]
 _TEXT = _query("started_at", "run_id", "text")  # `mosaic runs --json`
 _IDS = _query("run_id")  # `mosaic runs`: rows brought up to date, then laid out by SQLite
+# What changes when a row does (:meth:`RunIndex.changed`): rewritten, it has another mark or was scored
+_TOKEN_SQL = f"CASE WHEN status IN {UNSETTLED!r} THEN NULL ELSE mark || ':' || scored END"
 # A run's age as table.format_age writes it, from :now (0 or NULL started_at: unknown)
 _SECONDS = "CAST(:now - started_at AS INTEGER)"
 _AGE_SQL = (
@@ -229,6 +232,31 @@ class RunIndex:
                 said = None
             problems[run_id] = said if isinstance(said, list) else ["its index row is damaged"]
         return lines, problems
+
+    def changed(self, held: Mapping[str, str]) -> tuple[dict[str, str | None], dict[str, RunSummary]] | None:
+        """For a lister that keeps what it showed (the dashboard): every run's token, a text that
+        changes when its row does (None for a run that may change without its files: a running
+        one, whose process may be gone), and the summaries of the runs whose token is not the one
+        in ``held``. None when the rows could not be brought up to date: list every run instead."""
+        self._scan(_IDS, recheck=False)
+        if self.db is None or self.failed:
+            return None
+        try:
+            tokens: dict[str, str | None] = dict(self.db.execute(f"SELECT run_id, {_TOKEN_SQL} FROM runs"))
+        except sqlite3.Error:
+            return None
+        wanted = [run_id for run_id, token in tokens.items() if token is None or held.get(run_id) != token]
+        summaries: dict[str, RunSummary] = {}
+        for at in range(0, len(wanted), 500):
+            chunk = wanted[at : at + 500]
+            query = f"SELECT {_FULL[0]}, run_id FROM runs WHERE run_id IN ({', '.join('?' * len(chunk))})"
+            try:
+                rows = self.db.execute(query, chunk).fetchall()
+            except sqlite3.Error:
+                return None
+            for row in rows:
+                summaries[row[-1]] = _kept(row) or self._reread(row)
+        return tokens, summaries
 
     def _scan(self, query: tuple[str, str, dict[str, int]], recheck: bool) -> tuple[list[_Row], list[RunSummary]]:
         """The rows (``query``'s columns, the run id last) of the unchanged, settled runs; and the

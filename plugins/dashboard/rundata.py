@@ -61,27 +61,52 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> dict[str, Any] | None:
 
 
 class RunsIndex:
-    """Summaries of every run under ``root``, newest first, from the runs root's index
-    (:mod:`mosaic_core.runstore.index`: a run's files are read again only when they changed)."""
+    """Summaries of every run under ``root``, from the runs root's index
+    (:mod:`mosaic_core.runstore.index`: a run's files are read again only when they changed),
+    each run's record kept between calls and made again only when its row changed."""
 
     def __init__(self, root: Path):
         self.root = root
         self._fastlane: dict[str, bool] = {}  # run -> whether its config asks for live frames (fixed at its start)
+        self._tokens: dict[str, str] = {}  # run -> its row's token when its record was made
+        self._records: dict[str, dict[str, Any]] = {}
 
     def snapshot(self) -> list[dict[str, Any]]:
-        from mosaic_core.runstore.index import list_runs
+        """Every run's record (its summary, ``live_frames``), in no particular order: never to be
+        changed by the caller (they are kept)."""
+        from mosaic_core.runstore.index import RunIndex, list_runs
+        from mosaic_core.runstore.trust import untrusted_run
 
-        runs = []
-        for summary in list_runs(self.root):
-            record = summary.to_dict()
-            if summary.run_id not in self._fastlane:
-                path = Path(summary.path)
-                from mosaic_dashboard.frames import frames_wanted
+        index = RunIndex(self.root)
+        try:
+            found = index.changed(self._tokens)
+        finally:
+            index.close()
+        if found is None:  # the index cannot answer: every run from its files
+            self._tokens, self._records = {}, {}
+            return [self._record(summary) for summary in list_runs(self.root)]
+        tokens, changed = found
+        records = {}
+        for run_id in tokens:
+            summary = changed.get(run_id)
+            record = self._record(summary) if summary is not None else self._records.get(run_id)
+            if record is not None:
+                records[run_id] = record
+        self._tokens = {run_id: token for run_id, token in tokens.items() if token is not None and run_id in records}
+        self._records = records
+        if untrusted_run(self.root) is not None:  # the whole root lies in an imported run
+            return [{**record, "untrusted": True} for record in records.values()]
+        return list(records.values())
 
-                self._fastlane[summary.run_id] = frames_wanted(path, read_json(path / "config.json"))
-            record["live_frames"] = self._fastlane[summary.run_id]
-            runs.append(record)
-        return runs
+    def _record(self, summary: Any) -> dict[str, Any]:
+        record = summary.to_dict()
+        if summary.run_id not in self._fastlane:
+            path = Path(summary.path)
+            from mosaic_dashboard.frames import frames_wanted
+
+            self._fastlane[summary.run_id] = frames_wanted(path, read_json(path / "config.json"))
+        record["live_frames"] = self._fastlane[summary.run_id]
+        return record
 
 
 def log_tails(run_dir: Path, limit: int = LOG_TAIL_BYTES) -> dict[str, str]:

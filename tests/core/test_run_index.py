@@ -383,3 +383,32 @@ def test_the_table_sqlite_lays_out_is_the_one_python_lays_out(tmp_path):
         assert [line.split()[0] for line in lines[1:]] == ["bare", "seconds", "minutes", "hours", "days"]
         assert "Pendulum-€-é" in lines[4] and "ALE/Pong-v5?[31m" in lines[3] and "\x1b" not in "".join(lines)
         assert list(problems) == ["bare"] and "config.json" in problems["bare"][0]
+
+
+def test_a_lister_that_keeps_what_it_showed_gets_only_the_runs_that_changed(tmp_path):
+    """RunIndex.changed (the dashboard's list): every run's token, and summaries only for the runs
+    whose row changed since (a running one each time: its process may be gone without a file
+    changing); a new run comes, a removed one goes."""
+    import shutil
+
+    root = tmp_path / "runs"
+    for run_id in ("r0", "r1"):
+        make_run(root, run_id)
+    make_run(root, "live", end=None)
+    index = RunIndex(root)
+    try:
+        tokens, summaries = index.changed({})
+        assert set(tokens) == set(summaries) == {"r0", "r1", "live"} and tokens["live"] is None
+        held = {run_id: token for run_id, token in tokens.items() if token is not None}
+        assert set(index.changed(held)[1]) == {"live"}
+        with open(root / "r1" / "events.jsonl", "a") as handle:
+            handle.write(json.dumps({"event": "run_resumed", "run_id": "r1", "seq": 4, "timestamp": time.time()}) + "\n")
+        record_run(root / "r1")  # the host, resuming it
+        make_run(root, "new")
+        shutil.rmtree(root / "r0")
+        tokens, summaries = index.changed(held)
+        assert set(tokens) == {"r1", "live", "new"} and set(summaries) == {"r1", "live", "new"}
+        assert summaries["r1"].status == "running" and summaries == {s.run_id: s for s in summaries.values()}
+        assert {s.run_id: s.to_dict() for s in list_runs(root)} == {k: v.to_dict() for k, v in summaries.items()}
+    finally:
+        index.close()
