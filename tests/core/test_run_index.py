@@ -402,7 +402,9 @@ def test_a_lister_that_keeps_what_it_showed_gets_only_the_runs_that_changed(tmp_
         held = {run_id: token for run_id, token in tokens.items() if token is not None}
         assert set(index.changed(held)[1]) == {"live"}
         with open(root / "r1" / "events.jsonl", "a") as handle:
-            handle.write(json.dumps({"event": "run_resumed", "run_id": "r1", "seq": 4, "timestamp": time.time()}) + "\n")
+            handle.write(
+                json.dumps({"event": "run_resumed", "run_id": "r1", "seq": 4, "timestamp": time.time()}) + "\n"
+            )
         record_run(root / "r1")  # the host, resuming it
         make_run(root, "new")
         shutil.rmtree(root / "r0")

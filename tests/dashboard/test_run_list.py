@@ -17,7 +17,9 @@ def test_records_are_made_again_only_for_the_runs_that_changed(tmp_path):
     first = {r["run_id"]: r for r in runs.snapshot()}
     assert set(first) == {"a", "b", "live"} and first["a"]["live_frames"] is False
     with open(root / "live" / "events.jsonl", "a") as handle:  # the running run ends
-        handle.write(json.dumps({"event": "run_completed", "run_id": "live", "seq": 3, "timestamp": time.time()}) + "\n")
+        handle.write(
+            json.dumps({"event": "run_completed", "run_id": "live", "seq": 3, "timestamp": time.time()}) + "\n"
+        )
     second = {r["run_id"]: r for r in runs.snapshot()}
     assert second["a"] is first["a"] and second["b"] is first["b"]  # unchanged: the same records
     assert second["live"]["status"] == "completed" and first["live"]["status"] == "running"
