@@ -281,10 +281,14 @@ class RunIndex:
                 continue
             try:
                 info = os.stat(path, follow_symlinks=False)
-            except OSError:
+            except OSError:  # gone since the root was listed: its row goes
+                if row is not None:
+                    known[name] = row
                 continue
             if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:  # only the owner's folders are runs
                 not_runs.append(name)
+                if row is not None:
+                    known[name] = row
                 continue
             mark = _mark(path, info, row)
             if here is not None and here[0] == mark and here[1] and here[3] not in UNSETTLED:
