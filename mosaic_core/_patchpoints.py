@@ -24,11 +24,14 @@ Patch points:
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.abc
 import multiprocessing
 import os
 import re
+import signal
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -242,6 +245,7 @@ def _flushed_at_exit(writer: Any) -> None:
 
         atexit.register(_flush_writers)
         at_stop_exit(_flush_writers)
+        _flush_on_sigterm()
     _writers.add(writer)
 
 
@@ -251,6 +255,28 @@ def _flush_writers() -> None:
             writer.flush()
         except Exception:  # a closed or broken writer: the others still flush
             pass
+
+
+def _flush_on_sigterm() -> None:
+    """A program that leaves SIGTERM (the host's stop) to the default, as CleanRL's scripts do,
+    would die with its writers' events unwritten: flush them first, then end as signalled. A
+    program's own handler, set before or after, is left alone."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, functools.partial(_on_sigterm, os.getpid()))
+
+
+def _on_sigterm(pid: int, signum: int, _frame: Any) -> None:
+    signal.signal(signum, signal.SIG_DFL)
+    if os.getpid() != pid:  # a forked env process: its copies of the writers have no thread
+        os.kill(os.getpid(), signum)
+        return
+    # The flush waits in a thread: where the signal came, this thread may hold a writer's lock.
+    threading.Thread(target=_flush_then_end, args=(signum,), name="mosaic-flush", daemon=True).start()
+
+
+def _flush_then_end(signum: int) -> None:
+    _flush_writers()
+    os.kill(os.getpid(), signum)
 
 
 def _patch_writer_module(module: Any, child: ChildContext, host: PluginHost) -> None:
@@ -265,11 +291,12 @@ def _patch_writer_module(module: Any, child: ChildContext, host: PluginHost) -> 
             value = float(scalar_value)
         except (TypeError, ValueError):
             value = None
-        if value is not None:
+        _flushed_at_exit(self)
+        written = original(self, tag, scalar_value, global_step, *args, **kwargs)
+        if value is not None:  # reported once written: a stop that follows it finds it in the file
             step = None if global_step is None else int(global_step)
             on_scalar(child, tag, value, step, None, _writer_dir(self))
-        _flushed_at_exit(self)
-        return original(self, tag, scalar_value, global_step, *args, **kwargs)
+        return written
 
     add_scalar.__mosaic_patched__ = True  # type: ignore[attr-defined]
     add_scalar.__wrapped__ = original  # type: ignore[attr-defined]

@@ -3,7 +3,11 @@ bad analytics extras, and W&B in offline mode with an API key that must never re
 
 import json
 import os
+import signal
 
+import pytest
+
+from mosaic_analytics import curves
 from tests.analytics.conftest import TERMINAL, clean_env, read_events_until, run_args, run_with_tty_stderr, start
 from tests.conftest import run_cli
 
@@ -27,6 +31,20 @@ def test_metrics_events_arrive_while_the_run_trains(workdir, runs_root):
     assert metrics[-1]["episodic_return"] > 0 and metrics[-1]["episodes"] > 0 and metrics[-1]["sps"] > 0
     beats = [e["payload"] for e in events if e["event"] == "heartbeat"]
     assert beats and all("global_step" in b["metrics"] for b in beats)
+
+
+@pytest.mark.parametrize("writer", ["torch", "tensorboardx"])
+def test_a_run_stopped_at_its_first_metric_keeps_that_scalar_in_its_event_file(workdir, runs_root, writer):
+    # tensorboardX writes nothing before a flush, torch's writer a moment after add_scalar: killed
+    # at the host's stop, an unmodified script kept neither; its writers are flushed first now
+    proc = start(run_args("cut", 100_000, {"step_delay": 0.01, "writer": writer}), workdir)
+    first = read_events_until(proc, lambda e: e["event"] == "metrics")[-1]["payload"]
+    proc.send_signal(signal.SIGINT)
+    assert [json.loads(line) for line in proc.stdout][-1]["event"] == "run_cancelled"
+    proc.wait(timeout=60)
+    proc.stderr.close()
+    kept = curves.read_scalars(runs_root / "cut", curves.DEFAULT_TAG)
+    assert first["episodic_return"] in kept.values and not kept.damaged
 
 
 def test_metrics_interval_bounds_the_event_rate(mosaic):
