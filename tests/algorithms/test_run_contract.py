@@ -10,6 +10,7 @@ import importlib.util
 import json
 
 import pytest
+import torch
 
 from mosaic_core.events import metric_steps, one_history, read_events
 from mosaic_core.testing.contract_suite import WorkerContractSuite
@@ -21,32 +22,36 @@ from .conftest import scalars
 # CartPole runs these budgets in a few seconds); it changes nothing the run learns.
 QUICK = {"cuda": False, "metrics_interval_s": 0.1}
 OFF_POLICY = {**QUICK, "learning_starts": 1000, "buffer_size": 10_000}
+# Pendulum's replay: updates from step 500 on, so hundreds cross the stop on either side
+PENDULUM_REPLAY = ("Pendulum-v1", 1_600, {**OFF_POLICY, "learning_starts": 500, "batch_size": 64})
 # Every bundled algorithm whose env keeps its state as plain data (classic control): (env, budget, extras).
+# Each budget is a few dozen updates (PPO's iterations, DQN's target updates) or hundreds (the replay
+# algorithms') on each side of the stop: the final weights and optimizer state are compared exactly.
 RUNS = {
     # one epoch an iteration: every update still crosses the resume (the optimizer's state, the
     # schedule), at a quarter of the default's four epochs' cost
-    "ppo": ("CartPole-v1", 20_000, {**QUICK, "num_envs": 2, "num_steps": 128, "update_epochs": 1}),
-    "dqn": ("CartPole-v1", 8_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
-    "c51": ("CartPole-v1", 8_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
-    "ppo_continuous_action": ("Pendulum-v1", 6_144, {**QUICK, "num_steps": 256, "num_minibatches": 4}),
-    "sac_continuous_action": ("Pendulum-v1", 3_000, {**OFF_POLICY, "batch_size": 64}),
-    "td3_continuous_action": ("Pendulum-v1", 3_000, {**OFF_POLICY, "batch_size": 64}),
-    "ddpg_continuous_action": ("Pendulum-v1", 3_000, {**OFF_POLICY, "batch_size": 64}),
+    "ppo": ("CartPole-v1", 10_240, {**QUICK, "num_envs": 2, "num_steps": 128, "update_epochs": 1}),
+    "dqn": ("CartPole-v1", 5_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
+    "c51": ("CartPole-v1", 5_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
+    "ppo_continuous_action": ("Pendulum-v1", 4_096, {**QUICK, "num_steps": 256, "num_minibatches": 4}),
+    "sac_continuous_action": PENDULUM_REPLAY,
+    "td3_continuous_action": PENDULUM_REPLAY,
+    "ddpg_continuous_action": PENDULUM_REPLAY,
 }
 # The envs whose state lives outside Python, saved as data all the same (cleanrl_worker.resumestate): ALE's
 # emulator with CleanRL's Atari preprocessing, MuJoCo's simulator. The env steps are what the resume is
-# checked on (Breakout's games are a few hundred steps: the budget keeps more than five past the stop);
-# the network's updates are a few, each crossing the resume all the same (DQN's: every 16th step, past
-# learning_starts and a target update; PPO's: one epoch an iteration), so a slow CI runs each in under a minute.
+# checked on (Breakout's games are a few hundred steps: the budget keeps a few past the stop), with the
+# final weights; the network's updates are a few, each crossing the resume all the same (DQN's: every
+# 16th step, past learning_starts and a target update; PPO's: one epoch an iteration).
 ATARI = "BreakoutNoFrameskip-v4"
 SIMULATED = {
-    "ppo_atari": (ATARI, 4096, {**QUICK, "num_envs": 4, "num_steps": 128, "update_epochs": 1}),
+    "ppo_atari": (ATARI, 2048, {**QUICK, "num_envs": 4, "num_steps": 128, "update_epochs": 1}),
     "dqn_atari": (
         ATARI,
-        4000,
+        3000,
         {
             **OFF_POLICY,
-            "buffer_size": 4000,
+            "buffer_size": 3000,
             "target_network_frequency": 500,
             "exploration_fraction": 0.5,
             "train_frequency": 16,
@@ -54,7 +59,7 @@ SIMULATED = {
     ),
     "ppo_continuous_action": ("Hopper-v4", 4096, {**QUICK, "num_steps": 512, "num_minibatches": 4, "update_epochs": 2}),
     # Hopper's early episodes are tens of steps: half the budget past the stop is dozens of them
-    "sac_continuous_action": ("Hopper-v4", 2_000, {**OFF_POLICY, "learning_starts": 500, "batch_size": 64}),
+    "sac_continuous_action": ("Hopper-v4", 1_400, {**OFF_POLICY, "learning_starts": 400, "batch_size": 64}),
 }
 SIMULATORS = {ATARI: "ale_py", "Hopper-v4": "mujoco"}
 OFF_POLICY_ALGOS = {
@@ -113,7 +118,8 @@ def test_a_resumed_run_is_the_run_it_would_have_been_on_atari_and_mujoco(algo, s
 
 def resume_matches_the_whole_run(suite, algo, env_id, total, extras):
     """``algo`` on ``env_id`` SIGTERMed near its middle and continued by the same command again: every
-    episode past the resume point has the uninterrupted run's return, at the same step; one history."""
+    episode past the resume point has the uninterrupted run's return, at the same step, and the run
+    ends with the uninterrupted run's weights and optimizer state, bit for bit; one history."""
     suite.algo, suite.env_id, suite.total_timesteps, suite.extras = algo, env_id, total, extras
     whole = suite.cli(*suite.run_args("whole"))
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -134,7 +140,9 @@ def resume_matches_the_whole_run(suite, algo, env_id, total, extras):
 
     after_whole = returns_after(suite.run_dir("whole"), from_step)
     after_cut = returns_after(suite.run_dir("cut"), from_step)
-    assert len(after_whole) > 5 and after_cut == after_whole
+    assert len(after_whole) >= 2 and after_cut == after_whole
+    whole_state, cut_state = (final_state(suite.run_dir(run), total) for run in ("whole", "cut"))
+    assert_same_state(whole_state, cut_state)
 
     # one history: TensorBoard steps of each tag never go back (what the first attempt logged past the
     # checkpoint is purged); two envs ending episodes at one step log that step twice, as CleanRL does
@@ -161,6 +169,31 @@ def resume_matches_the_whole_run(suite, algo, env_id, total, extras):
     listed = suite.cli("runs", "--runs-dir", str(suite.runs_root), "--json")
     (cut,) = [r for r in json.loads(listed.stdout) if r["run_id"] == "cut"]
     assert cut["status"] == "completed" and cut["attempts"] == 2 and cut["global_step"] <= total
+
+
+def final_state(run_dir, total):
+    """The models and optimizers of a run's checkpoint at its last step (saved as every run ends)."""
+    from cleanrl_worker.checkpoint import load_checkpoint
+
+    (path,) = run_dir.glob(f"checkpoints/step_{total}.cleanrl_model")
+    ckpt = load_checkpoint(path)
+    return {"models": ckpt["models"], "optimizers": ckpt["optimizers"]}
+
+
+def assert_same_state(whole, cut, at="state"):
+    """Every tensor and number of ``whole`` equals ``cut``'s exactly."""
+    if isinstance(whole, dict):
+        assert whole.keys() == cut.keys(), at
+        for key in whole:
+            assert_same_state(whole[key], cut[key], f"{at}.{key}")
+    elif isinstance(whole, (list, tuple)):
+        assert len(whole) == len(cut), at
+        for index, (a, b) in enumerate(zip(whole, cut)):
+            assert_same_state(a, b, f"{at}[{index}]")
+    elif isinstance(whole, torch.Tensor):
+        assert torch.equal(whole, cut), f"{at} differs after the resume"
+    else:
+        assert whole == cut, (at, whole, cut)
 
 
 def test_a_dqn_resume_without_its_replay_buffer_says_what_it_does(suite):
