@@ -30,13 +30,13 @@ parallel = 1
 worker = "cleanrl"
 algo = "ppo"
 env = "CartPole-v1"
-overrides = { num_envs = 2, num_steps = 128 }
+overrides = { num_envs = 2, num_steps = 128, update_epochs = 1 }
 
 [[group]]
 worker = "cleanrl"
 algo = "ppo"
 env = "CartPole-v1"
-overrides = { num_envs = 2, num_steps = 128, learning_rate = 0.001 }
+overrides = { num_envs = 2, num_steps = 128, update_epochs = 1, learning_rate = 0.001 }
 """
 
 

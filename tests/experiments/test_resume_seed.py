@@ -19,14 +19,14 @@ from tests.conftest import BIN, HOST_VARS, run_cli
 SPEC = """
 name = "cut"
 seeds = [1, 2]
-total_timesteps = 20000
+total_timesteps = 12000
 parallel = 1
 
 [[group]]
 worker = "cleanrl"
 algo = "ppo"
 env = "CartPole-v1"
-overrides = { num_envs = 2, num_steps = 128 }
+overrides = { num_envs = 2, num_steps = 128, update_epochs = 1 }
 """
 
 
