@@ -31,8 +31,8 @@ RUNS = {
     # one epoch an iteration: every update still crosses the resume (the optimizer's state, the
     # schedule), at a quarter of the default's four epochs' cost
     "ppo": ("CartPole-v1", 10_240, {**QUICK, "num_envs": 2, "num_steps": 128, "update_epochs": 1}),
-    "dqn": ("CartPole-v1", 5_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
-    "c51": ("CartPole-v1", 5_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
+    "dqn": ("CartPole-v1", 6_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
+    "c51": ("CartPole-v1", 6_000, {**QUICK, "learning_starts": 1000, "target_network_frequency": 100}),
     "ppo_continuous_action": ("Pendulum-v1", 4_096, {**QUICK, "num_steps": 256, "num_minibatches": 4}),
     "sac_continuous_action": PENDULUM_REPLAY,
     "td3_continuous_action": PENDULUM_REPLAY,

@@ -25,11 +25,11 @@ class TestRLlibContract(WorkerContractSuite):
     worker = "rllib"
     algo = "PPO"
     env_id = "CartPole-v1"
-    total_timesteps = 4000  # 8 iterations of 500 steps: the stop lands near the 4th
-    stop_step = (
-        total_timesteps // 2
-    )  # a reported step past the first updates (its first report is too early to resume from)
-    extras = {"algo_params": SMALL}
+    total_timesteps = 4000  # 8 iterations of 500 steps
+    # The stop: once the second iteration's end is reported (past the first updates; its first report,
+    # the first episode's, is too early to resume from), with six iterations left for it to land in
+    stop_step = 1000
+    extras = {"algo_params": SMALL, "metrics_interval_s": 0.05}  # each iteration's step reported as it ends
     evaluate = True
     resume_state = True  # RLlib's env runners' random state is not restored: the closest property
     timeout = 600.0

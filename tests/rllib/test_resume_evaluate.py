@@ -17,8 +17,11 @@ from tests.rllib.conftest import alive, events_of, ray_pids, refuse, run_args
 
 pytestmark = pytest.mark.slow
 
-BUDGET = 4000  # 8 iterations of 500 env steps (conftest.SMALL)
-STOP_AFTER = 1500  # Ctrl-C once the host reports this many steps (the run is then about half-way)
+BUDGET = 6000  # 12 iterations of 500 env steps (conftest.SMALL)
+# Ctrl-C once the host reports this many steps: 9 iterations are left, seconds on a busy machine, for
+# the Ctrl-C to reach the training process (with 5, a run that sped up finished before it did)
+STOP_AFTER = 1500
+EXTRAS = {"metrics_interval_s": 0.05}  # each iteration's step reported as it ends
 PARAMS = {"lr": [[0, 1e-3], [BUDGET, 1e-5]]}  # PPO's learning rate, annealed over the env steps
 SEED = 3
 
@@ -26,7 +29,7 @@ SEED = 3
 def _run(rllib_env, runs, run_id, extras=None, total=BUDGET, seed=SEED):
     more = ("--seed", str(seed)) if seed is not None else ()
     done = subprocess.run(
-        run_args(run_id, runs, total=total, params=PARAMS, extras=extras, more=more),
+        run_args(run_id, runs, total=total, params=PARAMS, extras={**EXTRAS, **(extras or {})}, more=more),
         env=rllib_env,
         capture_output=True,
         text=True,
@@ -54,7 +57,7 @@ def runs(rllib_env, tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     found = {"whole": _run(rllib_env, runs, "whole")}
     proc = subprocess.Popen(
-        run_args("killed", runs, total=BUDGET, params=PARAMS, more=("--seed", str(SEED))),
+        run_args("killed", runs, total=BUDGET, params=PARAMS, extras=EXTRAS, more=("--seed", str(SEED))),
         env=rllib_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
