@@ -100,8 +100,11 @@ STOPPED = [
 @pytest.mark.parametrize("attempt", range(int(os.environ.get("MOSAIC_STOP_REPEAT", "1"))))  # 20 before a release
 @pytest.mark.parametrize("algo, env_id", STOPPED)
 def test_a_stop_under_load_ends_resumable_and_resume_completes(workdir, busy_cores, algo, env_id, attempt):
-    total, run_dir = 2048, workdir / "var/trainer/runs/halt"
-    host = start(workdir, *mosaic_command("halt", algo, env_id, total, SMALL_PPO, "--json"))
+    # each iteration's step reported as it ends, and 8 of 16 iterations left after the trigger: an
+    # EnvPool run does 2,048 steps in a second or two, which a 1 s report interval could use up
+    total, run_dir = 4096, workdir / "var/trainer/runs/halt"
+    extras = {**SMALL_PPO, "metrics_interval_s": 0.05}
+    host = start(workdir, *mosaic_command("halt", algo, env_id, total, extras, "--json"))
     err = ctrl_c_half_way(host, run_dir, total, busy_cores)
     end = json.loads((run_dir / "events.jsonl").read_text().splitlines()[-1])
     assert host.returncode == 130 and end["event"] == "run_cancelled", (end, err[-3000:])
