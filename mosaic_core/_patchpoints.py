@@ -275,8 +275,10 @@ def _on_sigterm(pid: int, signum: int, _frame: Any) -> None:
 
 
 def _flush_then_end(signum: int) -> None:
-    _flush_writers()
-    os.kill(os.getpid(), signum)
+    try:
+        _flush_writers()
+    finally:  # whatever the flush met, the stop ends the process
+        os.kill(os.getpid(), signum)
 
 
 def _patch_writer_module(module: Any, child: ChildContext, host: PluginHost) -> None:
