@@ -3,7 +3,9 @@ requeued mid-run (``scontrol requeue``, as a preemption does), one at its time l
 grace period before it; the job requeues itself) and one preempted twice each resume the run
 through the run contract and finish it, with one history: ``mosaic run --launcher slurm`` follows
 every attempt and exits 0 with ``run_completed``. The bundled CleanRL ppo on CartPole (small
-budgets); it checkpoints when stopped (SIGTERM, SIGUSR1). No job, process or file left.
+budgets); it checkpoints when stopped (SIGTERM, SIGUSR1). The time-limit test waits a minute or so
+for Slurm: its run is the example worker's, paced so that it is still running then without using
+the CPU meanwhile. No job, process or file left.
 
 A requeued job is eligible only about two minutes later (``EligibleTime``); the tests make it
 eligible at once (``scontrol update jobid=N StartTime=now``), as an idle cluster would soon."""
@@ -26,6 +28,9 @@ from tests.slurm.test_slurm_run import processes_of
 WAIT_S = 300.0
 
 
+SLURM_JOB = ["--json", "--launcher", "slurm", "--num-cpus", "1", "--grace-period", "20"]
+
+
 def ppo(total: int) -> list[str]:
     return [
         "run",
@@ -39,14 +44,23 @@ def ppo(total: int) -> list[str]:
         str(total),
         "--extras",
         '{"num_envs": 1, "num_steps": 128}',
-        "--json",
-        "--launcher",
-        "slurm",
-        "--num-cpus",
-        "1",
-        "--grace-period",
-        "20",
+        *SLURM_JOB,
     ]
+
+
+# The time-limit test's policy (the example worker runs a policy file): its first attempt plays a
+# step every 5 ms (still running when Slurm's time limit comes, a minute or two later, at almost no CPU),
+# the resumed attempt at full speed.
+PACED_POLICY = """import sys, time
+
+FIRST_ATTEMPT = sys.argv[sys.argv.index("--mode") + 1] != "resume"
+
+
+def act(observation, action_space):
+    if FIRST_ATTEMPT:
+        time.sleep(0.005)
+    return action_space.sample()
+"""
 
 
 class Caller:
@@ -203,8 +217,12 @@ def test_a_job_at_its_time_limit_checkpoints_requeues_itself_and_finishes(slurm,
     naming SIGUSR1), and the job, which Slurm does not requeue at a time limit, requeues itself;
     the next attempt resumes the run. Once the run trains, the test shortens the job's limit to
     end 30 to 90 s later (a limit of whole minutes), and gives the requeued job ten minutes."""
-    total = 131072
-    caller = Caller([*ppo(total), "--slurm-time", "10:00", "--slurm-grace", "30"], workdir)
+    total = 50000  # the first attempt plays 200 steps a second: at most 20,000 by its SIGUSR1
+    policy = workdir / "paced.py"
+    policy.write_text(PACED_POLICY)
+    paced = ["run", "--worker", "example", "--algo", str(policy), "--env-id", "CartPole-v1",
+             "--total-timesteps", str(total), *SLURM_JOB]  # fmt: skip
+    caller = Caller([*paced, "--slurm-time", "10:00", "--slurm-grace", "30"], workdir)
     try:
         caller.wait_for(metrics_past(1000))
         job_id = caller.events[0]["payload"]["slurm"]["job_id"]
