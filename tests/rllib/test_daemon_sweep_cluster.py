@@ -15,7 +15,9 @@ from tests.rllib.conftest import events_of, run_args
 
 pytestmark = pytest.mark.slow  # each trains RLlib runs of about 1,000 env steps
 
-IMPALA = {"num_env_runners": 1, "train_batch_size_per_learner": 500}
+# IMPALA's env runner samples on through an iteration's minimum time (10 s by default: 10,000 steps
+# and 28 CPU-s for a 2,000-step run); iterations of 1 s end the run near its budget
+IMPALA = {"num_env_runners": 1, "train_batch_size_per_learner": 500, "min_time_s_per_iteration": 1}
 SWEEP = """
 worker = "rllib"
 algo = "PPO"
@@ -65,8 +67,8 @@ def test_daemon_runs_a_submitted_impala_run(rllib_env, tmp_path, monkeypatch):
         "worker": "rllib",
         "algo": "IMPALA",
         "env_id": "CartPole-v1",
-        # two 10 s iterations on a busy machine: IMPALA's learner reports an update in the iteration after
-        # the one that sampled its batch when the env runner's episodes come back late
+        # several iterations: IMPALA's learner reports an update in the iteration after the one that
+        # sampled its batch when the env runner's episodes come back late
         "total_timesteps": 2000,
         "seed": 3,
         "extras": {"algo_params": IMPALA},

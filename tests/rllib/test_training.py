@@ -21,7 +21,13 @@ pytestmark = pytest.mark.slow  # tens of seconds each: the main lane runs them, 
 # metrics_interval_s: the first iteration's values get an event of their own, not merged into the
 # next one's by the 1 s interval after the first episode's return (sent at once)
 PPO_EXTRAS = {"fastlane_record": 1, "checkpoint_frequency": 500, "metrics_interval_s": 0.05}
-DQN_PARAMS = {"num_steps_sampled_before_learning_starts": 200, "min_sample_timesteps_per_iteration": 500}
+# DQN updates once per sampled fragment: 25 steps a fragment makes 32 updates of the 800 steps past
+# learning_starts (one step a fragment made 800: three quarters of the run's CPU)
+DQN_PARAMS = {
+    "num_steps_sampled_before_learning_starts": 200,
+    "min_sample_timesteps_per_iteration": 500,
+    "rollout_fragment_length": 25,
+}
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,7 @@
 """`mosaic run --launcher slurm` on a real one-node Slurm cluster (tests/slurm/conftest.py), what
 is Slurm's own: the run as a job (its files, its options), --detach, no sbatch, the signal before
 the time limit; no job, process or file left. (A run, a stop and its resume, bad options: the
-launcher contract, test_slurm_contract.py.) Training: the bundled CleanRL ppo on CartPole (tiny budgets) and the
-example worker (a long run to cancel)."""
+launcher contract, test_slurm_contract.py.) Training: the bundled CleanRL ppo on CartPole (tiny budgets)."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ PPO = [
     "--extras",
     '{"num_envs": 1, "num_steps": 128}',
 ]
-LONG = ["run", "--worker", "example", "--env-id", "CartPole-v1", "--total-timesteps", "50000000"]
 
 
 def events_of(stdout: str) -> list[dict]:
