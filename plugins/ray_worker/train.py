@@ -57,7 +57,12 @@ TENSORBOARD = "tensorboard"
 # Ray's longest unix socket path under its temp dir (session_<date>_<time>_<pid>/sockets/plasma_store)
 # must stay under the kernel's 107 characters.
 SESSION_PATH_LEN = 64
+# Env runners that sample nothing in this many iterations in a row, for this long, are lost. Both: an
+# async algorithm's iteration (IMPALA's, APPO's) ends at its minimum time with or without samples, and
+# on a busy machine an env runner's first samples can take tens of seconds (its start-up alone imports
+# RLlib and torch); RLlib's own sample timeout is a minute.
 EMPTY_ITERATIONS_MAX = 5
+EMPTY_SECONDS_MIN = 60.0
 SOCKET_PATH_MAX = 107
 # Ray's switch that makes a node's address loopback (ray._private.services.get_node_ip_address)
 LOOPBACK_NODE_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -379,9 +384,10 @@ class EnvRunnersLost(RuntimeError):
     """RLlib's env runners are gone (``train()`` does not raise: its results just lack samples)."""
 
 
-def check_env_runners(algo: Any, empty: int) -> None:
-    """After ``empty`` iterations in a row without samples: fail when no env runner is healthy,
-    or after ``EMPTY_ITERATIONS_MAX`` (RLlib's sample timeout on a busy machine returns nothing too)."""
+def check_env_runners(algo: Any, empty: int, quiet_s: float) -> None:
+    """After ``empty`` iterations in a row without samples, the last ``quiet_s`` seconds: fail when
+    no env runner is healthy, or after ``EMPTY_ITERATIONS_MAX`` of them and ``EMPTY_SECONDS_MIN``
+    (RLlib's sample timeout on a busy machine returns nothing too)."""
     group = algo.env_runner_group
     remote = group.num_remote_env_runners()
     if remote and group.num_healthy_remote_workers() == 0:
@@ -389,11 +395,11 @@ def check_env_runners(algo: Any, empty: int) -> None:
             f"all {remote} of RLlib's env runners are gone (crashed or killed: see the Ray logs "
             "in the run's ray/ directory)"
         )
-    if empty >= EMPTY_ITERATIONS_MAX:
-        raise EnvRunnersLost(f"RLlib's env runners sampled nothing in {empty} iterations in a row")
+    if empty >= EMPTY_ITERATIONS_MAX and quiet_s >= EMPTY_SECONDS_MIN:
+        raise EnvRunnersLost(f"RLlib's env runners sampled nothing in {empty} iterations in a row ({quiet_s:.0f} s)")
     print(
-        f"rllib worker: iteration sampled nothing ({empty} in a row; {group.num_healthy_remote_workers()} of "
-        f"{remote} env runners healthy)",
+        f"rllib worker: iteration sampled nothing ({empty} in a row, {quiet_s:.0f} s; "
+        f"{group.num_healthy_remote_workers()} of {remote} env runners healthy)",
         file=sys.stderr,
     )
 
@@ -414,7 +420,7 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
     reporter = Reporter(writer, step=offset, agents=module_agents(algo.config))
     every = ns.checkpoint_frequency or None  # 0: at the end and on a stop only
     next_save = offset + every if every else None
-    empty = 0
+    empty, sampled_at = 0, time.monotonic()
     _LOOPING.set()
     try:
         while reporter.step < ns.total_timesteps:
@@ -431,9 +437,9 @@ def train(algo: Any, ns: Namespace, stop: HostCancel, offset: int) -> None:
                 raise Stopped()
             if step is None:  # train() does not raise when env runners crash: it returns no samples
                 empty += 1
-                check_env_runners(algo, empty)
+                check_env_runners(algo, empty, time.monotonic() - sampled_at)
                 continue
-            empty = 0
+            empty, sampled_at = 0, time.monotonic()
             if next_save is not None and ns.total_timesteps > step >= next_save:
                 checkpoint(algo, ns, step, "periodic")
                 while next_save <= step:

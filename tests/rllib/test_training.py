@@ -155,6 +155,27 @@ def test_sigterm_stops_a_run_within_its_grace_period_under_load(rllib_env, tmp_p
     assert folders == [], f"the run's Ray temp folder outlived it: {folders}"
 
 
+@pytest.mark.alone  # its env runner's first samples are late only on a busy machine
+def test_an_async_run_whose_first_samples_come_late_is_not_lost_under_load(rllib_env, tmp_path, busy_cores):
+    """IMPALA's iterations end at their minimum time, samples or not: on a busy machine its env
+    runner's first samples come seconds late, many short iterations after the first. Five empty
+    iterations in a row are not enough to call the env runners lost: a minute without samples is."""
+    busy_cores()
+    params = {"num_env_runners": 1, "train_batch_size_per_learner": 500, "min_time_s_per_iteration": 0.2}
+    done = subprocess.run(
+        run_args("late", tmp_path, "IMPALA", params=params),
+        env=rllib_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert events_of(tmp_path / "late")[-1]["event"] == "run_completed"
+    said = (tmp_path / "late" / "logs" / "rllib.stderr.log").read_text()
+    assert "iteration sampled nothing (5 in a row" in said, said[-3000:]  # the case this test is for
+
+
 def _cancelled(rllib_env, tmp_path, grace, timeout, load=None):
     """SIGTERM to a run's host once it reports metrics (``load()`` first, if given); then its
     events (the last one ``run_cancelled``, no Ray process left) and the Ray temp folders left."""
