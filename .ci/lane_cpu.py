@@ -37,7 +37,7 @@ KINDS = [
     ("Ray system (GCS, raylet, agents)", r"gcs_server|raylet|dashboard|log_monitor|monitor\.py|runtime_env|ray start"),
     ("XuanCe", r"xuance_worker"),
     ("example worker", r"mosaic_example_plugin"),
-    ("host CLI", r"mosaic_core\.cli|/mosaic |mosaic_core\.\w+"),
+    ("host CLI", r"(\] |/)mosaic |mosaic_core\.\w+"),
     ("Slurm", r"slurm|munged|srun|sbatch|scontrol|squeue"),
     ("PostgreSQL", r"postgres"),
     ("Chromium", r"chrom|playwright|node "),
