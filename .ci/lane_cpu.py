@@ -8,7 +8,9 @@ wall-clock seconds, are what a cut saves. Every process that ends while the comm
 accounted for by the kernel, however short-lived; a sampler reads each new process's command
 line and the test that started it (``PYTEST_CURRENT_TEST``, inherited by the processes a test
 starts; a process without it counts for its parent's test) every 0.2 s. A process gone before the
-sampler saw it counts by its kernel name, for its parent's test. The tables go to stdout, the
+sampler saw it counts by its kernel name, for its parent's test. The test column is approximate: an
+environment a session fixture built once (``rllib_env``, ``xuance_env``) names the test that built it,
+and a short process the sampler missed may count for no test. The tables go to stdout, the
 command's own output to stderr.
 """
 
@@ -108,7 +110,7 @@ def _joined(ended, seen) -> list[tuple[float, str, str]]:
         by_pid[pid].append((start, *value))
 
     def sighting(pid: int, start: float):  # acct's start is whole seconds
-        near = [s for s in by_pid.get(pid, ()) if start - 1 <= s[0] <= start + 2]
+        near = [s for s in by_pid.get(pid, ()) if abs(s[0] - start) <= 2]
         return min(near, key=lambda s: abs(s[0] - start)) if near else None
 
     def test_of(pid: int, start: float, depth: int = 0) -> str:
