@@ -3,6 +3,7 @@ built once per test session by ``mosaic workers install rllib --extras atari,muj
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,12 +38,16 @@ def run_args(run_id, runs_dir, algo="PPO", total=1000, extras=None, env_id="Cart
     ]
 
 
+def run_mosaic(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The command line ``args`` run to its end under ``env`` (the RLlib worker's environment found):
+    its output captured, no stdin."""
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
 def refuse(args: list[str], env: dict[str, str], words: str, run_dir: Path) -> None:
     """``mosaic run ARGS`` in the RLlib worker's environment is refused: exit 2, one line on stderr
     with ``words`` in it, no traceback, and no ``run_dir`` made."""
-    import subprocess
-
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    done = run_mosaic(args, env, timeout=300)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in done.stderr, done.stderr

@@ -6,11 +6,10 @@ steps; HalfCheetah: 1,000), so an iteration often ends one episode: RLlib then r
 callback's series of returns to that one value, which must still be reported."""
 
 import json
-import subprocess
 
 import pytest
 
-from tests.rllib.conftest import events_of, run_args
+from tests.rllib.conftest import events_of, run_args, run_mosaic
 
 pytestmark = pytest.mark.slow  # tens of seconds each
 
@@ -23,14 +22,7 @@ CASES = {
 @pytest.mark.parametrize("env_id", sorted(CASES))
 def test_trains_on_the_env_family(rllib_env, tmp_path, env_id):
     params, total, extras = CASES[env_id]
-    done = subprocess.run(
-        run_args("family", tmp_path, total=total, env_id=env_id, params=params, extras=extras),
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_mosaic(run_args("family", tmp_path, total=total, env_id=env_id, params=params, extras=extras), rllib_env)
     assert done.returncode == 0, done.stderr[-3000:]
     events = events_of(tmp_path / "family")
     assert events[-1]["event"] == "run_completed"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ctrl_c_at
-from tests.rllib.conftest import MOSAIC, events_of, refuse, run_args
+from tests.rllib.conftest import MOSAIC, events_of, refuse, run_args, run_mosaic
 
 pytestmark = pytest.mark.slow
 
@@ -62,13 +62,9 @@ def self_play(rllib_env, tmp_path_factory):
     err = ctrl_c_at(proc, runs / "killed", STOP_AFTER)
     assert proc.returncode == 130, err
     resume = {**extras, "mode": "resume", "checkpoint_path": str(runs / "killed")}
-    done = subprocess.run(
+    done = run_mosaic(
         run_args("resumed", runs, total=BUDGET, env_id=GAME, params=PARAMS, extras=resume, more=("--seed", str(SEED))),
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
+        rllib_env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return {"killed": runs / "killed", "resumed": runs / "resumed", "runs": runs}
@@ -137,7 +133,7 @@ def test_evaluate_beats_random_with_a_confidence_interval(self_play, rllib_env):
 
 
 def test_mpe_trains_each_agent_its_own_policy_with_frames(rllib_env, tmp_path):
-    done = subprocess.run(
+    done = run_mosaic(
         run_args(
             "mpe",
             tmp_path,
@@ -145,11 +141,7 @@ def test_mpe_trains_each_agent_its_own_policy_with_frames(rllib_env, tmp_path):
             env_id="mpe/simple_spread_v3",
             extras={"policies": "separate", "fastlane_record": 1},
         ),
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
+        rllib_env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     from mosaic_analytics.curves import read_scalars
@@ -382,13 +374,8 @@ MPE_GAME = "mpe/simple_push_v3"  # adversary_0 (8 observations) against agent_0 
 
 def test_mpe_self_play_keeps_a_pool_per_side_and_its_policy_takes_a_seat(rllib_env, tmp_path):
     extras = {"self_play": {"pool_size": 2, "snapshot_every": 1}}
-    done = subprocess.run(
-        run_args("push", tmp_path, total=1500, env_id=MPE_GAME, extras=extras, more=("--seed", "1")),
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
+    done = run_mosaic(
+        run_args("push", tmp_path, total=1500, env_id=MPE_GAME, extras=extras, more=("--seed", "1")), rllib_env
     )
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = tmp_path / "push"
@@ -419,14 +406,7 @@ def test_mpe_self_play_keeps_a_pool_per_side_and_its_policy_takes_a_seat(rllib_e
 def test_a_single_agent_run_trained_in_a_seat_takes_it(rllib_env, tmp_path):
     """RLlib's gymnasium 1.x reads no plugin group: the seated id names its module (gymnasium's MODULE:ID)."""
     seated = "mosaic_arena.gym_ids:mosaic/TicTacToe-vs-random-v0"
-    done = subprocess.run(
-        run_args("seated", tmp_path, total=1000, env_id=seated),
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_mosaic(run_args("seated", tmp_path, total=1000, env_id=seated), rllib_env)
     assert done.returncode == 0, done.stderr[-3000:]
     played = _match(rllib_env, tmp_path, "seated-match", ["player_1=random", "player_2=run:seated"], 4)
     assert played.returncode == 0, played.stderr[-3000:]

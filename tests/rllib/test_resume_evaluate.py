@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.conftest import ctrl_c_at
-from tests.rllib.conftest import alive, events_of, ray_pids, refuse, run_args
+from tests.rllib.conftest import alive, events_of, ray_pids, refuse, run_args, run_mosaic
 
 pytestmark = pytest.mark.slow
 
@@ -28,13 +28,8 @@ SEED = 3
 
 def _run(rllib_env, runs, run_id, extras=None, total=BUDGET, seed=SEED):
     more = ("--seed", str(seed)) if seed is not None else ()
-    done = subprocess.run(
-        run_args(run_id, runs, total=total, params=PARAMS, extras={**EXTRAS, **(extras or {})}, more=more),
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
+    done = run_mosaic(
+        run_args(run_id, runs, total=total, params=PARAMS, extras={**EXTRAS, **(extras or {})}, more=more), rllib_env
     )
     assert done.returncode == 0, done.stderr
     return runs / run_id

@@ -13,7 +13,7 @@ import pytest
 
 from mosaic_core.events import metric_steps, one_history
 from tests.conftest import worker_bin
-from tests.rllib.conftest import MOSAIC, alive, events_of, ray_pids, run_args
+from tests.rllib.conftest import MOSAIC, alive, events_of, ray_pids, run_args, run_mosaic
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]  # judged under load of their own making
 
@@ -50,14 +50,7 @@ def _wait_for_step(proc, run_dir, step, on_first_metric):
 
 
 def _resumed_to_the_end(rllib_env, runs, run_id, total):
-    done = subprocess.run(
-        [*MOSAIC, "resume", run_id, "--runs-dir", str(runs), "--json", "--quiet"],
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_mosaic([*MOSAIC, "resume", run_id, "--runs-dir", str(runs), "--json", "--quiet"], rllib_env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     events = events_of(runs / run_id)
     assert events[-1]["event"] == "run_completed", events[-1]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rllib.conftest import MOSAIC, alive, events_of, ray_pids, run_args
+from tests.rllib.conftest import MOSAIC, alive, events_of, ray_pids, run_args, run_mosaic
 
 pytestmark = pytest.mark.slow  # tens of seconds each: the main lane runs them, the gymnasium 1.x lane skips them
 
@@ -36,14 +36,7 @@ def trained(rllib_env, tmp_path_factory):
     runs = tmp_path_factory.mktemp("runs")
     found = {}
     for algo, extras, params in (("PPO", PPO_EXTRAS, None), ("DQN", None, DQN_PARAMS)):
-        done = subprocess.run(
-            run_args(algo, runs, algo, extras=extras, params=params),
-            env=rllib_env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
-        )
+        done = run_mosaic(run_args(algo, runs, algo, extras=extras, params=params), rllib_env)
         found[algo] = (done.returncode, done.stderr, runs / algo)
     return found
 
@@ -162,14 +155,7 @@ def test_an_async_run_whose_first_samples_come_late_is_not_lost_under_load(rllib
     iterations in a row are not enough to call the env runners lost: a minute without samples is."""
     busy_cores()
     params = {"num_env_runners": 1, "train_batch_size_per_learner": 500, "min_time_s_per_iteration": 0.2}
-    done = subprocess.run(
-        run_args("late", tmp_path, "IMPALA", params=params),
-        env=rllib_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_mosaic(run_args("late", tmp_path, "IMPALA", params=params), rllib_env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert events_of(tmp_path / "late")[-1]["event"] == "run_completed"
     said = (tmp_path / "late" / "logs" / "rllib.stderr.log").read_text()
