@@ -48,31 +48,39 @@ def _send(address: str, text: str, as_nobody: bool) -> None:
     subprocess.run([*prefix, sys.executable, "-c", SEND, address, text], check=True, timeout=30)
 
 
+# The example worker's policy file for the victim run: it waits at its first step while HOLD exists,
+# so the run (and its side channel) lasts until the test has sent everything, however busy the machine.
+HELD_POLICY = """import os, time
+
+HOLD = {hold!r}
+
+
+def act(observation, action_space):
+    while os.path.exists(HOLD):
+        time.sleep(0.05)
+    return action_space.sample()
+"""
+
+
 @needs_second_user
 def test_another_user_cannot_inject_into_a_run(workdir, runs_root):
+    hold, policy = workdir / "hold", workdir / "held.py"
+    hold.touch()
+    policy.write_text(HELD_POLICY.format(hold=str(hold)))
     run = subprocess.Popen(
-        [
-            str(BIN / "mosaic"),
-            "run",
-            "--worker",
-            "example",
-            "--env-id",
-            "CartPole-v1",
-            "--total-timesteps",
-            "150000",
-            "--run-id",
-            "victim",
-        ],
+        [str(BIN / "mosaic"), "run", "--worker", "example", "--algo", str(policy), "--env-id", "CartPole-v1",
+         "--total-timesteps", "2000", "--run-id", "victim"],
         cwd=workdir,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )
+    )  # fmt: skip
     try:
         address = _channel_address("victim")
         _send(address, NOTE.replace("{who}", "nobody"), as_nobody=True)
         _send(address, NOTE.replace("{who}", "the run's own user"), as_nobody=False)  # the test can fail
         _send(address, '{"kind": "lifecycle", "payload": {"event": "note", "payload": {"x": NaN}}}', as_nobody=False)
     finally:
+        hold.unlink()
         assert run.wait(timeout=240) == 0
     events = (runs_root / "victim" / "events.jsonl").read_text()
     assert "injected by the run's own user" in events and "injected by nobody" not in events
