@@ -29,7 +29,7 @@ from mosaic_core.threads import usable_cpus
 from mosaic_core.trainer import trainer_pb2_grpc as pb_grpc
 from mosaic_core.trainer.auth import UNARY_RESERVE, RpcGate, write_token
 from mosaic_core.trainer.manager import LaunchSpec, ManagerOptions, RunManager, mosaic_run_command
-from mosaic_core.trainer.protocol import CHANNEL_OPTIONS, DEFAULT_LISTEN, check_target, is_loopback
+from mosaic_core.trainer.protocol import DEFAULT_LISTEN, SERVER_OPTIONS, check_target, is_loopback
 from mosaic_core.trainer.store import RunStore
 from mosaic_core.trainer.submission import detect_gpus
 
@@ -136,7 +136,7 @@ class TrainerDaemon:
         )
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=opts.rpc_threads, thread_name_prefix="mosaic-rpc"),
-            options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)],
+            options=SERVER_OPTIONS,
             interceptors=[gate],
         )
         try:
