@@ -130,8 +130,9 @@ def test_large_messages_without_a_token_are_never_read(daemon_process, tmp_path)
     codes = json.loads(result.stdout)
     assert len(codes) == 16 and set(codes) <= {"UNAUTHENTICATED", "UNAVAILABLE", "CANCELLED"}, codes
     grown = _peak_rss_mib(daemon.pid) - before
-    # 16 x 60 MiB read and parsed would be about 1 GiB (it was +386 MB before the gate).
-    assert grown < 128, f"the daemon's peak memory grew by {grown:.0f} MiB"
+    # 16 x 60 MiB read and parsed would be about 1 GiB (it was +386 MB before the gate, up to +163 MiB
+    # with HTTP/2 windows grown by BDP probing on a busy machine; under 1 MiB with 64 KiB windows).
+    assert grown < 32, f"the daemon's peak memory grew by {grown:.0f} MiB"
     assert client.list_runs(daemon.target, timeout=10) == []
 
 
