@@ -142,6 +142,18 @@ def _report(rows: list[tuple[float, str, str]]) -> None:
         print(f"\n{'CPU-s':>8} {'share':>6} {'procs':>6}  {title}")
         for key, seconds in cpu.most_common(40):
             print(f"{seconds:8.1f} {seconds / total:6.1%} {count[key]:6d}  {key}")
+    kinds = collections.Counter()
+    for cpu_s, kind, _ in rows:
+        kinds[kind] += cpu_s
+    for kind, _ in kinds.most_common(3):  # where the costliest kinds of process come from
+        cpu, count = collections.Counter(), collections.Counter()
+        for row in rows:
+            if row[1] == kind:
+                cpu[row[2]] += row[0]
+                count[row[2]] += 1
+        print(f"\n{'CPU-s':>8} {'procs':>6}  {kind}: by test module")
+        for key, seconds in cpu.most_common(25):
+            print(f"{seconds:8.1f} {count[key]:6d}  {key}")
 
 
 if __name__ == "__main__":
