@@ -69,7 +69,7 @@ def _card(ns: argparse.Namespace) -> int:
     reps = stats.REPS if ns.reps is None else ns.reps
     if reps < 100:
         raise UsageError(f"--reps must be >= 100, got {reps}")
-    stats.rliable()
+    stats.require_rliable()
     target, subject = card.write(_root(ns.runs_dir, must_exist=True), ns.ref, Path(ns.output), reps, ns.seed)
     if subject.left_out:
         print(printable(f"mosaic runs card: {subject.left_out}"), file=sys.stderr)
@@ -196,7 +196,7 @@ def _compare(ns: argparse.Namespace) -> int:
         raise UsageError("--group-by: name at least one field (worker, algo, env_id, …)")
     output, export = _compare_outputs(ns)
     references = compare.parse_references(ns.reference)
-    stats.rliable()  # a missing extra says so before anything is read
+    stats.require_rliable()  # a missing extra says so before anything is read
     root = _root(ns.runs_dir, must_exist=True)
     resolved = compare.resolve_runs(root, ns.refs)
     dirs = resolved.runs

@@ -82,6 +82,23 @@ def test_neither_run_nor_experiment(root):
     refused(compare(root, "nosuch"), "'nosuch'", "neither a run nor an experiment")
 
 
+def test_without_rliable_s_bootstrap_compare_says_which_extra(root):
+    """A Python where ``arch`` cannot be imported (None in sys.modules, as after a failed import): the
+    extra is named before anything is read."""
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['arch'] = None; from mosaic_core.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    args = ["compare", "--runs-dir", str(root), "ppo-s1", "ppo-s2"]
+    result = subprocess.run([sys.executable, "-c", code, *args], cwd=root.parent, capture_output=True, text=True)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0] == (
+        "mosaic: error: mosaic compare needs rliable, which is not installed (No module named 'arch'); "
+        "pip install 'mosaic-rl[compare]'"
+    )
+
+
 @pytest.mark.parametrize(
     "group,words",
     [
