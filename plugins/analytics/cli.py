@@ -15,7 +15,7 @@ from typing import Any
 
 from mosaic_analytics.roots import runs_root
 from mosaic_core import CliCommand, UsageError
-from mosaic_core.files import printable, read_private_text
+from mosaic_core.files import check_output, printable, read_private_text
 from mosaic_core.jsontext import dumps, dumps_rows
 from mosaic_core.toolkit import manifest_of
 
@@ -382,6 +382,8 @@ def _run_plot(ns: argparse.Namespace) -> int:
         raise UsageError(f"-o {ns.output}: the output must be a .png file")
     if output is not None and not output.parent.is_dir():
         raise UsageError(f"-o {ns.output}: directory {output.parent} does not exist")
+    if output is not None:
+        check_output(output, "-o")  # before TensorBoard's files are read and matplotlib imported
     tag = ns.tag or curves.DEFAULT_TAG
     root = runs_root(ns.runs_dir)
     dirs = [find_run(root, run_id) for run_id in dict.fromkeys(ns.run_ids)]

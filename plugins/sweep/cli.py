@@ -79,10 +79,12 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _require_optuna() -> None:
-    try:
-        import optuna  # noqa: F401
-    except ImportError:
-        raise MosaicError("mosaic sweep needs Optuna: pip install 'mosaic-rl[sweep]'") from None
+    """A one-line error unless Optuna is installed; found, not imported (the action imports it if it
+    gets that far: a refused one never pays for it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("optuna") is None:
+        raise MosaicError("mosaic sweep needs Optuna: pip install 'mosaic-rl[sweep]'")
 
 
 def _run(ns: argparse.Namespace) -> int:

@@ -169,6 +169,11 @@ def best(
     runs_dir: str | None,
     spec_file: str | None = None,
 ) -> int:
+    for out, suffix, flag in ((config_out, ".json", "--config"), (plot_out, ".png", "--plot")):
+        if out and (Path(out).suffix.lower() != suffix or not Path(out).absolute().parent.is_dir()):
+            raise UsageError(f"{out}: must be a {suffix} file in an existing directory")
+        if out:
+            check_output(out, flag)  # before the study is opened (the write checks again)
     study, shown = load(study_name, storage_value)
     trial = _best(study)
     if trial is None:
@@ -176,11 +181,6 @@ def best(
     record = _record(trial)
     spec = study_spec(study, spec_file)
     config = worker_config(trial, spec)
-    for out, suffix, flag in ((config_out, ".json", "--config"), (plot_out, ".png", "--plot")):
-        if out and (Path(out).suffix.lower() != suffix or not Path(out).absolute().parent.is_dir()):
-            raise UsageError(f"{out}: must be a {suffix} file in an existing directory")
-        if out:
-            check_output(out, flag)
     if as_json:
         print(dumps({**record, "config": redact(config)}, indent=2, default=str))
     else:
