@@ -40,7 +40,9 @@ class Estimate:
 
 
 def _missing(problem: object) -> MosaicError:
-    return MosaicError(f"mosaic compare needs rliable, which is not installed ({problem}); pip install 'mosaic-rl[compare]'")
+    return MosaicError(
+        f"mosaic compare needs rliable, which is not installed ({problem}); pip install 'mosaic-rl[compare]'"
+    )
 
 
 def require_rliable() -> None:
