@@ -12,7 +12,8 @@ sends the counts to the host (one datagram of ~20 us, a fraction of a microsecon
 which adds up all envs and decides. At those same points (never on every step) it looks at
 the stage word: an episode still running on the old stage is truncated there, so every env
 switches within ``REPORT_EVERY`` steps of the decision even when episodes are long
-(DoorKey-16x16 allows 2560 steps). A report the channel drops is kept and sent with the next.
+(DoorKey-16x16 allows 2560 steps). A report the channel drops is kept and sent with the next (or at a reset
+with no step since the last: a program that waits for a stage).
 Determinism: a stage env is first reset with ``seed + SEED_STRIDE * stage`` when the script
 seeded this env (CleanRL does, at its first reset), unseeded otherwise.
 """
@@ -83,6 +84,8 @@ class CurriculumEnv(gym.Wrapper):
         self._episodes = 0
         self._returns: list[float] = []
         self._episode_return = 0.0
+        self._undelivered = False  # the last report was dropped (the host behind)
+        self._stepped = False  # since the last reset
 
     @property
     def curriculum_env_id(self) -> str:
@@ -91,6 +94,9 @@ class CurriculumEnv(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         if seed is not None and self._seed is None:
             self._seed = int(seed)
+        if self._undelivered and not self._stepped:  # a program resetting without stepping waits for a
+            self._report()  # stage: the counts kept may be what the host's decision waits for
+        self._stepped = False
         target = self._target_stage()
         if target != self.stage:
             self._report()  # what was counted belongs to the stage being left
@@ -113,6 +119,7 @@ class CurriculumEnv(gym.Wrapper):
     def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
+        self._stepped = True
         self._episode_return += float(reward)
         self._until_check -= 1
         check = self._until_check <= 0
@@ -140,7 +147,8 @@ class CurriculumEnv(gym.Wrapper):
             "episodes": self._episodes,
             "returns": self._returns[-MAX_PENDING_RETURNS:],
         }
-        if self._publish(payload, reliable):
+        self._undelivered = not self._publish(payload, reliable)
+        if not self._undelivered:
             self._steps, self._episodes, self._returns = 0, 0, []
         elif len(self._returns) > MAX_PENDING_RETURNS:
             del self._returns[:-MAX_PENDING_RETURNS]

@@ -89,13 +89,14 @@ def check_switches(result, run_dir, total, conditions):
     ],
     ids=["sync", "async-fork", "async-spawn"],
 )
-# The host decides a stage on a heartbeat (0.3 s) while the script trains on: a machine loaded by
-# other tests can let 4,096 steps pass before the second switch is decided (make test: `alone`).
-@pytest.mark.alone
+# The host decides a stage on a heartbeat (0.3 s) while the script trains on: on a loaded machine
+# 4,096 steps could pass before the second switch is decided, so the script waits for each switch
+# once its condition holds (tiny_rollout.py --hold-steps, --hold-episodes).
 def test_a_tiny_script_switches_stages_in_every_sub_env(mosaic, runs_root, params):
     if params.get("tensorboardx"):
         pytest.importorskip("tensorboardX")
-    result = run_curriculum(mosaic, TINY, CARTPOLES, 4096, "tiny", "--heartbeat-interval", "0.3", algo_params=params)
+    held = {**params, "hold_steps": 1000, "hold_episodes": 30}  # CARTPOLES' conditions
+    result = run_curriculum(mosaic, TINY, CARTPOLES, 4096, "tiny", "--heartbeat-interval", "0.3", algo_params=held)
     run_dir = runs_root / "tiny"
     events = check_switches(result, run_dir, 4096, ["start", "steps>=1000", "episodes>=30"])
     assert events[1]["stage_steps"] >= 1000 and events[2]["stage_episodes"] >= 30

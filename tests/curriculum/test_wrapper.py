@@ -175,6 +175,30 @@ def test_counts_wait_while_the_host_cannot_be_reached(tmp_path):
     assert last["steps"] == steps
 
 
+def test_a_reset_without_a_step_retries_the_counts_the_host_did_not_get(tmp_path):
+    """A program waiting for the next stage resets its envs without stepping: the counts a full
+    channel dropped go out then, or the host's decision could wait for them forever."""
+    StageFile.create(stage_path(tmp_path)).close()
+    delivered, host_up = [], [False]
+    env = CurriculumEnv(
+        gym.make("CartPole-v1"),
+        load_schedule(CARTPOLES),
+        lambda: 0,
+        lambda payload, reliable: host_up[0] and not delivered.append(payload),
+    )
+    env.reset(seed=0)
+    for step in range(1, REPORT_EVERY + 1):  # the report at the last step is dropped
+        _, _, terminated, truncated, _ = env.step(0)
+        if (terminated or truncated) and step < REPORT_EVERY:
+            env.reset()  # after a step: no retry
+    host_up[0] = True
+    env.reset()
+    assert delivered == []  # a reset after steps waits for the next report, as before
+    env.reset()  # no step since the last reset: the program waits
+    [report] = delivered
+    assert report["steps"] == REPORT_EVERY and report["episodes"] >= 1 and report["stage"] == 0
+
+
 def test_the_stage_curve_is_written_at_the_scripts_steps(host, tmp_path):
     pytest.importorskip("tensorboardX")
     import tensorboardX  # noqa: F401  (the script's writer library)
