@@ -8,6 +8,11 @@ ends with a terminal event: a signal that comes before the launcher's own handle
 (:mod:`mosaic_core.supervisor`, :mod:`mosaic_core.caller`) is held for them and handed over
 when they take the signals (:func:`handed_to`, the one way a launcher takes them).
 
+The handler's exception can be lost: a signal is handled wherever the main thread is, and Python
+drops an exception raised inside a weakref callback or a ``__del__`` (the import system's module
+locks have one), handing it to ``sys.unraisablehook``. While guarded, that hook keeps a dropped stop
+(printing nothing), and :func:`hold`, or the end of :func:`guarded`, raises it again.
+
 A signal in the interpreter's first moments, before ``mosaic`` enters :func:`guarded`, ends
 the process as Python's defaults do, with nothing written either; so does one after the command
 is over (the run's end is on record by then). A hangup ignored when the host started
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,6 +38,7 @@ def reason(signum: int) -> str:
 
 
 _held: list[int] = []
+_dropped: list[int] = []  # stops whose exception Python dropped while guarded
 
 
 class StoppedBeforeStart(BaseException):
@@ -51,13 +58,19 @@ def guarded() -> Iterator[None]:
     """Around ``mosaic run``: until :func:`hold`, a stop signal ends the command at once
     (StoppedBeforeStart); at the end the handlers found are back, and nothing is held."""
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if _main_thread() else {}
+    hook = sys.unraisablehook
+    if _main_thread():  # where signal handlers run
+        sys.unraisablehook = _keeping_dropped_stops(hook)
     _install(_stop_now)
     try:
         yield
+        _raise_dropped_stop()  # a command that never reached hold (a dry run, an evaluation)
     finally:
         _install(_hold)  # a signal now must not raise on the way out
         _restore(previous)
+        sys.unraisablehook = hook
         _held.clear()
+        _dropped.clear()
 
 
 @contextlib.contextmanager
@@ -78,8 +91,25 @@ def handed_to(on_stop: Callable[[int], None], signals: tuple[signal.Signals, ...
 
 
 def hold() -> None:
-    """The run directory is about to be made: from now on a stop signal is held for the launcher."""
+    """The run directory is about to be made: from now on a stop signal is held for the launcher.
+    A stop before it whose exception was dropped ends the command here, before the directory."""
     _install(_hold)
+    _raise_dropped_stop()
+
+
+def _raise_dropped_stop() -> None:
+    if _dropped:
+        raise StoppedBeforeStart(_dropped[0])
+
+
+def _keeping_dropped_stops(hook: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def keep(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, StoppedBeforeStart):
+            _dropped.append(unraisable.exc_value.signum)
+        else:
+            hook(unraisable)
+
+    return keep
 
 
 def take_held() -> int | None:
