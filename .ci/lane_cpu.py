@@ -1,4 +1,4 @@
-"""Where a test lane's CPU-seconds go: by kind of process and by test module. Run by hand, as root
+"""Where a test lane's CPU-seconds go: by kind of process, by test module and by test. Run by hand, as root
 (kernel process accounting, acct(2)), on an otherwise quiet machine:
 
     python3 .ci/lane_cpu.py -- make test PYTEST_ARGS=-p\\ no:cacheprovider
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import json
 import os
 import re
 import struct
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 # (kind, pattern on the command line with the venvs' paths shortened), the first match wins
 KINDS = [
@@ -62,7 +64,11 @@ def main(argv: list[str]) -> int:
         finally:
             libc.acct(None)
         ended = _accounted(acct_file.read())
-    _report(_joined(ended, seen))
+    rows = _joined(ended, seen)
+    kept = Path(tempfile.gettempdir()) / f"lane-cpu-{os.getpid()}.json"
+    kept.write_text(json.dumps(rows))  # the rows, for another look (python3 -c: _report(json.load(...)))
+    print(f"rows kept in {kept}", file=sys.stderr)
+    _report(rows)
     return code
 
 
@@ -82,7 +88,7 @@ def _sample_while(proc: subprocess.Popen) -> tuple[dict[tuple[int, float], tuple
                 continue
             test = next((v[20:].decode(errors="replace") for v in environ if v.startswith(b"PYTEST_CURRENT_TEST=")), "")
             live[pid] = start = boot + int(fields[19]) / 100
-            seen[(int(pid), start)] = (int(fields[1]), command, test.split("::")[0])
+            seen[(int(pid), start)] = (int(fields[1]), command, test.rsplit(" (", 1)[0])
         for pid in live.keys() - now:
             del live[pid]
         time.sleep(0.2)
@@ -103,8 +109,8 @@ def _accounted(data: bytes) -> list[tuple[int, int, float, float, str]]:
     return ended
 
 
-def _joined(ended, seen) -> list[tuple[float, str, str]]:
-    """(CPU-seconds, kind, test module) of each ended process."""
+def _joined(ended, seen) -> list[tuple[float, str, str, str]]:
+    """(CPU-seconds, kind, test module, test) of each ended process."""
     by_pid = collections.defaultdict(list)
     for (pid, start), value in seen.items():
         by_pid[pid].append((start, *value))
@@ -127,14 +133,19 @@ def _joined(ended, seen) -> list[tuple[float, str, str]]:
         kind = next((k for k, pattern in KINDS if re.search(pattern, command)), None)
         program = PROGRAM.sub("", command).split(" ", 1)[0].rsplit("/", 1)[-1]
         kind = kind or (f"other: {program}" if program else f"unseen: {name}")
-        rows.append((cpu, kind, test_of(pid, start) or test_of(ppid, start) or "(no test)"))
+        test = test_of(pid, start) or test_of(ppid, start) or "(no test)"
+        rows.append((cpu, kind, test.split("::")[0], test))
     return rows
 
 
-def _report(rows: list[tuple[float, str, str]]) -> None:
-    total = sum(cpu for cpu, _, _ in rows)
+def _report(rows: list[tuple[float, str, str, str]]) -> None:
+    total = sum(row[0] for row in rows)
     print(f"{total:.0f} CPU-s in {len(rows)} processes")
-    for column, title in ((1, "kind of process"), (2, "test module")):
+    for column, title in (
+        (1, "kind of process"),
+        (2, "test module"),
+        (3, "test (a fixture's processes count for the test that made it)"),
+    ):
         cpu, count = collections.Counter(), collections.Counter()
         for row in rows:
             cpu[row[column]] += row[0]
@@ -143,7 +154,7 @@ def _report(rows: list[tuple[float, str, str]]) -> None:
         for key, seconds in cpu.most_common(40):
             print(f"{seconds:8.1f} {seconds / total:6.1%} {count[key]:6d}  {key}")
     kinds = collections.Counter()
-    for cpu_s, kind, _ in rows:
+    for cpu_s, kind, *_ in rows:
         kinds[kind] += cpu_s
     for kind, _ in kinds.most_common(3):  # where the costliest kinds of process come from
         cpu, count = collections.Counter(), collections.Counter()
