@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 # (kind, pattern on the command line with the venvs' paths shortened), the first match wins
 KINDS = [
@@ -65,8 +64,11 @@ def main(argv: list[str]) -> int:
             libc.acct(None)
         ended = _accounted(acct_file.read())
     rows = _joined(ended, seen)
-    kept = Path(tempfile.gettempdir()) / f"lane-cpu-{os.getpid()}.json"
-    kept.write_text(json.dumps(rows))  # the rows, for another look (python3 -c: _report(json.load(...)))
+    # The rows, for another look (_report(json.load(...))), in a new file of our own (mkstemp: O_EXCL,
+    # mode 0600), never a path another user of /tmp could have planted a link at.
+    fd, kept = tempfile.mkstemp(prefix="lane-cpu-", suffix=".json")
+    with os.fdopen(fd, "w") as out:
+        json.dump(rows, out)
     print(f"rows kept in {kept}", file=sys.stderr)
     _report(rows)
     return code
