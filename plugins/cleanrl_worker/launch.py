@@ -12,6 +12,7 @@ keeps upstream's evaluation of the model the user asked to save as the run's eva
 from __future__ import annotations
 
 import argparse
+import ast
 import runpy
 import sys
 from pathlib import Path
@@ -39,8 +40,24 @@ def main(argv: list[str] | None = None) -> None:
         upstream_eval.install(ns.skip_eval_of)
     if ns.record_eval_of:
         upstream_eval.record(ns.record_eval_of, _total_timesteps(script, script_args))
+    if _imports_torch(script):
+        child.preload("torch", "torch._dynamo")  # the script's own import, and its first optimizer's
     sys.argv = [str(script), *script_args]
     runpy.run_path(str(script), run_name="__main__")
+
+
+def _imports_torch(script: Path) -> bool:
+    """Whether ``script`` imports torch (CleanRL's JAX scripts do not: they are not made to)."""
+    try:
+        tree = ast.parse(script.read_bytes(), str(script))
+    except (OSError, SyntaxError, ValueError):
+        return False  # runpy reports it, as it would without us
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        names += [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        if any(name.split(".")[0] == "torch" for name in names):
+            return True
+    return False
 
 
 def _total_timesteps(script: Path, script_args: list[str]) -> int | None:

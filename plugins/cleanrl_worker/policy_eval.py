@@ -588,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic_core import child
 
     child.connect()  # a no-op outside a MOSAIC run
+    child.preload("torch")  # the policy's
     quiet_rendering()
     try:
         options = options_from(ns)

@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from mosaic_core.child import protocol_stdout
+from mosaic_core.child import preload, protocol_stdout
 
 
 def observation_sizes(space: Any) -> tuple[int, int]:
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent", required=True, help="the agent id whose policy takes the seat")
     args = parser.parse_args(argv)
     out = protocol_stdout()
+    preload("torch")
     import torch
 
     from ray_worker.matchplay import load_policy

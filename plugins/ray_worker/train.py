@@ -571,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stop.install()
         watch_for_stop(_ALGO, ns, folder)
+        child.preload("ray", "torch", "torch._dynamo", "ray.rllib.algorithms.algorithm")  # what the run imports
         start_ray(ns, temp)
         stop.install()  # ray.init installed its own
         code = run(ns, threads, stop)

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from mosaic_core.child import protocol_stdout
+from mosaic_core.child import preload, protocol_stdout
 
 
 class ServeError(Exception):
@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mosaic-xuance-serve-") as scratch:
         os.chdir(scratch)
         try:
+            preload("torch", "xuance.torch.agents")
             import torch
 
             torch.set_num_threads(1)

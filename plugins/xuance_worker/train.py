@@ -318,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic_core import child
 
     child.connect()  # patch points before XuanCe imports its SummaryWriter
+    child.preload("torch", "torch._dynamo", "xuance.environment", "xuance.torch.agents")  # what run() imports
     stop = Stop()
     completed = False
     try:
