@@ -41,6 +41,7 @@ from mosaic_core.files import is_within
 from mosaic_core.launchers import Job
 from mosaic_core.toolkit import read_cancel_note, redact
 from mosaic_ray import cluster
+from mosaic_ray.archives import unpack
 from mosaic_ray.remote import RemoteRun
 
 POLL_S = 0.25
@@ -263,8 +264,7 @@ class RayRun(RemoteCaller):
         reply = self._wait(self.actor.snapshot.remote(self.copied), "snapshot", cancellable=False)
         if not reply["tar"]:
             return
-        with tarfile.open(fileobj=io.BytesIO(reply["tar"]), mode="r:gz") as tar:
-            tar.extractall(self.run.run_dir, filter="data")  # no links, nothing outside the run directory
+        unpack(reply["tar"], self.run.run_dir)  # no links, nothing outside the run directory
         self.copied.update(reply["files"])
 
     def _local_paths(self, payload: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from mosaic_core import RunDirectory, files, procs
 from mosaic_core.toolkit import HOST_DISTRIBUTION
+from mosaic_ray.archives import unpack
 
 NODE_ENV = "MOSAIC_RAY_NODE"
 # Never handed to the run: the cluster's credentials and the actor's own Ray wiring.
@@ -189,8 +190,7 @@ class RemoteRun:
         assert self.run_dir is not None
         if not seed:
             return {}
-        with tarfile.open(fileobj=io.BytesIO(seed), mode="r:gz") as tar:
-            tar.extractall(self.run_dir, filter="data")
+        unpack(seed, self.run_dir)
         seeded = {}
         for path in self.run_dir.rglob("*"):
             if path.is_file() and not path.is_symlink():
