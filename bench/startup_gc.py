@@ -2,10 +2,10 @@
 the cyclic garbage collector paused, then frozen), side by side.
 
 Run by hand: .venv/bin/python bench/startup_gc.py [--repeat 5] [--steps 2048]
-Each round runs the bundled ppo on CartPole-v1 three ways, interleaved so the machine's noise hits
-them alike: the script by itself (as upstream CleanRL runs one), the script after ``preload`` (what
-``cleanrl_worker.launch`` does), and torch's import alone, both ways. Prints the median CPU-s (user +
-system) of each and the ratios.
+Each round runs four cases, interleaved so the machine's noise hits them alike: torch's import, and
+the bundled ppo on CartPole-v1 (the script by itself, as upstream CleanRL runs one), each as it is and
+after ``preload`` (what ``cleanrl_worker.launch`` does first). Prints the median CPU-s (user + system)
+of each and the ratios.
 """
 
 from __future__ import annotations
