@@ -55,7 +55,8 @@ def preload(*modules: str) -> None:
     (:func:`gc.freeze`): a training process's start-up. Importing torch makes a few million
     long-lived objects, and with the collector on, its collections scan them again and again: a
     quarter of a CleanRL training process's start-up CPU (bench/startup_gc.py). Frozen, no later
-    collection scans them. Call it before the program's own imports, with what it will import anyway."""
+    collection scans them. Call it with what the program imports anyway, where it would import it:
+    after setting what those libraries read when imported (Ray reads its environment variables then)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

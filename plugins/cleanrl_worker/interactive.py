@@ -357,9 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic_core import child
 
     child.connect()  # a no-op outside a MOSAIC run
+    quiet_rendering()
     if ns.policy_path:
         child.preload("torch")  # the policy's
-    quiet_rendering()
     render_mode = "rgb_array" if ns.render else None
     try:
         if ns.policy_path:

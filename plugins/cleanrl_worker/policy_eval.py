@@ -588,8 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic_core import child
 
     child.connect()  # a no-op outside a MOSAIC run
-    child.preload("torch")  # the policy's
     quiet_rendering()
+    child.preload("torch")  # the policy's
     try:
         options = options_from(ns)
         policy = load_policy(ns.policy_path, options.env_id, seed=options.seed, deterministic=options.deterministic)

@@ -571,9 +571,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stop.install()
         watch_for_stop(_ALGO, ns, folder)
-        child.preload("ray", "torch", "torch._dynamo", "ray.rllib.algorithms.algorithm")  # what the run imports
-        start_ray(ns, temp)
+        start_ray(ns, temp)  # imports Ray after setting what Ray reads at import
         stop.install()  # ray.init installed its own
+        child.preload("torch", "torch._dynamo", "ray.rllib.algorithms.algorithm")  # what run() imports
         code = run(ns, threads, stop)
     except Exception as exc:
         # On an existing cluster the host's SIGTERM may reach Ray's processes of this machine too:
