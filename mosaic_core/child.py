@@ -53,8 +53,8 @@ __all__ = [
 def preload(*modules: str) -> None:
     """Import ``modules`` with Python's cyclic garbage collector paused, then freeze what exists
     (:func:`gc.freeze`): a training process's start-up. Importing torch makes a few million
-    long-lived objects, and with the collector on, its collections scan them again and again: a
-    quarter of a CleanRL training process's start-up CPU (bench/startup_gc.py). Frozen, no later
+    long-lived objects, and with the collector on, its collections scan them again and again: 40 %
+    of the import's CPU, a third of a short CleanRL PPO run's (bench/startup_gc.py). Frozen, no later
     collection scans them. Call it with what the program imports anyway, where it would import it:
     after setting what those libraries read when imported (Ray reads its environment variables then)."""
     was_enabled = gc.isenabled()
