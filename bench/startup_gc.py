@@ -11,12 +11,12 @@ of each and the ratios.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from interpreter import cpu_seconds  # bench/interpreter.py (bench/ is first on sys.path)
 
 import cleanrl_worker
 
@@ -36,15 +36,6 @@ def cases(steps: int) -> dict[str, list[str]]:
     }
 
 
-def cpu_seconds(args: list[str], cwd: str) -> float:
-    """User + system CPU of a fresh interpreter running ``args`` (-P: not the current folder on its path)."""
-    proc = subprocess.Popen([sys.executable, "-P", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    if status:
-        raise SystemExit(f"{args[:2]} failed: {proc.stderr.read().decode()[-1000:] if proc.stderr else ''}")
-    return usage.ru_utime + usage.ru_stime
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -54,7 +45,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cwd:
         for _ in range(args.repeat):
             for case, argv in cases(args.steps).items():
-                times.setdefault(case, []).append(cpu_seconds(argv, cwd))
+                times.setdefault(case, []).append(cpu_seconds([sys.executable, "-P", *argv], cwd))
     median = {case: statistics.median(values) for case, values in times.items()}
     print(f"{'case':<48}{'CPU-s':>8}   (median of {args.repeat})")
     for case, value in median.items():
