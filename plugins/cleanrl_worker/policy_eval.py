@@ -589,9 +589,9 @@ def main(argv: list[str] | None = None) -> int:
 
     child.connect()  # a no-op outside a MOSAIC run
     quiet_rendering()
-    child.preload("torch")  # the policy's
     try:
         options = options_from(ns)
+        child.preload("torch")  # the policy's (bad options are refused before it)
         policy = load_policy(ns.policy_path, options.env_id, seed=options.seed, deterministic=options.deterministic)
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)

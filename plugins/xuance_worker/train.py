@@ -318,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     from mosaic_core import child
 
     child.connect()  # patch points before XuanCe imports its SummaryWriter
+    stop = Stop()  # a stop from here on ends the process as the contract says, the imports' too
     child.preload("torch", "torch._dynamo", "xuance.environment", "xuance.torch.agents")  # what run() imports
-    stop = Stop()
     completed = False
     try:
         run(ns, threads, stop)
