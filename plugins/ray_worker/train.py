@@ -148,6 +148,10 @@ def start_ray(ns: Namespace, temp: Path | None) -> None:
     # The driver's disconnect waits this long to flush task events to the GCS (5 s by default: a
     # cancelled run, whose GCS is dying, spent them past a short grace period). We keep none.
     os.environ.setdefault("RAY_task_events_shutdown_flush_timeout_ms", "500")
+    # The raylet starts an idle worker per CPU (up to the machine's cores) when the first driver
+    # joins, for tasks that may come. A run's own cluster gets none but its env runners, which start
+    # their own workers: on 64 cores that was 64 processes importing Ray for nothing at each run.
+    os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
     driver = {name: os.environ[name] for name in THREAD_VARS if name in os.environ}
     os.environ.update({name: "1" for name in THREAD_VARS})  # what Ray's worker processes inherit
     try:

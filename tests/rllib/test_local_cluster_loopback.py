@@ -1,7 +1,8 @@
 """Issue 35, item 8: the RLlib worker's own local Ray cluster listens on loopback only. Its node
 address is 127.0.0.1 (``ray_worker.train.start_ray``), for which Ray binds its servers (GCS,
 raylet, object manager, agents, workers' gRPC) to 127.0.0.1; for any other address Ray binds every
-interface. Checked with ``ss`` on every process of the run's cluster while it trains."""
+interface. Checked with ``ss`` on every process of the run's cluster while it trains. That cluster starts no
+Ray worker but its env runner's (Ray starts an idle worker per core for a driver unless told not to)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,21 @@ def loopback(address: str) -> bool:
     return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
 
 
-def test_the_local_cluster_listens_on_loopback_only(rllib_env, tmp_path):
+def ray_workers(pids: set[int]) -> list[str]:
+    """The titles of the Ray worker processes among ``pids`` (``ray::IDLE``, ``ray::SomeActor``...),
+    Ray's agents left out."""
+    titles = []
+    for pid in pids:
+        try:
+            title = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode()
+        except OSError:
+            continue
+        if title.startswith("ray::") and not title.endswith("Agent"):
+            titles.append(title)
+    return titles
+
+
+def test_the_local_cluster_listens_on_loopback_only_and_starts_no_idle_worker(rllib_env, tmp_path):
     run_dir = tmp_path / "lo"
     proc = subprocess.Popen(
         run_args("lo", tmp_path, total=10**6),
@@ -47,9 +62,12 @@ def test_the_local_cluster_listens_on_loopback_only(rllib_env, tmp_path):
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.5)
         [pid] = {e["payload"]["pid"] for e in events_of(run_dir) if e["event"] == "heartbeat"}
-        found = listeners(ray_pids(run_dir, pid))
+        cluster = ray_pids(run_dir, pid)
+        found, workers = listeners(cluster), ray_workers(cluster)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=120)
     assert len(found) >= 3, found  # the GCS, the raylet, the object manager at least
     assert [address for address in found if not loopback(address)] == [], found
+    [env_runner] = workers  # SMALL: one env runner; it has sampled
+    assert "EnvRunner" in env_runner, workers
