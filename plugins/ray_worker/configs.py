@@ -16,6 +16,8 @@ import json
 import sys
 from typing import Any
 
+from mosaic_core.child import preload
+
 # RLlib's config class of each algorithm this worker runs.
 CONFIG_CLASSES = {
     "PPO": "ray.rllib.algorithms.ppo:PPOConfig",
@@ -203,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     logging.disable(logging.WARNING)  # RLlib's deprecation chatter: the answer is the JSON line
+    # RLlib's config class is most of the answer's time: imported with the collector paused, then
+    # frozen (3.1 → 1.8 CPU-s for PPO's)
+    preload(CONFIG_CLASSES[ns.algo].partition(":")[0])
     print(json.dumps(check(ns.algo, ns.env, json.loads(ns.params), json.loads(ns.setup)), default=str))
     return 0
 
