@@ -44,14 +44,17 @@ RUNS = {
 # checked on (Breakout's games are a few hundred steps: the budget keeps a few past the stop), with the
 # final weights; the network's updates are a few, each crossing the resume all the same (DQN's: every
 # 16th step, past learning_starts and a target update; PPO's: one epoch an iteration).
+# No saved model (--no-save-model): its closing evaluation, 10 Breakout episodes with a CNN forward pass a
+# step, took as long as the training, and no test here reads it; the final checkpoint is saved all the same.
 ATARI = "BreakoutNoFrameskip-v4"
 SIMULATED = {
-    "ppo_atari": (ATARI, 2048, {**QUICK, "num_envs": 4, "num_steps": 128, "update_epochs": 1}),
+    "ppo_atari": (ATARI, 2048, {**QUICK, "num_envs": 4, "num_steps": 128, "update_epochs": 1, "save_model": False}),
     "dqn_atari": (
         ATARI,
         3000,
         {
             **OFF_POLICY,
+            "save_model": False,
             "buffer_size": 3000,
             "target_network_frequency": 500,
             "exploration_fraction": 0.5,

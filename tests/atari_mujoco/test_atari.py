@@ -104,6 +104,7 @@ def test_dqn_atari_resumes_from_its_checkpoint(atari_runs):
             1200,
             {
                 **DQN_FLAGS,
+                "save_model": False,  # its closing evaluation: 10 Pong games, longer than this run's training
                 "learning_starts": 50,
                 "mode": "resume_training",
                 "checkpoint_path": str(runs_root / "dqn-atari" / first),
