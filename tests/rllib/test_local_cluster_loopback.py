@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from tests.rllib.conftest import events_of, ray_pids, run_args
 
@@ -37,7 +38,7 @@ def ray_workers(pids: set[int]) -> list[str]:
     titles = []
     for pid in pids:
         try:
-            title = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode()
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
         except OSError:
             continue
         if title.startswith("ray::") and not title.endswith("Agent"):
