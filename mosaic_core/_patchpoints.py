@@ -233,9 +233,13 @@ def _writer_dir(writer: Any) -> str | None:
 
 
 _writers: weakref.WeakSet[Any] = weakref.WeakSet()
+# Held by each add_scalar under way; set once the process is ending (the writers closing), after which
+# add_scalar writes nothing.
+_writing = threading.RLock()
+_stopping = threading.Event()
 
 
-def _flushed_at_exit(writer: Any) -> None:
+def _closed_at_exit(writer: Any) -> None:
     """Have ``writer``'s pending events written when the process ends, a stopped run's too (a
     writer flushes only every ten events or two minutes: a run stopped early kept none)."""
     if writer in _writers:
@@ -243,23 +247,33 @@ def _flushed_at_exit(writer: Any) -> None:
     if not _writers:
         from mosaic_core.contract import at_stop_exit
 
-        atexit.register(_flush_writers)
-        at_stop_exit(_flush_writers)
-        _flush_on_sigterm()
+        atexit.register(_close_writers)
+        at_stop_exit(_close_writers)
+        _close_on_sigterm()
     _writers.add(writer)
 
 
-def _flush_writers() -> None:
-    for writer in list(_writers):
-        try:
-            writer.flush()
-        except Exception:  # a closed or broken writer: the others still flush
-            pass
+def _close_writers() -> None:
+    """Close each writer, as a script's own ``writer.close()`` at its end would: closing writes what a
+    writer holds. A flush does not, in tensorboardX: it writes only what the writer's thread has taken
+    from its queue, and on a busy machine the last scalars are still in it. The process is ending:
+    from now on add_scalar writes nothing."""
+    _stopping.set()
+    if not _writing.acquire(timeout=5):  # an add_scalar that never returns: the writers stay as they are
+        return
+    try:
+        for writer in list(_writers):
+            try:
+                writer.close()
+            except Exception:  # a broken writer: the others still close
+                pass
+    finally:
+        _writing.release()
 
 
-def _flush_on_sigterm() -> None:
+def _close_on_sigterm() -> None:
     """A program that leaves SIGTERM (the host's stop) to the default, as CleanRL's scripts do,
-    would die with its writers' events unwritten: flush them first, then end as signalled. A
+    would die with its writers' events unwritten: close them first, then end as signalled. A
     program's own handler, set before or after, is left alone."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, functools.partial(_on_sigterm, os.getpid()))
@@ -270,14 +284,15 @@ def _on_sigterm(pid: int, signum: int, _frame: Any) -> None:
     if os.getpid() != pid:  # a forked env process: its copies of the writers have no thread
         os.kill(os.getpid(), signum)
         return
-    # The flush waits in a thread: where the signal came, this thread may hold a writer's lock.
-    threading.Thread(target=_flush_then_end, args=(signum,), name="mosaic-flush", daemon=True).start()
+    _stopping.set()
+    # The closing waits in a thread: where the signal came, this thread may be in an add_scalar.
+    threading.Thread(target=_close_then_end, args=(signum,), name="mosaic-close-writers", daemon=True).start()
 
 
-def _flush_then_end(signum: int) -> None:
+def _close_then_end(signum: int) -> None:
     try:
-        _flush_writers()
-    finally:  # whatever the flush met, the stop ends the process
+        _close_writers()  # once the add_scalar under way, if any, has returned
+    finally:  # whatever the closing met, the stop ends the process
         os.kill(os.getpid(), signum)
 
 
@@ -293,8 +308,11 @@ def _patch_writer_module(module: Any, child: ChildContext, host: PluginHost) -> 
             value = float(scalar_value)
         except (TypeError, ValueError):
             value = None
-        _flushed_at_exit(self)
-        written = original(self, tag, scalar_value, global_step, *args, **kwargs)
+        if _stopping.is_set():  # the process is ending: its writers are closing
+            return None
+        _closed_at_exit(self)
+        with _writing:
+            written = original(self, tag, scalar_value, global_step, *args, **kwargs)
         if value is not None:  # reported once written: a stop that follows it finds it in the file
             step = None if global_step is None else int(global_step)
             on_scalar(child, tag, value, step, None, _writer_dir(self))

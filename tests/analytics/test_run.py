@@ -36,7 +36,7 @@ def test_metrics_events_arrive_while_the_run_trains(workdir, runs_root):
 @pytest.mark.parametrize("writer", ["torch", "tensorboardx"])
 def test_a_run_stopped_at_its_first_metric_keeps_that_scalar_in_its_event_file(workdir, runs_root, writer):
     # tensorboardX writes nothing before a flush, torch's writer a moment after add_scalar: killed
-    # at the host's stop, an unmodified script kept neither; its writers are flushed first now
+    # at the host's stop, an unmodified script kept neither; its writers are closed first now
     proc = start(run_args("cut", 100_000, {"step_delay": 0.01, "writer": writer}), workdir)
     first = read_events_until(proc, lambda e: e["event"] == "metrics")[-1]["payload"]
     proc.send_signal(signal.SIGINT)
@@ -45,6 +45,17 @@ def test_a_run_stopped_at_its_first_metric_keeps_that_scalar_in_its_event_file(w
     proc.stderr.close()
     kept = curves.read_scalars(runs_root / "cut", curves.DEFAULT_TAG)
     assert first["episodic_return"] in kept.values and not kept.damaged
+
+
+@pytest.mark.parametrize("writer", ["torch", "tensorboardx"])
+def test_a_stop_right_after_a_scalar_keeps_it(mosaic, runs_root, writer):
+    # The stop comes before the writer's thread has written the step's scalars, as on a busy machine:
+    # tensorboardX queues them for that thread, and its flush writes only what the thread has taken.
+    result = mosaic(*run_args("late", 100_000, {"writer": writer, "sigterm_at": 64}), env=clean_env())
+    assert result.returncode != 0 and result.events[-1]["event"] in TERMINAL, result.stderr[-2000:]
+    kept = curves.read_scalars(runs_root / "late", "losses/value_loss")
+    assert kept.steps[-1] == 64 and not kept.damaged, kept
+    assert "Traceback" not in (runs_root / "late" / "logs" / "cleanrl.stderr.log").read_text()
 
 
 def test_metrics_interval_bounds_the_event_rate(mosaic):

@@ -2,6 +2,7 @@
 tags and ``wandb.init`` call, with random actions instead of learning (no torch model)."""
 
 import os
+import signal
 import time
 from dataclasses import dataclass
 
@@ -27,6 +28,9 @@ class Args:
     save_model: bool = False
     crash_at: int = -1
     """raise at this global step (-1: never)"""
+    sigterm_at: int = -1
+    """send itself SIGTERM right after this global step's scalars (-1: never): a stop that comes
+    before a writer's thread has written them"""
 
 
 if __name__ == "__main__":
@@ -76,6 +80,9 @@ if __name__ == "__main__":
             writer.add_scalar("losses/value_loss", 1.0 / (1 + global_step), global_step)
             writer.add_scalar("charts/learning_rate", 2.5e-4, global_step)
             writer.add_scalar("charts/SPS", int(global_step / (time.time() - start_time + 1e-9)), global_step)
+        if global_step >= args.sigterm_at >= 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+            args.sigterm_at = -1
         if args.step_delay:
             time.sleep(args.step_delay)
 
