@@ -34,15 +34,14 @@ def run_cli_command(action: Callable[[], int | None], verbose: bool = False, pro
             traceback.print_exc()
         print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except StoppedBeforeStart as stop:  # mosaic_core.hostsignals: a run that nothing of is left
-        print(stop.line(prog), file=sys.stderr)
-        return 128 + stop.signum
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+    except (StoppedBeforeStart, KeyboardInterrupt) as stop:
+        return _stopped(stop, prog)
     except BrokenPipeError:
         return 1
     except Exception as exc:  # a bug: say so in one line; --verbose shows where
+        behind = _stop_behind(exc)
+        if behind is not None:
+            return _stopped(behind, prog)
         if verbose:
             traceback.print_exc()
         print(
@@ -51,3 +50,24 @@ def run_cli_command(action: Callable[[], int | None], verbose: bool = False, pro
             file=sys.stderr,
         )
         return 1
+
+
+def _stopped(stop: BaseException, prog: str) -> int:
+    if isinstance(stop, StoppedBeforeStart):  # mosaic_core.hostsignals: a run that nothing of is left
+        print(stop.line(prog), file=sys.stderr)
+        return 128 + stop.signum
+    print(f"{prog}: interrupted", file=sys.stderr)
+    return 130
+
+
+def _stop_behind(exc: BaseException) -> BaseException | None:
+    """The stop an error stands for: Python 3.11 reports an exception raised in a ``__set_name__``
+    (where a signal's lands when it comes as a class statement runs, a dataclass's fields as a
+    module is imported) as a RuntimeError caused by it."""
+    cause, seen = exc.__cause__, set()
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (StoppedBeforeStart, KeyboardInterrupt)):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return None

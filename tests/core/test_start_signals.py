@@ -122,3 +122,37 @@ def test_a_stop_whose_exception_python_dropped_still_ends_the_start(until, capsy
                 raise AssertionError("hold() let a stopped start make its run directory")
     assert went_on and stopped.value.signum == signal.SIGTERM
     assert capsys.readouterr().err == ""  # no "Exception ignored in" traceback either
+
+
+class _SignalsWhenNamed:
+    """A class attribute that sends this process ``sig`` from its ``__set_name__``, as the class
+    statement runs: the handler runs there, and Python 3.11 reports its exception as a RuntimeError
+    caused by it (a CI run's SIGINT, landing as a dataclass was made while `mosaic run` imported a
+    module, ended as an internal error)."""
+
+    def __init__(self, sig: signal.Signals):
+        self.sig = sig
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        os.kill(os.getpid(), self.sig)
+        for _ in range(3):  # a few bytecodes here: the handler runs inside this __set_name__
+            pass
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_while_a_class_is_made_is_a_stop_not_an_internal_error(sig, capsys):
+    from mosaic_core import hostsignals
+    from mosaic_core.cli.errors import run_cli_command
+
+    def start() -> int:
+        with hostsignals.guarded():
+
+            class Settings:  # as a module's class is made when it is imported
+                field = _SignalsWhenNamed(sig)
+
+            raise AssertionError("the start went on after its stop")
+
+    assert run_cli_command(start) == 128 + sig
+    assert capsys.readouterr().err.splitlines() == [
+        f"mosaic: stopped by {sig.name} before the run started; nothing was written"
+    ]
